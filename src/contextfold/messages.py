@@ -1,0 +1,261 @@
+"""The provider-neutral message model.
+
+A :class:`Message` is immutable and slotted. Content is either a plain string or a tuple of parts; every part
+keeps what it does not model in ``extra`` so that converting a provider's dict to a Message and back gives the
+same dict. ``meta`` carries contextfold's own annotations (protection, labels, refs) and never reaches a provider.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Literal, TypeAlias
+
+__all__ = [
+    "EMPTY",
+    "ROLES",
+    "DocumentPart",
+    "ImagePart",
+    "Message",
+    "Part",
+    "Role",
+    "TextPart",
+    "ThinkingPart",
+    "ToolCall",
+    "UnknownPart",
+    "freeze",
+    "message_text",
+]
+
+Role: TypeAlias = Literal["system", "developer", "user", "assistant", "tool"]
+ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool"})
+
+EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def freeze(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """Return a read-only copy of ``mapping`` (the shared empty mapping when there is nothing)."""
+    if not mapping:
+        return EMPTY
+    if isinstance(mapping, MappingProxyType):
+        return mapping
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    """Plain text."""
+
+    text: str
+    cache_control: Mapping[str, Any] | None = None
+    extra: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
+    type: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePart:
+    """An image by URL or inline base64 data."""
+
+    url: str | None = None
+    data: str | None = None
+    media_type: str | None = None
+    detail: str | None = None
+    cache_control: Mapping[str, Any] | None = None
+    extra: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
+    type: Literal["image"] = "image"
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentPart:
+    """A document (PDF, plain text file, …) by URL, file id or inline data."""
+
+    url: str | None = None
+    data: str | None = None
+    file_id: str | None = None
+    media_type: str | None = None
+    title: str | None = None
+    cache_control: Mapping[str, Any] | None = None
+    extra: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
+    type: Literal["document"] = "document"
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingPart:
+    """Model reasoning: Anthropic thinking / redacted_thinking, OpenAI reasoning items.
+
+    ``signature`` (Anthropic) or ``encrypted`` (OpenAI ``encrypted_content``, Anthropic redacted ``data``) must be
+    sent back unchanged with the tool calls they precede, so normalization keeps them together.
+    """
+
+    text: str = ""
+    signature: str | None = None
+    redacted: bool = False
+    encrypted: str | None = None
+    cache_control: Mapping[str, Any] | None = None
+    extra: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
+    type: Literal["thinking"] = "thinking"
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownPart:
+    """A part of a kind contextfold does not model, kept verbatim for the format it came from."""
+
+    data: Mapping[str, Any]
+    format: str = ""
+    cache_control: Mapping[str, Any] | None = None
+    extra: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
+    type: Literal["unknown"] = "unknown"
+
+
+Part: TypeAlias = TextPart | ImagePart | DocumentPart | ThinkingPart | UnknownPart
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A function/tool call requested by the assistant. ``arguments`` is a JSON string, as OpenAI sends it."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+    extra: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
+
+    def parsed_arguments(self) -> Any:
+        """The arguments decoded from JSON (callers validate them when the message is built)."""
+        return json.loads(self.arguments) if self.arguments else {}
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message of a conversation, in no provider's shape.
+
+    ``meta`` keys used by contextfold: ``protected`` (bool: never pruned or summarized), ``label`` (str),
+    ``kind`` (``"summary"``, ``"placeholder"``, ``"retain"``, ``"user_block"``, ``"aborted_output"``, …),
+    ``ref`` (a cached tool output id), ``summary_version`` and the summary metadata, ``id`` (a stable message id).
+    ``extra`` keeps provider keys contextfold does not model, for a lossless round trip.
+    """
+
+    role: Role
+    content: str | tuple[Part, ...] = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
+    extra: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
+    _fingerprint: str | None = field(default=None, init=False, repr=False, compare=False)
+
+    # -- convenience constructors -------------------------------------------------------------------------------
+    @classmethod
+    def system(cls, text: str, **kw: Any) -> Message:
+        """A system message."""
+        return cls("system", text, **kw)
+
+    @classmethod
+    def user(cls, text: str, **kw: Any) -> Message:
+        """A user message."""
+        return cls("user", text, **kw)
+
+    @classmethod
+    def assistant(cls, text: str = "", tool_calls: Iterable[ToolCall] = (), **kw: Any) -> Message:
+        """An assistant message, optionally with tool calls."""
+        return cls("assistant", text, tuple(tool_calls), **kw)
+
+    @classmethod
+    def tool(cls, tool_call_id: str, text: str, name: str | None = None, **kw: Any) -> Message:
+        """The result of tool call ``tool_call_id``."""
+        return cls("tool", text, tool_call_id=tool_call_id, name=name, **kw)
+
+    # -- views ----------------------------------------------------------------------------------------------------
+    @property
+    def text(self) -> str:
+        """All text of the message (text parts and, for display, nothing else), joined by newlines."""
+        return message_text(self.content)
+
+    @property
+    def parts(self) -> tuple[Part, ...]:
+        """Content as parts, whatever form it was given in."""
+        if isinstance(self.content, str):
+            return (TextPart(self.content),) if self.content else ()
+        return self.content
+
+    @property
+    def protected(self) -> bool:
+        """Whether the message must survive compaction byte for byte."""
+        return bool(self.meta.get("protected", False))
+
+    @property
+    def kind(self) -> str | None:
+        """The contextfold kind annotation (summary, placeholder, …), if any."""
+        kind = self.meta.get("kind")
+        return kind if isinstance(kind, str) else None
+
+    def with_meta(self, **updates: Any) -> Message:
+        """A copy with ``meta`` keys added or replaced (a value of None removes the key)."""
+        merged = {**self.meta, **updates}
+        return replace(self, meta=freeze({k: v for k, v in merged.items() if v is not None}))
+
+    def with_content(self, content: str | tuple[Part, ...]) -> Message:
+        """A copy with other content (tool calls, ids and meta kept)."""
+        return replace(self, content=content)
+
+    def fingerprint(self) -> str:
+        """A stable hash of everything a provider would see (not ``meta``); the token-count cache key."""
+        fp = self._fingerprint
+        if fp is None:
+            fp = hashlib.blake2b(_canonical_bytes(self), digest_size=16).hexdigest()
+            object.__setattr__(self, "_fingerprint", fp)
+        return fp
+
+    def __post_init__(self) -> None:
+        # Accept plain dicts and lists from callers, but store read-only values so a Message never changes.
+        if isinstance(self.content, list):
+            object.__setattr__(self, "content", tuple(self.content))
+        if isinstance(self.tool_calls, list):
+            object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        if self.meta and not isinstance(self.meta, MappingProxyType):
+            object.__setattr__(self, "meta", freeze(self.meta))
+        if self.extra and not isinstance(self.extra, MappingProxyType):
+            object.__setattr__(self, "extra", freeze(self.extra))
+
+
+def message_text(content: str | tuple[Part, ...]) -> str:
+    """The text of ``content``: the string itself, or text parts joined by newlines."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(p.text for p in content if isinstance(p, TextPart))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _part_key(part: Part) -> list[Any]:
+    if isinstance(part, TextPart):
+        return ["t", part.text, _jsonable(part.cache_control), _jsonable(part.extra)]
+    if isinstance(part, ThinkingPart):
+        return ["r", part.text, part.signature, part.redacted, part.encrypted, _jsonable(part.extra)]
+    if isinstance(part, ImagePart):
+        return ["i", part.url, part.data, part.media_type, part.detail, _jsonable(part.extra)]
+    if isinstance(part, DocumentPart):
+        return ["d", part.url, part.data, part.file_id, part.media_type, part.title, _jsonable(part.extra)]
+    return ["u", _jsonable(part.data), part.format]
+
+
+def _canonical_bytes(message: Message) -> bytes:
+    content: Any = (
+        message.content if isinstance(message.content, str) else [_part_key(p) for p in message.content]
+    )
+    key = [
+        message.role,
+        content,
+        [[c.id, c.name, c.arguments] for c in message.tool_calls],
+        message.tool_call_id,
+        message.name,
+    ]
+    return json.dumps(key, ensure_ascii=False, separators=(",", ":"), default=str).encode()

@@ -1,0 +1,43 @@
+"""Shared fixtures: paths to the recorded sessions and a switch that turns skips into failures in CI."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+TRAJECTORIES = SHARED_DATA / "trajectories"
+REQUIRE_ALL = os.environ.get("CONTEXTFOLD_REQUIRE_ALL") == "1"
+
+
+def require(condition: bool, why: str) -> None:
+    """Skip when ``condition`` is false, except in CI, where every service is installed and a skip is a bug."""
+    if condition:
+        return
+    if REQUIRE_ALL:
+        pytest.fail(f"required in CI: {why}")
+    pytest.skip(why)
+
+
+def require_binary(name: str) -> str:
+    path = shutil.which(name)
+    require(path is not None, f"{name} is not installed")
+    assert path is not None
+    return path
+
+
+@pytest.fixture(scope="session")
+def trajectories() -> Path:
+    require(TRAJECTORIES.is_dir(), f"shared data not found at {TRAJECTORIES}")
+    return TRAJECTORIES
+
+
+def all_session_files() -> list[Path]:
+    """Every recorded session file under ../shared/data/trajectories."""
+    if not TRAJECTORIES.is_dir():
+        return []
+    return sorted(p for p in TRAJECTORIES.rglob("*") if p.is_file() and p.suffix in {".traj", ".json", ".jsonl"})
