@@ -1,0 +1,341 @@
+"""Pair integrity: one function per invariant, and :func:`normalize` composing them.
+
+Every provider rejects a history in which a tool call has no result, or a result has no call. These functions
+repair such histories without losing anything the model needs, and :func:`check_messages` rejects input that
+cannot be repaired (an unknown role, a tool result without an id, arguments that are not JSON) with the message
+index and the field named.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from .errors import InvalidHistory
+from .messages import ROLES, Message, ToolCall
+
+__all__ = [
+    "ABORTED_OUTPUT_TEXT",
+    "CONTINUATION_TEXT",
+    "check_messages",
+    "drop_empty_messages",
+    "ensure_call_outputs_present",
+    "ensure_leading_user",
+    "for_summarizer",
+    "move_outputs_after_calls",
+    "normalize",
+    "partner_indices",
+    "remove_duplicate_calls",
+    "remove_messages",
+    "remove_orphan_outputs",
+    "safe_split_points",
+    "strip_trailing_tool_calls",
+    "tool_pairs",
+    "validate",
+]
+
+# What the model reads where a tool call never got its output (the agent crashed, or the call was interrupted).
+ABORTED_OUTPUT_TEXT = "aborted: no output was recorded for this tool call"
+# Anthropic and Gemini reject a conversation that opens with the assistant; this stands in for what was removed.
+CONTINUATION_TEXT = "[earlier conversation compacted; continuing]"
+
+_PINNED_ROLES = frozenset({"system", "developer"})
+
+
+# -- reading pairs -------------------------------------------------------------------------------------------------
+
+
+def tool_pairs(messages: Sequence[Message]) -> dict[str, tuple[int, int | None]]:
+    """Map each tool call id to (index of the calling assistant message, index of its first result or None).
+
+    A result counts only if it comes after its call; the first call with a given id wins.
+    """
+    pairs: dict[str, tuple[int, int | None]] = {}
+    for i, m in enumerate(messages):
+        if m.role == "assistant":
+            for call in m.tool_calls:
+                pairs.setdefault(call.id, (i, None))
+        elif m.role == "tool" and m.tool_call_id is not None:
+            pair = pairs.get(m.tool_call_id)
+            if pair is not None and pair[1] is None:
+                pairs[m.tool_call_id] = (pair[0], i)
+    return pairs
+
+
+def partner_indices(messages: Sequence[Message], index: int) -> set[int]:
+    """Indices of the messages that must go when ``messages[index]`` goes.
+
+    An assistant message's partners are its results; a result's partner is the assistant message that called it.
+    """
+    m = messages[index]
+    pairs = tool_pairs(messages)
+    if m.role == "assistant":
+        return {r for c in m.tool_calls if (r := pairs.get(c.id, (0, None))[1]) is not None}
+    if m.role == "tool" and m.tool_call_id in pairs:
+        call_index, result_index = pairs[m.tool_call_id]
+        if result_index == index:
+            return {call_index}
+    return set()
+
+
+def safe_split_points(messages: Sequence[Message]) -> list[int]:
+    """Indices ``i`` (0..len) where ``messages[:i]`` and ``messages[i:]`` separate no tool call from its result."""
+    n = len(messages)
+    # unsafe[i] is true when some pair (call c, result r) has c < i <= r.
+    depth = [0] * (n + 2)
+    for call_index, result_index in tool_pairs(messages).values():
+        if result_index is not None:
+            depth[call_index + 1] += 1
+            depth[result_index + 1] -= 1
+    points: list[int] = []
+    running = 0
+    for i in range(n + 1):
+        running += depth[i]
+        if running == 0:
+            points.append(i)
+    return points
+
+
+# -- checking input ------------------------------------------------------------------------------------------------
+
+
+def check_messages(messages: Iterable[object], *, start: int = 0) -> list[Message]:
+    """Reject what cannot be repaired: wrong types, unknown roles, results without ids, non-JSON arguments.
+
+    ``start`` offsets the index named in errors (the position of the first message in the whole history).
+    """
+    checked: list[Message] = []
+    for offset, m in enumerate(messages):
+        i = start + offset
+        if not isinstance(m, Message):
+            raise InvalidHistory(f"expected a Message, got {type(m).__name__}", index=i)
+        if m.role not in ROLES:
+            raise InvalidHistory(f"unknown role {m.role!r} (expected one of {sorted(ROLES)})", index=i, field="role")
+        if not isinstance(m.content, str | tuple):
+            raise InvalidHistory(f"content must be text or parts, got {type(m.content).__name__}", index=i,
+                                 field="content")
+        if m.role == "tool" and not m.tool_call_id:
+            raise InvalidHistory("tool result has no tool_call_id", index=i, field="tool_call_id")
+        if m.tool_calls and m.role != "assistant":
+            raise InvalidHistory(f"only assistant messages carry tool calls, not {m.role}", index=i,
+                                 field="tool_calls")
+        for k, call in enumerate(m.tool_calls):
+            _check_call(call, i, k)
+        checked.append(m)
+    return checked
+
+
+def _check_call(call: object, index: int, k: int) -> None:
+    where = f"tool_calls[{k}]"
+    if not isinstance(call, ToolCall):
+        raise InvalidHistory(f"expected a ToolCall, got {type(call).__name__}", index=index, field=where)
+    if not call.id:
+        raise InvalidHistory("tool call has no id", index=index, field=f"{where}.id")
+    if not call.name:
+        raise InvalidHistory(f"tool call {call.id!r} has no name", index=index, field=f"{where}.name")
+    if not isinstance(call.arguments, str):
+        raise InvalidHistory("arguments must be a JSON string", index=index, field=f"{where}.arguments")
+    if call.arguments:
+        try:
+            json.loads(call.arguments)
+        except ValueError as exc:
+            raise InvalidHistory(f"arguments of {call.id!r} are not valid JSON ({exc})", index=index,
+                                 field=f"{where}.arguments") from None
+
+
+# -- invariants, one function each ---------------------------------------------------------------------------------
+
+
+def remove_duplicate_calls(messages: Sequence[Message]) -> list[Message]:
+    """Drop a tool call whose id an earlier call already used, since APIs reject repeated ids.
+
+    An assistant message left with nothing in it goes too.
+    """
+    seen: set[str] = set()
+    out: list[Message] = []
+    for m in messages:
+        if m.role == "assistant" and m.tool_calls:
+            calls = tuple(c for c in m.tool_calls if c.id not in seen)
+            seen.update(c.id for c in m.tool_calls)
+            if len(calls) != len(m.tool_calls):
+                if not calls and not _has_content(m):
+                    continue
+                m = replace(m, tool_calls=calls)
+        out.append(m)
+    return out
+
+
+def remove_orphan_outputs(messages: Sequence[Message]) -> list[Message]:
+    """Drop tool results whose call does not come before them, and second results for the same call."""
+    pairs = tool_pairs(messages)
+    kept: list[Message] = []
+    for i, m in enumerate(messages):
+        if m.role == "tool":
+            pair = pairs.get(m.tool_call_id or "")
+            if pair is None or pair[1] != i:
+                continue
+        kept.append(m)
+    return kept
+
+
+def move_outputs_after_calls(messages: Sequence[Message]) -> list[Message]:
+    """Place every result right after the assistant message that called it, in the order of the calls.
+
+    Providers require the results of one assistant turn to follow it before any other message.
+    """
+    pairs = tool_pairs(messages)
+    placed = {r for _, r in pairs.values() if r is not None}
+    out: list[Message] = []
+    for m_index, m in enumerate(messages):
+        if m_index in placed:
+            continue
+        out.append(m)
+        if m.role == "assistant":
+            for call in m.tool_calls:
+                pair = pairs.get(call.id)
+                if pair is not None and pair[0] == m_index and pair[1] is not None:
+                    out.append(messages[pair[1]])
+    return out
+
+
+def ensure_call_outputs_present(messages: Sequence[Message]) -> list[Message]:
+    """Add a synthetic "aborted" result, in call order, right after every call that has none.
+
+    Expects results already placed after their calls (:func:`move_outputs_after_calls`).
+    """
+    out: list[Message] = []
+    i = 0
+    n = len(messages)
+    while i < n:
+        m = messages[i]
+        out.append(m)
+        i += 1
+        if m.role != "assistant" or not m.tool_calls:
+            continue
+        group: dict[str, Message] = {}
+        while i < n and messages[i].role == "tool":
+            group.setdefault(messages[i].tool_call_id or "", messages[i])
+            i += 1
+        for call in m.tool_calls:
+            result = group.pop(call.id, None)
+            if result is None:
+                result = Message("tool", ABORTED_OUTPUT_TEXT, tool_call_id=call.id, name=call.name,
+                                 meta={"kind": "aborted_output"})
+            out.append(result)
+        out.extend(group.values())  # results of other turns; remove_orphan_outputs runs first, so normally none
+    return out
+
+
+def drop_empty_messages(messages: Sequence[Message]) -> list[Message]:
+    """Drop user and assistant messages with neither content nor tool calls (Anthropic rejects them)."""
+    return [
+        m
+        for m in messages
+        if m.role not in ("user", "assistant") or m.tool_calls or _has_content(m)
+    ]
+
+
+def ensure_leading_user(messages: Sequence[Message]) -> list[Message]:
+    """Insert a short user message when the conversation would open with the assistant or a tool result."""
+    for i, m in enumerate(messages):
+        if m.role in _PINNED_ROLES:
+            continue
+        if m.role == "user":
+            return list(messages)
+        marker = Message("user", CONTINUATION_TEXT, meta={"kind": "placeholder"})
+        return [*messages[:i], marker, *messages[i:]]
+    return list(messages)
+
+
+def strip_trailing_tool_calls(messages: Sequence[Message]) -> list[Message]:
+    """Reduce a trailing assistant message with tool calls to its text, or drop it when it has none.
+
+    Used when preparing summarizer input: the calls are still running, and their results do not exist yet.
+    """
+    if not messages or messages[-1].role != "assistant" or not messages[-1].tool_calls:
+        return list(messages)
+    last = messages[-1]
+    text = last.text
+    if not text.strip():
+        return list(messages[:-1])
+    return [*messages[:-1], replace(last, content=text, tool_calls=())]
+
+
+def remove_messages(messages: Sequence[Message], indices: Iterable[int]) -> list[Message]:
+    """Remove ``indices`` and their partners.
+
+    An assistant message's results go with it; a removed result takes its call out of the assistant message
+    (the message itself goes when nothing else is left in it).
+    """
+    drop = set(indices)
+    pairs = tool_pairs(messages)
+    # A removed assistant message takes all its results with it.
+    for i in list(drop):
+        if 0 <= i < len(messages) and messages[i].role == "assistant":
+            drop |= partner_indices(messages, i)
+    # A removed result takes its call out of the calling message.
+    dropped_calls: dict[int, set[str]] = {}
+    for i in drop:
+        m = messages[i] if 0 <= i < len(messages) else None
+        if m is not None and m.role == "tool" and m.tool_call_id in pairs:
+            call_index, result_index = pairs[m.tool_call_id]
+            if result_index == i and call_index not in drop:
+                dropped_calls.setdefault(call_index, set()).add(m.tool_call_id)
+    out: list[Message] = []
+    for i, m in enumerate(messages):
+        if i in drop:
+            continue
+        gone = dropped_calls.get(i)
+        if gone:
+            calls = tuple(c for c in m.tool_calls if c.id not in gone)
+            if not calls and not _has_content(m):
+                continue
+            m = replace(m, tool_calls=calls)
+        out.append(m)
+    return out
+
+
+# -- composition ---------------------------------------------------------------------------------------------------
+
+
+def normalize(messages: Sequence[Message]) -> list[Message]:
+    """Return a history every provider accepts. Idempotent; runs before every model call.
+
+    Invariants, applied in this order:
+
+    0. Call ids are unique: a call repeating an earlier call's id is dropped.
+    1. No orphan results: a result whose call does not precede it, or a second result for one call, is dropped.
+    2. Results follow their calls: each result moves right after the assistant message that called it.
+    3. Every call has a result: a synthetic "aborted" result is added right after a call that has none.
+    4. No empty turns: user and assistant messages with no content and no calls are dropped.
+    5. The conversation opens with the user (after system/developer messages).
+
+    Thinking blocks live inside the assistant message that carries the calls, so they move and stay with them.
+    """
+    out = remove_duplicate_calls(messages)
+    out = remove_orphan_outputs(out)
+    out = move_outputs_after_calls(out)
+    out = ensure_call_outputs_present(out)
+    out = drop_empty_messages(out)
+    return ensure_leading_user(out)
+
+
+def for_summarizer(messages: Sequence[Message]) -> list[Message]:
+    """The history as a summarizer should read it: in-flight calls reduced to text, then normalized."""
+    return normalize(strip_trailing_tool_calls(messages))
+
+
+def validate(messages: Sequence[Message], format: str) -> None:
+    """Raise :class:`InvalidHistory` when ``format``'s API would reject ``messages``."""
+    # formats import this module's neighbours; import late to stay acyclic
+    from .formats import get_format  # type: ignore[attr-defined,unused-ignore]
+
+    wire = get_format(format)
+    wire.validate(wire.encode(list(messages)))
+
+
+def _has_content(m: Message) -> bool:
+    if isinstance(m.content, str):
+        return bool(m.content.strip())
+    return any(not (p.type == "text" and not getattr(p, "text", "").strip()) for p in m.content)

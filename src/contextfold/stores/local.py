@@ -1,0 +1,199 @@
+"""The embedded default :class:`~contextfold.stores.base.BlobStore`: one SQLite file in WAL mode.
+
+Each blob is split into fixed-size chunks (one row each) so that reading a slice of a 100 MB tool output touches a
+few rows, never the whole value. A ``put`` is one transaction: a process killed mid-write leaves the previous state,
+and every entry committed before it stays readable.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+
+from ..errors import RefNotFound, StoreError
+from .base import BlobInfo, BlobStore
+
+__all__ = ["DEFAULT_DIRECTORY", "DEFAULT_FILENAME", "LocalBlobStore"]
+
+# Relative to the working directory, like .git: the cache belongs to the project the agent works on.
+DEFAULT_DIRECTORY = ".contextfold"
+# A name of its own so that the archive and sessions can share the directory without sharing a database.
+DEFAULT_FILENAME = "tool_outputs.sqlite3"
+# 64 KiB rows: a 1,000-line slice reads a handful of rows, and a 100 MB output is ~1,600 rows, cheap to write.
+CHUNK_BYTES = 64 * 1024
+# Another process may hold the write lock briefly (WAL allows one writer); wait this long before failing.
+BUSY_TIMEOUT_SECONDS = 30.0
+# Bumped whenever the schema changes, so that an old file is recognised instead of misread.
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS blobs (
+    key TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    accessed INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS blobs_accessed ON blobs (accessed);
+CREATE TABLE IF NOT EXISTS chunks (
+    key TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (key, seq)
+) WITHOUT ROWID;
+"""
+
+_NEXT_ACCESS = "(SELECT coalesce(max(accessed), 0) + 1 FROM blobs)"
+
+
+class LocalBlobStore(BlobStore):
+    """Blobs in ``<directory>/tool_outputs.sqlite3`` (WAL), shared safely by threads and processes.
+
+    Args:
+        directory: Where the database lives; created when missing. Defaults to ``.contextfold/`` under the
+            working directory. A path ending in ``.sqlite3``, ``.sqlite`` or ``.db`` names the file itself.
+
+    Example:
+        >>> import tempfile
+        >>> with LocalBlobStore(tempfile.mkdtemp()) as store:
+        ...     store.put("k", b"line 1\\nline 2\\n")
+        ...     store.read_range("k", 7, 6)
+        b'line 2'
+    """
+
+    def __init__(self, directory: str | Path | None = None) -> None:
+        target = Path(directory) if directory is not None else Path.cwd() / DEFAULT_DIRECTORY
+        if target.suffix in {".sqlite3", ".sqlite", ".db"}:
+            self.path = target
+        else:
+            self.path = target / DEFAULT_FILENAME
+        self._lock = threading.RLock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn: sqlite3.Connection | None = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_SECONDS
+            )
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            # NORMAL is durable against a killed process in WAL mode (only an OS crash can lose the last commits).
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, SCHEMA_VERSION):
+                raise StoreError(f"{self.path}: schema version {version}, this contextfold reads {SCHEMA_VERSION}")
+            self._conn.executescript(_SCHEMA)
+            self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open the local blob store at {self.path}: {exc}") from exc
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the database connection (idempotent)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> LocalBlobStore:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError(f"the local blob store at {self.path} is closed")
+        return self._conn
+
+    # -- BlobStore --------------------------------------------------------------------------------------------
+    def put(self, key: str, data: bytes) -> None:
+        """Store ``data`` under ``key`` in one transaction, replacing any previous value."""
+        view = memoryview(data)
+        rows = ((key, seq, view[off : off + CHUNK_BYTES]) for seq, off in enumerate(range(0, len(view), CHUNK_BYTES)))
+        with self._lock:
+            db = self._db()
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    db.execute("DELETE FROM chunks WHERE key = ?", (key,))
+                    db.executemany("INSERT INTO chunks (key, seq, data) VALUES (?, ?, ?)", rows)
+                    db.execute(
+                        f"INSERT OR REPLACE INTO blobs (key, size, accessed) VALUES (?, ?, {_NEXT_ACCESS})",
+                        (key, len(view)),
+                    )
+                    db.execute("COMMIT")
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot write {key!r} to {self.path}: {exc}") from exc
+
+    def read_range(self, key: str, start: int, length: int) -> bytes:
+        """Up to ``length`` bytes of ``key`` from ``start``, reading only the chunks that hold them."""
+        if start < 0 or length < 0:
+            raise ValueError(f"read_range: start and length must be >= 0, got start={start}, length={length}")
+        with self._lock:
+            db = self._db()
+            try:
+                # One read transaction so that a concurrent replacement of the key cannot mix two versions.
+                db.execute("BEGIN")
+                try:
+                    row = db.execute("SELECT size FROM blobs WHERE key = ?", (key,)).fetchone()
+                    if row is None:
+                        raise RefNotFound(key)
+                    end = min(start + length, int(row[0]))
+                    if end <= start:
+                        return b""
+                    first, last = start // CHUNK_BYTES, (end - 1) // CHUNK_BYTES
+                    parts = db.execute(
+                        "SELECT data FROM chunks WHERE key = ? AND seq BETWEEN ? AND ? ORDER BY seq",
+                        (key, first, last),
+                    ).fetchall()
+                finally:
+                    db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot read {key!r} from {self.path}: {exc}") from exc
+        joined = b"".join(p[0] for p in parts)
+        offset = start - first * CHUNK_BYTES
+        return joined[offset : offset + (end - start)]
+
+    def size(self, key: str) -> int | None:
+        """Byte size of ``key`` or None."""
+        with self._lock:
+            row = self._query("SELECT size FROM blobs WHERE key = ?", (key,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def delete(self, key: str) -> bool:
+        """Remove ``key`` and its chunks in one transaction."""
+        with self._lock:
+            db = self._db()
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    db.execute("DELETE FROM chunks WHERE key = ?", (key,))
+                    found = db.execute("DELETE FROM blobs WHERE key = ?", (key,)).rowcount > 0
+                    db.execute("COMMIT")
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot delete {key!r} from {self.path}: {exc}") from exc
+        return found
+
+    def entries(self) -> Iterator[BlobInfo]:
+        """Every key, sorted, with size and access order."""
+        with self._lock:
+            rows = self._query("SELECT key, size, accessed FROM blobs ORDER BY key").fetchall()
+        return iter([BlobInfo(str(k), int(s), int(a)) for k, s, a in rows])
+
+    def touch(self, key: str) -> None:
+        """Mark ``key`` as just used."""
+        with self._lock:
+            self._query(f"UPDATE blobs SET accessed = {_NEXT_ACCESS} WHERE key = ?", (key,))
+
+    def _query(self, sql: str, params: tuple[object, ...] = ()) -> sqlite3.Cursor:
+        try:
+            return self._db().execute(sql, params)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from exc

@@ -1,0 +1,78 @@
+"""An in-process :class:`~contextfold.stores.base.BlobStore`: the test double and the choice for short scripts."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterator
+
+from ..errors import RefNotFound
+from .base import BlobInfo, BlobStore
+
+__all__ = ["MemoryBlobStore"]
+
+
+class MemoryBlobStore(BlobStore):
+    """Blobs in a dict, safe to share between threads. Nothing survives the process.
+
+    Example:
+        >>> store = MemoryBlobStore()
+        >>> store.put("a", b"xyz")
+        >>> store.get("a")
+        b'xyz'
+    """
+
+    def __init__(self) -> None:
+        self._data: dict[str, bytes] = {}
+        self._accessed: dict[str, int] = {}
+        self._clock = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def put(self, key: str, data: bytes) -> None:
+        """Store ``data`` under ``key``."""
+        value = bytes(data)
+        with self._lock:
+            self._data[key] = value
+            self._accessed[key] = next(self._clock)
+
+    def read_range(self, key: str, start: int, length: int) -> bytes:
+        """Up to ``length`` bytes of ``key`` from ``start``."""
+        if start < 0 or length < 0:
+            raise ValueError(f"read_range: start and length must be >= 0, got start={start}, length={length}")
+        with self._lock:
+            value = self._data.get(key)
+        if value is None:
+            raise RefNotFound(key)
+        return value[start : start + length]
+
+    def get(self, key: str) -> bytes:
+        """The whole value of ``key``."""
+        with self._lock:
+            value = self._data.get(key)
+        if value is None:
+            raise RefNotFound(key)
+        return value
+
+    def size(self, key: str) -> int | None:
+        """Byte size of ``key`` or None."""
+        with self._lock:
+            value = self._data.get(key)
+        return None if value is None else len(value)
+
+    def delete(self, key: str) -> bool:
+        """Remove ``key``."""
+        with self._lock:
+            self._accessed.pop(key, None)
+            return self._data.pop(key, None) is not None
+
+    def entries(self) -> Iterator[BlobInfo]:
+        """Every key, sorted, with size and access order."""
+        with self._lock:
+            infos = [BlobInfo(k, len(v), self._accessed[k]) for k, v in self._data.items()]
+        return iter(sorted(infos, key=lambda i: i.key))
+
+    def touch(self, key: str) -> None:
+        """Mark ``key`` as just used."""
+        with self._lock:
+            if key in self._data:
+                self._accessed[key] = next(self._clock)
