@@ -147,17 +147,17 @@ def _check_call(call: object, index: int, k: int) -> None:
 # -- invariants, one function each ---------------------------------------------------------------------------------
 
 
-def remove_duplicate_calls(messages: Sequence[Message]) -> list[Message]:
+def remove_duplicate_calls(messages: Sequence[Message], seen: Iterable[str] = ()) -> list[Message]:
     """Drop a tool call whose id an earlier call already used, since APIs reject repeated ids.
 
     An assistant message left with nothing in it goes too.
     """
-    seen: set[str] = set()
+    used = set(seen)
     out: list[Message] = []
     for m in messages:
         if m.role == "assistant" and m.tool_calls:
-            calls = tuple(c for c in m.tool_calls if c.id not in seen)
-            seen.update(c.id for c in m.tool_calls)
+            calls = tuple(c for c in m.tool_calls if c.id not in used)
+            used.update(c.id for c in m.tool_calls)
             if len(calls) != len(m.tool_calls):
                 if not calls and not _has_content(m):
                     continue
@@ -299,8 +299,11 @@ def remove_messages(messages: Sequence[Message], indices: Iterable[int]) -> list
 # -- composition ---------------------------------------------------------------------------------------------------
 
 
-def normalize(messages: Sequence[Message]) -> list[Message]:
+def normalize(messages: Sequence[Message], *, opening: bool = True, seen_call_ids: Iterable[str] = ()) -> list[Message]:
     """Return a history every provider accepts. Idempotent; runs before every model call.
+
+    ``opening=False`` and ``seen_call_ids`` normalize a continuation: ``messages`` follow an already normalized
+    prefix whose calls (``seen_call_ids``) are all answered, so the manager need not re-read the whole history.
 
     Invariants, applied in this order:
 
@@ -313,12 +316,12 @@ def normalize(messages: Sequence[Message]) -> list[Message]:
 
     Thinking blocks live inside the assistant message that carries the calls, so they move and stay with them.
     """
-    out = remove_duplicate_calls(messages)
+    out = remove_duplicate_calls(messages, seen_call_ids)
     out = remove_orphan_outputs(out)
     out = move_outputs_after_calls(out)
     out = ensure_call_outputs_present(out)
     out = drop_empty_messages(out)
-    return ensure_leading_user(out)
+    return ensure_leading_user(out) if opening else out
 
 
 def for_summarizer(messages: Sequence[Message]) -> list[Message]:

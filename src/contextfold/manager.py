@@ -1,0 +1,448 @@
+"""The ContextManager: one per agent session, the one stateful object.
+
+It owns the view (what the model sees), the tool output cache, the archive and the telemetry, and runs the flow of
+a turn (DESIGN.md): ``add`` truncates big tool outputs at write time and counts only the new messages; ``prepare``
+normalizes, decides, masks / summarizes / compacts when the policy says so, archives what leaves the view, and
+returns the view in the caller's wire format; ``record_usage`` grounds the next decision in the provider's counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from .compact import CompactionResult, compact
+from .errors import ContextfoldError, InsufficientBudget, RecoveryFailed
+from .events import (
+    CacheMasked,
+    CacheTruncated,
+    CompactError,
+    CompactWarning,
+    MessagesPruned,
+    SummaryCreated,
+    TokenEstimate,
+    TriggerDecision,
+    UsageRecorded,
+)
+from .formats import get_format
+from .manager_parts import CompactionReport, Components, Status, build_components, coerce_messages
+from .messages import Message
+from .policy import Action, Plan, Policy, decide
+from .usage import TokenUsage
+from .view import View
+
+__all__ = ["CompactionReport", "ContextManager", "Status"]
+
+# A soft compaction computed in the background is worth keeping only while the view it was computed from is intact.
+_IDLE_WORKERS = 1
+
+
+class ContextManager:
+    """Keeps one agent session inside its model's context window.
+
+    >>> cm = ContextManager(model="gpt-4o", store="memory", archive="memory")
+    >>> cm.add([{"role": "user", "content": "hello"}])
+    >>> cm.prepare(format="openai_chat")
+    [{'role': 'user', 'content': 'hello'}]
+
+    Args:
+        model: The model the agent calls; its window and tokenizer come from the registry.
+        max_context_tokens: The window to work within (required for models the registry does not know).
+        policy: A :class:`~contextfold.policy.Policy` or a mapping of its fields.
+        summarizer: A :class:`~contextfold.summarize.Summarizer`, or a name: ``"extractive"`` (the default, no
+            LLM), ``"openai:gpt-4o-mini"``, ``"anthropic:claude-haiku-4-5"``, ``"litellm:..."``.
+        store: Where full tool outputs go: ``"local"`` (SQLite under ``.contextfold/``, the default), ``"memory"``,
+            ``"redis://…"``, or a BlobStore.
+        archive: Where pre-compaction transcripts go: a directory path, ``"memory"``, ``"s3://bucket/prefix"``,
+            an ArchiveStore, or None for ``.contextfold/archive``.
+        telemetry: A Telemetry sink (``emit(event)``) for the events; None records nothing.
+        session_id: Names the session in the archive, the events and the stores.
+        tools: Tool schemas sent with every request (counted against the window).
+        redact: Redact secrets from archived transcripts and events (on by default).
+    """
+
+    def __init__(
+        self,
+        model: str = "gpt-4o",
+        *,
+        max_context_tokens: int | None = None,
+        policy: Policy | Mapping[str, Any] | None = None,
+        summarizer: Any = "extractive",
+        store: Any = "local",
+        archive: Any = None,
+        telemetry: Any = None,
+        session_id: str | None = None,
+        tools: Sequence[Mapping[str, Any]] = (),
+        redact: bool = True,
+        clock: Any = None,
+    ) -> None:
+        parts: Components = build_components(
+            model=model, max_context_tokens=max_context_tokens, policy=policy, summarizer=summarizer, store=store,
+            archive=archive, telemetry=telemetry, session_id=session_id, redact=redact, clock=clock,
+        )
+        self.model = parts.model
+        self.policy = parts.policy
+        self.budgets = parts.budgets
+        self.counter = parts.counter
+        self.cache = parts.cache
+        self.summarizer = parts.summarizer
+        self.archive = parts.archive
+        self.tracer = parts.tracer
+        self.session_id = parts.session_id
+        self.redactor = parts.redactor
+        self._clock = parts.clock
+        self.tools: list[Mapping[str, Any]] = list(tools)
+        self._tool_tokens = self.counter.count_tools(self.tools) if self.tools else 0
+        self._view = View(self.counter)
+        self._lock = threading.RLock()
+        self._seq = 0
+        self._compactions = 0
+        self._maskings = 0
+        self._archived = 0
+        self._failed_compactions = 0
+        self.paused = False  # circuit breaker: automatic compaction stops after repeated failures
+        self._grounding: tuple[int, int, int] | None = None  # (view version, messages sent, reported - counted)
+        self._idle: tuple[int, int, Future[CompactionResult]] | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self.last_plan: Plan | None = None
+        self.usage_total = TokenUsage()
+        for warning in parts.warnings:
+            self.tracer.emit(CompactWarning(session_id=self.session_id, message=warning, count=0))
+
+    # -- adding ---------------------------------------------------------------------------------------------------
+    def add(self, messages: Iterable[Message | Mapping[str, Any]] | Message | Mapping[str, Any], *,
+            format: str | None = None) -> None:
+        """Append messages (Message objects or provider dicts, format auto-detected unless given).
+
+        Big tool outputs are stored whole in the cache and replaced by a view with their ref at once.
+        """
+        with self._lock:
+            incoming = coerce_messages(messages, format=format, start=len(self._view))
+            stored: list[Message] = []
+            for m in incoming:
+                self._seq += 1
+                m = m.with_meta(id=m.meta.get("id") or f"{self.session_id}:{self._seq}")
+                if m.role == "tool" and self.cache is not None:
+                    processed = self.cache.process(m)
+                    if processed is not m and processed.meta.get("ref"):
+                        self.tracer.emit(CacheTruncated(session_id=self.session_id, ref=str(processed.meta["ref"]),
+                                                        original_bytes=len(m.text.encode()),
+                                                        view_bytes=len(processed.text.encode())))
+                    m = processed
+                stored.append(m)
+            self._view.append(stored)
+
+    # -- preparing ------------------------------------------------------------------------------------------------
+    def prepare(self, format: str = "openai_chat") -> Any:
+        """The view to send, in ``format``: a list of messages/items (OpenAI Chat, Responses) or the request
+        fragment (Anthropic ``{"system", "messages"}``, Gemini ``{"system_instruction", "contents"}``).
+
+        Compacts first when the policy says so. Raises InsufficientBudget when even full compaction cannot fit.
+        """
+        wire = get_format(format)
+        with self._lock:
+            self._apply_idle_result()
+            self._run_policy()
+            if format in ("openai_chat", "openai_responses"):
+                return self._view.encoded(wire)
+            return wire.encode_request(self._view.normalized())
+
+    def prepare_messages(self) -> list[Message]:
+        """The view as Message objects (for framework adapters), compacting first when the policy says so."""
+        with self._lock:
+            self._apply_idle_result()
+            self._run_policy()
+            return self._view.normalized()
+
+    def tokens(self) -> int:
+        """Tokens of the view as it would be sent now (tool schemas included), grounded in reported usage."""
+        with self._lock:
+            tokens, _, _ = self._view.totals()
+            return self._grounded(tokens + self._tool_tokens)
+
+    def _grounded(self, counted: int) -> int:
+        g = self._grounding
+        if g is not None and g[0] == self._view.version and len(self._view) >= g[1]:
+            return max(0, counted + g[2])
+        return counted
+
+    def _run_policy(self) -> None:
+        started = time.perf_counter()
+        tokens, tool_tokens, count = self._view.totals()
+        total = self._grounded(tokens + self._tool_tokens)
+        plan = decide(total, count, tool_tokens, self.budgets, self._effective_policy())
+        self.last_plan = plan
+        self.tracer.emit(TokenEstimate(session_id=self.session_id, messages=tokens, tools_schema=self._tool_tokens,
+                                       system=0, developer=0))
+        if plan.action is Action.NONE:
+            return
+        self.tracer.emit(TriggerDecision(session_id=self.session_id, triggered=True, action=str(plan.action),
+                                         reason=plan.reason, figures=dict(plan.figures)))
+        if plan.action is Action.MASK or (tool_tokens > self.budgets.tool_output_budget and self.cache is not None):
+            self._mask(tokens)
+            tokens, tool_tokens, count = self._view.totals()
+            total = self._grounded(tokens + self._tool_tokens)
+            plan = decide(total, count, tool_tokens, self.budgets, self._effective_policy())
+            if plan.action in (Action.NONE, Action.MASK):
+                return
+        self._compact(str(plan.action), instructions=None, started=started)
+
+    def _effective_policy(self) -> Policy:
+        if self.paused and self.policy.auto:
+            return self.policy.model_copy(update={"auto": False})
+        return self.policy
+
+    def _mask(self, tokens: int) -> None:
+        if self.cache is None:
+            return
+        view = self._view.normalized()
+        p = self.policy
+        result = self.cache.mask(
+            view, counter=self.counter, budget_tokens=self.budgets.tool_output_budget,
+            keep_tool_io_pairs=p.keep_tool_io_pairs, exclude_tools=(*p.exclude_tools, *p.protected_tools),
+            clear_at_least=p.clear_at_least, clear_tool_inputs=p.clear_tool_inputs,
+        )
+        if not result.masked_indices:
+            return
+        self._view.replace(result.messages)
+        self._maskings += 1
+        self.tracer.emit(CacheMasked(session_id=self.session_id, count=len(result.masked_indices),
+                                     refs=[str(result.messages[i].meta.get("ref", "")) for i in result.masked_indices],
+                                     tokens_freed=result.tokens_freed,
+                                     prefix_tokens_invalidated=result.prefix_tokens_invalidated))
+
+    # -- compaction -----------------------------------------------------------------------------------------------
+    def compact(self, *, force: bool = True, instructions: str | None = None, kind: str = "hard") -> CompactionReport:
+        """Compact now (a manual ``/compact``), whatever the thresholds; returns a report with the figures."""
+        with self._lock:
+            before_tokens, _, before_count = self._view.totals()
+            if not force and self.tokens() < self.budgets.soft:
+                return CompactionReport(before_tokens, before_tokens, before_count, before_count, 0, 0.0, None)
+            return self._compact(kind, instructions=instructions, started=time.perf_counter())
+
+    def _compact(self, kind: str, *, instructions: str | None, started: float) -> CompactionReport:
+        view = self._view.normalized()
+        try:
+            result = compact(view, policy=self.policy, counter=self.counter, summarizer=self.summarizer,
+                             budget=self.budgets.hard - self._tool_tokens, kind=kind,
+                             compaction_count=self._compactions, instructions=instructions, clock=self._clock)
+        except InsufficientBudget:
+            self._failed_compactions += 1
+            raise
+        except ContextfoldError as exc:
+            self._compaction_failed(exc)
+            raise
+        self._failed_compactions = 0
+        return self._apply(view, result, started)
+
+    def _apply(self, view: list[Message], result: CompactionResult, started: float) -> CompactionReport:
+        number = self._archive_transcript(view)
+        self._view.replace(result.messages)
+        self._compactions += 1
+        stats = result.stats
+        if result.summary is not None:
+            payload = {"summary": result.summary.summary, "retain": list(result.summary.retain),
+                       "summarizer": result.summary.summarizer, "stats": stats.to_dict()}
+            if self.archive is not None:
+                self.archive.archive_summary(self.session_id, number, self._redacted(payload))
+            self.tracer.emit(SummaryCreated(
+                session_id=self.session_id, strategy=self.policy.strategy, input_messages=stats.compacted_count,
+                input_tokens=stats.tokens_before, summary_tokens=stats.summary_tokens,
+                summary=self._redact_text(result.summary.summary), fell_back=result.summary.fell_back))
+        self.tracer.emit(MessagesPruned(session_id=self.session_id, count=len(result.removed),
+                                        ids=[str(m.meta.get("id", "")) for m in result.removed],
+                                        kept=dict(stats.kept), kind=stats.kind))
+        for warning in result.warnings:
+            self.tracer.emit(CompactWarning(session_id=self.session_id, message=warning, count=self._compactions))
+        duration = (time.perf_counter() - started) * 1000
+        return CompactionReport(stats.tokens_before, stats.tokens_after, stats.messages_before, stats.messages_after,
+                                stats.compacted_count, duration, result.summary)
+
+    def _compaction_failed(self, exc: Exception) -> None:
+        self._failed_compactions += 1
+        self.tracer.emit(CompactError(session_id=self.session_id, error_type=type(exc).__name__,
+                                      message=str(exc), fallback="none"))
+        if self._failed_compactions >= 3 and not self.paused:
+            self.paused = True
+
+    def _archive_transcript(self, view: list[Message]) -> int:
+        self._archived += 1
+        if self.archive is None:
+            return self._archived
+        messages = [self.redactor.redact_message(m) for m in view] if self.redactor is not None else view
+        return int(self.archive.archive_transcript(self.session_id, messages))
+
+    def _redacted(self, payload: dict[str, Any]) -> dict[str, Any]:
+        if self.redactor is None:
+            return payload
+        redacted: dict[str, Any] = self.redactor.redact_obj(payload)
+        return redacted
+
+    def _redact_text(self, text: str) -> str:
+        return self.redactor.redact_text(text) if self.redactor is not None else text
+
+    # -- idle-time compaction -------------------------------------------------------------------------------------
+    def compact_in_background(self) -> Future[CompactionResult] | None:
+        """Start a soft compaction on a worker thread when the view is over the soft threshold.
+
+        The result is applied by the next ``prepare()`` only if the view has not been rewritten meanwhile (new
+        messages appended at the end are fine: they are kept after the compacted part); otherwise it is dropped
+        and the policy plans again. Returns the future, or None when there is nothing to do.
+        """
+        with self._lock:
+            if self._idle is not None or not self.policy.auto or self.paused or self.tokens() < self.budgets.soft:
+                return None
+            snapshot = self._view.normalized()
+            version = self._view.version
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(_IDLE_WORKERS, thread_name_prefix="contextfold-idle")
+            future = self._executor.submit(
+                compact, snapshot, policy=self.policy, counter=self.counter, summarizer=self.summarizer,
+                budget=self.budgets.hard - self._tool_tokens, kind="soft", compaction_count=self._compactions,
+                clock=self._clock)
+            self._idle = (version, len(snapshot), future)
+            self._idle_snapshot = snapshot
+            return future
+
+    def _apply_idle_result(self) -> None:
+        pending = self._idle
+        if pending is None or not pending[2].done():
+            return
+        self._idle = None
+        version, length, future = pending
+        snapshot = self._idle_snapshot
+        current = self._view.normalized()
+        intact = version == self._view.version and len(current) >= length and all(
+            a is b for a, b in zip(current[:length], snapshot, strict=True))
+        try:
+            result = future.result()
+        except ContextfoldError as exc:
+            self._compaction_failed(exc)
+            return
+        if not intact:
+            self.tracer.emit(CompactWarning(session_id=self.session_id, count=self._compactions,
+                                            message="background compaction dropped: the view changed meanwhile"))
+            return
+        tail = current[length:]
+        self._apply(snapshot, _with_tail(result, tail), time.perf_counter())
+
+    # -- usage ----------------------------------------------------------------------------------------------------
+    def record_usage(self, usage: Any) -> TokenUsage:
+        """Record what the provider reported for the call made with the last prepared view."""
+        parsed = TokenUsage.from_any(usage)
+        with self._lock:
+            self.usage_total = self.usage_total + parsed
+            tokens, _, count = self._view.totals()
+            counted = tokens + self._tool_tokens
+            if parsed.prompt_tokens > 0:
+                self._grounding = (self._view.version, count, parsed.prompt_tokens - counted)
+            self.tracer.emit(UsageRecorded(session_id=self.session_id, model=self.model.name,
+                                           input_tokens=parsed.input, output_tokens=parsed.output,
+                                           cache_read_tokens=parsed.cache_read,
+                                           cache_creation_tokens=parsed.cache_creation, estimated_tokens=counted))
+        return parsed
+
+    # -- inspection -----------------------------------------------------------------------------------------------
+    def status(self) -> Status:
+        """Layers of the view (pinned, summary version, recent) and usage as a share of the window."""
+        with self._lock:
+            view = self._view.normalized()
+            tokens = self.tokens()
+            summaries = [m for m in view if m.kind == "summary"]
+            version = int(summaries[-1].meta.get("summary_version", 0)) if summaries else 0
+            pinned = sum(1 for m in view if m.role in self.policy.roles_never_prune or m.protected)
+            return Status(session_id=self.session_id, model=self.model.name, window=self.budgets.window,
+                          tokens=tokens, usage_pct=round(100 * tokens / self.budgets.window, 1),
+                          messages=len(view), pinned=pinned, summary_version=version,
+                          recent=len(view) - pinned - len(summaries), compactions=self._compactions,
+                          maskings=self._maskings, paused=self.paused)
+
+    @property
+    def compactions(self) -> int:
+        """Compactions applied in this session."""
+        return self._compactions
+
+    @property
+    def maskings(self) -> int:
+        """Masking passes applied in this session."""
+        return self._maskings
+
+    def messages(self) -> list[Message]:
+        """The stored view as Message objects, without compacting (a snapshot)."""
+        with self._lock:
+            return self._view.normalized()
+
+    def finish(self) -> None:
+        """The agent is done: run the final check, wait for background work, flush telemetry."""
+        with self._lock:
+            self._apply_idle_result()
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+        with self._lock:
+            self._apply_idle_result()
+        flush = getattr(self.tracer, "flush", None)
+        if callable(flush):
+            flush()
+
+    def close(self) -> None:
+        """Release the stores and worker threads."""
+        self.finish()
+        close = getattr(self.cache, "close", None)
+        if callable(close):
+            close()
+
+    def __enter__(self) -> ContextManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- overflow recovery ----------------------------------------------------------------------------------------
+    def shrink_for_overflow(self, prompt_tokens: int | None = None, limit: int | None = None) -> CompactionReport:
+        """Make the view smaller after the provider said it is too long (see :mod:`contextfold.recovery`).
+
+        Uses the counts from the error, when given, to correct the estimate first.
+        """
+        with self._lock:
+            if not self.policy.auto and not self.policy.allow_on_overflow:
+                raise RecoveryFailed("the provider reported a context overflow, but automatic compaction is off "
+                                     "(Policy(auto=False)); set allow_on_overflow=True to let recovery compact")
+            if self.paused:
+                raise RecoveryFailed(f"automatic compaction is paused after {self._failed_compactions} failed "
+                                     "compactions in a row (circuit breaker)")
+            if prompt_tokens is not None:
+                tokens, _, count = self._view.totals()
+                self._grounding = (self._view.version, count, prompt_tokens - tokens - self._tool_tokens)
+            return self._compact("hard", instructions=None, started=time.perf_counter())
+
+    # -- async mirror ---------------------------------------------------------------------------------------------
+    async def aadd(self, messages: Any, *, format: str | None = None) -> None:
+        """Async :meth:`add`."""
+        await asyncio.to_thread(self.add, messages, format=format)
+
+    async def aprepare(self, format: str = "openai_chat") -> Any:
+        """Async :meth:`prepare` (summarization runs on a worker thread, never on the event loop)."""
+        return await asyncio.to_thread(self.prepare, format)
+
+    async def aprepare_messages(self) -> list[Message]:
+        """Async :meth:`prepare_messages`."""
+        return await asyncio.to_thread(self.prepare_messages)
+
+    async def acompact(self, *, force: bool = True, instructions: str | None = None) -> CompactionReport:
+        """Async :meth:`compact`."""
+        return await asyncio.to_thread(lambda: self.compact(force=force, instructions=instructions))
+
+    async def arecord_usage(self, usage: Any) -> TokenUsage:
+        """Async :meth:`record_usage`."""
+        return self.record_usage(usage)
+
+
+def _with_tail(result: CompactionResult, tail: Sequence[Message]) -> CompactionResult:
+    from dataclasses import replace
+
+    return replace(result, messages=[*result.messages, *tail])

@@ -1,0 +1,208 @@
+"""What a ContextManager is built from: resolving names to components, coercing input, the reports it returns.
+
+Kept apart from :mod:`contextfold.manager` so that the runtime reads as the flow of a turn.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .errors import ConfigError, InvalidHistory
+from .messages import Message
+from .models import ModelInfo, get_model
+from .normalize import check_messages
+from .policy import Budgets, Policy
+from .summarize import Summarizer, SummaryResult
+from .tokens import MessageCounter, counter_for_model
+from .tracing import Tracer
+
+__all__ = ["CompactionReport", "Components", "Status", "build_components", "coerce_messages"]
+
+# Where the embedded defaults keep their files, relative to the working directory.
+DEFAULT_DIR = ".contextfold"
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionReport:
+    """What one compaction did: tokens and messages before and after, how many were compacted, and how long."""
+
+    tokens_before: int
+    tokens_after: int
+    messages_before: int
+    messages_after: int
+    compacted: int
+    duration_ms: float
+    summary: SummaryResult | None = None
+
+    def line(self) -> str:
+        """A one-line report for an interactive ``/compact``."""
+        saved = self.tokens_before - self.tokens_after
+        pct = 100 * saved / self.tokens_before if self.tokens_before else 0.0
+        return (f"compacted {self.compacted} messages: {self.tokens_before:,} → {self.tokens_after:,} tokens "
+                f"(-{pct:.0f}%), {self.messages_before} → {self.messages_after} messages in {self.duration_ms:.0f} ms")
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """The layers of the view and how full the window is."""
+
+    session_id: str
+    model: str
+    window: int
+    tokens: int
+    usage_pct: float
+    messages: int
+    pinned: int
+    summary_version: int
+    recent: int
+    compactions: int
+    maskings: int
+    paused: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+        return asdict(self)
+
+    def line(self) -> str:
+        """One line for a status bar."""
+        summary = f"summary v{self.summary_version}" if self.summary_version else "no summary"
+        return (f"{self.model}: {self.tokens:,}/{self.window:,} tokens ({self.usage_pct}%) · {self.messages} "
+                f"messages (pinned {self.pinned}, {summary}, recent {self.recent}) · {self.compactions} "
+                f"compactions, {self.maskings} maskings" + (" · compaction paused" if self.paused else ""))
+
+
+@dataclass
+class Components:
+    """Everything a manager is built from, resolved."""
+
+    model: ModelInfo
+    policy: Policy
+    budgets: Budgets
+    counter: MessageCounter
+    cache: Any
+    summarizer: Summarizer
+    archive: Any
+    tracer: Tracer
+    session_id: str
+    redactor: Any
+    clock: Callable[[], datetime] | None
+    warnings: list[str] = field(default_factory=list)
+
+
+def build_components(
+    *, model: str, max_context_tokens: int | None, policy: Policy | Mapping[str, Any] | None, summarizer: Any,
+    store: Any, archive: Any, telemetry: Any, session_id: str | None, redact: bool, clock: Any,
+) -> Components:
+    """Resolve names (``"local"``, ``"extractive"``, ``"openai:gpt-4o-mini"``, …) into components."""
+    info = get_model(model, context_window=max_context_tokens)
+    resolved_policy = _policy(policy)
+    budgets = resolved_policy.budgets(info.context_window)
+    counter = counter_for_model(info.name if info.tokenizer.endswith("_base") else model)
+    session = session_id or uuid.uuid4().hex[:16]
+    warnings: list[str] = []
+    redactor = None
+    if redact:
+        from .redact import Redactor
+
+        redactor = Redactor()
+    else:
+        warnings.append("redaction is disabled: archived transcripts and events may contain secrets")
+    return Components(
+        model=info, policy=resolved_policy, budgets=budgets, counter=counter,
+        cache=_cache(store, counter, info.context_window), summarizer=_summarizer(summarizer),
+        archive=_archive(archive, redactor), tracer=Tracer(session, telemetry, clock=clock), session_id=session,
+        redactor=redactor, clock=clock, warnings=warnings,
+    )
+
+
+def _policy(policy: Policy | Mapping[str, Any] | None) -> Policy:
+    if policy is None:
+        return Policy()
+    if isinstance(policy, Policy):
+        return policy
+    if isinstance(policy, Mapping):
+        from pydantic import ValidationError
+
+        try:
+            return Policy.model_validate(dict(policy))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            path = ".".join(str(p) for p in first["loc"])
+            raise ConfigError(first["msg"], field=f"policy.{path}" if path else "policy") from None
+    raise ConfigError(f"expected a Policy or a mapping, got {type(policy).__name__}", field="policy")
+
+
+def _cache(store: Any, counter: MessageCounter, window: int) -> Any:
+    from .cache import ToolOutputCache
+
+    if store is None or store is False:
+        return None
+    if isinstance(store, str):
+        from .stores import open_blob_store
+
+        store = open_blob_store(store)
+    return ToolOutputCache(store, counter=counter.counter, context_window=window)
+
+
+def _summarizer(summarizer: Any) -> Summarizer:
+    if summarizer is None or summarizer == "extractive":
+        from .summarize import ExtractiveSummarizer
+
+        return ExtractiveSummarizer()
+    if isinstance(summarizer, str):
+        from .providers import get_provider
+        from .summarize import LLMSummarizer
+
+        return LLMSummarizer(get_provider(summarizer))
+    if not callable(getattr(summarizer, "summarize", None)):
+        raise ConfigError(f"expected a Summarizer or a name, got {type(summarizer).__name__}", field="summarizer")
+    resolved: Summarizer = summarizer
+    return resolved
+
+
+def _archive(archive: Any, redactor: Any) -> Any:
+    from .archive import Archive
+
+    if archive is False:
+        return None
+    if archive is None:
+        archive = f"{DEFAULT_DIR}/archive"
+    if isinstance(archive, Archive):
+        return archive
+    if isinstance(archive, str):
+        from .stores.archive_open import open_archive_store
+
+        archive = open_archive_store(archive)
+    return Archive(archive, redactor=redactor)
+
+
+def coerce_messages(
+    messages: Iterable[Message | Mapping[str, Any]] | Message | Mapping[str, Any], *, format: str | None, start: int
+) -> list[Message]:
+    """Turn Message objects or provider dicts into checked Messages; errors name the index in the history."""
+    if isinstance(messages, Message | Mapping) or hasattr(messages, "model_dump"):
+        messages = [messages]  # type: ignore[list-item]
+    # SDK objects (openai's ChatCompletionMessage, anthropic's Message, …) are pydantic models: take their dicts.
+    items = [m.model_dump(exclude_none=True) if hasattr(m, "model_dump") else m for m in messages]
+    if not items:
+        return []
+    if all(isinstance(m, Message) for m in items):
+        return check_messages(items, start=start)
+    if any(isinstance(m, Message) for m in items):
+        return [m for i, item in enumerate(items) for m in coerce_messages([item], format=format, start=start + i)]
+    from .formats import detect_format, get_format
+
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise InvalidHistory(f"expected a Message or a dict, got {type(item).__name__}", index=start + i)
+    wire = get_format(format or detect_format(items))
+    try:
+        decoded = wire.decode(items)
+    except InvalidHistory as exc:
+        raise InvalidHistory(exc.problem, index=None if exc.index is None else start + exc.index,
+                             field=exc.field) from None
+    return check_messages(decoded, start=start)
