@@ -48,7 +48,7 @@ _NEXT_ACCESS = "(SELECT coalesce(max(accessed), 0) + 1 FROM blobs)"
 
 
 class LocalBlobStore(BlobStore):
-    """Blobs in ``<directory>/tool_outputs.sqlite3`` (WAL), shared safely by threads and processes.
+    r"""Blobs in ``<directory>/tool_outputs.sqlite3`` (WAL), shared safely by threads and processes.
 
     Args:
         directory: Where the database lives; created when missing. Defaults to ``.contextfold/`` under the
@@ -57,13 +57,14 @@ class LocalBlobStore(BlobStore):
     Example:
         >>> import tempfile
         >>> with LocalBlobStore(tempfile.mkdtemp()) as store:
-        ...     store.put("k", b"line 1\\nline 2\\n")
+        ...     store.put("k", b"line 1\nline 2\n")
         ...     store.read_range("k", 7, 6)
         b'line 2'
     """
 
     def __init__(self, directory: str | Path | None = None) -> None:
-        target = Path(directory) if directory is not None else Path.cwd() / DEFAULT_DIRECTORY
+        # Absolute from the start: a later chdir must not move the cache.
+        target = (Path(directory) if directory is not None else Path(DEFAULT_DIRECTORY)).absolute()
         if target.suffix in {".sqlite3", ".sqlite", ".db"}:
             self.path = target
         else:

@@ -1,0 +1,508 @@
+"""The tool output cache: whole outputs in a :class:`~contextfold.stores.base.BlobStore`, views in the context.
+
+A tool output over the in-context limits is stored whole under a content-addressed ref (``tout_`` + 16 hex digits
+of its BLAKE2b hash, so the same output gets the same ref in every run and every process) and the message keeps a
+view: long lines cut, head and tail kept, and a note telling the model how to read the rest with the retrieval
+tools (:mod:`contextfold.retrieval`). Masking (:mod:`contextfold.masking`) replaces old outputs by their ref.
+
+The cache is part of the pure core: it talks to a ``BlobStore`` it is given and never opens files or sockets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from . import retrieval
+from .errors import ConfigError, RefNotFound
+from .messages import Message, TextPart, ToolCall
+from .tokens import EstimatingCounter, MessageCounter, TokenCounter
+from .truncate import cap_lines
+
+if TYPE_CHECKING:
+    from .masking import MaskResult
+    from .stores.base import BlobStore
+
+__all__ = [
+    "DEFAULT_MAX_LINE_LENGTH",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "REF_PATTERN",
+    "CacheConfig",
+    "GcResult",
+    "ToolOutputCache",
+    "ToolOutputRef",
+    "is_ref_id",
+    "ref_id_for",
+    "referenced_refs",
+]
+
+# 50 KiB: about 12,500 tokens, the most one tool result should take of even a large window (Codex uses 10 KiB
+# for command output; file views and test logs need more to stay useful before the model has to page).
+DEFAULT_MAX_MESSAGE_BYTES = 50 * 1024
+# 2,000 characters per line, as file-reading tools cut lines: longer lines are minified code or data blobs.
+DEFAULT_MAX_LINE_LENGTH = 2_000
+# The tool-output budget is a quarter of the window (tool outputs are ~75% of an agent's characters, and the
+# rest of the conversation needs room) ...
+BUDGET_SHARE_OF_WINDOW = 0.25
+# ... but never under 20,000 tokens, below which file views stop being useful, ...
+MIN_CONTEXT_BUDGET_TOKENS = 20_000
+# ... nor over 60,000, past which old observations cost more attention than they give.
+MAX_CONTEXT_BUDGET_TOKENS = 60_000
+# One output takes at most a quarter of the tool-output budget, so that the last few pairs, which masking never
+# touches (3 by default), still fit in the budget together.
+MESSAGE_SHARE_OF_BUDGET = 4
+
+# Ref ids are content addresses: a fixed prefix and 64 bits of BLAKE2b (collisions need ~4 billion outputs).
+REF_PREFIX = "tout_"
+REF_DIGEST_BYTES = 8
+REF_PATTERN = re.compile(r"tout_[0-9a-f]{16}")
+_REF_FULL = re.compile(r"\Atout_[0-9a-f]{16}\Z")
+
+
+def ref_id_for(data: bytes) -> str:
+    """The content-addressed ref id of ``data``: the same bytes give the same id in every run."""
+    return REF_PREFIX + hashlib.blake2b(data, digest_size=REF_DIGEST_BYTES).hexdigest()
+
+
+def is_ref_id(value: object) -> bool:
+    """Whether ``value`` has the shape of a ref id (``tout_`` and 16 lowercase hex digits)."""
+    return isinstance(value, str) and _REF_FULL.match(value) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutputRef:
+    """A cached tool output: its id and what the model needs to page through it."""
+
+    id: str
+    byte_size: int
+    line_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class CacheConfig:
+    """When a tool output is cut at write time, and how much the view may hold.
+
+    Args:
+        enabled: Off leaves every message as it is (masking still works: it stores what it masks).
+        context_budget_tokens: Tool-output tokens allowed in the view; None derives it from the window:
+            clamp(window × 0.25, 20,000, 60,000).
+        max_message_bytes: Bytes one tool result may keep in the context.
+        max_line_length: Characters one line may keep in the context.
+        max_message_tokens: Tokens one tool result may keep; None means the budget / 4.
+    """
+
+    enabled: bool = True
+    context_budget_tokens: int | None = None
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_line_length: int = DEFAULT_MAX_LINE_LENGTH
+    max_message_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("context_budget_tokens", "max_message_bytes", "max_line_length", "max_message_tokens"):
+            value = getattr(self, name)
+            if value is None and name in ("context_budget_tokens", "max_message_tokens"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"must be a positive integer, got {value!r}", field=f"cache.{name}")
+
+    def budget_tokens(self, context_window: int | None = None) -> int:
+        """The tool-output token budget for a model with ``context_window`` tokens."""
+        if self.context_budget_tokens is not None:
+            return self.context_budget_tokens
+        if context_window is None:
+            return MIN_CONTEXT_BUDGET_TOKENS
+        share = int(context_window * BUDGET_SHARE_OF_WINDOW)
+        return max(MIN_CONTEXT_BUDGET_TOKENS, min(MAX_CONTEXT_BUDGET_TOKENS, share))
+
+    def message_tokens(self, context_window: int | None = None) -> int:
+        """The most tokens one tool result may keep in the view."""
+        if self.max_message_tokens is not None:
+            return self.max_message_tokens
+        return self.budget_tokens(context_window) // MESSAGE_SHARE_OF_BUDGET
+
+
+@dataclass(frozen=True, slots=True)
+class GcResult:
+    """What a garbage collection removed and what it kept."""
+
+    deleted: tuple[str, ...] = ()
+    bytes_freed: int = 0
+    bytes_kept: int = 0
+    kept: int = 0
+
+
+class ToolOutputCache:
+    r"""Whole tool outputs by ref, their in-context views, masking, retrieval and GC over one blob store.
+
+    Args:
+        store: Where outputs live (``contextfold.stores.open_blob_store("local")``, or ``MemoryBlobStore()`` in
+            tests). The core never opens one itself.
+        config: Limits for write-time caching; see :class:`CacheConfig`.
+        counter: Token counter for the per-message token cap (a character estimate when not given).
+        context_window: The model's window, from which the token budgets derive when not set explicitly.
+
+    Example:
+        >>> from contextfold.stores.memory import MemoryBlobStore
+        >>> cache = ToolOutputCache(MemoryBlobStore())
+        >>> ref = cache.put("line 1\nline 2\n")
+        >>> cache.get(ref.id)
+        'line 1\nline 2\n'
+    """
+
+    def __init__(
+        self,
+        store: BlobStore,
+        config: CacheConfig | None = None,
+        *,
+        counter: TokenCounter | None = None,
+        context_window: int | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config or CacheConfig()
+        self.counter: TokenCounter = counter or EstimatingCounter()
+        self.context_window = context_window
+        # Refs are immutable (content-addressed), so their sizes and line counts can be remembered freely.
+        self._refs: dict[str, ToolOutputRef] = {}
+        self._lock = threading.Lock()
+
+    # -- storing ----------------------------------------------------------------------------------------------
+    def put(self, text: str | bytes) -> ToolOutputRef:
+        """Store a whole output (once: identical outputs share a ref) and return its ref."""
+        data = text if isinstance(text, bytes) else _encode(text)
+        ref_id = ref_id_for(data)
+        known = self._refs.get(ref_id)
+        if known is not None and self.store.exists(ref_id):
+            self.store.touch(ref_id)
+            return known
+        line_count = retrieval.count_lines(data)
+        if self.store.size(ref_id) != len(data):
+            index = retrieval.build_line_index(data, line_count)
+            if index is not None:
+                # The index goes first: a crash in between leaves an orphan index (collected by gc), never an
+                # output that cannot be paged.
+                self.store.put(retrieval.index_key(ref_id), index)
+            self.store.put(ref_id, data)
+        else:
+            self.store.touch(ref_id)
+        ref = ToolOutputRef(ref_id, len(data), line_count)
+        with self._lock:
+            self._refs[ref_id] = ref
+        return ref
+
+    def ref(self, ref_id: str) -> ToolOutputRef:
+        """The ref of a cached output; raises ``RefNotFound`` when the store does not hold it."""
+        known = self._refs.get(ref_id)
+        if known is not None:
+            return known
+        if not is_ref_id(ref_id):
+            raise RefNotFound(ref_id)
+        size = self.store.size(ref_id)
+        if size is None:
+            raise RefNotFound(ref_id)
+        line_count = retrieval.stored_line_count(self.store, ref_id, size)
+        ref = ToolOutputRef(ref_id, size, line_count)
+        with self._lock:
+            self._refs[ref_id] = ref
+        return ref
+
+    def get(self, ref_id: str) -> str:
+        """The whole output, byte for byte as it was put."""
+        if not is_ref_id(ref_id):
+            raise RefNotFound(ref_id)
+        return self.store.get(ref_id).decode("utf-8", "surrogatepass")
+
+    def contains(self, ref_id: str) -> bool:
+        """Whether the store holds ``ref_id``."""
+        return is_ref_id(ref_id) and self.store.exists(ref_id)
+
+    # -- write-time caching -----------------------------------------------------------------------------------
+    def needs_view(self, text: str) -> bool:
+        """Whether ``text`` is over the in-context limits (bytes, line length or tokens)."""
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > self.config.max_message_bytes:
+            return True
+        limit = self.config.max_line_length
+        if len(text) > limit and any(len(line) > limit for line in text.splitlines()):
+            return True
+        token_cap = self.config.message_tokens(self.context_window)
+        # A token is at least one byte, so only texts longer than the cap in bytes can be over it in tokens.
+        return size > token_cap and self.counter.count(text) > token_cap
+
+    def view_for(self, text: str, ref: ToolOutputRef) -> str:
+        """The in-context view of ``text``: cut lines, head and tail, and a note on how to read the rest."""
+        return render_view(
+            text,
+            ref,
+            max_bytes=self.config.max_message_bytes,
+            max_tokens=self.config.message_tokens(self.context_window),
+            max_line_length=self.config.max_line_length,
+            counter=self.counter,
+        )
+
+    def process(self, message: Message) -> Message:
+        """Cache a tool result over the in-context limits and return it with its view; anything else unchanged.
+
+        The returned message keeps ``tool_call_id`` and ``name``; its ``meta`` gains ``ref``, ``kind="truncated"``
+        and ``original_bytes``.
+        """
+        if not self.config.enabled or message.role != "tool" or message.meta.get("ref") is not None:
+            return message
+        text = _plain_text(message)
+        if text is None or not self.needs_view(text):
+            return message
+        ref = self.put(text)
+        view = self.view_for(text, ref)
+        return message.with_content(view).with_meta(ref=ref.id, kind="truncated", original_bytes=ref.byte_size)
+
+    def process_all(self, messages: Iterable[Message]) -> list[Message]:
+        """:meth:`process` over a list."""
+        return [self.process(m) for m in messages]
+
+    # -- retrieval --------------------------------------------------------------------------------------------
+    def read(
+        self, ref_id: str, offset: int = 1, limit: int | None = None, *, max_bytes: int | None = None
+    ) -> retrieval.ReadResult:
+        """Lines ``offset`` .. ``offset + limit - 1`` (1-based) of a cached output, reading only that slice.
+
+        Each line is cut at ``max_line_length``; ``max_bytes`` stops the slice early (see ``next_offset``).
+        """
+        ref = self.ref(ref_id)
+        self.store.touch(ref_id)
+        return retrieval.read_lines(
+            self.store, ref, offset, limit, max_line_length=self.config.max_line_length, max_bytes=max_bytes
+        )
+
+    def grep(
+        self, pattern: str, ref_id: str | None = None, *, context: int = 0, max_matches: int | None = None
+    ) -> retrieval.GrepResult:
+        """Lines matching the regular expression ``pattern`` in one output, or in all outputs when no ref."""
+        refs = [self.ref(ref_id)] if ref_id is not None else [self.ref(k) for k in self.ref_ids()]
+        if ref_id is not None:
+            self.store.touch(ref_id)
+        return retrieval.grep_refs(
+            self.store,
+            refs,
+            pattern,
+            context=context,
+            max_matches=max_matches,
+            max_line_length=self.config.max_line_length,
+        )
+
+    def ref_ids(self) -> list[str]:
+        """Every cached output's ref id, sorted."""
+        return [e.key for e in self.store.entries() if is_ref_id(e.key)]
+
+    def execute_tool_call(self, call: ToolCall) -> Message:
+        """Answer a retrieval tool call with a tool result; errors become readable results, never exceptions."""
+        return retrieval.execute_tool_call(self, call)
+
+    # -- masking ----------------------------------------------------------------------------------------------
+    def mask(self, messages: Sequence[Message], *, counter: MessageCounter, **options: Any) -> MaskResult:
+        """:func:`contextfold.masking.mask_tool_outputs` with this cache (budget from the config when not given)."""
+        from .masking import mask_tool_outputs
+
+        options.setdefault("budget_tokens", self.config.budget_tokens(self.context_window))
+        return mask_tool_outputs(messages, counter=counter, cache=self, **options)
+
+    # -- garbage collection -----------------------------------------------------------------------------------
+    def gc(self, referenced: Iterable[str], max_bytes: int | None = None) -> GcResult:
+        """Delete cached outputs no view or archive refers to.
+
+        Args:
+            referenced: Ref ids still in use (see :func:`referenced_refs`); these are never deleted.
+            max_bytes: None deletes every unreferenced output. A number keeps unreferenced outputs too, evicting
+                the least recently used of them until the cache holds at most this many bytes (or only
+                referenced outputs are left).
+        """
+        if max_bytes is not None and max_bytes < 0:
+            raise ValueError(f"gc: max_bytes must be >= 0, got {max_bytes}")
+        keep = set(referenced)
+        sizes: dict[str, int] = {}
+        accessed: dict[str, int] = {}
+        orphans: list[str] = []
+        infos = list(self.store.entries())
+        present = {e.key for e in infos}
+        for info in infos:
+            owner = retrieval.index_owner(info.key)
+            if owner is not None:
+                if owner not in present:
+                    orphans.append(info.key)
+                    continue
+                sizes[owner] = sizes.get(owner, 0) + info.size
+            elif is_ref_id(info.key):
+                sizes[info.key] = sizes.get(info.key, 0) + info.size
+                accessed[info.key] = info.accessed
+        candidates = sorted((r for r in accessed if r not in keep), key=lambda r: (accessed[r], r))
+        total = sum(sizes.values())
+        deleted: list[str] = []
+        freed = 0
+        for ref_id in candidates:
+            if max_bytes is not None and total - freed <= max_bytes:
+                break
+            self.store.delete(ref_id)
+            self.store.delete(retrieval.index_key(ref_id))
+            with self._lock:
+                self._refs.pop(ref_id, None)
+            deleted.append(ref_id)
+            freed += sizes[ref_id]
+        for key in orphans:
+            self.store.delete(key)
+        return GcResult(tuple(deleted), freed, total - freed, len(accessed) - len(deleted))
+
+
+def referenced_refs(messages: Iterable[Message]) -> set[str]:
+    """Ref ids a message list still points at: ``meta["ref"]`` and any ref quoted in text (summaries cite them)."""
+    found: set[str] = set()
+    for m in messages:
+        ref = m.meta.get("ref")
+        if isinstance(ref, str) and is_ref_id(ref):
+            found.add(ref)
+        text = m.text
+        if REF_PREFIX in text:
+            found.update(REF_PATTERN.findall(text))
+        for call in m.tool_calls:
+            if REF_PREFIX in call.arguments:
+                found.update(REF_PATTERN.findall(call.arguments))
+    return found
+
+
+def _encode(text: str) -> bytes:
+    # surrogatepass keeps even a lone surrogate (seen in decoded binary output) byte-for-byte retrievable.
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _plain_text(message: Message) -> str | None:
+    """The message's text when it is only text (images and documents are not cut), else None."""
+    if isinstance(message.content, str):
+        return message.content
+    if all(isinstance(p, TextPart) for p in message.content):
+        return message.text
+    return None
+
+
+# -- the in-context view ----------------------------------------------------------------------------------------
+# Not truncate_text: the view must be cut at line boundaries and name the omitted line range, so that the model can
+# page to it with tool_output_cache(offset=...); and a 100 MB output must not be token-counted whole.
+
+# Room kept for the omission marker and the closing note, so the whole view stays under the byte cap.
+VIEW_NOTE_RESERVE_BYTES = 600
+# Tokens kept for the same notes (about 600 bytes of mostly ASCII at 3-4 bytes per token, with margin).
+VIEW_NOTE_RESERVE_TOKENS = 200
+# Head and tail share what is left evenly: the command and first results are at the top, errors and summaries
+# (test runs, tracebacks) at the bottom.
+VIEW_HEAD_SHARE = 0.5
+# Summed per-line counts can undershoot the count of the joined text; shrink by this much until the view fits.
+VIEW_SHRINK_FACTOR = 0.85
+VIEW_MAX_SHRINKS = 8
+
+
+def render_view(
+    text: str,
+    ref: ToolOutputRef,
+    *,
+    max_bytes: int,
+    max_tokens: int,
+    max_line_length: int,
+    counter: TokenCounter,
+) -> str:
+    r"""Cut lines longer than ``max_line_length``, keep head and tail within both caps, and add the reading note.
+
+    Line numbers in the markers are those the retrieval tools use (1-based, split on ``\n``).
+    """
+    lines = _CutLines(_split_lines(text), max_line_length)
+    byte_budget = max(0, max_bytes - VIEW_NOTE_RESERVE_BYTES)
+    token_budget = max(0, max_tokens - VIEW_NOTE_RESERVE_TOKENS)
+    view = ""
+    for _ in range(VIEW_MAX_SHRINKS):
+        head, tail = _head_tail(lines, byte_budget, token_budget, counter)
+        view = _assemble(lines, head, tail, ref)
+        if len(view.encode("utf-8", "surrogatepass")) <= max_bytes and counter.count(view) <= max_tokens:
+            return view
+        byte_budget = int(byte_budget * VIEW_SHRINK_FACTOR)
+        token_budget = int(token_budget * VIEW_SHRINK_FACTOR)
+    return view
+
+
+class _CutLines:
+    """The lines of an output, each cut at the line limit on first use (a huge output is never cut whole)."""
+
+    def __init__(self, raw: list[str], limit: int) -> None:
+        self.raw = raw
+        self.limit = limit
+        self._cut: dict[int, tuple[str, int, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def line(self, i: int) -> str:
+        return self.cost(i, None)[0]
+
+    def cost(self, i: int, counter: TokenCounter | None) -> tuple[str, int, int]:
+        """The cut line, its bytes and (when a counter is given) its tokens, each plus one for the newline."""
+        hit = self._cut.get(i)
+        if hit is None or (counter is not None and hit[2] < 0):
+            # The same per-line cut (and marker) as truncate_text, one line at a time: a huge output is never
+            # cut whole when only its head and tail are shown.
+            line, _ = cap_lines(self.raw[i], self.limit)
+            tokens = counter.count(line) + 1 if counter is not None else -1
+            hit = (line, len(line.encode("utf-8", "surrogatepass")) + 1, tokens)
+            self._cut[i] = hit
+        return hit
+
+
+def _split_lines(text: str) -> list[str]:
+    # Split on "\n" only (a "\r" stays with its line), exactly as the store's line index counts lines.
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _head_tail(lines: _CutLines, byte_budget: int, token_budget: int, counter: TokenCounter) -> tuple[int, int]:
+    """How many lines fit at the head and at the tail (the tail never overlaps the head)."""
+    n = len(lines)
+    head, used_bytes, used_tokens = _fit(
+        lines, range(n), int(byte_budget * VIEW_HEAD_SHARE), int(token_budget * VIEW_HEAD_SHARE), counter
+    )
+    # The tail also gets whatever the head did not use.
+    tail, _, _ = _fit(lines, range(n - 1, head - 1, -1), byte_budget - used_bytes, token_budget - used_tokens, counter)
+    return head, tail
+
+
+def _fit(
+    lines: _CutLines, order: Iterable[int], byte_budget: int, token_budget: int, counter: TokenCounter
+) -> tuple[int, int, int]:
+    taken = spent_bytes = spent_tokens = 0
+    for i in order:
+        _, nbytes, _ = lines.cost(i, None)
+        if spent_bytes + nbytes > byte_budget:
+            break
+        _, _, ntokens = lines.cost(i, counter)
+        if spent_tokens + ntokens > token_budget:
+            break
+        spent_bytes += nbytes
+        spent_tokens += ntokens
+        taken += 1
+    return taken, spent_bytes, spent_tokens
+
+
+def _assemble(lines: _CutLines, head: int, tail: int, ref: ToolOutputRef) -> str:
+    n = len(lines)
+    parts = [lines.line(i) for i in range(head)]
+    if head + tail < n:
+        first, last = head + 1, n - tail
+        parts.append(
+            f"[... lines {first}-{last} of {n} omitted; read them with "
+            f'tool_output_cache(ref_id="{ref.id}", offset={first}) ...]'
+        )
+    parts.extend(lines.line(i) for i in range(n - tail, n))
+    parts.append(
+        f"[tool output cached as ref={ref.id}: {ref.line_count:,} lines, {ref.byte_size:,} bytes in full. "
+        f'Read any part with tool_output_cache(ref_id="{ref.id}", offset=<line>, limit=<lines>); '
+        f'search it with tool_output_cache_grep(pattern=<regex>, ref_id="{ref.id}").]'
+    )
+    return "\n".join(parts)
