@@ -110,8 +110,10 @@ class ContextManager:
         self._executor: ThreadPoolExecutor | None = None
         self.last_plan: Plan | None = None
         self.usage_total = TokenUsage()
+        self._policy_summary = {"trigger_pct": self.policy.trigger_pct, "soft_pct": self.policy.soft_pct,
+                                "hard": self.budgets.hard, "soft": self.budgets.soft, "auto": self.policy.auto}
         for warning in parts.warnings:
-            self.tracer.emit(CompactWarning(session_id=self.session_id, message=warning, count=0))
+            self.tracer.emit(CompactWarning(session_id=self.session_id, message=warning, code="config"))
 
     # -- adding ---------------------------------------------------------------------------------------------------
     def add(self, messages: Iterable[Message | Mapping[str, Any]] | Message | Mapping[str, Any], *,
@@ -130,8 +132,9 @@ class ContextManager:
                     processed = self.cache.process(m)
                     if processed is not m and processed.meta.get("ref"):
                         self.tracer.emit(CacheTruncated(session_id=self.session_id, ref=str(processed.meta["ref"]),
-                                                        original_bytes=len(m.text.encode()),
-                                                        view_bytes=len(processed.text.encode())))
+                                                        bytes=len(m.text.encode()),
+                                                        kept_bytes=len(processed.text.encode()),
+                                                        tool_name=m.name))
                     m = processed
                 stored.append(m)
             self._view.append(stored)
@@ -177,11 +180,13 @@ class ContextManager:
         plan = decide(total, count, tool_tokens, self.budgets, self._effective_policy())
         self.last_plan = plan
         self.tracer.emit(TokenEstimate(session_id=self.session_id, messages=tokens, tools_schema=self._tool_tokens,
-                                       system=0, developer=0))
+                                       system=0, developer=0, model=self.model.name,
+                                       context_window=self.budgets.window))
         if plan.action is Action.NONE:
             return
         self.tracer.emit(TriggerDecision(session_id=self.session_id, triggered=True, action=str(plan.action),
-                                         reason=plan.reason, figures=dict(plan.figures)))
+                                         reason=plan.reason, tokens=total, threshold_tokens=self.budgets.soft,
+                                         policy=self._policy_summary))
         if plan.action is Action.MASK or (tool_tokens > self.budgets.tool_output_budget and self.cache is not None):
             self._mask(tokens)
             tokens, tool_tokens, count = self._view.totals()
@@ -252,12 +257,13 @@ class ContextManager:
             self.tracer.emit(SummaryCreated(
                 session_id=self.session_id, strategy=self.policy.strategy, input_messages=stats.compacted_count,
                 input_tokens=stats.tokens_before, summary_tokens=stats.summary_tokens,
-                summary=self._redact_text(result.summary.summary), fell_back=result.summary.fell_back))
+                summary=self._redact_text(result.summary.summary), model=result.summary.summarizer,
+                summary_version=stats.summary_version))
         self.tracer.emit(MessagesPruned(session_id=self.session_id, count=len(result.removed),
                                         ids=[str(m.meta.get("id", "")) for m in result.removed],
-                                        kept=dict(stats.kept), kind=stats.kind))
+                                        kept=dict(stats.kept)))
         for warning in result.warnings:
-            self.tracer.emit(CompactWarning(session_id=self.session_id, message=warning, count=self._compactions))
+            self.tracer.emit(CompactWarning(session_id=self.session_id, message=warning, code="compaction"))
         duration = (time.perf_counter() - started) * 1000
         return CompactionReport(stats.tokens_before, stats.tokens_after, stats.messages_before, stats.messages_after,
                                 stats.compacted_count, duration, result.summary)
@@ -324,7 +330,7 @@ class ContextManager:
             self._compaction_failed(exc)
             return
         if not intact:
-            self.tracer.emit(CompactWarning(session_id=self.session_id, count=self._compactions,
+            self.tracer.emit(CompactWarning(session_id=self.session_id, code="idle_discarded",
                                             message="background compaction dropped: the view changed meanwhile"))
             return
         tail = current[length:]
@@ -343,7 +349,7 @@ class ContextManager:
             self.tracer.emit(UsageRecorded(session_id=self.session_id, model=self.model.name,
                                            input_tokens=parsed.input, output_tokens=parsed.output,
                                            cache_read_tokens=parsed.cache_read,
-                                           cache_creation_tokens=parsed.cache_creation, estimated_tokens=counted))
+                                           cache_write_tokens=parsed.cache_creation, estimated_input_tokens=counted))
         return parsed
 
     # -- inspection -----------------------------------------------------------------------------------------------
