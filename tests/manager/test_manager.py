@@ -1,0 +1,254 @@
+"""ContextManager: the flow of a turn, on hand-made and real sessions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextfold.archive import Archive
+from contextfold.errors import ConfigError, InvalidHistory
+from contextfold.events import RecordingTelemetry
+from contextfold.formats import FORMATS, get_format
+from contextfold.manager import ContextManager
+from contextfold.messages import Message, ToolCall
+from contextfold.normalize import normalize
+from contextfold.policy import Policy
+from contextfold.stores.archive_fs import FilesystemArchiveStore
+
+from ..conftest import TRAJECTORIES, require
+
+
+def manager(tmp_path: Path, window: int = 16_000, **kw: object) -> ContextManager:
+    kw.setdefault("telemetry", RecordingTelemetry())
+    return ContextManager("gpt-4o", max_context_tokens=window, store="memory", archive=str(tmp_path / "archive"),
+                          session_id="s1", **kw)  # type: ignore[arg-type]
+
+
+def turn(i: int, output: str = "ok") -> list[Message]:
+    call = ToolCall(f"call_{i}", "bash", json.dumps({"cmd": f"cat file_{i}.py"}))
+    return [Message.assistant(f"step {i}", [call]), Message.tool(call.id, output, name="bash")]
+
+
+def test_prepare_returns_the_history_in_each_format(tmp_path: Path) -> None:
+    cm = manager(tmp_path)
+    cm.add([Message.system("be brief"), Message.user("fix the bug"), *turn(1), Message.assistant("done")])
+    for name in FORMATS:
+        view = cm.prepare(format=name)
+        wire = get_format(name)
+        items = view if isinstance(view, list) else wire.encode(cm.messages())
+        wire.validate(items)
+    assert cm.prepare("openai_chat")[1] == {"role": "user", "content": "fix the bug"}
+
+
+def test_dicts_and_sdk_shapes_are_accepted(tmp_path: Path) -> None:
+    cm = manager(tmp_path)
+    cm.add({"role": "user", "content": "hi"})
+    cm.add([{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "x"}])
+    assert [m.role for m in cm.messages()] == ["user", "assistant", "tool"]
+
+
+def test_bad_input_names_the_index_in_the_whole_history(tmp_path: Path) -> None:
+    cm = manager(tmp_path)
+    cm.add([Message.user("a"), Message.user("b")])
+    with pytest.raises(InvalidHistory) as info:
+        cm.add([Message.user("c"), Message("tool", "x")])
+    assert info.value.index == 3 and info.value.field == "tool_call_id"
+    assert len(cm.messages()) == 2  # nothing of the bad batch got in
+
+
+def test_unanswered_call_gets_aborted_output_only_in_the_view(tmp_path: Path) -> None:
+    cm = manager(tmp_path)
+    call = ToolCall("c1", "bash", "{}")
+    cm.add([Message.user("go"), Message.assistant("", [call])])
+    view = cm.prepare()
+    assert view[-1]["role"] == "tool" and "aborted" in view[-1]["content"]
+    cm.add(Message.tool("c1", "real output"))
+    assert cm.prepare()[-1]["content"] == "real output"
+
+
+def test_huge_tool_output_is_cached_at_write_time(tmp_path: Path) -> None:
+    cm = manager(tmp_path)
+    big = "\n".join(f"line {i} " + "x" * 80 for i in range(5_000))
+    cm.add([Message.user("go"), *turn(1, big)])
+    tool = cm.messages()[-1]
+    ref = tool.meta["ref"]
+    assert len(tool.text) < len(big) and ref in tool.text
+    assert cm.cache.get(ref) == big
+
+
+def test_compaction_keeps_view_under_budget_and_archives(tmp_path: Path) -> None:
+    tel = RecordingTelemetry()
+    cm = manager(tmp_path, window=8_000, telemetry=tel)
+    cm.add([Message.system("you are an agent"), Message.user("fix test_parser.py please")])
+    for i in range(60):
+        cm.add(turn(i, f"output {i} " + "data " * 120))
+        view = cm.prepare()
+        get_format("openai_chat").validate(view)
+        assert cm.tokens() <= cm.budgets.hard
+    assert cm.compactions >= 1
+    names = set(tel.names())
+    assert {"compact.summary_created", "compact.pruned_messages", "compact.trigger_decision"} <= names
+    archive = Archive(FilesystemArchiveStore(tmp_path / "archive"))
+    assert archive.transcript_numbers("s1")
+    view = cm.messages()
+    assert view[0].text == "you are an agent"
+    assert any(m.kind == "summary" for m in view)
+
+
+def test_auto_off_never_compacts(tmp_path: Path) -> None:
+    cm = manager(tmp_path, window=4_000, policy=Policy(auto=False))
+    cm.add([Message.user("go")])
+    for i in range(40):
+        cm.add(turn(i, "data " * 100))
+        cm.prepare()
+    assert cm.compactions == 0
+    assert cm.tokens() > cm.budgets.hard
+
+
+def test_manual_compact_reports_figures(tmp_path: Path) -> None:
+    cm = manager(tmp_path)
+    cm.add([Message.user("go")])
+    for i in range(20):
+        cm.add(turn(i, "data " * 50))
+    report = cm.compact(instructions="keep the file names")
+    assert report.tokens_after < report.tokens_before
+    assert report.compacted > 0
+    assert "compacted" in report.line()
+
+
+def test_policy_mapping_errors_name_the_field(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"policy\.trigger_pct"):
+        manager(tmp_path, policy={"trigger_pct": 1.5})
+
+
+def test_usage_grounds_the_estimate(tmp_path: Path) -> None:
+    cm = manager(tmp_path)
+    cm.add([Message.user("hello there")])
+    counted = cm.tokens()
+    cm.prepare()
+    cm.record_usage({"prompt_tokens": counted + 100, "completion_tokens": 5})
+    assert cm.tokens() == counted + 100
+    cm.add(Message.assistant("hi"))
+    assert cm.tokens() > counted + 100
+
+
+def test_idle_compaction_applies_when_view_intact(tmp_path: Path) -> None:
+    cm = manager(tmp_path, window=6_000)
+    cm.add([Message.user("go")])
+    for i in range(35):
+        cm.add(turn(i, "data " * 60))
+    assert cm.tokens() > cm.budgets.soft
+    future = cm.compact_in_background()
+    assert future is not None
+    future.result()
+    cm.add(Message.user("and one more thing"))  # appended meanwhile: still applies, tail kept
+    cm.prepare()
+    assert cm.compactions == 1
+    assert cm.messages()[-1].text == "and one more thing"
+
+
+def test_idle_compaction_dropped_when_view_rewritten(tmp_path: Path) -> None:
+    tel = RecordingTelemetry()
+    cm = manager(tmp_path, window=6_000, telemetry=tel)
+    cm.add([Message.user("go")])
+    for i in range(35):
+        cm.add(turn(i, "data " * 60))
+    future = cm.compact_in_background()
+    assert future is not None
+    future.result()
+    cm.compact()  # rewrites the view before the idle result is applied
+    before = cm.compactions
+    cm.prepare()
+    assert cm.compactions == before
+    assert any(e.to_dict()["data"].get("code") == "idle_discarded" for e in tel.events)
+
+
+def test_threads_adding_concurrently_lose_nothing(tmp_path: Path) -> None:
+    cm = manager(tmp_path, window=1_000_000)
+    cm.add(Message.user("start"))
+    barrier = threading.Barrier(4)
+
+    def worker(k: int) -> None:
+        barrier.wait()
+        for i in range(50):
+            cm.add(Message.user(f"w{k}-{i}"))
+            cm.prepare()
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    texts = {m.text for m in cm.messages()}
+    assert all(f"w{k}-{i}" in texts for k in range(4) for i in range(50))
+
+
+def test_async_mirror(tmp_path: Path) -> None:
+    cm = manager(tmp_path)
+
+    async def run() -> list[dict[str, object]]:
+        await cm.aadd([Message.user("hi")])
+        return await cm.aprepare("openai_chat")  # type: ignore[no-any-return]
+
+    assert asyncio.run(run()) == [{"role": "user", "content": "hi"}]
+
+
+@st.composite
+def appends(draw: st.DrawFn) -> list[list[Message]]:
+    batches: list[list[Message]] = []
+    k = 0
+    for _ in range(draw(st.integers(1, 12))):
+        kind = draw(st.sampled_from(["user", "turn", "open_call", "text"]))
+        if kind == "user":
+            batches.append([Message.user(f"u{k}")])
+        elif kind == "turn":
+            batches.append(turn(k))
+        elif kind == "open_call":
+            batches.append([Message.assistant("", [ToolCall(f"open_{k}", "f", "{}")])])
+        else:
+            batches.append([Message.assistant(f"t{k}")])
+        k += 1
+    return batches
+
+
+@given(appends(), st.sampled_from(sorted(FORMATS)))
+@settings(max_examples=80, deadline=None)
+def test_incremental_view_equals_full_normalization(batches: list[list[Message]], fmt: str) -> None:
+    cm = ContextManager("gpt-4o", max_context_tokens=1_000_000, store="memory", archive=False)
+    wire = get_format(fmt)
+    added: list[Message] = []
+    for batch in batches:
+        cm.add(batch)
+        added.extend(batch)
+        expected = normalize([m for m in cm._view.raw])
+        got = cm.messages()
+        assert [m.fingerprint() for m in got] == [m.fingerprint() for m in expected]
+        if fmt in ("openai_chat", "openai_responses"):
+            assert cm.prepare(fmt) == wire.encode(expected)
+        assert cm.tokens() == sum(cm.counter.count_message(m) for m in expected)
+
+
+@pytest.mark.parametrize("folder", ["sweagent-claude4sonnet", "taubench-airline"])
+def test_real_sessions_stay_valid_and_under_budget(tmp_path: Path, folder: str) -> None:
+    require(TRAJECTORIES.is_dir(), "shared data missing")
+    from contextfold.importers import load_sessions
+
+    sessions = load_sessions(TRAJECTORIES / folder)[:3]
+    for s in sessions:
+        cm = ContextManager("gpt-4o", max_context_tokens=8_000, store="memory", archive=str(tmp_path / "a"),
+                            session_id=s.id.replace("/", "_"))
+        last = 0
+        for i, m in enumerate(s.messages):
+            if m.role == "assistant":
+                cm.add(s.messages[last:i])
+                last = i
+                get_format(s.format).validate(cm.prepare(s.format))
+                assert cm.tokens() <= cm.budgets.hard
