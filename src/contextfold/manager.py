@@ -141,10 +141,10 @@ class ContextManager:
 
     # -- preparing ------------------------------------------------------------------------------------------------
     def prepare(self, format: str = "openai_chat") -> Any:
-        """The view to send, in ``format``: a list of messages/items (OpenAI Chat, Responses) or the request
-        fragment (Anthropic ``{"system", "messages"}``, Gemini ``{"system_instruction", "contents"}``).
+        """The view to send, in ``format``.
 
-        Compacts first when the policy says so. Raises InsufficientBudget when even full compaction cannot fit.
+        A list of messages/items for OpenAI Chat and Responses; the request fragment for Anthropic
+        (``{"system", "messages"}``) and Gemini (``{"system_instruction", "contents"}``). Compacts first when the policy says so. Raises InsufficientBudget when even full compaction cannot fit.
         """
         wire = get_format(format)
         with self._lock:
@@ -216,7 +216,8 @@ class ContextManager:
         self._view.replace(result.messages)
         self._maskings += 1
         self.tracer.emit(CacheMasked(session_id=self.session_id, count=len(result.masked_indices),
-                                     refs=[str(result.messages[i].meta.get("ref", "")) for i in result.masked_indices],
+                                     refs=tuple(str(result.messages[i].meta.get("ref", ""))
+                                                for i in result.masked_indices),
                                      tokens_freed=result.tokens_freed,
                                      prefix_tokens_invalidated=result.prefix_tokens_invalidated))
 
@@ -260,7 +261,7 @@ class ContextManager:
                 summary=self._redact_text(result.summary.summary), model=result.summary.summarizer,
                 summary_version=stats.summary_version))
         self.tracer.emit(MessagesPruned(session_id=self.session_id, count=len(result.removed),
-                                        ids=[str(m.meta.get("id", "")) for m in result.removed],
+                                        ids=tuple(str(m.meta.get("id", "")) for m in result.removed),
                                         kept=dict(stats.kept)))
         for warning in result.warnings:
             self.tracer.emit(CompactWarning(session_id=self.session_id, message=warning, code="compaction"))

@@ -196,12 +196,14 @@ def coerce_messages(
         return [m for i, item in enumerate(items) for m in coerce_messages([item], format=format, start=start + i)]
     from .formats import detect_format, get_format
 
+    dicts: list[Mapping[str, Any]] = []
     for i, item in enumerate(items):
         if not isinstance(item, Mapping):
             raise InvalidHistory(f"expected a Message or a dict, got {type(item).__name__}", index=start + i)
-    wire = get_format(format or detect_format(items))
+        dicts.append(item)
+    wire = get_format(format or detect_format(dicts))
     try:
-        decoded = wire.decode(items)
+        decoded = wire.decode(dicts)
     except InvalidHistory as exc:
         raise InvalidHistory(exc.problem, index=None if exc.index is None else start + exc.index,
                              field=exc.field) from None

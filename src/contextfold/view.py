@@ -65,9 +65,11 @@ class View:
         self._settle()
         upto, prefix = self._encoded.get(wire.NAME, (0, []))
         if upto < self._settled:
-            prefix = prefix + wire.encode(self._messages[upto : self._settled])
+            settled: list[dict[str, Any]] = wire.encode(self._messages[upto : self._settled])
+            prefix = prefix + settled
             self._encoded[wire.NAME] = (self._settled, prefix)
-        return prefix + wire.encode(self._normalized_tail())
+        tail: list[dict[str, Any]] = wire.encode(self._normalized_tail())
+        return prefix + tail
 
     # -- writing ------------------------------------------------------------------------------------------------------
     def append(self, messages: Iterable[Message]) -> None:

@@ -204,8 +204,7 @@ def test_async_mirror(tmp_path: Path) -> None:
 @st.composite
 def appends(draw: st.DrawFn) -> list[list[Message]]:
     batches: list[list[Message]] = []
-    k = 0
-    for _ in range(draw(st.integers(1, 12))):
+    for k in range(draw(st.integers(1, 12))):
         kind = draw(st.sampled_from(["user", "turn", "open_call", "text"]))
         if kind == "user":
             batches.append([Message.user(f"u{k}")])
@@ -215,7 +214,6 @@ def appends(draw: st.DrawFn) -> list[list[Message]]:
             batches.append([Message.assistant("", [ToolCall(f"open_{k}", "f", "{}")])])
         else:
             batches.append([Message.assistant(f"t{k}")])
-        k += 1
     return batches
 
 
