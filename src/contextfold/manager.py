@@ -144,7 +144,8 @@ class ContextManager:
         """The view to send, in ``format``.
 
         A list of messages/items for OpenAI Chat and Responses; the request fragment for Anthropic
-        (``{"system", "messages"}``) and Gemini (``{"system_instruction", "contents"}``). Compacts first when the policy says so. Raises InsufficientBudget when even full compaction cannot fit.
+        (``{"system", "messages"}``) and Gemini (``{"system_instruction", "contents"}``). Compacts first when
+        the policy says so; raises InsufficientBudget when even full compaction cannot fit.
         """
         wire = get_format(format)
         with self._lock:
