@@ -21,7 +21,7 @@ from contextfold.normalize import normalize
 from contextfold.policy import Policy
 from contextfold.stores.archive_fs import FilesystemArchiveStore
 
-from ..conftest import TRAJECTORIES, require
+from conftest import TRAJECTORIES, require
 
 
 def manager(tmp_path: Path, window: int = 16_000, **kw: object) -> ContextManager:

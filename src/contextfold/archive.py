@@ -1,0 +1,331 @@
+"""The archive: what left the view is kept, so that a session's full history can always be rebuilt.
+
+Before each compaction the manager archives the whole view as it stood (``transcript-pre-compact-NNN.jsonl``),
+then the summary that replaced part of it (``summary-NNN.json``); events are appended to ``events.jsonl``.
+:meth:`Archive.restore_history` merges the archived transcripts with the current view into the original history.
+
+Everything is redacted before it is written (see :mod:`contextfold.redact`) unless the archive is built with
+``redactor=None``, which the configuration allows only with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Protocol, runtime_checkable
+
+from .errors import InvalidHistory, RefNotFound, StoreError
+from .messages import Message, freeze
+from .redact import Redactor
+from .serialize import dumps_messages, loads_messages
+
+__all__ = [
+    "DEFAULT_KEEP_META",
+    "EVENTS_NAME",
+    "SYNTHETIC_KINDS",
+    "Archive",
+    "ArchiveStore",
+    "MemoryArchiveStore",
+    "merge_histories",
+    "summary_name",
+    "transcript_name",
+    "validate_session_id",
+]
+
+EVENTS_NAME = "events.jsonl"
+_TRANSCRIPT_RE = re.compile(r"^transcript-pre-compact-(\d{3,})\.jsonl$")
+# Session ids become directory names and object keys: a conservative alphabet keeps them safe on every backend
+# (no path traversal, no URL escaping), and 200 characters fits any filesystem's name limit.
+_SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,199}$")
+# Kinds the manager creates rather than receives: summaries, retained facts, blocks of kept user messages,
+# placeholders and synthetic outputs for interrupted calls are not part of the original history.
+SYNTHETIC_KINDS = frozenset({"summary", "retain", "user_block", "placeholder", "aborted_output"})
+# Kinds of a message whose content is a view of an original kept in the tool output cache under meta["ref"].
+_VIEW_KINDS = frozenset({"masked", "truncated"})
+# meta keys a caller may have set on its own messages; everything else in meta is contextfold's bookkeeping.
+DEFAULT_KEEP_META = ("protected", "label")
+# Two writers racing for the same transcript number retry with the next one; more than this means a bug.
+_MAX_NUMBER_RETRIES = 16
+
+
+@runtime_checkable
+class ArchiveStore(Protocol):
+    """Named files per session. Writes replace whole files atomically; ``append`` adds to one.
+
+    Example:
+        >>> from contextfold.stores.archive_fs import FilesystemArchiveStore
+        >>> import tempfile
+        >>> store = FilesystemArchiveStore(tempfile.mkdtemp())
+        >>> store.write("s1", "summary-001.json", b"{}")
+        >>> store.read("s1", "summary-001.json")
+        b'{}'
+    """
+
+    def write(self, session_id: str, name: str, data: bytes, *, exclusive: bool = False) -> None:
+        """Store ``data`` as ``name``: readers see the old or the new content, never a part.
+
+        With ``exclusive``, raise ``FileExistsError`` instead of replacing an existing file.
+        """
+        ...
+
+    def read(self, session_id: str, name: str) -> bytes | None:
+        """The content of ``name``, or None when the session has no such file."""
+        ...
+
+    def append(self, session_id: str, name: str, data: bytes) -> None:
+        """Add ``data`` at the end of ``name`` (created when missing)."""
+        ...
+
+    def names(self, session_id: str) -> list[str]:
+        """The file names of a session, sorted (empty for an unknown session)."""
+        ...
+
+    def sessions(self) -> list[str]:
+        """Every session id with at least one file, sorted."""
+        ...
+
+    def close(self) -> None:
+        """Release connections (a no-op for most stores)."""
+        ...
+
+
+class MemoryArchiveStore:
+    """An :class:`ArchiveStore` in a dict, for tests and throwaway sessions (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._files: dict[tuple[str, str], bytes] = {}
+        self._lock = threading.Lock()
+
+    def write(self, session_id: str, name: str, data: bytes, *, exclusive: bool = False) -> None:
+        """Store ``data`` (``exclusive``: FileExistsError when present)."""
+        key = (validate_session_id(session_id), name)
+        with self._lock:
+            if exclusive and key in self._files:
+                raise FileExistsError(f"{session_id}/{name}")
+            self._files[key] = bytes(data)
+
+    def read(self, session_id: str, name: str) -> bytes | None:
+        """The stored bytes, or None."""
+        with self._lock:
+            return self._files.get((validate_session_id(session_id), name))
+
+    def append(self, session_id: str, name: str, data: bytes) -> None:
+        """Extend (or create) ``name``."""
+        key = (validate_session_id(session_id), name)
+        with self._lock:
+            self._files[key] = self._files.get(key, b"") + bytes(data)
+
+    def names(self, session_id: str) -> list[str]:
+        """The session's names, sorted."""
+        validate_session_id(session_id)
+        with self._lock:
+            return sorted(name for sid, name in self._files if sid == session_id)
+
+    def sessions(self) -> list[str]:
+        """Every session with a file."""
+        with self._lock:
+            return sorted({sid for sid, _ in self._files})
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def validate_session_id(session_id: str) -> str:
+    """``session_id`` itself, or a ValueError saying what is wrong with it."""
+    if not isinstance(session_id, str) or not _SESSION_ID_RE.match(session_id):
+        raise ValueError(
+            f"session_id {session_id!r}: use 1-200 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
+    return session_id
+
+
+def transcript_name(n: int) -> str:
+    """The file name of the ``n``-th pre-compaction transcript (1-based)."""
+    return f"transcript-pre-compact-{n:03d}.jsonl"
+
+
+def summary_name(n: int) -> str:
+    """The file name of the summary made by the ``n``-th compaction."""
+    return f"summary-{n:03d}.json"
+
+
+def _identity(m: Message, position: int) -> tuple[str, ...]:
+    """What identifies one original message across views: its stable id, else its position and fingerprint."""
+    mid = m.meta.get("id")
+    if mid is not None:
+        return ("id", str(mid))
+    # Without ids a message is only recognised where it sits unchanged at the same place; best effort.
+    return ("pos", str(position), m.fingerprint())
+
+
+def _is_view(m: Message) -> bool:
+    return m.kind in _VIEW_KINDS and m.meta.get("ref") is not None
+
+
+def merge_histories(views: Iterable[Sequence[Message]]) -> list[Message]:
+    """The original messages of successive views (archived transcripts, then the current view), each once.
+
+    Synthetic messages (:data:`SYNTHETIC_KINDS`) are dropped. Messages are matched by ``meta["id"]``. Views only
+    grow at the end between compactions and every compaction archives the whole view first, so a message first
+    seen in a later view was added after everything in the earlier ones: it goes at the end, in its view's order.
+    For each message the most complete version wins: an original over a masked or truncated view of it.
+    """
+    order: list[tuple[str, ...]] = []
+    best: dict[tuple[str, ...], Message] = {}
+    for view in views:
+        position = 0
+        for m in view:
+            if m.kind in SYNTHETIC_KINDS:
+                continue
+            key = _identity(m, position)
+            position += 1
+            known = best.get(key)
+            if known is None:
+                order.append(key)
+                best[key] = m
+            elif _is_view(known) and not _is_view(m):
+                best[key] = m
+    return [best[k] for k in order]
+
+
+class Archive:
+    """Writes and reads a session's archive on any :class:`ArchiveStore`.
+
+    Args:
+        store: where the files go.
+        redactor: applied to every message, summary and event before it is written (the built-in patterns when
+            None). ``Redactor(enabled=False)`` writes secrets verbatim; the caller should then emit a warning event.
+    """
+
+    def __init__(self, store: ArchiveStore, *, redactor: Redactor | None = None) -> None:
+        self.store = store
+        self.redactor = redactor if redactor is not None else Redactor()
+
+    # -- writing --------------------------------------------------------------------------------------------------
+    def archive_transcript(self, session_id: str, messages: Sequence[Message]) -> int:
+        """Archive the view about to be compacted; returns its number ``n`` (1, 2, …) for :meth:`archive_summary`."""
+        validate_session_id(session_id)
+        data = dumps_messages(self.redactor.redact_messages(messages)).encode()
+        n = self._next_number(session_id)
+        for _ in range(_MAX_NUMBER_RETRIES):
+            try:
+                self.store.write(session_id, transcript_name(n), data, exclusive=True)
+                return n
+            except FileExistsError:
+                n += 1
+        raise StoreError(f"session {session_id!r}: could not claim a transcript number after {n}")
+
+    def archive_summary(self, session_id: str, n: int, summary: Mapping[str, Any]) -> None:
+        """Archive the summary made by compaction ``n`` (its text, retained facts, figures: any JSON object)."""
+        validate_session_id(session_id)
+        if n < 1:
+            raise ValueError(f"n: must be >= 1, got {n}")
+        body = json.dumps(self.redactor.redact_obj(dict(summary)), ensure_ascii=False, indent=2, default=str)
+        self.store.write(session_id, summary_name(n), (body + "\n").encode())
+
+    def append_events(self, session_id: str, events: Iterable[Mapping[str, Any]]) -> None:
+        """Append events (JSON objects) to the session's ``events.jsonl``."""
+        validate_session_id(session_id)
+        lines = [
+            json.dumps(self.redactor.redact_obj(dict(e)), ensure_ascii=False, separators=(",", ":"), default=str)
+            for e in events
+        ]
+        if lines:
+            self.store.append(session_id, EVENTS_NAME, ("\n".join(lines) + "\n").encode())
+
+    def _next_number(self, session_id: str) -> int:
+        numbers = self.transcript_numbers(session_id)
+        return numbers[-1] + 1 if numbers else 1
+
+    # -- reading --------------------------------------------------------------------------------------------------
+    def transcript_numbers(self, session_id: str) -> list[int]:
+        """The numbers of the session's archived transcripts, ascending."""
+        validate_session_id(session_id)
+        found = (_TRANSCRIPT_RE.match(name) for name in self.store.names(session_id))
+        return sorted(int(m.group(1)) for m in found if m)
+
+    def transcript(self, session_id: str, n: int) -> list[Message]:
+        """The ``n``-th archived transcript."""
+        validate_session_id(session_id)
+        name = transcript_name(n)
+        data = self.store.read(session_id, name)
+        if data is None:
+            raise KeyError(f"session {session_id!r} has no {name}")
+        try:
+            return loads_messages(data.decode("utf-8"), source=f"{session_id}/{name}")
+        except (UnicodeDecodeError, InvalidHistory) as exc:
+            raise StoreError(f"archive {session_id}/{name} is corrupt: {exc}") from None
+
+    def transcripts(self, session_id: str) -> list[tuple[int, list[Message]]]:
+        """Every archived transcript with its number, oldest first."""
+        return [(n, self.transcript(session_id, n)) for n in self.transcript_numbers(session_id)]
+
+    def summary(self, session_id: str, n: int) -> dict[str, Any] | None:
+        """The summary archived by compaction ``n``, or None."""
+        validate_session_id(session_id)
+        data = self.store.read(session_id, summary_name(n))
+        if data is None:
+            return None
+        value = json.loads(data)
+        return value if isinstance(value, dict) else {"value": value}
+
+    def events(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's archived events, in order; a torn last line (a crash mid-append) is skipped."""
+        validate_session_id(session_id)
+        data = self.store.read(session_id, EVENTS_NAME)
+        if not data:
+            return []
+        out: list[dict[str, Any]] = []
+        for line in data.decode("utf-8", errors="replace").split("\n"):
+            if not line.strip():
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return out
+
+    def sessions(self) -> list[str]:
+        """Every archived session id."""
+        return self.store.sessions()
+
+    # -- restoring ------------------------------------------------------------------------------------------------
+    def restore_history(
+        self,
+        session_id: str,
+        current_view: Sequence[Message] = (),
+        *,
+        resolve_ref: Callable[[str], str] | None = None,
+        keep_meta: Iterable[str] = DEFAULT_KEEP_META,
+    ) -> list[Message]:
+        """The session's full original history: archived transcripts merged with ``current_view``.
+
+        Args:
+            session_id: the session.
+            current_view: the manager's view now (what has not been archived yet is only there).
+            resolve_ref: ref id -> full text (``ToolOutputCache.get``). When given, masked and truncated tool
+                outputs get their full text back and contextfold's ``meta`` is dropped (keys in ``keep_meta``
+                stay), so that the result equals the messages as the agent added them. An output whose ref is
+                no longer cached keeps its view and its meta, so the gap stays visible.
+            keep_meta: meta keys that belong to the caller, kept when ``resolve_ref`` is given.
+        """
+        views: list[Sequence[Message]] = [messages for _, messages in self.transcripts(session_id)]
+        views.append(current_view)
+        merged = merge_histories(views)
+        if resolve_ref is None:
+            return merged
+        return [_restore_original(m, resolve_ref, frozenset(keep_meta)) for m in merged]
+
+
+def _restore_original(m: Message, resolve_ref: Callable[[str], str], keep: frozenset[str]) -> Message:
+    if _is_view(m):
+        try:
+            text = resolve_ref(str(m.meta["ref"]))
+        except (RefNotFound, KeyError):
+            return m
+        m = m.with_content(text)
+    meta = freeze({k: v for k, v in m.meta.items() if k in keep})
+    return m if meta == m.meta else replace(m, meta=meta)

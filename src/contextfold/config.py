@@ -1,0 +1,366 @@
+"""Settings from a YAML file, the environment and keyword arguments (that order of precedence: keywords win).
+
+.. code-block:: yaml
+
+    version: 1
+    model: gpt-4o
+    max_context_tokens: 128000
+    policy: {trigger_pct: 0.85, keep_recent_turns: 3}
+    telemetry: {exporters: [jsonl], jsonl_path: events.jsonl}
+    storage: {store: local, archive: s3://bucket/archive}
+    redaction: {enabled: true, patterns: {ticket: "TCK-[0-9]{6}"}}
+
+Every error is a :class:`~contextfold.errors.ConfigError` naming where the bad value came from (the file, the
+environment variable, or keyword arguments) and its field path (``policy.trigger_pct``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .policy import Policy
+    from .redact import Redactor
+
+__all__ = [
+    "CONFIG_VERSION",
+    "ENV_PREFIXES",
+    "ENV_VARS",
+    "RedactionSettings",
+    "Settings",
+    "StorageSettings",
+    "TelemetrySettings",
+    "load_settings",
+]
+
+# The only file format version so far; a newer file is refused rather than half-understood.
+CONFIG_VERSION = 1
+# Emit-to-export queue bound: about a minute of a busy agent's events, a few MB at most, before dropping.
+DEFAULT_QUEUE_SIZE = 10_000
+# Ariadne's documented local default (issue 6).
+DEFAULT_ARIADNE_URL = "http://localhost:5175"
+# Checked in order: the first prefix set wins, so CONTEXTFOLD_X overrides its COMPACT_X alias.
+ENV_PREFIXES = ("CONTEXTFOLD_", "COMPACT_")
+# Environment variable suffix -> (field path, kind of value).
+ENV_VARS: dict[str, tuple[str, str]] = {
+    "MODEL": ("model", "str"),
+    "MAX_CONTEXT_TOKENS": ("max_context_tokens", "str"),
+    "TRIGGER_PCT": ("policy.trigger_pct", "str"),
+    "SOFT_PCT": ("policy.soft_pct", "str"),
+    "KEEP_RECENT_TURNS": ("policy.keep_recent_turns", "str"),
+    "KEEP_TOOL_IO_PAIRS": ("policy.keep_tool_io_pairs", "str"),
+    "STRATEGY": ("policy.strategy", "str"),
+    "AUTO": ("policy.auto", "str"),
+    "STORE": ("storage.store", "str"),
+    "ARCHIVE": ("storage.archive", "str"),
+    "REDACTION": ("redaction.enabled", "str"),
+    "EXPORTERS": ("telemetry.exporters", "list"),
+    "JSONL_PATH": ("telemetry.jsonl_path", "str"),
+    "ARIADNE_URL": ("telemetry.ariadne_url", "str"),
+    "OTEL_ENDPOINT": ("telemetry.otel_endpoint", "str"),
+    "QUEUE_SIZE": ("telemetry.queue_size", "str"),
+}
+# Names the file itself; read only when load_settings() is given no path.
+ENV_CONFIG_FILE = "CONTEXTFOLD_CONFIG"
+KWARGS_SOURCE = "keyword arguments"
+DEFAULTS_SOURCE = "defaults"
+
+ExporterName = Literal["console", "jsonl", "ariadne", "otel"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TelemetrySettings(_Section):
+    """Where events go. ``exporters`` names them; each exporter reads its own key below."""
+
+    exporters: tuple[ExporterName, ...] = ()
+    console: bool = False
+    jsonl_path: str | None = None
+    ariadne_url: str = DEFAULT_ARIADNE_URL
+    otel_endpoint: str | None = None
+    queue_size: int = Field(default=DEFAULT_QUEUE_SIZE, gt=0)
+
+    @field_validator("exporters", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(v.strip() for v in value.split(",") if v.strip())
+        return value
+
+
+class StorageSettings(_Section):
+    """The tool output store and the archive, by URL (``local``, ``redis://…``, ``s3://bucket/prefix``, a path)."""
+
+    store: str = "local"
+    archive: str | None = None
+
+
+class RedactionSettings(_Section):
+    """Secret redaction before export and archiving (on by default)."""
+
+    enabled: bool = True
+    patterns: dict[str, str] = Field(default_factory=dict)
+    builtin: bool = True
+    disabled: tuple[str, ...] = ()
+    apply_to_model: bool = False
+
+    @field_validator("patterns")
+    @classmethod
+    def _compiles(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, source in value.items():
+            try:
+                re.compile(source)
+            except re.error as exc:
+                raise ValueError(f"pattern {name!r} is not a valid regular expression: {exc}") from None
+        return value
+
+    def redactor(self, callback: Any = None) -> Redactor:
+        """A :class:`~contextfold.redact.Redactor` configured by these settings (``callback``: a str -> str hook)."""
+        from .redact import Redactor
+
+        return Redactor(
+            enabled=self.enabled,
+            patterns=self.patterns,
+            builtin=self.builtin,
+            disabled=self.disabled,
+            callback=callback,
+            apply_to_model=self.apply_to_model,
+        )
+
+
+class Settings(_Section):
+    """Everything configurable, validated and immutable. Build it with :func:`load_settings`.
+
+    ``policy`` is kept as the validated mapping of the keys that were set; :meth:`policy_object` builds the
+    :class:`~contextfold.policy.Policy`.
+    """
+
+    version: int = CONFIG_VERSION
+    model: str | None = None
+    max_context_tokens: int | None = Field(default=None, gt=0)
+    policy: dict[str, Any] = Field(default_factory=dict)
+    telemetry: TelemetrySettings = TelemetrySettings()
+    storage: StorageSettings = StorageSettings()
+    redaction: RedactionSettings = RedactionSettings()
+
+    @field_validator("version")
+    @classmethod
+    def _known_version(cls, value: int) -> int:
+        if value != CONFIG_VERSION:
+            raise ValueError(f"unsupported version {value}; this contextfold reads version {CONFIG_VERSION}")
+        return value
+
+    def policy_object(self) -> Policy:
+        """The :class:`~contextfold.policy.Policy` these settings describe."""
+        from .policy import Policy
+
+        return Policy.model_validate(self.policy)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Conditions the caller should report as warning events (redaction disabled, …)."""
+        out: list[str] = []
+        if not self.redaction.enabled:
+            out.append("redaction is disabled: secrets in messages and tool outputs will be exported and archived")
+        if self.redaction.enabled and not self.redaction.builtin and not self.redaction.patterns:
+            out.append("redaction is enabled but has no patterns: nothing will be redacted")
+        return tuple(out)
+
+
+# -- sources -------------------------------------------------------------------------------------------------------
+@dataclass
+class _Layers:
+    """The merged raw values and, for every leaf path, the source that set it last."""
+
+    data: dict[str, Any]
+    origin: dict[str, str]
+
+    def merge(self, values: Mapping[str, Any], source: str, prefix: str = "") -> None:
+        _deep_merge(self.data, values, self.origin, source, prefix)
+
+    def source_of(self, path: str) -> str:
+        while path:
+            if path in self.origin:
+                return self.origin[path]
+            path = path.rpartition(".")[0]
+        return DEFAULTS_SOURCE
+
+
+def _deep_merge(
+    into: dict[str, Any], values: Mapping[str, Any], origin: dict[str, str], source: str, prefix: str
+) -> None:
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _deep_merge(into[key], value, origin, source, f"{path}.")
+        else:
+            into[key] = _copy(value)
+            for stale in [p for p in origin if p.startswith(f"{path}.")]:
+                del origin[stale]
+            origin[path] = source
+            if isinstance(value, Mapping):
+                _record(value, origin, source, f"{path}.")
+
+
+def _record(values: Mapping[str, Any], origin: dict[str, str], source: str, prefix: str) -> None:
+    for key, value in values.items():
+        origin[f"{prefix}{key}"] = source
+        if isinstance(value, Mapping):
+            _record(value, origin, source, f"{prefix}{key}.")
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _copy(v) for k, v in value.items()}
+    return value
+
+
+def _set_path(target: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    head, _, rest = path.partition(".")
+    if not rest:
+        return {**target, head: value}
+    return {**target, head: _set_path(target.get(head, {}), rest, value)}
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    source = f"file {path}"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("file not found", source=source) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read: {exc}", source=source) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        raise ConfigError(f"invalid YAML: {where}{exc.problem or exc.context}", source=source) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"invalid YAML: {exc}", source=source) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"the top level must be a mapping, got {type(data).__name__}", source=source)
+    bad = [k for k in data if not isinstance(k, str)]
+    if bad:
+        raise ConfigError(f"keys must be strings, got {bad[0]!r}", source=source)
+    return data
+
+
+def _from_env(env: Mapping[str, str]) -> list[tuple[str, str, Any]]:
+    """(source, field path, value) for every recognised variable; CONTEXTFOLD_X shadows COMPACT_X."""
+    found: list[tuple[str, str, Any]] = []
+    for suffix, (path, kind) in ENV_VARS.items():
+        for prefix in ENV_PREFIXES:
+            name = f"{prefix}{suffix}"
+            raw = env.get(name)
+            if raw is None or raw.strip() == "":
+                continue
+            value: Any = raw.strip()
+            if kind == "list":
+                value = [v.strip() for v in value.split(",") if v.strip()]
+            found.append((f"environment variable {name}", path, value))
+            break
+    return found
+
+
+def _kwargs_layer(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    fields = set(Settings.model_fields)
+    out: dict[str, Any] = {}
+    for key, value in kwargs.items():
+        if key not in fields:
+            raise ConfigError(
+                f"unknown setting (expected one of {', '.join(sorted(fields))})", field=key, source=KWARGS_SOURCE
+            )
+        if value is None:
+            continue
+        if isinstance(value, BaseModel):
+            value = value.model_dump(exclude_unset=key != "policy")
+        out[key] = value
+    return out
+
+
+def _error_path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for item in loc:
+        out += f"[{item}]" if isinstance(item, int) else (f".{item}" if out else str(item))
+    return out
+
+
+def _raise_validation(exc: ValidationError, layers: _Layers, prefix: str = "") -> NoReturn:
+    first = exc.errors()[0]
+    path = prefix + _error_path(tuple(first["loc"]))
+    message = first["msg"]
+    if first["type"] == "extra_forbidden":
+        message = "unknown setting"
+    elif message.startswith("Value error, "):
+        message = message[len("Value error, ") :]
+    more = len(exc.errors()) - 1
+    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    raise ConfigError(f"{message}{suffix}", field=path, source=layers.source_of(path)) from None
+
+
+def _validate_policy(values: Mapping[str, Any], layers: _Layers) -> dict[str, Any]:
+    """The policy keys that were set, validated by ``Policy`` and coerced (``"0.9"`` from the environment -> 0.9)."""
+    try:
+        from .policy import Policy
+    except ModuleNotFoundError as exc:  # pragma: no cover - the policy module ships with the package
+        if exc.name != f"{__package__}.policy":
+            raise
+        return dict(values)
+    try:
+        policy = Policy.model_validate(values)
+    except ValidationError as exc:
+        _raise_validation(exc, layers, prefix="policy.")
+    return policy.model_dump(include=set(values))
+
+
+def load_settings(
+    path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None, **kwargs: Any
+) -> Settings:
+    """Build the settings from a YAML file, environment overrides and keyword arguments (keywords win).
+
+    Args:
+        path: the YAML file; when None, ``$CONTEXTFOLD_CONFIG`` if set, else no file.
+        env: the environment to read overrides from (``os.environ`` when None); pass ``{}`` to ignore it.
+        **kwargs: top-level settings (``model``, ``max_context_tokens``, ``policy`` as a mapping or a ``Policy``,
+            ``telemetry``, ``storage``, ``redaction``); nested mappings are merged key by key.
+
+    Raises:
+        ConfigError: naming the source and the field path, e.g.
+            ``environment variable CONTEXTFOLD_TRIGGER_PCT: policy.trigger_pct: Input should be less than or
+            equal to 1``.
+    """
+    environ = os.environ if env is None else env
+    layers = _Layers({}, {})
+    if path is None and environ.get(ENV_CONFIG_FILE):
+        path = environ[ENV_CONFIG_FILE]
+    if path is not None:
+        file_path = Path(path)
+        layers.merge(_read_yaml(file_path), f"file {file_path}")
+    for source, field_path, value in _from_env(environ):
+        layers.merge(_set_path({}, field_path, value), source)
+    layers.merge(_kwargs_layer(kwargs), KWARGS_SOURCE)
+
+    policy = layers.data.get("policy", {})
+    if not isinstance(policy, Mapping):
+        raise ConfigError("must be a mapping", field="policy", source=layers.source_of("policy"))
+    try:
+        settings = Settings.model_validate(layers.data)
+    except ValidationError as exc:
+        _raise_validation(exc, layers)
+    return settings.model_copy(update={"policy": _validate_policy(settings.policy, layers)})

@@ -1,0 +1,530 @@
+"""Typed event records: every decision contextfold makes, with the figures behind it.
+
+Events are frozen, slotted dataclasses. Each has the common fields (``session_id``, ``trace_id``, ``span_id``,
+``parent_id``, ``started_at``, ``ended_at``, ``status``) and its own typed fields, which :meth:`Event.to_dict`
+puts under ``data``. The ``name`` of an event (``"compact.summary_created"``) is fixed by its class.
+
+Events go to a :class:`Telemetry` sink (``emit(event)``). :class:`NullTelemetry` drops them,
+:class:`RecordingTelemetry` keeps them in memory for tests, and :class:`contextfold.processor.BatchProcessor`
+batches them to exporters on a background thread. :class:`contextfold.tracing.Tracer` stamps ids and times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any, ClassVar, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
+
+__all__ = [
+    "COMMON_FIELDS",
+    "EVENT_TYPES",
+    "STATUSES",
+    "CacheMasked",
+    "CacheTruncated",
+    "CompactError",
+    "CompactWarning",
+    "CustomEvent",
+    "Event",
+    "MessagesPruned",
+    "NullTelemetry",
+    "RecordingTelemetry",
+    "RecoveryCircuitOpen",
+    "RecoveryGaveUp",
+    "RecoveryOverflow",
+    "RecoveryRetry",
+    "Status",
+    "SummaryCreated",
+    "Telemetry",
+    "TokenEstimate",
+    "TriggerDecision",
+    "UsageRecorded",
+    "event_from_dict",
+    "format_time",
+    "new_span_id",
+    "new_trace_id",
+    "parse_time",
+    "utc_now",
+]
+
+Status: TypeAlias = Literal["ok", "error"]
+STATUSES: frozenset[str] = frozenset({"ok", "error"})
+
+# W3C trace-context sizes (16-byte trace id, 8-byte span id) so that ids map one to one onto OpenTelemetry's.
+_TRACE_ID_BYTES = 16
+_SPAN_ID_BYTES = 8
+
+COMMON_FIELDS: tuple[str, ...] = (
+    "session_id",
+    "trace_id",
+    "span_id",
+    "parent_id",
+    "started_at",
+    "ended_at",
+    "status",
+)
+
+E = TypeVar("E", bound="Event")
+
+
+def new_trace_id() -> str:
+    """Return a random 32-hex-digit trace id."""
+    return secrets.token_hex(_TRACE_ID_BYTES)
+
+
+def new_span_id() -> str:
+    """Return a random 16-hex-digit span id."""
+    return secrets.token_hex(_SPAN_ID_BYTES)
+
+
+def utc_now() -> datetime:
+    """Return the current time, timezone-aware, in UTC."""
+    return datetime.now(UTC)
+
+
+def format_time(moment: datetime) -> str:
+    """Return ``moment`` as ISO-8601 in UTC with microseconds and a ``Z`` suffix."""
+    return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def parse_time(text: str, *, field_name: str = "time") -> datetime:
+    """Parse an ISO-8601 timestamp; naive times are read as UTC.
+
+    Raises:
+        ValueError: naming ``field_name`` when the text is not ISO-8601.
+    """
+    try:
+        moment = datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"{field_name}: {text!r} is not an ISO-8601 timestamp") from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _jsonable(value: Any) -> Any:
+    """Turn the frozen containers events hold into plain JSON-friendly values."""
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, tuple | list | frozenset | set):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        return format_time(value)
+    return value
+
+
+def _freeze(value: Any) -> Any:
+    """Make containers read-only so that an emitted event cannot change while it waits in a queue."""
+    if isinstance(value, Mapping) and not isinstance(value, MappingProxyType):
+        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """The common part of every event.
+
+    Built bare, an event gets random ids and the current time; a :class:`~contextfold.tracing.Tracer` stamps
+    the session's trace id, a fresh span id, the enclosing span as parent and its clock's times.
+    ``ended_at=None`` means an instantaneous event (it becomes ``started_at``).
+
+    Raises:
+        ValueError: when ``status`` is not ``"ok"``/``"error"``, a time is naive, or ``ended_at < started_at``.
+    """
+
+    NAME: ClassVar[str] = "event"
+    DEFAULT_STATUS: ClassVar[Status] = "ok"
+
+    session_id: str = ""
+    trace_id: str = field(default_factory=new_trace_id)
+    span_id: str = field(default_factory=new_span_id)
+    parent_id: str | None = None
+    started_at: datetime = field(default_factory=utc_now)
+    ended_at: datetime | None = None
+    status: Status | None = None
+
+    def __post_init__(self) -> None:
+        if self.status is None:
+            object.__setattr__(self, "status", self.DEFAULT_STATUS)
+        elif self.status not in STATUSES:
+            raise ValueError(f"{self.NAME}: status: {self.status!r} is not one of 'ok', 'error'")
+        for name in ("started_at", "ended_at"):
+            moment = getattr(self, name)
+            if moment is not None and (not isinstance(moment, datetime) or moment.tzinfo is None):
+                raise ValueError(f"{self.NAME}: {name}: {moment!r} is not a timezone-aware datetime")
+        if self.ended_at is None:
+            object.__setattr__(self, "ended_at", self.started_at)
+        elif self.ended_at < self.started_at:
+            raise ValueError(
+                f"{self.NAME}: ended_at: {format_time(self.ended_at)} is before started_at "
+                f"{format_time(self.started_at)}"
+            )
+        for f in dataclasses.fields(self):
+            if f.name not in COMMON_FIELDS:
+                object.__setattr__(self, f.name, _freeze(getattr(self, f.name)))
+
+    @property
+    def name(self) -> str:
+        """The dotted event name, e.g. ``compact.summary_created``."""
+        return self.NAME
+
+    @property
+    def kind(self) -> str:
+        """The layer the event comes from: the part of the name before the first dot."""
+        return self.name.split(".", 1)[0]
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds between start and end (0 for instantaneous events)."""
+        end = self.ended_at or self.started_at
+        return (end - self.started_at).total_seconds()
+
+    def data(self) -> dict[str, Any]:
+        """The event's own figures (everything but the common fields), JSON-friendly."""
+        return {
+            f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name not in COMMON_FIELDS
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the event as a JSON-friendly dict: name, kind, the common fields and ``data``."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "session_id": self.session_id,
+            "trace_id": self.trace_id,
+            "span_id": self.span_id,
+            "parent_id": self.parent_id,
+            "started_at": format_time(self.started_at),
+            "ended_at": format_time(self.ended_at or self.started_at),
+            "status": self.status,
+            "data": self.data(),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TokenEstimate(Event):
+    """The token count of a view before a model call, broken down by where the tokens are."""
+
+    NAME: ClassVar[str] = "compact.token_estimate"
+
+    system: int
+    developer: int
+    tools_schema: int
+    messages: int
+    model: str | None = None
+    context_window: int | None = None
+    source: str = "estimate"
+
+    @property
+    def total(self) -> int:
+        """All four parts added up."""
+        return self.system + self.developer + self.tools_schema + self.messages
+
+    def data(self) -> dict[str, Any]:
+        """The breakdown plus the total."""
+        return {**Event.data(self), "total": self.total}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TriggerDecision(Event):
+    """Whether compaction triggered before a call, why, and the policy figures behind the decision."""
+
+    NAME: ClassVar[str] = "compact.trigger_decision"
+
+    triggered: bool
+    reason: str
+    action: str = "none"
+    tokens: int = 0
+    threshold_tokens: int | None = None
+    policy: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SummaryCreated(Event):
+    """A summary replaced part of the history; ``summary`` is the text itself."""
+
+    NAME: ClassVar[str] = "compact.summary_created"
+
+    strategy: str
+    input_messages: int
+    input_tokens: int
+    summary_tokens: int
+    summary: str = ""
+    model: str | None = None
+    summary_version: int | None = None
+
+    @property
+    def compression_ratio(self) -> float | None:
+        """How many times smaller the summary is than its input (None for an empty summary)."""
+        if self.summary_tokens <= 0:
+            return None
+        return self.input_tokens / self.summary_tokens
+
+    def data(self) -> dict[str, Any]:
+        """The figures, the summary text and the compression ratio."""
+        return {**Event.data(self), "compression_ratio": self.compression_ratio}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessagesPruned(Event):
+    """Messages left the view (they stay in the archive); ``kept`` counts what stayed, per layer."""
+
+    NAME: ClassVar[str] = "compact.pruned_messages"
+
+    count: int
+    ids: tuple[str, ...] = ()
+    kept: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactError(Event):
+    """Compaction failed; ``fallback`` names what was done instead (None when nothing could be)."""
+
+    NAME: ClassVar[str] = "compact.error"
+    DEFAULT_STATUS: ClassVar[Status] = "error"
+
+    error_type: str
+    message: str
+    fallback: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactWarning(Event):
+    """Something an operator should know that is not an error (e.g. redaction disabled)."""
+
+    NAME: ClassVar[str] = "compact.warning"
+
+    message: str
+    code: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheMasked(Event):
+    """Old tool outputs were replaced by placeholders; their full text stays retrievable by ref."""
+
+    NAME: ClassVar[str] = "cache.masked"
+
+    count: int
+    refs: tuple[str, ...] = ()
+    tokens_freed: int = 0
+    prefix_tokens_invalidated: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheTruncated(Event):
+    """A tool output was truncated at write time; ``bytes`` is its full size, kept under ``ref``."""
+
+    NAME: ClassVar[str] = "cache.truncated"
+
+    ref: str
+    bytes: int
+    kept_bytes: int | None = None
+    tool_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryOverflow(Event):
+    """The provider rejected a request as too long."""
+
+    NAME: ClassVar[str] = "recovery.overflow"
+    DEFAULT_STATUS: ClassVar[Status] = "error"
+
+    attempt: int
+    message: str = ""
+    prompt_tokens: int | None = None
+    limit: int | None = None
+    provider: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryRetry(Event):
+    """Recovery shrank the view and retried."""
+
+    NAME: ClassVar[str] = "recovery.retry"
+
+    attempt: int
+    action: str
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryGaveUp(Event):
+    """Recovery stopped (retries exhausted, stall guard, nothing left to compact)."""
+
+    NAME: ClassVar[str] = "recovery.gave_up"
+    DEFAULT_STATUS: ClassVar[Status] = "error"
+
+    attempts: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryCircuitOpen(Event):
+    """Too many failures in a row: recovery is off until ``reset_after_s`` has passed."""
+
+    NAME: ClassVar[str] = "recovery.circuit_open"
+    DEFAULT_STATUS: ClassVar[Status] = "error"
+
+    failures: int
+    reason: str = ""
+    reset_after_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UsageRecorded(Event):
+    """The token counts a provider reported for one call, next to our estimate for the same view."""
+
+    NAME: ClassVar[str] = "usage.recorded"
+
+    input_tokens: int
+    output_tokens: int
+    model: str | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    estimated_input_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CustomEvent(Event):
+    """An event with a caller-chosen name and free-form data (spans recorded by the tracer use it)."""
+
+    NAME: ClassVar[str] = "custom"
+
+    event: str
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The caller-chosen name."""
+        return self.event
+
+    def data(self) -> dict[str, Any]:
+        """The attributes as given."""
+        return dict(_jsonable(self.attributes))
+
+
+EVENT_TYPES: Mapping[str, type[Event]] = MappingProxyType(
+    {
+        cls.NAME: cls
+        for cls in (
+            TokenEstimate,
+            TriggerDecision,
+            SummaryCreated,
+            MessagesPruned,
+            CompactError,
+            CompactWarning,
+            CacheMasked,
+            CacheTruncated,
+            RecoveryOverflow,
+            RecoveryRetry,
+            RecoveryGaveUp,
+            RecoveryCircuitOpen,
+            UsageRecorded,
+        )
+    }
+)
+
+# Figures that to_dict() derives; event_from_dict() must not pass them back to the constructor.
+_DERIVED = frozenset({"total", "compression_ratio"})
+
+
+def event_from_dict(item: Mapping[str, Any]) -> Event:
+    """Rebuild an event from :meth:`Event.to_dict` output (names it does not know become :class:`CustomEvent`).
+
+    Raises:
+        ValueError: naming the field that is missing or malformed.
+    """
+    for key in ("name", "trace_id", "span_id", "started_at"):
+        if not isinstance(item.get(key), str):
+            raise ValueError(f"event: {key}: missing or not a string")
+    data = item.get("data") or {}
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{item['name']}: data: must be an object, got {type(data).__name__}")
+    common: dict[str, Any] = {
+        "session_id": item.get("session_id") or "",
+        "trace_id": item["trace_id"],
+        "span_id": item["span_id"],
+        "parent_id": item.get("parent_id"),
+        "started_at": parse_time(item["started_at"], field_name="started_at"),
+        "ended_at": parse_time(item["ended_at"], field_name="ended_at") if item.get("ended_at") else None,
+        "status": item.get("status"),
+    }
+    cls = EVENT_TYPES.get(item["name"])
+    if cls is None:
+        return CustomEvent(event=item["name"], attributes=dict(data), **common)
+    own = {f.name for f in dataclasses.fields(cls)} - set(COMMON_FIELDS)
+    unknown = set(data) - own - _DERIVED
+    if unknown:
+        raise ValueError(f"{item['name']}: data: unknown field(s) {sorted(unknown)}")
+    kwargs: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in own}
+    try:
+        return cls(**common, **kwargs)
+    except TypeError as exc:
+        raise ValueError(f"{item['name']}: data: {exc}") from None
+
+
+@runtime_checkable
+class Telemetry(Protocol):
+    """Where events go. ``emit`` must return quickly and never raise into the agent.
+
+    Example::
+
+        class PrintTelemetry:
+            def emit(self, event: Event) -> None:
+                print(event.name, event.data())
+    """
+
+    def emit(self, event: Event) -> None:
+        """Accept one event."""
+        ...
+
+
+class NullTelemetry:
+    """Drops every event: the default when telemetry is off."""
+
+    def emit(self, event: Event) -> None:
+        """Do nothing."""
+
+
+class RecordingTelemetry:
+    """Keeps every event in memory, in order; thread-safe. Use it to assert on what an agent emitted."""
+
+    def __init__(self) -> None:
+        self._events: list[Event] = []
+        self._lock = threading.Lock()
+
+    def emit(self, event: Event) -> None:
+        """Record ``event``."""
+        with self._lock:
+            self._events.append(event)
+
+    @property
+    def events(self) -> list[Event]:
+        """A copy of the events recorded so far."""
+        with self._lock:
+            return list(self._events)
+
+    def names(self) -> list[str]:
+        """The names of the recorded events, in order."""
+        return [e.name for e in self.events]
+
+    def of_type(self, cls: type[E]) -> list[E]:
+        """The recorded events that are instances of ``cls``."""
+        return [e for e in self.events if isinstance(e, cls)]
+
+    def clear(self) -> None:
+        """Forget everything recorded."""
+        with self._lock:
+            self._events.clear()
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self.events)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._events)

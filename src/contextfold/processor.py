@@ -1,0 +1,264 @@
+"""The batch processor: the lifecycle between the agent's ``emit()`` and an exporter's ``export(batch)``.
+
+``emit`` only appends to a bounded in-memory queue, so telemetry never makes the agent wait: when the queue is
+full the event is dropped and counted. A background thread turns events into dicts, applies the redaction hook,
+and hands batches to the exporter; exporter failures are counted and logged, never raised. The processor owns
+the lifecycle (``flush``, ``shutdown``); the exporter only exports (see STYLE.md point 4).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .events import Event
+from .exporters.base import Exporter, shutdown_exporter
+
+__all__ = [
+    "DEFAULT_MAX_BATCH",
+    "DEFAULT_MAX_QUEUE",
+    "DEFAULT_SCHEDULE_DELAY_S",
+    "BatchProcessor",
+    "ProcessorStats",
+    "Redactor",
+]
+
+_log = logging.getLogger(__name__)
+
+Redactor = Callable[[dict[str, Any]], dict[str, Any]]
+
+# Upper bound on events waiting for export. A compaction emits ~5 events per turn, so 8,192 holds minutes of a
+# busy agent behind a stalled exporter while staying a few MB at most; beyond it we drop rather than grow.
+DEFAULT_MAX_QUEUE = 8192
+# Events per export call: big enough to amortize a request, small enough that a 1,000-event burst leaves in a
+# couple of requests instead of one slow one (the Ariadne exporter further splits by body size).
+DEFAULT_MAX_BATCH = 512
+# How long a lone event may wait for companions before it is sent. The acceptance target is p95 emit-to-receipt
+# under 200 ms, so the wait must stay well below that, leaving room for the request itself.
+DEFAULT_SCHEDULE_DELAY_S = 0.05
+# Share of max_queue at which the worker starts exporting before its timer: late enough not to compete with a
+# burst of emits, early enough to leave half the queue as headroom while the export runs.
+_EARLY_WAKE_FRACTION = 0.5
+# Default patience of flush()/shutdown(): one exporter timeout (the Ariadne exporter caps requests at 2 s) plus slack.
+DEFAULT_FLUSH_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessorStats:
+    """Counters of a processor's life so far.
+
+    Attributes:
+        accepted: events emit() queued.
+        dropped: events emit() refused (queue full, or processor shut down).
+        exported: events handed to an export() call that returned.
+        failed: events in export() calls that raised.
+        redaction_failures: events dropped because the redaction hook raised (never exported unredacted).
+        queued: events waiting right now.
+    """
+
+    accepted: int
+    dropped: int
+    exported: int
+    failed: int
+    redaction_failures: int
+    queued: int
+
+
+class BatchProcessor:
+    """Batches events to an exporter on a background thread; ``emit`` never blocks and never raises.
+
+    Args:
+        exporter: what receives the batches (a list of event dicts each).
+        max_queue: events held at most; beyond it emit() drops and counts.
+        max_batch: events per export() call at most.
+        schedule_delay_s: the longest an event waits for a batch to fill.
+        redact: applied to every event dict before export; if it raises, that event is dropped and counted.
+
+    Example::
+
+        processor = BatchProcessor(JsonlExporter("events.jsonl"))
+        tracer = Tracer("session-1", processor)
+        ...
+        processor.shutdown()
+    """
+
+    def __init__(
+        self,
+        exporter: Exporter,
+        *,
+        max_queue: int = DEFAULT_MAX_QUEUE,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        schedule_delay_s: float = DEFAULT_SCHEDULE_DELAY_S,
+        redact: Redactor | None = None,
+    ) -> None:
+        if max_queue < 1:
+            raise ValueError(f"BatchProcessor: max_queue: must be at least 1, got {max_queue}")
+        if max_batch < 1:
+            raise ValueError(f"BatchProcessor: max_batch: must be at least 1, got {max_batch}")
+        if schedule_delay_s <= 0:
+            raise ValueError(f"BatchProcessor: schedule_delay_s: must be positive, got {schedule_delay_s}")
+        self.exporter = exporter
+        self._max_queue = max_queue
+        self._max_batch = max_batch
+        self._delay = schedule_delay_s
+        self._redact = redact
+        # The worker competes with the agent for the GIL; during a burst it waits for its timer unless the queue
+        # is half full, so that a burst is not slowed by exports running beside it.
+        self._early_wake = max(1, int(max_queue * _EARLY_WAKE_FRACTION))
+        self._queue: deque[Event | Mapping[str, Any]] = deque()
+        self._lock = threading.Lock()
+        self._wakeup = threading.Event()
+        self._flush_waiters: list[threading.Event] = []
+        self._stopping = False
+        self._accepted = 0
+        self._dropped = 0
+        self._exported = 0
+        self._failed = 0
+        self._redaction_failures = 0
+        # Started here, not on the first emit, so that no emit() ever pays for starting a thread.
+        self._thread = threading.Thread(target=self._run, name="contextfold-telemetry", daemon=True)
+        self._thread.start()
+        atexit.register(self._at_exit)
+
+    # ---- the agent's side: cheap, never blocking on I/O ----
+
+    def emit(self, event: Event | Mapping[str, Any]) -> None:
+        """Queue one event (an :class:`~contextfold.events.Event` or an event dict); drop it if the queue is full."""
+        with self._lock:
+            if self._stopping or len(self._queue) >= self._max_queue:
+                self._dropped += 1
+                return
+            self._queue.append(event)
+            self._accepted += 1
+            pressing = len(self._queue) >= self._early_wake
+        if pressing and not self._wakeup.is_set():
+            self._wakeup.set()
+
+    @property
+    def dropped(self) -> int:
+        """Events dropped so far."""
+        with self._lock:
+            return self._dropped
+
+    def stats(self) -> ProcessorStats:
+        """A snapshot of the counters."""
+        with self._lock:
+            return ProcessorStats(
+                accepted=self._accepted,
+                dropped=self._dropped,
+                exported=self._exported,
+                failed=self._failed,
+                redaction_failures=self._redaction_failures,
+                queued=len(self._queue),
+            )
+
+    # ---- lifecycle ----
+
+    def flush(self, timeout: float | None = DEFAULT_FLUSH_TIMEOUT_S) -> bool:
+        """Export everything emitted so far; return whether that finished within ``timeout`` seconds."""
+        if threading.current_thread() is self._thread:
+            # An exporter that flushes from inside export() would wait for itself.
+            return False
+        done = threading.Event()
+        with self._lock:
+            stopping = self._stopping
+            if not stopping:
+                self._flush_waiters.append(done)
+        if stopping:
+            # The worker drains everything on its way out; waiting for it is the flush.
+            self._thread.join(timeout)
+            return not self._thread.is_alive()
+        self._wakeup.set()
+        return done.wait(timeout)
+
+    def shutdown(self, timeout: float | None = DEFAULT_FLUSH_TIMEOUT_S) -> bool:
+        """Stop accepting events, export what is queued, stop the thread and shut the exporter down.
+
+        Idempotent. Returns whether everything queued was exported within ``timeout`` seconds.
+        """
+        with self._lock:
+            already = self._stopping
+            self._stopping = True
+        atexit.unregister(self._at_exit)
+        self._wakeup.set()
+        self._thread.join(timeout)
+        finished = not self._thread.is_alive()
+        if not already:
+            try:
+                shutdown_exporter(self.exporter)
+            except Exception:
+                _log.exception("contextfold exporter %r failed to shut down", self.exporter)
+        return finished
+
+    def _at_exit(self) -> None:
+        self.shutdown(timeout=DEFAULT_FLUSH_TIMEOUT_S)
+
+    # ---- the worker thread ----
+
+    def _run(self) -> None:
+        while True:
+            self._wakeup.wait(self._delay)
+            self._wakeup.clear()
+            with self._lock:
+                waiters, self._flush_waiters = self._flush_waiters, []
+                stopping = self._stopping
+            self._drain()
+            for waiter in waiters:
+                waiter.set()
+            if stopping:
+                with self._lock:
+                    late, self._flush_waiters = self._flush_waiters, []
+                for waiter in late:
+                    waiter.set()
+                return
+
+    def _drain(self) -> None:
+        """Export everything queued at this moment, batch by batch."""
+        while True:
+            with self._lock:
+                # Hold the lock for as few bytecodes as possible: the agent's emit() waits on it.
+                if len(self._queue) <= self._max_batch:
+                    items = list(self._queue)
+                    self._queue.clear()
+                else:
+                    items = [self._queue.popleft() for _ in range(self._max_batch)]
+            if not items:
+                return
+            batch = self._prepare(items)
+            if batch:
+                self._export(batch)
+
+    def _prepare(self, items: list[Event | Mapping[str, Any]]) -> list[dict[str, Any]]:
+        batch: list[dict[str, Any]] = []
+        failures = 0
+        for item in items:
+            record = item.to_dict() if isinstance(item, Event) else dict(item)
+            if self._redact is not None:
+                try:
+                    record = self._redact(record)
+                except Exception:
+                    # Exporting the unredacted event could leak a secret; losing it is the lesser harm.
+                    failures += 1
+                    _log.exception("contextfold redaction hook failed; event %s dropped", record.get("name"))
+                    continue
+            batch.append(record)
+        if failures:
+            with self._lock:
+                self._redaction_failures += failures
+        return batch
+
+    def _export(self, batch: list[dict[str, Any]]) -> None:
+        try:
+            self.exporter.export(batch)
+        except Exception:
+            with self._lock:
+                self._failed += len(batch)
+            _log.exception("contextfold exporter %r failed on a batch of %d events", self.exporter, len(batch))
+        else:
+            with self._lock:
+                self._exported += len(batch)

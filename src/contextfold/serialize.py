@@ -1,0 +1,253 @@
+"""contextfold's own JSON form of a :class:`~contextfold.messages.Message`: OpenAI-chat-like, and lossless.
+
+Archives, view dumps and session stores write messages one per line in this form. It follows the OpenAI Chat
+shape where that shape can say it (``role``, ``content``, ``tool_calls`` with ``function.name/arguments``,
+``tool_call_id``, ``name``) and keeps everything else under explicit keys (``meta``, ``extra``, typed parts), so
+that ``message_from_dict(message_to_dict(m)) == m`` for every message whose ``meta``/``extra`` hold JSON values.
+
+Keys that would only repeat a default are left out, which keeps archived transcripts small and readable. JSON has
+no tuples: a tuple nested inside ``meta`` or ``extra`` comes back as a list.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from .errors import InvalidHistory
+from .messages import (
+    ROLES,
+    DocumentPart,
+    ImagePart,
+    Message,
+    Part,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    UnknownPart,
+    freeze,
+)
+
+__all__ = [
+    "dumps_messages",
+    "iter_messages_jsonl",
+    "loads_messages",
+    "message_from_dict",
+    "message_to_dict",
+    "part_from_dict",
+    "part_to_dict",
+]
+
+# Optional string fields of each part type, written only when set (None is the default of each).
+_IMAGE_FIELDS = ("url", "data", "media_type", "detail")
+_DOCUMENT_FIELDS = ("url", "data", "file_id", "media_type", "title")
+_MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "name", "meta", "extra"})
+
+
+def _plain(value: Any) -> Any:
+    """Turn read-only mappings and tuples into the dicts and lists that ``json`` writes."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def part_to_dict(part: Part) -> dict[str, Any]:
+    """The JSON form of one content part (``type`` first, unset optional fields left out)."""
+    out: dict[str, Any] = {"type": part.type}
+    if isinstance(part, TextPart):
+        out["text"] = part.text
+    elif isinstance(part, ImagePart | DocumentPart):
+        names = _IMAGE_FIELDS if isinstance(part, ImagePart) else _DOCUMENT_FIELDS
+        for name in names:
+            value = getattr(part, name)
+            if value is not None:
+                out[name] = value
+    elif isinstance(part, ThinkingPart):
+        out["text"] = part.text
+        if part.signature is not None:
+            out["signature"] = part.signature
+        if part.redacted:
+            out["redacted"] = True
+        if part.encrypted is not None:
+            out["encrypted"] = part.encrypted
+    else:
+        out["data"] = _plain(part.data)
+        if part.format:
+            out["format"] = part.format
+    if part.cache_control is not None:
+        out["cache_control"] = _plain(part.cache_control)
+    if part.extra:
+        out["extra"] = _plain(part.extra)
+    return out
+
+
+def _opt_str(d: Mapping[str, Any], key: str, where: str, index: int | None) -> str | None:
+    value = d.get(key)
+    if value is not None and not isinstance(value, str):
+        raise InvalidHistory(f"must be a string, got {type(value).__name__}", index=index, field=f"{where}.{key}")
+    return value
+
+
+def _opt_mapping(d: Mapping[str, Any], key: str, where: str, index: int | None) -> Mapping[str, Any] | None:
+    value = d.get(key)
+    if value is not None and not isinstance(value, Mapping):
+        raise InvalidHistory(f"must be an object, got {type(value).__name__}", index=index, field=f"{where}.{key}")
+    return value
+
+
+def part_from_dict(d: Mapping[str, Any], *, index: int | None = None, where: str = "content") -> Part:
+    """Rebuild a part from :func:`part_to_dict` output; ``index``/``where`` only locate errors."""
+    if not isinstance(d, Mapping):
+        raise InvalidHistory(f"a content part must be an object, got {type(d).__name__}", index=index, field=where)
+    kind = d.get("type")
+    cache_control = _opt_mapping(d, "cache_control", where, index)
+    cc = freeze(cache_control) if cache_control is not None else None
+    extra = freeze(_opt_mapping(d, "extra", where, index))
+    if kind == "text":
+        text = d.get("text")
+        if not isinstance(text, str):
+            raise InvalidHistory("a text part needs a string 'text'", index=index, field=f"{where}.text")
+        return TextPart(text, cache_control=cc, extra=extra)
+    if kind in ("image", "document"):
+        s = {name: _opt_str(d, name, where, index) for name in (*_IMAGE_FIELDS, *_DOCUMENT_FIELDS)}
+        if kind == "image":
+            return ImagePart(s["url"], s["data"], s["media_type"], s["detail"], cc, extra)
+        return DocumentPart(s["url"], s["data"], s["file_id"], s["media_type"], s["title"], cc, extra)
+    if kind == "thinking":
+        redacted = d.get("redacted", False)
+        if not isinstance(redacted, bool):
+            raise InvalidHistory("must be a boolean", index=index, field=f"{where}.redacted")
+        return ThinkingPart(
+            text=_opt_str(d, "text", where, index) or "",
+            signature=_opt_str(d, "signature", where, index),
+            redacted=redacted,
+            encrypted=_opt_str(d, "encrypted", where, index),
+            cache_control=cc,
+            extra=extra,
+        )
+    if kind == "unknown":
+        data = _opt_mapping(d, "data", where, index)
+        if data is None:
+            raise InvalidHistory("an unknown part needs an object 'data'", index=index, field=f"{where}.data")
+        fmt = _opt_str(d, "format", where, index) or ""
+        return UnknownPart(freeze(data), format=fmt, cache_control=cc, extra=extra)
+    raise InvalidHistory(
+        f"unknown part type {kind!r} (expected text, image, document, thinking or unknown)",
+        index=index,
+        field=f"{where}.type",
+    )
+
+
+def message_to_dict(m: Message) -> dict[str, Any]:
+    """The lossless JSON form of ``m``: OpenAI-chat-like keys plus ``meta`` and ``extra`` when they are set."""
+    out: dict[str, Any] = {"role": m.role}
+    out["content"] = m.content if isinstance(m.content, str) else [part_to_dict(p) for p in m.content]
+    if m.tool_calls:
+        calls = []
+        for call in m.tool_calls:
+            item: dict[str, Any] = {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            if call.extra:
+                item["extra"] = _plain(call.extra)
+            calls.append(item)
+        out["tool_calls"] = calls
+    if m.tool_call_id is not None:
+        out["tool_call_id"] = m.tool_call_id
+    if m.name is not None:
+        out["name"] = m.name
+    if m.meta:
+        out["meta"] = _plain(m.meta)
+    if m.extra:
+        out["extra"] = _plain(m.extra)
+    return out
+
+
+def _tool_call_from_dict(d: Any, index: int | None, where: str) -> ToolCall:
+    if not isinstance(d, Mapping):
+        raise InvalidHistory("a tool call must be an object", index=index, field=where)
+    fn = d.get("function")
+    if not isinstance(fn, Mapping):
+        raise InvalidHistory("a tool call needs an object 'function'", index=index, field=f"{where}.function")
+    call_id, name, arguments = d.get("id"), fn.get("name"), fn.get("arguments", "{}")
+    if not isinstance(call_id, str):
+        raise InvalidHistory("must be a string", index=index, field=f"{where}.id")
+    if not isinstance(name, str):
+        raise InvalidHistory("must be a string", index=index, field=f"{where}.function.name")
+    if not isinstance(arguments, str):
+        raise InvalidHistory("must be a JSON string", index=index, field=f"{where}.function.arguments")
+    extra = _opt_mapping(d, "extra", where, index)
+    return ToolCall(call_id, name, arguments, extra=freeze(extra))
+
+
+def message_from_dict(d: Mapping[str, Any], *, index: int | None = None) -> Message:
+    """Rebuild a message from :func:`message_to_dict` output.
+
+    Args:
+        d: the JSON form.
+        index: the message's position in its list, named in errors.
+
+    Raises:
+        InvalidHistory: naming the index and the field, for anything that is not the JSON form.
+    """
+    if not isinstance(d, Mapping):
+        raise InvalidHistory(f"a message must be an object, got {type(d).__name__}", index=index)
+    unknown = sorted(set(d) - _MESSAGE_KEYS)
+    if unknown:
+        raise InvalidHistory(f"unknown key(s) {', '.join(map(repr, unknown))}", index=index)
+    role = d.get("role")
+    if role not in ROLES:
+        raise InvalidHistory(f"unknown role {role!r} (expected one of {sorted(ROLES)})", index=index, field="role")
+    raw = d.get("content", "")
+    content: str | tuple[Part, ...]
+    if isinstance(raw, str):
+        content = raw
+    elif isinstance(raw, list):
+        content = tuple(part_from_dict(p, index=index, where=f"content[{i}]") for i, p in enumerate(raw))
+    else:
+        raise InvalidHistory("must be a string or a list of parts", index=index, field="content")
+    raw_calls = d.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        raise InvalidHistory("must be a list", index=index, field="tool_calls")
+    calls = tuple(_tool_call_from_dict(c, index, f"tool_calls[{i}]") for i, c in enumerate(raw_calls))
+    return Message(
+        role,
+        content,
+        calls,
+        tool_call_id=_opt_str(d, "tool_call_id", "message", index),
+        name=_opt_str(d, "name", "message", index),
+        meta=freeze(_opt_mapping(d, "meta", "message", index)),
+        extra=freeze(_opt_mapping(d, "extra", "message", index)),
+    )
+
+
+def dumps_messages(messages: Iterable[Message]) -> str:
+    """Messages as JSON Lines: one compact object per line, each line ending in a newline."""
+    return "".join(json.dumps(message_to_dict(m), ensure_ascii=False, separators=(",", ":")) + "\n" for m in messages)
+
+
+def iter_messages_jsonl(text: str, *, source: str = "") -> Iterator[Message]:
+    """Messages from JSON Lines; blank lines are skipped, errors name the line (and ``source``)."""
+    # Split on "\n" only: str.splitlines() also breaks at U+2028, U+0085, … which JSON writes unescaped.
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        where = f"{source} line {lineno}" if source else f"line {lineno}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InvalidHistory(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
+        try:
+            yield message_from_dict(obj, index=lineno - 1)
+        except InvalidHistory as exc:
+            raise InvalidHistory(f"{where}: {exc.problem}", index=exc.index, field=exc.field) from None
+
+
+def loads_messages(text: str, *, source: str = "") -> list[Message]:
+    """All messages of a JSON Lines text (see :func:`iter_messages_jsonl`)."""
+    return list(iter_messages_jsonl(text, source=source))

@@ -1,0 +1,228 @@
+"""The batch processor: bounded, never blocking, counting what it drops, redacting before export."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextfold.events import CompactWarning, UsageRecorded
+from contextfold.exporters.base import Batch, InMemoryExporter
+from contextfold.processor import BatchProcessor
+from contextfold.tracing import Tracer
+
+# A generous bound for waits that only time out when the code under test is broken.
+PATIENCE_S = 10.0
+
+
+class GatedExporter(InMemoryExporter):
+    """Blocks inside export() until the test opens the gate; tells the test when it has entered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def export(self, batch: Batch) -> None:
+        self.entered.set()
+        assert self.gate.wait(PATIENCE_S)
+        super().export(batch)
+
+
+@pytest.fixture
+def processors() -> Iterator[list[BatchProcessor]]:
+    made: list[BatchProcessor] = []
+    yield made
+    for processor in made:
+        gate = getattr(processor.exporter, "gate", None)
+        if gate is not None:
+            gate.set()
+        processor.shutdown()
+
+
+def warning(i: int) -> CompactWarning:
+    return CompactWarning(message=f"event {i}", session_id="s")
+
+
+def test_every_event_arrives_in_order(processors: list[BatchProcessor]) -> None:
+    exporter = InMemoryExporter()
+    processor = BatchProcessor(exporter, max_batch=7)
+    processors.append(processor)
+    for i in range(100):
+        processor.emit(warning(i))
+    assert processor.flush()
+    assert [e["data"]["message"] for e in exporter.events] == [f"event {i}" for i in range(100)]
+    assert exporter.batches >= 100 // 7
+    stats = processor.stats()
+    assert (stats.accepted, stats.exported, stats.dropped, stats.queued) == (100, 100, 0, 0)
+
+
+def test_full_queue_drops_and_counts_while_exporter_is_stuck(processors: list[BatchProcessor]) -> None:
+    exporter = GatedExporter()
+    processor = BatchProcessor(exporter, max_queue=5, max_batch=1)
+    processors.append(processor)
+    processor.emit(warning(0))
+    assert exporter.entered.wait(PATIENCE_S)
+    # The worker holds event 0 inside export(); the queue is empty and takes exactly 5 more.
+    for i in range(1, 51):
+        processor.emit(warning(i))
+    assert not exporter.gate.is_set()  # every emit above returned while the export was still blocked
+    assert processor.dropped == 45
+    exporter.gate.set()
+    assert processor.flush()
+    assert [e["data"]["message"] for e in exporter.events] == [f"event {i}" for i in range(6)]
+    assert processor.stats().accepted == 6
+
+
+def test_flush_reports_a_timeout_instead_of_hanging(processors: list[BatchProcessor]) -> None:
+    exporter = GatedExporter()
+    processor = BatchProcessor(exporter)
+    processors.append(processor)
+    processor.emit(warning(0))
+    assert processor.flush(timeout=0.05) is False
+    exporter.gate.set()
+    assert processor.flush() is True
+
+
+def test_redaction_hook_sees_every_event_before_export(processors: list[BatchProcessor]) -> None:
+    exporter = InMemoryExporter()
+
+    def redact(event: dict[str, Any]) -> dict[str, Any]:
+        data = {k: ("[REDACTED]" if "sk-" in str(v) else v) for k, v in event["data"].items()}
+        return {**event, "data": data}
+
+    processor = BatchProcessor(exporter, redact=redact)
+    processors.append(processor)
+    processor.emit(CompactWarning(message="key sk-abc123 leaked"))
+    processor.emit(CompactWarning(message="fine"))
+    assert processor.flush()
+    assert [e["data"]["message"] for e in exporter.events] == ["[REDACTED]", "fine"]
+
+
+def test_failing_redaction_drops_the_event_rather_than_leak_it(processors: list[BatchProcessor]) -> None:
+    exporter = InMemoryExporter()
+
+    def redact(event: dict[str, Any]) -> dict[str, Any]:
+        if "secret" in event["data"]["message"]:
+            raise RuntimeError("redactor bug")
+        return event
+
+    processor = BatchProcessor(exporter, redact=redact)
+    processors.append(processor)
+    processor.emit(CompactWarning(message="secret"))
+    processor.emit(CompactWarning(message="public"))
+    assert processor.flush()
+    assert [e["data"]["message"] for e in exporter.events] == ["public"]
+    assert processor.stats().redaction_failures == 1
+
+
+def test_failing_exporter_is_counted_and_the_processor_goes_on(processors: list[BatchProcessor]) -> None:
+    class Flaky(InMemoryExporter):
+        def export(self, batch: Batch) -> None:
+            if any(e["data"]["message"] == "poison" for e in batch):
+                raise ConnectionError("down")
+            super().export(batch)
+
+    exporter = Flaky()
+    processor = BatchProcessor(exporter, max_batch=1)
+    processors.append(processor)
+    for message in ("a", "poison", "b"):
+        processor.emit(CompactWarning(message=message))
+    assert processor.flush()
+    assert [e["data"]["message"] for e in exporter.events] == ["a", "b"]
+    stats = processor.stats()
+    assert (stats.exported, stats.failed) == (2, 1)
+
+
+def test_shutdown_exports_what_is_queued_then_refuses() -> None:
+    exporter = InMemoryExporter()
+    processor = BatchProcessor(exporter)
+    for i in range(10):
+        processor.emit(warning(i))
+    assert processor.shutdown()
+    assert len(exporter.events) == 10
+    assert exporter.shut_down
+    processor.emit(warning(99))
+    assert processor.dropped == 1
+    assert processor.shutdown()  # idempotent
+    assert processor.flush()
+
+
+def test_event_dicts_are_accepted_too(processors: list[BatchProcessor]) -> None:
+    exporter = InMemoryExporter()
+    processor = BatchProcessor(exporter)
+    processors.append(processor)
+    processor.emit({"name": "external", "trace_id": "t", "span_id": "s", "data": {}})
+    assert processor.flush()
+    assert exporter.events[0]["name"] == "external"
+
+
+def test_tracer_feeds_a_processor(processors: list[BatchProcessor]) -> None:
+    exporter = InMemoryExporter()
+    processor = BatchProcessor(exporter)
+    processors.append(processor)
+    tracer = Tracer("sess", processor)
+    with tracer.span("turn"):
+        tracer.emit(UsageRecorded(input_tokens=10, output_tokens=2))
+    assert processor.flush()
+    usage, turn = exporter.events
+    assert usage["parent_id"] == turn["span_id"]
+    assert {usage["session_id"], turn["session_id"]} == {"sess"}
+
+
+def test_many_threads_emit_concurrently(processors: list[BatchProcessor]) -> None:
+    exporter = InMemoryExporter()
+    processor = BatchProcessor(exporter, max_batch=16)
+    processors.append(processor)
+    start = threading.Barrier(4)
+
+    def agent(n: int) -> None:
+        start.wait()
+        for i in range(250):
+            processor.emit(CompactWarning(message=f"{n}-{i}"))
+
+    threads = [threading.Thread(target=agent, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert processor.flush()
+    messages = [e["data"]["message"] for e in exporter.events]
+    assert len(messages) == len(set(messages)) == 1000
+    for n in range(4):
+        mine = [m for m in messages if m.startswith(f"{n}-")]
+        assert mine == [f"{n}-{i}" for i in range(250)]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [({"max_queue": 0}, "max_queue"), ({"max_batch": 0}, "max_batch"), ({"schedule_delay_s": 0}, "schedule_delay_s")],
+)
+def test_bad_settings_are_named(kwargs: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        BatchProcessor(InMemoryExporter(), **kwargs)
+
+
+@settings(max_examples=25, deadline=None)
+@given(max_queue=st.integers(1, 40), max_batch=st.integers(1, 40), stuck_burst=st.integers(0, 80))
+def test_accounting_holds_under_overload(max_queue: int, max_batch: int, stuck_burst: int) -> None:
+    exporter = GatedExporter()
+    processor = BatchProcessor(exporter, max_queue=max_queue, max_batch=max_batch)
+    try:
+        processor.emit(warning(-1))
+        assert exporter.entered.wait(PATIENCE_S)
+        for i in range(stuck_burst):
+            processor.emit(warning(i))
+        assert processor.dropped == max(0, stuck_burst - max_queue)
+        exporter.gate.set()
+        assert processor.flush()
+        stats = processor.stats()
+        assert stats.accepted + stats.dropped == stuck_burst + 1
+        assert stats.exported == stats.accepted == len(exporter.events)
+    finally:
+        exporter.gate.set()
+        processor.shutdown()
