@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -62,7 +62,8 @@ class ContextManager:
         telemetry: A Telemetry sink (``emit(event)``) for the events; None records nothing.
         session_id: Names the session in the archive, the events and the stores.
         tools: Tool schemas sent with every request (counted against the window).
-        redact: Redact secrets from archived transcripts and events (on by default).
+        redact: Redact secrets from archived transcripts and events: True (the default), False, or a
+            configured :class:`~contextfold.redact.Redactor`.
     """
 
     def __init__(
@@ -77,7 +78,7 @@ class ContextManager:
         telemetry: Any = None,
         session_id: str | None = None,
         tools: Sequence[Mapping[str, Any]] = (),
-        redact: bool = True,
+        redact: Any = True,
         clock: Any = None,
     ) -> None:
         parts: Components = build_components(
@@ -114,6 +115,27 @@ class ContextManager:
                                 "hard": self.budgets.hard, "soft": self.budgets.soft, "auto": self.policy.auto}
         for warning in parts.warnings:
             self.tracer.emit(CompactWarning(session_id=self.session_id, message=warning, code="config"))
+
+    @classmethod
+    def from_config(cls, path: str | None = None, *, env: Mapping[str, str] | None = None,
+                    **kwargs: Any) -> ContextManager:
+        """Build a manager from a YAML file, then environment overrides, then ``kwargs`` (which win).
+
+        Settings keys (``model``, ``max_context_tokens``, ``policy``, ``telemetry``, ``storage``, ``redaction``)
+        go through :func:`contextfold.config.load_settings`; other keywords (``summarizer``, ``session_id``,
+        ``tools``, …) go to the constructor.
+        """
+        from .config import load_settings
+        from .manager_parts import settings_arguments
+
+        setting_keys = {"model", "max_context_tokens", "policy", "telemetry", "storage", "redaction"}
+        settings = load_settings(path, env=env, **{k: v for k, v in kwargs.items() if k in setting_keys})
+        args = settings_arguments(settings)
+        args.update({k: v for k, v in kwargs.items() if k not in setting_keys})
+        manager = cls(**args)
+        for warning in settings.warnings:
+            manager.tracer.emit(CompactWarning(session_id=manager.session_id, message=warning, code="config"))
+        return manager
 
     # -- adding ---------------------------------------------------------------------------------------------------
     def add(self, messages: Iterable[Message | Mapping[str, Any]] | Message | Mapping[str, Any], *,
@@ -393,13 +415,17 @@ class ContextManager:
             self._executor = None
         with self._lock:
             self._apply_idle_result()
-        flush = getattr(self.tracer, "flush", None)
+        sink = self.tracer.telemetry
+        flush = getattr(sink, "flush", None)
         if callable(flush):
             flush()
 
     def close(self) -> None:
         """Release the stores and worker threads."""
         self.finish()
+        stop = getattr(self.tracer.telemetry, "shutdown", None)
+        if callable(stop):
+            stop()
         close = getattr(self.cache, "close", None)
         if callable(close):
             close()
@@ -427,6 +453,31 @@ class ContextManager:
                 tokens, _, count = self._view.totals()
                 self._grounding = (self._view.version, count, prompt_tokens - tokens - self._tool_tokens)
             return self._compact("hard", instructions=None, started=time.perf_counter())
+
+    @property
+    def failed_compactions(self) -> int:
+        """Compactions that failed in a row (a success resets it); overflow recovery's circuit breaker reads it."""
+        return self._failed_compactions
+
+    def rewrite_view(self, rewrite: Callable[[list[Message]], list[Message]], *, reason: str) -> int:
+        """Replace the view with ``rewrite(view)`` atomically, archiving the old view first (nothing is lost).
+
+        Overflow recovery uses it to drop the oldest messages when compaction cannot help. Returns how many
+        messages left the view.
+        """
+        with self._lock:
+            view = self._view.normalized()
+            new = rewrite(list(view))
+            if new == view:
+                return 0
+            self._archive_transcript(view)
+            kept = {id(m) for m in new}
+            removed = [m for m in view if id(m) not in kept]
+            self._view.replace(new)
+            self.tracer.emit(MessagesPruned(session_id=self.session_id, count=len(removed),
+                                            ids=tuple(str(m.meta.get("id", "")) for m in removed),
+                                            kept={reason: len(new)}))
+            return len(removed)
 
     # -- async mirror ---------------------------------------------------------------------------------------------
     async def aadd(self, messages: Any, *, format: str | None = None) -> None:

@@ -95,7 +95,7 @@ class Components:
 
 def build_components(
     *, model: str, max_context_tokens: int | None, policy: Policy | Mapping[str, Any] | None, summarizer: Any,
-    store: Any, archive: Any, telemetry: Any, session_id: str | None, redact: bool, clock: Any,
+    store: Any, archive: Any, telemetry: Any, session_id: str | None, redact: Any, clock: Any,
 ) -> Components:
     """Resolve names (``"local"``, ``"extractive"``, ``"openai:gpt-4o-mini"``, …) into components."""
     info = get_model(model, context_window=max_context_tokens)
@@ -105,18 +105,115 @@ def build_components(
     session = session_id or uuid.uuid4().hex[:16]
     warnings: list[str] = []
     redactor = None
-    if redact:
+    if redact is True:
         from .redact import Redactor
 
         redactor = Redactor()
+    elif redact is not False and redact is not None:
+        redactor = redact  # a configured Redactor
+        if not getattr(redactor, "enabled", True):
+            warnings.append("redaction is disabled: archived transcripts and events may contain secrets")
     else:
         warnings.append("redaction is disabled: archived transcripts and events may contain secrets")
+    resolved_archive = _archive(archive, redactor)
+    sink = _telemetry(telemetry, redactor, resolved_archive, session)
     return Components(
         model=info, policy=resolved_policy, budgets=budgets, counter=counter,
         cache=_cache(store, counter, info.context_window), summarizer=_summarizer(summarizer),
-        archive=_archive(archive, redactor), tracer=Tracer(session, telemetry, clock=clock), session_id=session,
+        archive=resolved_archive, tracer=Tracer(session, sink, clock=clock), session_id=session,
         redactor=redactor, clock=clock, warnings=warnings,
     )
+
+
+class FanoutTelemetry:
+    """Sends every event to several sinks; ``flush`` and ``shutdown`` reach the ones that batch."""
+
+    def __init__(self, sinks: list[Any]) -> None:
+        self.sinks = sinks
+
+    def emit(self, event: Any) -> None:
+        """Hand ``event`` to every sink (each sink is responsible for never blocking)."""
+        for sink in self.sinks:
+            sink.emit(event)
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Wait until batching sinks have exported what they hold."""
+        for sink in self.sinks:
+            flush = getattr(sink, "flush", None)
+            if callable(flush):
+                flush(timeout)
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Stop the batching sinks' threads."""
+        for sink in self.sinks:
+            stop = getattr(sink, "shutdown", None)
+            if callable(stop):
+                stop(timeout)
+
+
+class ArchiveEventsExporter:
+    """Exports event batches into the session's ``events.jsonl`` in the archive."""
+
+    def __init__(self, archive: Any, session_id: str) -> None:
+        self.archive = archive
+        self.session_id = session_id
+
+    def export(self, batch: Any) -> None:
+        """Append the batch (already redacted by the processor)."""
+        self.archive.append_events(self.session_id, batch)
+
+    def shutdown(self) -> None:
+        """Nothing to release: the archive outlives the exporter."""
+
+
+def _telemetry(telemetry: Any, redactor: Any, archive: Any, session_id: str) -> FanoutTelemetry:
+    """The manager's sink: the caller's telemetry (a sink, or exporter names) plus the archive's events file."""
+    from .processor import BatchProcessor
+
+    redact = redactor.redact_obj if redactor is not None else None
+    sinks: list[Any] = []
+    specs = [telemetry] if isinstance(telemetry, str) else telemetry
+    if isinstance(specs, list | tuple) and all(isinstance(x, str) for x in specs):
+        from .exporters import get_exporter
+
+        sinks.extend(BatchProcessor(get_exporter(spec), redact=redact) for spec in specs)
+    elif telemetry is not None:
+        if not callable(getattr(telemetry, "emit", None)):
+            raise ConfigError(f"expected a Telemetry sink or exporter names, got {type(telemetry).__name__}",
+                              field="telemetry")
+        sinks.append(telemetry)
+    if archive is not None:
+        sinks.append(BatchProcessor(ArchiveEventsExporter(archive, session_id), redact=redact))
+    return FanoutTelemetry(sinks)
+
+
+def settings_arguments(settings: Any) -> dict[str, Any]:
+    """ContextManager keyword arguments from a :class:`~contextfold.config.Settings`."""
+    t = settings.telemetry
+    specs: list[str] = []
+    for name in t.exporters:
+        if name == "jsonl":
+            specs.append(f"jsonl:{t.jsonl_path or DEFAULT_DIR + '/events.jsonl'}")
+        elif name == "ariadne":
+            specs.append(f"ariadne:{t.ariadne_url}")
+        elif name == "otel":
+            specs.append(f"otel:{t.otel_endpoint}" if t.otel_endpoint else "otel")
+        else:
+            specs.append(str(name))
+    if t.console and "console" not in specs:
+        specs.append("console")
+    args: dict[str, Any] = {
+        "policy": settings.policy_object(),
+        "store": settings.storage.store,
+        "archive": settings.storage.archive,
+        "telemetry": specs or None,
+        "redact": settings.redaction.redactor(),
+    }
+    if settings.model:
+        args["model"] = settings.model
+    if settings.max_context_tokens:
+        args["max_context_tokens"] = settings.max_context_tokens
+    return args
 
 
 def _policy(policy: Policy | Mapping[str, Any] | None) -> Policy:
@@ -173,6 +270,10 @@ def _archive(archive: Any, redactor: Any) -> Any:
         archive = f"{DEFAULT_DIR}/archive"
     if isinstance(archive, Archive):
         return archive
+    if archive == "memory":
+        from .archive import MemoryArchiveStore
+
+        return Archive(MemoryArchiveStore(), redactor=redactor)
     if isinstance(archive, str):
         from .stores.archive_open import open_archive_store
 

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import TRAJECTORIES, require
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,8 +21,6 @@ from contextfold.messages import Message, ToolCall
 from contextfold.normalize import normalize
 from contextfold.policy import Policy
 from contextfold.stores.archive_fs import FilesystemArchiveStore
-
-from conftest import TRAJECTORIES, require
 
 
 def manager(tmp_path: Path, window: int = 16_000, **kw: object) -> ContextManager:
@@ -250,3 +249,36 @@ def test_real_sessions_stay_valid_and_under_budget(tmp_path: Path, folder: str) 
                 last = i
                 get_format(s.format).validate(cm.prepare(s.format))
                 assert cm.tokens() <= cm.budgets.hard
+
+
+def test_from_config_file_env_and_kwargs(tmp_path: Path) -> None:
+    cfg = tmp_path / "cf.yaml"
+    cfg.write_text(
+        "version: 1\nmodel: gpt-4o\nmax_context_tokens: 50000\npolicy:\n  trigger_pct: 0.7\n"
+        f"storage:\n  store: memory\n  archive: {tmp_path / 'arch'}\n"
+    )
+    cm = ContextManager.from_config(str(cfg), env={"CONTEXTFOLD_TRIGGER_PCT": "0.8"}, max_context_tokens=40_000,
+                                    session_id="cfg")
+    assert cm.policy.trigger_pct == 0.8
+    assert cm.budgets.window == 40_000
+    cm.add(Message.user("hello"))
+    cm.compact()
+    cm.finish()
+    assert Archive(FilesystemArchiveStore(tmp_path / "arch")).transcript_numbers("cfg") == [1]
+
+
+def test_events_reach_the_archive_redacted(tmp_path: Path) -> None:
+    cm = manager(tmp_path, window=8_000)
+    secret = "sk-proj-" + "A1b2C3d4" * 6
+    cm.add([Message.user(f"my key is {secret}, fix test_parser.py")])
+    for i in range(40):
+        cm.add(turn(i, "data " * 60))
+        cm.prepare()
+    cm.compact()
+    cm.finish()
+    archive = Archive(FilesystemArchiveStore(tmp_path / "archive"))
+    events = archive.events("s1")
+    assert {e["name"] for e in events} >= {"compact.token_estimate", "compact.summary_created"}
+    raw = "".join(p.read_text() for p in (tmp_path / "archive").rglob("*") if p.is_file())
+    assert secret not in raw
+    assert "test_parser.py" in raw
