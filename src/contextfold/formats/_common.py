@@ -1,0 +1,203 @@
+"""Helpers shared by the wire formats: strict field access, JSON checks and the round-trip bookkeeping.
+
+Every decoder keeps what it does not model in an ``extra`` mapping so that ``encode(decode(x)) == x``. Those keys
+belong to the format they came from (a Responses item ``status`` means nothing to Anthropic, and an API rejects
+keys it does not know), so the decoder tags them with its format under :data:`WIRE_KEY`, together with *hints*:
+the few facts about the original dict the model cannot hold (``content: null`` versus ``""``, a key that was
+absent, the order of interleaved blocks). An encoder passes extras through and applies hints only when the tag
+names its own format; extras written by hand (no tag) are passed through by every format.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, cast
+
+from ..errors import InvalidHistory
+from ..messages import EMPTY, freeze
+
+__all__ = [
+    "WIRE_KEY",
+    "apply_hints",
+    "as_items",
+    "data_url",
+    "empty_hints",
+    "expect_list",
+    "expect_mapping",
+    "expect_str",
+    "json_arguments",
+    "make_extra",
+    "parse_data_url",
+    "placeholder",
+    "plain",
+    "split_extra",
+    "type_name",
+]
+
+# Reserved key inside ``extra`` holding ``{"format": NAME, **hints}``; never sent to a provider.
+WIRE_KEY = "_wire"
+
+_DATA_URL = re.compile(r"^data:(?P<media>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$", re.DOTALL)
+
+
+def type_name(value: Any) -> str:
+    """The JSON name of ``value``'s type, for messages a user who wrote JSON understands."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, Mapping):
+        return "object"
+    return type(value).__name__
+
+
+def expect_mapping(value: Any, index: int, field: str | None) -> Mapping[str, Any]:
+    """``value`` if it is a JSON object, else an :class:`InvalidHistory` naming ``field`` of item ``index``."""
+    if not isinstance(value, Mapping):
+        raise InvalidHistory(f"expected an object, got {type_name(value)}", index=index, field=field)
+    return cast(Mapping[str, Any], value)
+
+
+def expect_str(value: Any, index: int, field: str, *, nonempty: bool = False) -> str:
+    """``value`` if it is a string (non-empty when asked), else an :class:`InvalidHistory`."""
+    if not isinstance(value, str):
+        raise InvalidHistory(f"expected a string, got {type_name(value)}", index=index, field=field)
+    if nonempty and not value:
+        raise InvalidHistory("must not be empty", index=index, field=field)
+    return value
+
+
+def expect_list(value: Any, index: int, field: str) -> list[Any]:
+    """``value`` if it is a JSON array, else an :class:`InvalidHistory`."""
+    if not isinstance(value, list | tuple):
+        raise InvalidHistory(f"expected an array, got {type_name(value)}", index=index, field=field)
+    return list(value)
+
+
+def json_arguments(value: Any, index: int, field: str, *, allow_empty: bool) -> str:
+    """``value`` if it is a string holding JSON (or ``""`` when ``allow_empty``), else an error."""
+    text = expect_str(value, index, field)
+    if allow_empty and text == "":
+        return text
+    try:
+        json.loads(text)
+    except ValueError as exc:
+        raise InvalidHistory(f"arguments are not valid JSON ({exc.args[0]})", index=index, field=field) from None
+    return text
+
+
+def as_items(items: Iterable[Any]) -> list[Mapping[str, Any]]:
+    """The items as a list of mappings; anything else is an error naming its index."""
+    if isinstance(items, Mapping | str | bytes):
+        raise InvalidHistory(f"expected a list of messages, got {type_name(items)}")
+    out = []
+    for index, item in enumerate(items):
+        out.append(expect_mapping(item, index, None))
+    return out
+
+
+def plain(value: Any) -> Any:
+    """A deep copy of ``value`` made of plain dicts and lists, so callers never share state with a Message."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def make_extra(
+    fmt: str, raw: Mapping[str, Any], modelled: Iterable[str], hints: Mapping[str, Any] | None = None
+) -> Mapping[str, Any]:
+    """The ``extra`` of a decoded object: the keys of ``raw`` not in ``modelled``, tagged with ``fmt``."""
+    skip = set(modelled)
+    rest = {k: plain(v) for k, v in raw.items() if k not in skip}
+    if not rest and not hints:
+        return EMPTY
+    rest[WIRE_KEY] = {"format": fmt, **(hints or {})}
+    return freeze(rest)
+
+
+def split_extra(extra: Mapping[str, Any], fmt: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What an encoder for ``fmt`` sends from ``extra`` (pass-through keys) and the hints it may apply.
+
+    Extras decoded from another format are dropped: that provider's keys would be rejected here.
+    """
+    if not extra:
+        return {}, {}
+    wire = extra.get(WIRE_KEY)
+    if isinstance(wire, Mapping):
+        if wire.get("format") != fmt:
+            return {}, {}
+        hints = {k: v for k, v in wire.items() if k != "format"}
+    else:
+        hints = {}
+    return {k: plain(v) for k, v in extra.items() if k != WIRE_KEY}, hints
+
+
+def parse_data_url(url: str) -> tuple[str, str] | None:
+    """``(media_type, base64 data)`` of a ``data:`` URL, or None when ``url`` is not exactly that shape."""
+    match = _DATA_URL.match(url)
+    if match is None:
+        return None
+    return match.group("media"), match.group("data")
+
+
+def data_url(media_type: str, data: str) -> str:
+    """The ``data:`` URL :func:`parse_data_url` reads back."""
+    return f"data:{media_type};base64,{data}"
+
+
+_MISSING: Any = object()
+
+
+def _is_empty(value: Any) -> bool:
+    return value is _MISSING or value is None or value == "" or value == []
+
+
+def empty_hints(raw: Mapping[str, Any], canonical: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    """Hints recording how ``raw`` spelled an empty value that the model holds as ``""``/``()``/None.
+
+    Only empty values are recorded (``null`` versus ``""``, a key left out): a non-empty value is the model's
+    business, and a hint must never overwrite content that was edited after decoding.
+    """
+    hints: dict[str, Any] = {}
+    for key in keys:
+        have = raw.get(key, _MISSING)
+        want = canonical.get(key, _MISSING)
+        if have is not _MISSING and want is not _MISSING and type(have) is type(want) and have == want:
+            continue
+        if have is _MISSING and want is _MISSING:
+            continue
+        if have is _MISSING:
+            hints.setdefault("absent", []).append(key)
+        elif _is_empty(have):
+            hints.setdefault("raw", {})[key] = plain(have)
+    return hints
+
+
+def apply_hints(encoded: dict[str, Any], hints: Mapping[str, Any], *, constant: Iterable[str] = ()) -> None:
+    """Give ``encoded`` back the empty spellings recorded by :func:`empty_hints` (where still empty).
+
+    ``constant`` names keys whose canonical value is fixed (e.g. ``type: "function"``), so absence is restored
+    whatever that value is.
+    """
+    fixed = set(constant)
+    for key in hints.get("absent", ()):
+        if key in fixed or _is_empty(encoded.get(key, _MISSING)):
+            encoded.pop(key, None)
+    for key, value in hints.get("raw", {}).items():
+        if _is_empty(encoded.get(key, _MISSING)):
+            encoded[key] = plain(value)
+
+
+def placeholder(kind: str, fmt: str) -> str:
+    """The text that stands in for a part the target format cannot carry, so the gap stays visible."""
+    return f"[{kind} not representable in {fmt}]"

@@ -1,0 +1,296 @@
+"""OpenAI Responses API input items <-> :class:`~contextfold.messages.Message`, losslessly.
+
+The Responses API spreads one assistant turn over several items: ``reasoning`` items, an assistant ``message``
+and ``function_call`` items, in that order. Decoding groups such a run into one assistant Message (reasoning as
+leading :class:`ThinkingPart`), each ``function_call_output`` becomes a tool Message, and encoding splits them
+back in the same order. Item ids and statuses stay in ``extra`` so the items come back byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from ..errors import InvalidHistory
+from ..messages import Message, Part, Role, TextPart, ThinkingPart, ToolCall, UnknownPart
+from ._common import (
+    WIRE_KEY,
+    apply_hints,
+    as_items,
+    empty_hints,
+    expect_list,
+    expect_mapping,
+    expect_str,
+    json_arguments,
+    make_extra,
+    plain,
+    split_extra,
+)
+from ._responses_parts import decode_content, encode_content, encode_thinking
+
+__all__ = ["NAME", "decode", "encode", "encode_request", "validate"]
+
+NAME = "openai_responses"
+
+_MESSAGE_ROLES = frozenset({"user", "assistant", "system", "developer"})
+# Item types the API accepts that contextfold carries through verbatim (built-in tools, MCP, references).
+_OPAQUE_TYPES = frozenset(
+    {
+        "item_reference",
+        "web_search_call",
+        "file_search_call",
+        "computer_call",
+        "computer_call_output",
+        "code_interpreter_call",
+        "image_generation_call",
+        "local_shell_call",
+        "local_shell_call_output",
+        "shell_call",
+        "shell_call_output",
+        "apply_patch_call",
+        "apply_patch_call_output",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "mcp_approval_response",
+        "mcp_call",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "compaction",
+    }
+)
+# Position of each item kind inside one assistant turn: reasoning, then the message, then the calls.
+_STAGE = {"reasoning": 0, "assistant": 1, "function_call": 2}
+_CALL_KEYS = ("type", "call_id", "name", "arguments")
+_OUTPUT_KEYS = ("type", "call_id", "output")
+_MESSAGE_KEYS = ("type", "role", "content")
+
+
+def _kind(raw: Mapping[str, Any], index: int) -> str:
+    kind = raw.get("type")
+    if kind is None and "role" in raw:
+        kind = "message"
+    kind = expect_str(kind, index, "type", nonempty=True)
+    if kind == "message" and raw.get("role") == "assistant":
+        return "assistant"
+    return kind
+
+
+# -- decode ---------------------------------------------------------------------------------------------------------
+def decode(items: Iterable[Mapping[str, Any]]) -> list[Message]:
+    """Messages from Responses input items; malformed items raise :class:`InvalidHistory` naming index and field."""
+    raw_items = as_items(items)
+    kinds = [_kind(raw, i) for i, raw in enumerate(raw_items)]
+    out: list[Message] = []
+    i = 0
+    while i < len(raw_items):
+        kind = kinds[i]
+        if kind in _STAGE:
+            end = i + 1
+            while end < len(kinds) and _continues(kinds[end - 1], kinds[end]):
+                end += 1
+            out.append(_decode_turn(raw_items[i:end], kinds[i:end], i))
+            i = end
+            continue
+        if kind == "message":
+            out.append(_decode_message(raw_items[i], i))
+        elif kind == "function_call_output":
+            out.append(_decode_output(raw_items[i], i))
+        else:
+            out.append(_decode_opaque(raw_items[i], i))
+        i += 1
+    return out
+
+
+def _continues(previous: str, kind: str) -> bool:
+    if kind not in _STAGE:
+        return False
+    # one message per turn; several reasoning items or calls in a row are one turn
+    return _STAGE[kind] > _STAGE[previous] or (kind == previous and kind != "assistant")
+
+
+def _decode_message(raw: Mapping[str, Any], index: int) -> Message:
+    role = raw.get("role")
+    if role not in _MESSAGE_ROLES:
+        problem = f"unknown role {role!r}; expected one of {sorted(_MESSAGE_ROLES)}"
+        raise InvalidHistory(problem, index=index, field="role")
+    content = decode_content(raw.get("content"), index, "content", role, NAME)
+    hints = {"absent": ["type"]} if "type" not in raw else None
+    return Message(role, content, extra=make_extra(NAME, raw, _MESSAGE_KEYS, hints))
+
+
+def _decode_turn(group: Sequence[Mapping[str, Any]], kinds: Sequence[str], start: int) -> Message:
+    thinking: list[Part] = []
+    calls: list[ToolCall] = []
+    message: Mapping[str, Any] | None = None
+    message_content: str | tuple[Part, ...] = ""
+    for offset, (raw, kind) in enumerate(zip(group, kinds, strict=True)):
+        index = start + offset
+        if kind == "reasoning":
+            thinking.append(_decode_reasoning(raw, index))
+        elif kind == "assistant":
+            message = raw
+            message_content = decode_content(raw.get("content"), index, "content", "assistant", NAME)
+        else:
+            calls.append(_decode_call(raw, index))
+    hints: dict[str, Any] = {}
+    content: str | tuple[Part, ...] = message_content
+    if thinking:
+        if isinstance(message_content, str):
+            if message is not None:
+                hints["string_content"] = True
+            message_content = (TextPart(message_content),) if message_content else ()
+        content = (*thinking, *message_content)
+    if message is not None:
+        if "type" not in message:
+            hints["absent"] = ["type"]
+        if not message_content and (thinking or calls):
+            hints["message_item"] = True
+    return Message("assistant", content, tuple(calls), extra=make_extra(NAME, message or {}, _MESSAGE_KEYS, hints))
+
+
+def _decode_reasoning(raw: Mapping[str, Any], index: int) -> ThinkingPart:
+    summary = expect_list(raw.get("summary", []), index, "summary")
+    texts = []
+    for k, entry in enumerate(summary):
+        entry = expect_mapping(entry, index, f"summary[{k}]")
+        texts.append(expect_str(entry.get("text"), index, f"summary[{k}].text"))
+    encrypted = raw.get("encrypted_content")
+    if encrypted is not None:
+        expect_str(encrypted, index, "encrypted_content")
+    part = ThinkingPart("\n\n".join(texts), encrypted=encrypted)
+    keys = ("type", "summary", "encrypted_content")
+    part = replace(part, extra=make_extra(NAME, raw, keys))
+    hints = empty_hints(raw, encode_thinking(part, NAME), keys)
+    if summary != _summary(part.text):
+        hints["summary"] = plain(summary)
+    return replace(part, extra=make_extra(NAME, raw, keys, hints)) if hints else part
+
+
+def _summary(text: str) -> list[dict[str, Any]]:
+    return [{"type": "summary_text", "text": text}] if text else []
+
+
+def _decode_call(raw: Mapping[str, Any], index: int) -> ToolCall:
+    call_id = expect_str(raw.get("call_id"), index, "call_id", nonempty=True)
+    name = expect_str(raw.get("name"), index, "name", nonempty=True)
+    arguments = json_arguments(raw.get("arguments"), index, "arguments", allow_empty=True)
+    return ToolCall(call_id, name, arguments, make_extra(NAME, raw, _CALL_KEYS))
+
+
+def _decode_output(raw: Mapping[str, Any], index: int) -> Message:
+    call_id = expect_str(raw.get("call_id"), index, "call_id", nonempty=True)
+    content = decode_content(raw.get("output"), index, "output", "tool", NAME)
+    return Message("tool", content, tool_call_id=call_id, extra=make_extra(NAME, raw, _OUTPUT_KEYS))
+
+
+def _decode_opaque(raw: Mapping[str, Any], index: int) -> Message:
+    # Built-in tool items have no Message shape; carry them whole so the next request still holds them.
+    role: Role = raw["role"] if raw.get("role") in _MESSAGE_ROLES else "assistant"
+    return Message(role, (UnknownPart(plain(raw), NAME),), extra={WIRE_KEY: {"format": NAME, "item": True}})
+
+
+# -- encode ---------------------------------------------------------------------------------------------------------
+def encode(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """Responses input items; an assistant Message may become several (reasoning, message, function calls)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        passthrough, hints = split_extra(message.extra, NAME)
+        content = message.content
+        if hints.get("item") and len(content) == 1 and isinstance(content[0], UnknownPart):
+            out.append(plain(content[0].data))
+        elif message.role == "tool":
+            out.append(_encode_output(message, passthrough))
+        elif message.role == "assistant":
+            out.extend(_encode_turn(message, passthrough, hints))
+        else:
+            item = {"type": "message", "role": message.role, "content": encode_content(content, message.role, NAME)}
+            item.update((k, v) for k, v in passthrough.items() if k not in item)
+            apply_hints(item, hints, constant=("type",))
+            out.append(item)
+    return out
+
+
+def encode_request(messages: Iterable[Message]) -> dict[str, Any]:
+    """The request body fragment: ``{"input": [...]}`` (system and developer messages stay input items)."""
+    return {"input": encode(messages)}
+
+
+def _encode_output(message: Message, passthrough: Mapping[str, Any]) -> dict[str, Any]:
+    item: dict[str, Any] = {"type": "function_call_output"}
+    if message.tool_call_id is not None:
+        item["call_id"] = message.tool_call_id
+    item["output"] = encode_content(message.content, "tool", NAME)
+    item.update((k, v) for k, v in passthrough.items() if k not in item)
+    return item
+
+
+def _encode_turn(message: Message, passthrough: Mapping[str, Any], hints: Mapping[str, Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    rest: str | tuple[Part, ...] = message.content
+    if not isinstance(message.content, str):
+        out.extend(encode_thinking(p, NAME) for p in message.content if isinstance(p, ThinkingPart))
+        rest = tuple(p for p in message.content if not isinstance(p, ThinkingPart))
+        has_thinking = len(rest) != len(message.content)
+        if hints.get("string_content") and len(rest) == 1 and isinstance(rest[0], TextPart):
+            rest = rest[0].text
+        elif hints.get("string_content") and not rest:
+            rest = ""
+    else:
+        has_thinking = False
+    bare = not has_thinking and not message.tool_calls
+    if rest or bare or hints.get("message_item"):
+        item = {"type": "message", "role": "assistant", "content": encode_content(rest, "assistant", NAME)}
+        item.update((k, v) for k, v in passthrough.items() if k not in item)
+        apply_hints(item, hints, constant=("type",))
+        out.append(item)
+    for call in message.tool_calls:
+        call_extra, _ = split_extra(call.extra, NAME)
+        fc = {"type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.arguments}
+        fc.update((k, v) for k, v in call_extra.items() if k not in fc)
+        out.append(fc)
+    return out
+
+
+# -- validate -------------------------------------------------------------------------------------------------------
+def validate(items: Iterable[Mapping[str, Any]]) -> None:
+    """Raise :class:`InvalidHistory` for what the Responses API rejects.
+
+    Checked: known item types and message roles; function calls well formed with JSON arguments and unique
+    ``call_id``; every ``function_call_output`` answers an earlier ``function_call`` and every call has an output;
+    a ``reasoning`` item is followed by the assistant output it belongs to.
+    """
+    raw_items = as_items(items)
+    pending: dict[str, int] = {}  # call_id -> index of the function_call still waiting for its output
+    for index, raw in enumerate(raw_items):
+        kind = _kind(raw, index)
+        if kind in ("message", "assistant"):
+            _decode_message(raw, index)
+        elif kind == "function_call":
+            call = _decode_call(raw, index)
+            json_arguments(call.arguments, index, "arguments", allow_empty=False)
+            if call.id in pending:
+                problem = f"call_id {call.id!r} is already waiting for its output"
+                raise InvalidHistory(problem, index=index, field="call_id")
+            pending[call.id] = index
+        elif kind == "function_call_output":
+            call_id = expect_str(raw.get("call_id"), index, "call_id", nonempty=True)
+            if call_id not in pending:
+                problem = f"no function_call with call_id {call_id!r} awaits this output"
+                raise InvalidHistory(problem, index=index, field="call_id")
+            decode_content(raw.get("output"), index, "output", "tool", NAME)
+            del pending[call_id]
+        elif kind == "reasoning":
+            _decode_reasoning(raw, index)
+            following = _kind(raw_items[index + 1], index + 1) if index + 1 < len(raw_items) else None
+            if following not in _STAGE:
+                raise InvalidHistory(
+                    "a reasoning item must be followed by the assistant message or function call it produced",
+                    index=index,
+                    field="type",
+                )
+        elif kind not in _OPAQUE_TYPES:
+            raise InvalidHistory(f"unknown item type {kind!r}", index=index, field="type")
+    if pending:
+        call_id, index = next(iter(pending.items()))
+        raise InvalidHistory(f"function call {call_id!r} has no function_call_output", index=index, field="call_id")
