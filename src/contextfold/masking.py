@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from .errors import InvalidHistory
 from .messages import Message
-from .normalize import tool_pairs
+from .normalize import pair_list
 
 if TYPE_CHECKING:
     from .cache import ToolOutputCache
@@ -157,15 +157,7 @@ def _eligible(view: Sequence[Message], keep: int, exclude: frozenset[str], count
 
 def _call_names(view: Sequence[Message]) -> dict[int, str]:
     """Tool name of each paired result, from the call that asked for it."""
-    names: dict[int, str] = {}
-    for call_id, (call_index, result_index) in tool_pairs(view).items():
-        if result_index is None:
-            continue
-        for call in view[call_index].tool_calls:
-            if call.id == call_id:
-                names[result_index] = call.name
-                break
-    return names
+    return {p.result_index: p.name for p in pair_list(view) if p.result_index is not None}
 
 
 def _text_of(message: Message) -> str | None:
@@ -194,7 +186,8 @@ def _clear_inputs(view: list[Message], masked: Sequence[int], cache: ToolOutputC
     """Store and replace the arguments of the calls whose outputs were masked; the changed indices."""
     wanted = {view[i].tool_call_id for i in masked if view[i].tool_call_id is not None}
     changed: set[int] = set()
-    for call_id, (call_index, _) in tool_pairs(view).items():
+    for pair in pair_list(view):
+        call_id, call_index = pair.call_id, pair.call_index
         if call_id not in wanted:
             continue
         m = view[call_index]

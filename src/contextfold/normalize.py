@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from .errors import InvalidHistory
 from .messages import ROLES, Message, ToolCall
@@ -18,6 +18,7 @@ from .messages import ROLES, Message, ToolCall
 __all__ = [
     "ABORTED_OUTPUT_TEXT",
     "CONTINUATION_TEXT",
+    "ToolPair",
     "check_messages",
     "drop_empty_messages",
     "ensure_call_outputs_present",
@@ -25,6 +26,7 @@ __all__ = [
     "for_summarizer",
     "move_outputs_after_calls",
     "normalize",
+    "pair_list",
     "partner_indices",
     "remove_duplicate_calls",
     "remove_messages",
@@ -46,21 +48,51 @@ _PINNED_ROLES = frozenset({"system", "developer"})
 # -- reading pairs -------------------------------------------------------------------------------------------------
 
 
-def tool_pairs(messages: Sequence[Message]) -> dict[str, tuple[int, int | None]]:
-    """Map each tool call id to (index of the calling assistant message, index of its first result or None).
+@dataclass(frozen=True, slots=True)
+class ToolPair:
+    """One tool call and where its result is (None when it has none)."""
 
-    A result counts only if it comes after its call; the first call with a given id wins.
+    call_id: str
+    name: str
+    call_index: int
+    result_index: int | None
+
+
+def pair_list(messages: Sequence[Message]) -> list[ToolPair]:
+    """Every tool call in order, paired with its result.
+
+    A result answers the earliest call before it with the same id that is still unanswered. Agents reuse ids
+    across turns (tau-bench's gpt-4o sessions do, and OpenAI accepts it), so an id alone does not name a call.
     """
-    pairs: dict[str, tuple[int, int | None]] = {}
+    pairs: list[ToolPair] = []
+    open_calls: dict[str, list[int]] = {}  # call id -> positions in ``pairs`` still waiting for a result
     for i, m in enumerate(messages):
         if m.role == "assistant":
             for call in m.tool_calls:
-                pairs.setdefault(call.id, (i, None))
+                open_calls.setdefault(call.id, []).append(len(pairs))
+                pairs.append(ToolPair(call.id, call.name, i, None))
         elif m.role == "tool" and m.tool_call_id is not None:
-            pair = pairs.get(m.tool_call_id)
-            if pair is not None and pair[1] is None:
-                pairs[m.tool_call_id] = (pair[0], i)
+            waiting = open_calls.get(m.tool_call_id)
+            if waiting:
+                k = waiting.pop(0)
+                pairs[k] = replace(pairs[k], result_index=i)
     return pairs
+
+
+def tool_pairs(messages: Sequence[Message]) -> dict[str, tuple[int, int | None]]:
+    """Map each tool call to (index of the calling assistant message, index of its result or None).
+
+    The key is the call id; a reused id gets ``"<id>#<n>"`` for its n-th reuse, so every call has its entry.
+    """
+    out: dict[str, tuple[int, int | None]] = {}
+    for pair in pair_list(messages):
+        key = pair.call_id
+        n = 1
+        while key in out:
+            key = f"{pair.call_id}#{n}"
+            n += 1
+        out[key] = (pair.call_index, pair.result_index)
+    return out
 
 
 def partner_indices(messages: Sequence[Message], index: int) -> set[int]:
@@ -69,14 +101,15 @@ def partner_indices(messages: Sequence[Message], index: int) -> set[int]:
     An assistant message's partners are its results; a result's partner is the assistant message that called it.
     """
     m = messages[index]
-    pairs = tool_pairs(messages)
-    if m.role == "assistant":
-        return {r for c in m.tool_calls if (r := pairs.get(c.id, (0, None))[1]) is not None}
-    if m.role == "tool" and m.tool_call_id in pairs:
-        call_index, result_index = pairs[m.tool_call_id]
-        if result_index == index:
-            return {call_index}
-    return set()
+    if m.role not in ("assistant", "tool"):
+        return set()
+    partners: set[int] = set()
+    for pair in pair_list(messages):
+        if pair.call_index == index and pair.result_index is not None:
+            partners.add(pair.result_index)
+        elif pair.result_index == index:
+            partners.add(pair.call_index)
+    return partners
 
 
 def safe_split_points(messages: Sequence[Message]) -> list[int]:
@@ -84,10 +117,10 @@ def safe_split_points(messages: Sequence[Message]) -> list[int]:
     n = len(messages)
     # unsafe[i] is true when some pair (call c, result r) has c < i <= r.
     depth = [0] * (n + 2)
-    for call_index, result_index in tool_pairs(messages).values():
-        if result_index is not None:
-            depth[call_index + 1] += 1
-            depth[result_index + 1] -= 1
+    for pair in pair_list(messages):
+        if pair.result_index is not None:
+            depth[pair.call_index + 1] += 1
+            depth[pair.result_index + 1] -= 1
     points: list[int] = []
     running = 0
     for i in range(n + 1):
@@ -148,35 +181,30 @@ def _check_call(call: object, index: int, k: int) -> None:
 
 
 def remove_duplicate_calls(messages: Sequence[Message], seen: Iterable[str] = ()) -> list[Message]:
-    """Drop a tool call whose id an earlier call already used, since APIs reject repeated ids.
+    """Drop a tool call that repeats an id of another call in the same message: no result could tell them apart.
 
-    An assistant message left with nothing in it goes too.
+    Ids reused in later turns are fine (see :func:`pair_list`). ``seen`` is accepted for compatibility and unused.
     """
-    used = set(seen)
+    del seen
     out: list[Message] = []
     for m in messages:
-        if m.role == "assistant" and m.tool_calls:
-            calls = tuple(c for c in m.tool_calls if c.id not in used)
-            used.update(c.id for c in m.tool_calls)
+        if m.role == "assistant" and len(m.tool_calls) > 1:
+            ids: set[str] = set()
+            calls = []
+            for c in m.tool_calls:
+                if c.id not in ids:
+                    ids.add(c.id)
+                    calls.append(c)
             if len(calls) != len(m.tool_calls):
-                if not calls and not _has_content(m):
-                    continue
-                m = replace(m, tool_calls=calls)
+                m = replace(m, tool_calls=tuple(calls))
         out.append(m)
     return out
 
 
 def remove_orphan_outputs(messages: Sequence[Message]) -> list[Message]:
-    """Drop tool results whose call does not come before them, and second results for the same call."""
-    pairs = tool_pairs(messages)
-    kept: list[Message] = []
-    for i, m in enumerate(messages):
-        if m.role == "tool":
-            pair = pairs.get(m.tool_call_id or "")
-            if pair is None or pair[1] != i:
-                continue
-        kept.append(m)
-    return kept
+    """Drop tool results that answer no earlier call (including a second result for an answered call)."""
+    answering = {p.result_index for p in pair_list(messages) if p.result_index is not None}
+    return [m for i, m in enumerate(messages) if m.role != "tool" or i in answering]
 
 
 def move_outputs_after_calls(messages: Sequence[Message]) -> list[Message]:
@@ -184,18 +212,19 @@ def move_outputs_after_calls(messages: Sequence[Message]) -> list[Message]:
 
     Providers require the results of one assistant turn to follow it before any other message.
     """
-    pairs = tool_pairs(messages)
-    placed = {r for _, r in pairs.values() if r is not None}
+    results_of: dict[int, list[int]] = {}
+    placed: set[int] = set()
+    for pair in pair_list(messages):
+        if pair.result_index is not None:
+            results_of.setdefault(pair.call_index, []).append(pair.result_index)
+            placed.add(pair.result_index)
     out: list[Message] = []
-    for m_index, m in enumerate(messages):
-        if m_index in placed:
+    for i, m in enumerate(messages):
+        if i in placed:
             continue
         out.append(m)
-        if m.role == "assistant":
-            for call in m.tool_calls:
-                pair = pairs.get(call.id)
-                if pair is not None and pair[0] == m_index and pair[1] is not None:
-                    out.append(messages[pair[1]])
+        for r in results_of.get(i, ()):
+            out.append(messages[r])
     return out
 
 
@@ -268,27 +297,26 @@ def remove_messages(messages: Sequence[Message], indices: Iterable[int]) -> list
     An assistant message's results go with it; a removed result takes its call out of the assistant message
     (the message itself goes when nothing else is left in it).
     """
-    drop = set(indices)
-    pairs = tool_pairs(messages)
-    # A removed assistant message takes all its results with it.
-    for i in list(drop):
-        if 0 <= i < len(messages) and messages[i].role == "assistant":
-            drop |= partner_indices(messages, i)
-    # A removed result takes its call out of the calling message.
-    dropped_calls: dict[int, set[str]] = {}
-    for i in drop:
-        m = messages[i] if 0 <= i < len(messages) else None
-        if m is not None and m.role == "tool" and m.tool_call_id in pairs:
-            call_index, result_index = pairs[m.tool_call_id]
-            if result_index == i and call_index not in drop:
-                dropped_calls.setdefault(call_index, set()).add(m.tool_call_id)
+    n = len(messages)
+    drop = {i for i in indices if 0 <= i < n}
+    pairs = pair_list(messages)
+    for pair in pairs:  # a removed assistant message takes all its results with it
+        if pair.call_index in drop and pair.result_index is not None:
+            drop.add(pair.result_index)
+    dropped_calls: dict[int, list[int]] = {}  # assistant index -> positions (in its calls) to remove
+    position: dict[int, int] = {}
+    for pair in pairs:
+        k = position.get(pair.call_index, 0)
+        position[pair.call_index] = k + 1
+        if pair.result_index in drop and pair.call_index not in drop:
+            dropped_calls.setdefault(pair.call_index, []).append(k)
     out: list[Message] = []
     for i, m in enumerate(messages):
         if i in drop:
             continue
         gone = dropped_calls.get(i)
         if gone:
-            calls = tuple(c for c in m.tool_calls if c.id not in gone)
+            calls = tuple(c for k, c in enumerate(m.tool_calls) if k not in gone)
             if not calls and not _has_content(m):
                 continue
             m = replace(m, tool_calls=calls)
@@ -307,7 +335,7 @@ def normalize(messages: Sequence[Message], *, opening: bool = True, seen_call_id
 
     Invariants, applied in this order:
 
-    0. Call ids are unique: a call repeating an earlier call's id is dropped.
+    0. Call ids are unique within a message: a call repeating one is dropped.
     1. No orphan results: a result whose call does not precede it, or a second result for one call, is dropped.
     2. Results follow their calls: each result moves right after the assistant message that called it.
     3. Every call has a result: a synthetic "aborted" result is added right after a call that has none.

@@ -192,3 +192,24 @@ def test_split_points_property(history: list[Message]) -> None:
     for p in points:
         for c, r in tool_pairs(base).values():
             assert r is None or not (c < p <= r)
+
+
+def test_ids_reused_across_turns_stay_paired() -> None:
+    history = [Message.user("go"), Message.assistant("", [call(1)]), Message.tool("call_1", "first"),
+               Message.assistant("", [call(1)]), Message.tool("call_1", "second"), Message.assistant("done")]
+    assert normalize(history) == history
+    assert safe_split_points(history) == [0, 1, 3, 5, 6]
+    assert partner_indices(history, 4) == {3}
+    out = remove_messages(history, [2])
+    assert [m.text for m in out if m.role == "tool"] == ["second"]
+    assert normalize(out) == out
+
+
+def test_real_sessions_pass_through_normalize_unchanged() -> None:
+    from conftest import TRAJECTORIES, require
+
+    require(TRAJECTORIES.is_dir(), "shared data missing")
+    from contextfold.importers import load_sessions
+
+    for s in load_sessions(TRAJECTORIES / "taubench-airline") + load_sessions(TRAJECTORIES / "sweagent-claude4sonnet"):
+        assert normalize(s.messages) == s.messages, s.id

@@ -1,0 +1,169 @@
+"""Fitting a compaction into its budget before anything is summarized.
+
+The summarizer is called once per compaction (it may be an LLM call), so the layout is chosen first, with a
+fixed reserve for the summary: keep counts shrink step by step until pinned + protected + user block + reserve +
+recent messages fit. The summary is then cut to its reserve if the summarizer overshoots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+
+from .compact_partition import Keep, Partition, recent_indices, select_user_messages
+from .errors import InsufficientBudget
+from .messages import Message
+from .normalize import safe_split_points
+from .policy import Policy
+
+__all__ = ["MIN_SUMMARY_TOKENS", "SUMMARY_MAX_SHARE_OF_FREE", "Layout", "fit_hard", "fit_soft", "layout",
+           "reductions", "summary_reserve"]
+
+# A summary shorter than this cannot say what the task is and where it stands; below it we only keep the header.
+MIN_SUMMARY_TOKENS = 64
+# The summary takes at most half of what pinned and protected messages leave free, so that recent turns, which
+# the next step builds on, keep the other half.
+SUMMARY_MAX_SHARE_OF_FREE = 0.5
+# The user-message budget is halved per step when fitting; below this it drops to zero (one short request).
+USER_BUDGET_FLOOR = 256
+
+_FRONT_ROLES = frozenset({"system", "developer", "user"})
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Where each surviving message goes, and what the summarizer reads.
+
+    Attributes:
+        front: Pinned messages lifted before everything else.
+        user_block: User messages kept verbatim before the summary.
+        kept: Messages after the summary, in original order (protected units, recent turns and tool I/O, and
+            pinned or selected user messages that sit among them).
+        summarized: What the new summary covers, in order (including the user messages kept verbatim, so the
+            summary tells the whole story).
+        removed: What leaves the view, in order (summarized minus the user block, plus earlier summaries and
+            retain blocks).
+        estimated_tokens: Tokens of the layout with the summary counted at its full reserve.
+        reserve: Tokens set aside for the summary and retain messages.
+        keep: The keep counts that produced it.
+        split: The split index of a soft compaction.
+    """
+
+    front: tuple[int, ...]
+    user_block: tuple[int, ...]
+    kept: tuple[int, ...]
+    summarized: tuple[int, ...]
+    removed: tuple[int, ...]
+    estimated_tokens: int
+    reserve: int
+    keep: Keep | None = None
+    split: int | None = None
+
+
+def summary_reserve(part: Partition, policy: Policy, budget: int, framing: int, overhead: int = 0) -> tuple[int, int]:
+    """Tokens set aside for the summary and retain messages: (preferred, least).
+
+    ``framing`` is an empty summary message's cost; ``budget`` is what the messages may take; ``overhead`` what
+    the request costs besides (for the error's figures).
+
+    Raises:
+        InsufficientBudget: pinned and protected messages alone (plus an empty summary) exceed ``budget``.
+    """
+    fixed = part.fixed_tokens()
+    if fixed + framing > budget:
+        needed, total = fixed + framing + overhead, budget + overhead
+        raise InsufficientBudget(
+            f"pinned and protected messages need {fixed} tokens (plus {framing} for the summary header) but the "
+            f"budget is {total}: use a model with a larger window, raise trigger_pct or lower hard_cap_buffer, "
+            f"unprotect messages (meta 'protected'), drop names from protected_tools, or remove roles from "
+            f"roles_never_prune ({', '.join(policy.roles_never_prune) or 'none'})",
+            needed=needed,
+            budget=total,
+        )
+    free = budget - fixed
+    least = min(framing + MIN_SUMMARY_TOKENS, free)
+    wanted = max(least, int(free * SUMMARY_MAX_SHARE_OF_FREE))
+    return min(policy.summary_max_tokens + framing, wanted, free), least
+
+
+def layout(messages: Sequence[Message], part: Partition, recent: set[int], keep: Keep, reserve: int,
+           *, split: int | None = None) -> Layout:
+    """Place every message given the ``recent`` set that stays verbatim."""
+    protected = {i for unit in part.protected for i in unit.indices}
+    leaving = [i for unit in part.units for i in unit.indices if i not in recent]
+    leaving.sort()
+    selected = select_user_messages(messages, part, leaving, keep)
+    cut = min(recent) if recent else len(messages)
+    # Only roles that may open a conversation go before the summary: a pinned assistant message up front would make
+    # the view start with the assistant, which Anthropic and Gemini reject.
+    front = tuple(i for i in part.pinned if i < cut and messages[i].role in _FRONT_ROLES)
+    later = {i for i in part.pinned if i not in front}
+    user_block = tuple(i for i in selected if i < cut)
+    kept = tuple(sorted(recent | protected | later | {i for i in selected if i >= cut}))
+    removed = tuple(sorted(set(leaving) - set(selected) | set(part.summaries) | set(part.retained)))
+    estimated = sum(part.tokens[i] for i in (*front, *user_block, *kept)) + reserve
+    return Layout(front, user_block, kept, tuple(leaving), removed, estimated, reserve, keep, split)
+
+
+def reductions(start: Keep, reserve: int, least: int) -> Iterator[tuple[Keep, int]]:
+    """Keep counts and summary reserves from ``start`` down to nothing, one step at a time.
+
+    FACTs go first and INSTRUCTIONs last (see :mod:`contextfold.classify`): tool I/O pairs (retrievable from the
+    archive and the tool output cache) shrink to 1, then turns to 1, then both to 0 (the turns' user requests then
+    compete for the user block, so they are not lost yet); then the summary reserve halves down to ``least``;
+    then the user-message budget halves and the last request goes too.
+    """
+    keep = start
+    yield keep, reserve
+    steps: list[tuple[str, int]] = [("pairs", 1), ("turns", 1), ("pairs", 0), ("turns", 0)]
+    for name, floor in steps:
+        while getattr(keep, name) > floor:
+            keep = replace(keep, **{name: getattr(keep, name) - 1 if floor else 0})
+            yield keep, reserve
+    while reserve > least:
+        reserve = max(least, reserve // 2)
+        yield keep, reserve
+    while keep.user_budget > 0:
+        half = keep.user_budget // 2
+        keep = replace(keep, user_budget=half if half >= USER_BUDGET_FLOOR else 0)
+        yield keep, reserve
+    if keep.retain_last > 0:
+        yield replace(keep, retain_last=0), reserve
+
+
+def fit_hard(messages: Sequence[Message], part: Partition, start: Keep, reserve: int, least: int,
+             budget: int) -> Layout:
+    """The first layout, shrinking keep counts and the summary reserve from ``start``, that fits ``budget``.
+
+    At the end of the reductions only pinned and protected messages and the least reserve remain, which
+    :func:`summary_reserve` checked fit, so this always returns.
+    """
+    best: Layout | None = None
+    for keep, room in reductions(start, reserve, least):
+        best = layout(messages, part, recent_indices(messages, part, keep), keep, room)
+        if best.estimated_tokens <= budget:
+            return best
+    assert best is not None  # reductions always yields at least its start
+    return best
+
+
+def fit_soft(messages: Sequence[Message], part: Partition, keep: Keep, reserve: int, budget: int) -> Layout | None:
+    """Summarize the oldest half of the compactable messages at a safe split, later if that does not fit.
+
+    Returns None when no split point both leaves recent messages and fits (the caller escalates to hard).
+    """
+    compactable = sorted(i for unit in part.units for i in unit.indices)
+    if not compactable:
+        return None
+    half = (len(compactable) + 1) // 2
+    for point in safe_split_points(messages):
+        before = sum(1 for i in compactable if i < point)
+        if before < half:
+            continue
+        recent = {i for i in compactable if i >= point}
+        if not recent:
+            return None
+        candidate = layout(messages, part, recent, keep, reserve, split=point)
+        if candidate.estimated_tokens <= budget:
+            return candidate
+    return None
