@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from hypothesis import strategies as st
 
 from contextfold.messages import Message, ToolCall
-from contextfold.normalize import normalize, tool_pairs
+from contextfold.normalize import normalize, pair_list
 from contextfold.summarize import SummaryRequest, SummaryResult
 from contextfold.tokens import EstimatingCounter, MessageCounter
 
@@ -58,10 +58,10 @@ class EchoSummarizer:
 def assert_valid(messages: Sequence[Message]) -> None:
     """No orphan calls or results, and normalize() would change nothing."""
     assert normalize(messages) == list(messages)
-    pairs = tool_pairs(messages)
-    assert all(result is not None for _, result in pairs.values())
+    pairs = pair_list(messages)
+    assert all(p.result_index is not None for p in pairs)
     results = [m.tool_call_id or "" for m in messages if m.role == "tool"]
-    assert sorted(results) == sorted(pairs)
+    assert sorted(results) == sorted(p.call_id for p in pairs)
 
 
 def summaries(messages: Sequence[Message]) -> list[Message]:

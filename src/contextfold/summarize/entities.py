@@ -1,0 +1,166 @@
+"""Entity extraction: the names an agent will need again (paths, identifiers, ids, errors, URLs, numbers).
+
+Used twice: the extractive summarizer lists these densely so that a compacted session can still name them, and the
+replay harness measures recall with the same function (what an assistant turn mentions after a compaction must be
+in the view or retrievable). Precision matters as much as recall: plain English words are never entities.
+
+Extraction is regex based and deterministic. Spans claimed by a stronger kind (a URL, a path) are blanked before
+weaker kinds run, so ``/testbed/a/b.py`` yields the path and not also ``b.py`` or ``a``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+__all__ = ["ENTITY_KINDS", "extract_entities", "extract_entities_by_kind"]
+
+# Kinds in the order they claim text; also the order the summarizer lists them in.
+ENTITY_KINDS: tuple[str, ...] = ("path", "url", "test", "error", "identifier", "id", "number", "flag", "email")
+
+# Extensions that make a bare word a file name (``client.py``) rather than a sentence end or a dotted name.
+_FILE_EXTENSIONS = (
+    "py|pyi|pyx|ipynb|js|jsx|ts|tsx|mjs|cjs|json|jsonl|yaml|yml|toml|ini|cfg|md|rst|txt|csv|tsv|html|htm|css|"
+    "scss|go|rs|java|kt|scala|c|h|cc|cpp|hpp|cs|rb|php|sh|bash|zsh|ps1|sql|xml|lock|log|traj|proto|tf|gradle|swift|"
+    "patch|diff|pem|crt|sqlite|parquet|zip|tar|gz|whl|png|jpg|svg|pdf"
+)
+# Known extension-less file names that are always files.
+_BARE_FILES = "Makefile|Dockerfile|Containerfile|Jenkinsfile|Procfile|Gemfile|Rakefile|LICENSE|README|CHANGELOG"
+
+# Units a number is kept with: durations, sizes, money, counts that matter to an agent's task.
+_UNITS = (
+    "ms|us|ns|s|sec|secs|seconds?|minutes?|mins?|hours?|hrs?|h|days?|weeks?|months?|years?|"
+    "B|KB|KiB|kB|MB|MiB|GB|GiB|TB|%|px|pt|em|tokens?|lines?|bytes?|chars?|characters?|items?|"
+    "USD|EUR|GBP|dollars?|passengers?|bags?|baggages?|nights?|tickets?|seats?|rows?|files?|tests?|workers?|cores?|"
+    "GHz|MHz|x"
+)
+
+# Abbreviations that look dotted but are prose.
+_PROSE_DOTTED = frozenset({"e.g", "i.e", "etc", "vs", "a.m", "p.m", "u.s"})
+
+_URL = re.compile(r"\b(?:https?|ftp|file|s3|gs|redis|postgres(?:ql)?|mysql|sqlite)://[^\s<>\"'`)\]}]+")
+_EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
+_NODE_ID = re.compile(r"(?<![\w/.-])[\w./-]*\.py::[\w:\[\].-]+")
+_PATH = re.compile(
+    r"(?<![\w/.<-])(?:~|\.{1,2})?/[\w.+@-]+(?:/[\w.+@-]+)*/?"  # absolute, home or ./relative
+    r"|(?<![\w/.<-])[\w.+@-]+(?:/[\w.+@-]+)+/?"  # relative with a slash
+    rf"|(?<![\w/.-])[\w-]+(?:\.[\w-]+)*\.(?:{_FILE_EXTENSIONS})(?![\w-])"  # bare file name
+    rf"|\b(?:{_BARE_FILES})\b"
+)
+_TEST = re.compile(r"\b(?:test_\w+|Test[A-Z]\w*|\w+_test)\b")
+_ERROR = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt|Failure)\b")
+_DOTTED = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?![\w])")
+_SNAKE = re.compile(r"(?<![\w.])_*[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+_*(?!\w)")
+_CAMEL = re.compile(r"\b(?:[A-Z][a-z0-9]+(?:[A-Z][A-Za-z0-9]*)+|[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+)\b")
+_CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w{2,})\((?!s\))")
+_BACKTICK = re.compile(r"`([^`\s]{2,100})`")
+_MIXED_ID = re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w-]{3,}\b")
+_CODE = re.compile(r"\b[A-Z][A-Z0-9]{2,7}\b")
+_NUMBER = re.compile(
+    r"\$\d[\d,]*(?:\.\d+)?"  # money
+    r"|\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b"  # dates and timestamps
+    r"|\bv?\d+\.\d+\.\d+(?:[.-]\w+)?\b"  # versions
+    rf"|\b\d[\d,]*(?:\.\d+)?\s?(?:{_UNITS})(?![\w])"  # quantities with a unit
+)
+_FLAG = re.compile(r"(?<![\w-])--[A-Za-z][\w-]+")
+
+_ORDINAL = re.compile(r"\d+(?:st|nd|rd|th|s)", re.IGNORECASE)
+
+_ESCAPE = re.compile(r"\\[nrt]")
+
+_TRAILING = ".,:;!?'\")]}>"
+
+
+def _accept_path(value: str) -> bool:
+    if value.startswith(("/", "~", ".")):
+        # "/" or "//" alone is punctuation, not a path.
+        return any(c.isalnum() for c in value)
+    if "/" not in value:
+        return True  # a bare file name with a known extension
+    segments = [s for s in value.split("/") if s]
+    # "and/or", "yes/no" are prose: a relative path needs depth, a file name or an identifier-like segment.
+    return len(segments) >= 3 or any("." in s or "_" in s for s in segments)
+
+
+def _accept_dotted(value: str) -> bool:
+    parts = value.split(".")
+    return value.lower() not in _PROSE_DOTTED and max(len(p) for p in parts) >= 3
+
+
+def _accept_any(value: str) -> bool:
+    return len(value) >= 3
+
+
+def _accept_mixed_id(value: str) -> bool:
+    return _ORDINAL.fullmatch(value) is None
+
+
+def _accept_backtick(value: str) -> bool:
+    return len(value) >= 3 and any(c.isalpha() for c in value)
+
+
+_Rule = tuple[str, "re.Pattern[str]", Callable[[str], bool], bool]
+
+# (kind, pattern, filter, claims its span): claiming rules blank their matches so weaker rules do not re-read them.
+_RULES: tuple[_Rule, ...] = (
+    ("url", _URL, _accept_any, True),
+    ("email", _EMAIL, _accept_any, True),
+    ("test", _NODE_ID, _accept_any, True),
+    ("path", _PATH, _accept_path, True),
+    ("number", _NUMBER, _accept_any, True),
+    ("flag", _FLAG, _accept_any, True),
+    ("error", _ERROR, _accept_any, False),
+    ("test", _TEST, _accept_any, False),
+    ("identifier", _BACKTICK, _accept_backtick, False),
+    ("identifier", _DOTTED, _accept_dotted, False),
+    ("identifier", _SNAKE, _accept_any, False),
+    ("identifier", _CAMEL, _accept_any, False),
+    ("identifier", _CALL, _accept_any, False),
+    ("id", _MIXED_ID, _accept_mixed_id, False),
+    ("id", _CODE, _accept_any, False),
+)
+
+
+def extract_entities_by_kind(text: str) -> dict[str, list[str]]:
+    """Entities of ``text`` by kind, each list in order of first appearance, each value once across kinds."""
+    found: dict[str, list[str]] = {kind: [] for kind in ENTITY_KINDS}
+    seen: set[str] = set()
+    # JSON-escaped text ("line\\nPython") must not read as the word "nPython".
+    work = _ESCAPE.sub("  ", text)
+    for kind, pattern, accept, claims in _RULES:
+        spans: list[tuple[int, int]] = []
+        for match in pattern.finditer(work):
+            group = 1 if pattern.groups else 0
+            value = match.group(group).rstrip(_TRAILING)
+            if kind == "identifier" and value.endswith("()"):
+                value = value[:-2]
+            if not value or not accept(value):
+                continue
+            if claims:
+                spans.append(match.span())
+            if value not in seen:
+                seen.add(value)
+                found[kind].append(value)
+        if spans:
+            work = _blank(work, spans)
+    return found
+
+
+def extract_entities(text: str) -> set[str]:
+    """The entities ``text`` mentions: file paths, URLs, test names, error names, identifiers, ids, numbers.
+
+    >>> sorted(extract_entities("Fixed `runshell_db` in /testbed/django/db/client.py; ValueError gone, took 3 s"))
+    ['/testbed/django/db/client.py', '3 s', 'ValueError', 'runshell_db']
+    """
+    return {value for values in extract_entities_by_kind(text).values() for value in values}
+
+
+def _blank(text: str, spans: list[tuple[int, int]]) -> str:
+    pieces: list[str] = []
+    last = 0
+    for start, end in spans:
+        pieces.append(text[last:start])
+        pieces.append(" " * (end - start))
+        last = end
+    pieces.append(text[last:])
+    return "".join(pieces)

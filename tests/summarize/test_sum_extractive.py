@@ -1,0 +1,189 @@
+"""The extractive summarizer on real recorded sessions and on generated histories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import TRAJECTORIES, require
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextfold.errors import ConfigError, InvalidHistory
+from contextfold.messages import Message, ToolCall
+from contextfold.summarize import ExtractiveSummarizer, SummaryRequest, extract_entities
+from contextfold.summarize.digest import _TEXT_CALL, _TEXT_PARAM
+from contextfold.tokens import EstimatingCounter
+
+TAU = TRAJECTORIES / "taubench-airline" / "gpt-4o-airline.json"
+SWE = sorted((TRAJECTORIES / "sweagent-lm32b").glob("*.traj"))[:4] + sorted(
+    (TRAJECTORIES / "sweagent-claude4sonnet").glob("*.traj"))[:2]
+SUMMARIZER = ExtractiveSummarizer()
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "\n".join(block.get("text", "") for block in content if isinstance(block, dict))
+
+
+def _message(item: dict[str, Any]) -> Message:
+    calls = tuple(ToolCall(c["id"], c["function"]["name"], c["function"]["arguments"])
+                  for c in item.get("tool_calls") or [])
+    call_id = item.get("tool_call_id") or (item.get("tool_call_ids") or [None])[0]
+    return Message(item["role"], _text(item.get("content")), calls, tool_call_id=call_id, name=item.get("name"))
+
+
+def tau_sessions(count: int) -> list[tuple[list[Message], str]]:
+    require(TAU.is_file(), f"tau-bench data not found at {TAU}")
+    data = json.loads(TAU.read_text())
+    return [([_message(m) for m in task["traj"]], task["info"]["task"]["instruction"]) for task in data[:count]]
+
+
+def swe_session(path: Path) -> list[Message]:
+    require(path.is_file(), f"SWE-agent data not found at {path}")
+    return [_message(m) for m in json.loads(path.read_text())["history"]]
+
+
+def within(result: Any, budget: int, counter: Any) -> bool:
+    return counter.count(result.summary) + sum(counter.count(f) + 1 for f in result.retain) <= budget
+
+
+# -- real sessions -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("budget", [300, 1_000, 2_000])
+def test_tau_bench_within_budget_deterministic_and_keeps_user_constraints(budget: int) -> None:
+    for messages, _instruction in tau_sessions(25):
+        request = SummaryRequest(tuple(messages[1:]), max_tokens=budget)
+        first, second = SUMMARIZER.summarize(request), SUMMARIZER.summarize(request)
+        assert first == second
+        assert within(first, budget, SUMMARIZER.counter)
+        kept = first.summary + "\n" + "\n".join(first.retain)
+        users = [m.text.strip() for m in messages[1:] if m.role == "user"]
+        verbatim = sum(text in kept for text in users)
+        if budget >= 2_000:
+            assert verbatim == len(users)  # every user request survives verbatim at a normal budget
+        elif budget >= 1_000:
+            assert verbatim >= 0.9 * len(users)
+        assert users[0][:40] in kept  # the opening request (the task) always leads
+
+
+def test_tau_bench_constraints_go_to_retain() -> None:
+    messages, _ = tau_sessions(1)[0]
+    result = SUMMARIZER.summarize(SummaryRequest(tuple(messages[1:]), max_tokens=1_000))
+    assert "Neither of those options works for me as I don't want to fly before 11 AM EST." in result.retain
+    assert "No, I do not want travel insurance." in result.retain
+    for entity in ("mia_li_3668", "HAT136", "JFK", "credit_card_4421486"):
+        assert entity in result.summary
+
+
+@pytest.mark.parametrize("path", SWE, ids=lambda p: p.stem)
+def test_swe_sessions_list_the_paths_the_agent_acted_on(path: Path) -> None:
+    messages = swe_session(path)
+    cut = len(messages) * 2 // 3
+    part = tuple(messages[1:cut])
+    result = SUMMARIZER.summarize(SummaryRequest(part, max_tokens=2_000))
+    assert within(result, 2_000, SUMMARIZER.counter)
+    assert result == SUMMARIZER.summarize(SummaryRequest(part, max_tokens=2_000))
+    acted: set[str] = set()
+    for m in part:
+        args = " ".join(c.arguments for c in m.tool_calls)
+        args += " ".join(p.group(2) for call in _TEXT_CALL.finditer(m.text) for p in _TEXT_PARAM.finditer(call.group(2))
+                         if p.group(1) == "path")
+        acted |= {e for e in extract_entities(args) if e.startswith("/")}
+    assert acted
+    missing = {p for p in acted if p not in result.summary}
+    assert len(missing) <= len(acted) // 10, missing
+    assert "## Key entities" in result.summary and "files: " in result.summary
+
+
+def test_swe_observations_are_not_user_requests() -> None:
+    messages = swe_session(SWE[0])
+    result = SUMMARIZER.summarize(SummaryRequest(tuple(messages[1:20]), max_tokens=2_000))
+    requests = result.summary.split("## User requests", 1)[1].split("## ", 1)[0]
+    assert "OBSERVATION:" not in requests
+
+
+# -- folding, directives, kinds ----------------------------------------------------------------------------------
+
+
+def test_previous_summary_is_folded_not_nested() -> None:
+    messages, _ = tau_sessions(1)[0]
+    first = SUMMARIZER.summarize(SummaryRequest(tuple(messages[1:12]), max_tokens=800))
+    second = SUMMARIZER.summarize(SummaryRequest(tuple(messages[12:]), previous_summary=first.summary,
+                                                 max_tokens=800))
+    assert second.summary.count("## Key entities") == 1
+    assert second.summary.count("Extractive summary of") == 1
+    assert "mia_li_3668" in second.summary  # named only in the first part
+    assert "Hi! I'm looking to book a flight from New York to Seattle on May 20th." in second.summary
+
+
+def test_summary_messages_inside_the_slice_are_folded() -> None:
+    old = Message.assistant("## Key entities\nfiles: /srv/app/legacy_module.py", meta={"kind": "summary"})
+    result = SUMMARIZER.summarize(SummaryRequest((old, Message.user("continue please")), max_tokens=300))
+    assert "/srv/app/legacy_module.py" in result.summary
+    assert result.summary.count("## Key entities") == 1
+
+
+def test_retain_directive_keeps_the_named_kind() -> None:
+    history = (
+        Message.user("Make the suite green."),
+        Message.tool("c1", "FAILED tests/test_a.py::test_alpha - AssertionError\nFAILED tests/test_b.py::test_beta"),
+    )
+    result = SUMMARIZER.summarize(SummaryRequest(history, retain_directives=("keep the failing test names",)))
+    assert any(f.startswith("tests: ") and "tests/test_a.py::test_alpha" in f for f in result.retain)
+
+
+def test_retain_messages_are_carried_forward() -> None:
+    history = (Message.user("- deploy only to staging", meta={"kind": "retain"}), Message.user("go"))
+    assert "deploy only to staging" in SUMMARIZER.summarize(SummaryRequest(history)).retain
+
+
+def test_invalid_requests_name_the_field() -> None:
+    with pytest.raises(ConfigError, match="max_tokens"):
+        SUMMARIZER.summarize(SummaryRequest((), max_tokens=0))
+    with pytest.raises(ConfigError, match="unknown strategy 'poem'") as info:
+        SUMMARIZER.summarize(SummaryRequest((), strategy="poem"))
+    assert info.value.field == "strategy"
+    with pytest.raises(ConfigError, match="custom_prompt"):
+        SUMMARIZER.summarize(SummaryRequest((), strategy="custom"))
+    with pytest.raises(InvalidHistory, match="message 1"):
+        SUMMARIZER.summarize(SummaryRequest((Message.user("a"), {"role": "user"})))  # type: ignore[arg-type]
+
+
+# -- properties --------------------------------------------------------------------------------------------------
+
+words = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=300)
+paths = st.from_regex(r"/[a-z]{1,8}(/[a-z_]{1,8}){0,3}\.py", fullmatch=True)
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> tuple[Message, ...]:
+    out: list[Message] = []
+    for i in range(draw(st.integers(0, 12))):
+        kind = draw(st.sampled_from(["user", "assistant", "call", "tool"]))
+        text = draw(words) + " " + draw(paths)
+        if kind == "call":
+            out.append(Message.assistant(text, [ToolCall(f"c{i}", "edit", json.dumps({"path": draw(paths)}))]))
+        elif kind == "tool":
+            out.append(Message.tool(f"c{i}", text * draw(st.integers(1, 20))))
+        else:
+            out.append(Message(kind, text))
+    return tuple(out)
+
+
+@settings(max_examples=60, deadline=None)
+@given(histories(), st.integers(1, 600))
+def test_always_within_budget_and_deterministic(history: tuple[Message, ...], budget: int) -> None:
+    counter = EstimatingCounter()
+    summarizer = ExtractiveSummarizer(counter=counter)
+    request = SummaryRequest(history, max_tokens=budget)
+    result = summarizer.summarize(request)
+    assert within(result, budget, counter)
+    assert result == summarizer.summarize(request)
+    assert result.summarizer == "extractive" and not result.fell_back
