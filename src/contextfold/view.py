@@ -30,9 +30,9 @@ class View:
         self._settled = 0  # view[:settled] is normalized, closed, and ends before an assistant message
         self._settled_tokens = 0
         self._settled_tool_tokens = 0
-        self._settled_call_ids: set[str] = set()
         self._opened = False  # the settled prefix holds a non-system message
         self._encoded: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+        self._tail_cache: tuple[tuple[int, int, int], list[Message]] | None = None
 
     # -- reading ------------------------------------------------------------------------------------------------------
     @property
@@ -46,7 +46,9 @@ class View:
     def normalized(self) -> list[Message]:
         """The view as it would be sent: settled prefix plus the normalized tail."""
         self._settle()
-        return self._messages[: self._settled] + self._normalized_tail()
+        out = self._messages[: self._settled]
+        out.extend(self._normalized_tail())
+        return out
 
     def totals(self) -> tuple[int, int, int]:
         """(tokens, tool-output tokens, message count) of :meth:`normalized`, counting only the tail anew."""
@@ -59,17 +61,20 @@ class View:
     def encoded(self, wire: Any) -> list[dict[str, Any]]:
         """The normalized view in ``wire``'s list form; the settled prefix is encoded once and reused.
 
+        The dicts of the settled prefix are shared between calls: callers must not mutate them. The messages
+        after the latest assistant turn (where one adds ``cache_control``) are fresh dicts on every call.
+
         Boundaries sit right before assistant messages, where no format merges a message with its neighbour, so
         encoding the prefix and the tail apart gives the same list as encoding the whole.
         """
         self._settle()
         upto, prefix = self._encoded.get(wire.NAME, (0, []))
         if upto < self._settled:
-            settled: list[dict[str, Any]] = wire.encode(self._messages[upto : self._settled])
-            prefix = prefix + settled
+            prefix.extend(wire.encode(self._messages[upto : self._settled]))
             self._encoded[wire.NAME] = (self._settled, prefix)
-        tail: list[dict[str, Any]] = wire.encode(self._normalized_tail())
-        return prefix + tail
+        out = prefix.copy()
+        out.extend(wire.encode(self._normalized_tail()))
+        return out
 
     # -- writing ------------------------------------------------------------------------------------------------------
     def append(self, messages: Iterable[Message]) -> None:
@@ -83,14 +88,19 @@ class View:
         self._settled = 0
         self._settled_tokens = 0
         self._settled_tool_tokens = 0
-        self._settled_call_ids = set()
         self._opened = False
         self._encoded.clear()
 
     # -- internals ----------------------------------------------------------------------------------------------------
     def _normalized_tail(self) -> list[Message]:
-        return normalize(self._messages[self._settled :], opening=not self._opened,
-                         seen_call_ids=self._settled_call_ids)
+        # prepare() asks for the tail three times (totals, decision, encoding); normalize it once per state.
+        key = (self.version, len(self._messages), self._settled)
+        cached = self._tail_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        tail = normalize(self._messages[self._settled :], opening=not self._opened)
+        self._tail_cache = (key, tail)
+        return tail
 
     def _settle(self) -> None:
         """Move the settled boundary up to the last assistant message, repairing that segment for good.
@@ -105,7 +115,7 @@ class View:
         if end <= self._settled:
             return
         segment = msgs[self._settled : end]
-        fixed = normalize(segment, opening=not self._opened, seen_call_ids=self._settled_call_ids)
+        fixed = normalize(segment, opening=not self._opened)
         if fixed != segment:
             msgs[self._settled : end] = fixed
         count = self.counter.count_message
@@ -114,8 +124,6 @@ class View:
             self._settled_tokens += n
             if m.role == "tool":
                 self._settled_tool_tokens += n
-            elif m.role == "assistant":
-                self._settled_call_ids.update(c.id for c in m.tool_calls)
             if m.role not in _PINNED_ROLES:
                 self._opened = True
         self._settled += len(fixed)

@@ -25,6 +25,7 @@ __all__ = ["BLOB_BACKENDS", "BlobInfo", "BlobStore", "LocalBlobStore", "MemoryBl
 BLOB_BACKENDS: dict[str, str] = {
     "memory": "contextfold.stores.memory:MemoryBlobStore",
     "local": "contextfold.stores.local:LocalBlobStore",
+    "redis": "contextfold.stores.redis_blob:RedisBlobStore",
 }
 
 _LAZY: dict[str, str] = {
@@ -59,6 +60,8 @@ def open_blob_store(url: str = "local") -> BlobStore:
         path = unquote(parts.netloc + parts.path) or None
     module_name, _, class_name = target.partition(":")
     cls = getattr(import_module(module_name), class_name)
+    if scheme.lower() == "redis":  # host, port, database and credentials all live in the URL itself
+        return cls(text)  # type: ignore[no-any-return]
     if path is None:
         return cls()  # type: ignore[no-any-return]
     if scheme.lower() == "memory":

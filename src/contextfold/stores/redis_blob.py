@@ -1,0 +1,292 @@
+"""A :class:`~contextfold.stores.base.BlobStore` on Redis, so that a fleet of workers shares one tool output cache.
+
+Layout under ``prefix`` (default ``contextfold:blob``), for a blob ``key``:
+
+- ``<prefix>:meta:<key>``: a hash with ``size``, ``chunks`` and ``gen`` (the generation holding the bytes);
+- ``<prefix>:data:<key>:<gen>``: a hash from chunk number to at most ``chunk_bytes`` bytes;
+- ``<prefix>:lru``: a sorted set of keys scored by ``<prefix>:clock``, the least recently used first.
+
+A ``put`` writes the chunks of a new generation first (with a time to live, so that a worker killed mid-write
+leaves nothing behind for long), then one Lua script swaps the meta to it and drops the old generation: readers see
+the old value or the new one, never a mix. ``read_range`` is one Lua script that fetches only the chunks covering
+the slice. Needs the ``redis`` extra (redis-py); a single Redis server (cluster mode is not supported: the scripts
+reach keys they compute).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from ..errors import MissingExtra, RefNotFound, StoreError
+from .base import BlobInfo, BlobStore
+
+if TYPE_CHECKING:
+    import redis
+
+__all__ = ["CHUNK_BYTES", "DEFAULT_PREFIX", "DEFAULT_URL", "RedisBlobStore", "import_redis"]
+
+DEFAULT_URL = "redis://127.0.0.1:6379/0"
+# Every key starts with this, so that one Redis database can hold other applications' data (and sessions) too.
+DEFAULT_PREFIX = "contextfold:blob"
+# 64 KiB like the local store: a 1,000-line slice of a 100 MB output reads a few chunks, and no single command
+# carries a 100 MB value (which would stall the server for every other worker while it is copied).
+CHUNK_BYTES = 64 * 1024
+# Chunks of a put still in progress expire after this long unless the commit makes them permanent: a worker
+# killed mid-write must not leak memory forever, and no sane put of one tool output takes an hour.
+STAGING_TTL_SECONDS = 3600
+# Chunks sent or fetched per round trip: big enough to amortise latency, small enough to bound the memory of the
+# client and of the server's reply buffer (and far below the ~8,000 arguments a Lua ``unpack`` accepts).
+CHUNKS_PER_PIPELINE = 64
+# A whole-blob read spans several round trips; each checks that the generation did not change. A value replaced
+# this many times during one read means a writer loop is starving the reader.
+READ_RETRIES = 5
+# "To the end" for a whole-value read, resolved by the server against the size it holds at that moment (a size read
+# first would race with a replacement); 2**52 stays exact in the doubles Lua computes with.
+_TO_THE_END = 2**52
+
+# KEYS: meta, lru, clock. ARGV: data key prefix (ends with ':'), new gen, size, chunk count, key.
+_COMMIT = """
+local old = redis.call('HGET', KEYS[1], 'gen')
+redis.call('HSET', KEYS[1], 'size', ARGV[3], 'chunks', ARGV[4], 'gen', ARGV[2])
+redis.call('PERSIST', ARGV[1] .. ARGV[2])
+if old and old ~= ARGV[2] then redis.call('DEL', ARGV[1] .. old) end
+redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), ARGV[5])
+return 1
+"""
+
+# KEYS: meta. ARGV: data key prefix, start, length, chunk size, max chunks, expected gen ('' for any).
+# Returns false when missing, {size, gen} when the generation is not the expected one or the slice is empty,
+# else {size, gen, chunk...} for at most max chunks from the one holding byte ``start``.
+_READ = """
+local meta = redis.call('HMGET', KEYS[1], 'size', 'gen')
+if not meta[1] then return false end
+if ARGV[6] ~= '' and meta[2] ~= ARGV[6] then return {meta[1], meta[2]} end
+local size = tonumber(meta[1])
+local start = tonumber(ARGV[2])
+local stop = math.min(start + tonumber(ARGV[3]), size)
+if stop <= start then return {meta[1], meta[2]} end
+local chunk = tonumber(ARGV[4])
+local first = math.floor(start / chunk)
+local last = math.min(math.floor((stop - 1) / chunk), first + tonumber(ARGV[5]) - 1)
+local fields = {}
+for i = first, last do fields[#fields + 1] = i end
+local parts = redis.call('HMGET', ARGV[1] .. meta[2], unpack(fields))
+local out = {meta[1], meta[2]}
+for i = 1, #parts do out[#out + 1] = parts[i] end
+return out
+"""
+
+# KEYS: meta, lru. ARGV: data key prefix, key.
+_DELETE = """
+local gen = redis.call('HGET', KEYS[1], 'gen')
+if not gen then return 0 end
+redis.call('DEL', KEYS[1], ARGV[1] .. gen)
+redis.call('ZREM', KEYS[2], ARGV[2])
+return 1
+"""
+
+# KEYS: meta, lru, clock. ARGV: key. Only keys still held get a new access time.
+_TOUCH = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), ARGV[1])
+return 1
+"""
+
+
+def import_redis() -> Any:
+    """The ``redis`` module, or :class:`MissingExtra` naming the extra to install."""
+    try:
+        import redis as module
+    except ImportError as exc:
+        raise MissingExtra("Redis store", "redis", module="redis") from exc
+    return module
+
+
+class RedisBlobStore(BlobStore):
+    """Blobs in Redis, chunked, with least-recently-used order kept for GC; shared by threads and processes.
+
+    Args:
+        url: ``redis://[user:password@]host:port/db`` (``rediss://`` for TLS); ignored when ``client`` is given.
+        prefix: Key prefix of everything this store writes.
+        client: An existing ``redis.Redis`` client (its ``decode_responses`` must be False).
+        chunk_bytes: Bytes per chunk (tests make it small to cross chunk boundaries cheaply).
+
+    Example:
+        >>> store = RedisBlobStore("redis://127.0.0.1:6379/0")  # doctest: +SKIP
+        >>> store.put("k", b"hello world")  # doctest: +SKIP
+        >>> store.read_range("k", 6, 5)  # doctest: +SKIP
+        b'world'
+    """
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        client: redis.Redis | None = None,
+        chunk_bytes: int = CHUNK_BYTES,
+    ) -> None:
+        module = import_redis()
+        if chunk_bytes <= 0:
+            raise ValueError(f"chunk_bytes must be > 0, got {chunk_bytes}")
+        self.url = url
+        self.prefix = prefix.rstrip(":")
+        self.chunk_bytes = chunk_bytes
+        self._errors: tuple[type[BaseException], ...] = (module.RedisError,)
+        try:
+            self._client: redis.Redis = client if client is not None else module.Redis.from_url(url)
+        except ValueError as exc:
+            raise StoreError(f"bad Redis URL {url!r}: {exc}") from exc
+        self._lru = f"{self.prefix}:lru"
+        self._clock = f"{self.prefix}:clock"
+        self._commit = self._client.register_script(_COMMIT)
+        self._read = self._client.register_script(_READ)
+        self._delete = self._client.register_script(_DELETE)
+        self._touch = self._client.register_script(_TOUCH)
+
+    # -- keys ---------------------------------------------------------------------------------------------------------
+    def _meta(self, key: str) -> str:
+        return f"{self.prefix}:meta:{key}"
+
+    def _data_prefix(self, key: str) -> str:
+        return f"{self.prefix}:data:{key}:"
+
+    def _fail(self, action: str, key: str | None, exc: BaseException) -> StoreError:
+        what = f" {key!r}" if key is not None else ""
+        return StoreError(f"Redis store at {self.url}: cannot {action}{what}: {exc}")
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the connection pool (idempotent)."""
+        self._client.close()
+
+    def __enter__(self) -> RedisBlobStore:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- BlobStore ----------------------------------------------------------------------------------------------------
+    def put(self, key: str, data: bytes) -> None:
+        """Store ``data`` under ``key``: chunks staged under a new generation, then swapped in atomically."""
+        view = memoryview(data)
+        gen = uuid.uuid4().hex
+        data_key = self._data_prefix(key) + gen
+        offsets = range(0, len(view), self.chunk_bytes)
+        try:
+            for batch_start in range(0, len(offsets), CHUNKS_PER_PIPELINE):
+                pipe = self._client.pipeline(transaction=False)
+                batch = offsets[batch_start : batch_start + CHUNKS_PER_PIPELINE]
+                mapping = {
+                    str(batch_start + i): bytes(view[off : off + self.chunk_bytes]) for i, off in enumerate(batch)
+                }
+                pipe.hset(data_key, mapping=mapping)  # type: ignore[arg-type]
+                pipe.expire(data_key, STAGING_TTL_SECONDS)
+                pipe.execute()
+            self._commit(
+                keys=[self._meta(key), self._lru, self._clock],
+                args=[self._data_prefix(key), gen, len(view), len(offsets), key],
+            )
+        except self._errors as exc:
+            raise self._fail("write", key, exc) from exc
+
+    def read_range(self, key: str, start: int, length: int) -> bytes:
+        """Up to ``length`` bytes of ``key`` from ``start``, fetching only the chunks that hold them.
+
+        A slice spanning many chunks takes several round trips, all from one generation: when the value is replaced
+        meanwhile, the read starts over on the new one.
+        """
+        if start < 0 or length < 0:
+            raise ValueError(f"read_range: start and length must be >= 0, got start={start}, length={length}")
+        for _ in range(READ_RETRIES):
+            data = self._read_generation(key, start, length)
+            if data is not None:
+                return data
+        raise StoreError(f"Redis store at {self.url}: {key!r} was replaced {READ_RETRIES} times during one read")
+
+    def get(self, key: str) -> bytes:
+        """The whole value of ``key``, all from one generation."""
+        return self.read_range(key, 0, _TO_THE_END)
+
+    def _read_generation(self, key: str, start: int, length: int) -> bytes | None:
+        """The slice, or None when the value was replaced between two round trips."""
+        meta, prefix = self._meta(key), self._data_prefix(key)
+        gen = b""
+        parts: list[bytes] = []
+        stop: int | None = None
+        pos = start - start % self.chunk_bytes  # the first byte of the next chunk to fetch
+        while stop is None or pos < stop:
+            fetch_from = max(pos, start)
+            try:
+                reply = self._read(
+                    keys=[meta],
+                    args=[prefix, fetch_from, start + length - fetch_from, self.chunk_bytes, CHUNKS_PER_PIPELINE, gen],
+                )
+            except self._errors as exc:
+                raise self._fail("read", key, exc) from exc
+            if reply is None:
+                if gen:
+                    return None  # deleted mid-read: the retry reports it as missing
+                raise RefNotFound(key)
+            size, got = int(reply[0]), reply[1]
+            if gen and got != gen:
+                return None
+            gen = got
+            stop = min(start + length, size)
+            chunks = reply[2:]
+            if not chunks:
+                break
+            if any(c is None for c in chunks):
+                # Only keys edited by hand, or a store read with another chunk size, get here.
+                raise StoreError(f"Redis store at {self.url}: {key!r} is missing chunks (another chunk size?)")
+            parts.extend(chunks)
+            pos += len(chunks) * self.chunk_bytes
+        if stop is None or stop <= start:
+            return b""
+        offset = start % self.chunk_bytes
+        return b"".join(parts)[offset : offset + (stop - start)]
+
+    def size(self, key: str) -> int | None:
+        """Byte size of ``key`` or None."""
+        try:
+            value = self._client.hget(self._meta(key), "size")
+        except self._errors as exc:
+            raise self._fail("read the size of", key, exc) from exc
+        return None if value is None else int(value)
+
+    def delete(self, key: str) -> bool:
+        """Remove ``key``, its chunks and its access record."""
+        try:
+            return bool(self._delete(keys=[self._meta(key), self._lru], args=[self._data_prefix(key), key]))
+        except self._errors as exc:
+            raise self._fail("delete", key, exc) from exc
+
+    def entries(self) -> Iterator[BlobInfo]:
+        """Every key, sorted, with size and access order."""
+        try:
+            ranked: list[Any] = self._client.zrange(self._lru, 0, -1, withscores=True)
+            pipe = self._client.pipeline(transaction=False)
+            for member, _ in ranked:
+                pipe.hget(self._meta(member.decode()), "size")
+            sizes = pipe.execute()
+        except self._errors as exc:
+            raise self._fail("list the keys", None, exc) from exc
+        infos = [
+            BlobInfo(member.decode(), int(size), int(score))
+            for (member, score), size in zip(ranked, sizes, strict=True)
+            # A key deleted between the two reads is simply not listed.
+            if size is not None
+        ]
+        return iter(sorted(infos, key=lambda i: i.key))
+
+    def touch(self, key: str) -> None:
+        """Mark ``key`` as just used (nothing happens for a key the store does not hold)."""
+        try:
+            self._touch(keys=[self._meta(key), self._lru, self._clock], args=[key])
+        except self._errors as exc:
+            raise self._fail("touch", key, exc) from exc

@@ -1,0 +1,212 @@
+"""The :class:`SessionStore` protocol: a session's history, shared by workers with optimistic concurrency.
+
+A worker loads ``(messages, version)``, works, and saves with the version it loaded; a save against a version that
+moved on (another worker saved meanwhile) raises :class:`SessionConflict` instead of silently overwriting. The
+caller loads again and redoes its step. Versions start at 0 (an unknown session) and go up by one per save.
+
+Saving usually appends a few messages to what was loaded, so stores remember what they last loaded or saved per
+session (:class:`SaveTracker`) and write only the changed suffix when nobody else wrote in between.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from ..errors import InvalidHistory, StoreError
+from ..messages import Message
+from ..serialize import message_from_dict, message_to_dict
+
+__all__ = [
+    "MAX_SESSION_ID_LENGTH",
+    "MemorySessionStore",
+    "SaveTracker",
+    "SessionConflict",
+    "SessionStore",
+    "check_session_id",
+    "check_version",
+    "checked_messages",
+    "decode_message",
+    "encode_message",
+    "new_token",
+]
+
+# Session ids become parts of Redis keys and SQLite values; a bound keeps keys short and a typo'd blob out.
+MAX_SESSION_ID_LENGTH = 512
+
+
+class SessionConflict(StoreError):
+    """A save based on a stale version: another worker saved the session since it was loaded."""
+
+    def __init__(self, session_id: str, expected: int, actual: int) -> None:
+        self.session_id = session_id
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"session {session_id!r}: expected version {expected}, but the store holds version {actual} "
+            "(another worker saved it meanwhile); load it again and redo the step"
+        )
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Histories by session id, with a version per save for optimistic concurrency.
+
+    Example:
+        >>> from contextfold.messages import Message
+        >>> store = MemorySessionStore()
+        >>> messages, version = store.load("s1")
+        >>> (messages, version)
+        ([], 0)
+        >>> store.save("s1", [Message("user", "hi")], expected_version=version)
+        1
+    """
+
+    def load(self, session_id: str) -> tuple[list[Message], int]:
+        """The session's messages and version; ``([], 0)`` for a session never saved."""
+        ...
+
+    def save(self, session_id: str, messages: Sequence[Message], expected_version: int) -> int:
+        """Replace the session's messages if it is still at ``expected_version``; returns the new version.
+
+        Raises:
+            SessionConflict: when the stored version is not ``expected_version``.
+        """
+        ...
+
+    def delete(self, session_id: str) -> bool:
+        """Forget the session; True when it was there."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and files (a no-op by default)."""
+        return None
+
+
+def check_session_id(session_id: object) -> str:
+    """``session_id`` itself, or a ValueError saying what is wrong with it."""
+    if not isinstance(session_id, str) or not session_id or len(session_id) > MAX_SESSION_ID_LENGTH:
+        raise ValueError(f"session_id must be a non-empty string of at most {MAX_SESSION_ID_LENGTH} characters, "
+                         f"got {session_id!r:.80}")
+    return session_id
+
+
+def check_version(expected_version: object) -> int:
+    """``expected_version`` itself, or a ValueError (booleans and negative numbers are no versions)."""
+    if isinstance(expected_version, bool) or not isinstance(expected_version, int) or expected_version < 0:
+        raise ValueError(f"expected_version must be an int >= 0 (0 for a new session), got {expected_version!r}")
+    return expected_version
+
+
+def new_token() -> str:
+    """A fresh identifier of one saved state: equal tokens mean the very same stored list."""
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True, slots=True)
+class _Known:
+    token: str
+    messages: tuple[Message, ...]
+
+
+class SaveTracker:
+    """What this process last loaded or saved per session, to write only the part that changed.
+
+    Each stored state carries a random token. When the store still holds the token we remember, its messages are
+    the ones we remember, so a save may keep their common prefix and write only the rest.
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[str, _Known] = {}
+        self._lock = threading.Lock()
+
+    def remember(self, session_id: str, token: str, messages: Sequence[Message]) -> None:
+        """Record the state ``token`` as holding ``messages``."""
+        with self._lock:
+            self._known[session_id] = _Known(token, tuple(messages))
+
+    def forget(self, session_id: str) -> None:
+        """Drop what is known about the session."""
+        with self._lock:
+            self._known.pop(session_id, None)
+
+    def common_prefix(self, session_id: str, messages: Sequence[Message]) -> tuple[str | None, int]:
+        """(token of the remembered state or None, how many leading ``messages`` it already holds)."""
+        with self._lock:
+            known = self._known.get(session_id)
+        if known is None:
+            return None, 0
+        old = known.messages
+        n = min(len(old), len(messages))
+        same = 0
+        # Identity first: the messages a caller saves are usually the very objects it loaded.
+        while same < n and (old[same] is messages[same] or old[same] == messages[same]):
+            same += 1
+        return known.token, same
+
+
+class MemorySessionStore(SessionStore):
+    """Sessions in a dict, safe to share between threads: the test double, and the choice for one process.
+
+    Example:
+        >>> store = MemorySessionStore()
+        >>> store.save("s", [], expected_version=0)
+        1
+        >>> store.load("s")
+        ([], 1)
+    """
+
+    def __init__(self) -> None:
+        self._data: dict[str, tuple[tuple[Message, ...], int]] = {}
+        self._lock = threading.Lock()
+
+    def load(self, session_id: str) -> tuple[list[Message], int]:
+        """The session's messages and version."""
+        check_session_id(session_id)
+        with self._lock:
+            messages, version = self._data.get(session_id, ((), 0))
+        return list(messages), version
+
+    def save(self, session_id: str, messages: Sequence[Message], expected_version: int) -> int:
+        """Replace the messages if the session is still at ``expected_version``."""
+        check_session_id(session_id)
+        check_version(expected_version)
+        frozen = checked_messages(messages)
+        with self._lock:
+            _, actual = self._data.get(session_id, ((), 0))
+            if actual != expected_version:
+                raise SessionConflict(session_id, expected_version, actual)
+            self._data[session_id] = (frozen, actual + 1)
+        return actual + 1
+
+    def delete(self, session_id: str) -> bool:
+        """Forget the session."""
+        check_session_id(session_id)
+        with self._lock:
+            return self._data.pop(session_id, None) is not None
+
+
+def checked_messages(messages: Sequence[Message]) -> tuple[Message, ...]:
+    """``messages`` as a tuple, or :class:`InvalidHistory` naming the first item that is not a Message."""
+    out = tuple(messages)
+    for i, m in enumerate(out):
+        if not isinstance(m, Message):
+            raise InvalidHistory(f"expected a contextfold Message, got {type(m).__name__}", index=i)
+    return out
+
+
+def encode_message(m: Message) -> str:
+    """One message as compact JSON (contextfold's lossless form), the unit the backends store."""
+    return json.dumps(message_to_dict(m), ensure_ascii=False, separators=(",", ":"))
+
+
+def decode_message(raw: str | bytes, session_id: str, index: int) -> Message:
+    """The message stored as ``raw``, or :class:`StoreError` naming the session and position of a bad record."""
+    try:
+        return message_from_dict(json.loads(raw), index=index)
+    except (ValueError, InvalidHistory) as exc:
+        raise StoreError(f"session {session_id!r}: stored message {index} is unreadable: {exc}") from exc
