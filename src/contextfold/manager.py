@@ -8,7 +8,6 @@ returns the view in the caller's wire format; ``record_usage`` grounds the next 
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -29,6 +28,7 @@ from .events import (
     UsageRecorded,
 )
 from .formats import get_format
+from .manager_async import AsyncMirror
 from .manager_parts import CompactionReport, Components, Status, build_components, coerce_messages
 from .messages import Message
 from .policy import Action, Plan, Policy, decide
@@ -41,7 +41,7 @@ __all__ = ["CompactionReport", "ContextManager", "Status"]
 _IDLE_WORKERS = 1
 
 
-class ContextManager:
+class ContextManager(AsyncMirror):
     """Keeps one agent session inside its model's context window.
 
     >>> cm = ContextManager(model="gpt-4o", store="memory", archive="memory")
@@ -64,6 +64,9 @@ class ContextManager:
         tools: Tool schemas sent with every request (counted against the window).
         redact: Redact secrets from archived transcripts and events: True (the default), False, or a
             configured :class:`~contextfold.redact.Redactor`.
+        background: Run soft compaction on a worker thread when a check (after a model call, after tool
+            results arrive, before the agent finishes) finds the view over the soft threshold, so the model-call
+            path rarely waits for a summary.
     """
 
     def __init__(
@@ -80,6 +83,7 @@ class ContextManager:
         tools: Sequence[Mapping[str, Any]] = (),
         redact: Any = True,
         clock: Any = None,
+        background: bool = False,
     ) -> None:
         parts: Components = build_components(
             model=model, max_context_tokens=max_context_tokens, policy=policy, summarizer=summarizer, store=store,
@@ -96,6 +100,7 @@ class ContextManager:
         self.session_id = parts.session_id
         self.redactor = parts.redactor
         self._clock = parts.clock
+        self.background = background
         self.tools: list[Mapping[str, Any]] = list(tools)
         self._tool_tokens = self.counter.count_tools(self.tools) if self.tools else 0
         self._view = View(self.counter)
@@ -160,6 +165,8 @@ class ContextManager:
                     m = processed
                 stored.append(m)
             self._view.append(stored)
+            if any(m.role == "tool" for m in stored):
+                self.check("after tool execution")
 
     # -- preparing ------------------------------------------------------------------------------------------------
     def prepare(self, format: str = "openai_chat") -> Any:
@@ -243,6 +250,23 @@ class ContextManager:
                                                 for i in result.masked_indices),
                                      tokens_freed=result.tokens_freed,
                                      prefix_tokens_invalidated=result.prefix_tokens_invalidated))
+
+    def check(self, where: str = "check") -> Plan:
+        """Decide without acting: the event says what the policy would do.
+
+        With ``background`` on and the view over the soft threshold, soft compaction starts on a worker thread.
+        """
+        with self._lock:
+            tokens, tool_tokens, count = self._view.totals()
+            total = self._grounded(tokens + self._tool_tokens)
+            plan = decide(total, count, tool_tokens, self.budgets, self._effective_policy())
+            self.tracer.emit(TriggerDecision(session_id=self.session_id, triggered=plan.action is not Action.NONE,
+                                             reason=f"{where}: {plan.reason}", action=str(plan.action),
+                                             tokens=total, threshold_tokens=self.budgets.soft,
+                                             policy=self._policy_summary))
+            if self.background and plan.action in (Action.SOFT, Action.HARD, Action.EMERGENCY):
+                self.compact_in_background()
+            return plan
 
     # -- compaction -----------------------------------------------------------------------------------------------
     def compact(self, *, force: bool = True, instructions: str | None = None, kind: str = "hard") -> CompactionReport:
@@ -374,6 +398,7 @@ class ContextManager:
                                            input_tokens=parsed.input, output_tokens=parsed.output,
                                            cache_read_tokens=parsed.cache_read,
                                            cache_write_tokens=parsed.cache_creation, estimated_input_tokens=counted))
+            self.check("after model call")
         return parsed
 
     # -- inspection -----------------------------------------------------------------------------------------------
@@ -410,6 +435,7 @@ class ContextManager:
         """The agent is done: run the final check, wait for background work, flush telemetry."""
         with self._lock:
             self._apply_idle_result()
+            self.check("before finish")
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
@@ -478,28 +504,6 @@ class ContextManager:
                                             ids=tuple(str(m.meta.get("id", "")) for m in removed),
                                             kept={reason: len(new)}))
             return len(removed)
-
-    # -- async mirror ---------------------------------------------------------------------------------------------
-    async def aadd(self, messages: Any, *, format: str | None = None) -> None:
-        """Async :meth:`add`."""
-        await asyncio.to_thread(self.add, messages, format=format)
-
-    async def aprepare(self, format: str = "openai_chat") -> Any:
-        """Async :meth:`prepare` (summarization runs on a worker thread, never on the event loop)."""
-        return await asyncio.to_thread(self.prepare, format)
-
-    async def aprepare_messages(self) -> list[Message]:
-        """Async :meth:`prepare_messages`."""
-        return await asyncio.to_thread(self.prepare_messages)
-
-    async def acompact(self, *, force: bool = True, instructions: str | None = None) -> CompactionReport:
-        """Async :meth:`compact`."""
-        return await asyncio.to_thread(lambda: self.compact(force=force, instructions=instructions))
-
-    async def arecord_usage(self, usage: Any) -> TokenUsage:
-        """Async :meth:`record_usage`."""
-        return self.record_usage(usage)
-
 
 def _with_tail(result: CompactionResult, tail: Sequence[Message]) -> CompactionResult:
     from dataclasses import replace

@@ -282,3 +282,18 @@ def test_events_reach_the_archive_redacted(tmp_path: Path) -> None:
     raw = "".join(p.read_text() for p in (tmp_path / "archive").rglob("*") if p.is_file())
     assert secret not in raw
     assert "test_parser.py" in raw
+
+
+def test_background_checks_compact_off_the_model_call_path(tmp_path: Path) -> None:
+    tel = RecordingTelemetry()
+    cm = manager(tmp_path, window=6_000, telemetry=tel, background=True)
+    cm.add([Message.user("go")])
+    for i in range(35):
+        cm.add(turn(i, "data " * 60))  # each tool result triggers a check
+    cm.record_usage({"prompt_tokens": cm.tokens(), "completion_tokens": 3})
+    cm.finish()  # waits for the worker and applies its result
+    assert cm.compactions >= 1
+    reasons = [e.to_dict()["data"]["reason"] for e in tel.events if e.name == "compact.trigger_decision"]
+    assert any(r.startswith("after tool execution") for r in reasons)
+    assert any(r.startswith("after model call") for r in reasons)
+    assert any(r.startswith("before finish") for r in reasons)
