@@ -1,0 +1,90 @@
+"""``contextfold archive restore``: a session's full original history, rebuilt from its archive."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ._common import EXIT_OK, Subparsers
+from .convert import WIRE_FORMATS
+
+if TYPE_CHECKING:
+    from ..archive import Archive
+
+__all__ = ["DEFAULT_ARCHIVE", "open_archive", "register", "run_restore"]
+
+DEFAULT_ARCHIVE = ".contextfold/archive"
+DEFAULT_STORE = "local"
+
+
+def register(subparsers: Subparsers) -> None:
+    """Add ``archive restore``."""
+    parser = subparsers.add_parser(
+        "archive",
+        help="rebuild a session's original history from its archive",
+        description="Every compaction archives the view it replaces; 'restore' merges those transcripts back into "
+        "the history as the agent wrote it, masked and truncated tool outputs read back from the tool output cache. "
+        "Messages added after the latest compaction are only in the live session's view, not in the archive.",
+    )
+    commands = parser.add_subparsers(title="archive commands", metavar="COMMAND")
+    restore = commands.add_parser(
+        "restore", help="write a session's full original history as JSONL",
+        description="Write the session's original history, one message per line, in a wire format.",
+    )
+    restore.add_argument("session_id", metavar="SESSION", help="the session id (as 'contextfold status' lists it)")
+    restore.add_argument("--archive", default=DEFAULT_ARCHIVE, metavar="DIR",
+                         help=f"the archive: a directory or s3://bucket/prefix (default: {DEFAULT_ARCHIVE})")
+    restore.add_argument("--store", default=DEFAULT_STORE, metavar="URL",
+                         help=f"the tool output store full outputs are read from (default: {DEFAULT_STORE})")
+    restore.add_argument("--to", choices=WIRE_FORMATS, default="openai_chat",
+                         help="wire format to write (default: openai_chat)")
+    restore.add_argument("-o", "--out", default="-", metavar="OUT", help="the file to write (default: stdout)")
+    restore.set_defaults(handler=run_restore)
+    parser.set_defaults(handler=_usage)
+
+
+def _usage(args: argparse.Namespace) -> int:
+    from ..errors import ConfigError
+
+    raise ConfigError("missing: 'restore' (see contextfold archive --help)", field="archive")
+
+
+def open_archive(location: str) -> Archive:
+    """The archive at a directory or URL; a directory that does not exist is an error, not an empty archive."""
+    from ..archive import Archive
+    from ..errors import ConfigError
+    from ..stores.archive_open import open_archive_store
+
+    if "://" not in location and not Path(location).is_dir():
+        raise ConfigError(f"no archive at {location!r} (no such directory)", field="--archive")
+    return Archive(open_archive_store(location))
+
+
+def run_restore(args: argparse.Namespace) -> int:
+    """Restore and write."""
+    from ..cache import ToolOutputCache
+    from ..errors import ConfigError
+    from ..formats import get_format
+    from ..replay import manager_session_id
+    from ..stores import open_blob_store
+
+    archive = open_archive(args.archive)
+    sessions = archive.sessions()
+    session_id = args.session_id if args.session_id in sessions else manager_session_id(args.session_id)
+    if session_id not in sessions:
+        known = ", ".join(sessions[:5]) + (", …" if len(sessions) > 5 else "")
+        raise ConfigError(f"no session {args.session_id!r} in the archive {args.archive}"
+                          + (f" (it has: {known})" if known else " (it is empty)"), field="SESSION")
+    cache = ToolOutputCache(open_blob_store(args.store))
+    history = archive.restore_history(session_id, resolve_ref=cache.get)
+    items = get_format(args.to).encode(history)
+    text = "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items)
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.out).write_text(text, encoding="utf-8")
+        sys.stderr.write(f"contextfold: restored {len(history)} messages of {session_id} to {args.out}\n")
+    return EXIT_OK

@@ -1,0 +1,66 @@
+"""``contextfold status``: the sessions in an archive, with their compactions, summaries and events."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ._common import EXIT_OK, Subparsers, write_json
+from .archive import DEFAULT_ARCHIVE, open_archive
+
+__all__ = ["register", "run", "session_rows"]
+
+# Width of the session column; longer ids push the figures right, never cut.
+_ID_WIDTH = 40
+
+
+def register(subparsers: Subparsers) -> None:
+    """Add the ``status`` command."""
+    parser = subparsers.add_parser(
+        "status",
+        help="list the sessions in an archive with their counts",
+        description="List every session in an archive: compactions (archived transcripts), summaries, events, "
+        "and the messages of the latest archived transcript.",
+    )
+    parser.add_argument("--archive", default=DEFAULT_ARCHIVE, metavar="DIR",
+                        help=f"the archive: a directory or s3://bucket/prefix (default: {DEFAULT_ARCHIVE})")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=run)
+
+
+def session_rows(location: str) -> list[dict[str, Any]]:
+    """One row per archived session: id, compactions, summaries, events, messages in the latest transcript."""
+    from ..archive import summary_name
+
+    archive = open_archive(location)
+    rows = []
+    for session_id in archive.sessions():
+        numbers = archive.transcript_numbers(session_id)
+        names = set(archive.store.names(session_id))
+        latest = len(archive.transcript(session_id, numbers[-1])) if numbers else 0
+        rows.append({
+            "session": session_id,
+            "compactions": len(numbers),
+            "summaries": sum(1 for n in numbers if summary_name(n) in names),
+            "events": len(archive.events(session_id)),
+            "latest_transcript_messages": latest,
+        })
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    """List the sessions."""
+    rows = session_rows(args.archive)
+    if args.json:
+        write_json({"archive": args.archive, "sessions": rows})
+        return EXIT_OK
+    out = sys.stdout
+    if not rows:
+        out.write(f"no sessions in {args.archive}\n")
+        return EXIT_OK
+    out.write(f"{'session':<{_ID_WIDTH}} {'compactions':>11} {'summaries':>9} {'events':>7} {'messages':>9}\n")
+    for r in rows:
+        out.write(f"{r['session']:<{_ID_WIDTH}} {r['compactions']:>11} {r['summaries']:>9} {r['events']:>7} "
+                  f"{r['latest_transcript_messages']:>9}\n")
+    return EXIT_OK

@@ -1,0 +1,197 @@
+"""LangChain messages <-> contextfold Messages.
+
+Each LangChain message becomes one Message whose ``meta["id"]`` names the LangChain message it came from. Going
+back, a Message the manager did not change is answered with the very LangChain message it came from (ids, metadata
+and usage intact); a changed one (a masked tool output, a truncated observation) is rebuilt on the original as a
+template; new ones (summaries, placeholders) get deterministic ids.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InvalidHistory, MissingExtra
+from ..messages import Message, Part, Role, TextPart, ToolCall, UnknownPart
+
+try:
+    from langchain_core.messages import (
+        AIMessage,
+        BaseMessage,
+        ChatMessage,
+        HumanMessage,
+        SystemMessage,
+        ToolMessage,
+    )
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingExtra("the LangChain integration", "langchain", module="langchain_core") from exc
+
+__all__ = ["FORMAT", "Origins", "from_langchain", "message_from_langchain", "to_langchain"]
+
+# The format name recorded on content blocks contextfold does not model, so they go back unchanged.
+FORMAT = "langchain"
+# Prefix of the ids given to messages the manager created (summaries, placeholders, synthetic results).
+NEW_ID_PREFIX = "contextfold-"
+# Characters of the fingerprint in a new message's id: unique enough within one conversation, short in logs.
+NEW_ID_DIGEST_CHARS = 16
+
+_ROLES: dict[str, Role] = {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant",
+                           "system": "system", "developer": "developer", "tool": "tool"}
+
+
+@dataclass(frozen=True, slots=True)
+class _Origin:
+    message: BaseMessage
+    fingerprint: str
+
+
+class Origins:
+    """The LangChain messages behind the manager's Messages, by ``meta["id"]``."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[str, _Origin] = {}
+
+    def remember(self, key: str, message: BaseMessage, converted: Message) -> None:
+        """Record that ``converted`` came from ``message``."""
+        self._by_key[key] = _Origin(message, converted.fingerprint())
+
+    def get(self, key: Any) -> _Origin | None:
+        """The origin recorded under ``key``, if any."""
+        return self._by_key.get(key) if isinstance(key, str) else None
+
+    def keep_only(self, keys: Iterable[Any]) -> None:
+        """Forget the origins of messages that left the view (the archive has them)."""
+        wanted = {k for k in keys if isinstance(k, str)}
+        self._by_key = {k: v for k, v in self._by_key.items() if k in wanted}
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+
+def _key(message: BaseMessage, index: int) -> str:
+    return f"lc:{message.id}" if message.id else f"lc-anon:{index}:{id(message)}"
+
+
+def _content(content: Any, index: int) -> str | tuple[Part, ...]:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise InvalidHistory(f"expected a string or a list of content blocks, got {type(content).__name__}",
+                             index=index, field="content")
+    parts: list[Part] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(TextPart(block))
+        elif isinstance(block, Mapping) and block.get("type") == "text" and isinstance(block.get("text"), str):
+            extra = {k: v for k, v in block.items() if k not in ("type", "text")}
+            parts.append(TextPart(block["text"], extra=extra))
+        elif isinstance(block, Mapping):
+            parts.append(UnknownPart(data=dict(block), format=FORMAT))
+        else:
+            raise InvalidHistory(f"content block of type {type(block).__name__} is neither a string nor a dict",
+                                 index=index, field="content")
+    return tuple(parts)
+
+
+def message_from_langchain(message: BaseMessage, index: int = 0) -> Message:
+    """One LangChain message as a Message (``meta["id"]`` names it; see :func:`from_langchain`)."""
+    role = _ROLES.get(message.role if isinstance(message, ChatMessage) else message.type)
+    if role is None:
+        raise InvalidHistory(f"unsupported LangChain message type {type(message).__name__} "
+                             f"({message.type!r}); expected human, ai, system or tool messages", index=index,
+                             field="type")
+    content = _content(message.content, index)
+    meta = {"id": _key(message, index)}
+    if isinstance(message, AIMessage):
+        calls = []
+        for k, call in enumerate(message.tool_calls):
+            if not call.get("id"):
+                raise InvalidHistory(f"tool call {k} ({call.get('name')!r}) has no id", index=index,
+                                     field="tool_calls")
+            calls.append(ToolCall(str(call["id"]), call["name"], json.dumps(call.get("args") or {})))
+        return Message("assistant", content, tuple(calls), meta=meta)
+    if isinstance(message, ToolMessage):
+        return Message("tool", content, tool_call_id=message.tool_call_id, name=message.name, meta=meta)
+    return Message(role, content, meta=meta)
+
+
+def from_langchain(messages: Sequence[BaseMessage], origins: Origins | None = None, *,
+                   start: int = 0) -> list[Message]:
+    """LangChain messages as Messages, recording where each came from in ``origins``."""
+    out: list[Message] = []
+    for offset, message in enumerate(messages):
+        if not isinstance(message, BaseMessage):
+            raise InvalidHistory(f"expected a LangChain message, got {type(message).__name__}",
+                                 index=start + offset)
+        converted = message_from_langchain(message, start + offset)
+        if origins is not None:
+            origins.remember(str(converted.meta["id"]), message, converted)
+        out.append(converted)
+    return out
+
+
+def _blocks(content: str | tuple[Part, ...]) -> str | list[str | dict[str, Any]]:
+    if isinstance(content, str):
+        return content
+    blocks: list[str | dict[str, Any]] = []
+    for part in content:
+        if isinstance(part, TextPart):
+            blocks.append({"type": "text", "text": part.text, **dict(part.extra)})
+        elif isinstance(part, UnknownPart) and part.format == FORMAT:
+            blocks.append(dict(part.data))
+        else:
+            blocks.append({"type": "text", "text": getattr(part, "text", "") or f"[{part.type}]"})
+    return blocks
+
+
+def _tool_calls(message: Message) -> list[dict[str, Any]]:
+    return [{"name": c.name, "args": c.parsed_arguments(), "id": c.id, "type": "tool_call"}
+            for c in message.tool_calls]
+
+
+def _rebuilt(message: Message, origin: BaseMessage | None, new_id: str) -> BaseMessage:
+    content = _blocks(message.content)
+    if origin is not None:
+        update: dict[str, Any] = {"content": content}
+        if isinstance(origin, AIMessage):
+            update["tool_calls"] = _tool_calls(message)
+        rebuilt: BaseMessage = origin.model_copy(update=update)
+        return rebuilt
+    if message.role == "assistant":
+        return AIMessage(content=content, tool_calls=_tool_calls(message), id=new_id)
+    if message.role == "tool":
+        return ToolMessage(content=content, tool_call_id=message.tool_call_id or "", name=message.name, id=new_id)
+    if message.role in ("system", "developer"):
+        return SystemMessage(content=content, id=new_id)
+    return HumanMessage(content=content, id=new_id)
+
+
+def to_langchain(messages: Sequence[Message], origins: Origins) -> list[BaseMessage]:
+    """The manager's view as LangChain messages: originals where unchanged, rebuilt or new messages elsewhere.
+
+    What is rebuilt or created is recorded in ``origins`` too, so the next call answers it with the same object
+    (the adapter tells "nothing changed" by identity); origins of messages that left the view are forgotten.
+    """
+    out: list[BaseMessage] = []
+    keys: list[str] = []
+    seen: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        fingerprint = message.fingerprint()
+        key = message.meta.get("id")
+        if not isinstance(key, str):
+            # Messages the manager made (summaries, placeholders) carry no id: key them by content and occurrence.
+            seen[fingerprint] = seen.get(fingerprint, 0) + 1
+            key = f"fp:{fingerprint}:{seen[fingerprint]}"
+        keys.append(key)
+        origin = origins.get(key)
+        if origin is not None and origin.fingerprint == fingerprint:
+            out.append(origin.message)
+            continue
+        new_id = f"{NEW_ID_PREFIX}{fingerprint[:NEW_ID_DIGEST_CHARS]}-{index}"
+        rebuilt = _rebuilt(message, origin.message if origin is not None else None, new_id)
+        origins.remember(key, rebuilt, message)
+        out.append(rebuilt)
+    origins.keep_only(keys)
+    return out

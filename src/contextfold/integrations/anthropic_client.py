@@ -1,0 +1,111 @@
+"""An ``anthropic`` client whose ``messages.create`` keeps the conversation in a ContextManager, with recovery.
+
+Each call prepares the view (system prompt apart, as the Messages API takes it), sends it, recovers from "prompt is
+too long" (compact or drop the oldest turns, and retry), records the usage, and appends the reply::
+
+    llm = wrap_anthropic(anthropic.Anthropic())
+    cm.add({"role": "user", "content": "fix the failing test"})
+    message = llm.messages(cm, model="claude-sonnet-4-5", max_tokens=2_000, tools=tools)
+
+``AsyncAnthropic`` works the same way (``await llm.messages(...)``). Needs ``contextfold[anthropic]``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError, MissingExtra
+from ..recovery import DEFAULT_MAX_RETRIES, acall_with_recovery, call_with_recovery
+from ._calls import afinish, dump, finish, reject
+
+if TYPE_CHECKING:
+    from ..manager import ContextManager
+
+__all__ = ["AnthropicClient", "AsyncAnthropicClient", "wrap_anthropic"]
+
+
+def _sdk() -> Any:
+    try:
+        import anthropic
+    except ImportError as exc:
+        raise MissingExtra("the Anthropic client wrapper", "anthropic", module="anthropic") from exc
+    return anthropic
+
+
+def _request(view: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of one call: the prepared view merged with the caller's.
+
+    A system prompt given twice is refused rather than one of them silently dropped.
+    """
+    request = {k: v for k, v in view.items() if v is not None}
+    if "system" in kwargs and "system" in request:
+        raise ConfigError("given as a keyword while the ContextManager holds a system message; keep one of them",
+                          field="messages.system")
+    return {**kwargs, **request}
+
+
+def _reply_tokens(kwargs: dict[str, Any]) -> int:
+    # Anthropic rejects input + max_tokens over the window: a retry must leave the reply its room.
+    value = kwargs.get("max_tokens")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _items(message: Any) -> list[dict[str, Any]]:
+    content = [dump(block) for block in getattr(message, "content", None) or []]
+    return [{"role": "assistant", "content": content}] if content else []
+
+
+class AnthropicClient:
+    """``messages.create`` through ``anthropic.Anthropic``, managed by ``cm``.
+
+    Args:
+        client: The SDK client; None builds ``anthropic.Anthropic(**client_options)``.
+        recovery_retries: Overflow retries per call (the SDK's own retries on 429/5xx are separate).
+        add_reply: Append the model's reply to the history after each call.
+        client_options: Passed to ``anthropic.Anthropic`` when ``client`` is None.
+    """
+
+    def __init__(self, client: Any = None, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
+                 **client_options: Any) -> None:
+        self.client = client if client is not None else _sdk().Anthropic(**client_options)
+        self.recovery_retries = recovery_retries
+        self.add_reply = add_reply
+
+    def messages(self, cm: ContextManager, **kwargs: Any) -> Any:
+        """``client.messages.create(system=…, messages=<the view>, **kwargs)``; returns the SDK's Message."""
+        reject(kwargs, ("messages",), "messages")
+        create = self.client.messages.create
+        reply = call_with_recovery(cm, lambda view: create(**_request(view, kwargs)), format="anthropic",
+                                   max_retries=self.recovery_retries, reply_tokens=_reply_tokens(kwargs))
+        finish(cm, getattr(reply, "usage", None), _items(reply), format="anthropic", add_reply=self.add_reply)
+        return reply
+
+
+class AsyncAnthropicClient:
+    """The async twin of :class:`AnthropicClient`, over ``anthropic.AsyncAnthropic``."""
+
+    def __init__(self, client: Any = None, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
+                 **client_options: Any) -> None:
+        self.client = client if client is not None else _sdk().AsyncAnthropic(**client_options)
+        self.recovery_retries = recovery_retries
+        self.add_reply = add_reply
+
+    async def messages(self, cm: ContextManager, **kwargs: Any) -> Any:
+        """Async :meth:`AnthropicClient.messages`."""
+        reject(kwargs, ("messages",), "messages")
+        create = self.client.messages.create
+        reply = await acall_with_recovery(cm, lambda view: create(**_request(view, kwargs)), format="anthropic",
+                                          max_retries=self.recovery_retries, reply_tokens=_reply_tokens(kwargs))
+        await afinish(cm, getattr(reply, "usage", None), _items(reply), format="anthropic",
+                      add_reply=self.add_reply)
+        return reply
+
+
+def wrap_anthropic(client: Any, *, recovery_retries: int = DEFAULT_MAX_RETRIES,
+                   add_reply: bool = True) -> AnthropicClient | AsyncAnthropicClient:
+    """Wrap an ``anthropic.Anthropic`` or ``anthropic.AsyncAnthropic`` (Bedrock/Vertex ones too) to match."""
+    _sdk()
+    # The SDK's async clients (AsyncAnthropic, AsyncAnthropicBedrock, AsyncAnthropicVertex) share only the prefix.
+    if type(client).__name__.startswith("Async"):
+        return AsyncAnthropicClient(client, recovery_retries=recovery_retries, add_reply=add_reply)
+    return AnthropicClient(client, recovery_retries=recovery_retries, add_reply=add_reply)

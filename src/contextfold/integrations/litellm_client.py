@@ -1,0 +1,76 @@
+"""``litellm.completion`` with the conversation kept in a ContextManager, and overflow recovery.
+
+litellm maps every provider's context-length error to ``ContextWindowExceededError``; recovery recognises it (and
+the provider's own wording inside it), compacts or drops the oldest turns, and retries::
+
+    cm.add({"role": "user", "content": "fix the failing test"})
+    response = completion(cm, model="anthropic/claude-sonnet-4-5", max_tokens=2_000)
+
+Needs ``contextfold[litellm]``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..errors import MissingExtra
+from ..recovery import DEFAULT_MAX_RETRIES, acall_with_recovery, call_with_recovery
+from ._calls import afinish, finish, reject
+
+if TYPE_CHECKING:
+    from ..manager import ContextManager
+
+__all__ = ["acompletion", "completion"]
+
+
+def _sdk() -> Any:
+    try:
+        import litellm
+    except ImportError as exc:
+        raise MissingExtra("the LiteLLM completion wrapper", "litellm", module="litellm") from exc
+    return litellm
+
+
+def _items(response: Any) -> list[dict[str, Any]]:
+    """The reply as an OpenAI Chat message (litellm's Message carries provider extras that are not history)."""
+    choices = getattr(response, "choices", None) or []
+    if not choices:
+        return []
+    message = choices[0].message
+    item: dict[str, Any] = {"role": "assistant", "content": getattr(message, "content", None)}
+    calls = getattr(message, "tool_calls", None) or []
+    if calls:
+        item["tool_calls"] = [{"id": c.id, "type": "function",
+                               "function": {"name": c.function.name, "arguments": c.function.arguments or "{}"}}
+                              for c in calls]
+    return [item] if item["content"] or calls else []
+
+
+def completion(cm: ContextManager, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
+               **kwargs: Any) -> Any:
+    """``litellm.completion(messages=<the view>, **kwargs)``: prepare, call, recover, record usage, add the reply.
+
+    Args:
+        cm: The session's manager.
+        recovery_retries: Overflow retries (litellm's own ``num_retries`` on transient errors are separate).
+        add_reply: Append the model's reply to the history.
+        kwargs: Passed to ``litellm.completion`` (``model``, ``tools``, ``api_base``, …), except ``messages``.
+    """
+    litellm = _sdk()
+    reject(kwargs, ("messages",), "completion")
+    response = call_with_recovery(cm, lambda view: litellm.completion(messages=view, **kwargs),
+                                  format="openai_chat", max_retries=recovery_retries)
+    finish(cm, getattr(response, "usage", None), _items(response), format="openai_chat", add_reply=add_reply)
+    return response
+
+
+async def acompletion(cm: ContextManager, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
+                      **kwargs: Any) -> Any:
+    """Async :func:`completion` over ``litellm.acompletion``."""
+    litellm = _sdk()
+    reject(kwargs, ("messages",), "acompletion")
+    response = await acall_with_recovery(cm, lambda view: litellm.acompletion(messages=view, **kwargs),
+                                         format="openai_chat", max_retries=recovery_retries)
+    await afinish(cm, getattr(response, "usage", None), _items(response), format="openai_chat",
+                  add_reply=add_reply)
+    return response

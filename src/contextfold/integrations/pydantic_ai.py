@@ -1,0 +1,314 @@
+"""pydantic-ai integration: a history processor that keeps an ``Agent`` inside its model's context window.
+
+::
+
+    cm = ContextManager(model="gpt-4o", store="memory")
+    processor = ContextfoldHistoryProcessor(cm)
+    agent = Agent(model, tools=[...], capabilities=[processor.capability()])   # pydantic-ai 2.x
+    agent = Agent(model, tools=[...], history_processors=[processor])           # pydantic-ai 1.x
+
+pydantic-ai calls the processor before every model request with the run's whole message history and keeps what
+it returns as the history, so the compaction persists for the rest of the run (and in ``result.all_messages()``).
+Each request part (system prompt, user prompt, tool return, retry feedback) becomes one Message and each
+``ModelResponse`` one assistant Message; what the manager leaves unchanged goes back as the very pydantic-ai
+object it came from. Parts that carry no conversation (instruction and tool-availability deltas) ride along with
+the request they belong to. Needs ``contextfold[pydantic-ai]``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import threading
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError, InvalidHistory, MissingExtra
+from ..messages import Message, Part, TextPart, ThinkingPart, ToolCall, UnknownPart
+from ._mirror import HistoryMirror
+
+try:
+    from pydantic_ai import messages as pm
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingExtra("the pydantic-ai history processor", "pydantic-ai", module="pydantic_ai") from exc
+
+if TYPE_CHECKING:
+    from ..manager import ContextManager
+
+__all__ = ["ContextfoldHistoryProcessor", "Origins", "from_pydantic_ai", "to_pydantic_ai"]
+
+# The format name recorded on parts contextfold does not model, so they are counted and go back unchanged.
+FORMAT = "pydantic_ai"
+
+_Key = tuple[str, str]  # (message key, fingerprint): identifies one Message as the manager holds it
+
+
+class Origins:
+    """The pydantic-ai objects behind the manager's Messages, so unchanged ones go back as themselves."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, tuple[Any, str]] = {}  # message key -> (request part or response, its fingerprint)
+        self.request_of: dict[str, pm.ModelRequest] = {}  # message key -> the request its part belongs to
+        self.requests: dict[tuple[_Key, ...], pm.ModelRequest] = {}  # a group of request Messages -> the request
+        self.responses: dict[_Key, pm.ModelResponse] = {}
+        self.passthrough: dict[str, list[Any]] = {}  # message key -> non-conversation parts of its request
+        self.serials = itertools.count()
+
+    def prune(self, keys: Iterable[str]) -> None:
+        """Forget the objects behind Messages that left the view (the archive keeps their content)."""
+        live = set(keys)
+        self.parts = {k: v for k, v in self.parts.items() if k in live}
+        self.request_of = {k: v for k, v in self.request_of.items() if k in live}
+        self.passthrough = {k: v for k, v in self.passthrough.items() if k in live}
+        self.requests = {g: r for g, r in self.requests.items() if all(k in live for k, _ in g)}
+        self.responses = {g: r for g, r in self.responses.items() if g[0] in live}
+
+
+def _user_content(content: Any) -> str | tuple[Part, ...]:
+    if isinstance(content, str):
+        return content
+    parts: list[Part] = []
+    for item in content:
+        if isinstance(item, str):
+            parts.append(TextPart(item))
+        else:  # images, documents, audio: counted by their description, sent back as the original part
+            parts.append(UnknownPart(data={"kind": type(item).__name__, "repr": repr(item)[:200]}, format=FORMAT))
+    return tuple(parts)
+
+
+def _request_part(part: Any, key: str, index: int) -> Message | None:
+    meta = {"id": key}
+    if isinstance(part, pm.SystemPromptPart):
+        return Message("system", part.content, meta=meta)
+    if isinstance(part, pm.UserPromptPart):
+        return Message("user", _user_content(part.content), meta=meta)
+    if isinstance(part, pm.ToolReturnPart):
+        return Message("tool", part.model_response_str(), tool_call_id=part.tool_call_id, name=part.tool_name,
+                       meta=meta)
+    if isinstance(part, pm.RetryFeedbackPart):
+        return Message("user", part.model_response(), meta=meta)
+    if isinstance(part, pm.RetryPromptPart):  # legacy histories
+        if part.tool_name and part.tool_call_id:
+            return Message("tool", part.model_response(), tool_call_id=part.tool_call_id, name=part.tool_name,
+                           meta=meta)
+        return Message("user", part.model_response(), meta=meta)
+    return None
+
+
+def _response(message: pm.ModelResponse, key: str) -> Message:
+    content: list[Part] = []
+    calls: list[ToolCall] = []
+    for part in message.parts:
+        if isinstance(part, pm.TextPart):
+            content.append(TextPart(part.content))
+        elif isinstance(part, pm.ThinkingPart):
+            content.append(ThinkingPart(part.content, signature=part.signature))
+        elif isinstance(part, pm.ToolCallPart):
+            calls.append(ToolCall(part.tool_call_id, part.tool_name, part.args_as_json_str()))
+        else:  # provider-executed tools, files: kept inside the turn, counted by their description
+            content.append(UnknownPart(data={"kind": type(part).__name__, "repr": repr(part)[:200]}, format=FORMAT))
+    text_only = all(isinstance(p, TextPart) for p in content)
+    body: str | tuple[Part, ...] = "".join(p.text for p in content if isinstance(p, TextPart)) if text_only \
+        else tuple(content)
+    return Message("assistant", body, tuple(calls), meta={"id": key})
+
+
+def from_pydantic_ai(messages: Sequence[pm.ModelMessage], origins: Origins | None = None) -> list[Message]:
+    """pydantic-ai messages as Messages (one per request part, one per response)."""
+    origins = origins if origins is not None else Origins()
+    out: list[Message] = []
+    for index, message in enumerate(messages):
+        serial = next(origins.serials)
+        if isinstance(message, pm.ModelResponse):
+            key = f"pai:{serial}"
+            converted = _response(message, key)
+            origins.parts[key] = (message, converted.fingerprint())
+            origins.responses[(key, converted.fingerprint())] = message
+            out.append(converted)
+            continue
+        if not isinstance(message, pm.ModelRequest):
+            raise InvalidHistory(f"expected a pydantic-ai ModelRequest or ModelResponse, got "
+                                 f"{type(message).__name__}", index=index)
+        group: list[_Key] = []
+        extra: list[Any] = []
+        for k, part in enumerate(message.parts):
+            key = f"pai:{serial}:{k}"
+            converted_part = _request_part(part, key, index)
+            if converted_part is None:
+                extra.append(part)
+                continue
+            origins.parts[key] = (part, converted_part.fingerprint())
+            origins.request_of[key] = message
+            group.append((key, converted_part.fingerprint()))
+            out.append(converted_part)
+        if group:
+            origins.requests[tuple(group)] = message
+            origins.passthrough[group[0][0]] = extra
+    return out
+
+
+def _keyed(message: Message, seen: dict[str, int]) -> _Key:
+    fingerprint = message.fingerprint()
+    key = message.meta.get("id")
+    if not isinstance(key, str):
+        seen[fingerprint] = seen.get(fingerprint, 0) + 1
+        key = f"fp:{fingerprint}:{seen[fingerprint]}"
+    return key, fingerprint
+
+
+def _serial(key: str) -> str | None:
+    return key.split(":")[1] if key.startswith("pai:") else None
+
+
+def _rebuild_request_part(message: Message, origin: Any) -> Any:
+    text = message.text
+    if isinstance(origin, pm.ToolReturnPart):
+        return dataclasses.replace(origin, content=text)
+    if isinstance(origin, pm.SystemPromptPart | pm.UserPromptPart):
+        return dataclasses.replace(origin, content=text)
+    if message.role == "tool":
+        return pm.ToolReturnPart(tool_name=message.name or "", content=text, tool_call_id=message.tool_call_id or "")
+    if message.role in ("system", "developer"):
+        return pm.SystemPromptPart(text)
+    return pm.UserPromptPart(text)
+
+
+def _rebuild_response(message: Message, origin: Any) -> pm.ModelResponse:
+    calls = {p.tool_call_id: p for p in getattr(origin, "parts", ()) if isinstance(p, pm.ToolCallPart)}
+    parts: list[Any] = []
+    original_text = "".join(p.content for p in getattr(origin, "parts", ()) if isinstance(p, pm.TextPart))
+    for part in getattr(origin, "parts", ()):
+        if isinstance(part, pm.TextPart):
+            if message.text == original_text:
+                parts.append(part)
+        elif not isinstance(part, pm.ToolCallPart):
+            parts.append(part)
+    if message.text and message.text != original_text:
+        # An edited text must not carry the provider's item id, or the Responses API would use its stored copy.
+        parts.insert(0, pm.TextPart(message.text))
+    for call in message.tool_calls:
+        part = calls.get(call.id)
+        if part is None or part.args_as_json_str() != call.arguments:
+            part = pm.ToolCallPart(call.name, call.arguments, call.id)
+        parts.append(part)
+    if isinstance(origin, pm.ModelResponse):
+        return dataclasses.replace(origin, parts=parts)
+    return pm.ModelResponse(parts=parts)
+
+
+def to_pydantic_ai(messages: Sequence[Message], origins: Origins) -> list[pm.ModelMessage]:
+    """The manager's view as pydantic-ai messages, reusing the originals of unchanged Messages."""
+    out: list[pm.ModelMessage] = []
+    keys: list[str] = []
+    seen: dict[str, int] = {}
+    group: list[tuple[Message, _Key]] = []
+
+    def close_group() -> None:
+        if group:
+            out.append(_request(group, origins))
+            group.clear()
+
+    for message in messages:
+        keyed = _keyed(message, seen)
+        keys.append(keyed[0])
+        if message.role == "assistant":
+            close_group()
+            response = origins.responses.get(keyed)
+            if response is None:
+                origin = origins.parts.get(keyed[0])
+                response = _rebuild_response(message, origin[0] if origin is not None else None)
+                origins.responses[keyed] = response
+            out.append(response)
+            continue
+        serial = _serial(keyed[0])
+        # A new request starts where another original request's parts start; parts the manager made join the
+        # request they sit in, so a synthetic tool result stays with the results of the same turn.
+        if group and serial is not None and serial != _group_serial(group):
+            close_group()
+        group.append((message, keyed))
+    close_group()
+    origins.prune(keys)
+    return out
+
+
+def _group_serial(group: Sequence[tuple[Message, _Key]]) -> str | None:
+    return next((s for _, (key, _) in group if (s := _serial(key)) is not None), None)
+
+
+def _request(group: Sequence[tuple[Message, _Key]], origins: Origins) -> pm.ModelRequest:
+    signature = tuple(keyed for _, keyed in group)
+    cached = origins.requests.get(signature)
+    if cached is not None:
+        return cached
+    parts: list[Any] = []
+    template: pm.ModelRequest | None = None
+    for message, (key, fingerprint) in group:
+        parts.extend(origins.passthrough.get(key, ()))
+        origin = origins.parts.get(key)
+        if origin is not None and origin[1] == fingerprint:
+            part = origin[0]
+        else:
+            part = _rebuild_request_part(message, origin[0] if origin is not None else None)
+            origins.parts[key] = (part, fingerprint)
+        parts.append(part)
+        template = template or origins.request_of.get(key)
+    # The original request keeps its instructions, run id and timestamp; pydantic-ai reads the instructions of
+    # the latest request.
+    request = dataclasses.replace(template, parts=parts) if template is not None else pm.ModelRequest(parts=parts)
+    origins.requests[signature] = request
+    return request
+
+
+class ContextfoldHistoryProcessor:
+    """A pydantic-ai history processor backed by a ContextManager (one processor per conversation).
+
+    Only the messages added since the previous call reach the manager; the returned history (the manager's view)
+    becomes the run's history. A history that does not extend the previous one (another conversation, an edited
+    history) rebuilds the view from it.
+
+    Args:
+        manager: The manager of this conversation.
+    """
+
+    def __init__(self, manager: ContextManager) -> None:
+        self.manager = manager
+        self._origins = Origins()
+        self._mirror: HistoryMirror[pm.ModelMessage] = HistoryMirror(manager)
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.rewrites = 0  # calls whose returned history differed from the one received
+
+    @property
+    def rebuilds(self) -> int:
+        """How often the history did not extend the previous one and the view was rebuilt."""
+        return self._mirror.rebuilds
+
+    def capability(self) -> Any:
+        """The processor as a pydantic-ai 2.x capability (``Agent(capabilities=[...])``)."""
+        try:
+            from pydantic_ai.capabilities import ProcessHistory
+        except ImportError as exc:
+            raise ConfigError("pydantic-ai 1.x has no capabilities: pass the processor itself, "
+                              "Agent(history_processors=[processor])", field="capability") from exc
+        return ProcessHistory(self)
+
+    def _record_usage(self, fresh: Sequence[pm.ModelMessage]) -> None:
+        # The first new response answered the request made with the view as it stands now.
+        for message in fresh:
+            if isinstance(message, pm.ModelResponse):
+                if message.usage.input_tokens:
+                    self.manager.record_usage({"input_tokens": message.usage.input_tokens,
+                                               "output_tokens": message.usage.output_tokens})
+                return
+
+    def __call__(self, messages: list[pm.ModelMessage]) -> list[pm.ModelMessage]:
+        """Feed the new messages, prepare (compacting when due), and return the view."""
+        with self._lock:
+            self.calls += 1
+            self._mirror.sync(messages, lambda fresh: from_pydantic_ai(fresh, self._origins),
+                              before_add=self._record_usage)
+            view = to_pydantic_ai(self.manager.prepare_messages(), self._origins)
+            if len(view) != len(messages) or any(a is not b for a, b in zip(view, messages, strict=True)):
+                self.rewrites += 1
+            self._mirror.rebase(view)
+            return view

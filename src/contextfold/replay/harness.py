@@ -1,0 +1,374 @@
+"""Replay one recorded session through a :class:`~contextfold.manager.ContextManager` and measure every turn.
+
+For each assistant message of the recording, in order: the messages before it (since the previous turn) are added,
+``prepare()`` builds the view the model would have received, the view is measured (tokens, validity in the wire
+format, cost, retention), and then the assistant message itself is added. Recordings carry no provider usage, so
+``record_usage`` is never called: the counts are the manager's own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ContextfoldError
+from ..events import Event, RecordingTelemetry, SummaryCreated
+from ..formats import get_format
+from ..importers import RecordedSession
+from ..messages import Message
+from .metrics import (
+    MAX_MISSING_LISTED,
+    PrefixCache,
+    TurnMetrics,
+    call_costs,
+    message_search_text,
+    refs_in,
+    session_totals,
+    turn_entities,
+)
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "ReplayOptions",
+    "SessionReplayer",
+    "dump_path",
+    "manager_session_id",
+    "replay_session",
+]
+
+DEFAULT_MODEL = "gpt-4o"
+# A token estimate is emitted before every call; the per-turn series already has those figures, so the event table
+# leaves them out and counts them.
+_OMITTED_EVENTS = frozenset({"compact.token_estimate"})
+# Event table cells: long texts (summaries have their own section) and id lists are cut to keep the JSON small.
+MAX_EVENT_TEXT = 300
+MAX_EVENT_LIST = 10
+# What may appear in one path component of a dump; anything else becomes "_".
+_UNSAFE_PATH_CHARS = re.compile(r"[^A-Za-z0-9._-]")
+_UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9._-]")
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayOptions:
+    """How to replay: the model and window simulated, the policy, and where to put views, outputs and archives.
+
+    Args:
+        model: The model whose tokenizer counts and whose prices cost the calls.
+        window: The simulated context window (None: the model's own).
+        policy: Policy fields (a mapping, so that options pickle across processes); None for the defaults.
+        summarizer: ``"extractive"`` (no LLM) or a provider name such as ``"openai:gpt-4o-mini"``.
+        format: The wire format views are built and validated in (None: each session's own).
+        dump_views: A directory to write every view to as JSONL (see :func:`dump_path`).
+        store: The tool output store (``"memory"``, ``"local"``, ``"local:///dir"``, ``"redis://…"``).
+        archive: The archive (a directory, ``s3://…``); None keeps it in memory.
+        redact: Redact secrets in archived transcripts and events (the library default). Restoring a history
+            from a redacted archive gives the redacted text back for messages that only the archive holds.
+    """
+
+    model: str = DEFAULT_MODEL
+    window: int | None = None
+    policy: Mapping[str, Any] | None = None
+    summarizer: str = "extractive"
+    format: str | None = None
+    dump_views: str | None = None
+    store: str = "memory"
+    archive: str | None = None
+    redact: bool = True
+
+    def settings(self) -> dict[str, Any]:
+        """The options as they appear at the top of the replay JSON."""
+        return {
+            "model": self.model,
+            "window": self.window,
+            "format": self.format,
+            "summarizer": self.summarizer,
+            "policy": dict(self.policy) if self.policy else {},
+        }
+
+
+def manager_session_id(session_id: str) -> str:
+    """The id the manager and the archive use: archive ids allow only letters, digits, ``.``, ``_`` and ``-``.
+
+    tau-bench ids (``<file>/<task>-<trial>``) hold a ``/``; it and anything else unsafe becomes ``_``.
+    """
+    safe = _UNSAFE_ID_CHARS.sub("_", session_id).lstrip("._-")
+    return safe[:200] or "session"
+
+
+def dump_path(root: str | Path, session_id: str, turn: int) -> Path:
+    """``root/<session>/<turn>.jsonl``; a ``/`` in the session id makes nested folders (as ``convert --out-dir``).
+
+    Each component keeps letters, digits, ``.``, ``_`` and ``-``; other characters become ``_`` and a component
+    made only of dots becomes ``_``, so no id can escape ``root``.
+    """
+    parts = []
+    for piece in session_id.split("/"):
+        clean = _UNSAFE_PATH_CHARS.sub("_", piece)
+        parts.append("_" if not clean.strip(".") else clean)
+    return Path(root, *parts, f"{turn}.jsonl")
+
+
+def _archive(archive: str | None, redact: bool) -> Any:
+    from ..archive import Archive, MemoryArchiveStore
+    from ..redact import Redactor
+    from ..stores.archive_open import open_archive_store
+
+    store = MemoryArchiveStore() if archive is None else open_archive_store(archive)
+    # Built here rather than by the manager: an Archive given no redactor applies the built-in patterns, so
+    # ``redact=False`` must be spelled out as a disabled Redactor to reach the archive.
+    return Archive(store, redactor=Redactor(enabled=redact))
+
+
+def _cut(value: Any) -> Any:
+    if isinstance(value, str):
+        return value if len(value) <= MAX_EVENT_TEXT else value[:MAX_EVENT_TEXT] + f"… ({len(value)} chars)"
+    if isinstance(value, list | tuple):
+        items = [_cut(v) for v in value[:MAX_EVENT_LIST]]
+        return [*items, f"… ({len(value)} items)"] if len(value) > MAX_EVENT_LIST else items
+    if isinstance(value, Mapping):
+        return {str(k): _cut(v) for k, v in value.items()}
+    return value
+
+
+@dataclass
+class _State:
+    """What the replay carries from one turn to the next."""
+
+    added: int = 0
+    raw_tokens: int = 0
+    sent: int = 0
+    sent_baseline: int = 0
+    boundary: int | None = None  # messages added when the latest compaction happened
+    last_seen: dict[str, int] = field(default_factory=dict)  # entity -> index of the last message holding it
+    outputs: dict[str, str] = field(default_factory=dict)  # ref -> full cached output
+
+
+class SessionReplayer:
+    """Replays one session; keeps the manager, so that tests can inspect its archive and cache afterwards."""
+
+    def __init__(self, session: RecordedSession, options: ReplayOptions | None = None) -> None:
+        from ..manager import ContextManager
+
+        self.session = session
+        self.options = options or ReplayOptions()
+        self.format = self.options.format or session.format
+        self.wire = get_format(self.format)
+        self.telemetry = RecordingTelemetry()
+        self.manager = ContextManager(
+            self.options.model,
+            max_context_tokens=self.options.window,
+            policy=dict(self.options.policy) if self.options.policy else None,
+            summarizer=self.options.summarizer,
+            store=self.options.store,
+            archive=_archive(self.options.archive, self.options.redact),
+            telemetry=self.telemetry,
+            session_id=manager_session_id(session.id),
+            redact=self.options.redact,
+        )
+        self._prefix = PrefixCache(self.manager.counter.count_text)
+        self._state = _State()
+        self._event_turns: list[tuple[int, int]] = []  # (first event index, turn)
+        self._tau = session.source == "tau_bench"
+        system = next((m for m in session.messages if m.role == "system"), None)
+        self._policy_text = system.text if system is not None and self._tau else ""
+
+    # -- running ------------------------------------------------------------------------------------------------
+    def run(self, on_turn: Callable[[TurnMetrics], None] | None = None) -> dict[str, Any]:
+        """Replay every turn; returns the session's result (``series``, ``totals``, events, summaries)."""
+        series: list[dict[str, Any]] = []
+        for index, message in enumerate(self.session.messages):
+            if message.role != "assistant":
+                continue
+            self._event_turns.append((len(self.telemetry), index))
+            metrics = self._turn(index, message)
+            series.append(metrics.to_dict())
+            if on_turn is not None:
+                on_turn(metrics)
+        # What follows the last assistant turn (its tool results) is part of the session and of its archive.
+        self._advance(len(self.session.messages))
+        return self._result(series)
+
+    def _advance(self, upto: int) -> None:
+        """Add the recorded messages before ``upto`` that the manager has not seen yet."""
+        st = self._state
+        pending = self.session.messages[st.added : upto]
+        if not pending:
+            return
+        count = self.manager.counter.count_message
+        for offset, m in enumerate(pending):
+            st.raw_tokens += count(m)
+            for entity in turn_entities(m):
+                st.last_seen[entity] = st.added + offset
+        self.manager.add(pending)
+        st.added = upto
+
+    def _turn(self, index: int, answer: Message) -> TurnMetrics:
+        st = self._state
+        cm = self.manager
+        self._advance(index)
+        compactions_before = cm.compactions
+        output_tokens = cm.counter.count_message(answer)
+        error: str | None = None
+        started = time.perf_counter()
+        sent: Any = None
+        try:
+            sent = cm.prepare(format=self.format)
+        except ContextfoldError as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        if error is not None:
+            self._advance(index + 1)  # the recorded answer joins the history
+            return TurnMetrics(
+                turn=index, raw_tokens=st.raw_tokens, view_tokens=0, view_messages=0, maskings=cm.maskings,
+                compactions=cm.compactions, prepare_ms=elapsed_ms, valid=False, error=error, tokens_sent=st.sent,
+                tokens_sent_baseline=st.sent_baseline, cached_tokens=0, output_tokens=output_tokens,
+                cost_usd=None, cost_usd_cached=None, cost_usd_baseline=None,
+            )
+        if cm.compactions > compactions_before:
+            st.boundary = index
+        view = cm.messages()
+        # Chat and Responses views are the item list itself; Anthropic and Gemini return a request body with the
+        # system text hoisted, so their views are checked and dumped in the JSONL form (system as an item).
+        items: list[dict[str, Any]] = sent if isinstance(sent, list) else self.wire.encode(view)
+        valid, error = self._validate(items)
+        if self.options.dump_views:
+            self._dump(index, items)
+        view_tokens = cm.tokens()
+        st.sent += view_tokens
+        st.sent_baseline += st.raw_tokens
+        cached = self._prefix.observe([json.dumps(i, sort_keys=True, ensure_ascii=False) for i in items], view_tokens)
+        cost, cost_cached, cost_baseline = call_costs(
+            cm.model, view_tokens=view_tokens, raw_tokens=st.raw_tokens, cached_tokens=cached,
+            output_tokens=output_tokens,
+        )
+        metrics = TurnMetrics(
+            turn=index, raw_tokens=st.raw_tokens, view_tokens=view_tokens, view_messages=len(view),
+            maskings=cm.maskings, compactions=cm.compactions, prepare_ms=elapsed_ms, valid=valid, error=error,
+            tokens_sent=st.sent, tokens_sent_baseline=st.sent_baseline, cached_tokens=cached,
+            output_tokens=output_tokens, cost_usd=cost, cost_usd_cached=cost_cached, cost_usd_baseline=cost_baseline,
+        )
+        self._retention(metrics, index, answer, view)
+        self._advance(index + 1)  # the recorded answer joins the history
+        return metrics
+
+    def _validate(self, items: list[dict[str, Any]]) -> tuple[bool, str | None]:
+        try:
+            self.wire.validate(items)
+        except (ContextfoldError, ValueError) as exc:
+            return False, f"{type(exc).__name__}: {exc}"
+        return True, None
+
+    def _dump(self, index: int, items: list[dict[str, Any]]) -> None:
+        assert self.options.dump_views is not None
+        path = dump_path(self.options.dump_views, self.session.id, index)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items)
+        path.write_text(text, encoding="utf-8")
+
+    # -- retention ----------------------------------------------------------------------------------------------
+    def _retention(self, metrics: TurnMetrics, index: int, answer: Message, view: list[Message]) -> None:
+        st = self._state
+        view_text = "\n".join(message_search_text(m) for m in view)
+        needed = sorted(e for e in turn_entities(answer) if e in st.last_seen)
+        if needed:
+            outputs = self._outputs(refs_in(view_text, view))
+            in_view = [e for e in needed if e in view_text]
+            recoverable = set(in_view) | {e for e in needed if e not in view_text and e in outputs}
+            metrics.needed, metrics.in_view, metrics.recoverable = len(needed), len(in_view), len(recoverable)
+            metrics.missing = tuple(e for e in needed if e not in recoverable)[:MAX_MISSING_LISTED]
+            if st.boundary is not None:
+                old = [e for e in needed if st.last_seen[e] < st.boundary]
+                metrics.compacted_needed = len(old)
+                metrics.compacted_recoverable = sum(1 for e in old if e in recoverable)
+        if self._tau:
+            metrics.policy_in_view = bool(self._policy_text) and self._policy_text in view_text
+            users = [m.text for m in self.session.messages[:index] if m.role == "user" and m.text]
+            metrics.user_messages = len(users)
+            metrics.user_messages_in_view = sum(1 for text in users if text in view_text)
+
+    def _outputs(self, refs: set[str]) -> str:
+        """The full cached outputs of ``refs``, joined (a NUL between them, so no entity spans two)."""
+        cache = self.manager.cache
+        if cache is None:
+            return ""
+        texts = []
+        for ref in sorted(refs):
+            text = self._state.outputs.get(ref)
+            if text is None:
+                try:
+                    text = cache.get(ref)
+                except ContextfoldError:
+                    text = ""
+                self._state.outputs[ref] = text
+            texts.append(text)
+        return "\0".join(texts)
+
+    # -- the result ---------------------------------------------------------------------------------------------
+    def _turn_of(self, event_index: int) -> int | None:
+        turn = None
+        for first, index in self._event_turns:
+            if first > event_index:
+                break
+            turn = index
+        return turn
+
+    def _result(self, series: list[dict[str, Any]]) -> dict[str, Any]:
+        events: list[dict[str, Any]] = []
+        summaries: list[dict[str, Any]] = []
+        omitted = 0
+        for n, event in enumerate(self.telemetry.events):
+            turn = self._turn_of(n)
+            if isinstance(event, SummaryCreated):
+                summaries.append(_summary_entry(event, turn))
+            if event.name in _OMITTED_EVENTS:
+                omitted += 1
+                continue
+            events.append(_event_entry(event, turn))
+        b = self.manager.budgets
+        return {
+            "id": self.session.id,
+            "source": self.session.source,
+            "format": self.format,
+            "messages": len(self.session.messages),
+            "manager_session_id": self.manager.session_id,
+            "thresholds": {"window": b.window, "hard": b.hard, "soft": b.soft,
+                           "tool_output_budget": b.tool_output_budget},
+            "series": series,
+            "totals": session_totals(series),
+            "events": events,
+            "events_omitted": omitted,
+            "summaries": summaries,
+            "error": None,
+        }
+
+
+def _event_entry(event: Event, turn: int | None) -> dict[str, Any]:
+    data = event.data()
+    if isinstance(event, SummaryCreated):
+        data["summary"] = f"({len(event.summary)} chars: see the summaries)"
+    return {"turn": turn, "name": event.name, "status": event.status, "data": _cut(data)}
+
+
+def _summary_entry(event: SummaryCreated, turn: int | None) -> dict[str, Any]:
+    return {
+        "turn": turn,
+        "strategy": event.strategy,
+        "input_messages": event.input_messages,
+        "input_tokens": event.input_tokens,
+        "summary_tokens": event.summary_tokens,
+        "summary": event.summary,
+    }
+
+
+def replay_session(session: RecordedSession, options: ReplayOptions | None = None) -> dict[str, Any]:
+    """Replay ``session`` and return its result (see :meth:`SessionReplayer.run`); the manager is closed after."""
+    replayer = SessionReplayer(session, options)
+    try:
+        return replayer.run()
+    finally:
+        replayer.manager.close()

@@ -1,0 +1,264 @@
+"""What a replay measures, per turn and in aggregate: tokens, validity, cost with and without caching, retention.
+
+Pure functions over plain data. Per-session results travel between processes and into the JSON the HTML report
+reads, so they are dicts of JSON values; :class:`TurnMetrics` is the typed form of one entry of a session's
+``series``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..cache import REF_PATTERN
+from ..messages import Message
+from ..models import ModelInfo
+from ..summarize.entities import extract_entities
+
+__all__ = [
+    "JSON_VERSION",
+    "MIN_CACHEABLE_PREFIX_TOKENS",
+    "PrefixCache",
+    "TurnMetrics",
+    "aggregate",
+    "call_costs",
+    "message_search_text",
+    "percentile",
+    "ratio",
+    "refs_in",
+    "session_totals",
+]
+
+# Bumped when a key of the replay JSON changes meaning, so that ``contextfold report`` can refuse old files.
+JSON_VERSION = 1
+# Providers cache only prompts of at least 1,024 tokens (OpenAI's and Anthropic's minimum cacheable prefix);
+# shorter prefixes are billed in full whatever they share with the previous call.
+MIN_CACHEABLE_PREFIX_TOKENS = 1_024
+# Entities listed per turn as missing from the view and the cache: enough to see a pattern, small enough that
+# the JSON of a 200-session replay stays a few megabytes.
+MAX_MISSING_LISTED = 8
+
+
+@dataclass(slots=True)
+class TurnMetrics:
+    """The figures of one assistant turn (one model call) of a replay.
+
+    ``turn`` is the index, in the imported session's message list, of the assistant message that answers the view.
+    Token counts are the manager's counter; costs are USD for this call alone (None when the model has no prices).
+    Retention counts cover the entities this turn uses that occurred earlier in the session: ``needed`` of them,
+    ``in_view`` in the view's text, ``recoverable`` in the view or in a cached output whose ref the view shows.
+    ``compacted_*`` restrict that to entities last seen before the latest compaction (zero before any).
+    """
+
+    turn: int
+    raw_tokens: int
+    view_tokens: int
+    view_messages: int
+    maskings: int
+    compactions: int
+    prepare_ms: float
+    valid: bool
+    error: str | None
+    tokens_sent: int
+    tokens_sent_baseline: int
+    cached_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    cost_usd_cached: float | None
+    cost_usd_baseline: float | None
+    needed: int = 0
+    in_view: int = 0
+    recoverable: int = 0
+    compacted_needed: int = 0
+    compacted_recoverable: int = 0
+    missing: tuple[str, ...] = ()
+    policy_in_view: bool | None = None
+    user_messages: int = 0
+    user_messages_in_view: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form (the ``series`` entries of the replay JSON)."""
+        out = asdict(self)
+        out["missing"] = list(self.missing)
+        out["prepare_ms"] = round(self.prepare_ms, 3)
+        return out
+
+
+# -- text and entities ------------------------------------------------------------------------------------------------
+def message_search_text(message: Message) -> str:
+    """Everything of ``message`` an entity can be found in: its text and its tool calls' names and arguments."""
+    if not message.tool_calls:
+        return message.text
+    calls = "\n".join(f"{c.name} {c.arguments}" for c in message.tool_calls)
+    return f"{message.text}\n{calls}" if message.text else calls
+
+
+def turn_entities(message: Message) -> set[str]:
+    """The entities an assistant turn uses (its text and tool-call arguments)."""
+    return extract_entities(message_search_text(message))
+
+
+def refs_in(text: str, messages: Iterable[Message] = ()) -> set[str]:
+    """Tool-output refs quoted in ``text`` or carried in the messages' meta."""
+    found = set(REF_PATTERN.findall(text))
+    for m in messages:
+        ref = m.meta.get("ref")
+        if isinstance(ref, str):
+            found.add(ref)
+    return found
+
+
+# -- prompt caching ---------------------------------------------------------------------------------------------------
+class PrefixCache:
+    """Tokens a provider's prompt cache would serve: the items a call shares, from the start, with the previous one.
+
+    Items are compared as canonical JSON; each distinct item is tokenized once, so the cost over a session stays
+    proportional to what changes between calls.
+    """
+
+    def __init__(self, count_text: Any) -> None:
+        self._count = count_text
+        self._tokens: dict[str, int] = {}
+        self._previous: list[str] = []
+
+    def _item_tokens(self, item: str) -> int:
+        n = self._tokens.get(item)
+        if n is None:
+            n = self._tokens[item] = int(self._count(item))
+        return n
+
+    def observe(self, items: Sequence[str], view_tokens: int) -> int:
+        """Record the call's encoded items; returns the cached tokens, in the units of ``view_tokens``."""
+        shared = 0
+        for old, new in zip(self._previous, items, strict=False):
+            if old != new:
+                break
+            shared += 1
+        self._previous = list(items)
+        weights = [self._item_tokens(i) for i in items]
+        total = sum(weights)
+        if not shared or total <= 0:
+            return 0
+        # Item JSON carries keys and quotes the view count does not: scale the shared share to the view's tokens.
+        cached = min(view_tokens, round(view_tokens * sum(weights[:shared]) / total))
+        return cached if cached >= MIN_CACHEABLE_PREFIX_TOKENS else 0
+
+
+def call_costs(
+    model: ModelInfo, *, view_tokens: int, raw_tokens: int, cached_tokens: int, output_tokens: int
+) -> tuple[float | None, float | None, float | None]:
+    """(cost, cost with prompt caching, cost of sending the raw history) of one call, USD."""
+    plain = model.cost(input=view_tokens, output=output_tokens)
+    cached = model.cost(input=view_tokens - cached_tokens, cache_read=cached_tokens, output=output_tokens)
+    baseline = model.cost(input=raw_tokens, output=output_tokens)
+    return plain, cached, baseline
+
+
+# -- aggregation ------------------------------------------------------------------------------------------------------
+def ratio(part: float, whole: float) -> float | None:
+    """``part / whole``, or None when there is nothing to divide (a share of nothing is not 0 or 1)."""
+    return part / whole if whole else None
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q``-th percentile (0-100) with linear interpolation between closest ranks; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low, high = math.floor(position), math.ceil(position)
+    if low == high:
+        return ordered[low]
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _sum_costs(values: Iterable[float | None]) -> float | None:
+    total = 0.0
+    for v in values:
+        if v is None:
+            return None
+        total += v
+    return total
+
+
+def _rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def session_totals(series: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The totals of one session's per-turn series (the figures the aggregate adds up)."""
+    last = series[-1] if series else {}
+    needed = sum(t["needed"] for t in series)
+    compacted_needed = sum(t["compacted_needed"] for t in series)
+    users = sum(t["user_messages"] for t in series)
+    policy_turns = [t["policy_in_view"] for t in series if t["policy_in_view"] is not None]
+    return {
+        "turns": len(series),
+        "valid_turns": sum(1 for t in series if t["valid"]),
+        "valid_rate": ratio(sum(1 for t in series if t["valid"]), len(series)),
+        "needed": needed,
+        "in_view": sum(t["in_view"] for t in series),
+        "recoverable": sum(t["recoverable"] for t in series),
+        "needed_fact_recall": ratio(sum(t["in_view"] for t in series), needed),
+        "recoverable_fact_recall": ratio(sum(t["recoverable"] for t in series), needed),
+        "compacted_needed": compacted_needed,
+        "compacted_recoverable": sum(t["compacted_recoverable"] for t in series),
+        "compacted_fact_recall": ratio(sum(t["compacted_recoverable"] for t in series), compacted_needed),
+        "policy_turns": len(policy_turns),
+        "policy_in_view_turns": sum(1 for p in policy_turns if p),
+        "user_messages": users,
+        "user_messages_in_view": sum(t["user_messages_in_view"] for t in series),
+        "tokens_sent": int(last.get("tokens_sent", 0)),
+        "tokens_sent_baseline": int(last.get("tokens_sent_baseline", 0)),
+        "cost_usd": _sum_costs(t["cost_usd"] for t in series),
+        "cost_usd_cached": _sum_costs(t["cost_usd_cached"] for t in series),
+        "cost_usd_baseline": _sum_costs(t["cost_usd_baseline"] for t in series),
+        "compactions": int(last.get("compactions", 0)),
+        "maskings": int(last.get("maskings", 0)),
+        "peak_raw_tokens": max((t["raw_tokens"] for t in series), default=0),
+        "peak_view_tokens": max((t["view_tokens"] for t in series), default=0),
+    }
+
+
+def aggregate(per_session: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The replay JSON: the headline figures over every session, then ``settings`` and ``per_session``."""
+    totals = [s["totals"] for s in per_session]
+    times = [t["prepare_ms"] for s in per_session for t in s["series"]]
+
+    def add(key: str) -> int:
+        return int(sum(t[key] for t in totals))
+
+    turns, needed, compacted = add("turns"), add("needed"), add("compacted_needed")
+    sent, baseline = add("tokens_sent"), add("tokens_sent_baseline")
+    policy_turns, users = add("policy_turns"), add("user_messages")
+    return {
+        "version": JSON_VERSION,
+        **settings,
+        "sessions": len(per_session),
+        "failed_sessions": sum(1 for s in per_session if s.get("error")),
+        "turns": turns,
+        "valid_turns": add("valid_turns"),
+        "valid_rate": ratio(add("valid_turns"), turns),
+        "needed_entities": needed,
+        "needed_fact_recall": ratio(add("in_view"), needed),
+        "recoverable_fact_recall": ratio(add("recoverable"), needed),
+        "compacted_entities": compacted,
+        "compacted_fact_recall": ratio(add("compacted_recoverable"), compacted),
+        "policy_in_view": ratio(add("policy_in_view_turns"), policy_turns),
+        "user_messages_in_view": ratio(add("user_messages_in_view"), users),
+        "tokens_sent": sent,
+        "tokens_sent_baseline": baseline,
+        "tokens_saved_pct": _rounded(None if not baseline else 100 * (1 - sent / baseline), 2),
+        "cost_usd": _rounded(_sum_costs(t["cost_usd"] for t in totals), 6),
+        "cost_usd_cached": _rounded(_sum_costs(t["cost_usd_cached"] for t in totals), 6),
+        "cost_usd_baseline": _rounded(_sum_costs(t["cost_usd_baseline"] for t in totals), 6),
+        "compactions": add("compactions"),
+        "maskings": add("maskings"),
+        "summaries": sum(len(s["summaries"]) for s in per_session),
+        "prepare_ms_median": _rounded(percentile(times, 50), 3),
+        "prepare_ms_p99": _rounded(percentile(times, 99), 3),
+        "prepare_ms_max": _rounded(max(times, default=None), 3),
+        "per_session": list(per_session),
+    }

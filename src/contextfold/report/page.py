@@ -1,0 +1,230 @@
+"""The HTML report of a replay: one self-contained page (inline CSS and SVG, no script, no network).
+
+Built from the replay JSON (``contextfold replay --json``), so a report can be re-rendered later from a saved
+file with ``contextfold report METRICS.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from html import escape
+from typing import Any
+
+from .svg import token_plot
+
+__all__ = ["render_html"]
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1040px;color:#1b1b1b;
+ padding:0 16px;line-height:1.4}
+h1{font-size:1.6em;margin:0 0 4px}h2{font-size:1.25em;margin:28px 0 8px;border-bottom:1px solid #ddd}
+h3{font-size:1.05em;margin:18px 0 6px}.muted{color:#666}
+.cards{display:flex;flex-wrap:wrap;gap:10px;margin:14px 0}
+.card{border:1px solid #ddd;border-radius:6px;padding:8px 12px;min-width:130px;background:#fafafa}
+.card b{display:block;font-size:1.3em}.card span{font-size:.85em;color:#555}
+table{border-collapse:collapse;width:100%;font-size:.88em;margin:6px 0 12px}
+th,td{border-bottom:1px solid #e6e6e6;padding:4px 6px;text-align:left;vertical-align:top}
+th{background:#f3f3f3}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+tr.bad td{background:#fdecea}pre{white-space:pre-wrap;background:#f7f7f7;border:1px solid #e3e3e3;padding:8px;
+ font-size:.85em;max-height:420px;overflow:auto}details{margin:8px 0}summary{cursor:pointer;font-weight:600}
+svg.plot{max-width:100%;height:auto;border:1px solid #e3e3e3}code{font-size:.9em}
+"""
+
+# Sessions beyond this many get a collapsed section each; the first few open so the page shows plots at once.
+OPEN_SESSIONS = 3
+# Per-turn retention misses listed per session: enough to judge what is lost without a wall of entities.
+MAX_MISS_ROWS = 40
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}%"
+
+
+def _usd(value: float | None) -> str:
+    return "–" if value is None else f"${value:,.4f}"
+
+
+def _int(value: Any) -> str:
+    return "–" if value is None else f"{int(value):,}"
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f} ms"
+
+
+def _card(value: str, label: str) -> str:
+    return f'<div class="card"><b>{escape(value)}</b><span>{escape(label)}</span></div>'
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], numeric: frozenset[int] = frozenset(),
+           bad: Sequence[bool] = ()) -> str:
+    head = "".join(f'<th class="n">{escape(h)}</th>' if i in numeric else f"<th>{escape(h)}</th>"
+                   for i, h in enumerate(headers))
+    body = []
+    for r, row in enumerate(rows):
+        cls = ' class="bad"' if r < len(bad) and bad[r] else ""
+        cells = "".join(f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(row))
+        body.append(f"<tr{cls}>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _saved(sent: int, baseline: int) -> str:
+    return "–" if not baseline else f"{100 * (1 - sent / baseline):.1f}%"
+
+
+def _headline(r: Mapping[str, Any]) -> str:
+    cards = [
+        _card(_int(r["sessions"]), "sessions"),
+        _card(_int(r["turns"]), "model calls"),
+        _card(_pct(r["valid_rate"]), "valid views"),
+        _card(_pct(r["needed_fact_recall"]), "needed-fact recall (in view)"),
+        _card(_pct(r["recoverable_fact_recall"]), "recoverable-fact recall"),
+        _card(_pct(r.get("compacted_fact_recall")), "recall of compacted facts"),
+        _card(f"{_int(r['tokens_sent'])}", "tokens sent"),
+        _card(f"{_int(r['tokens_sent_baseline'])}", "tokens sent without contextfold"),
+        _card(_saved(r["tokens_sent"], r["tokens_sent_baseline"]), "input tokens saved"),
+        _card(_usd(r["cost_usd"]), "cost"),
+        _card(_usd(r["cost_usd_cached"]), "cost with prompt caching"),
+        _card(_usd(r.get("cost_usd_baseline")), "cost without contextfold"),
+        _card(_int(r["compactions"]), "compactions"),
+        _card(_int(r["maskings"]), "maskings"),
+        _card(f"{_ms(r['prepare_ms_median'])} / {_ms(r['prepare_ms_p99'])}", "prepare() median / p99"),
+    ]
+    if r.get("policy_in_view") is not None:
+        cards.append(_card(_pct(r["policy_in_view"]), "system policy in view"))
+        cards.append(_card(_pct(r.get("user_messages_in_view")), "user messages in view (verbatim)"))
+    return f'<div class="cards">{"".join(cards)}</div>'
+
+
+def _settings(r: Mapping[str, Any]) -> str:
+    window = _int(r.get("window")) if r.get("window") else "the model's own"
+    policy = json.dumps(r.get("policy") or {}, sort_keys=True) if r.get("policy") else "defaults"
+    return (f'<p class="muted">model <code>{escape(str(r.get("model")))}</code> · window {escape(window)} · '
+            f'format <code>{escape(str(r.get("format") or "each session’s own"))}</code> · summarizer '
+            f'<code>{escape(str(r.get("summarizer")))}</code> · policy <code>{escape(policy)}</code></p>')
+
+
+def _sessions_table(per_session: Sequence[Mapping[str, Any]]) -> str:
+    rows, bad = [], []
+    for n, s in enumerate(per_session):
+        t = s["totals"]
+        rows.append([
+            f'<a href="#s{n}">{escape(str(s["id"]))}</a>', escape(str(s["source"])), _int(t["turns"]),
+            _pct(t["valid_rate"]), _pct(t["needed_fact_recall"]), _pct(t["recoverable_fact_recall"]),
+            _int(t["tokens_sent"]), _int(t["tokens_sent_baseline"]), _usd(t["cost_usd"]), _usd(t["cost_usd_cached"]),
+            _int(t["compactions"]), _int(t["maskings"]),
+        ])
+        bad.append(bool(s.get("error")) or (t["valid_rate"] is not None and t["valid_rate"] < 1))
+    headers = ["session", "source", "calls", "valid", "needed", "recoverable", "tokens sent", "baseline", "cost",
+               "cached", "compactions", "maskings"]
+    return _table(headers, rows, frozenset(range(2, 12)), bad)
+
+
+def _figures(s: Mapping[str, Any]) -> str:
+    t = s["totals"]
+    rows = [
+        ["messages in the recording", _int(s["messages"])],
+        ["model calls (assistant turns)", _int(t["turns"])],
+        ["valid views", f"{_int(t['valid_turns'])} ({_pct(t['valid_rate'])})"],
+        ["peak raw history / peak view", f"{_int(t['peak_raw_tokens'])} / {_int(t['peak_view_tokens'])} tokens"],
+        ["tokens sent / without contextfold",
+         f"{_int(t['tokens_sent'])} / {_int(t['tokens_sent_baseline'])} "
+         f"({_saved(t['tokens_sent'], t['tokens_sent_baseline'])} saved)"],
+        ["cost / with prompt caching / without contextfold",
+         f"{_usd(t['cost_usd'])} / {_usd(t['cost_usd_cached'])} / {_usd(t['cost_usd_baseline'])}"],
+        ["compactions / maskings", f"{_int(t['compactions'])} / {_int(t['maskings'])}"],
+        ["needed-fact recall (in view)", f"{_pct(t['needed_fact_recall'])} of {_int(t['needed'])} uses"],
+        ["recoverable-fact recall (view or cached output)", f"{_pct(t['recoverable_fact_recall'])}"],
+        ["recall of facts last seen before a compaction",
+         f"{_pct(t['compacted_fact_recall'])} of {_int(t['compacted_needed'])} uses"],
+    ]
+    if t["policy_turns"]:
+        rows.append(["system policy in view", _pct(t["policy_in_view_turns"] / t["policy_turns"])])
+        rows.append(["user messages in view (verbatim)",
+                     _pct(t["user_messages_in_view"] / t["user_messages"] if t["user_messages"] else None)])
+    return _table(["figure", "value"], ([escape(a), escape(b)] for a, b in rows))
+
+
+def _events(s: Mapping[str, Any]) -> str:
+    events = s["events"]
+    if not events:
+        return f'<p class="muted">No events besides {s["events_omitted"]} token estimates.</p>'
+    rows, bad = [], []
+    for e in events:
+        data = "; ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in e["data"].items())
+        rows.append([_int(e["turn"]) if e["turn"] is not None else "–", f"<code>{escape(e['name'])}</code>",
+                     escape(str(e["status"])), escape(data)])
+        bad.append(e["status"] == "error")
+    note = f'<p class="muted">{s["events_omitted"]} token-estimate events (one per call) are not listed.</p>'
+    return note + _table(["message", "event", "status", "figures"], rows, frozenset({0}), bad)
+
+
+def _summaries(s: Mapping[str, Any]) -> str:
+    if not s["summaries"]:
+        return '<p class="muted">No summary was produced.</p>'
+    out = []
+    for n, summary in enumerate(s["summaries"], start=1):
+        out.append(
+            f"<details><summary>summary {n} before message {_int(summary['turn'])}: "
+            f"{_int(summary['input_messages'])} messages, {_int(summary['input_tokens'])} → "
+            f"{_int(summary['summary_tokens'])} tokens ({escape(str(summary['strategy']))})</summary>"
+            f"<pre>{escape(summary['summary'])}</pre></details>"
+        )
+    return "".join(out)
+
+
+def _misses(s: Mapping[str, Any]) -> str:
+    rows = [[_int(t["turn"]), escape(", ".join(t["missing"]))] for t in s["series"] if t["missing"]]
+    if not rows:
+        return '<p class="muted">Every entity a turn used was in the view or in a cached output it references.</p>'
+    extra = len(rows) - MAX_MISS_ROWS
+    more = f'<p class="muted">{extra} more turns not listed.</p>' if extra > 0 else ""
+    return _table(["message", "entities used but neither in view nor recoverable"], rows[:MAX_MISS_ROWS],
+                  frozenset({0})) + more
+
+
+def _invalid(s: Mapping[str, Any]) -> str:
+    rows = [[_int(t["turn"]), escape(str(t["error"]))] for t in s["series"] if not t["valid"]]
+    return _table(["message", "problem"], rows, frozenset({0}), [True] * len(rows)) if rows else ""
+
+
+def _session(n: int, s: Mapping[str, Any]) -> str:
+    title = f"{escape(str(s['id']))} <span class=\"muted\">({escape(str(s['source']))})</span>"
+    if s.get("error"):
+        body = f"<pre>{escape(str(s['error']))}</pre>"
+    else:
+        body = "".join([
+            token_plot(s["series"], s["thresholds"], label=f"tokens per turn of {s['id']}"),
+            _figures(s), _invalid(s),
+            "<h3>Summaries</h3>", _summaries(s),
+            "<h3>Retention misses</h3>", _misses(s),
+            "<h3>Events</h3>", _events(s),
+        ])
+    opened = " open" if n < OPEN_SESSIONS else ""
+    return f'<details id="s{n}"{opened}><summary>{title}</summary>{body}</details>'
+
+
+def render_html(result: Mapping[str, Any], *, title: str = "contextfold replay report") -> str:
+    """The report page for a replay JSON object."""
+    per_session = result["per_session"]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{escape(title)}</h1>",
+        _settings(result),
+        "<p>Each recorded assistant turn is one model call: contextfold built the view the model would have "
+        "received, and these figures measure it. <em>Needed-fact recall</em>: of the entities (paths, identifiers, "
+        "numbers) a turn uses that occurred earlier, the share in the view's text; <em>recoverable</em> adds those "
+        "in a cached tool output whose ref the view shows. Costs use the model's list prices; "
+        "<em>with prompt caching</em> bills the prefix unchanged since the previous call at the cached rate.</p>",
+        _headline(result),
+    ]
+    if len(per_session) > 1:
+        parts += ["<h2>Sessions</h2>", _sessions_table(per_session)]
+    parts.append("<h2>Per session</h2>")
+    parts += [_session(n, s) for n, s in enumerate(per_session)]
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"

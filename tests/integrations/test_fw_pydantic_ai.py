@@ -1,0 +1,139 @@
+"""A pydantic-ai ``Agent`` runs its own loop against the scripted server, kept in the window by contextfold."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("pydantic_ai")
+
+from _fw_support import FINAL_ANSWER, TURNS, WINDOW, assert_scenario_held, log_page, make_manager, scripted_replies
+from pydantic_ai import Agent, UsageLimits
+from pydantic_ai import messages as pm
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+from contextfold import ContextManager
+from contextfold.errors import InvalidHistory
+from contextfold.integrations.pydantic_ai import ContextfoldHistoryProcessor, Origins, from_pydantic_ai, to_pydantic_ai
+from contextfold.testing import ScriptedLLMServer
+
+PROMPT = "Read the build log page by page, then say what failed."
+# Fifty tool turns and the answer, with room to spare (pydantic-ai's default caps requests at 50).
+REQUEST_LIMIT = TURNS + 5
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedLLMServer]:
+    with ScriptedLLMServer(context_window=WINDOW, validator="formats") as s:
+        yield s
+
+
+def make_agent(server: ScriptedLLMServer, processor: ContextfoldHistoryProcessor | None) -> Agent[None, str]:
+    model = OpenAIChatModel("gpt-4o", provider=OpenAIProvider(base_url=server.base_url, api_key="test"))
+    capabilities = [processor.capability()] if processor is not None else []
+    agent: Agent[None, str] = Agent(model, system_prompt=PROMPT, capabilities=capabilities)
+
+    @agent.tool_plain
+    def read_log(page: int) -> str:
+        """Read one page of the build log."""
+        return log_page(page)
+
+    return agent
+
+
+def test_fifty_tool_turns_finish_inside_the_window(server: ScriptedLLMServer) -> None:
+    server.push(*scripted_replies())
+    cm = make_manager("pai-50")
+    processor = ContextfoldHistoryProcessor(cm)
+    result = make_agent(server, processor).run_sync("Why does the build fail?",
+                                                       usage_limits=UsageLimits(request_limit=REQUEST_LIMIT))
+    assert result.output == FINAL_ANSWER
+    assert_scenario_held(server, cm)
+    assert processor.calls == TURNS + 1 and processor.rebuilds == 0 and processor.rewrites >= 1
+    # The processed history is the run's history: compacted, far smaller than fifty pages.
+    history = result.all_messages()
+    returns = [p for m in history if isinstance(m, pm.ModelRequest) for p in m.parts
+               if isinstance(p, pm.ToolReturnPart)]
+    assert len(returns) < TURNS
+    # The system prompt survives compaction and leads every request.
+    assert all(r.items[0] == {"role": "system", "content": PROMPT} for r in server.requests)
+    assert cm.usage_total.input > 0
+
+
+def test_without_the_processor_the_same_run_overflows(server: ScriptedLLMServer) -> None:
+    server.push(*scripted_replies())
+    with pytest.raises(Exception, match="maximum context length"):
+        make_agent(server, None).run_sync("Why does the build fail?",
+                                        usage_limits=UsageLimits(request_limit=REQUEST_LIMIT))
+    assert server.requests[-1].status == 400
+
+
+def test_unchanged_history_comes_back_as_the_same_objects() -> None:
+    history: list[pm.ModelMessage] = [
+        pm.ModelRequest(parts=[pm.SystemPromptPart("sys"), pm.UserPromptPart("hi")], instructions="be brief"),
+        pm.ModelResponse(parts=[pm.TextPart("let me look"), pm.ToolCallPart("read_log", {"page": 1}, "c1")]),
+        pm.ModelRequest(parts=[pm.ToolReturnPart("read_log", "page one", "c1")]),
+    ]
+    processor = ContextfoldHistoryProcessor(make_manager("pai-identity"))
+    out = processor(list(history))
+    assert all(a is b for a, b in zip(out, history, strict=True)) and len(out) == len(history)
+    assert processor.rewrites == 0
+    # A continuation is added incrementally; the earlier objects are still answered as themselves.
+    more = [*out, pm.ModelResponse(parts=[pm.TextPart("done")]), pm.ModelRequest(parts=[pm.UserPromptPart("ok")])]
+    again = processor(more)
+    assert all(a is b for a, b in zip(again, more, strict=True)) and processor.rebuilds == 0
+
+
+def test_a_huge_tool_return_is_truncated_and_the_request_rebuilt() -> None:
+    huge = log_page(3) * 60
+    history: list[pm.ModelMessage] = [
+        pm.ModelRequest(parts=[pm.UserPromptPart("read page 3")], instructions="be brief"),
+        pm.ModelResponse(parts=[pm.ToolCallPart("read_log", {"page": 3}, "c3")]),
+        pm.ModelRequest(parts=[pm.ToolReturnPart("read_log", huge, "c3")], instructions="be brief"),
+    ]
+    # A roomy window: only write-time truncation acts, no compaction.
+    cm = ContextManager(model="gpt-4o", store="memory", archive="memory", session_id="pai-huge")
+    out = ContextfoldHistoryProcessor(cm)(list(history))
+    last = out[-1]
+    assert isinstance(last, pm.ModelRequest) and last.instructions == "be brief"
+    (part,) = last.parts
+    assert isinstance(part, pm.ToolReturnPart) and part.tool_call_id == "c3"
+    assert len(part.content) < len(huge) and "tout_" in part.content
+    assert history[-1].parts[0].content == huge  # the input was not changed
+
+
+def test_bad_input_names_the_index() -> None:
+    with pytest.raises(InvalidHistory, match="message 1"):
+        from_pydantic_ai([pm.ModelRequest(parts=[pm.UserPromptPart("hi")]), "not a message"])  # type: ignore[list-item]
+
+
+@settings(max_examples=50, deadline=None)
+@given(spec=st.lists(st.tuples(st.text(max_size=20), st.integers(0, 3)), min_size=1, max_size=8),
+       change=st.integers(min_value=0))
+def test_conversion_properties(spec: list[tuple[str, int]], change: int) -> None:
+    history: list[pm.ModelMessage] = [pm.ModelRequest(parts=[pm.SystemPromptPart("sys"), pm.UserPromptPart("go")],
+                                                      instructions="brief")]
+    for t, (text, calls) in enumerate(spec):
+        ids = [f"c{t}_{k}" for k in range(calls)]
+        history.append(pm.ModelResponse(parts=[pm.TextPart(text or "..."),
+                                               *(pm.ToolCallPart("f", {"k": k}, i) for k, i in enumerate(ids))]))
+        returns = [pm.ToolReturnPart("f", f"{text} result", i) for i in ids]
+        history.append(pm.ModelRequest(parts=returns or [pm.UserPromptPart(f"next {t}")], instructions="brief"))
+    origins = Origins()
+    converted = from_pydantic_ai(history, origins)
+    assert all(a is b for a, b in zip(to_pydantic_ai(converted, origins), history, strict=True))
+    # Changing one Message rebuilds only the pydantic-ai message that holds it; the rest stay the same objects.
+    i = change % len(converted)
+    changed = [*converted[:i], converted[i].with_content("[changed]"), *converted[i + 1:]]
+    back = to_pydantic_ai(changed, origins)
+    assert len(back) == len(history)
+    differing = [k for k, (a, b) in enumerate(zip(back, history, strict=True)) if a is not b]
+    assert len(differing) == 1
+    k = differing[0]
+    assert "[changed]" in repr(back[k]) and type(back[k]) is type(history[k])
+    if isinstance(back[k], pm.ModelRequest):
+        assert back[k].instructions == "brief"

@@ -1,0 +1,95 @@
+"""The LiteLLM wrapper against the scripted server through the real litellm (runs in litellm's own venv in CI).
+
+litellm needs openai<3 while the main environment has openai 3, so ``.ci/run`` runs this directory in a venv of
+its own (``pip install -e '.[litellm]' pytest hypothesis``, ``LITELLM_LOCAL_MODEL_COST_MAP=True``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the price map from the network
+litellm = pytest.importorskip("litellm", reason="litellm runs in its own environment (see .ci/run)")
+
+from contextfold.errors import ConfigError, RecoveryFailed  # noqa: E402
+from contextfold.events import RecordingTelemetry, RecoveryOverflow, RecoveryRetry  # noqa: E402
+from contextfold.integrations.litellm_client import acompletion, completion  # noqa: E402
+from contextfold.manager import ContextManager  # noqa: E402
+from contextfold.messages import Message  # noqa: E402
+from contextfold.normalize import normalize  # noqa: E402
+from contextfold.overflow import parse_overflow  # noqa: E402
+from contextfold.testing import ErrorReply, Reply, ScriptedLLMServer, ScriptedToolCall  # noqa: E402
+
+
+def manager(tmp_path: Path) -> tuple[ContextManager, RecordingTelemetry]:
+    events = RecordingTelemetry()
+    return ContextManager("gpt-4o", max_context_tokens=60_000, store="memory", archive=str(tmp_path / "a"),
+                          telemetry=events, session_id="s"), events
+
+
+def big_history(cm: ContextManager, turns: int = 20) -> None:
+    cm.add([{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "fix the parser"}])
+    for i in range(turns):
+        cm.add([{"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"cmd": i})}}]},
+            {"role": "tool", "tool_call_id": f"c{i}",
+             "content": "".join(f"line {i}.{k}: value = compute({k})\n" for k in range(40))}])
+
+
+def options(server: ScriptedLLMServer) -> dict[str, Any]:
+    return {"model": "openai/gpt-4o", "api_base": server.base_url, "api_key": "t", "max_retries": 0}
+
+
+def test_litellm_overflow_error_is_recognised() -> None:
+    with ScriptedLLMServer([ErrorReply.overflow(9_000, 8_000)]) as server, pytest.raises(Exception) as info:
+        litellm.completion(messages=[{"role": "user", "content": "hi"}], **options(server))
+    assert type(info.value).__name__ == "ContextWindowExceededError"
+    parsed = parse_overflow(info.value)
+    assert parsed is not None and (parsed.prompt_tokens, parsed.limit) == (9_000, 8_000)
+
+
+def test_completion_tool_loop_with_recovery(tmp_path: Path) -> None:
+    cm, events = manager(tmp_path)
+    big_history(cm)
+    script = [Reply.calling(ScriptedToolCall("bash", {"cmd": "pytest"})), "all green"]
+    with ScriptedLLMServer(script, context_window=3_000, validator="formats") as server:
+        # no tools=: litellm 1.106 imports the optional `mcp` package whenever tools are passed
+        first = completion(cm, **options(server))
+        assert first.choices[0].message.tool_calls[0].function.name == "bash"
+        call = next(m for m in reversed(cm.messages()) if m.role == "assistant").tool_calls[0]
+        cm.add(Message.tool(call.id, "3 passed", name="bash"))
+        second = completion(cm, **options(server))
+    assert second.choices[0].message.content == "all green" and not server.invalid_requests
+    assert [r.status for r in server.requests] == [400, 200, 200]
+    overflow, = events.of_type(RecoveryOverflow)
+    assert overflow.limit == 3_000 and overflow.prompt_tokens == server.requests[0].input_tokens
+    assert len(events.of_type(RecoveryRetry)) == 1
+    assert cm.usage_total.input == server.requests[1].input_tokens + server.requests[2].input_tokens
+    view = cm.messages()
+    assert normalize(view) == view and view[-1].text == "all green"
+
+
+def test_acompletion(tmp_path: Path) -> None:
+    cm, _ = manager(tmp_path)
+    big_history(cm)
+    with ScriptedLLMServer(["done"], context_window=3_000) as server:
+        reply = asyncio.run(acompletion(cm, **options(server)))
+    assert reply.choices[0].message.content == "done"
+    assert [r.status for r in server.requests] == [400, 200] and cm.messages()[-1].text == "done"
+
+
+def test_stall_guard_and_refused_keywords(tmp_path: Path) -> None:
+    cm, _ = manager(tmp_path)
+    cm.add({"role": "user", "content": "read this: " + "lorem ipsum " * 3_000})
+    with ScriptedLLMServer([], context_window=1_000) as server:
+        with pytest.raises(RecoveryFailed, match="stall guard"):
+            completion(cm, **options(server))
+        with pytest.raises(ConfigError, match="messages"):
+            completion(cm, messages=[], **options(server))
+    assert len(server.requests) == 1

@@ -1,0 +1,132 @@
+"""The figures a replay reports: prompt-cache prefixes, costs, percentiles and aggregation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextfold.models import get_model
+from contextfold.replay.metrics import (
+    MIN_CACHEABLE_PREFIX_TOKENS,
+    PrefixCache,
+    TurnMetrics,
+    aggregate,
+    call_costs,
+    percentile,
+    session_totals,
+)
+
+
+def _count(text: str) -> int:
+    return len(text)  # one "token" per character keeps the arithmetic visible
+
+
+def _items(*texts: str) -> list[str]:
+    return [json.dumps({"role": "user", "content": t}) for t in texts]
+
+
+def test_prefix_cache_counts_the_unchanged_prefix_only() -> None:
+    cache = PrefixCache(_count)
+    big = "x" * 3000
+    first = _items(big, "a")
+    assert cache.observe(first, view_tokens=3100) == 0  # the first call has nothing cached
+    second = _items(big, "a", "b")
+    total = sum(len(i) for i in second)
+    assert cache.observe(second, view_tokens=total) == len(second[0]) + len(second[1])
+    # The middle was rewritten (masking, compaction): only the first item is still a cached prefix.
+    third = _items(big, "changed", "b")
+    assert cache.observe(third, view_tokens=sum(len(i) for i in third)) == len(third[0])
+    # A new first item invalidates everything.
+    assert cache.observe(_items("new", big), view_tokens=3100) == 0
+
+
+def test_prefix_cache_ignores_prefixes_below_the_provider_minimum() -> None:
+    cache = PrefixCache(_count)
+    small = _items("y" * (MIN_CACHEABLE_PREFIX_TOKENS // 2))
+    cache.observe(small, view_tokens=600)
+    assert cache.observe([*small, *_items("more")], view_tokens=700) == 0
+
+
+def test_prefix_cache_scales_item_tokens_to_view_tokens() -> None:
+    cache = PrefixCache(_count)
+    items = _items("z" * 4000, "w" * 4000)
+    cache.observe(items, view_tokens=4000)
+    cached = cache.observe([items[0], *_items("v" * 4000)], view_tokens=4000)
+    assert cached == 2000  # half the item weight is shared, so half the view's tokens
+
+
+def test_call_costs_use_the_registry_prices() -> None:
+    model = get_model("gpt-4o")
+    assert model.input_price and model.output_price and model.cache_read_price
+    plain, cached, baseline = call_costs(model, view_tokens=10_000, raw_tokens=50_000, cached_tokens=8_000,
+                                         output_tokens=500)
+    assert plain == pytest.approx((10_000 * model.input_price + 500 * model.output_price) / 1e6)
+    assert cached == pytest.approx(
+        (2_000 * model.input_price + 8_000 * model.cache_read_price + 500 * model.output_price) / 1e6)
+    assert baseline == pytest.approx((50_000 * model.input_price + 500 * model.output_price) / 1e6)
+    assert cached is not None and plain is not None and cached < plain
+
+
+def test_call_costs_are_none_without_prices() -> None:
+    model = get_model("some-local-model", context_window=8000)
+    assert call_costs(model, view_tokens=1, raw_tokens=1, cached_tokens=0, output_tokens=1) == (None, None, None)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.floats(min_value=0, max_value=1e6, allow_nan=False), min_size=1, max_size=50),
+       st.floats(min_value=0, max_value=100), st.floats(min_value=0, max_value=100))
+def test_percentile_is_monotone_and_bounded(values: list[float], q1: float, q2: float) -> None:
+    lo, hi = sorted((q1, q2))
+    a, b = percentile(values, lo), percentile(values, hi)
+    assert a is not None and b is not None
+    assert min(values) <= a <= b + 1e-6 and b <= max(values)
+    assert percentile(values, 0) == min(values) and percentile(values, 100) == max(values)
+
+
+def test_percentile_of_nothing_is_none() -> None:
+    assert percentile([], 50) is None
+    assert percentile([1.0, 3.0], 50) == 2.0
+
+
+def _turn(turn: int, **kw: object) -> dict[str, object]:
+    base: dict[str, object] = dict(
+        turn=turn, raw_tokens=100 * turn, view_tokens=50 * turn, view_messages=turn, maskings=0, compactions=0,
+        prepare_ms=1.0, valid=True, error=None, tokens_sent=0, tokens_sent_baseline=0, cached_tokens=0,
+        output_tokens=10, cost_usd=0.01, cost_usd_cached=0.005, cost_usd_baseline=0.02,
+    )
+    base.update(kw)
+    return TurnMetrics(**base).to_dict()  # type: ignore[arg-type]
+
+
+def _session(name: str, series: list[dict[str, object]]) -> dict[str, object]:
+    return {"id": name, "source": "swe_agent", "series": series, "totals": session_totals(series), "events": [],
+            "summaries": [], "error": None}
+
+
+def test_aggregate_adds_sessions_and_weights_recall_by_entity() -> None:
+    a = _session("a", [_turn(1, needed=4, in_view=2, recoverable=4, tokens_sent=50, tokens_sent_baseline=100),
+                       _turn(3, needed=0, valid=False, error="bad", tokens_sent=200, tokens_sent_baseline=400,
+                             compactions=1, maskings=2, prepare_ms=9.0)])
+    b = _session("b", [_turn(1, needed=6, in_view=6, recoverable=6, tokens_sent=10, tokens_sent_baseline=10,
+                             cost_usd=None)])
+    result = aggregate([a, b], {"model": "gpt-4o"})
+    assert result["model"] == "gpt-4o"
+    assert (result["sessions"], result["turns"], result["valid_turns"]) == (2, 3, 2)
+    assert result["valid_rate"] == pytest.approx(2 / 3)
+    assert result["needed_fact_recall"] == pytest.approx(8 / 10)
+    assert result["recoverable_fact_recall"] == 1.0
+    assert (result["tokens_sent"], result["tokens_sent_baseline"]) == (210, 410)
+    assert (result["compactions"], result["maskings"]) == (1, 2)
+    assert result["cost_usd"] is None  # one call had no price: a partial sum would mislead
+    assert result["cost_usd_cached"] == pytest.approx(0.015)
+    assert result["prepare_ms_median"] == 1.0 and result["prepare_ms_p99"] == pytest.approx(8.84)
+    assert result["compacted_fact_recall"] is None and result["policy_in_view"] is None
+    json.dumps(result)  # the whole result is JSON
+
+
+def test_aggregate_of_no_sessions_has_no_rates() -> None:
+    result = aggregate([], {})
+    assert result["sessions"] == 0 and result["valid_rate"] is None and result["prepare_ms_median"] is None
