@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from .compact import CompactionResult, compact
+from .archive import PARTS_META, parts_skeleton
+from .compact import CompactionResult, compact, plan_compaction
 from .errors import ContextfoldError, InsufficientBudget, RecoveryFailed
 from .events import (
     CacheMasked,
@@ -37,6 +38,8 @@ from .view import View
 
 __all__ = ["CompactionReport", "ContextManager", "Status"]
 
+# Masking to get under the soft threshold aims at 80% of it, so that the next turns do not mask again at once.
+MASK_HEADROOM = 0.8
 # A soft compaction computed in the background is worth keeping only while the view it was computed from is intact.
 _IDLE_WORKERS = 1
 
@@ -115,6 +118,7 @@ class ContextManager(AsyncMirror):
         self._idle: tuple[int, int, Future[CompactionResult]] | None = None
         self._executor: ThreadPoolExecutor | None = None
         self.last_plan: Plan | None = None
+        self._floor: int | None = None  # tokens of the view right after the last compaction
         self.usage_total = TokenUsage()
         self._policy_summary = {"trigger_pct": self.policy.trigger_pct, "soft_pct": self.policy.soft_pct,
                                 "hard": self.budgets.hard, "soft": self.budgets.soft, "auto": self.policy.auto}
@@ -162,7 +166,7 @@ class ContextManager(AsyncMirror):
                                                         bytes=len(m.text.encode()),
                                                         kept_bytes=len(processed.text.encode()),
                                                         tool_name=m.name))
-                    m = processed
+                    m = _with_layout(m, processed)
                 stored.append(m)
             self._view.append(stored)
             if any(m.role == "tool" for m in stored):
@@ -180,6 +184,10 @@ class ContextManager(AsyncMirror):
         with self._lock:
             self._apply_idle_result()
             self._run_policy()
+            if self._redacts_model_input():
+                # Configured (Redactor(apply_to_model=True)): the model sees the redacted view, encoded afresh.
+                view = self.redactor.redact_messages(self._view.normalized())
+                return wire.encode(view) if format in ("openai_chat", "openai_responses") else wire.encode_request(view)
             if format in ("openai_chat", "openai_responses"):
                 return self._view.encoded(wire)
             return wire.encode_request(self._view.normalized())
@@ -189,7 +197,11 @@ class ContextManager(AsyncMirror):
         with self._lock:
             self._apply_idle_result()
             self._run_policy()
-            return self._view.normalized()
+            view = self._view.normalized()
+            return self.redactor.redact_messages(view) if self._redacts_model_input() else view
+
+    def _redacts_model_input(self) -> bool:
+        return self.redactor is not None and bool(getattr(self.redactor, "apply_to_model", False))
 
     def tokens(self) -> int:
         """Tokens of the view as it would be sent now (tool schemas included), grounded in reported usage."""
@@ -217,13 +229,23 @@ class ContextManager(AsyncMirror):
         self.tracer.emit(TriggerDecision(session_id=self.session_id, triggered=True, action=str(plan.action),
                                          reason=plan.reason, tokens=total, threshold_tokens=self.budgets.soft,
                                          policy=self._policy_summary))
-        if plan.action is Action.MASK or (tool_tokens > self.budgets.tool_output_budget and self.cache is not None):
-            self._mask(tokens)
+        if self.cache is not None and plan.action is not Action.EMERGENCY:
+            # Masking loses nothing (every output stays readable by ref), so it goes first: down to the tool-output
+            # budget, and when the view is over soft, far enough to get it back under soft with some headroom.
+            budget = self.budgets.tool_output_budget
+            if plan.action is not Action.MASK:
+                wanted = total - int(self.budgets.soft * MASK_HEADROOM)
+                budget = min(budget, max(0, tool_tokens - wanted))
+            self._mask(budget)
             tokens, tool_tokens, count = self._view.totals()
             total = self._grounded(tokens + self._tool_tokens)
             plan = decide(total, count, tool_tokens, self.budgets, self._effective_policy())
+            self.last_plan = plan
             if plan.action in (Action.NONE, Action.MASK):
                 return
+        if plan.action is Action.SOFT and self._floor is not None and total - self._floor < self.policy.clear_at_least:
+            # The view grew too little since the last compaction for another summary to pay off; hard still fires.
+            return
         self._compact(str(plan.action), instructions=None, started=started)
 
     def _effective_policy(self) -> Policy:
@@ -231,19 +253,22 @@ class ContextManager(AsyncMirror):
             return self.policy.model_copy(update={"auto": False})
         return self.policy
 
-    def _mask(self, tokens: int) -> None:
+    def _mask(self, budget_tokens: int) -> None:
         if self.cache is None:
             return
         view = self._view.normalized()
         p = self.policy
         result = self.cache.mask(
-            view, counter=self.counter, budget_tokens=self.budgets.tool_output_budget,
+            view, counter=self.counter, budget_tokens=budget_tokens,
             keep_tool_io_pairs=p.keep_tool_io_pairs, exclude_tools=(*p.exclude_tools, *p.protected_tools),
             clear_at_least=p.clear_at_least, clear_tool_inputs=p.clear_tool_inputs,
         )
         if not result.masked_indices:
             return
-        self._view.replace(result.messages)
+        masked = list(result.messages)
+        for i in result.masked_indices:
+            masked[i] = _with_layout(view[i], masked[i])
+        self._view.replace(masked)
         self._maskings += 1
         self.tracer.emit(CacheMasked(session_id=self.session_id, count=len(result.masked_indices),
                                      refs=tuple(str(result.messages[i].meta.get("ref", ""))
@@ -281,7 +306,7 @@ class ContextManager(AsyncMirror):
         view = self._view.normalized()
         try:
             result = compact(view, policy=self.policy, counter=self.counter, summarizer=self.summarizer,
-                             budget=self.budgets.hard - self._tool_tokens, kind=kind,
+                             budget=self._target(view, kind), kind=kind,
                              compaction_count=self._compactions, instructions=instructions, clock=self._clock)
         except InsufficientBudget:
             self._failed_compactions += 1
@@ -292,10 +317,27 @@ class ContextManager(AsyncMirror):
         self._failed_compactions = 0
         return self._apply(view, result, started)
 
+    def _target(self, view: list[Message], kind: str) -> int:
+        """Tokens a compaction aims for: halfway between soft and hard when that loses nothing more.
+
+        Landing just under hard would compact again on the next turn (thrash, and a prompt-cache miss each time);
+        but a lower target must not cost keep counts or user messages, so a dry run decides.
+        """
+        hard = self.budgets.hard - self._tool_tokens
+        if kind == "soft":
+            return hard
+        target = (self.budgets.soft + self.budgets.hard) // 2 - self._tool_tokens
+        try:
+            plan = plan_compaction(view, policy=self.policy, counter=self.counter, budget=target, kind=kind)
+        except ContextfoldError:
+            return hard
+        return hard if plan.warnings else target
+
     def _apply(self, view: list[Message], result: CompactionResult, started: float) -> CompactionReport:
         number = self._archive_transcript(view)
         self._view.replace(result.messages)
         self._compactions += 1
+        self._floor = result.stats.tokens_after + self._tool_tokens
         stats = result.stats
         if result.summary is not None:
             payload = {"summary": result.summary.summary, "retain": list(result.summary.retain),
@@ -509,3 +551,14 @@ def _with_tail(result: CompactionResult, tail: Sequence[Message]) -> CompactionR
     from dataclasses import replace
 
     return replace(result, messages=[*result.messages, *tail])
+
+
+def _with_layout(original: Message, view: Message) -> Message:
+    """``view`` remembering the part layout of ``original`` when it flattened a multi-part text into one string.
+
+    The cache keeps only the joined text; the layout lets the archive's restore give back the parts themselves.
+    """
+    if view is original or isinstance(original.content, str) or PARTS_META in view.meta:
+        return view
+    skeleton = parts_skeleton(original)
+    return view if skeleton is None else view.with_meta(**{PARTS_META: skeleton})

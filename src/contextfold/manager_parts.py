@@ -119,7 +119,8 @@ def build_components(
     sink = _telemetry(telemetry, redactor, resolved_archive, session)
     return Components(
         model=info, policy=resolved_policy, budgets=budgets, counter=counter,
-        cache=_cache(store, counter, info.context_window), summarizer=_summarizer(summarizer),
+        cache=_cache(store, counter, info.context_window, budgets.tool_output_budget),
+        summarizer=_summarizer(summarizer),
         archive=resolved_archive, tracer=Tracer(session, sink, clock=clock), session_id=session,
         redactor=redactor, clock=clock, warnings=warnings,
     )
@@ -233,8 +234,8 @@ def _policy(policy: Policy | Mapping[str, Any] | None) -> Policy:
     raise ConfigError(f"expected a Policy or a mapping, got {type(policy).__name__}", field="policy")
 
 
-def _cache(store: Any, counter: MessageCounter, window: int) -> Any:
-    from .cache import ToolOutputCache
+def _cache(store: Any, counter: MessageCounter, window: int, tool_budget: int) -> Any:
+    from .cache import CacheConfig, ToolOutputCache
 
     if store is None or store is False:
         return None
@@ -242,7 +243,10 @@ def _cache(store: Any, counter: MessageCounter, window: int) -> Any:
         from .stores import open_blob_store
 
         store = open_blob_store(store)
-    return ToolOutputCache(store, counter=counter.counter, context_window=window)
+    # Write-time views are sized from the tool-output budget, which the policy keeps under the soft threshold:
+    # the spec's clamp(window × 0.25, 20K, 60K) alone would let one output overflow a small window.
+    config = CacheConfig(context_budget_tokens=min(CacheConfig().budget_tokens(window), tool_budget))
+    return ToolOutputCache(store, config, counter=counter.counter, context_window=window)
 
 
 def _summarizer(summarizer: Any) -> Summarizer:
@@ -266,6 +270,15 @@ def _archive(archive: Any, redactor: Any) -> Any:
 
     if archive is False:
         return None
+    if redactor is None:  # Archive(redactor=None) means "the built-in patterns"; redaction is off here
+        from .redact import Redactor
+
+        redactor = Redactor(enabled=False)
+    if redactor is None:
+        from .redact import Redactor
+
+        # Archive(redactor=None) means "the built-in patterns"; redact=False must reach the archive as "off".
+        redactor = Redactor(enabled=False)
     if archive is None:
         archive = f"{DEFAULT_DIR}/archive"
     if isinstance(archive, Archive):
