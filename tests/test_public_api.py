@@ -38,3 +38,7 @@ def test_import_pulls_no_optional_dependency() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""
+
+
+def test_all_matches_the_lazy_map() -> None:
+    assert set(contextfold.__all__) == set(contextfold._EXPORTS) | {"__version__"}

@@ -13,38 +13,60 @@ __version__ = "0.1.0"
 
 # name -> module that defines it; resolved on first attribute access.
 _EXPORTS: dict[str, str] = {
+    "Action": "policy",
+    "Archive": "archive",
+    "ArchiveStore": "archive",
+    "BatchProcessor": "processor",
     "BlobStore": "stores",
     "Budgets": "policy",
     "CacheConfig": "cache",
+    "Category": "classify",
+    "ChatProvider": "providers",
     "CompactionReport": "manager",
     "CompactionResult": "compact",
+    "Completion": "providers",
     "ConfigError": "errors",
     "ContextManager": "manager",
     "ContextOverflowError": "errors",
     "ContextfoldError": "errors",
     "DocumentPart": "messages",
     "EstimatingCounter": "tokens",
+    "Event": "events",
+    "Exporter": "exporters",
+    "ExtractiveSummarizer": "summarize",
+    "HistorySearchTool": "history_search",
     "ImagePart": "messages",
     "InsufficientBudget": "errors",
     "InvalidHistory": "errors",
+    "LLMSummarizer": "summarize",
     "LocalBlobStore": "stores",
     "MaskResult": "masking",
     "MemoryBlobStore": "stores",
+    "MemorySessionStore": "stores.session",
     "Message": "messages",
     "MessageCounter": "tokens",
     "MissingExtra": "errors",
     "ModelInfo": "models",
+    "NullTelemetry": "events",
+    "OverflowInfo": "overflow",
     "Plan": "policy",
     "Policy": "policy",
     "RecordedSession": "importers",
+    "RecordingTelemetry": "events",
     "RecoveryFailed": "errors",
+    "Redactor": "redact",
     "RefNotFound": "errors",
+    "ReplayOptions": "replay",
+    "SessionConflict": "stores.session",
+    "SessionStore": "stores.session",
+    "Settings": "config",
     "Status": "manager",
     "StoreError": "errors",
     "Summarizer": "summarize",
     "SummarizerError": "errors",
     "SummaryRequest": "summarize",
     "SummaryResult": "summarize",
+    "Telemetry": "events",
     "TextPart": "messages",
     "ThinkingPart": "messages",
     "TiktokenCounter": "tokens",
@@ -53,29 +75,148 @@ _EXPORTS: dict[str, str] = {
     "ToolCall": "messages",
     "ToolOutputCache": "cache",
     "ToolOutputRef": "cache",
+    "Tracer": "tracing",
     "TruncatedText": "truncate",
     "UnknownModel": "errors",
     "UnknownPart": "messages",
     "UsageTracker": "usage",
+    "acall_with_recovery": "recovery",
+    "call_with_recovery": "recovery",
+    "classify": "classify",
     "compact": "compact",
+    "convert": "formats",
     "counter_for_model": "tokens",
     "decide": "policy",
+    "detect_format": "formats",
+    "extract_entities": "summarize",
+    "get_exporter": "exporters",
+    "get_format": "formats",
     "get_model": "models",
+    "get_provider": "providers",
+    "history_search": "history_search",
     "load_session": "importers",
     "load_sessions": "importers",
+    "load_settings": "config",
     "mask_tool_outputs": "masking",
+    "message_from_dict": "serialize",
+    "message_to_dict": "serialize",
     "normalize": "normalize",
     "open_blob_store": "stores",
+    "parse_overflow": "overflow",
+    "plan_compaction": "compact",
     "register_model": "models",
+    "replay_session": "replay",
     "retrieval_tool_schemas": "retrieval",
+    "run_replay": "replay",
     "truncate_text": "truncate",
 }
 
-__all__ = sorted([*_EXPORTS, "__version__"])
+__all__ = [
+    "Action",
+    "Archive",
+    "ArchiveStore",
+    "BatchProcessor",
+    "BlobStore",
+    "Budgets",
+    "CacheConfig",
+    "Category",
+    "ChatProvider",
+    "CompactionReport",
+    "CompactionResult",
+    "Completion",
+    "ConfigError",
+    "ContextManager",
+    "ContextOverflowError",
+    "ContextfoldError",
+    "DocumentPart",
+    "EstimatingCounter",
+    "Event",
+    "Exporter",
+    "ExtractiveSummarizer",
+    "HistorySearchTool",
+    "ImagePart",
+    "InsufficientBudget",
+    "InvalidHistory",
+    "LLMSummarizer",
+    "LocalBlobStore",
+    "MaskResult",
+    "MemoryBlobStore",
+    "MemorySessionStore",
+    "Message",
+    "MessageCounter",
+    "MissingExtra",
+    "ModelInfo",
+    "NullTelemetry",
+    "OverflowInfo",
+    "Plan",
+    "Policy",
+    "RecordedSession",
+    "RecordingTelemetry",
+    "RecoveryFailed",
+    "Redactor",
+    "RefNotFound",
+    "ReplayOptions",
+    "SessionConflict",
+    "SessionStore",
+    "Settings",
+    "Status",
+    "StoreError",
+    "Summarizer",
+    "SummarizerError",
+    "SummaryRequest",
+    "SummaryResult",
+    "Telemetry",
+    "TextPart",
+    "ThinkingPart",
+    "TiktokenCounter",
+    "TokenCounter",
+    "TokenUsage",
+    "ToolCall",
+    "ToolOutputCache",
+    "ToolOutputRef",
+    "Tracer",
+    "TruncatedText",
+    "UnknownModel",
+    "UnknownPart",
+    "UsageTracker",
+    "__version__",
+    "acall_with_recovery",
+    "call_with_recovery",
+    "classify",
+    "compact",
+    "convert",
+    "counter_for_model",
+    "decide",
+    "detect_format",
+    "extract_entities",
+    "get_exporter",
+    "get_format",
+    "get_model",
+    "get_provider",
+    "history_search",
+    "load_session",
+    "load_sessions",
+    "load_settings",
+    "mask_tool_outputs",
+    "message_from_dict",
+    "message_to_dict",
+    "normalize",
+    "open_blob_store",
+    "parse_overflow",
+    "plan_compaction",
+    "register_model",
+    "replay_session",
+    "retrieval_tool_schemas",
+    "run_replay",
+    "truncate_text",
+]
 
 if TYPE_CHECKING:
+    from .archive import Archive, ArchiveStore
     from .cache import CacheConfig, ToolOutputCache, ToolOutputRef
-    from .compact import CompactionResult, compact
+    from .classify import Category, classify
+    from .compact import CompactionResult, compact, plan_compaction
+    from .config import Settings, load_settings
     from .errors import (
         ConfigError,
         ContextfoldError,
@@ -89,17 +230,37 @@ if TYPE_CHECKING:
         SummarizerError,
         UnknownModel,
     )
+    from .events import Event, NullTelemetry, RecordingTelemetry, Telemetry
+    from .exporters import Exporter, get_exporter
+    from .formats import convert, detect_format, get_format
+    from .history_search import HistorySearchTool, history_search
     from .importers import RecordedSession, load_session, load_sessions
     from .manager import CompactionReport, ContextManager, Status
     from .masking import MaskResult, mask_tool_outputs
     from .messages import DocumentPart, ImagePart, Message, TextPart, ThinkingPart, ToolCall, UnknownPart
     from .models import ModelInfo, get_model, register_model
     from .normalize import normalize
-    from .policy import Budgets, Plan, Policy, decide
+    from .overflow import OverflowInfo, parse_overflow
+    from .policy import Action, Budgets, Plan, Policy, decide
+    from .processor import BatchProcessor
+    from .providers import ChatProvider, Completion, get_provider
+    from .recovery import acall_with_recovery, call_with_recovery
+    from .redact import Redactor
+    from .replay import ReplayOptions, replay_session, run_replay
     from .retrieval import retrieval_tool_schemas
+    from .serialize import message_from_dict, message_to_dict
     from .stores import BlobStore, LocalBlobStore, MemoryBlobStore, open_blob_store
-    from .summarize import Summarizer, SummaryRequest, SummaryResult
+    from .stores.session import MemorySessionStore, SessionConflict, SessionStore
+    from .summarize import (
+        ExtractiveSummarizer,
+        LLMSummarizer,
+        Summarizer,
+        SummaryRequest,
+        SummaryResult,
+        extract_entities,
+    )
     from .tokens import EstimatingCounter, MessageCounter, TiktokenCounter, TokenCounter, counter_for_model
+    from .tracing import Tracer
     from .truncate import TruncatedText, truncate_text
     from .usage import TokenUsage, UsageTracker
 
