@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeAlias
 
-from .compact_fit import Layout, fit_hard, fit_soft, summary_reserve
+from .compact_fit import MIN_SUMMARY_TOKENS, Layout, fit_hard, fit_soft, summary_reserve
 from .compact_partition import Keep, Partition, partition
 from .compact_rebuild import SummaryBuilder, assemble, fit_summary, previous_facts, previous_summary
 from .errors import ConfigError, ContextfoldError, InsufficientBudget, SummarizerError
@@ -27,6 +27,9 @@ from .normalize import check_messages, for_summarizer, normalize
 from .policy import Policy
 from .summarize import Summarizer, SummaryRequest, SummaryResult
 from .tokens import MessageCounter
+
+# A summary never takes more than half the tokens of the messages (and earlier summary) it replaces.
+SUMMARY_MAX_SHARE_OF_REPLACED = 0.5
 
 __all__ = ["CompactionKind", "CompactionPlan", "CompactionResult", "CompactionStats", "compact", "plan_compaction"]
 
@@ -222,7 +225,7 @@ def compact(
         instructions=instructions,
         summary_directives=policy.summary_directives,
         retain_directives=policy.retain_directives,
-        max_tokens=max(1, plan.reserve - _framing(counter)),
+        max_tokens=_summary_tokens(plan.reserve - _framing(counter), summarized, part, counter),
         custom_prompt=policy.custom_prompt,
     )
     result = _summarize(summarizer, request)
@@ -260,6 +263,18 @@ def compact(
         summarized=tuple(summarized),
         retain_message=retain_msg,
     )
+
+
+def _summary_tokens(reserve: int, summarized: Sequence[Message], part: Partition, counter: MessageCounter) -> int:
+    """The summary's token budget: the reserve, but at most half of what it replaces.
+
+    Once old tool outputs are masked, the oldest part of a history is cheap; a summary as long as the reserve
+    would then make the view longer than before compacting.
+    """
+    replaced = sum(counter.count_message(m) for m in summarized)
+    replaced += sum(part.tokens[i] for i in part.summaries)
+    cap = max(MIN_SUMMARY_TOKENS, int(replaced * SUMMARY_MAX_SHARE_OF_REPLACED))
+    return max(1, min(reserve, cap))
 
 
 def _start_keep(policy: Policy, kind: str) -> Keep:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -40,6 +41,10 @@ __all__ = ["CompactionReport", "ContextManager", "Status"]
 
 # Masking to get under the soft threshold aims at 80% of it, so that the next turns do not mask again at once.
 MASK_HEADROOM = 0.8
+# An automatic soft compaction must save clear_at_least tokens, or a tenth of the view in small windows.
+MIN_SAVING_DIVISOR = 10
+# 48 random bits per manager: collisions between the managers of one session are out of reach.
+_ID_NONCE_HEX = 12
 # A soft compaction computed in the background is worth keeping only while the view it was computed from is intact.
 _IDLE_WORKERS = 1
 
@@ -109,6 +114,9 @@ class ContextManager(AsyncMirror):
         self._view = View(self.counter)
         self._lock = threading.RLock()
         self._seq = 0
+        # Ids must not repeat across managers of one session (a restarted process, another worker): the archive
+        # merges transcripts by id, so a second "s1:1" would hide the first. A per-manager nonce keeps them apart.
+        self._id_prefix = f"{self.session_id}:{uuid.uuid4().hex[:_ID_NONCE_HEX]}"
         self._compactions = 0
         self._maskings = 0
         self._archived = 0
@@ -158,7 +166,7 @@ class ContextManager(AsyncMirror):
             stored: list[Message] = []
             for m in incoming:
                 self._seq += 1
-                m = m.with_meta(id=m.meta.get("id") or f"{self.session_id}:{self._seq}")
+                m = m.with_meta(id=m.meta.get("id") or f"{self._id_prefix}:{self._seq}")
                 if m.role == "tool" and self.cache is not None:
                     processed = self.cache.process(m)
                     if processed is not m and processed.meta.get("ref"):
@@ -168,6 +176,10 @@ class ContextManager(AsyncMirror):
                                                         tool_name=m.name))
                     m = _with_layout(m, processed)
                 stored.append(m)
+            stored, orphans = self._view.split_orphans(stored)
+            if orphans:
+                self._view.dropped.extend(orphans)
+                self._archive_dropped()
             self._view.append(stored)
             if any(m.role == "tool" for m in stored):
                 self.check("after tool execution")
@@ -239,14 +251,17 @@ class ContextManager(AsyncMirror):
             self._mask(budget)
             tokens, tool_tokens, count = self._view.totals()
             total = self._grounded(tokens + self._tool_tokens)
-            plan = decide(total, count, tool_tokens, self.budgets, self._effective_policy())
+        if plan.action is not Action.EMERGENCY:
+            # Masking has done what it could (protected, excluded and recent outputs stay; there may be no cache):
+            # decide again with nothing left to mask, or a MASK plan would leave the view over its threshold.
+            plan = decide(total, count, 0, self.budgets, self._effective_policy())
             self.last_plan = plan
-            if plan.action in (Action.NONE, Action.MASK):
+            if plan.action is Action.NONE:
                 return
         if plan.action is Action.SOFT and self._floor is not None and total - self._floor < self.policy.clear_at_least:
             # The view grew too little since the last compaction for another summary to pay off; hard still fires.
             return
-        self._compact(str(plan.action), instructions=None, started=started)
+        self._compact(str(plan.action), instructions=None, started=started, automatic=True)
 
     def _effective_policy(self) -> Policy:
         if self.paused and self.policy.auto:
@@ -302,7 +317,8 @@ class ContextManager(AsyncMirror):
                 return CompactionReport(before_tokens, before_tokens, before_count, before_count, 0, 0.0, None)
             return self._compact(kind, instructions=instructions, started=time.perf_counter())
 
-    def _compact(self, kind: str, *, instructions: str | None, started: float) -> CompactionReport:
+    def _compact(self, kind: str, *, instructions: str | None, started: float,
+                 automatic: bool = False) -> CompactionReport:
         view = self._view.normalized()
         try:
             result = compact(view, policy=self.policy, counter=self.counter, summarizer=self.summarizer,
@@ -315,7 +331,20 @@ class ContextManager(AsyncMirror):
             self._compaction_failed(exc)
             raise
         self._failed_compactions = 0
+        if automatic and kind == "soft" and not self._worth_applying(result):
+            # Summarizing what masking already shrank saved too little to be worth a prompt-cache miss: keep the
+            # view, and wait until it has grown (or hard compaction is due).
+            self._floor = result.stats.tokens_before + self._tool_tokens
+            stats = result.stats
+            return CompactionReport(stats.tokens_before, stats.tokens_before, stats.messages_before,
+                                    stats.messages_before, 0, (time.perf_counter() - started) * 1000, None)
         return self._apply(view, result, started)
+
+    def _worth_applying(self, result: CompactionResult) -> bool:
+        """Whether an automatic soft compaction saved enough to pay for the prompt-cache miss it causes."""
+        before = result.stats.tokens_before
+        needed = min(self.policy.clear_at_least, before // MIN_SAVING_DIVISOR)
+        return result.stats.tokens_after <= before - needed
 
     def _target(self, view: list[Message], kind: str) -> int:
         """Tokens a compaction aims for: halfway between soft and hard when that loses nothing more.
@@ -372,6 +401,18 @@ class ContextManager(AsyncMirror):
         messages = [self.redactor.redact_message(m) for m in view] if self.redactor is not None else view
         return int(self.archive.archive_transcript(self.session_id, messages))
 
+    def _archive_dropped(self) -> None:
+        """Archive what normalization removed for good (a result whose call was compacted away, a duplicate)."""
+        dropped = self._view.dropped
+        if not dropped:
+            return
+        self._view.dropped = []
+        if self.archive is not None:
+            self.archive.archive_transcript(self.session_id, dropped)
+        self.tracer.emit(MessagesPruned(session_id=self.session_id, count=len(dropped),
+                                        ids=tuple(str(m.meta.get("id", "")) for m in dropped),
+                                        kept={"normalization_dropped": len(dropped)}))
+
     def _redacted(self, payload: dict[str, Any]) -> dict[str, Any]:
         if self.redactor is None:
             return payload
@@ -422,6 +463,9 @@ class ContextManager(AsyncMirror):
         if not intact:
             self.tracer.emit(CompactWarning(session_id=self.session_id, code="idle_discarded",
                                             message="background compaction dropped: the view changed meanwhile"))
+            return
+        if not self._worth_applying(result):
+            self._floor = result.stats.tokens_before + self._tool_tokens  # too little saved: see _compact
             return
         tail = current[length:]
         self._apply(snapshot, _with_tail(result, tail), time.perf_counter())

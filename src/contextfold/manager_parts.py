@@ -270,10 +270,6 @@ def _archive(archive: Any, redactor: Any) -> Any:
 
     if archive is False:
         return None
-    if redactor is None:  # Archive(redactor=None) means "the built-in patterns"; redaction is off here
-        from .redact import Redactor
-
-        redactor = Redactor(enabled=False)
     if redactor is None:
         from .redact import Redactor
 

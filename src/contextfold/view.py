@@ -8,16 +8,19 @@ encodings per wire format are kept. Anything that rewrites the middle (masking, 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .messages import Message
-from .normalize import normalize
+from .normalize import normalize, pair_list
 from .tokens import MessageCounter
 
 __all__ = ["View"]
 
 _PINNED_ROLES = frozenset({"system", "developer"})
+# normalize() gives a call with no result a synthetic output of this kind (see ensure_call_outputs_present).
+_ABORTED_KIND = "aborted_output"
 
 
 class View:
@@ -32,7 +35,11 @@ class View:
         self._settled_tool_tokens = 0
         self._opened = False  # the settled prefix holds a non-system message
         self._encoded: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+        self._call_ids: Counter[str] = Counter()  # ids of the tool calls in the view, to spot orphans on arrival
+        self.dropped: list[Message] = []  # messages normalization removed for good, not yet archived
         self._tail_cache: tuple[tuple[int, int, int], list[Message]] | None = None
+        # call id -> synthetic "aborted" outputs stored in the view (a late real result takes one's place)
+        self._aborted: dict[str, list[Message]] = {}
 
     # -- reading ------------------------------------------------------------------------------------------------------
     @property
@@ -78,12 +85,50 @@ class View:
 
     # -- writing ------------------------------------------------------------------------------------------------------
     def append(self, messages: Iterable[Message]) -> None:
-        """Add messages at the end (the settled prefix and its caches stay valid)."""
-        self._messages.extend(messages)
+        """Add messages at the end (the settled prefix and its caches stay valid).
+
+        A result that arrives after the agent moved on takes the place of the synthetic "aborted" output its call
+        was given (that rewrites the middle, so the settled prefix is reset); otherwise it would be an orphan,
+        dropped by normalization and lost.
+        """
+        incoming = list(messages)
+        if self._aborted and any(m.role == "tool" and m.tool_call_id in self._aborted for m in incoming):
+            incoming = self._answer_late(incoming)
+        self._count_calls(incoming)
+        self._messages.extend(incoming)
+
+    def split_orphans(self, incoming: Sequence[Message]) -> tuple[list[Message], list[Message]]:
+        """(messages to append, results that answer no call in the view or in ``incoming``).
+
+        A result whose call was compacted away would only be dropped by normalization: the caller archives it.
+        """
+        keep: list[Message] = []
+        orphans: list[Message] = []
+        batch_calls: set[str] = set()
+        for m in incoming:
+            if m.role == "assistant":
+                batch_calls.update(c.id for c in m.tool_calls)
+            elif m.role == "tool" and m.tool_call_id not in batch_calls and not self._call_ids[m.tool_call_id or ""]:
+                orphans.append(m)
+                continue
+            keep.append(m)
+        return keep, orphans
+
+    def _count_calls(self, messages: Iterable[Message]) -> None:
+        for m in messages:
+            if m.role == "assistant":
+                self._call_ids.update(c.id for c in m.tool_calls)
 
     def replace(self, messages: Sequence[Message]) -> None:
         """Replace the whole view (after masking or compaction); totals and encodings are rebuilt lazily."""
         self._messages = list(messages)
+        self._aborted = {}
+        self._track_aborted(self._messages)
+        self._call_ids = Counter()
+        self._count_calls(self._messages)
+        self._reset()
+
+    def _reset(self) -> None:
         self.version += 1
         self._settled = 0
         self._settled_tokens = 0
@@ -92,6 +137,38 @@ class View:
         self._encoded.clear()
 
     # -- internals ----------------------------------------------------------------------------------------------------
+    def _track_aborted(self, messages: Iterable[Message]) -> None:
+        for m in messages:
+            if m.kind == _ABORTED_KIND and m.tool_call_id:
+                known = self._aborted.setdefault(m.tool_call_id, [])
+                if not any(k is m for k in known):
+                    known.append(m)
+
+    def _answer_late(self, incoming: list[Message]) -> list[Message]:
+        """Put late results in place of their calls' "aborted" outputs; the messages still to append."""
+        rest: list[Message] = []
+        for k, m in enumerate(incoming):
+            call_id = m.tool_call_id or ""
+            placeholders = self._aborted.get(call_id) if m.role == "tool" else None
+            # A call in the unsettled tail (or earlier in this batch) still waiting for this id gets it instead.
+            if not placeholders or self._awaited(call_id, incoming[:k]):
+                rest.append(m)
+                continue
+            old = placeholders.pop()  # ids reused across turns: the latest call is the one being answered
+            if not placeholders:
+                del self._aborted[call_id]
+            index = next((i for i, x in enumerate(self._messages) if x is old), None)
+            if index is None:
+                rest.append(m)
+                continue
+            self._messages[index] = m
+            self._reset()
+        return rest
+
+    def _awaited(self, call_id: str, before: list[Message]) -> bool:
+        tail = [*self._messages[self._settled :], *before]
+        return any(p.call_id == call_id and p.result_index is None for p in pair_list(tail))
+
     def _normalized_tail(self) -> list[Message]:
         # prepare() asks for the tail three times (totals, decision, encoding); normalize it once per state.
         key = (self.version, len(self._messages), self._settled)
@@ -117,7 +194,11 @@ class View:
         segment = msgs[self._settled : end]
         fixed = normalize(segment, opening=not self._opened)
         if fixed != segment:
+            kept = {id(m) for m in fixed}
+            # Orphans and duplicates leave the view here for good; the manager archives them (nothing is lost).
+            self.dropped.extend(m for m in segment if id(m) not in kept)
             msgs[self._settled : end] = fixed
+        self._track_aborted(fixed)
         count = self.counter.count_message
         for m in fixed:
             n = count(m)

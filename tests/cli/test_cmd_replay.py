@@ -49,13 +49,13 @@ def test_demo_json_has_the_promised_keys_and_shows_masking_and_compaction(
     assert out.count("\n") == 1
     result = json.loads(out)
     assert set(result) >= REQUIRED_KEYS
-    assert result["window"] == 16_000 and result["model"] == "gpt-4o"
+    assert result["window"] == 8_000 and result["model"] == "gpt-4o"
     assert result["valid_rate"] == 1.0
     assert result["compactions"] >= 1 and result["maskings"] >= 1
     assert result["tokens_sent"] < result["tokens_sent_baseline"]
     assert result["cost_usd_cached"] < result["cost_usd"]
     session = result["per_session"][0]
-    assert len(session["series"]) == result["turns"] and session["thresholds"]["window"] == 16_000
+    assert len(session["series"]) == result["turns"] and session["thresholds"]["window"] == 8_000
     assert err.startswith("session")  # the table goes to stderr when stdout carries JSON
 
 
