@@ -18,18 +18,21 @@ from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
 from .errors import InvalidHistory, RefNotFound, StoreError
-from .messages import Message, freeze
+from .messages import Message, TextPart, ToolCall, freeze
 from .redact import Redactor
-from .serialize import dumps_messages, loads_messages
+from .serialize import dumps_messages, loads_messages, part_from_dict, part_to_dict
 
 __all__ = [
+    "BOOKKEEPING_META",
     "DEFAULT_KEEP_META",
     "EVENTS_NAME",
+    "PARTS_META",
     "SYNTHETIC_KINDS",
     "Archive",
     "ArchiveStore",
     "MemoryArchiveStore",
     "merge_histories",
+    "parts_skeleton",
     "summary_name",
     "transcript_name",
     "validate_session_id",
@@ -47,6 +50,14 @@ SYNTHETIC_KINDS = frozenset({"summary", "retain", "user_block", "placeholder", "
 _VIEW_KINDS = frozenset({"masked", "truncated"})
 # meta keys a caller may have set on its own messages; everything else in meta is contextfold's bookkeeping.
 DEFAULT_KEEP_META = ("protected", "label")
+# meta keys the manager, the cache and masking add to an original message: its stable id, what kind of view it
+# became, the ref of its full text and the size and part layout of that text. keep_meta=None drops only these.
+BOOKKEEPING_META = frozenset({"id", "kind", "ref", "original_bytes", "content_parts"})
+# meta key under which a view of a multi-part tool output keeps the layout of its parts (see parts_skeleton):
+# the cache stores only the joined text, so without it a restore would return one string instead of the parts.
+PARTS_META = "content_parts"
+# The arguments a tool call is left with when masking clears its inputs (masking._clear_inputs).
+_TRIMMED_KEYS = frozenset({"trimmed", "ref"})
 # Two writers racing for the same transcript number retry with the next one; more than this means a bug.
 _MAX_NUMBER_RETRIES = 16
 
@@ -162,7 +173,54 @@ def _identity(m: Message, position: int) -> tuple[str, ...]:
 
 
 def _is_view(m: Message) -> bool:
-    return m.kind in _VIEW_KINDS and m.meta.get("ref") is not None
+    return (m.kind in _VIEW_KINDS and m.meta.get("ref") is not None) or any(_trimmed_ref(c) for c in m.tool_calls)
+
+
+def _trimmed_ref(call: ToolCall) -> str | None:
+    """The ref of a tool call's arguments that masking cleared (``{"trimmed": true, "ref": ...}``), else None."""
+    if '"trimmed"' not in call.arguments:
+        return None
+    try:
+        value = json.loads(call.arguments)
+    except ValueError:
+        return None
+    if isinstance(value, dict) and set(value) == _TRIMMED_KEYS and value["trimmed"] is True:
+        ref = value["ref"]
+        return ref if isinstance(ref, str) else None
+    return None
+
+
+def parts_skeleton(m: Message) -> tuple[dict[str, Any], ...] | None:
+    """The layout of a text-only multi-part content (each part without its text, plus its length), else None.
+
+    Whoever replaces such a content by a view of its joined text keeps this under ``meta[PARTS_META]``, so that
+    :meth:`Archive.restore_history` can give back the parts, not just their text.
+    """
+    if isinstance(m.content, str):
+        return None
+    texts = [p for p in m.content if isinstance(p, TextPart)]
+    if len(texts) != len(m.content):
+        return None
+    return tuple({**part_to_dict(replace(p, text="")), "chars": len(p.text)} for p in texts)
+
+
+def _rebuild_parts(text: str, skeleton: Any) -> str | tuple[Any, ...]:
+    """``text`` split back into the parts ``skeleton`` describes (joined by newlines); ``text`` when it does not fit."""
+    if not isinstance(skeleton, Sequence) or isinstance(skeleton, str) or not skeleton:
+        return text
+    try:
+        lengths = [int(s["chars"]) for s in skeleton]
+    except (KeyError, TypeError, ValueError):
+        return text
+    if sum(lengths) + len(lengths) - 1 != len(text):
+        return text
+    parts: list[Any] = []
+    pos = 0
+    for shape, n in zip(skeleton, lengths, strict=True):
+        fields = {k: v for k, v in shape.items() if k != "chars"}
+        parts.append(part_from_dict({**fields, "text": text[pos : pos + n]}))
+        pos += n + 1
+    return tuple(parts)
 
 
 def merge_histories(views: Iterable[Sequence[Message]]) -> list[Message]:
@@ -299,7 +357,7 @@ class Archive:
         current_view: Sequence[Message] = (),
         *,
         resolve_ref: Callable[[str], str] | None = None,
-        keep_meta: Iterable[str] = DEFAULT_KEEP_META,
+        keep_meta: Iterable[str] | None = DEFAULT_KEEP_META,
     ) -> list[Message]:
         """The session's full original history: archived transcripts merged with ``current_view``.
 
@@ -307,25 +365,50 @@ class Archive:
             session_id: the session.
             current_view: the manager's view now (what has not been archived yet is only there).
             resolve_ref: ref id -> full text (``ToolOutputCache.get``). When given, masked and truncated tool
-                outputs get their full text back and contextfold's ``meta`` is dropped (keys in ``keep_meta``
-                stay), so that the result equals the messages as the agent added them. An output whose ref is
-                no longer cached keeps its view and its meta, so the gap stays visible.
-            keep_meta: meta keys that belong to the caller, kept when ``resolve_ref`` is given.
+                outputs (and tool-call arguments cleared by masking) get their full text back and contextfold's
+                ``meta`` is dropped (keys in ``keep_meta`` stay), so that the result equals the messages as the
+                agent added them. An output whose ref is no longer cached keeps its view and its meta, so the gap
+                stays visible.
+            keep_meta: meta keys that belong to the caller, kept when ``resolve_ref`` is given; None keeps every key
+                but contextfold's own (:data:`BOOKKEEPING_META`), so importer and caller keys come back too.
         """
         views: list[Sequence[Message]] = [messages for _, messages in self.transcripts(session_id)]
         views.append(current_view)
         merged = merge_histories(views)
         if resolve_ref is None:
             return merged
-        return [_restore_original(m, resolve_ref, frozenset(keep_meta)) for m in merged]
+        keep = None if keep_meta is None else frozenset(keep_meta)
+        return [_restore_original(m, resolve_ref, keep) for m in merged]
 
 
-def _restore_original(m: Message, resolve_ref: Callable[[str], str], keep: frozenset[str]) -> Message:
+def _restore_calls(m: Message, resolve_ref: Callable[[str], str]) -> Message | None:
+    """``m`` with cleared tool-call arguments resolved; None when one of their refs is gone."""
+    calls: list[ToolCall] = []
+    for call in m.tool_calls:
+        ref = _trimmed_ref(call)
+        if ref is not None:
+            try:
+                call = replace(call, arguments=resolve_ref(ref))
+            except (RefNotFound, KeyError):
+                return None
+        calls.append(call)
+    return replace(m, tool_calls=tuple(calls)) if calls else m
+
+
+def _restore_original(m: Message, resolve_ref: Callable[[str], str], keep: frozenset[str] | None) -> Message:
     if _is_view(m):
-        try:
-            text = resolve_ref(str(m.meta["ref"]))
-        except (RefNotFound, KeyError):
+        restored = _restore_calls(m, resolve_ref)
+        if restored is None:
             return m
-        m = m.with_content(text)
-    meta = freeze({k: v for k, v in m.meta.items() if k in keep})
+        if m.kind in _VIEW_KINDS and m.meta.get("ref") is not None:
+            try:
+                text = resolve_ref(str(m.meta["ref"]))
+            except (RefNotFound, KeyError):
+                return m
+            restored = restored.with_content(_rebuild_parts(text, m.meta.get(PARTS_META)))
+        m = restored
+    if keep is None:
+        meta = freeze({k: v for k, v in m.meta.items() if k not in BOOKKEEPING_META})
+    else:
+        meta = freeze({k: v for k, v in m.meta.items() if k in keep})
     return m if meta == m.meta else replace(m, meta=meta)

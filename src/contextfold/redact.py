@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -21,6 +22,8 @@ from .messages import DocumentPart, ImagePart, Message, Part, TextPart, Thinking
 
 __all__ = [
     "BUILTIN_PATTERNS",
+    "LEARN_MIN_CHARS",
+    "MAX_LEARNED",
     "Finding",
     "Redactor",
     "SecretPattern",
@@ -43,6 +46,19 @@ _ASSIGNMENT_VALUE = (
 _SECRET_KEY = re.compile(rf"(?i)(?:.*[_\-.])?(?:(?P<pw>password|passwd|passphrase)|{_ASSIGNMENT_KEYS}|secret)")
 # Characters that may continue a token; a match must not start or end inside a longer token.
 _TOKEN = r"A-Za-z0-9_\-"
+# A finding that is exactly a marker is a secret redacted earlier: renaming it (`api_key = "[REDACTED:openai_key]"`
+# seen again by the api_key pattern) would make redaction depend on how many times it ran (the manager redacts a
+# transcript and the archive redacts it again).
+_MARKER_RE = re.compile(r"\[REDACTED:[^\]\n]*\]")
+# A secret, once found, is remembered by its alphanumeric runs of at least this length that mix letters and digits:
+# a summarizer lists identifiers without the `password=` or `Bearer` that made them recognisable, and an agent may
+# repeat a token in prose. Shorter or single-class runs ("password", "localhost") are too common to replace.
+LEARN_MIN_CHARS = 12
+_LEARNABLE_RE = re.compile(rf"[A-Za-z0-9]{{{LEARN_MIN_CHARS},}}")
+# A secret found inside JSON text (tool-call arguments) still has its escapes: `\nMIIE...` must teach `MIIE...`.
+_JSON_ESCAPE_RE = re.compile(r"\\(?:[nrtbf/\"\\]|u[0-9a-fA-F]{4})")
+# Remembered runs kept at most: a redactor shared by many sessions must not grow without bound.
+MAX_LEARNED = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +112,13 @@ BUILTIN_PATTERNS: tuple[SecretPattern, ...] = (
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
         r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)",
         "-----begin",
+    ),
+    # The end of a block whose beginning is gone (a truncated output keeps head and tail lines): the key lines right
+    # before the END line are still secret.
+    _p(
+        "private_key",
+        r"(?m)^(?:[A-Za-z0-9+/=]{16,}\r?\n)+-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----",
+        "-----end",
     ),
     _p("anthropic_key", rf"sk-ant-(?<![{_TOKEN}]sk-ant-)[A-Za-z0-9_\-]{{20,}}", "sk-ant-"),
     _p("openai_key", rf"sk-(?<![{_TOKEN}]sk-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{{20,}}", "sk-"),
@@ -172,6 +195,9 @@ class Redactor:
         disabled: names of built-in patterns to skip (for example ``{"url_credentials"}``).
         callback: a last pass over every redacted string, for secrets no regex describes.
         apply_to_model: a flag the context manager reads: redact what the model sees too (off by default).
+        remember: replace later verbatim repeats of every secret found (its runs of ``LEARN_MIN_CHARS`` or more
+            letters and digits), even where no pattern would recognise it. A repeat seen before the secret was
+            first found is not caught.
     """
 
     def __init__(
@@ -183,6 +209,7 @@ class Redactor:
         disabled: Iterable[str] = (),
         callback: Callable[[str], str] | None = None,
         apply_to_model: bool = False,
+        remember: bool = True,
     ) -> None:
         skip = set(disabled)
         unknown = skip - {p.name for p in BUILTIN_PATTERNS}
@@ -199,6 +226,27 @@ class Redactor:
         self.enabled = enabled
         self.callback = callback
         self.apply_to_model = apply_to_model
+        self.remember = remember
+        # Copy-on-write: exporter threads read it while the agent's thread learns; readers never see a dict change.
+        self._learned: dict[str, str] = {}
+        self._learn_lock = threading.Lock()
+
+    def learn(self, secret: str, name: str) -> None:
+        """Remember ``secret`` so that its repeats are redacted as ``name`` (see ``remember``)."""
+        text = _JSON_ESCAPE_RE.sub(" ", secret) if "\\" in secret else secret
+        runs = [r for r in _LEARNABLE_RE.findall(text) if not r.isalpha() and not r.isdigit()]
+        if not self.remember or not runs:
+            return
+        with self._learn_lock:
+            fresh = {r: name for r in runs if r not in self._learned}
+            if fresh and len(self._learned) + len(fresh) <= MAX_LEARNED:
+                self._learned = {**self._learned, **fresh}
+
+    def _replace_learned(self, text: str) -> str:
+        learned = self._learned
+        if not learned or len(text) < LEARN_MIN_CHARS:
+            return text
+        return _LEARNABLE_RE.sub(lambda m: marker(learned[m.group()]) if m.group() in learned else m.group(), text)
 
     # -- text ---------------------------------------------------------------------------------------------------
     def scan(self, text: str) -> list[Finding]:
@@ -210,7 +258,7 @@ class Redactor:
                 continue
             for m in pattern.regex.finditer(text):
                 start, end = _secret_span(m)
-                if end > start:
+                if end > start and not _MARKER_RE.fullmatch(text, start, end):
                     found.append((start, -(end - start), priority, pattern.name))
         found.sort()
         out: list[Finding] = []
@@ -225,13 +273,16 @@ class Redactor:
         """``text`` with every secret replaced by its marker; the rest is unchanged."""
         if not self.enabled or not text:
             return text
+        findings = self.scan(text)
+        for f in findings:
+            self.learn(text[f.start : f.end], f.name)
         pieces: list[str] = []
         pos = 0
-        for f in self.scan(text):
-            pieces.append(text[pos : f.start])
+        for f in findings:
+            pieces.append(self._replace_learned(text[pos : f.start]))
             pieces.append(marker(f.name))
             pos = f.end
-        pieces.append(text[pos:])
+        pieces.append(self._replace_learned(text[pos:]))
         result = "".join(pieces)
         return self.callback(result) if self.callback is not None else result
 
@@ -255,30 +306,33 @@ class Redactor:
         if isinstance(key, str) and isinstance(value, str) and value and not value.startswith("[REDACTED"):
             m = _SECRET_KEY.fullmatch(key)
             if m is not None:
+                self.learn(value, "password" if m.group("pw") else "api_key")
                 return marker("password" if m.group("pw") else "api_key")
         return self.redact_obj(value)
 
     def redact_json_string(self, text: str) -> str:
         """A JSON document (tool-call arguments) redacted so that it stays valid JSON.
 
-        The text pass sees ``"password": "..."`` as written; decoding then catches what escaping hid from it
-        (an escaped password assignment inside a string value) and keys that name a secret. The original formatting
-        is kept unless decoding finds more, or the text pass cut through an escape sequence.
+        The decoded values are redacted first: in the raw text an escaped newline is not whitespace, so a bare
+        ``api_key=...`` value would run on into the next line of the string. When the values hold no secret, the
+        text pass still catches what only shows in JSON syntax (``"api_key": 12345``), and the original formatting
+        is kept.
         """
         if not self.enabled:
             return text
+        try:
+            decoded = json.loads(text)
+        except ValueError:
+            return self.redact_text(text)  # not JSON at all: the text pass is all there is
+        again = self.redact_obj(decoded)
+        if again != decoded:
+            return json.dumps(again, ensure_ascii=False)
         out = self.redact_text(text)
         try:
-            decoded, valid = json.loads(out), True
+            json.loads(out)
         except ValueError:
-            try:
-                decoded, valid = json.loads(text), False
-            except ValueError:
-                return out  # not JSON at all: the text pass is all there is
-        again = self.redact_obj(decoded)
-        if valid and again == decoded:
-            return out
-        return json.dumps(again, ensure_ascii=False)
+            return json.dumps(again, ensure_ascii=False)  # the text pass cut through an escape sequence
+        return out
 
     def _redact_part(self, part: Part) -> Part:
         if isinstance(part, TextPart):
