@@ -9,7 +9,6 @@ exception in the agent loop.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from typing import Any
 from .archive import Archive, merge_histories
 from .errors import RefNotFound, StoreError
 from .messages import Message, ToolCall
+from .tool_schemas import tool_schema
 
 __all__ = [
     "DEFAULT_MAX_RESULTS",
@@ -40,7 +40,6 @@ MAX_HIT_CHARS = 300
 MAX_ANSWER_CHARS = 40_000
 # Python's re has no timeout: bounding the pattern keeps a model-written expression from running away.
 MAX_PATTERN_CHARS = 1_000
-SCHEMA_FORMATS = ("openai_chat", "openai_responses", "anthropic")
 ROLE_NAMES = ("system", "developer", "user", "assistant", "tool")
 
 _DESCRIPTION = (
@@ -210,17 +209,7 @@ def history_search_schema(format: str = "openai_chat") -> dict[str, Any]:
     Raises:
         ValueError: for another format name.
     """
-    params = json.loads(json.dumps(_PARAMETERS))  # a fresh copy: callers may add strict / cache_control
-    if format == "openai_chat":
-        return {
-            "type": "function",
-            "function": {"name": HISTORY_SEARCH_TOOL, "description": _DESCRIPTION, "parameters": params},
-        }
-    if format == "openai_responses":
-        return {"type": "function", "name": HISTORY_SEARCH_TOOL, "description": _DESCRIPTION, "parameters": params}
-    if format == "anthropic":
-        return {"name": HISTORY_SEARCH_TOOL, "description": _DESCRIPTION, "input_schema": params}
-    raise ValueError(f"format must be one of {', '.join(SCHEMA_FORMATS)}, got {format!r}")
+    return tool_schema(format, HISTORY_SEARCH_TOOL, _DESCRIPTION, _PARAMETERS)
 
 
 class HistorySearchTool:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from .errors import RefNotFound, StoreError
 from .messages import Message, ToolCall
+from .tool_schemas import tool_schema
 
 if TYPE_CHECKING:
     from .cache import ToolOutputCache, ToolOutputRef
@@ -436,7 +437,6 @@ _GREP_PARAMETERS: dict[str, object] = {
     "additionalProperties": False,
 }
 _TOOLS = ((READ_TOOL, _READ_DESCRIPTION, _READ_PARAMETERS), (GREP_TOOL, _GREP_DESCRIPTION, _GREP_PARAMETERS))
-SCHEMA_FORMATS = ("openai_chat", "openai_responses", "anthropic")
 
 
 def retrieval_tool_schemas(format: str = "openai_chat") -> list[dict[str, object]]:
@@ -445,29 +445,7 @@ def retrieval_tool_schemas(format: str = "openai_chat") -> list[dict[str, object
     Raises:
         ValueError: for another format name.
     """
-    out: list[dict[str, object]] = []
-    for name, description, parameters in _TOOLS:
-        params = _copy(parameters)
-        if format == "openai_chat":
-            out.append(
-                {"type": "function", "function": {"name": name, "description": description, "parameters": params}}
-            )
-        elif format == "openai_responses":
-            out.append({"type": "function", "name": name, "description": description, "parameters": params})
-        elif format == "anthropic":
-            out.append({"name": name, "description": description, "input_schema": params})
-        else:
-            raise ValueError(f"format must be one of {', '.join(SCHEMA_FORMATS)}, got {format!r}")
-    return out
-
-
-def _copy(value: object) -> object:
-    # Callers may mutate the schema they get (add strict, cache_control); never let that reach ours.
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
+    return [tool_schema(format, name, description, parameters) for name, description, parameters in _TOOLS]
 
 
 def is_retrieval_call(call: ToolCall) -> bool:

@@ -13,26 +13,10 @@ from typing import Any, cast
 
 from ..errors import InvalidHistory
 from ..formats import openai_chat
+from ..formats._common import expect_mapping, type_name
 from ..messages import ROLES, Message, Role
 
 __all__ = ["decode_chat", "decode_role", "expect_mapping", "join_field", "type_name"]
-
-
-def type_name(value: Any) -> str:
-    """The JSON name of ``value``'s type, for error messages a user who wrote JSON will understand."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, Mapping):
-        return "object"
-    return type(value).__name__
 
 
 def join_field(prefix: str, name: str | None) -> str | None:
@@ -42,13 +26,6 @@ def join_field(prefix: str, name: str | None) -> str | None:
     if not prefix:
         return name
     return f"{prefix}{name}" if name.startswith("[") else f"{prefix}.{name}"
-
-
-def expect_mapping(value: Any, index: int, field: str | None) -> Mapping[str, Any]:
-    """``value`` if it is a JSON object, else an error naming ``field`` of record ``index``."""
-    if not isinstance(value, Mapping):
-        raise InvalidHistory(f"expected an object, got {type_name(value)}", index=index, field=field or None)
-    return cast(Mapping[str, Any], value)
 
 
 def decode_role(value: Any, index: int, field: str | None) -> Role:
@@ -69,7 +46,7 @@ def decode_chat(raw: Any, record: int, *, prefix: str = "", meta: Mapping[str, A
         prefix: The path of the message inside the record (``"traj[3]"``), or "" when it is the record.
         meta: contextfold annotations to attach (the importers keep recorder-only keys here).
     """
-    obj = expect_mapping(raw, record, prefix)
+    obj = expect_mapping(raw, record, prefix or None)
     decode_role(obj.get("role"), record, join_field(prefix, "role"))
     try:
         (message,) = openai_chat.decode([obj])

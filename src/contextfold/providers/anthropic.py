@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from importlib.util import find_spec
 from typing import Any
 
-from ..errors import MissingExtra
-from .base import ChatMessage, Completion, parse_overflow
+from .base import SDK, ChatMessage, Completion, SDKProvider, overflow_as_error
 
 __all__ = ["AnthropicProvider"]
 
@@ -16,21 +14,7 @@ _STOP = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "t
          "refusal": "refusal", "model_context_window_exceeded": "length"}
 
 
-def _require_sdk() -> None:
-    # Checked when the provider is built, without importing the SDK, so a missing extra fails at configuration.
-    if find_spec("anthropic") is None:
-        raise MissingExtra("the Anthropic provider", "anthropic", module="anthropic")
-
-
-def _sdk() -> Any:
-    try:
-        import anthropic
-    except ImportError as exc:
-        raise MissingExtra("the Anthropic provider", "anthropic", module="anthropic") from exc
-    return anthropic
-
-
-class AnthropicProvider:
+class AnthropicProvider(SDKProvider):
     """Completions from Claude models.
 
     Args:
@@ -42,30 +26,7 @@ class AnthropicProvider:
         client: an ``anthropic.Anthropic`` to use instead of building one; ``async_client`` likewise.
     """
 
-    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None, max_retries: int = 2,
-                 timeout: float = 120.0, client: Any = None, async_client: Any = None) -> None:
-        if client is None or async_client is None:
-            _require_sdk()
-        self.model = model
-        self.name = f"anthropic:{model}"
-        self._options: dict[str, Any] = {"base_url": base_url, "api_key": api_key, "max_retries": max_retries,
-                                         "timeout": timeout}
-        self._client = client
-        self._async_client = async_client
-
-    @property
-    def client(self) -> Any:
-        """The sync SDK client (built on first use)."""
-        if self._client is None:
-            self._client = _sdk().Anthropic(**self._options)
-        return self._client
-
-    @property
-    def async_client(self) -> Any:
-        """The async SDK client (built on first use)."""
-        if self._async_client is None:
-            self._async_client = _sdk().AsyncAnthropic(**self._options)
-        return self._async_client
+    sdk = SDK("anthropic", "the Anthropic provider", "anthropic", "Anthropic", "AsyncAnthropic")
 
     def complete(self, system: str, messages: Sequence[ChatMessage], *, max_tokens: int, temperature: float = 0.0,
                  seed: int | None = None) -> Completion:
@@ -74,23 +35,16 @@ class AnthropicProvider:
         ``temperature`` and ``seed`` are accepted for the protocol but not sent: the current Messages API takes
         neither (its SDK dropped ``temperature``), so Claude summaries are not bit-for-bit repeatable.
         """
-        try:
-            return _from_message(self.client.messages.create(**self._args(system, messages, max_tokens,
-                                                                          temperature)))
-        except Exception as exc:
-            raise _translate(exc, self.name) from exc
+        with overflow_as_error(self.name):
+            return _from_message(self.client.messages.create(**self._args(system, messages, max_tokens)))
 
     async def acomplete(self, system: str, messages: Sequence[ChatMessage], *, max_tokens: int,
                         temperature: float = 0.0, seed: int | None = None) -> Completion:
         """Async :meth:`complete`."""
-        try:
-            args = self._args(system, messages, max_tokens, temperature)
-            return _from_message(await self.async_client.messages.create(**args))
-        except Exception as exc:
-            raise _translate(exc, self.name) from exc
+        with overflow_as_error(self.name):
+            return _from_message(await self.async_client.messages.create(**self._args(system, messages, max_tokens)))
 
-    def _args(self, system: str, messages: Sequence[ChatMessage], max_tokens: int,
-              temperature: float) -> dict[str, Any]:
+    def _args(self, system: str, messages: Sequence[ChatMessage], max_tokens: int) -> dict[str, Any]:
         return {"model": self.model, "system": system, "messages": [dict(m) for m in messages],
                 "max_tokens": max_tokens}
 
@@ -108,9 +62,3 @@ def _from_message(message: Any) -> Completion:
         model=getattr(message, "model", None),
     )
 
-
-def _translate(exc: Exception, provider: str) -> Exception:
-    """Context-window errors become ContextOverflowError; every other error passes through unchanged."""
-    if getattr(exc, "status_code", None) != 400:
-        return exc
-    return parse_overflow(str(getattr(exc, "message", "") or exc), provider) or exc

@@ -6,11 +6,9 @@ Speaks Chat Completions by default, or the Responses API with ``api="responses"`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from importlib.util import find_spec
 from typing import Any, Literal
 
-from ..errors import MissingExtra
-from .base import ChatMessage, Completion, parse_overflow
+from .base import SDK, ChatMessage, Completion, SDKProvider, overflow_as_error
 
 __all__ = ["OpenAIProvider"]
 
@@ -19,21 +17,7 @@ _CHAT_FINISH = {"stop": "stop", "length": "length", "content_filter": "refusal",
                 "function_call": "tool_calls"}
 
 
-def _require_sdk() -> None:
-    # Checked when the provider is built, without importing the SDK, so a missing extra fails at configuration.
-    if find_spec("openai") is None:
-        raise MissingExtra("the OpenAI provider", "openai", module="openai")
-
-
-def _sdk() -> Any:
-    try:
-        import openai
-    except ImportError as exc:
-        raise MissingExtra("the OpenAI provider", "openai", module="openai") from exc
-    return openai
-
-
-class OpenAIProvider:
+class OpenAIProvider(SDKProvider):
     """Completions from an OpenAI-compatible API through the official ``openai`` SDK.
 
     Args:
@@ -47,6 +31,8 @@ class OpenAIProvider:
         timeout: seconds per request.
         client: an ``openai.OpenAI`` to use instead of building one; ``async_client`` likewise.
     """
+
+    sdk = SDK("openai", "the OpenAI provider", "openai", "OpenAI", "AsyncOpenAI")
 
     def __init__(
         self,
@@ -63,55 +49,31 @@ class OpenAIProvider:
     ) -> None:
         if api not in ("chat", "responses"):
             raise ValueError(f"api: expected 'chat' or 'responses', got {api!r}")
-        if client is None or async_client is None:
-            _require_sdk()
-        self.model = model
+        super().__init__(model, base_url=base_url, api_key=api_key, max_retries=max_retries, timeout=timeout,
+                         client=client, async_client=async_client)
         self.api = api
         self.token_param = token_param
-        self.name = f"openai:{model}"
-        self._options: dict[str, Any] = {"base_url": base_url, "api_key": api_key, "max_retries": max_retries,
-                                         "timeout": timeout}
-        self._client = client
-        self._async_client = async_client
-
-    @property
-    def client(self) -> Any:
-        """The sync SDK client (built on first use)."""
-        if self._client is None:
-            self._client = _sdk().OpenAI(**self._options)
-        return self._client
-
-    @property
-    def async_client(self) -> Any:
-        """The async SDK client (built on first use)."""
-        if self._async_client is None:
-            self._async_client = _sdk().AsyncOpenAI(**self._options)
-        return self._async_client
 
     def complete(self, system: str, messages: Sequence[ChatMessage], *, max_tokens: int, temperature: float = 0.0,
                  seed: int | None = None) -> Completion:
         """One completion; context-window errors are raised as ContextOverflowError with the counts."""
-        try:
+        with overflow_as_error(self.name):
             if self.api == "responses":
                 return _from_response(self.client.responses.create(**self._responses_args(system, messages,
                                                                                          max_tokens, temperature)))
             return _from_chat(self.client.chat.completions.create(**self._chat_args(system, messages, max_tokens,
                                                                                    temperature, seed)))
-        except Exception as exc:
-            raise _translate(exc, self.name) from exc
 
     async def acomplete(self, system: str, messages: Sequence[ChatMessage], *, max_tokens: int,
                         temperature: float = 0.0, seed: int | None = None) -> Completion:
         """Async :meth:`complete`."""
         client = self.async_client
-        try:
+        with overflow_as_error(self.name):
             if self.api == "responses":
                 args = self._responses_args(system, messages, max_tokens, temperature)
                 return _from_response(await client.responses.create(**args))
             args = self._chat_args(system, messages, max_tokens, temperature, seed)
             return _from_chat(await client.chat.completions.create(**args))
-        except Exception as exc:
-            raise _translate(exc, self.name) from exc
 
     def _chat_args(self, system: str, messages: Sequence[ChatMessage], max_tokens: int, temperature: float,
                    seed: int | None) -> dict[str, Any]:
@@ -179,12 +141,3 @@ def _from_response(response: Any) -> Completion:
         model=getattr(response, "model", None),
     )
 
-
-def _translate(exc: Exception, provider: str) -> Exception:
-    """Context-window errors become ContextOverflowError; every other error passes through unchanged."""
-    body = getattr(exc, "body", None)
-    code = body.get("code") if isinstance(body, dict) else None
-    text = str(getattr(exc, "message", "") or exc)
-    overflow = parse_overflow(text if code != "context_length_exceeded" else f"{text} (context_length_exceeded)",
-                              provider)
-    return overflow if overflow is not None and getattr(exc, "status_code", 400) == 400 else exc

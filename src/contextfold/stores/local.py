@@ -7,25 +7,19 @@ and every entry committed before it stays readable.
 
 from __future__ import annotations
 
-import sqlite3
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
 
-from ..errors import RefNotFound, StoreError
+from ..errors import RefNotFound
+from ._sqlite import DEFAULT_DIRECTORY, SQLiteFile
 from .base import BlobInfo, BlobStore
 
 __all__ = ["DEFAULT_DIRECTORY", "DEFAULT_FILENAME", "LocalBlobStore"]
 
-# Relative to the working directory, like .git: the cache belongs to the project the agent works on.
-DEFAULT_DIRECTORY = ".contextfold"
 # A name of its own so that the archive and sessions can share the directory without sharing a database.
 DEFAULT_FILENAME = "tool_outputs.sqlite3"
 # 64 KiB rows: a 1,000-line slice reads a handful of rows, and a 100 MB output is ~1,600 rows, cheap to write.
 CHUNK_BYTES = 64 * 1024
-# Another process may hold the write lock briefly (WAL allows one writer); wait this long before failing.
-BUSY_TIMEOUT_SECONDS = 30.0
 # Bumped whenever the schema changes, so that an old file is recognised instead of misread.
 SCHEMA_VERSION = 1
 
@@ -47,7 +41,7 @@ CREATE TABLE IF NOT EXISTS chunks (
 _NEXT_ACCESS = "(SELECT coalesce(max(accessed), 0) + 1 FROM blobs)"
 
 
-class LocalBlobStore(BlobStore):
+class LocalBlobStore(SQLiteFile, BlobStore):
     r"""Blobs in ``<directory>/tool_outputs.sqlite3`` (WAL), shared safely by threads and processes.
 
     Args:
@@ -62,99 +56,39 @@ class LocalBlobStore(BlobStore):
         b'line 2'
     """
 
+    _what = "local blob store"
+
     def __init__(self, directory: str | Path | None = None) -> None:
-        # Absolute from the start: a later chdir must not move the cache.
-        target = (Path(directory) if directory is not None else Path(DEFAULT_DIRECTORY)).absolute()
-        if target.suffix in {".sqlite3", ".sqlite", ".db"}:
-            self.path = target
-        else:
-            self.path = target / DEFAULT_FILENAME
-        self._lock = threading.RLock()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn: sqlite3.Connection | None = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_SECONDS
-            )
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            # NORMAL is durable against a killed process in WAL mode (only an OS crash can lose the last commits).
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, SCHEMA_VERSION):
-                raise StoreError(f"{self.path}: schema version {version}, this contextfold reads {SCHEMA_VERSION}")
-            self._conn.executescript(_SCHEMA)
-            self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open the local blob store at {self.path}: {exc}") from exc
-
-    # -- lifecycle --------------------------------------------------------------------------------------------
-    def close(self) -> None:
-        """Close the database connection (idempotent)."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-    def __enter__(self) -> LocalBlobStore:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    def _db(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise StoreError(f"the local blob store at {self.path} is closed")
-        return self._conn
+        self._open(directory, filename=DEFAULT_FILENAME, schema=_SCHEMA, schema_version=SCHEMA_VERSION)
 
     # -- BlobStore --------------------------------------------------------------------------------------------
     def put(self, key: str, data: bytes) -> None:
         """Store ``data`` under ``key`` in one transaction, replacing any previous value."""
         view = memoryview(data)
         rows = ((key, seq, view[off : off + CHUNK_BYTES]) for seq, off in enumerate(range(0, len(view), CHUNK_BYTES)))
-        with self._lock:
-            db = self._db()
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    db.execute("DELETE FROM chunks WHERE key = ?", (key,))
-                    db.executemany("INSERT INTO chunks (key, seq, data) VALUES (?, ?, ?)", rows)
-                    db.execute(
-                        f"INSERT OR REPLACE INTO blobs (key, size, accessed) VALUES (?, ?, {_NEXT_ACCESS})",
-                        (key, len(view)),
-                    )
-                    db.execute("COMMIT")
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot write {key!r} to {self.path}: {exc}") from exc
+        with self._write(f"cannot write {key!r} to {self.path}") as db:
+            db.execute("DELETE FROM chunks WHERE key = ?", (key,))
+            db.executemany("INSERT INTO chunks (key, seq, data) VALUES (?, ?, ?)", rows)
+            db.execute(
+                f"INSERT OR REPLACE INTO blobs (key, size, accessed) VALUES (?, ?, {_NEXT_ACCESS})", (key, len(view))
+            )
 
     def read_range(self, key: str, start: int, length: int) -> bytes:
         """Up to ``length`` bytes of ``key`` from ``start``, reading only the chunks that hold them."""
         if start < 0 or length < 0:
             raise ValueError(f"read_range: start and length must be >= 0, got start={start}, length={length}")
-        with self._lock:
-            db = self._db()
-            try:
-                # One read transaction so that a concurrent replacement of the key cannot mix two versions.
-                db.execute("BEGIN")
-                try:
-                    row = db.execute("SELECT size FROM blobs WHERE key = ?", (key,)).fetchone()
-                    if row is None:
-                        raise RefNotFound(key)
-                    end = min(start + length, int(row[0]))
-                    if end <= start:
-                        return b""
-                    first, last = start // CHUNK_BYTES, (end - 1) // CHUNK_BYTES
-                    parts = db.execute(
-                        "SELECT data FROM chunks WHERE key = ? AND seq BETWEEN ? AND ? ORDER BY seq",
-                        (key, first, last),
-                    ).fetchall()
-                finally:
-                    db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot read {key!r} from {self.path}: {exc}") from exc
+        # One read transaction so that a concurrent replacement of the key cannot mix two versions.
+        with self._snapshot(f"cannot read {key!r} from {self.path}") as db:
+            row = db.execute("SELECT size FROM blobs WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                raise RefNotFound(key)
+            end = min(start + length, int(row[0]))
+            if end <= start:
+                return b""
+            first, last = start // CHUNK_BYTES, (end - 1) // CHUNK_BYTES
+            parts = db.execute(
+                "SELECT data FROM chunks WHERE key = ? AND seq BETWEEN ? AND ? ORDER BY seq", (key, first, last)
+            ).fetchall()
         joined = b"".join(p[0] for p in parts)
         offset = start - first * CHUNK_BYTES
         return joined[offset : offset + (end - start)]
@@ -167,19 +101,9 @@ class LocalBlobStore(BlobStore):
 
     def delete(self, key: str) -> bool:
         """Remove ``key`` and its chunks in one transaction."""
-        with self._lock:
-            db = self._db()
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    db.execute("DELETE FROM chunks WHERE key = ?", (key,))
-                    found = db.execute("DELETE FROM blobs WHERE key = ?", (key,)).rowcount > 0
-                    db.execute("COMMIT")
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot delete {key!r} from {self.path}: {exc}") from exc
+        with self._write(f"cannot delete {key!r} from {self.path}") as db:
+            db.execute("DELETE FROM chunks WHERE key = ?", (key,))
+            found = db.execute("DELETE FROM blobs WHERE key = ?", (key,)).rowcount > 0
         return found
 
     def entries(self) -> Iterator[BlobInfo]:
@@ -192,9 +116,3 @@ class LocalBlobStore(BlobStore):
         """Mark ``key`` as just used."""
         with self._lock:
             self._query(f"UPDATE blobs SET accessed = {_NEXT_ACCESS} WHERE key = ?", (key,))
-
-    def _query(self, sql: str, params: tuple[object, ...] = ()) -> sqlite3.Cursor:
-        try:
-            return self._db().execute(sql, params)
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: {exc}") from exc
