@@ -226,7 +226,7 @@ class ToolOutputCache:
         if size > self.config.max_message_bytes:
             return True
         limit = self.config.max_line_length
-        if len(text) > limit and any(len(line) > limit for line in text.splitlines()):
+        if len(text) > limit and any(len(line) > limit for line in text.split("\n")):
             return True
         token_cap = self.config.message_tokens(self.context_window)
         # A token is at least one byte, so only texts longer than the cap in bytes can be over it in tokens.
