@@ -1,0 +1,442 @@
+"""Issue 6 acceptance: secrets planted anywhere in a session never leave the process, and nothing else changes.
+
+Each example plants one secret of every kind the issue lists at random places (user messages, tool outputs big
+enough to be truncated at write time, tool-call arguments) of a session run through a real ContextManager that
+truncates, masks and compacts, with every exporter on (console to a captured stream, a JSONL file, Ariadne to a
+loopback HTTP server, OpenTelemetry over OTLP/HTTP to a loopback receiver), the archive on disk, and Python
+logging captured at DEBUG.
+
+"Nothing else changes" is checked against a twin run of the same input with ``redact=False``: redaction never
+feeds back into decisions, so the twin makes the same compactions, and every output of the redacted run must be
+exactly the twin's output passed through the redactor. The twin's outputs do hold the secrets, so the leak check
+can fail. Around each planted secret, the text between its sentinels must read as the context with only the
+secret replaced by a marker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import logging
+import re
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from contextfold.archive import SYNTHETIC_KINDS, Archive
+from contextfold.manager import ContextManager
+from contextfold.messages import Message, ToolCall
+from contextfold.redact import Redactor
+from contextfold.stores.archive_fs import FilesystemArchiveStore
+from contextfold.tracing import FixedClock
+
+# Small enough that ~40 KB outputs are truncated at write time, older outputs get masked and the history is
+# compacted several times within a dozen turns.
+WINDOW = 8_000
+TURNS = 12
+# Every few turns one output is this big: over the cache's in-context limits, so it is truncated when added.
+BIG_OUTPUT_LINES = 1_200
+MEDIUM_OUTPUT_LINES = 60
+# Sentences of prose per assistant turn (~20 tokens each): the part only compaction can shrink.
+REASONING_SENTENCES = 25
+# Each example runs two full sessions with four exporters; a handful of examples covers the kinds and places.
+FUZZ_EXAMPLES = 12
+_MARKER = r"\[REDACTED:[a-z_]+\]"
+_START = datetime(2025, 1, 1, tzinfo=UTC)
+_TICK = timedelta(milliseconds=1)
+
+
+# ---- secrets of every kind ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plant:
+    """One planted secret: the text inserted (context + secret) and the secret values that must not leak."""
+
+    kind: str
+    before: str
+    secret: str
+    after: str
+
+    @property
+    def text(self) -> str:
+        return self.before + self.secret + self.after
+
+    def values(self) -> list[str]:
+        """Substrings that must not appear in any output (a private key's body lines one by one)."""
+        if self.kind == "private_key":
+            return [line for line in self.secret.splitlines() if "-----" not in line]
+        return [self.secret]
+
+
+def _hex(seed: str, n: int) -> str:
+    out = ""
+    while len(out) < n:
+        seed = hashlib.sha256(seed.encode()).hexdigest()
+        out += seed
+    return out[:n]
+
+
+def _mixed(seed: str, n: int) -> str:
+    """High-entropy letters and digits of both cases, so no run of it can appear in an output by chance."""
+    h = _hex(seed, n)
+    return "".join(c.upper() if i % 3 == 0 else c for i, c in enumerate(h))
+
+
+def _digits(seed: str, n: int) -> str:
+    return "".join(str(int(c, 16) % 10) for c in _hex(seed, n))
+
+
+KINDS: dict[str, Callable[[str], Plant]] = {
+    "openai": lambda s: Plant("openai", "OPENAI_KEY is ", "sk-" + _mixed(s, 40), " (rotate monthly)"),
+    "openai_proj": lambda s: Plant("openai_proj", "use key ", "sk-proj-" + _mixed(s, 48), " for the batch job"),
+    "anthropic": lambda s: Plant("anthropic", "claude via ", "sk-ant-api03-" + _mixed(s, 60), " today"),
+    "aws_access": lambda s: Plant("aws_access", "aws id ", "AKIA" + _hex(s, 16).upper(), " in us-east-1"),
+    "aws_secret": lambda s: Plant("aws_secret", "aws_secret_access_key = ", _mixed(s, 40), "\nregion = eu"),
+    "github": lambda s: Plant("github", "token ", "ghp_" + _mixed(s, 36), " for CI"),
+    "github_pat": lambda s: Plant("github_pat", "pat ", "github_pat_" + _mixed(s, 22) + "_" + _mixed(s + "b", 59),
+                                  " expires soon"),
+    "slack": lambda s: Plant("slack", "slack bot ", f"xoxb-{_digits(s, 11)}-{_digits(s + 'x', 12)}-{_mixed(s, 24)}",
+                             " posts alerts"),
+    "google": lambda s: Plant("google", "maps key ", "AIza" + _mixed(s, 35), " restricted"),
+    "bearer": lambda s: Plant("bearer", "curl -H 'Authorization: Bearer ", _mixed(s, 40), "' https://api.local/x"),
+    "jwt": lambda s: Plant("jwt", "session cookie ",
+                           f"eyJ{_mixed(s, 20)}.eyJ{_mixed(s + 'p', 40)}.{_mixed(s + 's', 43)}", " set"),
+    "password": lambda s: Plant("password", "db password=", "Pw" + _mixed(s, 18), " (prod)"),
+    "api_key": lambda s: Plant("api_key", "api_key: ", _mixed(s, 32), "\nretries: 3"),
+    "private_key": lambda s: Plant(
+        "private_key", "key file follows\n",
+        "-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(_mixed(s + str(i), 64) for i in range(4))
+        + "\n-----END RSA PRIVATE KEY-----", "\nend of key file"),
+    "url": lambda s: Plant("url", "DATABASE_URL=postgres://admin:", "Db" + _mixed(s, 20), "@db.internal:5432/app"),
+}
+
+# Where a plant goes: the opening or a later user message, a tool output, or a tool call's arguments.
+PLACES = ("user", "tool_output", "tool_args")
+
+
+@dataclass(frozen=True)
+class Placement:
+    kind: str
+    place: str
+    turn: int
+    fraction: float
+    salt: str
+
+
+placements = st.lists(
+    st.builds(
+        Placement,
+        kind=st.sampled_from(sorted(KINDS)),
+        place=st.sampled_from(PLACES),
+        turn=st.integers(0, TURNS - 1),
+        fraction=st.floats(0, 1),
+        salt=st.text("abcdef0123456789", min_size=4, max_size=8),
+    ),
+    min_size=len(KINDS),
+    max_size=len(KINDS) + 6,
+).map(lambda ps: [replace(p, kind=k) for p, k in zip(ps, sorted(KINDS), strict=False)] + ps[len(KINDS):])
+
+
+def _insert(text: str, pieces: list[tuple[float, str]]) -> str:
+    """``text`` with each piece on a line of its own at ``fraction`` of the original lines (never inside a piece)."""
+    lines = text.split("\n")
+    slots: dict[int, list[str]] = {}
+    for fraction, piece in pieces:
+        slots.setdefault(round(fraction * len(lines)), []).append(piece)
+    out: list[str] = []
+    for i in range(len(lines) + 1):
+        out.extend(slots.get(i, ()))
+        if i < len(lines):
+            out.append(lines[i])
+    return "\n".join(out)
+
+
+def _reasoning(turn: int) -> str:
+    """An assistant turn's prose: enough of it that the history outgrows the window even with outputs masked."""
+    return f"Step {turn}: looking at module {turn}. " + " ".join(
+        f"Handler {turn}.{i} computes the invoice total, so its test must cover rounding case {i}."
+        for i in range(REASONING_SENTENCES))
+
+
+def build_session(spec: list[Placement]) -> tuple[list[Message], list[Plant]]:
+    """A coding-agent session with the plants inserted, each wrapped in sentinels ``<<Pn>>`` … ``<</Pn>>``."""
+    users = {0: "Fix the failing test in the billing module.", TURNS // 2: "Also keep the public API stable."}
+    outputs = {}
+    args = {}
+    for t in range(TURNS):
+        n = BIG_OUTPUT_LINES if t % 4 == 1 else MEDIUM_OUTPUT_LINES
+        outputs[t] = "\n".join(f"billing/module_{t}.py:{i}: def handler_{t}_{i}(request): return compute({i})"
+                               for i in range(n))
+        args[t] = f"grep -rn handler_{t} billing/ && pytest -q tests/test_billing_{t}.py"
+    plants: list[Plant] = []
+    wanted: dict[tuple[str, int], list[tuple[float, str]]] = {}
+    for i, p in enumerate(spec):
+        plant = KINDS[p.kind](f"{p.kind}-{i}-{p.salt}")
+        plants.append(plant)
+        turn = (0 if p.turn < TURNS // 2 else TURNS // 2) if p.place == "user" else p.turn
+        wanted.setdefault((p.place, turn), []).append((p.fraction, f"<<P{i}>>{plant.text}<</P{i}>>"))
+    for (place, turn), pieces in wanted.items():
+        target = users if place == "user" else outputs if place == "tool_output" else args
+        target[turn] = _insert(target[turn], pieces)
+    messages = [Message("system", "You are a careful coding agent. Run tools, then answer.")]
+    for t in range(TURNS):
+        if t in users:
+            messages.append(Message("user", users[t]))
+        call = ToolCall(f"call_{t}", "bash", json.dumps({"command": args[t], "timeout": 60}))
+        messages.append(Message("assistant", _reasoning(t), tool_calls=(call,)))
+        messages.append(Message("tool", outputs[t], tool_call_id=f"call_{t}", name="bash"))
+    messages.append(Message("assistant", "The test passes now."))
+    # Ids of our own: the manager keeps them, so the two runs name their messages alike in archives and events.
+    return [m.with_meta(id=f"m{i}") for i, m in enumerate(messages)], plants
+
+
+# ---- loopback receivers -------------------------------------------------------------------------------------------
+
+
+class Receiver:
+    """A stdlib HTTP server on 127.0.0.1 that keeps every POST body (answers 200 after keeping it)."""
+
+    def __init__(self, content_type: str) -> None:
+        bodies: list[bytes] = []
+        lock = threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                with lock:
+                    bodies.append(body)
+                self.send_response(200)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Quiet: the test reads the bodies, not the access log."""
+
+        self.bodies = bodies
+        self.lock = lock
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def take(self) -> list[bytes]:
+        with self.lock:
+            out = list(self.bodies)
+            self.bodies.clear()
+        return out
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def receivers() -> Iterator[tuple[Receiver, Receiver]]:
+    ariadne, otlp = Receiver("application/json"), Receiver("application/x-protobuf")
+    yield ariadne, otlp
+    ariadne.close()
+    otlp.close()
+
+
+# ---- running a session --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    prepared: list[Any]
+    archive: Archive
+    archive_dir: Path
+    jsonl: Path
+    compactions: int
+    maskings: int
+    truncations: int
+
+
+def run_session(messages: list[Message], root: Path, *, redact: bool, telemetry: list[str]) -> Run:
+    jsonl = root / "events.jsonl"
+    # The twin's clock starts a tick early: its extra "redaction is disabled" event reads the clock once at the start.
+    cm = ContextManager("gpt-4o", max_context_tokens=WINDOW, store="memory", archive=str(root / "archive"),
+                        session_id="fuzz-session", telemetry=[f"jsonl:{jsonl}", *telemetry], redact=redact,
+                        clock=FixedClock(_START - _TICK if not redact else _START, _TICK))
+    prepared = []
+    truncations = 0
+    try:
+        for m in messages:
+            if m.role == "assistant":
+                prepared.append(cm.prepare())
+            cm.add(m)
+            truncations += cm.messages()[-1].kind == "truncated"
+        cm.finish()
+        return Run(prepared, Archive(FilesystemArchiveStore(root / "archive")), root / "archive", jsonl,
+                   cm.compactions, cm.maskings, truncations)
+    finally:
+        cm.close()
+
+
+def _events(path: Path, *, drop_config_warning: bool = False) -> list[dict[str, Any]]:
+    out = []
+    for line in path.read_text().splitlines():
+        event = json.loads(line)
+        if drop_config_warning and event["name"] == "compact.warning" and event["data"].get("code") == "config":
+            continue  # the twin alone warns that redaction is off
+        # Span ids are random per run; everything else (times from the fixed clock, figures, payloads) must match.
+        event.pop("span_id")
+        event.pop("parent_id")
+        out.append(event)
+    return out
+
+
+def _steady(value: Any) -> Any:
+    """``value`` without wall-clock figures (``duration_ms``), which differ between any two runs."""
+    if isinstance(value, dict):
+        return {k: _steady(v) for k, v in value.items() if k != "duration_ms"}
+    if isinstance(value, list):
+        return [_steady(v) for v in value]
+    return value
+
+
+def _strings(m: Message) -> Iterator[str]:
+    yield m.text
+    for call in m.tool_calls:
+        try:
+            args = json.loads(call.arguments)
+        except ValueError:
+            yield call.arguments
+            continue
+        yield from (v for v in args.values() if isinstance(v, str)) if isinstance(args, dict) else ()
+
+
+# ---- the fuzz test ------------------------------------------------------------------------------------------------
+
+
+# No shrinking: one example costs two full sessions, and a failure already names every placement and the leak.
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(spec=placements)
+def test_planted_secrets_never_leave_and_nothing_else_changes(
+    spec: list[Placement], receivers: tuple[Receiver, Receiver], caplog: pytest.LogCaptureFixture
+) -> None:
+    ariadne, otlp = receivers
+    ariadne.take()
+    otlp.take()
+    messages, plants = build_session(spec)
+    assert {p.kind for p in plants} == set(KINDS)
+    redactor = Redactor()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        console = io.StringIO()
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG), contextlib.redirect_stderr(console):
+            run = run_session(messages, root / "redacted", redact=True,
+                              telemetry=["console", f"ariadne:{ariadne.url}", f"otel:{otlp.url}"])
+        logs = "\n".join(caplog.text.splitlines())
+        twin = run_session(messages, root / "twin", redact=False, telemetry=[])
+        ariadne_bodies, otlp_bodies = ariadne.take(), otlp.take()
+
+        # The session did what the issue asks to cover: write-time truncation, masking and compaction.
+        assert run.truncations >= 1 and run.maskings + run.compactions >= 1 and run.compactions >= 1
+
+        # What the model sees is unchanged by redaction, secrets included.
+        assert run.prepared == twin.prepared
+        seen = json.dumps(run.prepared)
+        assert any(v in seen for p in plants for v in p.values())
+
+        # No secret in any output.
+        archive_files = {str(p.relative_to(root)): p.read_text() for p in run.archive_dir.rglob("*") if p.is_file()}
+        ariadne_text = [b.decode() for b in ariadne_bodies]
+        otlp_text = [b.decode("utf-8", "replace") for b in otlp_bodies]
+        outputs = {"console": console.getvalue(), "jsonl": run.jsonl.read_text(), "logs": logs,
+                   **{f"ariadne[{i}]": t for i, t in enumerate(ariadne_text)},
+                   **{f"otlp[{i}]": t for i, t in enumerate(otlp_text)}, **archive_files}
+        leaks = [(p.kind, where) for p in plants for v in p.values() for where, text in outputs.items()
+                 if v in text or json.dumps(v)[1:-1] in text]
+        assert not leaks, leaks
+        # The twin's archive does hold secrets: the check above can fail.
+        twin_archive = "".join(p.read_text() for p in twin.archive_dir.rglob("*") if p.is_file())
+        assert any(v in twin_archive or json.dumps(v)[1:-1] in twin_archive for p in plants for v in p.values())
+
+        # Every exporter got every event.
+        events = _events(run.jsonl)
+        assert console.getvalue().count("\n") == len(events)
+        spans = [s for t in ariadne_text for s in json.loads(t)["batch"]]
+        assert [s["name"] for s in spans] == [e["name"] for e in events]
+        otel_spans = 0
+        for body in otlp_bodies:
+            request = ExportTraceServiceRequest()
+            request.ParseFromString(body)
+            otel_spans += sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+        assert otel_spans == len(events)
+
+        # Nothing else changes: each output is the twin's output, redacted. The redactor remembers the secrets it
+        # finds (a summary lists them without their context), so it reads the twin in the order the manager wrote.
+        sid = "fuzz-session"
+        assert run.archive.transcript_numbers(sid) == twin.archive.transcript_numbers(sid)
+        for n, transcript in twin.archive.transcripts(sid):
+            assert run.archive.transcript(sid, n) == redactor.redact_messages(transcript)
+            assert _steady(run.archive.summary(sid, n)) == _steady(redactor.redact_obj(twin.archive.summary(sid, n)))
+        twin_events = [redactor.redact_obj(e) for e in _events(twin.jsonl, drop_config_warning=True)]
+        assert _steady(events) == _steady(twin_events)
+        archived_events = [{k: v for k, v in e.items() if k not in ("span_id", "parent_id")}
+                           for e in run.archive.events(sid)]
+        assert _steady(archived_events) == _steady(events)
+
+        # Around each secret the context is intact: only the secret became a marker (in the agent's own messages; a
+        # summary rewords what it quotes).
+        found = 0
+        for _, transcript in run.archive.transcripts(sid):
+            for text in (s for m in transcript if m.kind not in SYNTHETIC_KINDS for s in _strings(m)):
+                for i, plant in enumerate(plants):
+                    for between in re.findall(rf"<<P{i}>>(.*?)<</P{i}>>", text, re.DOTALL):
+                        found += 1
+                        expected = re.escape(plant.before) + _MARKER + re.escape(plant.after)
+                        assert re.fullmatch(expected, between), (plant.kind, between)
+        assert found >= 1
+
+
+# ---- the redactor alone, many more examples -----------------------------------------------------------------------
+
+_FILLER = st.text(st.sampled_from("abcdefghij klmnop\n.,:;()[]{}<>\"'-_/"), max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(kind=st.sampled_from(sorted(KINDS)), salt=st.text("0123456789abcdef", min_size=1, max_size=8),
+       left=_FILLER, right=_FILLER)
+def test_redactor_replaces_exactly_the_secret(kind: str, salt: str, left: str, right: str) -> None:
+    plant = KINDS[kind](salt)
+    text = f"{left}\n{plant.text}\n{right}"
+    redacted = Redactor().redact_text(text)
+    assert all(v not in redacted for v in plant.values())
+    expected = re.escape(f"{left}\n{plant.before}") + _MARKER + re.escape(f"{plant.after}\n{right}")
+    assert re.fullmatch(expected, redacted, re.DOTALL), (kind, redacted)
+    assert Redactor().redact_text(redacted) == redacted  # redacting again changes nothing
+
+
+def test_redaction_reaches_the_model_only_when_configured() -> None:
+    plant = KINDS["openai"]("model-view")
+    messages = [Message("user", f"call the API with {plant.text}")]
+    with tempfile.TemporaryDirectory() as tmp:
+        views = {}
+        for name, redact in (("default", True), ("configured", Redactor(apply_to_model=True))):
+            cm = ContextManager("gpt-4o", store="memory", archive=f"{tmp}/{name}", session_id="m", redact=redact)
+            try:
+                cm.add(messages)
+                views[name] = (json.dumps(cm.prepare()), json.dumps(cm.prepare(format="anthropic")),
+                               cm.prepare_messages()[0].text)
+            finally:
+                cm.close()
+    assert all(plant.secret in v for v in views["default"])
+    assert all(plant.secret not in v and "[REDACTED:openai_key]" in v for v in views["configured"])
