@@ -75,6 +75,8 @@ class ContextManager(AsyncMirror):
         background: Run soft compaction on a worker thread when a check (after a model call, after tool
             results arrive, before the agent finishes) finds the view over the soft threshold, so the model-call
             path rarely waits for a summary.
+        message_id_prefix: Prefix of the ids given to added messages (``meta["id"]``); a random per-manager
+            nonce by default, so that two managers of one session never reuse an id in the archive.
     """
 
     def __init__(
@@ -92,6 +94,7 @@ class ContextManager(AsyncMirror):
         redact: Any = True,
         clock: Any = None,
         background: bool = False,
+        message_id_prefix: str | None = None,
     ) -> None:
         parts: Components = build_components(
             model=model, max_context_tokens=max_context_tokens, policy=policy, summarizer=summarizer, store=store,
@@ -116,7 +119,8 @@ class ContextManager(AsyncMirror):
         self._seq = 0
         # Ids must not repeat across managers of one session (a restarted process, another worker): the archive
         # merges transcripts by id, so a second "s1:1" would hide the first. A per-manager nonce keeps them apart.
-        self._id_prefix = f"{self.session_id}:{uuid.uuid4().hex[:_ID_NONCE_HEX]}"
+        # Pass message_id_prefix for reproducible ids (a replay), when one process owns the session for good.
+        self._id_prefix = message_id_prefix or f"{self.session_id}:{uuid.uuid4().hex[:_ID_NONCE_HEX]}"
         self._compactions = 0
         self._maskings = 0
         self._archived = 0
@@ -167,7 +171,7 @@ class ContextManager(AsyncMirror):
             for m in incoming:
                 self._seq += 1
                 m = m.with_meta(id=m.meta.get("id") or f"{self._id_prefix}:{self._seq}")
-                if m.role == "tool" and self.cache is not None:
+                if m.role == "tool" and self.cache is not None and not m.protected:  # protected: byte for byte
                     processed = self.cache.process(m)
                     if processed is not m and processed.meta.get("ref"):
                         self.tracer.emit(CacheTruncated(session_id=self.session_id, ref=str(processed.meta["ref"]),

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from contextfold.cache import ToolOutputCache
@@ -129,6 +129,8 @@ def test_any_slice_equals_the_same_lines_of_the_original(
     data: st.DataObject, line_lengths: list[int], trailing_newline: bool
 ) -> None:
     lines = [chr(ord("a") + i % 26) * n for i, n in enumerate(line_lengths)]
+    # An empty last line without a trailing newline reads the same as a trailing newline: the text is ambiguous.
+    assume(not (len(lines) > 1 and lines[-1] == "" and not trailing_newline))
     text = "\n".join(lines) + ("\n" if trailing_newline else "")
     cache = ToolOutputCache(MemoryBlobStore())
     ref = cache.put(text)

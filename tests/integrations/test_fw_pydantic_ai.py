@@ -58,7 +58,9 @@ def test_fifty_tool_turns_finish_inside_the_window(server: ScriptedLLMServer) ->
     history = result.all_messages()
     returns = [p for m in history if isinstance(m, pm.ModelRequest) for p in m.parts
                if isinstance(p, pm.ToolReturnPart)]
-    assert len(returns) < TURNS
+    # masked (a ref kept, the page readable by it) or compacted away: far fewer than fifty pages remain
+    pages = [x for x in returns if "tool output trimmed" not in str(x.content)]
+    assert len(pages) < TURNS // 2
     # The system prompt survives compaction and leads every request.
     assert all(r.items[0] == {"role": "system", "content": PROMPT} for r in server.requests)
     assert cm.usage_total.input > 0

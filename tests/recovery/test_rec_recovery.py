@@ -75,7 +75,8 @@ def test_drop_oldest_when_compaction_is_impossible(tmp_path: Path) -> None:
     cm, events = manager(tmp_path, window=2_500, policy=policy)
     protected = [m.with_meta(protected=True) for m in tool_turn(99, lines=200)]
     cm.add([*history(12), *protected, Message.user("and now?")])
-    with ScriptedLLMServer(["done"], context_window=5_000) as server:
+    assert cm.tokens() > 4_000  # over the server's window: the first call overflows
+    with ScriptedLLMServer(["done"], context_window=4_000) as server:
         call_with_recovery(cm, chat(server))
     assert statuses(server) == [400, 200]
     retry, = events.of_type(RecoveryRetry)

@@ -169,6 +169,8 @@ class SessionReplayer:
             telemetry=self.telemetry,
             session_id=manager_session_id(session.id),
             redact=self.options.redact,
+            # one replay owns its session: fixed ids keep the figures and events reproducible
+            message_id_prefix=f"{manager_session_id(session.id)}:replay",
         )
         self._prefix = PrefixCache(self.manager.counter.count_text)
         self._state = _State()
