@@ -11,26 +11,23 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from .archive import PARTS_META, parts_skeleton
-from .compact import CompactionResult, compact, plan_compaction
-from .errors import ContextfoldError, InsufficientBudget, RecoveryFailed
+from .compact import CompactionResult
 from .events import (
     CacheMasked,
     CacheTruncated,
-    CompactError,
     CompactWarning,
-    MessagesPruned,
-    SummaryCreated,
     TokenEstimate,
     TriggerDecision,
     UsageRecorded,
 )
 from .formats import get_format
 from .manager_async import AsyncMirror
+from .manager_compaction import CompactionMixin
 from .manager_parts import CompactionReport, Components, Status, build_components, coerce_messages
 from .messages import Message
 from .policy import Action, Plan, Policy, decide
@@ -41,15 +38,11 @@ __all__ = ["CompactionReport", "ContextManager", "Status"]
 
 # Masking to get under the soft threshold aims at 80% of it, so that the next turns do not mask again at once.
 MASK_HEADROOM = 0.8
-# An automatic soft compaction must save clear_at_least tokens, or a tenth of the view in small windows.
-MIN_SAVING_DIVISOR = 10
 # 48 random bits per manager: collisions between the managers of one session are out of reach.
 _ID_NONCE_HEX = 12
-# A soft compaction computed in the background is worth keeping only while the view it was computed from is intact.
-_IDLE_WORKERS = 1
 
 
-class ContextManager(AsyncMirror):
+class ContextManager(CompactionMixin, AsyncMirror):
     """Keeps one agent session inside its model's context window.
 
     >>> cm = ContextManager(model="gpt-4o", store="memory", archive="memory")
@@ -117,6 +110,7 @@ class ContextManager(AsyncMirror):
         self._view = View(self.counter)
         self._lock = threading.RLock()
         self._seq = 0
+        self._archived_seq = 0  # messages added before the last archived transcript
         # Ids must not repeat across managers of one session (a restarted process, another worker): the archive
         # merges transcripts by id, so a second "s1:1" would hide the first. A per-manager nonce keeps them apart.
         # Pass message_id_prefix for reproducible ids (a replay), when one process owns the session for good.
@@ -312,168 +306,6 @@ class ContextManager(AsyncMirror):
                 self.compact_in_background()
             return plan
 
-    # -- compaction -----------------------------------------------------------------------------------------------
-    def compact(self, *, force: bool = True, instructions: str | None = None, kind: str = "hard") -> CompactionReport:
-        """Compact now (a manual ``/compact``), whatever the thresholds; returns a report with the figures."""
-        with self._lock:
-            before_tokens, _, before_count = self._view.totals()
-            if not force and self.tokens() < self.budgets.soft:
-                return CompactionReport(before_tokens, before_tokens, before_count, before_count, 0, 0.0, None)
-            return self._compact(kind, instructions=instructions, started=time.perf_counter())
-
-    def _compact(self, kind: str, *, instructions: str | None, started: float,
-                 automatic: bool = False) -> CompactionReport:
-        view = self._view.normalized()
-        try:
-            result = compact(view, policy=self.policy, counter=self.counter, summarizer=self.summarizer,
-                             budget=self._target(view, kind), kind=kind,
-                             compaction_count=self._compactions, instructions=instructions, clock=self._clock)
-        except InsufficientBudget:
-            self._failed_compactions += 1
-            raise
-        except ContextfoldError as exc:
-            self._compaction_failed(exc)
-            raise
-        self._failed_compactions = 0
-        if automatic and kind == "soft" and not self._worth_applying(result):
-            # Summarizing what masking already shrank saved too little to be worth a prompt-cache miss: keep the
-            # view, and wait until it has grown (or hard compaction is due).
-            self._floor = result.stats.tokens_before + self._tool_tokens
-            stats = result.stats
-            return CompactionReport(stats.tokens_before, stats.tokens_before, stats.messages_before,
-                                    stats.messages_before, 0, (time.perf_counter() - started) * 1000, None)
-        return self._apply(view, result, started)
-
-    def _worth_applying(self, result: CompactionResult) -> bool:
-        """Whether an automatic soft compaction saved enough to pay for the prompt-cache miss it causes."""
-        before = result.stats.tokens_before
-        needed = min(self.policy.clear_at_least, before // MIN_SAVING_DIVISOR)
-        return result.stats.tokens_after <= before - needed
-
-    def _target(self, view: list[Message], kind: str) -> int:
-        """Tokens a compaction aims for: halfway between soft and hard when that loses nothing more.
-
-        Landing just under hard would compact again on the next turn (thrash, and a prompt-cache miss each time);
-        but a lower target must not cost keep counts or user messages, so a dry run decides.
-        """
-        hard = self.budgets.hard - self._tool_tokens
-        if kind == "soft":
-            return hard
-        target = (self.budgets.soft + self.budgets.hard) // 2 - self._tool_tokens
-        try:
-            plan = plan_compaction(view, policy=self.policy, counter=self.counter, budget=target, kind=kind)
-        except ContextfoldError:
-            return hard
-        return hard if plan.warnings else target
-
-    def _apply(self, view: list[Message], result: CompactionResult, started: float) -> CompactionReport:
-        number = self._archive_transcript(view)
-        self._view.replace(result.messages)
-        self._compactions += 1
-        self._floor = result.stats.tokens_after + self._tool_tokens
-        stats = result.stats
-        if result.summary is not None:
-            payload = {"summary": result.summary.summary, "retain": list(result.summary.retain),
-                       "summarizer": result.summary.summarizer, "stats": stats.to_dict()}
-            if self.archive is not None:
-                self.archive.archive_summary(self.session_id, number, self._redacted(payload))
-            self.tracer.emit(SummaryCreated(
-                session_id=self.session_id, strategy=self.policy.strategy, input_messages=stats.compacted_count,
-                input_tokens=stats.tokens_before, summary_tokens=stats.summary_tokens,
-                summary=self._redact_text(result.summary.summary), model=result.summary.summarizer,
-                summary_version=stats.summary_version))
-        self.tracer.emit(MessagesPruned(session_id=self.session_id, count=len(result.removed),
-                                        ids=tuple(str(m.meta.get("id", "")) for m in result.removed),
-                                        kept=dict(stats.kept)))
-        for warning in result.warnings:
-            self.tracer.emit(CompactWarning(session_id=self.session_id, message=warning, code="compaction"))
-        duration = (time.perf_counter() - started) * 1000
-        return CompactionReport(stats.tokens_before, stats.tokens_after, stats.messages_before, stats.messages_after,
-                                stats.compacted_count, duration, result.summary)
-
-    def _compaction_failed(self, exc: Exception) -> None:
-        self._failed_compactions += 1
-        self.tracer.emit(CompactError(session_id=self.session_id, error_type=type(exc).__name__,
-                                      message=str(exc), fallback="none"))
-        if self._failed_compactions >= 3 and not self.paused:
-            self.paused = True
-
-    def _archive_transcript(self, view: list[Message]) -> int:
-        self._archived += 1
-        if self.archive is None:
-            return self._archived
-        messages = [self.redactor.redact_message(m) for m in view] if self.redactor is not None else view
-        return int(self.archive.archive_transcript(self.session_id, messages))
-
-    def _archive_dropped(self) -> None:
-        """Archive what normalization removed for good (a result whose call was compacted away, a duplicate)."""
-        dropped = self._view.dropped
-        if not dropped:
-            return
-        self._view.dropped = []
-        if self.archive is not None:
-            self.archive.archive_transcript(self.session_id, dropped)
-        self.tracer.emit(MessagesPruned(session_id=self.session_id, count=len(dropped),
-                                        ids=tuple(str(m.meta.get("id", "")) for m in dropped),
-                                        kept={"normalization_dropped": len(dropped)}))
-
-    def _redacted(self, payload: dict[str, Any]) -> dict[str, Any]:
-        if self.redactor is None:
-            return payload
-        redacted: dict[str, Any] = self.redactor.redact_obj(payload)
-        return redacted
-
-    def _redact_text(self, text: str) -> str:
-        return self.redactor.redact_text(text) if self.redactor is not None else text
-
-    # -- idle-time compaction -------------------------------------------------------------------------------------
-    def compact_in_background(self) -> Future[CompactionResult] | None:
-        """Start a soft compaction on a worker thread when the view is over the soft threshold.
-
-        The result is applied by the next ``prepare()`` only if the view has not been rewritten meanwhile (new
-        messages appended at the end are fine: they are kept after the compacted part); otherwise it is dropped
-        and the policy plans again. Returns the future, or None when there is nothing to do.
-        """
-        with self._lock:
-            if self._idle is not None or not self.policy.auto or self.paused or self.tokens() < self.budgets.soft:
-                return None
-            snapshot = self._view.normalized()
-            version = self._view.version
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(_IDLE_WORKERS, thread_name_prefix="contextfold-idle")
-            future = self._executor.submit(
-                compact, snapshot, policy=self.policy, counter=self.counter, summarizer=self.summarizer,
-                budget=self.budgets.hard - self._tool_tokens, kind="soft", compaction_count=self._compactions,
-                clock=self._clock)
-            self._idle = (version, len(snapshot), future)
-            self._idle_snapshot = snapshot
-            return future
-
-    def _apply_idle_result(self) -> None:
-        pending = self._idle
-        if pending is None or not pending[2].done():
-            return
-        self._idle = None
-        version, length, future = pending
-        snapshot = self._idle_snapshot
-        current = self._view.normalized()
-        intact = version == self._view.version and len(current) >= length and all(
-            a is b for a, b in zip(current[:length], snapshot, strict=True))
-        try:
-            result = future.result()
-        except ContextfoldError as exc:
-            self._compaction_failed(exc)
-            return
-        if not intact:
-            self.tracer.emit(CompactWarning(session_id=self.session_id, code="idle_discarded",
-                                            message="background compaction dropped: the view changed meanwhile"))
-            return
-        if not self._worth_applying(result):
-            self._floor = result.stats.tokens_before + self._tool_tokens  # too little saved: see _compact
-            return
-        tail = current[length:]
-        self._apply(snapshot, _with_tail(result, tail), time.perf_counter())
-
     # -- usage ----------------------------------------------------------------------------------------------------
     def record_usage(self, usage: Any) -> TokenUsage:
         """Record what the provider reported for the call made with the last prepared view."""
@@ -522,7 +354,10 @@ class ContextManager(AsyncMirror):
             return self._view.normalized()
 
     def finish(self) -> None:
-        """The agent is done: run the final check, wait for background work, flush telemetry."""
+        """The agent is done: run the final check, wait for background work, archive the final view, flush.
+
+        With the final view archived, the archive alone gives back the whole session (``archive restore``).
+        """
         with self._lock:
             self._apply_idle_result()
             self.check("before finish")
@@ -531,6 +366,8 @@ class ContextManager(AsyncMirror):
             self._executor = None
         with self._lock:
             self._apply_idle_result()
+            if self._seq > self._archived_seq and self.archive is not None:
+                self._archive_transcript(self._view.normalized())
         sink = self.tracer.telemetry
         flush = getattr(sink, "flush", None)
         if callable(flush):
@@ -551,55 +388,6 @@ class ContextManager(AsyncMirror):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- overflow recovery ----------------------------------------------------------------------------------------
-    def shrink_for_overflow(self, prompt_tokens: int | None = None, limit: int | None = None) -> CompactionReport:
-        """Make the view smaller after the provider said it is too long (see :mod:`contextfold.recovery`).
-
-        Uses the counts from the error, when given, to correct the estimate first.
-        """
-        with self._lock:
-            if not self.policy.auto and not self.policy.allow_on_overflow:
-                raise RecoveryFailed("the provider reported a context overflow, but automatic compaction is off "
-                                     "(Policy(auto=False)); set allow_on_overflow=True to let recovery compact")
-            if self.paused:
-                raise RecoveryFailed(f"automatic compaction is paused after {self._failed_compactions} failed "
-                                     "compactions in a row (circuit breaker)")
-            if prompt_tokens is not None:
-                tokens, _, count = self._view.totals()
-                self._grounding = (self._view.version, count, prompt_tokens - tokens - self._tool_tokens)
-            return self._compact("hard", instructions=None, started=time.perf_counter())
-
-    @property
-    def failed_compactions(self) -> int:
-        """Compactions that failed in a row (a success resets it); overflow recovery's circuit breaker reads it."""
-        return self._failed_compactions
-
-    def rewrite_view(self, rewrite: Callable[[list[Message]], list[Message]], *, reason: str) -> int:
-        """Replace the view with ``rewrite(view)`` atomically, archiving the old view first (nothing is lost).
-
-        Overflow recovery uses it to drop the oldest messages when compaction cannot help. Returns how many
-        messages left the view.
-        """
-        with self._lock:
-            view = self._view.normalized()
-            new = rewrite(list(view))
-            if new == view:
-                return 0
-            self._archive_transcript(view)
-            kept = {id(m) for m in new}
-            removed = [m for m in view if id(m) not in kept]
-            self._view.replace(new)
-            self.tracer.emit(MessagesPruned(session_id=self.session_id, count=len(removed),
-                                            ids=tuple(str(m.meta.get("id", "")) for m in removed),
-                                            kept={reason: len(new)}))
-            return len(removed)
-
-def _with_tail(result: CompactionResult, tail: Sequence[Message]) -> CompactionResult:
-    from dataclasses import replace
-
-    return replace(result, messages=[*result.messages, *tail])
-
 
 def _with_layout(original: Message, view: Message) -> Message:
     """``view`` remembering the part layout of ``original`` when it flattened a multi-part text into one string.

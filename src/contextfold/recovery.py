@@ -180,7 +180,7 @@ class _Recovery:
             raise
         except ContextfoldError as exc:
             failures = cm.failed_compactions
-            if failures >= CIRCUIT_BREAKER_FAILURES:
+            if failures >= CIRCUIT_BREAKER_FAILURES and not cm.paused:  # the manager opens it itself as a rule
                 cm.paused = True
                 cm.tracer.emit(RecoveryCircuitOpen(
                     session_id=cm.session_id, failures=failures,

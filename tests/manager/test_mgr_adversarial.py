@@ -186,7 +186,7 @@ def test_redaction_off_reaches_the_archive() -> None:
     secret = "export OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwx"
     cm = manager()
     cm.add([Message.user(f"use {secret}"), Message.assistant("ok")])
-    cm.compact()
+    cm.finish()  # archives the final view
     assert cm.archive.transcript("adv", 1)[0].text == f"use {secret}"
 
 

@@ -288,8 +288,9 @@ class Checker:
         if op[0] == "prepare" and outcome.error is None and self.policy.auto and not cm.paused:
             # With automatic compaction on, a view over the hard threshold is never handed to the model.
             assert cm.tokens() <= cm.budgets.hard, f"prepare() returned {cm.tokens()} tokens, over {cm.budgets.hard}"
-        if op[0] == "compact" and op[1] == "hard" and outcome.error is None:
-            # (A soft one may be declined when it would save less than clear_at_least.)
+        if op[0] == "compact" and op[1] == "hard" and outcome.error is None and outcome.value[2] > 0:
+            # (A soft one may be declined when it would save less than clear_at_least; nothing compactable is a
+            # no-op that keeps the view and its prompt cache.)
             assert cm.compactions == compactions + 1, "a manual compact() did not compact"
         if not self.policy.auto and op[0] != "compact":
             assert cm.compactions == compactions, f"{op[0]} compacted with auto=False"

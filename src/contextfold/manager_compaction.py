@@ -1,0 +1,287 @@
+"""Compaction, idle-time compaction and overflow shrinking: the ContextManager's expensive half.
+
+A mixin of :class:`~contextfold.manager.ContextManager`: it works on the manager's state under the manager's lock
+(every public method here takes it), and keeps the runtime module about the flow of a turn.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
+
+from .compact import CompactionResult, compact, plan_compaction
+from .errors import ContextfoldError, InsufficientBudget, RecoveryFailed
+from .events import CompactError, CompactWarning, MessagesPruned, RecoveryCircuitOpen, SummaryCreated
+from .manager_parts import CompactionReport
+from .messages import Message
+from .policy import Budgets, Policy
+from .summarize import Summarizer
+from .tokens import MessageCounter
+from .tracing import Tracer
+from .view import View
+
+__all__ = ["CompactionMixin"]
+
+# An automatic soft compaction must save clear_at_least tokens, or a tenth of the view in small windows.
+MIN_SAVING_DIVISOR = 10
+# A soft compaction computed in the background is worth keeping only while the view it was computed from is intact.
+_IDLE_WORKERS = 1
+# After this many compactions failing in a row, automatic compaction pauses (circuit breaker).
+CIRCUIT_BREAKER_FAILURES = 3
+
+
+class CompactionMixin:
+    """Compaction for the ContextManager; the attributes below are the manager's."""
+
+    policy: Policy
+    budgets: Budgets
+    counter: MessageCounter
+    summarizer: Summarizer
+    archive: Any
+    redactor: Any
+    tracer: Tracer
+    session_id: str
+    paused: bool
+    _view: View
+    _lock: threading.RLock
+    _clock: Callable[[], datetime] | None
+    _tool_tokens: int
+    _compactions: int
+    _archived: int
+    _archived_seq: int
+    _seq: int
+    _failed_compactions: int
+    _floor: int | None
+    _grounding: tuple[int, int, int] | None
+    _idle: tuple[int, int, Future[CompactionResult]] | None
+    _idle_snapshot: list[Message]
+    _executor: ThreadPoolExecutor | None
+
+    def tokens(self) -> int:
+        """Tokens of the view; the manager's own method wins (this one only declares it for the type checker)."""
+        raise NotImplementedError
+
+    # -- compaction -----------------------------------------------------------------------------------------------
+    def compact(self, *, force: bool = True, instructions: str | None = None, kind: str = "hard") -> CompactionReport:
+        """Compact now (a manual ``/compact``), whatever the thresholds; returns a report with the figures."""
+        with self._lock:
+            before_tokens, _, before_count = self._view.totals()
+            if not force and self.tokens() < self.budgets.soft:
+                return CompactionReport(before_tokens, before_tokens, before_count, before_count, 0, 0.0, None)
+            return self._compact(kind, instructions=instructions, started=time.perf_counter())
+
+    def _compact(self, kind: str, *, instructions: str | None, started: float,
+                 automatic: bool = False) -> CompactionReport:
+        view = self._view.normalized()
+        try:
+            result = compact(view, policy=self.policy, counter=self.counter, summarizer=self.summarizer,
+                             budget=self._target(view, kind), kind=kind,
+                             compaction_count=self._compactions, instructions=instructions, clock=self._clock)
+        except InsufficientBudget as exc:
+            self._compaction_failed(exc)
+            raise
+        except ContextfoldError as exc:
+            self._compaction_failed(exc)
+            raise
+        self._failed_compactions = 0
+        if not result.changed:  # nothing was compactable: keep the view, its prompt cache and the counters
+            stats = result.stats
+            return CompactionReport(stats.tokens_before, stats.tokens_before, stats.messages_before,
+                                    stats.messages_before, 0, (time.perf_counter() - started) * 1000, None)
+        if automatic and kind == "soft" and not self._worth_applying(result):
+            # Summarizing what masking already shrank saved too little to be worth a prompt-cache miss: keep the
+            # view, and wait until it has grown (or hard compaction is due).
+            self._floor = result.stats.tokens_before + self._tool_tokens
+            stats = result.stats
+            return CompactionReport(stats.tokens_before, stats.tokens_before, stats.messages_before,
+                                    stats.messages_before, 0, (time.perf_counter() - started) * 1000, None)
+        return self._apply(view, result, started)
+
+    def _worth_applying(self, result: CompactionResult) -> bool:
+        """Whether an automatic soft compaction saved enough to pay for the prompt-cache miss it causes."""
+        before = result.stats.tokens_before
+        needed = min(self.policy.clear_at_least, before // MIN_SAVING_DIVISOR)
+        return result.stats.tokens_after <= before - needed
+
+    def _target(self, view: list[Message], kind: str) -> int:
+        """Tokens a compaction aims for: halfway between soft and hard when that loses nothing more.
+
+        Landing just under hard would compact again on the next turn (thrash, and a prompt-cache miss each time);
+        but a lower target must not cost keep counts or user messages, so a dry run decides.
+        """
+        hard = self.budgets.hard - self._tool_tokens
+        if kind == "soft":
+            return hard
+        target = (self.budgets.soft + self.budgets.hard) // 2 - self._tool_tokens
+        try:
+            plan = plan_compaction(view, policy=self.policy, counter=self.counter, budget=target, kind=kind)
+        except ContextfoldError:
+            return hard
+        return hard if plan.warnings else target
+
+    def _apply(self, view: list[Message], result: CompactionResult, started: float) -> CompactionReport:
+        number = self._archive_transcript(view)
+        self._view.replace(result.messages)
+        self._compactions += 1
+        self._floor = result.stats.tokens_after + self._tool_tokens
+        stats = result.stats
+        if result.summary is not None:
+            payload = {"summary": result.summary.summary, "retain": list(result.summary.retain),
+                       "summarizer": result.summary.summarizer, "stats": stats.to_dict()}
+            if self.archive is not None:
+                self.archive.archive_summary(self.session_id, number, self._redacted(payload))
+            self.tracer.emit(SummaryCreated(
+                session_id=self.session_id, strategy=self.policy.strategy, input_messages=stats.compacted_count,
+                input_tokens=stats.tokens_before, summary_tokens=stats.summary_tokens,
+                summary=self._redact_text(result.summary.summary), model=result.summary.summarizer,
+                summary_version=stats.summary_version))
+        self.tracer.emit(MessagesPruned(session_id=self.session_id, count=len(result.removed),
+                                        ids=tuple(str(m.meta.get("id", "")) for m in result.removed),
+                                        kept=dict(stats.kept)))
+        for warning in result.warnings:
+            self.tracer.emit(CompactWarning(session_id=self.session_id, message=warning, code="compaction"))
+        duration = (time.perf_counter() - started) * 1000
+        return CompactionReport(stats.tokens_before, stats.tokens_after, stats.messages_before, stats.messages_after,
+                                stats.compacted_count, duration, result.summary)
+
+    def _compaction_failed(self, exc: Exception) -> None:
+        self._failed_compactions += 1
+        self.tracer.emit(CompactError(session_id=self.session_id, error_type=type(exc).__name__,
+                                      message=str(exc), fallback="none"))
+        if self._failed_compactions >= CIRCUIT_BREAKER_FAILURES and not self.paused:
+            self.paused = True
+            self.tracer.emit(RecoveryCircuitOpen(
+                session_id=self.session_id, failures=self._failed_compactions,
+                reason=f"{self._failed_compactions} compactions failed in a row; automatic compaction paused"))
+
+    def _archive_transcript(self, view: list[Message]) -> int:
+        self._archived += 1
+        self._archived_seq = self._seq  # every message added so far is now in an archived transcript
+        if self.archive is None:
+            if self.redactor is not None:  # no archive to redact, but the redactor must still learn the secrets
+                self.redactor.redact_messages(view)  # that summaries may repeat without their context
+            return self._archived
+        messages = [self.redactor.redact_message(m) for m in view] if self.redactor is not None else view
+        return int(self.archive.archive_transcript(self.session_id, messages))
+
+    def _archive_dropped(self) -> None:
+        """Archive what normalization removed for good (a result whose call was compacted away, a duplicate)."""
+        dropped = self._view.dropped
+        if not dropped:
+            return
+        self._view.dropped = []
+        if self.archive is not None:
+            self.archive.archive_transcript(self.session_id, dropped)
+        self.tracer.emit(MessagesPruned(session_id=self.session_id, count=len(dropped),
+                                        ids=tuple(str(m.meta.get("id", "")) for m in dropped),
+                                        kept={"normalization_dropped": len(dropped)}))
+
+    def _redacted(self, payload: dict[str, Any]) -> dict[str, Any]:
+        if self.redactor is None:
+            return payload
+        redacted: dict[str, Any] = self.redactor.redact_obj(payload)
+        return redacted
+
+    def _redact_text(self, text: str) -> str:
+        return self.redactor.redact_text(text) if self.redactor is not None else text
+
+    # -- idle-time compaction -------------------------------------------------------------------------------------
+    def compact_in_background(self) -> Future[CompactionResult] | None:
+        """Start a soft compaction on a worker thread when the view is over the soft threshold.
+
+        The result is applied by the next ``prepare()`` only if the view has not been rewritten meanwhile (new
+        messages appended at the end are fine: they are kept after the compacted part); otherwise it is dropped
+        and the policy plans again. Returns the future, or None when there is nothing to do.
+        """
+        with self._lock:
+            if self._idle is not None or not self.policy.auto or self.paused or self.tokens() < self.budgets.soft:
+                return None
+            snapshot = self._view.normalized()
+            version = self._view.version
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(_IDLE_WORKERS, thread_name_prefix="contextfold-idle")
+            future = self._executor.submit(
+                compact, snapshot, policy=self.policy, counter=self.counter, summarizer=self.summarizer,
+                budget=self.budgets.hard - self._tool_tokens, kind="soft", compaction_count=self._compactions,
+                clock=self._clock)
+            self._idle = (version, len(snapshot), future)
+            self._idle_snapshot = snapshot
+            return future
+
+    def _apply_idle_result(self) -> None:
+        pending = self._idle
+        if pending is None or not pending[2].done():
+            return
+        self._idle = None
+        version, length, future = pending
+        snapshot = self._idle_snapshot
+        current = self._view.normalized()
+        intact = version == self._view.version and len(current) >= length and all(
+            a is b for a, b in zip(current[:length], snapshot, strict=True))
+        try:
+            result = future.result()
+        except ContextfoldError as exc:
+            self._compaction_failed(exc)
+            return
+        if not intact:
+            self.tracer.emit(CompactWarning(session_id=self.session_id, code="idle_discarded",
+                                            message="background compaction dropped: the view changed meanwhile"))
+            return
+        if not self._worth_applying(result):
+            self._floor = result.stats.tokens_before + self._tool_tokens  # too little saved: see _compact
+            return
+        tail = current[length:]
+        self._apply(snapshot, _with_tail(result, tail), time.perf_counter())
+
+    # -- overflow recovery ----------------------------------------------------------------------------------------
+    def shrink_for_overflow(self, prompt_tokens: int | None = None, limit: int | None = None) -> CompactionReport:
+        """Make the view smaller after the provider said it is too long (see :mod:`contextfold.recovery`).
+
+        Uses the counts from the error, when given, to correct the estimate first.
+        """
+        with self._lock:
+            if not self.policy.auto and not self.policy.allow_on_overflow:
+                raise RecoveryFailed("the provider reported a context overflow, but automatic compaction is off "
+                                     "(Policy(auto=False)); set allow_on_overflow=True to let recovery compact")
+            if self.paused:
+                raise RecoveryFailed(f"automatic compaction is paused after {self._failed_compactions} failed "
+                                     "compactions in a row (circuit breaker)")
+            if prompt_tokens is not None:
+                tokens, _, count = self._view.totals()
+                self._grounding = (self._view.version, count, prompt_tokens - tokens - self._tool_tokens)
+            return self._compact("hard", instructions=None, started=time.perf_counter())
+
+    @property
+    def failed_compactions(self) -> int:
+        """Compactions that failed in a row (a success resets it); overflow recovery's circuit breaker reads it."""
+        return self._failed_compactions
+
+    def rewrite_view(self, rewrite: Callable[[list[Message]], list[Message]], *, reason: str) -> int:
+        """Replace the view with ``rewrite(view)`` atomically, archiving the old view first (nothing is lost).
+
+        Overflow recovery uses it to drop the oldest messages when compaction cannot help. Returns how many
+        messages left the view.
+        """
+        with self._lock:
+            view = self._view.normalized()
+            new = rewrite(list(view))
+            if new == view:
+                return 0
+            self._archive_transcript(view)
+            kept = {id(m) for m in new}
+            removed = [m for m in view if id(m) not in kept]
+            self._view.replace(new)
+            self.tracer.emit(MessagesPruned(session_id=self.session_id, count=len(removed),
+                                            ids=tuple(str(m.meta.get("id", "")) for m in removed),
+                                            kept={reason: len(new)}))
+            return len(removed)
+
+
+def _with_tail(result: CompactionResult, tail: Sequence[Message]) -> CompactionResult:
+    from dataclasses import replace
+
+    return replace(result, messages=[*result.messages, *tail])
