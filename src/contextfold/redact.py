@@ -102,15 +102,22 @@ def _p(name: str, pattern: str, *triggers: str) -> SecretPattern:
     return SecretPattern(name, re.compile(pattern), tuple(triggers))
 
 
+# The lines contextfold's own tool-output view (cache.render_view) puts after the head it keeps: the omission marker
+# and the closing note. They hold no key material but do name the output's ref; a key block must not run across
+# them, or the ref would be redacted and remembered as a secret (then every later mention of that ref, in events and
+# archives, would be redacted or not depending on when it was written).
+_VIEW_NOTE = r"\n\[(?:\.\.\. lines \d+-\d+ of \d+ omitted; |tool output cached as ref=tout_)"
+
 # Order matters only to break ties between findings of the same span: the more specific kind wins the name.
 # Patterns start with their literal where they can (a leading look-behind or option defeats the regex engine's
 # literal-prefix search, which is most of the speed); triggers skip a pattern when its text cannot be present.
 BUILTIN_PATTERNS: tuple[SecretPattern, ...] = (
     _p(
         "private_key",
-        # An unterminated block (a truncated tool output) is redacted to the end of the text rather than leaked.
-        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
-        r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+        # An unterminated block (a truncated tool output) is redacted to the end of the text rather than leaked, or
+        # in a cached output's view, up to the lines the view omitted.
+        rf"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:(?!{_VIEW_NOTE})[\s\S])*?"
+        rf"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|(?={_VIEW_NOTE})|\Z)",
         "-----begin",
     ),
     # The end of a block whose beginning is gone (a truncated output keeps head and tail lines): the key lines right
