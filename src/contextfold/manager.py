@@ -231,9 +231,10 @@ class ContextManager(CompactionMixin, AsyncMirror):
         total = self._grounded(tokens + self._tool_tokens)
         plan = decide(total, count, tool_tokens, self.budgets, self._effective_policy())
         self.last_plan = plan
-        self.tracer.emit(TokenEstimate(session_id=self.session_id, messages=tokens, tools_schema=self._tool_tokens,
-                                       system=0, developer=0, model=self.model.name,
-                                       context_window=self.budgets.window))
+        system, developer = self._view.pinned_tokens()
+        self.tracer.emit(TokenEstimate(session_id=self.session_id, messages=tokens - system - developer,
+                                       tools_schema=self._tool_tokens, system=system, developer=developer,
+                                       model=self.model.name, context_window=self.budgets.window))
         if plan.action is Action.NONE:
             return
         self.tracer.emit(TriggerDecision(session_id=self.session_id, triggered=True, action=str(plan.action),

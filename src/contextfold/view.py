@@ -33,6 +33,7 @@ class View:
         self._settled = 0  # view[:settled] is normalized, closed, and ends before an assistant message
         self._settled_tokens = 0
         self._settled_tool_tokens = 0
+        self._settled_pinned = {"system": 0, "developer": 0}
         self._opened = False  # the settled prefix holds a non-system message
         self._encoded: dict[str, tuple[int, list[dict[str, Any]]]] = {}
         self._call_ids: Counter[str] = Counter()  # ids of the tool calls in the view, to spot orphans on arrival
@@ -64,6 +65,15 @@ class View:
         tokens = self._settled_tokens + sum(self.counter.count_message(m) for m in tail)
         tool = self._settled_tool_tokens + sum(self.counter.count_message(m) for m in tail if m.role == "tool")
         return tokens, tool, self._settled + len(tail)
+
+    def pinned_tokens(self) -> tuple[int, int]:
+        """(system, developer) tokens of :meth:`normalized`, for the token-estimate breakdown."""
+        self._settle()
+        counts = dict(self._settled_pinned)
+        for m in self._normalized_tail():
+            if m.role in counts:
+                counts[m.role] += self.counter.count_message(m)
+        return counts["system"], counts["developer"]
 
     def encoded(self, wire: Any) -> list[dict[str, Any]]:
         """The normalized view in ``wire``'s list form; the settled prefix is encoded once and reused.
@@ -133,6 +143,7 @@ class View:
         self._settled = 0
         self._settled_tokens = 0
         self._settled_tool_tokens = 0
+        self._settled_pinned = {"system": 0, "developer": 0}
         self._opened = False
         self._encoded.clear()
 
@@ -205,6 +216,8 @@ class View:
             self._settled_tokens += n
             if m.role == "tool":
                 self._settled_tool_tokens += n
+            elif m.role in self._settled_pinned:
+                self._settled_pinned[m.role] += n
             if m.role not in _PINNED_ROLES:
                 self._opened = True
         self._settled += len(fixed)

@@ -299,3 +299,19 @@ def test_background_checks_compact_off_the_model_call_path(tmp_path: Path) -> No
     assert any(r.startswith("after tool execution") for r in reasons)
     assert any(r.startswith("after model call") for r in reasons)
     assert any(r.startswith("before finish") for r in reasons)
+
+
+def test_token_estimate_breaks_down_by_layer(tmp_path: Path) -> None:
+    tel = RecordingTelemetry()
+    tools = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
+    cm = manager(tmp_path, telemetry=tel, tools=tools)
+    cm.add([Message.system("be brief"), Message("developer", "use tabs"), Message.user("go"), *turn(1)])
+    cm.prepare()
+    cm.add(Message.assistant("done"))
+    cm.prepare()
+    data = [e.to_dict()["data"] for e in tel.events if e.name == "compact.token_estimate"][-1]
+    count = cm.counter.count_message
+    assert data["system"] == count(Message.system("be brief"))
+    assert data["developer"] == count(Message("developer", "use tabs"))
+    assert data["tools_schema"] == cm.counter.count_tools(tools) > 0
+    assert data["system"] + data["developer"] + data["messages"] + data["tools_schema"] == cm.tokens()
