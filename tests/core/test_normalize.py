@@ -213,3 +213,19 @@ def test_real_sessions_pass_through_normalize_unchanged() -> None:
 
     for s in load_sessions(TRAJECTORIES / "taubench-airline") + load_sessions(TRAJECTORIES / "sweagent-claude4sonnet"):
         assert normalize(s.messages) == s.messages, s.id
+
+
+@given(messy_histories(), st.lists(st.integers(0, 40), max_size=5))
+@settings(max_examples=200, deadline=None)
+def test_normalized_histories_pass_every_format_validator(history: list[Message], picks: list[int]) -> None:
+    from contextfold.formats import FORMATS
+
+    base = normalize(history)
+    out = normalize(remove_messages(base, {p % len(base) for p in picks})) if base else base
+    if not any(m.role not in ("system", "developer") for m in out):
+        return  # no conversation left: every API needs at least one message besides the instructions
+    for name, wire in FORMATS.items():
+        try:
+            wire.validate(wire.encode(out))
+        except Exception as exc:  # pragma: no cover - the assertion message is the point
+            raise AssertionError(f"{name} rejects a normalized history: {exc}") from exc
