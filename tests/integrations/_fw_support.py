@@ -19,10 +19,18 @@ def log_page(page: int) -> str:
     return f"build log page {page}\n" + "\n".join(lines)
 
 
+def thought(page: int) -> str:
+    """What the model says with each call: reasoning that cannot be masked, so summarizing is needed too."""
+    return (f"Page {page - 1} compiled cleanly; module_{page - 1} and its {LOG_LINES} units need no change. "
+            f"Next I read page {page} to look for the first failing module, keeping the pages read so far in mind: "
+            + ", ".join(f"page {p} ok" for p in range(max(0, page - 12), page)))
+
+
 def scripted_replies(turns: int = TURNS) -> list[Reply | str]:
     """The model reads one log page per turn, fifty times (or ``turns``), then answers."""
-    calls: list[Reply | str] = [Reply.calling(ScriptedToolCall("read_log", {"page": page}, id=f"call_{page}"))
-                                for page in range(turns)]
+    calls: list[Reply | str] = [
+        Reply.calling(ScriptedToolCall("read_log", {"page": page}, id=f"call_{page}"), text=thought(page))
+        for page in range(turns)]
     return [*calls, FINAL_ANSWER]
 
 
@@ -40,6 +48,9 @@ def assert_scenario_held(server: ScriptedLLMServer, cm: ContextManager, turns: i
     assert len(server.requests) == turns + 1
     assert server.pending == 0
     assert max(r.input_tokens for r in server.requests) <= WINDOW
-    assert cm.compactions + cm.maskings >= 1
+    if turns == TURNS:  # the reasoning alone outgrows the window: the scenario cannot finish without summaries
+        assert cm.compactions >= 1, (cm.maskings, cm.compactions)
+    else:
+        assert cm.compactions + cm.maskings >= 1
     # The latest observation reaches the model whole (only older ones are masked or summarized).
     assert f"build log page {turns - 1}" in str(server.requests[-1].body)
