@@ -17,7 +17,7 @@ _EXPORTS: dict[str, str] = {
     "Archive": "archive",
     "ArchiveStore": "archive",
     "BatchProcessor": "processor",
-    "BlobStore": "stores",
+    "BlobStore": "blobs",
     "Budgets": "policy",
     "CacheConfig": "cache",
     "Category": "classify",
@@ -47,12 +47,12 @@ _EXPORTS: dict[str, str] = {
     "MessageCounter": "tokens",
     "MissingExtra": "errors",
     "ModelInfo": "models",
-    "NullTelemetry": "events",
+    "NullTelemetry": "telemetry",
     "OverflowInfo": "overflow",
     "Plan": "policy",
     "Policy": "policy",
     "RecordedSession": "importers",
-    "RecordingTelemetry": "events",
+    "RecordingTelemetry": "telemetry",
     "RecoveryFailed": "errors",
     "Redactor": "redact",
     "RefNotFound": "errors",
@@ -66,7 +66,7 @@ _EXPORTS: dict[str, str] = {
     "SummarizerError": "errors",
     "SummaryRequest": "summarize",
     "SummaryResult": "summarize",
-    "Telemetry": "events",
+    "Telemetry": "telemetry",
     "TextPart": "messages",
     "ThinkingPart": "messages",
     "TiktokenCounter": "tokens",
@@ -213,6 +213,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .archive import Archive, ArchiveStore
+    from .blobs import BlobStore
     from .cache import CacheConfig, ToolOutputCache, ToolOutputRef
     from .classify import Category, classify
     from .compact import CompactionResult, compact, plan_compaction
@@ -230,7 +231,7 @@ if TYPE_CHECKING:
         SummarizerError,
         UnknownModel,
     )
-    from .events import Event, NullTelemetry, RecordingTelemetry, Telemetry
+    from .events import Event
     from .exporters import Exporter, get_exporter
     from .formats import convert, detect_format, get_format
     from .history_search import HistorySearchTool, history_search
@@ -249,7 +250,7 @@ if TYPE_CHECKING:
     from .replay import ReplayOptions, replay_session, run_replay
     from .retrieval import retrieval_tool_schemas
     from .serialize import message_from_dict, message_to_dict
-    from .stores import BlobStore, LocalBlobStore, MemoryBlobStore, open_blob_store
+    from .stores import LocalBlobStore, MemoryBlobStore, open_blob_store
     from .stores.session import MemorySessionStore, SessionConflict, SessionStore
     from .summarize import (
         ExtractiveSummarizer,
@@ -259,6 +260,7 @@ if TYPE_CHECKING:
         SummaryResult,
         extract_entities,
     )
+    from .telemetry import NullTelemetry, RecordingTelemetry, Telemetry
     from .tokens import EstimatingCounter, MessageCounter, TiktokenCounter, TokenCounter, counter_for_model
     from .tracing import Tracer
     from .truncate import TruncatedText, truncate_text

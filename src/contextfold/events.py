@@ -7,18 +7,22 @@ puts under ``data``. The ``name`` of an event (``"compact.summary_created"``) is
 Events go to a :class:`Telemetry` sink (``emit(event)``). :class:`NullTelemetry` drops them,
 :class:`RecordingTelemetry` keeps them in memory for tests, and :class:`contextfold.processor.BatchProcessor`
 batches them to exporters on a background thread. :class:`contextfold.tracing.Tracer` stamps ids and times.
+The sinks live in :mod:`contextfold.telemetry` and the id and time helpers in :mod:`contextfold.events_clock`;
+both are re-exported here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import secrets
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from types import MappingProxyType
-from typing import Any, ClassVar, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Literal, TypeAlias
+
+# Ids, times and the sinks live in their own modules; every name stays importable from here.
+from .events_clock import format_time, new_span_id, new_trace_id, parse_time, utc_now
+from .telemetry import NullTelemetry, RecordingTelemetry, Telemetry
 
 __all__ = [
     "COMMON_FIELDS",
@@ -54,10 +58,6 @@ __all__ = [
 Status: TypeAlias = Literal["ok", "error"]
 STATUSES: frozenset[str] = frozenset({"ok", "error"})
 
-# W3C trace-context sizes (16-byte trace id, 8-byte span id) so that ids map one to one onto OpenTelemetry's.
-_TRACE_ID_BYTES = 16
-_SPAN_ID_BYTES = 8
-
 COMMON_FIELDS: tuple[str, ...] = (
     "session_id",
     "trace_id",
@@ -67,41 +67,6 @@ COMMON_FIELDS: tuple[str, ...] = (
     "ended_at",
     "status",
 )
-
-E = TypeVar("E", bound="Event")
-
-
-def new_trace_id() -> str:
-    """Return a random 32-hex-digit trace id."""
-    return secrets.token_hex(_TRACE_ID_BYTES)
-
-
-def new_span_id() -> str:
-    """Return a random 16-hex-digit span id."""
-    return secrets.token_hex(_SPAN_ID_BYTES)
-
-
-def utc_now() -> datetime:
-    """Return the current time, timezone-aware, in UTC."""
-    return datetime.now(UTC)
-
-
-def format_time(moment: datetime) -> str:
-    """Return ``moment`` as ISO-8601 in UTC with microseconds and a ``Z`` suffix."""
-    return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-def parse_time(text: str, *, field_name: str = "time") -> datetime:
-    """Parse an ISO-8601 timestamp; naive times are read as UTC.
-
-    Raises:
-        ValueError: naming ``field_name`` when the text is not ISO-8601.
-    """
-    try:
-        moment = datetime.fromisoformat(text)
-    except (TypeError, ValueError):
-        raise ValueError(f"{field_name}: {text!r} is not an ISO-8601 timestamp") from None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _jsonable(value: Any) -> Any:
@@ -466,65 +431,3 @@ def event_from_dict(item: Mapping[str, Any]) -> Event:
         return cls(**common, **kwargs)
     except TypeError as exc:
         raise ValueError(f"{item['name']}: data: {exc}") from None
-
-
-@runtime_checkable
-class Telemetry(Protocol):
-    """Where events go. ``emit`` must return quickly and never raise into the agent.
-
-    Example::
-
-        class PrintTelemetry:
-            def emit(self, event: Event) -> None:
-                print(event.name, event.data())
-    """
-
-    def emit(self, event: Event) -> None:
-        """Accept one event."""
-        ...
-
-
-class NullTelemetry:
-    """Drops every event: the default when telemetry is off."""
-
-    def emit(self, event: Event) -> None:
-        """Do nothing."""
-
-
-class RecordingTelemetry:
-    """Keeps every event in memory, in order; thread-safe. Use it to assert on what an agent emitted."""
-
-    def __init__(self) -> None:
-        self._events: list[Event] = []
-        self._lock = threading.Lock()
-
-    def emit(self, event: Event) -> None:
-        """Record ``event``."""
-        with self._lock:
-            self._events.append(event)
-
-    @property
-    def events(self) -> list[Event]:
-        """A copy of the events recorded so far."""
-        with self._lock:
-            return list(self._events)
-
-    def names(self) -> list[str]:
-        """The names of the recorded events, in order."""
-        return [e.name for e in self.events]
-
-    def of_type(self, cls: type[E]) -> list[E]:
-        """The recorded events that are instances of ``cls``."""
-        return [e for e in self.events if isinstance(e, cls)]
-
-    def clear(self) -> None:
-        """Forget everything recorded."""
-        with self._lock:
-            self._events.clear()
-
-    def __iter__(self) -> Iterator[Event]:
-        return iter(self.events)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._events)

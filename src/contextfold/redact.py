@@ -102,8 +102,8 @@ def _p(name: str, pattern: str, *triggers: str) -> SecretPattern:
     return SecretPattern(name, re.compile(pattern), tuple(triggers))
 
 
-# The lines contextfold's own tool-output view (cache.render_view) puts after the head it keeps: the omission marker
-# and the closing note. They hold no key material but do name the output's ref; a key block must not run across
+# The lines contextfold's own tool-output view (cache_view.render_view) puts after the head it keeps: the omission
+# marker and the closing note. They hold no key material but do name the output's ref; a key block must not run across
 # them, or the ref would be redacted and remembered as a secret (then every later mention of that ref, in events and
 # archives, would be redacted or not depending on when it was written).
 _VIEW_NOTE = r"\n\[(?:\.\.\. lines \d+-\d+ of \d+ omitted; |tool output cached as ref=tout_)"

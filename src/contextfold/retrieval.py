@@ -9,22 +9,29 @@ never as exceptions that would break the agent loop.
 
 from __future__ import annotations
 
-import bisect
 import re
-import struct
-from array import array
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .errors import RefNotFound, StoreError
 from .messages import Message, ToolCall
+
+# The line index and line streaming live in retrieval_index; the names are re-exported here, where they always were.
+from .retrieval_index import INDEX_CHUNK_BYTES as INDEX_CHUNK_BYTES
+from .retrieval_index import STREAM_CHUNK_BYTES as STREAM_CHUNK_BYTES
+from .retrieval_index import build_line_index as build_line_index
+from .retrieval_index import count_lines as count_lines
+from .retrieval_index import index_key as index_key
+from .retrieval_index import index_owner as index_owner
+from .retrieval_index import line_start, stream_lines
+from .retrieval_index import stored_line_count as stored_line_count
 from .tool_schemas import tool_schema
 
 if TYPE_CHECKING:
+    from .blobs import BlobStore
     from .cache import ToolOutputCache, ToolOutputRef
-    from .stores.base import BlobStore
 
 __all__ = [
     "DEFAULT_GREP_MATCHES",
@@ -61,139 +68,11 @@ MAX_GREP_MATCHES = 500
 MAX_GREP_CONTEXT = 20
 # Only this much of an enormous single line is matched against the pattern (bounded memory while streaming).
 GREP_LINE_BYTES = 256 * 1024
-# Bytes read from the store at a time while streaming lines.
-STREAM_CHUNK_BYTES = 64 * 1024
-# Outputs up to this size are scanned directly; larger ones get a line index (one uint64 per chunk of this size,
-# holding the number of newlines before the chunk: 100 MB needs a 13 KB index).
-INDEX_CHUNK_BYTES = 64 * 1024
 # UTF-8 takes up to 4 bytes per character: keeping this many bytes of a line is enough for max_line_length chars.
 UTF8_MAX_BYTES = 4
 
-_INDEX_SUFFIX = ".lines"
-_INDEX_MAGIC = b"CFLX"
-_INDEX_HEADER = struct.Struct("<4sIQQI")  # magic, version, byte size, line count, chunk bytes
-_INDEX_VERSION = 1
 
-
-# -- the line index -----------------------------------------------------------------------------------------------
-
-
-def count_lines(data: bytes) -> int:
-    """Lines in ``data``: newlines, plus one for a last line without a newline."""
-    if not data:
-        return 0
-    return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-
-
-def index_key(ref_id: str) -> str:
-    """The store key of a ref's line index."""
-    return ref_id + _INDEX_SUFFIX
-
-
-def index_owner(key: str) -> str | None:
-    """The ref id a line-index key belongs to, or None for other keys."""
-    return key[: -len(_INDEX_SUFFIX)] if key.endswith(_INDEX_SUFFIX) else None
-
-
-def build_line_index(data: bytes, line_count: int) -> bytes | None:
-    """The line index of ``data``, or None when it is small enough to scan whole."""
-    if len(data) <= INDEX_CHUNK_BYTES:
-        return None
-    counts = array("Q")
-    running = 0
-    for start in range(0, len(data), INDEX_CHUNK_BYTES):
-        counts.append(running)
-        running += data.count(b"\n", start, start + INDEX_CHUNK_BYTES)
-    if counts.itemsize != 8:  # pragma: no cover - "Q" is 8 bytes on every supported platform
-        raise RuntimeError("array('Q') is not 64-bit on this platform")
-    header = _INDEX_HEADER.pack(_INDEX_MAGIC, _INDEX_VERSION, len(data), line_count, INDEX_CHUNK_BYTES)
-    return header + counts.tobytes()
-
-
-@dataclass(frozen=True, slots=True)
-class _LineIndex:
-    size: int
-    line_count: int
-    chunk: int
-    counts: array[int]
-
-
-def _load_index(store: BlobStore, ref_id: str, size: int) -> _LineIndex | None:
-    key = index_key(ref_id)
-    blob_size = store.size(key)
-    if blob_size is None:
-        return None
-    raw = store.read_range(key, 0, blob_size)
-    magic, version, nbytes, lines, chunk = _INDEX_HEADER.unpack_from(raw)
-    if magic != _INDEX_MAGIC or version != _INDEX_VERSION or nbytes != size:
-        return None
-    counts = array("Q")
-    counts.frombytes(raw[_INDEX_HEADER.size :])
-    return _LineIndex(nbytes, lines, chunk, counts)
-
-
-def stored_line_count(store: BlobStore, ref_id: str, size: int) -> int:
-    """The line count of a stored output, from its index or, for a small output, by counting."""
-    index = _load_index(store, ref_id, size)
-    if index is not None:
-        return index.line_count
-    # No index: small enough to count in one go, or an index lost to a crash (count in chunks then).
-    return sum(1 for _ in _stream_lines(store, ref_id, 0, size, keep=0))
-
-
-def _line_start(store: BlobStore, ref_id: str, size: int, line: int) -> int:
-    """Byte offset where 1-based ``line`` starts (``size`` when past the end)."""
-    newlines = line - 1  # newlines that precede the line
-    if newlines <= 0:
-        return 0
-    index = _load_index(store, ref_id, size)
-    start, seen = 0, 0
-    if index is not None:
-        # The last chunk that starts with fewer newlines before it than we need holds the one we look for.
-        i = bisect.bisect_left(index.counts, newlines) - 1
-        start, seen = i * index.chunk, index.counts[i]
-    pos = start
-    while pos < size:
-        chunk = store.read_range(ref_id, pos, STREAM_CHUNK_BYTES)
-        if not chunk:
-            break
-        found = chunk.count(b"\n")
-        if seen + found >= newlines:
-            at = -1
-            for _ in range(newlines - seen):
-                at = chunk.index(b"\n", at + 1)
-            return pos + at + 1
-        seen += found
-        pos += len(chunk)
-    return size
-
-
-def _stream_lines(store: BlobStore, key: str, start: int, size: int, *, keep: int) -> Iterator[tuple[bytes, int]]:
-    """Yield ``(first keep bytes, full length)`` of each line from byte ``start``, one chunk in memory at a time."""
-    buf = bytearray()
-    length = 0
-    pos = start
-    while pos < size:
-        chunk = store.read_range(key, pos, STREAM_CHUNK_BYTES)
-        if not chunk:
-            break
-        pos += len(chunk)
-        at = 0
-        while True:
-            nl = chunk.find(b"\n", at)
-            end = len(chunk) if nl < 0 else nl
-            room = keep - len(buf)
-            if room > 0:
-                buf += chunk[at : min(end, at + room)]
-            length += end - at
-            if nl < 0:
-                break
-            yield bytes(buf), length
-            buf.clear()
-            length = 0
-            at = nl + 1
-    if length:
-        yield bytes(buf), length
+# -- reading a slice ----------------------------------------------------------------------------------------------
 
 
 def _display(raw: bytes, length: int, max_line_length: int) -> str:
@@ -205,9 +84,6 @@ def _display(raw: bytes, length: int, max_line_length: int) -> str:
         shown = text[:max_line_length]
         return f"{shown}… [line cut: {length:,} bytes]"
     return text
-
-
-# -- reading a slice ----------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,10 +132,10 @@ def read_lines(
         raise ValueError(f"limit must be a number of lines >= 1, got {limit!r}")
     if offset > ref.line_count:
         raise ValueError(f"offset {offset} is past the end: {ref.id} has {ref.line_count} lines")
-    start = _line_start(store, ref.id, ref.byte_size, offset)
+    start = line_start(store, ref.id, ref.byte_size, offset)
     lines: list[str] = []
     spent = 0
-    for raw, length in _stream_lines(store, ref.id, start, ref.byte_size, keep=max_line_length * UTF8_MAX_BYTES):
+    for raw, length in stream_lines(store, ref.id, start, ref.byte_size, keep=max_line_length * UTF8_MAX_BYTES):
         line = _display(raw, length, max_line_length)
         if max_bytes is not None:
             spent += len(line.encode("utf-8", "surrogatepass")) + 12  # the number column and newline
@@ -362,7 +238,7 @@ def grep_refs(
             break
         before: deque[tuple[int, str]] = deque(maxlen=context or 1)
         open_: list[_Open] = []
-        lines = _stream_lines(store, ref.id, 0, ref.byte_size, keep=GREP_LINE_BYTES)
+        lines = stream_lines(store, ref.id, 0, ref.byte_size, keep=GREP_LINE_BYTES)
         for n, (raw, length) in enumerate(lines, start=1):
             text = raw.decode("utf-8", "replace")
             shown = _display(raw, length, max_line_length)

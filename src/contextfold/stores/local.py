@@ -1,4 +1,4 @@
-"""The embedded default :class:`~contextfold.stores.base.BlobStore`: one SQLite file in WAL mode.
+"""The embedded default :class:`~contextfold.blobs.BlobStore`: one SQLite file in WAL mode.
 
 Each blob is split into fixed-size chunks (one row each) so that reading a slice of a 100 MB tool output touches a
 few rows, never the whole value. A ``put`` is one transaction: a process killed mid-write leaves the previous state,

@@ -1,4 +1,4 @@
-"""An in-process :class:`~contextfold.stores.base.BlobStore`: the test double and the choice for short scripts."""
+"""An in-process :class:`~contextfold.blobs.BlobStore`: the test double and the choice for short scripts."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A :class:`~contextfold.stores.base.BlobStore` on Redis, so that a fleet of workers shares one tool output cache.
+"""A :class:`~contextfold.blobs.BlobStore` on Redis, so that a fleet of workers shares one tool output cache.
 
 Layout under ``prefix`` (default ``contextfold:blob``), for a blob ``key``:
 

@@ -1,0 +1,140 @@
+"""The in-context view of a cached tool output: cut lines, head and tail within the caps, and the reading note.
+
+Split from :mod:`contextfold.cache`, which builds views through :func:`render_view` and re-exports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from .truncate import cap_lines
+
+if TYPE_CHECKING:
+    from .cache import ToolOutputRef
+    from .tokens import TokenCounter
+
+__all__ = ["render_view"]
+
+# -- the in-context view ----------------------------------------------------------------------------------------
+# Not truncate_text: the view must be cut at line boundaries and name the omitted line range, so that the model can
+# page to it with tool_output_cache(offset=...); and a 100 MB output must not be token-counted whole.
+
+# Room kept for the omission marker and the closing note, so the whole view stays under the byte cap.
+VIEW_NOTE_RESERVE_BYTES = 600
+# Tokens kept for the same notes (about 600 bytes of mostly ASCII at 3-4 bytes per token, with margin).
+VIEW_NOTE_RESERVE_TOKENS = 200
+# Head and tail share what is left evenly: the command and first results are at the top, errors and summaries
+# (test runs, tracebacks) at the bottom.
+VIEW_HEAD_SHARE = 0.5
+# Summed per-line counts can undershoot the count of the joined text; shrink by this much until the view fits.
+VIEW_SHRINK_FACTOR = 0.85
+VIEW_MAX_SHRINKS = 8
+
+
+def render_view(
+    text: str,
+    ref: ToolOutputRef,
+    *,
+    max_bytes: int,
+    max_tokens: int,
+    max_line_length: int,
+    counter: TokenCounter,
+) -> str:
+    r"""Cut lines longer than ``max_line_length``, keep head and tail within both caps, and add the reading note.
+
+    Line numbers in the markers are those the retrieval tools use (1-based, split on ``\n``).
+    """
+    lines = _CutLines(_split_lines(text), max_line_length)
+    byte_budget = max(0, max_bytes - VIEW_NOTE_RESERVE_BYTES)
+    token_budget = max(0, max_tokens - VIEW_NOTE_RESERVE_TOKENS)
+    view = ""
+    for _ in range(VIEW_MAX_SHRINKS):
+        head, tail = _head_tail(lines, byte_budget, token_budget, counter)
+        view = _assemble(lines, head, tail, ref)
+        if len(view.encode("utf-8", "surrogatepass")) <= max_bytes and counter.count(view) <= max_tokens:
+            return view
+        byte_budget = int(byte_budget * VIEW_SHRINK_FACTOR)
+        token_budget = int(token_budget * VIEW_SHRINK_FACTOR)
+    return view
+
+
+class _CutLines:
+    """The lines of an output, each cut at the line limit on first use (a huge output is never cut whole)."""
+
+    def __init__(self, raw: list[str], limit: int) -> None:
+        self.raw = raw
+        self.limit = limit
+        self._cut: dict[int, tuple[str, int, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def line(self, i: int) -> str:
+        return self.cost(i, None)[0]
+
+    def cost(self, i: int, counter: TokenCounter | None) -> tuple[str, int, int]:
+        """The cut line, its bytes and (when a counter is given) its tokens, each plus one for the newline."""
+        hit = self._cut.get(i)
+        if hit is None or (counter is not None and hit[2] < 0):
+            # The same per-line cut (and marker) as truncate_text, one line at a time: a huge output is never
+            # cut whole when only its head and tail are shown.
+            line, _ = cap_lines(self.raw[i], self.limit)
+            tokens = counter.count(line) + 1 if counter is not None else -1
+            hit = (line, len(line.encode("utf-8", "surrogatepass")) + 1, tokens)
+            self._cut[i] = hit
+        return hit
+
+
+def _split_lines(text: str) -> list[str]:
+    # Split on "\n" only (a "\r" stays with its line), exactly as the store's line index counts lines.
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _head_tail(lines: _CutLines, byte_budget: int, token_budget: int, counter: TokenCounter) -> tuple[int, int]:
+    """How many lines fit at the head and at the tail (the tail never overlaps the head)."""
+    n = len(lines)
+    head, used_bytes, used_tokens = _fit(
+        lines, range(n), int(byte_budget * VIEW_HEAD_SHARE), int(token_budget * VIEW_HEAD_SHARE), counter
+    )
+    # The tail also gets whatever the head did not use.
+    tail, _, _ = _fit(lines, range(n - 1, head - 1, -1), byte_budget - used_bytes, token_budget - used_tokens, counter)
+    return head, tail
+
+
+def _fit(
+    lines: _CutLines, order: Iterable[int], byte_budget: int, token_budget: int, counter: TokenCounter
+) -> tuple[int, int, int]:
+    taken = spent_bytes = spent_tokens = 0
+    for i in order:
+        _, nbytes, _ = lines.cost(i, None)
+        if spent_bytes + nbytes > byte_budget:
+            break
+        _, _, ntokens = lines.cost(i, counter)
+        if spent_tokens + ntokens > token_budget:
+            break
+        spent_bytes += nbytes
+        spent_tokens += ntokens
+        taken += 1
+    return taken, spent_bytes, spent_tokens
+
+
+def _assemble(lines: _CutLines, head: int, tail: int, ref: ToolOutputRef) -> str:
+    n = len(lines)
+    parts = [lines.line(i) for i in range(head)]
+    if head + tail < n:
+        first, last = head + 1, n - tail
+        parts.append(
+            f"[... lines {first}-{last} of {n} omitted; read them with "
+            f'tool_output_cache(ref_id="{ref.id}", offset={first}) ...]'
+        )
+    parts.extend(lines.line(i) for i in range(n - tail, n))
+    parts.append(
+        f"[tool output cached as ref={ref.id}: {ref.line_count:,} lines, {ref.byte_size:,} bytes in full. "
+        f'Read any part with tool_output_cache(ref_id="{ref.id}", offset=<line>, limit=<lines>); '
+        f'search it with tool_output_cache_grep(pattern=<regex>, ref_id="{ref.id}").]'
+    )
+    return "\n".join(parts)
