@@ -247,7 +247,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
             if plan.action is not Action.MASK:
                 wanted = total - int(self.budgets.soft * MASK_HEADROOM)
                 budget = min(budget, max(0, tool_tokens - wanted))
-            self._mask(budget)
+            self._mask(budget, required=0 if total > self.budgets.hard else self.policy.clear_at_least)
             tokens, tool_tokens, count = self._view.totals()
             total = self._grounded(tokens + self._tool_tokens)
         if plan.action is not Action.EMERGENCY:
@@ -267,7 +267,12 @@ class ContextManager(CompactionMixin, AsyncMirror):
             return self.policy.model_copy(update={"auto": False})
         return self.policy
 
-    def _mask(self, budget_tokens: int) -> None:
+    def _mask(self, budget_tokens: int, *, required: int = 0) -> None:
+        """Mask old tool outputs down to ``budget_tokens``; skip it when it would free less than ``required``.
+
+        Every masking rewrites the middle of the history and so costs the provider's prompt cache from there on:
+        under the hard threshold it is only worth doing in batches of at least ``clear_at_least`` tokens.
+        """
         if self.cache is None:
             return
         view = self._view.normalized()
@@ -277,7 +282,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
             keep_tool_io_pairs=p.keep_tool_io_pairs, exclude_tools=(*p.exclude_tools, *p.protected_tools),
             clear_at_least=p.clear_at_least, clear_tool_inputs=p.clear_tool_inputs,
         )
-        if not result.masked_indices:
+        if not result.masked_indices or result.tokens_freed < required:
             return
         masked = list(result.messages)
         for i in result.masked_indices:
