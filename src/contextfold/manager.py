@@ -225,11 +225,16 @@ class ContextManager(CompactionMixin, AsyncMirror):
             return max(0, counted + g[2])
         return counted
 
-    def _run_policy(self) -> None:
-        started = time.perf_counter()
+    def _plan(self) -> tuple[Plan, int, int, int, int]:
+        """The policy's decision now, with (view tokens, grounded total, tool-output tokens, message count)."""
         tokens, tool_tokens, count = self._view.totals()
         total = self._grounded(tokens + self._tool_tokens)
         plan = decide(total, count, tool_tokens, self.budgets, self._effective_policy())
+        return plan, tokens, total, tool_tokens, count
+
+    def _run_policy(self) -> None:
+        started = time.perf_counter()
+        plan, tokens, total, tool_tokens, count = self._plan()
         self.last_plan = plan
         system, developer = self._view.pinned_tokens()
         self.tracer.emit(TokenEstimate(session_id=self.session_id, messages=tokens - system - developer,
@@ -301,9 +306,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
         With ``background`` on and the view over the soft threshold, soft compaction starts on a worker thread.
         """
         with self._lock:
-            tokens, tool_tokens, count = self._view.totals()
-            total = self._grounded(tokens + self._tool_tokens)
-            plan = decide(total, count, tool_tokens, self.budgets, self._effective_policy())
+            plan, _, total, _, _ = self._plan()
             self.tracer.emit(TriggerDecision(session_id=self.session_id, triggered=plan.action is not Action.NONE,
                                              reason=f"{where}: {plan.reason}", action=str(plan.action),
                                              tokens=total, threshold_tokens=self.budgets.soft,

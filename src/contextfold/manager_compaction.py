@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from .compact import CompactionResult, compact, plan_compaction
-from .errors import ContextfoldError, InsufficientBudget, RecoveryFailed
+from .errors import ContextfoldError, RecoveryFailed
 from .events import CompactError, CompactWarning, MessagesPruned, RecoveryCircuitOpen, SummaryCreated
 from .manager_parts import CompactionReport
 from .messages import Message
@@ -71,7 +71,7 @@ class CompactionMixin:
         with self._lock:
             before_tokens, _, before_count = self._view.totals()
             if not force and self.tokens() < self.budgets.soft:
-                return CompactionReport(before_tokens, before_tokens, before_count, before_count, 0, 0.0, None)
+                return CompactionReport.unchanged(before_tokens, before_count)
             return self._compact(kind, instructions=instructions, started=time.perf_counter())
 
     def _compact(self, kind: str, *, instructions: str | None, started: float,
@@ -81,24 +81,19 @@ class CompactionMixin:
             result = compact(view, policy=self.policy, counter=self.counter, summarizer=self.summarizer,
                              budget=self._target(view, kind), kind=kind,
                              compaction_count=self._compactions, instructions=instructions, clock=self._clock)
-        except InsufficientBudget as exc:
-            self._compaction_failed(exc)
-            raise
-        except ContextfoldError as exc:
+        except ContextfoldError as exc:  # InsufficientBudget included: it counts towards the circuit breaker
             self._compaction_failed(exc)
             raise
         self._failed_compactions = 0
-        if not result.changed:  # nothing was compactable: keep the view, its prompt cache and the counters
+        # Nothing compactable, or (automatic soft) summarizing what masking already shrank would save too little
+        # to be worth a prompt-cache miss: keep the view, and wait until it has grown (or hard compaction is due).
+        declined = automatic and kind == "soft" and not self._worth_applying(result)
+        if not result.changed or declined:
+            if declined:
+                self._floor = result.stats.tokens_before + self._tool_tokens
             stats = result.stats
-            return CompactionReport(stats.tokens_before, stats.tokens_before, stats.messages_before,
-                                    stats.messages_before, 0, (time.perf_counter() - started) * 1000, None)
-        if automatic and kind == "soft" and not self._worth_applying(result):
-            # Summarizing what masking already shrank saved too little to be worth a prompt-cache miss: keep the
-            # view, and wait until it has grown (or hard compaction is due).
-            self._floor = result.stats.tokens_before + self._tool_tokens
-            stats = result.stats
-            return CompactionReport(stats.tokens_before, stats.tokens_before, stats.messages_before,
-                                    stats.messages_before, 0, (time.perf_counter() - started) * 1000, None)
+            return CompactionReport.unchanged(stats.tokens_before, stats.messages_before,
+                                              (time.perf_counter() - started) * 1000)
         return self._apply(view, result, started)
 
     def _worth_applying(self, result: CompactionResult) -> bool:

@@ -38,6 +38,11 @@ class CompactionReport:
     duration_ms: float
     summary: SummaryResult | None = None
 
+    @classmethod
+    def unchanged(cls, tokens: int, messages: int, duration_ms: float = 0.0) -> CompactionReport:
+        """The report of a compaction that left the view as it was."""
+        return cls(tokens, tokens, messages, messages, 0, duration_ms, None)
+
     def line(self) -> str:
         """A one-line report for an interactive ``/compact``."""
         saved = self.tokens_before - self.tokens_after

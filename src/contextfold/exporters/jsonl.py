@@ -12,12 +12,11 @@ import os
 import threading
 from pathlib import Path
 
+from .._files import append_bytes
 from .base import BaseExporter, Batch
 
 __all__ = ["JsonlExporter"]
 
-# rw-r--r--: event files hold redacted operational data, readable by the operator's tools.
-_FILE_MODE = 0o644
 
 
 class JsonlExporter(BaseExporter):
@@ -37,15 +36,4 @@ class JsonlExporter(BaseExporter):
         ).encode("utf-8")
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, _FILE_MODE)
-            try:
-                view = memoryview(payload)
-                while view:
-                    # A regular file takes the whole buffer in one call; the loop only covers a short write
-                    # (disk nearly full, signal), where finishing the batch beats losing its tail.
-                    written = os.write(fd, view)
-                    view = view[written:]
-                if self._fsync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
+            append_bytes(self.path, payload, fsync=self._fsync)

@@ -12,6 +12,7 @@ import re
 import tempfile
 from pathlib import Path
 
+from .._files import append_bytes
 from ..archive import validate_session_id
 from ..errors import StoreError
 
@@ -79,16 +80,7 @@ class FilesystemArchiveStore:
         target = folder / _check_name(name)
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            try:
-                view = memoryview(data)
-                while view:
-                    written = os.write(fd, view)
-                    view = view[written:]
-                if self.fsync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
+            append_bytes(target, data, fsync=self.fsync)
         except OSError as exc:
             raise StoreError(f"archive {target}: cannot append: {exc}") from exc
 
