@@ -9,6 +9,15 @@
     telemetry: {exporters: [jsonl], jsonl_path: events.jsonl}
     storage: {store: local, archive: s3://bucket/archive}
     redaction: {enabled: true, patterns: {ticket: "TCK-[0-9]{6}"}}
+    summarizer: openai:gpt-4o-mini
+
+The shape of the design documents (004 §8) loads too: ``telemetry.exporter`` (one name), ``storage.adapter`` +
+``storage.path``, ``redaction.patterns`` as a list, ``policy.protected_flag``.
+
+Environment: ``CONTEXTFOLD_<SECTION>__<FIELD>`` sets any field (``CONTEXTFOLD_POLICY__TRIGGER_PCT=0.9``,
+``CONTEXTFOLD_TELEMETRY__EXPORTER=ariadne``); the flat names (``CONTEXTFOLD_TRIGGER_PCT``, one per policy field and
+the ones in :data:`ENV_VARS`) and their ``COMPACT_`` aliases still work, nested names win over flat ones. Any other
+``CONTEXTFOLD_`` variable is reported as a warning (a typo would otherwise be ignored silently).
 
 Every error is a :class:`~contextfold.errors.ConfigError` naming where the bad value came from (the file, the
 environment variable, or keyword arguments) and its field path (``policy.trigger_pct``).
@@ -23,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
 
@@ -53,6 +62,7 @@ ENV_PREFIXES = ("CONTEXTFOLD_", "COMPACT_")
 # Environment variable suffix -> (field path, kind of value).
 ENV_VARS: dict[str, tuple[str, str]] = {
     "MODEL": ("model", "str"),
+    "SUMMARIZER": ("summarizer", "str"),
     "MAX_CONTEXT_TOKENS": ("max_context_tokens", "str"),
     "TRIGGER_PCT": ("policy.trigger_pct", "str"),
     "SOFT_PCT": ("policy.soft_pct", "str"),
@@ -71,10 +81,16 @@ ENV_VARS: dict[str, tuple[str, str]] = {
 }
 # Names the file itself; read only when load_settings() is given no path.
 ENV_CONFIG_FILE = "CONTEXTFOLD_CONFIG"
+# Splits a nested variable into its field path: CONTEXTFOLD_POLICY__TRIGGER_PCT -> policy.trigger_pct.
+ENV_NESTED_DELIMITER = "__"
+# CONTEXTFOLD_ variables read elsewhere (the test suite's switch), never reported as unknown.
+ENV_OTHER_KNOWN = frozenset({"CONTEXTFOLD_REQUIRE_ALL"})
 KWARGS_SOURCE = "keyword arguments"
 DEFAULTS_SOURCE = "defaults"
 
 ExporterName = Literal["console", "jsonl", "ariadne", "otel"]
+# Names the design documents use for the same exporters.
+_EXPORTER_ALIASES = {"otlp": "otel"}
 
 
 class _Section(BaseModel):
@@ -91,19 +107,66 @@ class TelemetrySettings(_Section):
     otel_endpoint: str | None = None
     queue_size: int = Field(default=DEFAULT_QUEUE_SIZE, gt=0)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_exporter(cls, data: Any) -> Any:
+        # 004 §8 writes `exporter: ariadne` (one name); it joins the list. "none" means no exporter.
+        if isinstance(data, Mapping) and "exporter" in data:
+            data = dict(data)
+            one = data.pop("exporter")
+            if one == "custom":
+                raise ValueError("exporter 'custom' is passed in Python: ContextManager(telemetry=your_sink)")
+            names = [] if one in (None, "none", "") else [one]
+            existing = data.get("exporters") or []
+            data["exporters"] = [*(_split_names(existing)), *names]
+        return data
+
     @field_validator("exporters", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return tuple(v.strip() for v in value.split(",") if v.strip())
-        return value
+        names = _split_names(value) if isinstance(value, str | list | tuple) else value
+        if isinstance(names, list):
+            return tuple(dict.fromkeys(_EXPORTER_ALIASES.get(n, n) if isinstance(n, str) else n for n in names))
+        return names
+
+
+def _split_names(value: Any) -> list[Any]:
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return list(value)
 
 
 class StorageSettings(_Section):
-    """The tool output store and the archive, by URL (``local``, ``redis://…``, ``s3://bucket/prefix``, a path)."""
+    """The tool output store and the archive, by URL (``local``, ``redis://…``, ``s3://bucket/prefix``, a path).
+
+    004 §8's ``adapter`` (``fs`` | ``s3`` | ``memory``) and ``path`` are read as the archive's location.
+    """
 
     store: str = "local"
     archive: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _adapter_and_path(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or not ({"adapter", "path"} & set(data)):
+            return data
+        data = dict(data)
+        adapter, path = data.pop("adapter", "fs"), data.pop("path", None)
+        if "archive" in data:
+            raise ValueError("give either archive or adapter/path, not both")
+        if adapter == "custom":
+            raise ValueError("adapter 'custom' is passed in Python: ContextManager(archive=your_archive_store)")
+        if adapter == "memory":
+            data["archive"] = "memory"
+        elif adapter == "fs":
+            data["archive"] = path
+        elif adapter == "s3":
+            if not path:
+                raise ValueError("adapter 's3' needs a path: bucket/prefix or s3://bucket/prefix")
+            data["archive"] = path if str(path).startswith("s3://") else f"s3://{path}"
+        else:
+            raise ValueError(f"unknown adapter {adapter!r} (expected fs, s3, memory or custom)")
+        return data
 
 
 class RedactionSettings(_Section):
@@ -114,6 +177,14 @@ class RedactionSettings(_Section):
     builtin: bool = True
     disabled: tuple[str, ...] = ()
     apply_to_model: bool = False
+
+    @field_validator("patterns", mode="before")
+    @classmethod
+    def _list_of_patterns(cls, value: Any) -> Any:
+        # 004 §8 lists bare regexes; each gets a name for the [REDACTED:name] marker.
+        if isinstance(value, list | tuple):
+            return {f"pattern_{i}": source for i, source in enumerate(value, 1)}
+        return value
 
     @field_validator("patterns")
     @classmethod
@@ -148,11 +219,21 @@ class Settings(_Section):
 
     version: int = CONFIG_VERSION
     model: str | None = None
+    summarizer: str | None = None
     max_context_tokens: int | None = Field(default=None, gt=0)
     policy: dict[str, Any] = Field(default_factory=dict)
     telemetry: TelemetrySettings = TelemetrySettings()
     storage: StorageSettings = StorageSettings()
     redaction: RedactionSettings = RedactionSettings()
+    _notices: tuple[str, ...] = PrivateAttr(default=())
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_string(cls, value: Any) -> Any:
+        # 004 writes version: "1.0".
+        if isinstance(value, str) and value.strip() in ("1", "1.0"):
+            return CONFIG_VERSION
+        return value
 
     @field_validator("version")
     @classmethod
@@ -169,8 +250,8 @@ class Settings(_Section):
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        """Conditions the caller should report as warning events (redaction disabled, …)."""
-        out: list[str] = []
+        """Conditions the caller should report as warning events (redaction disabled, unknown variables, …)."""
+        out: list[str] = list(self._notices)
         if not self.redaction.enabled:
             out.append("redaction is disabled: secrets in messages and tool outputs will be exported and archived")
         if self.redaction.enabled and not self.redaction.builtin and not self.redaction.patterns:
@@ -261,10 +342,18 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _from_env(env: Mapping[str, str]) -> list[tuple[str, str, Any]]:
-    """(source, field path, value) for every recognised variable; CONTEXTFOLD_X shadows COMPACT_X."""
+def _from_env(env: Mapping[str, str]) -> tuple[list[tuple[str, str, Any]], list[str]]:
+    """(source, field path, value) for every recognised variable, and the names of unknown CONTEXTFOLD_ ones.
+
+    Flat names first (CONTEXTFOLD_X shadows its COMPACT_X alias), then nested names, which win.
+    """
+    from .policy import Policy
+
+    flat: dict[str, tuple[str, str]] = {**ENV_VARS}
+    for name in Policy.model_fields:
+        flat.setdefault(name.upper(), (f"policy.{name}", "str"))
     found: list[tuple[str, str, Any]] = []
-    for suffix, (path, kind) in ENV_VARS.items():
+    for suffix, (path, kind) in flat.items():
         for prefix in ENV_PREFIXES:
             name = f"{prefix}{suffix}"
             raw = env.get(name)
@@ -275,7 +364,47 @@ def _from_env(env: Mapping[str, str]) -> list[tuple[str, str, Any]]:
                 value = [v.strip() for v in value.split(",") if v.strip()]
             found.append((f"environment variable {name}", path, value))
             break
-    return found
+    known = {f"{ENV_PREFIXES[0]}{suffix}" for suffix in flat} | {ENV_CONFIG_FILE} | ENV_OTHER_KNOWN
+    unknown: list[str] = []
+    for name in sorted(env):
+        if not name.startswith(ENV_PREFIXES[0]) or name in known:
+            continue
+        nested = _nested_path(name[len(ENV_PREFIXES[0]):])
+        raw = env[name]
+        if nested is None:
+            unknown.append(name)
+        elif raw.strip():
+            found.append((f"environment variable {name}", nested, _env_value(raw.strip())))
+    return found, unknown
+
+
+def _nested_path(rest: str) -> str | None:
+    """``POLICY__TRIGGER_PCT`` -> ``policy.trigger_pct`` when that names a settings field, else None."""
+    from .policy import Policy
+
+    parts = rest.lower().split(ENV_NESTED_DELIMITER)
+    if len(parts) != 2 or not all(parts):
+        return None
+    section, key = parts
+    sections: dict[str, set[str]] = {
+        "policy": set(Policy.model_fields),
+        "telemetry": {*TelemetrySettings.model_fields, "exporter"},
+        "storage": {*StorageSettings.model_fields, "adapter", "path"},
+        "redaction": set(RedactionSettings.model_fields),
+    }
+    return f"{section}.{key}" if key in sections.get(section, set()) else None
+
+
+def _env_value(raw: str) -> Any:
+    """A JSON list or mapping when the value looks like one (``["a", "b"]``), else the string for pydantic."""
+    if raw[:1] in "[{":
+        import json
+
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError:
+            return raw
+    return raw
 
 
 def _kwargs_layer(kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -352,7 +481,8 @@ def load_settings(
     if path is not None:
         file_path = Path(path)
         layers.merge(_read_yaml(file_path), f"file {file_path}")
-    for source, field_path, value in _from_env(environ):
+    env_values, unknown = _from_env(environ)
+    for source, field_path, value in env_values:
         layers.merge(_set_path({}, field_path, value), source)
     layers.merge(_kwargs_layer(kwargs), KWARGS_SOURCE)
 
@@ -363,4 +493,8 @@ def load_settings(
         settings = Settings.model_validate(layers.data)
     except ValidationError as exc:
         _raise_validation(exc, layers)
-    return settings.model_copy(update={"policy": _validate_policy(settings.policy, layers)})
+    settings = settings.model_copy(update={"policy": _validate_policy(settings.policy, layers)})
+    if unknown:
+        settings._notices = (f"unknown environment variable{'s' if len(unknown) > 1 else ''} ignored: "
+                             f"{', '.join(unknown)} (nested names look like CONTEXTFOLD_POLICY__TRIGGER_PCT)",)
+    return settings

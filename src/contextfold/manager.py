@@ -8,6 +8,7 @@ returns the view in the caller's wire format; ``record_usage`` grounds the next 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -35,6 +36,8 @@ from .usage import TokenUsage
 from .view import View
 
 __all__ = ["CompactionReport", "ContextManager", "Status"]
+
+_log = logging.getLogger(__name__)
 
 # Masking to get under the soft threshold aims at 80% of it, so that the next turns do not mask again at once.
 MASK_HEADROOM = 0.8
@@ -140,10 +143,16 @@ class ContextManager(CompactionMixin, AsyncMirror):
         go through :func:`contextfold.config.load_settings`; other keywords (``summarizer``, ``session_id``,
         ``tools``, …) go to the constructor.
         """
+        from pydantic import BaseModel
+
         from .config import load_settings
         from .manager_parts import settings_arguments
 
-        setting_keys = {"model", "max_context_tokens", "policy", "telemetry", "storage", "redaction"}
+        # telemetry=a sink (not a settings mapping) goes to the constructor, like summarizer=an object.
+        setting_keys = {"model", "max_context_tokens", "policy", "summarizer", "telemetry", "storage", "redaction"}
+        setting_keys = {k for k in setting_keys & set(kwargs)
+                        if k in ("model", "max_context_tokens") or isinstance(kwargs[k], Mapping | BaseModel)
+                        or (k == "summarizer" and isinstance(kwargs[k], str))}
         settings = load_settings(path, env=env, **{k: v for k, v in kwargs.items() if k in setting_keys})
         args = settings_arguments(settings)
         args.update({k: v for k, v in kwargs.items() if k not in setting_keys})
@@ -160,11 +169,13 @@ class ContextManager(CompactionMixin, AsyncMirror):
         Big tool outputs are stored whole in the cache and replaced by a view with their ref at once.
         """
         with self._lock:
-            incoming = coerce_messages(messages, format=format, start=len(self._view))
+            incoming = coerce_messages(messages, format=format, start=len(self._view),
+                                       protected_flag=self.policy.protected_flag)
             stored: list[Message] = []
             for m in incoming:
                 self._seq += 1
                 m = m.with_meta(id=m.meta.get("id") or f"{self._id_prefix}:{self._seq}")
+                self._warn_if_large(m)
                 if m.role == "tool" and self.cache is not None and not m.protected:  # protected: byte for byte
                     processed = self.cache.process(m)
                     if processed is not m and processed.meta.get("ref"):
@@ -181,6 +192,19 @@ class ContextManager(CompactionMixin, AsyncMirror):
             self._view.append(stored)
             if any(m.role == "tool" for m in stored):
                 self.check("after tool execution")
+
+    def _warn_if_large(self, m: Message) -> None:
+        """An input over ``policy.large_input_bytes`` (256 KB) is logged and reported (004 §2): usually a mistake."""
+        limit = self.policy.large_input_bytes
+        text = m.text
+        if len(text) * 4 <= limit:  # UTF-8 takes at most 4 bytes a character: skip the encode for most messages
+            return
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > limit:
+            message = (f"{m.role} message {m.meta.get('id')} is {size:,} bytes, over the {limit:,}-byte input limit; "
+                       "it is kept (tool outputs are cut to a view) but consider trimming it at the source")
+            _log.warning(message)
+            self.tracer.emit(CompactWarning(session_id=self.session_id, message=message, code="large_input"))
 
     # -- preparing ------------------------------------------------------------------------------------------------
     def prepare(self, format: str = "openai_chat") -> Any:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -217,6 +217,8 @@ def settings_arguments(settings: Any) -> dict[str, Any]:
     }
     if settings.model:
         args["model"] = settings.model
+    if settings.summarizer:
+        args["summarizer"] = settings.summarizer
     if settings.max_context_tokens:
         args["max_context_tokens"] = settings.max_context_tokens
     return args
@@ -296,9 +298,30 @@ def _archive(archive: Any, redactor: Any) -> Any:
 
 
 def coerce_messages(
+    messages: Iterable[Message | Mapping[str, Any]] | Message | Mapping[str, Any], *, format: str | None, start: int,
+    protected_flag: str = "protected",
+) -> list[Message]:
+    """Turn Message objects or provider dicts into checked Messages; errors name the index in the history.
+
+    A provider dict's ``"meta"`` mapping becomes the message's ``meta`` (never sent to the provider), and a true
+    ``protected_flag`` key in it marks the message protected, as ``Message(meta={"protected": True})`` does.
+    """
+    return [_lift_meta(m, protected_flag) for m in _coerce(messages, format=format, start=start)]
+
+
+def _lift_meta(message: Message, flag: str) -> Message:
+    caller_meta = message.extra.get("meta")
+    if isinstance(caller_meta, Mapping):
+        extra = {k: v for k, v in message.extra.items() if k != "meta"}
+        message = replace(message, meta={**caller_meta, **message.meta}, extra=extra)
+    if flag != "protected" and message.meta.get(flag) and not message.protected:
+        message = message.with_meta(protected=True)
+    return message
+
+
+def _coerce(
     messages: Iterable[Message | Mapping[str, Any]] | Message | Mapping[str, Any], *, format: str | None, start: int
 ) -> list[Message]:
-    """Turn Message objects or provider dicts into checked Messages; errors name the index in the history."""
     if isinstance(messages, Message | Mapping) or hasattr(messages, "model_dump"):
         messages = [messages]  # type: ignore[list-item]
     # SDK objects (openai's ChatCompletionMessage, anthropic's Message, …) are pydantic models: take their dicts.
@@ -308,7 +331,7 @@ def coerce_messages(
     if all(isinstance(m, Message) for m in items):
         return check_messages(items, start=start)
     if any(isinstance(m, Message) for m in items):
-        return [m for i, item in enumerate(items) for m in coerce_messages([item], format=format, start=start + i)]
+        return [m for i, item in enumerate(items) for m in _coerce([item], format=format, start=start + i)]
     from .formats import detect_format, get_format
 
     dicts: list[Mapping[str, Any]] = []

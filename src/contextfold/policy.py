@@ -20,6 +20,7 @@ from .messages import EMPTY, Role, freeze
 __all__ = [
     "DEFAULT_CLEAR_AT_LEAST",
     "DEFAULT_HARD_CAP_BUFFER",
+    "DEFAULT_PROTECTED_TOOLS",
     "DEFAULT_SOFT_PCT",
     "DEFAULT_TRIGGER_PCT",
     "DEFAULT_USER_MESSAGE_BUDGET",
@@ -55,8 +56,21 @@ DEFAULT_SUMMARY_MAX_TOKENS = 2_000
 # Masking rewrites the middle of the history and so invalidates the provider's prompt cache from that point on;
 # only do it when it frees enough to be worth a cache miss.
 DEFAULT_CLEAR_AT_LEAST = 2_000
-# Each rolling summary loses a little; after three, tell the user that accuracy is degrading.
-DEFAULT_WARN_AFTER_COMPACTIONS = 3
+# Each rolling summary loses a little; from the second one on, tell the user before a third degrades accuracy
+# further (002: "warn before the third compaction").
+DEFAULT_WARN_AFTER_COMPACTIONS = 2
+# Todo and plan tools carry the agent's plan: their calls and results are never summarized away (000 §Decision 7
+# names manage_todo_list; the others are the same tool in Claude Code, Codex and the Agents SDK examples).
+DEFAULT_PROTECTED_TOOLS = ("manage_todo_list", "todo_write", "TodoWrite", "update_plan")
+# The meta key (on Message.meta or a provider dict's "meta") that marks a message protected (004 §8).
+DEFAULT_PROTECTED_FLAG = "protected"
+# Idle ("sleep") compaction runs between turns once the view holds half the window (002 §Phase 1): early enough
+# that the start of the next turn rarely has to compact while the user waits.
+DEFAULT_SLEEP_PCT = 0.5
+# One input this large is almost always a mistake (a binary, a whole log): warn, as 004 §2 asks.
+DEFAULT_LARGE_INPUT_BYTES = 256 * 1024
+# After the circuit breaker opens, automatic compaction is tried again once this many seconds have passed.
+DEFAULT_CIRCUIT_COOLDOWN_S = 60.0
 
 # Tool outputs may take a quarter of the window before the oldest are masked ...
 TOOL_OUTPUT_WINDOW_SHARE = 0.25
@@ -123,9 +137,19 @@ class Policy(BaseModel):
     keep_recent_turns: int = Field(default=DEFAULT_KEEP_RECENT_TURNS, ge=0)
     keep_tool_io_pairs: int = Field(default=DEFAULT_KEEP_TOOL_IO_PAIRS, ge=0)
     roles_never_prune: tuple[Role, ...] = ("system", "developer")
-    protected_tools: tuple[str, ...] = ()
+    protected_tools: tuple[str, ...] = DEFAULT_PROTECTED_TOOLS
+    protected_flag: str = Field(default=DEFAULT_PROTECTED_FLAG, min_length=1,
+                                description="meta key marking a message protected")
     user_message_budget: int = Field(default=DEFAULT_USER_MESSAGE_BUDGET, ge=0)
     retain_last_turns: int = Field(default=DEFAULT_RETAIN_LAST_TURNS, ge=0)
+
+    # -- idle ("sleep") compaction and warnings ------------------------------------------------------------------
+    sleep_pct: float = Field(default=DEFAULT_SLEEP_PCT, gt=0, le=1,
+                             description="idle compaction threshold, share of the window")
+    large_input_bytes: int = Field(default=DEFAULT_LARGE_INPUT_BYTES, gt=0,
+                                   description="warn when one added message is larger than this")
+    circuit_cooldown_s: float = Field(default=DEFAULT_CIRCUIT_COOLDOWN_S, ge=0,
+                                      description="seconds before a paused manager tries compacting again")
 
     # -- summarizing -------------------------------------------------------------------------------------------
     strategy: Strategy = "task_state"
@@ -151,6 +175,20 @@ class Policy(BaseModel):
             raise ValueError("strategy 'custom' needs a non-empty custom_prompt")
         return value
 
+    @field_validator("protected_tools", "exclude_tools", "roles_never_prune", mode="before")
+    @classmethod
+    def _comma_string(cls, value: object) -> object:
+        # From the environment a list of names arrives as one string: "todo_write, update_plan".
+        if isinstance(value, str):
+            return tuple(v.strip() for v in value.split(",") if v.strip())
+        return value
+
+    @field_validator("summary_directives", "retain_directives", mode="before")
+    @classmethod
+    def _one_directive(cls, value: object) -> object:
+        # Directives are sentences (commas included): a single string is one directive.
+        return (value,) if isinstance(value, str) else value
+
     @field_validator("protected_tools", "exclude_tools", "summary_directives", "retain_directives")
     @classmethod
     def _no_blank_entries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -158,6 +196,10 @@ class Policy(BaseModel):
             if not item.strip():
                 raise ValueError(f"entry {i} is blank")
         return value
+
+    def sleep_threshold(self, window: int) -> int:
+        """Tokens of the view above which idle-time compaction runs (``sleep_pct`` of the window)."""
+        return int(window * self.sleep_pct)
 
     def budgets(self, window: int) -> Budgets:
         """The thresholds for a model with a ``window``-token context.
