@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .messages import DocumentPart, ImagePart, Message, Part, TextPart, ThinkingPart, ToolCall, UnknownPart, freeze
+from .redact_patterns import BUILTIN_PATTERNS, SECRET_KEY, SecretPattern, is_placeholder, weak_value_ok
 
 __all__ = [
     "BUILTIN_PATTERNS",
@@ -30,22 +31,6 @@ __all__ = [
     "marker",
 ]
 
-# Keywords whose assigned value is a secret: `password=...`, `"api_key": "..."`, `CLIENT_SECRET: ...`.
-_ASSIGNMENT_KEYS = (
-    r"password|passwd|passphrase|api[_-]?key|apikey|secret[_-]?key|secret[_-]?access[_-]?key|client[_-]?secret"
-    r"|access[_-]?token|auth[_-]?token|refresh[_-]?token|private[_-]?key"
-)
-# The value of an assignment: quoted (the quotes stay), or a bare run up to whitespace, a separator, a bracket
-# (`f(password=x)`) or '&' (`?api_key=x&page=2`). Not redacted: a marker (so redacting twice changes nothing),
-# null-like literals (`password=None`) and calls (`password=get_password()`), which hold no secret.
-_ASSIGNMENT_VALUE = (
-    r"(?!\[REDACTED)(?:\"(?P<v1>[^\"\n]+)\"|'(?P<v2>[^'\n]+)'"
-    r"|(?!(?i:none|null|nil|true|false|undefined)(?![^\s\"',;&()\[\]{}]))(?P<v3>[^\s\"',;&()\[\]{}]++)(?![(\[]))"
-)
-# A mapping key whose string value is a secret: `password`, `db_password`, `OPENAI_API_KEY`, `client-secret`.
-_SECRET_KEY = re.compile(rf"(?i)(?:.*[_\-.])?(?:(?P<pw>password|passwd|passphrase)|{_ASSIGNMENT_KEYS}|secret)")
-# Characters that may continue a token; a match must not start or end inside a longer token.
-_TOKEN = r"A-Za-z0-9_\-"
 # A finding that is exactly a marker is a secret redacted earlier: renaming it (`api_key = "[REDACTED:openai_key]"`
 # seen again by the api_key pattern) would make redaction depend on how many times it ran (the manager redacts a
 # transcript and the archive redacts it again).
@@ -55,33 +40,19 @@ _MARKER_RE = re.compile(r"\[REDACTED:[^\]\n]*\]")
 # repeat a token in prose. Shorter or single-class runs ("password", "localhost") are too common to replace.
 LEARN_MIN_CHARS = 12
 _LEARNABLE_RE = re.compile(rf"[A-Za-z0-9]{{{LEARN_MIN_CHARS},}}")
+# Letter/digit alternations a remembered run needs at least: "Python3Module" or "Version2024" (one word and one
+# number) are names that recur in code; key material switches between letters and digits all along.
+_LEARN_MIN_SWITCHES = 2
+_SWITCH_RE = re.compile(r"(?<=[A-Za-z])(?=[0-9])|(?<=[0-9])(?=[A-Za-z])")
+
+
+def _learnable(run: str) -> bool:
+    """Whether a run of a found secret may be remembered: it mixes letters and digits like generated text does."""
+    return len(_SWITCH_RE.findall(run)) >= _LEARN_MIN_SWITCHES
 # A secret found inside JSON text (tool-call arguments) still has its escapes: `\nMIIE...` must teach `MIIE...`.
 _JSON_ESCAPE_RE = re.compile(r"\\(?:[nrtbf/\"\\]|u[0-9a-fA-F]{4})")
 # Remembered runs kept at most: a redactor shared by many sessions must not grow without bound.
 MAX_LEARNED = 4096
-
-
-@dataclass(frozen=True, slots=True)
-class SecretPattern:
-    """One kind of secret.
-
-    The secret is the named group ``v`` (or the first matching group whose name starts with ``v``), else the whole
-    match; only that span is replaced by ``[REDACTED:<name>]``.
-    """
-
-    name: str
-    regex: re.Pattern[str]
-    # Lower-case substrings of which at least one is in every match; none in the text means no need to search.
-    triggers: tuple[str, ...] = ()
-
-    @classmethod
-    def compile(cls, name: str, pattern: str, flags: int = 0) -> SecretPattern:
-        """A pattern from regex source (raises ``re.error`` for invalid syntax)."""
-        return cls(name, re.compile(pattern, flags))
-
-    def may_match(self, lowered: str) -> bool:
-        """False only when no trigger occurs in ``lowered`` (the text, lower-cased)."""
-        return not self.triggers or any(t in lowered for t in self.triggers)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -96,88 +67,6 @@ class Finding:
 def marker(name: str) -> str:
     """The text a secret of kind ``name`` is replaced with."""
     return f"[REDACTED:{name}]"
-
-
-def _p(name: str, pattern: str, *triggers: str) -> SecretPattern:
-    return SecretPattern(name, re.compile(pattern), tuple(triggers))
-
-
-# The lines contextfold's own tool-output view (cache_view.render_view) puts after the head it keeps: the omission
-# marker and the closing note. They hold no key material but do name the output's ref; a key block must not run across
-# them, or the ref would be redacted and remembered as a secret (then every later mention of that ref, in events and
-# archives, would be redacted or not depending on when it was written).
-_VIEW_NOTE = r"\n\[(?:\.\.\. lines \d+-\d+ of \d+ omitted; |tool output cached as ref=tout_)"
-
-# Order matters only to break ties between findings of the same span: the more specific kind wins the name.
-# Patterns start with their literal where they can (a leading look-behind or option defeats the regex engine's
-# literal-prefix search, which is most of the speed); triggers skip a pattern when its text cannot be present.
-BUILTIN_PATTERNS: tuple[SecretPattern, ...] = (
-    _p(
-        "private_key",
-        # An unterminated block (a truncated tool output) is redacted to the end of the text rather than leaked, or
-        # in a cached output's view, up to the lines the view omitted.
-        rf"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:(?!{_VIEW_NOTE})[\s\S])*?"
-        rf"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|(?={_VIEW_NOTE})|\Z)",
-        "-----begin",
-    ),
-    # The end of a block whose beginning is gone (a truncated output keeps head and tail lines): the key lines right
-    # before the END line are still secret.
-    _p(
-        "private_key",
-        r"(?m)^(?:[A-Za-z0-9+/=]{16,}\r?\n)+-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----",
-        "-----end",
-    ),
-    _p("anthropic_key", rf"sk-ant-(?<![{_TOKEN}]sk-ant-)[A-Za-z0-9_\-]{{20,}}", "sk-ant-"),
-    _p("openai_key", rf"sk-(?<![{_TOKEN}]sk-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{{20,}}", "sk-"),
-    _p(
-        "aws_access_key",
-        r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])",
-        "akia",
-        "asia",
-        "abia",
-        "acca",
-    ),
-    _p(
-        "aws_secret_key",
-        r"(?i)secret_?(?:access_?)?key[\"']?[ \t]*[:=][ \t]*[\"']?(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
-        "secret",
-    ),
-    _p(
-        "github_token",
-        rf"(?<![{_TOKEN}])(?:gh[pousr]_[A-Za-z0-9]{{36,}}|github_pat_[A-Za-z0-9_]{{22,}})",
-        "ghp_",
-        "gho_",
-        "ghu_",
-        "ghs_",
-        "ghr_",
-        "github_pat_",
-    ),
-    _p("slack_token", rf"xox(?<![{_TOKEN}]xox)[abposr]-[A-Za-z0-9\-]{{10,}}", "xox"),
-    _p("google_api_key", rf"AIza(?<![{_TOKEN}]AIza)[0-9A-Za-z_\-]{{35}}(?![{_TOKEN}])", "aiza"),
-    _p("jwt", rf"eyJ(?<![{_TOKEN}]eyJ)[A-Za-z0-9_\-]{{5,}}\.eyJ[A-Za-z0-9_\-]{{5,}}\.[A-Za-z0-9_\-]{{5,}}", "eyj"),
-    # A capital "Bearer" or an Authorization header: lower-case prose ("a bearer of news") is not a header.
-    _p("bearer_token", r"Bearer(?<![A-Za-z0-9_]Bearer)[ \t]+(?P<v>[A-Za-z0-9\-._~+/]{16,}=*)", "bearer"),
-    _p(
-        "bearer_token",
-        r"(?i)authorization:[ \t]*bearer[ \t]+(?P<v>[A-Za-z0-9\-._~+/]{16,}=*)",
-        "authorization",
-    ),
-    _p("url_credentials", r"://(?<=[A-Za-z0-9+.\-]://)[^\s:/@]+:(?P<v>[^\s@/]+)@", "://"),
-    _p(
-        "password",
-        rf"(?i)(?:password|passwd|passphrase)[\"']?[ \t]*[:=][ \t]*{_ASSIGNMENT_VALUE}",
-        "passw",
-        "passphrase",
-    ),
-    _p(
-        "api_key",
-        rf"(?i)(?:{_ASSIGNMENT_KEYS})[\"']?[ \t]*[:=][ \t]*{_ASSIGNMENT_VALUE}",
-        "key",
-        "secret",
-        "token",
-        "passphrase",
-    ),
-)
 
 
 def _secret_span(m: re.Match[str]) -> tuple[int, int]:
@@ -241,7 +130,7 @@ class Redactor:
     def learn(self, secret: str, name: str) -> None:
         """Remember ``secret`` so that its repeats are redacted as ``name`` (see ``remember``)."""
         text = _JSON_ESCAPE_RE.sub(" ", secret) if "\\" in secret else secret
-        runs = [r for r in _LEARNABLE_RE.findall(text) if not r.isalpha() and not r.isdigit()]
+        runs = [r for r in _LEARNABLE_RE.findall(text) if _learnable(r)]
         if not self.remember or not runs:
             return
         with self._learn_lock:
@@ -263,10 +152,10 @@ class Redactor:
         for priority, pattern in enumerate(self.patterns):
             if not pattern.may_match(lowered):
                 continue
-            for m in pattern.regex.finditer(text):
+            for m, name in pattern.findings(text, lowered):
                 start, end = _secret_span(m)
                 if end > start and not _MARKER_RE.fullmatch(text, start, end):
-                    found.append((start, -(end - start), priority, pattern.name))
+                    found.append((start, -(end - start), priority, name))
         found.sort()
         out: list[Finding] = []
         last_end = -1
@@ -310,11 +199,13 @@ class Redactor:
 
     def _redact_item(self, key: Any, value: Any) -> Any:
         # {"password": "..."}: the key says the whole value is a secret, whatever it looks like.
-        if isinstance(key, str) and isinstance(value, str) and value and not value.startswith("[REDACTED"):
-            m = _SECRET_KEY.fullmatch(key)
-            if m is not None:
-                self.learn(value, "password" if m.group("pw") else "api_key")
-                return marker("password" if m.group("pw") else "api_key")
+        if isinstance(key, str) and isinstance(value, str) and not value.startswith("[REDACTED"):
+            m = SECRET_KEY.fullmatch(key)
+            weak = m.group("weak") if m is not None else None
+            if m is not None and not is_placeholder(value) and (weak is None or weak_value_ok(weak, value)):
+                name = "password" if m.group("pw") or m.group("wpw") else "api_key"
+                self.learn(value, name)
+                return marker(name)
         return self.redact_obj(value)
 
     def redact_json_string(self, text: str) -> str:
