@@ -41,6 +41,8 @@ __all__ = [
     "RecoveryGaveUp",
     "RecoveryOverflow",
     "RecoveryRetry",
+    "SessionTrace",
+    "SpanEvent",
     "Status",
     "SummaryCreated",
     "Telemetry",
@@ -189,9 +191,16 @@ class TokenEstimate(Event):
         """All four parts added up."""
         return self.system + self.developer + self.tools_schema + self.messages
 
+    @property
+    def usage_pct(self) -> float | None:
+        """The total as a percentage of the context window (None when the window is unknown)."""
+        if not self.context_window:
+            return None
+        return round(100 * self.total / self.context_window, 1)
+
     def data(self) -> dict[str, Any]:
-        """The breakdown plus the total."""
-        return {**Event.data(self), "total": self.total}
+        """The breakdown plus the total and the share of the window."""
+        return {**Event.data(self), "total": self.total, "usage_pct": self.usage_pct}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -242,7 +251,11 @@ class MessagesPruned(Event):
 
     count: int
     ids: tuple[str, ...] = ()
-    kept: Mapping[str, int] = field(default_factory=dict)
+    kept: Mapping[str, int | None] = field(default_factory=dict)
+
+    def data(self) -> dict[str, Any]:
+        """The figures, with ``pruned_count`` (the seed name of ``count``)."""
+        return {**Event.data(self), "pruned_count": self.count}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -373,6 +386,39 @@ class CustomEvent(Event):
         return dict(_jsonable(self.attributes))
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpanEvent(CustomEvent):
+    """A span that had a duration (a model call, a compaction, a summarization), emitted when it closed.
+
+    ``span_kind`` says what sort of work it was (``llm.call``, ``compact``, ``summarize``, ``cache``, ``archive``);
+    trace viewers use it for icons and filters.
+    """
+
+    span_kind: str = ""
+
+    @property
+    def kind(self) -> str:
+        """The span's kind, or the part of its name before the first dot."""
+        return self.span_kind or self.event.split(".", 1)[0]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionTrace(Event):
+    """The session as a whole: what a trace viewer names, groups and times the trace by.
+
+    Emitted when the session starts (``finished`` false, ``ended_at`` = ``started_at``) and again from
+    ``finish()`` with the session's start and the end time. ``metadata`` holds the agent, model, window and
+    policy figures; ``noop_decisions`` counts the trigger decisions that did nothing and were not exported.
+    """
+
+    NAME: ClassVar[str] = "session.trace"
+
+    title: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    finished: bool = False
+    noop_decisions: int = 0
+
+
 EVENT_TYPES: Mapping[str, type[Event]] = MappingProxyType(
     {
         cls.NAME: cls
@@ -390,12 +436,13 @@ EVENT_TYPES: Mapping[str, type[Event]] = MappingProxyType(
             RecoveryGaveUp,
             RecoveryCircuitOpen,
             UsageRecorded,
+            SessionTrace,
         )
     }
 )
 
 # Figures that to_dict() derives; event_from_dict() must not pass them back to the constructor.
-_DERIVED = frozenset({"total", "compression_ratio"})
+_DERIVED = frozenset({"total", "compression_ratio", "usage_pct", "pruned_count"})
 
 
 def event_from_dict(item: Mapping[str, Any]) -> Event:
@@ -421,6 +468,9 @@ def event_from_dict(item: Mapping[str, Any]) -> Event:
     }
     cls = EVENT_TYPES.get(item["name"])
     if cls is None:
+        kind = item.get("kind")
+        if isinstance(kind, str) and kind and kind != item["name"].split(".", 1)[0]:
+            return SpanEvent(event=item["name"], attributes=dict(data), span_kind=kind, **common)
         return CustomEvent(event=item["name"], attributes=dict(data), **common)
     own = {f.name for f in dataclasses.fields(cls)} - set(COMMON_FIELDS)
     unknown = set(data) - own - _DERIVED

@@ -30,6 +30,7 @@ from .formats import get_format
 from .manager_async import AsyncMirror
 from .manager_compaction import CompactionMixin
 from .manager_parts import CompactionReport, Components, Status, build_components, coerce_messages
+from .manager_spans import CALL_KIND, CALL_SPAN, MASK_KIND, session_metadata
 from .messages import Message
 from .policy import Action, Plan, Policy, decide
 from .usage import TokenUsage
@@ -73,6 +74,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
             path rarely waits for a summary.
         message_id_prefix: Prefix of the ids given to added messages (``meta["id"]``); a random per-manager
             nonce by default, so that two managers of one session never reuse an id in the archive.
+        agent: The agent's name in the session trace (trace viewers group sessions by it).
     """
 
     def __init__(
@@ -91,6 +93,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
         clock: Any = None,
         background: bool = False,
         message_id_prefix: str | None = None,
+        agent: str | None = None,
     ) -> None:
         parts: Components = build_components(
             model=model, max_context_tokens=max_context_tokens, policy=policy, summarizer=summarizer, store=store,
@@ -131,6 +134,9 @@ class ContextManager(CompactionMixin, AsyncMirror):
         self.usage_total = TokenUsage()
         self._policy_summary = {"trigger_pct": self.policy.trigger_pct, "soft_pct": self.policy.soft_pct,
                                 "hard": self.budgets.hard, "soft": self.budgets.soft, "auto": self.policy.auto}
+        self._calls = 0
+        self.tracer.start_session(self.session_id, session_metadata(
+            agent=agent, model=self.model.name, window=self.budgets.window, policy=self._policy_summary))
         for warning in parts.warnings:
             self.tracer.emit(CompactWarning(session_id=self.session_id, message=warning, code="config"))
 
@@ -216,8 +222,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
         """
         wire = get_format(format)
         with self._lock:
-            self._apply_idle_result()
-            self._run_policy()
+            self._prepare_view()
             if self._redacts_model_input():
                 # Configured (Redactor(apply_to_model=True)): the model sees the redacted view, encoded afresh.
                 view = self.redactor.redact_messages(self._view.normalized())
@@ -229,10 +234,19 @@ class ContextManager(CompactionMixin, AsyncMirror):
     def prepare_messages(self) -> list[Message]:
         """The view as Message objects (for framework adapters), compacting first when the policy says so."""
         with self._lock:
-            self._apply_idle_result()
-            self._run_policy()
+            self._prepare_view()
             view = self._view.normalized()
             return self.redactor.redact_messages(view) if self._redacts_model_input() else view
+
+    def _prepare_view(self) -> None:
+        """Apply a finished background compaction and the policy, inside the model call's span."""
+        self._calls += 1
+        with self.tracer.span(CALL_SPAN, kind=CALL_KIND, call=self._calls, model=self.model.name) as span:
+            self._apply_idle_result()
+            self._run_policy()
+            tokens, _, count = self._view.totals()
+            span.set(tokens=self._grounded(tokens + self._tool_tokens), messages=count,
+                     window=self.budgets.window, compactions=self._compactions, maskings=self._maskings)
 
     def _redacts_model_input(self) -> bool:
         return self.redactor is not None and bool(getattr(self.redactor, "apply_to_model", False))
@@ -306,13 +320,19 @@ class ContextManager(CompactionMixin, AsyncMirror):
             return
         view = self._view.normalized()
         p = self.policy
-        result = self.cache.mask(
-            view, counter=self.counter, budget_tokens=budget_tokens,
-            keep_tool_io_pairs=p.keep_tool_io_pairs, exclude_tools=(*p.exclude_tools, *p.protected_tools),
-            clear_at_least=p.clear_at_least, clear_tool_inputs=p.clear_tool_inputs,
-        )
-        if not result.masked_indices or result.tokens_freed < required:
-            return
+        with self.tracer.span("compact.mask", kind=MASK_KIND, budget_tokens=budget_tokens) as span:
+            result = self.cache.mask(
+                view, counter=self.counter, budget_tokens=budget_tokens,
+                keep_tool_io_pairs=p.keep_tool_io_pairs, exclude_tools=(*p.exclude_tools, *p.protected_tools),
+                clear_at_least=p.clear_at_least, clear_tool_inputs=p.clear_tool_inputs,
+            )
+            if not result.masked_indices or result.tokens_freed < required:
+                span.drop()  # nothing applied: the view did not change, so there is nothing to show
+                return
+            span.set(masked=len(result.masked_indices), tokens_freed=result.tokens_freed)
+            self._apply_mask(view, result)
+
+    def _apply_mask(self, view: list[Message], result: Any) -> None:
         masked = list(result.messages)
         for i in result.masked_indices:
             masked[i] = _with_layout(view[i], masked[i])
@@ -331,12 +351,14 @@ class ContextManager(CompactionMixin, AsyncMirror):
         """
         with self._lock:
             plan, _, total, _, _ = self._plan()
+            started = None
+            if self.background and plan.action in (Action.SOFT, Action.HARD, Action.EMERGENCY):
+                started = self.compact_in_background()
+            # A check that starts nothing is only "not yet" (or "the next prepare() will"): counted, not sent.
             self.tracer.emit(TriggerDecision(session_id=self.session_id, triggered=plan.action is not Action.NONE,
                                              reason=f"{where}: {plan.reason}", action=str(plan.action),
                                              tokens=total, threshold_tokens=self.budgets.soft,
-                                             policy=self._policy_summary))
-            if self.background and plan.action in (Action.SOFT, Action.HARD, Action.EMERGENCY):
-                self.compact_in_background()
+                                             policy=self._policy_summary), noop=started is None)
             return plan
 
     # -- usage ----------------------------------------------------------------------------------------------------
@@ -401,10 +423,11 @@ class ContextManager(CompactionMixin, AsyncMirror):
             self._apply_idle_result()
             if self._seq > self._archived_seq and self.archive is not None:
                 self._archive_transcript(self._view.normalized())
+        self.tracer.finish_session()
         sink = self.tracer.telemetry
         flush = getattr(sink, "flush", None)
         if callable(flush):
-            flush()
+            flush()  # bounded (telemetry.processor.DEFAULT_FLUSH_TIMEOUT_S): a stalled exporter cannot hold us
 
     def close(self) -> None:
         """Release the stores and worker threads."""

@@ -17,6 +17,7 @@ from .compact import CompactionResult, compact, plan_compaction
 from .errors import ContextfoldError, RecoveryFailed
 from .events import CompactError, CompactWarning, MessagesPruned, RecoveryCircuitOpen, SummaryCreated
 from .manager_parts import CompactionReport
+from .manager_spans import ARCHIVE_KIND, COMPACT_KIND, TracedSummarizer
 from .messages import Message
 from .policy import Budgets, Policy
 from .summarize import Summarizer
@@ -76,9 +77,19 @@ class CompactionMixin:
 
     def _compact(self, kind: str, *, instructions: str | None, started: float,
                  automatic: bool = False) -> CompactionReport:
+        with self.tracer.span(f"compact.{kind}", kind=COMPACT_KIND, automatic=automatic) as span:
+            report = self._compact_in_span(kind, instructions=instructions, started=started, automatic=automatic)
+            span.set(applied=report.compacted > 0, tokens_before=report.tokens_before,
+                     tokens_after=report.tokens_after, messages_before=report.messages_before,
+                     messages_after=report.messages_after, compacted=report.compacted)
+            return report
+
+    def _compact_in_span(self, kind: str, *, instructions: str | None, started: float,
+                         automatic: bool) -> CompactionReport:
         view = self._view.normalized()
         try:
-            result = compact(view, policy=self.policy, counter=self.counter, summarizer=self.summarizer,
+            result = compact(view, policy=self.policy, counter=self.counter,
+                             summarizer=TracedSummarizer(self.summarizer, self.tracer),
                              budget=self._target(view, kind), kind=kind,
                              compaction_count=self._compactions, instructions=instructions, clock=self._clock)
         except ContextfoldError as exc:  # InsufficientBudget included: it counts towards the circuit breaker
@@ -136,7 +147,8 @@ class CompactionMixin:
                 summary_version=stats.summary_version))
         self.tracer.emit(MessagesPruned(session_id=self.session_id, count=len(result.removed),
                                         ids=tuple(str(m.meta.get("id", "")) for m in result.removed),
-                                        kept=dict(stats.kept)))
+                                        kept={**stats.kept, "recent_turns": stats.keep_turns,
+                                              "tool_pairs": stats.keep_pairs}))
         for warning in result.warnings:
             self.tracer.emit(CompactWarning(session_id=self.session_id, message=warning, code="compaction"))
         duration = (time.perf_counter() - started) * 1000
@@ -154,6 +166,12 @@ class CompactionMixin:
                 reason=f"{self._failed_compactions} compactions failed in a row; automatic compaction paused"))
 
     def _archive_transcript(self, view: list[Message]) -> int:
+        with self.tracer.span("compact.archive", kind=ARCHIVE_KIND, messages=len(view)) as span:
+            number = self._archive_transcript_now(view)
+            span.set(transcript=number)
+            return number
+
+    def _archive_transcript_now(self, view: list[Message]) -> int:
         self._archived += 1
         self._archived_seq = self._seq  # every message added so far is now in an archived transcript
         if self.archive is None:

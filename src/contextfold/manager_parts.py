@@ -17,10 +17,11 @@ from .models import ModelInfo, get_model
 from .normalize import check_messages
 from .policy import Budgets, Policy
 from .summarize import Summarizer, SummaryResult
+from .telemetry import FanoutTelemetry
 from .tokens import MessageCounter, counter_for_model
 from .tracing import Tracer
 
-__all__ = ["CompactionReport", "Components", "Status", "build_components", "coerce_messages"]
+__all__ = ["CompactionReport", "Components", "FanoutTelemetry", "Status", "build_components", "coerce_messages"]
 
 # Where the embedded defaults keep their files, relative to the working directory.
 DEFAULT_DIR = ".contextfold"
@@ -131,32 +132,6 @@ def build_components(
     )
 
 
-class FanoutTelemetry:
-    """Sends every event to several sinks; ``flush`` and ``shutdown`` reach the ones that batch."""
-
-    def __init__(self, sinks: list[Any]) -> None:
-        self.sinks = sinks
-
-    def emit(self, event: Any) -> None:
-        """Hand ``event`` to every sink (each sink is responsible for never blocking)."""
-        for sink in self.sinks:
-            sink.emit(event)
-
-    def flush(self, timeout: float = 5.0) -> None:
-        """Wait until batching sinks have exported what they hold."""
-        for sink in self.sinks:
-            flush = getattr(sink, "flush", None)
-            if callable(flush):
-                flush(timeout)
-
-    def shutdown(self, timeout: float = 5.0) -> None:
-        """Stop the batching sinks' threads."""
-        for sink in self.sinks:
-            stop = getattr(sink, "shutdown", None)
-            if callable(stop):
-                stop(timeout)
-
-
 class ArchiveEventsExporter:
     """Exports event batches into the session's ``events.jsonl`` in the archive."""
 
@@ -178,16 +153,19 @@ def _telemetry(telemetry: Any, redactor: Any, archive: Any, session_id: str) -> 
 
     redact = redactor.redact_obj if redactor is not None else None
     sinks: list[Any] = []
-    specs = [telemetry] if isinstance(telemetry, str) else telemetry
-    if isinstance(specs, list | tuple) and all(isinstance(x, str) for x in specs):
-        from .exporters import get_exporter
+    items = [telemetry] if isinstance(telemetry, str) or not isinstance(telemetry, list | tuple) else telemetry
+    for item in items:
+        if item is None:
+            continue
+        if isinstance(item, str):
+            from .exporters import telemetry_sink
 
-        sinks.extend(BatchProcessor(get_exporter(spec), redact=redact) for spec in specs)
-    elif telemetry is not None:
-        if not callable(getattr(telemetry, "emit", None)):
-            raise ConfigError(f"expected a Telemetry sink or exporter names, got {type(telemetry).__name__}",
+            sinks.append(telemetry_sink(item, redact=redact))
+        elif callable(getattr(item, "emit", None)):
+            sinks.append(item)
+        else:
+            raise ConfigError(f"expected a Telemetry sink or exporter names, got {type(item).__name__}",
                               field="telemetry")
-        sinks.append(telemetry)
     if archive is not None:
         sinks.append(BatchProcessor(ArchiveEventsExporter(archive, session_id), redact=redact))
     return FanoutTelemetry(sinks)

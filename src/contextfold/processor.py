@@ -20,6 +20,7 @@ from .events import Event
 from .exporters.base import Exporter, shutdown_exporter
 
 __all__ = [
+    "DEFAULT_FLUSH_TIMEOUT_S",
     "DEFAULT_MAX_BATCH",
     "DEFAULT_MAX_QUEUE",
     "DEFAULT_SCHEDULE_DELAY_S",
@@ -44,8 +45,13 @@ DEFAULT_SCHEDULE_DELAY_S = 0.05
 # Share of max_queue at which the worker starts exporting before its timer: late enough not to compete with a
 # burst of emits, early enough to leave half the queue as headroom while the export runs.
 _EARLY_WAKE_FRACTION = 0.5
-# Default patience of flush()/shutdown(): one exporter timeout (the Ariadne exporter caps requests at 2 s) plus slack.
-DEFAULT_FLUSH_TIMEOUT_S = 5.0
+# Default patience of flush()/shutdown(): the end of a session (finish() + close()) must not wait on a frozen
+# exporter for more than about a second. A flush that runs out of time marks the exporter as stalled: later flushes
+# return at once while that export is still stuck, and shutdown() aborts it instead of waiting again.
+DEFAULT_FLUSH_TIMEOUT_S = 1.0
+# How long a flush or shutdown still waits for an exporter a flush already gave up on: enough for an export that was
+# about to finish anyway, small next to DEFAULT_FLUSH_TIMEOUT_S so that finish() + close() stay near one deadline.
+STALLED_GRACE_S = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +64,11 @@ class ProcessorStats:
         exported: events handed to an export() call that returned.
         failed: events in export() calls that raised.
         redaction_failures: events dropped because the redaction hook raised (never exported unredacted).
+        abandoned: events still queued when shutdown() ran out of time (never exported).
         queued: events waiting right now.
+        in_flight: events inside an export() call right now.
+
+    ``accepted == exported + failed + redaction_failures + abandoned + queued + in_flight`` at every moment.
     """
 
     accepted: int
@@ -67,6 +77,8 @@ class ProcessorStats:
     failed: int
     redaction_failures: int
     queued: int
+    abandoned: int = 0
+    in_flight: int = 0
 
 
 class BatchProcessor:
@@ -78,6 +90,7 @@ class BatchProcessor:
         max_batch: events per export() call at most.
         schedule_delay_s: the longest an event waits for a batch to fill.
         redact: applied to every event dict before export; if it raises, that event is dropped and counted.
+        flush_timeout_s: the default patience of flush() and shutdown().
 
     Example::
 
@@ -95,6 +108,7 @@ class BatchProcessor:
         max_batch: int = DEFAULT_MAX_BATCH,
         schedule_delay_s: float = DEFAULT_SCHEDULE_DELAY_S,
         redact: Redactor | None = None,
+        flush_timeout_s: float = DEFAULT_FLUSH_TIMEOUT_S,
     ) -> None:
         if max_queue < 1:
             raise ValueError(f"BatchProcessor: max_queue: must be at least 1, got {max_queue}")
@@ -107,6 +121,9 @@ class BatchProcessor:
         self._max_batch = max_batch
         self._delay = schedule_delay_s
         self._redact = redact
+        if flush_timeout_s < 0:
+            raise ValueError(f"BatchProcessor: flush_timeout_s: must not be negative, got {flush_timeout_s}")
+        self.flush_timeout_s = flush_timeout_s
         # The worker competes with the agent for the GIL; during a burst it waits for its timer unless the queue
         # is half full, so that a burst is not slowed by exports running beside it.
         self._early_wake = max(1, int(max_queue * _EARLY_WAKE_FRACTION))
@@ -120,6 +137,9 @@ class BatchProcessor:
         self._exported = 0
         self._failed = 0
         self._redaction_failures = 0
+        self._abandoned = 0
+        self._in_flight = 0
+        self._stalled = False  # a flush ran out of time and none has finished in time since
         # Started here, not on the first emit, so that no emit() ever pays for starting a thread.
         self._thread = threading.Thread(target=self._run, name="contextfold-telemetry", daemon=True)
         self._thread.start()
@@ -155,48 +175,102 @@ class BatchProcessor:
                 failed=self._failed,
                 redaction_failures=self._redaction_failures,
                 queued=len(self._queue),
+                abandoned=self._abandoned,
+                in_flight=self._in_flight,
             )
+
+    @property
+    def stalled(self) -> bool:
+        """Whether a flush ran out of time and none has finished in time since (the exporter is behind)."""
+        with self._lock:
+            return self._stalled
 
     # ---- lifecycle ----
 
-    def flush(self, timeout: float | None = DEFAULT_FLUSH_TIMEOUT_S) -> bool:
-        """Export everything emitted so far; return whether that finished within ``timeout`` seconds."""
+    def flush(self, timeout: float | None = None) -> bool:
+        """Export everything emitted so far; return whether that finished within ``timeout`` seconds.
+
+        ``timeout`` defaults to ``flush_timeout_s``. Once a flush has run out of time, later ones wait
+        :data:`STALLED_GRACE_S` at most, until one finishes in time again: an exporter stuck on a frozen server
+        (each request running into its own timeout) must not make every flush wait the whole deadline again.
+        """
         if threading.current_thread() is self._thread:
             # An exporter that flushes from inside export() would wait for itself.
             return False
+        patience = self.flush_timeout_s if timeout is None else timeout
+        if self.stalled:
+            patience = min(patience, STALLED_GRACE_S)
+        done = self.begin_flush()
+        if done is None:
+            self._thread.join(patience)
+            return not self._thread.is_alive()
+        finished = done.wait(patience)
+        with self._lock:
+            self._stalled = not finished
+        return finished
+
+    def begin_flush(self) -> threading.Event | None:
+        """Ask the worker to export everything queued now; the returned event is set when it has.
+
+        None when the processor is shutting down (wait for the thread instead). Lets a caller flush several
+        processors at once under one deadline.
+        """
         done = threading.Event()
         with self._lock:
-            stopping = self._stopping
-            if not stopping:
-                self._flush_waiters.append(done)
-        if stopping:
-            # The worker drains everything on its way out; waiting for it is the flush.
-            self._thread.join(timeout)
-            return not self._thread.is_alive()
+            if self._stopping:
+                return None
+            self._flush_waiters.append(done)
         self._wakeup.set()
-        return done.wait(timeout)
+        return done
 
-    def shutdown(self, timeout: float | None = DEFAULT_FLUSH_TIMEOUT_S) -> bool:
-        """Stop accepting events, export what is queued, stop the thread and shut the exporter down.
+    def shutdown(self, timeout: float | None = None) -> bool:
+        """Stop accepting events, export what is queued within ``timeout``, stop the thread, shut the exporter down.
 
-        Idempotent. Returns whether everything queued was exported within ``timeout`` seconds.
+        ``timeout`` defaults to ``flush_timeout_s``. When time runs out (or a flush already gave up on the
+        exporter), the exporter's ``abort()`` (if it has one) ends the export in progress, and what is still
+        queued is abandoned and counted. Idempotent. Returns whether everything queued was exported.
         """
+        patience = self.flush_timeout_s if timeout is None else timeout
+        stalled = self.stalled
         with self._lock:
             already = self._stopping
             self._stopping = True
         atexit.unregister(self._at_exit)
         self._wakeup.set()
-        self._thread.join(timeout)
+        self._thread.join(min(patience, STALLED_GRACE_S) if stalled else patience)
         finished = not self._thread.is_alive()
-        if not already:
+        if not finished:
+            self._give_up()
+        if not already and finished:
             try:
                 shutdown_exporter(self.exporter)
             except Exception:
                 _log.exception("contextfold exporter %r failed to shut down", self.exporter)
         return finished
 
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the worker thread to end after shutdown(); whether it has (then every counter is final)."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _give_up(self) -> None:
+        """Abandon what is queued and abort the export in progress, so that a frozen exporter cannot hold us."""
+        with self._lock:
+            abandoned = len(self._queue)
+            self._queue.clear()
+            self._abandoned += abandoned
+        abort = getattr(self.exporter, "abort", None)
+        if callable(abort):
+            try:
+                abort()
+            except Exception:
+                _log.exception("contextfold exporter %r failed to abort", self.exporter)
+        if abandoned:
+            _log.warning("contextfold telemetry: %d events not exported: the exporter did not finish in time",
+                         abandoned)
+
     def _at_exit(self) -> None:
-        self.shutdown(timeout=DEFAULT_FLUSH_TIMEOUT_S)
+        self.shutdown()
 
     # ---- the worker thread ----
 
@@ -227,11 +301,15 @@ class BatchProcessor:
                     self._queue.clear()
                 else:
                     items = [self._queue.popleft() for _ in range(self._max_batch)]
+                self._in_flight = len(items)
             if not items:
                 return
             batch = self._prepare(items)
             if batch:
                 self._export(batch)
+            else:
+                with self._lock:
+                    self._in_flight = 0
 
     def _prepare(self, items: list[Event | Mapping[str, Any]]) -> list[dict[str, Any]]:
         batch: list[dict[str, Any]] = []
@@ -250,6 +328,7 @@ class BatchProcessor:
         if failures:
             with self._lock:
                 self._redaction_failures += failures
+                self._in_flight -= failures
         return batch
 
     def _export(self, batch: list[dict[str, Any]]) -> None:
@@ -258,7 +337,9 @@ class BatchProcessor:
         except Exception:
             with self._lock:
                 self._failed += len(batch)
+                self._in_flight = 0
             _log.exception("contextfold exporter %r failed on a batch of %d events", self.exporter, len(batch))
         else:
             with self._lock:
                 self._exported += len(batch)
+                self._in_flight = 0

@@ -1,19 +1,25 @@
 """Where events go: the :class:`Telemetry` sink protocol and the two sinks that need no exporter.
 
 :class:`NullTelemetry` drops events; :class:`RecordingTelemetry` keeps them in memory for tests. Both, and the
-protocol, are re-exported from :mod:`contextfold.events`, where they were first defined.
+protocol, are re-exported from :mod:`contextfold.events`, where they were first defined. :class:`FanoutTelemetry`
+sends events to several sinks and flushes the batching ones together under one deadline.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
+import time
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     from .events import Event
 
-__all__ = ["NullTelemetry", "RecordingTelemetry", "Telemetry"]
+__all__ = ["FanoutTelemetry", "NullTelemetry", "RecordingTelemetry", "Telemetry"]
+
+# The whole end-of-session flush (every sink together) waits at most this long by default; the same figure as
+# contextfold.processor.DEFAULT_FLUSH_TIMEOUT_S, spelled here to keep this module free of the processor.
+DEFAULT_FLUSH_DEADLINE_S = 1.0
 
 E = TypeVar("E", bound="Event")
 
@@ -78,3 +84,69 @@ class RecordingTelemetry:
     def __len__(self) -> int:
         with self._lock:
             return len(self._events)
+
+
+class FanoutTelemetry:
+    """Sends every event to several sinks; ``flush`` and ``shutdown`` reach the ones that batch, under one deadline.
+
+    Sinks with a ``span_started(span)`` / ``span_dropped(span)`` hook (live tracing sinks) hear about spans as they
+    open and when they are discarded.
+
+    Args:
+        sinks: the sinks, in order.
+        flush_timeout_s: how long ``flush()`` and ``shutdown()`` wait in all, for every sink together.
+    """
+
+    def __init__(self, sinks: Sequence[Any], *, flush_timeout_s: float = DEFAULT_FLUSH_DEADLINE_S) -> None:
+        self.sinks = list(sinks)
+        self.flush_timeout_s = flush_timeout_s
+
+    def emit(self, event: Event) -> None:
+        """Hand ``event`` to every sink (each sink is responsible for never blocking)."""
+        for sink in self.sinks:
+            sink.emit(event)
+
+    def span_started(self, span: Any) -> None:
+        """Tell the live sinks that a span opened."""
+        for sink in self.sinks:
+            hook = getattr(sink, "span_started", None)
+            if callable(hook):
+                hook(span)
+
+    def span_dropped(self, span: Any) -> None:
+        """Tell the live sinks that an open span will not be emitted."""
+        for sink in self.sinks:
+            hook = getattr(sink, "span_dropped", None)
+            if callable(hook):
+                hook(span)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Have every batching sink export what it holds, all at once; wait ``timeout`` seconds in all at most.
+
+        Returns whether every sink finished in time.
+        """
+        deadline = time.monotonic() + (self.flush_timeout_s if timeout is None else timeout)
+        waiting: list[tuple[Any, threading.Event]] = []
+        ok = True
+        for sink in self.sinks:
+            begin = getattr(sink, "begin_flush", None)
+            done = begin() if callable(begin) and not getattr(sink, "stalled", False) else None
+            if done is not None:
+                waiting.append((sink, done))
+            elif callable(getattr(sink, "flush", None)):
+                ok = bool(sink.flush(max(0.0, deadline - time.monotonic()))) and ok
+        for sink, done in waiting:
+            if not done.wait(max(0.0, deadline - time.monotonic())):
+                ok = False
+                sink.flush(0)  # marks the sink as stalled, so that later flushes and its shutdown do not wait
+        return ok
+
+    def shutdown(self, timeout: float | None = None) -> bool:
+        """Stop the batching sinks' threads, sharing ``timeout`` seconds among them; whether all finished."""
+        deadline = time.monotonic() + (self.flush_timeout_s if timeout is None else timeout)
+        ok = True
+        for sink in self.sinks:
+            stop = getattr(sink, "shutdown", None)
+            if callable(stop):
+                ok = stop(max(0.0, deadline - time.monotonic())) is not False and ok
+        return ok

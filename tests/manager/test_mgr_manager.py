@@ -289,6 +289,7 @@ def test_events_reach_the_archive_redacted(tmp_path: Path) -> None:
 def test_background_checks_compact_off_the_model_call_path(tmp_path: Path) -> None:
     tel = RecordingTelemetry()
     cm = manager(tmp_path, window=6_000, telemetry=tel, background=True)
+    cm.tracer.keep_noop_decisions = True  # every check's decision, also those that started nothing
     cm.add([Message.user("go")])
     for i in range(35):
         cm.add(turn(i, "data " * 60))  # each tool result triggers a check

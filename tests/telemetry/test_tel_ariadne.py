@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,9 +15,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from _session import run_session, session_manager
 
 from contextfold.errors import ConfigError
-from contextfold.events import CompactWarning, CustomEvent, SummaryCreated
+from contextfold.events import CompactWarning, CustomEvent, RecordingTelemetry, SummaryCreated
 from contextfold.exporters import get_exporter
 from contextfold.exporters.ariadne import MAX_BODY_BYTES, AriadneExporter, pack_bodies, to_span_event
 from contextfold.processor import BatchProcessor
@@ -112,6 +116,8 @@ class IngestHandler(BaseHTTPRequestHandler):
                 raise ValueError('body must be {"batch": [...]}')
             for span in payload["batch"]:
                 validate_span(span)
+                if "poison" in span.get("data", {}):
+                    raise ValueError("a poisoned event")
         except ValueError as exc:
             with server.lock:
                 server.rejections.append(str(exc))
@@ -310,3 +316,51 @@ def test_an_event_of_many_medium_fields_falls_back_to_a_preview() -> None:
     assert span["data"]["_truncated"] is True
     assert span["data"]["preview"].startswith('{"k0":"vvv')
     assert "truncated by contextfold" in span["data"]["preview"]
+
+
+def test_an_event_the_server_refuses_is_dropped_alone_and_its_batch_delivered(receiver: Receiver) -> None:
+    exporter = AriadneExporter(receiver.url)
+    events = [CompactWarning(message=f"m{i}").to_dict() for i in range(7)]
+    events[4] = {**events[4], "data": {**events[4]["data"], "poison": True}}
+    exporter.export(events)
+    assert [s["data"]["message"] for s in receiver.spans] == ["m0", "m1", "m2", "m3", "m5", "m6"]
+    stats = exporter.stats()
+    assert (stats.received_events, stats.sent_events, stats.rejected_events, stats.failed_events) == (7, 6, 1, 0)
+    assert stats.last_error is not None and "poisoned" in stats.last_error
+
+
+def test_warnings_are_rate_limited(receiver: Receiver, caplog: pytest.LogCaptureFixture) -> None:
+    receiver.fail_with = 500
+    exporter = AriadneExporter(receiver.url, warning_interval_s=3600)
+    with caplog.at_level(logging.WARNING, logger="contextfold.exporters.ariadne"):
+        for i in range(20):
+            exporter.export([CompactWarning(message=f"m{i}").to_dict()])
+    assert exporter.stats().failed_events == 20
+    assert len([r for r in caplog.records if r.name == "contextfold.exporters.ariadne"]) == 1
+
+
+def test_finish_and_close_keep_their_deadline_with_a_frozen_server() -> None:
+    # A server that accepts connections (the kernel's backlog does) and never answers: every POST hangs.
+    with socket.socket() as frozen:
+        frozen.bind(("127.0.0.1", 0))
+        frozen.listen(64)
+        recording = RecordingTelemetry()
+        cm = session_manager([recording, f"ariadne:http://127.0.0.1:{frozen.getsockname()[1]}"], session_id="frozen")
+        processor = cm.tracer.telemetry.sinks[1]  # type: ignore[attr-defined]
+        run_session(cm)
+        started = time.perf_counter()
+        cm.finish()
+        cm.close()
+        elapsed = time.perf_counter() - started
+        assert processor.stalled  # the flush in finish() gave up at its deadline
+        assert processor.join(PATIENCE_S)
+    # the one bound the issue demands: the end of a session cannot be held by a frozen viewer
+    assert elapsed <= 1.2, f"finish() + close() took {elapsed:.2f} s"
+    # exact accounting: every emitted event is in exactly one outcome, none of them "sent"
+    p, x = processor.stats(), processor.exporter.stats()
+    assert p.accepted == len(recording.events)
+    assert (p.queued, p.in_flight, p.failed, p.redaction_failures) == (0, 0, 0, 0)
+    assert p.accepted == p.exported + p.abandoned
+    assert x.received_events == p.exported
+    assert x.sent_events == 0 and x.uncertain_events > 0
+    assert x.received_events == x.uncertain_events + x.dropped_events

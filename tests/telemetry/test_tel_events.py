@@ -26,6 +26,8 @@ from contextfold.events import (
     RecoveryGaveUp,
     RecoveryOverflow,
     RecoveryRetry,
+    SessionTrace,
+    SpanEvent,
     SummaryCreated,
     Telemetry,
     TokenEstimate,
@@ -55,6 +57,8 @@ def sample_events() -> list[Event]:
         RecoveryCircuitOpen(failures=5, reason="5 failures", reset_after_s=60.0),
         UsageRecorded(input_tokens=1200, output_tokens=80, model="gpt-4o", estimated_input_tokens=1180),
         CustomEvent(event="compact.prepare", attributes={"messages": 12}),
+        SessionTrace(title="s1", metadata={"agent": "coder", "model": "gpt-4o"}, finished=True, noop_decisions=4),
+        SpanEvent(event="prepare", span_kind="llm.call", attributes={"call": 1, "tokens": 900}),
     ]
 
 
@@ -73,6 +77,7 @@ def test_every_issue_event_name_has_a_type() -> None:
         "recovery.gave_up",
         "recovery.circuit_open",
         "usage.recorded",
+        "session.trace",
     }
     assert set(EVENT_TYPES) == wanted
     assert {type(e).NAME for e in sample_events()} >= wanted
@@ -83,7 +88,7 @@ def test_to_dict_has_common_fields_and_is_json(event: Event) -> None:
     d = event.to_dict()
     assert set(d) == {"name", "kind", "data", *COMMON_FIELDS}
     assert d["name"] == event.name
-    assert d["kind"] == event.name.split(".")[0]
+    assert d["kind"] == (event.span_kind if isinstance(event, SpanEvent) else event.name.split(".")[0])
     assert d["status"] in ("ok", "error")
     assert parse_time(d["ended_at"]) >= parse_time(d["started_at"])
     assert d["started_at"].endswith("Z")

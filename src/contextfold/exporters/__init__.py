@@ -7,6 +7,11 @@
 - ``"ariadne"`` / ``"ariadne:URL"`` (or a bare ``http(s)://`` URL) — Ariadne's ``/ingest`` endpoint;
 - ``"otel"`` / ``"otel:ENDPOINT"`` — OpenTelemetry spans over OTLP/HTTP (extra ``otel``);
 - ``"memory"`` — an :class:`InMemoryExporter`, for tests.
+
+``telemetry_sink(spec)`` turns the same names into what a ContextManager sends events to: a
+:class:`~contextfold.processor.BatchProcessor` over the exporter, except ``"otel"``, which is the live
+:class:`OtelTelemetry` sink (spans under the caller's active span, through the global tracer provider, or a
+provider of its own for ``"otel:ENDPOINT"``).
 """
 
 from __future__ import annotations
@@ -27,8 +32,10 @@ __all__ = [
     "InMemoryExporter",
     "JsonlExporter",
     "OtelExporter",
+    "OtelTelemetry",
     "get_exporter",
     "shutdown_exporter",
+    "telemetry_sink",
 ]
 
 # class name -> module under contextfold.exporters; imported on first use so that the OpenTelemetry SDK is only
@@ -38,13 +45,14 @@ _LAZY: dict[str, str] = {
     "ConsoleExporter": "console",
     "JsonlExporter": "jsonl",
     "OtelExporter": "otel",
+    "OtelTelemetry": "otel",
 }
 
 if TYPE_CHECKING:
     from .ariadne import AriadneExporter
     from .console import ConsoleExporter
     from .jsonl import JsonlExporter
-    from .otel import OtelExporter
+    from .otel import OtelExporter, OtelTelemetry
 
 
 def __getattr__(name: str) -> Any:
@@ -88,3 +96,19 @@ def get_exporter(spec: str, **options: Any) -> Exporter:
             field="telemetry.exporter",
         )
     return exporter
+
+
+def telemetry_sink(spec: str, *, redact: Any = None, **options: Any) -> Any:
+    """The telemetry sink for an exporter name: live OTel spans for ``otel``, a batch processor otherwise.
+
+    Raises:
+        ConfigError: for a spec no exporter answers to (field ``telemetry.exporter``).
+        MissingExtra: when the exporter's optional dependency is not installed.
+    """
+    text = spec.strip()
+    kind, _, rest = text.partition(":")
+    if kind.lower() in ("otel", "otlp"):
+        return _load("OtelTelemetry")(endpoint=rest or None, redact=redact, **options)
+    from ..processor import BatchProcessor
+
+    return BatchProcessor(get_exporter(text, **options), redact=redact)
