@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -45,10 +46,8 @@ class AriadneServer:
 
     def stop(self) -> None:
         for pid in self.pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):  # already gone
                 os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
 
 
 def start_ariadne(*, web: bool = False, workdir: Path | None = None) -> AriadneServer:
@@ -116,7 +115,5 @@ class SseReader:
 
     def stop(self) -> None:
         if self._conn is not None and self._conn.sock is not None:
-            try:
+            with contextlib.suppress(OSError):  # already closed
                 self._conn.sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
