@@ -38,6 +38,9 @@ _KINDS: tuple[str, ...] = ("soft", "hard", "emergency")
 
 # The message cap was hit: keep half as many recent turns and tool pairs, so the view shrinks in messages as well.
 EMERGENCY_KEEP_DIVISOR = 2
+# An emergency compaction leaves at most this share of the message cap, so the view can grow for a while before the
+# cap is reached again (landing just under it would compact again on the next turn).
+EMERGENCY_MESSAGE_TARGET_SHARE = 0.5
 # Header counts used to size the summary's framing: a wide count so the real header is never longer.
 _FRAMING_PROBE_COUNT = 10**6
 
@@ -155,15 +158,21 @@ def plan_compaction(
     budget -= overhead
     reserve, least = summary_reserve(part, policy, budget, _framing(counter), overhead)
     keep = _start_keep(policy, kind)
+    max_messages = _message_limit(policy, kind)
     warnings: list[str] = []
     chosen: Layout | None = None
     if kind == "soft":
-        chosen = fit_soft(view, part, keep, reserve, budget)
+        chosen = fit_soft(view, part, keep, reserve, budget, max_messages)
         if chosen is None:
             warnings.append("soft compaction could not fit the budget at any split point; compacted hard instead")
             kind = "hard"
     if chosen is None:
-        chosen = fit_hard(view, part, keep, reserve, least, budget)
+        chosen = fit_hard(view, part, keep, reserve, least, budget, max_messages)
+        if chosen.message_count > max_messages:
+            warnings.append(
+                f"the compacted view keeps {chosen.message_count} messages, over the limit of {max_messages} "
+                f"(message cap {policy.emergency_message_count}): pinned and protected messages alone number "
+                f"{len(part.fixed_indices())}; raise emergency_message_count or unpin messages")
         if chosen.keep is not None and (chosen.keep != keep or chosen.reserve != reserve):
             k = chosen.keep
             warnings.append(
@@ -283,6 +292,14 @@ def _start_keep(policy: Policy, kind: str) -> Keep:
     if kind != "emergency":
         return keep
     return Keep(_halve(keep.turns), _halve(keep.pairs), keep.user_budget, keep.retain_last)
+
+
+def _message_limit(policy: Policy, kind: str) -> int:
+    """Messages the compacted view may keep: under the cap, and well under it after an emergency."""
+    cap = policy.emergency_message_count
+    if kind == "emergency":
+        return max(1, int(cap * EMERGENCY_MESSAGE_TARGET_SHARE))
+    return cap - 1
 
 
 def _halve(n: int) -> int:

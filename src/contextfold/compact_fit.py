@@ -16,8 +16,8 @@ from .messages import Message
 from .normalize import safe_split_points
 from .policy import Policy
 
-__all__ = ["MIN_SUMMARY_TOKENS", "SUMMARY_MAX_SHARE_OF_FREE", "Layout", "fit_hard", "fit_soft", "layout",
-           "reductions", "summary_reserve"]
+__all__ = ["MIN_SUMMARY_TOKENS", "SUMMARY_MAX_SHARE_OF_FREE", "Layout", "cap_messages", "fit_hard", "fit_soft",
+           "layout", "reductions", "summary_reserve"]
 
 # A summary shorter than this cannot say what the task is and where it stands; below it we only keep the header.
 MIN_SUMMARY_TOKENS = 64
@@ -58,6 +58,15 @@ class Layout:
     reserve: int
     keep: Keep | None = None
     split: int | None = None
+
+    @property
+    def message_count(self) -> int:
+        """Messages of the view this layout makes, counting the summary and a retain block (one may be absent)."""
+        return len(self.front) + len(self.user_block) + len(self.kept) + _SUMMARY_AND_RETAIN
+
+
+# The summary message and the retain block: a layout's message count assumes both, so a cap is never overshot.
+_SUMMARY_AND_RETAIN = 2
 
 
 def summary_reserve(part: Partition, policy: Policy, budget: int, framing: int, overhead: int = 0) -> tuple[int, int]:
@@ -131,26 +140,47 @@ def reductions(start: Keep, reserve: int, least: int) -> Iterator[tuple[Keep, in
         yield replace(keep, retain_last=0), reserve
 
 
+def cap_messages(lay: Layout, part: Partition, max_messages: int | None) -> Layout:
+    """``lay`` with its oldest verbatim user messages moved to the summary until it has ``max_messages`` at most.
+
+    Short user messages are cheap in tokens, so a token budget alone can keep thousands of them and leave the view
+    over the message cap, compacting again on every turn. The newest requests stay; the summary covers the rest.
+    """
+    excess = 0 if max_messages is None else lay.message_count - max_messages
+    if excess <= 0 or not lay.user_block:
+        return lay
+    dropped = lay.user_block[:excess]
+    user_block = lay.user_block[len(dropped):]
+    removed = tuple(sorted({*lay.removed, *dropped}))
+    estimated = lay.estimated_tokens - sum(part.tokens[i] for i in dropped)
+    return replace(lay, user_block=user_block, removed=removed, estimated_tokens=estimated)
+
+
 def fit_hard(messages: Sequence[Message], part: Partition, start: Keep, reserve: int, least: int,
-             budget: int) -> Layout:
+             budget: int, max_messages: int | None = None) -> Layout:
     """The first layout, shrinking keep counts and the summary reserve from ``start``, that fits ``budget``.
 
-    At the end of the reductions only pinned and protected messages and the least reserve remain, which
-    :func:`summary_reserve` checked fit, so this always returns.
+    With ``max_messages``, a layout must also have that many messages at most (user messages kept verbatim are
+    trimmed first, recent turns only after). At the end of the reductions only pinned and protected messages and
+    the least reserve remain, which :func:`summary_reserve` checked fit in tokens, so this always returns; it may
+    still exceed ``max_messages`` when pinned and protected messages alone do (the caller checks).
     """
     best: Layout | None = None
     for keep, room in reductions(start, reserve, least):
-        best = layout(messages, part, recent_indices(messages, part, keep), keep, room)
-        if best.estimated_tokens <= budget:
+        best = cap_messages(layout(messages, part, recent_indices(messages, part, keep), keep, room), part,
+                            max_messages)
+        if best.estimated_tokens <= budget and (max_messages is None or best.message_count <= max_messages):
             return best
     assert best is not None  # reductions always yields at least its start
     return best
 
 
-def fit_soft(messages: Sequence[Message], part: Partition, keep: Keep, reserve: int, budget: int) -> Layout | None:
+def fit_soft(messages: Sequence[Message], part: Partition, keep: Keep, reserve: int, budget: int,
+             max_messages: int | None = None) -> Layout | None:
     """Summarize the oldest half of the compactable messages at a safe split, later if that does not fit.
 
-    Returns None when no split point both leaves recent messages and fits (the caller escalates to hard).
+    Returns None when no split point both leaves recent messages and fits ``budget`` (and ``max_messages``):
+    the caller escalates to hard.
     """
     compactable = sorted(i for unit in part.units for i in unit.indices)
     if not compactable:
@@ -163,7 +193,7 @@ def fit_soft(messages: Sequence[Message], part: Partition, keep: Keep, reserve: 
         recent = {i for i in compactable if i >= point}
         if not recent:
             return None
-        candidate = layout(messages, part, recent, keep, reserve, split=point)
-        if candidate.estimated_tokens <= budget:
+        candidate = cap_messages(layout(messages, part, recent, keep, reserve, split=point), part, max_messages)
+        if candidate.estimated_tokens <= budget and (max_messages is None or candidate.message_count <= max_messages):
             return candidate
     return None

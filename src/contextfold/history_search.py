@@ -9,7 +9,6 @@ exception in the agent loop.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +16,9 @@ from typing import Any
 from .archive import Archive, merge_histories
 from .errors import RefNotFound, StoreError
 from .messages import Message, ToolCall
+from .tool_arguments import answer_safely, decode_arguments
 from .tool_schemas import tool_schema
+from .untrusted_regex import InvalidPattern, UntrustedPattern
 
 __all__ = [
     "DEFAULT_MAX_RESULTS",
@@ -154,7 +155,8 @@ def history_search(
         resolve_ref: ref id -> full text; when given, truncated and masked outputs are searched in full.
 
     Raises:
-        ValueError: for an invalid or over-long pattern, an unknown role or a bad ``max_results``.
+        ValueError: for an invalid or over-long pattern, an unknown role or a bad ``max_results``; a
+            :class:`~contextfold.untrusted_regex.PatternTimeout` when the search runs past its time limit.
     """
     if not pattern:
         raise ValueError("pattern is required: a regular expression to search for")
@@ -165,12 +167,13 @@ def history_search(
     if not 1 <= max_results <= MAX_RESULTS:
         raise ValueError(f"max_results must be between 1 and {MAX_RESULTS}, got {max_results}")
     try:
-        rx = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as exc:
-        raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from None
+        rx = UntrustedPattern(pattern, ignore_case=ignore_case)  # the model chose it: bounded in time (ReDoS)
+    except InvalidPattern as exc:
+        raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {exc.reason}") from None
 
     transcripts = archive.transcripts(session_id)
     history = merge_histories(messages for _, messages in transcripts)
+    rx.start()
     hits: list[HistoryHit] = []
     total = 0
     for index, m in enumerate(history):
@@ -238,17 +241,14 @@ class HistorySearchTool:
 
     def execute_tool_call(self, call: ToolCall) -> Message:
         """Answer ``call`` with a tool result message; a bad call gets a result saying what to fix."""
-        return Message.tool(call.id, self._answer(call), name=call.name)
+        return Message.tool(call.id, answer_safely(call, self._answer), name=call.name)
 
     def _answer(self, call: ToolCall) -> str:
         if call.name != HISTORY_SEARCH_TOOL:
             return f"error: unknown tool {call.name!r}; this executor answers {HISTORY_SEARCH_TOOL}"
-        try:
-            args = call.parsed_arguments()
-        except ValueError as exc:
-            return f"error: the arguments of {HISTORY_SEARCH_TOOL} are not valid JSON ({exc})"
-        if not isinstance(args, dict):
-            return f"error: the arguments of {HISTORY_SEARCH_TOOL} must be a JSON object, got {type(args).__name__}"
+        args = decode_arguments(call)
+        if isinstance(args, str):
+            return args
         allowed = _PARAMETERS["properties"]
         unknown = sorted(set(args) - set(allowed))
         if unknown:

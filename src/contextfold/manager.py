@@ -42,6 +42,8 @@ _log = logging.getLogger(__name__)
 
 # Masking to get under the soft threshold aims at 80% of it, so that the next turns do not mask again at once.
 MASK_HEADROOM = 0.8
+# Compaction actions by strength: a compaction is stuck when the view still calls for one at least as strong.
+_COMPACTION_RANK = {Action.SOFT: 1, Action.HARD: 2, Action.EMERGENCY: 3}
 # 48 random bits per manager: collisions between the managers of one session are out of reach.
 _ID_NONCE_HEX = 12
 
@@ -131,6 +133,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
         self._executor: ThreadPoolExecutor | None = None
         self.last_plan: Plan | None = None
         self._floor: int | None = None  # tokens of the view right after the last compaction
+        self._stalled: tuple[int, int, int] | None = None  # (tokens, messages, rank): a compaction that did not help
         self.usage_total = TokenUsage()
         self._policy_summary = {"trigger_pct": self.policy.trigger_pct, "soft_pct": self.policy.soft_pct,
                                 "hard": self.budgets.hard, "soft": self.budgets.soft, "auto": self.policy.auto}
@@ -303,7 +306,15 @@ class ContextManager(CompactionMixin, AsyncMirror):
         if plan.action is Action.SOFT and self._floor is not None and total - self._floor < self.policy.clear_at_least:
             # The view grew too little since the last compaction for another summary to pay off; hard still fires.
             return
+        rank = _COMPACTION_RANK[plan.action]
+        # A view over hard is never handed to the model while a compaction could still help, stalled or not.
+        if total <= self.budgets.hard and self._stall_holds(total, count, rank):
+            return
         self._compact(str(plan.action), instructions=None, started=started, automatic=True)
+        after, _, total, _, count = self._plan()
+        # Still over the trigger that fired (or a higher one): compacting again before the view grows would loop.
+        stuck = _COMPACTION_RANK.get(after.action, 0) >= rank
+        self._note_stall(after if stuck else None, total, count, rank)
 
     def _effective_policy(self) -> Policy:
         if self.paused and self.policy.auto:

@@ -31,6 +31,9 @@ __all__ = ["CompactionMixin"]
 MIN_SAVING_DIVISOR = 10
 # A soft compaction computed in the background is worth keeping only while the view it was computed from is intact.
 _IDLE_WORKERS = 1
+# A compaction that left the view over a trigger runs again only once the view has grown by this share of the
+# message cap (or by clear_at_least tokens): compacting the same view again would give the same result, every turn.
+STALL_REGROWTH_SHARE = 0.1
 # After this many compactions failing in a row, automatic compaction pauses (circuit breaker).
 CIRCUIT_BREAKER_FAILURES = 3
 
@@ -57,6 +60,7 @@ class CompactionMixin:
     _seq: int
     _failed_compactions: int
     _floor: int | None
+    _stalled: tuple[int, int, int] | None
     _grounding: tuple[int, int, int] | None
     _idle: tuple[int, int, Future[CompactionResult]] | None
     _idle_snapshot: list[Message]
@@ -178,7 +182,10 @@ class CompactionMixin:
             if self.redactor is not None:  # no archive to redact, but the redactor must still learn the secrets
                 self.redactor.redact_messages(view)  # that summaries may repeat without their context
             return self._archived
-        messages = [self.redactor.redact_message(m) for m in view] if self.redactor is not None else view
+        # The Archive redacts what it writes; redacting here as well would scan every message twice (the slowest
+        # part of compacting a long history). Only an archive with a redactor of its own needs ours first.
+        own = getattr(self.archive, "redactor", None) is self.redactor
+        messages = [self.redactor.redact_message(m) for m in view] if self.redactor is not None and not own else view
         return int(self.archive.archive_transcript(self.session_id, messages))
 
     def _archive_dropped(self) -> None:
@@ -201,6 +208,35 @@ class CompactionMixin:
 
     def _redact_text(self, text: str) -> str:
         return self.redactor.redact_text(text) if self.redactor is not None else text
+
+    # -- compactions that cannot help --------------------------------------------------------------------------
+    def _note_stall(self, plan_after: Any, total: int, count: int, rank: int) -> None:
+        """Remember a compaction (of strength ``rank``) that left the view over a trigger, and say why."""
+        if plan_after is None:
+            self._stalled = None
+            return
+        self._stalled = (total, count, rank)
+        self.tracer.emit(CompactWarning(
+            session_id=self.session_id, code="compaction_stalled",
+            message=f"compaction left the view over a trigger ({plan_after.reason}); it will not run again until "
+                    f"the view grows by {self._regrowth_messages()} messages or {self.policy.clear_at_least} "
+                    "tokens"))
+
+    def _stall_holds(self, total: int, count: int, rank: int) -> bool:
+        """Whether a compaction of strength ``rank`` would meet the view a compaction could not fix, unchanged.
+
+        A stronger trigger than the stalled one (hard after a soft compaction stalled) always runs.
+        """
+        stalled = self._stalled
+        if stalled is None or rank > stalled[2]:
+            return False
+        grew = count - stalled[1] >= self._regrowth_messages() or total - stalled[0] >= self.policy.clear_at_least
+        if grew:
+            self._stalled = None
+        return not grew
+
+    def _regrowth_messages(self) -> int:
+        return max(1, int(self.policy.emergency_message_count * STALL_REGROWTH_SHARE))
 
     # -- idle-time compaction -------------------------------------------------------------------------------------
     def compact_in_background(self) -> Future[CompactionResult] | None:

@@ -9,7 +9,6 @@ never as exceptions that would break the agent loop.
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,7 +26,9 @@ from .retrieval_index import index_key as index_key
 from .retrieval_index import index_owner as index_owner
 from .retrieval_index import line_start, stream_lines
 from .retrieval_index import stored_line_count as stored_line_count
+from .tool_arguments import answer_safely, decode_arguments
 from .tool_schemas import tool_schema
+from .untrusted_regex import UntrustedPattern
 
 if TYPE_CHECKING:
     from .blobs import BlobStore
@@ -64,6 +65,8 @@ MAX_RESULT_BYTES = 40 * 1024
 # Matches per grep when the agent gives no cap, and the most it may ask for.
 DEFAULT_GREP_MATCHES = 50
 MAX_GREP_MATCHES = 500
+# A grep pattern is a line of regex, not a document (the same cap as history_search's).
+MAX_PATTERN_CHARS = 1_000
 # Context lines around a match, at most.
 MAX_GREP_CONTEXT = 20
 # Only this much of an enormous single line is matched against the pattern (bounded memory while streaming).
@@ -219,11 +222,10 @@ def grep_refs(
 
     Raises:
         ValueError: an invalid regular expression, or a negative ``context`` / non-positive ``max_matches``.
+        PatternTimeout: the search ran past :data:`~contextfold.untrusted_regex.PATTERN_TIME_LIMIT_S` (a
+            ``ValueError`` too).
     """
-    try:
-        regex = re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+    regex = UntrustedPattern(pattern)  # the model chose it: bounded in time (ReDoS)
     if isinstance(context, bool) or not isinstance(context, int) or context < 0:
         raise ValueError(f"context must be a number of lines >= 0, got {context!r}")
     context = min(context, MAX_GREP_CONTEXT)
@@ -231,6 +233,7 @@ def grep_refs(
     if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
         raise ValueError(f"max_matches must be >= 1, got {max_matches!r}")
     cap = min(cap, MAX_GREP_MATCHES)
+    regex.start()
     done: list[GrepMatch] = []
     truncated = False
     for ref in refs:
@@ -331,18 +334,15 @@ def is_retrieval_call(call: ToolCall) -> bool:
 
 def execute_tool_call(cache: ToolOutputCache, call: ToolCall) -> Message:
     """Answer a retrieval tool call with a tool result message; every failure is a result that says what to fix."""
-    return Message.tool(call.id, _answer(cache, call), name=call.name)
+    return Message.tool(call.id, answer_safely(call, lambda c: _answer(cache, c)), name=call.name)
 
 
 def _answer(cache: ToolOutputCache, call: ToolCall) -> str:
     if call.name not in RETRIEVAL_TOOL_NAMES:
         return f"error: unknown tool {call.name!r}; the cache answers {READ_TOOL} and {GREP_TOOL}"
-    try:
-        args = call.parsed_arguments()
-    except ValueError as exc:
-        return f"error: the arguments of {call.name} are not valid JSON ({exc})"
-    if not isinstance(args, dict):
-        return f"error: the arguments of {call.name} must be a JSON object, got {type(args).__name__}"
+    args = decode_arguments(call)
+    if isinstance(args, str):
+        return args
     allowed = _READ_PARAMETERS if call.name == READ_TOOL else _GREP_PARAMETERS
     properties = allowed["properties"]
     assert isinstance(properties, dict)
@@ -360,6 +360,8 @@ def _answer(cache: ToolOutputCache, call: ToolCall) -> str:
         pattern = args.get("pattern")
         if not isinstance(pattern, str) or not pattern:
             return "error: pattern is required: a regular expression to search for"
+        if len(pattern) > MAX_PATTERN_CHARS:
+            return f"error: pattern is {len(pattern):,} characters; keep it under {MAX_PATTERN_CHARS:,}"
         ref_arg = args.get("ref_id")
         if ref_arg is not None and not isinstance(ref_arg, str):
             return f"error: ref_id must be a string, got {ref_arg!r}"
