@@ -156,7 +156,7 @@ def plan_compaction(
     # Per-message counts leave out what a request costs once (the reply priming); the budget must cover it.
     overhead = _request_overhead(counter)
     budget -= overhead
-    reserve, least = summary_reserve(part, policy, budget, _framing(counter), overhead)
+    reserve, least = summary_reserve(part, policy, budget, _framing(counter, policy.summary_header), overhead)
     keep = _start_keep(policy, kind)
     max_messages = _message_limit(policy, kind)
     warnings: list[str] = []
@@ -234,8 +234,9 @@ def compact(
         instructions=instructions,
         summary_directives=policy.summary_directives,
         retain_directives=policy.retain_directives,
-        max_tokens=_summary_tokens(plan.reserve - _framing(counter), summarized, part, counter),
+        max_tokens=_summary_tokens(plan.reserve - _framing(counter, policy.summary_header), summarized, part, counter),
         custom_prompt=policy.custom_prompt,
+        retain_prompt=policy.retain_prompt,
     )
     result = _summarize(summarizer, request)
     warnings.extend(result.warnings)
@@ -247,6 +248,8 @@ def compact(
         original_token_count=old_original + sum(part.tokens[i] for i in lay.summarized),
         compacted_at=(clock or _utc_now)(),
         counter=counter,
+        role=policy.summary_role,
+        header=policy.summary_header,
     )
     summary_msg, retain_msg, cut = fit_summary(result.summary, facts, plan.reserve, counter, build)
     if cut:
@@ -311,9 +314,10 @@ def _request_overhead(counter: MessageCounter) -> int:
     return max(0, counter.count_messages([probe]) - counter.count_message(probe))
 
 
-def _framing(counter: MessageCounter) -> int:
+def _framing(counter: MessageCounter, header: str | None = None) -> int:
     probe = SummaryBuilder(version=_FRAMING_PROBE_COUNT, compacted_count=_FRAMING_PROBE_COUNT,
-                           original_token_count=0, compacted_at=datetime(2000, 1, 1, tzinfo=UTC), counter=counter)
+                           original_token_count=0, compacted_at=datetime(2000, 1, 1, tzinfo=UTC), counter=counter,
+                           header=header)
     return counter.count_message(probe(""))
 
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 
-from .messages import Message
+from .messages import Message, Role
 from .tokens import MessageCounter
 
 __all__ = [
@@ -35,8 +35,13 @@ TRUNCATED_NOTE = "\n…[summary cut to fit the context budget; the full history 
 _HEADER_RE = re.compile(r"^\[contextfold summary v(\d+)[^\]]*\]\n?")
 
 
-def summary_header(version: int, compacted_count: int) -> str:
-    """The first line of summary ``version`` covering ``compacted_count`` messages."""
+def summary_header(version: int, compacted_count: int, template: str | None = None) -> str:
+    """The first line of summary ``version`` covering ``compacted_count`` messages.
+
+    ``template`` (``Policy.summary_header``) replaces the default, with ``{version}`` and ``{count}`` filled in.
+    """
+    if template is not None:
+        return template.format(version=version, count=compacted_count)
     noun = "message" if compacted_count == 1 else "messages"
     return f"{SUMMARY_PREFIX} v{version} — {compacted_count} earlier {noun} compacted]"
 
@@ -49,13 +54,20 @@ def summary_message(
     original_token_count: int,
     summary_token_count: int,
     compacted_at: datetime,
+    role: Role = "user",
+    header: str | None = None,
 ) -> Message:
-    """The summary as a user message with its metadata in ``meta`` (never sent to a provider)."""
+    """The summary as a ``role`` message (user by default) with its metadata in ``meta`` (never sent to a provider).
+
+    ``meta["header"]`` keeps the first line, so a later compaction strips a custom header before folding.
+    """
+    first_line = summary_header(version, compacted_count, header)
     return Message(
-        "user",
-        f"{summary_header(version, compacted_count)}\n{text}".rstrip("\n"),
+        role,
+        f"{first_line}\n{text}".rstrip("\n"),
         meta={
             "kind": "summary",
+            **({"header": first_line} if header is not None else {}),
             "summary_version": version,
             "compacted_count": compacted_count,
             "original_token_count": original_token_count,
@@ -79,7 +91,11 @@ def previous_summary(messages: Sequence[Message]) -> tuple[str | None, int, int,
     version = covered = original = 0
     for m in messages:
         match = _HEADER_RE.match(m.text)
-        texts.append(m.text[match.end():] if match else m.text)
+        custom = m.meta.get("header")
+        if match is None and isinstance(custom, str) and m.text.startswith(custom):
+            texts.append(m.text[len(custom):].lstrip("\n"))
+        else:
+            texts.append(m.text[match.end():] if match else m.text)
         meta_version = m.meta.get("summary_version")
         if isinstance(meta_version, int):
             version = max(version, meta_version)
@@ -137,7 +153,9 @@ class SummaryBuilder:
     """Builds the summary message for a text with the metadata fixed (so fitting can try many lengths)."""
 
     def __init__(self, *, version: int, compacted_count: int, original_token_count: int, compacted_at: datetime,
-                 counter: MessageCounter) -> None:
+                 counter: MessageCounter, role: Role = "user", header: str | None = None) -> None:
+        self.role: Role = role
+        self.header = header
         self.version = version
         self.compacted_count = compacted_count
         self.original_token_count = original_token_count
@@ -153,18 +171,27 @@ class SummaryBuilder:
             original_token_count=self.original_token_count,
             summary_token_count=self.counter.counter.count(text),
             compacted_at=self.compacted_at,
+            role=self.role,
+            header=self.header,
         )
 
 
 
 def assemble(messages: Sequence[Message], *, front: Sequence[int], retain: Message | None,
              user_block: Sequence[int], summary: Message, kept: Sequence[int]) -> list[Message]:
-    """The compacted view: pinned front · retain block · user block · summary · kept messages in original order."""
+    """The compacted view: pinned front · retain block · user block · summary · kept messages in original order.
+
+    A ``system`` summary (``Policy(summary_role="system")``, 002 §Design 3) goes right after the pinned front, so
+    that the system messages stay one block at the start, which every provider accepts.
+    """
     out = [messages[i] for i in front]
+    if summary.role == "system":
+        out.append(summary)
     if retain is not None:
         out.append(retain)
     out.extend(messages[i] for i in user_block)
-    out.append(summary)
+    if summary.role != "system":
+        out.append(summary)
     out.extend(messages[i] for i in kept)
     return out
 

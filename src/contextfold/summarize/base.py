@@ -28,7 +28,8 @@ class SummaryRequest:
 
     ``previous_summary`` is folded into the new one (rolling summaries never nest). ``summary_directives`` and
     ``retain_directives`` come from the policy and are appended as bullets; ``instructions`` are a user's manual
-    request (``/compact keep the failing test names``). ``max_tokens`` bounds the summary and the retained facts
+    request (``/compact keep the failing test names``). ``retain_prompt`` replaces the default instruction for the
+    ``<retain>`` block. ``max_tokens`` bounds the summary and the retained facts
     together, since both go back into the view.
     """
 
@@ -40,6 +41,7 @@ class SummaryRequest:
     retain_directives: tuple[str, ...] = ()
     max_tokens: int = DEFAULT_SUMMARY_TOKENS
     custom_prompt: str | None = None
+    retain_prompt: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

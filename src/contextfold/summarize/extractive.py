@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from ..tokens import TokenCounter
 from .base import SummaryRequest, SummaryResult, default_counter, validate_request
 from .digest import Digest, EntityStat, digest_messages
+from .shapes import shape_summary
 
 __all__ = ["ExtractiveSummarizer"]
 
@@ -127,13 +128,16 @@ class ExtractiveSummarizer:
         boost = _directive_kinds(wanted)
         ranked = digest.ranked_entities(boost)
 
-        retain = _choose_retain(digest, ranked, _directive_kinds(request.retain_directives), budget,
+        retain_asks = [*request.retain_directives, request.retain_prompt or ""]
+        retain = _choose_retain(digest, ranked, _directive_kinds(retain_asks), budget,
                                 int(request.max_tokens * RETAIN_SHARE))
         retain_cost = sum(budget.cost(fact) + 1 for fact in retain)
         summary_budget = request.max_tokens - retain_cost
-        candidates = _candidates(digest, ranked)
-        chosen = _allocate(candidates, budget, summary_budget)
-        summary = _fit_total(chosen, digest, budget, summary_budget)
+        # brief / decision_log / code_delta have layouts of their own (summarize/shapes.py); task_state is below.
+        summary = shape_summary(request.messages, digest, ranked, request.strategy, summary_budget, budget.cost)
+        if summary is None:
+            chosen = _allocate(_candidates(digest, ranked), budget, summary_budget)
+            summary = _fit_total(chosen, digest, budget, summary_budget)
         return SummaryResult(
             summary=summary,
             retain=tuple(retain),

@@ -100,6 +100,8 @@ def build_prompt(request: SummaryRequest, transcript: str, *, max_tokens: int) -
         _bullets("Instructions from the user for this summary:", [request.instructions or ""]),
     ]
     sections.extend(part for part in extra if part)
+    if request.retain_prompt and request.retain_prompt.strip():
+        sections.append(f"What to put in <retain> (this replaces the default above):\n{request.retain_prompt.strip()}")
     if request.previous_summary and request.previous_summary.strip():
         sections.append(
             "An earlier summary covers the history before this part. Fold it into your summary: keep what still "
