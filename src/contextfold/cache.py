@@ -11,6 +11,7 @@ The cache is part of the pure core: it talks to a ``BlobStore`` it is given and 
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import threading
 from collections.abc import Iterable, Sequence
@@ -60,6 +61,12 @@ MAX_CONTEXT_BUDGET_TOKENS = 60_000
 # One output takes at most a quarter of the tool-output budget, so that the last few pairs, which masking never
 # touches (3 by default), still fit in the budget together.
 MESSAGE_SHARE_OF_BUDGET = 4
+# 000 §Decision 3: cut to the cap / 1.2, so that what serializing adds (JSON escaping, the result's envelope) and
+# the error of an estimated count do not push the result over the cap.
+DEFAULT_SERIALIZATION_BUFFER = 1.2
+TRUNCATION_UNITS = ("tokens", "bytes", "none")
+# unit="bytes": no token cap at all (any count of tokens passes).
+NO_TOKEN_CAP = 1 << 62
 
 # Ref ids are content addresses: a fixed prefix and 64 bits of BLAKE2b (collisions need ~4 billion outputs).
 REF_PREFIX = "tout_"
@@ -98,6 +105,12 @@ class CacheConfig:
         max_message_bytes: Bytes one tool result may keep in the context.
         max_line_length: Characters one line may keep in the context.
         max_message_tokens: Tokens one tool result may keep; None means the budget / 4.
+        unit: ``"tokens"`` (the token and byte caps apply), ``"bytes"`` (only the byte cap) or ``"none"`` (nothing
+            is cut at write time; masking still works) — 000's TOOL_OUTPUT_TRUNCATION_POLICY.
+        serialization_buffer: The token cap is divided by this (000's 1.2): the view leaves room for what
+            serializing the result adds and for counting error.
+        max_message_lines: Lines one tool result may keep (head and tail); None means no line cap.
+        header: Put ``Total output lines: X`` before a cut view.
     """
 
     enabled: bool = True
@@ -105,14 +118,24 @@ class CacheConfig:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     max_line_length: int = DEFAULT_MAX_LINE_LENGTH
     max_message_tokens: int | None = None
+    unit: str = "tokens"
+    serialization_buffer: float = DEFAULT_SERIALIZATION_BUFFER
+    max_message_lines: int | None = None
+    header: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("context_budget_tokens", "max_message_bytes", "max_line_length", "max_message_tokens"):
+        for name in ("context_budget_tokens", "max_message_bytes", "max_line_length", "max_message_tokens",
+                     "max_message_lines"):
             value = getattr(self, name)
-            if value is None and name in ("context_budget_tokens", "max_message_tokens"):
+            if value is None and name in ("context_budget_tokens", "max_message_tokens", "max_message_lines"):
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ConfigError(f"must be a positive integer, got {value!r}", field=f"cache.{name}")
+        if self.unit not in TRUNCATION_UNITS:
+            raise ConfigError(f"must be one of {', '.join(TRUNCATION_UNITS)}, got {self.unit!r}", field="cache.unit")
+        buffer = self.serialization_buffer
+        if isinstance(buffer, bool) or not isinstance(buffer, int | float) or not 1.0 <= buffer <= 4.0:
+            raise ConfigError(f"must be a number from 1 to 4, got {buffer!r}", field="cache.serialization_buffer")
 
     def budget_tokens(self, context_window: int | None = None) -> int:
         """The tool-output token budget for a model with ``context_window`` tokens."""
@@ -124,10 +147,13 @@ class CacheConfig:
         return max(MIN_CONTEXT_BUDGET_TOKENS, min(MAX_CONTEXT_BUDGET_TOKENS, share))
 
     def message_tokens(self, context_window: int | None = None) -> int:
-        """The most tokens one tool result may keep in the view."""
-        if self.max_message_tokens is not None:
-            return self.max_message_tokens
-        return self.budget_tokens(context_window) // MESSAGE_SHARE_OF_BUDGET
+        """The most tokens one tool result may keep in the view (after the serialization buffer)."""
+        if self.unit == "bytes":
+            return NO_TOKEN_CAP
+        cap = self.max_message_tokens
+        if cap is None:
+            cap = self.budget_tokens(context_window) // MESSAGE_SHARE_OF_BUDGET
+        return max(1, math.floor(cap / self.serialization_buffer))
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +259,9 @@ class ToolOutputCache:
         limit = self.config.max_line_length
         if len(text) > limit and any(len(line) > limit for line in text.split("\n")):
             return True
+        lines = self.config.max_message_lines
+        if lines is not None and text.count("\n") >= lines and len(text.rstrip("\n").split("\n")) > lines:
+            return True
         token_cap = self.config.message_tokens(self.context_window)
         # A token is at least one byte, so only texts longer than the cap in bytes can be over it in tokens.
         return size > token_cap and self.counter.count(text) > token_cap
@@ -246,6 +275,9 @@ class ToolOutputCache:
             max_tokens=self.config.message_tokens(self.context_window),
             max_line_length=self.config.max_line_length,
             counter=self.counter,
+            max_lines=self.config.max_message_lines,
+            marker_unit="chars" if self.config.unit == "bytes" else "tokens",
+            header=self.config.header,
         )
 
     def process(self, message: Message) -> Message:
@@ -254,7 +286,8 @@ class ToolOutputCache:
         The returned message keeps ``tool_call_id`` and ``name``; its ``meta`` gains ``ref``, ``kind="truncated"``
         and ``original_bytes``.
         """
-        if not self.config.enabled or message.role != "tool" or message.meta.get("ref") is not None:
+        if (not self.config.enabled or self.config.unit == "none" or message.role != "tool"
+                or message.meta.get("ref") is not None):
             return message
         text = _plain_text(message)
         if text is None or not self.needs_view(text):

@@ -40,18 +40,26 @@ def render_view(
     max_tokens: int,
     max_line_length: int,
     counter: TokenCounter,
+    max_lines: int | None = None,
+    marker_unit: str = "tokens",
+    header: bool = False,
 ) -> str:
     r"""Cut lines longer than ``max_line_length``, keep head and tail within both caps, and add the reading note.
 
-    Line numbers in the markers are those the retrieval tools use (1-based, split on ``\n``).
+    Line numbers in the markers are those the retrieval tools use (1-based, split on ``\n``). ``max_lines`` caps
+    the lines kept; the omission marker also says ``…N tokens truncated…`` (``marker_unit="chars"``: ``…N chars
+    truncated…``), and ``header`` puts ``Total output lines: X`` first (000 §Decision 3).
     """
     lines = _CutLines(_split_lines(text), max_line_length)
+    lines.max_lines = max_lines
     byte_budget = max(0, max_bytes - VIEW_NOTE_RESERVE_BYTES)
     token_budget = max(0, max_tokens - VIEW_NOTE_RESERVE_TOKENS)
     view = ""
     for _ in range(VIEW_MAX_SHRINKS):
         head, tail = _head_tail(lines, byte_budget, token_budget, counter)
-        view = _assemble(lines, head, tail, ref)
+        view = _assemble(lines, head, tail, ref, _omitted(lines, head, tail, marker_unit, counter))
+        if header:
+            view = f"Total output lines: {len(lines)}\n{view}"
         if len(view.encode("utf-8", "surrogatepass")) <= max_bytes and counter.count(view) <= max_tokens:
             return view
         byte_budget = int(byte_budget * VIEW_SHRINK_FACTOR)
@@ -65,6 +73,7 @@ class _CutLines:
     def __init__(self, raw: list[str], limit: int) -> None:
         self.raw = raw
         self.limit = limit
+        self.max_lines: int | None = None
         self._cut: dict[int, tuple[str, int, int]] = {}
 
     def __len__(self) -> int:
@@ -97,11 +106,15 @@ def _split_lines(text: str) -> list[str]:
 def _head_tail(lines: _CutLines, byte_budget: int, token_budget: int, counter: TokenCounter) -> tuple[int, int]:
     """How many lines fit at the head and at the tail (the tail never overlaps the head)."""
     n = len(lines)
+    cap = n if lines.max_lines is None else min(n, lines.max_lines)
+    head_cap = cap - cap // 2 if cap < n else n
     head, used_bytes, used_tokens = _fit(
-        lines, range(n), int(byte_budget * VIEW_HEAD_SHARE), int(token_budget * VIEW_HEAD_SHARE), counter
+        lines, range(min(n, head_cap)), int(byte_budget * VIEW_HEAD_SHARE), int(token_budget * VIEW_HEAD_SHARE),
+        counter,
     )
     # The tail also gets whatever the head did not use.
-    tail, _, _ = _fit(lines, range(n - 1, head - 1, -1), byte_budget - used_bytes, token_budget - used_tokens, counter)
+    tail_order = range(n - 1, max(head - 1, n - 1 - (cap - head)), -1)
+    tail, _, _ = _fit(lines, tail_order, byte_budget - used_bytes, token_budget - used_tokens, counter)
     return head, tail
 
 
@@ -122,14 +135,32 @@ def _fit(
     return taken, spent_bytes, spent_tokens
 
 
-def _assemble(lines: _CutLines, head: int, tail: int, ref: ToolOutputRef) -> str:
+# Omitted parts up to this size are token-counted exactly for the marker; beyond it, estimated at 4 bytes a token.
+MARKER_EXACT_BYTES = 1 << 20
+
+
+def _omitted(lines: _CutLines, head: int, tail: int, unit: str, counter: TokenCounter) -> str:
+    """``…N tokens truncated…`` (or chars) for the lines the view leaves out, or "" when none are."""
+    gone = range(head, len(lines) - tail)
+    if not gone:
+        return ""
+    if unit == "chars":
+        return f"…{sum(len(lines.raw[i]) + 1 for i in gone):,} chars truncated…"
+    size = sum(len(lines.raw[i]) + 1 for i in gone)
+    if size > MARKER_EXACT_BYTES:
+        return f"…~{size // 4:,} tokens truncated…"
+    return f"…{counter.count(chr(10).join(lines.raw[i] for i in gone)):,} tokens truncated…"
+
+
+def _assemble(lines: _CutLines, head: int, tail: int, ref: ToolOutputRef, count_note: str = "") -> str:
     n = len(lines)
     parts = [lines.line(i) for i in range(head)]
     if head + tail < n:
         first, last = head + 1, n - tail
+        # The "[... lines A-B of N omitted; " prefix is what redaction recognises as a view note (redact.py).
         parts.append(
             f"[... lines {first}-{last} of {n} omitted; read them with "
-            f'tool_output_cache(ref_id="{ref.id}", offset={first}) ...]'
+            f'tool_output_cache(ref_id="{ref.id}", offset={first}){" " + count_note if count_note else ""} ...]'
         )
     parts.extend(lines.line(i) for i in range(n - tail, n))
     parts.append(

@@ -60,6 +60,9 @@ _DATA = re.compile(
     re.MULTILINE,
 )
 
+# SWE-agent style tool calls written into the text (the model has no native tool calling).
+_TEXT_CALL = re.compile(r"<function=[\w.-]+>")
+
 # Text past this many characters with data markers is mostly payload, whatever sentence introduces it.
 _DATA_HEAVY_CHARS = 2_000
 # Share of lines that must look like data for the message to count as data.
@@ -71,8 +74,8 @@ def classify(message: Message) -> Category:
 
     System and developer messages are instructions; tool results and contextfold placeholders are facts;
     assistant thinking and plans are reasoning; a user message is an instruction unless it is mostly pasted data
-    (then a fact, or mixed when it also asks for something); an assistant message that is mostly data is a fact,
-    or mixed when it also reasons about it.
+    (then a fact, or mixed when it also asks for something); an assistant message with tool calls is mixed (it
+    reasons and acts); one that is mostly data is a fact, or mixed when it also reasons about it.
     """
     kind = message.kind
     if kind in _MIXED_KINDS:
@@ -109,10 +112,14 @@ def _classify_user(text: str) -> Category:
 
 
 def _classify_assistant(message: Message, text: str) -> Category:
+    # 003 §4: a message that reasons and acts (tool calls, native or written as <function=…> text) is MIXED; it
+    # travels with its results, so it is reduced with them, before the agent's plain reasoning.
+    if message.tool_calls or _TEXT_CALL.search(text):
+        return Category.MIXED
     thinks = any(isinstance(p, ThinkingPart) for p in message.parts)
     if not _is_data(text):
         return Category.REASONING
-    if thinks or message.tool_calls or _PLAN.search(_prose(text)):
+    if thinks or _PLAN.search(_prose(text)):
         return Category.MIXED
     return Category.FACT
 

@@ -10,6 +10,7 @@
     storage: {store: local, archive: s3://bucket/archive}
     redaction: {enabled: true, patterns: {ticket: "TCK-[0-9]{6}"}}
     summarizer: openai:gpt-4o-mini
+    tool_output: {max_tokens: 5000, unit: tokens, serialization_buffer: 1.2, header: true}
 
 The shape of the design documents (004 §8) loads too: ``telemetry.exporter`` (one name), ``storage.adapter`` +
 ``storage.path``, ``redaction.patterns`` as a list, ``policy.protected_flag``.
@@ -48,6 +49,7 @@ __all__ = [
     "Settings",
     "StorageSettings",
     "TelemetrySettings",
+    "ToolOutputSettings",
     "load_settings",
 ]
 
@@ -169,6 +171,34 @@ class StorageSettings(_Section):
         return data
 
 
+class ToolOutputSettings(_Section):
+    """Write-time truncation of big tool outputs (000's TOOL_OUTPUT_* settings, 001's ToolOutputCacheConfig).
+
+    None keeps the built-in default: the per-output token cap is a quarter of the tool-output budget (8,000 at a
+    128K window), 50 KiB, 2,000 characters per line, no line cap.
+    """
+
+    enabled: bool = True
+    unit: Literal["tokens", "bytes", "none"] = "tokens"
+    max_tokens: int | None = Field(default=None, gt=0)
+    max_bytes: int | None = Field(default=None, gt=0)
+    max_lines: int | None = Field(default=None, gt=0)
+    max_line_length: int | None = Field(default=None, gt=0)
+    serialization_buffer: float = Field(default=1.2, ge=1.0, le=4.0)
+    header: bool = False
+    budget_tokens: int | None = Field(default=None, gt=0)
+
+    def cache_options(self) -> dict[str, Any]:
+        """``ContextManager(tool_output=...)``: the :class:`~contextfold.cache.CacheConfig` fields that were set."""
+        names = {"max_tokens": "max_message_tokens", "max_bytes": "max_message_bytes",
+                 "max_lines": "max_message_lines", "budget_tokens": "context_budget_tokens"}
+        out: dict[str, Any] = {}
+        for key, value in self.model_dump(exclude_unset=True).items():
+            if value is not None:
+                out[names.get(key, key)] = value
+        return out
+
+
 class RedactionSettings(_Section):
     """Secret redaction before export and archiving (on by default)."""
 
@@ -225,6 +255,7 @@ class Settings(_Section):
     telemetry: TelemetrySettings = TelemetrySettings()
     storage: StorageSettings = StorageSettings()
     redaction: RedactionSettings = RedactionSettings()
+    tool_output: ToolOutputSettings = ToolOutputSettings()
     _notices: tuple[str, ...] = PrivateAttr(default=())
 
     @field_validator("version", mode="before")
@@ -391,6 +422,7 @@ def _nested_path(rest: str) -> str | None:
         "telemetry": {*TelemetrySettings.model_fields, "exporter"},
         "storage": {*StorageSettings.model_fields, "adapter", "path"},
         "redaction": set(RedactionSettings.model_fields),
+        "tool_output": set(ToolOutputSettings.model_fields),
     }
     return f"{section}.{key}" if key in sections.get(section, set()) else None
 

@@ -77,6 +77,8 @@ class ContextManager(CompactionMixin, AsyncMirror):
         message_id_prefix: Prefix of the ids given to added messages (``meta["id"]``); a random per-manager
             nonce by default, so that two managers of one session never reuse an id in the archive.
         agent: The agent's name in the session trace (trace viewers group sessions by it).
+        tool_output: Write-time truncation: a :class:`~contextfold.cache.CacheConfig` or a mapping of its fields
+            (``max_message_tokens``, ``unit``, ``serialization_buffer``, ``max_message_lines``, ``header``, …).
     """
 
     def __init__(
@@ -96,10 +98,12 @@ class ContextManager(CompactionMixin, AsyncMirror):
         background: bool = False,
         message_id_prefix: str | None = None,
         agent: str | None = None,
+        tool_output: Any = None,
     ) -> None:
         parts: Components = build_components(
             model=model, max_context_tokens=max_context_tokens, policy=policy, summarizer=summarizer, store=store,
             archive=archive, telemetry=telemetry, session_id=session_id, redact=redact, clock=clock,
+            tool_output=tool_output,
         )
         self.model = parts.model
         self.policy = parts.policy
@@ -158,7 +162,9 @@ class ContextManager(CompactionMixin, AsyncMirror):
         from .manager_parts import settings_arguments
 
         # telemetry=a sink (not a settings mapping) goes to the constructor, like summarizer=an object.
-        setting_keys = {"model", "max_context_tokens", "policy", "summarizer", "telemetry", "storage", "redaction"}
+        setting_keys = {"model", "max_context_tokens", "policy", "summarizer", "telemetry", "storage", "redaction",
+                        "tool_output"}
+        # tool_output as a settings mapping uses the YAML names (max_tokens, …); a CacheConfig goes to the constructor
         setting_keys = {k for k in setting_keys & set(kwargs)
                         if k in ("model", "max_context_tokens") or isinstance(kwargs[k], Mapping | BaseModel)
                         or (k == "summarizer" and isinstance(kwargs[k], str))}

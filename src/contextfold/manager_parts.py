@@ -102,6 +102,7 @@ class Components:
 def build_components(
     *, model: str, max_context_tokens: int | None, policy: Policy | Mapping[str, Any] | None, summarizer: Any,
     store: Any, archive: Any, telemetry: Any, session_id: str | None, redact: Any, clock: Any,
+    tool_output: Any = None,
 ) -> Components:
     """Resolve names (``"local"``, ``"extractive"``, ``"openai:gpt-4o-mini"``, …) into components."""
     info = get_model(model, context_window=max_context_tokens)
@@ -125,7 +126,7 @@ def build_components(
     sink = _telemetry(telemetry, redactor, resolved_archive, session)
     return Components(
         model=info, policy=resolved_policy, budgets=budgets, counter=counter,
-        cache=_cache(store, counter, info.context_window, budgets.tool_output_budget),
+        cache=_cache(store, counter, info.context_window, budgets.tool_output_budget, tool_output),
         summarizer=_summarizer(summarizer),
         archive=resolved_archive, tracer=Tracer(session, sink, clock=clock), session_id=session,
         redactor=redactor, clock=clock, warnings=warnings,
@@ -193,6 +194,8 @@ def settings_arguments(settings: Any) -> dict[str, Any]:
         "telemetry": specs or None,
         "redact": settings.redaction.redactor(),
     }
+    if settings.tool_output.cache_options():
+        args["tool_output"] = settings.tool_output.cache_options()
     if settings.model:
         args["model"] = settings.model
     if settings.summarizer:
@@ -219,7 +222,7 @@ def _policy(policy: Policy | Mapping[str, Any] | None) -> Policy:
     raise ConfigError(f"expected a Policy or a mapping, got {type(policy).__name__}", field="policy")
 
 
-def _cache(store: Any, counter: MessageCounter, window: int, tool_budget: int) -> Any:
+def _cache(store: Any, counter: MessageCounter, window: int, tool_budget: int, tool_output: Any = None) -> Any:
     from .cache import CacheConfig, ToolOutputCache
 
     if store is None or store is False:
@@ -228,10 +231,23 @@ def _cache(store: Any, counter: MessageCounter, window: int, tool_budget: int) -
         from .stores import open_blob_store
 
         store = open_blob_store(store)
+    options: dict[str, Any] = {}
+    if isinstance(tool_output, CacheConfig):
+        options = {f: getattr(tool_output, f) for f in CacheConfig.__dataclass_fields__}
+    elif isinstance(tool_output, Mapping):
+        unknown = set(tool_output) - set(CacheConfig.__dataclass_fields__)
+        if unknown:
+            raise ConfigError(f"unknown setting {sorted(unknown)[0]!r} (expected one of "
+                              f"{', '.join(CacheConfig.__dataclass_fields__)})", field="tool_output")
+        options = dict(tool_output)
+    elif tool_output is not None:
+        raise ConfigError(f"expected a CacheConfig or a mapping, got {type(tool_output).__name__}",
+                          field="tool_output")
     # Write-time views are sized from the tool-output budget, which the policy keeps under the soft threshold:
     # the spec's clamp(window × 0.25, 20K, 60K) alone would let one output overflow a small window.
-    config = CacheConfig(context_budget_tokens=min(CacheConfig().budget_tokens(window), tool_budget))
-    return ToolOutputCache(store, config, counter=counter.counter, context_window=window)
+    if options.get("context_budget_tokens") is None:
+        options["context_budget_tokens"] = min(CacheConfig().budget_tokens(window), tool_budget)
+    return ToolOutputCache(store, CacheConfig(**options), counter=counter.counter, context_window=window)
 
 
 def _summarizer(summarizer: Any) -> Summarizer:

@@ -157,6 +157,13 @@ class Policy(BaseModel):
     summary_max_tokens: int = Field(default=DEFAULT_SUMMARY_MAX_TOKENS, gt=0)
     summary_directives: tuple[str, ...] = ()
     retain_directives: tuple[str, ...] = ()
+    retain_prompt: str | None = Field(default=None, min_length=1,
+                                      description="replaces the instruction for the <retain> block (001 §2.6.4)")
+    summary_role: Literal["user", "system"] = "user"
+    summary_header: str | None = Field(
+        default=None, min_length=1,
+        description="first line of the summary; {version} and {count} are filled in (default: "
+                    "'[contextfold summary v{version} — {count} earlier messages compacted]')")
     auto: bool = True
     allow_on_overflow: bool = False
     warn_after_compactions: int = Field(default=DEFAULT_WARN_AFTER_COMPACTIONS, ge=1)
@@ -173,6 +180,19 @@ class Policy(BaseModel):
         # info.data holds the fields validated before this one; strategy is declared above.
         if info.data.get("strategy") == "custom" and not (value or "").strip():
             raise ValueError("strategy 'custom' needs a non-empty custom_prompt")
+        return value
+
+    @field_validator("summary_header")
+    @classmethod
+    def _header_fields(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if "\n" in value:
+            raise ValueError("must be one line")
+        try:
+            value.format(version=1, count=2)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"may use only {{version}} and {{count}}: {exc!r}") from None
         return value
 
     @field_validator("protected_tools", "exclude_tools", "roles_never_prune", mode="before")

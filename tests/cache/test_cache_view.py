@@ -174,7 +174,9 @@ def test_views_always_fit_every_cap_and_the_original_is_kept(
 )
 def test_budget_is_a_clamped_quarter_of_the_window(window: int | None, budget: int) -> None:
     assert CacheConfig().budget_tokens(window) == budget
-    assert CacheConfig().message_tokens(window) == budget // 4
+    # a quarter of the budget, then the 1.2 serialization buffer (000 §Decision 3)
+    assert CacheConfig().message_tokens(window) == int(budget // 4 / 1.2)
+    assert CacheConfig(serialization_buffer=1.0).message_tokens(window) == budget // 4
     assert CacheConfig(context_budget_tokens=7_000).budget_tokens(window) == 7_000
 
 
