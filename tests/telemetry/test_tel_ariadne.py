@@ -13,9 +13,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from _session import run_session, session_manager
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from _session import run_session, session_manager
 
 from contextfold.errors import ConfigError
 from contextfold.events import CompactWarning, CustomEvent, RecordingTelemetry, SummaryCreated

@@ -112,7 +112,8 @@ def test_offset_times_naive_times_dates_and_nan_are_accepted(ariadne: AriadneSer
     trace_id = good["trace_id"]
     stream = SseReader(ariadne.port, trace_id=trace_id).start()
     odd = [
-        {**good, "span_id": "a" * 16, "started_at": "2025-06-01T14:00:00+02:00", "ended_at": "2025-06-01T14:00:01+02:00"},
+        {**good, "span_id": "a" * 16,
+         "started_at": "2025-06-01T14:00:00+02:00", "ended_at": "2025-06-01T14:00:01+02:00"},
         {**good, "span_id": "b" * 16, "started_at": "2025-06-01T12:00:00.5", "ended_at": "2025-06-01T12:00:00.75"},
         {**good, "span_id": "c" * 16, "started_at": "2025-06-01", "ended_at": "2025-06-01T00:00:02Z"},
         {**good, "span_id": "d" * 16,
