@@ -33,6 +33,7 @@ from .manager_parts import CompactionReport, Components, Status, build_component
 from .manager_spans import CALL_KIND, CALL_SPAN, MASK_KIND, session_metadata
 from .messages import Message
 from .policy import Action, Plan, Policy, decide
+from .telemetry import FanoutTelemetry
 from .usage import TokenUsage
 from .view import View
 
@@ -429,7 +430,9 @@ class ContextManager(CompactionMixin, AsyncMirror):
         """The agent is done: run the final check, wait for background work, archive the final view, flush.
 
         With the final view archived, the archive alone gives back the whole session (``archive restore``).
+        Telemetry gets what is left of its deadline (1 s by default) once this work is done.
         """
+        started = time.monotonic()
         with self._lock:
             self._apply_idle_result()
             self.check("before finish")
@@ -442,9 +445,12 @@ class ContextManager(CompactionMixin, AsyncMirror):
                 self._archive_transcript(self._view.normalized())
         self.tracer.finish_session()
         sink = self.tracer.telemetry
-        flush = getattr(sink, "flush", None)
-        if callable(flush):
-            flush()  # bounded (telemetry.processor.DEFAULT_FLUSH_TIMEOUT_S): a stalled exporter cannot hold us
+        if isinstance(sink, FanoutTelemetry):
+            sink.flush(since=started)  # bounded: a frozen exporter cannot hold the end of the session
+        else:
+            flush = getattr(sink, "flush", None)
+            if callable(flush):
+                flush()
 
     def close(self) -> None:
         """Release the stores and worker threads."""

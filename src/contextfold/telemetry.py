@@ -120,12 +120,14 @@ class FanoutTelemetry:
             if callable(hook):
                 hook(span)
 
-    def flush(self, timeout: float | None = None) -> bool:
+    def flush(self, timeout: float | None = None, *, since: float | None = None) -> bool:
         """Have every batching sink export what it holds, all at once; wait ``timeout`` seconds in all at most.
 
-        Returns whether every sink finished in time.
+        ``since`` (a ``time.monotonic()`` reading) starts the deadline earlier: the manager's ``finish()`` counts
+        its own work in it. Returns whether every sink finished in time.
         """
-        deadline = time.monotonic() + (self.flush_timeout_s if timeout is None else timeout)
+        start = time.monotonic() if since is None else since
+        deadline = start + (self.flush_timeout_s if timeout is None else timeout)
         waiting: list[tuple[Any, threading.Event]] = []
         ok = True
         for sink in self.sinks:

@@ -355,6 +355,7 @@ def test_finish_and_close_keep_their_deadline_with_a_frozen_server() -> None:
         assert processor.stalled  # the flush in finish() gave up at its deadline
         assert processor.join(PATIENCE_S)
     # the one bound the issue demands: the end of a session cannot be held by a frozen viewer
+    print(f"finish() + close() with a frozen server: {elapsed:.3f} s")
     assert elapsed <= 1.2, f"finish() + close() took {elapsed:.2f} s"
     # exact accounting: every emitted event is in exactly one outcome, none of them "sent"
     p, x = processor.stats(), processor.exporter.stats()
