@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -40,6 +40,8 @@ from .view import View
 __all__ = ["CompactionReport", "ContextManager", "Status"]
 
 _log = logging.getLogger(__name__)
+# The circuit breaker's clock (a module name, so tests can move time without sleeping).
+_monotonic = time.monotonic
 
 # Masking to get under the soft threshold aims at 80% of it, so that the next turns do not mask again at once.
 MASK_HEADROOM = 0.8
@@ -78,6 +80,9 @@ class ContextManager(CompactionMixin, AsyncMirror):
         message_id_prefix: Prefix of the ids given to added messages (``meta["id"]``); a random per-manager
             nonce by default, so that two managers of one session never reuse an id in the archive.
         agent: The agent's name in the session trace (trace viewers group sessions by it).
+        before_compaction: Called as ``hook(leaving, summary)`` right before a compaction replaces messages
+            (``leaving``: the messages leaving the view; ``summary``: the SummaryResult or None), e.g. to save facts
+            to a memory store first. Its errors become ``compact.warning`` events.
         tool_output: Write-time truncation: a :class:`~contextfold.cache.CacheConfig` or a mapping of its fields
             (``max_message_tokens``, ``unit``, ``serialization_buffer``, ``max_message_lines``, ``header``, …).
     """
@@ -100,6 +105,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
         message_id_prefix: str | None = None,
         agent: str | None = None,
         tool_output: Any = None,
+        before_compaction: Callable[[list[Message], Any], None] | None = None,
     ) -> None:
         parts: Components = build_components(
             model=model, max_context_tokens=max_context_tokens, policy=policy, summarizer=summarizer, store=store,
@@ -132,7 +138,8 @@ class ContextManager(CompactionMixin, AsyncMirror):
         self._maskings = 0
         self._archived = 0
         self._failed_compactions = 0
-        self.paused = False  # circuit breaker: automatic compaction stops after repeated failures
+        self.before_compaction = before_compaction
+        self._paused_at: float | None = None  # circuit breaker: see the paused property
         self._grounding: tuple[int, int, int] | None = None  # (view version, messages sent, reported - counted)
         self._idle: tuple[int, int, Future[CompactionResult]] | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -317,11 +324,39 @@ class ContextManager(CompactionMixin, AsyncMirror):
         # A view over hard is never handed to the model while a compaction could still help, stalled or not.
         if total <= self.budgets.hard and self._stall_holds(total, count, rank):
             return
+        if plan.action in (Action.HARD, Action.EMERGENCY):
+            self._warn_emergency(plan)
         self._compact(str(plan.action), instructions=None, started=started, automatic=True)
         after, _, total, _, count = self._plan()
         # Still over the trigger that fired (or a higher one): compacting again before the view grows would loop.
         stuck = _COMPACTION_RANK.get(after.action, 0) >= rank
         self._note_stall(after if stuck else None, total, count, rank)
+
+    @property
+    def paused(self) -> bool:
+        """The circuit breaker: automatic compaction stops after repeated failures.
+
+        It half-opens after ``policy.circuit_cooldown_s``: the next compaction is tried, a success closes it, one more
+        failure opens it again for another cool-down.
+        """
+        if self._paused_at is None:
+            return False
+        if _monotonic() - self._paused_at < self.policy.circuit_cooldown_s:
+            return True
+        if self._failed_compactions == 0:
+            self._paused_at = None  # the half-open attempt succeeded: closed
+        return False
+
+    @paused.setter
+    def paused(self, value: bool) -> None:
+        self._paused_at = _monotonic() if value else None
+
+    def _warn_emergency(self, plan: Plan) -> None:
+        """Full compaction at the start of a turn is the emergency path of 002 §Phase 2: log it and report it."""
+        message = (f"{plan.action} compaction before the model call: {plan.reason} (idle compaction did not keep the "
+                   "view under the threshold)")
+        _log.warning(message)
+        self.tracer.emit(CompactWarning(session_id=self.session_id, message=message, code="emergency"))
 
     def _effective_policy(self) -> Policy:
         if self.paused and self.policy.auto:
@@ -370,7 +405,8 @@ class ContextManager(CompactionMixin, AsyncMirror):
         with self._lock:
             plan, _, total, _, _ = self._plan()
             started = None
-            if self.background and plan.action in (Action.SOFT, Action.HARD, Action.EMERGENCY):
+            idle = total >= self.policy.sleep_threshold(self.budgets.window)
+            if self.background and (idle or plan.action in (Action.SOFT, Action.HARD, Action.EMERGENCY)):
                 started = self.compact_in_background()
             # A check that starts nothing is only "not yet" (or "the next prepare() will"): counted, not sent.
             self.tracer.emit(TriggerDecision(session_id=self.session_id, triggered=plan.action is not Action.NONE,

@@ -50,6 +50,7 @@ class CompactionMixin:
     tracer: Tracer
     session_id: str
     paused: bool
+    before_compaction: Callable[[list[Message], Any], None] | None
     _view: View
     _lock: threading.RLock
     _clock: Callable[[], datetime] | None
@@ -134,6 +135,7 @@ class CompactionMixin:
         return hard if plan.warnings else target
 
     def _apply(self, view: list[Message], result: CompactionResult, started: float) -> CompactionReport:
+        self._run_before_compaction(result)
         number = self._archive_transcript(view)
         self._view.replace(result.messages)
         self._compactions += 1
@@ -158,6 +160,21 @@ class CompactionMixin:
         duration = (time.perf_counter() - started) * 1000
         return CompactionReport(stats.tokens_before, stats.tokens_after, stats.messages_before, stats.messages_after,
                                 stats.compacted_count, duration, result.summary)
+
+    def _run_before_compaction(self, result: CompactionResult) -> None:
+        """The application's pre-compaction hook (002: consolidate facts before messages leave the view).
+
+        It sees the messages about to leave and the summary replacing them; a failing hook is reported, never
+        allowed to stop the compaction (the archive keeps everything anyway).
+        """
+        hook = self.before_compaction
+        if hook is None or not result.removed:
+            return
+        try:
+            hook(list(result.removed), result.summary)
+        except Exception as exc:  # the application's code: report it and go on
+            self.tracer.emit(CompactWarning(session_id=self.session_id, code="hook_failed",
+                                            message=f"before_compaction hook failed: {type(exc).__name__}: {exc}"))
 
     def _compaction_failed(self, exc: Exception) -> None:
         self._failed_compactions += 1
@@ -240,14 +257,16 @@ class CompactionMixin:
 
     # -- idle-time compaction -------------------------------------------------------------------------------------
     def compact_in_background(self) -> Future[CompactionResult] | None:
-        """Start a soft compaction on a worker thread when the view is over the soft threshold.
+        """Start a soft compaction on a worker thread when the view is over the sleep threshold (50% of the window).
 
         The result is applied by the next ``prepare()`` only if the view has not been rewritten meanwhile (new
         messages appended at the end are fine: they are kept after the compacted part); otherwise it is dropped
         and the policy plans again. Returns the future, or None when there is nothing to do.
         """
         with self._lock:
-            if self._idle is not None or not self.policy.auto or self.paused or self.tokens() < self.budgets.soft:
+            # Idle ("sleep") compaction has its own threshold (policy.sleep_pct, 002 §Phase 1).
+            sleep = self.policy.sleep_threshold(self.budgets.window)
+            if self._idle is not None or not self.policy.auto or self.paused or self.tokens() < sleep:
                 return None
             snapshot = self._view.normalized()
             version = self._view.version
