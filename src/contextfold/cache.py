@@ -199,6 +199,9 @@ class ToolOutputCache:
         # Refs are immutable (content-addressed), so their sizes and line counts can be remembered freely.
         self._refs: dict[str, ToolOutputRef] = {}
         self._lock = threading.Lock()
+        # Whether the agent has the retrieval tools: the notes of cut outputs name them only then (an adapter that
+        # does not give the agent the tools turns this off, so the model is never told to call a missing tool).
+        self.names_retrieval_tools = True
 
     # -- storing ----------------------------------------------------------------------------------------------
     def put(self, text: str | bytes) -> ToolOutputRef:
@@ -278,6 +281,7 @@ class ToolOutputCache:
             max_lines=self.config.max_message_lines,
             marker_unit="chars" if self.config.unit == "bytes" else "tokens",
             header=self.config.header,
+            name_tools=self.names_retrieval_tools,
         )
 
     def process(self, message: Message) -> Message:

@@ -43,12 +43,15 @@ def render_view(
     max_lines: int | None = None,
     marker_unit: str = "tokens",
     header: bool = False,
+    name_tools: bool = True,
 ) -> str:
     r"""Cut lines longer than ``max_line_length``, keep head and tail within both caps, and add the reading note.
 
     Line numbers in the markers are those the retrieval tools use (1-based, split on ``\n``). ``max_lines`` caps
     the lines kept; the omission marker also says ``…N tokens truncated…`` (``marker_unit="chars"``: ``…N chars
-    truncated…``), and ``header`` puts ``Total output lines: X`` first (000 §Decision 3).
+    truncated…``), and ``header`` puts ``Total output lines: X`` first (000 §Decision 3). With ``name_tools`` False
+    (the agent was not given the retrieval tools) the notes say what was cut and how much, without telling the
+    model to call a tool it does not have.
     """
     lines = _CutLines(_split_lines(text), max_line_length)
     lines.max_lines = max_lines
@@ -57,7 +60,7 @@ def render_view(
     view = ""
     for _ in range(VIEW_MAX_SHRINKS):
         head, tail = _head_tail(lines, byte_budget, token_budget, counter)
-        view = _assemble(lines, head, tail, ref, _omitted(lines, head, tail, marker_unit, counter))
+        view = _assemble(lines, head, tail, ref, _omitted(lines, head, tail, marker_unit, counter), name_tools)
         if header:
             view = f"Total output lines: {len(lines)}\n{view}"
         if len(view.encode("utf-8", "surrogatepass")) <= max_bytes and counter.count(view) <= max_tokens:
@@ -152,7 +155,8 @@ def _omitted(lines: _CutLines, head: int, tail: int, unit: str, counter: TokenCo
     return f"…{counter.count(chr(10).join(lines.raw[i] for i in gone)):,} tokens truncated…"
 
 
-def _assemble(lines: _CutLines, head: int, tail: int, ref: ToolOutputRef, count_note: str = "") -> str:
+def _assemble(lines: _CutLines, head: int, tail: int, ref: ToolOutputRef, count_note: str = "",
+              name_tools: bool = True) -> str:
     n = len(lines)
     parts = [lines.line(i) for i in range(head)]
     if head + tail < n:
@@ -161,8 +165,13 @@ def _assemble(lines: _CutLines, head: int, tail: int, ref: ToolOutputRef, count_
         parts.append(
             f"[... lines {first}-{last} of {n} omitted; read them with "
             f'tool_output_cache(ref_id="{ref.id}", offset={first}){" " + count_note if count_note else ""} ...]'
+            if name_tools else f"[... lines {first}-{last} of {n} omitted; {count_note or 'not shown'} ...]"
         )
     parts.extend(lines.line(i) for i in range(n - tail, n))
+    if not name_tools:
+        parts.append(f"[tool output cut to fit the context: {ref.line_count:,} lines, {ref.byte_size:,} bytes in "
+                     f"full (ref={ref.id}); only the lines shown here are available.]")
+        return "\n".join(parts)
     parts.append(
         f"[tool output cached as ref={ref.id}: {ref.line_count:,} lines, {ref.byte_size:,} bytes in full. "
         f'Read any part with tool_output_cache(ref_id="{ref.id}", offset=<line>, limit=<lines>); '

@@ -34,6 +34,7 @@ from .manager_spans import CALL_KIND, CALL_SPAN, MASK_KIND, session_metadata
 from .messages import Message
 from .policy import Action, Plan, Policy, decide
 from .telemetry import FanoutTelemetry
+from .reconcile import FrameworkHistory
 from .usage import TokenUsage
 from .view import View
 
@@ -147,6 +148,8 @@ class ContextManager(CompactionMixin, AsyncMirror):
         self._floor: int | None = None  # tokens of the view right after the last compaction
         self._stalled: tuple[int, int, int] | None = None  # (tokens, messages, rank): a compaction that did not help
         self.usage_total = TokenUsage()
+        # What framework adapters have fed this manager (reconcile.py): adapters themselves keep no such state.
+        self.framework_history = FrameworkHistory()
         self._policy_summary = {"trigger_pct": self.policy.trigger_pct, "soft_pct": self.policy.soft_pct,
                                 "hard": self.budgets.hard, "soft": self.budgets.soft, "auto": self.policy.auto}
         self._calls = 0

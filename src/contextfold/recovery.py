@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CIRCUIT_BREAKER_FAILURES",
     "DEFAULT_MAX_RETRIES",
+    "OverflowRecovery",
     "STALL_SHRINK_RATIO",
     "OverflowInfo",
     "acall_with_recovery",
@@ -87,7 +88,7 @@ def call_with_recovery(
             without ``allow_on_overflow``); the provider's error is the cause.
         Exception: any error that is not a context-length error, unchanged.
     """
-    recovery = _Recovery(cm, max_retries, reply_tokens)
+    recovery = OverflowRecovery(cm, max_retries, reply_tokens)
     view = cm.prepare(format)
     while True:
         try:
@@ -109,7 +110,7 @@ async def acall_with_recovery(
     reply_tokens: int = 0,
 ) -> T:
     """Async :func:`call_with_recovery`: ``call`` is a coroutine function; compaction runs on a worker thread."""
-    recovery = _Recovery(cm, max_retries, reply_tokens)
+    recovery = OverflowRecovery(cm, max_retries, reply_tokens)
     view = await cm.aprepare(format)
     while True:
         try:
@@ -122,8 +123,13 @@ async def acall_with_recovery(
         view = await cm.aprepare(format)
 
 
-class _Recovery:
-    """The state of one recovering call: how many overflows it has seen."""
+class OverflowRecovery:
+    """The state of one recovering call: how many overflows it has seen.
+
+    Framework adapters use it where the framework owns the call: :meth:`shrink` after each overflow (it raises
+    RecoveryFailed when the stall guard, the retry limit or a paused manager says not to retry), then send the
+    manager's view again.
+    """
 
     def __init__(self, cm: ContextManager, max_retries: int, reply_tokens: int) -> None:
         for name, value in (("max_retries", max_retries), ("reply_tokens", reply_tokens)):

@@ -11,12 +11,34 @@ import pytest
 
 pytest.importorskip("agents")
 
-from _fw_support import FINAL_ANSWER, TURNS, WINDOW, assert_scenario_held, log_page, make_manager, scripted_replies
-from agents import Agent, RunConfig, Runner, SQLiteSession, function_tool, set_tracing_disabled
+from _fw_support import (
+    FINAL_ANSWER,
+    TURNS,
+    WINDOW,
+    assert_scenario_held,
+    big_output,
+    expected_requests,
+    log_page,
+    make_manager,
+    retrieval_handler,
+    run_script,
+    scripted_replies,
+    shape,
+    target_row,
+)
+from agents import Agent, RunConfig, RunHooks, Runner, SQLiteSession, function_tool, set_tracing_disabled
 from agents.models.openai_responses import OpenAIResponsesModel
 from openai import AsyncOpenAI
 
-from contextfold.integrations.openai_agents import ContextfoldInputFilter, ContextfoldSession, UsageHooks
+from contextfold import ContextManager
+from contextfold.events import RecordingTelemetry
+from contextfold.integrations.openai_agents import (
+    ContextfoldInputFilter,
+    ContextfoldSession,
+    UsageHooks,
+    contextfold_run,
+    retrieval_tools,
+)
 from contextfold.testing import Reply, ScriptedLLMServer, ScriptedToolCall
 
 set_tracing_disabled(True)
@@ -34,10 +56,27 @@ def server() -> Iterator[ScriptedLLMServer]:
         yield s
 
 
+INSTRUCTIONS = "Read the build log page by page, then say what failed."
+
+
+@function_tool
+def read_big() -> str:
+    """Read the whole report."""
+    return big_output()
+
+
+def responses_model(server: ScriptedLLMServer) -> OpenAIResponsesModel:
+    return OpenAIResponsesModel("gpt-4o", AsyncOpenAI(base_url=server.base_url, api_key="test", max_retries=0))
+
+
 def make_agent(server: ScriptedLLMServer) -> Agent[None]:
-    client = AsyncOpenAI(base_url=server.base_url, api_key="test", max_retries=0)
-    return Agent(name="builder", instructions="Read the build log page by page, then say what failed.",
-                 tools=[read_log], model=OpenAIResponsesModel("gpt-4o", client))
+    return Agent(name="builder", instructions=INSTRUCTIONS, tools=[read_log], model=responses_model(server))
+
+
+def roomy_manager(session_id: str, **options: object) -> ContextManager:
+    """A window nothing in the multi-run tests comes close to: the view is the whole history."""
+    return ContextManager(model="gpt-4o", store="memory", archive="memory", session_id=session_id,
+                          **options)  # type: ignore[arg-type]
 
 
 def test_fifty_tool_turns_finish_inside_the_window(server: ScriptedLLMServer) -> None:
@@ -49,7 +88,7 @@ def test_fifty_tool_turns_finish_inside_the_window(server: ScriptedLLMServer) ->
                                     hooks=UsageHooks(cm)))
     assert result.final_output == FINAL_ANSWER
     assert_scenario_held(server, cm)
-    assert input_filter.calls == TURNS + 1 and input_filter.rebuilds == 0
+    assert input_filter.rebuilds == 0
     # The SDK's own history is untouched: every page is still in it, whole.
     history = result.to_input_list()
     assert sum(1 for item in history if item.get("type") == "function_call_output") == TURNS
@@ -140,5 +179,147 @@ def test_session_pop_and_clear() -> None:
         await session.clear_session()
         assert await session.get_items() == []
         assert await session.pop_item() is None
+
+    asyncio.run(exercise())
+
+
+def test_three_runs_with_a_new_kit_each_time_send_each_item_once(server: ScriptedLLMServer) -> None:
+    cm = roomy_manager("agents-reuse")
+    agent = Agent(name="builder", instructions=INSTRUCTIONS, tools=[read_log])
+
+    async def converse() -> None:
+        model = responses_model(server)
+        history: list = []  # type: ignore[type-arg]
+        for run in range(3):
+            server.push(*run_script(run))
+            kit = contextfold_run(cm, model=model)  # built inline, as the SDK's docs build their filters
+            result = await Runner.run(agent, [*history, {"role": "user", "content": f"question {run}"}],
+                                      run_config=kit.run_config, hooks=kit.hooks)
+            assert result.final_output == f"answer {run}"
+            history = result.to_input_list()
+
+    asyncio.run(converse())
+    assert [shape(r) for r in server.requests] == expected_requests(3, [])
+    assert not server.invalid_requests and cm.framework_history.rebuilds == 0
+    # The manager holds the pinned instructions and each item once.
+    assert [m.role for m in cm.messages()].count("system") == 1
+    assert sum(1 for m in cm.messages() if m.text == "question 0") == 1
+
+
+def test_three_runs_with_a_new_session_object_each_time(server: ScriptedLLMServer, tmp_path: Path) -> None:
+    cm = roomy_manager("agents-session-reuse")
+    agent = make_agent(server)
+
+    async def converse() -> None:
+        for run in range(3):
+            server.push(*run_script(run))
+            kit = contextfold_run(cm)
+            session = ContextfoldSession(cm, SQLiteSession("reuse", tmp_path / "s.db"))
+            result = await Runner.run(agent, f"question {run}", session=session, run_config=kit.run_config,
+                                      hooks=kit.hooks)
+            assert result.final_output == f"answer {run}"
+
+    asyncio.run(converse())
+    assert [shape(r) for r in server.requests] == expected_requests(3, [])
+    assert not server.invalid_requests and cm.framework_history.rebuilds == 0
+    stored = asyncio.run(SQLiteSession("reuse", tmp_path / "s.db").get_items())
+    assert stored.count({"role": "user", "content": "question 0"}) == 1
+
+
+def test_retrieval_round_trip() -> None:
+    with ScriptedLLMServer(validator="formats") as server:
+        retrieval_round_trip(server)
+
+
+def retrieval_round_trip(server: ScriptedLLMServer) -> None:
+    cm = roomy_manager("agents-retrieval")
+    kit = contextfold_run(cm, model=responses_model(server))
+    assert [t.name for t in kit.tools] == ["tool_output_cache", "tool_output_cache_grep", "history_search"]
+    server.push(Reply.calling(ScriptedToolCall("read_big", {}, id="call_big")))
+    server.handler = retrieval_handler
+    agent = Agent(name="reader", instructions="Answer from the report.", tools=[read_big, *kit.tools])
+    result = asyncio.run(Runner.run(agent, "What is the checksum of row 1234?", run_config=kit.run_config,
+                                    hooks=kit.hooks))
+    assert result.final_output == f"found: {target_row()}"
+    assert len(server.requests) == 3 and not server.invalid_requests
+    cut = next(i for i in server.requests[1].items if i.get("call_id") == "call_big" and "output" in i)
+    assert len(big_output()) > 100_000 > len(cut["output"]) * 1.5 and 'tool_output_cache(ref_id="tout_' in cut["output"]
+    read = next(i for i in server.requests[2].items if i.get("call_id") == "call_read" and "output" in i)
+    assert target_row() in read["output"]
+
+
+def test_a_cut_note_names_no_tool_the_agent_lacks() -> None:
+    from agents.run_config import CallModelData, ModelInputData
+
+    cm = roomy_manager("agents-no-tools")
+    items = [{"role": "user", "content": "go"},
+             {"type": "function_call", "call_id": "c1", "name": "read_big", "arguments": "{}"},
+             {"type": "function_call_output", "call_id": "c1", "output": big_output()}]
+    agent = Agent(name="plain", tools=[read_big])
+    data = CallModelData(model_data=ModelInputData(input=items, instructions=None), agent=agent, context=None)
+    out = ContextfoldInputFilter(cm).filter(data)
+    note = out.input[-1]["output"]
+    assert "tool_output_cache" not in note and "bytes in full" in note and "omitted" in note
+    with_tools = Agent(name="reader", tools=[read_big, *retrieval_tools(cm)])
+    cm2 = roomy_manager("agents-tools")
+    data2 = CallModelData(model_data=ModelInputData(input=items, instructions=None), agent=with_tools, context=None)
+    assert "tool_output_cache(ref_id=" in ContextfoldInputFilter(cm2).filter(data2).input[-1]["output"]
+
+
+def test_overflow_is_recovered_within_the_run() -> None:
+    # The server's window is smaller than the manager believes: only the provider's error tells.
+    with ScriptedLLMServer(context_window=2_500, validator="formats") as small:
+        telemetry = RecordingTelemetry()
+        cm = ContextManager(model="gpt-4o", max_context_tokens=20_000, store="memory", archive="memory",
+                            session_id="agents-overflow", telemetry=telemetry)
+        small.push(*(Reply.calling(ScriptedToolCall("read_log", {"page": p}, id=f"call_{p}")) for p in range(4)),
+                   "done")
+        kit = contextfold_run(cm, model=responses_model(small))
+        agent = Agent(name="builder", instructions=INSTRUCTIONS, tools=[read_log])
+        result = asyncio.run(Runner.run(agent, "read four pages", run_config=kit.run_config, hooks=kit.hooks))
+        assert result.final_output == "done"
+        statuses = [r.status for r in small.requests]
+        assert 400 in statuses and statuses[-1] == 200
+        names = [e.NAME for e in telemetry.events]
+        assert "recovery.overflow" in names and "recovery.retry" in names and "recovery.gave_up" not in names
+        assert not small.invalid_requests
+
+
+def test_user_hooks_compose_with_the_kit(server: ScriptedLLMServer) -> None:
+    seen: list[str] = []
+
+    class MyHooks(RunHooks[None]):
+        async def on_llm_end(self, context, agent, response) -> None:  # type: ignore[no-untyped-def,override]
+            seen.append("llm_end")
+
+        async def on_tool_end(self, context, agent, tool, result) -> None:  # type: ignore[no-untyped-def,override]
+            seen.append(f"tool_end {tool.name}")
+
+    cm = roomy_manager("agents-hooks")
+    server.push(*run_script(0))
+    kit = contextfold_run(cm, hooks=MyHooks())
+    result = asyncio.run(Runner.run(make_agent(server), "question 0", run_config=kit.run_config, hooks=kit.hooks))
+    assert result.final_output == "answer 0"
+    assert seen == ["llm_end", "tool_end read_log", "llm_end"]
+    assert cm.usage_total.input > 0
+
+
+def test_session_is_compaction_aware(tmp_path: Path) -> None:
+    from agents.memory.session import is_openai_responses_compaction_aware_session
+
+    cm = make_manager("agents-compaction")
+    session = ContextfoldSession(cm, SQLiteSession("c", tmp_path / "c.db"))
+    assert is_openai_responses_compaction_aware_session(session)
+    items = [{"role": "user", "content": "read"}]
+    for p in range(12):
+        items += [{"type": "function_call", "call_id": f"c{p}", "name": "read_log", "arguments": "{}"},
+                  {"type": "function_call_output", "call_id": f"c{p}", "output": log_page(p)}]
+
+    async def exercise() -> None:
+        await session.add_items(items)
+        before = cm.compactions
+        await session.run_compaction({"force": True})
+        assert cm.compactions == before + 1
+        assert await SQLiteSession("c", tmp_path / "c.db").get_items() == await session.get_items()
 
     asyncio.run(exercise())

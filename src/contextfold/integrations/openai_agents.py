@@ -1,33 +1,45 @@
-"""OpenAI Agents SDK integration: a ``call_model_input_filter`` and a compacting ``Session``.
+"""OpenAI Agents SDK integration: one call gives the ``RunConfig`` pieces, the hooks and the retrieval tools.
 
-The filter runs right before every model call of ``Runner.run``: it feeds the manager the items it has not seen
-yet and sends the manager's view instead of the whole history, so a long tool loop stays inside the window::
+::
 
     cm = ContextManager(model="gpt-4o", store="memory")
-    result = await Runner.run(agent, "fix the build", max_turns=100,
-                              run_config=RunConfig(call_model_input_filter=ContextfoldInputFilter(cm)))
+    kit = contextfold_run(cm, hooks=my_hooks)                 # my_hooks: optional, yours keep working
+    agent = Agent(name="builder", tools=[*my_tools, *kit.tools], ...)
+    result = await Runner.run(agent, "fix the build", run_config=kit.run_config, hooks=kit.hooks)
 
-The SDK keeps its own full history (``result.to_input_list()``); the filter never changes it. To keep the compacted
-history between runs, use :class:`ContextfoldSession`, which persists the manager's view in any SDK ``Session``
-(``SQLiteSession``, Redis, …). Needs ``contextfold[openai-agents]``.
+``kit.run_config`` carries the input filter (the manager's view goes to the model instead of the whole history)
+and a model provider whose models recover from a context-length error within the run (compact, retry, at most 3
+times, stall guard, circuit breaker). ``kit.hooks`` grounds the manager in the usage each call reports and calls
+your hooks too. ``kit.tools`` are ``tool_output_cache``, ``tool_output_cache_grep`` and ``history_search``.
+
+The SDK keeps its own full history (``result.to_input_list()``); the filter never changes it. What the manager
+has already seen of it lives with the manager, so a filter built anew for every run never adds an item twice. To
+keep the compacted history between runs, use :class:`ContextfoldSession`. Needs ``contextfold[openai-agents]``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-import threading
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import MissingExtra
 from ..formats import openai_responses
 from ..normalize import remove_messages
-from ._mirror import HistoryMirror
+from ..overflow import parse_overflow
+from ..reconcile import content_key, pin_head, rebase, reconcile, unpinned
+from ..recovery import DEFAULT_MAX_RETRIES, OverflowRecovery
+from ._degrade import prepare_messages
+from ._retrieval import TOOL_NAMES, answer, offer, tool_specs
 
 try:
     from agents.lifecycle import RunHooks
-    from agents.run_config import CallModelData, ModelInputData
+    from agents.models.interface import Model, ModelProvider
+    from agents.models.multi_provider import MultiProvider
+    from agents.run_config import CallModelData, ModelInputData, RunConfig
+    from agents.tool import FunctionTool
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingExtra("the OpenAI Agents SDK integration", "openai-agents", module="agents") from exc
 
@@ -37,9 +49,14 @@ if TYPE_CHECKING:
     from ..manager import ContextManager
     from ..messages import Message
 
-__all__ = ["ContextfoldInputFilter", "ContextfoldSession", "UsageHooks"]
+__all__ = ["ContextfoldHooks", "ContextfoldInputFilter", "ContextfoldKit", "ContextfoldSession", "RecoveringModel",
+           "RecoveringModelProvider", "UsageHooks", "contextfold_run", "retrieval_tools"]
 
 FORMAT = openai_responses.NAME
+# The SDK history's name in the manager's record: the input filter and the Session report the same history.
+SOURCE = "openai_agents"
+# meta["id"] of the agent's instructions, pinned at the head of the view.
+INSTRUCTIONS_ID = "openai_agents:instructions"
 
 
 def _plain(item: Any) -> dict[str, Any]:
@@ -57,152 +74,351 @@ def _decode(items: Sequence[Mapping[str, Any]]) -> list[Message]:
     return openai_responses.decode(items)
 
 
-def _instructions_item(instructions: str) -> dict[str, Any]:
-    return {"role": "system", "content": instructions}
+def _key(item: Mapping[str, Any]) -> str:
+    return content_key(item)
+
+
+def _items(cm: ContextManager, view: Sequence[Message]) -> list[dict[str, Any]]:
+    """The view as the SDK's input items, without the pinned instructions (they travel in their own field)."""
+    return openai_responses.encode(unpinned(cm, view))
+
+
+def _sent_view(cm: ContextManager, *, strict: bool) -> list[dict[str, Any]]:
+    return copy.deepcopy(_items(cm, prepare_messages(cm, strict=strict, where="openai_agents")))
 
 
 class ContextfoldInputFilter:
     """A ``RunConfig.call_model_input_filter`` that sends the manager's view of the history to the model.
 
-    The items it receives are a shallow copy of the SDK's stored history: it never changes them, and returns a new
-    :class:`ModelInputData` with new items. Only the items added since the previous call reach the manager; a
-    history that does not extend the previous one (a new run with other input) rebuilds the view from it.
+    It never changes the items it receives and returns new ones. It keeps no state of its own: build one per run
+    or share one, the manager's record decides what is new.
 
     Args:
         manager: The manager of this agent's conversation.
-        count_instructions: Count the agent's instructions against the window (they travel as a system item
-            inside the manager and go back to their own field before the call).
+        count_instructions: Count the agent's instructions against the window (pinned in the manager as a system
+            message; they go back to their own field before the call).
+        strict: Raise when preparing the view fails instead of sending the smallest valid view.
     """
 
-    def __init__(self, manager: ContextManager, *, count_instructions: bool = True) -> None:
+    def __init__(self, manager: ContextManager, *, count_instructions: bool = True, strict: bool = False) -> None:
         self.manager = manager
         self.count_instructions = count_instructions
-        self._mirror: HistoryMirror[dict[str, Any]] = HistoryMirror(manager)
-        self._lock = threading.Lock()
-        self.calls = 0
+        self.strict = strict
 
     @property
     def rebuilds(self) -> int:
-        """How often the SDK's history did not extend the previous one and the view was rebuilt."""
-        return self._mirror.rebuilds
+        """How often a history did not extend the one the manager was fed and the view was rebuilt."""
+        return self.manager.framework_history.rebuilds
 
     def filter(self, data: CallModelData[Any]) -> ModelInputData:
-        """The synchronous filter: sync the manager, prepare (compacting when due), return the view."""
+        """The synchronous filter: feed the manager what is new, prepare (compacting when due), return the view."""
+        cm = self.manager
         instructions = data.model_data.instructions
-        head = [_instructions_item(instructions)] if self.count_instructions and instructions else []
-        items = [*head, *(_plain(item) for item in data.model_data.input)]
-        with self._lock:
-            self.calls += 1
-            self._mirror.sync(items, _decode)
-            view = self.manager.prepare(FORMAT)
-        # The view shares dicts with the manager's encoding cache; the SDK must get its own copies.
-        sent = copy.deepcopy(view)
-        if head and sent and sent[0] == head[0]:
-            sent = sent[1:]
-        return ModelInputData(input=sent, instructions=instructions)
+        agent_tools = {getattr(t, "name", None) for t in getattr(data.agent, "tools", None) or ()}
+        items = [_plain(item) for item in data.model_data.input]
+        with cm.framework_history.lock:
+            # A note on a cut output names the retrieval tools only when this agent has them.
+            offer(cm, set(TOOL_NAMES[:2]) <= agent_tools)
+            if self.count_instructions and instructions:
+                pin_head(cm, INSTRUCTIONS_ID, instructions)
+            reconcile(cm, SOURCE, items, key=_key, convert=_decode)
+            sent = _sent_view(cm, strict=self.strict)
+        return ModelInputData(input=cast("list[Any]", sent), instructions=instructions)
 
     async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
         """The filter as the SDK calls it; compaction (maybe an LLM summary) runs off the event loop."""
         return await asyncio.to_thread(self.filter, data)
 
 
-class UsageHooks(RunHooks[Any]):
-    """``RunHooks`` that ground the manager in the token counts the model reports after each call.
+def retrieval_tools(manager: ContextManager) -> list[FunctionTool]:
+    """``tool_output_cache``, ``tool_output_cache_grep`` and ``history_search`` as the SDK's ``FunctionTool``s."""
+    tools: list[FunctionTool] = []
+    for spec in tool_specs(manager):
+        async def invoke(_context: Any, arguments: str, _name: str = spec.name) -> str:
+            return await asyncio.to_thread(answer, manager, _name, arguments)
 
-    Pass ``hooks=UsageHooks(cm)`` to ``Runner.run`` next to the filter: the reported input tokens include the
-    instructions and tool schemas, so later decisions account for everything the request carried.
+        tools.append(FunctionTool(name=spec.name, description=spec.description, params_json_schema=spec.parameters,
+                                  on_invoke_tool=invoke, strict_json_schema=False))
+    return tools
+
+
+class RecoveringModel(Model):
+    """A ``Model`` that recovers from a context-length error within the run: shrink the view, send it again.
+
+    Same classifier, stall guard (at most ``max_retries`` retries, each meaningfully smaller) and circuit breaker
+    as the client wrappers. The retried input is the manager's view, so use it with the input filter (as
+    :func:`contextfold_run` does).
     """
 
-    def __init__(self, manager: ContextManager) -> None:
+    def __init__(self, inner: Model, manager: ContextManager, *, max_retries: int = DEFAULT_MAX_RETRIES,
+                 strict: bool = False) -> None:
+        self.inner = inner
         self.manager = manager
+        self.max_retries = max_retries
+        self.strict = strict
+
+    async def _shrink(self, recovery: OverflowRecovery, exc: Exception) -> list[Any] | None:
+        info = parse_overflow(exc)
+        if info is None:
+            return None
+        await asyncio.to_thread(recovery.shrink, info, exc)
+        sent = await asyncio.to_thread(_sent_view, self.manager, strict=self.strict)
+        return cast("list[Any]", sent)
+
+    async def get_response(self, system_instructions: str | None, input: str | list[Any], model_settings: Any,
+                           tools: list[Any], output_schema: Any, handoffs: list[Any], tracing: Any, *,
+                           previous_response_id: str | None, conversation_id: str | None,
+                           prompt: Any) -> Any:
+        """The inner model's response; a context-length error shrinks the view and retries."""
+        recovery = OverflowRecovery(self.manager, self.max_retries, 0)
+        while True:
+            try:
+                return await self.inner.get_response(
+                    system_instructions, input, model_settings, tools, output_schema, handoffs, tracing,
+                    previous_response_id=previous_response_id, conversation_id=conversation_id, prompt=prompt)
+            except Exception as exc:
+                retry = await self._shrink(recovery, exc)
+                if retry is None:
+                    raise
+                input = retry
+
+    async def stream_response(self, system_instructions: str | None, input: str | list[Any], model_settings: Any,
+                              tools: list[Any], output_schema: Any, handoffs: list[Any], tracing: Any, *,
+                              previous_response_id: str | None, conversation_id: str | None,
+                              prompt: Any) -> AsyncIterator[Any]:
+        """The inner model's stream; an overflow before the first event shrinks the view and retries."""
+        recovery = OverflowRecovery(self.manager, self.max_retries, 0)
+        while True:
+            started = False
+            try:
+                async for event in self.inner.stream_response(
+                        system_instructions, input, model_settings, tools, output_schema, handoffs, tracing,
+                        previous_response_id=previous_response_id, conversation_id=conversation_id, prompt=prompt):
+                    started = True
+                    yield event
+                return
+            except Exception as exc:
+                retry = None if started else await self._shrink(recovery, exc)
+                if retry is None:
+                    raise
+                input = retry
+
+    async def close(self) -> None:
+        """Close the inner model."""
+        await self.inner.close()
+
+
+class RecoveringModelProvider(ModelProvider):
+    """A ``ModelProvider`` whose models are :class:`RecoveringModel`s around those of ``inner``."""
+
+    def __init__(self, manager: ContextManager, inner: ModelProvider | None = None, *,
+                 max_retries: int = DEFAULT_MAX_RETRIES, strict: bool = False) -> None:
+        self.manager = manager
+        self.inner = inner or MultiProvider()
+        self.max_retries = max_retries
+        self.strict = strict
+
+    def get_model(self, model_name: str | None) -> Model:
+        """The inner provider's model, recovering."""
+        return RecoveringModel(self.inner.get_model(model_name), self.manager, max_retries=self.max_retries,
+                               strict=self.strict)
+
+    async def aclose(self) -> None:
+        """Close the inner provider."""
+        close = getattr(self.inner, "aclose", None)
+        if callable(close):
+            await close()
+
+
+class ContextfoldHooks(RunHooks[Any]):
+    """``RunHooks`` that ground the manager in the usage each model call reports, then call ``inner``'s hooks.
+
+    The SDK has one ``hooks=`` slot: this composes with the user's own hooks instead of taking it.
+    """
+
+    def __init__(self, manager: ContextManager, inner: RunHooks[Any] | None = None) -> None:
+        self.manager = manager
+        self.inner = inner
 
     async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
-        """Record the usage of the call that just returned."""
+        """Record the usage of the call that just returned, then call the inner hook."""
         usage = getattr(response, "usage", None)
         tokens = getattr(usage, "input_tokens", 0) if usage is not None else 0
         if tokens:
-            self.manager.record_usage({"input_tokens": tokens, "output_tokens": getattr(usage, "output_tokens", 0)})
+            await asyncio.to_thread(self.manager.record_usage,
+                                    {"input_tokens": tokens, "output_tokens": getattr(usage, "output_tokens", 0)})
+        if self.inner is not None:
+            await self.inner.on_llm_end(context, agent, response)
+
+    async def on_llm_start(self, *args: Any, **kwargs: Any) -> None:
+        if self.inner is not None:
+            await self.inner.on_llm_start(*args, **kwargs)
+
+    async def on_agent_start(self, *args: Any, **kwargs: Any) -> None:
+        if self.inner is not None:
+            await self.inner.on_agent_start(*args, **kwargs)
+
+    async def on_agent_end(self, *args: Any, **kwargs: Any) -> None:
+        if self.inner is not None:
+            await self.inner.on_agent_end(*args, **kwargs)
+
+    async def on_handoff(self, *args: Any, **kwargs: Any) -> None:
+        if self.inner is not None:
+            await self.inner.on_handoff(*args, **kwargs)
+
+    async def on_tool_start(self, *args: Any, **kwargs: Any) -> None:
+        if self.inner is not None:
+            await self.inner.on_tool_start(*args, **kwargs)
+
+    async def on_tool_end(self, *args: Any, **kwargs: Any) -> None:
+        if self.inner is not None:
+            await self.inner.on_tool_end(*args, **kwargs)
+
+
+# The name the README showed before ContextfoldHooks composed with the user's hooks.
+UsageHooks = ContextfoldHooks
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ContextfoldKit:
+    """What :func:`contextfold_run` gives: ``Runner.run(..., run_config=kit.run_config, hooks=kit.hooks)``."""
+
+    run_config: RunConfig
+    hooks: ContextfoldHooks
+    tools: list[FunctionTool]
+
+
+def contextfold_run(manager: ContextManager, *, hooks: RunHooks[Any] | None = None,
+                    run_config: RunConfig | None = None, model: Model | None = None, strict: bool = False,
+                    max_retries: int = DEFAULT_MAX_RETRIES) -> ContextfoldKit:
+    """The run configuration, hooks and retrieval tools that keep an SDK run inside its window.
+
+    Args:
+        manager: The conversation's manager.
+        hooks: Your own ``RunHooks``; they are called as before.
+        run_config: Your ``RunConfig``; the filter and a recovering model provider are set on a copy.
+        model: A ``Model`` object to run every agent with (recovering); models named by string are wrapped
+            through the provider. An agent's own ``Model`` object bypasses the provider: wrap it in
+            :class:`RecoveringModel` or pass it here.
+        strict: Raise when preparing the view fails instead of sending the smallest valid view.
+        max_retries: Overflow retries per model call.
+    """
+    base = run_config or RunConfig()
+    chosen = model if model is not None else base.model
+    if isinstance(chosen, Model) and not isinstance(chosen, RecoveringModel):
+        chosen = RecoveringModel(chosen, manager, max_retries=max_retries, strict=strict)
+    config = dataclasses.replace(
+        base, model=chosen,
+        call_model_input_filter=ContextfoldInputFilter(manager, strict=strict),
+        model_provider=RecoveringModelProvider(manager, base.model_provider, max_retries=max_retries, strict=strict))
+    return ContextfoldKit(run_config=config, hooks=ContextfoldHooks(manager, hooks), tools=retrieval_tools(manager))
 
 
 class ContextfoldSession:
     """An SDK ``Session`` whose history is the manager's view, persisted compacted in an inner session.
 
-    ``add_items`` feeds the manager (big tool outputs are truncated at once, the full text kept by ref) and
-    compacts when the policy says so; ``get_items`` returns the view. The inner session, when given, always holds
-    the view as the manager has it, so a process that reopens it resumes from the compacted history; the full
-    record stays in the manager's archive and tool output cache.
+    ``add_items`` feeds the manager what it has not seen (big tool outputs are truncated at once, the full text kept
+    by ref) and compacts when the policy says so; ``get_items`` returns the view. The inner session, when given,
+    always holds the view as the manager has it, so a process that reopens it resumes from the compacted history;
+    the full record stays in the manager's archive and tool output cache. ``run_compaction`` makes the runner
+    treat it as compaction-aware. It shares the manager's record with the input filter: used together, no item
+    is added twice.
 
     Args:
         manager: The manager of this conversation.
         inner: Where the compacted history is persisted (``SQLiteSession``, a Redis session, …); None keeps it in
             the manager only.
         session_id: Defaults to the inner session's id, else the manager's.
+        strict: Raise when preparing the view fails instead of returning the smallest valid view.
     """
 
     session_settings: Any = None
 
     def __init__(self, manager: ContextManager, inner: Session | None = None, *,
-                 session_id: str | None = None) -> None:
+                 session_id: str | None = None, strict: bool = False) -> None:
         self.manager = manager
         self.inner = inner
+        self.strict = strict
         self.session_id: str = session_id or (inner.session_id if inner is not None else manager.session_id)
         self.session_settings = getattr(inner, "session_settings", None)
-        self._persisted: list[dict[str, Any]] = []
-        self._loaded = inner is None
+        self._persisted: list[dict[str, Any]] | None = None  # what the inner session holds, read on first use
+        self._handed: list[dict[str, Any]] | None = None  # the SDK's history: the items handed out and added since
         self._lock = asyncio.Lock()
 
     async def _load(self) -> None:
-        """Resume from the inner session once, when the manager starts empty."""
-        if self._loaded or self.inner is None:
+        """Read the inner session once; a manager that has seen nothing of this history resumes from it."""
+        if self._persisted is not None:
             return
-        self._loaded = True
-        stored = [_plain(item) for item in await self.inner.get_items()]
-        if stored and not self.manager.messages():
-            await self.manager.aadd(stored, format=FORMAT)
+        stored = [_plain(item) for item in await self.inner.get_items()] if self.inner is not None else []
+        cm = self.manager
+        if stored and cm.framework_history.known(SOURCE) is None and not unpinned(cm, cm.messages()):
+            await cm.aadd(copy.deepcopy(stored), format=FORMAT)
+            rebase(cm, SOURCE, stored, _key)
         self._persisted = stored
 
     async def _persist(self, items: list[dict[str, Any]]) -> None:
         """Make the inner session hold ``items``: append when they extend what it holds, else rewrite it."""
         if self.inner is None or items == self._persisted:
             return
-        done = len(self._persisted)
-        if items[:done] == self._persisted:
-            await self.inner.add_items(cast("list[Any]", copy.deepcopy(items[done:])))
+        held = self._persisted or []
+        if items[:len(held)] == held:
+            await self.inner.add_items(cast("list[Any]", copy.deepcopy(items[len(held):])))
         else:
             await self.inner.clear_session()
             if items:
                 await self.inner.add_items(cast("list[Any]", copy.deepcopy(items)))
         self._persisted = copy.deepcopy(items)
 
-    def _stored_items(self) -> list[dict[str, Any]]:
-        return openai_responses.encode(self.manager.messages())
+    async def _view(self) -> list[dict[str, Any]]:
+        view = await asyncio.to_thread(prepare_messages, self.manager, strict=self.strict, where="openai_agents")
+        return _items(self.manager, view)
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The compacted history (the latest ``limit`` items when given)."""
         async with self._lock:
             await self._load()
-            view: list[dict[str, Any]] = await self.manager.aprepare(FORMAT)
-            await self._persist(view)
-            items = copy.deepcopy(view)
-        return items[-limit:] if limit else items
+            items = await self._view()
+            await self._persist(items)
+            if limit is None:
+                # The run starts from these items: they are the SDK's history now.
+                self._handed = copy.deepcopy(items)
+                rebase(self.manager, SOURCE, items, _key)
+            out = copy.deepcopy(items)
+        return out[-limit:] if limit else out
 
     async def add_items(self, items: list[Any]) -> None:
-        """Feed new items to the manager and persist the view, compacted when the policy says so."""
+        """Feed the manager the items it has not seen and persist the view, compacted when the policy says so."""
         async with self._lock:
             await self._load()
-            plain = [_plain(item) for item in items]
-            if plain:
-                await self.manager.aadd(plain, format=FORMAT)
-            await self._persist(await self.manager.aprepare(FORMAT))
+            cm = self.manager
+            base = self._handed if self._handed is not None else _items(cm, cm.messages())
+            history = [*base, *(_plain(item) for item in items)]
+            await asyncio.to_thread(reconcile, cm, SOURCE, history, key=_key, convert=_decode, shorter_ok=True)
+            self._handed = history
+            await self._persist(await self._view())
+
+    async def run_compaction(self, args: Mapping[str, Any] | None = None) -> None:
+        """Compact now (``force``) or as the policy says, and persist the view; the runner calls it after turns."""
+        async with self._lock:
+            await self._load()
+            cm = self.manager
+            if args and args.get("force"):
+                try:
+                    await asyncio.to_thread(cm.compact, force=True)
+                except Exception:
+                    if self.strict:
+                        raise
+            await self._persist(await self._view())
 
     async def pop_item(self) -> Any:
         """Remove and return the latest item; a tool result takes its call with it (no call is left unanswered)."""
         async with self._lock:
             await self._load()
+            cm = self.manager
             popped: list[dict[str, Any]] = []
 
             def drop_last(view: list[Message]) -> list[Message]:
-                if not view:
+                if not unpinned(cm, view):
                     return view
                 last = view[-1]
                 last_items = openai_responses.encode([last])
@@ -214,15 +430,20 @@ class ContextfoldSession:
                 rest = openai_responses.decode(last_items[:-1]) if len(last_items) > 1 else []
                 return [*view[:-1], *(m.with_meta(**dict(last.meta)) for m in rest)]
 
-            self.manager.rewrite_view(drop_last, reason="pop_item")
-            await self._persist(self._stored_items())
+            cm.rewrite_view(drop_last, reason="pop_item")
+            items = _items(cm, cm.messages())
+            self._handed = copy.deepcopy(items)
+            rebase(cm, SOURCE, items, _key)
+            await self._persist(items)
         return copy.deepcopy(popped[0]) if popped else None
 
     async def clear_session(self) -> None:
         """Forget the conversation (the manager archives the view first) and clear the inner session."""
         async with self._lock:
-            self._loaded = True
-            self.manager.rewrite_view(lambda _view: [], reason="clear_session")
+            cm = self.manager
+            cm.rewrite_view(lambda _view: [], reason="clear_session")
+            cm.framework_history.forget()
             if self.inner is not None:
                 await self.inner.clear_session()
             self._persisted = []
+            self._handed = []

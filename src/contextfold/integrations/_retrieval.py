@@ -1,0 +1,67 @@
+"""The retrieval tools every adapter gives the agent: ``tool_output_cache``, ``tool_output_cache_grep``,
+``history_search``, defined once (names, descriptions and schemas as the model sees them everywhere) and answered
+from the session's ContextManager.
+
+Whether the agent has them decides the wording of the notes on cut outputs (``cache.names_retrieval_tools``): a
+note names a tool only when the agent can call it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..history_search import HISTORY_SEARCH_TOOL, HistorySearchTool, history_search_schema
+from ..messages import ToolCall
+from ..retrieval import GREP_TOOL, READ_TOOL, retrieval_tool_schemas
+
+if TYPE_CHECKING:
+    from ..manager import ContextManager
+
+__all__ = ["TOOL_NAMES", "ToolSpec", "answer", "offer", "tool_specs"]
+
+TOOL_NAMES = (READ_TOOL, GREP_TOOL, HISTORY_SEARCH_TOOL)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """One retrieval tool: its name, description and JSON schema of the arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+def tool_specs(cm: ContextManager) -> list[ToolSpec]:
+    """The tools this manager can answer: the cache reads when it has a cache, history_search with an archive."""
+    schemas: list[dict[str, Any]] = []
+    if cm.cache is not None:
+        schemas.extend(dict(s) for s in retrieval_tool_schemas("openai_responses"))
+    if cm.archive is not None:
+        schemas.append(history_search_schema("openai_responses"))
+    return [ToolSpec(str(s["name"]), str(s["description"]), dict(s["parameters"])) for s in schemas]
+
+
+def offer(cm: ContextManager, offered: bool) -> None:
+    """Tell the manager whether the agent has the retrieval tools (the notes of cut outputs follow)."""
+    if cm.cache is not None:
+        cm.cache.names_retrieval_tools = offered
+
+
+def answer(cm: ContextManager, name: str, arguments: str | Mapping[str, Any] | None, call_id: str = "call") -> str:
+    """The result text of a retrieval tool call; a bad call gets a text saying what to fix, never an exception."""
+    raw = arguments if isinstance(arguments, str) else json.dumps(dict(arguments or {}))
+    call = ToolCall(call_id, name, raw or "{}")
+    if name == HISTORY_SEARCH_TOOL:
+        if cm.archive is None:
+            return "error: history_search is not available: this session keeps no archive"
+        cache = cm.cache
+        tool = HistorySearchTool(cm.archive, cm.session_id, resolve_ref=cache.get if cache is not None else None)
+        return tool.execute_tool_call(call).text
+    if name in (READ_TOOL, GREP_TOOL):
+        if cm.cache is None:
+            return f"error: {name} is not available: this session keeps no tool output cache"
+        return cm.cache.execute_tool_call(call).text
+    return f"error: unknown tool {name!r}; the retrieval tools are {', '.join(TOOL_NAMES)}"
