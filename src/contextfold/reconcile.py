@@ -76,7 +76,7 @@ class FrameworkHistory:
             value = self._slots.get(name)
             if value is None:
                 value = self._slots[name] = factory()
-            return value  # type: ignore[no-any-return]
+            return value
 
     def forget(self) -> None:
         """Forget every source (the manager's view was cleared)."""

@@ -32,9 +32,9 @@ if TYPE_CHECKING:
 __all__ = [
     "CIRCUIT_BREAKER_FAILURES",
     "DEFAULT_MAX_RETRIES",
-    "OverflowRecovery",
     "STALL_SHRINK_RATIO",
     "OverflowInfo",
+    "OverflowRecovery",
     "acall_with_recovery",
     "call_with_recovery",
     "counted_tokens",

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -12,17 +18,33 @@ from hypothesis import strategies as st
 pytest.importorskip("langchain")
 pytest.importorskip("langchain_openai")
 
-from _fw_support import FINAL_ANSWER, TURNS, WINDOW, assert_scenario_held, log_page, make_manager, scripted_replies
+from _fw_support import (
+    FINAL_ANSWER,
+    TURNS,
+    WINDOW,
+    assert_scenario_held,
+    big_output,
+    expected_requests,
+    log_page,
+    make_manager,
+    retrieval_handler,
+    run_script,
+    scripted_replies,
+    shape,
+    target_row,
+)
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
+from contextfold import ContextManager
 from contextfold.errors import ConfigError, InvalidHistory
+from contextfold.events import RecordingTelemetry
 from contextfold.integrations._langchain_convert import Origins, from_langchain, to_langchain
 from contextfold.integrations.langchain import ContextfoldMiddleware
-from contextfold.testing import ScriptedLLMServer
+from contextfold.testing import Reply, ScriptedLLMServer, ScriptedToolCall
 
 # Each tool turn passes through the middleware, model and tools nodes; leave room for all fifty.
 RECURSION_LIMIT = 10 * TURNS
@@ -137,8 +159,10 @@ def test_bad_input_names_the_index() -> None:
         from_langchain([HumanMessage("ok"), AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": ""}])])
     with pytest.raises(ConfigError, match="mode"):
         ContextfoldMiddleware(make_manager("x"), mode="sometimes")  # type: ignore[arg-type]
-    with pytest.raises(ConfigError):
-        ContextfoldMiddleware()
+    with pytest.raises(ConfigError, match="at most one"):
+        ContextfoldMiddleware(make_manager("x"), manager_factory=make_manager)
+    with pytest.raises(ConfigError, match="max_threads"):
+        ContextfoldMiddleware(max_threads=0)
 
 
 turns = st.lists(st.tuples(st.sampled_from(["text", "tools"]), st.text(max_size=20), st.integers(0, 3)),
@@ -173,3 +197,170 @@ def test_conversion_properties(spec: list[tuple[str, str, int]], mask: int) -> N
     assert back[i].id == history[i].id and back[i].content == "[changed]"
     assert getattr(back[i], "tool_call_id", None) == getattr(history[i], "tool_call_id", None)
     assert [m.id for m in back] == [m.id for m in history]
+
+
+@tool
+def read_big() -> str:
+    """Read the whole report."""
+    return big_output()
+
+
+def roomy_manager(session_id: str) -> ContextManager:
+    return ContextManager(model="gpt-4o", store="memory", archive="memory", session_id=session_id)
+
+
+def ask(agent, run: int, thread: str) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    return agent.invoke({"messages": [HumanMessage(f"question {run}")]},
+                        config={"recursion_limit": RECURSION_LIMIT, "configurable": {"thread_id": thread}})
+
+
+def test_three_runs_with_a_new_middleware_each_time(server: ScriptedLLMServer) -> None:
+    cm = roomy_manager("lc-reuse")
+    saver = InMemorySaver()
+    for run in range(3):
+        server.push(*run_script(run))
+        agent = create_agent(model(server), tools=[read_log], system_prompt=PROMPT,
+                             middleware=[ContextfoldMiddleware(cm)], checkpointer=saver)
+        assert ask(agent, run, "t1")["messages"][-1].content == f"answer {run}"
+    assert [shape(r) for r in server.requests] == expected_requests(3, [f"system {PROMPT[:40]}"])
+    assert not server.invalid_requests and cm.framework_history.rebuilds == 0
+    # The system prompt is pinned in the manager, once.
+    assert cm.status().pinned == 1 and cm.messages()[0].text == PROMPT
+
+
+def test_two_threads_share_one_middleware(server: ScriptedLLMServer) -> None:
+    middleware = ContextfoldMiddleware(manager_options={"store": "memory", "archive": "memory"})
+    agent = create_agent(model(server), tools=[read_log], system_prompt=PROMPT, middleware=[middleware],
+                         checkpointer=InMemorySaver())
+    for run in range(2):
+        for thread in ("A", "B"):
+            server.push(*run_script(run))
+            assert ask(agent, run, thread)["messages"][-1].content == f"answer {run}"
+    expected = expected_requests(2, [f"system {PROMPT[:40]}"])
+    # Each thread sees its own history only: A's run 0, B's run 0, A's run 1, B's run 1.
+    assert [shape(r) for r in server.requests] == [*expected[0:2], *expected[0:2], *expected[2:4], *expected[2:4]]
+    a, b = middleware.conversation_manager("A"), middleware.conversation_manager("B")
+    assert a is not b and a.framework_history.rebuilds == b.framework_history.rebuilds == 0
+    # No window given: it came from the chat model's profile.
+    assert a.budgets.window == model(server).profile["max_input_tokens"] == 128_000  # type: ignore[index]
+
+
+def test_threads_are_bounded(server: ScriptedLLMServer) -> None:
+    middleware = ContextfoldMiddleware(manager_options={"store": "memory", "archive": "memory"}, max_threads=2)
+    agent = create_agent(model(server), tools=[], system_prompt=PROMPT, middleware=[middleware],
+                         checkpointer=InMemorySaver())
+    for thread in ("A", "B", "C"):
+        server.push(f"hello {thread}")
+        agent.invoke({"messages": [HumanMessage("hi")]}, config={"configurable": {"thread_id": thread}})
+    assert list(middleware._managers) == ["B", "C"]
+    # A comes back: its manager is rebuilt from the thread's state, nothing duplicated.
+    server.push("again")
+    agent.invoke({"messages": [HumanMessage("hi again")]}, config={"configurable": {"thread_id": "A"}})
+    assert shape(server.requests[-1]) == [f"system {PROMPT[:40]}", "user hi", "assistant hello A", "user hi again"]
+
+
+def test_retrieval_round_trip() -> None:
+    with ScriptedLLMServer(validator="formats") as server:
+        server.push(Reply.calling(ScriptedToolCall("read_big", {}, id="call_big")))
+        server.handler = retrieval_handler
+        middleware = ContextfoldMiddleware(roomy_manager("lc-retrieval"))
+        assert [t.name for t in middleware.tools] == ["tool_output_cache", "tool_output_cache_grep", "history_search"]
+        agent = create_agent(model(server), tools=[read_big], system_prompt="Answer from the report.",
+                             middleware=[middleware])
+        state = agent.invoke({"messages": [HumanMessage("What is the checksum of row 1234?")]})
+        assert state["messages"][-1].content == f"found: {target_row()}"
+        assert len(server.requests) == 3 and not server.invalid_requests
+        cut = server.requests[1].items[-1]
+        assert 'tool_output_cache(ref_id="tout_' in cut["content"] and len(cut["content"]) * 1.5 < 100_000
+        assert server.requests[2].items[-1]["tool_call_id"] == "call_read"
+        assert target_row() in server.requests[2].items[-1]["content"]
+
+
+def test_overflow_is_recovered_within_the_run() -> None:
+    with ScriptedLLMServer(context_window=2_500, validator="formats") as small:
+        telemetry = RecordingTelemetry()
+        cm = ContextManager(model="gpt-4o", max_context_tokens=20_000, store="memory", archive="memory",
+                            session_id="lc-overflow", telemetry=telemetry)
+        small.push(*(Reply.calling(ScriptedToolCall("read_log", {"page": p}, id=f"call_{p}")) for p in range(4)),
+                   "done")
+        agent = create_agent(model(small), tools=[read_log], system_prompt=PROMPT,
+                             middleware=[ContextfoldMiddleware(cm)])
+        state = agent.invoke({"messages": [HumanMessage("read four pages")]})
+        assert state["messages"][-1].content == "done"
+        statuses = [r.status for r in small.requests]
+        assert 400 in statuses and statuses[-1] == 200 and not small.invalid_requests
+        names = [e.NAME for e in telemetry.events]
+        assert "recovery.retry" in names and "recovery.gave_up" not in names
+
+
+def test_a_cut_note_names_no_tool_without_the_tools(server: ScriptedLLMServer) -> None:
+    server.push(Reply.calling(ScriptedToolCall("read_big", {}, id="call_big")), "done")
+    agent = create_agent(model(server), tools=[read_big], system_prompt=PROMPT,
+                         middleware=[ContextfoldMiddleware(roomy_manager("lc-no-tools"), retrieval_tools=False)])
+    agent.invoke({"messages": [HumanMessage("read it")]})
+    note = server.requests[1].items[-1]["content"]
+    assert "tool_output_cache" not in note and "bytes in full" in note
+
+
+RESUME_SCRIPT = """
+import json, sys
+from langchain.agents import create_agent
+from langchain_core.messages import HumanMessage
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.sqlite import SqliteSaver
+from contextfold.integrations.langchain import ContextfoldMiddleware
+
+base_url, db, question, window = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+
+@tool
+def read_log(page: int) -> str:
+    \"\"\"Read one page of the build log.\"\"\"
+    return f"build log page {page}\\n" + "\\n".join(f"line {i}: compiling module_{page}_{i} ... ok" for i in range(80))
+
+model = ChatOpenAI(model="gpt-4o", base_url=base_url, api_key="test", max_retries=0)
+middleware = ContextfoldMiddleware(manager_options={"store": "memory", "archive": "memory",
+                                                    "max_context_tokens": window})
+with SqliteSaver.from_conn_string(db) as saver:
+    agent = create_agent(model, tools=[read_log], system_prompt="Read the log.", middleware=[middleware],
+                         checkpointer=saver)
+    state = agent.invoke({"messages": [HumanMessage(question)]},
+                         config={"recursion_limit": 200, "configurable": {"thread_id": "build"}})
+status = middleware.conversation_manager("build").status()
+print(json.dumps([[[m.type, str(m.content)[:40]] for m in state["messages"]], status.summary_version]))
+"""
+
+
+def test_sqlite_checkpointer_resumes_the_compacted_history_in_a_new_process(server: ScriptedLLMServer,
+                                                                            tmp_path: Path) -> None:
+    pytest.importorskip("langgraph.checkpoint.sqlite")
+    script = tmp_path / "resume.py"
+    script.write_text(textwrap.dedent(RESUME_SCRIPT))
+    db = str(tmp_path / "checkpoints.db")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+    def run_process(question: str, window: int) -> tuple[list[list[str]], int]:
+        done = subprocess.run([sys.executable, str(script), server.base_url, db, question, str(window)], env=env,
+                              capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+        messages, version = json.loads(done.stdout.strip().splitlines()[-1])
+        return messages, version
+
+    server.push(*(Reply.calling(ScriptedToolCall("read_log", {"page": p}, id=f"call_{p}")) for p in range(8)),
+                "first done")
+    first, version = run_process("read eight pages", 4_000)
+    assert first[-1] == ["ai", "first done"]
+    assert any("summary" in text.lower() or "trimmed" in text for _, text in first), first
+    requests_before = len(server.requests)
+    server.push("second done")
+    # The second process gives the manager more room, so the checkpointed view is sent as it is.
+    second, resumed_version = run_process("and now?", 16_000)
+    assert second[-1] == ["ai", "second done"]
+    # The new process's first request is the checkpointed, compacted history: each message once, in order.
+    resumed = server.requests[requests_before]
+    sent = [(item["role"], str(item.get("content") or "")[:40]) for item in resumed.items]
+    roles = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
+    assert sent == [("system", "Read the log."), *((roles[t], c) for t, c in first), ("user", "and now?")]
+    assert sum(1 for r, c in sent if c.startswith("build log page")) < 8
+    # The summary came back as a summary: the resumed manager knows its version.
+    assert version >= 1 and resumed_version == version

@@ -37,6 +37,13 @@ NEW_ID_PREFIX = "contextfold-"
 # Characters of the fingerprint in a new message's id: unique enough within one conversation, short in logs.
 NEW_ID_DIGEST_CHARS = 16
 
+# meta keys of the messages the manager makes (summaries, retained facts, cut outputs) that travel with the
+# LangChain message in ``response_metadata["contextfold"]`` (never sent to the provider): a manager that rebuilds
+# its view from a checkpointed state in a new process knows its summary for what it is.
+PRESERVED_META = ("kind", "summary_version", "compacted_count", "original_token_count", "summary_token_count",
+                  "compacted_at", "retain_facts", "ref")
+META_KEY = "contextfold"
+
 _ROLES: dict[str, Role] = {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant",
                            "system": "system", "developer": "developer", "tool": "tool"}
 
@@ -103,7 +110,10 @@ def message_from_langchain(message: BaseMessage, index: int = 0) -> Message:
                              f"({message.type!r}); expected human, ai, system or tool messages", index=index,
                              field="type")
     content = _content(message.content, index)
-    meta = {"id": _key(message, index)}
+    meta: dict[str, Any] = {"id": _key(message, index)}
+    carried = (message.response_metadata or {}).get(META_KEY)
+    if isinstance(carried, Mapping):
+        meta.update({k: v for k, v in carried.items() if k in PRESERVED_META})
     if isinstance(message, AIMessage):
         calls = []
         for k, call in enumerate(message.tool_calls):
@@ -151,21 +161,32 @@ def _tool_calls(message: Message) -> list[dict[str, Any]]:
             for c in message.tool_calls]
 
 
+def _carried(message: Message) -> dict[str, Any]:
+    meta = {k: message.meta[k] for k in PRESERVED_META if k in message.meta}
+    if isinstance(meta.get("retain_facts"), tuple):
+        meta["retain_facts"] = list(meta["retain_facts"])
+    return {META_KEY: meta} if meta else {}
+
+
 def _rebuilt(message: Message, origin: BaseMessage | None, new_id: str) -> BaseMessage:
     content = _blocks(message.content)
+    carried = _carried(message)
     if origin is not None:
         update: dict[str, Any] = {"content": content}
+        if carried:
+            update["response_metadata"] = {**(origin.response_metadata or {}), **carried}
         if isinstance(origin, AIMessage):
             update["tool_calls"] = _tool_calls(message)
         rebuilt: BaseMessage = origin.model_copy(update=update)
         return rebuilt
     if message.role == "assistant":
-        return AIMessage(content=content, tool_calls=_tool_calls(message), id=new_id)
+        return AIMessage(content=content, tool_calls=_tool_calls(message), id=new_id, response_metadata=carried)
     if message.role == "tool":
-        return ToolMessage(content=content, tool_call_id=message.tool_call_id or "", name=message.name, id=new_id)
+        return ToolMessage(content=content, tool_call_id=message.tool_call_id or "", name=message.name, id=new_id,
+                           response_metadata=carried)
     if message.role in ("system", "developer"):
-        return SystemMessage(content=content, id=new_id)
-    return HumanMessage(content=content, id=new_id)
+        return SystemMessage(content=content, id=new_id, response_metadata=carried)
+    return HumanMessage(content=content, id=new_id, response_metadata=carried)
 
 
 def to_langchain(messages: Sequence[Message], origins: Origins) -> list[BaseMessage]:

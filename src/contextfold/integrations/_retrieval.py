@@ -1,6 +1,7 @@
-"""The retrieval tools every adapter gives the agent: ``tool_output_cache``, ``tool_output_cache_grep``,
-``history_search``, defined once (names, descriptions and schemas as the model sees them everywhere) and answered
-from the session's ContextManager.
+"""The retrieval tools every adapter gives the agent, defined once and answered from the session's manager.
+
+``tool_output_cache``, ``tool_output_cache_grep`` and ``history_search`` carry the same names, descriptions and
+schemas in every framework as in the client wrappers.
 
 Whether the agent has them decides the wording of the notes on cut outputs (``cache.names_retrieval_tools``): a
 note names a tool only when the agent can call it.
@@ -34,12 +35,12 @@ class ToolSpec:
     parameters: dict[str, Any]
 
 
-def tool_specs(cm: ContextManager) -> list[ToolSpec]:
-    """The tools this manager can answer: the cache reads when it has a cache, history_search with an archive."""
+def tool_specs(cm: ContextManager | None = None) -> list[ToolSpec]:
+    """The tools ``cm`` can answer (the cache reads with a cache, history_search with an archive); all without."""
     schemas: list[dict[str, Any]] = []
-    if cm.cache is not None:
+    if cm is None or cm.cache is not None:
         schemas.extend(dict(s) for s in retrieval_tool_schemas("openai_responses"))
-    if cm.archive is not None:
+    if cm is None or cm.archive is not None:
         schemas.append(history_search_schema("openai_responses"))
     return [ToolSpec(str(s["name"]), str(s["description"]), dict(s["parameters"])) for s in schemas]
 
@@ -59,9 +60,9 @@ def answer(cm: ContextManager, name: str, arguments: str | Mapping[str, Any] | N
             return "error: history_search is not available: this session keeps no archive"
         cache = cm.cache
         tool = HistorySearchTool(cm.archive, cm.session_id, resolve_ref=cache.get if cache is not None else None)
-        return tool.execute_tool_call(call).text
+        return str(tool.execute_tool_call(call).text)
     if name in (READ_TOOL, GREP_TOOL):
         if cm.cache is None:
             return f"error: {name} is not available: this session keeps no tool output cache"
-        return cm.cache.execute_tool_call(call).text
+        return str(cm.cache.execute_tool_call(call).text)
     return f"error: unknown tool {name!r}; the retrieval tools are {', '.join(TOOL_NAMES)}"

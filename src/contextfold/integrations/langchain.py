@@ -1,37 +1,50 @@
 """LangChain v1 integration: an ``AgentMiddleware`` for ``create_agent`` that keeps the agent inside its window.
 
-Two modes, as configured:
-
-- ``"before_model"`` (the default) persists: before each model call the agent state's messages are replaced with
-  the manager's view (``RemoveMessage(REMOVE_ALL_MESSAGES)`` followed by the view), so the state and any
-  checkpoint hold the compacted history, as LangChain's own ``SummarizationMiddleware`` does.
-- ``"wrap_model_call"`` works per request: the state keeps every message and only the request sent to the model
-  carries the view.
-
 ::
 
-    cm = ContextManager(model="gpt-4o", store="memory")
-    agent = create_agent(model, tools=tools, middleware=[ContextfoldMiddleware(cm)])
+    agent = create_agent(model, tools=tools, system_prompt=prompt, checkpointer=saver,
+                         middleware=[ContextfoldMiddleware(manager_options={"store": "memory"})])
 
-One manager per conversation: pass ``manager_factory`` (called with the LangGraph ``thread_id``) when one agent
-serves many threads. The usage a reply reports grounds the manager's next decision (it includes the system prompt
-and the tool schemas, which the middleware does not see in ``before_model``). Needs ``contextfold[langchain]``.
+Without a manager, the middleware builds one per LangGraph thread, its window taken from the chat model's
+profile (``model.profile["max_input_tokens"]``); ``manager_factory`` builds them your way, and ``manager=`` serves a
+single conversation. At most ``max_threads`` managers are kept (least recently used first out): the compacted
+history itself lives in the graph state, so a thread that comes back, or resumes in a new process from a
+checkpointer, picks up from it.
+
+- ``mode="before_model"`` (the default) persists: before each model call the agent state's messages are replaced
+  with the manager's view (``RemoveMessage(REMOVE_ALL_MESSAGES)`` followed by the view), so the state and any
+  checkpoint hold the compacted history.
+- ``mode="wrap_model_call"`` works per request: the state keeps every message; only the request carries the view.
+
+In both modes the system prompt is pinned in the manager (counted, never compacted away), a context-length error
+is recovered within the call (compact, retry at most 3 times, stall guard, circuit breaker; LangChain's own
+``ContextOverflowError`` included), and the middleware's ``tools`` give the agent ``tool_output_cache``,
+``tool_output_cache_grep`` and ``history_search``. The middleware keeps no record of what a manager has seen:
+that lives with the manager, so any number of middleware objects over one manager add each message once.
+Needs ``contextfold[langchain]``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ..errors import ConfigError, MissingExtra
+from ..overflow import OverflowInfo, parse_overflow
+from ..reconcile import content_key, pin_head, rebase, reconcile, unpinned
+from ..recovery import DEFAULT_MAX_RETRIES, OverflowRecovery
+from ._degrade import prepare_messages
 from ._langchain_convert import Origins, from_langchain, to_langchain
-from ._mirror import HistoryMirror
+from ._retrieval import TOOL_NAMES, answer, offer, tool_specs
 
 try:
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+    from langchain_core.exceptions import ContextOverflowError as LangChainOverflow
     from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage
+    from langchain_core.tools import BaseTool, StructuredTool
     from langgraph.config import get_config
     from langgraph.graph.message import REMOVE_ALL_MESSAGES
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -47,120 +60,26 @@ Mode = Literal["before_model", "wrap_model_call"]
 _MODES: tuple[str, ...] = ("before_model", "wrap_model_call")
 # The thread key used when the agent runs without a LangGraph thread id (no checkpointer configured).
 DEFAULT_THREAD = "default"
+# The LangGraph history's name in the manager's record, and where the LangChain objects behind it are kept.
+SOURCE = "langchain"
+ORIGINS_SLOT = "langchain:origins"
+# meta["id"] of the agent's system prompt, pinned at the head of the manager's view.
+SYSTEM_PROMPT_ID = "langchain:system_prompt"
+# Managers kept per middleware (one per thread): enough for a busy server, bounded for a long-lived one.
+DEFAULT_MAX_THREADS = 256
 
 
-class _Conversation:
-    """One thread's manager, the state it has been fed, and where each of its messages came from."""
-
-    def __init__(self, manager: ContextManager) -> None:
-        self.manager = manager
-        self.mirror: HistoryMirror[BaseMessage] = HistoryMirror(manager)
-        self.origins = Origins()
-        self.lock = threading.Lock()
-
-    def _convert(self, messages: Sequence[BaseMessage]) -> list[Message]:
-        return from_langchain(messages, self.origins, start=len(self.mirror.known))
-
-    def _record_usage(self, fresh: Sequence[BaseMessage]) -> None:
-        # The first new AI message answered the request made with the view as it stands now.
-        for message in fresh:
-            if isinstance(message, AIMessage):
-                usage = message.usage_metadata
-                if usage and usage.get("input_tokens"):
-                    self.manager.record_usage({"input_tokens": usage["input_tokens"],
-                                               "output_tokens": usage.get("output_tokens", 0)})
-                return
-
-    def view(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-        """Feed the new messages, prepare (compacting when due), and return the view as LangChain messages."""
-        self.mirror.sync(messages, self._convert, before_add=self._record_usage)
-        return to_langchain(self.manager.prepare_messages(), self.origins)
+def _key(message: BaseMessage) -> str:
+    calls = [(c.get("id"), c.get("name"), c.get("args")) for c in getattr(message, "tool_calls", None) or ()]
+    return content_key([message.type, message.content, calls, getattr(message, "tool_call_id", None)],
+                       ident=message.id)
 
 
-class ContextfoldMiddleware(AgentMiddleware):
-    """Keeps a ``create_agent`` agent inside its model's context window with a ContextManager.
-
-    Args:
-        manager: The manager of the conversation (every thread shares it; see ``manager_factory``).
-        manager_factory: Builds a manager for a LangGraph ``thread_id``, for agents serving many threads.
-        mode: ``"before_model"`` persists the view in the agent state; ``"wrap_model_call"`` sends it per request
-            and leaves the state whole.
-    """
-
-    def __init__(self, manager: ContextManager | None = None, *,
-                 manager_factory: Callable[[str], ContextManager] | None = None,
-                 mode: Mode = "before_model") -> None:
-        super().__init__()
-        if (manager is None) == (manager_factory is None):
-            raise ConfigError("pass exactly one of manager= or manager_factory=", field="ContextfoldMiddleware")
-        if mode not in _MODES:
-            raise ConfigError(f"must be one of {list(_MODES)}, got {mode!r}", field="ContextfoldMiddleware.mode")
-        self.mode: Mode = mode
-        self._manager = manager
-        self._factory = manager_factory
-        self._conversations: dict[str, _Conversation] = {}
-        self._lock = threading.Lock()
-        self.updates = 0  # state rewrites returned from before_model
-
-    def conversation_manager(self, thread_id: str = DEFAULT_THREAD) -> ContextManager:
-        """The manager of ``thread_id`` (created by the factory on first use)."""
-        return self._conversation(thread_id).manager
-
-    def _conversation(self, thread_id: str | None = None) -> _Conversation:
-        key = thread_id if thread_id is not None else _thread_id()
-        with self._lock:
-            conversation = self._conversations.get(key)
-            if conversation is None:
-                if self._manager is not None:
-                    # One shared manager: every thread feeds the same mirror (a different thread rebuilds it).
-                    conversation = next(iter(self._conversations.values()), None) or _Conversation(self._manager)
-                else:
-                    assert self._factory is not None
-                    conversation = _Conversation(self._factory(key))
-                self._conversations[key] = conversation
-            return conversation
-
-    # -- before_model: persist the view in the state --------------------------------------------------------------
-    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Replace the state's messages with the manager's view when it differs from them."""
-        if self.mode != "before_model":
-            return None
-        messages: list[BaseMessage] = list(state["messages"])
-        conversation = self._conversation()
-        with conversation.lock:
-            view = conversation.view(messages)
-            if len(view) == len(messages) and all(a is b for a, b in zip(view, messages, strict=True)):
-                return None
-            conversation.mirror.rebase(view)
-            self.updates += 1
-        return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *view]}
-
-    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Async :meth:`before_model`; compaction (maybe an LLM summary) runs off the event loop."""
-        if self.mode != "before_model":
-            return None
-        return await asyncio.to_thread(self.before_model, state, runtime)
-
-    # -- wrap_model_call: the view per request --------------------------------------------------------------------
-    def _request_with_view(self, request: ModelRequest) -> ModelRequest:
-        conversation = self._conversation()
-        with conversation.lock:
-            view = conversation.view(list(request.messages))
-        return request.override(messages=cast("list[Any]", view))
-
-    def wrap_model_call(self, request: ModelRequest,
-                        handler: Callable[[ModelRequest], ModelResponse]) -> Any:
-        """Send the manager's view instead of the whole history (``wrap_model_call`` mode)."""
-        if self.mode != "wrap_model_call":
-            return handler(request)
-        return handler(self._request_with_view(request))
-
-    async def awrap_model_call(self, request: ModelRequest,
-                               handler: Callable[[ModelRequest], Awaitable[ModelResponse]]) -> Any:
-        """Async :meth:`wrap_model_call`."""
-        if self.mode != "wrap_model_call":
-            return await handler(request)
-        return await handler(await asyncio.to_thread(self._request_with_view, request))
+def _overflow(exc: Exception) -> OverflowInfo | None:
+    info = parse_overflow(exc)
+    if info is None and isinstance(exc, LangChainOverflow):
+        info = OverflowInfo(message=str(exc))
+    return info
 
 
 def _thread_id() -> str:
@@ -170,3 +89,193 @@ def _thread_id() -> str:
         return DEFAULT_THREAD
     thread = (config.get("configurable") or {}).get("thread_id")
     return str(thread) if thread is not None else DEFAULT_THREAD
+
+
+class ContextfoldMiddleware(AgentMiddleware):
+    """Keeps a ``create_agent`` agent inside its model's context window with a ContextManager per thread.
+
+    Args:
+        manager: The manager of a single conversation (one thread).
+        manager_factory: Builds the manager of a LangGraph ``thread_id``.
+        manager_options: Keywords for the managers the middleware builds itself (neither of the above given):
+            ``store``, ``archive``, ``policy``, … The window comes from the chat model's profile unless
+            ``max_context_tokens`` is among them.
+        mode: ``"before_model"`` persists the view in the agent state; ``"wrap_model_call"`` sends it per request
+            and leaves the state whole.
+        max_threads: Managers kept at most (least recently used first out).
+        retrieval_tools: Give the agent the retrieval tools (``tools``); without them, notes on cut outputs say
+            what was cut without naming a tool.
+        max_retries: Overflow retries per model call.
+        strict: Raise when preparing the view fails instead of sending the smallest valid view.
+    """
+
+    def __init__(self, manager: ContextManager | None = None, *,
+                 manager_factory: Callable[[str], ContextManager] | None = None,
+                 manager_options: Mapping[str, Any] | None = None, mode: Mode = "before_model",
+                 max_threads: int = DEFAULT_MAX_THREADS, retrieval_tools: bool = True,
+                 max_retries: int = DEFAULT_MAX_RETRIES, strict: bool = False) -> None:
+        super().__init__()
+        if manager is not None and manager_factory is not None:
+            raise ConfigError("pass at most one of manager= and manager_factory=", field="ContextfoldMiddleware")
+        if mode not in _MODES:
+            raise ConfigError(f"must be one of {list(_MODES)}, got {mode!r}", field="ContextfoldMiddleware.mode")
+        if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
+            raise ConfigError(f"must be a positive integer, got {max_threads!r}",
+                              field="ContextfoldMiddleware.max_threads")
+        self.mode: Mode = mode
+        self.max_retries = max_retries
+        self.strict = strict
+        self.max_threads = max_threads
+        self._manager = manager
+        self._factory = manager_factory
+        self._options = dict(manager_options or {})
+        self._managers: OrderedDict[str, ContextManager] = OrderedDict()
+        self._lock = threading.Lock()
+        self.updates = 0  # state rewrites returned from before_model
+        self.tools: list[BaseTool] = self._retrieval_tools() if retrieval_tools else []
+
+    # -- managers -------------------------------------------------------------------------------------------------
+    def conversation_manager(self, thread_id: str = DEFAULT_THREAD) -> ContextManager:
+        """The manager of ``thread_id`` (built on first use; needs a factory or a single manager)."""
+        cm = self._resolve(thread_id, None)
+        if cm is None:
+            raise ConfigError(f"thread {thread_id!r} has no manager yet: the middleware builds it at the first "
+                              "model call (it needs the chat model's profile)", field="thread_id")
+        return cm
+
+    def _resolve(self, thread: str, model: Any) -> ContextManager | None:
+        """The manager of ``thread``; None when it must be built from a model that is not known yet."""
+        with self._lock:
+            if self._manager is not None:
+                return self._manager
+            cm = self._managers.get(thread)
+            if cm is None:
+                if self._factory is not None:
+                    cm = self._factory(thread)
+                elif model is None:
+                    return None
+                else:
+                    cm = self._build(thread, model)
+                self._managers[thread] = cm
+                while len(self._managers) > self.max_threads:
+                    self._managers.popitem(last=False)
+            self._managers.move_to_end(thread)
+            return cm
+
+    def _build(self, thread: str, model: Any) -> ContextManager:
+        from ..manager import ContextManager
+
+        options = dict(self._options)
+        profile = getattr(model, "profile", None) or {}
+        window = profile.get("max_input_tokens") if isinstance(profile, Mapping) else None
+        name = str(getattr(model, "model_name", None) or getattr(model, "model", None) or "unknown")
+        options.setdefault("model", name)
+        if "max_context_tokens" not in options:
+            if not window:
+                raise ConfigError(f"the chat model {name!r} has no profile with max_input_tokens; pass "
+                                  "manager_options={'max_context_tokens': ...}", field="ContextfoldMiddleware")
+            options["max_context_tokens"] = int(window)
+        options.setdefault("session_id", thread)
+        return ContextManager(**options)
+
+    # -- the view -------------------------------------------------------------------------------------------------
+    def _view(self, cm: ContextManager, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+        """Feed what is new, prepare (compacting when due), and return the view as LangChain messages."""
+        origins = cm.framework_history.slot(ORIGINS_SLOT, Origins)
+
+        def record_usage(fresh: Sequence[BaseMessage]) -> None:
+            # The first new AI message answered the request made with the view as it stands now.
+            for message in fresh:
+                if isinstance(message, AIMessage):
+                    usage = message.usage_metadata
+                    if usage and usage.get("input_tokens"):
+                        cm.record_usage({"input_tokens": usage["input_tokens"],
+                                         "output_tokens": usage.get("output_tokens", 0)})
+                    return
+
+        reconcile(cm, SOURCE, list(messages), key=_key, convert=lambda fresh: from_langchain(fresh, origins),
+                  before_add=record_usage)
+        view: list[Message] = prepare_messages(cm, strict=self.strict, where="langchain middleware")
+        return to_langchain(unpinned(cm, view), origins)
+
+    # -- before_model: persist the view in the state --------------------------------------------------------------
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Replace the state's messages with the manager's view when it differs from them."""
+        if self.mode != "before_model":
+            return None
+        cm = self._resolve(_thread_id(), None)
+        if cm is None:
+            return None  # the first call of a thread: wrap_model_call builds the manager from the model
+        messages: list[BaseMessage] = list(state["messages"])
+        with cm.framework_history.lock:
+            view = self._view(cm, messages)
+            if len(view) == len(messages) and all(a is b for a, b in zip(view, messages, strict=True)):
+                return None
+            rebase(cm, SOURCE, view, _key)
+            self.updates += 1
+        return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *view]}
+
+    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Async :meth:`before_model`; compaction (maybe an LLM summary) runs off the event loop."""
+        if self.mode != "before_model":
+            return None
+        return await asyncio.to_thread(self.before_model, state, runtime)
+
+    # -- wrap_model_call: the view per request, and overflow recovery ---------------------------------------------
+    def _request_with_view(self, cm: ContextManager, request: ModelRequest) -> ModelRequest:
+        names = {getattr(t, "name", None) or (t.get("name") if isinstance(t, Mapping) else None)
+                 for t in request.tools}
+        with cm.framework_history.lock:
+            offer(cm, set(TOOL_NAMES[:2]) <= names)
+            system = request.system_message
+            if system is not None and system.text:
+                pin_head(cm, SYSTEM_PROMPT_ID, system.text)
+            view = self._view(cm, list(request.messages))
+        return request.override(messages=cast("list[Any]", view))
+
+    def _manager_for(self, request: ModelRequest) -> ContextManager:
+        cm = self._resolve(_thread_id(), request.model)
+        assert cm is not None  # a model is given
+        return cm
+
+    def wrap_model_call(self, request: ModelRequest,
+                        handler: Callable[[ModelRequest], ModelResponse]) -> Any:
+        """Send the manager's view; recover from a context-length error within the call."""
+        cm = self._manager_for(request)
+        recovery = OverflowRecovery(cm, self.max_retries, 0)
+        while True:
+            try:
+                return handler(self._request_with_view(cm, request))
+            except Exception as exc:
+                info = _overflow(exc)
+                if info is None:
+                    raise
+                recovery.shrink(info, exc)
+
+    async def awrap_model_call(self, request: ModelRequest,
+                               handler: Callable[[ModelRequest], Awaitable[ModelResponse]]) -> Any:
+        """Async :meth:`wrap_model_call`; compaction runs off the event loop."""
+        cm = await asyncio.to_thread(self._manager_for, request)
+        recovery = OverflowRecovery(cm, self.max_retries, 0)
+        while True:
+            try:
+                return await handler(await asyncio.to_thread(self._request_with_view, cm, request))
+            except Exception as exc:
+                info = _overflow(exc)
+                if info is None:
+                    raise
+                await asyncio.to_thread(recovery.shrink, info, exc)
+
+    # -- the retrieval tools --------------------------------------------------------------------------------------
+    def _retrieval_tools(self) -> list[BaseTool]:
+        tools: list[BaseTool] = []
+        for spec in tool_specs():
+            def run(_name: str = spec.name, **arguments: Any) -> str:
+                cm = self._resolve(_thread_id(), None)
+                if cm is None:
+                    return f"error: {_name} has nothing to read yet in this conversation"
+                return answer(cm, _name, arguments)
+
+            tools.append(StructuredTool.from_function(func=run, name=spec.name, description=spec.description,
+                                                      args_schema=spec.parameters))
+        return tools

@@ -251,26 +251,32 @@ class ContextfoldHooks(RunHooks[Any]):
             await self.inner.on_llm_end(context, agent, response)
 
     async def on_llm_start(self, *args: Any, **kwargs: Any) -> None:
+        """Call the inner hook."""
         if self.inner is not None:
             await self.inner.on_llm_start(*args, **kwargs)
 
     async def on_agent_start(self, *args: Any, **kwargs: Any) -> None:
+        """Call the inner hook."""
         if self.inner is not None:
             await self.inner.on_agent_start(*args, **kwargs)
 
     async def on_agent_end(self, *args: Any, **kwargs: Any) -> None:
+        """Call the inner hook."""
         if self.inner is not None:
             await self.inner.on_agent_end(*args, **kwargs)
 
     async def on_handoff(self, *args: Any, **kwargs: Any) -> None:
+        """Call the inner hook."""
         if self.inner is not None:
             await self.inner.on_handoff(*args, **kwargs)
 
     async def on_tool_start(self, *args: Any, **kwargs: Any) -> None:
+        """Call the inner hook."""
         if self.inner is not None:
             await self.inner.on_tool_start(*args, **kwargs)
 
     async def on_tool_end(self, *args: Any, **kwargs: Any) -> None:
+        """Call the inner hook."""
         if self.inner is not None:
             await self.inner.on_tool_end(*args, **kwargs)
 
