@@ -10,7 +10,21 @@ from hypothesis import strategies as st
 
 pytest.importorskip("pydantic_ai")
 
-from _fw_support import FINAL_ANSWER, TURNS, WINDOW, assert_scenario_held, log_page, make_manager, scripted_replies
+from _fw_support import (
+    FINAL_ANSWER,
+    TURNS,
+    WINDOW,
+    assert_scenario_held,
+    big_output,
+    expected_requests,
+    log_page,
+    make_manager,
+    retrieval_handler,
+    run_script,
+    scripted_replies,
+    shape,
+    target_row,
+)
 from pydantic_ai import Agent, UsageLimits
 from pydantic_ai import messages as pm
 from pydantic_ai.models.openai import OpenAIChatModel
@@ -18,8 +32,9 @@ from pydantic_ai.providers.openai import OpenAIProvider
 
 from contextfold import ContextManager
 from contextfold.errors import InvalidHistory
+from contextfold.events import RecordingTelemetry
 from contextfold.integrations.pydantic_ai import ContextfoldHistoryProcessor, Origins, from_pydantic_ai, to_pydantic_ai
-from contextfold.testing import ScriptedLLMServer
+from contextfold.testing import Reply, ScriptedLLMServer, ScriptedToolCall
 
 PROMPT = "Read the build log page by page, then say what failed."
 # Fifty tool turns and the answer, with room to spare (pydantic-ai's default caps requests at 50).
@@ -53,7 +68,7 @@ def test_fifty_tool_turns_finish_inside_the_window(server: ScriptedLLMServer) ->
                                                        usage_limits=UsageLimits(request_limit=REQUEST_LIMIT))
     assert result.output == FINAL_ANSWER
     assert_scenario_held(server, cm)
-    assert processor.calls == TURNS + 1 and processor.rebuilds == 0 and processor.rewrites >= 1
+    assert processor.rebuilds == 0 and processor.rewrites >= 1
     # The processed history is the run's history: compacted, far smaller than fifty pages.
     history = result.all_messages()
     returns = [p for m in history if isinstance(m, pm.ModelRequest) for p in m.parts
@@ -81,12 +96,12 @@ def test_unchanged_history_comes_back_as_the_same_objects() -> None:
         pm.ModelRequest(parts=[pm.ToolReturnPart("read_log", "page one", "c1")]),
     ]
     processor = ContextfoldHistoryProcessor(make_manager("pai-identity"))
-    out = processor(list(history))
+    out = processor.process(list(history))
     assert all(a is b for a, b in zip(out, history, strict=True)) and len(out) == len(history)
     assert processor.rewrites == 0
     # A continuation is added incrementally; the earlier objects are still answered as themselves.
     more = [*out, pm.ModelResponse(parts=[pm.TextPart("done")]), pm.ModelRequest(parts=[pm.UserPromptPart("ok")])]
-    again = processor(more)
+    again = processor.process(more)
     assert all(a is b for a, b in zip(again, more, strict=True)) and processor.rebuilds == 0
 
 
@@ -99,7 +114,7 @@ def test_a_huge_tool_return_is_truncated_and_the_request_rebuilt() -> None:
     ]
     # A roomy window: only write-time truncation acts, no compaction.
     cm = ContextManager(model="gpt-4o", store="memory", archive="memory", session_id="pai-huge")
-    out = ContextfoldHistoryProcessor(cm)(list(history))
+    out = ContextfoldHistoryProcessor(cm).process(list(history))
     last = out[-1]
     assert isinstance(last, pm.ModelRequest) and last.instructions == "be brief"
     (part,) = last.parts
@@ -139,3 +154,79 @@ def test_conversion_properties(spec: list[tuple[str, int]], change: int) -> None
     assert "[changed]" in repr(back[k]) and type(back[k]) is type(history[k])
     if isinstance(back[k], pm.ModelRequest):
         assert back[k].instructions == "brief"
+
+
+def roomy_manager(session_id: str, **options: object) -> ContextManager:
+    return ContextManager(model="gpt-4o", store="memory", archive="memory", session_id=session_id,
+                          **options)  # type: ignore[arg-type]
+
+
+def test_three_runs_with_a_new_processor_each_time(server: ScriptedLLMServer) -> None:
+    cm = roomy_manager("pai-reuse")
+    history: list[pm.ModelMessage] = []
+    for run in range(3):
+        server.push(*run_script(run))
+        agent = make_agent(server, ContextfoldHistoryProcessor(cm))  # built inline, per run
+        result = agent.run_sync(f"question {run}", message_history=history)
+        assert result.output == f"answer {run}"
+        history = result.all_messages()
+    assert [shape(r) for r in server.requests] == expected_requests(3, [f"system {PROMPT[:40]}"])
+    assert not server.invalid_requests and cm.framework_history.rebuilds == 0
+    # pydantic-ai keeps the processed history: each message once (system+question, call, output, answer per run).
+    assert len(history) == 1 + 4 * 3 - 1
+
+
+def test_retrieval_round_trip() -> None:
+    with ScriptedLLMServer(validator="formats") as server:
+        server.push(Reply.calling(ScriptedToolCall("read_big", {}, id="call_big")))
+        server.handler = retrieval_handler
+        processor = ContextfoldHistoryProcessor(roomy_manager("pai-retrieval"))
+        model = OpenAIChatModel("gpt-4o", provider=OpenAIProvider(base_url=server.base_url, api_key="test"))
+        agent: Agent[None, str] = Agent(model, system_prompt="Answer from the report.",
+                                        capabilities=[processor.capability()])
+
+        @agent.tool_plain
+        def read_big() -> str:
+            """Read the whole report."""
+            return big_output()
+
+        result = agent.run_sync("What is the checksum of row 1234?")
+        assert result.output == f"found: {target_row()}"
+        assert len(server.requests) == 3 and not server.invalid_requests
+        tools = [t["function"]["name"] for t in server.requests[0].body["tools"]]
+        assert {"tool_output_cache", "tool_output_cache_grep", "history_search"} <= set(tools)
+        cut = server.requests[1].items[-1]
+        assert 'tool_output_cache(ref_id="tout_' in cut["content"] and len(cut["content"]) * 1.5 < 100_000
+        assert server.requests[2].items[-1]["tool_call_id"] == "call_read"
+        assert target_row() in server.requests[2].items[-1]["content"]
+
+
+def test_overflow_is_recovered_within_the_run() -> None:
+    with ScriptedLLMServer(context_window=2_500, validator="formats") as small:
+        telemetry = RecordingTelemetry()
+        cm = ContextManager(model="gpt-4o", max_context_tokens=20_000, store="memory", archive="memory",
+                            session_id="pai-overflow", telemetry=telemetry)
+        small.push(*(Reply.calling(ScriptedToolCall("read_log", {"page": p}, id=f"call_{p}")) for p in range(4)),
+                   "done")
+        result = make_agent(small, ContextfoldHistoryProcessor(cm)).run_sync("read four pages")
+        assert result.output == "done"
+        statuses = [r.status for r in small.requests]
+        assert 400 in statuses and statuses[-1] == 200 and not small.invalid_requests
+        names = [e.NAME for e in telemetry.events]
+        assert "recovery.retry" in names and "recovery.gave_up" not in names
+
+
+def test_a_cut_note_names_no_tool_without_the_tools(server: ScriptedLLMServer) -> None:
+    server.push(Reply.calling(ScriptedToolCall("read_big", {}, id="call_big")), "done")
+    processor = ContextfoldHistoryProcessor(roomy_manager("pai-no-tools"), retrieval_tools=False)
+    model = OpenAIChatModel("gpt-4o", provider=OpenAIProvider(base_url=server.base_url, api_key="test"))
+    agent: Agent[None, str] = Agent(model, capabilities=[processor.capability()])
+
+    @agent.tool_plain
+    def read_big() -> str:
+        """Read the whole report."""
+        return big_output()
+
+    agent.run_sync("read it")
+    note = server.requests[1].items[-1]["content"]
+    assert "tool_output_cache" not in note and "bytes in full" in note

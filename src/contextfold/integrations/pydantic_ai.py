@@ -7,6 +7,10 @@
     agent = Agent(model, tools=[...], capabilities=[processor.capability()])   # pydantic-ai 2.x
     agent = Agent(model, tools=[...], history_processors=[processor])           # pydantic-ai 1.x
 
+The capability also gives the agent ``tool_output_cache``, ``tool_output_cache_grep`` and ``history_search`` (a
+toolset) and recovers from a context-length error within the run (``on_model_request_error``: compact, retry at
+most 3 times, stall guard, circuit breaker).
+
 pydantic-ai calls the processor before every model request with the run's whole message history and keeps what
 it returns as the history, so the compaction persists for the rest of the run (and in ``result.all_messages()``).
 Each request part (system prompt, user prompt, tool return, retry feedback) becomes one Message and each
@@ -17,17 +21,20 @@ the request they belong to. Needs ``contextfold[pydantic-ai]``.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import itertools
-import threading
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, InvalidHistory, MissingExtra
 from ..messages import Message, Part, TextPart, ThinkingPart, ToolCall, UnknownPart
-from ._mirror import HistoryMirror
+from ..reconcile import content_key, rebase, reconcile
+from ..recovery import DEFAULT_MAX_RETRIES
+from ._degrade import prepare_messages
 
 try:
+    from pydantic_ai import RunContext
     from pydantic_ai import messages as pm
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingExtra("the pydantic-ai history processor", "pydantic-ai", module="pydantic_ai") from exc
@@ -39,6 +46,9 @@ __all__ = ["ContextfoldHistoryProcessor", "Origins", "from_pydantic_ai", "to_pyd
 
 # The format name recorded on parts contextfold does not model, so they are counted and go back unchanged.
 FORMAT = "pydantic_ai"
+# The run history's name in the manager's record, and where the pydantic-ai objects behind the view are kept.
+SOURCE = "pydantic_ai"
+ORIGINS_SLOT = "pydantic_ai:origins"
 
 _Key = tuple[str, str]  # (message key, fingerprint): identifies one Message as the manager holds it
 
@@ -259,38 +269,53 @@ def _request(group: Sequence[tuple[Message, _Key]], origins: Origins) -> pm.Mode
     return request
 
 
-class ContextfoldHistoryProcessor:
-    """A pydantic-ai history processor backed by a ContextManager (one processor per conversation).
+def _part_key(part: Any) -> list[Any]:
+    return [type(part).__name__, getattr(part, "content", None), getattr(part, "tool_call_id", None),
+            getattr(part, "tool_name", None), getattr(part, "args", None)]
 
-    Only the messages added since the previous call reach the manager; the returned history (the manager's view)
-    becomes the run's history. A history that does not extend the previous one (another conversation, an edited
-    history) rebuilds the view from it.
+
+def _key(message: pm.ModelMessage) -> str:
+    """Identity of a pydantic-ai message by its parts (timestamps and run ids left out: a rebuilt copy is the same)."""
+    return content_key([type(message).__name__, [_part_key(p) for p in message.parts]])
+
+
+class ContextfoldHistoryProcessor:
+    """A pydantic-ai history processor backed by a ContextManager (one manager per conversation).
+
+    Only the messages the manager has not seen reach it; the returned history (the manager's view) becomes the
+    run's history. The record of what was seen, and the pydantic-ai objects behind the view, live with the
+    manager: a processor built anew for every run never adds a message twice. A history that does not extend the
+    one fed before (another conversation, an edited history) rebuilds the view from it.
 
     Args:
         manager: The manager of this conversation.
+        retrieval_tools: The capability gives the agent the retrieval tools; without them, notes on cut outputs
+            say what was cut without naming a tool.
+        max_retries: Overflow retries per model request (through the capability).
+        strict: Raise when preparing the view fails instead of sending the smallest valid view.
     """
 
-    def __init__(self, manager: ContextManager) -> None:
+    def __init__(self, manager: ContextManager, *, retrieval_tools: bool = True,
+                 max_retries: int = DEFAULT_MAX_RETRIES, strict: bool = False) -> None:
         self.manager = manager
-        self._origins = Origins()
-        self._mirror: HistoryMirror[pm.ModelMessage] = HistoryMirror(manager)
-        self._lock = threading.Lock()
-        self.calls = 0
+        self.retrieval_tools = retrieval_tools
+        self.max_retries = max_retries
+        self.strict = strict
         self.rewrites = 0  # calls whose returned history differed from the one received
 
     @property
     def rebuilds(self) -> int:
-        """How often the history did not extend the previous one and the view was rebuilt."""
-        return self._mirror.rebuilds
+        """How often a history did not extend the one the manager was fed and the view was rebuilt."""
+        return self.manager.framework_history.rebuilds
 
     def capability(self) -> Any:
-        """The processor as a pydantic-ai 2.x capability (``Agent(capabilities=[...])``)."""
+        """The processor as a pydantic-ai 2.x capability: history, retrieval toolset and overflow recovery."""
         try:
-            from pydantic_ai.capabilities import ProcessHistory
+            from ._pydantic_ai_capability import ContextfoldCapability
         except ImportError as exc:
             raise ConfigError("pydantic-ai 1.x has no capabilities: pass the processor itself, "
                               "Agent(history_processors=[processor])", field="capability") from exc
-        return ProcessHistory(self)
+        return ContextfoldCapability(self)
 
     def _record_usage(self, fresh: Sequence[pm.ModelMessage]) -> None:
         # The first new response answered the request made with the view as it stands now.
@@ -301,14 +326,27 @@ class ContextfoldHistoryProcessor:
                                                "output_tokens": message.usage.output_tokens})
                 return
 
-    def __call__(self, messages: list[pm.ModelMessage]) -> list[pm.ModelMessage]:
-        """Feed the new messages, prepare (compacting when due), and return the view."""
-        with self._lock:
-            self.calls += 1
-            self._mirror.sync(messages, lambda fresh: from_pydantic_ai(fresh, self._origins),
-                              before_add=self._record_usage)
-            view = to_pydantic_ai(self.manager.prepare_messages(), self._origins)
+    def process(self, messages: list[pm.ModelMessage]) -> list[pm.ModelMessage]:
+        """Feed the messages the manager has not seen, prepare (compacting when due), and return the view."""
+        cm = self.manager
+        origins = cm.framework_history.slot(ORIGINS_SLOT, Origins)
+        with cm.framework_history.lock:
+            reconcile(cm, SOURCE, messages, key=_key, convert=lambda fresh: from_pydantic_ai(fresh, origins),
+                      before_add=self._record_usage)
+            view = self.view()
             if len(view) != len(messages) or any(a is not b for a, b in zip(view, messages, strict=True)):
                 self.rewrites += 1
-            self._mirror.rebase(view)
             return view
+
+    def view(self) -> list[pm.ModelMessage]:
+        """The manager's view as pydantic-ai messages (compacting when due); it is the run's history from now."""
+        cm = self.manager
+        origins = cm.framework_history.slot(ORIGINS_SLOT, Origins)
+        with cm.framework_history.lock:
+            view = to_pydantic_ai(prepare_messages(cm, strict=self.strict, where="pydantic-ai processor"), origins)
+            rebase(cm, SOURCE, view, _key)
+            return view
+
+    async def __call__(self, ctx: RunContext[Any], messages: list[pm.ModelMessage]) -> list[pm.ModelMessage]:
+        """The processor as pydantic-ai calls it (with the run's context); compaction runs off the event loop."""
+        return await asyncio.to_thread(self.process, messages)

@@ -1,0 +1,93 @@
+"""The pydantic-ai 2.x capability: the history processor, the retrieval toolset and overflow recovery in one.
+
+Split from :mod:`contextfold.integrations.pydantic_ai` because capabilities exist only in pydantic-ai 2.x: that
+module keeps working with 1.x (``history_processors=[processor]``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import MissingExtra
+from ..overflow import parse_overflow
+from ..recovery import OverflowRecovery
+from ._retrieval import TOOL_NAMES, answer, offer, tool_specs
+
+try:
+    from pydantic_ai import RunContext
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.exceptions import RetryModelRequest
+    from pydantic_ai.tools import Tool
+    from pydantic_ai.toolsets import FunctionToolset
+except ImportError as exc:  # pragma: no cover - exercised only without the extra (or with pydantic-ai 1.x)
+    raise MissingExtra("the pydantic-ai capability", "pydantic-ai", module="pydantic_ai") from exc
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelResponse
+    from pydantic_ai.models import ModelRequestContext
+
+    from .pydantic_ai import ContextfoldHistoryProcessor
+
+__all__ = ["ContextfoldCapability"]
+
+
+@dataclass
+class ContextfoldCapability(AbstractCapability[Any]):
+    """Processes the history before each model request, gives the retrieval tools, recovers from overflow."""
+
+    processor: ContextfoldHistoryProcessor
+    # One recovery per request step: its retries count towards the stall guard of that request only.
+    _recoveries: dict[tuple[str | None, int], OverflowRecovery] = field(default_factory=dict, repr=False)
+
+    async def before_model_request(self, ctx: RunContext[Any],
+                                   request_context: ModelRequestContext) -> ModelRequestContext:
+        """Send the manager's view; it becomes the run's history."""
+        names = {t.name for t in request_context.model_request_parameters.function_tools}
+        offer(self.processor.manager, set(TOOL_NAMES[:2]) <= names)
+        messages = await self.processor(ctx, list(request_context.messages))
+        request_context.messages = list(messages)
+        ctx.messages[:] = messages
+        self._recoveries.pop((ctx.run_id, ctx.run_step), None)
+        return request_context
+
+    async def prepare_model_request(self, ctx: RunContext[Any],
+                                    request_context: ModelRequestContext) -> ModelRequestContext:
+        """A retry after an overflow sends the view as recovery shrank it."""
+        if (ctx.run_id, ctx.run_step) in self._recoveries:
+            view = await asyncio.to_thread(self.processor.view)
+            request_context.messages = list(view)
+            ctx.messages[:] = view
+        return request_context
+
+    async def on_model_request_error(self, ctx: RunContext[Any], *, request_context: ModelRequestContext,
+                                     error: Exception) -> ModelResponse:
+        """A context-length error shrinks the view and makes another attempt; any other error propagates."""
+        info = parse_overflow(error)
+        if info is None:
+            raise error
+        processor = self.processor
+        recovery = self._recoveries.setdefault(
+            (ctx.run_id, ctx.run_step), OverflowRecovery(processor.manager, processor.max_retries, 0))
+        await asyncio.to_thread(recovery.shrink, info, error)  # raises RecoveryFailed when it should not retry
+        raise RetryModelRequest()
+
+    def get_toolset(self) -> Any:
+        """The retrieval tools, answered from the processor's manager."""
+        if not self.processor.retrieval_tools:
+            return None
+        manager = self.processor.manager
+        tools: list[Tool[Any]] = []
+        for spec in tool_specs(manager):
+            async def run(_name: str = spec.name, **arguments: Any) -> str:
+                return await asyncio.to_thread(answer, manager, _name, arguments)
+
+            tools.append(Tool.from_schema(run, name=spec.name, description=spec.description,
+                                          json_schema=spec.parameters))
+        return FunctionToolset(tools)
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        """Not serializable (it holds a manager)."""
+        return None
