@@ -33,8 +33,8 @@ from .manager_parts import CompactionReport, Components, Status, build_component
 from .manager_spans import CALL_KIND, CALL_SPAN, MASK_KIND, session_metadata
 from .messages import Message
 from .policy import Action, Plan, Policy, decide
-from .telemetry import FanoutTelemetry
 from .reconcile import FrameworkHistory
+from .telemetry import FanoutTelemetry
 from .usage import TokenUsage
 from .view import View
 
