@@ -10,7 +10,8 @@ from ..errors import ConfigError
 if TYPE_CHECKING:
     from ..manager import ContextManager
 
-__all__ = ["afinish", "dump", "finish", "reject"]
+__all__ = ["MAX_RETRIEVAL_ROUNDS", "afinish", "check_retrieval", "dump", "finish", "reject", "retrieval_results",
+           "with_retrieval_tools"]
 
 
 def reject(kwargs: Mapping[str, Any], names: Iterable[str], where: str) -> None:
@@ -48,3 +49,70 @@ def dump(obj: Any) -> dict[str, Any]:
         return {k: v for k, v in obj.items() if v is not None}
     dumped: dict[str, Any] = obj.model_dump(exclude_none=True)
     return dumped
+
+
+# -- the retrieval tools in the wrapped call (opt-in) --------------------------------------------------------------
+# Rounds of retrieval calls answered inside one wrapped call before the reply goes back to the caller anyway.
+MAX_RETRIEVAL_ROUNDS = 8
+
+
+def with_retrieval_tools(cm: ContextManager, kwargs: dict[str, Any], format: str, *, enabled: bool,
+                         where: str) -> dict[str, Any]:
+    """``kwargs`` with the retrieval tools added to ``tools=`` (when ``enabled``); tells the manager either way.
+
+    A note on a cut output names the tools only when the model has them: opted in, or already in ``tools=``.
+    """
+    from ..tool_schemas import tool_schema
+    from ._retrieval import TOOL_NAMES, offer, tool_specs
+
+    tools = list(kwargs.get("tools") or ())
+    names = {_tool_name(t) for t in tools}
+    if enabled:
+        tools += [tool_schema(format, s.name, s.description, s.parameters) for s in tool_specs(cm)
+                  if s.name not in names]
+        kwargs = {**kwargs, "tools": tools}
+    offer(cm, enabled or set(TOOL_NAMES[:2]) <= names)
+    return kwargs
+
+
+def _tool_name(tool: Any) -> Any:
+    if isinstance(tool, Mapping):
+        function = tool.get("function")
+        return function.get("name") if isinstance(function, Mapping) else tool.get("name")
+    return getattr(tool, "name", None)
+
+
+def retrieval_results(cm: ContextManager, items: list[dict[str, Any]], format: str) -> list[dict[str, Any]] | None:
+    """The answers to a reply whose tool calls are all retrieval calls, as items to add; None otherwise.
+
+    A reply that also calls the caller's own tools goes back to the caller whole (its loop answers every call;
+    ``cm.cache.execute_tool_call`` answers the retrieval ones).
+    """
+    from ._retrieval import TOOL_NAMES, answer
+
+    calls: list[tuple[str, str, Any]] = []  # (id, name, arguments)
+    for item in items:
+        if format == "openai_chat":
+            calls += [(c["id"], c["function"]["name"], c["function"].get("arguments"))
+                      for c in item.get("tool_calls") or ()]
+        elif format == "openai_responses" and item.get("type") == "function_call":
+            calls.append((item["call_id"], item["name"], item.get("arguments")))
+        elif format == "anthropic":
+            calls += [(b["id"], b["name"], b.get("input")) for b in item.get("content") or ()
+                      if isinstance(b, Mapping) and b.get("type") == "tool_use"]
+    if not calls or any(name not in TOOL_NAMES for _, name, _ in calls):
+        return None
+    answers = [(call_id, answer(cm, name, arguments, call_id)) for call_id, name, arguments in calls]
+    if format == "openai_chat":
+        return [{"role": "tool", "tool_call_id": call_id, "content": text} for call_id, text in answers]
+    if format == "openai_responses":
+        return [{"type": "function_call_output", "call_id": call_id, "output": text} for call_id, text in answers]
+    return [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": text}
+                                         for call_id, text in answers]}]
+
+
+def check_retrieval(retrieval_tools: bool, add_reply: bool, where: str) -> None:
+    """The wrapper answers retrieval calls in the history, so it must add the replies to it."""
+    if retrieval_tools and not add_reply:
+        raise ConfigError("retrieval_tools=True answers the model's retrieval calls in the history, which needs "
+                          "add_reply=True", field=f"{where}.retrieval_tools")

@@ -16,7 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, MissingExtra
 from ..recovery import DEFAULT_MAX_RETRIES, acall_with_recovery, call_with_recovery
-from ._calls import afinish, dump, finish, reject
+from ._calls import (
+    MAX_RETRIEVAL_ROUNDS,
+    afinish,
+    check_retrieval,
+    dump,
+    finish,
+    reject,
+    retrieval_results,
+    with_retrieval_tools,
+)
 
 if TYPE_CHECKING:
     from ..manager import ContextManager
@@ -66,18 +75,27 @@ class AnthropicClient:
     """
 
     def __init__(self, client: Any = None, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
-                 **client_options: Any) -> None:
+                 retrieval_tools: bool = False, **client_options: Any) -> None:
+        check_retrieval(retrieval_tools, add_reply, "AnthropicClient")
         self.client = client if client is not None else _sdk().Anthropic(**client_options)
         self.recovery_retries = recovery_retries
         self.add_reply = add_reply
+        self.retrieval_tools = retrieval_tools
 
     def messages(self, cm: ContextManager, **kwargs: Any) -> Any:
         """``client.messages.create(system=…, messages=<the view>, **kwargs)``; returns the SDK's Message."""
         reject(kwargs, ("messages",), "messages")
+        kwargs = with_retrieval_tools(cm, kwargs, "anthropic", enabled=self.retrieval_tools, where="messages")
         create = self.client.messages.create
-        reply = call_with_recovery(cm, lambda view: create(**_request(view, kwargs)), format="anthropic",
-                                   max_retries=self.recovery_retries, reply_tokens=_reply_tokens(kwargs))
-        finish(cm, getattr(reply, "usage", None), _items(reply), format="anthropic", add_reply=self.add_reply)
+        for _ in range(MAX_RETRIEVAL_ROUNDS):
+            reply = call_with_recovery(cm, lambda view: create(**_request(view, kwargs)), format="anthropic",
+                                       max_retries=self.recovery_retries, reply_tokens=_reply_tokens(kwargs))
+            items = _items(reply)
+            finish(cm, getattr(reply, "usage", None), items, format="anthropic", add_reply=self.add_reply)
+            answers = retrieval_results(cm, items, "anthropic") if self.retrieval_tools else None
+            if answers is None:
+                break
+            cm.add(answers, format="anthropic")
         return reply
 
 
@@ -85,27 +103,38 @@ class AsyncAnthropicClient:
     """The async twin of :class:`AnthropicClient`, over ``anthropic.AsyncAnthropic``."""
 
     def __init__(self, client: Any = None, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
-                 **client_options: Any) -> None:
+                 retrieval_tools: bool = False, **client_options: Any) -> None:
+        check_retrieval(retrieval_tools, add_reply, "AsyncAnthropicClient")
         self.client = client if client is not None else _sdk().AsyncAnthropic(**client_options)
         self.recovery_retries = recovery_retries
         self.add_reply = add_reply
+        self.retrieval_tools = retrieval_tools
 
     async def messages(self, cm: ContextManager, **kwargs: Any) -> Any:
         """Async :meth:`AnthropicClient.messages`."""
         reject(kwargs, ("messages",), "messages")
+        kwargs = with_retrieval_tools(cm, kwargs, "anthropic", enabled=self.retrieval_tools, where="messages")
         create = self.client.messages.create
-        reply = await acall_with_recovery(cm, lambda view: create(**_request(view, kwargs)), format="anthropic",
-                                          max_retries=self.recovery_retries, reply_tokens=_reply_tokens(kwargs))
-        await afinish(cm, getattr(reply, "usage", None), _items(reply), format="anthropic",
-                      add_reply=self.add_reply)
+        for _ in range(MAX_RETRIEVAL_ROUNDS):
+            reply = await acall_with_recovery(cm, lambda view: create(**_request(view, kwargs)),
+                                              format="anthropic", max_retries=self.recovery_retries,
+                                              reply_tokens=_reply_tokens(kwargs))
+            items = _items(reply)
+            await afinish(cm, getattr(reply, "usage", None), items, format="anthropic", add_reply=self.add_reply)
+            answers = retrieval_results(cm, items, "anthropic") if self.retrieval_tools else None
+            if answers is None:
+                break
+            await cm.aadd(answers, format="anthropic")
         return reply
 
 
-def wrap_anthropic(client: Any, *, recovery_retries: int = DEFAULT_MAX_RETRIES,
-                   add_reply: bool = True) -> AnthropicClient | AsyncAnthropicClient:
+def wrap_anthropic(client: Any, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
+                   retrieval_tools: bool = False) -> AnthropicClient | AsyncAnthropicClient:
     """Wrap an ``anthropic.Anthropic`` or ``anthropic.AsyncAnthropic`` (Bedrock/Vertex ones too) to match."""
     _sdk()
     # The SDK's async clients (AsyncAnthropic, AsyncAnthropicBedrock, AsyncAnthropicVertex) share only the prefix.
     if type(client).__name__.startswith("Async"):
-        return AsyncAnthropicClient(client, recovery_retries=recovery_retries, add_reply=add_reply)
-    return AnthropicClient(client, recovery_retries=recovery_retries, add_reply=add_reply)
+        return AsyncAnthropicClient(client, recovery_retries=recovery_retries, add_reply=add_reply,
+                                    retrieval_tools=retrieval_tools)
+    return AnthropicClient(client, recovery_retries=recovery_retries, add_reply=add_reply,
+                           retrieval_tools=retrieval_tools)

@@ -8,6 +8,10 @@ retry), records the usage the API reports, and appends the reply to the history:
     response = llm.chat(cm, model="gpt-4o", tools=tools)        # Chat Completions
     response = llm.responses(cm, model="gpt-4o")                 # Responses API
 
+``wrap_openai(client, retrieval_tools=True)`` adds ``tool_output_cache``, ``tool_output_cache_grep`` and
+``history_search`` to ``tools=`` and answers the model's calls to them inside the wrapped call (a reply that also
+calls your own tools comes back to you whole).
+
 Works with ``AsyncOpenAI`` too (``await llm.chat(...)``) and with Azure and OpenAI-compatible servers (vLLM,
 llama.cpp, Ollama, OpenRouter), whose overflow errors are recognised as well. Needs ``contextfold[openai]``.
 """
@@ -18,7 +22,16 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import MissingExtra
 from ..recovery import DEFAULT_MAX_RETRIES, acall_with_recovery, call_with_recovery
-from ._calls import afinish, dump, finish, reject
+from ._calls import (
+    MAX_RETRIEVAL_ROUNDS,
+    afinish,
+    check_retrieval,
+    dump,
+    finish,
+    reject,
+    retrieval_results,
+    with_retrieval_tools,
+)
 
 if TYPE_CHECKING:
     from ..manager import ContextManager
@@ -50,33 +63,49 @@ class OpenAIClient:
         client: The SDK client; None builds ``openai.OpenAI(**client_options)``.
         recovery_retries: Overflow retries per call (the SDK's own retries on 429/5xx are separate).
         add_reply: Append the model's reply to the history after each call.
+        retrieval_tools: Give the model the retrieval tools and answer its calls to them inside the call.
         client_options: Passed to ``openai.OpenAI`` when ``client`` is None.
     """
 
     def __init__(self, client: Any = None, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
-                 **client_options: Any) -> None:
+                 retrieval_tools: bool = False, **client_options: Any) -> None:
+        check_retrieval(retrieval_tools, add_reply, "OpenAIClient")
         self.client = client if client is not None else _sdk().OpenAI(**client_options)
         self.recovery_retries = recovery_retries
         self.add_reply = add_reply
+        self.retrieval_tools = retrieval_tools
 
     def chat(self, cm: ContextManager, **kwargs: Any) -> Any:
         """``client.chat.completions.create(messages=<the view>, **kwargs)``; returns the SDK's ChatCompletion."""
         reject(kwargs, ("messages",), "chat")
+        kwargs = with_retrieval_tools(cm, kwargs, "openai_chat", enabled=self.retrieval_tools, where="chat")
         create = self.client.chat.completions.create
-        response = call_with_recovery(cm, lambda view: create(messages=view, **kwargs), format="openai_chat",
-                                      max_retries=self.recovery_retries)
-        finish(cm, getattr(response, "usage", None), _chat_items(response), format="openai_chat",
-               add_reply=self.add_reply)
+        for _ in range(MAX_RETRIEVAL_ROUNDS):
+            response = call_with_recovery(cm, lambda view: create(messages=view, **kwargs), format="openai_chat",
+                                          max_retries=self.recovery_retries)
+            items = _chat_items(response)
+            finish(cm, getattr(response, "usage", None), items, format="openai_chat", add_reply=self.add_reply)
+            answers = retrieval_results(cm, items, "openai_chat") if self.retrieval_tools else None
+            if answers is None:
+                break
+            cm.add(answers, format="openai_chat")
         return response
 
     def responses(self, cm: ContextManager, **kwargs: Any) -> Any:
         """``client.responses.create(input=<the view>, **kwargs)``; returns the SDK's Response."""
         reject(kwargs, ("input", "previous_response_id"), "responses")
+        kwargs = with_retrieval_tools(cm, kwargs, "openai_responses", enabled=self.retrieval_tools,
+                                      where="responses")
         create = self.client.responses.create
-        response = call_with_recovery(cm, lambda view: create(input=view, **kwargs), format="openai_responses",
-                                      max_retries=self.recovery_retries)
-        finish(cm, getattr(response, "usage", None), _responses_items(response), format="openai_responses",
-               add_reply=self.add_reply)
+        for _ in range(MAX_RETRIEVAL_ROUNDS):
+            response = call_with_recovery(cm, lambda view: create(input=view, **kwargs), format="openai_responses",
+                                          max_retries=self.recovery_retries)
+            items = _responses_items(response)
+            finish(cm, getattr(response, "usage", None), items, format="openai_responses", add_reply=self.add_reply)
+            answers = retrieval_results(cm, items, "openai_responses") if self.retrieval_tools else None
+            if answers is None:
+                break
+            cm.add(answers, format="openai_responses")
         return response
 
 
@@ -84,37 +113,56 @@ class AsyncOpenAIClient:
     """The async twin of :class:`OpenAIClient`, over ``openai.AsyncOpenAI``."""
 
     def __init__(self, client: Any = None, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
-                 **client_options: Any) -> None:
+                 retrieval_tools: bool = False, **client_options: Any) -> None:
+        check_retrieval(retrieval_tools, add_reply, "AsyncOpenAIClient")
         self.client = client if client is not None else _sdk().AsyncOpenAI(**client_options)
         self.recovery_retries = recovery_retries
         self.add_reply = add_reply
+        self.retrieval_tools = retrieval_tools
 
     async def chat(self, cm: ContextManager, **kwargs: Any) -> Any:
         """Async :meth:`OpenAIClient.chat`."""
         reject(kwargs, ("messages",), "chat")
+        kwargs = with_retrieval_tools(cm, kwargs, "openai_chat", enabled=self.retrieval_tools, where="chat")
         create = self.client.chat.completions.create
-        response = await acall_with_recovery(cm, lambda view: create(messages=view, **kwargs), format="openai_chat",
-                                             max_retries=self.recovery_retries)
-        await afinish(cm, getattr(response, "usage", None), _chat_items(response), format="openai_chat",
-                      add_reply=self.add_reply)
+        for _ in range(MAX_RETRIEVAL_ROUNDS):
+            response = await acall_with_recovery(cm, lambda view: create(messages=view, **kwargs),
+                                                 format="openai_chat", max_retries=self.recovery_retries)
+            items = _chat_items(response)
+            await afinish(cm, getattr(response, "usage", None), items, format="openai_chat",
+                          add_reply=self.add_reply)
+            answers = retrieval_results(cm, items, "openai_chat") if self.retrieval_tools else None
+            if answers is None:
+                break
+            await cm.aadd(answers, format="openai_chat")
         return response
 
     async def responses(self, cm: ContextManager, **kwargs: Any) -> Any:
         """Async :meth:`OpenAIClient.responses`."""
         reject(kwargs, ("input", "previous_response_id"), "responses")
+        kwargs = with_retrieval_tools(cm, kwargs, "openai_responses", enabled=self.retrieval_tools,
+                                      where="responses")
         create = self.client.responses.create
-        response = await acall_with_recovery(cm, lambda view: create(input=view, **kwargs),
-                                             format="openai_responses", max_retries=self.recovery_retries)
-        await afinish(cm, getattr(response, "usage", None), _responses_items(response), format="openai_responses",
-                      add_reply=self.add_reply)
+        for _ in range(MAX_RETRIEVAL_ROUNDS):
+            response = await acall_with_recovery(cm, lambda view: create(input=view, **kwargs),
+                                                 format="openai_responses", max_retries=self.recovery_retries)
+            items = _responses_items(response)
+            await afinish(cm, getattr(response, "usage", None), items, format="openai_responses",
+                          add_reply=self.add_reply)
+            answers = retrieval_results(cm, items, "openai_responses") if self.retrieval_tools else None
+            if answers is None:
+                break
+            await cm.aadd(answers, format="openai_responses")
         return response
 
 
-def wrap_openai(client: Any, *, recovery_retries: int = DEFAULT_MAX_RETRIES,
-                add_reply: bool = True) -> OpenAIClient | AsyncOpenAIClient:
+def wrap_openai(client: Any, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
+                retrieval_tools: bool = False) -> OpenAIClient | AsyncOpenAIClient:
     """Wrap an ``openai.OpenAI`` or ``openai.AsyncOpenAI`` (Azure's included) in the matching wrapper."""
     _sdk()
     # AsyncOpenAI and AsyncAzureOpenAI; compatible clients of other packages follow the same naming.
     if type(client).__name__.startswith("Async"):
-        return AsyncOpenAIClient(client, recovery_retries=recovery_retries, add_reply=add_reply)
-    return OpenAIClient(client, recovery_retries=recovery_retries, add_reply=add_reply)
+        return AsyncOpenAIClient(client, recovery_retries=recovery_retries, add_reply=add_reply,
+                                 retrieval_tools=retrieval_tools)
+    return OpenAIClient(client, recovery_retries=recovery_retries, add_reply=add_reply,
+                        retrieval_tools=retrieval_tools)
