@@ -20,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 from .errors import InvalidHistory, RefNotFound, StoreError
 from .messages import Message, TextPart, ToolCall, freeze
 from .redact import Redactor
-from .serialize import dumps_messages, loads_messages, part_from_dict, part_to_dict
+from .serialize import dumps_messages, json_text, loads_messages, part_from_dict, part_to_dict
 
 __all__ = [
     "BOOKKEEPING_META",
@@ -230,16 +230,25 @@ def merge_histories(views: Iterable[Sequence[Message]]) -> list[Message]:
     grow at the end between compactions and every compaction archives the whole view first, so a message first
     seen in a later view was added after everything in the earlier ones: it goes at the end, in its view's order.
     For each message the most complete version wins: an original over a masked or truncated view of it.
+
+    A view whose first message has an id never seen before comes from a new manager of the same session (ids carry
+    a per-manager nonce); when it starts by repeating the history so far message for message (the same recording
+    compacted again, an application that re-adds its history to a fresh manager), those messages are the ones
+    already merged, not new ones: they are matched by position and content, and only what follows is added.
     """
     order: list[tuple[str, ...]] = []
     best: dict[tuple[str, ...], Message] = {}
+    alias: dict[tuple[str, ...], tuple[str, ...]] = {}
     for view in views:
-        position = 0
-        for m in view:
-            if m.kind in SYNTHETIC_KINDS:
-                continue
-            key = _identity(m, position)
-            position += 1
+        originals = [m for m in view if m.kind not in SYNTHETIC_KINDS]
+        keys = [_identity(m, position) for position, m in enumerate(originals)]
+        if order and keys and keys[0] not in best and keys[0] not in alias:
+            for position, (key, m) in enumerate(zip(keys, originals, strict=True)):
+                if position >= len(order) or key in best or not _same_original(best[order[position]], m):
+                    break
+                alias[key] = order[position]
+        for key, m in zip(keys, originals, strict=True):
+            key = alias.get(key, key)
             known = best.get(key)
             if known is None:
                 order.append(key)
@@ -247,6 +256,14 @@ def merge_histories(views: Iterable[Sequence[Message]]) -> list[Message]:
             elif _is_view(known) and not _is_view(m):
                 best[key] = m
     return [best[k] for k in order]
+
+
+def _same_original(a: Message, b: Message) -> bool:
+    """Whether ``a`` and ``b`` are the same original message, either possibly a masked or truncated view of it."""
+    if a.fingerprint() == b.fingerprint():
+        return True
+    ref = a.meta.get("ref")
+    return ref is not None and ref == b.meta.get("ref") and a.role == b.role
 
 
 class Archive:
@@ -281,14 +298,14 @@ class Archive:
         validate_session_id(session_id)
         if n < 1:
             raise ValueError(f"n: must be >= 1, got {n}")
-        body = json.dumps(self.redactor.redact_obj(dict(summary)), ensure_ascii=False, indent=2, default=str)
+        body = json_text(self.redactor.redact_obj(dict(summary)), indent=2, default=str)
         self.store.write(session_id, summary_name(n), (body + "\n").encode())
 
     def append_events(self, session_id: str, events: Iterable[Mapping[str, Any]]) -> None:
         """Append events (JSON objects) to the session's ``events.jsonl``."""
         validate_session_id(session_id)
         lines = [
-            json.dumps(self.redactor.redact_obj(dict(e)), ensure_ascii=False, separators=(",", ":"), default=str)
+            json_text(self.redactor.redact_obj(dict(e)), separators=(",", ":"), default=str)
             for e in events
         ]
         if lines:

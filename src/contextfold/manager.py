@@ -198,19 +198,23 @@ class ContextManager(CompactionMixin, AsyncMirror):
             incoming = coerce_messages(messages, format=format, start=len(self._view),
                                        protected_flag=self.policy.protected_flag)
             stored: list[Message] = []
+            # The sequence moves only once every message is in: a failed add leaves no gap and no half-added batch.
+            seq = self._seq
             for m in incoming:
-                self._seq += 1
-                m = m.with_meta(id=m.meta.get("id") or f"{self._id_prefix}:{self._seq}")
+                seq += 1
+                m = m.with_meta(id=m.meta.get("id") or f"{self._id_prefix}:{seq}")
                 self._warn_if_large(m)
                 if m.role == "tool" and self.cache is not None and not m.protected:  # protected: byte for byte
                     processed = self.cache.process(m)
                     if processed is not m and processed.meta.get("ref"):
+                        # surrogatepass: a lone surrogate is stored as it came; measuring it must not fail.
                         self.tracer.emit(CacheTruncated(session_id=self.session_id, ref=str(processed.meta["ref"]),
-                                                        bytes=len(m.text.encode()),
-                                                        kept_bytes=len(processed.text.encode()),
+                                                        bytes=len(m.text.encode("utf-8", "surrogatepass")),
+                                                        kept_bytes=len(processed.text.encode("utf-8", "surrogatepass")),
                                                         tool_name=m.name))
                     m = _with_layout(m, processed)
                 stored.append(m)
+            self._seq = seq
             stored, orphans = self._view.split_orphans(stored)
             if orphans:
                 self._view.dropped.extend(orphans)

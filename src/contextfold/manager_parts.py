@@ -46,10 +46,12 @@ class CompactionReport:
 
     def line(self) -> str:
         """A one-line report for an interactive ``/compact``."""
-        saved = self.tokens_before - self.tokens_after
-        pct = 100 * saved / self.tokens_before if self.tokens_before else 0.0
+        change = self.tokens_after - self.tokens_before
+        pct = 100 * abs(change) / self.tokens_before if self.tokens_before else 0.0
+        sign = "+" if change > 0 else "-"  # a summary can cost more than the little it replaced
         return (f"compacted {self.compacted} messages: {self.tokens_before:,} → {self.tokens_after:,} tokens "
-                f"(-{pct:.0f}%), {self.messages_before} → {self.messages_after} messages in {self.duration_ms:.0f} ms")
+                f"({sign}{pct:.0f}%), {self.messages_before} → {self.messages_after} messages in "
+                f"{self.duration_ms:.0f} ms")
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,6 +320,9 @@ def _coerce(
 ) -> list[Message]:
     if isinstance(messages, Message | Mapping) or hasattr(messages, "model_dump"):
         messages = [messages]  # type: ignore[list-item]
+    if not isinstance(messages, Iterable) or isinstance(messages, str | bytes):
+        raise InvalidHistory(f"expected a Message, a dict or a list of them, got {type(messages).__name__}",
+                             index=start)
     # SDK objects (openai's ChatCompletionMessage, anthropic's Message, …) are pydantic models: take their dicts.
     items = [m.model_dump(exclude_none=True) if hasattr(m, "model_dump") else m for m in messages]
     if not items:
@@ -327,11 +332,13 @@ def _coerce(
     if any(isinstance(m, Message) for m in items):
         return [m for i, item in enumerate(items) for m in _coerce([item], format=format, start=start + i)]
     from .formats import detect_format, get_format
+    from .formats._common import check_nesting
 
     dicts: list[Mapping[str, Any]] = []
     for i, item in enumerate(items):
         if not isinstance(item, Mapping):
             raise InvalidHistory(f"expected a Message or a dict, got {type(item).__name__}", index=start + i)
+        check_nesting(item, index=start + i)
         dicts.append(item)
     wire = get_format(format or detect_format(dicts))
     try:

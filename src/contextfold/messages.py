@@ -258,4 +258,5 @@ def _canonical_bytes(message: Message) -> bytes:
         message.tool_call_id,
         message.name,
     ]
-    return json.dumps(key, ensure_ascii=False, separators=(",", ":"), default=str).encode()
+    # surrogatepass: a lone surrogate (text decoded lossily upstream) is hashed as it is, never an error.
+    return json.dumps(key, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8", "surrogatepass")

@@ -12,6 +12,7 @@ no tuples: a tuple nested inside ``meta`` or ``extra`` comes back as a list.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -32,6 +33,7 @@ from .messages import (
 __all__ = [
     "dumps_messages",
     "iter_messages_jsonl",
+    "json_text",
     "loads_messages",
     "message_from_dict",
     "message_to_dict",
@@ -226,9 +228,23 @@ def message_from_dict(d: Mapping[str, Any], *, index: int | None = None) -> Mess
     )
 
 
+# A UTF-16 surrogate code point: in a Python str only as a lone surrogate (text decoded lossily upstream).
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def json_text(value: Any, **options: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False, **options)`` that can always be written as UTF-8.
+
+    A lone surrogate cannot be encoded as UTF-8; written as its JSON ``uXXXX`` escape instead, it is valid JSON that
+    loads back to the same string, so the text stays lossless and readable (other characters stay as they are).
+    """
+    text = json.dumps(value, ensure_ascii=False, **options)
+    return _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _SURROGATE_RE.search(text) else text
+
+
 def dumps_messages(messages: Iterable[Message]) -> str:
     """Messages as JSON Lines: one compact object per line, each line ending in a newline."""
-    return "".join(json.dumps(message_to_dict(m), ensure_ascii=False, separators=(",", ":")) + "\n" for m in messages)
+    return "".join(json_text(message_to_dict(m), separators=(",", ":")) + "\n" for m in messages)
 
 
 def iter_messages_jsonl(text: str, *, source: str = "") -> Iterator[Message]:

@@ -54,22 +54,24 @@ def test_restore_gives_back_the_archived_part_of_the_history(
 
 
 @pytest.mark.parametrize(
-    ("argv", "expected"),
+    ("argv", "code", "expected"),
     [
-        (["archive", "restore", "nope", "--archive", "{archive}"],
+        (["archive", "restore", "nope", "--archive", "{archive}"], 4,
          "contextfold: SESSION: no session 'nope' in the archive {archive} (it has: session_3-0)\n"),
-        (["archive", "restore", "x", "--archive", "{missing}"],
+        (["archive", "restore", "x", "--archive", "{missing}"], 4,
          "contextfold: --archive: no archive at '{missing}' (no such directory)\n"),
-        (["status", "--archive", "{missing}"],
+        (["status", "--archive", "{missing}"], 4,
          "contextfold: --archive: no archive at '{missing}' (no such directory)\n"),
-        (["archive"], "contextfold: archive: missing: 'restore' (see contextfold archive --help)\n"),
+        (["archive"], 2, "contextfold: archive: missing: 'restore' (see contextfold archive --help)\n"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(replayed: dict[str, Path], tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str], argv: list[str], expected: str) -> None:
+def test_bad_input_is_one_line_and_its_exit_code(
+    replayed: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], code: int,
+    expected: str,
+) -> None:
     values = {"archive": replayed["archive"], "missing": tmp_path / "missing"}
     capsys.readouterr()
-    assert main([a.format(**values) for a in argv]) == 2
+    assert main([a.format(**values) for a in argv]) == code
     out, err = capsys.readouterr()
     assert out == "" and err == expected.format(**values)
 

@@ -47,23 +47,23 @@ def test_grep_searches_every_output_or_one(store: tuple[str, str, str], capsys: 
 
 
 @pytest.mark.parametrize(
-    ("argv", "expected"),
+    ("argv", "code", "expected"),
     [
-        (["cache", "read", "tout_0123456789abcdef"],
+        (["cache", "read", "tout_0123456789abcdef"], 4,
          "contextfold: no cached tool output with ref 'tout_0123456789abcdef'\n"),
-        (["cache", "read", "../etc/passwd"], "contextfold: no cached tool output with ref '../etc/passwd'\n"),
-        (["cache", "grep", "(unclosed"], "contextfold: PATTERN: invalid regular expression '(unclosed': missing ), "
+        (["cache", "read", "../etc/passwd"], 4, "contextfold: no cached tool output with ref '../etc/passwd'\n"),
+        (["cache", "grep", "(unclosed"], 2, "contextfold: PATTERN: invalid regular expression '(unclosed': missing ), "
          "unterminated subpattern at position 0\n"),
-        (["cache"], "contextfold: cache: missing: 'read' or 'grep' (see contextfold cache --help)\n"),
+        (["cache"], 2, "contextfold: cache: missing: 'read' or 'grep' (see contextfold cache --help)\n"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(store: tuple[str, str, str], capsys: pytest.CaptureFixture[str],
-                                          argv: list[str], expected: str) -> None:
+def test_bad_input_is_one_line_and_its_exit_code(store: tuple[str, str, str], capsys: pytest.CaptureFixture[str],
+                                                 argv: list[str], code: int, expected: str) -> None:
     url = store[0]
-    assert main([*argv, "--store", url] if len(argv) > 1 else argv) == 2
+    assert main([*argv, "--store", url] if len(argv) > 1 else argv) == code
     assert capsys.readouterr().err == expected
 
 
 def test_an_unknown_store_is_named(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["cache", "grep", "x", "--store", "ftp://nowhere"]) == 2
+    assert main(["cache", "grep", "x", "--store", "ftp://nowhere"]) == 3
     assert capsys.readouterr().err.startswith("contextfold: store: unknown blob store 'ftp://nowhere'")

@@ -98,24 +98,25 @@ def _bad_traj(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("argv", "expected"),
+    ("argv", "code", "expected"),
     [
-        (["replay", "{bad}"], "contextfold: {bad}: record 2: role: unknown role 'robot'"),
-        (["replay"], "contextfold: SESSION: missing: give a session file or folder, or --demo"),
-        (["replay", "{bad}", "--demo"], "contextfold: SESSION: give a SESSION or --demo, not both"),
-        (["replay", "{good}", "--model", "no-such-model"], "contextfold: unknown model 'no-such-model'"),
-        (["replay", "--demo", "--policy", "{policy}"], "contextfold: file {policy}: policy.trigger_pct:"),
-        (["replay", "--demo", "--window", "1000"], "contextfold: hard_cap_buffer: reserves 1500 tokens"),
+        (["replay", "{bad}"], 2, "contextfold: {bad}: record 2: role: unknown role 'robot'"),
+        (["replay"], 2, "contextfold: SESSION: missing: give a session file or folder, or --demo"),
+        (["replay", "{bad}", "--demo"], 2, "contextfold: SESSION: give a SESSION or --demo, not both"),
+        (["replay", "{good}", "--model", "no-such-model"], 3, "contextfold: unknown model 'no-such-model'"),
+        (["replay", "--demo", "--policy", "{policy}"], 3, "contextfold: file {policy}: policy.trigger_pct:"),
+        (["replay", "--demo", "--window", "1000"], 3, "contextfold: hard_cap_buffer: reserves 1500 tokens"),
+        (["replay", "{good}", "--summarizer", "foo"], 3, "contextfold: --summarizer: 'foo': provider: expected"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+def test_bad_input_is_one_line_and_its_exit_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], code: int, expected: str
 ) -> None:
     bad, policy, good = _bad_traj(tmp_path), tmp_path / "p.yaml", tmp_path / "good.jsonl"
     policy.write_text("policy:\n  trigger_pct: 1.5\n")
     good.write_text('{"role": "user", "content": "hi"}\n{"role": "assistant", "content": "hello"}\n')
     argv = [a.format(bad=bad, policy=policy, good=good) for a in argv]
-    assert main(argv) == 2
+    assert main(argv) == code
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1
     assert err.startswith(expected.format(bad=bad, policy=policy)), err

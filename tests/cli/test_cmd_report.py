@@ -57,5 +57,5 @@ def test_a_file_that_is_not_a_replay_is_one_line_and_exit_2(
 
 
 def test_a_missing_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["report", str(tmp_path / "nope.json")]) == 2
-    assert capsys.readouterr().err == f"contextfold: {tmp_path / 'nope.json'}: No such file or directory\n"
+    assert main(["report", str(tmp_path / "nope.json")]) == 4
+    assert capsys.readouterr().err == f"contextfold: {tmp_path / 'nope.json'}: no such file\n"

@@ -37,6 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
+    for stream in (sys.stdout, sys.stderr):
+        # Text from a session (an id, a message) may hold a lone surrogate, which UTF-8 cannot encode: show it
+        # escaped rather than fail half-way through a table. (JSON output escapes it itself, losslessly.)
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

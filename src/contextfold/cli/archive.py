@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._common import EXIT_OK, Subparsers
+from ._common import EXIT_OK, NotFound, Subparsers, Usage, json_lines
 from .convert import WIRE_FORMATS
 
 if TYPE_CHECKING:
@@ -47,41 +46,42 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _usage(args: argparse.Namespace) -> int:
-    from ..errors import ConfigError
-
-    raise ConfigError("missing: 'restore' (see contextfold archive --help)", field="archive")
+    raise Usage("missing: 'restore' (see contextfold archive --help)", field="archive")
 
 
 def open_archive(location: str) -> Archive:
     """The archive at a directory or URL; a directory that does not exist is an error, not an empty archive."""
     from ..archive import Archive
-    from ..errors import ConfigError
     from ..stores.archive_open import open_archive_store
 
     if "://" not in location and not Path(location).is_dir():
-        raise ConfigError(f"no archive at {location!r} (no such directory)", field="--archive")
+        raise NotFound(f"no archive at {location!r} (no such directory)", field="--archive")
     return Archive(open_archive_store(location))
 
 
 def run_restore(args: argparse.Namespace) -> int:
     """Restore and write."""
     from ..cache import ToolOutputCache
-    from ..errors import ConfigError
     from ..formats import get_format
     from ..replay import manager_session_id
     from ..stores import open_blob_store
+    from .cache import local_store_missing
 
     archive = open_archive(args.archive)
     sessions = archive.sessions()
     session_id = args.session_id if args.session_id in sessions else manager_session_id(args.session_id)
     if session_id not in sessions:
         known = ", ".join(sessions[:5]) + (", …" if len(sessions) > 5 else "")
-        raise ConfigError(f"no session {args.session_id!r} in the archive {args.archive}"
-                          + (f" (it has: {known})" if known else " (it is empty)"), field="SESSION")
-    cache = ToolOutputCache(open_blob_store(args.store))
-    history = archive.restore_history(session_id, resolve_ref=cache.get)
+        raise NotFound(f"no session {args.session_id!r} in the archive {args.archive}"
+                       + (f" (it has: {known})" if known else " (it is empty)"), field="SESSION")
+    missing = local_store_missing(args.store)
+    if missing is None:
+        history = archive.restore_history(session_id, resolve_ref=ToolOutputCache(open_blob_store(args.store)).get)
+    else:  # restore what the archive has rather than create an empty store to read nothing from
+        sys.stderr.write(f"contextfold: warning: {missing}: masked and truncated outputs stay as their views\n")
+        history = archive.restore_history(session_id)
     items = get_format(args.to).encode(history)
-    text = "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items)
+    text = json_lines(items)
     if args.out == "-":
         sys.stdout.write(text)
     else:

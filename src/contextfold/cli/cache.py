@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._common import EXIT_OK, Subparsers
+from ._common import EXIT_OK, NotFound, Subparsers, Usage
 from .replay import positive_int
 
 if TYPE_CHECKING:
     from ..cache import ToolOutputCache
 
-__all__ = ["register", "run_grep", "run_read"]
+__all__ = ["local_store_missing", "register", "run_grep", "run_read"]
 
 DEFAULT_STORE = "local"
 # A page of a cached output: about what a file-reading tool shows at once.
@@ -59,15 +60,32 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _usage(args: argparse.Namespace) -> int:
-    from ..errors import ConfigError
+    raise Usage("missing: 'read' or 'grep' (see contextfold cache --help)", field="cache")
 
-    raise ConfigError("missing: 'read' or 'grep' (see contextfold cache --help)", field="cache")
+
+def local_store_missing(url: str) -> str | None:
+    """Why a local store ``url`` cannot be read (its file does not exist), or None; other stores are not checked."""
+    from urllib.parse import unquote, urlsplit
+
+    from ..stores._sqlite import DEFAULT_DIRECTORY
+    from ..stores.local import DEFAULT_FILENAME
+
+    text = url.strip()
+    scheme, _, rest = text.partition(":")
+    if scheme.lower() != "local":
+        return None
+    directory = (unquote(urlsplit(text).netloc + urlsplit(text).path) if rest else "") or DEFAULT_DIRECTORY
+    path = Path(directory) / DEFAULT_FILENAME
+    return None if path.is_file() else f"no tool output store at {str(path)!r} (nothing was cached there)"
 
 
 def _cache(url: str) -> ToolOutputCache:
     from ..cache import ToolOutputCache
     from ..stores import open_blob_store
 
+    missing = local_store_missing(url)
+    if missing is not None:  # opening would create an empty store and answer "no match"
+        raise NotFound(f"{missing}: pass --store to read another", field="--store")
     return ToolOutputCache(open_blob_store(url))
 
 
@@ -80,12 +98,10 @@ def run_read(args: argparse.Namespace) -> int:
 
 def run_grep(args: argparse.Namespace) -> int:
     """Print matching lines."""
-    from ..errors import ConfigError
-
     try:
         re.compile(args.pattern)
     except re.error as exc:
-        raise ConfigError(f"invalid regular expression {args.pattern!r}: {exc}", field="PATTERN") from None
+        raise Usage(f"invalid regular expression {args.pattern!r}: {exc}", field="PATTERN") from None
     result = _cache(args.store).grep(args.pattern, args.ref, context=max(0, args.context),
                                      max_matches=args.max_matches)
     sys.stdout.write(result.format() + "\n")

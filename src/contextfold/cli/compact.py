@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._common import DEFAULT_MODEL, EXIT_OK, Subparsers, add_session_argument
+from ._common import DEFAULT_MODEL, EXIT_OK, Subparsers, add_session_argument, json_lines, warn_if_unknown_model
 from .convert import WIRE_FORMATS
 from .replay import positive_int
 
@@ -73,13 +72,14 @@ def run(args: argparse.Namespace) -> int:
     from ..replay import manager_session_id
 
     session = _select(load_sessions(args.session), args)
+    warn_if_unknown_model(args.model, window=args.window)
     target = args.to or session.format
     with ContextManager(args.model, max_context_tokens=args.window, summarizer=args.summarizer, store=args.store,
                         archive=args.archive, session_id=manager_session_id(session.id)) as cm:
         cm.add(session.messages)
         report = cm.compact(instructions=args.instructions)
         items = get_format(target).encode(cm.messages())
-    text = "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items)
+    text = json_lines(items)
     if args.out == "-":
         sys.stdout.write(text)
     else:

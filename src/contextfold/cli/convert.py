@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._common import EXIT_OK, Subparsers, add_session_argument
+from ._common import EXIT_OK, Subparsers, add_session_argument, json_lines
 
 if TYPE_CHECKING:
     from ..importers import RecordedSession
@@ -66,7 +65,7 @@ def _encode(session: RecordedSession, target: str, source: str) -> list[dict[str
 
 
 def _lines(items: list[dict[str, Any]]) -> str:
-    return "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items)
+    return json_lines(items)
 
 
 def run(args: argparse.Namespace) -> int:

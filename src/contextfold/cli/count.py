@@ -6,7 +6,15 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from ._common import EXIT_OK, Subparsers, add_model_argument, add_session_argument, message_counter, write_json
+from ._common import (
+    EXIT_OK,
+    Subparsers,
+    add_model_argument,
+    add_session_argument,
+    message_counter,
+    warn_if_unknown_model,
+    write_json,
+)
 
 if TYPE_CHECKING:
     from ..tokens import MessageCounter
@@ -39,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from ..importers import load_sessions
 
     sessions = load_sessions(args.session)
+    warn_if_unknown_model(args.model)
     counters: dict[str, MessageCounter] = {}
     rows: list[dict[str, int | str]] = []
     messages = tokens = 0

@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._common import DEFAULT_MODEL, EXIT_OK, Subparsers, write_json
+from ._common import DEFAULT_MODEL, EXIT_OK, Subparsers, Usage, warn_if_unknown_model, write_json
 from .convert import WIRE_FORMATS
 
 if TYPE_CHECKING:
     from ..replay import ReplayOptions
 
-__all__ = ["DEMO_WINDOW", "EXIT_SESSION_FAILED", "positive_int", "register", "run"]
+__all__ = ["DEMO_WINDOW", "EXIT_SESSION_FAILED", "check_summarizer", "positive_int", "register", "run"]
 
 # The demo session's raw history peaks near 33K tokens; masking alone keeps it under a 16K window, so the demo
 # runs in 8K, where contextfold has to mask and to compact — which is what the demo is there to show.
@@ -93,7 +93,9 @@ def _options(args: argparse.Namespace) -> ReplayOptions:
         window = DEMO_WINDOW
     model = model or DEFAULT_MODEL
     info = get_model(model, context_window=window)
+    warn_if_unknown_model(model, window=window)
     Policy.model_validate(policy).budgets(info.context_window)
+    check_summarizer(args.summarizer)
     return ReplayOptions(
         model=model, window=window, policy=policy or None, summarizer=args.summarizer, format=args.format,
         dump_views=str(args.dump_views) if args.dump_views is not None else None, store=args.store,
@@ -101,16 +103,33 @@ def _options(args: argparse.Namespace) -> ReplayOptions:
     )
 
 
+def check_summarizer(spec: str) -> None:
+    """Build the summarizer ``spec`` names once, here, so that a bad name fails before any session is replayed."""
+    from ..errors import ConfigError, ContextfoldError, MissingExtra
+
+    if spec == "extractive":
+        return
+    from ..providers import get_provider
+
+    try:
+        get_provider(spec)
+    except MissingExtra:
+        raise
+    except ContextfoldError as exc:
+        raise ConfigError(f"{spec!r}: {exc}", field="--summarizer") from None
+    except Exception as exc:  # the vendor's SDK refused it (no API key, bad option): say so, as an option error
+        raise ConfigError(f"{spec!r}: {type(exc).__name__}: {exc}", field="--summarizer") from None
+
+
 def run(args: argparse.Namespace) -> int:
     """Replay, print the table (and JSON), write the report."""
-    from ..errors import ConfigError
     from ..importers import load_sessions
     from ..replay import Progress, demo_session_path, run_replay, summary_table
 
     if args.demo and args.session:
-        raise ConfigError("give a SESSION or --demo, not both", field="SESSION")
+        raise Usage("give a SESSION or --demo, not both", field="SESSION")
     if not args.demo and not args.session:
-        raise ConfigError("missing: give a session file or folder, or --demo for the bundled session",
+        raise Usage("missing: give a session file or folder, or --demo for the bundled session",
                           field="SESSION")
     path = demo_session_path() if args.demo else args.session
     options = _options(args)

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from ._common import EXIT_OK, Subparsers
+from ._common import EXIT_OK, NotFound, Subparsers
 
 __all__ = ["DEFAULT_OUT", "register", "run"]
 
@@ -29,18 +29,43 @@ def register(subparsers: Subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
+def _read(source: str) -> str:
+    from ..report import ReportInputError
+
+    try:
+        return sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ReportInputError(f"{_name(source)}: not UTF-8 text (byte {exc.start})") from None
+    except FileNotFoundError:
+        raise NotFound(f"{source}: no such file") from None
+
+
+def _name(source: str) -> str:
+    return "<stdin>" if source == "-" else source
+
+
 def run(args: argparse.Namespace) -> int:
     """Read, check, render, write."""
-    from ..report import ReportInputError, check_result, load_result, write_html
+    from ..errors import InvalidHistory
+    from ..formats._common import check_nesting, json_problem
+    from ..report import ReportInputError, check_result, write_html
 
-    if args.metrics == "-":
-        try:
-            result = json.loads(sys.stdin.read())
-        except json.JSONDecodeError as exc:
-            raise ReportInputError(f"<stdin>: invalid JSON: {exc.msg} (line {exc.lineno})") from None
-        check_result(result, source="<stdin>")
-    else:
-        result = load_result(args.metrics)
-    written = write_html(result, args.out)
+    source = _name(args.metrics)
+    text = _read(args.metrics)
+    try:
+        result = json.loads(text)
+        check_nesting(result)
+    except (ValueError, RecursionError) as exc:  # bad JSON, a 10,000-digit number, nesting past the limit
+        problem = exc.problem if isinstance(exc, InvalidHistory) else json_problem(exc)
+        field = f"{exc.field}: " if isinstance(exc, InvalidHistory) and exc.field else ""
+        raise ReportInputError(f"{source}: {field}{problem}") from None
+    check_result(result, source=source)
+    try:
+        written = write_html(result, args.out)
+    except (TypeError, KeyError, ValueError, AttributeError, IndexError) as exc:
+        # check_result looks at the keys a replay JSON must have; a value of the wrong shape deeper down
+        # (a hand-edited file) shows only while rendering.
+        raise ReportInputError(f"{source}: not a replay JSON this version can render: {type(exc).__name__}: "
+                               f"{exc}") from None
     sys.stderr.write(f"contextfold: wrote the report to {written}\n")
     return EXIT_OK

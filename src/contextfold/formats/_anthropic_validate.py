@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import InvalidHistory
-from ._common import as_items, expect_list, expect_mapping, expect_str
+from ._common import as_items, expect_list, expect_mapping, expect_str, role_of
 
 __all__ = ["validate"]
 
@@ -25,7 +25,7 @@ def validate(items: Iterable[Mapping[str, Any]]) -> None:
     pending: dict[str, int] = {}  # tool_use ids of the previous assistant turn -> that turn's index
     started = False
     for index, raw in enumerate(messages):
-        role = raw.get("role")
+        role = role_of(raw)
         if role in ("system", "developer"):
             _check_system(raw.get("content"), index)
             continue

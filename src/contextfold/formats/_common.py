@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
@@ -19,9 +20,11 @@ from ..errors import InvalidHistory
 from ..messages import EMPTY, freeze
 
 __all__ = [
+    "MAX_NESTING",
     "WIRE_KEY",
     "apply_hints",
     "as_items",
+    "check_nesting",
     "data_url",
     "empty_hints",
     "expect_list",
@@ -32,6 +35,7 @@ __all__ = [
     "parse_data_url",
     "placeholder",
     "plain",
+    "role_of",
     "split_extra",
     "type_name",
 ]
@@ -40,6 +44,53 @@ __all__ = [
 WIRE_KEY = "_wire"
 
 _DATA_URL = re.compile(r"^data:(?P<media>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$", re.DOTALL)
+
+
+# Containers nested deeper than this in one message are refused: real messages stay under ~20 levels, and every
+# recursive walk (freezing, hashing, redaction, JSON encoding) must stay far from Python's recursion limit (1000).
+MAX_NESTING = 128
+
+
+def check_nesting(value: Any, *, index: int | None = None, limit: int = MAX_NESTING) -> None:
+    """Raise :class:`InvalidHistory` naming the field where ``value`` nests containers deeper than ``limit``.
+
+    Iterative, so that the check itself cannot hit the recursion limit it guards.
+    """
+    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Iterable[tuple[str, Any]] = ((f"{path}.{k}" if path else str(k), v) for k, v in item.items())
+        elif isinstance(item, list | tuple):
+            children = ((f"{path}[{i}]", v) for i, v in enumerate(item))
+        else:
+            continue
+        if depth >= limit:
+            shown = path if len(path) <= 60 else path[:60] + "…"
+            raise InvalidHistory(f"nested deeper than {limit} levels", index=index, field=shown or None)
+        stack.extend((child, child_path, depth + 1) for child_path, child in children)
+
+
+def json_problem(exc: ValueError | RecursionError) -> str:
+    """What ``json.loads`` failed on, in words that name the cause (not Python's internals)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"
+    if isinstance(exc, RecursionError):
+        return "invalid JSON: arrays or objects nested too deeply to read"
+    digits = re.search(r"has (\d+) digits", str(exc))
+    if digits:  # Python refuses to convert integers this long (a denial-of-service guard)
+        return f"invalid JSON: a number with {digits.group(1)} digits (at most {sys.get_int_max_str_digits()})"
+    return f"invalid JSON: {exc}"
+
+
+def role_of(raw: Mapping[str, Any]) -> Any:
+    """``raw["role"]`` when it is a string or absent; any other JSON value as ``"<its type>"``.
+
+    The decoders compare the role with sets of names; an object or a list there must reach their "unknown role"
+    error, not fail to hash.
+    """
+    role = raw.get("role")
+    return role if role is None or isinstance(role, str) else f"<{type_name(role)}>"
 
 
 def type_name(value: Any) -> str:

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import InvalidHistory
-from ._common import as_items, expect_list, expect_mapping, expect_str
+from ._common import as_items, expect_list, expect_mapping, expect_str, role_of
 from ._gemini_parts import check_camel_case
 
 __all__ = ["validate"]
@@ -23,7 +23,7 @@ def validate(items: Iterable[Mapping[str, Any]]) -> None:
     contents = as_items(items)
     pending: list[tuple[str, str | None, int]] = []  # (name, id, index of the model turn)
     for index, raw in enumerate(contents):
-        role = raw.get("role")
+        role = role_of(raw)
         if role in ("system", "developer"):
             _parts(raw, index)
             continue

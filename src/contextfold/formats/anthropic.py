@@ -28,6 +28,7 @@ from ._common import (
     expect_str,
     make_extra,
     plain,
+    role_of,
     split_extra,
 )
 
@@ -44,7 +45,7 @@ def decode(items: Iterable[Mapping[str, Any]]) -> list[Message]:
     """Messages from Anthropic message dicts (plus ``system``/``developer`` items of the JSONL form)."""
     out: list[Message] = []
     for index, raw in enumerate(as_items(items)):
-        role = raw.get("role")
+        role = role_of(raw)
         if role in _APART or role == "assistant":
             content = decode_blocks(raw.get("content"), index, "content")
             if role == "assistant":

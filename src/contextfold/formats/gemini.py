@@ -15,7 +15,17 @@ from typing import Any
 
 from ..errors import InvalidHistory
 from ..messages import Message, Part, ToolCall
-from ._common import WIRE_KEY, as_items, expect_list, expect_mapping, expect_str, make_extra, plain, split_extra
+from ._common import (
+    WIRE_KEY,
+    as_items,
+    expect_list,
+    expect_mapping,
+    expect_str,
+    make_extra,
+    plain,
+    role_of,
+    split_extra,
+)
 from ._gemini_parts import NAME, check_camel_case, decode_part, decode_parts, encode_part, encode_parts, is_plain_text
 from ._gemini_validate import validate
 
@@ -42,7 +52,7 @@ def decode(items: Iterable[Mapping[str, Any]]) -> list[Message]:
     out: list[Message] = []
     pending: list[ToolCall] = []  # calls of the last model turn not yet answered, for pairing by order and name
     for index, raw in enumerate(as_items(items)):
-        role = raw.get("role")
+        role = role_of(raw)
         if role in _APART:
             parts = decode_parts(raw.get("parts"), index, "parts")
             out.append(Message(role, _as_text(parts), extra=make_extra(NAME, raw, _TURN_KEYS)))

@@ -36,6 +36,7 @@ from ._common import (
     parse_data_url,
     placeholder,
     plain,
+    role_of,
     split_extra,
     type_name,
 )
@@ -74,7 +75,7 @@ def _modelled(role: str) -> tuple[str, ...]:
 def decode_message(raw: Mapping[str, Any], index: int = 0) -> Message:
     """One Chat Completions message dict as a Message."""
     raw = expect_mapping(raw, index, None)
-    role = raw.get("role")
+    role = role_of(raw)
     if role not in ROLES:
         raise InvalidHistory(f"unknown role {role!r}; expected one of {sorted(ROLES)}", index=index, field="role")
     content = _decode_content(raw.get("content"), index)
@@ -264,7 +265,7 @@ def validate(items: Iterable[Mapping[str, Any]]) -> None:
     messages = as_items(items)
     pending: dict[str, int] = {}  # call id -> index of the assistant message that made it
     for index, raw in enumerate(messages):
-        role = raw.get("role")
+        role = role_of(raw)
         if role not in ROLES:
             raise InvalidHistory(f"unknown role {role!r}; expected one of {sorted(ROLES)}", index=index, field="role")
         if role != "tool" and pending:

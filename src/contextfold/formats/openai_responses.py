@@ -25,6 +25,7 @@ from ._common import (
     json_arguments,
     make_extra,
     plain,
+    role_of,
     split_extra,
 )
 from ._responses_parts import decode_content, encode_content, encode_thinking
@@ -110,7 +111,7 @@ def _continues(previous: str, kind: str) -> bool:
 
 
 def _decode_message(raw: Mapping[str, Any], index: int) -> Message:
-    role = raw.get("role")
+    role = role_of(raw)
     if role not in _MESSAGE_ROLES:
         problem = f"unknown role {role!r}; expected one of {sorted(_MESSAGE_ROLES)}"
         raise InvalidHistory(problem, index=index, field="role")

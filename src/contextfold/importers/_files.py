@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidHistory
+from ..formats._common import check_nesting, json_problem
 from ._session import RecordedSession, SessionFileError, Source
 from .jsonl import iter_jsonl_lines, parse_messages
 from .swe_agent import looks_like_swe_agent, parse_swe_agent
@@ -75,10 +76,16 @@ def _read_text(path: Path) -> str:
 
 
 def _read_json(path: Path) -> Any:
+    text = _read_text(path)
     try:
-        return json.loads(_read_text(path))
-    except json.JSONDecodeError as exc:
-        raise SessionFileError(path, f"invalid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})") from None
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:  # also a 10,000-digit number or nesting past the parser's limit
+        raise SessionFileError(path, json_problem(exc)) from None
+    try:
+        check_nesting(data)
+    except InvalidHistory as exc:
+        raise SessionFileError.wrap(path, exc) from None
+    return data
 
 
 def _load_jsonl(path: Path) -> RecordedSession:
@@ -91,6 +98,12 @@ def _load_jsonl(path: Path) -> RecordedSession:
             raise SessionFileError(
                 path, f"invalid JSON: {exc.msg} (column {exc.colno})", record=record, line=number
             ) from None
+        except (ValueError, RecursionError) as exc:
+            raise SessionFileError(path, json_problem(exc), record=record, line=number) from None
+        try:
+            check_nesting(items[-1], index=record)
+        except InvalidHistory as exc:
+            raise SessionFileError.wrap(path, exc, line=number) from None
     try:
         return parse_messages(items, session_id=path.stem)
     except InvalidHistory as exc:

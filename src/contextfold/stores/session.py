@@ -19,7 +19,7 @@ from typing import Protocol, runtime_checkable
 
 from ..errors import InvalidHistory, StoreError
 from ..messages import Message
-from ..serialize import message_from_dict, message_to_dict
+from ..serialize import json_text, message_from_dict, message_to_dict
 
 __all__ = [
     "MAX_SESSION_ID_LENGTH",
@@ -201,7 +201,7 @@ def checked_messages(messages: Sequence[Message]) -> tuple[Message, ...]:
 
 def encode_message(m: Message) -> str:
     """One message as compact JSON (contextfold's lossless form), the unit the backends store."""
-    return json.dumps(message_to_dict(m), ensure_ascii=False, separators=(",", ":"))
+    return json_text(message_to_dict(m), separators=(",", ":"))
 
 
 def decode_message(raw: str | bytes, session_id: str, index: int) -> Message:
