@@ -90,7 +90,7 @@ def _mutate_value(rng: random.Random, value: Any) -> Any:
         else:
             out_list[i] = _mutate_value(rng, out_list[i])
         return out_list
-    return rng.choice(_ODD_VALUES + [_deep(rng.choice([200, 5000]))])
+    return rng.choice([*_ODD_VALUES, _deep(rng.choice([200, 5000]))])
 
 
 def _dump(value: Any) -> str:
