@@ -12,12 +12,12 @@ import asyncio
 import os
 from contextlib import ExitStack
 
-from agents import Agent, RunConfig, Runner, SQLiteSession, function_tool, set_tracing_disabled
+from agents import Agent, Runner, SQLiteSession, function_tool, set_tracing_disabled
 from agents.models.openai_responses import OpenAIResponsesModel
 from openai import AsyncOpenAI
 
 from contextfold import ContextManager
-from contextfold.integrations.openai_agents import ContextfoldInputFilter, ContextfoldSession, UsageHooks
+from contextfold.integrations.openai_agents import ContextfoldSession, contextfold_run
 from contextfold.testing import Reply, ScriptedLLMServer, ScriptedToolCall
 
 MODEL = "gpt-4o"
@@ -47,19 +47,17 @@ async def main() -> None:
     set_tracing_disabled(True)
     with ExitStack() as stack:
         client, window = connect(stack)
+        cm = ContextManager(MODEL, max_context_tokens=window, store="memory", archive="memory")
+        # One call: the run config (input filter + a model that recovers from overflow), hooks, retrieval tools.
+        kit = contextfold_run(cm, model=OpenAIResponsesModel(MODEL, client))
         agent = Agent(name="builder", instructions=f"Read the build log pages 0 to {PAGES - 1}, then summarize.",
-                      tools=[read_log], model=OpenAIResponsesModel(MODEL, client))
-        # One manager keeps the run inside the window; another keeps the compacted history between runs.
-        run_cm = ContextManager(MODEL, max_context_tokens=window, store="memory", archive="memory")
-        session_cm = ContextManager(MODEL, max_context_tokens=window, store="memory", archive="memory")
-        session = ContextfoldSession(session_cm, SQLiteSession("build-chat"))
+                      tools=[read_log, *kit.tools])
+        # The session persists the compacted history; it shares the manager's record with the filter.
+        session = ContextfoldSession(cm, SQLiteSession("build-chat"))
         result = await Runner.run(agent, "Why does the build fail?", session=session, max_turns=PAGES + 5,
-                                  run_config=RunConfig(call_model_input_filter=ContextfoldInputFilter(run_cm)),
-                                  hooks=UsageHooks(run_cm))
+                                  run_config=kit.run_config, hooks=kit.hooks)
         print(result.final_output)
-        print("run:    ", run_cm.status().line())
-        print("session:", session_cm.status().line())
-
+        print(cm.status().line())
 
 if __name__ == "__main__":
     asyncio.run(main())
