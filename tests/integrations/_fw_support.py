@@ -132,3 +132,28 @@ def retrieval_handler(request: RecordedRequest) -> Reply | str:
     assert match is not None, "the cut output names its ref"
     return Reply.calling(ScriptedToolCall("tool_output_cache", {"ref_id": match.group(1), "offset": TARGET_ROW,
                                                                 "limit": 1}, id="call_read"))
+
+
+# -- graceful degradation -------------------------------------------------------------------------------------------
+class FailingSummarizer:
+    """A summarizer whose every call fails, as a broken LLM summarizer would."""
+
+    def summarize(self, request: object) -> object:
+        from contextfold.errors import SummarizerError
+
+        raise SummarizerError("the summary model is down")
+
+
+DEGRADE_WINDOW = 2_000
+DEGRADE_TURNS = 8
+
+
+def degrading_manager(session_id: str, telemetry: object) -> ContextManager:
+    """A small window and a summarizer that always fails: compaction is due and cannot succeed."""
+    return ContextManager(model="gpt-4o", max_context_tokens=DEGRADE_WINDOW, store="memory", archive="memory",
+                          session_id=session_id, telemetry=telemetry, summarizer=FailingSummarizer())
+
+
+def assert_degraded(events: list[object]) -> None:
+    codes = [getattr(e, "code", "") for e in events]
+    assert "adapter_degraded" in codes, codes

@@ -19,11 +19,14 @@ pytest.importorskip("langchain")
 pytest.importorskip("langchain_openai")
 
 from _fw_support import (
+    DEGRADE_TURNS,
     FINAL_ANSWER,
     TURNS,
     WINDOW,
+    assert_degraded,
     assert_scenario_held,
     big_output,
+    degrading_manager,
     expected_requests,
     log_page,
     make_manager,
@@ -364,3 +367,15 @@ def test_sqlite_checkpointer_resumes_the_compacted_history_in_a_new_process(serv
     assert sum(1 for r, c in sent if c.startswith("build log page")) < 8
     # The summary came back as a summary: the resumed manager knows its version.
     assert version >= 1 and resumed_version == version
+
+
+def test_a_failing_compaction_degrades_instead_of_ending_the_run(server: ScriptedLLMServer) -> None:
+    telemetry = RecordingTelemetry()
+    server.push(*scripted_replies(DEGRADE_TURNS))
+    middleware = ContextfoldMiddleware(degrading_manager("lc-degrade", telemetry))
+    state = run(server, middleware)
+    assert state["messages"][-1].content == FINAL_ANSWER and not server.invalid_requests
+    assert_degraded(telemetry.events)
+    server.push(*scripted_replies(DEGRADE_TURNS))
+    with pytest.raises(Exception, match="summary model is down|circuit|budget"):
+        run(server, ContextfoldMiddleware(degrading_manager("lc-strict", RecordingTelemetry()), strict=True))

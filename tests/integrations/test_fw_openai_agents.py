@@ -12,11 +12,14 @@ import pytest
 pytest.importorskip("agents")
 
 from _fw_support import (
+    DEGRADE_TURNS,
     FINAL_ANSWER,
     TURNS,
     WINDOW,
+    assert_degraded,
     assert_scenario_held,
     big_output,
+    degrading_manager,
     expected_requests,
     log_page,
     make_manager,
@@ -323,3 +326,18 @@ def test_session_is_compaction_aware(tmp_path: Path) -> None:
         assert await SQLiteSession("c", tmp_path / "c.db").get_items() == await session.get_items()
 
     asyncio.run(exercise())
+
+
+def test_a_failing_compaction_degrades_instead_of_ending_the_run(server: ScriptedLLMServer) -> None:
+    telemetry = RecordingTelemetry()
+    server.push(*scripted_replies(DEGRADE_TURNS))
+    kit = contextfold_run(degrading_manager("agents-degrade", telemetry))
+    result = asyncio.run(Runner.run(make_agent(server), "Why does the build fail?", run_config=kit.run_config,
+                                    hooks=kit.hooks, max_turns=DEGRADE_TURNS + 5))
+    assert result.final_output == FINAL_ANSWER and not server.invalid_requests
+    assert_degraded(telemetry.events)
+    server.push(*scripted_replies(DEGRADE_TURNS))
+    strict = contextfold_run(degrading_manager("agents-strict", RecordingTelemetry()), strict=True)
+    with pytest.raises(Exception, match="summary model is down|circuit|budget"):
+        asyncio.run(Runner.run(make_agent(server), "Why does the build fail?", run_config=strict.run_config,
+                               max_turns=DEGRADE_TURNS + 5))

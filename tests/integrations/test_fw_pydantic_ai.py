@@ -11,11 +11,14 @@ from hypothesis import strategies as st
 pytest.importorskip("pydantic_ai")
 
 from _fw_support import (
+    DEGRADE_TURNS,
     FINAL_ANSWER,
     TURNS,
     WINDOW,
+    assert_degraded,
     assert_scenario_held,
     big_output,
+    degrading_manager,
     expected_requests,
     log_page,
     make_manager,
@@ -230,3 +233,16 @@ def test_a_cut_note_names_no_tool_without_the_tools(server: ScriptedLLMServer) -
     agent.run_sync("read it")
     note = server.requests[1].items[-1]["content"]
     assert "tool_output_cache" not in note and "bytes in full" in note
+
+
+def test_a_failing_compaction_degrades_instead_of_ending_the_run(server: ScriptedLLMServer) -> None:
+    telemetry = RecordingTelemetry()
+    server.push(*scripted_replies(DEGRADE_TURNS))
+    processor = ContextfoldHistoryProcessor(degrading_manager("pai-degrade", telemetry))
+    result = make_agent(server, processor).run_sync("Why does the build fail?")
+    assert result.output == FINAL_ANSWER and not server.invalid_requests
+    assert_degraded(telemetry.events)
+    server.push(*scripted_replies(DEGRADE_TURNS))
+    strict = ContextfoldHistoryProcessor(degrading_manager("pai-strict", RecordingTelemetry()), strict=True)
+    with pytest.raises(Exception, match="summary model is down|circuit|budget"):
+        make_agent(server, strict).run_sync("Why does the build fail?")
