@@ -377,5 +377,5 @@ def test_a_failing_compaction_degrades_instead_of_ending_the_run(server: Scripte
     assert state["messages"][-1].content == FINAL_ANSWER and not server.invalid_requests
     assert_degraded(telemetry.events)
     server.push(*scripted_replies(DEGRADE_TURNS))
-    with pytest.raises(Exception, match="summary model is down|circuit|budget"):
+    with pytest.raises(Exception, match=r"summary model is down|circuit|budget"):
         run(server, ContextfoldMiddleware(degrading_manager("lc-strict", RecordingTelemetry()), strict=True))

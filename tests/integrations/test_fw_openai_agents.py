@@ -338,6 +338,6 @@ def test_a_failing_compaction_degrades_instead_of_ending_the_run(server: Scripte
     assert_degraded(telemetry.events)
     server.push(*scripted_replies(DEGRADE_TURNS))
     strict = contextfold_run(degrading_manager("agents-strict", RecordingTelemetry()), strict=True)
-    with pytest.raises(Exception, match="summary model is down|circuit|budget"):
+    with pytest.raises(Exception, match=r"summary model is down|circuit|budget"):
         asyncio.run(Runner.run(make_agent(server), "Why does the build fail?", run_config=strict.run_config,
                                max_turns=DEGRADE_TURNS + 5))

@@ -244,5 +244,5 @@ def test_a_failing_compaction_degrades_instead_of_ending_the_run(server: Scripte
     assert_degraded(telemetry.events)
     server.push(*scripted_replies(DEGRADE_TURNS))
     strict = ContextfoldHistoryProcessor(degrading_manager("pai-strict", RecordingTelemetry()), strict=True)
-    with pytest.raises(Exception, match="summary model is down|circuit|budget"):
+    with pytest.raises(Exception, match=r"summary model is down|circuit|budget"):
         make_agent(server, strict).run_sync("Why does the build fail?")
