@@ -14,11 +14,24 @@ import hashlib
 import math
 import re
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import retrieval
+from .cache_owners import (
+    OWNER_INFIX,
+    Retention,
+    StoredOutput,
+    delete_output,
+    load_claims,
+    owner_key,
+    owner_tag,
+    read_claim,
+    survey,
+    write_claim,
+)
 from .cache_view import VIEW_HEAD_SHARE as VIEW_HEAD_SHARE
 from .cache_view import VIEW_MAX_SHRINKS as VIEW_MAX_SHRINKS
 from .cache_view import VIEW_NOTE_RESERVE_BYTES as VIEW_NOTE_RESERVE_BYTES
@@ -68,6 +81,8 @@ TRUNCATION_UNITS = ("tokens", "bytes", "none")
 # unit="bytes": no token cap at all (any count of tokens passes).
 NO_TOKEN_CAP = 1 << 62
 
+# A session's claim on an output is rewritten at most this often (it only has to be fresher than Retention.live_s).
+CLAIM_REFRESH_S = 600
 # Ref ids are content addresses: a fixed prefix and 64 bits of BLAKE2b (collisions need ~4 billion outputs).
 REF_PREFIX = "tout_"
 REF_DIGEST_BYTES = 8
@@ -191,13 +206,22 @@ class ToolOutputCache:
         *,
         counter: TokenCounter | None = None,
         context_window: int | None = None,
+        session_id: str | None = None,
+        retention: Retention | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.config = config or CacheConfig()
         self.counter: TokenCounter = counter or EstimatingCounter()
         self.context_window = context_window
+        self.session_id = session_id
+        self.retention = retention
+        self._clock = clock
+        self._tag = owner_tag(session_id)
         # Refs are immutable (content-addressed), so their sizes and line counts can be remembered freely.
         self._refs: dict[str, ToolOutputRef] = {}
+        self._claimed: dict[str, float] = {}  # ref id -> when this cache last wrote its claim
+        self._new_outputs = 0
         self._lock = threading.Lock()
         # Whether the agent has the retrieval tools: the notes of cut outputs name them only then (an adapter that
         # does not give the agent the tools turns this off, so the model is never told to call a missing tool).
@@ -225,6 +249,54 @@ class ToolOutputCache:
         ref = ToolOutputRef(ref_id, len(data), line_count)
         with self._lock:
             self._refs[ref_id] = ref
+            self._new_outputs += 1
+            due = self.retention is not None and self._new_outputs % self.retention.every_puts == 0
+        self._claim(ref_id)
+        if due:
+            self.retain()
+        return ref
+
+    @property
+    def stored_outputs(self) -> int:
+        """Outputs this cache has stored since it was made."""
+        return self._new_outputs
+
+    # -- ownership --------------------------------------------------------------------------------------------
+    def _claim(self, ref_id: str) -> None:
+        """Record that this session uses ``ref_id`` (rewritten at most every ``CLAIM_REFRESH_S``).
+
+        A cache without a session claims nothing: its outputs are aged by size (LRU) only.
+        """
+        if self.session_id is None:
+            return
+        now = self._clock()
+        last = self._claimed.get(ref_id)
+        if last is not None and now - last < CLAIM_REFRESH_S:
+            return
+        write_claim(self.store, ref_id, self._tag, now)
+        with self._lock:
+            self._claimed[ref_id] = now
+
+    def owns(self, ref_id: str) -> bool:
+        """Whether this cache's session has a claim on ``ref_id`` (a cache without a session owns everything)."""
+        if self.session_id is None or ref_id in self._claimed:
+            return True
+        return read_claim(self.store, ref_id, self._tag) is not None
+
+    def owned_ref_ids(self) -> list[str]:
+        """The refs this cache's session owns, sorted (every ref for a cache without a session)."""
+        if self.session_id is None:
+            return self.ref_ids()
+        outputs, _ = survey(self.store, is_ref_id)
+        suffix = OWNER_INFIX + self._tag
+        return sorted(r for r, e in outputs.items() if any(k.endswith(suffix) for k in e.claim_keys))
+
+    def _owned_ref(self, ref_id: str) -> ToolOutputRef:
+        """The ref, when this session owns it: another session's output is as unknown as a made-up ref."""
+        if not self.owns(ref_id):
+            raise RefNotFound(ref_id)
+        ref = self.ref(ref_id)
+        self._claim(ref_id)
         return ref
 
     def ref(self, ref_id: str) -> ToolOutputRef:
@@ -312,7 +384,7 @@ class ToolOutputCache:
 
         Each line is cut at ``max_line_length``; ``max_bytes`` stops the slice early (see ``next_offset``).
         """
-        ref = self.ref(ref_id)
+        ref = self._owned_ref(ref_id)
         self.store.touch(ref_id)
         return retrieval.read_lines(
             self.store, ref, offset, limit, max_line_length=self.config.max_line_length, max_bytes=max_bytes
@@ -321,8 +393,8 @@ class ToolOutputCache:
     def grep(
         self, pattern: str, ref_id: str | None = None, *, context: int = 0, max_matches: int | None = None
     ) -> retrieval.GrepResult:
-        """Lines matching the regular expression ``pattern`` in one output, or in all outputs when no ref."""
-        refs = [self.ref(ref_id)] if ref_id is not None else [self.ref(k) for k in self.ref_ids()]
+        """Lines matching the regular expression ``pattern`` in one output, or in every output this session owns."""
+        refs = [self._owned_ref(ref_id)] if ref_id is not None else [self.ref(k) for k in self.owned_ref_ids()]
         if ref_id is not None:
             self.store.touch(ref_id)
         return retrieval.grep_refs(
@@ -352,48 +424,92 @@ class ToolOutputCache:
 
     # -- garbage collection -----------------------------------------------------------------------------------
     def gc(self, referenced: Iterable[str], max_bytes: int | None = None) -> GcResult:
-        """Delete cached outputs no view or archive refers to.
+        """Drop this session's claims on outputs no view or archive of it refers to; delete unclaimed outputs.
+
+        An output another session still claims is never deleted: only this session's claim goes. A cache without
+        a session collects the whole store (every unreferenced output, whoever claims it).
 
         Args:
-            referenced: Ref ids still in use (see :func:`referenced_refs`); these are never deleted.
-            max_bytes: None deletes every unreferenced output. A number keeps unreferenced outputs too, evicting
-                the least recently used of them until the cache holds at most this many bytes (or only
-                referenced outputs are left).
+            referenced: Ref ids still in use (see :func:`referenced_refs`); these are never touched.
+            max_bytes: None drops every unreferenced claim. A number keeps unreferenced outputs too, evicting the
+                least recently used of them until this session's outputs take at most this many bytes.
         """
         if max_bytes is not None and max_bytes < 0:
             raise ValueError(f"gc: max_bytes must be >= 0, got {max_bytes}")
         keep = set(referenced)
-        sizes: dict[str, int] = {}
-        accessed: dict[str, int] = {}
-        orphans: list[str] = []
-        infos = list(self.store.entries())
-        present = {e.key for e in infos}
-        for info in infos:
-            owner = retrieval.index_owner(info.key)
-            if owner is not None:
-                if owner not in present:
-                    orphans.append(info.key)
-                    continue
-                sizes[owner] = sizes.get(owner, 0) + info.size
-            elif is_ref_id(info.key):
-                sizes[info.key] = sizes.get(info.key, 0) + info.size
-                accessed[info.key] = info.accessed
-        candidates = sorted((r for r in accessed if r not in keep), key=lambda r: (accessed[r], r))
-        total = sum(sizes.values())
+        outputs, orphans = survey(self.store, is_ref_id)
+        suffix = OWNER_INFIX + self._tag
+        mine = {r: e for r, e in outputs.items()
+                if self.session_id is None or any(k.endswith(suffix) for k in e.claim_keys)}
+        candidates = sorted((e for r, e in mine.items() if r not in keep), key=lambda e: (e.accessed, e.ref_id))
+        total = sum(e.size for e in mine.values())
         deleted: list[str] = []
-        freed = 0
-        for ref_id in candidates:
+        freed = released = 0
+        for entry in candidates:
             if max_bytes is not None and total - freed <= max_bytes:
                 break
-            self.store.delete(ref_id)
-            self.store.delete(retrieval.index_key(ref_id))
+            released += 1
+            others = [k for k in entry.claim_keys if not k.endswith(suffix)]
+            if self.session_id is not None and others:
+                self.store.delete(owner_key(entry.ref_id, self._tag))  # shared: only our claim goes
+            else:
+                delete_output(self.store, entry)
+                deleted.append(entry.ref_id)
             with self._lock:
-                self._refs.pop(ref_id, None)
-            deleted.append(ref_id)
-            freed += sizes[ref_id]
+                self._refs.pop(entry.ref_id, None)
+                self._claimed.pop(entry.ref_id, None)
+            freed += entry.size
         for key in orphans:
             self.store.delete(key)
-        return GcResult(tuple(deleted), freed, total - freed, len(accessed) - len(deleted))
+        return GcResult(tuple(deleted), freed, total - freed, len(mine) - released)
+
+    def retain(self, now: float | None = None) -> GcResult:
+        """Store-wide retention (see :class:`~contextfold.cache_owners.Retention`); returns what it deleted.
+
+        Outputs unused by every session for ``max_age_s`` go; then, over ``max_bytes``, the least recently used
+        (unclaimed first, then by their newest claim), skipping outputs a session used within ``live_s``.
+        """
+        policy = self.retention or Retention()
+        now = self._clock() if now is None else now
+        outputs, orphans = survey(self.store, is_ref_id)
+        load_claims(self.store, outputs.values())
+        deleted: list[str] = []
+        freed = 0
+
+        def drop(entry: StoredOutput) -> None:
+            nonlocal freed
+            delete_output(self.store, entry)
+            deleted.append(entry.ref_id)
+            freed += entry.size
+            with self._lock:
+                self._refs.pop(entry.ref_id, None)
+                self._claimed.pop(entry.ref_id, None)
+
+        survivors: list[StoredOutput] = []
+        for entry in outputs.values():
+            last_use = max(entry.claims.values(), default=None)
+            if policy.max_age_s is not None and last_use is not None and now - last_use > policy.max_age_s:
+                drop(entry)
+            else:
+                survivors.append(entry)
+        total = sum(e.size for e in survivors)
+        if policy.max_bytes is not None and total > policy.max_bytes:
+            # Unclaimed outputs (written before claims existed) first, by LRU; then the longest unused.
+            survivors.sort(key=lambda e: (bool(e.claims), max(e.claims.values(), default=0.0), e.accessed))
+            for entry in survivors:
+                if total - freed <= policy.max_bytes:
+                    break
+                if entry.claims and now - max(entry.claims.values()) <= policy.live_s:
+                    continue  # some session is using it
+                drop(entry)
+        for key in orphans:
+            self.store.delete(key)
+        kept = len(outputs) - len(deleted)
+        return GcResult(tuple(deleted), freed, sum(e.size for e in outputs.values()) - freed, kept)
+
+    def close(self) -> None:
+        """Release the store (its connection and file descriptors)."""
+        self.store.close()
 
 
 def referenced_refs(messages: Iterable[Message]) -> set[str]:

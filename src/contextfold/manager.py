@@ -30,6 +30,7 @@ from .formats import get_format
 from .manager_async import AsyncMirror
 from .manager_compaction import CompactionMixin
 from .manager_parts import CompactionReport, Components, Status, build_components, coerce_messages
+from .manager_release import release_resources
 from .manager_spans import CALL_KIND, CALL_SPAN, MASK_KIND, session_metadata
 from .messages import Message
 from .policy import Action, Plan, Policy, decide
@@ -146,6 +147,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
         self._executor: ThreadPoolExecutor | None = None
         self.last_plan: Plan | None = None
         self._floor: int | None = None  # tokens of the view right after the last compaction
+        self._closed = False
         self._stalled: tuple[int, int, int] | None = None  # (tokens, messages, rank): a compaction that did not help
         self.usage_total = TokenUsage()
         # What framework adapters have fed this manager (reconcile.py): adapters themselves keep no such state.
@@ -496,14 +498,14 @@ class ContextManager(CompactionMixin, AsyncMirror):
                 flush()
 
     def close(self) -> None:
-        """Release the stores and worker threads."""
-        self.finish()
-        stop = getattr(self.tracer.telemetry, "shutdown", None)
-        if callable(stop):
-            stop()
-        close = getattr(self.cache, "close", None)
-        if callable(close):
-            close()
+        """Finish, then release everything: exporter threads joined, retention run, stores closed (idempotent)."""
+        if self._closed:
+            return
+        try:
+            self.finish()
+        finally:
+            self._closed = True
+            release_resources(self)
 
     def __enter__(self) -> ContextManager:
         return self

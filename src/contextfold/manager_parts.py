@@ -128,7 +128,7 @@ def build_components(
     sink = _telemetry(telemetry, redactor, resolved_archive, session)
     return Components(
         model=info, policy=resolved_policy, budgets=budgets, counter=counter,
-        cache=_cache(store, counter, info.context_window, budgets.tool_output_budget, tool_output),
+        cache=_cache(store, counter, info.context_window, budgets.tool_output_budget, tool_output, session),
         summarizer=_summarizer(summarizer),
         archive=resolved_archive, tracer=Tracer(session, sink, clock=clock), session_id=session,
         redactor=redactor, clock=clock, warnings=warnings,
@@ -224,8 +224,10 @@ def _policy(policy: Policy | Mapping[str, Any] | None) -> Policy:
     raise ConfigError(f"expected a Policy or a mapping, got {type(policy).__name__}", field="policy")
 
 
-def _cache(store: Any, counter: MessageCounter, window: int, tool_budget: int, tool_output: Any = None) -> Any:
+def _cache(store: Any, counter: MessageCounter, window: int, tool_budget: int, tool_output: Any = None,
+           session_id: str | None = None) -> Any:
     from .cache import CacheConfig, ToolOutputCache
+    from .cache_owners import Retention
 
     if store is None or store is False:
         return None
@@ -249,7 +251,9 @@ def _cache(store: Any, counter: MessageCounter, window: int, tool_budget: int, t
     # the spec's clamp(window × 0.25, 20K, 60K) alone would let one output overflow a small window.
     if options.get("context_budget_tokens") is None:
         options["context_budget_tokens"] = min(CacheConfig().budget_tokens(window), tool_budget)
-    return ToolOutputCache(store, CacheConfig(**options), counter=counter.counter, context_window=window)
+    # Outputs are owned by the session (grep and GC stay within it); the store is kept bounded by age and size.
+    return ToolOutputCache(store, CacheConfig(**options), counter=counter.counter, context_window=window,
+                           session_id=session_id, retention=Retention())
 
 
 def _summarizer(summarizer: Any) -> Summarizer:

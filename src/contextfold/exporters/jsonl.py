@@ -12,19 +12,28 @@ import os
 import threading
 from pathlib import Path
 
-from .._files import append_bytes
+from .._files import append_bytes, private_dir, rotate
 from .base import BaseExporter, Batch
 
-__all__ = ["JsonlExporter"]
+__all__ = ["JSONL_KEEP", "JSONL_MAX_BYTES", "JsonlExporter"]
 
-
+# The file is rotated past this size, keeping this many older files (events.jsonl.1, .2): bounded on disk however
+# long the agent runs, and big enough that a day of events usually fits in the live file.
+JSONL_MAX_BYTES = 16 * 1024 * 1024
+JSONL_KEEP = 2
 
 class JsonlExporter(BaseExporter):
-    """Appends events to ``path`` (parent folders are created), optionally fsync'ing after each batch."""
+    """Appends events to ``path`` (parent folders are created 0700, the file 0600), optionally fsync'ing.
 
-    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
+    Past ``max_bytes`` the file is rotated (``path.1`` … ``path.<keep>``; the oldest is dropped).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False, max_bytes: int = JSONL_MAX_BYTES,
+                 keep: int = JSONL_KEEP) -> None:
         self.path = Path(path)
         self._fsync = fsync
+        self.max_bytes = max_bytes
+        self.keep = keep
         self._lock = threading.Lock()
 
     def export(self, batch: Batch) -> None:
@@ -35,5 +44,6 @@ class JsonlExporter(BaseExporter):
             json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str) + "\n" for event in batch
         ).encode("utf-8")
         with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(self.path.parent)
+            rotate(self.path, max_bytes=self.max_bytes, keep=self.keep)
             append_bytes(self.path, payload, fsync=self._fsync)

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import ClassVar, Self
 
+from .._files import private_dir, private_file
 from ..errors import StoreError
 
 __all__ = ["BUSY_TIMEOUT_SECONDS", "DEFAULT_DIRECTORY", "SQLITE_SUFFIXES", "SQLiteFile"]
@@ -50,7 +51,8 @@ class SQLiteFile:
         self._lock = threading.RLock()
         self._conn = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(self.path.parent)
+            private_file(self.path)  # 0600 before SQLite creates it; its -wal and -shm files copy the mode
             self._conn = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_SECONDS
             )

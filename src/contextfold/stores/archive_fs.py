@@ -12,13 +12,17 @@ import re
 import tempfile
 from pathlib import Path
 
-from .._files import append_bytes
+from .._files import append_bytes, private_dir, remove_orphan_temps, rotate
 from ..archive import validate_session_id
 from ..errors import StoreError
 
 __all__ = ["FilesystemArchiveStore"]
 
 _TEMP_PREFIX = ".tmp-"
+# An appended file (events.jsonl) is rotated past this size, keeping this many older files (.1, .2): a session's
+# event log stays under ~24 MiB however long it runs.
+APPEND_MAX_BYTES = 8 * 1024 * 1024
+APPEND_KEEP = 2
 # File names are chosen by the archive, never by users; anything else is refused so a name cannot leave the folder.
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,199}$")
 
@@ -37,20 +41,31 @@ class FilesystemArchiveStore:
         fsync: flush each write to disk before it becomes visible (turn off only for tests or throwaway runs).
     """
 
-    def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True,
+                 append_max_bytes: int = APPEND_MAX_BYTES, append_keep: int = APPEND_KEEP) -> None:
         self.root = Path(root)
         self.fsync = fsync
+        self.append_max_bytes = append_max_bytes
+        self.append_keep = append_keep
+        self._opened: set[str] = set()
 
     def _dir(self, session_id: str) -> Path:
         return self.root / validate_session_id(session_id)
 
+    def _open_dir(self, session_id: str) -> Path:
+        """The session's folder, created 0700; the first time, temp files a killed writer left are removed."""
+        folder = private_dir(self._dir(session_id))
+        if session_id not in self._opened:
+            remove_orphan_temps(folder, _TEMP_PREFIX)
+            self._opened.add(session_id)
+        return folder
+
     def write(self, session_id: str, name: str, data: bytes, *, exclusive: bool = False) -> None:
         """Write ``name`` atomically (temp file + rename); ``exclusive`` refuses to replace an existing file."""
-        folder = self._dir(session_id)
-        target = folder / _check_name(name)
+        target = self._dir(session_id) / _check_name(name)
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=_TEMP_PREFIX, dir=folder)
+            folder = self._open_dir(session_id)
+            fd, tmp = tempfile.mkstemp(prefix=_TEMP_PREFIX, dir=folder)  # 0600
         except OSError as exc:
             raise StoreError(f"archive {folder}: cannot write: {exc}") from exc
         try:
@@ -75,11 +90,14 @@ class FilesystemArchiveStore:
             self._sync_dir(folder)
 
     def append(self, session_id: str, name: str, data: bytes) -> None:
-        """Append ``data`` with one ``write`` on an ``O_APPEND`` descriptor (whole lines stay together)."""
-        folder = self._dir(session_id)
-        target = folder / _check_name(name)
+        """Append ``data`` with one ``write`` on an ``O_APPEND`` descriptor (whole lines stay together).
+
+        A file over ``append_max_bytes`` is rotated first (``name.1``, ``name.2``; the oldest is dropped).
+        """
+        target = self._dir(session_id) / _check_name(name)
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            self._open_dir(session_id)
+            rotate(target, max_bytes=self.append_max_bytes, keep=self.append_keep)
             append_bytes(target, data, fsync=self.fsync)
         except OSError as exc:
             raise StoreError(f"archive {target}: cannot append: {exc}") from exc
