@@ -48,7 +48,15 @@ def _s(label: str, template: str, *values: str) -> Secret:
 _AWS_SECRET = _r(_ALNUM + "/+", 40)
 _PEM_BODY = "\n".join(_r(_B64, 64) for _ in range(6)) + "\n" + _r(_B64, 20) + "=="
 _PEM = f"-----BEGIN PRIVATE KEY-----\n{_PEM_BODY}\n-----END PRIVATE KEY-----"
-_JWT = "eyJ" + _r(_ALNUM, 30) + ".eyJ" + _r(_ALNUM, 60) + "." + _r(_ALNUM + "_-", 43)
+
+
+def _b64url(data: str) -> str:
+    return base64.urlsafe_b64encode(data.encode()).decode().rstrip("=")
+
+
+# A well-formed token (header and claims decode to JSON, as detectors that validate JWTs require).
+_JWT = (_b64url('{"alg":"HS256","typ":"JWT"}') + "." + _b64url(f'{{"sub":"{_r(_DIGITS, 10)}","exp":1893456000}}')
+        + "." + _r(_ALNUM + "_-", 43))
 _SLACK_HOOK = f"T{_r(_UPPER + _DIGITS, 8)}/B{_r(_UPPER + _DIGITS, 10)}/{_r(_ALNUM, 24)}"
 _STRIPE = "sk_live_" + _r(_ALNUM, 99)
 _OPENAI = "sk-proj-" + _r(_ALNUM + "_-", 120)
