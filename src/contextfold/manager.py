@@ -26,6 +26,7 @@ from .events import (
     TriggerDecision,
     UsageRecorded,
 )
+from .errors import ContextfoldError
 from .formats import get_format
 from .manager_async import AsyncMirror
 from .manager_compaction import CompactionMixin
@@ -335,7 +336,15 @@ class ContextManager(CompactionMixin, AsyncMirror):
             return
         if plan.action in (Action.HARD, Action.EMERGENCY):
             self._warn_emergency(plan)
-        self._compact(str(plan.action), instructions=None, started=started, automatic=True)
+        try:
+            self._compact(str(plan.action), instructions=None, started=started, automatic=True)
+        except ContextfoldError as exc:
+            if self.policy.on_compaction_failure == "raise":
+                raise
+            # 004 §1 graceful degradation: the failure is already a compact.error event (and counts towards the
+            # circuit breaker); the model gets the view as it is, and a real overflow goes to overflow recovery.
+            _log.warning("compaction failed (%s: %s); sending the view uncompacted", type(exc).__name__, exc)
+            return
         after, _, total, _, count = self._plan()
         # Still over the trigger that fired (or a higher one): compacting again before the view grows would loop.
         stuck = _COMPACTION_RANK.get(after.action, 0) >= rank

@@ -166,6 +166,8 @@ class Policy(BaseModel):
                     "'[contextfold summary v{version} — {count} earlier messages compacted]')")
     auto: bool = True
     allow_on_overflow: bool = False
+    on_compaction_failure: Literal["raise", "proceed"] = Field(
+        default="raise", description="proceed: prepare() sends the view uncompacted when compaction fails (004 §1)")
     warn_after_compactions: int = Field(default=DEFAULT_WARN_AFTER_COMPACTIONS, ge=1)
 
     # -- masking old tool outputs ------------------------------------------------------------------------------

@@ -152,3 +152,24 @@ def test_accuracy_warning_comes_before_the_third_compaction() -> None:
         assert counts == [0, 1, 2]  # warned after the 2nd, i.e. before a 3rd compaction degrades it further
     finally:
         cm.close()
+
+
+@pytest.mark.parametrize("mode", ["raise", "proceed"])
+def test_failed_compaction_raises_or_sends_the_view_as_it_is(mode: str) -> None:
+    from contextfold.errors import InsufficientBudget
+
+    sink = RecordingTelemetry()
+    cm = ContextManager("gpt-4o", max_context_tokens=8_000, store="memory", archive="memory", telemetry=sink,
+                        policy={"on_compaction_failure": mode})
+    try:
+        # Pinned text over the hard threshold (6,500) but inside the 8K window: compaction cannot help.
+        cm.add([{"role": "system", "content": "rule " * 6_600}, {"role": "user", "content": "hello"}])
+        if mode == "raise":
+            with pytest.raises(InsufficientBudget):
+                cm.prepare()
+        else:
+            sent = cm.prepare()
+            assert [m["role"] for m in sent] == ["system", "user"] and sent[1]["content"] == "hello"
+        assert [e.error_type for e in sink.events if e.name == "compact.error"] == ["InsufficientBudget"]
+    finally:
+        cm.close()
