@@ -18,6 +18,7 @@ from typing import Any
 
 from .archive import PARTS_META, parts_skeleton
 from .compact import CompactionResult
+from .errors import ContextfoldError
 from .events import (
     CacheMasked,
     CacheTruncated,
@@ -26,7 +27,6 @@ from .events import (
     TriggerDecision,
     UsageRecorded,
 )
-from .errors import ContextfoldError
 from .formats import get_format
 from .manager_async import AsyncMirror
 from .manager_compaction import CompactionMixin
