@@ -93,3 +93,31 @@ def test_stall_guard_and_refused_keywords(tmp_path: Path) -> None:
         with pytest.raises(ConfigError, match="messages"):
             completion(cm, messages=[], **options(server))
     assert len(server.requests) == 1
+
+
+def test_retrieval_opt_in_answers_the_models_read_inside_the_call(tmp_path: Path) -> None:
+    rows = "\n".join(f"row {i:05d}: checksum {i * 7919 % 100_003:06d} status ok" for i in range(1, 2_801))
+    target = f"row {1_234:05d}: checksum {1_234 * 7919 % 100_003:06d} status ok"
+
+    def handler(request: Any) -> Reply | str:
+        last = json.dumps(request.items[-1])
+        if target in last and "omitted" not in last:
+            return f"found: {target}"
+        ref = json.dumps(request.items).split("ref=")[1][:21]
+        return Reply.calling(ScriptedToolCall("tool_output_cache", {"ref_id": ref, "offset": 1_234, "limit": 1},
+                                              id="call_read"))
+
+    cm, _ = manager(tmp_path)
+    cm.add([{"role": "user", "content": "What is the checksum of row 1234?"},
+            {"role": "assistant", "content": None,
+             "tool_calls": [{"id": "big", "type": "function", "function": {"name": "read", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "big", "content": rows}])
+    with ScriptedLLMServer(handler=handler, validator="formats") as server:
+        response = completion(cm, retrieval_tools=True, **options(server))
+        assert response.choices[0].message.content == f"found: {target}"
+        assert len(server.requests) == 2
+        names = [t["function"]["name"] for t in server.requests[0].body["tools"]]
+        assert names == ["tool_output_cache", "tool_output_cache_grep", "history_search"]
+        assert target in server.requests[1].items[-1]["content"]
+    with pytest.raises(ConfigError, match="add_reply"):
+        completion(cm, retrieval_tools=True, add_reply=False, model="openai/gpt-4o")

@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import MissingExtra
 from ..recovery import DEFAULT_MAX_RETRIES, acall_with_recovery, call_with_recovery
-from ._calls import afinish, finish, reject
+from ._calls import (
+    MAX_RETRIEVAL_ROUNDS,
+    afinish,
+    check_retrieval,
+    finish,
+    reject,
+    retrieval_results,
+    with_retrieval_tools,
+)
 
 if TYPE_CHECKING:
     from ..manager import ContextManager
@@ -47,30 +55,46 @@ def _items(response: Any) -> list[dict[str, Any]]:
 
 
 def completion(cm: ContextManager, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
-               **kwargs: Any) -> Any:
+               retrieval_tools: bool = False, **kwargs: Any) -> Any:
     """``litellm.completion(messages=<the view>, **kwargs)``: prepare, call, recover, record usage, add the reply.
 
     Args:
         cm: The session's manager.
         recovery_retries: Overflow retries (litellm's own ``num_retries`` on transient errors are separate).
         add_reply: Append the model's reply to the history.
+        retrieval_tools: Add the retrieval tools to ``tools=`` and answer the model's calls to them inside the call.
         kwargs: Passed to ``litellm.completion`` (``model``, ``tools``, ``api_base``, …), except ``messages``.
     """
     litellm = _sdk()
     reject(kwargs, ("messages",), "completion")
-    response = call_with_recovery(cm, lambda view: litellm.completion(messages=view, **kwargs),
-                                  format="openai_chat", max_retries=recovery_retries)
-    finish(cm, getattr(response, "usage", None), _items(response), format="openai_chat", add_reply=add_reply)
+    check_retrieval(retrieval_tools, add_reply, "completion")
+    kwargs = with_retrieval_tools(cm, kwargs, "openai_chat", enabled=retrieval_tools, where="completion")
+    for _ in range(MAX_RETRIEVAL_ROUNDS):
+        response = call_with_recovery(cm, lambda view: litellm.completion(messages=view, **kwargs),
+                                      format="openai_chat", max_retries=recovery_retries)
+        items = _items(response)
+        finish(cm, getattr(response, "usage", None), items, format="openai_chat", add_reply=add_reply)
+        answers = retrieval_results(cm, items, "openai_chat") if retrieval_tools else None
+        if answers is None:
+            break
+        cm.add(answers, format="openai_chat")
     return response
 
 
 async def acompletion(cm: ContextManager, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
-                      **kwargs: Any) -> Any:
+                      retrieval_tools: bool = False, **kwargs: Any) -> Any:
     """Async :func:`completion` over ``litellm.acompletion``."""
     litellm = _sdk()
     reject(kwargs, ("messages",), "acompletion")
-    response = await acall_with_recovery(cm, lambda view: litellm.acompletion(messages=view, **kwargs),
-                                         format="openai_chat", max_retries=recovery_retries)
-    await afinish(cm, getattr(response, "usage", None), _items(response), format="openai_chat",
-                  add_reply=add_reply)
+    check_retrieval(retrieval_tools, add_reply, "acompletion")
+    kwargs = with_retrieval_tools(cm, kwargs, "openai_chat", enabled=retrieval_tools, where="acompletion")
+    for _ in range(MAX_RETRIEVAL_ROUNDS):
+        response = await acall_with_recovery(cm, lambda view: litellm.acompletion(messages=view, **kwargs),
+                                             format="openai_chat", max_retries=recovery_retries)
+        items = _items(response)
+        await afinish(cm, getattr(response, "usage", None), items, format="openai_chat", add_reply=add_reply)
+        answers = retrieval_results(cm, items, "openai_chat") if retrieval_tools else None
+        if answers is None:
+            break
+        await cm.aadd(answers, format="openai_chat")
     return response
