@@ -1,6 +1,7 @@
 """How classification shapes compaction on the shared sessions: the share of each category kept verbatim.
 
-Every recorded session (SWE-agent, tau-bench) is compacted once (hard) to a third of its tokens. For each category
+Every recorded session (SWE-agent, tau-bench) is compacted once (hard) to its pinned messages plus half of the
+rest (a third of the whole would leave tau-bench's 6 KB system prompt almost alone in the view). For each category
 (003 §4) the figure is the share of its tokens that stay verbatim in the compacted view (the rest is summarized or
 archived). 003 asks that FACTs are compressed first and REASONING and INSTRUCTION kept longer: the printed
 survival should rise from FACT to INSTRUCTION. Prints figures; asserts nothing.
@@ -44,9 +45,10 @@ def main() -> int:
     for session in sessions:
         view = normalize(list(session.messages))
         total = counter.count_messages(view)
+        pinned = sum(counter.count_message(m) for m in view if m.role in ("system", "developer"))
         try:
             result = compact(view, policy=Policy(), counter=counter, summarizer=ExtractiveSummarizer(),
-                             budget=total // 3, kind="hard")
+                             budget=pinned + (total - pinned) // 2, kind="hard")
         except ContextfoldError:
             failed += 1
             continue
@@ -57,7 +59,7 @@ def main() -> int:
             before[category] += tokens
             if id(m) in survivors:
                 kept[category] += tokens
-    print(f"{len(sessions)} sessions, {failed} could not be compacted to a third")
+    print(f"{len(sessions)} sessions, {failed} could not be compacted to pinned + half of the rest")
     print(f"{'category':<12} {'tokens':>12} {'kept verbatim':>14} {'share kept':>11}")
     for category in (Category.FACT, Category.MIXED, Category.REASONING, Category.INSTRUCTION):
         share = kept[category] / before[category] if before[category] else 0.0
