@@ -12,14 +12,15 @@ __all__ = ["release_resources"]
 
 
 def release_resources(manager: Any) -> None:
-    """Join exporter threads, run the cache's retention if it stored anything, close the cache and archive stores."""
+    """Join exporter threads, run retention (the cache's if it stored anything, the archive's hourly), close stores."""
     cache = manager.cache
     steps: list[tuple[Any, str]] = [(manager.tracer.telemetry, "shutdown")]
     # Only a cache that stored something can have pushed the store past its caps; skipping the others keeps
     # opening and closing many short-lived managers cheap.
     if cache is not None and cache.retention is not None and cache.stored_outputs:
         steps.append((cache, "retain"))
-    steps += [(cache, "close"), (getattr(manager.archive, "store", None), "close")]
+    archive_store = getattr(manager.archive, "store", None)
+    steps += [(cache, "close"), (archive_store, "prune_if_due"), (archive_store, "close")]
     first: Exception | None = None
     for target, name in steps:
         method = getattr(target, name, None)

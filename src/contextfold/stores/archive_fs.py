@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
+import time
 from pathlib import Path
 
-from .._files import append_bytes, private_dir, remove_orphan_temps, rotate
+from .._files import append_bytes, private_dir, private_file, remove_orphan_temps, rotate
 from ..archive import validate_session_id
 from ..errors import StoreError
 
@@ -23,6 +25,15 @@ _TEMP_PREFIX = ".tmp-"
 # event log stays under ~24 MiB however long it runs.
 APPEND_MAX_BYTES = 8 * 1024 * 1024
 APPEND_KEEP = 2
+# Archive retention defaults: a session folder untouched for 30 days goes; past 2 GiB the oldest go first, but
+# never one written within a day (a session that is still running). Transcripts are the only full record of what
+# compaction removed, so they are kept longer than cached outputs.
+ARCHIVE_MAX_AGE_S = 30 * 24 * 3600
+ARCHIVE_MAX_BYTES = 2 * 1024**3
+ARCHIVE_LIVE_S = 24 * 3600
+# Automatic pruning (on a manager's close) runs at most this often per archive folder, so closing is cheap.
+PRUNE_INTERVAL_S = 3600
+_PRUNE_STAMP = ".pruned"
 # File names are chosen by the archive, never by users; anything else is refused so a name cannot leave the folder.
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,199}$")
 
@@ -124,6 +135,50 @@ class FilesystemArchiveStore:
         if not self.root.is_dir():
             return []
         return sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+    def prune(self, *, max_age_s: float | None = ARCHIVE_MAX_AGE_S, max_bytes: int | None = ARCHIVE_MAX_BYTES,
+              live_s: float = ARCHIVE_LIVE_S, now: float | None = None) -> list[str]:
+        """Delete whole session folders by age, then the oldest while over ``max_bytes``; returns their ids.
+
+        A session's age is that of its newest file. Folders written within ``live_s`` are never deleted for size.
+        """
+        now = time.time() if now is None else now
+        found: list[tuple[float, int, str]] = []
+        for session in self.sessions():
+            folder = self.root / session
+            newest, size = 0.0, 0
+            for entry in folder.iterdir():
+                try:
+                    info = entry.stat()
+                except FileNotFoundError:
+                    continue
+                newest, size = max(newest, info.st_mtime), size + info.st_size
+            found.append((newest, size, session))
+        found.sort()
+        removed: list[str] = []
+        total = sum(size for _, size, _ in found)
+        for newest, size, session in found:
+            too_old = max_age_s is not None and now - newest > max_age_s
+            too_big = max_bytes is not None and total > max_bytes and now - newest > live_s
+            if too_old or too_big:
+                shutil.rmtree(self.root / session, ignore_errors=True)
+                removed.append(session)
+                total -= size
+        return removed
+
+    def prune_if_due(self, now: float | None = None) -> list[str]:
+        """:meth:`prune` with the defaults, at most once per ``PRUNE_INTERVAL_S`` for this folder (any process)."""
+        now = time.time() if now is None else now
+        stamp = self.root / _PRUNE_STAMP
+        try:
+            if now - stamp.stat().st_mtime < PRUNE_INTERVAL_S:
+                return []
+        except FileNotFoundError:
+            if not self.root.is_dir():
+                return []
+        private_file(stamp)
+        os.utime(stamp, (now, now))
+        return self.prune(now=now)
 
     def close(self) -> None:
         """Nothing to release."""
