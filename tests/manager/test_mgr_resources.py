@@ -47,7 +47,7 @@ def test_closing_300_managers_releases_every_descriptor_and_thread(tmp_path: Pat
         cm.close()  # idempotent
     assert open_fds() == fds
     assert threading.active_count() == threads
-    assert len(list((tmp_path / ".contextfold" / "archive").iterdir())) == MANAGERS + 1
+    assert len(archive.sessions()) == MANAGERS + 1
 
 
 def test_state_is_private_and_ignored_by_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
