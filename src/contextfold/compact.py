@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from .compact_fit import MIN_SUMMARY_TOKENS, Layout, fit_hard, fit_soft, summary_reserve
 from .compact_partition import Keep, Partition, partition
@@ -24,12 +24,14 @@ from .compact_rebuild import SummaryBuilder, assemble, fit_summary, previous_fac
 from .errors import ConfigError, ContextfoldError, InsufficientBudget, SummarizerError
 from .messages import EMPTY, Message, freeze
 from .normalize import check_messages, for_summarizer, normalize
-from .policy import Policy
 from .summarize import Summarizer, SummaryRequest, SummaryResult
 from .tokens import MessageCounter
 
 # A summary never takes more than half the tokens of the messages (and earlier summary) it replaces.
 SUMMARY_MAX_SHARE_OF_REPLACED = 0.5
+
+if TYPE_CHECKING:
+    from .policy import Policy
 
 __all__ = ["CompactionKind", "CompactionPlan", "CompactionResult", "CompactionStats", "compact", "plan_compaction"]
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from .compact_partition import Keep, Partition, recent_indices, select_user_messages
 from .errors import InsufficientBudget
 from .messages import Message
 from .normalize import safe_split_points
-from .policy import Policy
+
+if TYPE_CHECKING:
+    from .policy import Policy
 
 __all__ = ["MIN_SUMMARY_TOKENS", "SUMMARY_MAX_SHARE_OF_FREE", "Layout", "cap_messages", "fit_hard", "fit_soft",
            "layout", "reductions", "summary_reserve"]

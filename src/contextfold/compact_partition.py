@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .classify import Category, classify
 from .messages import Message
 from .normalize import tool_pairs
-from .policy import Policy
+
+if TYPE_CHECKING:
+    from .policy import Policy
 
 __all__ = ["TURN_ABORTED_MARKER", "Keep", "Partition", "Unit", "build_units", "partition", "recent_indices",
            "select_user_messages"]

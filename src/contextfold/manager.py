@@ -13,8 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .archive import PARTS_META, parts_skeleton
 from .compact import CompactionResult
@@ -34,11 +33,16 @@ from .manager_parts import CompactionReport, Components, Status, build_component
 from .manager_release import release_resources
 from .manager_spans import CALL_KIND, CALL_SPAN, MASK_KIND, session_metadata
 from .messages import Message
-from .policy import Action, Plan, Policy, decide
 from .reconcile import FrameworkHistory
 from .telemetry import FanoutTelemetry
 from .usage import TokenUsage
 from .view import View
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    # Imported where used: the policy module builds a pydantic model, which `import contextfold` must not pay for.
+    from .policy import Plan, Policy
 
 __all__ = ["CompactionReport", "ContextManager", "Status"]
 
@@ -49,7 +53,8 @@ _monotonic = time.monotonic
 # Masking to get under the soft threshold aims at 80% of it, so that the next turns do not mask again at once.
 MASK_HEADROOM = 0.8
 # Compaction actions by strength: a compaction is stuck when the view still calls for one at least as strong.
-_COMPACTION_RANK = {Action.SOFT: 1, Action.HARD: 2, Action.EMERGENCY: 3}
+# (Keyed by the actions' values: Action is a StrEnum, and the policy module is imported only when first needed.)
+_COMPACTION_RANK = {"soft": 1, "hard": 2, "emergency": 3}
 # 48 random bits per manager: collisions between the managers of one session are out of reach.
 _ID_NONCE_HEX = 12
 
@@ -129,6 +134,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
         self.background = background
         self.tools: list[Mapping[str, Any]] = list(tools)
         self._tool_tokens = self.counter.count_tools(self.tools) if self.tools else 0
+        self._tools_revision = self.counter.revision  # counted again when the counter's counts change
         self._view = View(self.counter)
         self._lock = threading.RLock()
         self._seq = 0
@@ -254,6 +260,8 @@ class ContextManager(CompactionMixin, AsyncMirror):
                 # Configured (Redactor(apply_to_model=True)): the model sees the redacted view, encoded afresh.
                 view = self.redactor.redact_messages(self._view.normalized())
                 return wire.encode(view) if format in ("openai_chat", "openai_responses") else wire.encode_request(view)
+            # The agent calls the model next and waits for it: the moment to load the exact tokenizer, if needed.
+            self.counter.preload()
             if format in ("openai_chat", "openai_responses"):
                 return self._view.encoded(wire)
             return wire.encode_request(self._view.normalized())
@@ -281,6 +289,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
     def tokens(self) -> int:
         """Tokens of the view as it would be sent now (tool schemas included), grounded in reported usage."""
         with self._lock:
+            self._count_exactly()
             tokens, _, _ = self._view.totals()
             return self._grounded(tokens + self._tool_tokens)
 
@@ -292,12 +301,33 @@ class ContextManager(CompactionMixin, AsyncMirror):
 
     def _plan(self) -> tuple[Plan, int, int, int, int]:
         """The policy's decision now, with (view tokens, grounded total, tool-output tokens, message count)."""
+        from .policy import Action, decide
+
+        self._count_tools()
         tokens, tool_tokens, count = self._view.totals()
         total = self._grounded(tokens + self._tool_tokens)
         plan = decide(total, count, tool_tokens, self.budgets, self._effective_policy())
+        if plan.action is not Action.NONE and self.counter.provisional:
+            # Byte upper bounds said "act": only exact counts may decide how (the bounds can be 4x too high).
+            self._count_exactly()
+            return self._plan()
         return plan, tokens, total, tool_tokens, count
 
+    def _count_exactly(self) -> None:
+        """Wait for the exact tokenizer (a lazy counter counts byte upper bounds while it loads)."""
+        if self.counter.provisional:
+            self.counter.wait_exact()
+        self._count_tools()
+
+    def _count_tools(self) -> None:
+        """Count the tool schemas again when the counter's counts changed (exact tokenizer arrived, recalibrated)."""
+        if self._tools_revision != self.counter.revision:
+            self._tool_tokens = self.counter.count_tools(self.tools) if self.tools else 0
+            self._tools_revision = self.counter.revision
+
     def _run_policy(self) -> None:
+        from .policy import Action, decide
+
         started = time.perf_counter()
         plan, tokens, total, tool_tokens, count = self._plan()
         self.last_plan = plan
@@ -420,6 +450,8 @@ class ContextManager(CompactionMixin, AsyncMirror):
 
         With ``background`` on and the view over the soft threshold, soft compaction starts on a worker thread.
         """
+        from .policy import Action
+
         with self._lock:
             plan, _, total, _, _ = self._plan()
             started = None
@@ -438,6 +470,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
         """Record what the provider reported for the call made with the last prepared view."""
         parsed = TokenUsage.from_any(usage)
         with self._lock:
+            self._count_exactly()  # the grounding offset must be against exact counts
             self.usage_total = self.usage_total + parsed
             tokens, _, count = self._view.totals()
             counted = tokens + self._tool_tokens

@@ -9,9 +9,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .compact import CompactionResult, compact, plan_compaction
 from .errors import ContextfoldError, RecoveryFailed
@@ -19,11 +18,15 @@ from .events import CompactError, CompactWarning, MessagesPruned, RecoveryCircui
 from .manager_parts import CompactionReport
 from .manager_spans import ARCHIVE_KIND, COMPACT_KIND, TracedSummarizer
 from .messages import Message
-from .policy import Budgets, Policy
 from .summarize import Summarizer
 from .tokens import MessageCounter
 from .tracing import Tracer
 from .view import View
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from .policy import Budgets, Policy
 
 __all__ = ["CompactionMixin"]
 
@@ -65,10 +68,14 @@ class CompactionMixin:
     _grounding: tuple[int, int, int] | None
     _idle: tuple[int, int, Future[CompactionResult]] | None
     _idle_snapshot: list[Message]
-    _executor: ThreadPoolExecutor | None
+    _executor: Any  # a concurrent.futures.ThreadPoolExecutor once started
 
     def tokens(self) -> int:
         """Tokens of the view; the manager's own method wins (this one only declares it for the type checker)."""
+        raise NotImplementedError
+
+    def _count_exactly(self) -> None:
+        """Declared for the type checker; the manager's own method wins."""
         raise NotImplementedError
 
     # -- compaction -----------------------------------------------------------------------------------------------
@@ -91,6 +98,7 @@ class CompactionMixin:
 
     def _compact_in_span(self, kind: str, *, instructions: str | None, started: float,
                          automatic: bool) -> CompactionReport:
+        self._count_exactly()
         view = self._view.normalized()
         try:
             result = compact(view, policy=self.policy, counter=self.counter,
@@ -271,8 +279,10 @@ class CompactionMixin:
             snapshot = self._view.normalized()
             version = self._view.version
             if self._executor is None:
+                from concurrent.futures import ThreadPoolExecutor
+
                 self._executor = ThreadPoolExecutor(_IDLE_WORKERS, thread_name_prefix="contextfold-idle")
-            future = self._executor.submit(
+            future: Future[CompactionResult] = self._executor.submit(
                 compact, snapshot, policy=self.policy, counter=self.counter, summarizer=self.summarizer,
                 budget=self.budgets.hard - self._tool_tokens, kind="soft", compaction_count=self._compactions,
                 clock=self._clock)

@@ -9,17 +9,19 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, InvalidHistory
 from .messages import Message
 from .models import ModelInfo, get_model
 from .normalize import check_messages
-from .policy import Budgets, Policy
 from .summarize import Summarizer, SummaryResult
 from .telemetry import FanoutTelemetry
 from .tokens import MessageCounter, counter_for_model
 from .tracing import Tracer
+
+if TYPE_CHECKING:
+    from .policy import Budgets, Policy
 
 __all__ = ["CompactionReport", "Components", "FanoutTelemetry", "Status", "build_components", "coerce_messages"]
 
@@ -107,10 +109,11 @@ def build_components(
     tool_output: Any = None,
 ) -> Components:
     """Resolve names (``"local"``, ``"extractive"``, ``"openai:gpt-4o-mini"``, …) into components."""
-    info = get_model(model, context_window=max_context_tokens)
+    info = get_model(model, context_window=max_context_tokens, with_prices=False)
     resolved_policy = _policy(policy)
     budgets = resolved_policy.budgets(info.context_window)
-    counter = counter_for_model(info.name if info.tokenizer.endswith("_base") else model)
+    # lazy: the exact tokenizer loads on a background thread; the first turns count byte upper bounds meanwhile.
+    counter = counter_for_model(info.name if info.tokenizer.endswith("_base") else model, lazy=True)
     session = session_id or uuid.uuid4().hex[:16]
     warnings: list[str] = []
     redactor = None
@@ -208,8 +211,12 @@ def settings_arguments(settings: Any) -> dict[str, Any]:
 
 
 def _policy(policy: Policy | Mapping[str, Any] | None) -> Policy:
+    from .policy import Policy  # here, not at import: the policy module builds a pydantic model
+
     if policy is None:
-        return Policy()
+        # The defaults are valid by construction (tests/test_cold_start.py checks it): skipping validation skips
+        # building the validator, most of a default manager's start-up time.
+        return Policy.model_construct()
     if isinstance(policy, Policy):
         return policy
     if isinstance(policy, Mapping):

@@ -270,15 +270,19 @@ def get_model(
     *,
     max_output_tokens: int | None = None,
     tokenizer: str | None = None,
+    with_prices: bool = True,
 ) -> ModelInfo:
     """The :class:`ModelInfo` of ``name``; explicit arguments override what the registry knows.
+
+    ``with_prices=False`` leaves out genai-prices' prices (see :func:`lookup_model`): a ContextManager needs only
+    the window and the tokenizer, and the import would be most of its start-up time.
 
     Raises:
         UnknownModel: no source knows ``name`` and no ``context_window`` was given.
     """
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"model: expected a model name, got {name!r}")
-    info = lookup_model(name)
+    info = lookup_model(name, with_prices=with_prices)
     if info is None:
         if context_window is None:
             raise UnknownModel(name)

@@ -125,7 +125,8 @@ class Policy(BaseModel):
     the line to fix.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+    # defer_build: the validator is built on the first validation, not at import (most of the import time).
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True, defer_build=True)
 
     # -- thresholds --------------------------------------------------------------------------------------------
     trigger_pct: float = Field(default=DEFAULT_TRIGGER_PCT, gt=0, le=1, description="hard threshold, share of window")

@@ -23,11 +23,11 @@ from .events import RecoveryCircuitOpen, RecoveryGaveUp, RecoveryOverflow, Recov
 from .messages import Message
 from .normalize import normalize, remove_messages, tool_pairs
 from .overflow import OverflowInfo, parse_overflow
-from .policy import Policy
 from .tokens import MessageCounter
 
 if TYPE_CHECKING:
     from .manager import ContextManager
+    from .policy import Policy
 
 __all__ = [
     "CIRCUIT_BREAKER_FAILURES",

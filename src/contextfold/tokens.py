@@ -5,6 +5,11 @@ provider adds around the text (per-message framing, names, tool calls, images) a
 by its fingerprint, so that counting a history again after appending costs only the new messages.
 
 ``tiktoken`` is imported on the first exact count, never at import time: ``import contextfold`` stays fast.
+Loading a BPE file takes most of a second, so a :class:`MessageCounter` built with ``lazy=True`` (what the
+ContextManager uses) counts UTF-8 bytes until it is loaded (in the background while the agent waits for the
+model, or at once when exact counts are needed): a byte-level BPE
+token covers at least one byte, so those provisional counts are upper bounds, and a view that is under every
+threshold by its upper bound is under it exactly too. Acting (masking, compacting) waits for the exact counts.
 """
 
 from __future__ import annotations
@@ -109,6 +114,9 @@ _ENCODING_SPECS: dict[str, _EncodingSpec] = {
 # Loading a BPE file takes ~0.3 s and ~100 MB; one Encoding per process is shared by every counter and thread.
 _ENCODINGS: dict[str, Any] = {}
 _ENCODINGS_LOCK = threading.Lock()
+# Encodings a background thread was started for (see TiktokenCounter.preload); guarded by _ENCODINGS_LOCK's sibling.
+_PRELOADING: set[str] = set()
+_PRELOAD_LOCK = threading.Lock()
 
 
 def _load_encoding(name: str) -> Any:
@@ -136,6 +144,14 @@ def _load_encoding(name: str) -> Any:
     return enc
 
 
+def _preload(name: str) -> None:
+    try:
+        _load_encoding(name)
+    except Exception:  # the next exact count loads again in the caller's thread and raises there, with context
+        with _PRELOAD_LOCK:
+            _PRELOADING.discard(name)
+
+
 class TiktokenCounter:
     """Exact token counts for OpenAI models, from the BPE files shipped in the package.
 
@@ -154,6 +170,24 @@ class TiktokenCounter:
     def encoding(self) -> Any:
         """The shared ``tiktoken.Encoding`` (loaded on first use)."""
         return _load_encoding(self.encoding_name)
+
+    @property
+    def ready(self) -> bool:
+        """Whether the encoding is loaded (counting costs no load)."""
+        return self.encoding_name in _ENCODINGS
+
+    def preload(self) -> None:
+        """Start loading the encoding on a daemon thread, once per process; returns at once."""
+        name = self.encoding_name
+        with _PRELOAD_LOCK:
+            if name in _ENCODINGS or name in _PRELOADING:
+                return
+            _PRELOADING.add(name)
+        threading.Thread(target=_preload, args=(name,), name=f"contextfold-load-{name}", daemon=True).start()
+
+    def wait_ready(self) -> None:
+        """Load the encoding now, or wait for the thread that is loading it."""
+        _load_encoding(self.encoding_name)
 
     def count(self, text: str) -> int:
         """Tokens of ``text``: exact (``len(encode_ordinary(text))``) up to ``EXACT_COUNT_MAX_CHARS``, then sampled.
@@ -299,7 +333,14 @@ class MessageCounter:
     """Counts messages: content tokens plus the wire format's overhead, cached per message fingerprint.
 
     The cache is bounded (least recently used entries go first) and thread-safe. It is dropped when the text
-    counter's ``revision`` changes (a recalibrated estimate), so cached counts never mix two calibrations.
+    counter's ``revision`` changes (a recalibrated estimate), so cached counts never mix two calibrations; the
+    counter's own :attr:`revision` then goes up, so that totals built from its counts (the manager's view) know to
+    count again.
+
+    With ``lazy=True`` and a text counter that loads slowly (one with ``ready``, ``preload()`` and
+    ``wait_ready()``, like :class:`TiktokenCounter`), counting starts at once: until the tokenizer is loaded (by
+    :meth:`preload` on a background thread, or :meth:`wait_exact`), texts count as their UTF-8 bytes
+    (:attr:`provisional`), an upper bound of any byte-level BPE count.
     """
 
     def __init__(
@@ -309,6 +350,7 @@ class MessageCounter:
         format: str = "openai_chat",
         overhead: Overhead | None = None,
         cache_size: int = DEFAULT_CACHE_SIZE,
+        lazy: bool = False,
     ) -> None:
         if overhead is None:
             if format not in OVERHEADS:
@@ -322,13 +364,49 @@ class MessageCounter:
         self.cache_size = cache_size
         self._cache: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()
-        self._revision = getattr(counter, "revision", 0)
+        self._counter_revision = getattr(counter, "revision", 0)
         self._roles: dict[str, int] = {}
+        self._revision = 0  # goes up whenever cached counts were dropped
+        loads_slowly = all(callable(getattr(counter, n, None)) for n in ("preload", "wait_ready"))
+        self._provisional = lazy and loads_slowly and not getattr(counter, "ready", True)
+
+    @property
+    def revision(self) -> int:
+        """Goes up whenever the counts change meaning (exact tokenizer arrived, recalibration, :meth:`clear`)."""
+        self._check_revision()
+        return self._revision
+
+    @property
+    def provisional(self) -> bool:
+        """Whether counts are still UTF-8 byte upper bounds (the exact tokenizer is loading)."""
+        if self._provisional:
+            self._check_revision()
+        return self._provisional
+
+    def preload(self) -> None:
+        """Start loading the exact tokenizer on a background thread (when counts are provisional); returns at once.
+
+        Best called when the caller is about to wait anyway (a model call), so that the load competes with nothing.
+        """
+        if self._provisional:
+            self.counter.preload()  # type: ignore[attr-defined]
+
+    def wait_exact(self) -> None:
+        """Make counts exact from now on: wait for (or do) the tokenizer load a lazy counter started."""
+        if self._provisional:
+            self.counter.wait_ready()  # type: ignore[attr-defined]
+            self._check_revision()
+
+    def _text(self, text: str) -> int:
+        if self._provisional:
+            return len(text.encode("utf-8", "surrogatepass"))
+        return self.counter.count(text)
 
     # -- public API ---------------------------------------------------------------------------------------------------
     def count_text(self, text: str) -> int:
         """Tokens of bare text, without any message overhead."""
-        return self.counter.count(text)
+        self._check_revision()
+        return self._text(text)
 
     def count_message(self, message: Message) -> int:
         """Tokens of one message, including its per-message overhead (not the once-per-request reply priming)."""
@@ -339,11 +417,13 @@ class MessageCounter:
             if n is not None:
                 self._cache.move_to_end(key)
                 return n
+            revision = self._revision
         n = self._count_uncached(message)
         with self._lock:
-            self._cache[key] = n
-            if len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+            if revision == self._revision:  # not a provisional count finished after the exact counts arrived
+                self._cache[key] = n
+                if len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
         return n
 
     def count_messages(self, messages: Iterable[Message], *, reply_priming: bool = True) -> int:
@@ -361,10 +441,11 @@ class MessageCounter:
         """Tokens of tool schemas sent with a request (0 when there are none)."""
         if not tools:
             return 0
+        self._check_revision()
         total = TOOLS_PREAMBLE_TOKENS
         for tool in tools:
             text = json.dumps(tool, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=str)
-            total += PER_TOOL_TOKENS + self.counter.count(text)
+            total += PER_TOOL_TOKENS + self._text(text)
         return total
 
     def cache_info(self) -> tuple[int, int]:
@@ -372,22 +453,26 @@ class MessageCounter:
         return len(self._cache), self.cache_size
 
     def clear(self) -> None:
-        """Forget every cached count."""
+        """Forget every cached count (:attr:`revision` goes up)."""
         with self._lock:
             self._cache.clear()
             self._roles.clear()
+            self._revision += 1
 
     # -- internals ----------------------------------------------------------------------------------------------------
     def _check_revision(self) -> None:
-        revision = getattr(self.counter, "revision", 0)
-        if revision != self._revision:
+        if self._provisional and getattr(self.counter, "ready", True):
+            self._provisional = False  # the exact tokenizer arrived: no byte bound may outlive this point
             self.clear()
-            self._revision = revision
+        revision = getattr(self.counter, "revision", 0)
+        if revision != self._counter_revision:
+            self.clear()
+            self._counter_revision = revision
 
     def _role_tokens(self, role: str) -> int:
         n = self._roles.get(role)
         if n is None:
-            n = self._roles[role] = self.counter.count(role)
+            n = self._roles[role] = self._text(role)
         return n
 
     def _count_uncached(self, message: Message) -> int:
@@ -396,20 +481,20 @@ class MessageCounter:
         if oh.count_role:
             n += self._role_tokens(message.role)
         if message.name:
-            n += oh.per_name + self.counter.count(message.name)
+            n += oh.per_name + self._text(message.name)
         if isinstance(message.content, str):
-            n += self.counter.count(message.content)
+            n += self._text(message.content)
         else:
             n += sum(self._count_part(p) for p in message.content)
         for call in message.tool_calls:
-            n += oh.per_tool_call + self.counter.count(call.name) + self.counter.count(call.arguments)
+            n += oh.per_tool_call + self._text(call.name) + self._text(call.arguments)
         return n
 
     def _count_part(self, part: Part) -> int:
         if isinstance(part, TextPart):
-            return self.counter.count(part.text)
+            return self._text(part.text)
         if isinstance(part, ThinkingPart):
-            n = self.counter.count(part.text)
+            n = self._text(part.text)
             if not part.text and part.encrypted:
                 n += math.ceil(len(part.encrypted) / ENCRYPTED_CHARS_PER_TOKEN)
             return n
@@ -417,8 +502,8 @@ class MessageCounter:
             return IMAGE_TOKENS_LOW if part.detail == "low" else IMAGE_TOKENS_HIGH
         if isinstance(part, DocumentPart):
             readable = part.data is not None and (part.media_type or "").startswith("text/")
-            return self.counter.count(part.data or "") if readable else DOCUMENT_TOKENS
-        return self.counter.count(json.dumps(dict(part.data), ensure_ascii=False, default=str))
+            return self._text(part.data or "") if readable else DOCUMENT_TOKENS
+        return self._text(json.dumps(dict(part.data), ensure_ascii=False, default=str))
 
 
 # ---- choosing a counter for a model ---------------------------------------------------------------------------------
@@ -440,11 +525,13 @@ def encoding_for_model(model: str) -> str | None:
     return None
 
 
-def counter_for_model(model: str, *, format: str | None = None) -> MessageCounter:
+def counter_for_model(model: str, *, format: str | None = None, lazy: bool = False) -> MessageCounter:
     """A message counter for ``model``: exact for OpenAI models, an estimate (by provider) otherwise.
 
     The registry's tokenizer is used when it knows the model; an unknown name never raises here, it falls back
     to the default estimate. ``format`` picks the per-message overhead (default: the provider's own format).
+    ``lazy`` loads an exact tokenizer on a background thread, counting byte upper bounds meanwhile (see
+    :class:`MessageCounter`).
     """
     from .models import guess_provider, lookup_model
 
@@ -458,7 +545,7 @@ def counter_for_model(model: str, *, format: str | None = None) -> MessageCounte
         counter = EstimatingCounter.for_provider(provider)
     if format is None:
         format = {"anthropic": "anthropic", "google": "gemini"}.get(provider, "openai_chat")
-    return MessageCounter(counter, format=format)
+    return MessageCounter(counter, format=format, lazy=lazy)
 
 
 def __getattr__(name: str) -> Any:

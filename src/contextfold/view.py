@@ -41,6 +41,9 @@ class View:
         self._tail_cache: tuple[tuple[int, int, int], list[Message]] | None = None
         # call id -> synthetic "aborted" outputs stored in the view (a late real result takes one's place)
         self._aborted: dict[str, list[Message]] = {}
+        # The counter's revision the settled totals were counted with: a lazy counter whose exact tokenizer just
+        # arrived (or a recalibrated estimate) makes them stale, and they are counted again once.
+        self._counted_revision = getattr(counter, "revision", 0)
 
     # -- reading ------------------------------------------------------------------------------------------------------
     @property
@@ -60,6 +63,7 @@ class View:
 
     def totals(self) -> tuple[int, int, int]:
         """(tokens, tool-output tokens, message count) of :meth:`normalized`, counting only the tail anew."""
+        self._recount_if_stale()
         self._settle()
         tail = self._normalized_tail()
         tokens = self._settled_tokens + sum(self.counter.count_message(m) for m in tail)
@@ -68,6 +72,7 @@ class View:
 
     def pinned_tokens(self) -> tuple[int, int]:
         """(system, developer) tokens of :meth:`normalized`, for the token-estimate breakdown."""
+        self._recount_if_stale()
         self._settle()
         counts = dict(self._settled_pinned)
         for m in self._normalized_tail():
@@ -148,6 +153,23 @@ class View:
         self._encoded.clear()
 
     # -- internals ----------------------------------------------------------------------------------------------------
+    def _recount_if_stale(self) -> None:
+        revision = getattr(self.counter, "revision", 0)
+        if revision == self._counted_revision:
+            return
+        self._counted_revision = revision
+        settled = self._messages[: self._settled]
+        count = self.counter.count_message
+        self._settled_tokens = self._settled_tool_tokens = 0
+        self._settled_pinned = {"system": 0, "developer": 0}
+        for m in settled:
+            n = count(m)
+            self._settled_tokens += n
+            if m.role == "tool":
+                self._settled_tool_tokens += n
+            elif m.role in self._settled_pinned:
+                self._settled_pinned[m.role] += n
+
     def _track_aborted(self, messages: Iterable[Message]) -> None:
         for m in messages:
             if m.kind == _ABORTED_KIND and m.tool_call_id:

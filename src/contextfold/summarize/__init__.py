@@ -6,10 +6,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .base import DEFAULT_SUMMARY_TOKENS, STRATEGIES, Summarizer, SummaryRequest, SummaryResult, default_counter
 from .entities import ENTITY_KINDS, extract_entities, extract_entities_by_kind
 from .extractive import ExtractiveSummarizer
-from .llm import LLMSummarizer, render_transcript
 from .parse import ParsedReply, parse_reply
 from .prompts import STRATEGY_PROMPTS, SYSTEM_PROMPT, build_prompt
 
@@ -35,7 +36,16 @@ __all__ = [
 ]
 
 
+if TYPE_CHECKING:
+    from .llm import LLMSummarizer, render_transcript
+
+
 def __getattr__(name: str) -> object:
+    # The LLM summarizer imports asyncio (a fifth of `import contextfold`'s time): loaded when first named.
+    if name in ("LLMSummarizer", "render_transcript"):
+        from . import llm
+
+        return getattr(llm, name)
     # The scripted test double lives with the other shipped doubles; re-exported here as the contract names it.
     if name == "ScriptedSummarizer":
         from ..testing.summarizer import ScriptedSummarizer

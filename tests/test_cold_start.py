@@ -1,0 +1,49 @@
+"""Cold start: what importing the public API and a default manager load (time itself is measured in bench/)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from contextfold.policy import Policy
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+_CHILD = r"""
+import json, sys
+from contextfold import ContextManager
+after_import = sorted(sys.modules)
+cm = ContextManager(model="gpt-4o", store="memory", archive="memory", session_id="cold")
+cm.add([{"role": "user", "content": "hi"}])
+cm.prepare()
+print(json.dumps({"after_import": after_import, "after_prepare": sorted(sys.modules)}))
+"""
+
+# Heavy modules the import of the public API must not pay for: each is tens of milliseconds or more.
+NOT_AT_IMPORT = ("pydantic", "asyncio", "concurrent.futures", "tiktoken", "genai_prices", "yaml", "sqlite3")
+
+
+def _modules() -> dict[str, list[str]]:
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded: dict[str, list[str]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return loaded
+
+
+def test_importing_the_manager_loads_no_heavy_module_and_a_default_first_turn_no_price_table() -> None:
+    loaded = _modules()
+    for name in NOT_AT_IMPORT:
+        assert name not in loaded["after_import"], f"from contextfold import ContextManager imports {name}"
+    # (tiktoken may be loading by then: prepare() starts its load in the background, see test_tokens_lazy.py)
+    for name in ("genai_prices", "asyncio", "concurrent.futures"):
+        assert name not in loaded["after_prepare"], f"a first prepare() of one message imports {name}"
+
+
+def test_the_unvalidated_default_policy_equals_the_validated_one() -> None:
+    constructed = Policy.model_construct()
+    assert constructed == Policy()
+    assert constructed.model_dump() == Policy.model_validate({}).model_dump()
