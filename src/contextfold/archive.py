@@ -31,6 +31,7 @@ __all__ = [
     "Archive",
     "ArchiveStore",
     "MemoryArchiveStore",
+    "event_line",
     "merge_histories",
     "parts_skeleton",
     "summary_name",
@@ -142,6 +143,11 @@ class MemoryArchiveStore:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def event_line(event: Mapping[str, Any]) -> str:
+    """One event as a line of ``events.jsonl`` (compact JSON; no redaction here)."""
+    return json_text(dict(event), separators=(",", ":"), default=str)
 
 
 def validate_session_id(session_id: str) -> str:
@@ -303,11 +309,11 @@ class Archive:
 
     def append_events(self, session_id: str, events: Iterable[Mapping[str, Any]]) -> None:
         """Append events (JSON objects) to the session's ``events.jsonl``."""
+        self.append_event_lines(session_id, [event_line(self.redactor.redact_obj(dict(e))) for e in events])
+
+    def append_event_lines(self, session_id: str, lines: Sequence[str]) -> None:
+        """Append events already redacted and serialized with :func:`event_line` (a telemetry processor's batch)."""
         validate_session_id(session_id)
-        lines = [
-            json_text(self.redactor.redact_obj(dict(e)), separators=(",", ":"), default=str)
-            for e in events
-        ]
         if lines:
             self.store.append(session_id, EVENTS_NAME, ("\n".join(lines) + "\n").encode())
 

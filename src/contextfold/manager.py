@@ -35,6 +35,7 @@ from .manager_spans import CALL_KIND, CALL_SPAN, MASK_KIND, session_metadata
 from .messages import Message
 from .reconcile import FrameworkHistory
 from .telemetry import FanoutTelemetry
+from .tokens import MessageCounter
 from .usage import TokenUsage
 from .view import View
 
@@ -93,6 +94,13 @@ class ContextManager(CompactionMixin, AsyncMirror):
             to a memory store first. Its errors become ``compact.warning`` events.
         tool_output: Write-time truncation: a :class:`~contextfold.cache.CacheConfig` or a mapping of its fields
             (``max_message_tokens``, ``unit``, ``serialization_buffer``, ``max_message_lines``, ``header``, …).
+        counter: A MessageCounter to share (its per-message cache) with other managers of the process; by default
+            one for ``model``.
+        archive_events: Append the session's events to the archive's ``events.jsonl`` (on a telemetry thread of
+            this manager). A fleet worker turns it off and exports every session's events on one thread.
+        defer_soft: Leave soft compaction to someone else (a fleet's background compactor, see
+            :mod:`contextfold.fleet`): ``prepare()`` still masks and compacts at the hard threshold and the
+            emergency cap, and ``last_plan`` says when soft compaction is due.
     """
 
     def __init__(
@@ -114,11 +122,15 @@ class ContextManager(CompactionMixin, AsyncMirror):
         agent: str | None = None,
         tool_output: Any = None,
         before_compaction: Callable[[list[Message], Any], None] | None = None,
+        counter: MessageCounter | None = None,
+        archive_events: bool = True,
+        defer_soft: bool = False,
     ) -> None:
         parts: Components = build_components(
             model=model, max_context_tokens=max_context_tokens, policy=policy, summarizer=summarizer, store=store,
             archive=archive, telemetry=telemetry, session_id=session_id, redact=redact, clock=clock,
             tool_output=tool_output,
+            counter=counter, archive_events=archive_events,
         )
         self.model = parts.model
         self.policy = parts.policy
@@ -132,6 +144,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
         self.redactor = parts.redactor
         self._clock = parts.clock
         self.background = background
+        self.defer_soft = defer_soft
         self.tools: list[Mapping[str, Any]] = list(tools)
         self._tool_tokens = self.counter.count_tools(self.tools) if self.tools else 0
         self._tools_revision = self.counter.revision  # counted again when the counter's counts change
@@ -256,6 +269,8 @@ class ContextManager(CompactionMixin, AsyncMirror):
         wire = get_format(format)
         with self._lock:
             self._prepare_view()
+            if self._view.dropped:  # what normalization removed for good goes to the archive now, not "later"
+                self._archive_dropped()
             if self._redacts_model_input():
                 # Configured (Redactor(apply_to_model=True)): the model sees the redacted view, encoded afresh.
                 view = self.redactor.redact_messages(self._view.normalized())
@@ -357,6 +372,8 @@ class ContextManager(CompactionMixin, AsyncMirror):
             self.last_plan = plan
             if plan.action is Action.NONE:
                 return
+        if plan.action is Action.SOFT and self.defer_soft:
+            return  # someone else compacts (last_plan says it is due)
         if plan.action is Action.SOFT and self._floor is not None and total - self._floor < self.policy.clear_at_least:
             # The view grew too little since the last compaction for another summary to pay off; hard still fires.
             return
@@ -507,6 +524,39 @@ class ContextManager(CompactionMixin, AsyncMirror):
     def maskings(self) -> int:
         """Masking passes applied in this session."""
         return self._maskings
+
+    def stored_messages(self) -> list[Message]:
+        """The messages to persist to continue this session elsewhere (:meth:`adopt`).
+
+        The view as stored: its tail is not normalized yet, so a call waiting for its result has no "aborted"
+        placeholder.
+        """
+        with self._lock:
+            return list(self._view.raw)
+
+    def adopt(self, messages: Sequence[Message]) -> None:
+        """Continue a session from :meth:`stored_messages` saved by another manager (another worker, a restart).
+
+        The messages are taken as they are: no write-time truncation again, ids and refs kept. Call it on a fresh
+        manager, before adding anything.
+        """
+        with self._lock:
+            if len(self._view):
+                raise ValueError("adopt: the manager already holds messages; adopt on a fresh manager")
+            stored = list(messages)
+            self._view.replace(stored)  # (not append: "aborted" placeholders must be known, for late results)
+            versions = [int(m.meta.get("summary_version", 0)) for m in stored if m.kind == "summary"]
+            self._compactions = max(versions, default=0)  # the next summary continues the numbering
+
+    def archive_view(self) -> int | None:
+        """Archive the view as it stands (and whatever normalization dropped); the transcript's number, if any.
+
+        With the final view archived, the archive alone gives back the whole session, whichever process held it.
+        """
+        with self._lock:
+            view = self._view.normalized()
+            self._archive_dropped()
+            return self._archive_transcript(view) if self.archive is not None else None
 
     def messages(self) -> list[Message]:
         """The stored view as Message objects, without compacting (a snapshot)."""

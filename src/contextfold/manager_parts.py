@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from .archive import event_line
 from .errors import ConfigError, InvalidHistory
 from .messages import Message
 from .models import ModelInfo, get_model
@@ -107,13 +108,15 @@ def build_components(
     *, model: str, max_context_tokens: int | None, policy: Policy | Mapping[str, Any] | None, summarizer: Any,
     store: Any, archive: Any, telemetry: Any, session_id: str | None, redact: Any, clock: Any,
     tool_output: Any = None,
+    counter: MessageCounter | None = None, archive_events: bool = True,
 ) -> Components:
     """Resolve names (``"local"``, ``"extractive"``, ``"openai:gpt-4o-mini"``, …) into components."""
     info = get_model(model, context_window=max_context_tokens, with_prices=False)
     resolved_policy = _policy(policy)
     budgets = resolved_policy.budgets(info.context_window)
     # lazy: the exact tokenizer loads on a background thread; the first turns count byte upper bounds meanwhile.
-    counter = counter_for_model(info.name if info.tokenizer.endswith("_base") else model, lazy=True)
+    if counter is None:
+        counter = counter_for_model(info.name if info.tokenizer.endswith("_base") else model, lazy=True)
     session = session_id or uuid.uuid4().hex[:16]
     warnings: list[str] = []
     redactor = None
@@ -128,7 +131,7 @@ def build_components(
     else:
         warnings.append("redaction is disabled: archived transcripts and events may contain secrets")
     resolved_archive = _archive(archive, redactor)
-    sink = _telemetry(telemetry, redactor, resolved_archive, session)
+    sink = _telemetry(telemetry, redactor, resolved_archive if archive_events else None, session)
     return Components(
         model=info, policy=resolved_policy, budgets=budgets, counter=counter,
         cache=_cache(store, counter, info.context_window, budgets.tool_output_budget, tool_output, session),
@@ -146,8 +149,15 @@ class ArchiveEventsExporter:
         self.session_id = session_id
 
     def export(self, batch: Any) -> None:
-        """Append the batch (already redacted by the processor)."""
-        self.archive.append_events(self.session_id, batch)
+        """Append the batch (already redacted by the processor: not again, it is most of the exporter's time)."""
+        from ._pace import GilPacer
+
+        pacer = GilPacer()
+        lines: list[str] = []
+        for event in batch:
+            pacer.tick()
+            lines.append(event_line(event))
+        self.archive.append_event_lines(self.session_id, lines)
 
     def shutdown(self) -> None:
         """Nothing to release: the archive outlives the exporter."""

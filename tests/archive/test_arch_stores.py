@@ -295,11 +295,13 @@ def test_s3_keys_match_the_filesystem_layout(moto: MotoServer) -> None:
     archive.append_events("abc", [{"type": "e"}])
     client = boto3.client("s3", endpoint_url=moto.url)
     keys = sorted(o["Key"] for o in client.list_objects_v2(Bucket=_BUCKET, Prefix="layout/")["Contents"])
+    # Appends are chunks (S3 has no append; rewriting the whole log per batch is O(log) and races).
     assert keys == [
-        "layout/deep/abc/events.jsonl",
+        "layout/deep/abc/_chunks/events.jsonl/000000000000",
         "layout/deep/abc/summary-001.json",
         "layout/deep/abc/transcript-pre-compact-001.jsonl",
     ]
+    assert store.names("abc") == ["events.jsonl", "summary-001.json", "transcript-pre-compact-001.jsonl"]
 
 
 @pytest.mark.s3
@@ -311,8 +313,8 @@ def test_s3_sse_kms(moto: MotoServer) -> None:
     store.write("s", "summary-001.json", b"{}")
     store.append("s", "events.jsonl", b"{}\n")
     client = boto3.client("s3", endpoint_url=moto.url)
-    for name in ("summary-001.json", "events.jsonl"):
-        head = client.head_object(Bucket=_BUCKET, Key=f"kms/s/{name}")
+    for key in ("summary-001.json", "_chunks/events.jsonl/000000000000"):
+        head = client.head_object(Bucket=_BUCKET, Key=f"kms/s/{key}")
         assert head["ServerSideEncryption"] == "aws:kms"
         assert key_id in head["SSEKMSKeyId"]
 
@@ -380,3 +382,25 @@ def test_s3_options_reach_the_client() -> None:
     assert store.client.meta.endpoint_url == "http://127.0.0.1:1"
     assert store.client.meta.region_name == "eu-west-1"
     assert store.client.meta.config.s3["addressing_style"] == "path"
+
+
+@pytest.mark.s3
+def test_s3_appends_write_new_chunks_and_never_rewrite_what_is_there(moto: MotoServer) -> None:
+    import boto3
+
+    store = open_archive_store(f"s3://{_BUCKET}/chunked?endpoint_url={moto.url}&path_style=true")
+    store.write("s", "events.jsonl", b"old whole object\n")  # what earlier versions' appends left behind
+    lines = [f"line {i}\n".encode() for i in range(5)]
+    for line in lines:
+        store.append("s", "events.jsonl", line)
+    client = boto3.client("s3", endpoint_url=moto.url)
+    objects = client.list_objects_v2(Bucket=_BUCKET, Prefix="chunked/s/")["Contents"]
+    sizes = {o["Key"]: o["Size"] for o in objects}
+    assert sizes["chunked/s/events.jsonl"] == len(b"old whole object\n")  # untouched
+    chunks = sorted(k for k in sizes if "/_chunks/" in k)
+    assert [sizes[k] for k in chunks] == [len(line) for line in lines]  # each append its own bytes only
+    assert store.read("s", "events.jsonl") == b"old whole object\n" + b"".join(lines)
+    fresh = open_archive_store(f"s3://{_BUCKET}/chunked?endpoint_url={moto.url}&path_style=true")
+    fresh.append("s", "events.jsonl", b"from another process\n")  # it finds the next free number itself
+    assert fresh.read("s", "events.jsonl") == b"old whole object\n" + b"".join(lines) + b"from another process\n"
+    assert store.names("s") == ["events.jsonl"]

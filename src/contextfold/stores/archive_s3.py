@@ -3,14 +3,21 @@
 Works with AWS and S3-compatible servers (MinIO, Ceph, moto): give ``endpoint_url`` and, for servers without
 virtual-host buckets, ``path_style=True``. ``sse_kms_key_id`` encrypts every object with that KMS key.
 
-A PUT is atomic in S3, so whole files need nothing more. ``exclusive`` writes use ``If-None-Match: *`` and appends
-use ``If-Match: <etag>``, retried on a conflict, so two workers never overwrite each other's lines.
+A PUT is atomic in S3, so whole files need nothing more. ``exclusive`` writes use ``If-None-Match: *``.
+
+S3 has no append, and rewriting a whole ``events.jsonl`` for every batch of events costs O(file) per append and
+races between workers. So an append writes a new object, a chunk: ``{prefix}/{session_id}/_chunks/{name}/{seq}``,
+claimed with ``If-None-Match: *`` (two workers never get one sequence number; the loser takes the next).
+``read(name)`` is the whole object ``name`` (written by ``write`` or by older versions' appends) followed by its
+chunks in sequence order; ``names`` lists a name that only has chunks too. Chunk folders start with ``_``, which no
+name may, so they never clash with a name.
 Needs ``pip install 'contextfold[s3]'``.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any
 
 from ..archive import validate_session_id
@@ -18,8 +25,12 @@ from ..errors import MissingExtra, StoreError
 
 __all__ = ["S3ArchiveStore"]
 
-# Conditional appends retry when another writer got in between; a handful of tries covers real contention.
+# Appends claim the next free chunk number; when another writer took it, the next one is tried, and after this
+# many collisions the folder is listed again to jump past everything written meanwhile.
 _APPEND_RETRIES = 8
+# Sequence numbers of chunks, zero-padded so that S3's lexicographic listing is their order.
+_SEQ_DIGITS = 12
+_CHUNKS = "_chunks"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,199}$")
 _CONFLICT_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict", "412", "409"})
 _MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
@@ -66,6 +77,9 @@ class S3ArchiveStore:
         self.sse_kms_key_id = sse_kms_key_id
         self.sse = "aws:kms" if sse_kms_key_id else sse
         self.client = client if client is not None else _make_client(endpoint_url, region, path_style)
+        # (session, name) -> the next chunk number this process expects to be free (saves a listing per append)
+        self._next_chunk: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
 
     def _key(self, session_id: str, name: str = "") -> str:
         validate_session_id(session_id)
@@ -105,27 +119,59 @@ class S3ArchiveStore:
         return response["Body"].read(), str(response.get("ETag", ""))
 
     def read(self, session_id: str, name: str) -> bytes | None:
-        """The object's bytes, or None when there is no such key."""
-        found = self._get(self._key(session_id, name))
-        return None if found is None else found[0]
+        """The object's bytes followed by its appended chunks, or None when there is neither."""
+        whole = self._get(self._key(session_id, name))
+        chunk_keys = self._chunk_keys(session_id, name)
+        if whole is None and not chunk_keys:
+            return None
+        parts = [whole[0]] if whole is not None else []
+        for key in chunk_keys:
+            found = self._get(key)
+            if found is not None:  # (a chunk deleted by hand meanwhile is simply not there)
+                parts.append(found[0])
+        return b"".join(parts)
 
     def append(self, session_id: str, name: str, data: bytes) -> None:
-        """Read, extend and conditionally re-PUT the object (S3 has no append), retrying on a concurrent change."""
-        key = self._key(session_id, name)
-        for _ in range(_APPEND_RETRIES):
-            found = self._get(key)
-            args = self._put_args()
-            if found is None:
-                body, args["IfNoneMatch"] = data, "*"
-            else:
-                body, args["IfMatch"] = found[0] + data, found[1]
+        """Add ``data`` after everything appended so far, as a new chunk object (nothing is rewritten)."""
+        self._key(session_id, name)  # validates both
+        if not data:
+            return
+        slot = (session_id, name)
+        with self._lock:
+            seq = self._next_chunk.get(slot)
+        if seq is None:
+            seq = self._first_free(session_id, name)
+        for attempt in range(1, 2 * _APPEND_RETRIES + 1):
+            key = self._chunk_key(session_id, name, seq)
             try:
-                self.client.put_object(Bucket=self.bucket, Key=key, Body=body, **args)
-                return
+                self.client.put_object(Bucket=self.bucket, Key=key, Body=data, IfNoneMatch="*", **self._put_args())
             except Exception as exc:
                 if _error_code(exc) not in _CONFLICT_CODES:
                     raise StoreError(f"s3://{self.bucket}/{key}: cannot append: {exc}") from exc
-        raise StoreError(f"s3://{self.bucket}/{key}: append kept conflicting after {_APPEND_RETRIES} tries")
+                # Another writer took this number: the next one, or past everything after a few collisions.
+                seq = self._first_free(session_id, name) if attempt % _APPEND_RETRIES == 0 else seq + 1
+                continue
+            with self._lock:
+                self._next_chunk[slot] = seq + 1
+            return
+        raise StoreError(f"s3://{self.bucket}/{self._key(session_id, name)}: append kept colliding with other "
+                         f"writers after {2 * _APPEND_RETRIES} tries")
+
+    def _chunk_prefix(self, session_id: str, name: str) -> str:
+        return f"{self._key(session_id)}{_CHUNKS}/{name}/"
+
+    def _chunk_key(self, session_id: str, name: str, seq: int) -> str:
+        return f"{self._chunk_prefix(session_id, name)}{seq:0{_SEQ_DIGITS}d}"
+
+    def _chunk_keys(self, session_id: str, name: str) -> list[str]:
+        keys, _ = self._list(self._chunk_prefix(session_id, name))
+        return sorted(keys)
+
+    def _first_free(self, session_id: str, name: str) -> int:
+        keys = self._chunk_keys(session_id, name)
+        if not keys:
+            return 0
+        return int(keys[-1].rsplit("/", 1)[1]) + 1
 
     def _list(self, prefix: str, delimiter: str | None = None) -> tuple[list[str], list[str]]:
         keys: list[str] = []
@@ -142,10 +188,13 @@ class S3ArchiveStore:
         return keys, folders
 
     def names(self, session_id: str) -> list[str]:
-        """The session's object names (the part of each key after the session folder)."""
+        """The session's file names: its objects, and the names that only have appended chunks."""
         base = self._key(session_id)
         keys, _ = self._list(base)
-        return sorted(k[len(base) :] for k in keys if "/" not in k[len(base) :])
+        names = {k[len(base) :] for k in keys if "/" not in k[len(base) :]}
+        chunked = f"{base}{_CHUNKS}/"
+        names.update(k[len(chunked) :].split("/", 1)[0] for k in keys if k.startswith(chunked))
+        return sorted(names)
 
     def sessions(self) -> list[str]:
         """Every session folder under the prefix."""

@@ -1,7 +1,8 @@
 """A :class:`~contextfold.stores.session.SessionStore` on Redis: any worker of a fleet can pick up any session.
 
-Per session, under ``prefix`` (default ``contextfold:session``): ``<prefix>:<id>:head`` is a hash with ``version``
-and ``token`` (a random id of the stored state), ``<prefix>:<id>:messages`` a list with one JSON message per item.
+Per session, under ``prefix`` (default ``contextfold:session``): ``<prefix>:<id>:head`` is a hash with ``version``,
+``token`` (a random id of the stored state) and the saved marks (``mark:<name>``), ``<prefix>:<id>:messages`` a list
+with one JSON message per item.
 A save WATCHes the head, checks the version and commits in one MULTI/EXEC, so that of two workers saving from the
 same version exactly one wins and the other gets :class:`~contextfold.stores.session.SessionConflict`. When the
 store still holds the state this process last saw, only the changed suffix is sent (an agent turn appends a few
@@ -10,7 +11,7 @@ messages to thousands).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,9 @@ from .redis_blob import DEFAULT_URL, import_redis
 from .session import (
     SaveTracker,
     SessionConflict,
+    SessionState,
     SessionStore,
+    check_marks,
     check_session_id,
     check_version,
     checked_messages,
@@ -38,6 +41,8 @@ __all__ = ["DEFAULT_SESSION_PREFIX", "RedisSessionStore"]
 DEFAULT_SESSION_PREFIX = "contextfold:session"
 # Messages per RPUSH inside the transaction: bounds the size of one command when a long history is rewritten.
 MESSAGES_PER_PUSH = 500
+# Head fields holding marks start with this, apart from ``version`` and ``token``.
+_MARK = "mark:"
 
 
 class RedisSessionStore(SessionStore):
@@ -101,21 +106,35 @@ class RedisSessionStore(SessionStore):
     # -- SessionStore -------------------------------------------------------------------------------------------------
     def load(self, session_id: str) -> tuple[list[Message], int]:
         """The session's messages and version, read in one transaction; ``([], 0)`` when never saved."""
+        state = self.load_state(session_id)
+        return state.messages, state.version
+
+    def load_state(self, session_id: str) -> SessionState:
+        """Messages, version and marks, read in one transaction."""
         head, items = self._keys(session_id)
         try:
             pipe = self._client.pipeline(transaction=True)
-            pipe.hmget(head, "version", "token")
+            pipe.hgetall(head)
             pipe.lrange(items, 0, -1)
-            (version, token), raw = pipe.execute()
+            fields, raw = pipe.execute()
         except self._errors as exc:
             raise self._fail("load", session_id, exc) from exc
+        head_fields = {k.decode(): v.decode() for k, v in fields.items()}
         messages = [decode_message(r, session_id, i) for i, r in enumerate(raw)]
+        token = head_fields.get("token")
         if token is not None:
-            self._tracker.remember(session_id, token.decode(), messages)
-        return messages, int(version or 0)
+            self._tracker.remember(session_id, token, messages)
+        marks = {k[len(_MARK):]: v for k, v in head_fields.items() if k.startswith(_MARK)}
+        return SessionState(messages, int(head_fields.get("version") or 0), marks)
 
-    def save(self, session_id: str, messages: Sequence[Message], expected_version: int) -> int:
+    def save(self, session_id: str, messages: Sequence[Message], expected_version: int, *,
+             marks: Mapping[str, str] | None = None) -> int:
         """Replace the session's messages if it is still at ``expected_version``; returns the new version.
+
+        ``marks`` are stored in the same transaction (marks not named keep their values).
+
+        A connection lost during the commit raises :class:`SessionConflict` or :class:`StoreError`: the save may or
+        may not have landed, and loading again tells which (a mark saved with it says so without comparing).
 
         Raises:
             SessionConflict: when another worker saved the session since ``expected_version``.
@@ -124,6 +143,7 @@ class RedisSessionStore(SessionStore):
         head, items = self._keys(session_id)
         check_version(expected_version)
         frozen = checked_messages(messages)
+        head_fields: dict[Any, Any] = {_MARK + k: v for k, v in check_marks(marks).items()}
         known_token, same = self._tracker.common_prefix(session_id, frozen)
         tail = [encode_message(m) for m in frozen[same:]]  # encoded before WATCH: keep the watched window short
         token = new_token()
@@ -143,7 +163,8 @@ class RedisSessionStore(SessionStore):
                     pipe.delete(items)
                 for start in range(0, len(rows), MESSAGES_PER_PUSH):
                     pipe.rpush(items, *rows[start : start + MESSAGES_PER_PUSH])
-                pipe.hset(head, mapping={"version": actual + 1, "token": token})
+                head_fields.update(version=actual + 1, token=token)
+                pipe.hset(head, mapping=head_fields)
                 if self.ttl_seconds is not None:
                     pipe.expire(head, self.ttl_seconds)
                     pipe.expire(items, self.ttl_seconds)
@@ -151,8 +172,12 @@ class RedisSessionStore(SessionStore):
         except SessionConflict:
             raise
         except self._watch_error:
+            # Also what redis-py raises when the connection drops while a key is watched: the commit may have
+            # happened, so what we remember of the stored state is no longer known to be true.
+            self._tracker.forget(session_id)
             raise SessionConflict(session_id, expected_version, self._version(session_id)) from None
         except self._errors as exc:
+            self._tracker.forget(session_id)
             raise self._fail("save", session_id, exc) from exc
         self._tracker.remember(session_id, token, frozen)
         return actual + 1

@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from ..errors import InvalidHistory, StoreError
@@ -26,7 +26,9 @@ __all__ = [
     "MemorySessionStore",
     "SaveTracker",
     "SessionConflict",
+    "SessionState",
     "SessionStore",
+    "check_marks",
     "check_session_id",
     "check_version",
     "checked_messages",
@@ -85,6 +87,29 @@ class SessionStore(Protocol):
     def close(self) -> None:
         """Release connections and files (a no-op by default)."""
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    """A session as loaded: its messages, its version, and the marks saved with it (see ``save(marks=)``).
+
+    Marks are small strings stored atomically with the messages, e.g. the last turn a fleet worker applied, so that
+    a turn retried after a worker died is recognised as done.
+    """
+
+    messages: list[Message]
+    version: int
+    marks: Mapping[str, str] = field(default_factory=dict)
+
+
+def check_marks(marks: Mapping[str, str] | None) -> dict[str, str]:
+    """``marks`` as a dict, or a ValueError naming the bad entry (names and values are non-empty-named strings)."""
+    out: dict[str, str] = {}
+    for name, value in (marks or {}).items():
+        if not isinstance(name, str) or not name or not isinstance(value, str):
+            raise ValueError(f"marks: expected str names and values, got {name!r}: {value!r}")
+        out[name] = value
+    return out
 
 
 def check_session_id(session_id: object) -> str:
@@ -162,6 +187,7 @@ class MemorySessionStore(SessionStore):
 
     def __init__(self) -> None:
         self._data: dict[str, tuple[tuple[Message, ...], int]] = {}
+        self._marks: dict[str, dict[str, str]] = {}
         self._lock = threading.Lock()
 
     def load(self, session_id: str) -> tuple[list[Message], int]:
@@ -171,22 +197,34 @@ class MemorySessionStore(SessionStore):
             messages, version = self._data.get(session_id, ((), 0))
         return list(messages), version
 
-    def save(self, session_id: str, messages: Sequence[Message], expected_version: int) -> int:
-        """Replace the messages if the session is still at ``expected_version``."""
+    def load_state(self, session_id: str) -> SessionState:
+        """Messages, version and marks, read together."""
+        check_session_id(session_id)
+        with self._lock:
+            messages, version = self._data.get(session_id, ((), 0))
+            marks = dict(self._marks.get(session_id, {}))
+        return SessionState(list(messages), version, marks)
+
+    def save(self, session_id: str, messages: Sequence[Message], expected_version: int, *,
+             marks: Mapping[str, str] | None = None) -> int:
+        """Replace the messages if the session is still at ``expected_version``; ``marks`` are set with them."""
         check_session_id(session_id)
         check_version(expected_version)
         frozen = checked_messages(messages)
+        new_marks = check_marks(marks)
         with self._lock:
             _, actual = self._data.get(session_id, ((), 0))
             if actual != expected_version:
                 raise SessionConflict(session_id, expected_version, actual)
             self._data[session_id] = (frozen, actual + 1)
+            self._marks.setdefault(session_id, {}).update(new_marks)
         return actual + 1
 
     def delete(self, session_id: str) -> bool:
         """Forget the session."""
         check_session_id(session_id)
         with self._lock:
+            self._marks.pop(session_id, None)
             return self._data.pop(session_id, None) is not None
 
 
