@@ -286,10 +286,14 @@ class Archive:
         self.redactor = redactor if redactor is not None else Redactor()
 
     # -- writing --------------------------------------------------------------------------------------------------
-    def archive_transcript(self, session_id: str, messages: Sequence[Message]) -> int:
-        """Archive the view about to be compacted; returns its number ``n`` (1, 2, …) for :meth:`archive_summary`."""
+    def archive_transcript(self, session_id: str, messages: Sequence[Message], *, redacted: bool = False) -> int:
+        """Archive the view about to be compacted; returns its number ``n`` (1, 2, …) for :meth:`archive_summary`.
+
+        ``redacted=True``: the caller already redacted ``messages`` with this archive's redactor (the manager does,
+        skipping the messages it redacted for an earlier transcript).
+        """
         validate_session_id(session_id)
-        data = dumps_messages(self.redactor.redact_messages(messages)).encode()
+        data = dumps_messages(messages if redacted else self.redactor.redact_messages(messages)).encode()
         n = self._next_number(session_id)
         for _ in range(_MAX_NUMBER_RETRIES):
             try:

@@ -56,6 +56,13 @@ MASK_HEADROOM = 0.8
 # Compaction actions by strength: a compaction is stuck when the view still calls for one at least as strong.
 # (Keyed by the actions' values: Action is a StrEnum, and the policy module is imported only when first needed.)
 _COMPACTION_RANK = {"soft": 1, "hard": 2, "emergency": 3}
+# Past half the soft threshold a compaction is a few turns away: extract the entities of new messages in the
+# background while the agent waits for its model, so that the compaction finds them extracted (issue 15).
+_WARM_AT_SHARE_OF_SOFT = 0.5
+# Short texts cost next to nothing to extract at compaction time; and a manager never holds more than this many
+# texts waiting (a huge add() before the threshold is reached is warmed only in part).
+_WARM_MIN_CHARS = 200
+_MAX_UNWARMED = 20_000
 # 48 random bits per manager: collisions between the managers of one session are out of reach.
 _ID_NONCE_HEX = 12
 
@@ -162,6 +169,9 @@ class ContextManager(CompactionMixin, AsyncMirror):
         self._failed_compactions = 0
         self.before_compaction = before_compaction
         self._paused_at: float | None = None  # circuit breaker: see the paused property
+        self._unwarmed: list[str] = []  # texts added whose entities no compaction has extracted yet
+        self._redact_memo: dict[int, tuple[Message, Message]] = {}
+        self._redact_memo_learned: object = None
         self._grounding: tuple[int, int, int] | None = None  # (view version, messages sent, reported - counted)
         self._idle: tuple[int, int, Future[CompactionResult]] | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -237,6 +247,8 @@ class ContextManager(CompactionMixin, AsyncMirror):
                     m = _with_layout(m, processed)
                 stored.append(m)
             self._seq = seq
+            if len(self._unwarmed) < _MAX_UNWARMED:
+                self._unwarmed.extend(m.text for m in stored if len(m.text) >= _WARM_MIN_CHARS)
             stored, orphans = self._view.split_orphans(stored)
             if orphans:
                 self._view.dropped.extend(orphans)
@@ -350,6 +362,8 @@ class ContextManager(CompactionMixin, AsyncMirror):
         self.tracer.emit(TokenEstimate(session_id=self.session_id, messages=tokens - system - developer,
                                        tools_schema=self._tool_tokens, system=system, developer=developer,
                                        model=self.model.name, context_window=self.budgets.window))
+        if self._unwarmed and total >= self.budgets.soft * _WARM_AT_SHARE_OF_SOFT:
+            self._warm_entities()
         if plan.action is Action.NONE:
             return
         self.tracer.emit(TriggerDecision(session_id=self.session_id, triggered=True, action=str(plan.action),
@@ -422,6 +436,14 @@ class ContextManager(CompactionMixin, AsyncMirror):
                    "view under the threshold)")
         _log.warning(message)
         self.tracer.emit(CompactWarning(session_id=self.session_id, message=message, code="emergency"))
+
+    def _warm_entities(self) -> None:
+        """Extract the entities of new messages on the background thread, for the compaction that is coming."""
+        from . import _background
+        from .summarize.entities import warm_entities
+
+        texts, self._unwarmed = self._unwarmed, []
+        _background.submit(warm_entities, texts)
 
     def _effective_policy(self) -> Policy:
         if self.paused and self.policy.auto:

@@ -37,6 +37,8 @@ _IDLE_WORKERS = 1
 # A compaction that left the view over a trigger runs again only once the view has grown by this share of the
 # message cap (or by clear_at_least tokens): compacting the same view again would give the same result, every turn.
 STALL_REGROWTH_SHARE = 0.1
+# Redacted messages remembered for the next transcript: more than any view holds, so only what left goes.
+_REDACT_MEMO_SIZE = 50_000
 # After this many compactions failing in a row, automatic compaction pauses (circuit breaker).
 CIRCUIT_BREAKER_FAILURES = 3
 
@@ -68,6 +70,8 @@ class CompactionMixin:
     _grounding: tuple[int, int, int] | None
     _idle: tuple[int, int, Future[CompactionResult]] | None
     _idle_snapshot: list[Message]
+    _redact_memo: dict[int, tuple[Message, Message]]  # id(message) -> (message, redacted), for the next transcript
+    _redact_memo_learned: object  # the redactor's learned-secrets table the memo was made with
     _executor: Any  # a concurrent.futures.ThreadPoolExecutor once started
 
     def tokens(self) -> int:
@@ -205,13 +209,46 @@ class CompactionMixin:
         self._archived_seq = self._seq  # every message added so far is now in an archived transcript
         if self.archive is None:
             if self.redactor is not None:  # no archive to redact, but the redactor must still learn the secrets
-                self.redactor.redact_messages(view)  # that summaries may repeat without their context
+                self._redact_view(view)  # that summaries may repeat without their context
             return self._archived
-        # The Archive redacts what it writes; redacting here as well would scan every message twice (the slowest
-        # part of compacting a long history). Only an archive with a redactor of its own needs ours first.
-        own = getattr(self.archive, "redactor", None) is self.redactor
-        messages = [self.redactor.redact_message(m) for m in view] if self.redactor is not None and not own else view
-        return int(self.archive.archive_transcript(self.session_id, messages))
+        if self.redactor is None:
+            return int(self.archive.archive_transcript(self.session_id, view))
+        messages = self._redact_view(view)
+        # The archive redacts with the manager's redactor (see manager_parts._archive): redacting there as well would
+        # scan every message twice (the slowest part of compacting a long history).
+        same = getattr(self.archive, "redactor", None) is self.redactor
+        return int(self.archive.archive_transcript(self.session_id, messages, redacted=same))
+
+    def _redact_view(self, view: Sequence[Message]) -> list[Message]:
+        """``view`` redacted, reusing what earlier transcripts redacted: most of a view was archived before.
+
+        Messages are immutable, so one redacted before is redacted the same way again, as long as the redactor
+        learned no new secret meanwhile (a remembered secret changes the output): then everything is redone.
+        """
+        memo = self._redact_memo
+        learned = getattr(self.redactor, "_learned", None)
+        if learned is None or learned is not self._redact_memo_learned:
+            memo.clear()
+        out: list[Message] = []
+        for m in view:
+            known = memo.get(id(m))
+            if known is not None and known[0] is m:
+                out.append(known[1])
+                continue
+            redacted = self.redactor.redact_message(m)
+            out.append(redacted)
+            memo[id(m)] = (m, redacted)
+        if len(memo) > _REDACT_MEMO_SIZE:  # keep the memo to about one view: drop what left the view
+            kept = {id(m) for m in view}
+            for key in [k for k in memo if k not in kept]:
+                del memo[key]
+        # Learning replaces the redactor's copy-on-write table. A secret learned during this view may repeat in
+        # messages redacted before it was found: then nothing is remembered, and the next transcript redoes all.
+        after = getattr(self.redactor, "_learned", None)
+        if after is not learned:
+            memo.clear()
+        self._redact_memo_learned = after
+        return out
 
     def _archive_dropped(self) -> None:
         """Archive what normalization removed for good (a result whose call was compacted away, a duplicate)."""

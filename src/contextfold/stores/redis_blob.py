@@ -47,11 +47,17 @@ READ_RETRIES = 5
 # first would race with a replacement); 2**52 stays exact in the doubles Lua computes with.
 _TO_THE_END = 2**52
 
-# KEYS: meta, lru, clock. ARGV: data key prefix (ends with ':'), new gen, size, chunk count, key.
+# KEYS: meta, lru, clock. ARGV: data key prefix (ends with ':'), new gen, size, chunk count, key, ttl (0: none).
 _COMMIT = """
 local old = redis.call('HGET', KEYS[1], 'gen')
 redis.call('HSET', KEYS[1], 'size', ARGV[3], 'chunks', ARGV[4], 'gen', ARGV[2])
-redis.call('PERSIST', ARGV[1] .. ARGV[2])
+if tonumber(ARGV[6]) > 0 then
+  redis.call('EXPIRE', KEYS[1], ARGV[6])
+  redis.call('EXPIRE', ARGV[1] .. ARGV[2], ARGV[6])
+else
+  redis.call('PERSIST', KEYS[1])
+  redis.call('PERSIST', ARGV[1] .. ARGV[2])
+end
 if old and old ~= ARGV[2] then redis.call('DEL', ARGV[1] .. old) end
 redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), ARGV[5])
 return 1
@@ -88,9 +94,18 @@ redis.call('ZREM', KEYS[2], ARGV[2])
 return 1
 """
 
-# KEYS: meta, lru, clock. ARGV: key. Only keys still held get a new access time.
+# KEYS: meta, lru, clock. ARGV: key, data key prefix, ttl (0: none). Only keys still held get a new access time
+# (and, with a time to live, a new lease on it).
 _TOUCH = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local gen = redis.call('HGET', KEYS[1], 'gen')
+if not gen then
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  return 0
+end
+if tonumber(ARGV[3]) > 0 then
+  redis.call('EXPIRE', KEYS[1], ARGV[3])
+  redis.call('EXPIRE', ARGV[2] .. gen, ARGV[3])
+end
 redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), ARGV[1])
 return 1
 """
@@ -113,6 +128,10 @@ class RedisBlobStore(BlobStore):
         prefix: Key prefix of everything this store writes.
         client: An existing ``redis.Redis`` client (its ``decode_responses`` must be False).
         chunk_bytes: Bytes per chunk (tests make it small to cross chunk boundaries cheaply).
+        ttl_seconds: Retention by last use: a blob expires this long after its last put or touch (the cache
+            touches what it reads), so Redis frees what no session uses without a GC pass. None keeps blobs until
+            ``ToolOutputCache.gc`` deletes them; either way the least recently used order in ``entries()`` is the
+            one GC evicts by, as on the local store (expired keys leave the order at the next listing).
 
     Example:
         >>> store = RedisBlobStore("redis://127.0.0.1:6379/0")  # doctest: +SKIP
@@ -128,10 +147,14 @@ class RedisBlobStore(BlobStore):
         prefix: str = DEFAULT_PREFIX,
         client: redis.Redis | None = None,
         chunk_bytes: int = CHUNK_BYTES,
+        ttl_seconds: int | None = None,
     ) -> None:
         module = import_redis()
         if chunk_bytes <= 0:
             raise ValueError(f"chunk_bytes must be > 0, got {chunk_bytes}")
+        if ttl_seconds is not None and (isinstance(ttl_seconds, bool) or ttl_seconds <= 0):
+            raise ValueError(f"ttl_seconds must be a positive number of seconds or None, got {ttl_seconds!r}")
+        self.ttl_seconds = ttl_seconds
         self.url = url
         self.prefix = prefix.rstrip(":")
         self.chunk_bytes = chunk_bytes
@@ -190,7 +213,7 @@ class RedisBlobStore(BlobStore):
                 pipe.execute()
             self._commit(
                 keys=[self._meta(key), self._lru, self._clock],
-                args=[self._data_prefix(key), gen, len(view), len(offsets), key],
+                args=[self._data_prefix(key), gen, len(view), len(offsets), key, self.ttl_seconds or 0],
             )
         except self._errors as exc:
             raise self._fail("write", key, exc) from exc
@@ -282,11 +305,18 @@ class RedisBlobStore(BlobStore):
             # A key deleted between the two reads is simply not listed.
             if size is not None
         ]
+        gone = [member for (member, _), size in zip(ranked, sizes, strict=True) if size is None]
+        if gone:  # expired (time to live) or deleted by hand: their access records go too
+            try:
+                self._client.zrem(self._lru, *gone)
+            except self._errors as exc:
+                raise self._fail("prune the access order", None, exc) from exc
         return iter(sorted(infos, key=lambda i: i.key))
 
     def touch(self, key: str) -> None:
         """Mark ``key`` as just used (nothing happens for a key the store does not hold)."""
         try:
-            self._touch(keys=[self._meta(key), self._lru, self._clock], args=[key])
+            self._touch(keys=[self._meta(key), self._lru, self._clock],
+                        args=[key, self._data_prefix(key), self.ttl_seconds or 0])
         except self._errors as exc:
             raise self._fail("touch", key, exc) from exc

@@ -1,0 +1,131 @@
+"""Compaction throughput: one full compaction of a 1.44M-token history with the extractive summarizer.
+
+The history is 2,000 tool outputs of ~720 tokens each (cut from the recorded SWE-agent sessions' outputs, so the
+text is real code, logs and listings), each after a user line and an assistant tool call. Automatic compaction
+is off, so nothing happens until ``compact()`` is called; redaction and the archive are on (the default).
+Prints the time of ``compact()``, the time spent in entity extraction and in redaction, and ms per million
+tokens: cold (the compaction extracts every entity itself) and warm (one ``prepare()`` first; the time the
+background thread takes to extract the entities, while an agent would wait for its model, is shown apart).
+``--baseline SRC`` measures another source tree in the same run (in a subprocess), for the ratio.
+
+Run: python bench/bench_compaction.py [--outputs 2000] [--baseline /work/main/src]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories"
+
+_CHILD = r"""
+import json, sys, time
+from pathlib import Path
+from contextfold.importers import load_sessions
+from contextfold.manager import ContextManager
+from contextfold.messages import Message, ToolCall
+from contextfold.summarize import entities
+from contextfold import redact
+
+outputs, data, warm = {outputs}, Path({data!r}), {warm}
+pieces = []
+for session in load_sessions(data / "sweagent-lm32b"):
+    for m in session.messages:
+        if len(m.text) > 3000:
+            pieces.append(m.text)
+    if len(pieces) > 400:
+        break
+# ~800 tokens per step: the history sits at ~60% of the window, over half the soft threshold (where the
+# background extraction starts) and under hard; auto off, so that nothing but compact() compacts.
+cm = ContextManager(model="gpt-4o", max_context_tokens=outputs * 1_300, store="memory", archive="memory",
+                    session_id="throughput", policy={{"tool_output_budget_tokens": 10_000_000, "auto": False,
+                                                     "emergency_message_count": 1_000_000}})
+history = [Message("system", "You are a coding agent.")]
+for i in range(outputs):
+    text = pieces[i % len(pieces)]
+    start = (i * 997) % max(1, len(text) - 2900)
+    body = f"[output {{i}}]\n" + text[start:start + 2900]
+    history.append(Message("user", f"step {{i}}: look at the next file"))
+    history.append(Message("assistant", "", (ToolCall(f"c{{i}}", "bash", json.dumps({{"cmd": f"cat part_{{i}}"}})),)))
+    history.append(Message("tool", body, tool_call_id=f"c{{i}}", name="bash"))
+cm.add(history)
+tokens = cm.tokens()
+warm_s = 0.0
+if warm:
+    # What an agent's turn gives the background thread: prepare(), then the model call (here: waiting for it).
+    t0 = time.perf_counter()
+    cm.prepare()
+    try:
+        from contextfold import _background
+        _background.wait_idle()
+    except ImportError:
+        pass
+    warm_s = time.perf_counter() - t0
+spent = {{"entities": 0.0, "redact": 0.0}}
+def timed(module, name, key):
+    original = getattr(module, name)
+    def wrapper(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            spent[key] += time.perf_counter() - t0
+    setattr(module, name, wrapper)
+    return original
+from contextfold.summarize import digest
+timed(digest, "extract_entities_by_kind", "entities")
+_original_one = redact.Redactor.redact_message
+def redact_message(self, m):
+    t0 = time.perf_counter()
+    try:
+        return _original_one(self, m)
+    finally:
+        spent["redact"] += time.perf_counter() - t0
+redact.Redactor.redact_message = redact_message
+t0 = time.perf_counter()
+report = cm.compact()
+total = time.perf_counter() - t0
+print(json.dumps({{"tokens": tokens, "seconds": total, "warm": warm_s, "entities": spent["entities"],
+                  "redact": spent["redact"], "after": report.tokens_after, "compacted": report.compacted}}))
+"""
+
+
+def run(src: str, outputs: int, warm: bool) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": src}
+    code = _CHILD.format(outputs=outputs, data=str(DATA), warm=warm)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise SystemExit(done.stderr[-3000:])
+    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--outputs", type=int, default=2_000)
+    parser.add_argument("--baseline", default=None)
+    args = parser.parse_args()
+    here = str(Path(__file__).resolve().parents[1] / "src")
+    trees = [("this tree", here, False), ("this, warm", here, True)]
+    if args.baseline:
+        trees.append(("baseline", args.baseline, False))
+    print(f"{'tree':<10} | {'tokens':>9} | {'compact() s':>11} | {'entities s':>10} | {'redaction s':>11} | "
+          f"{'ms per 1M tokens':>16} | {'warm-up s':>9} | compacted -> tokens after")
+    rows = {}
+    for label, src, warm in trees:
+        f = rows[label] = run(src, args.outputs, warm)
+        per_million = f["seconds"] * 1000 / (f["tokens"] / 1e6)
+        print(f"{label:<10} | {int(f['tokens']):>9} | {f['seconds']:>11.2f} | {f['entities']:>10.2f} | "
+              f"{f['redact']:>11.2f} | {per_million:>16.0f} | {f['warm']:>9.2f} | "
+              f"{int(f['compacted'])} -> {int(f['after'])}")
+    if args.baseline:
+        ratio = rows["baseline"]["seconds"] / rows["this tree"]["seconds"]
+        print(f"ratio (baseline / this tree, compact()): {ratio:.1f}x")
+
+
+if __name__ == "__main__":
+    main()

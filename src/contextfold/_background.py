@@ -1,0 +1,52 @@
+"""One daemon thread per process for optional work done while the agent waits for its model (cache warming).
+
+Jobs are best effort: a full queue drops new jobs, and nothing waits for them except :func:`wait_idle` (for
+benchmarks and tests). Jobs must pace themselves (see :mod:`contextfold._pace`) so that the agent's thread never
+waits long for the GIL.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["MAX_PENDING", "submit", "wait_idle"]
+
+# A job is a batch of texts of one turn or so; 64 pending batches means the thread is far behind: drop, not grow.
+MAX_PENDING = 64
+
+_jobs: queue.Queue[tuple[Callable[..., Any], tuple[Any, ...]]] = queue.Queue(MAX_PENDING)
+_start_lock = threading.Lock()
+_thread: threading.Thread | None = None
+
+
+def submit(job: Callable[..., Any], *args: Any) -> bool:
+    """Run ``job(*args)`` on the background thread; False when the queue is full (the job is dropped)."""
+    global _thread
+    with _start_lock:
+        if _thread is None or not _thread.is_alive():
+            _thread = threading.Thread(target=_run, name="contextfold-background", daemon=True)
+            _thread.start()
+    try:
+        _jobs.put_nowait((job, args))
+    except queue.Full:
+        return False
+    return True
+
+
+def wait_idle() -> None:
+    """Block until every submitted job has run."""
+    _jobs.join()
+
+
+def _run() -> None:
+    while True:
+        job, args = _jobs.get()
+        try:
+            job(*args)
+        except Exception:  # best effort: a failed warm-up only means a slower compaction later
+            pass
+        finally:
+            _jobs.task_done()
