@@ -45,8 +45,10 @@ _DECISION = re.compile(
     r" (?:is|was)|this means|so that|we need to|we should|i will|i'll|the plan|going to|rather than|won't|will not)\b",
     re.IGNORECASE,
 )
+# (Only ever searched for a yes/no: "a word ending in Error" is "Error" before a word boundary, and without the
+# leading \b\w* the engine no longer rescans every word of every line; a third of a long compaction's time.)
 _OUTCOME = re.compile(
-    r"(\b\w*(?:Error|Exception)\b|\bTraceback\b|\bFAILED\b|\bfailed\b|\bpassed\b|\berror:|\bERROR\b|"
+    r"((?:Error|Exception)\b|\bTraceback\b|\bFAILED\b|\bfailed\b|\bpassed\b|\berror:|\bERROR\b|"
     r"\bsucceeded\b|\bSuccess\b|^OK\b|exit code|returned non-zero|No such file|not found|Permission denied)",
     re.MULTILINE,
 )
