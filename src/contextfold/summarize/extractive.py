@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from ..tokens import TokenCounter
 from .base import SummaryRequest, SummaryResult, default_counter, validate_request
 from .digest import Digest, EntityStat, digest_messages
-from .shapes import shape_summary
 
 __all__ = ["ExtractiveSummarizer"]
 
@@ -133,8 +132,13 @@ class ExtractiveSummarizer:
                                 int(request.max_tokens * RETAIN_SHARE))
         retain_cost = sum(budget.cost(fact) + 1 for fact in retain)
         summary_budget = request.max_tokens - retain_cost
-        # brief / decision_log / code_delta have layouts of their own (summarize/shapes.py); task_state is below.
-        summary = shape_summary(request.messages, digest, ranked, request.strategy, summary_budget, budget.cost)
+        # brief / decision_log / code_delta have layouts of their own (summarize/shapes.py, imported on first use to
+        # keep the package's import time down); task_state is below.
+        summary = None
+        if request.strategy in ("brief", "decision_log", "code_delta"):
+            from .shapes import shape_summary
+
+            summary = shape_summary(request.messages, digest, ranked, request.strategy, summary_budget, budget.cost)
         if summary is None:
             chosen = _allocate(_candidates(digest, ranked), budget, summary_budget)
             summary = _fit_total(chosen, digest, budget, summary_budget)
