@@ -131,7 +131,7 @@ def test_page_is_self_contained(result: dict) -> None:
     assert all(url.startswith("#") for url in parser.urls)  # only in-page anchors
     # The one absolute URL is the SVG namespace, which browsers never fetch.
     assert set(re.findall(r"https?://[^\s\"']+", page)) == {"http://www.w3.org/2000/svg"}
-    assert parser.tags.count("svg") == 2
+    assert parser.tags.count("svg") == 3  # the overview of the sessions, then one plot per session
 
 
 def test_page_escapes_everything_from_the_recording(result: dict) -> None:
@@ -144,7 +144,7 @@ def test_page_escapes_everything_from_the_recording(result: dict) -> None:
 def test_page_shows_figures_costs_events_and_summaries(result: dict) -> None:
     page = render_html(result)
     for text in ("valid views", "80.0%", "needed-fact recall", "83.3%", "cost with prompt caching", "$0.0400",
-                 "$0.1000", "cache.masked", "compact.summary_created", "5 token-estimate events",
+                 "$0.1000", "cache.masked", "compact.summary_created", "5 token estimates",
                  "summary 1 before message 6", "lost_identifier_name", "InvalidHistory: message 3: orphan",
                  "recall of facts last seen before a compaction", "50.0%"):
         assert text in page, text
@@ -172,3 +172,54 @@ def test_bad_metrics_files_are_named(tmp_path: Path, result: dict, content: str 
     path.write_text(content)
     with pytest.raises(ReportInputError, match=re.escape(message)):
         load_result(path)
+
+
+def test_events_table_lists_what_changed_the_view_and_counts_the_rest(result: dict) -> None:
+    session = result["per_session"][0]
+    session["events"] = [
+        {"turn": 2, "name": "cache.truncated", "status": "ok", "data": {"ref": "r1", "bytes": 90_000}},
+        *[{"turn": t, "name": "compact.trigger_decision", "status": "ok", "data": {"triggered": True}}
+          for t in (4, 6)],
+        {"turn": 4, "name": "cache.masked", "status": "ok", "data": {"count": 2, "tokens_freed": 4100}},
+        {"turn": 6, "name": "compact.soft", "status": "ok", "data": {"applied": True}},
+        {"turn": 6, "name": "compact.summary_created", "status": "ok", "data": {"summary_tokens": 300}},
+        {"turn": 6, "name": "compact.pruned_messages", "status": "ok", "data": {"pruned_count": 4}},
+        {"turn": 8, "name": "recovery.retry", "status": "ok", "data": {"attempt": 1, "action": "compact"}},
+        {"turn": 8, "name": "compact.warning", "status": "ok", "data": {"message": "accuracy"}},
+        {"turn": 9, "name": "compact.error", "status": "error", "data": {"message": "summarizer down"}},
+    ]
+    session["noop_decisions"] = 40
+    page = render_html({**result, "per_session": [session]})
+    table = page[page.index("<h3>Events</h3>"):]
+    changes = re.findall(r"<tr(?: class=\"bad\")?><td class=\"n\">(\d+)</td><td>(\w+)</td>", table)
+    assert changes == [("2", "truncated"), ("4", "masked"), ("6", "summarized"), ("6", "pruned"),
+                       ("8", "recovered"), ("9", "error")]
+    assert "42 trigger decisions" in table  # 2 sent (their changes are the rows) + 40 folded while tracing
+    assert "1 <code>compact.soft</code>, 1 <code>compact.warning</code>" in table
+
+
+def test_a_line_under_the_plot_explains_batching(result: dict) -> None:
+    page = render_html({**result, "policy": {"clear_at_least": 3_000}})
+    # soft is 8,160: calls 4 and 10 are over it; 4 masked, 10 had nothing done
+    assert "Over the soft line (8,160 tokens) before 2 of 5 calls, 1 of them with nothing done" in page
+    assert "at least 3,000 tokens at once" in page
+
+
+def test_multi_session_report_opens_with_an_overview_and_a_sortable_table(result: dict) -> None:
+    worse = _session("lossy-session", _series())
+    worse["totals"] = {**worse["totals"], "needed_fact_recall": 0.25}
+    result = {**result, "per_session": [*result["per_session"], worse]}
+    page = render_html(result)
+    overview = page[page.index("<h2>Sessions</h2>"):page.index("<h2>Per session</h2>")]
+    scatter = _svg(overview[overview.index("<svg"):overview.index("</svg>") + 6])
+    titles = [t.text or "" for t in scatter.iter(f"{SVG_NS}title")]
+    assert len(titles) == 3 and any(t.startswith("lossy-session: 52.1% tokens saved, 25.0% needed-fact recall")
+                                    for t in titles)
+    # one table per sort order; the header of each column links to its order
+    assert 'id="sessions-by-order"' in overview and 'href="#sessions-by-needed"' in overview
+    by_needed = overview[overview.index('id="sessions-by-needed"'):]
+    by_needed = by_needed[:by_needed.index("</table>")]
+    order = re.findall(r'<a href="#s(\d+)">', by_needed)
+    assert order[0] == "2"  # the lowest recall first
+    by_calls = overview[overview.index('id="sessions-by-calls"'):]
+    assert 'class="n sorted"' in by_calls[:by_calls.index("</thead>")]

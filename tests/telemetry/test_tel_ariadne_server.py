@@ -15,6 +15,7 @@ import pytest
 from _ariadne_server import AriadneServer, SseReader, start_ariadne
 from _session import run_session, session_manager
 
+from contextfold.cli import main
 from contextfold.events import CustomEvent, RecordingTelemetry
 from contextfold.events_clock import parse_time
 from contextfold.exporters.ariadne import AriadneExporter
@@ -139,3 +140,15 @@ def test_offset_times_naive_times_dates_and_nan_are_accepted(ariadne: AriadneSer
     assert by_id["e" * 16]["data"]["text"] == "half a pair \ud800 here"
     assert all(datetime.fromisoformat(e["started_at"]).utcoffset().total_seconds() == 0  # type: ignore[union-attr]
                for e in received)
+
+
+def test_replay_sends_a_recorded_session_to_ariadne(ariadne: AriadneServer) -> None:
+    stream = SseReader(ariadne.port).start()
+    assert main(["replay", "--demo", "--jobs", "1", "--telemetry", f"ariadne:{ariadne.url}"]) == 0
+    received = stream.wait_for(lambda got: any(e["type"] == "trace" and "ended_at" in e for e in got))
+    stream.stop()
+    (trace,) = [e for e in received if e["type"] == "trace" and "ended_at" in e]
+    spans = [e for e in received if e["type"] == "span" and e["trace_id"] == trace["trace_id"]]
+    calls = [s for s in spans if s["name"] == "prepare"]
+    assert calls and trace["metadata"]["model"] == "gpt-4o"
+    assert any(s["name"] == "compact.summarize" for s in spans)

@@ -71,6 +71,9 @@ def register(subparsers: Subparsers) -> None:
                         help="tool output store: memory (default), local, local:///dir, redis://…")
     parser.add_argument("--archive", default=None, metavar="DIR",
                         help="keep the archives (pre-compaction transcripts, summaries) in DIR (default: in memory)")
+    parser.add_argument("--telemetry", nargs="+", metavar="NAME", default=None,
+                        help="also export every replayed session's events: ariadne[:URL], otel[:ENDPOINT], "
+                        "jsonl:PATH, console (default: the policy file's telemetry exporters, if any)")
     parser.set_defaults(handler=run)
 
 
@@ -82,13 +85,23 @@ def _options(args: argparse.Namespace) -> ReplayOptions:
 
     policy: dict[str, Any] = {}
     model, window = args.model, args.window
+    telemetry: list[str] = list(args.telemetry or [])
     if args.policy is not None:
         from ..config import load_settings
+        from ..manager_parts import settings_arguments
 
         settings = load_settings(args.policy, env={})
         policy = dict(settings.policy)
         model = model or settings.model
         window = window or settings.max_context_tokens
+        if args.telemetry is None:
+            telemetry = list(settings_arguments(settings)["telemetry"] or [])
+    if telemetry:
+        from ..exporters import telemetry_sink
+
+        for spec in telemetry:  # a bad name is one line here, not a failure per worker
+            sink = telemetry_sink(spec)
+            getattr(sink, "shutdown", lambda: None)()
     if window is None and args.demo:
         window = DEMO_WINDOW
     model = model or DEFAULT_MODEL
@@ -99,7 +112,7 @@ def _options(args: argparse.Namespace) -> ReplayOptions:
     return ReplayOptions(
         model=model, window=window, policy=policy or None, summarizer=args.summarizer, format=args.format,
         dump_views=str(args.dump_views) if args.dump_views is not None else None, store=args.store,
-        archive=args.archive,
+        archive=args.archive, telemetry=tuple(telemetry),
     )
 
 

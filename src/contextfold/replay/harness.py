@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ContextfoldError
-from ..events import Event, RecordingTelemetry, SummaryCreated
+from ..events import Event, RecordingTelemetry, SessionTrace, SpanEvent, SummaryCreated
 from ..formats import get_format
 from ..importers import RecordedSession
 from ..messages import Message
@@ -68,6 +68,8 @@ class ReplayOptions:
         archive: The archive (a directory, ``s3://…``); None keeps it in memory.
         redact: Redact secrets in archived transcripts and events (the library default). Restoring a history
             from a redacted archive gives the redacted text back for messages that only the archive holds.
+        telemetry: Exporter names (``ariadne:URL``, ``otel``, ``jsonl:PATH``, …) every replayed session's events
+            also go to, so that a recorded session can be watched in a trace viewer.
     """
 
     model: str = DEFAULT_MODEL
@@ -79,6 +81,7 @@ class ReplayOptions:
     store: str = "memory"
     archive: str | None = None
     redact: bool = True
+    telemetry: tuple[str, ...] = ()
 
     def settings(self) -> dict[str, Any]:
         """The options as they appear at the top of the replay JSON."""
@@ -166,7 +169,7 @@ class SessionReplayer:
             summarizer=self.options.summarizer,
             store=self.options.store,
             archive=_archive(self.options.archive, self.options.redact),
-            telemetry=self.telemetry,
+            telemetry=[self.telemetry, *self.options.telemetry] if self.options.telemetry else self.telemetry,
             session_id=manager_session_id(session.id),
             redact=self.options.redact,
             # one replay owns its session: fixed ids keep the figures and events reproducible
@@ -330,6 +333,8 @@ class SessionReplayer:
             if event.name in _OMITTED_EVENTS:
                 omitted += 1
                 continue
+            if isinstance(event, SpanEvent | SessionTrace):
+                continue  # when work happened, not what changed: the report does not list spans
             events.append(_event_entry(event, turn))
         b = self.manager.budgets
         return {
@@ -344,6 +349,7 @@ class SessionReplayer:
             "totals": session_totals(series),
             "events": events,
             "events_omitted": omitted,
+            "noop_decisions": self.manager.tracer.noop_decisions,
             "summaries": summaries,
             "error": None,
         }

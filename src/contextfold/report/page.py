@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
+from ..policy import DEFAULT_CLEAR_AT_LEAST
+from .overview import OVERVIEW_CSS, session_scatter, sortable_sessions_table
 from .svg import token_plot
 
 __all__ = ["render_html"]
@@ -29,12 +31,22 @@ th{background:#f3f3f3}td.n,th.n{text-align:right;font-variant-numeric:tabular-nu
 tr.bad td{background:#fdecea}pre{white-space:pre-wrap;background:#f7f7f7;border:1px solid #e3e3e3;padding:8px;
  font-size:.85em;max-height:420px;overflow:auto}details{margin:8px 0}summary{cursor:pointer;font-weight:600}
 svg.plot{max-width:100%;height:auto;border:1px solid #e3e3e3}code{font-size:.9em}
-"""
+p.plot-note{font-size:.85em;color:#555;margin:2px 0 10px}
+""" + OVERVIEW_CSS
 
 # Sessions beyond this many get a collapsed section each; the first few open so the page shows plots at once.
 OPEN_SESSIONS = 3
 # Per-turn retention misses listed per session: enough to judge what is lost without a wall of entities.
 MAX_MISS_ROWS = 40
+# The events that changed the view, and the word the events table uses for each. Everything else (decisions,
+# spans, warnings) is counted under the table; errors are always listed.
+VIEW_CHANGES: Mapping[str, str] = {
+    "cache.truncated": "truncated",
+    "cache.masked": "masked",
+    "compact.summary_created": "summarized",
+    "compact.pruned_messages": "pruned",
+    "recovery.retry": "recovered",
+}
 
 
 def _pct(value: float | None) -> str:
@@ -106,19 +118,20 @@ def _settings(r: Mapping[str, Any]) -> str:
 
 
 def _sessions_table(per_session: Sequence[Mapping[str, Any]]) -> str:
-    rows, bad = [], []
-    for n, s in enumerate(per_session):
+    def row(n: int, s: Mapping[str, Any]) -> tuple[list[str], bool]:
         t = s["totals"]
-        rows.append([
+        cells = [
             f'<a href="#s{n}">{escape(str(s["id"]))}</a>', escape(str(s["source"])), _int(t["turns"]),
             _pct(t["valid_rate"]), _pct(t["needed_fact_recall"]), _pct(t["recoverable_fact_recall"]),
-            _int(t["tokens_sent"]), _int(t["tokens_sent_baseline"]), _usd(t["cost_usd"]), _usd(t["cost_usd_cached"]),
-            _int(t["compactions"]), _int(t["maskings"]),
-        ])
-        bad.append(bool(s.get("error")) or (t["valid_rate"] is not None and t["valid_rate"] < 1))
-    headers = ["session", "source", "calls", "valid", "needed", "recoverable", "tokens sent", "baseline", "cost",
-               "cached", "compactions", "maskings"]
-    return _table(headers, rows, frozenset(range(2, 12)), bad)
+            _int(t["tokens_sent"]), _int(t["tokens_sent_baseline"]),
+            _saved(t["tokens_sent"], t["tokens_sent_baseline"]),
+            _usd(t["cost_usd"]), _usd(t["cost_usd_cached"]), _int(t["compactions"]), _int(t["maskings"]),
+        ]
+        return cells, bool(s.get("error")) or (t["valid_rate"] is not None and t["valid_rate"] < 1)
+
+    headers = ["session", "source", "calls", "valid", "needed", "recoverable", "tokens sent", "baseline", "saved",
+               "cost", "cached", "compactions", "maskings"]
+    return sortable_sessions_table(per_session, headers, row, frozenset(range(2, 13)))
 
 
 def _figures(s: Mapping[str, Any]) -> str:
@@ -147,17 +160,48 @@ def _figures(s: Mapping[str, Any]) -> str:
 
 
 def _events(s: Mapping[str, Any]) -> str:
-    events = s["events"]
-    if not events:
-        return f'<p class="muted">No events besides {s["events_omitted"]} token estimates.</p>'
+    """What changed the view, one row each; decisions that changed nothing and the other events, counted."""
     rows, bad = [], []
-    for e in events:
+    folded: dict[str, int] = {}
+    for e in s["events"]:
+        change = VIEW_CHANGES.get(e["name"])
+        if change is None and e["status"] != "error":
+            folded[e["name"]] = folded.get(e["name"], 0) + 1
+            continue
         data = "; ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in e["data"].items())
-        rows.append([_int(e["turn"]) if e["turn"] is not None else "–", f"<code>{escape(e['name'])}</code>",
-                     escape(str(e["status"])), escape(data)])
+        rows.append([_int(e["turn"]) if e["turn"] is not None else "–", escape(change or "error"),
+                     f"<code>{escape(e['name'])}</code>", escape(data)])
         bad.append(e["status"] == "error")
-    note = f'<p class="muted">{s["events_omitted"]} token-estimate events (one per call) are not listed.</p>'
-    return note + _table(["message", "event", "status", "figures"], rows, frozenset({0}), bad)
+    decisions = folded.pop("compact.trigger_decision", 0) + int(s.get("noop_decisions") or 0)
+    others = ", ".join(f"{n} <code>{escape(name)}</code>" for name, n in sorted(folded.items()))
+    note = (f'<p class="muted">Listed: what changed the view. Not listed: {decisions:,} trigger decisions (the '
+            f"changes they led to are the rows), {s['events_omitted']:,} token estimates (one per call)"
+            + (f", and {others}" if others else "") + ".</p>")
+    if not rows:
+        return note.replace("Listed: what changed the view. ", "Nothing changed the view. ")
+    return note + _table(["message", "change", "event", "figures"], rows, frozenset({0}), bad)
+
+
+def _batching_note(s: Mapping[str, Any], clear_at_least: int) -> str:
+    """The line under the plot: why the view may sit over the soft line while nothing happens."""
+    soft = int((s.get("thresholds") or {}).get("soft") or 0)
+    series = s["series"]
+    if not soft or not series:
+        return ""
+    over = idle = 0
+    previous: Mapping[str, Any] | None = None
+    for t in series:
+        if t["view_tokens"] > soft:
+            over += 1
+            acted = previous is None or (t["compactions"], t["maskings"]) != (previous["compactions"],
+                                                                            previous["maskings"])
+            idle += int(not acted)
+        previous = t
+    return (f'<p class="plot-note">Over the soft line ({soft:,} tokens) before {over} of {len(series)} calls, '
+            f"{idle} of them with nothing done: contextfold works in batches. Masking waits until it can free at "
+            f"least {clear_at_least:,} tokens at once, and a soft summary is applied only when it saves that much, "
+            "because each one rewrites the middle of the history and costs the prompt cache from there on. Over "
+            "the hard line it acts at once. ▲ masking · │ compaction.</p>")
 
 
 def _summaries(s: Mapping[str, Any]) -> str:
@@ -189,13 +233,14 @@ def _invalid(s: Mapping[str, Any]) -> str:
     return _table(["message", "problem"], rows, frozenset({0}), [True] * len(rows)) if rows else ""
 
 
-def _session(n: int, s: Mapping[str, Any]) -> str:
+def _session(n: int, s: Mapping[str, Any], clear_at_least: int = DEFAULT_CLEAR_AT_LEAST) -> str:
     title = f"{escape(str(s['id']))} <span class=\"muted\">({escape(str(s['source']))})</span>"
     if s.get("error"):
         body = f"<pre>{escape(str(s['error']))}</pre>"
     else:
         body = "".join([
             token_plot(s["series"], s["thresholds"], label=f"tokens per turn of {s['id']}"),
+            _batching_note(s, clear_at_least),
             _figures(s), _invalid(s),
             "<h3>Summaries</h3>", _summaries(s),
             "<h3>Retention misses</h3>", _misses(s),
@@ -223,8 +268,12 @@ def render_html(result: Mapping[str, Any], *, title: str = "contextfold replay r
         _headline(result),
     ]
     if len(per_session) > 1:
-        parts += ["<h2>Sessions</h2>", _sessions_table(per_session)]
+        parts += ["<h2>Sessions</h2>", session_scatter(per_session),
+                  '<p class="plot-note">One dot per session; hover for its figures, click to open it. Click a column '
+                  "header to sort the table.</p>", _sessions_table(per_session)]
     parts.append("<h2>Per session</h2>")
-    parts += [_session(n, s) for n, s in enumerate(per_session)]
+    policy = result.get("policy") or {}
+    clear_at_least = int(policy.get("clear_at_least") or DEFAULT_CLEAR_AT_LEAST)
+    parts += [_session(n, s, clear_at_least) for n, s in enumerate(per_session)]
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
