@@ -591,7 +591,9 @@ class ContextManager(CompactionMixin, AsyncMirror):
         With the final view archived, the archive alone gives back the whole session (``archive restore``).
         Telemetry gets what is left of its deadline (1 s by default) once this work is done.
         """
-        started = time.monotonic()
+        self._finish(time.monotonic(), flush=True)
+
+    def _finish(self, started: float, *, flush: bool) -> None:
         with self._lock:
             self._apply_idle_result()
             self.check("before finish")
@@ -604,21 +606,31 @@ class ContextManager(CompactionMixin, AsyncMirror):
                 self._archive_transcript(self._view.normalized())
         self.tracer.finish_session()
         sink = self.tracer.telemetry
+        if not flush:
+            return
         if isinstance(sink, FanoutTelemetry):
             sink.flush(since=started)  # bounded: a frozen exporter cannot hold the end of the session
         else:
-            flush = getattr(sink, "flush", None)
-            if callable(flush):
-                flush()
+            flush_sink = getattr(sink, "flush", None)
+            if callable(flush_sink):
+                flush_sink()
 
     def close(self) -> None:
-        """Finish, then release everything: exporter threads joined, retention run, stores closed (idempotent)."""
+        """Finish, then release everything: exporter threads joined, retention run, stores closed (idempotent).
+
+        Telemetry shares one deadline with the finishing work (no flush before the shutdown: it exports what is
+        queued), so a frozen exporter cannot hold the end of the session.
+        """
         if self._closed:
             return
+        started = time.monotonic()
         try:
-            self.finish()
+            self._finish(started, flush=False)
         finally:
             self._closed = True
+            sink = self.tracer.telemetry
+            if isinstance(sink, FanoutTelemetry):
+                sink.shutdown(since=started)  # release_resources' own shutdown() then finds the sinks stopped
             release_resources(self)
 
     def __enter__(self) -> ContextManager:

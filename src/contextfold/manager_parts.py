@@ -165,7 +165,7 @@ class ArchiveEventsExporter:
 
 def _telemetry(telemetry: Any, redactor: Any, archive: Any, session_id: str) -> FanoutTelemetry:
     """The manager's sink: the caller's telemetry (a sink, or exporter names) plus the archive's events file."""
-    from .processor import BatchProcessor
+    from .processor import DURABLE_FLUSH_TIMEOUT_S, BatchProcessor
 
     redact = redactor.redact_obj if redactor is not None else None
     sinks: list[Any] = []
@@ -183,7 +183,8 @@ def _telemetry(telemetry: Any, redactor: Any, archive: Any, session_id: str) -> 
             raise ConfigError(f"expected a Telemetry sink or exporter names, got {type(item).__name__}",
                               field="telemetry")
     if archive is not None:
-        sinks.append(BatchProcessor(ArchiveEventsExporter(archive, session_id), redact=redact))
+        sinks.append(BatchProcessor(ArchiveEventsExporter(archive, session_id), redact=redact,
+                                    flush_timeout_s=DURABLE_FLUSH_TIMEOUT_S))
     return FanoutTelemetry(sinks)
 
 

@@ -50,6 +50,9 @@ _EARLY_WAKE_FRACTION = 0.5
 # exporter for more than about a second. A flush that runs out of time marks the exporter as stalled: later flushes
 # return at once while that export is still stuck, and shutdown() aborts it instead of waiting again.
 DEFAULT_FLUSH_TIMEOUT_S = 1.0
+# The patience of the archive's own events file: it is the record, on local storage, so it is worth waiting for
+# (a loaded machine can take more than a second to write a few hundred events), and it cannot freeze like a viewer.
+DURABLE_FLUSH_TIMEOUT_S = 10.0
 # How long a flush or shutdown still waits for an exporter a flush already gave up on: enough for an export that was
 # about to finish anyway, small next to DEFAULT_FLUSH_TIMEOUT_S so that finish() + close() stay near one deadline.
 STALLED_GRACE_S = 0.02
@@ -260,6 +263,7 @@ class BatchProcessor:
             abandoned = len(self._queue)
             self._queue.clear()
             self._abandoned += abandoned
+            self._stalled = True  # a later shutdown() or flush() waits only the grace period
         abort = getattr(self.exporter, "abort", None)
         if callable(abort):
             try:

@@ -94,7 +94,9 @@ class FanoutTelemetry:
 
     Args:
         sinks: the sinks, in order.
-        flush_timeout_s: how long ``flush()`` and ``shutdown()`` wait in all, for every sink together.
+        flush_timeout_s: how long ``flush()`` and ``shutdown()`` wait in all, for every sink together, unless a
+            sink says otherwise with its own ``flush_timeout_s`` (the archive's events file waits longer: it is
+            the record, and a local file cannot freeze the way a remote viewer can).
     """
 
     def __init__(self, sinks: Sequence[Any], *, flush_timeout_s: float = DEFAULT_FLUSH_DEADLINE_S) -> None:
@@ -127,28 +129,35 @@ class FanoutTelemetry:
         its own work in it. Returns whether every sink finished in time.
         """
         start = time.monotonic() if since is None else since
-        deadline = start + (self.flush_timeout_s if timeout is None else timeout)
-        waiting: list[tuple[Any, threading.Event]] = []
+        waiting: list[tuple[Any, threading.Event, float]] = []
         ok = True
         for sink in self.sinks:
+            deadline = start + self._patience(sink, timeout)
             begin = getattr(sink, "begin_flush", None)
             done = begin() if callable(begin) and not getattr(sink, "stalled", False) else None
             if done is not None:
-                waiting.append((sink, done))
+                waiting.append((sink, done, deadline))
             elif callable(getattr(sink, "flush", None)):
-                ok = bool(sink.flush(max(0.0, deadline - time.monotonic()))) and ok
-        for sink, done in waiting:
+                ok = sink.flush(max(0.0, deadline - time.monotonic())) is not False and ok
+        for sink, done, deadline in waiting:
             if not done.wait(max(0.0, deadline - time.monotonic())):
                 ok = False
                 sink.flush(0)  # marks the sink as stalled, so that later flushes and its shutdown do not wait
         return ok
 
-    def shutdown(self, timeout: float | None = None) -> bool:
-        """Stop the batching sinks' threads, sharing ``timeout`` seconds among them; whether all finished."""
-        deadline = time.monotonic() + (self.flush_timeout_s if timeout is None else timeout)
+    def _patience(self, sink: Any, timeout: float | None) -> float:
+        if timeout is not None:
+            return timeout
+        own = getattr(sink, "flush_timeout_s", None)
+        return float(own) if isinstance(own, int | float) else self.flush_timeout_s
+
+    def shutdown(self, timeout: float | None = None, *, since: float | None = None) -> bool:
+        """Stop the batching sinks' threads, all within ``timeout`` seconds (from ``since``); whether all finished."""
+        start = time.monotonic() if since is None else since
         ok = True
         for sink in self.sinks:
             stop = getattr(sink, "shutdown", None)
             if callable(stop):
+                deadline = start + self._patience(sink, timeout)
                 ok = stop(max(0.0, deadline - time.monotonic())) is not False and ok
         return ok

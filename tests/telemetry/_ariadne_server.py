@@ -50,12 +50,12 @@ class AriadneServer:
                 os.kill(pid, signal.SIGTERM)
 
 
-def start_ariadne(*, web: bool = False, workdir: Path | None = None) -> AriadneServer:
-    """Start Ariadne on a free port (and its web UI on the next one with ``web``); the caller stops it."""
+def start_ariadne(*, web: bool = False, workdir: Path | None = None, port: int | None = None) -> AriadneServer:
+    """Start Ariadne on ``port`` or a free one (and its web UI on the next one with ``web``); the caller stops it."""
     require(ARIADNE_SERVE.is_file(), f"ariadne-serve not found at {ARIADNE_SERVE}")
     require_binary("node")
     require_binary("npx")
-    port = free_port()
+    port = port or free_port()
     args = [str(ARIADNE_SERVE), str(port)]
     if workdir is not None:
         args.append(str(workdir))

@@ -46,24 +46,25 @@ def test_a_session_arrives_whole_and_nested_with_durations(ariadne: AriadneServe
     cm.close()
     stats = processor.exporter.stats()
     emitted = recording.events
-    received = stream.wait_for(lambda got: len(got) >= len(emitted))
+    received = stream.wait_for(lambda got: len(got) >= len(emitted) - 1)
     stream.stop()
 
     # every event accepted: counted as sent by us, and streamed back by Ariadne after its validation
-    assert stats.received_events == stats.sent_events == len(emitted)
+    # (the session's opening trace event is kept back on purpose: Ariadne's UI would show the first one for good)
+    assert stats.received_events == len(emitted) and stats.skipped_events == 1
+    assert stats.sent_events == len(emitted) - 1
     assert (stats.dropped_events, stats.uncertain_events) == (0, 0)
-    assert len(received) == len(emitted)
+    assert len(received) == stats.sent_events
     spans = {e["span_id"]: e for e in received if e["type"] == "span"}
     assert set(spans) == {e.span_id for e in emitted if e.name != "session.trace"}
 
     # the session is a trace event, named after the session, with its metadata; the last one has its end
-    traces = [e for e in received if e["type"] == "trace"]
-    assert len(traces) == 2 and traces[0]["name"] == session_id
-    final = traces[-1]
+    (final,) = [e for e in received if e["type"] == "trace"]
+    assert final["name"] == session_id and final["group_id"] == "parser-fixer"
     assert final["metadata"]["agent"] == "parser-fixer" and final["metadata"]["model"] == "gpt-4o"
     assert final["metadata"]["context_window"] == "8000"
     assert int(final["metadata"]["noop_decisions"]) > 0
-    assert "ended_at" not in traces[0] and _duration_s(final) > 0
+    assert _duration_s(final) > 0
 
     # nested as built: trace -> call (prepare) -> compaction -> summarize
     def parent(span: dict[str, Any]) -> dict[str, Any]:

@@ -1,12 +1,15 @@
 """Export events to an Ariadne trace viewer: ``POST {url}/ingest`` with ``{"batch": [TraceEvent | SpanEvent, …]}``.
 
-The session's :class:`~contextfold.events.SessionTrace` becomes Ariadne's TraceEvent ``{"type": "trace",
-"trace_id", "name", "group_id", "started_at", "ended_at"?, "metadata": {str: str}}`` (the session's name, agent,
-model, window and policy); every other event becomes a SpanEvent ``{"type": "span", "trace_id", "span_id",
-"parent_id"?, "kind", "name", "started_at", "ended_at", "data", "status"}``. Ariadne validates strictly, so this
-module makes every event valid before it leaves: times are rewritten as UTC with a ``Z`` (Ariadne rejects offsets,
-naive times and bare dates), NaN and infinities become strings (JSON has no NaN; Ariadne answers HTTP 500), and the
-figures are repeated as readable text under ``data.output``, the key Ariadne's Response tab shows.
+The session's finished :class:`~contextfold.events.SessionTrace` (sent by ``finish()``) becomes Ariadne's
+TraceEvent ``{"type": "trace", "trace_id", "name", "group_id", "started_at", "ended_at", "metadata": {str: str}}``
+(the session's name, agent, model, window and policy, and its duration). The opening one is not sent: Ariadne's
+web UI keeps the first trace event it received for a trace, so an opening event would leave the session "in
+progress" for good; until ``finish()`` the spans are grouped under the trace id. Every other event becomes a
+SpanEvent ``{"type": "span", "trace_id", "span_id", "parent_id"?, "kind", "name", "started_at", "ended_at",
+"data", "status"}``. Ariadne validates strictly, so this module makes every event valid before it leaves: times
+are rewritten as UTC with a ``Z`` (Ariadne rejects offsets, naive times and bare dates), NaN and infinities become
+strings (JSON has no NaN; Ariadne answers HTTP 500), and the figures are repeated as readable text under
+``data.output``, the key Ariadne's Response tab shows.
 
 Bodies stay under 256 KB: batches are split, and a single oversized event has its data cut with a marker. If Ariadne
 still rejects a body (HTTP 400), the body is halved until the event it objects to is found: that one event is
@@ -294,7 +297,9 @@ def pack_bodies(spans: list[dict[str, Any]], max_body_bytes: int = MAX_BODY_BYTE
 
 @dataclass(frozen=True, slots=True)
 class AriadneStats:
-    """What the exporter did with every event it was given; the outcomes add up to ``received_events``.
+    """What the exporter did with every event it was given.
+
+    The outcomes add up: ``received_events`` = sent + dropped + uncertain + skipped.
 
     Attributes:
         received_events: events handed to ``export()``.
@@ -307,7 +312,8 @@ class AriadneStats:
         uncertain_events: events in requests sent but not answered (a timeout, or abort()): Ariadne may have
             stored them, so they are neither sent nor failed.
         aborted_events: events handed over after abort(); never sent.
-        skipped_events: events too large even with their data cut.
+        skipped_events: opening session trace events, not sent on purpose (see the module docstring).
+        oversized_events: events too large even with their data cut; never sent.
         truncated_events: delivered events whose data was cut to fit a body.
         last_error: what went wrong last.
     """
@@ -322,6 +328,7 @@ class AriadneStats:
     uncertain_events: int
     aborted_events: int
     skipped_events: int
+    oversized_events: int
     truncated_events: int
     last_error: str | None
 
@@ -329,7 +336,7 @@ class AriadneStats:
     def dropped_events(self) -> int:
         """Events that surely did not reach Ariadne."""
         return (self.failed_events + self.invalid_events + self.rejected_events + self.aborted_events
-                + self.skipped_events)
+                + self.oversized_events)
 
 
 class _RateLimitedWarnings:
@@ -407,7 +414,7 @@ class AriadneExporter(BaseExporter):
         self._aborted = False
         self._counts = dict.fromkeys(
             ("received", "sent", "sent_requests", "failed", "failed_requests", "invalid", "rejected", "uncertain",
-             "aborted", "skipped", "truncated"), 0)
+             "aborted", "skipped", "oversized", "truncated"), 0)
         self._last_error: str | None = None
 
     @property
@@ -424,7 +431,8 @@ class AriadneExporter(BaseExporter):
                 received_events=c["received"], sent_events=c["sent"], sent_requests=c["sent_requests"],
                 failed_events=c["failed"], failed_requests=c["failed_requests"], invalid_events=c["invalid"],
                 rejected_events=c["rejected"], uncertain_events=c["uncertain"], aborted_events=c["aborted"],
-                skipped_events=c["skipped"], truncated_events=c["truncated"], last_error=self._last_error,
+                skipped_events=c["skipped"], oversized_events=c["oversized"], truncated_events=c["truncated"],
+                last_error=self._last_error,
             )
 
     def export(self, batch: Batch) -> None:
@@ -435,6 +443,9 @@ class AriadneExporter(BaseExporter):
             return
         spans: list[dict[str, Any]] = []
         for event in batch:
+            if event.get("name") == _SESSION_EVENT and not (event.get("data") or {}).get("finished"):
+                self._count(skipped=1)  # the opening trace event: see the module docstring
+                continue
             try:
                 spans.append(to_ariadne_event(event))
             except ValueError as exc:
@@ -446,7 +457,7 @@ class AriadneExporter(BaseExporter):
             for parts, truncated in _pack(spans, self._max_body):
                 packed += len(parts)
                 self._deliver(parts, truncated)
-            self._count(skipped=len(spans) - packed)
+            self._count(oversized=len(spans) - packed)
 
     def _deliver(self, parts: list[bytes], truncated: int) -> None:
         """POST ``parts`` as one body; on HTTP 4xx halve it until the refused event is alone, and drop only it."""
