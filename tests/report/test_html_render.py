@@ -201,7 +201,7 @@ def test_events_table_lists_what_changed_the_view_and_counts_the_rest(result: di
 def test_a_line_under_the_plot_explains_batching(result: dict) -> None:
     page = render_html({**result, "policy": {"clear_at_least": 3_000}})
     # soft is 8,160: calls 4 and 10 are over it; 4 masked, 10 had nothing done
-    assert "Over the soft line (8,160 tokens) before 2 of 5 calls, 1 of them with nothing done" in page
+    assert "The view sent was over the soft line (8,160 tokens) at 2 of 5 calls, 1 of them with nothing done" in page
     assert "at least 3,000 tokens at once" in page
 
 

@@ -197,11 +197,16 @@ def _batching_note(s: Mapping[str, Any], clear_at_least: int) -> str:
                                                                             previous["maskings"])
             idle += int(not acted)
         previous = t
-    return (f'<p class="plot-note">Over the soft line ({soft:,} tokens) before {over} of {len(series)} calls, '
-            f"{idle} of them with nothing done: contextfold works in batches. Masking waits until it can free at "
-            f"least {clear_at_least:,} tokens at once, and a soft summary is applied only when it saves that much, "
-            "because each one rewrites the middle of the history and costs the prompt cache from there on. Over "
-            "the hard line it acts at once. ▲ masking · │ compaction.</p>")
+    if over:
+        where = (f"The view sent was over the soft line ({soft:,} tokens) at {over} of {len(series)} calls, {idle} "
+                 "of them with nothing done: contextfold works in batches.")
+    else:
+        where = (f"The view sent stayed under the soft line ({soft:,} tokens) at all {len(series)} calls; "
+                 "contextfold works in batches.")
+    return (f'<p class="plot-note">{where} Masking (▲) waits until it can free at least {clear_at_least:,} tokens '
+            "at once, and a soft summary (│ compaction) is applied only when it saves that much, because each one "
+            "rewrites the middle of the history and costs the prompt cache from there on. Over the hard line it "
+            "acts at once.</p>")
 
 
 def _summaries(s: Mapping[str, Any]) -> str:
