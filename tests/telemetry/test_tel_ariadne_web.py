@@ -36,11 +36,11 @@ PATIENCE_S = 60.0
 _FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
           "--disable-component-update", "--disable-sync", "--window-size=1680,1050"]
 
-# Runs in the page: wait (on DOM mutations, not a timer) until the summarization span is drawn, open it in the
+# Runs in the page: wait (on DOM mutations, not a timer) until a row with the given text is drawn, open it in the
 # inspector, reveal its data, and answer the page's text.
-_OPEN_SUMMARIZE_SPAN = """
+_OPEN_ROW = """
 new Promise((resolve) => {
-  const find = () => [...document.querySelectorAll('button')].find(b => b.innerText.includes('compact.summarize'));
+  const find = () => [...document.querySelectorAll('button')].find(b => b.innerText.trim().startsWith(ROW));
   const open = () => {
     const row = find();
     row.scrollIntoView({block: 'center'});
@@ -112,7 +112,7 @@ def _devtools_page(browser: subprocess.Popen[str]) -> str:
     raise AssertionError("Chromium did not open its DevTools endpoint")
 
 
-async def _drive(page_ws: str, web_url: str, api_url: str) -> tuple[str, bytes, int]:
+async def _drive(page_ws: str, web_url: str, api_url: str) -> tuple[str, str, dict[str, bytes], int]:
     async with websockets.connect(page_ws, max_size=64 * 2**20) as ws:
         tools = DevTools(ws)
         pump = asyncio.create_task(tools.pump())
@@ -128,11 +128,16 @@ async def _drive(page_ws: str, web_url: str, api_url: str) -> tuple[str, bytes, 
         exporter = processor.exporter
         sent = exporter.stats().sent_events
         await tools.sse_messages(1 + sent)
-        text = (await tools.send("Runtime.evaluate", expression=_OPEN_SUMMARIZE_SPAN, awaitPromise=True,
-                                 returnByValue=True))["result"]["value"]
-        shot = await tools.send("Page.captureScreenshot", format="png")
+        shots = {}
+        for row, name in (("ariadne-web", "ariadne-session"), ("compact.summarize", "ariadne-trace")):
+            script = _OPEN_ROW.replace("ROW", json.dumps(row))
+            text = (await tools.send("Runtime.evaluate", expression=script, awaitPromise=True,
+                                     returnByValue=True))["result"]["value"]
+            shots[name] = base64.b64decode((await tools.send("Page.captureScreenshot", format="png"))["data"])
+            if name == "ariadne-session":
+                session_text = str(text)
         pump.cancel()
-        return str(text), base64.b64decode(shot["data"]), sent
+        return session_text, str(text), shots, sent
 
 
 def test_ariadne_web_ui_shows_the_nested_trace(tmp_path: Path) -> None:
@@ -142,20 +147,23 @@ def test_ariadne_web_ui_shows_the_nested_trace(tmp_path: Path) -> None:
     browser = subprocess.Popen([chromium, *_FLAGS, "--remote-debugging-port=0", f"--user-data-dir={tmp_path / 'p'}",
                                 "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        text, png, sent = asyncio.run(_drive(_devtools_page(browser), server.web_url, server.url))
+        session_text, text, shots, sent = asyncio.run(_drive(_devtools_page(browser), server.web_url, server.url))
     finally:
         browser.kill()
         browser.wait()
         server.stop()
-    shot = tmp_path / "ariadne-trace.png"
-    shot.write_bytes(png)
-    if os.environ.get("CONTEXTFOLD_SCREENSHOTS"):
-        shutil.copy(shot, Path(os.environ["CONTEXTFOLD_SCREENSHOTS"]) / "ariadne-trace.png")
+    for name, png in shots.items():
+        shot = tmp_path / f"{name}.png"
+        shot.write_bytes(png)
+        if os.environ.get("CONTEXTFOLD_SCREENSHOTS"):
+            shutil.copy(shot, Path(os.environ["CONTEXTFOLD_SCREENSHOTS"]) / f"issue13-{name}.png")
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 50_000
     assert sent > 100
+    # the session row opens the trace in the inspector: its duration and how many spans it holds
+    assert "Duration" in session_text and f"Spans\n{sent - 1}" in session_text
     # the trace is named after the session and grouped under its agent; the spans nest by name
     for label in ("parser-fixer", "ariadne-web", "prepare", "compact.soft", "compact.summarize", "compact.archive",
                   "compact.summary_created", "SUMMARIZE /compact.summarize"):
         assert label in text, label
     # the inspector shows the summarization span's figures as text (data.output, the Response tab)
     assert "summarizer: extractive" in text
-    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 50_000
