@@ -108,7 +108,9 @@ class MemoryArchiveStore:
     """An :class:`ArchiveStore` in a dict, for tests and throwaway sessions (thread-safe)."""
 
     def __init__(self) -> None:
-        self._files: dict[tuple[str, str], bytes] = {}
+        # bytearrays: an append extends in place (amortized O(appended bytes)); rebuilding a bytes object per append
+        # copied the whole events file under the GIL each time, stalling the agent's thread as the file grew.
+        self._files: dict[tuple[str, str], bytearray] = {}
         self._lock = threading.Lock()
 
     def write(self, session_id: str, name: str, data: bytes, *, exclusive: bool = False) -> None:
@@ -117,18 +119,19 @@ class MemoryArchiveStore:
         with self._lock:
             if exclusive and key in self._files:
                 raise FileExistsError(f"{session_id}/{name}")
-            self._files[key] = bytes(data)
+            self._files[key] = bytearray(data)
 
     def read(self, session_id: str, name: str) -> bytes | None:
         """The stored bytes, or None."""
         with self._lock:
-            return self._files.get((validate_session_id(session_id), name))
+            found = self._files.get((validate_session_id(session_id), name))
+            return None if found is None else bytes(found)
 
     def append(self, session_id: str, name: str, data: bytes) -> None:
         """Extend (or create) ``name``."""
         key = (validate_session_id(session_id), name)
         with self._lock:
-            self._files[key] = self._files.get(key, b"") + bytes(data)
+            self._files.setdefault(key, bytearray()).extend(data)
 
     def names(self, session_id: str) -> list[str]:
         """The session's names, sorted."""
