@@ -5,10 +5,12 @@ Split from :mod:`contextfold.cache`, which builds views through :func:`render_vi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .truncate import cap_lines
+from .truncate_shape import cut_by_chars, is_few_long_lines, shape_json
 
 if TYPE_CHECKING:
     from .cache import ToolOutputRef
@@ -30,6 +32,15 @@ VIEW_HEAD_SHARE = 0.5
 # Summed per-line counts can undershoot the count of the joined text; shrink by this much until the view fits.
 VIEW_SHRINK_FACTOR = 0.85
 VIEW_MAX_SHRINKS = 8
+# Share of the view's budget given to the outline of the omitted lines: definitions, elisions, errors and hunk
+# headers with their line numbers, which is what an agent pages to next (``view_range [718, 749]``).
+VIEW_OUTLINE_SHARE = 0.2
+OUTLINE_LINE_CHARS = 120
+_OUTLINE = re.compile(
+    r"^\s*(?:\d+[\t :]+)?\s*(?:(?:async\s+)?def\s|class\s|(?:export\s+)?function\s|func\s|(?:pub\s+)?fn\s|"
+    r"impl\s|interface\s|struct\s|@@\s|diff --git|\.\.\. eliding|Traceback|\w*(?:Error|Exception)\b|FAILED|ERROR)"
+    r"|^[^\s:]+:\d+[:-]",  # grep -n hits: path:line:
+)
 
 
 def render_view(
@@ -51,16 +62,30 @@ def render_view(
     the lines kept; the omission marker also says ``…N tokens truncated…`` (``marker_unit="chars"``: ``…N chars
     truncated…``), and ``header`` puts ``Total output lines: X`` first (000 §Decision 3). With ``name_tools`` False
     (the agent was not given the retrieval tools) the notes say what was cut and how much, without telling the
-    model to call a tool it does not have.
+    model to call a tool it does not have. Outputs of a few long lines (minified JSON, one-line API responses,
+    base64) are cut by structure instead (see :mod:`contextfold.truncate_shape`): cutting them by lines would
+    keep nothing. The omitted range gets an outline (definitions, elisions, errors with their line numbers).
     """
     lines = _CutLines(_split_lines(text), max_line_length)
     lines.max_lines = max_lines
     byte_budget = max(0, max_bytes - VIEW_NOTE_RESERVE_BYTES)
     token_budget = max(0, max_tokens - VIEW_NOTE_RESERVE_TOKENS)
+    few_long_lines = max_lines is None and is_few_long_lines(text, max_line_length)
+    if few_long_lines:
+        shaped = _json_view(text, ref, byte_budget, token_budget, counter, name_tools)
+        if shaped is not None:
+            return shaped
     view = ""
     for _ in range(VIEW_MAX_SHRINKS):
-        head, tail = _head_tail(lines, byte_budget, token_budget, counter)
-        view = _assemble(lines, head, tail, ref, _omitted(lines, head, tail, marker_unit, counter), name_tools)
+        outline_tokens = int(token_budget * VIEW_OUTLINE_SHARE)
+        outline_bytes = int(byte_budget * VIEW_OUTLINE_SHARE)
+        head, tail = _head_tail(lines, byte_budget - outline_bytes, token_budget - outline_tokens, counter)
+        if max_lines is None and (head + tail == 0 or (few_long_lines and head + tail < len(lines))):
+            # Whole lines would leave out most of the output (or all of it): cut by characters instead.
+            return _char_view(text, ref, byte_budget, token_budget, counter, name_tools)
+        outline = _outline(lines, head, len(lines) - tail, outline_bytes, outline_tokens, counter)
+        view = _assemble(lines, head, tail, ref, _omitted(lines, head, tail, marker_unit, counter), name_tools,
+                         outline)
         if header:
             view = f"Total output lines: {len(lines)}\n{view}"
         if len(view.encode("utf-8", "surrogatepass")) <= max_bytes and counter.count(view) <= max_tokens:
@@ -155,18 +180,80 @@ def _omitted(lines: _CutLines, head: int, tail: int, unit: str, counter: TokenCo
     return f"…{counter.count(chr(10).join(lines.raw[i] for i in gone)):,} tokens truncated…"
 
 
+_JSON_NOTE = "JSON shortened by structure: every key kept, long arrays and strings cut where marked"
+
+
+def _json_view(text: str, ref: ToolOutputRef, byte_budget: int, token_budget: int, counter: TokenCounter,
+               name_tools: bool) -> str | None:
+    def fits(candidate: str) -> bool:
+        nbytes = len(candidate.encode("utf-8", "surrogatepass"))
+        return nbytes <= byte_budget and counter.count(candidate) <= token_budget
+
+    body = shape_json(text, fits)
+    if body is None:
+        return None
+    return f"{body}\n{_note(ref, _JSON_NOTE, name_tools)}"
+
+
+def _char_view(text: str, ref: ToolOutputRef, byte_budget: int, token_budget: int, counter: TokenCounter,
+               name_tools: bool) -> str:
+    body = cut_by_chars(text, max_tokens=token_budget, max_bytes=byte_budget, counter=counter)
+    return f"{body}\n{_note(ref, 'middle cut by characters where marked', name_tools)}"
+
+
+def _note(ref: ToolOutputRef, how: str | None = None, name_tools: bool = True) -> str:
+    shown = f" ({how})" if how else ""
+    if not name_tools:
+        return (f"[tool output cut to fit the context: {ref.line_count:,} lines, {ref.byte_size:,} bytes in "
+                f"full (ref={ref.id}){shown}; only what is shown here is available.]")
+    return (
+        f"[tool output cached as ref={ref.id}: {ref.line_count:,} lines, {ref.byte_size:,} bytes in full{shown}. "
+        f'Read any part with tool_output_cache(ref_id="{ref.id}", offset=<line>, limit=<lines>); '
+        f'search it with tool_output_cache_grep(pattern=<regex>, ref_id="{ref.id}").]'
+    )
+
+
+def _outline(lines: _CutLines, start: int, stop: int, byte_budget: int, token_budget: int,
+             counter: TokenCounter) -> list[str]:
+    """Outline lines of the omitted range ``[start, stop)``, in order, within both budgets.
+
+    In huge ranges, the first matches that fit; only the start of each line is matched.
+    """
+    out: list[str] = []
+    spent_bytes = spent_tokens = 0
+    for i in range(start, stop):
+        raw = lines.raw[i]
+        if not _OUTLINE.match(raw[:200]):
+            continue
+        line = raw.rstrip("\r")
+        line = line if len(line) <= OUTLINE_LINE_CHARS else line[:OUTLINE_LINE_CHARS] + "…"
+        nbytes = len(line.encode("utf-8", "surrogatepass")) + 1
+        ntokens = counter.count(line) + 1
+        if spent_bytes + nbytes > byte_budget or spent_tokens + ntokens > token_budget:
+            break
+        out.append(line)
+        spent_bytes += nbytes
+        spent_tokens += ntokens
+    return out
+
+
 def _assemble(lines: _CutLines, head: int, tail: int, ref: ToolOutputRef, count_note: str = "",
-              name_tools: bool = True) -> str:
+              name_tools: bool = True, outline: list[str] | None = None) -> str:
     n = len(lines)
     parts = [lines.line(i) for i in range(head)]
     if head + tail < n:
         first, last = head + 1, n - tail
+        follows = "; their outline (definitions, elisions, errors) follows" if outline else ""
         # The "[... lines A-B of N omitted; " prefix is what redaction recognises as a view note (redact.py).
         parts.append(
             f"[... lines {first}-{last} of {n} omitted; read them with "
-            f'tool_output_cache(ref_id="{ref.id}", offset={first}){" " + count_note if count_note else ""} ...]'
-            if name_tools else f"[... lines {first}-{last} of {n} omitted; {count_note or 'not shown'} ...]"
+            f'tool_output_cache(ref_id="{ref.id}", offset={first}){" " + count_note if count_note else ""}'
+            f"{follows} ...]"
+            if name_tools else f"[... lines {first}-{last} of {n} omitted; {count_note or 'not shown'}{follows} ...]"
         )
+        if outline:
+            parts.extend(outline)
+            parts.append(f"[... end of the outline of lines {first}-{last} ...]")
     parts.extend(lines.line(i) for i in range(n - tail, n))
     if not name_tools:
         parts.append(f"[tool output cut to fit the context: {ref.line_count:,} lines, {ref.byte_size:,} bytes in "

@@ -11,16 +11,19 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from .answered import answered_indices
 from .compact_partition import Keep, Partition, recent_indices, select_user_messages
 from .errors import InsufficientBudget
 from .messages import Message
 from .normalize import safe_split_points
+from .truncate import truncate_text
 
 if TYPE_CHECKING:
     from .policy import Policy
+    from .tokens import MessageCounter
 
 __all__ = ["MIN_SUMMARY_TOKENS", "SUMMARY_MAX_SHARE_OF_FREE", "Layout", "cap_messages", "fit_hard", "fit_soft",
-           "layout", "reductions", "summary_reserve"]
+           "layout", "reductions", "shrink_answered", "summary_reserve"]
 
 # A summary shorter than this cannot say what the task is and where it stands; below it we only keep the header.
 MIN_SUMMARY_TOKENS = 64
@@ -31,6 +34,8 @@ SUMMARY_MAX_SHARE_OF_FREE = 0.5
 USER_BUDGET_FLOOR = 256
 
 _FRONT_ROLES = frozenset({"system", "developer", "user"})
+# An answered tool result cut to make the view fit keeps at least this much (a head and tail worth reading).
+MIN_ANSWERED_RESULT_TOKENS = 96
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,14 +128,16 @@ def reductions(start: Keep, reserve: int, least: int) -> Iterator[tuple[Keep, in
     FACTs go first and INSTRUCTIONs last (see :mod:`contextfold.classify`): tool I/O pairs (retrievable from the
     archive and the tool output cache) shrink to 1, then turns to 1, then both to 0 (the turns' user requests then
     compete for the user block, so they are not lost yet); then the summary reserve halves down to ``least``;
-    then the user-message budget halves and the last request goes too.
+    then the user-message budget halves and the last request goes too; the answered message goes only when
+    nothing else is left.
     """
     keep = start
     yield keep, reserve
     steps: list[tuple[str, int]] = [("pairs", 1), ("turns", 1), ("pairs", 0), ("turns", 0)]
     for name, floor in steps:
         while getattr(keep, name) > floor:
-            keep = replace(keep, **{name: getattr(keep, name) - 1 if floor else 0})
+            value = getattr(keep, name) - 1 if floor else 0
+            keep = replace(keep, pairs=value) if name == "pairs" else replace(keep, turns=value)
             yield keep, reserve
     while reserve > least:
         reserve = max(least, reserve // 2)
@@ -140,7 +147,10 @@ def reductions(start: Keep, reserve: int, least: int) -> Iterator[tuple[Keep, in
         keep = replace(keep, user_budget=half if half >= USER_BUDGET_FLOOR else 0)
         yield keep, reserve
     if keep.retain_last > 0:
-        yield replace(keep, retain_last=0), reserve
+        keep = replace(keep, retain_last=0)
+        yield keep, reserve
+    # Last resort, for an answered message bigger than the whole budget: the view must fit.
+    yield replace(keep, answered=False), reserve
 
 
 def cap_messages(lay: Layout, part: Partition, max_messages: int | None) -> Layout:
@@ -200,3 +210,31 @@ def fit_soft(messages: Sequence[Message], part: Partition, keep: Keep, reserve: 
         if candidate.estimated_tokens <= budget and (max_messages is None or candidate.message_count <= max_messages):
             return candidate
     return None
+
+
+def shrink_answered(messages: Sequence[Message], excess: int, counter: MessageCounter) -> list[Message] | None:
+    """``messages`` with the answered tool results cut (head and tail) by about ``excess`` tokens in total.
+
+    So the answered message fits rather than leaving the view; None when there is nothing to cut. The last
+    resort of a hard compaction in a tiny window. The full outputs stay in the archive (and in the tool output
+    cache under their ``ref`` when they had one).
+    """
+    results = [i for i in answered_indices(messages) if messages[i].role == "tool" and isinstance(
+        messages[i].content, str)]
+    out = list(messages)
+    changed = False
+    for i in sorted(results, key=lambda k: -counter.count_message(messages[k])):
+        if excess <= 0:
+            break
+        m = messages[i]
+        tokens = counter.counter.count(m.text)
+        target = max(MIN_ANSWERED_RESULT_TOKENS, tokens - excess)
+        if target >= tokens:
+            continue
+        cut = truncate_text(m.text, target, counter=counter.counter, serialization_buffer=1.0).text
+        if not cut:
+            continue
+        out[i] = m.with_content(cut)
+        excess -= tokens - counter.counter.count(cut)
+        changed = True
+    return out if changed else None

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .answered import answered_indices
 from .classify import Category, classify
 from .messages import Message
 from .normalize import tool_pairs
@@ -53,6 +54,7 @@ class Keep:
     pairs: int
     user_budget: int
     retain_last: int
+    answered: bool = True
 
 
 @dataclass(slots=True)
@@ -154,9 +156,15 @@ def recent_indices(messages: Sequence[Message], part: Partition, keep: Keep) -> 
     """What a hard compaction keeps verbatim.
 
     That is the last ``keep.pairs`` tool I/O units, and the conversation (user requests, assistant text) of the
-    last ``keep.turns`` turns. A turn starts at a user request.
+    last ``keep.turns`` turns. A turn starts at a user request. The unit of the answered message (see
+    :mod:`contextfold.answered`) is kept whatever the counts, unless ``keep.answered`` is off (the last resort).
     """
     kept: set[int] = set()
+    if keep.answered:
+        answered = set(answered_indices(messages))
+        for unit in part.units:
+            if answered.intersection(unit.indices):
+                kept.update(unit.indices)
     io_units = [u for u in part.units if u.io]
     if keep.pairs > 0:
         for unit in io_units[-keep.pairs:]:

@@ -12,6 +12,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from .answered import answered_indices
 from .errors import InvalidHistory
 from .messages import Message
 from .normalize import pair_list
@@ -140,6 +141,8 @@ def _eligible(view: Sequence[Message], keep: int, exclude: frozenset[str], count
     """Indices of maskable tool results, oldest first."""
     results = [i for i, m in enumerate(view) if m.role == "tool"]
     recent = set(results[max(0, len(results) - keep) :]) if keep else set()
+    # The results the model is answering stay whatever ``keep`` says (keep=0 included).
+    recent.update(answered_indices(view))
     names = _call_names(view) if exclude else {}
     out = []
     for i in results:

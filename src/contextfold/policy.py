@@ -177,6 +177,18 @@ class Policy(BaseModel):
     clear_at_least: int = Field(default=DEFAULT_CLEAR_AT_LEAST, ge=0)
     clear_tool_inputs: bool = False
 
+    @classmethod
+    def quality(cls, **overrides: object) -> Policy:
+        """A preset that spends more of the window to keep more of the history verbatim.
+
+        Against the cost-lean default: compaction waits longer (soft at 80% of hard, hard at 90% of the window)
+        and keeps more recent turns and tool I/O pairs, so fewer facts leave the view; it sends more tokens per
+        call (figures of both in the README's quality table). ``overrides`` set any other field.
+        """
+        fields: dict[str, object] = {"trigger_pct": 0.9, "soft_pct": 0.8, "keep_recent_turns": 8,
+                                     "keep_tool_io_pairs": 6, **overrides}
+        return cls.model_validate(fields)
+
     @field_validator("custom_prompt")
     @classmethod
     def _custom_needs_prompt(cls, value: str | None, info: ValidationInfo) -> str | None:

@@ -65,6 +65,10 @@ def eligible(messages: list[Message], keep: int, exclude: set[str]) -> list[int]
             names[ri] = next(c.name for c in messages[ci].tool_calls if c.id == call_id)
     results = [i for i, m in enumerate(messages) if m.role == "tool"]
     last = set(results[-keep:]) if keep else set()
+    # The results of the latest call, when the history ends in them, are what the model answers: never masked.
+    if messages and messages[-1].role == "tool":
+        caller = max(i for i, m in enumerate(messages) if m.tool_calls)
+        last |= {i for i in results if i > caller}
 
     def placeholder_cost(m: Message) -> int:
         return COUNTER.count_message(m.with_content(masked_placeholder("tout_" + "f" * 16)))
@@ -197,6 +201,8 @@ def test_outputs_with_images_are_never_masked() -> None:
         Message.assistant("", [ToolCall("c1", "screenshot"), ToolCall("c2", "bash")]),
         Message("tool", (TextPart("x" * 4_000), ImagePart(url="https://x/y.png")), tool_call_id="c1"),
         Message.tool("c2", "y" * 4_000),
+        Message.assistant("done"),
+        Message.user("thanks"),
     ]
     result = mask_tool_outputs(
         msgs, budget_tokens=0, counter=COUNTER, cache=ToolOutputCache(MemoryBlobStore()), keep_tool_io_pairs=0

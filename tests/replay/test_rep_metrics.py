@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contextfold.messages import Message, ToolCall
 from contextfold.models import get_model
 from contextfold.replay.metrics import (
     MIN_CACHEABLE_PREFIX_TOKENS,
@@ -15,8 +16,11 @@ from contextfold.replay.metrics import (
     TurnMetrics,
     aggregate,
     call_costs,
+    contains_fact,
+    is_number_fact,
     percentile,
     session_totals,
+    turn_entities,
 )
 
 
@@ -130,3 +134,35 @@ def test_aggregate_adds_sessions_and_weights_recall_by_entity() -> None:
 def test_aggregate_of_no_sessions_has_no_rates() -> None:
     result = aggregate([], {})
     assert result["sessions"] == 0 and result["valid_rate"] is None and result["prepare_ms_median"] is None
+
+
+def test_bare_numbers_dates_and_codes_are_facts_and_match_as_whole_words() -> None:
+    turn = Message.assistant(
+        "Line 718 calls it; flight HAT170 on 2024-05-17 costs $1,240 and the card ends 4242.",
+        [ToolCall("c", "view", '{"path": "/testbed/a.py", "view_range": [718, 749]}')],
+    )
+    facts = turn_entities(turn)
+    assert {"718", "749", "HAT170", "2024-05-17", "4242", "/testbed/a.py"} <= facts
+    assert all(is_number_fact(f) for f in ("718", "2024-05-17", "$1,240"))
+    assert not is_number_fact("HAT170")
+    # Whole words only: a number inside a longer number, an id inside a longer id, are not there.
+    assert not contains_fact("lines 7180-7200", "718")
+    assert not contains_fact("price 12.718", "718")
+    assert not contains_fact("id HAT1700", "HAT170")
+    assert contains_fact("see a.py:718: def f", "718")
+    assert contains_fact("[718, 749]", "749")
+    assert contains_fact("/testbed/a.py.", "/testbed/a.py")
+
+
+def test_number_and_non_number_recall_are_reported_apart() -> None:
+    series = [
+        _turn(1, needed=4, in_view=3, needed_numbers=2, numbers_in_view=1, answered_in_view=True),
+        _turn(2, needed=2, in_view=2, needed_numbers=0, numbers_in_view=0, answered_in_view=False),
+    ]
+    totals = session_totals(series)
+    assert totals["number_recall"] == pytest.approx(1 / 2)
+    assert totals["non_number_recall"] == pytest.approx(4 / 4)
+    assert totals["answered_message_in_view"] == pytest.approx(1 / 2)
+    result = aggregate([_session("a", series)], {})
+    assert (result["number_recall"], result["non_number_recall"]) == (pytest.approx(0.5), pytest.approx(1.0))
+    assert result["answered_message_in_view"] == pytest.approx(0.5)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..answered import answered_in_view
 from ..errors import ContextfoldError
 from ..events import Event, RecordingTelemetry, SessionTrace, SpanEvent, SummaryCreated
 from ..formats import get_format
@@ -26,6 +27,8 @@ from .metrics import (
     PrefixCache,
     TurnMetrics,
     call_costs,
+    contains_fact,
+    is_number_fact,
     message_search_text,
     refs_in,
     session_totals,
@@ -282,14 +285,19 @@ class SessionReplayer:
         needed = sorted(e for e in turn_entities(answer) if e in st.last_seen)
         if needed:
             outputs = self._outputs(refs_in(view_text, view))
-            in_view = [e for e in needed if e in view_text]
-            recoverable = set(in_view) | {e for e in needed if e not in view_text and e in outputs}
+            in_view = [e for e in needed if contains_fact(view_text, e)]
+            recoverable = set(in_view) | {e for e in needed if e not in in_view and contains_fact(outputs, e)}
             metrics.needed, metrics.in_view, metrics.recoverable = len(needed), len(in_view), len(recoverable)
+            metrics.needed_numbers = sum(1 for e in needed if is_number_fact(e))
+            metrics.numbers_in_view = sum(1 for e in in_view if is_number_fact(e))
             metrics.missing = tuple(e for e in needed if e not in recoverable)[:MAX_MISSING_LISTED]
             if st.boundary is not None:
                 old = [e for e in needed if st.last_seen[e] < st.boundary]
                 metrics.compacted_needed = len(old)
                 metrics.compacted_recoverable = sum(1 for e in old if e in recoverable)
+        history = self.session.messages[:index]
+        if any(m.role in ("user", "tool") for m in history):
+            metrics.answered_in_view = answered_in_view(history, view)
         if self._tau:
             metrics.policy_in_view = bool(self._policy_text) and self._policy_text in view_text
             users = [m.text for m in self.session.messages[:index] if m.role == "user" and m.text]

@@ -8,6 +8,7 @@ reads, so they are dicts of JSON values; :class:`TurnMetrics` is the typed form 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -24,15 +25,18 @@ __all__ = [
     "TurnMetrics",
     "aggregate",
     "call_costs",
+    "contains_fact",
+    "is_number_fact",
     "message_search_text",
     "percentile",
     "ratio",
     "refs_in",
     "session_totals",
+    "turn_entities",
 ]
 
 # Bumped when a key of the replay JSON changes meaning, so that ``contextfold report`` can refuse old files.
-JSON_VERSION = 1
+JSON_VERSION = 2
 # Providers cache only prompts of at least 1,024 tokens (OpenAI's and Anthropic's minimum cacheable prefix);
 # shorter prefixes are billed in full whatever they share with the previous call.
 MIN_CACHEABLE_PREFIX_TOKENS = 1_024
@@ -77,6 +81,9 @@ class TurnMetrics:
     policy_in_view: bool | None = None
     user_messages: int = 0
     user_messages_in_view: int = 0
+    needed_numbers: int = 0
+    numbers_in_view: int = 0
+    answered_in_view: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (the ``series`` entries of the replay JSON)."""
@@ -95,9 +102,70 @@ def message_search_text(message: Message) -> str:
     return f"{message.text}\n{calls}" if message.text else calls
 
 
+# What a turn may reuse by exact spelling besides the named entities: bare numbers of three digits or more (line
+# numbers, prices, counts, card digits), ISO dates, alphanumeric codes (reservation and flight ids) and quoted
+# strings of the assistant's prose. Counting them is what keeps the recall figure honest: numbers are what
+# summaries and placeholders lose first.
+_BARE_NUMBER = re.compile(r"(?<![\w.])\d{3,}(?:[.,]\d+)*(?![\w]|[.,]\d)")
+_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+_ALNUM_CODE = re.compile(r"\b(?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{3,}\b")
+_QUOTED = re.compile(r"\"([^\"\n]{3,80})\"|'([^'\n]{3,80})'")
+_NUMBER_CHARS = frozenset("0123456789$.,:+-/ T%")
+
+
 def turn_entities(message: Message) -> set[str]:
-    """The entities an assistant turn uses (its text and tool-call arguments)."""
-    return extract_entities(message_search_text(message))
+    """The facts an assistant turn uses: entities, bare numbers, dates, codes and quoted strings.
+
+    Entities come from :func:`~contextfold.summarize.entities.extract_entities` over the text and the tool calls'
+    names and arguments; the extra kinds are found in the same text (quoted strings only in the prose: the quotes
+    of a JSON argument object delimit keys, not facts).
+    """
+    text = message_search_text(message)
+    facts = extract_entities(text)
+    facts.update(_BARE_NUMBER.findall(text))
+    facts.update(_DATE.findall(text))
+    facts.update(_ALNUM_CODE.findall(text))
+    for double, single in _QUOTED.findall(message.text):
+        quoted = (double or single).strip()
+        if len(quoted) >= 3 and any(c.isalnum() for c in quoted):
+            facts.add(quoted)
+    return facts
+
+
+def is_number_fact(fact: str) -> bool:
+    """Whether ``fact`` is a number, a date or an amount (digits and number punctuation only)."""
+    return any(c.isdigit() for c in fact) and all(c in _NUMBER_CHARS for c in fact)
+
+
+def _word_char(c: str) -> bool:
+    return c.isalnum() or c == "_"
+
+
+def contains_fact(text: str, fact: str) -> bool:
+    """Whether ``fact`` occurs in ``text`` as a whole word: ``123`` is not in ``1234`` nor in ``12.345``.
+
+    Boundaries are checked only where the fact itself starts or ends with a word character (a path ending in
+    ``/`` may be followed by anything).
+    """
+    if not fact:
+        return False
+    check_start, check_end = _word_char(fact[0]), _word_char(fact[-1])
+    n, k = len(text), len(fact)
+    start = text.find(fact)
+    while start >= 0:
+        end = start + k
+        ok_start = not check_start or start == 0 or not (
+            _word_char(text[start - 1])
+            or (fact[0].isdigit() and text[start - 1] in ".," and start >= 2 and text[start - 2].isdigit())
+        )
+        ok_end = not check_end or end == n or not (
+            _word_char(text[end])
+            or (fact[-1].isdigit() and text[end] in ".," and end + 1 < n and text[end + 1].isdigit())
+        )
+        if ok_start and ok_end:
+            return True
+        start = text.find(fact, start + 1)
+    return False
 
 
 def refs_in(text: str, messages: Iterable[Message] = ()) -> set[str]:
@@ -194,6 +262,10 @@ def session_totals(series: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     compacted_needed = sum(t["compacted_needed"] for t in series)
     users = sum(t["user_messages"] for t in series)
     policy_turns = [t["policy_in_view"] for t in series if t["policy_in_view"] is not None]
+    answered = [t["answered_in_view"] for t in series if t.get("answered_in_view") is not None]
+    numbers = sum(t.get("needed_numbers", 0) for t in series)
+    numbers_in = sum(t.get("numbers_in_view", 0) for t in series)
+    in_view = sum(t["in_view"] for t in series)
     return {
         "turns": len(series),
         "valid_turns": sum(1 for t in series if t["valid"]),
@@ -201,7 +273,14 @@ def session_totals(series: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "needed": needed,
         "in_view": sum(t["in_view"] for t in series),
         "recoverable": sum(t["recoverable"] for t in series),
-        "needed_fact_recall": ratio(sum(t["in_view"] for t in series), needed),
+        "needed_fact_recall": ratio(in_view, needed),
+        "needed_numbers": numbers,
+        "numbers_in_view": numbers_in,
+        "number_recall": ratio(numbers_in, numbers),
+        "non_number_recall": ratio(in_view - numbers_in, needed - numbers),
+        "answered_turns": len(answered),
+        "answered_in_view_turns": sum(1 for a in answered if a),
+        "answered_message_in_view": ratio(sum(1 for a in answered if a), len(answered)),
         "recoverable_fact_recall": ratio(sum(t["recoverable"] for t in series), needed),
         "compacted_needed": compacted_needed,
         "compacted_recoverable": sum(t["compacted_recoverable"] for t in series),
@@ -233,6 +312,7 @@ def aggregate(per_session: Sequence[Mapping[str, Any]], settings: Mapping[str, A
     turns, needed, compacted = add("turns"), add("needed"), add("compacted_needed")
     sent, baseline = add("tokens_sent"), add("tokens_sent_baseline")
     policy_turns, users = add("policy_turns"), add("user_messages")
+    numbers, numbers_in, in_view = add("needed_numbers"), add("numbers_in_view"), add("in_view")
     return {
         "version": JSON_VERSION,
         **settings,
@@ -242,7 +322,11 @@ def aggregate(per_session: Sequence[Mapping[str, Any]], settings: Mapping[str, A
         "valid_turns": add("valid_turns"),
         "valid_rate": ratio(add("valid_turns"), turns),
         "needed_entities": needed,
-        "needed_fact_recall": ratio(add("in_view"), needed),
+        "needed_fact_recall": ratio(in_view, needed),
+        "needed_numbers": numbers,
+        "number_recall": ratio(numbers_in, numbers),
+        "non_number_recall": ratio(in_view - numbers_in, needed - numbers),
+        "answered_message_in_view": ratio(add("answered_in_view_turns"), add("answered_turns")),
         "recoverable_fact_recall": ratio(add("recoverable"), needed),
         "compacted_entities": compacted,
         "compacted_fact_recall": ratio(add("compacted_recoverable"), compacted),
