@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from .compact_fit import MIN_SUMMARY_TOKENS, Layout, fit_hard, fit_soft, layout, shrink_answered, summary_reserve
-from .compact_partition import Keep, Partition, partition, recent_indices
+from .compact_fit import MIN_SUMMARY_TOKENS, Layout, fit_hard, fit_soft, summary_reserve
+from .compact_partition import Keep, Partition, partition
 from .compact_rebuild import SummaryBuilder, assemble, fit_summary, previous_facts, previous_summary
 from .errors import ConfigError, ContextfoldError, InsufficientBudget, SummarizerError
 from .messages import EMPTY, Message, freeze
@@ -170,17 +170,6 @@ def plan_compaction(
             kind = "hard"
     if chosen is None:
         chosen = fit_hard(view, part, keep, reserve, least, budget, max_messages)
-        if chosen.keep is not None and not chosen.keep.answered:
-            # Keeping the answered message needs more than the window has: cut its tool results rather than lose it.
-            kept = layout(view, part, recent_indices(view, part, replace(chosen.keep, answered=True)), chosen.keep,
-                          chosen.reserve)
-            shrunk = shrink_answered(view, kept.estimated_tokens - budget, counter)
-            if shrunk is not None:
-                view = shrunk
-                tokens = [counter.count_message(m) for m in view]
-                part = partition(view, policy, tokens)
-                chosen = fit_hard(view, part, keep, reserve, least, budget, max_messages)
-                warnings.append("the answered tool results were cut to fit the window")
         if chosen.message_count > max_messages:
             warnings.append(
                 f"the compacted view keeps {chosen.message_count} messages, over the limit of {max_messages} "

@@ -11,19 +11,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from .answered import answered_indices
 from .compact_partition import Keep, Partition, recent_indices, select_user_messages
 from .errors import InsufficientBudget
 from .messages import Message
 from .normalize import safe_split_points
-from .truncate import truncate_text
 
 if TYPE_CHECKING:
     from .policy import Policy
-    from .tokens import MessageCounter
 
 __all__ = ["MIN_SUMMARY_TOKENS", "SUMMARY_MAX_SHARE_OF_FREE", "Layout", "cap_messages", "fit_hard", "fit_soft",
-           "layout", "reductions", "shrink_answered", "summary_reserve"]
+           "layout", "reductions", "summary_reserve"]
 
 # A summary shorter than this cannot say what the task is and where it stands; below it we only keep the header.
 MIN_SUMMARY_TOKENS = 64
@@ -34,8 +31,6 @@ SUMMARY_MAX_SHARE_OF_FREE = 0.5
 USER_BUDGET_FLOOR = 256
 
 _FRONT_ROLES = frozenset({"system", "developer", "user"})
-# An answered tool result cut to make the view fit keeps at least this much (a head and tail worth reading).
-MIN_ANSWERED_RESULT_TOKENS = 96
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,30 +206,3 @@ def fit_soft(messages: Sequence[Message], part: Partition, keep: Keep, reserve: 
             return candidate
     return None
 
-
-def shrink_answered(messages: Sequence[Message], excess: int, counter: MessageCounter) -> list[Message] | None:
-    """``messages`` with the answered tool results cut (head and tail) by about ``excess`` tokens in total.
-
-    So the answered message fits rather than leaving the view; None when there is nothing to cut. The last
-    resort of a hard compaction in a tiny window. The full outputs stay in the archive (and in the tool output
-    cache under their ``ref`` when they had one).
-    """
-    results = [i for i in answered_indices(messages) if messages[i].role == "tool" and isinstance(
-        messages[i].content, str)]
-    out = list(messages)
-    changed = False
-    for i in sorted(results, key=lambda k: -counter.count_message(messages[k])):
-        if excess <= 0:
-            break
-        m = messages[i]
-        tokens = counter.counter.count(m.text)
-        target = max(MIN_ANSWERED_RESULT_TOKENS, tokens - excess)
-        if target >= tokens:
-            continue
-        cut = truncate_text(m.text, target, counter=counter.counter, serialization_buffer=1.0).text
-        if not cut:
-            continue
-        out[i] = m.with_content(cut)
-        excess -= tokens - counter.counter.count(cut)
-        changed = True
-    return out if changed else None
