@@ -206,8 +206,8 @@ def langchain_trim(counter: MessageCounter, start_on: Any) -> View | None:
         calls = [{"name": c.name, "args": _args(c.arguments), "id": c.id} for c in m.tool_calls]
         return AIMessage(m.text, tool_calls=calls, id=mid)
 
-    def count(message: BaseMessage) -> int:
-        return counts.get(str(message.id), 0)
+    def count(messages: list[BaseMessage]) -> int:
+        return sum(counts.get(str(m.id), 0) for m in messages)
 
     def view(history: list[Message], budget: int) -> list[Message]:
         lc = [to_lc(i, m) for i, m in enumerate(history)]
@@ -248,7 +248,7 @@ def equal_tokens(scorer: Scorer, view_fn: View, target: int, window: int) -> tup
     """The budget at which ``view_fn`` sends about ``target`` tokens in total (bisection), and its score."""
     lo, hi = 200, window
     best: tuple[int, Score] | None = None
-    for _ in range(12):
+    for _ in range(8):
         mid = (lo + hi) // 2
         score = scorer.run(view_fn, mid)
         if best is None or abs(score.tokens - target) < abs(best[1].tokens - target):
