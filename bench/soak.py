@@ -33,6 +33,9 @@ from contextfold.summarize import ExtractiveSummarizer, SummaryRequest, SummaryR
 WINDOW = 16_000
 # The agent's own id for each message it adds (a caller meta key, which the archive gives back on restore).
 AGENT_ID = "agent_id"
+# A turn here takes milliseconds, in production seconds (a model call): the circuit breaker's cool-down, counted in
+# seconds, is set so that it half-opens after one turn, as it would in a real session (--cooldown to change it).
+TURN_COOLDOWN_S = 0.0
 # Each operation is retried this often when a fault makes it fail (faults are transient, as in production; one
 # add() writes an output, its index and a claim, so at a 10% write failure rate a few attempts can fail in a row).
 RETRIES = 8
@@ -112,7 +115,7 @@ def retry(fn: Any, outcome: Outcome) -> Any:
     return None
 
 
-def run_session(seed: int, *, turns: int | None = None) -> Outcome:
+def run_session(seed: int, *, turns: int | None = None, cooldown_s: float = TURN_COOLDOWN_S) -> Outcome:
     rng = random.Random(seed)
     sid = f"soak-{seed}"
     outcome = Outcome()
@@ -126,7 +129,7 @@ def run_session(seed: int, *, turns: int | None = None) -> Outcome:
 
     def new_manager() -> ContextManager:
         return ContextManager("gpt-4o", max_context_tokens=WINDOW, store=store, archive=archive, session_id=sid,
-                              summarizer=summarizer, redact=False)
+                              summarizer=summarizer, redact=False, policy={"circuit_cooldown_s": cooldown_s})
 
     cm = new_manager()
     last_compaction_tokens: int | None = None
@@ -230,9 +233,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=1_000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--cooldown", type=float, default=TURN_COOLDOWN_S,
+                        help="circuit breaker cool-down in seconds (default: half-open on the next turn)")
     args = parser.parse_args()
     started = time.perf_counter()
-    outcomes = [run_session(args.seed * 1_000_003 + n) for n in range(args.sessions)]
+    outcomes = [run_session(args.seed * 1_000_003 + n, cooldown_s=args.cooldown) for n in range(args.sessions)]
     report = summarize(outcomes)
     report["seconds"] = round(time.perf_counter() - started, 1)
     print(json.dumps(report, indent=2))
