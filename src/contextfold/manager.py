@@ -185,10 +185,10 @@ class ContextManager(CompactionMixin, AsyncMirror):
         self._policy_summary = {"trigger_pct": self.policy.trigger_pct, "soft_pct": self.policy.soft_pct,
                                 "hard": self.budgets.hard, "soft": self.budgets.soft, "auto": self.policy.auto}
         self._calls = 0
-        self.tracer.start_session(self.session_id, session_metadata(
-            agent=agent, model=self.model.name, window=self.budgets.window, policy=self._policy_summary))
         for warning in parts.warnings:
             self.tracer.emit(CompactWarning(session_id=self.session_id, message=warning, code="config"))
+        self.tracer.start_session(self.session_id, session_metadata(
+            agent=agent, model=self.model.name, window=self.budgets.window, policy=self._policy_summary))
 
     @classmethod
     def from_config(cls, path: str | None = None, *, env: Mapping[str, str] | None = None,
