@@ -62,7 +62,7 @@ def test_spans_are_children_of_the_callers_active_span(memory: tuple[InMemorySpa
         assert call.attributes["gen_ai.request.model"] == "gpt-4o"  # type: ignore[index]
         # the estimate is a span event on the call, not a span of its own
         assert call.events[0].name == "compact.token_estimate"
-        assert {e.name for e in call.events} <= {"compact.token_estimate", "compact.trigger_decision", "cache.masked"}
+        assert not {e.name for e in call.events} & {"prepare", "compact.soft", "compact.summarize"}  # spans stay spans
         assert call.events[0].attributes["contextfold.usage_pct"] > 0  # type: ignore[index,operator]
     # compaction nests under the call, and summarization under the compaction, with GenAI names
     summaries = [s for s in spans if s.name == "compact.summarize"]
