@@ -84,6 +84,12 @@ def render_view(
             # Whole lines would leave out most of the output (or all of it): cut by characters instead.
             return _char_view(text, ref, byte_budget, token_budget, counter, name_tools)
         outline = _outline(lines, head, len(lines) - tail, outline_bytes, outline_tokens, counter)
+        spent_bytes, spent_tokens = _outline_cost(outline, counter)
+        if spent_bytes < outline_bytes or spent_tokens < outline_tokens:
+            # The outline took less than its share (often nothing: plain logs): head and tail get the rest.
+            # A wider head and tail only shrink the omitted range, so its outline can only take less again.
+            head, tail = _head_tail(lines, byte_budget - spent_bytes, token_budget - spent_tokens, counter)
+            outline = _outline(lines, head, len(lines) - tail, spent_bytes, spent_tokens, counter)
         view = _assemble(lines, head, tail, ref, _omitted(lines, head, tail, marker_unit, counter), name_tools,
                          outline)
         if header:
@@ -235,6 +241,13 @@ def _outline(lines: _CutLines, start: int, stop: int, byte_budget: int, token_bu
         spent_bytes += nbytes
         spent_tokens += ntokens
     return out
+
+
+def _outline_cost(outline: list[str], counter: TokenCounter) -> tuple[int, int]:
+    if not outline:
+        return 0, 0
+    return (sum(len(line.encode("utf-8", "surrogatepass")) + 1 for line in outline),
+            sum(counter.count(line) + 1 for line in outline))
 
 
 def _assemble(lines: _CutLines, head: int, tail: int, ref: ToolOutputRef, count_note: str = "",

@@ -178,6 +178,9 @@ class SessionReplayer:
             # one replay owns its session: fixed ids keep the figures and events reproducible
             message_id_prefix=f"{manager_session_id(session.id)}:replay",
         )
+        # The figures are token counts: they must be exact from the first turn, never the byte upper bounds a
+        # lazy counter gives while its tokenizer loads (those would make a run's figures depend on load timing).
+        self.manager.counter.wait_exact()
         self._prefix = PrefixCache(self.manager.counter.count_text)
         self._state = _State()
         self._event_turns: list[tuple[int, int]] = []  # (first event index, turn)
