@@ -372,6 +372,40 @@ class ToolOutputCache:
         view = self.view_for(text, ref)
         return message.with_content(view).with_meta(ref=ref.id, kind="truncated", original_bytes=ref.byte_size)
 
+    def shrink(self, message: Message, max_tokens: int) -> Message:
+        """A tool result re-cut to a view of at most about ``max_tokens`` (head, tail and the reading note).
+
+        For the results the model is answering when they alone would overflow the view: they must stay in it with
+        real content (:mod:`contextfold.answered`), so they are cut harder instead of leaving. The whole output is
+        cached first (or already is, under the message's ``ref``); protected and non-text results come back as
+        they are.
+        """
+        if message.role != "tool" or message.protected:
+            return message
+        ref_id = message.meta.get("ref")
+        if isinstance(ref_id, str) and self.contains(ref_id):
+            text = self.get(ref_id)
+            ref = self.ref(ref_id)
+        else:
+            plain = _plain_text(message)
+            if plain is None:
+                return message
+            text, ref = plain, self.put(plain)
+        view = render_view(
+            text,
+            ref,
+            max_bytes=self.config.max_message_bytes,
+            max_tokens=max_tokens,
+            max_line_length=self.config.max_line_length,
+            counter=self.counter,
+            max_lines=self.config.max_message_lines,
+            marker_unit="chars" if self.config.unit == "bytes" else "tokens",
+            name_tools=self.names_retrieval_tools,
+        )
+        if self.counter.count(view) >= self.counter.count(message.text):
+            return message
+        return message.with_content(view).with_meta(ref=ref.id, kind="truncated", original_bytes=ref.byte_size)
+
     def process_all(self, messages: Iterable[Message]) -> list[Message]:
         """:meth:`process` over a list."""
         return [self.process(m) for m in messages]

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from .answered import answered_indices
 from .compact import CompactionResult, compact, plan_compaction
 from .errors import ContextfoldError, RecoveryFailed
 from .events import CompactError, CompactWarning, MessagesPruned, RecoveryCircuitOpen, SummaryCreated
@@ -39,6 +40,12 @@ _IDLE_WORKERS = 1
 STALL_REGROWTH_SHARE = 0.1
 # Redacted messages remembered for the next transcript: more than any view holds, so only what left goes.
 _REDACT_MEMO_SIZE = 50_000
+# The answered results may take up to this fraction (1/N) of a compaction's budget before they are cut harder:
+# the rest is for the pinned prompt, the user's requests and the summary.
+ANSWERED_BUDGET_DIVISOR = 2
+# Below this many tokens per answered result a re-cut view would be little more than its reading note (the view
+# keeps about 200 tokens for notes): the results are then left to the compaction's last resort.
+MIN_ANSWERED_SHARE_TOKENS = 320
 # After this many compactions failing in a row, automatic compaction pauses (circuit breaker).
 CIRCUIT_BREAKER_FAILURES = 3
 
@@ -104,10 +111,21 @@ class CompactionMixin:
                          automatic: bool) -> CompactionReport:
         self._count_exactly()
         view = self._view.normalized()
+        budget = self._target(view, kind)
+        shrunk = self._shrink_answered(view, budget)
+        if shrunk is not view:
+            # Every full output is in the tool output cache under its ref: the harder cut loses nothing.
+            recut = sum(1 for old, new in zip(view, shrunk, strict=True) if old is not new)
+            self._view.replace(shrunk)
+            self.tracer.emit(CompactWarning(
+                session_id=self.session_id, code="answered_recut",
+                message=f"the {recut} tool results being answered took over half of the compaction budget "
+                        f"({budget:,} tokens): each was cut to a shorter view, readable in full by its ref"))
+            view = self._view.normalized()
         try:
             result = compact(view, policy=self.policy, counter=self.counter,
                              summarizer=TracedSummarizer(self.summarizer, self.tracer),
-                             budget=self._target(view, kind), kind=kind,
+                             budget=budget, kind=kind,
                              compaction_count=self._compactions, instructions=instructions, clock=self._clock)
         except ContextfoldError as exc:  # InsufficientBudget included: it counts towards the circuit breaker
             self._compaction_failed(exc)
@@ -123,6 +141,31 @@ class CompactionMixin:
             return CompactionReport.unchanged(stats.tokens_before, stats.messages_before,
                                               (time.perf_counter() - started) * 1000)
         return self._apply(view, result, started)
+
+    def _shrink_answered(self, view: list[Message], budget: int) -> list[Message]:
+        """``view`` with the answered results cut harder when together they take over half of ``budget``.
+
+        Compaction keeps the answered unit whole unless nothing else fits; a unit bigger than the budget (26 search
+        results the model is about to read) would then leave the view altogether, replaced by a summary of a few
+        dozen tokens. Cutting each result to an equal share keeps real content of every one, each readable in full
+        by its ref. Without a tool output cache, or when the shares would be stubs, the view stays as it is.
+        """
+        if self.cache is None:
+            return view
+        results = [i for i in answered_indices(view) if view[i].role == "tool" and not view[i].protected]
+        if not results:
+            return view
+        allowance = budget // ANSWERED_BUDGET_DIVISOR
+        if sum(self.counter.count_message(view[i]) for i in results) <= allowance:
+            return view
+        share = allowance // len(results)
+        if share < MIN_ANSWERED_SHARE_TOKENS:
+            return view
+        shrunk = list(view)
+        for i in results:
+            if self.counter.count_message(view[i]) > share:
+                shrunk[i] = self.cache.shrink(view[i], share)
+        return shrunk
 
     def _worth_applying(self, result: CompactionResult) -> bool:
         """Whether an automatic soft compaction saved enough to pay for the prompt-cache miss it causes."""
@@ -400,3 +443,4 @@ def _with_tail(result: CompactionResult, tail: Sequence[Message]) -> CompactionR
     from dataclasses import replace
 
     return replace(result, messages=[*result.messages, *tail])
+

@@ -13,8 +13,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contextfold.answered import has_real_content
 from contextfold.archive import Archive, MemoryArchiveStore
-from contextfold.events import RecordingTelemetry
+from contextfold.events import CompactWarning, RecordingTelemetry
 from contextfold.formats import FORMATS, get_format
 from contextfold.manager import ContextManager
 from contextfold.messages import Message, ToolCall
@@ -155,6 +156,27 @@ def test_prepare_compacts_when_masking_cannot_free_enough() -> None:
     # The 26 results are what the model answers (contextfold.answered): they stay in view, never masked.
     view = cm.messages()
     assert [m.tool_call_id for m in view if m.role == "tool" and m.kind != "masked"] == [f"s{i}" for i in range(26)]
+
+
+def test_answered_results_bigger_than_the_budget_are_cut_harder_not_summarized_away() -> None:
+    # 26 results of ~1,000 tokens each are what the model answers, and together they overflow the hard threshold:
+    # each is re-cut to an equal share with real content (its first and last lines), never replaced by a summary.
+    telemetry = RecordingTelemetry()
+    cm = manager(window=20_000, telemetry=telemetry,
+                 policy=Policy(exclude_tools=("search",), tool_output_budget_tokens=6_000))
+    cm.add([Message.user("find it"), *search_batch(26)])
+    assert cm.tokens() > cm.budgets.hard
+    cm.prepare()
+    view = cm.messages()
+    assert cm.tokens() <= cm.budgets.hard and view[0].text == "find it"
+    results = [m for m in view if m.role == "tool"]
+    assert [m.tool_call_id for m in results] == [f"s{i}" for i in range(26)]
+    for m in results:
+        full = output(m.tool_call_id or "", 40)
+        assert m.kind == "truncated" and has_real_content(full, m.text)
+        assert m.text.startswith(f"result {m.tool_call_id}-0 ") and f"result {m.tool_call_id}-39 " in m.text
+        assert cm.cache is not None and cm.cache.get(str(m.meta["ref"])) == full
+    assert [e.code for e in telemetry.events if isinstance(e, CompactWarning)].count("answered_recut") == 1
 
 
 def test_mask_plan_without_a_tool_output_cache() -> None:
