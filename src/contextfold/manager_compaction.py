@@ -27,6 +27,7 @@ from .view import View
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
+    from .cache import ToolOutputCache
     from .policy import Budgets, Policy
 
 __all__ = ["CompactionMixin"]
@@ -58,6 +59,7 @@ class CompactionMixin:
     counter: MessageCounter
     summarizer: Summarizer
     archive: Any
+    cache: ToolOutputCache | None
     redactor: Any
     tracer: Tracer
     session_id: str
