@@ -199,8 +199,15 @@ class TokenEstimate(Event):
         return round(100 * self.total / self.context_window, 1)
 
     def data(self) -> dict[str, Any]:
-        """The breakdown plus the total and the share of the window."""
-        return {**Event.data(self), "total": self.total, "usage_pct": self.usage_pct}
+        """The breakdown plus the total and the share of the window, also under 004's names.
+
+        004's schema has ``t_est`` (the total), ``max_tokens`` (the window) and a nested ``breakdown``; the flat
+        layer fields stay for the readers built on them. ``usage_pct`` is a percentage (87.7), as its name says.
+        """
+        breakdown = {"system": self.system, "developer": self.developer, "tools_schema": self.tools_schema,
+                     "messages": self.messages}
+        return {**Event.data(self), "total": self.total, "usage_pct": self.usage_pct, "t_est": self.total,
+                "max_tokens": self.context_window, "breakdown": breakdown}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -233,14 +240,21 @@ class SummaryCreated(Event):
 
     @property
     def compression_ratio(self) -> float | None:
+        """The summary's size as a share of its input, 004's figure (0.042: 4.2%); None without input."""
+        if self.input_tokens <= 0:
+            return None
+        return round(self.summary_tokens / self.input_tokens, 4)
+
+    @property
+    def times_smaller(self) -> float | None:
         """How many times smaller the summary is than its input (None for an empty summary)."""
         if self.summary_tokens <= 0:
             return None
-        return self.input_tokens / self.summary_tokens
+        return round(self.input_tokens / self.summary_tokens, 1)
 
     def data(self) -> dict[str, Any]:
-        """The figures, the summary text and the compression ratio."""
-        return {**Event.data(self), "compression_ratio": self.compression_ratio}
+        """The figures, the summary text, the compression ratio and how many times smaller the summary is."""
+        return {**Event.data(self), "compression_ratio": self.compression_ratio, "times_smaller": self.times_smaller}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -252,6 +266,8 @@ class MessagesPruned(Event):
     count: int
     ids: tuple[str, ...] = ()
     kept: Mapping[str, int | None] = field(default_factory=dict)
+    # The pinned and protected messages that stayed, by id and label: the auditable memory layers (004 §4-5).
+    protected: tuple[str, ...] = ()
 
     def data(self) -> dict[str, Any]:
         """The figures, with ``pruned_count`` (the seed name of ``count``)."""
@@ -442,7 +458,8 @@ EVENT_TYPES: Mapping[str, type[Event]] = MappingProxyType(
 )
 
 # Figures that to_dict() derives; event_from_dict() must not pass them back to the constructor.
-_DERIVED = frozenset({"total", "compression_ratio", "usage_pct", "pruned_count"})
+_DERIVED = frozenset({"total", "compression_ratio", "times_smaller", "usage_pct", "pruned_count", "t_est", "max_tokens",
+                      "breakdown"})
 
 
 def event_from_dict(item: Mapping[str, Any]) -> Event:

@@ -182,7 +182,9 @@ class ContextManager(CompactionMixin, AsyncMirror):
         self.usage_total = TokenUsage()
         # What framework adapters have fed this manager (reconcile.py): adapters themselves keep no such state.
         self.framework_history = FrameworkHistory()
+        # 004's trigger_decision policy block (trigger_pct, hard_cap_buffer, strategy) and the thresholds it gives.
         self._policy_summary = {"trigger_pct": self.policy.trigger_pct, "soft_pct": self.policy.soft_pct,
+                                "hard_cap_buffer": self.policy.hard_cap_buffer, "strategy": str(self.policy.strategy),
                                 "hard": self.budgets.hard, "soft": self.budgets.soft, "auto": self.policy.auto}
         self._calls = 0
         for warning in parts.warnings:
@@ -367,7 +369,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
         if plan.action is Action.NONE:
             return
         self.tracer.emit(TriggerDecision(session_id=self.session_id, triggered=True, action=str(plan.action),
-                                         reason=plan.reason, tokens=total, threshold_tokens=self.budgets.soft,
+                                         reason=plan.reason, tokens=total, threshold_tokens=self._threshold(plan),
                                          policy=self._policy_summary))
         if self.cache is not None and plan.action is not Action.EMERGENCY:
             # Masking loses nothing (every output stays readable by ref), so it goes first: down to the tool-output
@@ -500,9 +502,15 @@ class ContextManager(CompactionMixin, AsyncMirror):
             # A check that starts nothing is only "not yet" (or "the next prepare() will"): counted, not sent.
             self.tracer.emit(TriggerDecision(session_id=self.session_id, triggered=plan.action is not Action.NONE,
                                              reason=f"{where}: {plan.reason}", action=str(plan.action),
-                                             tokens=total, threshold_tokens=self.budgets.soft,
+                                             tokens=total, threshold_tokens=self._threshold(plan),
                                              policy=self._policy_summary), noop=started is None)
             return plan
+
+    def _threshold(self, plan: Plan) -> int:
+        """The threshold a decision was taken against: hard for hard and emergency compaction, soft otherwise."""
+        from .policy import Action
+
+        return self.budgets.hard if plan.action in (Action.HARD, Action.EMERGENCY) else self.budgets.soft
 
     # -- usage ----------------------------------------------------------------------------------------------------
     def record_usage(self, usage: Any) -> TokenUsage:

@@ -107,7 +107,9 @@ class CompactionMixin:
             span.set(applied=report.compacted > 0, tokens_before=report.tokens_before,
                      tokens_after=report.tokens_after, messages_before=report.messages_before,
                      messages_after=report.messages_after, compacted=report.compacted)
-            return report
+        if report.compacted:
+            self.tracer.wake()  # the compaction's events go out now, not after the batch delay
+        return report
 
     def _compact_in_span(self, kind: str, *, instructions: str | None, started: float,
                          automatic: bool) -> CompactionReport:
@@ -211,7 +213,8 @@ class CompactionMixin:
         self.tracer.emit(MessagesPruned(session_id=self.session_id, count=len(result.removed),
                                         ids=tuple(str(m.meta.get("id", "")) for m in result.removed),
                                         kept={**stats.kept, "recent_turns": stats.keep_turns,
-                                              "tool_pairs": stats.keep_pairs}))
+                                              "tool_pairs": stats.keep_pairs},
+                                        protected=_protected_names(result.messages)))
         for warning in result.warnings:
             self.tracer.emit(CompactWarning(session_id=self.session_id, message=warning, code="compaction"))
         duration = (time.perf_counter() - started) * 1000
@@ -446,3 +449,12 @@ def _with_tail(result: CompactionResult, tail: Sequence[Message]) -> CompactionR
 
     return replace(result, messages=[*result.messages, *tail])
 
+
+def _protected_names(view: Sequence[Message]) -> tuple[str, ...]:
+    """``id`` (and ``label`` when set) of the pinned and protected messages of ``view``, for the trace."""
+    names = []
+    for m in view:
+        if m.protected or m.role in ("system", "developer"):
+            label = m.meta.get("label")
+            names.append(f"{m.meta.get('id', '')}{f' ({label})' if label else ''}")
+    return tuple(names)

@@ -163,6 +163,11 @@ class BatchProcessor:
         if pressing and not self._wakeup.is_set():
             self._wakeup.set()
 
+    def wake(self) -> None:
+        """Export what is queued now instead of after the batch delay; returns at once (a compaction completed)."""
+        if not self._wakeup.is_set():
+            self._wakeup.set()
+
     @property
     def dropped(self) -> int:
         """Events dropped so far."""

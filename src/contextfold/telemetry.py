@@ -115,6 +115,13 @@ class FanoutTelemetry:
             if callable(hook):
                 hook(span)
 
+    def wake(self) -> None:
+        """Have the batching sinks export what they hold now, without waiting for it (a compaction completed)."""
+        for sink in self.sinks:
+            hook = getattr(sink, "wake", None)
+            if callable(hook):
+                hook()
+
     def span_dropped(self, span: Any) -> None:
         """Tell the live sinks that an open span will not be emitted."""
         for sink in self.sinks:

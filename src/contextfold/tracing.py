@@ -295,6 +295,19 @@ class Tracer:
         self._send(done)
         return done
 
+    def wake(self) -> None:
+        """Ask the sink to export its queued events now (004 §6: batches flush when a compaction completes).
+
+        Never blocks: a batching sink only wakes its exporter thread.
+        """
+        hook = getattr(self.telemetry, "wake", None)
+        if callable(hook):
+            try:
+                hook()
+            except Exception:
+                self.emit_failures += 1
+                _log.exception("contextfold telemetry sink failed to wake")
+
     def _span_started(self, span: Span) -> None:
         hook = getattr(self.telemetry, "span_started", None)
         if callable(hook):

@@ -316,3 +316,23 @@ def test_token_estimate_breaks_down_by_layer(tmp_path: Path) -> None:
     assert data["developer"] == count(Message("developer", "use tabs"))
     assert data["tools_schema"] == cm.counter.count_tools(tools) > 0
     assert data["system"] + data["developer"] + data["messages"] + data["tools_schema"] == cm.tokens()
+
+
+def test_trace_events_carry_the_documents_fields_and_name_the_protected_layer(tmp_path: Path) -> None:
+    # 004 Appendix: trigger_decision's policy block has trigger_pct, hard_cap_buffer and strategy; a hard decision
+    # is taken against the hard threshold; pruned_messages names the pinned and protected messages that stayed.
+    telemetry = RecordingTelemetry()
+    cm = manager(tmp_path, window=4_000, telemetry=telemetry)
+    cm.add([Message.system("You are terse."),
+            Message.user("plan: fix the parser", meta={"protected": True, "id": "plan-1", "label": "plan"})])
+    cm.add([Message.user(f"request {i} " + "words " * 120) for i in range(30)])
+    assert cm.tokens() > cm.budgets.hard
+    cm.prepare()
+    decisions = [e for e in telemetry.events if e.NAME == "compact.trigger_decision" and e.triggered]
+    assert decisions and {"trigger_pct", "hard_cap_buffer", "strategy"} <= set(decisions[0].policy)
+    assert decisions[0].policy["strategy"] == "task_state" and decisions[0].policy["hard_cap_buffer"] == 1_500
+    hard = [d for d in decisions if d.action in ("hard", "emergency")]
+    assert hard and all(d.threshold_tokens == cm.budgets.hard for d in hard)
+    pruned = [e for e in telemetry.events if e.NAME == "compact.pruned_messages"]
+    assert pruned and "plan-1 (plan)" in pruned[-1].protected
+    assert any(name.startswith(cm.messages()[0].meta["id"]) for name in pruned[-1].protected)  # the system prompt

@@ -107,11 +107,18 @@ def test_derived_figures() -> None:
     estimate = TokenEstimate(system=1, developer=2, tools_schema=3, messages=4)
     assert estimate.total == 10
     assert estimate.to_dict()["data"]["total"] == 10
+    # 004's names beside the flat fields: t_est, max_tokens and a nested breakdown.
+    windowed = TokenEstimate(system=500, developer=200, tools_schema=1_500, messages=110_145, context_window=128_000)
+    data = windowed.to_dict()["data"]
+    assert (data["t_est"], data["max_tokens"], data["usage_pct"]) == (112_345, 128_000, 87.8)
+    assert data["breakdown"] == {"system": 500, "developer": 200, "tools_schema": 1_500, "messages": 110_145}
     summary = SummaryCreated(strategy="x", input_messages=4, input_tokens=900, summary_tokens=100, summary="text")
-    assert summary.to_dict()["data"]["compression_ratio"] == 9.0
+    # 004: compression_ratio is the summary's share of its input; times_smaller reads the other way round.
+    assert summary.to_dict()["data"]["compression_ratio"] == 0.1111
+    assert summary.to_dict()["data"]["times_smaller"] == 9.0
     assert summary.to_dict()["data"]["summary"] == "text"
     empty = SummaryCreated(strategy="x", input_messages=4, input_tokens=900, summary_tokens=0)
-    assert empty.compression_ratio is None
+    assert (empty.compression_ratio, empty.times_smaller) == (0.0, None)
 
 
 def test_error_events_default_to_error_status() -> None:

@@ -36,7 +36,7 @@ def test_console_lines_are_readable_and_short() -> None:
     exporter.export([summary.to_dict(), CacheMasked(count=2, refs=("r1", "r2"), session_id="s 1").to_dict()])
     first, second = stream.getvalue().splitlines()
     assert " compact.summary_created ok " in first
-    assert "strategy=extractive" in first and "compression_ratio=20.0" in first
+    assert "strategy=extractive" in first and "compression_ratio=0.05" in first and "times_smaller=20.0" in first
     assert "summary=" in first and "…" in first
     assert len(first) < 20 * MAX_VALUE_CHARS
     assert 'session="s 1"' in second and 'refs=["r1","r2"]' in second

@@ -226,3 +226,49 @@ def test_accounting_holds_under_overload(max_queue: int, max_batch: int, stuck_b
     finally:
         exporter.gate.set()
         processor.shutdown()
+
+
+class SignallingExporter(InMemoryExporter):
+    """Tells the test when a batch has been exported."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.exported = threading.Event()
+
+    def export(self, batch: Batch) -> None:
+        super().export(batch)
+        self.exported.set()
+
+
+def test_a_completed_compaction_sends_its_events_without_waiting_for_the_batch_delay(
+    processors: list[BatchProcessor],
+) -> None:
+    # 004 §6: batches flush when a compaction completes. The delay here is an hour: only the wake can send them.
+    from contextfold.manager import ContextManager
+    from contextfold.messages import Message
+
+    exporter = SignallingExporter()
+    processor = BatchProcessor(exporter, schedule_delay_s=3_600)
+    processors.append(processor)
+    cm = ContextManager("gpt-4o", max_context_tokens=4_000, store="memory", archive="memory", telemetry=processor,
+                        redact=False)
+    try:
+        cm.add([Message.system("You are terse."),
+                *(Message.user(f"request {i} " + "words " * 120) for i in range(12))])
+        cm.compact()
+        assert exporter.exported.wait(PATIENCE_S)
+        names = {e["name"] for e in exporter.events}
+        assert {"compact.summary_created", "compact.pruned_messages"} <= names
+    finally:
+        cm.close()
+
+
+def test_wake_returns_at_once_and_an_idle_processor_stays_idle(processors: list[BatchProcessor]) -> None:
+    exporter = SignallingExporter()
+    processor = BatchProcessor(exporter, schedule_delay_s=3_600)
+    processors.append(processor)
+    processor.wake()  # nothing queued: the worker wakes, finds nothing, exports nothing
+    processor.emit(UsageRecorded(input_tokens=1, output_tokens=2))
+    processor.wake()
+    assert exporter.exported.wait(PATIENCE_S)
+    assert [e["name"] for e in exporter.events] == ["usage.recorded"]
