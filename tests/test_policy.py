@@ -153,6 +153,43 @@ def test_auto_off_never_compacts_but_still_masks() -> None:
     assert decide(40_000, 20, 30_000, BUDGETS, off).action is Action.MASK
 
 
+def test_enabled_off_never_masks_nor_compacts_even_on_overflow() -> None:
+    # 001 §2.5: `enabled: false` turns compaction off entirely; `auto: false` alone still masks.
+    off = Policy(enabled=False, clear_at_least=1_000)
+    for tokens, count, tool in ((90_000, 20, 10_000), (1_000, 900, 0), (40_000, 20, 30_000), (200_000, 5, 0)):
+        plan = decide(tokens, count, tool, BUDGETS, off)
+        assert plan.action is Action.NONE and "disabled" in plan.reason
+    assert not off.may_compact_on_overflow
+    assert not Policy(enabled=False, allow_on_overflow=True).may_compact_on_overflow
+    assert Policy(auto=False, allow_on_overflow=True).may_compact_on_overflow and Policy().may_compact_on_overflow
+
+
+def test_enabled_off_in_a_manager_sends_the_history_as_it_is_and_recovery_gives_up() -> None:
+    from contextfold.errors import RecoveryFailed
+    from contextfold.manager import ContextManager
+    from contextfold.messages import Message
+    from contextfold.recovery import call_with_recovery
+
+    cm = ContextManager("gpt-4o", max_context_tokens=4_000, store="memory", archive="memory",
+                        policy=Policy(enabled=False))
+    try:
+        cm.add([Message.user(f"request {i} " + "words " * 120) for i in range(30)])
+        before = cm.messages()
+        assert cm.tokens() > cm.budgets.hard
+        cm.prepare()
+        assert cm.messages() == before and cm.compactions == 0 and cm.maskings == 0
+
+        def overflowing(view: object) -> object:
+            raise RuntimeError("This model's maximum context length is 4000 tokens. However, your messages "
+                               "resulted in 9000 tokens. (context_length_exceeded)")
+
+        with pytest.raises(RecoveryFailed, match="enabled=False"):
+            call_with_recovery(cm, overflowing)
+        assert cm.compact().compacted > 0  # a manual compact still works
+    finally:
+        cm.close()
+
+
 def test_decide_rejects_negative_figures() -> None:
     with pytest.raises(ConfigError, match="tool_output_tokens"):
         decide(10, 1, -1, BUDGETS, POLICY)

@@ -359,7 +359,7 @@ class CompactionMixin:
         with self._lock:
             # Idle ("sleep") compaction has its own threshold (policy.sleep_pct, 002 §Phase 1).
             sleep = self.policy.sleep_threshold(self.budgets.window)
-            if self._idle is not None or not self.policy.auto or self.paused or self.tokens() < sleep:
+            if self._idle is not None or not (self.policy.enabled and self.policy.auto) or self.paused or self.tokens() < sleep:
                 return None
             snapshot = self._view.normalized()
             version = self._view.version
@@ -407,9 +407,10 @@ class CompactionMixin:
         Uses the counts from the error, when given, to correct the estimate first.
         """
         with self._lock:
-            if not self.policy.auto and not self.policy.allow_on_overflow:
+            if not self.policy.may_compact_on_overflow:
                 raise RecoveryFailed("the provider reported a context overflow, but automatic compaction is off "
-                                     "(Policy(auto=False)); set allow_on_overflow=True to let recovery compact")
+                                     "(Policy(auto=False) or enabled=False); set allow_on_overflow=True (and "
+                                     "enabled=True) to let recovery compact")
             if self.paused:
                 raise RecoveryFailed(f"automatic compaction is paused after {self._failed_compactions} failed "
                                      "compactions in a row (circuit breaker)")

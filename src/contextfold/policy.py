@@ -165,6 +165,8 @@ class Policy(BaseModel):
         default=None, min_length=1,
         description="first line of the summary; {version} and {count} are filled in (default: "
                     "'[contextfold summary v{version} — {count} earlier messages compacted]')")
+    enabled: bool = Field(default=True, description="false: contextfold never masks or compacts on its own, not "
+                                                    "even on overflow; a manual compact() still does (001 §2.5)")
     auto: bool = True
     allow_on_overflow: bool = False
     on_compaction_failure: Literal["raise", "proceed"] = Field(
@@ -176,6 +178,11 @@ class Policy(BaseModel):
     exclude_tools: tuple[str, ...] = ()
     clear_at_least: int = Field(default=DEFAULT_CLEAR_AT_LEAST, ge=0)
     clear_tool_inputs: bool = False
+
+    @property
+    def may_compact_on_overflow(self) -> bool:
+        """Whether overflow recovery may compact: enabled, and automatic compaction on or allowed on overflow."""
+        return self.enabled and (self.auto or self.allow_on_overflow)
 
     @classmethod
     def quality(cls, **overrides: object) -> Policy:
@@ -275,7 +282,8 @@ def decide(tokens: int, message_count: int, tool_output_tokens: int, budgets: Bu
     Order (DESIGN.md principle 4): nothing under soft · mask the oldest tool outputs when that alone gets the view
     under the threshold it crossed (and frees at least ``clear_at_least``) · soft over the soft threshold · hard
     over the hard threshold · emergency at the message cap. With ``auto`` off, compaction is never chosen here
-    (overflow recovery decides that with ``allow_on_overflow``); masking still is, since it loses nothing.
+    (overflow recovery decides that with ``allow_on_overflow``); masking still is, since it loses nothing. With
+    ``enabled`` off, nothing is chosen at all.
 
     Args:
         tokens: Tokens of the view as it would be sent.
@@ -304,6 +312,9 @@ def decide(tokens: int, message_count: int, tool_output_tokens: int, budgets: Bu
 
     def plan(action: Action, reason: str) -> Plan:
         return Plan(action, reason, freeze(figures))
+
+    if not policy.enabled:
+        return plan(Action.NONE, f"{tokens} tokens, {message_count} messages: compaction is disabled (enabled: false)")
 
     if message_count >= policy.emergency_message_count:
         figures["target"] = budgets.soft

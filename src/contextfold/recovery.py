@@ -148,9 +148,10 @@ class OverflowRecovery:
                                         prompt_tokens=info.prompt_tokens, limit=info.limit, provider=info.provider))
         if self.attempt > self.max_retries:
             self._give_up(f"the prompt is still too long after {self.max_retries} retries ({_figures(info)})", cause)
-        if not cm.policy.auto and not cm.policy.allow_on_overflow:
+        if not cm.policy.may_compact_on_overflow:
             self._give_up("the provider reported a context overflow, but automatic compaction is off "
-                          "(Policy(auto=False)); set Policy(allow_on_overflow=True) to let recovery compact", cause)
+                          "(Policy(auto=False) or enabled=False); set Policy(allow_on_overflow=True) (and "
+                          "enabled=True) to let recovery compact", cause)
         before = counted_tokens(cm)
         # Provider tokens per token of ours: the error counted the very view we sent.
         ratio = info.prompt_tokens / before if info.prompt_tokens and before else 1.0
