@@ -359,7 +359,8 @@ class CompactionMixin:
         with self._lock:
             # Idle ("sleep") compaction has its own threshold (policy.sleep_pct, 002 §Phase 1).
             sleep = self.policy.sleep_threshold(self.budgets.window)
-            if self._idle is not None or not (self.policy.enabled and self.policy.auto) or self.paused or self.tokens() < sleep:
+            automatic = self.policy.enabled and self.policy.auto
+            if self._idle is not None or not automatic or self.paused or self.tokens() < sleep:
                 return None
             snapshot = self._view.normalized()
             version = self._view.version
