@@ -31,6 +31,9 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+# One line per exported batch (exporter, destination, events, sessions, outcome): the audit trail of everything that
+# left the process (004 §Risk 3). INFO on its own logger, so operators route or silence it apart from the warnings.
+_audit = logging.getLogger("contextfold.audit")
 
 Redactor = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -351,7 +354,26 @@ class BatchProcessor:
                 self._failed += len(batch)
                 self._in_flight = 0
             _log.exception("contextfold exporter %r failed on a batch of %d events", self.exporter, len(batch))
+            self._audit(batch, "failed")
         else:
             with self._lock:
                 self._exported += len(batch)
                 self._in_flight = 0
+            self._audit(batch, "exported")
+
+    def _audit(self, batch: list[dict[str, Any]], outcome: str) -> None:
+        if not _audit.isEnabledFor(logging.INFO):
+            return
+        sessions = sorted({str(e.get("session_id") or "") for e in batch})
+        _audit.info("export exporter=%s destination=%s events=%d sessions=%s outcome=%s",
+                    type(self.exporter).__name__, _destination(self.exporter), len(batch), ",".join(sessions),
+                    outcome)
+
+
+def _destination(exporter: object) -> str:
+    """Where an exporter sends events (its URL or file), for the audit line; "-" when it does not say."""
+    for name in ("url", "path", "endpoint"):
+        value = getattr(exporter, name, None)
+        if value:
+            return str(value)
+    return "-"

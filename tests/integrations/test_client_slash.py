@@ -40,6 +40,7 @@ def test_context_reports_the_status_line(tmp_path: Path) -> None:
     cm = manager(tmp_path)
     line = handle_command(cm, "/context")
     assert line == cm.status().line() and "60,000" in line
+    assert handle_command(cm, "/compact_status") == line  # 004 §Risk 4's name
 
 
 def test_compaction_failure_is_reported_not_raised(tmp_path: Path) -> None:

@@ -272,3 +272,19 @@ def test_wake_returns_at_once_and_an_idle_processor_stays_idle(processors: list[
     processor.wake()
     assert exporter.exported.wait(PATIENCE_S)
     assert [e["name"] for e in exporter.events] == ["usage.recorded"]
+
+
+def test_every_exported_batch_leaves_an_audit_line(processors: list[BatchProcessor], tmp_path: Any,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    # 004 §Risk 3: audit logs for all exports, on their own logger (contextfold.audit).
+    from contextfold.exporters.jsonl import JsonlExporter
+
+    caplog.set_level("INFO", logger="contextfold.audit")
+    path = tmp_path / "events.jsonl"
+    processor = BatchProcessor(JsonlExporter(path), schedule_delay_s=3_600)
+    processors.append(processor)
+    processor.emit(UsageRecorded(input_tokens=1, output_tokens=2, session_id="s-1"))
+    processor.emit(UsageRecorded(input_tokens=3, output_tokens=4, session_id="s-2"))
+    assert processor.flush(PATIENCE_S)
+    lines = [r.getMessage() for r in caplog.records if r.name == "contextfold.audit"]
+    assert lines == [f"export exporter=JsonlExporter destination={path} events=2 sessions=s-1,s-2 outcome=exported"]

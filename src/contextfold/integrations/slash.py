@@ -1,4 +1,4 @@
-"""Slash commands for interactive agents: ``/compact [instructions]`` and ``/context``.
+"""Slash commands for interactive agents: ``/compact [instructions]`` and ``/context`` (alias ``/compact_status``).
 
 Hand every line the user types to :func:`handle_command` before it reaches the model; it answers a one-line report
 for a command it knows and None for anything else::
@@ -23,6 +23,7 @@ __all__ = ["COMMANDS", "handle_command"]
 COMMANDS: dict[str, str] = {
     "/compact": "summarize the conversation now; optional instructions say what the summary must keep",
     "/context": "show how full the context window is and what it holds",
+    "/compact_status": "the same as /context (004 §Risk 4's name for it)",
 }
 
 
@@ -40,7 +41,7 @@ def handle_command(cm: ContextManager, text: str) -> str | None:
         return None
     command, *rest = stripped.split(None, 1)
     command = command.lower()
-    if command == "/context":
+    if command in ("/context", "/compact_status"):
         return cm.status().line()
     if command == "/compact":
         instructions = rest[0].strip() if rest else None
