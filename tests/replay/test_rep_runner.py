@@ -76,3 +76,6 @@ def test_whole_folders_replay_with_valid_views(folder: str, window: int) -> None
     assert result["valid_rate"] == 1.0
     assert result["tokens_sent"] < result["tokens_sent_baseline"]
     assert result["recoverable_fact_recall"] >= 0.9
+    # 004 Goals 2: > 90% of the facts last seen before a compaction stay in view or retrievable by ref.
+    assert result["compacted_fact_recall"] >= 0.9
+    assert result["answered_message_in_view"] == 1.0
