@@ -22,9 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TRAJECTORIES = ROOT.parent / "shared" / "data" / "trajectories"
 
-from contextfold.cache import ToolOutputCache  # noqa: E402
-from contextfold.importers import load_sessions  # noqa: E402
-from contextfold.masking import mask_tool_outputs  # noqa: E402
+from contextfold.cache import ToolOutputCache, mask_tool_outputs  # noqa: E402
+from contextfold.importers._files import load_sessions  # noqa: E402
 from contextfold.messages import Message  # noqa: E402
 from contextfold.stores.local import LocalBlobStore  # noqa: E402
 from contextfold.stores.memory import MemoryBlobStore  # noqa: E402

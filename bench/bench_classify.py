@@ -19,13 +19,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TRAJECTORIES = ROOT.parent / "shared" / "data" / "trajectories"
 
-from contextfold.classify import Category, classify  # noqa: E402
-from contextfold.compact import compact  # noqa: E402
+from contextfold.compaction import (  # noqa: E402
+    Category,
+    Policy,
+    classify,
+    compact,
+)
 from contextfold.errors import ContextfoldError  # noqa: E402
-from contextfold.importers import load_sessions  # noqa: E402
+from contextfold.importers._files import load_sessions  # noqa: E402
 from contextfold.normalize import normalize  # noqa: E402
-from contextfold.policy import Policy  # noqa: E402
-from contextfold.summarize import ExtractiveSummarizer  # noqa: E402
+from contextfold.summarize.extractive import ExtractiveSummarizer  # noqa: E402
 from contextfold.tokens import counter_for_model  # noqa: E402
 
 

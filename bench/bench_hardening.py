@@ -18,7 +18,7 @@ import statistics
 import string
 import time
 
-from contextfold import ContextManager
+from contextfold.manager import ContextManager
 from contextfold.messages import Message
 
 

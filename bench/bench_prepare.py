@@ -28,9 +28,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from contextfold.compaction import Action, Policy
 from contextfold.manager import ContextManager
 from contextfold.messages import Message, ToolCall
-from contextfold.policy import Action, Policy
 
 # Far above any history measured here, so that the policy always answers "nothing to do" (the case measured).
 BIG_WINDOW = 10_000_000

@@ -31,11 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from contextfold.answered import answered_in_view
-from contextfold.compact_partition import build_units
+from contextfold.compaction import Policy
+from contextfold.compaction._partition import build_units
 from contextfold.formats import get_format
-from contextfold.importers import RecordedSession, load_sessions
+from contextfold.importers._files import load_sessions
+from contextfold.importers._session import RecordedSession
 from contextfold.messages import Message
-from contextfold.policy import Policy
 from contextfold.replay.harness import ReplayOptions, replay_session
 from contextfold.replay.metrics import aggregate, contains_fact, is_number_fact, message_search_text, turn_entities
 from contextfold.tokens import MessageCounter, TiktokenCounter

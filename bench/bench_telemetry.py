@@ -22,10 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from multiprocessing.connection import Connection
 from typing import Any
 
-from contextfold.events import CompactWarning
 from contextfold.exporters.ariadne import AriadneExporter
-from contextfold.processor import BatchProcessor
-from contextfold.tracing import Tracer
+from contextfold.telemetry import BatchProcessor, CompactWarning, Tracer
 
 
 class Receiver(ThreadingHTTPServer):

@@ -28,7 +28,8 @@ from contextfold.formats import get_format
 from contextfold.manager import ContextManager
 from contextfold.messages import Message, ToolCall
 from contextfold.stores.memory import MemoryBlobStore
-from contextfold.summarize import ExtractiveSummarizer, SummaryRequest, SummaryResult
+from contextfold.summarize.base import SummaryRequest, SummaryResult
+from contextfold.summarize.extractive import ExtractiveSummarizer
 
 WINDOW = 16_000
 # The agent's own id for each message it adds (a caller meta key, which the archive gives back on restore).

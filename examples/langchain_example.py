@@ -16,9 +16,10 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
-from contextfold import ContextManager
 from contextfold.integrations.langchain import ContextfoldMiddleware
-from contextfold.testing import Reply, ScriptedLLMServer, ScriptedToolCall
+from contextfold.manager import ContextManager
+from contextfold.testing.server import ScriptedLLMServer
+from contextfold.testing.wire import Reply, ScriptedToolCall
 
 MODEL = "gpt-4o"
 # Pages the agent reads: enough output to overflow the offline window several times.

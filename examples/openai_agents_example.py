@@ -16,9 +16,10 @@ from agents import Agent, Runner, SQLiteSession, function_tool, set_tracing_disa
 from agents.models.openai_responses import OpenAIResponsesModel
 from openai import AsyncOpenAI
 
-from contextfold import ContextManager
 from contextfold.integrations.openai_agents import ContextfoldSession, contextfold_run
-from contextfold.testing import Reply, ScriptedLLMServer, ScriptedToolCall
+from contextfold.manager import ContextManager
+from contextfold.testing.server import ScriptedLLMServer
+from contextfold.testing.wire import Reply, ScriptedToolCall
 
 MODEL = "gpt-4o"
 # Pages the agent reads: enough output to overflow the offline window several times.

@@ -15,9 +15,10 @@ from pydantic_ai import Agent, UsageLimits
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from contextfold import ContextManager
 from contextfold.integrations.pydantic_ai import ContextfoldHistoryProcessor
-from contextfold.testing import Reply, ScriptedLLMServer, ScriptedToolCall
+from contextfold.manager import ContextManager
+from contextfold.testing.server import ScriptedLLMServer
+from contextfold.testing.wire import Reply, ScriptedToolCall
 
 MODEL = "gpt-4o"
 # Pages the agent reads: enough output to overflow the offline window several times.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from contextfold.classify import Category, classify, classify_all, reduction_rank
+from contextfold.compaction import Category, classify, classify_all, reduction_rank
 from contextfold.messages import Message, TextPart, ThinkingPart, ToolCall
 
 try:  # tests/ as a package (tests/__init__.py) or as a plain folder on sys.path
@@ -52,7 +52,7 @@ def test_reduction_order_facts_first() -> None:
 
 def test_real_sessions_are_classified_deterministically() -> None:
     require(TRAJECTORIES.is_dir(), f"shared data not found at {TRAJECTORIES}")
-    from contextfold.importers import load_session
+    from contextfold.importers._files import load_session
 
     files = sorted((TRAJECTORIES / "sweagent-claude4sonnet").glob("*.traj"))[:2]
     for path in files:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from contextfold.policy import Policy
+from contextfold.compaction import Policy
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 

@@ -6,12 +6,11 @@ from typing import Any
 
 import pytest
 
-from contextfold.compact import CompactionResult, compact, plan_compaction
-from contextfold.compact_rebuild import SUMMARY_PREFIX
+from contextfold.compaction import CompactionResult, Policy, compact, plan_compaction
+from contextfold.compaction._rebuild import SUMMARY_PREFIX
 from contextfold.errors import ConfigError, InsufficientBudget, InvalidHistory, SummarizerError
 from contextfold.messages import Message, ToolCall
-from contextfold.policy import Policy
-from contextfold.summarize import SummaryRequest, SummaryResult
+from contextfold.summarize.base import SummaryRequest, SummaryResult
 
 try:  # tests/ as a package (tests/__init__.py) or as a plain folder on sys.path
     from tests.test_compact_support import EchoSummarizer, assert_valid, clock, counter, summaries

@@ -5,12 +5,11 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contextfold.compact import compact
-from contextfold.compact_partition import build_units
+from contextfold.compaction import Policy, compact
+from contextfold.compaction._partition import build_units
 from contextfold.errors import InsufficientBudget
 from contextfold.messages import Message
 from contextfold.normalize import tool_pairs
-from contextfold.policy import Policy
 
 try:  # tests/ as a package (tests/__init__.py) or as a plain folder on sys.path
     from tests.test_compact_support import EchoSummarizer, assert_valid, clock, counter, histories, summaries

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from contextfold.compact import CompactionKind, compact
-from contextfold.importers import RecordedSession, load_sessions
+from contextfold.compaction import CompactionKind, Policy, compact
+from contextfold.importers._files import load_sessions
+from contextfold.importers._session import RecordedSession
 from contextfold.messages import Message
-from contextfold.policy import Policy
-from contextfold.summarize import ExtractiveSummarizer
+from contextfold.summarize.extractive import ExtractiveSummarizer
 from contextfold.tokens import MessageCounter, counter_for_model
 from contextfold.truncate import truncate_text
 

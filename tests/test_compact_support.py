@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from contextfold.messages import Message, ToolCall
 from contextfold.normalize import normalize, pair_list
-from contextfold.summarize import SummaryRequest, SummaryResult
+from contextfold.summarize.base import SummaryRequest, SummaryResult
 from contextfold.tokens import EstimatingCounter, MessageCounter
 
 try:  # tests/ as a package (tests/__init__.py) or as a plain folder on sys.path

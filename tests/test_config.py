@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contextfold.compaction import Policy
 from contextfold.config import ENV_VARS, Settings, load_settings
 from contextfold.errors import ConfigError
-from contextfold.policy import Policy
 
 FULL = """\
 version: 1

@@ -10,19 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from contextfold import models
 from contextfold.errors import UnknownModel
-from contextfold.models import (
-    BUILTIN_MODELS,
+from contextfold.tokens import (
     ModelInfo,
     get_model,
     guess_provider,
     known_models,
     lookup_model,
+    models,
     normalize_name,
     register_model,
     unregister_model,
 )
+from contextfold.tokens.models import BUILTIN_MODELS
 
 
 @pytest.fixture(autouse=True)
@@ -234,7 +234,7 @@ def test_litellm_bundled_map_is_read_without_importing_litellm(
 
 def test_importing_models_pulls_no_optional_package() -> None:
     code = (
-        "import sys, contextfold.models; "
+        "import sys, contextfold.tokens.models; "
         "print([m for m in ('genai_prices', 'litellm', 'tiktoken') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from contextfold.compaction import Action, Budgets, Policy, decide
 from contextfold.errors import ConfigError
-from contextfold.policy import Action, Budgets, Policy, decide
 
 
 def _error_fields(exc: ValidationError) -> list[str]:

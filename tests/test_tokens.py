@@ -15,11 +15,8 @@ from conftest import TRAJECTORIES, require
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold import tokens
 from contextfold.messages import DocumentPart, ImagePart, Message, TextPart, ThinkingPart, ToolCall
 from contextfold.tokens import (
-    IMAGE_TOKENS_HIGH,
-    IMAGE_TOKENS_LOW,
     EstimatingCounter,
     MessageCounter,
     TiktokenCounter,
@@ -27,6 +24,8 @@ from contextfold.tokens import (
     counter_for_model,
     encoding_for_model,
 )
+from contextfold.tokens import counting as tokens
+from contextfold.tokens.counting import IMAGE_TOKENS_HIGH, IMAGE_TOKENS_LOW
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -68,7 +67,7 @@ def test_patterns_match_tiktokens_published_definitions() -> None:
     # calling them, by intercepting the loader.
     from tiktoken_ext import openai_public
 
-    from contextfold.tokens import _ENCODING_SPECS
+    from contextfold.tokens.counting import _ENCODING_SPECS
 
     def fake_load(path: str, expected_hash: str | None = None) -> dict[bytes, int]:
         return {}

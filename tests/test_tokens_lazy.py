@@ -11,9 +11,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contextfold.manager._view import View
 from contextfold.messages import Message, ToolCall
 from contextfold.tokens import MessageCounter, TiktokenCounter
-from contextfold.view import View
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -98,7 +98,7 @@ def test_utf8_bytes_bound_the_exact_o200k_and_cl100k_counts(text: str) -> None:
 _CHILD = r"""
 import json
 from contextfold import ContextManager
-from contextfold import tokens
+from contextfold.tokens import counting as tokens
 cm = ContextManager(model="gpt-4o", store="memory", archive="memory", session_id="lazy",
                     policy={"tool_output_budget_tokens": 1_000_000})
 cm.add([{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi, what shall I do?"}])

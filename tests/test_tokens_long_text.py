@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 import string
 
-from contextfold.tokens import EXACT_COUNT_MAX_CHARS, TiktokenCounter
+from contextfold.tokens import TiktokenCounter
+from contextfold.tokens.counting import EXACT_COUNT_MAX_CHARS
 
 
 def prose(chars: int, seed: int) -> str:

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextfold.tokens import EstimatingCounter, TiktokenCounter
-from contextfold.truncate import SERIALIZATION_BUFFER, cap_lines, line_count, truncate_text
+from contextfold.truncate import SERIALIZATION_BUFFER, truncate_text
+from contextfold.truncate._text import cap_lines, line_count
 
 O200K = TiktokenCounter("o200k_base")
 MARKER = re.compile(r"…(\d+) (tokens|chars) truncated…")

@@ -1,8 +1,8 @@
 """One daemon thread per process for optional work done while the agent waits for its model (cache warming).
 
 Jobs are best effort: a full queue drops new jobs, and nothing waits for them except :func:`wait_idle` (for
-benchmarks and tests). Jobs must pace themselves (see :mod:`contextfold._pace`) so that the agent's thread never
-waits long for the GIL.
+benchmarks and tests). Jobs must pace themselves (see :mod:`contextfold.telemetry._pace`) so that the agent's
+thread never waits long for the GIL.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from .errors import ConfigError
 
 if TYPE_CHECKING:
-    from .policy import Policy
+    from .compaction import Policy
     from .redact import Redactor
 
 __all__ = [
@@ -244,7 +244,7 @@ class Settings(_Section):
     """Everything configurable, validated and immutable. Build it with :func:`load_settings`.
 
     ``policy`` is kept as the validated mapping of the keys that were set; :meth:`policy_object` builds the
-    :class:`~contextfold.policy.Policy`.
+    :class:`~contextfold.compaction.Policy`.
     """
 
     version: int = CONFIG_VERSION
@@ -274,8 +274,8 @@ class Settings(_Section):
         return value
 
     def policy_object(self) -> Policy:
-        """The :class:`~contextfold.policy.Policy` these settings describe."""
-        from .policy import Policy
+        """The :class:`~contextfold.compaction.Policy` these settings describe."""
+        from .compaction import Policy
 
         return Policy.model_validate(self.policy)
 
@@ -378,7 +378,7 @@ def _from_env(env: Mapping[str, str]) -> tuple[list[tuple[str, str, Any]], list[
 
     Flat names first (CONTEXTFOLD_X shadows its COMPACT_X alias), then nested names, which win.
     """
-    from .policy import Policy
+    from .compaction import Policy
 
     flat: dict[str, tuple[str, str]] = {**ENV_VARS}
     for name in Policy.model_fields:
@@ -411,7 +411,7 @@ def _from_env(env: Mapping[str, str]) -> tuple[list[tuple[str, str, Any]], list[
 
 def _nested_path(rest: str) -> str | None:
     """``POLICY__TRIGGER_PCT`` -> ``policy.trigger_pct`` when that names a settings field, else None."""
-    from .policy import Policy
+    from .compaction import Policy
 
     parts = rest.lower().split(ENV_NESTED_DELIMITER)
     if len(parts) != 2 or not all(parts):
@@ -478,7 +478,7 @@ def _raise_validation(exc: ValidationError, layers: _Layers, prefix: str = "") -
 def _validate_policy(values: Mapping[str, Any], layers: _Layers) -> dict[str, Any]:
     """The policy keys that were set, validated by ``Policy`` and coerced (``"0.9"`` from the environment -> 0.9)."""
     try:
-        from .policy import Policy
+        from .compaction import Policy
     except ModuleNotFoundError as exc:  # pragma: no cover - the policy module ships with the package
         if exc.name != f"{__package__}.policy":
             raise

@@ -55,7 +55,7 @@ class UnknownModel(ContextfoldError, KeyError):
         return (
             f"unknown model {self.model!r}: pass its window explicitly, e.g. "
             f"ContextManager(model={self.model!r}, max_context_tokens=128000), "
-            f"or register it with contextfold.models.register_model({self.model!r}, context_window=...)"
+            f"or register it with contextfold.tokens.register_model({self.model!r}, context_window=...)"
         )
 
 

@@ -198,7 +198,7 @@ class FleetWorker:
             StoreError: the stores stayed unreachable for every attempt.
             ValueError: ``number`` is not after the last turn applied plus one.
         """
-        from .policy import Action
+        from .compaction import Action
 
         started = time.perf_counter()
         conflicts = errors = 0

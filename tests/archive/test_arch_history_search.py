@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from contextfold.archive import Archive, MemoryArchiveStore
-from contextfold.history_search import (
+from contextfold.archive.search import (
     HISTORY_SEARCH_TOOL,
     MAX_HIT_CHARS,
     HistorySearchTool,

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import TRAJECTORIES, require
 
-from contextfold import ContextManager
 from contextfold.archive import Archive, merge_histories
 from contextfold.cli import main
+from contextfold.manager import ContextManager
 from contextfold.messages import Message
 from contextfold.stores.archive_fs import FilesystemArchiveStore
 

@@ -231,7 +231,7 @@ def test_multipart_content_round_trips_through_the_archive() -> None:
 def test_every_recorded_session_restores_exactly() -> None:
     files = all_session_files()
     require(bool(files), "no recorded sessions under shared/data/trajectories")
-    from contextfold.importers import load_sessions
+    from contextfold.importers._files import load_sessions
 
     sessions = 0
     compactions = 0

@@ -140,7 +140,7 @@ def test_bad_jsonl_names_the_line() -> None:
 def test_every_recorded_session_round_trips() -> None:
     files = all_session_files()
     require(bool(files), "no recorded sessions under shared/data/trajectories")
-    from contextfold.importers import load_sessions
+    from contextfold.importers._files import load_sessions
 
     count = 0
     for path in files:

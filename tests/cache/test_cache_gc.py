@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from contextfold.cache import ToolOutputCache, referenced_refs
+from contextfold.cache._line_index import index_key
 from contextfold.messages import Message, ToolCall
-from contextfold.retrieval import index_key
 from contextfold.stores.local import LocalBlobStore
 from contextfold.stores.memory import MemoryBlobStore
 

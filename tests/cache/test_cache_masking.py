@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold.cache import ToolOutputCache
+from contextfold.cache import ToolOutputCache, mask_tool_outputs, masked_placeholder, tool_output_tokens
 from contextfold.errors import InvalidHistory
-from contextfold.masking import mask_tool_outputs, masked_placeholder, tool_output_tokens
 from contextfold.messages import ImagePart, Message, TextPart, ToolCall
 from contextfold.normalize import tool_pairs
 from contextfold.stores.memory import MemoryBlobStore

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import TRAJECTORIES, all_session_files, require
 
-from contextfold.cache import ToolOutputCache
-from contextfold.importers import RecordedSession, load_session, load_sessions
-from contextfold.masking import mask_tool_outputs
+from contextfold.cache import ToolOutputCache, mask_tool_outputs
+from contextfold.importers._files import load_session, load_sessions
+from contextfold.importers._session import RecordedSession
 from contextfold.messages import Message
 from contextfold.stores.local import LocalBlobStore
 from contextfold.stores.memory import MemoryBlobStore

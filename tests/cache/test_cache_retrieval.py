@@ -10,17 +10,18 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from contextfold.cache import ToolOutputCache
-from contextfold.messages import ToolCall
-from contextfold.retrieval import (
+from contextfold.cache import (
     DEFAULT_READ_LIMIT,
     GREP_TOOL,
-    INDEX_CHUNK_BYTES,
-    MAX_RESULT_BYTES,
     READ_TOOL,
+    BlobInfo,
+    BlobStore,
+    ToolOutputCache,
     retrieval_tool_schemas,
 )
-from contextfold.stores.base import BlobInfo, BlobStore
+from contextfold.cache._line_index import INDEX_CHUNK_BYTES
+from contextfold.cache.retrieval import MAX_RESULT_BYTES
+from contextfold.messages import ToolCall
 from contextfold.stores.local import LocalBlobStore
 from contextfold.stores.memory import MemoryBlobStore
 

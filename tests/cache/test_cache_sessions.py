@@ -7,11 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from contextfold.cache import ToolOutputCache
-from contextfold.cache_owners import Retention, owner_key, owner_tag
+from contextfold.cache import GREP_TOOL, READ_TOOL, Retention, ToolOutputCache, owner_key, owner_tag
 from contextfold.manager import ContextManager
 from contextfold.messages import Message, ToolCall
-from contextfold.retrieval import GREP_TOOL, READ_TOOL
 from contextfold.stores.local import LocalBlobStore
 from contextfold.stores.memory import MemoryBlobStore
 

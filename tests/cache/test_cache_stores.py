@@ -11,9 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contextfold.cache import BlobStore
 from contextfold.errors import ConfigError, RefNotFound, StoreError
-from contextfold.stores import BlobStore, open_blob_store
-from contextfold.stores.local import CHUNK_BYTES, DEFAULT_DIRECTORY, DEFAULT_FILENAME, LocalBlobStore
+from contextfold.stores import open_blob_store
+from contextfold.stores._sqlite import DEFAULT_DIRECTORY
+from contextfold.stores.local import CHUNK_BYTES, DEFAULT_FILENAME, LocalBlobStore
 from contextfold.stores.memory import MemoryBlobStore
 
 

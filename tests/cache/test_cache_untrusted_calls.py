@@ -11,13 +11,11 @@ import json
 import pytest
 
 from contextfold.archive import Archive, MemoryArchiveStore
-from contextfold.cache import ToolOutputCache
-from contextfold.history_search import HISTORY_SEARCH_TOOL, HistorySearchTool, history_search
+from contextfold.archive.search import HISTORY_SEARCH_TOOL, HistorySearchTool, history_search
+from contextfold.cache import GREP_TOOL, READ_TOOL, ToolOutputCache
 from contextfold.messages import Message, ToolCall
-from contextfold.retrieval import GREP_TOOL, READ_TOOL
 from contextfold.stores.memory import MemoryBlobStore
-from contextfold.tool_arguments import MAX_ARGUMENT_CHARS
-from contextfold.untrusted_regex import PatternTimeout, UntrustedPattern
+from contextfold.untrusted import MAX_ARGUMENT_CHARS, PatternTimeout, UntrustedPattern
 
 # Against a run of a's that ends in something else, each extra character doubles the backtracking. (The issue's
 # (a+)+$ runs in linear time on the regex engine; this one does not.)
@@ -44,7 +42,7 @@ def test_a_catastrophic_pattern_is_stopped_at_its_time_limit() -> None:
 
 
 def test_grep_with_a_catastrophic_pattern_comes_back_as_a_tool_result(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("contextfold.untrusted_regex.PATTERN_TIME_LIMIT_S", TEST_LIMIT_S)
+    monkeypatch.setattr("contextfold.untrusted.regex.PATTERN_TIME_LIMIT_S", TEST_LIMIT_S)
     cache, ref = cache_with_evil_line()
     for args in ({"pattern": EVIL_PATTERN}, {"pattern": EVIL_PATTERN, "ref_id": ref}):
         result = cache.execute_tool_call(ToolCall("g1", GREP_TOOL, json.dumps(args)))
@@ -62,7 +60,7 @@ def test_grep_with_a_catastrophic_pattern_comes_back_as_a_tool_result(monkeypatc
 
 def test_history_search_with_a_catastrophic_pattern_comes_back_as_a_tool_result(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("contextfold.untrusted_regex.PATTERN_TIME_LIMIT_S", TEST_LIMIT_S)
+    monkeypatch.setattr("contextfold.untrusted.regex.PATTERN_TIME_LIMIT_S", TEST_LIMIT_S)
     archive = Archive(MemoryArchiveStore())
     archive.archive_transcript("s", [Message.user(EVIL_LINE), Message.assistant("done")])
     with pytest.raises(PatternTimeout):

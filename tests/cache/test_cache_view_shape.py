@@ -15,7 +15,7 @@ from contextfold.cache import CacheConfig, ToolOutputCache
 from contextfold.messages import Message
 from contextfold.stores.memory import MemoryBlobStore
 from contextfold.tokens import TiktokenCounter
-from contextfold.truncate_shape import cut_by_chars, shape_json
+from contextfold.truncate import cut_by_chars, shape_json
 
 COUNTER = TiktokenCounter("o200k_base")
 CAP_TOKENS = 400

@@ -10,7 +10,7 @@ import pytest
 from conftest import TRAJECTORIES, require
 
 from contextfold.cli import main
-from contextfold.importers import load_session, load_sessions
+from contextfold.importers._files import load_session, load_sessions
 
 CLAUDE = TRAJECTORIES / "sweagent-claude4sonnet"
 LM32B = TRAJECTORIES / "sweagent-lm32b" / "astropy__astropy-12907.traj"

@@ -8,7 +8,7 @@ import pytest
 from conftest import TRAJECTORIES, require
 
 from contextfold.cli import main
-from contextfold.importers import load_session, load_sessions
+from contextfold.importers._files import load_session, load_sessions
 
 CLAUDE = TRAJECTORIES / "sweagent-claude4sonnet"
 ONE = CLAUDE / "sympy__sympy-19954.traj"

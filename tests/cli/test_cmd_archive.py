@@ -10,7 +10,7 @@ from conftest import TRAJECTORIES, require
 
 from contextfold.cli import main
 from contextfold.formats import get_format
-from contextfold.importers import load_sessions
+from contextfold.importers._files import load_sessions
 
 TAU = TRAJECTORIES / "taubench-airline" / "gpt-4o-airline.json"
 TAU_ID = "gpt-4o-airline/3-0"

@@ -12,7 +12,7 @@ from conftest import TRAJECTORIES, require
 
 from contextfold.cli import main
 from contextfold.formats import get_format
-from contextfold.importers import load_session
+from contextfold.importers._files import load_session
 from contextfold.replay import demo_session_path
 from contextfold.tokens import counter_for_model
 

@@ -6,12 +6,10 @@ from collections import Counter
 
 from conftest import TRAJECTORIES, require
 
-from contextfold.classify import Category, classify
-from contextfold.compact import compact
-from contextfold.importers import load_sessions
+from contextfold.compaction import Category, Policy, classify, compact
+from contextfold.importers._files import load_sessions
 from contextfold.normalize import normalize
-from contextfold.policy import Policy
-from contextfold.summarize import ExtractiveSummarizer
+from contextfold.summarize.extractive import ExtractiveSummarizer
 from contextfold.tokens import counter_for_model
 
 

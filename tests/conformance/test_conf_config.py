@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from contextfold import ContextManager
+from contextfold.compaction import DEFAULT_PROTECTED_TOOLS, Policy
 from contextfold.config import load_settings
 from contextfold.errors import ConfigError
+from contextfold.manager import ContextManager
 from contextfold.messages import Message
-from contextfold.policy import DEFAULT_PROTECTED_TOOLS, Policy
 
 # 004_8e3f15ce46c24080.txt §8, byte for byte.
 DOCUMENT_YAML = """\

@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from contextfold import ContextManager, Policy
-from contextfold.compact import compact
+from contextfold.compaction import Policy, compact
 from contextfold.errors import ConfigError
 from contextfold.formats import get_format
+from contextfold.manager import ContextManager
 from contextfold.messages import Message, ToolCall
-from contextfold.summarize import ExtractiveSummarizer, SummaryRequest
+from contextfold.summarize.base import SummaryRequest
+from contextfold.summarize.extractive import ExtractiveSummarizer
 from contextfold.summarize.prompts import build_prompt
-from contextfold.testing import ScriptedLLMServer
+from contextfold.testing.server import ScriptedLLMServer
 from contextfold.tokens import MessageCounter, counter_for_model
 
 COUNTER: MessageCounter = counter_for_model("gpt-4o")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from contextfold import ContextManager
 from contextfold.cache import CacheConfig
 from contextfold.errors import ConfigError
+from contextfold.manager import ContextManager
 from contextfold.messages import Message, ToolCall
 from contextfold.tokens import counter_for_model
 

@@ -209,7 +209,7 @@ def test_real_sessions_pass_through_normalize_unchanged() -> None:
     from conftest import TRAJECTORIES, require
 
     require(TRAJECTORIES.is_dir(), "shared data missing")
-    from contextfold.importers import load_sessions
+    from contextfold.importers._files import load_sessions
 
     for s in load_sessions(TRAJECTORIES / "taubench-airline") + load_sessions(TRAJECTORIES / "sweagent-claude4sonnet"):
         assert normalize(s.messages) == s.messages, s.id

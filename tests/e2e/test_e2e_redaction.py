@@ -42,8 +42,8 @@ from contextfold.messages import Message, ToolCall
 from contextfold.redact import Redactor
 from contextfold.stores.archive_fs import FilesystemArchiveStore
 from contextfold.stores.memory import MemoryBlobStore
+from contextfold.telemetry import FixedClock
 from contextfold.tokens import counter_for_model
-from contextfold.tracing import FixedClock
 
 # Small enough that ~40 KB outputs are truncated at write time, older outputs get masked and the history is
 # compacted several times within a dozen turns.

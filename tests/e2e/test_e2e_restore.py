@@ -32,7 +32,8 @@ import pytest
 from conftest import TRAJECTORIES, all_session_files, require
 
 from contextfold.archive import BOOKKEEPING_META, DEFAULT_KEEP_META, Archive
-from contextfold.importers import RecordedSession, load_sessions
+from contextfold.importers._files import load_sessions
+from contextfold.importers._session import RecordedSession
 from contextfold.manager import ContextManager
 from contextfold.messages import EMPTY, Message, TextPart, ToolCall, freeze
 from contextfold.redact import Redactor

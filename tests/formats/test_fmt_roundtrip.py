@@ -25,7 +25,7 @@ def _tau_bench() -> list[list[dict[str, Any]]]:
 
 def _sessions(path: Path) -> list[list[Message]]:
     try:
-        from contextfold.importers import load_sessions
+        from contextfold.importers._files import load_sessions
     except ImportError:  # the importers arrive separately; tau-bench is OpenAI chat already
         require(path == TAU_BENCH, "contextfold.importers.load_sessions is not available")
         return [get_format("openai_chat").decode(t) for t in _tau_bench()]

@@ -11,14 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextfold.errors import InvalidHistory
-from contextfold.importers import (
-    SessionFileError,
-    detect_source,
-    load_session,
-    load_sessions,
-    parse_swe_agent,
-    parse_tau_bench,
-)
+from contextfold.importers._files import detect_source, load_session, load_sessions
+from contextfold.importers._session import SessionFileError
+from contextfold.importers.swe_agent import parse_swe_agent
+from contextfold.importers.tau_bench import parse_tau_bench
 
 SYSTEM = {"role": "system", "content": "sys"}
 CALL = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}

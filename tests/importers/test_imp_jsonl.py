@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from conftest import TRAJECTORIES, require
 
-from contextfold.importers import SessionFileError, detect_source, load_session, load_sessions
+from contextfold.importers._files import detect_source, load_session, load_sessions
+from contextfold.importers._session import SessionFileError
 from contextfold.messages import Message
 
 TAU = TRAJECTORIES / "taubench-airline" / "gpt-4o-airline.json"

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import TRAJECTORIES, all_session_files, require
 
-from contextfold.importers import RecordedSession, detect_source, load_session, load_sessions
+from contextfold.importers._files import detect_source, load_session, load_sessions
+from contextfold.importers._session import RecordedSession
 from contextfold.messages import Message
 
 LM32B = TRAJECTORIES / "sweagent-lm32b"

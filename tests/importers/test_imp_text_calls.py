@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold.importers import parse_swe_agent, parse_text_call
+from contextfold.importers.swe_agent import parse_swe_agent, parse_text_call
 
 CALL = "Let me look.\n\n<function=bash>\n<parameter=command>ls -la /testbed</parameter>\n</function>"
 

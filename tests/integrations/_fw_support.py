@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import re
 
-from contextfold import ContextManager
-from contextfold.testing import RecordedRequest, Reply, ScriptedLLMServer, ScriptedToolCall
+from contextfold.manager import ContextManager
+from contextfold.testing.server import RecordedRequest, ScriptedLLMServer
+from contextfold.testing.wire import Reply, ScriptedToolCall
 
 # Small enough that the scenario's tool outputs (about 50 × 3 KB ≈ 40K tokens) overflow it many times over.
 WINDOW = 8_000

@@ -11,12 +11,13 @@ import anthropic
 import pytest
 
 from contextfold.errors import ConfigError, MissingExtra, RecoveryFailed
-from contextfold.events import RecordingTelemetry, RecoveryRetry
 from contextfold.integrations.anthropic_client import AnthropicClient, AsyncAnthropicClient, wrap_anthropic
 from contextfold.manager import ContextManager
 from contextfold.messages import Message
 from contextfold.normalize import normalize
-from contextfold.testing import Reply, ScriptedLLMServer, ScriptedToolCall
+from contextfold.telemetry import RecordingTelemetry, RecoveryRetry
+from contextfold.testing.server import ScriptedLLMServer
+from contextfold.testing.wire import Reply, ScriptedToolCall
 
 TOOLS = [{"name": "bash", "description": "run a command",
           "input_schema": {"type": "object", "properties": {"cmd": {"type": "string"}}}}]

@@ -12,12 +12,13 @@ import openai
 import pytest
 
 from contextfold.errors import ConfigError, MissingExtra
-from contextfold.events import RecordingTelemetry, RecoveryRetry
 from contextfold.integrations.openai_client import AsyncOpenAIClient, OpenAIClient, wrap_openai
 from contextfold.manager import ContextManager
 from contextfold.messages import Message
 from contextfold.normalize import normalize
-from contextfold.testing import Reply, ScriptedLLMServer, ScriptedToolCall
+from contextfold.telemetry import RecordingTelemetry, RecoveryRetry
+from contextfold.testing.server import ScriptedLLMServer
+from contextfold.testing.wire import Reply, ScriptedToolCall
 
 SCHEMA = {"type": "object", "properties": {"cmd": {"type": "string"}}}
 TOOLS = [{"type": "function", "function": {"name": "bash", "description": "run a command", "parameters": SCHEMA}}]

@@ -16,11 +16,11 @@ import anthropic
 import openai
 from _fw_support import big_output, retrieval_handler, target_row
 
-from contextfold import ContextManager
 from contextfold.errors import ConfigError
 from contextfold.integrations.anthropic_client import wrap_anthropic
 from contextfold.integrations.openai_client import wrap_openai
-from contextfold.testing import ScriptedLLMServer
+from contextfold.manager import ContextManager
+from contextfold.testing.server import ScriptedLLMServer
 
 NAMES = ["tool_output_cache", "tool_output_cache_grep", "history_search"]
 

@@ -13,7 +13,7 @@ from contextfold.errors import SummarizerError
 from contextfold.integrations.slash import COMMANDS, handle_command
 from contextfold.manager import ContextManager
 from contextfold.messages import Message, ToolCall
-from contextfold.testing import ScriptedSummarizer
+from contextfold.testing.summarizer import ScriptedSummarizer
 
 
 def manager(tmp_path: Path, summarizer: object = "extractive") -> ContextManager:

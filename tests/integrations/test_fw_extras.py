@@ -10,11 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold import ContextManager
 from contextfold.errors import InsufficientBudget, MissingExtra
-from contextfold.events import RecordingTelemetry
 from contextfold.integrations._degrade import DEGRADED_CODE, prepare_messages
-from contextfold.reconcile import DIVERGED_CODE, content_key, reconcile
+from contextfold.manager import DIVERGED_CODE, ContextManager, content_key, reconcile
+from contextfold.telemetry import RecordingTelemetry
 
 
 def roomy_manager() -> ContextManager:

@@ -42,12 +42,13 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
-from contextfold import ContextManager
 from contextfold.errors import ConfigError, InvalidHistory
-from contextfold.events import RecordingTelemetry
 from contextfold.integrations._langchain_convert import Origins, from_langchain, to_langchain
 from contextfold.integrations.langchain import ContextfoldMiddleware
-from contextfold.testing import Reply, ScriptedLLMServer, ScriptedToolCall
+from contextfold.manager import ContextManager
+from contextfold.telemetry import RecordingTelemetry
+from contextfold.testing.server import ScriptedLLMServer
+from contextfold.testing.wire import Reply, ScriptedToolCall
 
 # Each tool turn passes through the middleware, model and tools nodes; leave room for all fifty.
 RECURSION_LIMIT = 10 * TURNS

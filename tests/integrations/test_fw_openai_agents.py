@@ -33,8 +33,6 @@ from agents import Agent, RunConfig, RunHooks, Runner, SQLiteSession, function_t
 from agents.models.openai_responses import OpenAIResponsesModel
 from openai import AsyncOpenAI
 
-from contextfold import ContextManager
-from contextfold.events import RecordingTelemetry
 from contextfold.integrations.openai_agents import (
     ContextfoldInputFilter,
     ContextfoldSession,
@@ -42,7 +40,10 @@ from contextfold.integrations.openai_agents import (
     contextfold_run,
     retrieval_tools,
 )
-from contextfold.testing import Reply, ScriptedLLMServer, ScriptedToolCall
+from contextfold.manager import ContextManager
+from contextfold.telemetry import RecordingTelemetry
+from contextfold.testing.server import ScriptedLLMServer
+from contextfold.testing.wire import Reply, ScriptedToolCall
 
 set_tracing_disabled(True)
 

@@ -33,11 +33,12 @@ from pydantic_ai import messages as pm
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from contextfold import ContextManager
 from contextfold.errors import InvalidHistory
-from contextfold.events import RecordingTelemetry
 from contextfold.integrations.pydantic_ai import ContextfoldHistoryProcessor, Origins, from_pydantic_ai, to_pydantic_ai
-from contextfold.testing import Reply, ScriptedLLMServer, ScriptedToolCall
+from contextfold.manager import ContextManager
+from contextfold.telemetry import RecordingTelemetry
+from contextfold.testing.server import ScriptedLLMServer
+from contextfold.testing.wire import Reply, ScriptedToolCall
 
 PROMPT = "Read the build log page by page, then say what failed."
 # Fifty tool turns and the answer, with room to spare (pydantic-ai's default caps requests at 50).

@@ -16,8 +16,8 @@ pytest.importorskip("langchain_openai")
 pytest.importorskip("pydantic_ai")
 pytest.importorskip("anthropic")
 
-from contextfold import ContextManager
-from contextfold.testing import ScriptedLLMServer
+from contextfold.manager import ContextManager
+from contextfold.testing.server import ScriptedLLMServer
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -18,13 +18,14 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the
 litellm = pytest.importorskip("litellm", reason="litellm runs in its own environment (see .ci/run)")
 
 from contextfold.errors import ConfigError, RecoveryFailed  # noqa: E402
-from contextfold.events import RecordingTelemetry, RecoveryOverflow, RecoveryRetry  # noqa: E402
 from contextfold.integrations.litellm_client import acompletion, completion  # noqa: E402
 from contextfold.manager import ContextManager  # noqa: E402
 from contextfold.messages import Message  # noqa: E402
 from contextfold.normalize import normalize  # noqa: E402
-from contextfold.overflow import parse_overflow  # noqa: E402
-from contextfold.testing import ErrorReply, Reply, ScriptedLLMServer, ScriptedToolCall  # noqa: E402
+from contextfold.recovery import parse_overflow  # noqa: E402
+from contextfold.telemetry import RecordingTelemetry, RecoveryOverflow, RecoveryRetry  # noqa: E402
+from contextfold.testing.server import ScriptedLLMServer  # noqa: E402
+from contextfold.testing.wire import ErrorReply, Reply, ScriptedToolCall  # noqa: E402
 
 
 def manager(tmp_path: Path) -> tuple[ContextManager, RecordingTelemetry]:

@@ -15,13 +15,14 @@ from hypothesis import strategies as st
 
 from contextfold.answered import has_real_content
 from contextfold.archive import Archive, MemoryArchiveStore
-from contextfold.events import CompactWarning, RecordingTelemetry
+from contextfold.compaction import Policy
 from contextfold.formats import FORMATS, get_format
 from contextfold.manager import ContextManager
 from contextfold.messages import Message, ToolCall
 from contextfold.normalize import ABORTED_OUTPUT_TEXT, normalize, pair_list
-from contextfold.policy import Policy
-from contextfold.summarize import ExtractiveSummarizer, SummaryRequest, SummaryResult
+from contextfold.summarize.base import SummaryRequest, SummaryResult
+from contextfold.summarize.extractive import ExtractiveSummarizer
+from contextfold.telemetry import CompactWarning, RecordingTelemetry
 
 
 def manager(window: int = 1_000_000, **kw: Any) -> ContextManager:

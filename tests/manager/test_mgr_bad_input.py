@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 
-from contextfold import ContextManager
 from contextfold.errors import InvalidHistory
 from contextfold.formats._common import MAX_NESTING
-from contextfold.manager_parts import CompactionReport
+from contextfold.manager import CompactionReport, ContextManager
 
 
 def _manager(tmp_path: Path, **options: Any) -> ContextManager:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from contextfold.compact import EMERGENCY_MESSAGE_TARGET_SHARE
-from contextfold.events import CompactWarning, RecordingTelemetry
+from contextfold.compaction._compact import EMERGENCY_MESSAGE_TARGET_SHARE
 from contextfold.manager import ContextManager
 from contextfold.messages import Message
+from contextfold.telemetry import CompactWarning, RecordingTelemetry
 
 CAP = 60
 

@@ -13,14 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextfold.archive import Archive
+from contextfold.compaction import Policy
 from contextfold.errors import ConfigError, InvalidHistory
-from contextfold.events import RecordingTelemetry
 from contextfold.formats import FORMATS, get_format
 from contextfold.manager import ContextManager
 from contextfold.messages import Message, ToolCall
 from contextfold.normalize import normalize
-from contextfold.policy import Policy
 from contextfold.stores.archive_fs import FilesystemArchiveStore
+from contextfold.telemetry import RecordingTelemetry
 
 
 def manager(tmp_path: Path, window: int = 16_000, **kw: object) -> ContextManager:
@@ -238,7 +238,7 @@ def test_incremental_view_equals_full_normalization(batches: list[list[Message]]
 @pytest.mark.parametrize("folder", ["sweagent-claude4sonnet", "taubench-airline"])
 def test_real_sessions_stay_valid_and_under_budget(tmp_path: Path, folder: str) -> None:
     require(TRAJECTORIES.is_dir(), "shared data missing")
-    from contextfold.importers import load_sessions
+    from contextfold.importers._files import load_sessions
 
     sessions = load_sessions(TRAJECTORIES / folder)[:3]
     for s in sessions:

@@ -23,13 +23,13 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
-from contextfold.compact_rebuild import SUMMARY_PREFIX
+from contextfold.compaction import Policy
+from contextfold.compaction._rebuild import SUMMARY_PREFIX
 from contextfold.errors import InsufficientBudget
 from contextfold.formats import FORMATS, get_format
 from contextfold.manager import ContextManager
 from contextfold.messages import Message, TextPart, ThinkingPart, ToolCall
 from contextfold.normalize import pair_list
-from contextfold.policy import Policy
 
 FIXED_NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 SESSION = "prop"

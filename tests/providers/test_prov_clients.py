@@ -10,10 +10,12 @@ import openai
 import pytest
 
 from contextfold.errors import ConfigError, ContextOverflowError, MissingExtra
-from contextfold.providers import ChatProvider, Completion, get_provider, parse_overflow
+from contextfold.providers import get_provider
 from contextfold.providers.anthropic import AnthropicProvider
+from contextfold.providers.base import ChatProvider, Completion, parse_overflow
 from contextfold.providers.openai import OpenAIProvider
-from contextfold.testing import ErrorReply, Reply, ScriptedLLMServer
+from contextfold.testing.server import ScriptedLLMServer
+from contextfold.testing.wire import ErrorReply, Reply
 from contextfold.tokens import EstimatingCounter
 
 USER = [{"role": "user", "content": "summarize this"}]

@@ -10,7 +10,8 @@ import anthropic
 import openai
 import pytest
 
-from contextfold.testing import ErrorReply, Reply, ScriptedLLMServer, ScriptedToolCall
+from contextfold.testing.server import ScriptedLLMServer
+from contextfold.testing.wire import ErrorReply, Reply, ScriptedToolCall
 from contextfold.tokens import EstimatingCounter
 
 

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from contextfold.events import RecordingTelemetry
 from contextfold.manager import ContextManager
 from contextfold.messages import Message, ToolCall
+from contextfold.telemetry import RecordingTelemetry
 
 
 def tool_turn(i: int, lines: int = 40) -> list[Message]:

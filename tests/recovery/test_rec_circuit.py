@@ -8,12 +8,14 @@ import openai
 import pytest
 from _rec_history import history, manager
 
+from contextfold.compaction import Policy
 from contextfold.errors import SummarizerError
-from contextfold.events import RecordingTelemetry, RecoveryCircuitOpen, RecoveryRetry
 from contextfold.manager import ContextManager
-from contextfold.policy import Policy
 from contextfold.recovery import call_with_recovery
-from contextfold.testing import ErrorReply, ScriptedLLMServer, ScriptedSummarizer
+from contextfold.telemetry import RecordingTelemetry, RecoveryCircuitOpen, RecoveryRetry
+from contextfold.testing.server import ScriptedLLMServer
+from contextfold.testing.summarizer import ScriptedSummarizer
+from contextfold.testing.wire import ErrorReply
 
 FAIL = SummarizerError("the summarizer's endpoint is down")
 OK = "<summary>the agent read files f0..fN</summary>"

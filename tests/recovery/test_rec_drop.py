@@ -7,9 +7,9 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contextfold.compaction import Policy
 from contextfold.messages import Message, ToolCall
 from contextfold.normalize import normalize
-from contextfold.policy import Policy
 from contextfold.recovery import drop_oldest
 from contextfold.tokens import counter_for_model
 

@@ -15,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextfold.errors import ContextOverflowError
-from contextfold.overflow import OverflowInfo, parse_overflow
-from contextfold.testing import ErrorReply, ScriptedLLMServer
+from contextfold.recovery import OverflowInfo, parse_overflow
+from contextfold.testing.server import ScriptedLLMServer
+from contextfold.testing.wire import ErrorReply
 
 USER = [{"role": "user", "content": "hi"}]
 

@@ -11,13 +11,14 @@ import openai
 import pytest
 from _rec_history import history, manager, tool_turn
 
+from contextfold.compaction import Policy
 from contextfold.errors import ConfigError, RecoveryFailed
-from contextfold.events import RecoveryGaveUp, RecoveryOverflow, RecoveryRetry
 from contextfold.messages import Message
 from contextfold.normalize import normalize
-from contextfold.policy import Policy
 from contextfold.recovery import acall_with_recovery, call_with_recovery, counted_tokens
-from contextfold.testing import ErrorReply, ScriptedLLMServer
+from contextfold.telemetry import RecoveryGaveUp, RecoveryOverflow, RecoveryRetry
+from contextfold.testing.server import ScriptedLLMServer
+from contextfold.testing.wire import ErrorReply
 
 NO_COUNTS = ErrorReply("context_overflow", message="Your input exceeds the context window of this model. Please "
                                                    "adjust your input and try again.")

@@ -13,7 +13,8 @@ from conftest import TRAJECTORIES, require
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold.importers import RecordedSession, load_sessions
+from contextfold.importers._files import load_sessions
+from contextfold.importers._session import RecordedSession
 from contextfold.replay.harness import ReplayOptions, SessionReplayer
 from contextfold.replay.metrics import TurnMetrics
 

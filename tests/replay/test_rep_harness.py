@@ -10,9 +10,10 @@ from conftest import TRAJECTORIES, require
 
 from contextfold.errors import UnknownModel
 from contextfold.formats import get_format
-from contextfold.importers import RecordedSession, load_session, load_sessions
+from contextfold.importers._files import load_session, load_sessions
+from contextfold.importers._session import RecordedSession
 from contextfold.messages import Message, ToolCall
-from contextfold.replay import ReplayOptions, SessionReplayer, dump_path, manager_session_id, replay_session
+from contextfold.replay.harness import ReplayOptions, SessionReplayer, dump_path, manager_session_id, replay_session
 
 CLAUDE = TRAJECTORIES / "sweagent-claude4sonnet" / "sympy__sympy-19954.traj"
 TAU = TRAJECTORIES / "taubench-airline" / "gpt-4o-airline.json"

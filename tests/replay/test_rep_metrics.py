@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextfold.messages import Message, ToolCall
-from contextfold.models import get_model
 from contextfold.replay.metrics import (
     MIN_CACHEABLE_PREFIX_TOKENS,
     PrefixCache,
@@ -22,6 +21,7 @@ from contextfold.replay.metrics import (
     session_totals,
     turn_entities,
 )
+from contextfold.tokens import get_model
 
 
 def _count(text: str) -> int:

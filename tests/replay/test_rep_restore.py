@@ -9,9 +9,9 @@ import pytest
 from conftest import TRAJECTORIES, require
 
 from contextfold.archive import DEFAULT_KEEP_META
-from contextfold.importers import load_session, load_sessions
+from contextfold.importers._files import load_session, load_sessions
 from contextfold.messages import EMPTY, Message
-from contextfold.replay import ReplayOptions, SessionReplayer
+from contextfold.replay.harness import ReplayOptions, SessionReplayer
 
 SESSIONS = [
     TRAJECTORIES / "sweagent-claude4sonnet" / "matplotlib__matplotlib-24970.traj",

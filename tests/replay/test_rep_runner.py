@@ -7,9 +7,11 @@ import io
 import pytest
 from conftest import TRAJECTORIES, require
 
-from contextfold.importers import RecordedSession, load_sessions
+from contextfold.importers._files import load_sessions
+from contextfold.importers._session import RecordedSession
 from contextfold.messages import Message
-from contextfold.replay import Progress, ReplayOptions, run_replay, summary_table
+from contextfold.replay.harness import ReplayOptions
+from contextfold.replay.runner import Progress, run_replay, summary_table
 
 CLAUDE = TRAJECTORIES / "sweagent-claude4sonnet"
 

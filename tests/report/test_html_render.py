@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextfold.replay.metrics import TurnMetrics, aggregate, session_totals
-from contextfold.report import ReportInputError, load_result, render_html, token_plot, write_html
-from contextfold.report.svg import CLIP_WINDOWS, nice_ticks
+from contextfold.report import ReportInputError, load_result, write_html
+from contextfold.report.page import render_html
+from contextfold.report.svg import CLIP_WINDOWS, nice_ticks, token_plot
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 THRESHOLDS = {"window": 16_000, "hard": 13_600, "soft": 8_160, "tool_output_budget": 8_160}

@@ -13,9 +13,9 @@ from conftest import require_binary
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contextfold.cache import ToolOutputCache
+from contextfold.cache import BlobStore, ToolOutputCache
 from contextfold.errors import MissingExtra, RefNotFound, StoreError
-from contextfold.stores import BlobStore, open_blob_store
+from contextfold.stores import open_blob_store
 from contextfold.stores.redis_blob import CHUNKS_PER_PIPELINE, RedisBlobStore
 
 pytestmark = pytest.mark.redis

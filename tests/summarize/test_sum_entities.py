@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold.summarize import extract_entities, extract_entities_by_kind
+from contextfold.summarize.entities import extract_entities, extract_entities_by_kind
 
 
 @pytest.mark.parametrize(

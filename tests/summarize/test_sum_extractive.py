@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 
 from contextfold.errors import ConfigError, InvalidHistory
 from contextfold.messages import Message, ToolCall
-from contextfold.summarize import ExtractiveSummarizer, SummaryRequest, extract_entities
+from contextfold.summarize.base import SummaryRequest
 from contextfold.summarize.digest import _TEXT_CALL, _TEXT_PARAM
+from contextfold.summarize.entities import extract_entities
+from contextfold.summarize.extractive import ExtractiveSummarizer
 from contextfold.tokens import EstimatingCounter
 
 TAU = TRAJECTORIES / "taubench-airline" / "gpt-4o-airline.json"

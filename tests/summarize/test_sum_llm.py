@@ -10,9 +10,11 @@ import pytest
 from contextfold.errors import SummarizerError
 from contextfold.messages import Message, ToolCall
 from contextfold.providers import get_provider
-from contextfold.summarize import ExtractiveSummarizer, LLMSummarizer, SummaryRequest
-from contextfold.summarize.llm import DEFAULT_SEED, MASKED_TOOL_OUTPUT_TOKENS
-from contextfold.testing import ErrorReply, Reply, ScriptedLLMServer
+from contextfold.summarize.base import SummaryRequest
+from contextfold.summarize.extractive import ExtractiveSummarizer
+from contextfold.summarize.llm import DEFAULT_SEED, MASKED_TOOL_OUTPUT_TOKENS, LLMSummarizer
+from contextfold.testing.server import ScriptedLLMServer
+from contextfold.testing.wire import ErrorReply, Reply
 from contextfold.tokens import EstimatingCounter
 
 COUNTER = EstimatingCounter()

@@ -7,16 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextfold.messages import Message
-from contextfold.summarize import (
-    STRATEGIES,
-    STRATEGY_PROMPTS,
-    Summarizer,
-    SummaryRequest,
-    SummaryResult,
-    build_prompt,
-    parse_reply,
-)
-from contextfold.testing import ScriptedSummarizer
+from contextfold.summarize.base import STRATEGIES, Summarizer, SummaryRequest, SummaryResult
+from contextfold.summarize.parse import parse_reply
+from contextfold.summarize.prompts import STRATEGY_PROMPTS, build_prompt
+from contextfold.testing.summarizer import ScriptedSummarizer
 
 REQ = SummaryRequest((Message.user("hi"),))
 
@@ -104,6 +98,6 @@ def test_scripted_summarizer_handler_and_strict_mode() -> None:
 
 
 def test_scripted_summarizer_is_reachable_from_summarize() -> None:
-    from contextfold.summarize import ScriptedSummarizer as Again
+    from contextfold.testing.summarizer import ScriptedSummarizer as Again
 
     assert Again is ScriptedSummarizer

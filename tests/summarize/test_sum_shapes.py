@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from test_sum_extractive import _message
 
 from contextfold.messages import Message, ToolCall
-from contextfold.summarize import ExtractiveSummarizer, SummaryRequest
+from contextfold.summarize.base import SummaryRequest
+from contextfold.summarize.extractive import ExtractiveSummarizer
 from contextfold.summarize.shapes import BRIEF_SHARE, SHAPED_STRATEGIES
 from contextfold.tokens import EstimatingCounter
 

@@ -18,11 +18,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextfold.errors import ConfigError
-from contextfold.events import CompactWarning, CustomEvent, RecordingTelemetry, SummaryCreated
 from contextfold.exporters import get_exporter
 from contextfold.exporters.ariadne import MAX_BODY_BYTES, AriadneExporter, pack_bodies, to_span_event
-from contextfold.processor import BatchProcessor
-from contextfold.tracing import Tracer
+from contextfold.telemetry import (
+    BatchProcessor,
+    CompactWarning,
+    CustomEvent,
+    RecordingTelemetry,
+    SummaryCreated,
+    Tracer,
+)
 
 PATIENCE_S = 10.0
 SPAN_KEYS = {"type", "trace_id", "span_id", "parent_id", "kind", "name", "started_at", "ended_at", "data", "status"}

@@ -16,10 +16,8 @@ from _ariadne_server import AriadneServer, SseReader, start_ariadne
 from _session import run_session, session_manager
 
 from contextfold.cli import main
-from contextfold.events import CustomEvent, RecordingTelemetry
-from contextfold.events_clock import parse_time
 from contextfold.exporters.ariadne import AriadneExporter
-from contextfold.tracing import trace_id_for_session
+from contextfold.telemetry import CustomEvent, RecordingTelemetry, parse_time, trace_id_for_session
 
 pytestmark = pytest.mark.ariadne
 

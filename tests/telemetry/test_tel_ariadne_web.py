@@ -25,7 +25,7 @@ from _session import run_session, session_manager
 from conftest import require, require_binary
 
 from contextfold.exporters.ariadne import AriadneExporter
-from contextfold.processor import BatchProcessor
+from contextfold.telemetry import BatchProcessor
 
 websockets = pytest.importorskip("websockets", reason="drives Chromium over the DevTools protocol")
 

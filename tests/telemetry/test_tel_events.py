@@ -10,7 +10,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from contextfold.events import (
+from contextfold.telemetry import (
     COMMON_FIELDS,
     EVENT_TYPES,
     CacheMasked,
@@ -19,6 +19,7 @@ from contextfold.events import (
     CompactWarning,
     CustomEvent,
     Event,
+    FixedClock,
     MessagesPruned,
     NullTelemetry,
     RecordingTelemetry,
@@ -26,17 +27,19 @@ from contextfold.events import (
     RecoveryGaveUp,
     RecoveryOverflow,
     RecoveryRetry,
+    SequentialIds,
     SessionTrace,
     SpanEvent,
     SummaryCreated,
     Telemetry,
     TokenEstimate,
+    Tracer,
     TriggerDecision,
     UsageRecorded,
     event_from_dict,
     parse_time,
+    trace_id_for_session,
 )
-from contextfold.tracing import FixedClock, SequentialIds, Tracer, trace_id_for_session
 
 T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 

@@ -12,19 +12,11 @@ from pathlib import Path
 import pytest
 
 from contextfold.errors import ConfigError
-from contextfold.events import CacheMasked, CompactWarning, SummaryCreated, event_from_dict
-from contextfold.exporters import (
-    ConsoleExporter,
-    Exporter,
-    FanoutExporter,
-    InMemoryExporter,
-    JsonlExporter,
-    get_exporter,
-)
-from contextfold.exporters.base import Batch
-from contextfold.exporters.console import MAX_VALUE_CHARS, format_event
-from contextfold.processor import BatchProcessor
-from contextfold.tracing import Tracer
+from contextfold.exporters import get_exporter
+from contextfold.exporters.base import Batch, Exporter, FanoutExporter, InMemoryExporter
+from contextfold.exporters.console import MAX_VALUE_CHARS, ConsoleExporter, format_event
+from contextfold.exporters.jsonl import JsonlExporter
+from contextfold.telemetry import BatchProcessor, CacheMasked, CompactWarning, SummaryCreated, Tracer, event_from_dict
 
 
 def test_console_lines_are_readable_and_short() -> None:

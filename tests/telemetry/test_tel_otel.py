@@ -21,11 +21,18 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from contextfold.events import CompactError, SummaryCreated, TokenEstimate, UsageRecorded
 from contextfold.exporters import get_exporter
 from contextfold.exporters.otel import MAX_ATTRIBUTE_CHARS, OtelExporter
-from contextfold.processor import BatchProcessor
-from contextfold.tracing import FixedClock, SequentialIds, Tracer
+from contextfold.telemetry import (
+    BatchProcessor,
+    CompactError,
+    FixedClock,
+    SequentialIds,
+    SummaryCreated,
+    TokenEstimate,
+    Tracer,
+    UsageRecorded,
+)
 
 T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -219,7 +226,7 @@ def test_otlp_http_protobuf_reaches_a_loopback_receiver(otlp: OtlpReceiver) -> N
 
 def test_importing_exporters_does_not_load_opentelemetry() -> None:
     code = (
-        "import sys, contextfold.exporters, contextfold.processor, contextfold.tracing; "
+        "import sys, contextfold.exporters, contextfold.telemetry.processor, contextfold.telemetry.tracer; "
         "print(any(m.startswith('opentelemetry') for m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()

@@ -10,10 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold.events import CompactWarning, UsageRecorded
 from contextfold.exporters.base import Batch, InMemoryExporter
-from contextfold.processor import BatchProcessor
-from contextfold.tracing import Tracer
+from contextfold.telemetry import BatchProcessor, CompactWarning, Tracer, UsageRecorded
 
 # A generous bound for waits that only time out when the code under test is broken.
 PATIENCE_S = 10.0

@@ -150,7 +150,7 @@ def json_lines(items: Any) -> str:
 
 def warn_if_unknown_model(model: str, *, window: int | None = None) -> None:
     """A stderr warning when ``model`` is not in the registry: its tokenizer and prices (and window) are guesses."""
-    from ..models import lookup_model
+    from ..tokens import lookup_model
 
     if lookup_model(model, with_prices=False) is None:
         guessed = "tokenizer and prices" if window is not None else "tokenizer, prices and window"

@@ -63,7 +63,7 @@ def run_restore(args: argparse.Namespace) -> int:
     """Restore and write."""
     from ..cache import ToolOutputCache
     from ..formats import get_format
-    from ..replay import manager_session_id
+    from ..replay.harness import manager_session_id
     from ..stores import open_blob_store
     from .cache import local_store_missing
 

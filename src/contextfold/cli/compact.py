@@ -12,7 +12,7 @@ from .convert import WIRE_FORMATS
 from .replay import positive_int
 
 if TYPE_CHECKING:
-    from ..importers import RecordedSession
+    from ..importers._session import RecordedSession
 
 __all__ = ["register", "run"]
 
@@ -52,7 +52,7 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _select(sessions: list[RecordedSession], args: argparse.Namespace) -> RecordedSession:
-    from ..importers import SessionFileError
+    from ..importers._session import SessionFileError
 
     if args.session_id is not None:
         chosen = [s for s in sessions if s.id == args.session_id]
@@ -67,9 +67,9 @@ def _select(sessions: list[RecordedSession], args: argparse.Namespace) -> Record
 def run(args: argparse.Namespace) -> int:
     """Load, compact, write."""
     from ..formats import get_format
-    from ..importers import load_sessions
+    from ..importers._files import load_sessions
     from ..manager import ContextManager
-    from ..replay import manager_session_id
+    from ..replay.harness import manager_session_id
 
     session = _select(load_sessions(args.session), args)
     warn_if_unknown_model(args.model, window=args.window)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ._common import EXIT_OK, Subparsers, add_session_argument, json_lines
 
 if TYPE_CHECKING:
-    from ..importers import RecordedSession
+    from ..importers._session import RecordedSession
 
 __all__ = ["WIRE_FORMATS", "register", "run"]
 
@@ -39,7 +39,7 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _select(sessions: list[RecordedSession], args: argparse.Namespace) -> list[RecordedSession]:
-    from ..importers import SessionFileError
+    from ..importers._session import SessionFileError
 
     if args.session_id is not None:
         chosen = [s for s in sessions if s.id == args.session_id]
@@ -56,7 +56,7 @@ def _select(sessions: list[RecordedSession], args: argparse.Namespace) -> list[R
 def _encode(session: RecordedSession, target: str, source: str) -> list[dict[str, Any]]:
     from ..errors import InvalidHistory
     from ..formats import get_format
-    from ..importers import SessionFileError
+    from ..importers._session import SessionFileError
 
     try:
         return list(get_format(target).encode(session.messages))
@@ -70,7 +70,7 @@ def _lines(items: list[dict[str, Any]]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Convert and write."""
-    from ..importers import load_sessions
+    from ..importers._files import load_sessions
 
     sessions = _select(load_sessions(args.session), args)
     if args.out_dir is None:

@@ -44,7 +44,7 @@ def register(subparsers: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Count and print."""
-    from ..importers import load_sessions
+    from ..importers._files import load_sessions
 
     sessions = load_sessions(args.session)
     warn_if_unknown_model(args.model)

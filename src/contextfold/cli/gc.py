@@ -18,7 +18,7 @@ _MB = 1024 * 1024
 
 def register(subparsers: Subparsers) -> None:
     """Add ``gc``."""
-    from ..cache_owners import DEFAULT_LIVE_S, DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES
+    from ..cache.owners import DEFAULT_LIVE_S, DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES
     from ..stores.archive_fs import ARCHIVE_MAX_AGE_S, ARCHIVE_MAX_BYTES
 
     parser = subparsers.add_parser(
@@ -41,8 +41,7 @@ def register(subparsers: Subparsers) -> None:
 
 def run_gc(args: argparse.Namespace) -> int:
     """Run retention and print one line per place cleaned."""
-    from ..cache import ToolOutputCache
-    from ..cache_owners import Retention
+    from ..cache import Retention, ToolOutputCache
     from ..stores import open_blob_store
     from ..stores.archive_fs import FilesystemArchiveStore
     from .cache import local_store_missing

@@ -11,7 +11,7 @@ from ._common import DEFAULT_MODEL, EXIT_OK, Subparsers, Usage, warn_if_unknown_
 from .convert import WIRE_FORMATS
 
 if TYPE_CHECKING:
-    from ..replay import ReplayOptions
+    from ..replay.harness import ReplayOptions
 
 __all__ = ["DEMO_WINDOW", "EXIT_SESSION_FAILED", "check_summarizer", "positive_int", "register", "run"]
 
@@ -79,16 +79,16 @@ def register(subparsers: Subparsers) -> None:
 
 def _options(args: argparse.Namespace) -> ReplayOptions:
     """Build and check the options in this process, so that a bad value is one line and not a crash per worker."""
-    from ..models import get_model
-    from ..policy import Policy
-    from ..replay import ReplayOptions
+    from ..compaction import Policy
+    from ..replay.harness import ReplayOptions
+    from ..tokens import get_model
 
     policy: dict[str, Any] = {}
     model, window = args.model, args.window
     telemetry: list[str] = list(args.telemetry or [])
     if args.policy is not None:
         from ..config import load_settings
-        from ..manager_parts import settings_arguments
+        from ..manager._build import settings_arguments
 
         settings = load_settings(args.policy, env={})
         policy = dict(settings.policy)
@@ -136,8 +136,9 @@ def check_summarizer(spec: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Replay, print the table (and JSON), write the report."""
-    from ..importers import load_sessions
-    from ..replay import Progress, demo_session_path, run_replay, summary_table
+    from ..importers._files import load_sessions
+    from ..replay import demo_session_path
+    from ..replay.runner import Progress, run_replay, summary_table
 
     if args.demo and args.session:
         raise Usage("give a SESSION or --demo, not both", field="SESSION")

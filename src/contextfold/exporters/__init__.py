@@ -9,7 +9,7 @@
 - ``"memory"`` — an :class:`InMemoryExporter`, for tests.
 
 ``telemetry_sink(spec)`` turns the same names into what a ContextManager sends events to: a
-:class:`~contextfold.processor.BatchProcessor` over the exporter, except ``"otel"``, which is the live
+:class:`~contextfold.telemetry.BatchProcessor` over the exporter, except ``"otel"``, which is the live
 :class:`OtelTelemetry` sink (spans under the caller's active span, through the global tracer provider, or a
 provider of its own for ``"otel:ENDPOINT"``).
 """
@@ -109,6 +109,6 @@ def telemetry_sink(spec: str, *, redact: Any = None, **options: Any) -> Any:
     kind, _, rest = text.partition(":")
     if kind.lower() in ("otel", "otlp"):
         return _load("OtelTelemetry")(endpoint=rest or None, redact=redact, **options)
-    from ..processor import BatchProcessor
+    from ..telemetry import BatchProcessor
 
     return BatchProcessor(get_exporter(text, **options), redact=redact)

@@ -1,6 +1,6 @@
 """Export events to an Ariadne trace viewer: ``POST {url}/ingest`` with ``{"batch": [TraceEvent | SpanEvent, …]}``.
 
-The session's finished :class:`~contextfold.events.SessionTrace` (sent by ``finish()``) becomes Ariadne's
+The session's finished :class:`~contextfold.telemetry.SessionTrace` (sent by ``finish()``) becomes Ariadne's
 TraceEvent ``{"type": "trace", "trace_id", "name", "group_id", "started_at", "ended_at", "metadata": {str: str}}``
 (the session's name, agent, model, window and policy, and its duration). The opening one is not sent: Ariadne's
 web UI keeps the first trace event it received for a trace, so an opening event would leave the session "in
@@ -36,7 +36,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError
-from ..events_clock import format_time
+from ..telemetry import format_time
 from .base import BaseExporter, Batch
 
 __all__ = [
@@ -70,7 +70,7 @@ _TRUNCATION_MARKER = "…[truncated by contextfold: {size} bytes]"
 _STATUSES = frozenset({"ok", "error"})
 _ENVELOPE_HEAD = b'{"batch":['
 _ENVELOPE_TAIL = b"]}"
-# The name of the session's trace event (contextfold.events.SessionTrace.NAME), spelled here to keep edges light.
+# The name of the session's trace event (contextfold.telemetry.SessionTrace.NAME), spelled here to keep edges light.
 _SESSION_EVENT = "session.trace"
 # The data key Ariadne's Response tab renders as text.
 OUTPUT_KEY = "output"

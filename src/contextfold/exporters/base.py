@@ -1,46 +1,17 @@
-"""The exporter protocol: one required method, ``export(batch)``; lifecycle stays with the processor.
+"""Base classes for exporters: :class:`BaseExporter`, a fan-out and an in-memory double.
 
-A batch is a list of event dicts as produced by :meth:`contextfold.events.Event.to_dict` (after redaction):
-``name``, ``kind``, ``session_id``, ``trace_id``, ``span_id``, ``parent_id``, ``started_at``, ``ended_at``
-(ISO-8601, UTC), ``status`` and ``data``.
+The protocol they implement, :class:`~contextfold.telemetry.Exporter` (``export(batch)``), lives with its consumer
+in :mod:`contextfold.telemetry`; it is exported here too, as every exporter author needs it.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
+
+from ..telemetry.exporter import Batch, Exporter, shutdown_exporter
 
 __all__ = ["BaseExporter", "Batch", "Exporter", "FanoutExporter", "InMemoryExporter", "shutdown_exporter"]
-
-Batch = Sequence[Mapping[str, Any]]
-
-
-@runtime_checkable
-class Exporter(Protocol):
-    """Sends a batch of event dicts somewhere. It may block (it runs on the processor's thread) and may raise.
-
-    A ``shutdown()`` method, when present, is called once by the processor at the end.
-
-    Example::
-
-        class PrintExporter:
-            def export(self, batch: Batch) -> None:
-                for event in batch:
-                    print(event["name"], event["data"])
-    """
-
-    def export(self, batch: Batch) -> None:
-        """Send ``batch``."""
-        ...
-
-
-def shutdown_exporter(exporter: Exporter) -> None:
-    """Call the exporter's ``shutdown()`` if it has one."""
-    shutdown = getattr(exporter, "shutdown", None)
-    if callable(shutdown):
-        shutdown()
-
 
 class BaseExporter:
     """A convenient base class: subclasses write ``export``; ``shutdown`` is a no-op."""

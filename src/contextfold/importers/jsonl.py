@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import InvalidHistory
 from ..formats import detect_format, get_format
-from ._chat import type_name
+from ..formats._common import type_name
 from ._session import RecordedSession, Source
 
 __all__ = ["iter_jsonl_lines", "parse_messages"]

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidHistory
+from ..formats._common import expect_mapping, type_name
 from ..messages import Message
-from ._chat import decode_chat, decode_role, expect_mapping, type_name
+from ._chat import decode_chat, decode_role
 from ._session import RecordedSession, Source
 
 __all__ = ["TextCall", "looks_like_swe_agent", "parse_swe_agent", "parse_text_call"]

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import InvalidHistory
-from ._chat import decode_chat, expect_mapping, type_name
+from ..formats._common import expect_mapping, type_name
+from ._chat import decode_chat
 from ._session import RecordedSession, Source
 
 __all__ = ["looks_like_tau_bench", "parse_tau_bench", "parse_tau_bench_entry"]

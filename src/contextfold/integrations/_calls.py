@@ -62,7 +62,7 @@ def with_retrieval_tools(cm: ContextManager, kwargs: dict[str, Any], format: str
 
     A note on a cut output names the tools only when the model has them: opted in, or already in ``tools=``.
     """
-    from ..tool_schemas import tool_schema
+    from ..formats.tool_schemas import tool_schema
     from ._retrieval import TOOL_NAMES, offer, tool_specs
 
     tools = list(kwargs.get("tools") or ())

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, InvalidHistory
-from ..events import CompactWarning
 from ..recovery import drop_oldest
+from ..telemetry import CompactWarning
 
 if TYPE_CHECKING:
     from ..manager import ContextManager

@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MissingExtra
-from ..overflow import parse_overflow
-from ..recovery import OverflowRecovery
+from ..recovery import OverflowRecovery, parse_overflow
 from ._retrieval import TOOL_NAMES, answer, offer, tool_specs
 
 try:

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..history_search import HISTORY_SEARCH_TOOL, HistorySearchTool, history_search_schema
+from ..archive.search import HISTORY_SEARCH_TOOL, HistorySearchTool, history_search_schema
+from ..cache import GREP_TOOL, READ_TOOL, retrieval_tool_schemas
 from ..messages import ToolCall
-from ..retrieval import GREP_TOOL, READ_TOOL, retrieval_tool_schemas
 
 if TYPE_CHECKING:
     from ..manager import ContextManager

@@ -33,9 +33,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ..errors import ConfigError, MissingExtra
-from ..overflow import OverflowInfo, parse_overflow
-from ..reconcile import content_key, pin_head, rebase, reconcile, unpinned
-from ..recovery import DEFAULT_MAX_RETRIES, OverflowRecovery
+from ..manager import content_key, pin_head, rebase, reconcile, unpinned
+from ..recovery import DEFAULT_MAX_RETRIES, OverflowInfo, OverflowRecovery, parse_overflow
 from ._degrade import prepare_messages
 from ._langchain_convert import Origins, from_langchain, to_langchain
 from ._retrieval import TOOL_NAMES, answer, offer, tool_specs

@@ -27,10 +27,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import MissingExtra
 from ..formats import openai_responses
+from ..manager import content_key, pin_head, rebase, reconcile, unpinned
 from ..normalize import remove_messages
-from ..overflow import parse_overflow
-from ..reconcile import content_key, pin_head, rebase, reconcile, unpinned
-from ..recovery import DEFAULT_MAX_RETRIES, OverflowRecovery
+from ..recovery import DEFAULT_MAX_RETRIES, OverflowRecovery, parse_overflow
 from ._degrade import prepare_messages
 from ._retrieval import TOOL_NAMES, answer, offer, tool_specs
 

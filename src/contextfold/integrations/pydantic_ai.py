@@ -28,8 +28,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, InvalidHistory, MissingExtra
+from ..manager import content_key, rebase, reconcile
 from ..messages import Message, Part, TextPart, ThinkingPart, ToolCall, UnknownPart
-from ..reconcile import content_key, rebase, reconcile
 from ..recovery import DEFAULT_MAX_RETRIES
 from ._degrade import prepare_messages
 

@@ -9,9 +9,9 @@ from importlib import import_module
 from typing import Any
 
 from ..errors import ConfigError
-from .base import ChatMessage, ChatProvider, Completion, parse_overflow
+from ..summarize.provider import ChatMessage, ChatProvider, Completion
 
-__all__ = ["PROVIDERS", "ChatMessage", "ChatProvider", "Completion", "get_provider", "parse_overflow"]
+__all__ = ["PROVIDERS", "ChatMessage", "ChatProvider", "Completion", "get_provider"]
 
 # Spec prefix -> (module, class, options implied by the prefix). The SDK is imported only when the class is built.
 PROVIDERS: dict[str, tuple[str, str, dict[str, Any]]] = {

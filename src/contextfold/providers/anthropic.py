@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .base import SDK, ChatMessage, Completion, SDKProvider, overflow_as_error
+from ..summarize.provider import ChatMessage, Completion
+from .base import SDK, SDKProvider, overflow_as_error
 
 __all__ = ["AnthropicProvider"]
 

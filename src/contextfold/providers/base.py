@@ -1,16 +1,21 @@
-"""The chat provider interface the LLM summarizer talks to, what every client returns, and what clients share."""
+"""What the built-in chat clients share: SDK loading, overflow errors, the provider base class.
+
+The interface they implement, :class:`~contextfold.summarize.ChatProvider` (and the :class:`Completion` it returns),
+lives with its consumer, the LLM summarizer.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import import_module
 from importlib.util import find_spec
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar
 
-from .. import overflow
 from ..errors import ContextOverflowError, MissingExtra
+from ..recovery import overflow
+from ..summarize.provider import ChatMessage, ChatProvider, Completion
 
 __all__ = [
     "SDK",
@@ -20,57 +25,13 @@ __all__ = [
     "SDKProvider",
     "overflow_as_error",
     "overflow_error",
-    "parse_overflow",
+    "overflow_from_message",
 ]
 
-# One turn sent to a provider: {"role": "user" | "assistant", "content": "..."}. The summarizer only sends text.
-ChatMessage = Mapping[str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class Completion:
-    """A provider's reply, reduced to what a summarizer needs.
-
-    ``finish_reason`` is normalized across providers: ``"stop"``, ``"length"`` (cut at ``max_tokens``),
-    ``"refusal"``, ``"tool_calls"``, or the provider's own word for anything else. ``refusal`` holds the refusal
-    text when the model declined.
-    """
-
-    text: str
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    finish_reason: str | None = None
-    refusal: str | None = None
-    model: str | None = None
-
-
-@runtime_checkable
-class ChatProvider(Protocol):
-    """A chat model behind one method. Built-ins: ``get_provider("openai:gpt-4o-mini")`` and friends.
-
-    Example:
-        >>> class Echo:
-        ...     def complete(self, system, messages, *, max_tokens, temperature=0.0, seed=None):
-        ...         return Completion(messages[-1]["content"][:max_tokens], finish_reason="stop")
-    """
-
-    def complete(
-        self,
-        system: str,
-        messages: Sequence[ChatMessage],
-        *,
-        max_tokens: int,
-        temperature: float = 0.0,
-        seed: int | None = None,
-    ) -> Completion:
-        """Send ``system`` and ``messages``; return the reply. Raises the SDK's errors, or ContextOverflowError."""
-        ...
-
-
-def parse_overflow(message: str, provider: str | None = None) -> ContextOverflowError | None:
+def overflow_from_message(message: str, provider: str | None = None) -> ContextOverflowError | None:
     """A :class:`ContextOverflowError` when ``message`` is a context-window error, with the counts it names.
 
-    The reading is :func:`contextfold.overflow.parse_overflow`'s, so providers and recovery agree on what an
+    The reading is :func:`contextfold.recovery.parse_overflow`'s, so providers and recovery agree on what an
     overflow is.
     """
     info = overflow.parse_overflow(message, provider=provider)

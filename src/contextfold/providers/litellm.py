@@ -8,7 +8,8 @@ from importlib.util import find_spec
 from typing import Any
 
 from ..errors import MissingExtra
-from .base import ChatMessage, Completion, parse_overflow
+from ..summarize.provider import ChatMessage, Completion
+from .base import overflow_from_message
 
 __all__ = ["LiteLLMProvider"]
 
@@ -81,7 +82,7 @@ def _from_response(response: Any) -> Completion:
 
 
 def _translate(exc: Exception, litellm: Any, provider: str) -> Exception:
-    overflow = parse_overflow(str(exc), provider)
+    overflow = overflow_from_message(str(exc), provider)
     if isinstance(exc, getattr(litellm, "ContextWindowExceededError", ())) and overflow is None:
-        overflow = parse_overflow(f"{exc} (context_length_exceeded)", provider)
+        overflow = overflow_from_message(f"{exc} (context_length_exceeded)", provider)
     return overflow or exc

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from .base import SDK, ChatMessage, Completion, SDKProvider, overflow_as_error
+from ..summarize.provider import ChatMessage, Completion
+from .base import SDK, SDKProvider, overflow_as_error
 
 __all__ = ["OpenAIProvider"]
 

@@ -18,10 +18,10 @@ from typing import Any
 
 from ..answered import answered_in_view
 from ..errors import ContextfoldError
-from ..events import Event, RecordingTelemetry, SessionTrace, SpanEvent, SummaryCreated
 from ..formats import get_format
-from ..importers import RecordedSession
+from ..importers._session import RecordedSession
 from ..messages import Message
+from ..telemetry import Event, RecordingTelemetry, SessionTrace, SpanEvent, SummaryCreated
 from .metrics import (
     MAX_MISSING_LISTED,
     PrefixCache,

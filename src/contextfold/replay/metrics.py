@@ -15,8 +15,8 @@ from typing import Any
 
 from ..cache import REF_PATTERN
 from ..messages import Message
-from ..models import ModelInfo
 from ..summarize.entities import extract_entities
+from ..tokens import ModelInfo
 
 __all__ = [
     "JSON_VERSION",

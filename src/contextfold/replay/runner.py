@@ -17,7 +17,7 @@ from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from ..importers import RecordedSession
+from ..importers._session import RecordedSession
 from .harness import ReplayOptions, replay_session
 from .metrics import aggregate, session_totals
 

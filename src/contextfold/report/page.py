@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-from ..policy import DEFAULT_CLEAR_AT_LEAST
+from ..compaction import DEFAULT_CLEAR_AT_LEAST
 from .overview import OVERVIEW_CSS, session_scatter, sortable_sessions_table
 from .svg import token_plot
 

@@ -14,7 +14,7 @@ from urllib.parse import unquote, urlsplit
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
-    from .base import BlobInfo, BlobStore
+    from ..cache import BlobInfo, BlobStore
     from .local import LocalBlobStore
     from .memory import MemoryBlobStore
 

@@ -1,10 +1,10 @@
-"""The :class:`BlobStore` protocol, re-exported from the core (:mod:`contextfold.blobs`) where it lives.
+"""The :class:`BlobStore` protocol, re-exported from the core (:mod:`contextfold.cache.blobs`) where it lives.
 
-Backends import it from here or from :mod:`contextfold.blobs`; both names are the same objects.
+Backends import it from here or from :mod:`contextfold.cache.blobs`; both names are the same objects.
 """
 
 from __future__ import annotations
 
-from ..blobs import BlobInfo, BlobStore
+from ..cache import BlobInfo, BlobStore
 
 __all__ = ["BlobInfo", "BlobStore"]

@@ -1,4 +1,4 @@
-"""The embedded default :class:`~contextfold.blobs.BlobStore`: one SQLite file in WAL mode.
+"""The embedded default :class:`~contextfold.cache.BlobStore`: one SQLite file in WAL mode.
 
 Each blob is split into fixed-size chunks (one row each) so that reading a slice of a 100 MB tool output touches a
 few rows, never the whole value. A ``put`` is one transaction: a process killed mid-write leaves the previous state,
@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..cache import BlobInfo, BlobStore
 from ..errors import RefNotFound
 from ._sqlite import DEFAULT_DIRECTORY, SQLiteFile
-from .base import BlobInfo, BlobStore
 
 __all__ = ["DEFAULT_DIRECTORY", "DEFAULT_FILENAME", "LocalBlobStore"]
 

@@ -1,4 +1,4 @@
-"""An in-process :class:`~contextfold.blobs.BlobStore`: the test double and the choice for short scripts."""
+"""An in-process :class:`~contextfold.cache.BlobStore`: the test double and the choice for short scripts."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import itertools
 import threading
 from collections.abc import Iterator
 
+from ..cache import BlobInfo, BlobStore
 from ..errors import RefNotFound
-from .base import BlobInfo, BlobStore
 
 __all__ = ["MemoryBlobStore"]
 

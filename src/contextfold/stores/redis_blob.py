@@ -1,4 +1,4 @@
-"""A :class:`~contextfold.blobs.BlobStore` on Redis, so that a fleet of workers shares one tool output cache.
+"""A :class:`~contextfold.cache.BlobStore` on Redis, so that a fleet of workers shares one tool output cache.
 
 Layout under ``prefix`` (default ``contextfold:blob``), for a blob ``key``:
 
@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from ..cache import BlobInfo, BlobStore
 from ..errors import MissingExtra, RefNotFound, StoreError
-from .base import BlobInfo, BlobStore
 
 if TYPE_CHECKING:
     import redis

@@ -15,7 +15,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
-from .._pace import GilPacer
+from ..telemetry._pace import GilPacer
 
 __all__ = ["ENTITY_KINDS", "extract_entities", "extract_entities_by_kind", "warm_entities"]
 

@@ -27,7 +27,7 @@ from .prompts import build_prompt
 
 if TYPE_CHECKING:
     # Types only: the core never imports an edge at run time (a provider spec string is resolved lazily).
-    from ..providers.base import ChatProvider, Completion
+    from .provider import ChatProvider, Completion
 
 __all__ = ["LLMSummarizer", "render_message", "render_transcript"]
 
@@ -284,7 +284,7 @@ def _window_of(model: str | None) -> int | None:
     if not model:
         return None
     try:
-        models = import_module("contextfold.models")
+        models = import_module("contextfold.tokens.models")
         info = models.get_model(model)
     except Exception:  # no registry yet, or an unknown model: the default budget applies
         return None

@@ -138,7 +138,7 @@ def split_turns(messages: Sequence[Message]) -> list[tuple[list[Message], list[M
 
 def recorded_turns(config: FleetConfig) -> dict[str, list[tuple[list[Message], list[Message]]]]:
     """S sessions of recorded turns, every message with a stable id (``<session>:<n>``)."""
-    from ..importers import load_sessions
+    from ..importers._files import load_sessions
 
     recorded = [s for s in load_sessions(config.data) if len(s.messages) >= 2]
     if not recorded:
@@ -192,7 +192,7 @@ def _worker_main(index: int, redis_url: str, s3_url: str, window: int, fmt: str)
     import redis
 
     from ..fleet import FleetWorker, SessionEventsExporter
-    from ..processor import BatchProcessor
+    from ..telemetry import BatchProcessor
 
     sessions, blobs, archive, queue = _stores(redis_url, s3_url)
     events = BatchProcessor(SessionEventsExporter(archive))

@@ -1,0 +1,444 @@
+"""The archive: what left the view is kept, so that a session's full history can always be rebuilt.
+
+Before each compaction the manager archives the whole view as it stood (``transcript-pre-compact-NNN.jsonl``),
+then the summary that replaced part of it (``summary-NNN.json``); events are appended to ``events.jsonl``.
+:meth:`Archive.restore_history` merges the archived transcripts with the current view into the original history.
+
+Everything is redacted before it is written (see :mod:`contextfold.redact`) unless the archive is built with
+``redactor=None``, which the configuration allows only with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Protocol, runtime_checkable
+
+from ..errors import InvalidHistory, RefNotFound, StoreError
+from ..messages import Message, TextPart, ToolCall, freeze
+from ..redact import Redactor
+from ..serialize import dumps_messages, json_text, loads_messages, part_from_dict, part_to_dict
+
+__all__ = [
+    "BOOKKEEPING_META",
+    "DEFAULT_KEEP_META",
+    "EVENTS_NAME",
+    "PARTS_META",
+    "SYNTHETIC_KINDS",
+    "Archive",
+    "ArchiveStore",
+    "MemoryArchiveStore",
+    "event_line",
+    "merge_histories",
+    "parts_skeleton",
+    "summary_name",
+    "transcript_name",
+    "validate_session_id",
+]
+
+EVENTS_NAME = "events.jsonl"
+_TRANSCRIPT_RE = re.compile(r"^transcript-pre-compact-(\d{3,})\.jsonl$")
+# Session ids become directory names and object keys: a conservative alphabet keeps them safe on every backend
+# (no path traversal, no URL escaping), and 200 characters fits any filesystem's name limit.
+_SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,199}$")
+# Kinds the manager creates rather than receives: summaries, retained facts, blocks of kept user messages,
+# placeholders and synthetic outputs for interrupted calls are not part of the original history.
+SYNTHETIC_KINDS = frozenset({"summary", "retain", "user_block", "placeholder", "aborted_output"})
+# Kinds of a message whose content is a view of an original kept in the tool output cache under meta["ref"].
+_VIEW_KINDS = frozenset({"masked", "truncated"})
+# meta keys a caller may have set on its own messages; everything else in meta is contextfold's bookkeeping.
+DEFAULT_KEEP_META = ("protected", "label")
+# meta keys the manager, the cache and masking add to an original message: its stable id, what kind of view it
+# became, the ref of its full text and the size and part layout of that text. keep_meta=None drops only these.
+BOOKKEEPING_META = frozenset({"id", "kind", "ref", "original_bytes", "content_parts"})
+# meta key under which a view of a multi-part tool output keeps the layout of its parts (see parts_skeleton):
+# the cache stores only the joined text, so without it a restore would return one string instead of the parts.
+PARTS_META = "content_parts"
+# The arguments a tool call is left with when masking clears its inputs (masking._clear_inputs).
+_TRIMMED_KEYS = frozenset({"trimmed", "ref"})
+# Two writers racing for the same transcript number retry with the next one; more than this means a bug.
+_MAX_NUMBER_RETRIES = 16
+
+
+@runtime_checkable
+class ArchiveStore(Protocol):
+    """Named files per session. Writes replace whole files atomically; ``append`` adds to one.
+
+    Example:
+        >>> from contextfold.stores.archive_fs import FilesystemArchiveStore
+        >>> import tempfile
+        >>> store = FilesystemArchiveStore(tempfile.mkdtemp())
+        >>> store.write("s1", "summary-001.json", b"{}")
+        >>> store.read("s1", "summary-001.json")
+        b'{}'
+    """
+
+    def write(self, session_id: str, name: str, data: bytes, *, exclusive: bool = False) -> None:
+        """Store ``data`` as ``name``: readers see the old or the new content, never a part.
+
+        With ``exclusive``, raise ``FileExistsError`` instead of replacing an existing file.
+        """
+        ...
+
+    def read(self, session_id: str, name: str) -> bytes | None:
+        """The content of ``name``, or None when the session has no such file."""
+        ...
+
+    def append(self, session_id: str, name: str, data: bytes) -> None:
+        """Add ``data`` at the end of ``name`` (created when missing)."""
+        ...
+
+    def names(self, session_id: str) -> list[str]:
+        """The file names of a session, sorted (empty for an unknown session)."""
+        ...
+
+    def sessions(self) -> list[str]:
+        """Every session id with at least one file, sorted."""
+        ...
+
+    def close(self) -> None:
+        """Release connections (a no-op for most stores)."""
+        ...
+
+
+class MemoryArchiveStore:
+    """An :class:`ArchiveStore` in a dict, for tests and throwaway sessions (thread-safe)."""
+
+    def __init__(self) -> None:
+        # bytearrays: an append extends in place (amortized O(appended bytes)); rebuilding a bytes object per append
+        # copied the whole events file under the GIL each time, stalling the agent's thread as the file grew.
+        self._files: dict[tuple[str, str], bytearray] = {}
+        self._lock = threading.Lock()
+
+    def write(self, session_id: str, name: str, data: bytes, *, exclusive: bool = False) -> None:
+        """Store ``data`` (``exclusive``: FileExistsError when present)."""
+        key = (validate_session_id(session_id), name)
+        with self._lock:
+            if exclusive and key in self._files:
+                raise FileExistsError(f"{session_id}/{name}")
+            self._files[key] = bytearray(data)
+
+    def read(self, session_id: str, name: str) -> bytes | None:
+        """The stored bytes, or None."""
+        with self._lock:
+            found = self._files.get((validate_session_id(session_id), name))
+            return None if found is None else bytes(found)
+
+    def append(self, session_id: str, name: str, data: bytes) -> None:
+        """Extend (or create) ``name``."""
+        key = (validate_session_id(session_id), name)
+        with self._lock:
+            self._files.setdefault(key, bytearray()).extend(data)
+
+    def names(self, session_id: str) -> list[str]:
+        """The session's names, sorted."""
+        validate_session_id(session_id)
+        with self._lock:
+            return sorted(name for sid, name in self._files if sid == session_id)
+
+    def sessions(self) -> list[str]:
+        """Every session with a file."""
+        with self._lock:
+            return sorted({sid for sid, _ in self._files})
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def event_line(event: Mapping[str, Any]) -> str:
+    """One event as a line of ``events.jsonl`` (compact JSON; no redaction here)."""
+    return json_text(dict(event), separators=(",", ":"), default=str)
+
+
+def validate_session_id(session_id: str) -> str:
+    """``session_id`` itself, or a ValueError saying what is wrong with it."""
+    if not isinstance(session_id, str) or not _SESSION_ID_RE.match(session_id):
+        raise ValueError(
+            f"session_id {session_id!r}: use 1-200 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
+    return session_id
+
+
+def transcript_name(n: int) -> str:
+    """The file name of the ``n``-th pre-compaction transcript (1-based)."""
+    return f"transcript-pre-compact-{n:03d}.jsonl"
+
+
+def summary_name(n: int) -> str:
+    """The file name of the summary made by the ``n``-th compaction."""
+    return f"summary-{n:03d}.json"
+
+
+def _identity(m: Message, position: int) -> tuple[str, ...]:
+    """What identifies one original message across views: its stable id, else its position and fingerprint."""
+    mid = m.meta.get("id")
+    if mid is not None:
+        return ("id", str(mid))
+    # Without ids a message is only recognised where it sits unchanged at the same place; best effort.
+    return ("pos", str(position), m.fingerprint())
+
+
+def _is_view(m: Message) -> bool:
+    return (m.kind in _VIEW_KINDS and m.meta.get("ref") is not None) or any(_trimmed_ref(c) for c in m.tool_calls)
+
+
+def _trimmed_ref(call: ToolCall) -> str | None:
+    """The ref of a tool call's arguments that masking cleared (``{"trimmed": true, "ref": ...}``), else None."""
+    if '"trimmed"' not in call.arguments:
+        return None
+    try:
+        value = json.loads(call.arguments)
+    except ValueError:
+        return None
+    if isinstance(value, dict) and set(value) == _TRIMMED_KEYS and value["trimmed"] is True:
+        ref = value["ref"]
+        return ref if isinstance(ref, str) else None
+    return None
+
+
+def parts_skeleton(m: Message) -> tuple[dict[str, Any], ...] | None:
+    """The layout of a text-only multi-part content (each part without its text, plus its length), else None.
+
+    Whoever replaces such a content by a view of its joined text keeps this under ``meta[PARTS_META]``, so that
+    :meth:`Archive.restore_history` can give back the parts, not just their text.
+    """
+    if isinstance(m.content, str):
+        return None
+    texts = [p for p in m.content if isinstance(p, TextPart)]
+    if len(texts) != len(m.content):
+        return None
+    return tuple({**part_to_dict(replace(p, text="")), "chars": len(p.text)} for p in texts)
+
+
+def _rebuild_parts(text: str, skeleton: Any) -> str | tuple[Any, ...]:
+    """``text`` split back into the parts ``skeleton`` describes (joined by newlines); ``text`` when it does not fit."""
+    if not isinstance(skeleton, Sequence) or isinstance(skeleton, str) or not skeleton:
+        return text
+    try:
+        lengths = [int(s["chars"]) for s in skeleton]
+    except (KeyError, TypeError, ValueError):
+        return text
+    if sum(lengths) + len(lengths) - 1 != len(text):
+        return text
+    parts: list[Any] = []
+    pos = 0
+    for shape, n in zip(skeleton, lengths, strict=True):
+        fields = {k: v for k, v in shape.items() if k != "chars"}
+        parts.append(part_from_dict({**fields, "text": text[pos : pos + n]}))
+        pos += n + 1
+    return tuple(parts)
+
+
+def merge_histories(views: Iterable[Sequence[Message]]) -> list[Message]:
+    """The original messages of successive views (archived transcripts, then the current view), each once.
+
+    Synthetic messages (:data:`SYNTHETIC_KINDS`) are dropped. Messages are matched by ``meta["id"]``. Views only
+    grow at the end between compactions and every compaction archives the whole view first, so a message first
+    seen in a later view was added after everything in the earlier ones: it goes at the end, in its view's order.
+    For each message the most complete version wins: an original over a masked or truncated view of it.
+
+    A view whose first message has an id never seen before comes from a new manager of the same session (ids carry
+    a per-manager nonce); when it starts by repeating the history so far message for message (the same recording
+    compacted again, an application that re-adds its history to a fresh manager), those messages are the ones
+    already merged, not new ones: they are matched by position and content, and only what follows is added.
+    """
+    order: list[tuple[str, ...]] = []
+    best: dict[tuple[str, ...], Message] = {}
+    alias: dict[tuple[str, ...], tuple[str, ...]] = {}
+    for view in views:
+        originals = [m for m in view if m.kind not in SYNTHETIC_KINDS]
+        keys = [_identity(m, position) for position, m in enumerate(originals)]
+        if order and keys and keys[0] not in best and keys[0] not in alias:
+            for position, (key, m) in enumerate(zip(keys, originals, strict=True)):
+                if position >= len(order) or key in best or not _same_original(best[order[position]], m):
+                    break
+                alias[key] = order[position]
+        for key, m in zip(keys, originals, strict=True):
+            key = alias.get(key, key)
+            known = best.get(key)
+            if known is None:
+                order.append(key)
+                best[key] = m
+            elif _is_view(known) and not _is_view(m):
+                best[key] = m
+    return [best[k] for k in order]
+
+
+def _same_original(a: Message, b: Message) -> bool:
+    """Whether ``a`` and ``b`` are the same original message, either possibly a masked or truncated view of it."""
+    if a.fingerprint() == b.fingerprint():
+        return True
+    ref = a.meta.get("ref")
+    return ref is not None and ref == b.meta.get("ref") and a.role == b.role
+
+
+class Archive:
+    """Writes and reads a session's archive on any :class:`ArchiveStore`.
+
+    Args:
+        store: where the files go.
+        redactor: applied to every message, summary and event before it is written (the built-in patterns when
+            None). ``Redactor(enabled=False)`` writes secrets verbatim; the caller should then emit a warning event.
+    """
+
+    def __init__(self, store: ArchiveStore, *, redactor: Redactor | None = None) -> None:
+        self.store = store
+        self.redactor = redactor if redactor is not None else Redactor()
+
+    # -- writing --------------------------------------------------------------------------------------------------
+    def archive_transcript(self, session_id: str, messages: Sequence[Message], *, redacted: bool = False) -> int:
+        """Archive the view about to be compacted; returns its number ``n`` (1, 2, …) for :meth:`archive_summary`.
+
+        ``redacted=True``: the caller already redacted ``messages`` with this archive's redactor (the manager does,
+        skipping the messages it redacted for an earlier transcript).
+        """
+        validate_session_id(session_id)
+        data = dumps_messages(messages if redacted else self.redactor.redact_messages(messages)).encode()
+        n = self._next_number(session_id)
+        for _ in range(_MAX_NUMBER_RETRIES):
+            try:
+                self.store.write(session_id, transcript_name(n), data, exclusive=True)
+                return n
+            except FileExistsError:
+                n += 1
+        raise StoreError(f"session {session_id!r}: could not claim a transcript number after {n}")
+
+    def archive_summary(self, session_id: str, n: int, summary: Mapping[str, Any]) -> None:
+        """Archive the summary made by compaction ``n`` (its text, retained facts, figures: any JSON object)."""
+        validate_session_id(session_id)
+        if n < 1:
+            raise ValueError(f"n: must be >= 1, got {n}")
+        body = json_text(self.redactor.redact_obj(dict(summary)), indent=2, default=str)
+        self.store.write(session_id, summary_name(n), (body + "\n").encode())
+
+    def append_events(self, session_id: str, events: Iterable[Mapping[str, Any]]) -> None:
+        """Append events (JSON objects) to the session's ``events.jsonl``."""
+        self.append_event_lines(session_id, [event_line(self.redactor.redact_obj(dict(e))) for e in events])
+
+    def append_event_lines(self, session_id: str, lines: Sequence[str]) -> None:
+        """Append events already redacted and serialized with :func:`event_line` (a telemetry processor's batch)."""
+        validate_session_id(session_id)
+        if lines:
+            self.store.append(session_id, EVENTS_NAME, ("\n".join(lines) + "\n").encode())
+
+    def _next_number(self, session_id: str) -> int:
+        numbers = self.transcript_numbers(session_id)
+        return numbers[-1] + 1 if numbers else 1
+
+    # -- reading --------------------------------------------------------------------------------------------------
+    def transcript_numbers(self, session_id: str) -> list[int]:
+        """The numbers of the session's archived transcripts, ascending."""
+        validate_session_id(session_id)
+        found = (_TRANSCRIPT_RE.match(name) for name in self.store.names(session_id))
+        return sorted(int(m.group(1)) for m in found if m)
+
+    def transcript(self, session_id: str, n: int) -> list[Message]:
+        """The ``n``-th archived transcript."""
+        validate_session_id(session_id)
+        name = transcript_name(n)
+        data = self.store.read(session_id, name)
+        if data is None:
+            raise KeyError(f"session {session_id!r} has no {name}")
+        try:
+            return loads_messages(data.decode("utf-8"), source=f"{session_id}/{name}")
+        except (UnicodeDecodeError, InvalidHistory) as exc:
+            raise StoreError(f"archive {session_id}/{name} is corrupt: {exc}") from None
+
+    def transcripts(self, session_id: str) -> list[tuple[int, list[Message]]]:
+        """Every archived transcript with its number, oldest first."""
+        return [(n, self.transcript(session_id, n)) for n in self.transcript_numbers(session_id)]
+
+    def summary(self, session_id: str, n: int) -> dict[str, Any] | None:
+        """The summary archived by compaction ``n``, or None."""
+        validate_session_id(session_id)
+        data = self.store.read(session_id, summary_name(n))
+        if data is None:
+            return None
+        value = json.loads(data)
+        return value if isinstance(value, dict) else {"value": value}
+
+    def events(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's archived events, in order; a torn last line (a crash mid-append) is skipped."""
+        validate_session_id(session_id)
+        data = self.store.read(session_id, EVENTS_NAME)
+        if not data:
+            return []
+        out: list[dict[str, Any]] = []
+        for line in data.decode("utf-8", errors="replace").split("\n"):
+            if not line.strip():
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return out
+
+    def sessions(self) -> list[str]:
+        """Every archived session id."""
+        return self.store.sessions()
+
+    # -- restoring ------------------------------------------------------------------------------------------------
+    def restore_history(
+        self,
+        session_id: str,
+        current_view: Sequence[Message] = (),
+        *,
+        resolve_ref: Callable[[str], str] | None = None,
+        keep_meta: Iterable[str] | None = DEFAULT_KEEP_META,
+    ) -> list[Message]:
+        """The session's full original history: archived transcripts merged with ``current_view``.
+
+        Args:
+            session_id: the session.
+            current_view: the manager's view now (what has not been archived yet is only there).
+            resolve_ref: ref id -> full text (``ToolOutputCache.get``). When given, masked and truncated tool
+                outputs (and tool-call arguments cleared by masking) get their full text back and contextfold's
+                ``meta`` is dropped (keys in ``keep_meta`` stay), so that the result equals the messages as the
+                agent added them. An output whose ref is no longer cached keeps its view and its meta, so the gap
+                stays visible.
+            keep_meta: meta keys that belong to the caller, kept when ``resolve_ref`` is given; None keeps every key
+                but contextfold's own (:data:`BOOKKEEPING_META`), so importer and caller keys come back too.
+        """
+        views: list[Sequence[Message]] = [messages for _, messages in self.transcripts(session_id)]
+        views.append(current_view)
+        merged = merge_histories(views)
+        if resolve_ref is None:
+            return merged
+        keep = None if keep_meta is None else frozenset(keep_meta)
+        return [_restore_original(m, resolve_ref, keep) for m in merged]
+
+
+def _restore_calls(m: Message, resolve_ref: Callable[[str], str]) -> Message | None:
+    """``m`` with cleared tool-call arguments resolved; None when one of their refs is gone."""
+    calls: list[ToolCall] = []
+    for call in m.tool_calls:
+        ref = _trimmed_ref(call)
+        if ref is not None:
+            try:
+                call = replace(call, arguments=resolve_ref(ref))
+            except (RefNotFound, KeyError):
+                return None
+        calls.append(call)
+    return replace(m, tool_calls=tuple(calls)) if calls else m
+
+
+def _restore_original(m: Message, resolve_ref: Callable[[str], str], keep: frozenset[str] | None) -> Message:
+    if _is_view(m):
+        restored = _restore_calls(m, resolve_ref)
+        if restored is None:
+            return m
+        if m.kind in _VIEW_KINDS and m.meta.get("ref") is not None:
+            try:
+                text = resolve_ref(str(m.meta["ref"]))
+            except (RefNotFound, KeyError):
+                return m
+            restored = restored.with_content(_rebuild_parts(text, m.meta.get(PARTS_META)))
+        m = restored
+    if keep is None:
+        meta = freeze({k: v for k, v in m.meta.items() if k not in BOOKKEEPING_META})
+    else:
+        meta = freeze({k: v for k, v in m.meta.items() if k in keep})
+    return m if meta == m.meta else replace(m, meta=meta)

@@ -1,0 +1,542 @@
+"""The tool output cache: whole outputs in a :class:`~contextfold.cache.BlobStore`, views in the context.
+
+A tool output over the in-context limits is stored whole under a content-addressed ref (``tout_`` + 16 hex digits
+of its BLAKE2b hash, so the same output gets the same ref in every run and every process) and the message keeps a
+view: long lines cut, head and tail kept, and a note telling the model how to read the rest with the retrieval
+tools (:mod:`~contextfold.cache.retrieval`). Masking (:mod:`~contextfold.cache.masking`) replaces old outputs by
+their ref.
+
+The cache is part of the pure core: it talks to a ``BlobStore`` it is given and never opens files or sockets.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError, RefNotFound
+from ..messages import Message, TextPart, ToolCall
+from ..tokens import EstimatingCounter, MessageCounter, TokenCounter
+from . import retrieval
+from ._line_index import build_line_index, count_lines, index_key, stored_line_count
+from ._view import render_view
+from .owners import (
+    OWNER_INFIX,
+    Retention,
+    StoredOutput,
+    delete_output,
+    load_claims,
+    owner_key,
+    owner_tag,
+    read_claim,
+    survey,
+    write_claim,
+)
+from .refs import REF_PATTERN, REF_PREFIX, ToolOutputRef, is_ref_id, ref_id_for
+
+if TYPE_CHECKING:
+    from .blobs import BlobStore
+    from .masking import MaskResult
+
+__all__ = [
+    "DEFAULT_MAX_LINE_LENGTH",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "CacheConfig",
+    "GcResult",
+    "ToolOutputCache",
+    "referenced_refs",
+]
+
+# 50 KiB: about 12,500 tokens, the most one tool result should take of even a large window (Codex uses 10 KiB
+# for command output; file views and test logs need more to stay useful before the model has to page).
+DEFAULT_MAX_MESSAGE_BYTES = 50 * 1024
+# 2,000 characters per line, as file-reading tools cut lines: longer lines are minified code or data blobs.
+DEFAULT_MAX_LINE_LENGTH = 2_000
+# The tool-output budget is a quarter of the window (tool outputs are ~75% of an agent's characters, and the
+# rest of the conversation needs room) ...
+BUDGET_SHARE_OF_WINDOW = 0.25
+# ... but never under 20,000 tokens, below which file views stop being useful, ...
+MIN_CONTEXT_BUDGET_TOKENS = 20_000
+# ... nor over 60,000, past which old observations cost more attention than they give.
+MAX_CONTEXT_BUDGET_TOKENS = 60_000
+# One output takes at most a quarter of the tool-output budget, so that the last few pairs, which masking never
+# touches (3 by default), still fit in the budget together.
+MESSAGE_SHARE_OF_BUDGET = 4
+# 000 §Decision 3: cut to the cap / 1.2, so that what serializing adds (JSON escaping, the result's envelope) and
+# the error of an estimated count do not push the result over the cap.
+DEFAULT_SERIALIZATION_BUFFER = 1.2
+TRUNCATION_UNITS = ("tokens", "bytes", "none")
+# unit="bytes": no token cap at all (any count of tokens passes).
+NO_TOKEN_CAP = 1 << 62
+
+# A session's claim on an output is rewritten at most this often (it only has to be fresher than Retention.live_s).
+CLAIM_REFRESH_S = 600
+@dataclass(frozen=True, slots=True)
+class CacheConfig:
+    """When a tool output is cut at write time, and how much the view may hold.
+
+    Args:
+        enabled: Off leaves every message as it is (masking still works: it stores what it masks).
+        context_budget_tokens: Tool-output tokens allowed in the view; None derives it from the window:
+            clamp(window × 0.25, 20,000, 60,000).
+        max_message_bytes: Bytes one tool result may keep in the context.
+        max_line_length: Characters one line may keep in the context.
+        max_message_tokens: Tokens one tool result may keep; None means the budget / 4.
+        unit: ``"tokens"`` (the token and byte caps apply), ``"bytes"`` (only the byte cap) or ``"none"`` (nothing
+            is cut at write time; masking still works) — 000's TOOL_OUTPUT_TRUNCATION_POLICY.
+        serialization_buffer: The token cap is divided by this (000's 1.2): the view leaves room for what
+            serializing the result adds and for counting error.
+        max_message_lines: Lines one tool result may keep (head and tail); None means no line cap.
+        header: Put ``Total output lines: X`` before a cut view.
+    """
+
+    enabled: bool = True
+    context_budget_tokens: int | None = None
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_line_length: int = DEFAULT_MAX_LINE_LENGTH
+    max_message_tokens: int | None = None
+    unit: str = "tokens"
+    serialization_buffer: float = DEFAULT_SERIALIZATION_BUFFER
+    max_message_lines: int | None = None
+    header: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("context_budget_tokens", "max_message_bytes", "max_line_length", "max_message_tokens",
+                     "max_message_lines"):
+            value = getattr(self, name)
+            if value is None and name in ("context_budget_tokens", "max_message_tokens", "max_message_lines"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"must be a positive integer, got {value!r}", field=f"cache.{name}")
+        if self.unit not in TRUNCATION_UNITS:
+            raise ConfigError(f"must be one of {', '.join(TRUNCATION_UNITS)}, got {self.unit!r}", field="cache.unit")
+        buffer = self.serialization_buffer
+        if isinstance(buffer, bool) or not isinstance(buffer, int | float) or not 1.0 <= buffer <= 4.0:
+            raise ConfigError(f"must be a number from 1 to 4, got {buffer!r}", field="cache.serialization_buffer")
+
+    def budget_tokens(self, context_window: int | None = None) -> int:
+        """The tool-output token budget for a model with ``context_window`` tokens."""
+        if self.context_budget_tokens is not None:
+            return self.context_budget_tokens
+        if context_window is None:
+            return MIN_CONTEXT_BUDGET_TOKENS
+        share = int(context_window * BUDGET_SHARE_OF_WINDOW)
+        return max(MIN_CONTEXT_BUDGET_TOKENS, min(MAX_CONTEXT_BUDGET_TOKENS, share))
+
+    def message_tokens(self, context_window: int | None = None) -> int:
+        """The most tokens one tool result may keep in the view (after the serialization buffer)."""
+        if self.unit == "bytes":
+            return NO_TOKEN_CAP
+        cap = self.max_message_tokens
+        if cap is None:
+            cap = self.budget_tokens(context_window) // MESSAGE_SHARE_OF_BUDGET
+        return max(1, math.floor(cap / self.serialization_buffer))
+
+
+@dataclass(frozen=True, slots=True)
+class GcResult:
+    """What a garbage collection removed and what it kept."""
+
+    deleted: tuple[str, ...] = ()
+    bytes_freed: int = 0
+    bytes_kept: int = 0
+    kept: int = 0
+
+
+class ToolOutputCache:
+    r"""Whole tool outputs by ref, their in-context views, masking, retrieval and GC over one blob store.
+
+    Args:
+        store: Where outputs live (``contextfold.stores.open_blob_store("local")``, or ``MemoryBlobStore()`` in
+            tests). The core never opens one itself.
+        config: Limits for write-time caching; see :class:`CacheConfig`.
+        counter: Token counter for the per-message token cap (a character estimate when not given).
+        context_window: The model's window, from which the token budgets derive when not set explicitly.
+
+    Example:
+        >>> from contextfold.stores.memory import MemoryBlobStore
+        >>> cache = ToolOutputCache(MemoryBlobStore())
+        >>> ref = cache.put("line 1\nline 2\n")
+        >>> cache.get(ref.id)
+        'line 1\nline 2\n'
+    """
+
+    def __init__(
+        self,
+        store: BlobStore,
+        config: CacheConfig | None = None,
+        *,
+        counter: TokenCounter | None = None,
+        context_window: int | None = None,
+        session_id: str | None = None,
+        retention: Retention | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.config = config or CacheConfig()
+        self.counter: TokenCounter = counter or EstimatingCounter()
+        self.context_window = context_window
+        self.session_id = session_id
+        self.retention = retention
+        self._clock = clock
+        self._tag = owner_tag(session_id)
+        # Refs are immutable (content-addressed), so their sizes and line counts can be remembered freely.
+        self._refs: dict[str, ToolOutputRef] = {}
+        self._claimed: dict[str, float] = {}  # ref id -> when this cache last wrote its claim
+        self._new_outputs = 0
+        self._lock = threading.Lock()
+        # Whether the agent has the retrieval tools: the notes of cut outputs name them only then (an adapter that
+        # does not give the agent the tools turns this off, so the model is never told to call a missing tool).
+        self.names_retrieval_tools = True
+
+    # -- storing ----------------------------------------------------------------------------------------------
+    def put(self, text: str | bytes) -> ToolOutputRef:
+        """Store a whole output (once: identical outputs share a ref) and return its ref."""
+        data = text if isinstance(text, bytes) else _encode(text)
+        ref_id = ref_id_for(data)
+        known = self._refs.get(ref_id)
+        if known is not None and self.store.exists(ref_id):
+            self.store.touch(ref_id)
+            return known
+        line_count = count_lines(data)
+        if self.store.size(ref_id) != len(data):
+            index = build_line_index(data, line_count)
+            if index is not None:
+                # The index goes first: a crash in between leaves an orphan index (collected by gc), never an
+                # output that cannot be paged.
+                self.store.put(index_key(ref_id), index)
+            self.store.put(ref_id, data)
+        else:
+            self.store.touch(ref_id)
+        ref = ToolOutputRef(ref_id, len(data), line_count)
+        with self._lock:
+            self._refs[ref_id] = ref
+            self._new_outputs += 1
+            due = self.retention is not None and self._new_outputs % self.retention.every_puts == 0
+        self._claim(ref_id)
+        if due:
+            self.retain()
+        return ref
+
+    @property
+    def stored_outputs(self) -> int:
+        """Outputs this cache has stored since it was made."""
+        return self._new_outputs
+
+    # -- ownership --------------------------------------------------------------------------------------------
+    def _claim(self, ref_id: str) -> None:
+        """Record that this session uses ``ref_id`` (rewritten at most every ``CLAIM_REFRESH_S``).
+
+        A cache without a session claims nothing: its outputs are aged by size (LRU) only.
+        """
+        if self.session_id is None:
+            return
+        now = self._clock()
+        last = self._claimed.get(ref_id)
+        if last is not None and now - last < CLAIM_REFRESH_S:
+            return
+        write_claim(self.store, ref_id, self._tag, now)
+        with self._lock:
+            self._claimed[ref_id] = now
+
+    def owns(self, ref_id: str) -> bool:
+        """Whether this cache's session has a claim on ``ref_id`` (a cache without a session owns everything)."""
+        if self.session_id is None or ref_id in self._claimed:
+            return True
+        return read_claim(self.store, ref_id, self._tag) is not None
+
+    def owned_ref_ids(self) -> list[str]:
+        """The refs this cache's session owns, sorted (every ref for a cache without a session)."""
+        if self.session_id is None:
+            return self.ref_ids()
+        outputs, _ = survey(self.store, is_ref_id)
+        suffix = OWNER_INFIX + self._tag
+        return sorted(r for r, e in outputs.items() if any(k.endswith(suffix) for k in e.claim_keys))
+
+    def _owned_ref(self, ref_id: str) -> ToolOutputRef:
+        """The ref, when this session owns it: another session's output is as unknown as a made-up ref."""
+        if not self.owns(ref_id):
+            raise RefNotFound(ref_id)
+        ref = self.ref(ref_id)
+        self._claim(ref_id)
+        return ref
+
+    def ref(self, ref_id: str) -> ToolOutputRef:
+        """The ref of a cached output; raises ``RefNotFound`` when the store does not hold it."""
+        known = self._refs.get(ref_id)
+        if known is not None:
+            return known
+        if not is_ref_id(ref_id):
+            raise RefNotFound(ref_id)
+        size = self.store.size(ref_id)
+        if size is None:
+            raise RefNotFound(ref_id)
+        line_count = stored_line_count(self.store, ref_id, size)
+        ref = ToolOutputRef(ref_id, size, line_count)
+        with self._lock:
+            self._refs[ref_id] = ref
+        return ref
+
+    def get(self, ref_id: str) -> str:
+        """The whole output, byte for byte as it was put."""
+        if not is_ref_id(ref_id):
+            raise RefNotFound(ref_id)
+        return self.store.get(ref_id).decode("utf-8", "surrogatepass")
+
+    def contains(self, ref_id: str) -> bool:
+        """Whether the store holds ``ref_id``."""
+        return is_ref_id(ref_id) and self.store.exists(ref_id)
+
+    # -- write-time caching -----------------------------------------------------------------------------------
+    def needs_view(self, text: str) -> bool:
+        """Whether ``text`` is over the in-context limits (bytes, line length or tokens)."""
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > self.config.max_message_bytes:
+            return True
+        limit = self.config.max_line_length
+        if len(text) > limit and any(len(line) > limit for line in text.split("\n")):
+            return True
+        lines = self.config.max_message_lines
+        if lines is not None and text.count("\n") >= lines and len(text.rstrip("\n").split("\n")) > lines:
+            return True
+        token_cap = self.config.message_tokens(self.context_window)
+        # A token is at least one byte, so only texts longer than the cap in bytes can be over it in tokens.
+        return size > token_cap and self.counter.count(text) > token_cap
+
+    def view_for(self, text: str, ref: ToolOutputRef) -> str:
+        """The in-context view of ``text``: cut lines, head and tail, and a note on how to read the rest."""
+        return render_view(
+            text,
+            ref,
+            max_bytes=self.config.max_message_bytes,
+            max_tokens=self.config.message_tokens(self.context_window),
+            max_line_length=self.config.max_line_length,
+            counter=self.counter,
+            max_lines=self.config.max_message_lines,
+            marker_unit="chars" if self.config.unit == "bytes" else "tokens",
+            header=self.config.header,
+            name_tools=self.names_retrieval_tools,
+        )
+
+    def process(self, message: Message) -> Message:
+        """Cache a tool result over the in-context limits and return it with its view; anything else unchanged.
+
+        The returned message keeps ``tool_call_id`` and ``name``; its ``meta`` gains ``ref``, ``kind="truncated"``
+        and ``original_bytes``.
+        """
+        if (not self.config.enabled or self.config.unit == "none" or message.role != "tool"
+                or message.meta.get("ref") is not None):
+            return message
+        text = _plain_text(message)
+        if text is None or not self.needs_view(text):
+            return message
+        ref = self.put(text)
+        view = self.view_for(text, ref)
+        return message.with_content(view).with_meta(ref=ref.id, kind="truncated", original_bytes=ref.byte_size)
+
+    def shrink(self, message: Message, max_tokens: int) -> Message:
+        """A tool result re-cut to a view of at most about ``max_tokens`` (head, tail and the reading note).
+
+        For the results the model is answering when they alone would overflow the view: they must stay in it with
+        real content (:mod:`contextfold.answered`), so they are cut harder instead of leaving. The whole output is
+        cached first (or already is, under the message's ``ref``); protected and non-text results come back as
+        they are.
+        """
+        if message.role != "tool" or message.protected:
+            return message
+        ref_id = message.meta.get("ref")
+        if isinstance(ref_id, str) and self.contains(ref_id):
+            text = self.get(ref_id)
+            ref = self.ref(ref_id)
+        else:
+            plain = _plain_text(message)
+            if plain is None:
+                return message
+            text, ref = plain, self.put(plain)
+        view = render_view(
+            text,
+            ref,
+            max_bytes=self.config.max_message_bytes,
+            max_tokens=max_tokens,
+            max_line_length=self.config.max_line_length,
+            counter=self.counter,
+            max_lines=self.config.max_message_lines,
+            marker_unit="chars" if self.config.unit == "bytes" else "tokens",
+            name_tools=self.names_retrieval_tools,
+        )
+        if self.counter.count(view) >= self.counter.count(message.text):
+            return message
+        return message.with_content(view).with_meta(ref=ref.id, kind="truncated", original_bytes=ref.byte_size)
+
+    def process_all(self, messages: Iterable[Message]) -> list[Message]:
+        """:meth:`process` over a list."""
+        return [self.process(m) for m in messages]
+
+    # -- retrieval --------------------------------------------------------------------------------------------
+    def read(
+        self, ref_id: str, offset: int = 1, limit: int | None = None, *, max_bytes: int | None = None
+    ) -> retrieval.ReadResult:
+        """Lines ``offset`` .. ``offset + limit - 1`` (1-based) of a cached output, reading only that slice.
+
+        Each line is cut at ``max_line_length``; ``max_bytes`` stops the slice early (see ``next_offset``).
+        """
+        ref = self._owned_ref(ref_id)
+        self.store.touch(ref_id)
+        return retrieval.read_lines(
+            self.store, ref, offset, limit, max_line_length=self.config.max_line_length, max_bytes=max_bytes
+        )
+
+    def grep(
+        self, pattern: str, ref_id: str | None = None, *, context: int = 0, max_matches: int | None = None
+    ) -> retrieval.GrepResult:
+        """Lines matching the regular expression ``pattern`` in one output, or in every output this session owns."""
+        refs = [self._owned_ref(ref_id)] if ref_id is not None else [self.ref(k) for k in self.owned_ref_ids()]
+        if ref_id is not None:
+            self.store.touch(ref_id)
+        return retrieval.grep_refs(
+            self.store,
+            refs,
+            pattern,
+            context=context,
+            max_matches=max_matches,
+            max_line_length=self.config.max_line_length,
+        )
+
+    def ref_ids(self) -> list[str]:
+        """Every cached output's ref id, sorted."""
+        return [e.key for e in self.store.entries() if is_ref_id(e.key)]
+
+    def execute_tool_call(self, call: ToolCall) -> Message:
+        """Answer a retrieval tool call with a tool result; errors become readable results, never exceptions."""
+        return retrieval.execute_tool_call(self, call)
+
+    # -- masking ----------------------------------------------------------------------------------------------
+    def mask(self, messages: Sequence[Message], *, counter: MessageCounter, **options: Any) -> MaskResult:
+        """:func:`contextfold.cache.mask_tool_outputs` with this cache (budget from the config when not given)."""
+        from .masking import mask_tool_outputs
+
+        options.setdefault("budget_tokens", self.config.budget_tokens(self.context_window))
+        return mask_tool_outputs(messages, counter=counter, cache=self, **options)
+
+    # -- garbage collection -----------------------------------------------------------------------------------
+    def gc(self, referenced: Iterable[str], max_bytes: int | None = None) -> GcResult:
+        """Drop this session's claims on outputs no view or archive of it refers to; delete unclaimed outputs.
+
+        An output another session still claims is never deleted: only this session's claim goes. A cache without
+        a session collects the whole store (every unreferenced output, whoever claims it).
+
+        Args:
+            referenced: Ref ids still in use (see :func:`referenced_refs`); these are never touched.
+            max_bytes: None drops every unreferenced claim. A number keeps unreferenced outputs too, evicting the
+                least recently used of them until this session's outputs take at most this many bytes.
+        """
+        if max_bytes is not None and max_bytes < 0:
+            raise ValueError(f"gc: max_bytes must be >= 0, got {max_bytes}")
+        keep = set(referenced)
+        outputs, orphans = survey(self.store, is_ref_id)
+        suffix = OWNER_INFIX + self._tag
+        mine = {r: e for r, e in outputs.items()
+                if self.session_id is None or any(k.endswith(suffix) for k in e.claim_keys)}
+        candidates = sorted((e for r, e in mine.items() if r not in keep), key=lambda e: (e.accessed, e.ref_id))
+        total = sum(e.size for e in mine.values())
+        deleted: list[str] = []
+        freed = released = 0
+        for entry in candidates:
+            if max_bytes is not None and total - freed <= max_bytes:
+                break
+            released += 1
+            others = [k for k in entry.claim_keys if not k.endswith(suffix)]
+            if self.session_id is not None and others:
+                self.store.delete(owner_key(entry.ref_id, self._tag))  # shared: only our claim goes
+            else:
+                delete_output(self.store, entry)
+                deleted.append(entry.ref_id)
+            with self._lock:
+                self._refs.pop(entry.ref_id, None)
+                self._claimed.pop(entry.ref_id, None)
+            freed += entry.size
+        for key in orphans:
+            self.store.delete(key)
+        return GcResult(tuple(deleted), freed, total - freed, len(mine) - released)
+
+    def retain(self, now: float | None = None) -> GcResult:
+        """Store-wide retention (see :class:`~contextfold.cache.Retention`); returns what it deleted.
+
+        Outputs unused by every session for ``max_age_s`` go; then, over ``max_bytes``, the least recently used
+        (unclaimed first, then by their newest claim), skipping outputs a session used within ``live_s``.
+        """
+        policy = self.retention or Retention()
+        now = self._clock() if now is None else now
+        outputs, orphans = survey(self.store, is_ref_id)
+        load_claims(self.store, outputs.values())
+        deleted: list[str] = []
+        freed = 0
+
+        def drop(entry: StoredOutput) -> None:
+            nonlocal freed
+            delete_output(self.store, entry)
+            deleted.append(entry.ref_id)
+            freed += entry.size
+            with self._lock:
+                self._refs.pop(entry.ref_id, None)
+                self._claimed.pop(entry.ref_id, None)
+
+        survivors: list[StoredOutput] = []
+        for entry in outputs.values():
+            last_use = max(entry.claims.values(), default=None)
+            if policy.max_age_s is not None and last_use is not None and now - last_use > policy.max_age_s:
+                drop(entry)
+            else:
+                survivors.append(entry)
+        total = sum(e.size for e in survivors)
+        if policy.max_bytes is not None and total > policy.max_bytes:
+            # Unclaimed outputs (written before claims existed) first, by LRU; then the longest unused.
+            survivors.sort(key=lambda e: (bool(e.claims), max(e.claims.values(), default=0.0), e.accessed))
+            for entry in survivors:
+                if total - freed <= policy.max_bytes:
+                    break
+                if entry.claims and now - max(entry.claims.values()) <= policy.live_s:
+                    continue  # some session is using it
+                drop(entry)
+        for key in orphans:
+            self.store.delete(key)
+        kept = len(outputs) - len(deleted)
+        return GcResult(tuple(deleted), freed, sum(e.size for e in outputs.values()) - freed, kept)
+
+    def close(self) -> None:
+        """Release the store (its connection and file descriptors)."""
+        self.store.close()
+
+
+def referenced_refs(messages: Iterable[Message]) -> set[str]:
+    """Ref ids a message list still points at: ``meta["ref"]`` and any ref quoted in text (summaries cite them)."""
+    found: set[str] = set()
+    for m in messages:
+        ref = m.meta.get("ref")
+        if isinstance(ref, str) and is_ref_id(ref):
+            found.add(ref)
+        text = m.text
+        if REF_PREFIX in text:
+            found.update(REF_PATTERN.findall(text))
+        for call in m.tool_calls:
+            if REF_PREFIX in call.arguments:
+                found.update(REF_PATTERN.findall(call.arguments))
+    return found
+
+
+def _encode(text: str) -> bytes:
+    # surrogatepass keeps even a lone surrogate (seen in decoded binary output) byte-for-byte retrievable.
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _plain_text(message: Message) -> str | None:
+    """The message's text when it is only text (images and documents are not cut), else None."""
+    if isinstance(message.content, str):
+        return message.content
+    if all(isinstance(p, TextPart) for p in message.content):
+        return message.text
+    return None

@@ -1,0 +1,280 @@
+"""The in-context view of a cached tool output: cut lines, head and tail within the caps, and the reading note.
+
+Split from :mod:`contextfold.cache`, which builds views through :func:`render_view` and re-exports it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from ..truncate import cut_by_chars, is_few_long_lines, shape_json
+from ..truncate._text import cap_lines
+
+if TYPE_CHECKING:
+    from ..tokens import TokenCounter
+    from .refs import ToolOutputRef
+
+__all__ = ["render_view"]
+
+# -- the in-context view ----------------------------------------------------------------------------------------
+# Not truncate_text: the view must be cut at line boundaries and name the omitted line range, so that the model can
+# page to it with tool_output_cache(offset=...); and a 100 MB output must not be token-counted whole.
+
+# Room kept for the omission marker and the closing note, so the whole view stays under the byte cap.
+VIEW_NOTE_RESERVE_BYTES = 600
+# Tokens kept for the same notes (about 600 bytes of mostly ASCII at 3-4 bytes per token, with margin).
+VIEW_NOTE_RESERVE_TOKENS = 200
+# Head and tail share what is left evenly: the command and first results are at the top, errors and summaries
+# (test runs, tracebacks) at the bottom.
+VIEW_HEAD_SHARE = 0.5
+# Summed per-line counts can undershoot the count of the joined text; shrink by this much until the view fits.
+VIEW_SHRINK_FACTOR = 0.85
+VIEW_MAX_SHRINKS = 8
+# Share of the view's budget given to the outline of the omitted lines: definitions, elisions, errors and hunk
+# headers with their line numbers, which is what an agent pages to next (``view_range [718, 749]``).
+VIEW_OUTLINE_SHARE = 0.2
+OUTLINE_LINE_CHARS = 120
+_OUTLINE = re.compile(
+    r"^\s*(?:\d+[\t :]+)?\s*(?:(?:async\s+)?def\s|class\s|(?:export\s+)?function\s|func\s|(?:pub\s+)?fn\s|"
+    r"impl\s|interface\s|struct\s|@@\s|diff --git|\.\.\. eliding|Traceback|\w*(?:Error|Exception)\b|FAILED|ERROR)"
+    r"|^[^\s:]+:\d+[:-]",  # grep -n hits: path:line:
+)
+
+
+def render_view(
+    text: str,
+    ref: ToolOutputRef,
+    *,
+    max_bytes: int,
+    max_tokens: int,
+    max_line_length: int,
+    counter: TokenCounter,
+    max_lines: int | None = None,
+    marker_unit: str = "tokens",
+    header: bool = False,
+    name_tools: bool = True,
+) -> str:
+    r"""Cut lines longer than ``max_line_length``, keep head and tail within both caps, and add the reading note.
+
+    Line numbers in the markers are those the retrieval tools use (1-based, split on ``\n``). ``max_lines`` caps
+    the lines kept; the omission marker also says ``…N tokens truncated…`` (``marker_unit="chars"``: ``…N chars
+    truncated…``), and ``header`` puts ``Total output lines: X`` first (000 §Decision 3). With ``name_tools`` False
+    (the agent was not given the retrieval tools) the notes say what was cut and how much, without telling the
+    model to call a tool it does not have. Outputs of a few long lines (minified JSON, one-line API responses,
+    base64) are cut by structure instead (see :mod:`contextfold.truncate.shape`): cutting them by lines would
+    keep nothing. The omitted range gets an outline (definitions, elisions, errors with their line numbers).
+    """
+    lines = _CutLines(_split_lines(text), max_line_length)
+    lines.max_lines = max_lines
+    byte_budget = max(0, max_bytes - VIEW_NOTE_RESERVE_BYTES)
+    token_budget = max(0, max_tokens - VIEW_NOTE_RESERVE_TOKENS)
+    few_long_lines = max_lines is None and is_few_long_lines(text, max_line_length)
+    if few_long_lines:
+        shaped = _json_view(text, ref, byte_budget, token_budget, counter, name_tools)
+        if shaped is not None:
+            return shaped
+    view = ""
+    for _ in range(VIEW_MAX_SHRINKS):
+        outline_tokens = int(token_budget * VIEW_OUTLINE_SHARE)
+        outline_bytes = int(byte_budget * VIEW_OUTLINE_SHARE)
+        head, tail = _head_tail(lines, byte_budget - outline_bytes, token_budget - outline_tokens, counter)
+        if max_lines is None and (head + tail == 0 or (few_long_lines and head + tail < len(lines))):
+            # Whole lines would leave out most of the output (or all of it): cut by characters instead.
+            return _char_view(text, ref, byte_budget, token_budget, counter, name_tools)
+        outline = _outline(lines, head, len(lines) - tail, outline_bytes, outline_tokens, counter)
+        spent_bytes, spent_tokens = _outline_cost(outline, counter)
+        if spent_bytes < outline_bytes or spent_tokens < outline_tokens:
+            # The outline took less than its share (often nothing: plain logs): head and tail get the rest.
+            # A wider head and tail only shrink the omitted range, so its outline can only take less again.
+            head, tail = _head_tail(lines, byte_budget - spent_bytes, token_budget - spent_tokens, counter)
+            outline = _outline(lines, head, len(lines) - tail, spent_bytes, spent_tokens, counter)
+        view = _assemble(lines, head, tail, ref, _omitted(lines, head, tail, marker_unit, counter), name_tools,
+                         outline)
+        if header:
+            view = f"Total output lines: {len(lines)}\n{view}"
+        if len(view.encode("utf-8", "surrogatepass")) <= max_bytes and counter.count(view) <= max_tokens:
+            return view
+        byte_budget = int(byte_budget * VIEW_SHRINK_FACTOR)
+        token_budget = int(token_budget * VIEW_SHRINK_FACTOR)
+    return view
+
+
+class _CutLines:
+    """The lines of an output, each cut at the line limit on first use (a huge output is never cut whole)."""
+
+    def __init__(self, raw: list[str], limit: int) -> None:
+        self.raw = raw
+        self.limit = limit
+        self.max_lines: int | None = None
+        self._cut: dict[int, tuple[str, int, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def line(self, i: int) -> str:
+        return self.cost(i, None)[0]
+
+    def cost(self, i: int, counter: TokenCounter | None) -> tuple[str, int, int]:
+        """The cut line, its bytes and (when a counter is given) its tokens, each plus one for the newline."""
+        hit = self._cut.get(i)
+        if hit is None or (counter is not None and hit[2] < 0):
+            # The same per-line cut (and marker) as truncate_text, one line at a time: a huge output is never
+            # cut whole when only its head and tail are shown.
+            line, _ = cap_lines(self.raw[i], self.limit)
+            tokens = counter.count(line) + 1 if counter is not None else -1
+            hit = (line, len(line.encode("utf-8", "surrogatepass")) + 1, tokens)
+            self._cut[i] = hit
+        return hit
+
+
+def _split_lines(text: str) -> list[str]:
+    # Split on "\n" only (a "\r" stays with its line), exactly as the store's line index counts lines.
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _head_tail(lines: _CutLines, byte_budget: int, token_budget: int, counter: TokenCounter) -> tuple[int, int]:
+    """How many lines fit at the head and at the tail (the tail never overlaps the head)."""
+    n = len(lines)
+    cap = n if lines.max_lines is None else min(n, lines.max_lines)
+    head_cap = cap - cap // 2 if cap < n else n
+    head, used_bytes, used_tokens = _fit(
+        lines, range(min(n, head_cap)), int(byte_budget * VIEW_HEAD_SHARE), int(token_budget * VIEW_HEAD_SHARE),
+        counter,
+    )
+    # The tail also gets whatever the head did not use.
+    tail_order = range(n - 1, max(head - 1, n - 1 - (cap - head)), -1)
+    tail, _, _ = _fit(lines, tail_order, byte_budget - used_bytes, token_budget - used_tokens, counter)
+    return head, tail
+
+
+def _fit(
+    lines: _CutLines, order: Iterable[int], byte_budget: int, token_budget: int, counter: TokenCounter
+) -> tuple[int, int, int]:
+    taken = spent_bytes = spent_tokens = 0
+    for i in order:
+        _, nbytes, _ = lines.cost(i, None)
+        if spent_bytes + nbytes > byte_budget:
+            break
+        _, _, ntokens = lines.cost(i, counter)
+        if spent_tokens + ntokens > token_budget:
+            break
+        spent_bytes += nbytes
+        spent_tokens += ntokens
+        taken += 1
+    return taken, spent_bytes, spent_tokens
+
+
+# Omitted parts up to this size are token-counted exactly for the marker; beyond it, estimated at 4 bytes a token.
+MARKER_EXACT_BYTES = 1 << 20
+
+
+def _omitted(lines: _CutLines, head: int, tail: int, unit: str, counter: TokenCounter) -> str:
+    """``…N tokens truncated…`` (or chars) for the lines the view leaves out, or "" when none are."""
+    gone = range(head, len(lines) - tail)
+    if not gone:
+        return ""
+    if unit == "chars":
+        return f"…{sum(len(lines.raw[i]) + 1 for i in gone):,} chars truncated…"
+    size = sum(len(lines.raw[i]) + 1 for i in gone)
+    if size > MARKER_EXACT_BYTES:
+        return f"…~{size // 4:,} tokens truncated…"
+    return f"…{counter.count(chr(10).join(lines.raw[i] for i in gone)):,} tokens truncated…"
+
+
+_JSON_NOTE = "JSON shortened by structure: every key kept, long arrays and strings cut where marked"
+
+
+def _json_view(text: str, ref: ToolOutputRef, byte_budget: int, token_budget: int, counter: TokenCounter,
+               name_tools: bool) -> str | None:
+    def fits(candidate: str) -> bool:
+        nbytes = len(candidate.encode("utf-8", "surrogatepass"))
+        return nbytes <= byte_budget and counter.count(candidate) <= token_budget
+
+    body = shape_json(text, fits)
+    if body is None:
+        return None
+    return f"{body}\n{_note(ref, _JSON_NOTE, name_tools)}"
+
+
+def _char_view(text: str, ref: ToolOutputRef, byte_budget: int, token_budget: int, counter: TokenCounter,
+               name_tools: bool) -> str:
+    body = cut_by_chars(text, max_tokens=token_budget, max_bytes=byte_budget, counter=counter)
+    return f"{body}\n{_note(ref, 'middle cut by characters where marked', name_tools)}"
+
+
+def _note(ref: ToolOutputRef, how: str | None = None, name_tools: bool = True) -> str:
+    shown = f" ({how})" if how else ""
+    if not name_tools:
+        return (f"[tool output cut to fit the context: {ref.line_count:,} lines, {ref.byte_size:,} bytes in "
+                f"full (ref={ref.id}){shown}; only what is shown here is available.]")
+    return (
+        f"[tool output cached as ref={ref.id}: {ref.line_count:,} lines, {ref.byte_size:,} bytes in full{shown}. "
+        f'Read any part with tool_output_cache(ref_id="{ref.id}", offset=<line>, limit=<lines>); '
+        f'search it with tool_output_cache_grep(pattern=<regex>, ref_id="{ref.id}").]'
+    )
+
+
+def _outline(lines: _CutLines, start: int, stop: int, byte_budget: int, token_budget: int,
+             counter: TokenCounter) -> list[str]:
+    """Outline lines of the omitted range ``[start, stop)``, in order, within both budgets.
+
+    In huge ranges, the first matches that fit; only the start of each line is matched.
+    """
+    out: list[str] = []
+    spent_bytes = spent_tokens = 0
+    for i in range(start, stop):
+        raw = lines.raw[i]
+        if not _OUTLINE.match(raw[:200]):
+            continue
+        line = raw.rstrip("\r")
+        line = line if len(line) <= OUTLINE_LINE_CHARS else line[:OUTLINE_LINE_CHARS] + "…"
+        nbytes = len(line.encode("utf-8", "surrogatepass")) + 1
+        ntokens = counter.count(line) + 1
+        if spent_bytes + nbytes > byte_budget or spent_tokens + ntokens > token_budget:
+            break
+        out.append(line)
+        spent_bytes += nbytes
+        spent_tokens += ntokens
+    return out
+
+
+def _outline_cost(outline: list[str], counter: TokenCounter) -> tuple[int, int]:
+    if not outline:
+        return 0, 0
+    return (sum(len(line.encode("utf-8", "surrogatepass")) + 1 for line in outline),
+            sum(counter.count(line) + 1 for line in outline))
+
+
+def _assemble(lines: _CutLines, head: int, tail: int, ref: ToolOutputRef, count_note: str = "",
+              name_tools: bool = True, outline: list[str] | None = None) -> str:
+    n = len(lines)
+    parts = [lines.line(i) for i in range(head)]
+    if head + tail < n:
+        first, last = head + 1, n - tail
+        follows = "; their outline (definitions, elisions, errors) follows" if outline else ""
+        # The "[... lines A-B of N omitted; " prefix is what redaction recognises as a view note (redact.py).
+        parts.append(
+            f"[... lines {first}-{last} of {n} omitted; read them with "
+            f'tool_output_cache(ref_id="{ref.id}", offset={first}){" " + count_note if count_note else ""}'
+            f"{follows} ...]"
+            if name_tools else f"[... lines {first}-{last} of {n} omitted; {count_note or 'not shown'}{follows} ...]"
+        )
+        if outline:
+            parts.extend(outline)
+            parts.append(f"[... end of the outline of lines {first}-{last} ...]")
+    parts.extend(lines.line(i) for i in range(n - tail, n))
+    if not name_tools:
+        parts.append(f"[tool output cut to fit the context: {ref.line_count:,} lines, {ref.byte_size:,} bytes in "
+                     f"full (ref={ref.id}); only the lines shown here are available.]")
+        return "\n".join(parts)
+    parts.append(
+        f"[tool output cached as ref={ref.id}: {ref.line_count:,} lines, {ref.byte_size:,} bytes in full. "
+        f'Read any part with tool_output_cache(ref_id="{ref.id}", offset=<line>, limit=<lines>); '
+        f'search it with tool_output_cache_grep(pattern=<regex>, ref_id="{ref.id}").]'
+    )
+    return "\n".join(parts)

@@ -1,0 +1,83 @@
+"""The :class:`BlobStore` protocol: where whole tool outputs live while the context keeps a view of them.
+
+A blob store maps string keys to immutable bytes. It is deliberately small so that a third party can back it with
+anything (a dict, SQLite, Redis, S3): ``put``, ``read_range``, ``size``, ``delete`` and ``entries`` are the
+required methods; ``get``, ``exists``, ``touch`` and ``close`` have defaults that subclasses inherit.
+
+The protocol is part of the pure core, so that the cache and retrieval can name it without importing an edge;
+the backends in :mod:`contextfold.stores` implement it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from ..errors import RefNotFound
+
+__all__ = ["BlobInfo", "BlobStore"]
+
+
+@dataclass(frozen=True, slots=True)
+class BlobInfo:
+    """What a store knows about one key without reading it.
+
+    ``accessed`` orders entries from least to most recently used; only its order is meaningful.
+    """
+
+    key: str
+    size: int
+    accessed: int
+
+
+@runtime_checkable
+class BlobStore(Protocol):
+    """Immutable bytes by key, readable by range so that a slice never loads the whole blob.
+
+    Example:
+        >>> from contextfold.stores.memory import MemoryBlobStore
+        >>> store = MemoryBlobStore()
+        >>> store.put("k", b"hello world")
+        >>> store.read_range("k", 6, 5)
+        b'world'
+    """
+
+    def put(self, key: str, data: bytes) -> None:
+        """Store ``data`` under ``key`` atomically (a reader sees all of it or none), replacing any old value."""
+        ...
+
+    def read_range(self, key: str, start: int, length: int) -> bytes:
+        """Up to ``length`` bytes from ``start`` (fewer at the end); raises ``RefNotFound`` for an unknown key."""
+        ...
+
+    def size(self, key: str) -> int | None:
+        """The byte size of ``key``, or None when the store does not hold it."""
+        ...
+
+    def delete(self, key: str) -> bool:
+        """Remove ``key``; True when it was there."""
+        ...
+
+    def entries(self) -> Iterator[BlobInfo]:
+        """Every key with its size and last-access order, sorted by key."""
+        ...
+
+    def get(self, key: str) -> bytes:
+        """The whole value of ``key``; raises ``RefNotFound`` when missing."""
+        n = self.size(key)
+        if n is None:
+            raise RefNotFound(key)
+        return self.read_range(key, 0, n)
+
+    def exists(self, key: str) -> bool:
+        """Whether the store holds ``key``."""
+        return self.size(key) is not None
+
+    def touch(self, key: str) -> None:
+        """Mark ``key`` as just used, for least-recently-used eviction (a no-op by default)."""
+        return None
+
+    def close(self) -> None:
+        """Release connections and files (a no-op by default)."""
+        return None

@@ -1,0 +1,215 @@
+"""Observation masking: replace the oldest tool outputs by their ref when tool outputs take too much of the view.
+
+Masking is the first line of defence against a full context (as good as LLM summarization in published results,
+at a fraction of the cost). It is pure over the message list and the cache: every output is stored before it is
+masked, so nothing is lost; the placeholder keeps ``tool_call_id`` (pair integrity) and the ref.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Protocol
+
+from ..answered import answered_indices
+from ..errors import InvalidHistory
+from ..messages import Message
+from ..normalize import pair_list
+
+if TYPE_CHECKING:
+    from ..tokens import MessageCounter
+    from .refs import ToolOutputRef
+
+__all__ = [
+    "DEFAULT_CLEAR_AT_LEAST",
+    "DEFAULT_KEEP_TOOL_IO_PAIRS",
+    "MaskResult",
+    "mask_tool_outputs",
+    "masked_placeholder",
+    "tool_output_tokens",
+]
+
+# The last three call/result pairs are what the agent is acting on right now; masking them would make it redo work.
+DEFAULT_KEEP_TOOL_IO_PAIRS = 3
+# Freeing less than this per masking pass would invalidate the provider's cached prefix every turn for little gain
+# (Anthropic's context editing defaults to clearing at least this much, for the same reason).
+DEFAULT_CLEAR_AT_LEAST = 5_000
+# Tool-call arguments shorter than this are left alone when clearing inputs: the placeholder would not be shorter.
+MIN_CLEARABLE_ARGUMENT_BYTES = 200
+
+
+class OutputStore(Protocol):
+    """What masking needs of the cache (:class:`~contextfold.cache.ToolOutputCache` has it): store, and look up."""
+
+    def put(self, text: str | bytes) -> ToolOutputRef: ...
+
+    def contains(self, ref_id: str) -> bool: ...
+
+
+# Every ref id has this length, so this placeholder costs what any real one does.
+_PLACEHOLDER_SHAPE = "[tool output trimmed; ref=tout_0000000000000000]"
+
+
+def masked_placeholder(ref_id: str) -> str:
+    """What a masked tool output reads like in the context."""
+    return f"[tool output trimmed; ref={ref_id}]"
+
+
+@dataclass(frozen=True, slots=True)
+class MaskResult:
+    """The view after masking and what it cost.
+
+    Attributes:
+        messages: The new view (same length and order as the input).
+        masked_indices: Indices of the tool results replaced by placeholders, ascending.
+        tokens_freed: Tokens the view lost (outputs and, when cleared, tool-call inputs).
+        prefix_tokens_invalidated: Tokens of the input from the first changed message on: the part of a provider's
+            cached prompt prefix this masking invalidates (0 when nothing changed).
+        tool_output_tokens: Tool-output tokens left in the view.
+    """
+
+    messages: list[Message]
+    masked_indices: tuple[int, ...] = ()
+    tokens_freed: int = 0
+    prefix_tokens_invalidated: int = 0
+    tool_output_tokens: int = 0
+
+
+def tool_output_tokens(messages: Sequence[Message], counter: MessageCounter) -> int:
+    """Tokens of the tool results in ``messages`` (what the tool-output budget limits)."""
+    return sum(counter.count_message(m) for m in messages if m.role == "tool")
+
+
+def mask_tool_outputs(
+    messages: Sequence[Message],
+    *,
+    budget_tokens: int,
+    counter: MessageCounter,
+    cache: OutputStore,
+    keep_tool_io_pairs: int = DEFAULT_KEEP_TOOL_IO_PAIRS,
+    exclude_tools: Collection[str] = (),
+    clear_at_least: int = DEFAULT_CLEAR_AT_LEAST,
+    clear_tool_inputs: bool = False,
+) -> MaskResult:
+    """Mask the oldest eligible tool outputs until tool-output tokens are within ``budget_tokens``.
+
+    Nothing happens while the tool outputs fit. Otherwise the oldest eligible outputs are replaced, in order, until
+    the tokens freed cover both the excess and ``clear_at_least`` (so the cached prefix breaks rarely, in big
+    steps). Eligible: a tool result with text content that is not already masked, not ``protected``, not the
+    output of a tool named in ``exclude_tools`` (the name comes from the paired call), and not among the last
+    ``keep_tool_io_pairs`` results. Each output is put in ``cache`` before it is masked (a truncated output already
+    is, under its ``ref``). With ``clear_tool_inputs``, the arguments of the masked outputs' calls are stored and
+    replaced too.
+
+    Raises:
+        InvalidHistory: a message that is not a ``Message``.
+        ValueError: a negative budget, keep count or batch size.
+    """
+    for name, value in (
+        ("budget_tokens", budget_tokens),
+        ("keep_tool_io_pairs", keep_tool_io_pairs),
+        ("clear_at_least", clear_at_least),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"mask_tool_outputs: {name} must be an integer >= 0, got {value!r}")
+    for i, m in enumerate(messages):
+        if not isinstance(m, Message):
+            raise InvalidHistory(f"expected a Message, got {type(m).__name__}", index=i)
+    view = list(messages)
+    total = tool_output_tokens(view, counter)
+    if total <= budget_tokens:
+        return MaskResult(view, tool_output_tokens=total)
+
+    candidates = _eligible(view, keep_tool_io_pairs, frozenset(exclude_tools), counter)
+    target = max(total - budget_tokens, clear_at_least)
+    freed = 0
+    masked: list[int] = []
+    for i in candidates:
+        if freed >= target:
+            break
+        original = view[i]
+        replacement = _mask_one(original, cache)
+        freed += counter.count_message(original) - counter.count_message(replacement)
+        view[i] = replacement
+        masked.append(i)
+    if not masked:
+        return MaskResult(view, tool_output_tokens=total)
+
+    changed = set(masked)
+    if clear_tool_inputs:
+        changed |= _clear_inputs(view, masked, cache)
+    first = min(changed)
+    invalidated = counter.count_messages(messages[first:])
+    freed_all = counter.count_messages(messages) - counter.count_messages(view)
+    return MaskResult(view, tuple(masked), freed_all, invalidated, tool_output_tokens(view, counter))
+
+
+def _eligible(view: Sequence[Message], keep: int, exclude: frozenset[str], counter: MessageCounter) -> list[int]:
+    """Indices of maskable tool results, oldest first."""
+    results = [i for i, m in enumerate(view) if m.role == "tool"]
+    recent = set(results[max(0, len(results) - keep) :]) if keep else set()
+    # The results the model is answering stay whatever ``keep`` says (keep=0 included).
+    recent.update(answered_indices(view))
+    names = _call_names(view) if exclude else {}
+    out = []
+    for i in results:
+        m = view[i]
+        if i in recent or m.protected or m.kind == "masked" or _text_of(m) is None:
+            continue
+        if exclude and (names.get(i) or m.name) in exclude:
+            continue
+        # An output no longer than its placeholder would cost tokens to mask (ref ids all have the same length).
+        if counter.count_message(m) <= counter.count_message(m.with_content(_PLACEHOLDER_SHAPE)):
+            continue
+        out.append(i)
+    return out
+
+
+def _call_names(view: Sequence[Message]) -> dict[int, str]:
+    """Tool name of each paired result, from the call that asked for it."""
+    return {p.result_index: p.name for p in pair_list(view) if p.result_index is not None}
+
+
+def _text_of(message: Message) -> str | None:
+    if isinstance(message.content, str):
+        return message.content
+    # Images and documents in a result cannot be stored as text without loss: such results are never masked.
+    if all(p.type == "text" for p in message.content):
+        return message.text
+    return None
+
+
+def _mask_one(message: Message, cache: OutputStore) -> Message:
+    ref_id = message.meta.get("ref")
+    if not (isinstance(ref_id, str) and cache.contains(ref_id)):
+        text = _text_of(message)
+        assert text is not None  # _eligible only admits text results
+        ref = cache.put(text)
+        ref_id = ref.id
+        extra_meta = {"original_bytes": ref.byte_size}
+    else:
+        extra_meta = {}
+    return message.with_content(masked_placeholder(ref_id)).with_meta(kind="masked", ref=ref_id, **extra_meta)
+
+
+def _clear_inputs(view: list[Message], masked: Sequence[int], cache: OutputStore) -> set[int]:
+    """Store and replace the arguments of the calls whose outputs were masked; the changed indices."""
+    wanted = {view[i].tool_call_id for i in masked if view[i].tool_call_id is not None}
+    changed: set[int] = set()
+    for pair in pair_list(view):
+        call_id, call_index = pair.call_id, pair.call_index
+        if call_id not in wanted:
+            continue
+        m = view[call_index]
+        calls = list(m.tool_calls)
+        for k, call in enumerate(calls):
+            if call.id != call_id or len(call.arguments.encode()) < MIN_CLEARABLE_ARGUMENT_BYTES:
+                continue
+            ref = cache.put(call.arguments)
+            trimmed = json.dumps({"trimmed": True, "ref": ref.id})
+            calls[k] = replace(call, arguments=trimmed)
+            view[call_index] = replace(m, tool_calls=tuple(calls))
+            m = view[call_index]
+            changed.add(call_index)
+    return changed

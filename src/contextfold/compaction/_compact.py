@@ -1,0 +1,389 @@
+"""The compaction engine: soft, hard and emergency compaction of a message list. Pure: no I/O, no events.
+
+``compact`` returns the new view together with everything the manager needs to archive and report (what left the
+view, the summary, figures and warnings). The output always passes :func:`~contextfold.normalize.normalize`
+unchanged, pinned and protected messages are the very same objects, and the view fits ``budget`` or
+:class:`~contextfold.errors.InsufficientBudget` is raised.
+
+Hard layout: [pinned] + [retain block] + [user messages, most recent first within budget] + [summary vN] +
+[protected tool units] + [recent turns and tool I/O]. Soft layout: the same, with the oldest half of the
+compactable messages summarized at a safe split and everything after the split kept.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from ..errors import ConfigError, ContextfoldError, InsufficientBudget, SummarizerError
+from ..messages import EMPTY, Message, freeze
+from ..normalize import check_messages, for_summarizer, normalize
+from ..summarize.base import Summarizer, SummaryRequest, SummaryResult
+from ..tokens import MessageCounter
+from ._fit import MIN_SUMMARY_TOKENS, Layout, fit_hard, fit_soft, summary_reserve
+from ._partition import Keep, Partition, partition
+from ._rebuild import SummaryBuilder, assemble, fit_summary, previous_facts, previous_summary
+
+# A summary never takes more than half the tokens of the messages (and earlier summary) it replaces.
+SUMMARY_MAX_SHARE_OF_REPLACED = 0.5
+
+if TYPE_CHECKING:
+    from .policy import Policy
+
+__all__ = ["CompactionKind", "CompactionPlan", "CompactionResult", "CompactionStats", "compact", "plan_compaction"]
+
+CompactionKind: TypeAlias = Literal["soft", "hard", "emergency"]
+_KINDS: tuple[str, ...] = ("soft", "hard", "emergency")
+
+# The message cap was hit: keep half as many recent turns and tool pairs, so the view shrinks in messages as well.
+EMERGENCY_KEEP_DIVISOR = 2
+# An emergency compaction leaves at most this share of the message cap, so the view can grow for a while before the
+# cap is reached again (landing just under it would compact again on the next turn).
+EMERGENCY_MESSAGE_TARGET_SHARE = 0.5
+# Header counts used to size the summary's framing: a wide count so the real header is never longer.
+_FRAMING_PROBE_COUNT = 10**6
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionStats:
+    """Figures of one compaction.
+
+    ``compacted_count`` is the number of messages this compaction summarized; the summary message's
+    ``meta['compacted_count']`` is cumulative over the rolling summaries it folds in. ``kept`` counts the messages
+    kept per layer: ``pinned``, ``protected``, ``user`` (user messages kept verbatim from the compacted part),
+    ``recent``, and ``retained_facts`` (facts in the retain block).
+    """
+
+    kind: str
+    tokens_before: int
+    tokens_after: int
+    messages_before: int
+    messages_after: int
+    compacted_count: int
+    budget: int
+    kept: Mapping[str, int] = field(default_factory=lambda: EMPTY)
+    summary_tokens: int = 0
+    summary_version: int = 0
+    keep_turns: int | None = None
+    keep_pairs: int | None = None
+    duration_ms: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The figures as plain JSON-ready data (for events and the archive)."""
+        return {
+            "kind": self.kind,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "messages_before": self.messages_before,
+            "messages_after": self.messages_after,
+            "compacted_count": self.compacted_count,
+            "budget": self.budget,
+            "kept": dict(self.kept),
+            "summary_tokens": self.summary_tokens,
+            "summary_version": self.summary_version,
+            "keep_turns": self.keep_turns,
+            "keep_pairs": self.keep_pairs,
+            "duration_ms": self.duration_ms,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionPlan:
+    """What a compaction would do, before the summarizer is called (see :func:`plan_compaction`)."""
+
+    kind: str
+    messages: tuple[Message, ...]
+    layout: Layout
+    partition: Partition
+    reserve: int
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """The compacted view and what the manager archives and reports.
+
+    Attributes:
+        messages: The new view.
+        removed: Messages that left the view, in original order (archive them before replacing the view).
+        summary: What the summarizer returned (None when nothing was compacted).
+        summary_message: The summary as it sits in the view.
+        stats: Figures for events and reports.
+        warnings: Things the user should hear about (summaries cut, keep counts reduced, repeated compaction).
+        summarized: Every message the summary covers, in order (a superset of what was removed from the
+            compactable history: user messages kept verbatim are summarized too).
+        retain_message: The block of verbatim facts, when there is one.
+    """
+
+    messages: list[Message]
+    removed: list[Message]
+    summary: SummaryResult | None
+    summary_message: Message | None
+    stats: CompactionStats
+    warnings: tuple[str, ...] = ()
+    summarized: tuple[Message, ...] = ()
+    retain_message: Message | None = None
+
+    @property
+    def changed(self) -> bool:
+        """Whether the view differs from the input."""
+        return self.summary_message is not None
+
+
+def plan_compaction(
+    messages: Sequence[Message],
+    *,
+    policy: Policy,
+    counter: MessageCounter,
+    budget: int,
+    kind: CompactionKind | str = "hard",
+) -> CompactionPlan:
+    """Choose what to keep and what to summarize, without summarizing (a dry run of :func:`compact`).
+
+    Raises:
+        InvalidHistory: a message is malformed (the index and field are named).
+        ConfigError: ``kind`` or ``budget`` is invalid.
+        InsufficientBudget: pinned and protected messages alone exceed ``budget``.
+    """
+    if kind not in _KINDS:
+        raise ConfigError(f"unknown compaction kind {kind!r}; choose one of {', '.join(_KINDS)}", field="kind")
+    if budget <= 0:
+        raise ConfigError(f"must be a positive number of tokens, got {budget}", field="budget")
+    view = normalize(check_messages(messages))
+    tokens = [counter.count_message(m) for m in view]
+    part = partition(view, policy, tokens)
+    # Per-message counts leave out what a request costs once (the reply priming); the budget must cover it.
+    overhead = _request_overhead(counter)
+    budget -= overhead
+    reserve, least = summary_reserve(part, policy, budget, _framing(counter, policy.summary_header), overhead)
+    keep = _start_keep(policy, kind)
+    max_messages = _message_limit(policy, kind)
+    warnings: list[str] = []
+    chosen: Layout | None = None
+    if kind == "soft":
+        chosen = fit_soft(view, part, keep, reserve, budget, max_messages)
+        if chosen is None:
+            warnings.append("soft compaction could not fit the budget at any split point; compacted hard instead")
+            kind = "hard"
+    if chosen is None:
+        chosen = fit_hard(view, part, keep, reserve, least, budget, max_messages)
+        if chosen.message_count > max_messages:
+            warnings.append(
+                f"the compacted view keeps {chosen.message_count} messages, over the limit of {max_messages} "
+                f"(message cap {policy.emergency_message_count}): pinned and protected messages alone number "
+                f"{len(part.fixed_indices())}; raise emergency_message_count or unpin messages")
+        if chosen.keep is not None and (chosen.keep != keep or chosen.reserve != reserve):
+            k = chosen.keep
+            warnings.append(
+                f"keep counts reduced to fit {budget + overhead} tokens: recent turns {keep.turns}→{k.turns}, "
+                f"tool I/O pairs {keep.pairs}→{k.pairs}, summary reserve {reserve}→{chosen.reserve}, "
+                f"user-message budget {keep.user_budget}→{k.user_budget}"
+            )
+    return CompactionPlan(kind, tuple(view), chosen, part, chosen.reserve, tuple(warnings))
+
+
+def compact(
+    messages: Sequence[Message],
+    *,
+    policy: Policy,
+    counter: MessageCounter,
+    summarizer: Summarizer,
+    budget: int,
+    kind: CompactionKind | str = "hard",
+    compaction_count: int = 0,
+    instructions: str | None = None,
+    clock: Callable[[], datetime] | None = None,
+) -> CompactionResult:
+    """Compact ``messages`` to fit ``budget`` tokens.
+
+    Args:
+        messages: The current view (normalized here first).
+        policy: Keep rules, protection and summary settings.
+        counter: Counts messages (cached per message).
+        summarizer: Called at most once, with the messages leaving the view and the earlier summary.
+        budget: Tokens the new view must fit.
+        kind: ``"soft"`` summarizes the oldest half, ``"hard"`` rebuilds, ``"emergency"`` rebuilds keeping half.
+        compaction_count: Compactions already done in this session (for the repeated-compaction warning).
+        instructions: A user's manual request for the summary (``/compact keep the failing test names``).
+        clock: Gives ``compacted_at``; inject one for deterministic output.
+
+    Raises:
+        InsufficientBudget: pinned and protected messages alone exceed ``budget``; says what to change.
+        SummarizerError: the summarizer failed.
+    """
+    started = time.perf_counter()
+    if compaction_count < 0:
+        raise ConfigError(f"must not be negative, got {compaction_count}", field="compaction_count")
+    plan = plan_compaction(messages, policy=policy, counter=counter, budget=budget, kind=kind)
+    view, lay, part = list(plan.messages), plan.layout, plan.partition
+    tokens_before = counter.count_messages(view)
+    warnings = list(plan.warnings)
+    if not lay.summarized and not part.summaries and not part.retained and tokens_before <= budget:
+        warnings.append("nothing to compact: every message is pinned, protected or recent")
+        stats = CompactionStats(plan.kind, tokens_before, tokens_before, len(view), len(view), 0, budget,
+                                duration_ms=_ms(started))
+        return CompactionResult(view, [], None, None, stats, tuple(warnings))
+
+    old_text, old_version, old_covered, old_original = previous_summary([view[i] for i in part.summaries])
+    summarized = [view[i] for i in lay.summarized]
+    request = SummaryRequest(
+        messages=tuple(for_summarizer(summarized)),
+        previous_summary=old_text,
+        strategy=policy.strategy,
+        instructions=instructions,
+        summary_directives=policy.summary_directives,
+        retain_directives=policy.retain_directives,
+        max_tokens=_summary_tokens(plan.reserve - _framing(counter, policy.summary_header), summarized, part, counter),
+        custom_prompt=policy.custom_prompt,
+        retain_prompt=policy.retain_prompt,
+    )
+    result = _summarize(summarizer, request)
+    warnings.extend(result.warnings)
+
+    facts = _dedupe([*previous_facts([view[i] for i in part.retained]), *result.retain])
+    build = SummaryBuilder(
+        version=old_version + 1,
+        compacted_count=old_covered + len(summarized),
+        original_token_count=old_original + sum(part.tokens[i] for i in lay.summarized),
+        compacted_at=(clock or _utc_now)(),
+        counter=counter,
+        role=policy.summary_role,
+        header=policy.summary_header,
+    )
+    summary_msg, retain_msg, cut = fit_summary(result.summary, facts, plan.reserve, counter, build)
+    if cut:
+        warnings.append(f"summary or retained facts cut to fit the {plan.reserve}-token summary reserve")
+    out = assemble(view, front=lay.front, retain=retain_msg, user_block=lay.user_block, summary=summary_msg,
+                   kept=lay.kept)
+    tokens_after = counter.count_messages(out)
+    if tokens_after > budget:  # only a counter whose counts are not additive could get here
+        raise InsufficientBudget(f"compacted view needs {tokens_after} tokens but the budget is {budget}",
+                                 needed=tokens_after, budget=budget)
+    done = compaction_count + 1
+    if done >= policy.warn_after_compactions:
+        warnings.append(f"this session has been compacted {done} times; each summary loses detail, so accuracy "
+                        "degrades (consider starting a fresh session with the summary)")
+    stats = _stats(plan, lay, part, out, tokens_before, tokens_after, budget, summary_msg, retain_msg, started)
+    return CompactionResult(
+        messages=out,
+        removed=[view[i] for i in lay.removed],
+        summary=result,
+        summary_message=summary_msg,
+        stats=stats,
+        warnings=tuple(warnings),
+        summarized=tuple(summarized),
+        retain_message=retain_msg,
+    )
+
+
+def _summary_tokens(reserve: int, summarized: Sequence[Message], part: Partition, counter: MessageCounter) -> int:
+    """The summary's token budget: the reserve, but at most half of what it replaces.
+
+    Once old tool outputs are masked, the oldest part of a history is cheap; a summary as long as the reserve
+    would then make the view longer than before compacting.
+    """
+    replaced = sum(counter.count_message(m) for m in summarized)
+    replaced += sum(part.tokens[i] for i in part.summaries)
+    cap = max(MIN_SUMMARY_TOKENS, int(replaced * SUMMARY_MAX_SHARE_OF_REPLACED))
+    return max(1, min(reserve, cap))
+
+
+def _start_keep(policy: Policy, kind: str) -> Keep:
+    keep = Keep(policy.keep_recent_turns, policy.keep_tool_io_pairs, policy.user_message_budget,
+                policy.retain_last_turns)
+    if kind != "emergency":
+        return keep
+    return Keep(_halve(keep.turns), _halve(keep.pairs), keep.user_budget, keep.retain_last)
+
+
+def _message_limit(policy: Policy, kind: str) -> int:
+    """Messages the compacted view may keep: under the cap, and well under it after an emergency."""
+    cap = policy.emergency_message_count
+    if kind == "emergency":
+        return max(1, int(cap * EMERGENCY_MESSAGE_TARGET_SHARE))
+    return cap - 1
+
+
+def _halve(n: int) -> int:
+    return max(1, n // EMERGENCY_KEEP_DIVISOR) if n > 0 else 0
+
+
+def _request_overhead(counter: MessageCounter) -> int:
+    probe = Message("user", "x")
+    return max(0, counter.count_messages([probe]) - counter.count_message(probe))
+
+
+def _framing(counter: MessageCounter, header: str | None = None) -> int:
+    probe = SummaryBuilder(version=_FRAMING_PROBE_COUNT, compacted_count=_FRAMING_PROBE_COUNT,
+                           original_token_count=0, compacted_at=datetime(2000, 1, 1, tzinfo=UTC), counter=counter,
+                           header=header)
+    return counter.count_message(probe(""))
+
+
+def _summarize(summarizer: Summarizer, request: SummaryRequest) -> SummaryResult:
+    try:
+        result = summarizer.summarize(request)
+    except ContextfoldError:
+        raise
+    except Exception as exc:  # a third-party summarizer's failure, reported as ours with its cause
+        raise SummarizerError(f"{type(summarizer).__name__} failed: {exc}") from exc
+    if not isinstance(result, SummaryResult):
+        raise SummarizerError(f"{type(summarizer).__name__}.summarize returned {type(result).__name__}, "
+                              "expected SummaryResult")
+    return result
+
+
+def _stats(plan: CompactionPlan, lay: Layout, part: Partition, out: list[Message], tokens_before: int,
+           tokens_after: int, budget: int, summary_msg: Message, retain_msg: Message | None,
+           started: float) -> CompactionStats:
+    protected = {i for unit in part.protected for i in unit.indices}
+    pinned = set(part.pinned)
+    user = set(lay.user_block) | {i for i in lay.kept if i in set(lay.summarized)}
+    facts = retain_msg.meta.get("retain_facts", ()) if retain_msg is not None else ()
+    return CompactionStats(
+        kind=plan.kind,
+        tokens_before=tokens_before,
+        tokens_after=tokens_after,
+        messages_before=len(plan.messages),
+        messages_after=len(out),
+        compacted_count=len(lay.summarized),
+        budget=budget,
+        kept=freeze({
+            "pinned": len(pinned),
+            "protected": len(protected),
+            "user": len(user),
+            "recent": sum(1 for i in lay.kept if i not in protected and i not in pinned and i not in user),
+            "retained_facts": len(facts),
+        }),
+        summary_tokens=_int(summary_msg.meta.get("summary_token_count")),
+        summary_version=_int(summary_msg.meta.get("summary_version")),
+        keep_turns=lay.keep.turns if lay.keep else None,
+        keep_pairs=lay.keep.pairs if lay.keep else None,
+        duration_ms=_ms(started),
+    )
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _dedupe(items: Sequence[str]) -> list[str]:
+    seen: set[str] = set()
+    out: list[str] = []
+    for item in items:
+        key = item.strip()
+        if key and key not in seen:
+            seen.add(key)
+            out.append(key)
+    return out
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)

@@ -1,0 +1,204 @@
+"""Partitioning a history for compaction: units that move together, layers, and what each keep rule selects.
+
+A *unit* is what can leave the view without breaking pair integrity: an assistant message with tool calls and
+all its results, or any other single message. Every selection here is a set of whole units, so whatever is
+removed never leaves an orphan call or result behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..answered import answered_indices
+from ..messages import Message
+from ..normalize import tool_pairs
+from .classify import Category, classify
+
+if TYPE_CHECKING:
+    from .policy import Policy
+
+__all__ = ["TURN_ABORTED_MARKER", "Keep", "Partition", "Unit", "build_units", "partition", "recent_indices",
+           "select_user_messages"]
+
+# Codex marks a turn the user interrupted with this tag; the model must keep seeing that the turn was cut short.
+TURN_ABORTED_MARKER = "<turn-aborted>"
+# Aborted-turn markers are kept whatever the user-message budget, as long as they are this small.
+MARKER_MAX_TOKENS = 200
+
+_SUMMARY_KIND = "summary"
+_RETAIN_KIND = "retain"
+# Messages contextfold inserted to keep a history valid; they carry nothing a user wrote.
+_SYNTHETIC_KINDS = frozenset({"placeholder"})
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """Indices that must stay or go together (sorted); ``io`` is true for tool I/O (a call group, an observation)."""
+
+    indices: tuple[int, ...]
+    io: bool = False
+
+    @property
+    def first(self) -> int:
+        """Index of the unit's first message."""
+        return self.indices[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Keep:
+    """The keep counts one fitting attempt uses."""
+
+    turns: int
+    pairs: int
+    user_budget: int
+    retain_last: int
+    answered: bool = True
+
+
+@dataclass(slots=True)
+class Partition:
+    """A history split into layers by what compaction may do with each message.
+
+    Attributes:
+        tokens: Token count of every message, by index.
+        categories: :func:`~contextfold.compaction.classify` of every message, by index.
+        pinned: Single messages that are never pruned (``roles_never_prune`` or ``meta.protected``).
+        protected: Tool units holding a protected message or a call to a ``protected_tools`` tool.
+        summaries: Earlier summary messages, folded into the next summary.
+        retained: Earlier retain blocks, whose facts are carried over.
+        units: Everything else, in order: what may be summarized.
+    """
+
+    tokens: list[int]
+    categories: list[Category]
+    pinned: list[int] = field(default_factory=list)
+    protected: list[Unit] = field(default_factory=list)
+    summaries: list[int] = field(default_factory=list)
+    retained: list[int] = field(default_factory=list)
+    units: list[Unit] = field(default_factory=list)
+
+    def fixed_indices(self) -> set[int]:
+        """Indices that survive every compaction: pinned messages and protected units."""
+        out = set(self.pinned)
+        for unit in self.protected:
+            out.update(unit.indices)
+        return out
+
+    def fixed_tokens(self) -> int:
+        """Tokens of the messages that survive every compaction."""
+        return sum(self.tokens[i] for i in self.fixed_indices())
+
+
+def build_units(messages: Sequence[Message]) -> list[Unit]:
+    """Group ``messages`` into units, in order of their first message.
+
+    User messages that classify as FACT (SWE-agent ``OBSERVATION:`` text) count as tool I/O like real results.
+    """
+    results_of: dict[int, list[int]] = {}
+    for call_index, result_index in tool_pairs(messages).values():
+        group = results_of.setdefault(call_index, [])
+        if result_index is not None:
+            group.append(result_index)
+    owned = {r for group in results_of.values() for r in group}
+    units: list[Unit] = []
+    for i, m in enumerate(messages):
+        if i in owned:
+            continue
+        if i in results_of:
+            units.append(Unit((i, *sorted(results_of[i])), io=True))
+        else:
+            units.append(Unit((i,), io=m.role == "tool"))
+    return units
+
+
+def partition(messages: Sequence[Message], policy: Policy, tokens: list[int]) -> Partition:
+    """Split ``messages`` into the layers compaction treats differently."""
+    categories = [classify(m) for m in messages]
+    part = Partition(tokens=tokens, categories=categories)
+    never = set(policy.roles_never_prune)
+    tools = set(policy.protected_tools)
+    for unit in build_units(messages):
+        members = [messages[i] for i in unit.indices]
+        if len(members) > 1 or members[0].tool_calls:
+            if any(_protected_member(m, tools) or m.role in never for m in members):
+                part.protected.append(unit)
+            else:
+                part.units.append(unit)
+            continue
+        i, m = unit.first, members[0]
+        # Our own messages are recognised before role rules: with roles_never_prune=("user",) an earlier summary
+        # (a user message) must still be folded, or summaries would pile up.
+        if m.protected:
+            part.pinned.append(i)
+        elif m.kind == _SUMMARY_KIND:
+            part.summaries.append(i)
+        elif m.kind == _RETAIN_KIND:
+            part.retained.append(i)
+        elif m.role in never and m.kind not in _SYNTHETIC_KINDS:
+            part.pinned.append(i)
+        else:
+            io = unit.io or (m.role == "user" and categories[i] is Category.FACT and m.kind not in _SYNTHETIC_KINDS)
+            part.units.append(Unit(unit.indices, io=io))
+    return part
+
+
+def _protected_member(m: Message, tools: set[str]) -> bool:
+    if m.protected:
+        return True
+    if m.role == "tool" and m.name in tools:
+        return True
+    return any(call.name in tools for call in m.tool_calls)
+
+
+def recent_indices(messages: Sequence[Message], part: Partition, keep: Keep) -> set[int]:
+    """What a hard compaction keeps verbatim.
+
+    That is the last ``keep.pairs`` tool I/O units, and the conversation (user requests, assistant text) of the
+    last ``keep.turns`` turns. A turn starts at a user request. The unit of the answered message (see
+    :mod:`contextfold.answered`) is kept whatever the counts, unless ``keep.answered`` is off (the last resort).
+    """
+    kept: set[int] = set()
+    if keep.answered:
+        answered = set(answered_indices(messages))
+        for unit in part.units:
+            if answered.intersection(unit.indices):
+                kept.update(unit.indices)
+    io_units = [u for u in part.units if u.io]
+    if keep.pairs > 0:
+        for unit in io_units[-keep.pairs:]:
+            kept.update(unit.indices)
+    if keep.turns > 0:
+        starts = [u.first for u in part.units if not u.io and _is_request(messages[u.first], part.categories[u.first])]
+        since = starts[-keep.turns] if len(starts) >= keep.turns else 0
+        for unit in part.units:
+            if not unit.io and unit.first >= since and messages[unit.first].kind not in _SYNTHETIC_KINDS:
+                kept.update(unit.indices)
+    return kept
+
+
+def _is_request(m: Message, category: Category) -> bool:
+    return m.role == "user" and category is not Category.FACT and m.kind not in _SYNTHETIC_KINDS
+
+
+def select_user_messages(messages: Sequence[Message], part: Partition, leaving: Sequence[int], keep: Keep) -> list[int]:
+    """User messages among ``leaving`` to keep verbatim, most recent first within ``keep.user_budget``.
+
+    The last ``keep.retain_last`` requests are kept whatever their size; small ``<turn-aborted>`` markers are
+    always kept; FACT-like user messages (pasted logs, observations) are never selected, since the summary and
+    the archive carry them. Returned in original order.
+    """
+    candidates = [i for i in leaving if _is_request(messages[i], part.categories[i])]
+    chosen: set[int] = set()
+    used = 0
+    # When fitting has taken the user block down to nothing, markers go too (the budget must be met).
+    marker_room = keep.user_budget > 0 or keep.retain_last > 0
+    for rank, i in enumerate(reversed(candidates)):
+        cost = part.tokens[i]
+        if marker_room and TURN_ABORTED_MARKER in messages[i].text and cost <= MARKER_MAX_TOKENS:
+            chosen.add(i)
+        elif rank < keep.retain_last or used + cost <= keep.user_budget:
+            chosen.add(i)
+            used += cost
+    return sorted(chosen)

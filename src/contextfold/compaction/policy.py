@@ -1,0 +1,341 @@
+"""When to act and how much to keep: the :class:`Policy`, the :class:`Budgets` it implies, and :func:`decide`.
+
+The policy is plain, validated data (pydantic v2, frozen). ``decide`` turns the current figures into the cheapest
+action that gets the view back under its thresholds (DESIGN.md principle 4: masking before summarizing, soft
+before hard, emergency only at the message cap).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from ..errors import ConfigError
+from ..messages import EMPTY, Role, freeze
+
+__all__ = [
+    "DEFAULT_CLEAR_AT_LEAST",
+    "DEFAULT_HARD_CAP_BUFFER",
+    "DEFAULT_PROTECTED_TOOLS",
+    "DEFAULT_SOFT_PCT",
+    "DEFAULT_TRIGGER_PCT",
+    "DEFAULT_USER_MESSAGE_BUDGET",
+    "Action",
+    "Budgets",
+    "Plan",
+    "Policy",
+    "Strategy",
+    "decide",
+]
+
+Strategy: TypeAlias = Literal["task_state", "brief", "decision_log", "code_delta", "custom"]
+
+# Compact when 85% of the window is used: late enough that short sessions never pay for a summary, early enough
+# that the next turn's tool output and the reply still fit.
+DEFAULT_TRIGGER_PCT = 0.85
+# The soft threshold (60% of hard) starts summarizing the oldest half while there is room to do it calmly.
+DEFAULT_SOFT_PCT = 0.6
+# Agents that loop on tiny tool calls hit provider message caps and slow attention long before the token limit.
+DEFAULT_EMERGENCY_MESSAGE_COUNT = 500
+# Reserved for the model's reply: a typical tool call or a paragraph of text, so a full view still gets an answer.
+DEFAULT_HARD_CAP_BUFFER = 1_500
+# The last six turns carry the working state (the request being served and the agent's latest steps).
+DEFAULT_KEEP_RECENT_TURNS = 6
+# Four tool call/result pairs: the observations the next step most likely builds on.
+DEFAULT_KEEP_TOOL_IO_PAIRS = 4
+# User messages are the ground truth of the task; 20K tokens keeps every request of a long session verbatim.
+DEFAULT_USER_MESSAGE_BUDGET = 20_000
+# The latest user request always stays verbatim, even when one huge paste exceeds the user-message budget.
+DEFAULT_RETAIN_LAST_TURNS = 1
+# Same bound as the summarizer's own default (summarize.base.DEFAULT_SUMMARY_TOKENS).
+DEFAULT_SUMMARY_MAX_TOKENS = 2_000
+# Masking rewrites the middle of the history and so invalidates the provider's prompt cache from that point on;
+# only do it when it frees enough to be worth a cache miss.
+DEFAULT_CLEAR_AT_LEAST = 2_000
+# Each rolling summary loses a little; from the second one on, tell the user before a third degrades accuracy
+# further (002: "warn before the third compaction").
+DEFAULT_WARN_AFTER_COMPACTIONS = 2
+# Todo and plan tools carry the agent's plan: their calls and results are never summarized away (000 §Decision 7
+# names manage_todo_list; the others are the same tool in Claude Code, Codex and the Agents SDK examples).
+DEFAULT_PROTECTED_TOOLS = ("manage_todo_list", "todo_write", "TodoWrite", "update_plan")
+# The meta key (on Message.meta or a provider dict's "meta") that marks a message protected (004 §8).
+DEFAULT_PROTECTED_FLAG = "protected"
+# Idle ("sleep") compaction runs between turns once the view holds half the window (002 §Phase 1): early enough
+# that the start of the next turn rarely has to compact while the user waits.
+DEFAULT_SLEEP_PCT = 0.5
+# One input this large is almost always a mistake (a binary, a whole log): warn, as 004 §2 asks.
+DEFAULT_LARGE_INPUT_BYTES = 256 * 1024
+# After the circuit breaker opens, automatic compaction is tried again once this many seconds have passed.
+DEFAULT_CIRCUIT_COOLDOWN_S = 60.0
+
+# Tool outputs may take a quarter of the window before the oldest are masked ...
+TOOL_OUTPUT_WINDOW_SHARE = 0.25
+# ... but never less than 20K (masking tiny histories gains nothing) nor more than 60K (past that, the model's
+# attention to the rest of the conversation suffers whatever the window).
+TOOL_OUTPUT_BUDGET_MIN = 20_000
+TOOL_OUTPUT_BUDGET_MAX = 60_000
+
+
+class Action(StrEnum):
+    """What :func:`decide` asks the manager to do, cheapest first."""
+
+    NONE = "none"
+    MASK = "mask"
+    SOFT = "soft"
+    HARD = "hard"
+    EMERGENCY = "emergency"
+
+
+@dataclass(frozen=True, slots=True)
+class Budgets:
+    """The token thresholds a policy implies for one context window.
+
+    Attributes:
+        window: The model's context window.
+        hard: Full compaction above this many tokens (``trigger_pct`` of the window, minus the reply reserve).
+        soft: Summarize the oldest portion above this (``soft_pct`` × ``hard``).
+        reply_reserve: Tokens kept free for the model's reply.
+        tool_output_budget: Tool outputs in the view above this are masked, oldest first.
+    """
+
+    window: int
+    hard: int
+    soft: int
+    reply_reserve: int
+    tool_output_budget: int
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The decision for one turn: the action, a sentence saying why, and the figures behind it."""
+
+    action: Action
+    reason: str
+    figures: Mapping[str, int | float] = field(default_factory=lambda: EMPTY)
+
+
+class Policy(BaseModel):
+    """Thresholds, keep rules and summarization settings. Immutable; unknown keys are rejected.
+
+    Validation errors name the field (``trigger_pct``, ``keep_recent_turns``, …), so a bad config file points at
+    the line to fix.
+    """
+
+    # defer_build: the validator is built on the first validation, not at import (most of the import time).
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True, defer_build=True)
+
+    # -- thresholds --------------------------------------------------------------------------------------------
+    trigger_pct: float = Field(default=DEFAULT_TRIGGER_PCT, gt=0, le=1, description="hard threshold, share of window")
+    soft_pct: float = Field(default=DEFAULT_SOFT_PCT, gt=0, lt=1, description="soft threshold, fraction of hard")
+    emergency_message_count: int = Field(default=DEFAULT_EMERGENCY_MESSAGE_COUNT, ge=2)
+    hard_cap_buffer: int = Field(default=DEFAULT_HARD_CAP_BUFFER, ge=0, description="tokens reserved for the reply")
+
+    # -- what to keep ------------------------------------------------------------------------------------------
+    keep_recent_turns: int = Field(default=DEFAULT_KEEP_RECENT_TURNS, ge=0)
+    keep_tool_io_pairs: int = Field(default=DEFAULT_KEEP_TOOL_IO_PAIRS, ge=0)
+    roles_never_prune: tuple[Role, ...] = ("system", "developer")
+    protected_tools: tuple[str, ...] = DEFAULT_PROTECTED_TOOLS
+    protected_flag: str = Field(default=DEFAULT_PROTECTED_FLAG, min_length=1,
+                                description="meta key marking a message protected")
+    user_message_budget: int = Field(default=DEFAULT_USER_MESSAGE_BUDGET, ge=0)
+    retain_last_turns: int = Field(default=DEFAULT_RETAIN_LAST_TURNS, ge=0)
+
+    # -- idle ("sleep") compaction and warnings ------------------------------------------------------------------
+    sleep_pct: float = Field(default=DEFAULT_SLEEP_PCT, gt=0, le=1,
+                             description="idle compaction threshold, share of the window")
+    large_input_bytes: int = Field(default=DEFAULT_LARGE_INPUT_BYTES, gt=0,
+                                   description="warn when one added message is larger than this")
+    circuit_cooldown_s: float = Field(default=DEFAULT_CIRCUIT_COOLDOWN_S, ge=0,
+                                      description="seconds before a paused manager tries compacting again")
+
+    # -- summarizing -------------------------------------------------------------------------------------------
+    strategy: Strategy = "task_state"
+    custom_prompt: str | None = None
+    summary_max_tokens: int = Field(default=DEFAULT_SUMMARY_MAX_TOKENS, gt=0)
+    summary_directives: tuple[str, ...] = ()
+    retain_directives: tuple[str, ...] = ()
+    retain_prompt: str | None = Field(default=None, min_length=1,
+                                      description="replaces the instruction for the <retain> block (001 §2.6.4)")
+    summary_role: Literal["user", "system"] = "user"
+    summary_header: str | None = Field(
+        default=None, min_length=1,
+        description="first line of the summary; {version} and {count} are filled in (default: "
+                    "'[contextfold summary v{version} — {count} earlier messages compacted]')")
+    enabled: bool = Field(default=True, description="false: contextfold never masks or compacts on its own, not "
+                                                    "even on overflow; a manual compact() still does (001 §2.5)")
+    auto: bool = True
+    allow_on_overflow: bool = False
+    on_compaction_failure: Literal["raise", "proceed"] = Field(
+        default="raise", description="proceed: prepare() sends the view uncompacted when compaction fails (004 §1)")
+    warn_after_compactions: int = Field(default=DEFAULT_WARN_AFTER_COMPACTIONS, ge=1)
+
+    # -- masking old tool outputs ------------------------------------------------------------------------------
+    tool_output_budget_tokens: int | None = Field(default=None, gt=0)
+    exclude_tools: tuple[str, ...] = ()
+    clear_at_least: int = Field(default=DEFAULT_CLEAR_AT_LEAST, ge=0)
+    clear_tool_inputs: bool = False
+
+    @property
+    def may_compact_on_overflow(self) -> bool:
+        """Whether overflow recovery may compact: enabled, and automatic compaction on or allowed on overflow."""
+        return self.enabled and (self.auto or self.allow_on_overflow)
+
+    @classmethod
+    def quality(cls, **overrides: object) -> Policy:
+        """A preset that spends more of the window to keep more of the history verbatim.
+
+        Against the cost-lean default: compaction waits longer (soft at 80% of hard, hard at 90% of the window)
+        and keeps more recent turns and tool I/O pairs, so fewer facts leave the view; it sends more tokens per
+        call (figures of both in the README's quality table). ``overrides`` set any other field.
+        """
+        fields: dict[str, object] = {"trigger_pct": 0.9, "soft_pct": 0.8, "keep_recent_turns": 8,
+                                     "keep_tool_io_pairs": 6, **overrides}
+        return cls.model_validate(fields)
+
+    @field_validator("custom_prompt")
+    @classmethod
+    def _custom_needs_prompt(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # info.data holds the fields validated before this one; strategy is declared above.
+        if info.data.get("strategy") == "custom" and not (value or "").strip():
+            raise ValueError("strategy 'custom' needs a non-empty custom_prompt")
+        return value
+
+    @field_validator("summary_header")
+    @classmethod
+    def _header_fields(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if "\n" in value:
+            raise ValueError("must be one line")
+        try:
+            value.format(version=1, count=2)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"may use only {{version}} and {{count}}: {exc!r}") from None
+        return value
+
+    @field_validator("protected_tools", "exclude_tools", "roles_never_prune", mode="before")
+    @classmethod
+    def _comma_string(cls, value: object) -> object:
+        # From the environment a list of names arrives as one string: "todo_write, update_plan".
+        if isinstance(value, str):
+            return tuple(v.strip() for v in value.split(",") if v.strip())
+        return value
+
+    @field_validator("summary_directives", "retain_directives", mode="before")
+    @classmethod
+    def _one_directive(cls, value: object) -> object:
+        # Directives are sentences (commas included): a single string is one directive.
+        return (value,) if isinstance(value, str) else value
+
+    @field_validator("protected_tools", "exclude_tools", "summary_directives", "retain_directives")
+    @classmethod
+    def _no_blank_entries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for i, item in enumerate(value):
+            if not item.strip():
+                raise ValueError(f"entry {i} is blank")
+        return value
+
+    def sleep_threshold(self, window: int) -> int:
+        """Tokens of the view above which idle-time compaction runs (``sleep_pct`` of the window)."""
+        return int(window * self.sleep_pct)
+
+    def budgets(self, window: int) -> Budgets:
+        """The thresholds for a model with a ``window``-token context.
+
+        Raises:
+            ConfigError: the window is not larger than the reply reserve (``hard_cap_buffer``).
+        """
+        if window <= 0:
+            raise ConfigError(f"must be a positive number of tokens, got {window}", field="window")
+        if window <= self.hard_cap_buffer:
+            raise ConfigError(
+                f"reserves {self.hard_cap_buffer} tokens for the reply, which leaves nothing of a {window}-token "
+                "window: lower hard_cap_buffer or use a larger window",
+                field="hard_cap_buffer",
+            )
+        hard = min(int(window * self.trigger_pct), window - self.hard_cap_buffer)
+        soft = int(hard * self.soft_pct)
+        return Budgets(
+            window=window,
+            hard=hard,
+            soft=soft,
+            reply_reserve=self.hard_cap_buffer,
+            tool_output_budget=self._tool_output_budget(window, soft),
+        )
+
+    def _tool_output_budget(self, window: int, soft: int) -> int:
+        if self.tool_output_budget_tokens is not None:
+            return self.tool_output_budget_tokens
+        clamped = min(max(int(window * TOOL_OUTPUT_WINDOW_SHARE), TOOL_OUTPUT_BUDGET_MIN), TOOL_OUTPUT_BUDGET_MAX)
+        # In small windows the 20K floor exceeds the soft threshold, and masking (cheap, lossless) would never run
+        # before summarizing (expensive, lossy); the soft threshold caps it.
+        return min(clamped, soft)
+
+
+def decide(tokens: int, message_count: int, tool_output_tokens: int, budgets: Budgets, policy: Policy) -> Plan:
+    """The cheapest action that brings the view back under its thresholds.
+
+    Order (DESIGN.md principle 4): nothing under soft · mask the oldest tool outputs when that alone gets the view
+    under the threshold it crossed (and frees at least ``clear_at_least``) · soft over the soft threshold · hard
+    over the hard threshold · emergency at the message cap. With ``auto`` off, compaction is never chosen here
+    (overflow recovery decides that with ``allow_on_overflow``); masking still is, since it loses nothing. With
+    ``enabled`` off, nothing is chosen at all.
+
+    Args:
+        tokens: Tokens of the view as it would be sent.
+        message_count: Messages in the view.
+        tool_output_tokens: Tokens of the tool outputs in the view that may be masked.
+        budgets: From :meth:`Policy.budgets`.
+        policy: The policy in force.
+    """
+    for name, value in (("tokens", tokens), ("message_count", message_count),
+                        ("tool_output_tokens", tool_output_tokens)):
+        if value < 0:
+            raise ConfigError(f"must not be negative, got {value}", field=name)
+    excess_tool = max(0, tool_output_tokens - budgets.tool_output_budget)
+    figures: dict[str, int | float] = {
+        "tokens": tokens,
+        "message_count": message_count,
+        "tool_output_tokens": tool_output_tokens,
+        "soft": budgets.soft,
+        "hard": budgets.hard,
+        "window": budgets.window,
+        "tool_output_budget": budgets.tool_output_budget,
+        "maskable_excess": excess_tool,
+        "usage_pct": round(tokens / budgets.window, 4),
+    }
+    worth_masking = excess_tool > 0 and excess_tool >= policy.clear_at_least
+
+    def plan(action: Action, reason: str) -> Plan:
+        return Plan(action, reason, freeze(figures))
+
+    if not policy.enabled:
+        return plan(Action.NONE, f"{tokens} tokens, {message_count} messages: compaction is disabled (enabled: false)")
+
+    if message_count >= policy.emergency_message_count:
+        figures["target"] = budgets.soft
+        if not policy.auto:
+            return plan(Action.NONE, f"{message_count} messages reach the cap, but automatic compaction is off")
+        return plan(Action.EMERGENCY,
+                    f"{message_count} messages reach the cap of {policy.emergency_message_count}")
+    for threshold, name, action in ((budgets.hard, "hard", Action.HARD), (budgets.soft, "soft", Action.SOFT)):
+        if tokens <= threshold:
+            continue
+        if worth_masking and tokens - excess_tool <= threshold:
+            figures["target"] = threshold
+            return plan(Action.MASK, f"{tokens} tokens exceed the {name} threshold {threshold}; masking "
+                                     f"{excess_tool} tokens of old tool output is enough")
+        figures["target"] = budgets.soft
+        if not policy.auto:
+            return plan(Action.NONE, f"{tokens} tokens exceed the {name} threshold {threshold}, but automatic "
+                                     "compaction is off")
+        return plan(action, f"{tokens} tokens exceed the {name} threshold {threshold}")
+    if worth_masking:
+        figures["target"] = budgets.tool_output_budget
+        return plan(Action.MASK, f"tool outputs take {tool_output_tokens} tokens, over their budget of "
+                                 f"{budgets.tool_output_budget}")
+    return plan(Action.NONE, f"{tokens} tokens are within the soft threshold {budgets.soft}")

@@ -1,0 +1,657 @@
+"""The ContextManager: one per agent session, the one stateful object.
+
+It owns the view (what the model sees), the tool output cache, the archive and the telemetry, and runs the flow of
+a turn (DESIGN.md): ``add`` truncates big tool outputs at write time and counts only the new messages; ``prepare``
+normalizes, decides, masks / summarizes / compacts when the policy says so, archives what leaves the view, and
+returns the view in the caller's wire format; ``record_usage`` grounds the next decision in the provider's counts.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..archive import PARTS_META, parts_skeleton
+from ..compaction import CompactionResult
+from ..errors import ContextfoldError
+from ..formats import get_format
+from ..messages import Message
+from ..telemetry import (
+    CacheMasked,
+    CacheTruncated,
+    CompactWarning,
+    FanoutTelemetry,
+    TokenEstimate,
+    TriggerDecision,
+    UsageRecorded,
+)
+from ..tokens import MessageCounter, TokenUsage
+from ._async import AsyncMirror
+from ._build import CompactionReport, Components, Status, build_components, coerce_messages
+from ._compactor import CompactionMixin
+from ._release import release_resources
+from ._spans import CALL_KIND, CALL_SPAN, MASK_KIND, session_metadata
+from ._view import View
+from .reconcile import FrameworkHistory
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    # Imported where used: the policy module builds a pydantic model, which `import contextfold` must not pay for.
+    from ..compaction import Plan, Policy
+
+__all__ = ["CompactionReport", "ContextManager", "Status"]
+
+_log = logging.getLogger(__name__)
+# The circuit breaker's clock (a module name, so tests can move time without sleeping).
+_monotonic = time.monotonic
+
+# Masking to get under the soft threshold aims at 80% of it, so that the next turns do not mask again at once.
+MASK_HEADROOM = 0.8
+# Compaction actions by strength: a compaction is stuck when the view still calls for one at least as strong.
+# (Keyed by the actions' values: Action is a StrEnum, and the policy module is imported only when first needed.)
+_COMPACTION_RANK = {"soft": 1, "hard": 2, "emergency": 3}
+# Past half the soft threshold a compaction is a few turns away: extract the entities of new messages in the
+# background while the agent waits for its model, so that the compaction finds them extracted (issue 15).
+_WARM_AT_SHARE_OF_SOFT = 0.5
+# Short texts cost next to nothing to extract at compaction time; and a manager never holds more than this many
+# texts waiting (a huge add() before the threshold is reached is warmed only in part).
+_WARM_MIN_CHARS = 200
+_MAX_UNWARMED = 20_000
+# 48 random bits per manager: collisions between the managers of one session are out of reach.
+_ID_NONCE_HEX = 12
+
+
+class ContextManager(CompactionMixin, AsyncMirror):
+    """Keeps one agent session inside its model's context window.
+
+    >>> cm = ContextManager(model="gpt-4o", store="memory", archive="memory")
+    >>> cm.add([{"role": "user", "content": "hello"}])
+    >>> cm.prepare(format="openai_chat")
+    [{'role': 'user', 'content': 'hello'}]
+
+    Args:
+        model: The model the agent calls; its window and tokenizer come from the registry.
+        max_context_tokens: The window to work within (required for models the registry does not know).
+        policy: A :class:`~contextfold.compaction.Policy` or a mapping of its fields.
+        summarizer: A :class:`~contextfold.summarize.Summarizer`, or a name: ``"extractive"`` (the default, no
+            LLM), ``"openai:gpt-4o-mini"``, ``"anthropic:claude-haiku-4-5"``, ``"litellm:..."``.
+        store: Where full tool outputs go: ``"local"`` (SQLite under ``.contextfold/``, the default), ``"memory"``,
+            ``"redis://…"``, or a BlobStore.
+        archive: Where pre-compaction transcripts go: a directory path, ``"memory"``, ``"s3://bucket/prefix"``,
+            an ArchiveStore, or None for ``.contextfold/archive``.
+        telemetry: A Telemetry sink (``emit(event)``) for the events; None records nothing.
+        session_id: Names the session in the archive, the events and the stores.
+        tools: Tool schemas sent with every request (counted against the window).
+        redact: Redact secrets from archived transcripts and events: True (the default), False, or a
+            configured :class:`~contextfold.redact.Redactor`.
+        background: Run soft compaction on a worker thread when a check (after a model call, after tool
+            results arrive, before the agent finishes) finds the view over the soft threshold, so the model-call
+            path rarely waits for a summary.
+        message_id_prefix: Prefix of the ids given to added messages (``meta["id"]``); a random per-manager
+            nonce by default, so that two managers of one session never reuse an id in the archive.
+        agent: The agent's name in the session trace (trace viewers group sessions by it).
+        before_compaction: Called as ``hook(leaving, summary)`` right before a compaction replaces messages
+            (``leaving``: the messages leaving the view; ``summary``: the SummaryResult or None), e.g. to save facts
+            to a memory store first. Its errors become ``compact.warning`` events.
+        tool_output: Write-time truncation: a :class:`~contextfold.cache.CacheConfig` or a mapping of its fields
+            (``max_message_tokens``, ``unit``, ``serialization_buffer``, ``max_message_lines``, ``header``, …).
+        counter: A MessageCounter to share (its per-message cache) with other managers of the process; by default
+            one for ``model``.
+        archive_events: Append the session's events to the archive's ``events.jsonl`` (on a telemetry thread of
+            this manager). A fleet worker turns it off and exports every session's events on one thread.
+        defer_soft: Leave soft compaction to someone else (a fleet's background compactor, see
+            :mod:`contextfold.fleet`): ``prepare()`` still masks and compacts at the hard threshold and the
+            emergency cap, and ``last_plan`` says when soft compaction is due.
+    """
+
+    def __init__(
+        self,
+        model: str = "gpt-4o",
+        *,
+        max_context_tokens: int | None = None,
+        policy: Policy | Mapping[str, Any] | None = None,
+        summarizer: Any = "extractive",
+        store: Any = "local",
+        archive: Any = None,
+        telemetry: Any = None,
+        session_id: str | None = None,
+        tools: Sequence[Mapping[str, Any]] = (),
+        redact: Any = True,
+        clock: Any = None,
+        background: bool = False,
+        message_id_prefix: str | None = None,
+        agent: str | None = None,
+        tool_output: Any = None,
+        before_compaction: Callable[[list[Message], Any], None] | None = None,
+        counter: MessageCounter | None = None,
+        archive_events: bool = True,
+        defer_soft: bool = False,
+    ) -> None:
+        parts: Components = build_components(
+            model=model, max_context_tokens=max_context_tokens, policy=policy, summarizer=summarizer, store=store,
+            archive=archive, telemetry=telemetry, session_id=session_id, redact=redact, clock=clock,
+            tool_output=tool_output,
+            counter=counter, archive_events=archive_events,
+        )
+        self.model = parts.model
+        self.policy = parts.policy
+        self.budgets = parts.budgets
+        self.counter = parts.counter
+        self.cache = parts.cache
+        self.summarizer = parts.summarizer
+        self.archive = parts.archive
+        self.tracer = parts.tracer
+        self.session_id = parts.session_id
+        self.redactor = parts.redactor
+        self._clock = parts.clock
+        self.background = background
+        self.defer_soft = defer_soft
+        self.tools: list[Mapping[str, Any]] = list(tools)
+        self._tool_tokens = self.counter.count_tools(self.tools) if self.tools else 0
+        self._tools_revision = self.counter.revision  # counted again when the counter's counts change
+        self._view = View(self.counter)
+        self._lock = threading.RLock()
+        self._seq = 0
+        self._archived_seq = 0  # messages added before the last archived transcript
+        # Ids must not repeat across managers of one session (a restarted process, another worker): the archive
+        # merges transcripts by id, so a second "s1:1" would hide the first. A per-manager nonce keeps them apart.
+        # Pass message_id_prefix for reproducible ids (a replay), when one process owns the session for good.
+        self._id_prefix = message_id_prefix or f"{self.session_id}:{uuid.uuid4().hex[:_ID_NONCE_HEX]}"
+        self._compactions = 0
+        self._maskings = 0
+        self._archived = 0
+        self._failed_compactions = 0
+        self.before_compaction = before_compaction
+        self._paused_at: float | None = None  # circuit breaker: see the paused property
+        self._unwarmed: list[str] = []  # texts added whose entities no compaction has extracted yet
+        self._redact_memo: dict[int, tuple[Message, Message]] = {}
+        self._redact_memo_learned: object = None
+        self._grounding: tuple[int, int, int] | None = None  # (view version, messages sent, reported - counted)
+        self._idle: tuple[int, int, Future[CompactionResult]] | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self.last_plan: Plan | None = None
+        self._floor: int | None = None  # tokens of the view right after the last compaction
+        self._closed = False
+        self._stalled: tuple[int, int, int] | None = None  # (tokens, messages, rank): a compaction that did not help
+        self.usage_total = TokenUsage()
+        # What framework adapters have fed this manager (reconcile.py): adapters themselves keep no such state.
+        self.framework_history = FrameworkHistory()
+        # 004's trigger_decision policy block (trigger_pct, hard_cap_buffer, strategy) and the thresholds it gives.
+        self._policy_summary = {"trigger_pct": self.policy.trigger_pct, "soft_pct": self.policy.soft_pct,
+                                "hard_cap_buffer": self.policy.hard_cap_buffer, "strategy": str(self.policy.strategy),
+                                "hard": self.budgets.hard, "soft": self.budgets.soft, "auto": self.policy.auto}
+        self._calls = 0
+        for warning in parts.warnings:
+            self.tracer.emit(CompactWarning(session_id=self.session_id, message=warning, code="config"))
+        self.tracer.start_session(self.session_id, session_metadata(
+            agent=agent, model=self.model.name, window=self.budgets.window, policy=self._policy_summary))
+
+    @classmethod
+    def from_config(cls, path: str | None = None, *, env: Mapping[str, str] | None = None,
+                    **kwargs: Any) -> ContextManager:
+        """Build a manager from a YAML file, then environment overrides, then ``kwargs`` (which win).
+
+        Settings keys (``model``, ``max_context_tokens``, ``policy``, ``telemetry``, ``storage``, ``redaction``)
+        go through :func:`contextfold.config.load_settings`; other keywords (``summarizer``, ``session_id``,
+        ``tools``, …) go to the constructor.
+        """
+        from pydantic import BaseModel
+
+        from ..config import load_settings
+        from ._build import settings_arguments
+
+        # telemetry=a sink (not a settings mapping) goes to the constructor, like summarizer=an object.
+        setting_keys = {"model", "max_context_tokens", "policy", "summarizer", "telemetry", "storage", "redaction",
+                        "tool_output"}
+        # tool_output as a settings mapping uses the YAML names (max_tokens, …); a CacheConfig goes to the constructor
+        setting_keys = {k for k in setting_keys & set(kwargs)
+                        if k in ("model", "max_context_tokens") or isinstance(kwargs[k], Mapping | BaseModel)
+                        or (k == "summarizer" and isinstance(kwargs[k], str))}
+        settings = load_settings(path, env=env, **{k: v for k, v in kwargs.items() if k in setting_keys})
+        args = settings_arguments(settings)
+        args.update({k: v for k, v in kwargs.items() if k not in setting_keys})
+        manager = cls(**args)
+        for warning in settings.warnings:
+            manager.tracer.emit(CompactWarning(session_id=manager.session_id, message=warning, code="config"))
+        return manager
+
+    # -- adding ---------------------------------------------------------------------------------------------------
+    def add(self, messages: Iterable[Message | Mapping[str, Any]] | Message | Mapping[str, Any], *,
+            format: str | None = None) -> None:
+        """Append messages (Message objects or provider dicts, format auto-detected unless given).
+
+        Big tool outputs are stored whole in the cache and replaced by a view with their ref at once.
+        """
+        with self._lock:
+            incoming = coerce_messages(messages, format=format, start=len(self._view),
+                                       protected_flag=self.policy.protected_flag)
+            stored: list[Message] = []
+            # The sequence moves only once every message is in: a failed add leaves no gap and no half-added batch.
+            seq = self._seq
+            for m in incoming:
+                seq += 1
+                m = m.with_meta(id=m.meta.get("id") or f"{self._id_prefix}:{seq}")
+                self._warn_if_large(m)
+                if m.role == "tool" and self.cache is not None and not m.protected:  # protected: byte for byte
+                    processed = self.cache.process(m)
+                    if processed is not m and processed.meta.get("ref"):
+                        # surrogatepass: a lone surrogate is stored as it came; measuring it must not fail.
+                        self.tracer.emit(CacheTruncated(session_id=self.session_id, ref=str(processed.meta["ref"]),
+                                                        bytes=len(m.text.encode("utf-8", "surrogatepass")),
+                                                        kept_bytes=len(processed.text.encode("utf-8", "surrogatepass")),
+                                                        tool_name=m.name))
+                    m = _with_layout(m, processed)
+                stored.append(m)
+            self._seq = seq
+            if len(self._unwarmed) < _MAX_UNWARMED:
+                self._unwarmed.extend(m.text for m in stored if len(m.text) >= _WARM_MIN_CHARS)
+            stored, orphans = self._view.split_orphans(stored)
+            if orphans:
+                self._view.dropped.extend(orphans)
+                self._archive_dropped()
+            self._view.append(stored)
+            if any(m.role == "tool" for m in stored):
+                self.check("after tool execution")
+
+    def _warn_if_large(self, m: Message) -> None:
+        """An input over ``policy.large_input_bytes`` (256 KB) is logged and reported (004 §2): usually a mistake."""
+        limit = self.policy.large_input_bytes
+        text = m.text
+        if len(text) * 4 <= limit:  # UTF-8 takes at most 4 bytes a character: skip the encode for most messages
+            return
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > limit:
+            message = (f"{m.role} message {m.meta.get('id')} is {size:,} bytes, over the {limit:,}-byte input limit; "
+                       "it is kept (tool outputs are cut to a view) but consider trimming it at the source")
+            _log.warning(message)
+            self.tracer.emit(CompactWarning(session_id=self.session_id, message=message, code="large_input"))
+
+    # -- preparing ------------------------------------------------------------------------------------------------
+    def prepare(self, format: str = "openai_chat") -> Any:
+        """The view to send, in ``format``.
+
+        A list of messages/items for OpenAI Chat and Responses; the request fragment for Anthropic
+        (``{"system", "messages"}``) and Gemini (``{"system_instruction", "contents"}``). Compacts first when
+        the policy says so; raises InsufficientBudget when even full compaction cannot fit.
+        """
+        wire = get_format(format)
+        with self._lock:
+            self._prepare_view()
+            if self._view.dropped:  # what normalization removed for good goes to the archive now, not "later"
+                self._archive_dropped()
+            if self._redacts_model_input():
+                # Configured (Redactor(apply_to_model=True)): the model sees the redacted view, encoded afresh.
+                view = self.redactor.redact_messages(self._view.normalized())
+                return wire.encode(view) if format in ("openai_chat", "openai_responses") else wire.encode_request(view)
+            # The agent calls the model next and waits for it: the moment to load the exact tokenizer, if needed.
+            self.counter.preload()
+            if format in ("openai_chat", "openai_responses"):
+                return self._view.encoded(wire)
+            return wire.encode_request(self._view.normalized())
+
+    def prepare_messages(self) -> list[Message]:
+        """The view as Message objects (for framework adapters), compacting first when the policy says so."""
+        with self._lock:
+            self._prepare_view()
+            view = self._view.normalized()
+            return self.redactor.redact_messages(view) if self._redacts_model_input() else view
+
+    def _prepare_view(self) -> None:
+        """Apply a finished background compaction and the policy, inside the model call's span."""
+        self._calls += 1
+        with self.tracer.span(CALL_SPAN, kind=CALL_KIND, call=self._calls, model=self.model.name) as span:
+            self._apply_idle_result()
+            self._run_policy()
+            tokens, _, count = self._view.totals()
+            span.set(tokens=self._grounded(tokens + self._tool_tokens), messages=count,
+                     window=self.budgets.window, compactions=self._compactions, maskings=self._maskings)
+
+    def _redacts_model_input(self) -> bool:
+        return self.redactor is not None and bool(getattr(self.redactor, "apply_to_model", False))
+
+    def tokens(self) -> int:
+        """Tokens of the view as it would be sent now (tool schemas included), grounded in reported usage."""
+        with self._lock:
+            self._count_exactly()
+            tokens, _, _ = self._view.totals()
+            return self._grounded(tokens + self._tool_tokens)
+
+    def _grounded(self, counted: int) -> int:
+        g = self._grounding
+        if g is not None and g[0] == self._view.version and len(self._view) >= g[1]:
+            return max(0, counted + g[2])
+        return counted
+
+    def _plan(self) -> tuple[Plan, int, int, int, int]:
+        """The policy's decision now, with (view tokens, grounded total, tool-output tokens, message count)."""
+        from ..compaction import Action, decide
+
+        self._count_tools()
+        tokens, tool_tokens, count = self._view.totals()
+        total = self._grounded(tokens + self._tool_tokens)
+        plan = decide(total, count, tool_tokens, self.budgets, self._effective_policy())
+        if plan.action is not Action.NONE and self.counter.provisional:
+            # Byte upper bounds said "act": only exact counts may decide how (the bounds can be 4x too high).
+            self._count_exactly()
+            return self._plan()
+        return plan, tokens, total, tool_tokens, count
+
+    def _count_exactly(self) -> None:
+        """Wait for the exact tokenizer (a lazy counter counts byte upper bounds while it loads)."""
+        if self.counter.provisional:
+            self.counter.wait_exact()
+        self._count_tools()
+
+    def _count_tools(self) -> None:
+        """Count the tool schemas again when the counter's counts changed (exact tokenizer arrived, recalibrated)."""
+        if self._tools_revision != self.counter.revision:
+            self._tool_tokens = self.counter.count_tools(self.tools) if self.tools else 0
+            self._tools_revision = self.counter.revision
+
+    def _run_policy(self) -> None:
+        from ..compaction import Action, decide
+
+        started = time.perf_counter()
+        plan, tokens, total, tool_tokens, count = self._plan()
+        self.last_plan = plan
+        system, developer = self._view.pinned_tokens()
+        self.tracer.emit(TokenEstimate(session_id=self.session_id, messages=tokens - system - developer,
+                                       tools_schema=self._tool_tokens, system=system, developer=developer,
+                                       model=self.model.name, context_window=self.budgets.window))
+        if self._unwarmed and total >= self.budgets.soft * _WARM_AT_SHARE_OF_SOFT:
+            self._warm_entities()
+        if plan.action is Action.NONE:
+            return
+        self.tracer.emit(TriggerDecision(session_id=self.session_id, triggered=True, action=str(plan.action),
+                                         reason=plan.reason, tokens=total, threshold_tokens=self._threshold(plan),
+                                         policy=self._policy_summary))
+        if self.cache is not None and plan.action is not Action.EMERGENCY:
+            # Masking loses nothing (every output stays readable by ref), so it goes first: down to the tool-output
+            # budget, and when the view is over soft, far enough to get it back under soft with some headroom.
+            budget = self.budgets.tool_output_budget
+            if plan.action is not Action.MASK:
+                wanted = total - int(self.budgets.soft * MASK_HEADROOM)
+                budget = min(budget, max(0, tool_tokens - wanted))
+            self._mask(budget, required=0 if total > self.budgets.hard else self.policy.clear_at_least)
+            tokens, tool_tokens, count = self._view.totals()
+            total = self._grounded(tokens + self._tool_tokens)
+        if plan.action is not Action.EMERGENCY:
+            # Masking has done what it could (protected, excluded and recent outputs stay; there may be no cache):
+            # decide again with nothing left to mask, or a MASK plan would leave the view over its threshold.
+            plan = decide(total, count, 0, self.budgets, self._effective_policy())
+            self.last_plan = plan
+            if plan.action is Action.NONE:
+                return
+        if plan.action is Action.SOFT and self.defer_soft:
+            return  # someone else compacts (last_plan says it is due)
+        if plan.action is Action.SOFT and self._floor is not None and total - self._floor < self.policy.clear_at_least:
+            # The view grew too little since the last compaction for another summary to pay off; hard still fires.
+            return
+        rank = _COMPACTION_RANK[plan.action]
+        # A view over hard is never handed to the model while a compaction could still help, stalled or not.
+        if total <= self.budgets.hard and self._stall_holds(total, count, rank):
+            return
+        if plan.action in (Action.HARD, Action.EMERGENCY):
+            self._warn_emergency(plan)
+        try:
+            self._compact(str(plan.action), instructions=None, started=started, automatic=True)
+        except ContextfoldError as exc:
+            if self.policy.on_compaction_failure == "raise":
+                raise
+            # 004 §1 graceful degradation: the failure is already a compact.error event (and counts towards the
+            # circuit breaker); the model gets the view as it is, and a real overflow goes to overflow recovery.
+            _log.warning("compaction failed (%s: %s); sending the view uncompacted", type(exc).__name__, exc)
+            return
+        after, _, total, _, count = self._plan()
+        # Still over the trigger that fired (or a higher one): compacting again before the view grows would loop.
+        stuck = _COMPACTION_RANK.get(after.action, 0) >= rank
+        self._note_stall(after if stuck else None, total, count, rank)
+
+    @property
+    def paused(self) -> bool:
+        """The circuit breaker: automatic compaction stops after repeated failures.
+
+        It half-opens after ``policy.circuit_cooldown_s``: the next compaction is tried, a success closes it, one more
+        failure opens it again for another cool-down.
+        """
+        if self._paused_at is None:
+            return False
+        if _monotonic() - self._paused_at < self.policy.circuit_cooldown_s:
+            return True
+        if self._failed_compactions == 0:
+            self._paused_at = None  # the half-open attempt succeeded: closed
+        return False
+
+    @paused.setter
+    def paused(self, value: bool) -> None:
+        self._paused_at = _monotonic() if value else None
+
+    def _warn_emergency(self, plan: Plan) -> None:
+        """Full compaction at the start of a turn is the emergency path of 002 §Phase 2: log it and report it."""
+        message = (f"{plan.action} compaction before the model call: {plan.reason} (idle compaction did not keep the "
+                   "view under the threshold)")
+        _log.warning(message)
+        self.tracer.emit(CompactWarning(session_id=self.session_id, message=message, code="emergency"))
+
+    def _warm_entities(self) -> None:
+        """Extract the entities of new messages on the background thread, for the compaction that is coming."""
+        from .. import _background
+        from ..summarize.entities import warm_entities
+
+        texts, self._unwarmed = self._unwarmed, []
+        _background.submit(warm_entities, texts)
+
+    def _effective_policy(self) -> Policy:
+        if self.paused and self.policy.auto:
+            return self.policy.model_copy(update={"auto": False})
+        return self.policy
+
+    def _mask(self, budget_tokens: int, *, required: int = 0) -> None:
+        """Mask old tool outputs down to ``budget_tokens``; skip it when it would free less than ``required``.
+
+        Every masking rewrites the middle of the history and so costs the provider's prompt cache from there on:
+        under the hard threshold it is only worth doing in batches of at least ``clear_at_least`` tokens.
+        """
+        if self.cache is None:
+            return
+        view = self._view.normalized()
+        p = self.policy
+        with self.tracer.span("compact.mask", kind=MASK_KIND, budget_tokens=budget_tokens) as span:
+            result = self.cache.mask(
+                view, counter=self.counter, budget_tokens=budget_tokens,
+                keep_tool_io_pairs=p.keep_tool_io_pairs, exclude_tools=(*p.exclude_tools, *p.protected_tools),
+                clear_at_least=p.clear_at_least, clear_tool_inputs=p.clear_tool_inputs,
+            )
+            if not result.masked_indices or result.tokens_freed < required:
+                span.drop()  # nothing applied: the view did not change, so there is nothing to show
+                return
+            span.set(masked=len(result.masked_indices), tokens_freed=result.tokens_freed)
+            self._apply_mask(view, result)
+
+    def _apply_mask(self, view: list[Message], result: Any) -> None:
+        masked = list(result.messages)
+        for i in result.masked_indices:
+            masked[i] = _with_layout(view[i], masked[i])
+        self._view.replace(masked)
+        self._maskings += 1
+        self.tracer.emit(CacheMasked(session_id=self.session_id, count=len(result.masked_indices),
+                                     refs=tuple(str(result.messages[i].meta.get("ref", ""))
+                                                for i in result.masked_indices),
+                                     tokens_freed=result.tokens_freed,
+                                     prefix_tokens_invalidated=result.prefix_tokens_invalidated))
+
+    def check(self, where: str = "check") -> Plan:
+        """Decide without acting: the event says what the policy would do.
+
+        With ``background`` on and the view over the soft threshold, soft compaction starts on a worker thread.
+        """
+        from ..compaction import Action
+
+        with self._lock:
+            plan, _, total, _, _ = self._plan()
+            started = None
+            idle = total >= self.policy.sleep_threshold(self.budgets.window)
+            if self.background and (idle or plan.action in (Action.SOFT, Action.HARD, Action.EMERGENCY)):
+                started = self.compact_in_background()
+            # A check that starts nothing is only "not yet" (or "the next prepare() will"): counted, not sent.
+            self.tracer.emit(TriggerDecision(session_id=self.session_id, triggered=plan.action is not Action.NONE,
+                                             reason=f"{where}: {plan.reason}", action=str(plan.action),
+                                             tokens=total, threshold_tokens=self._threshold(plan),
+                                             policy=self._policy_summary), noop=started is None)
+            return plan
+
+    def _threshold(self, plan: Plan) -> int:
+        """The threshold a decision was taken against: hard for hard and emergency compaction, soft otherwise."""
+        from ..compaction import Action
+
+        return self.budgets.hard if plan.action in (Action.HARD, Action.EMERGENCY) else self.budgets.soft
+
+    # -- usage ----------------------------------------------------------------------------------------------------
+    def record_usage(self, usage: Any) -> TokenUsage:
+        """Record what the provider reported for the call made with the last prepared view."""
+        parsed = TokenUsage.from_any(usage)
+        with self._lock:
+            self._count_exactly()  # the grounding offset must be against exact counts
+            self.usage_total = self.usage_total + parsed
+            tokens, _, count = self._view.totals()
+            counted = tokens + self._tool_tokens
+            if parsed.prompt_tokens > 0:
+                self._grounding = (self._view.version, count, parsed.prompt_tokens - counted)
+            self.tracer.emit(UsageRecorded(session_id=self.session_id, model=self.model.name,
+                                           input_tokens=parsed.input, output_tokens=parsed.output,
+                                           cache_read_tokens=parsed.cache_read,
+                                           cache_write_tokens=parsed.cache_creation, estimated_input_tokens=counted))
+            self.check("after model call")
+        return parsed
+
+    # -- inspection -----------------------------------------------------------------------------------------------
+    def status(self) -> Status:
+        """Layers of the view (pinned, summary version, recent) and usage as a share of the window."""
+        with self._lock:
+            view = self._view.normalized()
+            tokens = self.tokens()
+            summaries = [m for m in view if m.kind == "summary"]
+            version = int(summaries[-1].meta.get("summary_version", 0)) if summaries else 0
+            pinned = sum(1 for m in view if m.role in self.policy.roles_never_prune or m.protected)
+            return Status(session_id=self.session_id, model=self.model.name, window=self.budgets.window,
+                          tokens=tokens, usage_pct=round(100 * tokens / self.budgets.window, 1),
+                          messages=len(view), pinned=pinned, summary_version=version,
+                          recent=len(view) - pinned - len(summaries), compactions=self._compactions,
+                          maskings=self._maskings, paused=self.paused)
+
+    @property
+    def compactions(self) -> int:
+        """Compactions applied in this session."""
+        return self._compactions
+
+    @property
+    def maskings(self) -> int:
+        """Masking passes applied in this session."""
+        return self._maskings
+
+    def stored_messages(self) -> list[Message]:
+        """The messages to persist to continue this session elsewhere (:meth:`adopt`).
+
+        The view as stored: its tail is not normalized yet, so a call waiting for its result has no "aborted"
+        placeholder.
+        """
+        with self._lock:
+            return list(self._view.raw)
+
+    def adopt(self, messages: Sequence[Message]) -> None:
+        """Continue a session from :meth:`stored_messages` saved by another manager (another worker, a restart).
+
+        The messages are taken as they are: no write-time truncation again, ids and refs kept. Call it on a fresh
+        manager, before adding anything.
+        """
+        with self._lock:
+            if len(self._view):
+                raise ValueError("adopt: the manager already holds messages; adopt on a fresh manager")
+            stored = list(messages)
+            self._view.replace(stored)  # (not append: "aborted" placeholders must be known, for late results)
+            versions = [int(m.meta.get("summary_version", 0)) for m in stored if m.kind == "summary"]
+            self._compactions = max(versions, default=0)  # the next summary continues the numbering
+
+    def archive_view(self) -> int | None:
+        """Archive the view as it stands (and whatever normalization dropped); the transcript's number, if any.
+
+        With the final view archived, the archive alone gives back the whole session, whichever process held it.
+        """
+        with self._lock:
+            view = self._view.normalized()
+            self._archive_dropped()
+            return self._archive_transcript(view) if self.archive is not None else None
+
+    def messages(self) -> list[Message]:
+        """The stored view as Message objects, without compacting (a snapshot)."""
+        with self._lock:
+            return self._view.normalized()
+
+    def finish(self) -> None:
+        """The agent is done: run the final check, wait for background work, archive the final view, flush.
+
+        With the final view archived, the archive alone gives back the whole session (``archive restore``).
+        Telemetry gets what is left of its deadline (1 s by default) once this work is done.
+        """
+        self._finish(time.monotonic(), flush=True)
+
+    def _finish(self, started: float, *, flush: bool) -> None:
+        with self._lock:
+            self._apply_idle_result()
+            self.check("before finish")
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+        with self._lock:
+            self._apply_idle_result()
+            if self._seq > self._archived_seq and self.archive is not None:
+                self._archive_transcript(self._view.normalized())
+        self.tracer.finish_session()
+        sink = self.tracer.telemetry
+        if not flush:
+            return
+        if isinstance(sink, FanoutTelemetry):
+            sink.flush(since=started)  # bounded: a frozen exporter cannot hold the end of the session
+        else:
+            flush_sink = getattr(sink, "flush", None)
+            if callable(flush_sink):
+                flush_sink()
+
+    def close(self) -> None:
+        """Finish, then release everything: exporter threads joined, retention run, stores closed (idempotent).
+
+        Telemetry shares one deadline with the finishing work (no flush before the shutdown: it exports what is
+        queued), so a frozen exporter cannot hold the end of the session.
+        """
+        if self._closed:
+            return
+        started = time.monotonic()
+        try:
+            self._finish(started, flush=False)
+        finally:
+            self._closed = True
+            sink = self.tracer.telemetry
+            if isinstance(sink, FanoutTelemetry):
+                sink.shutdown(since=started)  # release_resources' own shutdown() then finds the sinks stopped
+            release_resources(self)
+
+    def __enter__(self) -> ContextManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+def _with_layout(original: Message, view: Message) -> Message:
+    """``view`` remembering the part layout of ``original`` when it flattened a multi-part text into one string.
+
+    The cache keeps only the joined text; the layout lets the archive's restore give back the parts themselves.
+    """
+    if view is original or isinstance(original.content, str) or PARTS_META in view.meta:
+        return view
+    skeleton = parts_skeleton(original)
+    return view if skeleton is None else view.with_meta(**{PARTS_META: skeleton})

@@ -1,0 +1,245 @@
+"""The in-context view, kept normalized, counted and encoded incrementally.
+
+``prepare()`` must cost O(new messages), not O(history) (DESIGN.md principle 6). The view keeps a *settled
+prefix*: messages already normalized, every call in them answered inside them, ending right before an assistant
+message. Only the tail after it is normalized, counted and encoded on each call; the prefix's token total and its
+encodings per wire format are kept. Anything that rewrites the middle (masking, compaction) resets the prefix.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..messages import Message
+from ..normalize import normalize, pair_list
+from ..tokens import MessageCounter
+
+__all__ = ["View"]
+
+_PINNED_ROLES = frozenset({"system", "developer"})
+# normalize() gives a call with no result a synthetic output of this kind (see ensure_call_outputs_present).
+_ABORTED_KIND = "aborted_output"
+
+
+class View:
+    """The messages the model sees, with incremental totals. Not thread-safe: the manager holds the lock."""
+
+    def __init__(self, counter: MessageCounter) -> None:
+        self.counter = counter
+        self._messages: list[Message] = []
+        self.version = 0  # bumps whenever something other than an append changes the view
+        self._settled = 0  # view[:settled] is normalized, closed, and ends before an assistant message
+        self._settled_tokens = 0
+        self._settled_tool_tokens = 0
+        self._settled_pinned = {"system": 0, "developer": 0}
+        self._opened = False  # the settled prefix holds a non-system message
+        self._encoded: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+        self._call_ids: Counter[str] = Counter()  # ids of the tool calls in the view, to spot orphans on arrival
+        self.dropped: list[Message] = []  # messages normalization removed for good, not yet archived
+        self._tail_cache: tuple[tuple[int, int, int], list[Message]] | None = None
+        # call id -> synthetic "aborted" outputs stored in the view (a late real result takes one's place)
+        self._aborted: dict[str, list[Message]] = {}
+        # The counter's revision the settled totals were counted with: a lazy counter whose exact tokenizer just
+        # arrived (or a recalibrated estimate) makes them stale, and they are counted again once.
+        self._counted_revision = getattr(counter, "revision", 0)
+
+    # -- reading ------------------------------------------------------------------------------------------------------
+    @property
+    def raw(self) -> list[Message]:
+        """The stored messages (the tail not yet normalized). Do not mutate."""
+        return self._messages
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def normalized(self) -> list[Message]:
+        """The view as it would be sent: settled prefix plus the normalized tail."""
+        self._settle()
+        out = self._messages[: self._settled]
+        out.extend(self._normalized_tail())
+        return out
+
+    def totals(self) -> tuple[int, int, int]:
+        """(tokens, tool-output tokens, message count) of :meth:`normalized`, counting only the tail anew."""
+        self._recount_if_stale()
+        self._settle()
+        tail = self._normalized_tail()
+        tokens = self._settled_tokens + sum(self.counter.count_message(m) for m in tail)
+        tool = self._settled_tool_tokens + sum(self.counter.count_message(m) for m in tail if m.role == "tool")
+        return tokens, tool, self._settled + len(tail)
+
+    def pinned_tokens(self) -> tuple[int, int]:
+        """(system, developer) tokens of :meth:`normalized`, for the token-estimate breakdown."""
+        self._recount_if_stale()
+        self._settle()
+        counts = dict(self._settled_pinned)
+        for m in self._normalized_tail():
+            if m.role in counts:
+                counts[m.role] += self.counter.count_message(m)
+        return counts["system"], counts["developer"]
+
+    def encoded(self, wire: Any) -> list[dict[str, Any]]:
+        """The normalized view in ``wire``'s list form; the settled prefix is encoded once and reused.
+
+        The dicts of the settled prefix are shared between calls: callers must not mutate them. The messages
+        after the latest assistant turn (where one adds ``cache_control``) are fresh dicts on every call.
+
+        Boundaries sit right before assistant messages, where no format merges a message with its neighbour, so
+        encoding the prefix and the tail apart gives the same list as encoding the whole.
+        """
+        self._settle()
+        upto, prefix = self._encoded.get(wire.NAME, (0, []))
+        if upto < self._settled:
+            prefix.extend(wire.encode(self._messages[upto : self._settled]))
+            self._encoded[wire.NAME] = (self._settled, prefix)
+        out = prefix.copy()
+        out.extend(wire.encode(self._normalized_tail()))
+        return out
+
+    # -- writing ------------------------------------------------------------------------------------------------------
+    def append(self, messages: Iterable[Message]) -> None:
+        """Add messages at the end (the settled prefix and its caches stay valid).
+
+        A result that arrives after the agent moved on takes the place of the synthetic "aborted" output its call
+        was given (that rewrites the middle, so the settled prefix is reset); otherwise it would be an orphan,
+        dropped by normalization and lost.
+        """
+        incoming = list(messages)
+        if self._aborted and any(m.role == "tool" and m.tool_call_id in self._aborted for m in incoming):
+            incoming = self._answer_late(incoming)
+        self._count_calls(incoming)
+        self._messages.extend(incoming)
+
+    def split_orphans(self, incoming: Sequence[Message]) -> tuple[list[Message], list[Message]]:
+        """(messages to append, results that answer no call in the view or in ``incoming``).
+
+        A result whose call was compacted away would only be dropped by normalization: the caller archives it.
+        """
+        keep: list[Message] = []
+        orphans: list[Message] = []
+        batch_calls: set[str] = set()
+        for m in incoming:
+            if m.role == "assistant":
+                batch_calls.update(c.id for c in m.tool_calls)
+            elif m.role == "tool" and m.tool_call_id not in batch_calls and not self._call_ids[m.tool_call_id or ""]:
+                orphans.append(m)
+                continue
+            keep.append(m)
+        return keep, orphans
+
+    def _count_calls(self, messages: Iterable[Message]) -> None:
+        for m in messages:
+            if m.role == "assistant":
+                self._call_ids.update(c.id for c in m.tool_calls)
+
+    def replace(self, messages: Sequence[Message]) -> None:
+        """Replace the whole view (after masking or compaction); totals and encodings are rebuilt lazily."""
+        self._messages = list(messages)
+        self._aborted = {}
+        self._track_aborted(self._messages)
+        self._call_ids = Counter()
+        self._count_calls(self._messages)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.version += 1
+        self._settled = 0
+        self._settled_tokens = 0
+        self._settled_tool_tokens = 0
+        self._settled_pinned = {"system": 0, "developer": 0}
+        self._opened = False
+        self._encoded.clear()
+
+    # -- internals ----------------------------------------------------------------------------------------------------
+    def _recount_if_stale(self) -> None:
+        revision = getattr(self.counter, "revision", 0)
+        if revision == self._counted_revision:
+            return
+        self._counted_revision = revision
+        settled = self._messages[: self._settled]
+        count = self.counter.count_message
+        self._settled_tokens = self._settled_tool_tokens = 0
+        self._settled_pinned = {"system": 0, "developer": 0}
+        for m in settled:
+            n = count(m)
+            self._settled_tokens += n
+            if m.role == "tool":
+                self._settled_tool_tokens += n
+            elif m.role in self._settled_pinned:
+                self._settled_pinned[m.role] += n
+
+    def _track_aborted(self, messages: Iterable[Message]) -> None:
+        for m in messages:
+            if m.kind == _ABORTED_KIND and m.tool_call_id:
+                known = self._aborted.setdefault(m.tool_call_id, [])
+                if not any(k is m for k in known):
+                    known.append(m)
+
+    def _answer_late(self, incoming: list[Message]) -> list[Message]:
+        """Put late results in place of their calls' "aborted" outputs; the messages still to append."""
+        rest: list[Message] = []
+        for k, m in enumerate(incoming):
+            call_id = m.tool_call_id or ""
+            placeholders = self._aborted.get(call_id) if m.role == "tool" else None
+            # A call in the unsettled tail (or earlier in this batch) still waiting for this id gets it instead.
+            if not placeholders or self._awaited(call_id, incoming[:k]):
+                rest.append(m)
+                continue
+            old = placeholders.pop()  # ids reused across turns: the latest call is the one being answered
+            if not placeholders:
+                del self._aborted[call_id]
+            index = next((i for i, x in enumerate(self._messages) if x is old), None)
+            if index is None:
+                rest.append(m)
+                continue
+            self._messages[index] = m
+            self._reset()
+        return rest
+
+    def _awaited(self, call_id: str, before: list[Message]) -> bool:
+        tail = [*self._messages[self._settled :], *before]
+        return any(p.call_id == call_id and p.result_index is None for p in pair_list(tail))
+
+    def _normalized_tail(self) -> list[Message]:
+        # prepare() asks for the tail three times (totals, decision, encoding); normalize it once per state.
+        key = (self.version, len(self._messages), self._settled)
+        cached = self._tail_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        tail = normalize(self._messages[self._settled :], opening=not self._opened)
+        self._tail_cache = (key, tail)
+        return tail
+
+    def _settle(self) -> None:
+        """Move the settled boundary up to the last assistant message, repairing that segment for good.
+
+        A call before the latest assistant turn that still has no result will not get one (the agent moved on),
+        so its synthetic "aborted" result is kept from now on.
+        """
+        msgs = self._messages
+        end = len(msgs) - 1
+        while end > self._settled and msgs[end].role != "assistant":
+            end -= 1
+        if end <= self._settled:
+            return
+        segment = msgs[self._settled : end]
+        fixed = normalize(segment, opening=not self._opened)
+        if fixed != segment:
+            kept = {id(m) for m in fixed}
+            # Orphans and duplicates leave the view here for good; the manager archives them (nothing is lost).
+            self.dropped.extend(m for m in segment if id(m) not in kept)
+            msgs[self._settled : end] = fixed
+        self._track_aborted(fixed)
+        count = self.counter.count_message
+        for m in fixed:
+            n = count(m)
+            self._settled_tokens += n
+            if m.role == "tool":
+                self._settled_tool_tokens += n
+            elif m.role in self._settled_pinned:
+                self._settled_pinned[m.role] += n
+            if m.role not in _PINNED_ROLES:
+                self._opened = True
+        self._settled += len(fixed)

@@ -1,0 +1,45 @@
+"""Recovery from "context length exceeded": every provider's error classified, then compact and retry.
+
+Contract: :func:`parse_overflow` (``overflow``) reads an exception or error body into :class:`OverflowInfo`;
+:func:`call_with_recovery` / :func:`acall_with_recovery` compact (or drop the oldest) and retry at most three
+times, with a stall guard and the manager's circuit breaker.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ._recovery import (
+        CIRCUIT_BREAKER_FAILURES,
+        DEFAULT_MAX_RETRIES,
+        STALL_SHRINK_RATIO,
+        OverflowRecovery,
+        acall_with_recovery,
+        call_with_recovery,
+        counted_tokens,
+        drop_oldest,
+    )
+    from .overflow import OVERFLOW_CODES, OverflowInfo, parse_overflow
+
+# name -> the module that defines it, imported on first use (see contextfold._lazy).
+_EXPORTS: dict[str, str] = {
+    "CIRCUIT_BREAKER_FAILURES": "._recovery",
+    "DEFAULT_MAX_RETRIES": "._recovery",
+    "OVERFLOW_CODES": ".overflow",
+    "OverflowInfo": ".overflow",
+    "OverflowRecovery": "._recovery",
+    "STALL_SHRINK_RATIO": "._recovery",
+    "acall_with_recovery": "._recovery",
+    "call_with_recovery": "._recovery",
+    "counted_tokens": "._recovery",
+    "drop_oldest": "._recovery",
+    "parse_overflow": ".overflow",
+}
+__all__ = [
+    "CIRCUIT_BREAKER_FAILURES", "DEFAULT_MAX_RETRIES", "OVERFLOW_CODES", "STALL_SHRINK_RATIO", "OverflowInfo",
+    "OverflowRecovery", "acall_with_recovery", "call_with_recovery", "counted_tokens", "drop_oldest", "parse_overflow",
+]
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -1,0 +1,266 @@
+"""Context-overflow recovery: when the provider says the prompt is too long, shrink the view and retry.
+
+:func:`call_with_recovery` prepares the view, calls the model, and on a context-length error (recognised by
+:func:`~contextfold.recovery.parse_overflow`) corrects the estimate from the counts in the error, compacts the view
+(``ContextManager.shrink_for_overflow``), falls back to dropping the oldest messages with their tool partners when
+compaction is impossible or not enough, and retries. It stops with :class:`~contextfold.errors.RecoveryFailed`
+after ``max_retries`` retries, when a retry would not be meaningfully smaller than the rejected prompt (the stall
+guard), or when automatic compaction is off without ``allow_on_overflow``. Three failed compactions in a row open
+the circuit breaker: automatic compaction pauses for the session (recovery then only drops old messages).
+
+Every step is an event: ``recovery.overflow``, ``recovery.retry``, ``recovery.gave_up``,
+``recovery.circuit_open``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..errors import ConfigError, ContextfoldError, RecoveryFailed
+from ..messages import Message
+from ..normalize import normalize, remove_messages, tool_pairs
+from ..telemetry import RecoveryCircuitOpen, RecoveryGaveUp, RecoveryOverflow, RecoveryRetry
+from ..tokens import MessageCounter
+from .overflow import OverflowInfo, parse_overflow
+
+if TYPE_CHECKING:
+    from ..compaction import Policy
+    from ..manager import ContextManager
+
+__all__ = [
+    "CIRCUIT_BREAKER_FAILURES",
+    "DEFAULT_MAX_RETRIES",
+    "STALL_SHRINK_RATIO",
+    "OverflowInfo",
+    "OverflowRecovery",
+    "acall_with_recovery",
+    "call_with_recovery",
+    "counted_tokens",
+    "drop_oldest",
+    "parse_overflow",
+]
+
+T = TypeVar("T")
+
+# Three retries: a compaction, a deeper one, and a drop of old turns. A prompt still too long after that is one
+# huge message or a misconfigured window, and more calls would only spend money on the same error.
+DEFAULT_MAX_RETRIES = 3
+# A retry must be at least 5% smaller than the rejected prompt: less means nothing compactable is left (pinned,
+# protected or recent messages fill the window) and the provider would reject the retry for the same reason.
+STALL_SHRINK_RATIO = 0.05
+# Three compactions failing in a row means the summarizer or the budget is broken, not the moment: stop trying
+# automatically (the circuit breaker) instead of paying for a failing summary on every turn.
+CIRCUIT_BREAKER_FAILURES = 3
+# Without a limit in the error, each fallback drop removes a quarter of the prompt: enough to clear most overflows
+# in one retry, little enough to keep the recent work.
+DROP_SHARE_WITHOUT_LIMIT = 0.25
+# Aim this far under the provider's limit: our count and the provider's differ by a few percent per message.
+LIMIT_SAFETY_MARGIN = 0.05
+# Messages whose kind carries the compacted history: dropping them while keeping later turns is the worst trade.
+_UNDROPPABLE_KINDS = frozenset({"summary", "retain"})
+
+
+def call_with_recovery(
+    cm: ContextManager,
+    call: Callable[[Any], T],
+    *,
+    format: str = "openai_chat",
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    reply_tokens: int = 0,
+) -> T:
+    """Call the model with the prepared view; on a context-length error, shrink the view and retry.
+
+    >>> reply = call_with_recovery(cm, lambda view: client.chat.completions.create(  # doctest: +SKIP
+    ...     model="gpt-4o", messages=view))
+
+    Args:
+        cm: The session's manager.
+        call: Sends the view (``cm.prepare(format)``) to the model and returns the reply; raises the SDK's error.
+        format: The wire format ``call`` takes.
+        max_retries: Retries after the first call (so at most ``max_retries + 1`` calls).
+        reply_tokens: What the request reserves for the reply when the provider counts it against the window
+            (Anthropic's ``max_tokens``): a retry leaves room for it even when the error does not mention it.
+
+    Raises:
+        RecoveryFailed: retries exhausted, the stall guard fired, or compaction is off (``Policy(auto=False)``
+            without ``allow_on_overflow``); the provider's error is the cause.
+        Exception: any error that is not a context-length error, unchanged.
+    """
+    recovery = OverflowRecovery(cm, max_retries, reply_tokens)
+    view = cm.prepare(format)
+    while True:
+        try:
+            return call(view)
+        except Exception as exc:
+            info = parse_overflow(exc)
+            if info is None:
+                raise
+            recovery.shrink(info, exc)
+        view = cm.prepare(format)
+
+
+async def acall_with_recovery(
+    cm: ContextManager,
+    call: Callable[[Any], Awaitable[T]],
+    *,
+    format: str = "openai_chat",
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    reply_tokens: int = 0,
+) -> T:
+    """Async :func:`call_with_recovery`: ``call`` is a coroutine function; compaction runs on a worker thread."""
+    recovery = OverflowRecovery(cm, max_retries, reply_tokens)
+    view = await cm.aprepare(format)
+    while True:
+        try:
+            return await call(view)
+        except Exception as exc:
+            info = parse_overflow(exc)
+            if info is None:
+                raise
+            await asyncio.to_thread(recovery.shrink, info, exc)
+        view = await cm.aprepare(format)
+
+
+class OverflowRecovery:
+    """The state of one recovering call: how many overflows it has seen.
+
+    Framework adapters use it where the framework owns the call: :meth:`shrink` after each overflow (it raises
+    RecoveryFailed when the stall guard, the retry limit or a paused manager says not to retry), then send the
+    manager's view again.
+    """
+
+    def __init__(self, cm: ContextManager, max_retries: int, reply_tokens: int) -> None:
+        for name, value in (("max_retries", max_retries), ("reply_tokens", reply_tokens)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"must be a non-negative integer, got {value!r}", field=name)
+        self.cm = cm
+        self.max_retries = max_retries
+        self.reply_tokens = reply_tokens
+        self.attempt = 0
+
+    def shrink(self, info: OverflowInfo, cause: BaseException) -> None:
+        """Make the view smaller after ``info``; raises RecoveryFailed (from ``cause``) when it should not retry."""
+        cm = self.cm
+        self.attempt += 1
+        cm.tracer.emit(RecoveryOverflow(session_id=cm.session_id, attempt=self.attempt, message=info.message,
+                                        prompt_tokens=info.prompt_tokens, limit=info.limit, provider=info.provider))
+        if self.attempt > self.max_retries:
+            self._give_up(f"the prompt is still too long after {self.max_retries} retries ({_figures(info)})", cause)
+        if not cm.policy.may_compact_on_overflow:
+            self._give_up("the provider reported a context overflow, but automatic compaction is off "
+                          "(Policy(auto=False) or enabled=False); set Policy(allow_on_overflow=True) (and "
+                          "enabled=True) to let recovery compact", cause)
+        before = counted_tokens(cm)
+        # Provider tokens per token of ours: the error counted the very view we sent.
+        ratio = info.prompt_tokens / before if info.prompt_tokens and before else 1.0
+        target = _target(info, ratio, self.reply_tokens)
+        actions = [self._compact(info)]
+        after = counted_tokens(cm)
+        # A retry must fit the provider's limit when it gave one, and pass the stall guard in any case.
+        floor = int(before * (1 - STALL_SHRINK_RATIO))
+        enough = floor if target is None else min(target, floor)
+        if after > enough:
+            goal = int(before * (1 - DROP_SHARE_WITHOUT_LIMIT)) if target is None else enough
+            dropped = cm.rewrite_view(lambda view: drop_oldest(view, goal, cm.counter, cm.policy),
+                                      reason="overflow_drop")
+            if dropped:
+                actions.append(f"drop_oldest:{dropped}")
+            after = counted_tokens(cm)
+        action = "+".join(a for a in actions if a)
+        if before - after < STALL_SHRINK_RATIO * before:
+            self._give_up(f"stall guard: recovery could shrink the prompt only from {before} to {after} tokens "
+                          f"(less than {STALL_SHRINK_RATIO:.0%}); what is left is pinned, protected or the latest "
+                          f"request ({_figures(info)})", cause)
+        cm.tracer.emit(RecoveryRetry(session_id=cm.session_id, attempt=self.attempt, action=action,
+                                     tokens_before=before, tokens_after=after))
+
+    def _compact(self, info: OverflowInfo) -> str:
+        """Compact through the manager; on failure count it toward the circuit breaker and ask for a drop."""
+        cm = self.cm
+        if cm.paused:
+            return "compaction_paused"
+        try:
+            cm.shrink_for_overflow(info.prompt_tokens, info.limit)
+        except RecoveryFailed:
+            raise
+        except ContextfoldError as exc:
+            failures = cm.failed_compactions
+            if failures >= CIRCUIT_BREAKER_FAILURES and not cm.paused:  # the manager opens it itself as a rule
+                cm.paused = True
+                cm.tracer.emit(RecoveryCircuitOpen(
+                    session_id=cm.session_id, failures=failures,
+                    reason=f"{failures} compactions failed in a row (last: {type(exc).__name__}: {exc}); automatic "
+                           "compaction is paused for this session"))
+            return f"compaction_failed:{type(exc).__name__}"
+        return "compact"
+
+    def _give_up(self, reason: str, cause: BaseException) -> None:
+        cm = self.cm
+        cm.tracer.emit(RecoveryGaveUp(session_id=cm.session_id, attempts=self.attempt, reason=reason))
+        raise RecoveryFailed(reason) from cause
+
+
+def _target(info: OverflowInfo, ratio: float, reply_tokens: int) -> int | None:
+    """Tokens (ours) the view must fit for the provider to accept it, or None when the error gave no limit."""
+    if info.limit is None:
+        return None
+    limit = max(0, info.limit - max(info.max_tokens or 0, reply_tokens))
+    return max(0, int(limit / ratio * (1 - LIMIT_SAFETY_MARGIN)))
+
+
+def _figures(info: OverflowInfo) -> str:
+    said = f"{info.provider or 'the provider'} said: {info.message}"
+    if info.prompt_tokens is not None and info.limit is not None:
+        return f"{info.prompt_tokens} tokens > {info.limit}; {said}"
+    return said
+
+
+def counted_tokens(cm: ContextManager) -> int:
+    """Tokens of the view and the tool schemas by our own count (the same scale before and after a change)."""
+    return cm.counter.count_messages(cm.messages()) + (cm.counter.count_tools(cm.tools) if cm.tools else 0)
+
+
+def drop_oldest(messages: Sequence[Message], target_tokens: int, counter: MessageCounter,
+                policy: Policy) -> list[Message]:
+    """Drop the oldest messages, each with its tool-call partners, until the view fits ``target_tokens``.
+
+    Never dropped: pinned roles (``policy.roles_never_prune``), protected messages and protected tools' results,
+    summaries and retained facts, and the latest user message (the request being served). The result is
+    normalized, so it still opens with a user message. When nothing droppable is left it may stay over the
+    target; the caller's stall guard decides.
+    """
+    total = counter.count_messages(messages)
+    if total <= target_tokens:
+        return list(messages)
+    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    fixed = {i for i, m in enumerate(messages) if i == last_user or not _droppable(m, policy)}
+    results: dict[int, set[int]] = {}
+    for call_index, result_index in tool_pairs(messages).values():
+        if result_index is not None:
+            results.setdefault(call_index, set()).add(result_index)
+            if call_index in fixed:
+                fixed.add(result_index)  # removing the result would rewrite a message that must stay as it is
+    drop: set[int] = set()
+    freed = 0
+    for i in range(len(messages)):
+        if total - freed <= target_tokens:
+            break
+        if i in drop or i in fixed:
+            continue
+        group = {i} | results.get(i, set())
+        if group & fixed:
+            continue  # a protected result keeps its call
+        freed += sum(counter.count_message(messages[j]) for j in group - drop)
+        drop |= group
+    return normalize(remove_messages(messages, drop))
+
+
+def _droppable(m: Message, policy: Policy) -> bool:
+    if m.role in policy.roles_never_prune or m.protected or m.kind in _UNDROPPABLE_KINDS:
+        return False
+    tools = policy.protected_tools
+    if m.role == "tool" and m.name is not None and m.name in tools:
+        return False
+    return not any(call.name in tools for call in m.tool_calls)

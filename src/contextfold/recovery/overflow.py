@@ -1,0 +1,303 @@
+"""Recognise a provider's "the prompt is too long" error, and read the counts it carries.
+
+Every provider words it differently, and the SDKs wrap it differently: openai and anthropic raise
+``BadRequestError`` with the JSON body in ``.body``, litellm raises ``ContextWindowExceededError``, botocore keeps
+the body in ``.response``, google-genai in ``.details``, and local servers (vLLM, llama.cpp, Ollama) answer with
+their own wording behind an OpenAI-compatible client. :func:`parse_overflow` takes any of them (an exception, a
+response body as a dict, JSON text or plain text) and answers an :class:`OverflowInfo` or None. No SDK is
+imported: exceptions are read by their attributes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ContextOverflowError
+
+__all__ = ["OVERFLOW_CODES", "OverflowInfo", "parse_overflow"]
+
+# Error codes/types that mean "context window exceeded" whatever the message says (OpenAI, Azure, Groq, llama.cpp).
+OVERFLOW_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error", "context_window_exceeded",
+                            "model_context_window_exceeded"})
+# litellm maps every provider's overflow to this class; matched by name so that litellm need not be importable.
+_OVERFLOW_CLASS_NAMES = frozenset({"ContextWindowExceededError", "ContextOverflowError"})
+# A rate limit ("Request too large ... tokens per min") talks about tokens too, but shrinking the prompt is not the
+# cure: never read a 429 as an overflow.
+_RATE_LIMIT_STATUS = 429
+# Wrapped errors (a framework re-raising the SDK's error) are followed this many causes deep.
+_MAX_CAUSE_DEPTH = 4
+# Bodies nest the message (``{"error": {"message": ...}}``, Gemini's ``details`` list); deeper is not an error body.
+_MAX_BODY_DEPTH = 5
+# Keys whose string values are an error's wording.
+_TEXT_KEYS = frozenset({"message", "msg", "detail", "error", "errormessage"})
+# Body fields holding the counts (llama.cpp's server) -> what they count.
+_COUNT_KEYS = {"n_prompt_tokens": "prompt", "n_ctx": "limit"}
+# Keys whose string values are an error's code or type.
+_CODE_KEYS = frozenset({"code", "type", "status", "error_type"})
+
+
+@dataclass(frozen=True, slots=True)
+class OverflowInfo:
+    """A context-window error, with the counts the provider reported (None when it gave none).
+
+    Attributes:
+        message: The provider's wording.
+        provider: Who said it (``"openai"``, ``"anthropic"``, ``"gemini"``, …), when it can be told.
+        prompt_tokens: The size of the rejected input, as the provider counted it.
+        limit: The provider's limit; it covers ``max_tokens`` too when the provider says so.
+        max_tokens: Tokens the request reserved for the reply and the provider counted against ``limit``.
+        status_code: The HTTP status, when known.
+    """
+
+    message: str
+    provider: str | None = None
+    prompt_tokens: int | None = None
+    limit: int | None = None
+    max_tokens: int | None = None
+    status_code: int | None = None
+
+    @property
+    def input_limit(self) -> int | None:
+        """The most input the provider would have accepted with the same reply reservation."""
+        if self.limit is None:
+            return None
+        return max(0, self.limit - (self.max_tokens or 0))
+
+    def to_error(self) -> ContextOverflowError:
+        """The same, as a :class:`~contextfold.errors.ContextOverflowError`."""
+        return ContextOverflowError(self.message, prompt_tokens=self.prompt_tokens, limit=self.limit,
+                                    provider=self.provider)
+
+
+@dataclass(frozen=True, slots=True)
+class _Pattern:
+    provider: str | None
+    regex: re.Pattern[str]
+
+
+def _p(provider: str | None, pattern: str) -> _Pattern:
+    return _Pattern(provider, re.compile(pattern, re.IGNORECASE | re.DOTALL))
+
+
+# Named groups: ``prompt``, ``limit``, ``output`` (reply tokens counted against the limit), ``total`` (prompt plus
+# reply when the provider only gives the sum) and ``breakdown`` (the parenthesised split of ``total``).
+_BREAKDOWN = r"(?:\s*\((?P<breakdown>[^)]*)\))?"
+_PATTERNS: tuple[_Pattern, ...] = (
+    _p("openrouter", r"this endpoint's maximum context length is (?P<limit>\d+) tokens\.?\s*however, you requested "
+                     r"(?:about )?(?P<total>\d+) tokens" + _BREAKDOWN),
+    _p("vllm", r"too large: (?P<output>\d+)\.\s*this model's maximum context length is (?P<limit>\d+) tokens and "
+               r"your request has (?P<prompt>\d+) input tokens"),
+    _p("openai", r"maximum context length is (?P<limit>\d+) tokens\.?,?\s*however,? (?:your messages resulted in|"
+                 r"you requested|your request has) (?P<total>\d+) (?:input )?tokens" + _BREAKDOWN),
+    _p("anthropic", r"prompt is too long: (?P<prompt>\d+) tokens > (?P<limit>\d+) maximum"),
+    _p("anthropic", r"input length and `?max_tokens`? exceed context limit: (?P<prompt>\d+) \+ (?P<output>\d+) > "
+                    r"(?P<limit>\d+)"),
+    _p("openai", r"your input exceeds the context window of this model"),
+    _p("gemini", r"input token count(?: \((?P<prompt>\d+)\))? exceeds the maximum number of tokens allowed"
+                 r"(?: \(?(?P<limit>\d+)\)?)?"),
+    _p("bedrock", r"input is too long for requested model"),
+    _p("bedrock", r"too many input tokens(?:\.? max input tokens: (?P<limit>\d+), request input token count: "
+                  r"(?P<prompt>\d+))?"),
+    _p("llama.cpp", r"request \((?P<prompt>\d+) tokens\) exceeds the available context size \((?P<limit>\d+) tokens\)"),
+    _p("llama.cpp", r"the request exceeds the available context size"),
+    _p("ollama", r"input length exceeds (?:the )?(?:maximum )?context length"),
+    _p("mistral", r"prompt contains (?P<prompt>\d+) tokens(?: and \d+ draft tokens)?, too large for model with "
+                  r"(?P<limit>\d+) maximum context length"),
+    _p("cohere", r"too many tokens: total number of tokens in the prompt cannot exceed (?P<limit>\d+) - received "
+                 r"(?P<prompt>\d+)"),
+    _p(None, r"context length exceeded|context_length_exceeded|exceeds? (?:the )?(?:model's )?context window|"
+             r"context window (?:exceeded|is full)|maximum context length"),
+)
+# A breakdown's parts: "4000 in the messages", "1000 for the completion", "12 of tool input", "10 in the output".
+_PART = re.compile(r"(\d+) (?:in|of|for) (?:the |your )?([a-z ]+?)(?=[,;)]|$)", re.IGNORECASE)
+_OUTPUT_WORDS = ("completion", "output")
+# SDK module prefixes -> provider names, for errors whose wording is shared (OpenAI's is reused by many servers).
+_MODULE_PROVIDERS: tuple[tuple[str, str], ...] = (("openai", "openai"), ("anthropic", "anthropic"),
+                                                  ("litellm", "litellm"), ("google", "gemini"),
+                                                  ("botocore", "bedrock"), ("mistralai", "mistral"),
+                                                  ("cohere", "cohere"), ("groq", "groq"))
+
+
+@dataclass
+class _Evidence:
+    texts: list[str]
+    codes: set[str]
+    numbers: dict[str, int]
+    status: int | None = None
+    provider: str | None = None
+    forced: bool = False  # the error's class says "overflow" whatever the text
+
+
+def parse_overflow(error: object, *, provider: str | None = None) -> OverflowInfo | None:
+    """Return what a context-length error says, or None when ``error`` is some other error.
+
+    Args:
+        error: An SDK exception (openai, anthropic, litellm, google-genai, botocore, …), a
+            :class:`~contextfold.errors.ContextOverflowError`, a response body (dict, JSON text or bytes), or the
+            error's message.
+        provider: Names the provider when the caller knows it better than the error does.
+
+    >>> parse_overflow("prompt is too long: 210000 tokens > 200000 maximum").prompt_tokens
+    210000
+    >>> parse_overflow("Rate limit reached for requests") is None
+    True
+    """
+    if isinstance(error, ContextOverflowError):
+        return OverflowInfo(str(error), provider or error.provider, error.prompt_tokens, error.limit)
+    evidence = _Evidence([], set(), {})
+    _gather(error, evidence, depth=0)
+    if evidence.status == _RATE_LIMIT_STATUS:
+        return None
+    for text in evidence.texts:
+        for pattern in _PATTERNS:
+            match = pattern.regex.search(text)
+            if match:
+                return _info(text, match, provider or evidence.provider or pattern.provider, evidence)
+    if evidence.forced or evidence.codes & OVERFLOW_CODES:
+        message = evidence.texts[0] if evidence.texts else "context window exceeded"
+        return _info(message, None, provider or evidence.provider, evidence)
+    return None
+
+
+def _info(message: str, match: re.Match[str] | None, provider: str | None, evidence: _Evidence) -> OverflowInfo:
+    groups: dict[str, str | None] = match.groupdict() if match is not None else {}
+    prompt, limit, output = _int(groups.get("prompt")), _int(groups.get("limit")), _int(groups.get("output"))
+    total = _int(groups.get("total"))
+    if total is not None:
+        split_prompt, split_output = _split(groups.get("breakdown") or "")
+        # Without a split, "you requested N tokens" may include the reply: an over-estimate of the input is safe.
+        prompt = split_prompt if split_prompt is not None else total
+        output = split_output
+    prompt = prompt if prompt is not None else evidence.numbers.get("prompt")
+    limit = limit if limit is not None else evidence.numbers.get("limit")
+    return OverflowInfo(message=message.strip(), provider=provider, prompt_tokens=prompt, limit=limit,
+                        max_tokens=output, status_code=evidence.status)
+
+
+def _split(breakdown: str) -> tuple[int | None, int | None]:
+    prompt = output = None
+    for number, what in _PART.findall(breakdown):
+        if any(word in what.lower() for word in _OUTPUT_WORDS):
+            output = (output or 0) + int(number)
+        else:
+            prompt = (prompt or 0) + int(number)
+    return prompt, output
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value else None
+
+
+# -- gathering the evidence ----------------------------------------------------------------------------------------
+
+
+def _gather(error: object, evidence: _Evidence, *, depth: int) -> None:
+    if isinstance(error, bytes | bytearray):
+        error = bytes(error).decode("utf-8", errors="replace")
+    if isinstance(error, str):
+        body = _json(error)
+        if body is not None:
+            _walk(body, evidence, depth=0)
+        evidence.texts.append(error)
+        return
+    if isinstance(error, Mapping):
+        _walk(error, evidence, depth=0)
+        return
+    if isinstance(error, BaseException):
+        _gather_exception(error, evidence, depth=depth)
+
+
+def _gather_exception(exc: BaseException, evidence: _Evidence, *, depth: int) -> None:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if names & _OVERFLOW_CLASS_NAMES:
+        evidence.forced = True
+    if isinstance(exc, ContextOverflowError):  # ours, wrapped by a framework: its counts are already parsed
+        for key, value in (("prompt", exc.prompt_tokens), ("limit", exc.limit)):
+            if value is not None:
+                evidence.numbers.setdefault(key, value)
+        evidence.provider = evidence.provider or exc.provider
+    if evidence.provider is None:
+        evidence.provider = _exception_provider(exc)
+    status = _status(exc)
+    if evidence.status is None and status is not None:
+        evidence.status = status
+    code = getattr(exc, "code", None)
+    if isinstance(code, str):
+        evidence.codes.add(code.lower())
+    for attribute in ("body", "response", "details", "error"):
+        value = getattr(exc, attribute, None)
+        if isinstance(value, Mapping | list):
+            _walk(value, evidence, depth=0)
+        elif isinstance(value, str | bytes) and attribute == "body":
+            _gather(value, evidence, depth=depth)
+    message = getattr(exc, "message", None)
+    if isinstance(message, str) and message:
+        evidence.texts.append(message)
+    evidence.texts.append(str(exc))
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None and depth < _MAX_CAUSE_DEPTH:
+        _gather_exception(cause, evidence, depth=depth + 1)
+
+
+def _exception_provider(exc: BaseException) -> str | None:
+    llm_provider = getattr(exc, "llm_provider", None)
+    if isinstance(llm_provider, str) and llm_provider:
+        return llm_provider
+    module = type(exc).__module__ or ""
+    for prefix, name in _MODULE_PROVIDERS:
+        if module == prefix or module.startswith(prefix + "."):
+            return name
+    return None
+
+
+def _status(exc: BaseException) -> int | None:
+    for attribute in ("status_code", "status", "code"):
+        value = getattr(exc, attribute, None)
+        if isinstance(value, int) and not isinstance(value, bool) and 100 <= value < 600:
+            return value
+    response = getattr(exc, "response", None)
+    if isinstance(response, Mapping):  # botocore: {"ResponseMetadata": {"HTTPStatusCode": 400}, "Error": {...}}
+        meta = response.get("ResponseMetadata")
+        if isinstance(meta, Mapping) and isinstance(meta.get("HTTPStatusCode"), int):
+            return int(meta["HTTPStatusCode"])
+    return None
+
+
+def _walk(value: object, evidence: _Evidence, *, depth: int) -> None:
+    if depth > _MAX_BODY_DEPTH:
+        return
+    if isinstance(value, list):
+        for item in value:
+            _walk(item, evidence, depth=depth + 1)
+        return
+    if not isinstance(value, Mapping):
+        return
+    for key, item in value.items():
+        name = str(key).lower()
+        if isinstance(item, str):
+            if name in _TEXT_KEYS:
+                evidence.texts.append(item)
+            elif name in _CODE_KEYS:
+                evidence.codes.add(item.lower())
+        elif isinstance(item, int) and not isinstance(item, bool):
+            if name in _COUNT_KEYS:
+                evidence.numbers.setdefault(_COUNT_KEYS[name], item)
+            elif name in ("code", "status", "httpstatuscode") and 100 <= item < 600 and evidence.status is None:
+                evidence.status = item
+        elif isinstance(item, Mapping | list):
+            _walk(item, evidence, depth=depth + 1)
+
+
+def _json(text: str) -> Any:
+    stripped = text.strip()
+    if not stripped.startswith(("{", "[")):
+        return None
+    try:
+        return json.loads(stripped)
+    except ValueError:
+        return None
+

@@ -1,0 +1,265 @@
+"""Secret redaction, applied to everything before it leaves the process (events, archives, logs).
+
+Each :class:`SecretPattern` finds one kind of secret; only the secret itself is replaced (``password=hunter2``
+becomes ``password=[REDACTED:password]``), so the text around it is byte-for-byte unchanged and a redacted log
+still reads naturally. All patterns are matched against the original text and overlapping findings are resolved
+before anything is replaced, so one replacement can never create or hide another match.
+
+What the model sees is not redacted unless the configuration asks for it: the agent may legitimately need a
+token it was given. Redaction protects what is exported and archived.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..messages import DocumentPart, ImagePart, Message, Part, TextPart, ThinkingPart, ToolCall, UnknownPart, freeze
+from .rules import BUILTIN_PATTERNS, SECRET_KEY, SecretPattern, is_placeholder, weak_value_ok
+
+__all__ = [
+    "BUILTIN_PATTERNS",
+    "LEARN_MIN_CHARS",
+    "MAX_LEARNED",
+    "Finding",
+    "Redactor",
+    "SecretPattern",
+    "marker",
+]
+
+# A finding that is exactly a marker is a secret redacted earlier: renaming it (`api_key = "[REDACTED:openai_key]"`
+# seen again by the api_key pattern) would make redaction depend on how many times it ran (the manager redacts a
+# transcript and the archive redacts it again).
+_MARKER_RE = re.compile(r"\[REDACTED:[^\]\n]*\]")
+# A secret, once found, is remembered by its alphanumeric runs of at least this length that mix letters and digits:
+# a summarizer lists identifiers without the `password=` or `Bearer` that made them recognisable, and an agent may
+# repeat a token in prose. Shorter or single-class runs ("password", "localhost") are too common to replace.
+LEARN_MIN_CHARS = 12
+_LEARNABLE_RE = re.compile(rf"[A-Za-z0-9]{{{LEARN_MIN_CHARS},}}")
+# Letter/digit alternations a remembered run needs at least: "Python3Module" or "Version2024" (one word and one
+# number) are names that recur in code; key material switches between letters and digits all along.
+_LEARN_MIN_SWITCHES = 2
+_SWITCH_RE = re.compile(r"(?<=[A-Za-z])(?=[0-9])|(?<=[0-9])(?=[A-Za-z])")
+
+
+def _learnable(run: str) -> bool:
+    """Whether a run of a found secret may be remembered: it mixes letters and digits like generated text does."""
+    return len(_SWITCH_RE.findall(run)) >= _LEARN_MIN_SWITCHES
+# A secret found inside JSON text (tool-call arguments) still has its escapes: `\nMIIE...` must teach `MIIE...`.
+_JSON_ESCAPE_RE = re.compile(r"\\(?:[nrtbf/\"\\]|u[0-9a-fA-F]{4})")
+# Remembered runs kept at most: a redactor shared by many sessions must not grow without bound.
+MAX_LEARNED = 4096
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Finding:
+    """A secret found at ``text[start:end]``."""
+
+    start: int
+    end: int
+    name: str
+
+
+def marker(name: str) -> str:
+    """The text a secret of kind ``name`` is replaced with."""
+    return f"[REDACTED:{name}]"
+
+
+def _secret_span(m: re.Match[str]) -> tuple[int, int]:
+    groups = m.re.groupindex
+    for name in sorted(groups):
+        if name.startswith("v") and m.group(name) is not None:
+            return m.span(name)
+    return m.span()
+
+
+class Redactor:
+    """Replaces secrets in text, JSON-like objects and messages.
+
+    Example:
+        >>> Redactor().redact_text("export OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwx")
+        'export OPENAI_API_KEY=[REDACTED:openai_key]'
+
+    Args:
+        enabled: when False every method returns its input unchanged (the caller should emit a warning event).
+        patterns: user patterns, ``{name: regex}`` or :class:`SecretPattern` objects, checked with the built-ins.
+        builtin: whether the built-in patterns are used.
+        disabled: names of built-in patterns to skip (for example ``{"url_credentials"}``).
+        callback: a last pass over every redacted string, for secrets no regex describes.
+        apply_to_model: a flag the context manager reads: redact what the model sees too (off by default).
+        remember: replace later verbatim repeats of every secret found (its runs of ``LEARN_MIN_CHARS`` or more
+            letters and digits), even where no pattern would recognise it. A repeat seen before the secret was
+            first found is not caught.
+    """
+
+    def __init__(
+        self,
+        *,
+        enabled: bool = True,
+        patterns: Mapping[str, str] | Iterable[SecretPattern] = (),
+        builtin: bool = True,
+        disabled: Iterable[str] = (),
+        callback: Callable[[str], str] | None = None,
+        apply_to_model: bool = False,
+        remember: bool = True,
+    ) -> None:
+        skip = set(disabled)
+        unknown = skip - {p.name for p in BUILTIN_PATTERNS}
+        if unknown:
+            raise ValueError(f"disabled: unknown built-in pattern(s) {sorted(unknown)}")
+        user = (
+            [SecretPattern.compile(name, rx) for name, rx in patterns.items()]
+            if isinstance(patterns, Mapping)
+            else list(patterns)
+        )
+        chosen = [p for p in BUILTIN_PATTERNS if p.name not in skip] if builtin else []
+        # User patterns come first so that, for an identical span, the user's name is the one shown.
+        self.patterns: tuple[SecretPattern, ...] = (*user, *chosen)
+        self.enabled = enabled
+        self.callback = callback
+        self.apply_to_model = apply_to_model
+        self.remember = remember
+        # Copy-on-write: exporter threads read it while the agent's thread learns; readers never see a dict change.
+        self._learned: dict[str, str] = {}
+        self._learn_lock = threading.Lock()
+
+    def learn(self, secret: str, name: str) -> None:
+        """Remember ``secret`` so that its repeats are redacted as ``name`` (see ``remember``)."""
+        text = _JSON_ESCAPE_RE.sub(" ", secret) if "\\" in secret else secret
+        runs = [r for r in _LEARNABLE_RE.findall(text) if _learnable(r)]
+        if not self.remember or not runs:
+            return
+        with self._learn_lock:
+            fresh = {r: name for r in runs if r not in self._learned}
+            if fresh and len(self._learned) + len(fresh) <= MAX_LEARNED:
+                self._learned = {**self._learned, **fresh}
+
+    def _replace_learned(self, text: str) -> str:
+        learned = self._learned
+        if not learned or len(text) < LEARN_MIN_CHARS:
+            return text
+        return _LEARNABLE_RE.sub(lambda m: marker(learned[m.group()]) if m.group() in learned else m.group(), text)
+
+    # -- text ---------------------------------------------------------------------------------------------------
+    def scan(self, text: str) -> list[Finding]:
+        """The secrets in ``text``, left to right, without overlaps (the earliest, then longest, finding wins)."""
+        found: list[tuple[int, int, int, str]] = []
+        lowered = text.lower()
+        for priority, pattern in enumerate(self.patterns):
+            if not pattern.may_match(lowered):
+                continue
+            for m, name in pattern.findings(text, lowered):
+                start, end = _secret_span(m)
+                if end > start and not _MARKER_RE.fullmatch(text, start, end):
+                    found.append((start, -(end - start), priority, name))
+        found.sort()
+        out: list[Finding] = []
+        last_end = -1
+        for start, neg_len, _, name in found:
+            if start >= last_end:
+                out.append(Finding(start, start - neg_len, name))
+                last_end = start - neg_len
+        return out
+
+    def redact_text(self, text: str) -> str:
+        """``text`` with every secret replaced by its marker; the rest is unchanged."""
+        if not self.enabled or not text:
+            return text
+        findings = self.scan(text)
+        for f in findings:
+            self.learn(text[f.start : f.end], f.name)
+        pieces: list[str] = []
+        pos = 0
+        for f in findings:
+            pieces.append(self._replace_learned(text[pos : f.start]))
+            pieces.append(marker(f.name))
+            pos = f.end
+        pieces.append(self._replace_learned(text[pos:]))
+        result = "".join(pieces)
+        return self.callback(result) if self.callback is not None else result
+
+    # -- structures ---------------------------------------------------------------------------------------------
+    def redact_obj(self, obj: Any) -> Any:
+        """A deep copy of ``obj`` with every string value redacted (dicts, lists and tuples; keys are kept)."""
+        if not self.enabled:
+            return obj
+        if isinstance(obj, str):
+            return self.redact_text(obj)
+        if isinstance(obj, Mapping):
+            return {k: self._redact_item(k, v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [self.redact_obj(v) for v in obj]
+        if isinstance(obj, tuple):
+            return tuple(self.redact_obj(v) for v in obj)
+        return obj
+
+    def _redact_item(self, key: Any, value: Any) -> Any:
+        # {"password": "..."}: the key says the whole value is a secret, whatever it looks like.
+        if isinstance(key, str) and isinstance(value, str) and not value.startswith("[REDACTED"):
+            m = SECRET_KEY.fullmatch(key)
+            weak = m.group("weak") if m is not None else None
+            if m is not None and not is_placeholder(value) and (weak is None or weak_value_ok(weak, value)):
+                name = "password" if m.group("pw") or m.group("wpw") else "api_key"
+                self.learn(value, name)
+                return marker(name)
+        return self.redact_obj(value)
+
+    def redact_json_string(self, text: str) -> str:
+        """A JSON document (tool-call arguments) redacted so that it stays valid JSON.
+
+        The decoded values are redacted first: in the raw text an escaped newline is not whitespace, so a bare
+        ``api_key=...`` value would run on into the next line of the string. When the values hold no secret, the
+        text pass still catches what only shows in JSON syntax (``"api_key": 12345``), and the original formatting
+        is kept.
+        """
+        if not self.enabled:
+            return text
+        try:
+            decoded = json.loads(text)
+        except ValueError:
+            return self.redact_text(text)  # not JSON at all: the text pass is all there is
+        again = self.redact_obj(decoded)
+        if again != decoded:
+            return json.dumps(again, ensure_ascii=False)
+        out = self.redact_text(text)
+        try:
+            json.loads(out)
+        except ValueError:
+            return json.dumps(again, ensure_ascii=False)  # the text pass cut through an escape sequence
+        return out
+
+    def _redact_part(self, part: Part) -> Part:
+        if isinstance(part, TextPart):
+            return replace(part, text=self.redact_text(part.text), extra=freeze(self.redact_obj(part.extra)))
+        if isinstance(part, ThinkingPart):
+            # signature / encrypted are opaque provider tokens that must round-trip; only readable text is redacted.
+            return replace(part, text=self.redact_text(part.text))
+        if isinstance(part, UnknownPart):
+            return replace(part, data=freeze(self.redact_obj(part.data)))
+        if isinstance(part, ImagePart | DocumentPart):
+            # Inline data is binary (base64); only a URL can carry credentials.
+            return replace(part, url=self.redact_text(part.url) if part.url else part.url)
+        return part
+
+    def redact_message(self, m: Message) -> Message:
+        """``m`` with secrets redacted in its text, tool-call arguments, meta and extra."""
+        if not self.enabled:
+            return m
+        content: str | tuple[Part, ...] = (
+            self.redact_text(m.content) if isinstance(m.content, str) else tuple(map(self._redact_part, m.content))
+        )
+        calls = tuple(
+            ToolCall(c.id, c.name, self.redact_json_string(c.arguments), extra=freeze(self.redact_obj(c.extra)))
+            for c in m.tool_calls
+        )
+        meta, extra = freeze(self.redact_obj(m.meta)), freeze(self.redact_obj(m.extra))
+        out = replace(m, content=content, tool_calls=calls, meta=meta, extra=extra)
+        return m if out == m else out
+
+    def redact_messages(self, messages: Iterable[Message]) -> list[Message]:
+        """Every message redacted (see :meth:`redact_message`)."""
+        return [self.redact_message(m) for m in messages]

@@ -1,0 +1,491 @@
+"""Typed event records: every decision contextfold makes, with the figures behind it.
+
+Events are frozen, slotted dataclasses. Each has the common fields (``session_id``, ``trace_id``, ``span_id``,
+``parent_id``, ``started_at``, ``ended_at``, ``status``) and its own typed fields, which :meth:`Event.to_dict`
+puts under ``data``. The ``name`` of an event (``"compact.summary_created"``) is fixed by its class.
+
+Events go to a :class:`Telemetry` sink (``emit(event)``). :class:`NullTelemetry` drops them,
+:class:`RecordingTelemetry` keeps them in memory for tests, and :class:`contextfold.telemetry.BatchProcessor`
+batches them to exporters on a background thread. :class:`contextfold.telemetry.Tracer` stamps ids and times.
+The sinks live in :mod:`contextfold.telemetry` and the id and time helpers in :mod:`contextfold.telemetry._clock`;
+both are re-exported here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any, ClassVar, Literal, TypeAlias
+
+# Ids, times and the sinks live in their own modules; every name stays importable from here.
+from ._clock import format_time, new_span_id, new_trace_id, parse_time, utc_now
+
+__all__ = [
+    "COMMON_FIELDS",
+    "EVENT_TYPES",
+    "STATUSES",
+    "CacheMasked",
+    "CacheTruncated",
+    "CompactError",
+    "CompactWarning",
+    "CustomEvent",
+    "Event",
+    "MessagesPruned",
+    "RecoveryCircuitOpen",
+    "RecoveryGaveUp",
+    "RecoveryOverflow",
+    "RecoveryRetry",
+    "SessionTrace",
+    "SpanEvent",
+    "Status",
+    "SummaryCreated",
+    "TokenEstimate",
+    "TriggerDecision",
+    "UsageRecorded",
+    "event_from_dict",
+]
+
+Status: TypeAlias = Literal["ok", "error"]
+STATUSES: frozenset[str] = frozenset({"ok", "error"})
+
+COMMON_FIELDS: tuple[str, ...] = (
+    "session_id",
+    "trace_id",
+    "span_id",
+    "parent_id",
+    "started_at",
+    "ended_at",
+    "status",
+)
+
+
+def _jsonable(value: Any) -> Any:
+    """Turn the frozen containers events hold into plain JSON-friendly values."""
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, tuple | list | frozenset | set):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        return format_time(value)
+    return value
+
+
+def _freeze(value: Any) -> Any:
+    """Make containers read-only so that an emitted event cannot change while it waits in a queue."""
+    if isinstance(value, Mapping) and not isinstance(value, MappingProxyType):
+        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """The common part of every event.
+
+    Built bare, an event gets random ids and the current time; a :class:`~contextfold.telemetry.Tracer` stamps
+    the session's trace id, a fresh span id, the enclosing span as parent and its clock's times.
+    ``ended_at=None`` means an instantaneous event (it becomes ``started_at``).
+
+    Raises:
+        ValueError: when ``status`` is not ``"ok"``/``"error"``, a time is naive, or ``ended_at < started_at``.
+    """
+
+    NAME: ClassVar[str] = "event"
+    DEFAULT_STATUS: ClassVar[Status] = "ok"
+
+    session_id: str = ""
+    trace_id: str = field(default_factory=new_trace_id)
+    span_id: str = field(default_factory=new_span_id)
+    parent_id: str | None = None
+    started_at: datetime = field(default_factory=utc_now)
+    ended_at: datetime | None = None
+    status: Status | None = None
+
+    def __post_init__(self) -> None:
+        if self.status is None:
+            object.__setattr__(self, "status", self.DEFAULT_STATUS)
+        elif self.status not in STATUSES:
+            raise ValueError(f"{self.NAME}: status: {self.status!r} is not one of 'ok', 'error'")
+        for name in ("started_at", "ended_at"):
+            moment = getattr(self, name)
+            if moment is not None and (not isinstance(moment, datetime) or moment.tzinfo is None):
+                raise ValueError(f"{self.NAME}: {name}: {moment!r} is not a timezone-aware datetime")
+        if self.ended_at is None:
+            object.__setattr__(self, "ended_at", self.started_at)
+        elif self.ended_at < self.started_at:
+            raise ValueError(
+                f"{self.NAME}: ended_at: {format_time(self.ended_at)} is before started_at "
+                f"{format_time(self.started_at)}"
+            )
+        for f in dataclasses.fields(self):
+            if f.name not in COMMON_FIELDS:
+                object.__setattr__(self, f.name, _freeze(getattr(self, f.name)))
+
+    @property
+    def name(self) -> str:
+        """The dotted event name, e.g. ``compact.summary_created``."""
+        return self.NAME
+
+    @property
+    def kind(self) -> str:
+        """The layer the event comes from: the part of the name before the first dot."""
+        return self.name.split(".", 1)[0]
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds between start and end (0 for instantaneous events)."""
+        end = self.ended_at or self.started_at
+        return (end - self.started_at).total_seconds()
+
+    def data(self) -> dict[str, Any]:
+        """The event's own figures (everything but the common fields), JSON-friendly."""
+        return {
+            f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name not in COMMON_FIELDS
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the event as a JSON-friendly dict: name, kind, the common fields and ``data``."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "session_id": self.session_id,
+            "trace_id": self.trace_id,
+            "span_id": self.span_id,
+            "parent_id": self.parent_id,
+            "started_at": format_time(self.started_at),
+            "ended_at": format_time(self.ended_at or self.started_at),
+            "status": self.status,
+            "data": self.data(),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TokenEstimate(Event):
+    """The token count of a view before a model call, broken down by where the tokens are."""
+
+    NAME: ClassVar[str] = "compact.token_estimate"
+
+    system: int
+    developer: int
+    tools_schema: int
+    messages: int
+    model: str | None = None
+    context_window: int | None = None
+    source: str = "estimate"
+
+    @property
+    def total(self) -> int:
+        """All four parts added up."""
+        return self.system + self.developer + self.tools_schema + self.messages
+
+    @property
+    def usage_pct(self) -> float | None:
+        """The total as a percentage of the context window (None when the window is unknown)."""
+        if not self.context_window:
+            return None
+        return round(100 * self.total / self.context_window, 1)
+
+    def data(self) -> dict[str, Any]:
+        """The breakdown plus the total and the share of the window, also under 004's names.
+
+        004's schema has ``t_est`` (the total), ``max_tokens`` (the window) and a nested ``breakdown``; the flat
+        layer fields stay for the readers built on them. ``usage_pct`` is a percentage (87.7), as its name says.
+        """
+        breakdown = {"system": self.system, "developer": self.developer, "tools_schema": self.tools_schema,
+                     "messages": self.messages}
+        return {**Event.data(self), "total": self.total, "usage_pct": self.usage_pct, "t_est": self.total,
+                "max_tokens": self.context_window, "breakdown": breakdown}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TriggerDecision(Event):
+    """Whether compaction triggered before a call, why, and the policy figures behind the decision."""
+
+    NAME: ClassVar[str] = "compact.trigger_decision"
+
+    triggered: bool
+    reason: str
+    action: str = "none"
+    tokens: int = 0
+    threshold_tokens: int | None = None
+    policy: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SummaryCreated(Event):
+    """A summary replaced part of the history; ``summary`` is the text itself."""
+
+    NAME: ClassVar[str] = "compact.summary_created"
+
+    strategy: str
+    input_messages: int
+    input_tokens: int
+    summary_tokens: int
+    summary: str = ""
+    model: str | None = None
+    summary_version: int | None = None
+
+    @property
+    def compression_ratio(self) -> float | None:
+        """The summary's size as a share of its input, 004's figure (0.042: 4.2%); None without input."""
+        if self.input_tokens <= 0:
+            return None
+        return round(self.summary_tokens / self.input_tokens, 4)
+
+    @property
+    def times_smaller(self) -> float | None:
+        """How many times smaller the summary is than its input (None for an empty summary)."""
+        if self.summary_tokens <= 0:
+            return None
+        return round(self.input_tokens / self.summary_tokens, 1)
+
+    def data(self) -> dict[str, Any]:
+        """The figures, the summary text, the compression ratio and how many times smaller the summary is."""
+        return {**Event.data(self), "compression_ratio": self.compression_ratio, "times_smaller": self.times_smaller}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessagesPruned(Event):
+    """Messages left the view (they stay in the archive); ``kept`` counts what stayed, per layer."""
+
+    NAME: ClassVar[str] = "compact.pruned_messages"
+
+    count: int
+    ids: tuple[str, ...] = ()
+    kept: Mapping[str, int | None] = field(default_factory=dict)
+    # The pinned and protected messages that stayed, by id and label: the auditable memory layers (004 §4-5).
+    protected: tuple[str, ...] = ()
+
+    def data(self) -> dict[str, Any]:
+        """The figures, with ``pruned_count`` (the seed name of ``count``)."""
+        return {**Event.data(self), "pruned_count": self.count}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactError(Event):
+    """Compaction failed; ``fallback`` names what was done instead (None when nothing could be)."""
+
+    NAME: ClassVar[str] = "compact.error"
+    DEFAULT_STATUS: ClassVar[Status] = "error"
+
+    error_type: str
+    message: str
+    fallback: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactWarning(Event):
+    """Something an operator should know that is not an error (e.g. redaction disabled)."""
+
+    NAME: ClassVar[str] = "compact.warning"
+
+    message: str
+    code: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheMasked(Event):
+    """Old tool outputs were replaced by placeholders; their full text stays retrievable by ref."""
+
+    NAME: ClassVar[str] = "cache.masked"
+
+    count: int
+    refs: tuple[str, ...] = ()
+    tokens_freed: int = 0
+    prefix_tokens_invalidated: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheTruncated(Event):
+    """A tool output was truncated at write time; ``bytes`` is its full size, kept under ``ref``."""
+
+    NAME: ClassVar[str] = "cache.truncated"
+
+    ref: str
+    bytes: int
+    kept_bytes: int | None = None
+    tool_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryOverflow(Event):
+    """The provider rejected a request as too long."""
+
+    NAME: ClassVar[str] = "recovery.overflow"
+    DEFAULT_STATUS: ClassVar[Status] = "error"
+
+    attempt: int
+    message: str = ""
+    prompt_tokens: int | None = None
+    limit: int | None = None
+    provider: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryRetry(Event):
+    """Recovery shrank the view and retried."""
+
+    NAME: ClassVar[str] = "recovery.retry"
+
+    attempt: int
+    action: str
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryGaveUp(Event):
+    """Recovery stopped (retries exhausted, stall guard, nothing left to compact)."""
+
+    NAME: ClassVar[str] = "recovery.gave_up"
+    DEFAULT_STATUS: ClassVar[Status] = "error"
+
+    attempts: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryCircuitOpen(Event):
+    """Too many failures in a row: recovery is off until ``reset_after_s`` has passed."""
+
+    NAME: ClassVar[str] = "recovery.circuit_open"
+    DEFAULT_STATUS: ClassVar[Status] = "error"
+
+    failures: int
+    reason: str = ""
+    reset_after_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UsageRecorded(Event):
+    """The token counts a provider reported for one call, next to our estimate for the same view."""
+
+    NAME: ClassVar[str] = "usage.recorded"
+
+    input_tokens: int
+    output_tokens: int
+    model: str | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    estimated_input_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CustomEvent(Event):
+    """An event with a caller-chosen name and free-form data (spans recorded by the tracer use it)."""
+
+    NAME: ClassVar[str] = "custom"
+
+    event: str
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The caller-chosen name."""
+        return self.event
+
+    def data(self) -> dict[str, Any]:
+        """The attributes as given."""
+        return dict(_jsonable(self.attributes))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpanEvent(CustomEvent):
+    """A span that had a duration (a model call, a compaction, a summarization), emitted when it closed.
+
+    ``span_kind`` says what sort of work it was (``llm.call``, ``compact``, ``summarize``, ``cache``, ``archive``);
+    trace viewers use it for icons and filters.
+    """
+
+    span_kind: str = ""
+
+    @property
+    def kind(self) -> str:
+        """The span's kind, or the part of its name before the first dot."""
+        return self.span_kind or self.event.split(".", 1)[0]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionTrace(Event):
+    """The session as a whole: what a trace viewer names, groups and times the trace by.
+
+    Emitted when the session starts (``finished`` false, ``ended_at`` = ``started_at``) and again from
+    ``finish()`` with the session's start and the end time. ``metadata`` holds the agent, model, window and
+    policy figures; ``noop_decisions`` counts the trigger decisions that did nothing and were not exported.
+    """
+
+    NAME: ClassVar[str] = "session.trace"
+
+    title: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    finished: bool = False
+    noop_decisions: int = 0
+
+
+EVENT_TYPES: Mapping[str, type[Event]] = MappingProxyType(
+    {
+        cls.NAME: cls
+        for cls in (
+            TokenEstimate,
+            TriggerDecision,
+            SummaryCreated,
+            MessagesPruned,
+            CompactError,
+            CompactWarning,
+            CacheMasked,
+            CacheTruncated,
+            RecoveryOverflow,
+            RecoveryRetry,
+            RecoveryGaveUp,
+            RecoveryCircuitOpen,
+            UsageRecorded,
+            SessionTrace,
+        )
+    }
+)
+
+# Figures that to_dict() derives; event_from_dict() must not pass them back to the constructor.
+_DERIVED = frozenset({"total", "compression_ratio", "times_smaller", "usage_pct", "pruned_count", "t_est", "max_tokens",
+                      "breakdown"})
+
+
+def event_from_dict(item: Mapping[str, Any]) -> Event:
+    """Rebuild an event from :meth:`Event.to_dict` output (names it does not know become :class:`CustomEvent`).
+
+    Raises:
+        ValueError: naming the field that is missing or malformed.
+    """
+    for key in ("name", "trace_id", "span_id", "started_at"):
+        if not isinstance(item.get(key), str):
+            raise ValueError(f"event: {key}: missing or not a string")
+    data = item.get("data") or {}
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{item['name']}: data: must be an object, got {type(data).__name__}")
+    common: dict[str, Any] = {
+        "session_id": item.get("session_id") or "",
+        "trace_id": item["trace_id"],
+        "span_id": item["span_id"],
+        "parent_id": item.get("parent_id"),
+        "started_at": parse_time(item["started_at"], field_name="started_at"),
+        "ended_at": parse_time(item["ended_at"], field_name="ended_at") if item.get("ended_at") else None,
+        "status": item.get("status"),
+    }
+    cls = EVENT_TYPES.get(item["name"])
+    if cls is None:
+        kind = item.get("kind")
+        if isinstance(kind, str) and kind and kind != item["name"].split(".", 1)[0]:
+            return SpanEvent(event=item["name"], attributes=dict(data), span_kind=kind, **common)
+        return CustomEvent(event=item["name"], attributes=dict(data), **common)
+    own = {f.name for f in dataclasses.fields(cls)} - set(COMMON_FIELDS)
+    unknown = set(data) - own - _DERIVED
+    if unknown:
+        raise ValueError(f"{item['name']}: data: unknown field(s) {sorted(unknown)}")
+    kwargs: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in own}
+    try:
+        return cls(**common, **kwargs)
+    except TypeError as exc:
+        raise ValueError(f"{item['name']}: data: {exc}") from None

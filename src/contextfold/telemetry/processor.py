@@ -1,0 +1,379 @@
+"""The batch processor: the lifecycle between the agent's ``emit()`` and an exporter's ``export(batch)``.
+
+``emit`` only appends to a bounded in-memory queue, so telemetry never makes the agent wait: when the queue is
+full the event is dropped and counted. A background thread turns events into dicts, applies the redaction hook,
+and hands batches to the exporter; exporter failures are counted and logged, never raised. The processor owns
+the lifecycle (``flush``, ``shutdown``); the exporter only exports (see STYLE.md point 4).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ._pace import GilPacer
+from .events import Event
+from .exporter import Exporter, shutdown_exporter
+
+__all__ = [
+    "DEFAULT_FLUSH_TIMEOUT_S",
+    "DEFAULT_MAX_BATCH",
+    "DEFAULT_MAX_QUEUE",
+    "DEFAULT_SCHEDULE_DELAY_S",
+    "BatchProcessor",
+    "ProcessorStats",
+    "Redactor",
+]
+
+_log = logging.getLogger(__name__)
+# One line per exported batch (exporter, destination, events, sessions, outcome): the audit trail of everything that
+# left the process (004 §Risk 3). INFO on its own logger, so operators route or silence it apart from the warnings.
+_audit = logging.getLogger("contextfold.audit")
+
+Redactor = Callable[[dict[str, Any]], dict[str, Any]]
+
+# Upper bound on events waiting for export. A compaction emits ~5 events per turn, so 8,192 holds minutes of a
+# busy agent behind a stalled exporter while staying a few MB at most; beyond it we drop rather than grow.
+DEFAULT_MAX_QUEUE = 8192
+# Events per export call: big enough to amortize a request, small enough that a 1,000-event burst leaves in a
+# couple of requests instead of one slow one (the Ariadne exporter further splits by body size).
+DEFAULT_MAX_BATCH = 512
+# How long a lone event may wait for companions before it is sent. The acceptance target is p95 emit-to-receipt
+# under 200 ms, so the wait must stay well below that, leaving room for the request itself.
+DEFAULT_SCHEDULE_DELAY_S = 0.05
+# Share of max_queue at which the worker starts exporting before its timer: late enough not to compete with a
+# burst of emits, early enough to leave half the queue as headroom while the export runs.
+_EARLY_WAKE_FRACTION = 0.5
+# Default patience of flush()/shutdown(): the end of a session (finish() + close()) must not wait on a frozen
+# exporter for more than about a second. A flush that runs out of time marks the exporter as stalled: later flushes
+# return at once while that export is still stuck, and shutdown() aborts it instead of waiting again.
+DEFAULT_FLUSH_TIMEOUT_S = 1.0
+# The patience of the archive's own events file: it is the record, on local storage, so it is worth waiting for
+# (a loaded machine can take more than a second to write a few hundred events), and it cannot freeze like a viewer.
+DURABLE_FLUSH_TIMEOUT_S = 10.0
+# How long a flush or shutdown still waits for an exporter a flush already gave up on: enough for an export that was
+# about to finish anyway, small next to DEFAULT_FLUSH_TIMEOUT_S so that finish() + close() stay near one deadline.
+STALLED_GRACE_S = 0.02
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessorStats:
+    """Counters of a processor's life so far.
+
+    Attributes:
+        accepted: events emit() queued.
+        dropped: events emit() refused (queue full, or processor shut down).
+        exported: events handed to an export() call that returned.
+        failed: events in export() calls that raised.
+        redaction_failures: events dropped because the redaction hook raised (never exported unredacted).
+        abandoned: events still queued when shutdown() ran out of time (never exported).
+        queued: events waiting right now.
+        in_flight: events inside an export() call right now.
+
+    ``accepted == exported + failed + redaction_failures + abandoned + queued + in_flight`` at every moment.
+    """
+
+    accepted: int
+    dropped: int
+    exported: int
+    failed: int
+    redaction_failures: int
+    queued: int
+    abandoned: int = 0
+    in_flight: int = 0
+
+
+class BatchProcessor:
+    """Batches events to an exporter on a background thread; ``emit`` never blocks and never raises.
+
+    Args:
+        exporter: what receives the batches (a list of event dicts each).
+        max_queue: events held at most; beyond it emit() drops and counts.
+        max_batch: events per export() call at most.
+        schedule_delay_s: the longest an event waits for a batch to fill.
+        redact: applied to every event dict before export; if it raises, that event is dropped and counted.
+        flush_timeout_s: the default patience of flush() and shutdown().
+
+    Example::
+
+        processor = BatchProcessor(JsonlExporter("events.jsonl"))
+        tracer = Tracer("session-1", processor)
+        ...
+        processor.shutdown()
+    """
+
+    def __init__(
+        self,
+        exporter: Exporter,
+        *,
+        max_queue: int = DEFAULT_MAX_QUEUE,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        schedule_delay_s: float = DEFAULT_SCHEDULE_DELAY_S,
+        redact: Redactor | None = None,
+        flush_timeout_s: float = DEFAULT_FLUSH_TIMEOUT_S,
+    ) -> None:
+        if max_queue < 1:
+            raise ValueError(f"BatchProcessor: max_queue: must be at least 1, got {max_queue}")
+        if max_batch < 1:
+            raise ValueError(f"BatchProcessor: max_batch: must be at least 1, got {max_batch}")
+        if schedule_delay_s <= 0:
+            raise ValueError(f"BatchProcessor: schedule_delay_s: must be positive, got {schedule_delay_s}")
+        self.exporter = exporter
+        self._max_queue = max_queue
+        self._max_batch = max_batch
+        self._delay = schedule_delay_s
+        self._redact = redact
+        if flush_timeout_s < 0:
+            raise ValueError(f"BatchProcessor: flush_timeout_s: must not be negative, got {flush_timeout_s}")
+        self.flush_timeout_s = flush_timeout_s
+        # The worker competes with the agent for the GIL; during a burst it waits for its timer unless the queue
+        # is half full, so that a burst is not slowed by exports running beside it.
+        self._early_wake = max(1, int(max_queue * _EARLY_WAKE_FRACTION))
+        self._queue: deque[Event | Mapping[str, Any]] = deque()
+        self._lock = threading.Lock()
+        self._wakeup = threading.Event()
+        self._flush_waiters: list[threading.Event] = []
+        self._stopping = False
+        self._accepted = 0
+        self._dropped = 0
+        self._exported = 0
+        self._failed = 0
+        self._redaction_failures = 0
+        self._abandoned = 0
+        self._in_flight = 0
+        self._stalled = False  # a flush ran out of time and none has finished in time since
+        # Started here, not on the first emit, so that no emit() ever pays for starting a thread.
+        self._thread = threading.Thread(target=self._run, name="contextfold-telemetry", daemon=True)
+        self._thread.start()
+        atexit.register(self._at_exit)
+
+    # ---- the agent's side: cheap, never blocking on I/O ----
+
+    def emit(self, event: Event | Mapping[str, Any]) -> None:
+        """Queue one event (an :class:`~contextfold.telemetry.Event` or an event dict); drop it if the queue is full."""
+        with self._lock:
+            if self._stopping or len(self._queue) >= self._max_queue:
+                self._dropped += 1
+                return
+            self._queue.append(event)
+            self._accepted += 1
+            pressing = len(self._queue) >= self._early_wake
+        if pressing and not self._wakeup.is_set():
+            self._wakeup.set()
+
+    def wake(self) -> None:
+        """Export what is queued now instead of after the batch delay; returns at once (a compaction completed)."""
+        if not self._wakeup.is_set():
+            self._wakeup.set()
+
+    @property
+    def dropped(self) -> int:
+        """Events dropped so far."""
+        with self._lock:
+            return self._dropped
+
+    def stats(self) -> ProcessorStats:
+        """A snapshot of the counters."""
+        with self._lock:
+            return ProcessorStats(
+                accepted=self._accepted,
+                dropped=self._dropped,
+                exported=self._exported,
+                failed=self._failed,
+                redaction_failures=self._redaction_failures,
+                queued=len(self._queue),
+                abandoned=self._abandoned,
+                in_flight=self._in_flight,
+            )
+
+    @property
+    def stalled(self) -> bool:
+        """Whether a flush ran out of time and none has finished in time since (the exporter is behind)."""
+        with self._lock:
+            return self._stalled
+
+    # ---- lifecycle ----
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Export everything emitted so far; return whether that finished within ``timeout`` seconds.
+
+        ``timeout`` defaults to ``flush_timeout_s``. Once a flush has run out of time, later ones wait
+        :data:`STALLED_GRACE_S` at most, until one finishes in time again: an exporter stuck on a frozen server
+        (each request running into its own timeout) must not make every flush wait the whole deadline again.
+        """
+        if threading.current_thread() is self._thread:
+            # An exporter that flushes from inside export() would wait for itself.
+            return False
+        patience = self.flush_timeout_s if timeout is None else timeout
+        if self.stalled:
+            patience = min(patience, STALLED_GRACE_S)
+        done = self.begin_flush()
+        if done is None:
+            self._thread.join(patience)
+            return not self._thread.is_alive()
+        finished = done.wait(patience)
+        with self._lock:
+            self._stalled = not finished
+        return finished
+
+    def begin_flush(self) -> threading.Event | None:
+        """Ask the worker to export everything queued now; the returned event is set when it has.
+
+        None when the processor is shutting down (wait for the thread instead). Lets a caller flush several
+        processors at once under one deadline.
+        """
+        done = threading.Event()
+        with self._lock:
+            if self._stopping:
+                return None
+            self._flush_waiters.append(done)
+        self._wakeup.set()
+        return done
+
+    def shutdown(self, timeout: float | None = None) -> bool:
+        """Stop accepting events, export what is queued within ``timeout``, stop the thread, shut the exporter down.
+
+        ``timeout`` defaults to ``flush_timeout_s``. When time runs out (or a flush already gave up on the
+        exporter), the exporter's ``abort()`` (if it has one) ends the export in progress, and what is still
+        queued is abandoned and counted. Idempotent. Returns whether everything queued was exported.
+        """
+        patience = self.flush_timeout_s if timeout is None else timeout
+        stalled = self.stalled
+        with self._lock:
+            already = self._stopping
+            self._stopping = True
+        atexit.unregister(self._at_exit)
+        self._wakeup.set()
+        self._thread.join(min(patience, STALLED_GRACE_S) if stalled else patience)
+        finished = not self._thread.is_alive()
+        if not finished:
+            self._give_up()
+        if not already and finished:
+            try:
+                shutdown_exporter(self.exporter)
+            except Exception:
+                _log.exception("contextfold exporter %r failed to shut down", self.exporter)
+        return finished
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the worker thread to end after shutdown(); whether it has (then every counter is final)."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _give_up(self) -> None:
+        """Abandon what is queued and abort the export in progress, so that a frozen exporter cannot hold us."""
+        with self._lock:
+            abandoned = len(self._queue)
+            self._queue.clear()
+            self._abandoned += abandoned
+            self._stalled = True  # a later shutdown() or flush() waits only the grace period
+        abort = getattr(self.exporter, "abort", None)
+        if callable(abort):
+            try:
+                abort()
+            except Exception:
+                _log.exception("contextfold exporter %r failed to abort", self.exporter)
+        if abandoned:
+            _log.warning("contextfold telemetry: %d events not exported: the exporter did not finish in time",
+                         abandoned)
+
+    def _at_exit(self) -> None:
+        self.shutdown()
+
+    # ---- the worker thread ----
+
+    def _run(self) -> None:
+        while True:
+            self._wakeup.wait(self._delay)
+            self._wakeup.clear()
+            with self._lock:
+                waiters, self._flush_waiters = self._flush_waiters, []
+                stopping = self._stopping
+            self._drain()
+            for waiter in waiters:
+                waiter.set()
+            if stopping:
+                with self._lock:
+                    late, self._flush_waiters = self._flush_waiters, []
+                for waiter in late:
+                    waiter.set()
+                return
+
+    def _drain(self) -> None:
+        """Export everything queued at this moment, batch by batch."""
+        while True:
+            with self._lock:
+                # Hold the lock for as few bytecodes as possible: the agent's emit() waits on it.
+                if len(self._queue) <= self._max_batch:
+                    items = list(self._queue)
+                    self._queue.clear()
+                else:
+                    items = [self._queue.popleft() for _ in range(self._max_batch)]
+                self._in_flight = len(items)
+            if not items:
+                return
+            batch = self._prepare(items)
+            if batch:
+                self._export(batch)
+            else:
+                with self._lock:
+                    self._in_flight = 0
+
+    def _prepare(self, items: list[Event | Mapping[str, Any]]) -> list[dict[str, Any]]:
+        batch: list[dict[str, Any]] = []
+        failures = 0
+        pacer = GilPacer()  # redaction is CPU work under the GIL: in slices, or the agent's thread waits 5 ms
+        for item in items:
+            pacer.tick()
+            record = item.to_dict() if isinstance(item, Event) else dict(item)
+            if self._redact is not None:
+                try:
+                    record = self._redact(record)
+                except Exception:
+                    # Exporting the unredacted event could leak a secret; losing it is the lesser harm.
+                    failures += 1
+                    _log.exception("contextfold redaction hook failed; event %s dropped", record.get("name"))
+                    continue
+            batch.append(record)
+        if failures:
+            with self._lock:
+                self._redaction_failures += failures
+                self._in_flight -= failures
+        return batch
+
+    def _export(self, batch: list[dict[str, Any]]) -> None:
+        try:
+            self.exporter.export(batch)
+        except Exception:
+            with self._lock:
+                self._failed += len(batch)
+                self._in_flight = 0
+            _log.exception("contextfold exporter %r failed on a batch of %d events", self.exporter, len(batch))
+            self._audit(batch, "failed")
+        else:
+            with self._lock:
+                self._exported += len(batch)
+                self._in_flight = 0
+            self._audit(batch, "exported")
+
+    def _audit(self, batch: list[dict[str, Any]], outcome: str) -> None:
+        if not _audit.isEnabledFor(logging.INFO):
+            return
+        sessions = sorted({str(e.get("session_id") or "") for e in batch})
+        _audit.info("export exporter=%s destination=%s events=%d sessions=%s outcome=%s",
+                    type(self.exporter).__name__, _destination(self.exporter), len(batch), ",".join(sessions),
+                    outcome)
+
+
+def _destination(exporter: object) -> str:
+    """Where an exporter sends events (its URL or file), for the audit line; "-" when it does not say."""
+    for name in ("url", "path", "endpoint"):
+        value = getattr(exporter, name, None)
+        if value:
+            return str(value)
+    return "-"

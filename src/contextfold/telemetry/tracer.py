@@ -1,0 +1,327 @@
+"""Hands out trace ids, span ids and times for events, so that one session reads as one trace.
+
+A :class:`Tracer` belongs to one session. ``tracer.emit(event)`` stamps the event with the session id, the
+session's trace id, a new span id, the innermost open span as parent and the tracer's clock, then passes it to
+the telemetry sink. ``with tracer.span("prepare", kind="llm.call"):`` opens a parent span that is itself emitted,
+as a :class:`~contextfold.telemetry.SpanEvent` with its real duration, when it closes; a sink with a
+``span_started(span)`` method (the live OpenTelemetry sink) also hears when it opens. ``start_session()`` and
+``finish_session()`` emit the :class:`~contextfold.telemetry.SessionTrace` that names the trace.
+
+A trigger decision that triggers nothing says only "not yet"; by default it is counted on the enclosing span
+(``noop_decisions``; the next model-call span when none is open) instead of being sent one by one
+(``keep_noop_decisions=True`` sends them all). The clock and id source are injectable so that tests and replays
+are deterministic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from ._clock import new_span_id, utc_now
+from .events import Event, SessionTrace, SpanEvent, Status, TriggerDecision
+from .sinks import NullTelemetry, Telemetry
+
+__all__ = ["FixedClock", "SequentialIds", "Span", "Tracer", "trace_id_for_session"]
+
+E = TypeVar("E", bound=Event)
+
+_log = logging.getLogger(__name__)
+
+# 32 hex digits = the 16-byte W3C/OpenTelemetry trace id.
+_TRACE_ID_HEX = 32
+# 16 hex digits = the 8-byte W3C/OpenTelemetry span id.
+_SPAN_ID_HEX = 16
+
+
+def trace_id_for_session(session_id: str) -> str:
+    """Return the trace id of a session: derived from its id, so any worker resuming it joins the same trace."""
+    return hashlib.sha256(f"contextfold:{session_id}".encode()).hexdigest()[:_TRACE_ID_HEX]
+
+
+class SequentialIds:
+    """Deterministic span ids ``0000000000000001``, ``0000000000000002``, … for tests and replays."""
+
+    def __init__(self, start: int = 1) -> None:
+        self._counter = itertools.count(start)
+        self._lock = threading.Lock()
+
+    def __call__(self) -> str:
+        """Return the next id."""
+        with self._lock:
+            return f"{next(self._counter):0{_SPAN_ID_HEX}x}"
+
+
+class FixedClock:
+    """A clock that starts at ``start`` and moves forward ``step`` on every reading (deterministic times)."""
+
+    def __init__(self, start: datetime, step: timedelta = timedelta(milliseconds=1)) -> None:
+        if start.tzinfo is None:
+            raise ValueError("FixedClock: start: must be timezone-aware")
+        self._now = start
+        self._step = step
+        self._lock = threading.Lock()
+
+    def __call__(self) -> datetime:
+        """Return the current reading and advance."""
+        with self._lock:
+            now = self._now
+            self._now = now + self._step
+            return now
+
+
+# The span attribute that counts the trigger decisions folded into a span.
+NOOP_DECISIONS = "noop_decisions"
+
+
+class Span:
+    """An open span: add figures with :meth:`set`; it is emitted when its ``with`` block ends."""
+
+    __slots__ = ("data", "dropped", "kind", "name", "parent_id", "span_id", "started_at", "status", "trace_id")
+
+    def __init__(self, name: str, trace_id: str, span_id: str, parent_id: str | None, started_at: datetime,
+                 kind: str = "") -> None:
+        self.name = name
+        self.kind = kind
+        self.trace_id = trace_id
+        self.span_id = span_id
+        self.parent_id = parent_id
+        self.started_at = started_at
+        self.status: Status = "ok"
+        self.data: dict[str, Any] = {}
+        self.dropped = False
+
+    def set(self, **data: Any) -> None:
+        """Record figures on the span."""
+        self.data.update(data)
+
+    def count(self, key: str, by: int = 1) -> None:
+        """Add ``by`` to the figure ``key``."""
+        self.data[key] = int(self.data.get(key, 0)) + by
+
+    def drop(self) -> None:
+        """Do not emit this span (it turned out to do nothing worth showing); events inside it keep their parent."""
+        self.dropped = True
+
+    def fail(self, error: BaseException | str) -> None:
+        """Mark the span as failed, naming the error."""
+        self.status = "error"
+        if isinstance(error, BaseException):
+            self.data["error_type"] = type(error).__name__
+            self.data["error"] = str(error)
+        else:
+            self.data["error"] = error
+
+
+# The innermost open span of the running thread or task; contextvars so that asyncio tasks nest correctly.
+_CURRENT_SPAN: ContextVar[Span | None] = ContextVar("contextfold_current_span", default=None)
+
+
+class Tracer:
+    """Stamps events with one session's ids and times and sends them to a telemetry sink.
+
+    Args:
+        session_id: the session; a random one when None.
+        telemetry: where events go (:class:`~contextfold.telemetry.NullTelemetry` when None).
+        trace_id: overrides the id derived from ``session_id``.
+        clock: returns timezone-aware ``datetime`` s (UTC now by default).
+        ids: returns a new span id per call (16 random hex digits by default).
+
+    Example::
+
+        tracer = Tracer("session-1", RecordingTelemetry())
+        with tracer.span("compact.prepare") as span:
+            tracer.emit(TokenEstimate(system=10, developer=0, tools_schema=50, messages=900))
+            span.set(messages=12)
+    """
+
+    def __init__(
+        self,
+        session_id: str | None = None,
+        telemetry: Telemetry | None = None,
+        *,
+        trace_id: str | None = None,
+        clock: Callable[[], datetime] | None = None,
+        ids: Callable[[], str] | None = None,
+        keep_noop_decisions: bool = False,
+    ) -> None:
+        self.session_id = session_id if session_id is not None else uuid.uuid4().hex
+        self.trace_id = trace_id or trace_id_for_session(self.session_id)
+        self.telemetry: Telemetry = telemetry if telemetry is not None else NullTelemetry()
+        self._clock = clock or utc_now
+        self._ids = ids or new_span_id
+        self.emit_failures = 0
+        self.keep_noop_decisions = keep_noop_decisions
+        self.noop_decisions = 0  # folded so far, in the whole session
+        self._pending_noop = 0  # folded outside any span, waiting for the next root span
+        self._noop_lock = threading.Lock()
+        self._session: SessionTrace | None = None
+
+    def now(self) -> datetime:
+        """Read the tracer's clock."""
+        return self._clock()
+
+    def new_id(self) -> str:
+        """Return a new span id."""
+        return self._ids()
+
+    def current_span(self) -> Span | None:
+        """The innermost open span of this tracer, if any."""
+        span = _CURRENT_SPAN.get()
+        return span if span is not None and span.trace_id == self.trace_id else None
+
+    def stamp(self, event: E, *, started_at: datetime | None = None, ended_at: datetime | None = None) -> E:
+        """Return a copy of ``event`` with this session's ids, the current span as parent, and the clock's times.
+
+        Without ``started_at`` the event is instantaneous at the clock's reading. With it and no ``ended_at``
+        it ends now. An end before the start (a clock that stepped back) is clamped to the start.
+        """
+        parent = self.current_span()
+        if started_at is None:
+            start = self._clock()
+            end = ended_at or start
+        else:
+            start = started_at
+            end = ended_at or self._clock()
+        return dataclasses.replace(
+            event,
+            session_id=self.session_id,
+            trace_id=self.trace_id,
+            span_id=self._ids(),
+            parent_id=parent.span_id if parent is not None else None,
+            started_at=start,
+            ended_at=max(start, end),
+        )
+
+    def emit(self, event: E, *, started_at: datetime | None = None, ended_at: datetime | None = None,
+             noop: bool | None = None) -> E:
+        """Stamp ``event`` and send it to the sink; a failing sink is counted and logged, never raised.
+
+        A trigger decision that led to nothing (``noop``; by default: one that did not trigger) is folded into a
+        count instead (see the module docstring).
+        """
+        stamped = self.stamp(event, started_at=started_at, ended_at=ended_at)
+        if noop is None:
+            noop = isinstance(event, TriggerDecision) and not event.triggered
+        if noop and isinstance(event, TriggerDecision) and not self.keep_noop_decisions:
+            self._fold_noop()
+            return stamped
+        self._send(stamped)
+        return stamped
+
+    def _fold_noop(self) -> None:
+        span = self.current_span()
+        with self._noop_lock:
+            self.noop_decisions += 1
+            if span is None:
+                self._pending_noop += 1
+        if span is not None:
+            span.count(NOOP_DECISIONS)
+
+    @contextmanager
+    def span(self, name: str, *, kind: str = "", **data: Any) -> Iterator[Span]:
+        """Open a span; events emitted inside it get it as parent. An exception marks it failed and propagates.
+
+        A root span takes the no-op decisions folded since the previous one (``noop_decisions``).
+        """
+        parent = self.current_span()
+        span = Span(name, self.trace_id, self._ids(), parent.span_id if parent else None, self._clock(), kind)
+        span.set(**data)
+        if parent is None:
+            with self._noop_lock:
+                pending, self._pending_noop = self._pending_noop, 0
+            if pending:
+                span.count(NOOP_DECISIONS, pending)
+        self._span_started(span)
+        token = _CURRENT_SPAN.set(span)
+        try:
+            yield span
+        except BaseException as exc:
+            span.fail(exc)
+            raise
+        finally:
+            _CURRENT_SPAN.reset(token)
+            end = self._clock()
+            if span.dropped:
+                self._span_dropped(span)
+            else:
+                self._send(
+                    SpanEvent(
+                        event=name,
+                        span_kind=kind,
+                        attributes=dict(span.data),
+                        session_id=self.session_id,
+                        trace_id=self.trace_id,
+                        span_id=span.span_id,
+                        parent_id=span.parent_id,
+                        started_at=span.started_at,
+                        ended_at=max(span.started_at, end),
+                        status=span.status,
+                    )
+                )
+
+    # -- the session trace ------------------------------------------------------------------------------------
+    def start_session(self, title: str, metadata: Mapping[str, Any]) -> SessionTrace:
+        """Emit the session's trace event (its name and metadata) as the session starts."""
+        event = SessionTrace(title=title, metadata=dict(metadata))
+        self._session = self.emit(event)
+        return self._session
+
+    def finish_session(self) -> SessionTrace | None:
+        """Emit the session's trace event again, with its end time and the no-op decisions folded so far."""
+        if self._session is None:
+            return None
+        with self._noop_lock:
+            folded = self.noop_decisions
+        done = dataclasses.replace(self._session, finished=True, noop_decisions=folded,
+                                   ended_at=max(self._session.started_at, self._clock()))
+        self._send(done)
+        return done
+
+    def wake(self) -> None:
+        """Ask the sink to export its queued events now (004 §6: batches flush when a compaction completes).
+
+        Never blocks: a batching sink only wakes its exporter thread.
+        """
+        hook = getattr(self.telemetry, "wake", None)
+        if callable(hook):
+            try:
+                hook()
+            except Exception:
+                self.emit_failures += 1
+                _log.exception("contextfold telemetry sink failed to wake")
+
+    def _span_started(self, span: Span) -> None:
+        hook = getattr(self.telemetry, "span_started", None)
+        if callable(hook):
+            try:
+                hook(span)
+            except Exception:
+                self.emit_failures += 1
+                _log.exception("contextfold telemetry sink failed on the start of %s", span.name)
+
+    def _span_dropped(self, span: Span) -> None:
+        hook = getattr(self.telemetry, "span_dropped", None)
+        if callable(hook):
+            try:
+                hook(span)
+            except Exception:
+                self.emit_failures += 1
+                _log.exception("contextfold telemetry sink failed on dropping %s", span.name)
+
+    def _send(self, event: Event) -> None:
+        try:
+            self.telemetry.emit(event)
+        except Exception:
+            # Telemetry must never break the agent: count, log once per failure, carry on.
+            self.emit_failures += 1
+            _log.exception("contextfold telemetry sink failed on %s", event.name)

@@ -1,0 +1,543 @@
+"""Token counting: exact (tiktoken, from BPE files shipped in the package) and estimated, per message, cached.
+
+Text counters implement the one-method :class:`TokenCounter` protocol. :class:`MessageCounter` adds what a
+provider adds around the text (per-message framing, names, tool calls, images) and caches every message's count
+by its fingerprint, so that counting a history again after appending costs only the new messages.
+
+``tiktoken`` is imported on the first exact count, never at import time: ``import contextfold`` stays fast.
+Loading a BPE file takes most of a second, so a :class:`MessageCounter` built with ``lazy=True`` (what the
+ContextManager uses) counts UTF-8 bytes until it is loaded (in the background while the agent waits for the
+model, or at once when exact counts are needed): a byte-level BPE
+token covers at least one byte, so those provisional counts are upper bounds, and a view that is under every
+threshold by its upper bound is under it exactly too. Acting (masking, compacting) waits for the exact counts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from ..messages import DocumentPart, ImagePart, Message, Part, TextPart, ThinkingPart
+
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "OVERHEADS",
+    "EstimatingCounter",
+    "MessageCounter",
+    "Overhead",
+    "TiktokenCounter",
+    "TokenCounter",
+    "counter_for_model",
+    "encoding_for_model",
+]
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts the tokens of a text. One method; implement it to plug in any tokenizer.
+
+    >>> class Words:
+    ...     def count(self, text: str) -> int:
+    ...         return len(text.split())
+    >>> MessageCounter(Words()).count_message(Message.user("two words"))
+    6
+    """
+
+    def count(self, text: str) -> int:
+        """The number of tokens ``text`` encodes to."""
+        ...
+
+
+# ---- exact counting with tiktoken ---------------------------------------------------------------------------------
+
+_ENDOFTEXT = "<|endoftext|>"
+_ENDOFPROMPT = "<|endofprompt|>"
+
+# Pre-tokenization patterns and special tokens of OpenAI's public encodings; they must match the published
+# definitions exactly, or counts drift from what the API bills.
+_CL100K_PAT = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|"""
+    r"""\s+(?!\S)|\s"""
+)
+_O200K_PAT = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _EncodingSpec:
+    filename: str
+    sha256: str
+    pat_str: str
+    special_tokens: Mapping[str, int]
+
+
+_ENCODING_SPECS: dict[str, _EncodingSpec] = {
+    "o200k_base": _EncodingSpec(
+        "o200k_base.tiktoken",
+        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        _O200K_PAT,
+        {_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018},
+    ),
+    "cl100k_base": _EncodingSpec(
+        "cl100k_base.tiktoken",
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        _CL100K_PAT,
+        {
+            _ENDOFTEXT: 100257,
+            "<|fim_prefix|>": 100258,
+            "<|fim_middle|>": 100259,
+            "<|fim_suffix|>": 100260,
+            _ENDOFPROMPT: 100276,
+        },
+    ),
+}
+
+# Loading a BPE file takes ~0.3 s and ~100 MB; one Encoding per process is shared by every counter and thread.
+_ENCODINGS: dict[str, Any] = {}
+_ENCODINGS_LOCK = threading.Lock()
+# Encodings a background thread was started for (see TiktokenCounter.preload); guarded by _ENCODINGS_LOCK's sibling.
+_PRELOADING: set[str] = set()
+_PRELOAD_LOCK = threading.Lock()
+
+
+def _load_encoding(name: str) -> Any:
+    """The shared ``tiktoken.Encoding`` called ``name``, built once from the package's BPE file (no network)."""
+    enc = _ENCODINGS.get(name)
+    if enc is not None:
+        return enc
+    spec = _ENCODING_SPECS.get(name)
+    if spec is None:
+        raise ValueError(f"encoding: unknown tiktoken encoding {name!r}; expected one of {sorted(_ENCODING_SPECS)}")
+    with _ENCODINGS_LOCK:
+        enc = _ENCODINGS.get(name)
+        if enc is None:
+            from importlib import resources
+
+            import tiktoken
+            from tiktoken.load import load_tiktoken_bpe
+
+            with resources.as_file(resources.files("contextfold") / "data" / spec.filename) as path:
+                ranks = load_tiktoken_bpe(str(path), expected_hash=spec.sha256)
+            enc = tiktoken.Encoding(
+                name=name, pat_str=spec.pat_str, mergeable_ranks=ranks, special_tokens=dict(spec.special_tokens)
+            )
+            _ENCODINGS[name] = enc
+    return enc
+
+
+def _preload(name: str) -> None:
+    try:
+        _load_encoding(name)
+    except Exception:  # the next exact count loads again in the caller's thread and raises there, with context
+        with _PRELOAD_LOCK:
+            _PRELOADING.discard(name)
+
+
+class TiktokenCounter:
+    """Exact token counts for OpenAI models, from the BPE files shipped in the package.
+
+    Special-token text such as ``<|endoftext|>`` is counted as ordinary text (never raises), which is how a
+    provider counts it inside a message.
+    """
+
+    def __init__(self, encoding_name: str = "o200k_base") -> None:
+        if encoding_name not in _ENCODING_SPECS:
+            raise ValueError(
+                f"encoding_name: unknown tiktoken encoding {encoding_name!r}; expected one of {sorted(_ENCODING_SPECS)}"
+            )
+        self.encoding_name = encoding_name
+
+    @property
+    def encoding(self) -> Any:
+        """The shared ``tiktoken.Encoding`` (loaded on first use)."""
+        return _load_encoding(self.encoding_name)
+
+    @property
+    def ready(self) -> bool:
+        """Whether the encoding is loaded (counting costs no load)."""
+        return self.encoding_name in _ENCODINGS
+
+    def preload(self) -> None:
+        """Start loading the encoding on a daemon thread, once per process; returns at once."""
+        name = self.encoding_name
+        with _PRELOAD_LOCK:
+            if name in _ENCODINGS or name in _PRELOADING:
+                return
+            _PRELOADING.add(name)
+        threading.Thread(target=_preload, args=(name,), name=f"contextfold-load-{name}", daemon=True).start()
+
+    def wait_ready(self) -> None:
+        """Load the encoding now, or wait for the thread that is loading it."""
+        _load_encoding(self.encoding_name)
+
+    def count(self, text: str) -> int:
+        """Tokens of ``text``: exact (``len(encode_ordinary(text))``) up to ``EXACT_COUNT_MAX_CHARS``, then sampled.
+
+        BPE runs at about 1 µs a character: a 10 MB message would take 10 s to count exactly, although anything
+        that long is far over every window and an estimate within a few percent decides the same.
+        """
+        if not text:
+            return 0
+        enc = _ENCODINGS.get(self.encoding_name) or _load_encoding(self.encoding_name)
+        if len(text) > EXACT_COUNT_MAX_CHARS:
+            return _sampled_count(enc, text)
+        return len(enc.encode_ordinary(text))
+
+    def __repr__(self) -> str:
+        return f"TiktokenCounter({self.encoding_name!r})"
+
+
+# Texts longer than this are counted from samples (see TiktokenCounter.count): 1 MB is ~8 windows of 32K tokens.
+EXACT_COUNT_MAX_CHARS = 1_000_000
+# Samples spread evenly over a long text, and their length: 32 × 8K characters counts ~0.26 MB whatever the size.
+_SAMPLE_COUNT = 32
+_SAMPLE_CHARS = 8_192
+
+
+def _sampled_count(enc: Any, text: str) -> int:
+    """Tokens of a long ``text`` estimated from evenly spaced samples, rounded up (over-counting is the safe side)."""
+    step = len(text) // _SAMPLE_COUNT
+    sampled_chars = sampled_tokens = 0
+    for k in range(_SAMPLE_COUNT):
+        chunk = text[k * step:k * step + _SAMPLE_CHARS]
+        sampled_chars += len(chunk)
+        sampled_tokens += len(enc.encode_ordinary(chunk))
+    return math.ceil(len(text) * sampled_tokens / sampled_chars)
+
+
+# ---- estimated counting -------------------------------------------------------------------------------------------
+
+# Characters per token by tokenizer family, measured on English prose and code. Claude's tokenizer is denser than
+# OpenAI's (more tokens per character); the estimate is corrected by provider-reported counts as calls are made.
+CHARS_PER_TOKEN: Mapping[str, float] = {
+    "anthropic": 3.5,
+    "google": 4.0,
+    "default": 4.0,
+}
+
+# The calibration factor is kept within these bounds: a ratio outside them means the usage figures do not
+# belong to the counted messages (e.g. tools or a system prompt not passed), not that the tokenizer is that far off.
+_MIN_CALIBRATION = 0.5
+_MAX_CALIBRATION = 2.5
+
+
+class EstimatingCounter:
+    """Estimates tokens from characters, for models without a public tokenizer.
+
+    ``calibration`` multiplies the estimate; a :class:`~contextfold.tokens.UsageTracker` moves it towards the ratio
+    of provider-reported to estimated counts. ``revision`` changes whenever the calibration does, so that caches
+    built on this counter know to start again.
+    """
+
+    def __init__(self, chars_per_token: float = CHARS_PER_TOKEN["default"], *, calibration: float = 1.0) -> None:
+        if not chars_per_token > 0:
+            raise ValueError(f"chars_per_token: must be > 0, got {chars_per_token!r}")
+        self.chars_per_token = float(chars_per_token)
+        self.calibration = 1.0
+        self.revision = 0
+        self.set_calibration(calibration)
+
+    @classmethod
+    def for_provider(cls, provider: str) -> EstimatingCounter:
+        """The estimating counter with the default ratio of ``provider`` (``anthropic``, ``google``, others)."""
+        return cls(CHARS_PER_TOKEN.get(provider, CHARS_PER_TOKEN["default"]))
+
+    def set_calibration(self, factor: float) -> None:
+        """Set the correction factor (clamped to a sane range); bumps ``revision`` when it changes."""
+        if not math.isfinite(factor) or factor <= 0:
+            raise ValueError(f"calibration: must be a positive finite number, got {factor!r}")
+        factor = min(max(factor, _MIN_CALIBRATION), _MAX_CALIBRATION)
+        if factor != self.calibration:
+            self.calibration = factor
+            self.revision += 1
+
+    def count(self, text: str) -> int:
+        """Estimated tokens of ``text`` (at least 1 for non-empty text)."""
+        if not text:
+            return 0
+        return max(1, math.ceil(len(text) / self.chars_per_token * self.calibration))
+
+    def __repr__(self) -> str:
+        return f"EstimatingCounter({self.chars_per_token}, calibration={self.calibration:.3f})"
+
+
+# ---- per-message overheads ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Overhead:
+    """Tokens a wire format adds around message text.
+
+    Attributes:
+        per_message: framing tokens of every message (start/end markers).
+        per_name: extra tokens when a message carries ``name``.
+        reply_priming: tokens that prime the reply, added once per request.
+        per_tool_call: framing of one tool call, on top of its name and arguments.
+        count_role: whether the role string itself is tokenized (OpenAI renders it; others use fixed markers).
+    """
+
+    per_message: int
+    per_name: int
+    reply_priming: int
+    per_tool_call: int
+    count_role: bool = True
+
+
+# OpenAI chat: the documented 3 tokens per message, +1 for ``name``, 3 to prime the reply (openai-cookbook
+# "How to count tokens with tiktoken"). Tool-call framing is undocumented; 3 matches the function-call wrapper.
+# Other formats' framing is not published: these are close estimates, corrected by usage-grounded tracking.
+OVERHEADS: Mapping[str, Overhead] = {
+    "openai_chat": Overhead(per_message=3, per_name=1, reply_priming=3, per_tool_call=3),
+    "openai_responses": Overhead(per_message=3, per_name=1, reply_priming=3, per_tool_call=3),
+    "anthropic": Overhead(per_message=4, per_name=0, reply_priming=3, per_tool_call=5, count_role=False),
+    "gemini": Overhead(per_message=4, per_name=0, reply_priming=3, per_tool_call=5, count_role=False),
+}
+
+# OpenAI bills a low-detail image 85 tokens and a 1024x1024 high-detail image 85 + 4 tiles x 170 = 765; without
+# decoding the image those are the best fixed estimates. Anthropic's ~1.15 MP cap lands near the high figure.
+IMAGE_TOKENS_LOW = 85
+IMAGE_TOKENS_HIGH = 765
+# A document part we cannot read as text (PDF): providers bill roughly 1,500-3,000 tokens a page; one page's worth.
+DOCUMENT_TOKENS = 2_000
+# Encrypted reasoning is billed as the reasoning it hides; base64 inflates it, so about 1 token per 4 characters.
+ENCRYPTED_CHARS_PER_TOKEN = 4
+# Tool schemas: a namespace preamble once, and per-function framing around the JSON (OpenAI renders them as
+# TypeScript-like declarations that tokenize a little shorter than JSON; the JSON count errs on the safe side).
+TOOLS_PREAMBLE_TOKENS = 12
+PER_TOOL_TOKENS = 8
+# Cached message counts. 32k entries hold far more than any context window's messages (~5 MB) while still
+# bounding a process that counts many sessions.
+DEFAULT_CACHE_SIZE = 32_768
+
+
+class MessageCounter:
+    """Counts messages: content tokens plus the wire format's overhead, cached per message fingerprint.
+
+    The cache is bounded (least recently used entries go first) and thread-safe. It is dropped when the text
+    counter's ``revision`` changes (a recalibrated estimate), so cached counts never mix two calibrations; the
+    counter's own :attr:`revision` then goes up, so that totals built from its counts (the manager's view) know to
+    count again.
+
+    With ``lazy=True`` and a text counter that loads slowly (one with ``ready``, ``preload()`` and
+    ``wait_ready()``, like :class:`TiktokenCounter`), counting starts at once: until the tokenizer is loaded (by
+    :meth:`preload` on a background thread, or :meth:`wait_exact`), texts count as their UTF-8 bytes
+    (:attr:`provisional`), an upper bound of any byte-level BPE count.
+    """
+
+    def __init__(
+        self,
+        counter: TokenCounter,
+        *,
+        format: str = "openai_chat",
+        overhead: Overhead | None = None,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+        lazy: bool = False,
+    ) -> None:
+        if overhead is None:
+            if format not in OVERHEADS:
+                raise ValueError(f"format: unknown wire format {format!r}; expected one of {sorted(OVERHEADS)}")
+            overhead = OVERHEADS[format]
+        if cache_size < 1:
+            raise ValueError(f"cache_size: must be >= 1, got {cache_size}")
+        self.counter = counter
+        self.format = format
+        self.overhead = overhead
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, int] = OrderedDict()
+        self._lock = threading.Lock()
+        self._counter_revision = getattr(counter, "revision", 0)
+        self._roles: dict[str, int] = {}
+        self._revision = 0  # goes up whenever cached counts were dropped
+        loads_slowly = all(callable(getattr(counter, n, None)) for n in ("preload", "wait_ready"))
+        self._provisional = lazy and loads_slowly and not getattr(counter, "ready", True)
+
+    @property
+    def revision(self) -> int:
+        """Goes up whenever the counts change meaning (exact tokenizer arrived, recalibration, :meth:`clear`)."""
+        self._check_revision()
+        return self._revision
+
+    @property
+    def provisional(self) -> bool:
+        """Whether counts are still UTF-8 byte upper bounds (the exact tokenizer is loading)."""
+        if self._provisional:
+            self._check_revision()
+        return self._provisional
+
+    def preload(self) -> None:
+        """Start loading the exact tokenizer on a background thread (when counts are provisional); returns at once.
+
+        Best called when the caller is about to wait anyway (a model call), so that the load competes with nothing.
+        """
+        if self._provisional:
+            self.counter.preload()  # type: ignore[attr-defined]
+
+    def wait_exact(self) -> None:
+        """Make counts exact from now on: wait for (or do) the tokenizer load a lazy counter started."""
+        if self._provisional:
+            self.counter.wait_ready()  # type: ignore[attr-defined]
+            self._check_revision()
+
+    def _text(self, text: str) -> int:
+        if self._provisional:
+            return len(text.encode("utf-8", "surrogatepass"))
+        return self.counter.count(text)
+
+    # -- public API ---------------------------------------------------------------------------------------------------
+    def count_text(self, text: str) -> int:
+        """Tokens of bare text, without any message overhead."""
+        self._check_revision()
+        return self._text(text)
+
+    def count_message(self, message: Message) -> int:
+        """Tokens of one message, including its per-message overhead (not the once-per-request reply priming)."""
+        self._check_revision()
+        key = message.fingerprint()
+        with self._lock:
+            n = self._cache.get(key)
+            if n is not None:
+                self._cache.move_to_end(key)
+                return n
+            revision = self._revision
+        n = self._count_uncached(message)
+        with self._lock:
+            if revision == self._revision:  # not a provisional count finished after the exact counts arrived
+                self._cache[key] = n
+                if len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return n
+
+    def count_messages(self, messages: Iterable[Message], *, reply_priming: bool = True) -> int:
+        """Tokens of a request's messages: each message, plus the reply priming once when there are any."""
+        total = 0
+        seen = False
+        for m in messages:
+            total += self.count_message(m)
+            seen = True
+        if seen and reply_priming:
+            total += self.overhead.reply_priming
+        return total
+
+    def count_tools(self, tools: Sequence[Mapping[str, Any]]) -> int:
+        """Tokens of tool schemas sent with a request (0 when there are none)."""
+        if not tools:
+            return 0
+        self._check_revision()
+        total = TOOLS_PREAMBLE_TOKENS
+        for tool in tools:
+            text = json.dumps(tool, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=str)
+            total += PER_TOOL_TOKENS + self._text(text)
+        return total
+
+    def cache_info(self) -> tuple[int, int]:
+        """``(entries, capacity)`` of the per-message cache."""
+        return len(self._cache), self.cache_size
+
+    def clear(self) -> None:
+        """Forget every cached count (:attr:`revision` goes up)."""
+        with self._lock:
+            self._cache.clear()
+            self._roles.clear()
+            self._revision += 1
+
+    # -- internals ----------------------------------------------------------------------------------------------------
+    def _check_revision(self) -> None:
+        if self._provisional and getattr(self.counter, "ready", True):
+            self._provisional = False  # the exact tokenizer arrived: no byte bound may outlive this point
+            self.clear()
+        revision = getattr(self.counter, "revision", 0)
+        if revision != self._counter_revision:
+            self.clear()
+            self._counter_revision = revision
+
+    def _role_tokens(self, role: str) -> int:
+        n = self._roles.get(role)
+        if n is None:
+            n = self._roles[role] = self._text(role)
+        return n
+
+    def _count_uncached(self, message: Message) -> int:
+        oh = self.overhead
+        n = oh.per_message
+        if oh.count_role:
+            n += self._role_tokens(message.role)
+        if message.name:
+            n += oh.per_name + self._text(message.name)
+        if isinstance(message.content, str):
+            n += self._text(message.content)
+        else:
+            n += sum(self._count_part(p) for p in message.content)
+        for call in message.tool_calls:
+            n += oh.per_tool_call + self._text(call.name) + self._text(call.arguments)
+        return n
+
+    def _count_part(self, part: Part) -> int:
+        if isinstance(part, TextPart):
+            return self._text(part.text)
+        if isinstance(part, ThinkingPart):
+            n = self._text(part.text)
+            if not part.text and part.encrypted:
+                n += math.ceil(len(part.encrypted) / ENCRYPTED_CHARS_PER_TOKEN)
+            return n
+        if isinstance(part, ImagePart):
+            return IMAGE_TOKENS_LOW if part.detail == "low" else IMAGE_TOKENS_HIGH
+        if isinstance(part, DocumentPart):
+            readable = part.data is not None and (part.media_type or "").startswith("text/")
+            return self._text(part.data or "") if readable else DOCUMENT_TOKENS
+        return self._text(json.dumps(dict(part.data), ensure_ascii=False, default=str))
+
+
+# ---- choosing a counter for a model ---------------------------------------------------------------------------------
+
+# Name prefixes of OpenAI models, newest encoding first (gpt-4o must win over gpt-4).
+_O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "gpt-oss", "chatgpt-4o", "o1", "o3", "o4", "codex")
+_CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35", "text-embedding-3", "text-embedding-ada-002")
+
+
+def encoding_for_model(model: str) -> str | None:
+    """The tiktoken encoding of an OpenAI model name (``o200k_base``/``cl100k_base``), or None for others."""
+    from .models import normalize_name
+
+    name = normalize_name(model)
+    if name.startswith(_O200K_PREFIXES):
+        return "o200k_base"
+    if name.startswith(_CL100K_PREFIXES):
+        return "cl100k_base"
+    return None
+
+
+def counter_for_model(model: str, *, format: str | None = None, lazy: bool = False) -> MessageCounter:
+    """A message counter for ``model``: exact for OpenAI models, an estimate (by provider) otherwise.
+
+    The registry's tokenizer is used when it knows the model; an unknown name never raises here, it falls back
+    to the default estimate. ``format`` picks the per-message overhead (default: the provider's own format).
+    ``lazy`` loads an exact tokenizer on a background thread, counting byte upper bounds meanwhile (see
+    :class:`MessageCounter`).
+    """
+    from .models import guess_provider, lookup_model
+
+    info = lookup_model(model, with_prices=False)
+    tokenizer = info.tokenizer if info is not None else encoding_for_model(model)
+    provider = info.provider if info is not None else guess_provider(model)
+    counter: TokenCounter
+    if tokenizer is not None and tokenizer in _ENCODING_SPECS:
+        counter = TiktokenCounter(tokenizer)
+    else:
+        counter = EstimatingCounter.for_provider(provider)
+    if format is None:
+        format = {"anthropic": "anthropic", "google": "gemini"}.get(provider, "openai_chat")
+    return MessageCounter(counter, format=format, lazy=lazy)
