@@ -29,8 +29,8 @@ BLOB_BACKENDS: dict[str, str] = {
 }
 
 _LAZY: dict[str, str] = {
-    "BlobInfo": ".base",
-    "BlobStore": ".base",
+    "BlobInfo": "..cache.blobs",
+    "BlobStore": "..cache.blobs",
     "LocalBlobStore": ".local",
     "MemoryBlobStore": ".memory",
 }
