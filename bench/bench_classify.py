@@ -27,7 +27,7 @@ from contextfold.compaction import (  # noqa: E402
 )
 from contextfold.errors import ContextfoldError  # noqa: E402
 from contextfold.importers._files import load_sessions  # noqa: E402
-from contextfold.normalize import normalize  # noqa: E402
+from contextfold.pairing import normalize  # noqa: E402
 from contextfold.summarize.extractive import ExtractiveSummarizer  # noqa: E402
 from contextfold.tokens import counter_for_model  # noqa: E402
 

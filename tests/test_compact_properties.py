@@ -9,7 +9,7 @@ from contextfold.compaction import Policy, compact
 from contextfold.compaction._partition import build_units
 from contextfold.errors import InsufficientBudget
 from contextfold.messages import Message
-from contextfold.normalize import tool_pairs
+from contextfold.pairing import tool_pairs
 
 try:  # tests/ as a package (tests/__init__.py) or as a plain folder on sys.path
     from tests.test_compact_support import EchoSummarizer, assert_valid, clock, counter, histories, summaries

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from hypothesis import strategies as st
 
 from contextfold.messages import Message, ToolCall
-from contextfold.normalize import normalize, pair_list
+from contextfold.pairing import normalize, pair_list
 from contextfold.summarize.base import SummaryRequest, SummaryResult
 from contextfold.tokens import EstimatingCounter, MessageCounter
 

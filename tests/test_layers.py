@@ -181,3 +181,11 @@ def test_every_lazy_export_resolves(package: str) -> None:
     assert set(module.__all__) - {"__version__"} == set(lazy_exports(package))
     for name in module.__all__:
         assert getattr(module, name) is not None, f"{package}.{name}"
+
+
+@pytest.mark.parametrize("package", sorted(n for n in MODULES if is_package(n) and lazy_exports(n)))
+def test_no_export_shares_its_name_with_a_submodule(package: str) -> None:
+    # Once `package.name` is imported as a module, Python sets it on the package and the lazy export of the same
+    # name is never looked up again: `from contextfold.manager import reconcile` would give the module.
+    clashes = sorted(name for name in lazy_exports(package) if f"{package}.{name}" in MODULES)
+    assert clashes == []

@@ -42,3 +42,17 @@ def test_import_pulls_no_optional_dependency() -> None:
 
 def test_all_matches_the_lazy_map() -> None:
     assert set(contextfold.__all__) == set(contextfold._EXPORTS) | {"__version__"}
+
+
+def test_public_functions_are_functions_even_after_their_modules_load() -> None:
+    # A module sharing its name with a public function would shadow it once imported (contextfold.normalize was the
+    # pairing module, so `from contextfold import normalize` gave a module after the first prepare()).
+    import importlib
+
+    import contextfold.pairing  # noqa: F401  (loads every module a turn loads)
+    from contextfold import ContextManager
+
+    ContextManager("gpt-4o", store="memory", archive="memory").close()
+    for name in ("normalize", "classify", "compact", "history_search", "decide", "truncate_text"):
+        value = getattr(importlib.import_module("contextfold"), name)
+        assert callable(value) and not isinstance(value, type(contextfold.pairing)), name

@@ -101,7 +101,7 @@ _EXPORTS: dict[str, str] = {
     "mask_tool_outputs": ".cache",
     "message_from_dict": ".serialize",
     "message_to_dict": ".serialize",
-    "normalize": ".normalize",
+    "normalize": ".pairing",
     "open_blob_store": ".stores",
     "parse_overflow": ".recovery",
     "plan_compaction": ".compaction",
@@ -173,7 +173,7 @@ if TYPE_CHECKING:
     from .importers import RecordedSession, load_session, load_sessions
     from .manager import CompactionReport, ContextManager, Status
     from .messages import DocumentPart, ImagePart, Message, TextPart, ThinkingPart, ToolCall, UnknownPart
-    from .normalize import normalize
+    from .pairing import normalize
     from .providers import get_provider
     from .recovery import OverflowInfo, acall_with_recovery, call_with_recovery, parse_overflow
     from .redact import Redactor

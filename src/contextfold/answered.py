@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 
 from .messages import Message
-from .normalize import pair_list
+from .pairing import pair_list
 
 __all__ = ["answered_in_view", "answered_indices", "has_real_content"]
 

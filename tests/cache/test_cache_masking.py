@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from contextfold.cache import ToolOutputCache, mask_tool_outputs, masked_placeholder, tool_output_tokens
 from contextfold.errors import InvalidHistory
 from contextfold.messages import ImagePart, Message, TextPart, ToolCall
-from contextfold.normalize import tool_pairs
+from contextfold.pairing import tool_pairs
 from contextfold.stores.memory import MemoryBlobStore
 from contextfold.tokens import EstimatingCounter, MessageCounter
 

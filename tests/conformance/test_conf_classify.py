@@ -8,7 +8,7 @@ from conftest import TRAJECTORIES, require
 
 from contextfold.compaction import Category, Policy, classify, compact
 from contextfold.importers._files import load_sessions
-from contextfold.normalize import normalize
+from contextfold.pairing import normalize
 from contextfold.summarize.extractive import ExtractiveSummarizer
 from contextfold.tokens import counter_for_model
 

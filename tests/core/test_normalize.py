@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from contextfold.errors import InvalidHistory
 from contextfold.messages import Message, TextPart, ThinkingPart, ToolCall
-from contextfold.normalize import (
+from contextfold.pairing import (
     ABORTED_OUTPUT_TEXT,
     check_messages,
     for_summarizer,

@@ -14,7 +14,7 @@ from contextfold.errors import ConfigError, MissingExtra, RecoveryFailed
 from contextfold.integrations.anthropic_client import AnthropicClient, AsyncAnthropicClient, wrap_anthropic
 from contextfold.manager import ContextManager
 from contextfold.messages import Message
-from contextfold.normalize import normalize
+from contextfold.pairing import normalize
 from contextfold.telemetry import RecordingTelemetry, RecoveryRetry
 from contextfold.testing.server import ScriptedLLMServer
 from contextfold.testing.wire import Reply, ScriptedToolCall

@@ -15,7 +15,7 @@ from contextfold.errors import ConfigError, MissingExtra
 from contextfold.integrations.openai_client import AsyncOpenAIClient, OpenAIClient, wrap_openai
 from contextfold.manager import ContextManager
 from contextfold.messages import Message
-from contextfold.normalize import normalize
+from contextfold.pairing import normalize
 from contextfold.telemetry import RecordingTelemetry, RecoveryRetry
 from contextfold.testing.server import ScriptedLLMServer
 from contextfold.testing.wire import Reply, ScriptedToolCall

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from contextfold.errors import InsufficientBudget, MissingExtra
 from contextfold.integrations._degrade import DEGRADED_CODE, prepare_messages
-from contextfold.manager import DIVERGED_CODE, ContextManager, content_key, reconcile
+from contextfold.manager import ContextManager
+from contextfold.manager.reconcile import DIVERGED_CODE, content_key, reconcile
 from contextfold.telemetry import RecordingTelemetry
 
 

@@ -21,7 +21,7 @@ from contextfold.errors import ConfigError, RecoveryFailed  # noqa: E402
 from contextfold.integrations.litellm_client import acompletion, completion  # noqa: E402
 from contextfold.manager import ContextManager  # noqa: E402
 from contextfold.messages import Message  # noqa: E402
-from contextfold.normalize import normalize  # noqa: E402
+from contextfold.pairing import normalize  # noqa: E402
 from contextfold.recovery import parse_overflow  # noqa: E402
 from contextfold.telemetry import RecordingTelemetry, RecoveryOverflow, RecoveryRetry  # noqa: E402
 from contextfold.testing.server import ScriptedLLMServer  # noqa: E402

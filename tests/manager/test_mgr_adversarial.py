@@ -19,7 +19,7 @@ from contextfold.compaction import Policy
 from contextfold.formats import FORMATS, get_format
 from contextfold.manager import ContextManager
 from contextfold.messages import Message, ToolCall
-from contextfold.normalize import ABORTED_OUTPUT_TEXT, normalize, pair_list
+from contextfold.pairing import ABORTED_OUTPUT_TEXT, normalize, pair_list
 from contextfold.summarize.base import SummaryRequest, SummaryResult
 from contextfold.summarize.extractive import ExtractiveSummarizer
 from contextfold.telemetry import CompactWarning, RecordingTelemetry

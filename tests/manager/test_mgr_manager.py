@@ -18,7 +18,7 @@ from contextfold.errors import ConfigError, InvalidHistory
 from contextfold.formats import FORMATS, get_format
 from contextfold.manager import ContextManager
 from contextfold.messages import Message, ToolCall
-from contextfold.normalize import normalize
+from contextfold.pairing import normalize
 from contextfold.stores.archive_fs import FilesystemArchiveStore
 from contextfold.telemetry import RecordingTelemetry
 

@@ -29,7 +29,7 @@ from contextfold.errors import InsufficientBudget
 from contextfold.formats import FORMATS, get_format
 from contextfold.manager import ContextManager
 from contextfold.messages import Message, TextPart, ThinkingPart, ToolCall
-from contextfold.normalize import pair_list
+from contextfold.pairing import pair_list
 
 FIXED_NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 SESSION = "prop"

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from contextfold.compaction import Policy
 from contextfold.messages import Message, ToolCall
-from contextfold.normalize import normalize
+from contextfold.pairing import normalize
 from contextfold.recovery import drop_oldest
 from contextfold.tokens import counter_for_model
 

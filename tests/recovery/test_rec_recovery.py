@@ -14,7 +14,7 @@ from _rec_history import history, manager, tool_turn
 from contextfold.compaction import Policy
 from contextfold.errors import ConfigError, RecoveryFailed
 from contextfold.messages import Message
-from contextfold.normalize import normalize
+from contextfold.pairing import normalize
 from contextfold.recovery import acall_with_recovery, call_with_recovery, counted_tokens
 from contextfold.telemetry import RecoveryGaveUp, RecoveryOverflow, RecoveryRetry
 from contextfold.testing.server import ScriptedLLMServer

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from ..answered import answered_indices
 from ..errors import InvalidHistory
 from ..messages import Message
-from ..normalize import pair_list
+from ..pairing import pair_list
 
 if TYPE_CHECKING:
     from ..tokens import MessageCounter

@@ -2,7 +2,7 @@
 
 Contract: :func:`decide` turns token and message counts into the cheapest :class:`Plan`; :func:`compact` (pure, no
 I/O) partitions a history into units that never split a call from its result (``_partition``), fits keep counts
-and a summary reserve to the budget, FACTs first (``_fit``, ``classify``), and assembles pinned messages, retained
+and a summary reserve to the budget, FACTs first (``_fit``, ``classification``), and assembles pinned messages, retained
 facts, user requests, the summary and recent turns (``_rebuild``).
 """
 
@@ -14,7 +14,7 @@ from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._compact import CompactionKind, CompactionPlan, CompactionResult, CompactionStats, compact, plan_compaction
-    from .classify import Category, classify, classify_all, reduction_rank
+    from .classification import Category, classify, classify_all, reduction_rank
     from .policy import (
         DEFAULT_CLEAR_AT_LEAST,
         DEFAULT_HARD_CAP_BUFFER,
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "Action": ".policy",
     "Budgets": ".policy",
-    "Category": ".classify",
+    "Category": ".classification",
     "CompactionKind": "._compact",
     "CompactionPlan": "._compact",
     "CompactionResult": "._compact",
@@ -48,12 +48,12 @@ _EXPORTS: dict[str, str] = {
     "Plan": ".policy",
     "Policy": ".policy",
     "Strategy": ".policy",
-    "classify": ".classify",
-    "classify_all": ".classify",
+    "classify": ".classification",
+    "classify_all": ".classification",
     "compact": "._compact",
     "decide": ".policy",
     "plan_compaction": "._compact",
-    "reduction_rank": ".classify",
+    "reduction_rank": ".classification",
 }
 __all__ = [
     "DEFAULT_CLEAR_AT_LEAST", "DEFAULT_HARD_CAP_BUFFER", "DEFAULT_PROTECTED_TOOLS", "DEFAULT_SOFT_PCT",

@@ -1,7 +1,7 @@
 """The compaction engine: soft, hard and emergency compaction of a message list. Pure: no I/O, no events.
 
 ``compact`` returns the new view together with everything the manager needs to archive and report (what left the
-view, the summary, figures and warnings). The output always passes :func:`~contextfold.normalize.normalize`
+view, the summary, figures and warnings). The output always passes :func:`~contextfold.pairing.normalize`
 unchanged, pinned and protected messages are the very same objects, and the view fits ``budget`` or
 :class:`~contextfold.errors.InsufficientBudget` is raised.
 
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from ..errors import ConfigError, ContextfoldError, InsufficientBudget, SummarizerError
 from ..messages import EMPTY, Message, freeze
-from ..normalize import check_messages, for_summarizer, normalize
+from ..pairing import check_messages, for_summarizer, normalize
 from ..summarize.base import Summarizer, SummaryRequest, SummaryResult
 from ..tokens import MessageCounter
 from ._fit import MIN_SUMMARY_TOKENS, Layout, fit_hard, fit_soft, summary_reserve

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import InsufficientBudget
 from ..messages import Message
-from ..normalize import safe_split_points
+from ..pairing import safe_split_points
 from ._partition import Keep, Partition, recent_indices, select_user_messages
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ def layout(messages: Sequence[Message], part: Partition, recent: set[int], keep:
 def reductions(start: Keep, reserve: int, least: int) -> Iterator[tuple[Keep, int]]:
     """Keep counts and summary reserves from ``start`` down to nothing, one step at a time.
 
-    FACTs go first and INSTRUCTIONs last (see :mod:`~contextfold.compaction.classify`): tool I/O pairs
+    FACTs go first and INSTRUCTIONs last (see :mod:`~contextfold.compaction.classification`): tool I/O pairs
     (retrievable from the archive and the tool output cache) shrink to 1, then turns to 1, then both to 0 (the
     turns' user requests then compete for the user block, so they are not lost yet); then the summary reserve
     halves down to ``least``;

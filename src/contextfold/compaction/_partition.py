@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from ..answered import answered_indices
 from ..messages import Message
-from ..normalize import tool_pairs
-from .classify import Category, classify
+from ..pairing import tool_pairs
+from .classification import Category, classify
 
 if TYPE_CHECKING:
     from .policy import Policy
@@ -63,7 +63,7 @@ class Partition:
 
     Attributes:
         tokens: Token count of every message, by index.
-        categories: :func:`~contextfold.compaction.classify` of every message, by index.
+        categories: :func:`~contextfold.compaction.classification` of every message, by index.
         pinned: Single messages that are never pruned (``roles_never_prune`` or ``meta.protected``).
         protected: Tool units holding a protected message or a call to a ``protected_tools`` tool.
         summaries: Earlier summary messages, folded into the next summary.

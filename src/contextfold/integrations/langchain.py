@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ..errors import ConfigError, MissingExtra
-from ..manager import content_key, pin_head, rebase, reconcile, unpinned
+from ..manager.reconcile import content_key, pin_head, rebase, reconcile, unpinned
 from ..recovery import DEFAULT_MAX_RETRIES, OverflowInfo, OverflowRecovery, parse_overflow
 from ._degrade import prepare_messages
 from ._langchain_convert import Origins, from_langchain, to_langchain

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import MissingExtra
 from ..formats import openai_responses
-from ..manager import content_key, pin_head, rebase, reconcile, unpinned
-from ..normalize import remove_messages
+from ..manager.reconcile import content_key, pin_head, rebase, reconcile, unpinned
+from ..pairing import remove_messages
 from ..recovery import DEFAULT_MAX_RETRIES, OverflowRecovery, parse_overflow
 from ._degrade import prepare_messages
 from ._retrieval import TOOL_NAMES, answer, offer, tool_specs

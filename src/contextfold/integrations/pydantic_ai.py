@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, InvalidHistory, MissingExtra
-from ..manager import content_key, rebase, reconcile
+from ..manager.reconcile import content_key, rebase, reconcile
 from ..messages import Message, Part, TextPart, ThinkingPart, ToolCall, UnknownPart
 from ..recovery import DEFAULT_MAX_RETRIES
 from ._degrade import prepare_messages

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..archive import event_line
 from ..errors import ConfigError, InvalidHistory
 from ..messages import Message
-from ..normalize import check_messages
+from ..pairing import check_messages
 from ..summarize.base import Summarizer, SummaryResult
 from ..telemetry import FanoutTelemetry, Tracer
 from ..tokens import MessageCounter, ModelInfo, counter_for_model, get_model

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..messages import Message
-from ..normalize import normalize, pair_list
+from ..pairing import normalize, pair_list
 from ..tokens import MessageCounter
 
 __all__ = ["View"]

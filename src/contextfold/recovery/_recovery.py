@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ConfigError, ContextfoldError, RecoveryFailed
 from ..messages import Message
-from ..normalize import normalize, remove_messages, tool_pairs
+from ..pairing import normalize, remove_messages, tool_pairs
 from ..telemetry import RecoveryCircuitOpen, RecoveryGaveUp, RecoveryOverflow, RecoveryRetry
 from ..tokens import MessageCounter
 from .overflow import OverflowInfo, parse_overflow
