@@ -49,7 +49,7 @@ def test_public_functions_are_functions_even_after_their_modules_load() -> None:
     # pairing module, so `from contextfold import normalize` gave a module after the first prepare()).
     import importlib
 
-    import contextfold.pairing  # noqa: F401  (loads every module a turn loads)
+    import contextfold.pairing
     from contextfold import ContextManager
 
     ContextManager("gpt-4o", store="memory", archive="memory").close()
