@@ -12,8 +12,9 @@ import pytest
 from contextfold.errors import ConfigError, ContextOverflowError, MissingExtra
 from contextfold.providers import get_provider
 from contextfold.providers.anthropic import AnthropicProvider
-from contextfold.providers.base import ChatProvider, Completion, parse_overflow
+from contextfold.providers.base import overflow_from_message
 from contextfold.providers.openai import OpenAIProvider
+from contextfold.summarize import ChatProvider, Completion
 from contextfold.testing.server import ScriptedLLMServer
 from contextfold.testing.wire import ErrorReply, Reply
 from contextfold.tokens import EstimatingCounter
@@ -144,11 +145,11 @@ def test_openai_provider_rejects_an_unknown_api() -> None:
         ("Your input exceeds the context window of this model. Please adjust your input and try again.", None, None),
     ],
 )
-def test_parse_overflow_reads_the_counts(message: str, prompt: int | None, limit: int | None) -> None:
-    error = parse_overflow(message, "p")
+def test_overflow_from_message_reads_the_counts(message: str, prompt: int | None, limit: int | None) -> None:
+    error = overflow_from_message(message, "p")
     assert error is not None
     assert (error.prompt_tokens, error.limit, error.provider) == (prompt, limit, "p")
 
 
-def test_parse_overflow_ignores_other_errors() -> None:
-    assert parse_overflow("Rate limit reached for requests") is None
+def test_overflow_from_message_ignores_other_errors() -> None:
+    assert overflow_from_message("Rate limit reached for requests") is None
