@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         summary_name,
         transcript_name,
         validate_session_id,
+        with_layout,
     )
 
 # name -> the module that defines it, imported on first use (see contextfold._lazy).
@@ -42,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     "event_line": "._archive",
     "merge_histories": "._archive",
     "parts_skeleton": "._archive",
+    "with_layout": "._archive",
     "summary_name": "._archive",
     "transcript_name": "._archive",
     "validate_session_id": "._archive",
@@ -49,6 +51,6 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "BOOKKEEPING_META", "DEFAULT_KEEP_META", "EVENTS_NAME", "PARTS_META", "SYNTHETIC_KINDS", "Archive", "ArchiveStore",
     "MemoryArchiveStore", "event_line", "merge_histories", "parts_skeleton", "summary_name", "transcript_name",
-    "validate_session_id",
+    "validate_session_id", "with_layout",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -37,6 +37,7 @@ __all__ = [
     "summary_name",
     "transcript_name",
     "validate_session_id",
+    "with_layout",
 ]
 
 EVENTS_NAME = "events.jsonl"
@@ -442,3 +443,14 @@ def _restore_original(m: Message, resolve_ref: Callable[[str], str], keep: froze
     else:
         meta = freeze({k: v for k, v in m.meta.items() if k in keep})
     return m if meta == m.meta else replace(m, meta=meta)
+
+
+def with_layout(original: Message, view: Message) -> Message:
+    """``view`` remembering the part layout of ``original`` when it flattened a multi-part text into one string.
+
+    The cache keeps only the joined text; the layout lets the archive's restore give back the parts themselves.
+    """
+    if view is original or isinstance(original.content, str) or PARTS_META in view.meta:
+        return view
+    skeleton = parts_skeleton(original)
+    return view if skeleton is None else view.with_meta(**{PARTS_META: skeleton})

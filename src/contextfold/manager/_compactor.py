@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..answered import answered_indices
+from ..archive import with_layout
 from ..compaction import CompactionResult, compact, plan_compaction
 from ..errors import ContextfoldError, RecoveryFailed
 from ..messages import Message
@@ -167,7 +168,7 @@ class CompactionMixin:
         shrunk = list(view)
         for i in results:
             if self.counter.count_message(view[i]) > share:
-                shrunk[i] = self.cache.shrink(view[i], share)
+                shrunk[i] = with_layout(view[i], self.cache.shrink(view[i], share))
         return shrunk
 
     def _worth_applying(self, result: CompactionResult) -> bool:

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..archive import PARTS_META, parts_skeleton
+from ..archive import with_layout
 from ..compaction import CompactionResult
 from ..errors import ContextfoldError
 from ..formats import get_format
@@ -245,7 +245,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
                                                         bytes=len(m.text.encode("utf-8", "surrogatepass")),
                                                         kept_bytes=len(processed.text.encode("utf-8", "surrogatepass")),
                                                         tool_name=m.name))
-                    m = _with_layout(m, processed)
+                    m = with_layout(m, processed)
                 stored.append(m)
             self._seq = seq
             if len(self._unwarmed) < _MAX_UNWARMED:
@@ -476,7 +476,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
     def _apply_mask(self, view: list[Message], result: Any) -> None:
         masked = list(result.messages)
         for i in result.masked_indices:
-            masked[i] = _with_layout(view[i], masked[i])
+            masked[i] = with_layout(view[i], masked[i])
         self._view.replace(masked)
         self._maskings += 1
         self.tracer.emit(CacheMasked(session_id=self.session_id, count=len(result.masked_indices),
@@ -645,13 +645,3 @@ class ContextManager(CompactionMixin, AsyncMirror):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-def _with_layout(original: Message, view: Message) -> Message:
-    """``view`` remembering the part layout of ``original`` when it flattened a multi-part text into one string.
-
-    The cache keeps only the joined text; the layout lets the archive's restore give back the parts themselves.
-    """
-    if view is original or isinstance(original.content, str) or PARTS_META in view.meta:
-        return view
-    skeleton = parts_skeleton(original)
-    return view if skeleton is None else view.with_meta(**{PARTS_META: skeleton})
