@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from .summarize.entities import extract_entities_by_kind
 from .tokens import TokenCounter
 
-__all__ = ["DIGEST_SEPARATOR", "output_digest"]
+__all__ = ["DIGEST_SEPARATOR", "bare_numbers", "output_digest"]
 
 # Items are joined by this: short, and never part of a name, a path or a number.
 DIGEST_SEPARATOR = ", "
@@ -49,7 +49,8 @@ def _definitions(text: str) -> list[str]:
     return [f"{name}:{line}" for line, name in _DEFINITION.findall(text)]
 
 
-def _bare_numbers(text: str) -> list[str]:
+def bare_numbers(text: str) -> list[str]:
+    """Bare numbers of three digits or more in ``text``, in order; the line numbers of a numbered listing are not."""
     body = _LISTING_PREFIX.sub(" ", text)  # the line numbers of a listing are not values of the output
     return _BARE_NUMBER.findall(body)
 
@@ -66,7 +67,7 @@ def _candidates(text: str) -> dict[str, tuple[str, int]]:
     add("definition", _definitions(text))
     for kind, values in extract_entities_by_kind(text).items():
         add(kind, values)
-    add("number", _bare_numbers(text))
+    add("number", bare_numbers(text))
     return found
 
 

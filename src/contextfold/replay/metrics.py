@@ -99,7 +99,7 @@ def message_search_text(message: Message) -> str:
     r"""Everything of ``message`` an entity can be found in: its text and its tool calls' names and arguments.
 
     Arguments are read as the model wrote them, not as JSON escapes them: string values are decoded (``key: value``
-    lines), so that ``print`` after a newline in a command is a whole word, not the tail of ``\\nprint``.
+    lines), so that ``print`` after a newline in a command is a whole word, not the tail of ``\nprint``.
     """
     if not message.tool_calls:
         return message.text
