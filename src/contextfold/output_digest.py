@@ -13,12 +13,13 @@ Pure and deterministic: the same text, budget and counter give the same digest.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable
 
-from .summarize.entities import extract_entities_by_kind
+from .summarize.entities import bare_numbers, extract_entities_by_kind
 from .tokens import TokenCounter
 
-__all__ = ["DIGEST_SEPARATOR", "bare_numbers", "output_digest"]
+__all__ = ["DIGEST_SEPARATOR", "output_digest"]
 
 # Items are joined by this: short, and never part of a name, a path or a number.
 DIGEST_SEPARATOR = ", "
@@ -38,9 +39,6 @@ _DEFINITION = re.compile(
     r"^\s*(\d+)[\t ]+\s*(?:async\s+)?(?:def|class|function|func|fn|struct|interface)\s+([A-Za-z_]\w*)",
     re.MULTILINE,
 )
-# Bare numbers of three digits or more (amounts, counts, ids), whole words; line numbers of listings excluded.
-_BARE_NUMBER = re.compile(r"(?<![\w.$-])\d{3,}(?:\.\d+)?(?![\w]|[.,]\d)")
-_LISTING_PREFIX = re.compile(r"^\s*\d+[\t ]", re.MULTILINE)
 # Too generic to be worth a slot whatever their count: every Python file says them.
 _COMMON = frozenset({"self", "None", "True", "False", "__init__", "return", "import", "kwargs", "args"})
 
@@ -49,14 +47,11 @@ def _definitions(text: str) -> list[str]:
     return [f"{name}:{line}" for line, name in _DEFINITION.findall(text)]
 
 
-def bare_numbers(text: str) -> list[str]:
-    """Bare numbers of three digits or more in ``text``, in order; the line numbers of a numbered listing are not."""
-    body = _LISTING_PREFIX.sub(" ", text)  # the line numbers of a listing are not values of the output
-    return _BARE_NUMBER.findall(body)
-
-
 def _candidates(text: str) -> dict[str, tuple[str, int]]:
-    """Value -> (kind, first position); definitions first, then entities by kind, then bare numbers."""
+    """Value -> (kind, first position): definitions first, then entities by kind, then bare numbers.
+
+    A defined name itself has position -1: it is listed once, as ``name:line``.
+    """
     found: dict[str, tuple[str, int]] = {}
 
     def add(kind: str, values: Iterable[str]) -> None:
@@ -64,15 +59,23 @@ def _candidates(text: str) -> dict[str, tuple[str, int]]:
             if value not in found and value not in _COMMON:
                 found[value] = (kind, len(found))
 
-    add("definition", _definitions(text))
+    definitions = _definitions(text)
+    add("definition", definitions)
+    # A defined name is listed once, with its line number.
+    found.update({d.split(":", 1)[0]: ("definition", -1) for d in definitions})
     for kind, values in extract_entities_by_kind(text).items():
         add(kind, values)
     add("number", bare_numbers(text))
     return found
 
 
-def _mentions(text: str, value: str) -> int:
-    return max(1, text.count(value))
+# Splits an output into the words entities are made of (dotted names, paths, amounts stay whole).
+_WORD_SPLIT = re.compile(r"[^\w.$/-]+")
+
+
+def _mention_counts(text: str) -> Counter[str]:
+    """How often each whole word occurs (``total_1`` is not counted inside ``total_10``)."""
+    return Counter(word.rstrip(".") for word in _WORD_SPLIT.split(text) if word)
 
 
 def output_digest(text: str, *, budget_tokens: int, counter: TokenCounter, known: str = "") -> str:
@@ -85,11 +88,12 @@ def output_digest(text: str, *, budget_tokens: int, counter: TokenCounter, known
         return ""
     source = text[:MAX_DIGEST_SOURCE_CHARS]
     ranked = []
+    mentions = _mention_counts(source)
     for value, (kind, order) in _candidates(source).items():
-        if known and value in known:
+        if order < 0 or (known and value in known):
             continue
         name = value.split(":", 1)[0] if kind == "definition" else value
-        score = KIND_WEIGHTS.get(kind, 1.0) * _mentions(source, name)
+        score = KIND_WEIGHTS.get(kind, 1.0) * max(1, mentions.get(name, 0))
         ranked.append((-score, order, value))
     ranked.sort()
     items: list[str] = []

@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 
 from ..answered import without_notes
 from ..messages import Message
-from ..output_digest import bare_numbers
-from .entities import extract_entities_by_kind
+from .entities import bare_numbers, extract_entities_by_kind
 
 __all__ = ["Digest", "EntityStat", "digest_messages", "split_sentences"]
 
