@@ -82,9 +82,18 @@ def test_tool_output_budget_clamps_and_override() -> None:
     assert Policy(tool_output_budget_tokens=7_000).budgets(16_000).tool_output_budget == 7_000
 
 
+def test_reply_reserve_is_at_most_a_fifth_of_a_small_window() -> None:
+    # 1,500 tokens were 37% of a 4K window; a fifth (800) still holds a tool call or a paragraph.
+    assert Policy().budgets(4_000).reply_reserve == 800
+    assert Policy().budgets(4_000).hard == 3_200
+    assert Policy().budgets(7_500).reply_reserve == 1_500
+    assert Policy().budgets(16_000).hard == 13_600
+    assert Policy(reply_reserve_max_pct=1.0).budgets(4_000).hard == 2_500
+
+
 def test_budgets_reject_a_window_smaller_than_the_reply_reserve() -> None:
     with pytest.raises(ConfigError, match="hard_cap_buffer"):
-        Policy().budgets(1_000)
+        Policy(reply_reserve_max_pct=1.0).budgets(1_000)
     with pytest.raises(ConfigError, match="window"):
         Policy().budgets(0)
 

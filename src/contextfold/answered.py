@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from .messages import Message
 from .pairing import pair_list
 
-__all__ = ["answered_in_view", "answered_indices", "has_real_content"]
+__all__ = ["answered_in_view", "answered_indices", "has_real_content", "without_notes"]
 
 # Lines contextfold writes about an output rather than from it: omission markers, the cache note, placeholders.
 _NOTE_LINE = re.compile(
@@ -28,6 +28,19 @@ _NOTE_LINE = re.compile(
 _INLINE_MARK = re.compile(r"…\d+ (?:tokens|chars|bytes) truncated…")
 # A kept part shorter than this (non-space characters) is a stub, unless the original itself is that short.
 MIN_REAL_CONTENT_CHARS = 40
+
+
+# A masked placeholder that carries a digest: the digest is the output's content, the rest a note about it.
+_PLACEHOLDER_DIGEST = re.compile(r"^\[tool output trimmed; ref=tout_[0-9a-f]{16}; it mentioned: (.*)\]$", re.MULTILINE)
+
+
+def without_notes(text: str) -> str:
+    """``text`` without contextfold's notes about it (omission markers, cache notes, placeholders' refs).
+
+    A masked placeholder's digest stays: it lists names of the output itself. What remains is what a summary may
+    quote from the output; the notes only name refs and the retrieval tools.
+    """
+    return _INLINE_MARK.sub("", _NOTE_LINE.sub("", _PLACEHOLDER_DIGEST.sub(r"\1", text)))
 
 
 def answered_indices(messages: Sequence[Message]) -> tuple[int, ...]:

@@ -251,3 +251,27 @@ def test_cache_mask_uses_the_configured_budget() -> None:
     result = cache.mask(msgs, counter=COUNTER, clear_at_least=0)
     assert result.masked_indices
     assert result.tool_output_tokens <= 20_000 < tool_output_tokens(msgs, COUNTER)
+
+
+def test_a_placeholder_keeps_a_digest_of_what_it_replaced_within_its_budget() -> None:
+    listing = "\n".join(f"{n:6d}\t    total_{n} = 0" for n in range(1, 400))
+    listing += "\n   400\tdef settle_account(ledger):\n   401\t    raise LedgerError('ACC-7731')"
+    msgs = [
+        Message.system("s"),
+        Message.user("fix ledger.py"),
+        Message.assistant("", [ToolCall("c1", "view", '{"path": "/srv/ledger.py"}')]),
+        Message.tool("c1", listing),
+        Message.assistant("", [ToolCall("c2", "bash", '{"cmd": "pytest"}')]),
+        Message.tool("c2", "1 failed"),
+    ]
+    cache = ToolOutputCache(MemoryBlobStore())
+    result = mask_tool_outputs(msgs, budget_tokens=0, counter=COUNTER, cache=cache, keep_tool_io_pairs=0,
+                               clear_at_least=0, digest_tokens=24)
+    assert result.masked_indices == (3,)
+    placeholder = result.messages[3].text
+    ref = result.messages[3].meta["ref"]
+    assert placeholder.startswith(f"[tool output trimmed; ref={ref}; it mentioned: settle_account:400, ")
+    assert "LedgerError" in placeholder and "/srv/ledger.py" not in placeholder  # the call names the path
+    bare = COUNTER.count_message(msgs[3].with_content(masked_placeholder(ref)))
+    assert COUNTER.count_message(result.messages[3]) <= bare + 24 + 2
+    assert cache.get(ref) == listing

@@ -105,7 +105,9 @@ def _bad_traj(tmp_path: Path) -> Path:
         (["replay", "{bad}", "--demo"], 2, "contextfold: SESSION: give a SESSION or --demo, not both"),
         (["replay", "{good}", "--model", "no-such-model"], 3, "contextfold: unknown model 'no-such-model'"),
         (["replay", "--demo", "--policy", "{policy}"], 3, "contextfold: file {policy}: policy.trigger_pct:"),
-        (["replay", "--demo", "--window", "1000"], 3, "contextfold: hard_cap_buffer: reserves 1500 tokens"),
+        # The reply reserve is at most a fifth of the window by default: a policy may allow it the whole window.
+        (["replay", "--demo", "--window", "1000", "--policy", "{reserve}"], 3,
+         "contextfold: hard_cap_buffer: reserves 1000 tokens"),
         (["replay", "{good}", "--summarizer", "foo"], 3, "contextfold: --summarizer: 'foo': provider: expected"),
     ],
 )
@@ -114,8 +116,10 @@ def test_bad_input_is_one_line_and_its_exit_code(
 ) -> None:
     bad, policy, good = _bad_traj(tmp_path), tmp_path / "p.yaml", tmp_path / "good.jsonl"
     policy.write_text("policy:\n  trigger_pct: 1.5\n")
+    reserve = tmp_path / "reserve.yaml"
+    reserve.write_text("policy:\n  reply_reserve_max_pct: 1.0\n")
     good.write_text('{"role": "user", "content": "hi"}\n{"role": "assistant", "content": "hello"}\n')
-    argv = [a.format(bad=bad, policy=policy, good=good) for a in argv]
+    argv = [a.format(bad=bad, policy=policy, good=good, reserve=reserve) for a in argv]
     assert main(argv) == code
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1

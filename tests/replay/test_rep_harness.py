@@ -109,7 +109,8 @@ def _tool_session(marker_line: int) -> RecordedSession:
 
 
 def test_recall_counts_what_is_only_retrievable_by_ref() -> None:
-    result = replay_session(_tool_session(marker_line=2000), ReplayOptions())
+    # The answered output would be shown whole to its own call (contextfold.answered_view): widening off here.
+    result = replay_session(_tool_session(marker_line=2000), ReplayOptions(policy={"answered_output_tokens": 0}))
     last = result["series"][-1]
     # The path is in the view; the identifier was cut out of the view at write time but is in the cached output.
     assert last["needed"] == 2

@@ -17,6 +17,7 @@ from contextfold.replay.metrics import (
     call_costs,
     contains_fact,
     is_number_fact,
+    message_search_text,
     percentile,
     session_totals,
     turn_entities,
@@ -166,3 +167,13 @@ def test_number_and_non_number_recall_are_reported_apart() -> None:
     result = aggregate([_session("a", series)], {})
     assert (result["number_recall"], result["non_number_recall"]) == (pytest.approx(0.5), pytest.approx(1.0))
     assert result["answered_message_in_view"] == pytest.approx(0.5)
+
+
+def test_call_arguments_are_searched_as_the_model_wrote_them() -> None:
+    # JSON escapes a newline as "\n": "print" right after it must still be a whole word of the call.
+    call = ToolCall("c", "bash", json.dumps({"command": "cat <<EOF > r.py\nimport sys\nprint(sys.path)\nEOF"}))
+    text = message_search_text(Message.assistant("", [call]))
+    assert contains_fact(text, "print") and contains_fact(text, "sys.path")
+    assert text.startswith("bash\ncommand: cat <<EOF > r.py\nimport sys\n")
+    # Arguments that are not a JSON object are searched as they are.
+    assert message_search_text(Message.assistant("", [ToolCall("c", "f", "not json")])) == "f not json"

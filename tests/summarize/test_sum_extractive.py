@@ -125,6 +125,35 @@ def test_previous_summary_is_folded_not_nested() -> None:
     assert "Hi! I'm looking to book a flight from New York to Seattle on May 20th." in second.summary
 
 
+def test_a_multi_line_request_of_an_earlier_summary_comes_back_whole_and_once() -> None:
+    task = "Fix the parser.\n\nSteps:\n1. read src/parse.py\n2. run the tests"
+    first = SUMMARIZER.summarize(SummaryRequest((Message.user(task), Message.assistant("Reading it.")),
+                                                max_tokens=400))
+    assert f"- {task}" in first.summary
+    # The same request still in the part summarized (the user block keeps it verbatim): listed once, whole.
+    second = SUMMARIZER.summarize(SummaryRequest((Message.user(task), Message.assistant("Fixed.")),
+                                                 previous_summary=first.summary, max_tokens=400))
+    requests = second.summary.split("## User requests", 1)[1].split("## ", 1)[0]
+    assert requests.strip() == f"- {task}"
+
+
+def test_contextfold_notes_are_not_entities_of_an_output() -> None:
+    output = ("   12\tdef parse(text):\n[... lines 13-90 of 120 omitted; read them with "
+              'tool_output_cache(ref_id="tout_0123456789abcdef", offset=13) …812 tokens truncated… ...]\n'
+              "[tool output cached as ref=tout_0123456789abcdef: 120 lines, 4,000 bytes in full. Read any part with "
+              'tool_output_cache(ref_id="tout_0123456789abcdef", offset=<line>, limit=<lines>); search it with '
+              'tool_output_cache_grep(pattern=<regex>, ref_id="tout_0123456789abcdef").]')
+    result = SUMMARIZER.summarize(SummaryRequest((Message.user("go"), Message.tool("c", output)), max_tokens=300))
+    assert "tout_0123456789abcdef" not in result.summary and "tool_output_cache_grep" not in result.summary
+
+
+def test_bare_numbers_of_outputs_are_kept_as_numbers() -> None:
+    output = '{"flight_number": "HAT227", "price": 1121, "seats": 9}'
+    result = SUMMARIZER.summarize(SummaryRequest((Message.user("cheapest?"), Message.tool("c", output)),
+                                                 max_tokens=300))
+    assert "numbers: 1121" in result.summary
+
+
 def test_summary_messages_inside_the_slice_are_folded() -> None:
     old = Message.assistant("## Key entities\nfiles: /srv/app/legacy_module.py", meta={"kind": "summary"})
     result = SUMMARIZER.summarize(SummaryRequest((old, Message.user("continue please")), max_tokens=300))

@@ -307,13 +307,16 @@ class ToolOutputCache:
         # A token is at least one byte, so only texts longer than the cap in bytes can be over it in tokens.
         return size > token_cap and self.counter.count(text) > token_cap
 
-    def view_for(self, text: str, ref: ToolOutputRef) -> str:
-        """The in-context view of ``text``: cut lines, head and tail, and a note on how to read the rest."""
+    def view_for(self, text: str, ref: ToolOutputRef, *, max_tokens: int | None = None) -> str:
+        """The in-context view of ``text``: cut lines, head and tail, and a note on how to read the rest.
+
+        ``max_tokens`` replaces the configured per-output cap (a wider view of the output being answered).
+        """
         return render_view(
             text,
             ref,
             max_bytes=self.config.max_message_bytes,
-            max_tokens=self.config.message_tokens(self.context_window),
+            max_tokens=self.config.message_tokens(self.context_window) if max_tokens is None else max_tokens,
             max_line_length=self.config.max_line_length,
             counter=self.counter,
             max_lines=self.config.max_message_lines,

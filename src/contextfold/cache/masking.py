@@ -16,6 +16,7 @@ from ..answered import answered_indices
 from ..errors import InvalidHistory
 from ..messages import Message
 from ..pairing import pair_list
+from ._digest import output_digest
 
 if TYPE_CHECKING:
     from ..tokens import MessageCounter
@@ -40,19 +41,23 @@ MIN_CLEARABLE_ARGUMENT_BYTES = 200
 
 
 class OutputStore(Protocol):
-    """What masking needs of the cache (:class:`~contextfold.cache.ToolOutputCache` has it): store, and look up."""
+    """What masking needs of the cache (:class:`~contextfold.cache.ToolOutputCache` has it): store, look up, read."""
 
     def put(self, text: str | bytes) -> ToolOutputRef: ...
 
     def contains(self, ref_id: str) -> bool: ...
+
+    def get(self, ref_id: str) -> str: ...
 
 
 # Every ref id has this length, so this placeholder costs what any real one does.
 _PLACEHOLDER_SHAPE = "[tool output trimmed; ref=tout_0000000000000000]"
 
 
-def masked_placeholder(ref_id: str) -> str:
-    """What a masked tool output reads like in the context."""
+def masked_placeholder(ref_id: str, digest: str = "") -> str:
+    """What a masked tool output reads like in the context (with the digest of what it replaces, when given)."""
+    if digest:
+        return f"[tool output trimmed; ref={ref_id}; it mentioned: {digest}]"
     return f"[tool output trimmed; ref={ref_id}]"
 
 
@@ -91,6 +96,7 @@ def mask_tool_outputs(
     exclude_tools: Collection[str] = (),
     clear_at_least: int = DEFAULT_CLEAR_AT_LEAST,
     clear_tool_inputs: bool = False,
+    digest_tokens: int = 0,
 ) -> MaskResult:
     """Mask the oldest eligible tool outputs until tool-output tokens are within ``budget_tokens``.
 
@@ -100,7 +106,8 @@ def mask_tool_outputs(
     output of a tool named in ``exclude_tools`` (the name comes from the paired call), and not among the last
     ``keep_tool_io_pairs`` results. Each output is put in ``cache`` before it is masked (a truncated output already
     is, under its ``ref``). With ``clear_tool_inputs``, the arguments of the masked outputs' calls are stored and
-    replaced too.
+    replaced too. With ``digest_tokens``, each placeholder keeps a digest of that many tokens at most: the names,
+    ids and numbers of the output most likely needed again (:func:`~contextfold.output_digest.output_digest`).
 
     Raises:
         InvalidHistory: a message that is not a ``Message``.
@@ -110,6 +117,7 @@ def mask_tool_outputs(
         ("budget_tokens", budget_tokens),
         ("keep_tool_io_pairs", keep_tool_io_pairs),
         ("clear_at_least", clear_at_least),
+        ("digest_tokens", digest_tokens),
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"mask_tool_outputs: {name} must be an integer >= 0, got {value!r}")
@@ -121,15 +129,16 @@ def mask_tool_outputs(
     if total <= budget_tokens:
         return MaskResult(view, tool_output_tokens=total)
 
-    candidates = _eligible(view, keep_tool_io_pairs, frozenset(exclude_tools), counter)
+    candidates = _eligible(view, keep_tool_io_pairs, frozenset(exclude_tools), counter, digest_tokens)
     target = max(total - budget_tokens, clear_at_least)
     freed = 0
     masked: list[int] = []
+    arguments = _call_arguments(view) if digest_tokens and candidates else {}
     for i in candidates:
         if freed >= target:
             break
         original = view[i]
-        replacement = _mask_one(original, cache)
+        replacement = _mask_one(original, cache, digest_tokens, arguments.get(i, ""), counter)
         freed += counter.count_message(original) - counter.count_message(replacement)
         view[i] = replacement
         masked.append(i)
@@ -145,7 +154,8 @@ def mask_tool_outputs(
     return MaskResult(view, tuple(masked), freed_all, invalidated, tool_output_tokens(view, counter))
 
 
-def _eligible(view: Sequence[Message], keep: int, exclude: frozenset[str], counter: MessageCounter) -> list[int]:
+def _eligible(view: Sequence[Message], keep: int, exclude: frozenset[str], counter: MessageCounter,
+              digest_tokens: int = 0) -> list[int]:
     """Indices of maskable tool results, oldest first."""
     results = [i for i, m in enumerate(view) if m.role == "tool"]
     recent = set(results[max(0, len(results) - keep) :]) if keep else set()
@@ -160,7 +170,7 @@ def _eligible(view: Sequence[Message], keep: int, exclude: frozenset[str], count
         if exclude and (names.get(i) or m.name) in exclude:
             continue
         # An output no longer than its placeholder would cost tokens to mask (ref ids all have the same length).
-        if counter.count_message(m) <= counter.count_message(m.with_content(_PLACEHOLDER_SHAPE)):
+        if counter.count_message(m) <= counter.count_message(m.with_content(_PLACEHOLDER_SHAPE)) + digest_tokens:
             continue
         out.append(i)
     return out
@@ -169,6 +179,18 @@ def _eligible(view: Sequence[Message], keep: int, exclude: frozenset[str], count
 def _call_names(view: Sequence[Message]) -> dict[int, str]:
     """Tool name of each paired result, from the call that asked for it."""
     return {p.result_index: p.name for p in pair_list(view) if p.result_index is not None}
+
+
+def _call_arguments(view: Sequence[Message]) -> dict[int, str]:
+    """Arguments of the call that asked for each paired result: what stays in view beside its placeholder."""
+    out: dict[int, str] = {}
+    for p in pair_list(view):
+        if p.result_index is None:
+            continue
+        call = next((c for c in view[p.call_index].tool_calls if c.id == p.call_id), None)
+        if call is not None:
+            out[p.result_index] = call.arguments
+    return out
 
 
 def _text_of(message: Message) -> str | None:
@@ -180,7 +202,8 @@ def _text_of(message: Message) -> str | None:
     return None
 
 
-def _mask_one(message: Message, cache: OutputStore) -> Message:
+def _mask_one(message: Message, cache: OutputStore, digest_tokens: int = 0, known: str = "",
+              counter: MessageCounter | None = None) -> Message:
     ref_id = message.meta.get("ref")
     if not (isinstance(ref_id, str) and cache.contains(ref_id)):
         text = _text_of(message)
@@ -189,8 +212,15 @@ def _mask_one(message: Message, cache: OutputStore) -> Message:
         ref_id = ref.id
         extra_meta = {"original_bytes": ref.byte_size}
     else:
+        text = None
         extra_meta = {}
-    return message.with_content(masked_placeholder(ref_id)).with_meta(kind="masked", ref=ref_id, **extra_meta)
+    digest = ""
+    if digest_tokens and counter is not None:
+        # The whole output, not its write-time view: what the view cut is exactly what the digest can bring back.
+        full = text if text is not None else cache.get(ref_id)
+        digest = output_digest(full, budget_tokens=digest_tokens, counter=counter.counter, known=known)
+    placeholder = masked_placeholder(ref_id, digest)
+    return message.with_content(placeholder).with_meta(kind="masked", ref=ref_id, **extra_meta)
 
 
 def _clear_inputs(view: list[Message], masked: Sequence[int], cache: OutputStore) -> set[int]:

@@ -30,6 +30,7 @@ from ..telemetry import (
     UsageRecorded,
 )
 from ..tokens import MessageCounter, TokenUsage
+from ._answered_view import WIDENED_META, narrowed, widen_answered
 from ._async import AsyncMirror
 from ._build import CompactionReport, Components, Status, build_components, coerce_messages
 from ._compactor import CompactionMixin
@@ -186,6 +187,8 @@ class ContextManager(CompactionMixin, AsyncMirror):
                                 "hard_cap_buffer": self.policy.hard_cap_buffer, "strategy": str(self.policy.strategy),
                                 "hard": self.budgets.hard, "soft": self.budgets.soft, "auto": self.policy.auto}
         self._calls = 0
+        # Answered outputs shown wider for the coming call: meta id -> the message in its standard view.
+        self._widened: dict[str, Message] = {}
         for warning in parts.warnings:
             self.tracer.emit(CompactWarning(session_id=self.session_id, message=warning, code="config"))
         self.tracer.start_session(self.session_id, session_metadata(
@@ -230,6 +233,8 @@ class ContextManager(CompactionMixin, AsyncMirror):
         with self._lock:
             incoming = coerce_messages(messages, format=format, start=len(self._view),
                                        protected_flag=self.policy.protected_flag)
+            if self._widened and any(m.role != "tool" for m in incoming):
+                self._narrow_answered()  # a new turn: the outputs it follows are no longer being answered
             stored: list[Message] = []
             # The sequence moves only once every message is in: a failed add leaves no gap and no half-added batch.
             seq = self._seq
@@ -306,10 +311,47 @@ class ContextManager(CompactionMixin, AsyncMirror):
         self._calls += 1
         with self.tracer.span(CALL_SPAN, kind=CALL_KIND, call=self._calls, model=self.model.name) as span:
             self._apply_idle_result()
+            if self._widened:
+                self._narrow_answered()  # decide on the view the history holds, never on a widened one
             self._run_policy()
+            self._widen_answered()
             tokens, _, count = self._view.totals()
             span.set(tokens=self._grounded(tokens + self._tool_tokens), messages=count,
                      window=self.budgets.window, compactions=self._compactions, maskings=self._maskings)
+
+    def _widen_answered(self) -> None:
+        """Show the answered outputs cut at write time wider, within the room left under the hard threshold."""
+        limit = self.policy.answered_output_tokens
+        limit = self.budgets.hard if limit is None else limit
+        if self.cache is None or limit <= 0:
+            return
+        view = self._view.normalized()
+        tokens, _, _ = self._view.totals()
+        room = self.budgets.hard - self._grounded(tokens + self._tool_tokens)
+        wider = widen_answered(view, room=room, limit=limit, cache=self.cache, counter=self.counter)
+        if not wider:
+            return
+        raw = self._view.raw
+        start = self._view.tail_start()
+        for i, message in wider.items():
+            index = next((k for k in range(start, len(raw)) if raw[k] is view[i]), None)
+            if index is None:
+                continue
+            self._widened[str(message.meta.get("id"))] = view[i]
+            self._view.replace_at(index, message)
+
+    def _narrow_answered(self) -> None:
+        """Put every widened output back in its standard view."""
+        assert self.cache is not None
+        raw = self._view.raw
+        for index in range(len(raw) - 1, -1, -1):
+            if not self._widened:
+                break
+            m = raw[index]
+            if m.meta.get(WIDENED_META):
+                standard = self._widened.pop(str(m.meta.get("id")), None)
+                self._view.replace_at(index, narrowed(m, self.cache, standard))
+        self._widened.clear()
 
     def _redacts_model_input(self) -> bool:
         return self.redactor is not None and bool(getattr(self.redactor, "apply_to_model", False))
@@ -466,6 +508,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
                 view, counter=self.counter, budget_tokens=budget_tokens,
                 keep_tool_io_pairs=p.keep_tool_io_pairs, exclude_tools=(*p.exclude_tools, *p.protected_tools),
                 clear_at_least=p.clear_at_least, clear_tool_inputs=p.clear_tool_inputs,
+                digest_tokens=p.mask_digest_tokens,
             )
             if not result.masked_indices or result.tokens_freed < required:
                 span.drop()  # nothing applied: the view did not change, so there is nothing to show

@@ -143,6 +143,21 @@ class View:
         self._count_calls(self._messages)
         self._reset()
 
+    def tail_start(self) -> int:
+        """Index of the first message after the settled prefix (what :meth:`replace_at` rewrites cheaply)."""
+        return self._settled
+
+    def replace_at(self, index: int, message: Message) -> None:
+        """Put ``message`` in place of the stored message at ``index`` (same role and call id).
+
+        In the unsettled tail only the tail's caches go; in the settled prefix the prefix is reset (O(history)).
+        """
+        self._messages[index] = message
+        if index < self._settled:
+            self._reset()
+        else:
+            self._tail_cache = None
+
     def _reset(self) -> None:
         self.version += 1
         self._settled = 0

@@ -7,6 +7,7 @@ reads, so they are dicts of JSON values; :class:`TurnMetrics` is the typed form 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -95,11 +96,29 @@ class TurnMetrics:
 
 # -- text and entities ------------------------------------------------------------------------------------------------
 def message_search_text(message: Message) -> str:
-    """Everything of ``message`` an entity can be found in: its text and its tool calls' names and arguments."""
+    r"""Everything of ``message`` an entity can be found in: its text and its tool calls' names and arguments.
+
+    Arguments are read as the model wrote them, not as JSON escapes them: string values are decoded (``key: value``
+    lines), so that ``print`` after a newline in a command is a whole word, not the tail of ``\nprint``.
+    """
     if not message.tool_calls:
         return message.text
-    calls = "\n".join(f"{c.name} {c.arguments}" for c in message.tool_calls)
+    calls = "\n".join(_call_text(c.name, c.arguments) for c in message.tool_calls)
     return f"{message.text}\n{calls}" if message.text else calls
+
+
+def _call_text(name: str, arguments: str) -> str:
+    try:
+        parsed = json.loads(arguments) if arguments else {}
+    except (ValueError, RecursionError):
+        return f"{name} {arguments}"
+    if not isinstance(parsed, dict):
+        return f"{name} {arguments}"
+    lines = [name]
+    for key, value in parsed.items():
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        lines.append(f"{key}: {shown}")
+    return "\n".join(lines)
 
 
 # What a turn may reuse by exact spelling besides the named entities: bare numbers of three digits or more (line

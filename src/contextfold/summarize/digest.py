@@ -12,8 +12,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ..answered import without_notes
 from ..messages import Message
-from .entities import extract_entities_by_kind
+from .entities import bare_numbers, extract_entities_by_kind
 
 __all__ = ["Digest", "EntityStat", "digest_messages", "split_sentences"]
 
@@ -101,6 +102,22 @@ class Digest:
                 stat.score += weight * KIND_WEIGHTS[kind]
                 stat.last = max(stat.last, index)
 
+    def add_numbers(self, text: str, source: str, index: int) -> None:
+        """Count the bare numbers of three digits or more (amounts, counts, ids) of ``text`` as number entities.
+
+        Entity extraction keeps numbers only with a unit or a currency; an agent also reuses bare ones (a price in a
+        JSON answer, a count in a log). Line numbers of listings are left out (see :func:`bare_numbers`).
+        """
+        weight = SOURCE_WEIGHTS[source] * KIND_WEIGHTS["number"]
+        for value in dict.fromkeys(bare_numbers(text)):
+            stat = self.entities.get(value)
+            if stat is None:
+                stat = self.entities[value] = EntityStat(value, "number", first=index)
+            elif stat.last == index and stat.kind == "number":
+                continue  # already counted for this message by add_entities
+            stat.score += weight
+            stat.last = max(stat.last, index)
+
     def ranked_entities(self, boost_kinds: Iterable[str] = ()) -> list[EntityStat]:
         """Entities best first: weighted mentions plus recency; ties broken by first appearance (deterministic)."""
         boosted = set(boost_kinds)
@@ -145,7 +162,10 @@ def _call_args(arguments: str) -> dict[str, object]:
 
 
 def _read_tool_output(digest: Digest, index: int, text: str) -> None:
+    # contextfold's own notes (refs, the retrieval tools' names) are not facts of the output.
+    text = without_notes(text)
     digest.add_entities(text, "tool", index)
+    digest.add_numbers(text, "tool", index)
     tail = text.splitlines()[-OUTCOME_TAIL_LINES:]
     for line in tail:
         line = line.strip()
@@ -165,6 +185,7 @@ def _read_assistant(digest: Digest, index: int, message: Message) -> None:
         digest.add_entities(" ".join(params.values()), "args", index)
     prose = _strip_text_calls(text)
     digest.add_entities(prose, "assistant", index)
+    digest.add_numbers(prose, "assistant", index)
     for sentence in split_sentences(prose):
         if len(sentence) <= MAX_SENTENCE_CHARS and _DECISION.search(sentence):
             digest.decisions.append((index, sentence))
@@ -185,20 +206,39 @@ def _read_previous_summary(digest: Digest, text: str) -> None:
     """Fold an earlier summary in: its entities count strongly, its lines are kept as older material."""
     digest.add_entities(text, "summary", 0)
     section = ""
+    request: list[str] | None = None  # the lines of the user request being read back
     for raw in text.splitlines():
         line = raw.strip()
         if line.startswith("## "):
             section = line[3:].strip().lower()
+            _close_request(digest, request)
+            request = None
+            continue
+        if section == "user requests":
+            # Requests are written byte for byte after "- ", their own lines unindented: a line without the bullet
+            # continues the request above (read line by line, a multi-line request came back as many requests,
+            # next to its verbatim copy from the user block: the task twice in every later summary).
+            if raw.startswith("- "):
+                _close_request(digest, request)
+                request = [raw[2:]]
+            elif request is not None:
+                request.append(raw)
             continue
         if not line or section == "key entities":
             continue  # entities are re-ranked above, together with the new ones
         item = line[2:] if line.startswith("- ") else line
-        if section == "user requests":
-            digest.user_requests.append((-1, item))
-        elif section == "decisions":
+        if section == "decisions":
             digest.decisions.append((-1, item))
         elif section not in {"progress", "next steps"}:
             digest.earlier.append(item)
+    _close_request(digest, request)
+
+
+def _close_request(digest: Digest, request: list[str] | None) -> None:
+    if request is not None:
+        text = "\n".join(request).strip()
+        if text:
+            digest.user_requests.append((-1, text))
 
 
 def digest_messages(messages: Iterable[Message], previous_summary: str | None = None) -> Digest:
@@ -223,4 +263,12 @@ def digest_messages(messages: Iterable[Message], previous_summary: str | None = 
             _read_assistant(digest, index, message)
         else:
             digest.add_entities(text, "system", index)
+    # A request both in an earlier summary and still in the part summarized (the user block) is listed once.
+    seen: set[str] = set()
+    unique = []
+    for position, request in digest.user_requests:
+        if request not in seen:
+            seen.add(request)
+            unique.append((position, request))
+    digest.user_requests = unique
     return digest

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 
 from ..telemetry._pace import GilPacer
 
-__all__ = ["ENTITY_KINDS", "extract_entities", "extract_entities_by_kind", "warm_entities"]
+__all__ = ["ENTITY_KINDS", "bare_numbers", "extract_entities", "extract_entities_by_kind", "warm_entities"]
 
 # Results by text, most recently used last. Extraction costs ~1 µs per character (15 regex passes), and the same
 # messages are summarized again: by the next compaction, and in a fleet by a compaction computed again after a
@@ -200,6 +200,24 @@ def extract_entities(text: str) -> set[str]:
     ['/testbed/django/db/client.py', '3 s', 'ValueError', 'runshell_db']
     """
     return {value for values in extract_entities_by_kind(text).values() for value in values}
+
+
+# Bare numbers of three digits or more (amounts, counts, ids), whole words, not part of a version or an amount.
+_BARE_NUMBER = re.compile(r"(?<![\w.$-])\d{3,}(?:\.\d+)?(?![\w]|[.,]\d)")
+# The line-number column of a numbered listing (``cat -n``, SWE-agent's file viewer, grep -n).
+_LISTING_PREFIX = re.compile(r"^\s*\d+[\t ]", re.MULTILINE)
+
+
+def bare_numbers(text: str) -> list[str]:
+    r"""Bare numbers of three digits or more in ``text``, in order; the line numbers of a numbered listing are not.
+
+    :func:`extract_entities` keeps numbers only with a unit, a currency or as dates; an agent also reuses bare ones
+    (a price in a JSON answer, a count in a log).
+
+    >>> bare_numbers("   120\tx = 4096  # v1.2.3, 12 items, 306.5")
+    ['4096', '306.5']
+    """
+    return _BARE_NUMBER.findall(_LISTING_PREFIX.sub(" ", text))
 
 
 def _blank(text: str, spans: list[tuple[int, int]]) -> str:

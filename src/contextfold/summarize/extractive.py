@@ -42,6 +42,10 @@ MAX_PLAN_LINES = 12
 # Entities listed per kind in a retained line asked for by a retain directive ("keep the failing test names").
 MAX_RETAINED_PER_KIND = 25
 _TRUNCATION_MARK = " […] "
+# Bare numbers listed at most (the best ranked): a JSON answer holds dozens (every fare of every flight), and
+# listing them all crowded the actions out of the summary.
+MAX_BARE_NUMBERS = 12
+_BARE_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 _KIND_LABELS: dict[str, str] = {"path": "files", "url": "urls", "test": "tests", "error": "errors",
                                 "identifier": "identifiers", "id": "ids", "number": "numbers", "flag": "flags",
@@ -189,6 +193,10 @@ def _request_order(requests: list[tuple[int, str]]) -> list[int]:
 
 def _candidates(digest: Digest, ranked: list[EntityStat]) -> dict[str, list[_Candidate]]:
     """Each section's items, best first, with their reading-order position."""
+    bare = [s for s in ranked if s.kind == "number" and _BARE_NUMBER.fullmatch(s.value)]
+    if len(bare) > MAX_BARE_NUMBERS:
+        dropped = {id(s) for s in bare[MAX_BARE_NUMBERS:]}
+        ranked = [s for s in ranked if id(s) not in dropped]
     requests = digest.user_requests
     sections: dict[str, list[_Candidate]] = {
         "User requests": [(requests[i][1], i) for i in _request_order(requests)],

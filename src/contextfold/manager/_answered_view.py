@@ -1,0 +1,82 @@
+"""The answered tool output, shown wider while the model answers it.
+
+Write-time truncation cuts a big output to a view sized for a history of many outputs. The output the model is
+about to answer is the one it reads most closely (the line numbers it pages to next, the values it copies), so
+while it is answered it is shown wider, whole when it fits, within the room the window has left. As soon as the
+agent moves on (a new turn is added) it goes back to its standard view, so the wider view is paid for in one call
+only and never reaches the history that masking and compaction decide on.
+
+Pure over the view and the cache: the manager calls :func:`widen_answered` after its policy ran and
+:func:`narrowed` when a new turn arrives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..answered import answered_indices
+from ..messages import Message
+
+if TYPE_CHECKING:
+    from ..cache import ToolOutputCache
+    from ..tokens import MessageCounter
+
+__all__ = ["WIDENED_META", "narrowed", "widen_answered"]
+
+# meta key of an answered output shown wider than its standard view (its value: True).
+WIDENED_META = "widened"
+# A wider view that adds less than this share to the standard one is not worth a rewrite of the message.
+MIN_GAIN_SHARE = 0.1
+
+
+def _widenable(m: Message) -> bool:
+    return (m.role == "tool" and m.kind == "truncated" and isinstance(m.content, str)
+            and isinstance(m.meta.get("ref"), str) and not m.meta.get(WIDENED_META))
+
+
+def widen_answered(view: Sequence[Message], *, room: int, limit: int, cache: ToolOutputCache,
+                   counter: MessageCounter) -> dict[int, Message]:
+    """Wider views of the answered outputs of ``view`` that were cut at write time: ``{index: widened message}``.
+
+    The answered outputs share ``room`` tokens (what the window has left) evenly; none grows past ``limit``
+    tokens. An output that fits whole is shown whole. Nothing is returned for outputs the room cannot widen
+    by at least :data:`MIN_GAIN_SHARE`.
+    """
+    targets = [i for i in answered_indices(view) if _widenable(view[i])]
+    if not targets or room <= 0 or limit <= 0:
+        return {}
+    share = room // len(targets)
+    out: dict[int, Message] = {}
+    for i in targets:
+        m = view[i]
+        current = counter.count_message(m)
+        cap = min(limit, current + share)
+        if cap < current * (1 + MIN_GAIN_SHARE):
+            continue
+        ref_id = str(m.meta["ref"])
+        text = cache.get(ref_id)
+        whole = m.with_content(text)
+        if counter.count_message(whole) <= cap:
+            out[i] = whole.with_meta(**{WIDENED_META: True})
+            continue
+        body_cap = cap - (current - counter.counter.count(m.text))  # the message envelope stays what it was
+        wide = m.with_content(cache.view_for(text, cache.ref(ref_id), max_tokens=max(1, body_cap)))
+        if counter.count_message(wide) >= current * (1 + MIN_GAIN_SHARE):
+            out[i] = wide.with_meta(**{WIDENED_META: True})
+    return out
+
+
+def narrowed(message: Message, cache: ToolOutputCache, standard: Message | None = None) -> Message:
+    """``message`` back in its standard view when it was widened; otherwise ``message`` itself.
+
+    ``standard`` is the message as it was before widening, when the caller kept it; otherwise the standard view
+    is rendered again from the cache (the same view: rendering is deterministic).
+    """
+    if not message.meta.get(WIDENED_META):
+        return message
+    if standard is not None:
+        return standard
+    ref_id = str(message.meta["ref"])
+    view = cache.view_for(cache.get(ref_id), cache.ref(ref_id))
+    return message.with_content(view).with_meta(**{WIDENED_META: None})
