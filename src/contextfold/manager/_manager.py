@@ -31,7 +31,6 @@ from ..telemetry import (
 )
 from ..tokens import MessageCounter, TokenUsage
 from ._answered_view import WIDENED_META, narrowed, widen_answered
-from ._async import AsyncMirror
 from ._build import CompactionReport, Components, Status, build_components, coerce_messages
 from ._compactor import CompactionMixin
 from ._release import release_resources
@@ -67,7 +66,7 @@ _MAX_UNWARMED = 20_000
 _ID_NONCE_HEX = 12
 
 
-class ContextManager(CompactionMixin, AsyncMirror):
+class ContextManager(CompactionMixin):
     """Keeps one agent session inside its model's context window.
 
     >>> cm = ContextManager(model="gpt-4o", store="memory", archive="memory")
@@ -682,6 +681,39 @@ class ContextManager(CompactionMixin, AsyncMirror):
             if isinstance(sink, FanoutTelemetry):
                 sink.shutdown(since=started)  # release_resources' own shutdown() then finds the sinks stopped
             release_resources(self)
+
+    # -- async: the same calls on a worker thread ---------------------------------------------------------------
+    # Summarization can take seconds (an LLM call): on a thread, it never holds the event loop. asyncio is imported
+    # by the first async call, not by `import contextfold` (it is a fifth of a bare import's time).
+    async def aadd(self, messages: Iterable[Message | Mapping[str, Any]] | Message | Mapping[str, Any], *,
+                   format: str | None = None) -> None:
+        """Async :meth:`add`."""
+        import asyncio
+
+        await asyncio.to_thread(self.add, messages, format=format)
+
+    async def aprepare(self, format: str = "openai_chat") -> Any:
+        """Async :meth:`prepare` (summarization runs on a worker thread, never on the event loop)."""
+        import asyncio
+
+        return await asyncio.to_thread(self.prepare, format)
+
+    async def aprepare_messages(self) -> list[Message]:
+        """Async :meth:`prepare_messages`."""
+        import asyncio
+
+        return await asyncio.to_thread(self.prepare_messages)
+
+    async def acompact(self, *, force: bool = True, instructions: str | None = None,
+                       kind: str = "hard") -> CompactionReport:
+        """Async :meth:`compact`."""
+        import asyncio
+
+        return await asyncio.to_thread(self.compact, force=force, instructions=instructions, kind=kind)
+
+    async def arecord_usage(self, usage: Any) -> TokenUsage:
+        """Async :meth:`record_usage` (no I/O: runs inline)."""
+        return self.record_usage(usage)
 
     def __enter__(self) -> ContextManager:
         return self
