@@ -56,12 +56,11 @@ MASK_HEADROOM = 0.8
 # Compaction actions by strength: a compaction is stuck when the view still calls for one at least as strong.
 # (Keyed by the actions' values: Action is a StrEnum, and the policy module is imported only when first needed.)
 _COMPACTION_RANK = {"soft": 1, "hard": 2, "emergency": 3}
-# Past half the soft threshold a compaction is a few turns away: extract the entities of new messages in the
-# background while the agent waits for its model, so that the compaction finds them extracted (issue 15).
+# Past half the soft threshold a compaction is a few turns away: read the new messages in the background while the
+# agent waits for its model (entities extracted, secrets scanned), so that the compaction finds them read (issue 15).
 _WARM_AT_SHARE_OF_SOFT = 0.5
-# Short texts cost next to nothing to extract at compaction time; and a manager never holds more than this many
-# texts waiting (a huge add() before the threshold is reached is warmed only in part).
-_WARM_MIN_CHARS = 200
+# A manager never holds more than this many messages waiting (a huge add() before the threshold is reached is
+# warmed only in part; the compaction reads the rest itself).
 _MAX_UNWARMED = 20_000
 # 48 random bits per manager: collisions between the managers of one session are out of reach.
 _ID_NONCE_HEX = 12
@@ -169,7 +168,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
         self._failed_compactions = 0
         self.before_compaction = before_compaction
         self._paused_at: float | None = None  # circuit breaker: see the paused property
-        self._unwarmed: list[str] = []  # texts added whose entities no compaction has extracted yet
+        self._unwarmed: list[Message] = []  # messages added that no background warming has read yet
         self._redact_memo: dict[int, tuple[Message, Message]] = {}
         self._redact_memo_learned: object = None
         self._grounding: tuple[int, int, int] | None = None  # (view version, messages sent, reported - counted)
@@ -248,7 +247,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
                 stored.append(m)
             self._seq = seq
             if len(self._unwarmed) < _MAX_UNWARMED:
-                self._unwarmed.extend(m.text for m in stored if len(m.text) >= _WARM_MIN_CHARS)
+                self._unwarmed.extend(stored[:_MAX_UNWARMED - len(self._unwarmed)])
             stored, orphans = self._view.split_orphans(stored)
             if orphans:
                 self._view.dropped.extend(orphans)
@@ -363,7 +362,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
                                        tools_schema=self._tool_tokens, system=system, developer=developer,
                                        model=self.model.name, context_window=self.budgets.window))
         if self._unwarmed and total >= self.budgets.soft * _WARM_AT_SHARE_OF_SOFT:
-            self._warm_entities()
+            self._warm_for_compaction()
         if plan.action is Action.NONE:
             return
         self.tracer.emit(TriggerDecision(session_id=self.session_id, triggered=True, action=str(plan.action),
@@ -437,13 +436,17 @@ class ContextManager(CompactionMixin, AsyncMirror):
         _log.warning(message)
         self.tracer.emit(CompactWarning(session_id=self.session_id, message=message, code="emergency"))
 
-    def _warm_entities(self) -> None:
-        """Extract the entities of new messages on the background thread, for the compaction that is coming."""
+    def _warm_for_compaction(self) -> None:
+        """Read new messages on the background thread as the coming compaction will: entities, secrets."""
         from . import _background
-        from .summarize.entities import warm_entities
+        from .manager_compaction import warm_for_compaction
+        from .summarize.extractive import ExtractiveSummarizer
 
-        texts, self._unwarmed = self._unwarmed, []
-        _background.submit(warm_entities, texts)
+        messages, self._unwarmed = self._unwarmed, []
+        extractive = isinstance(self.summarizer, ExtractiveSummarizer)  # an LLM summarizer extracts no entities
+        redactor = self.redactor if self.redactor is not None and hasattr(self.redactor, "warm") else None
+        if extractive or redactor is not None:
+            _background.submit(warm_for_compaction, messages, extractive, redactor)
 
     def _effective_policy(self) -> Policy:
         if self.paused and self.policy.auto:

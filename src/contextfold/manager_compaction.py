@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from .policy import Budgets, Policy
 
-__all__ = ["CompactionMixin"]
+__all__ = ["CompactionMixin", "warm_for_compaction"]
 
 # An automatic soft compaction must save clear_at_least tokens, or a tenth of the view in small windows.
 MIN_SAVING_DIVISOR = 10
@@ -41,6 +41,25 @@ STALL_REGROWTH_SHARE = 0.1
 _REDACT_MEMO_SIZE = 50_000
 # After this many compactions failing in a row, automatic compaction pauses (circuit breaker).
 CIRCUIT_BREAKER_FAILURES = 3
+
+
+def warm_for_compaction(messages: Sequence[Message], entities: bool, redactor: Any) -> None:
+    """Read ``messages`` as a compaction will, on a background thread: a compaction then finds the work done.
+
+    ``entities``: digest each message as the extractive summarizer does (entities are cached by text);
+    ``redactor``: scan what the archived transcript will redact (findings are cached by text, nothing is learned).
+    Paced: the agent's thread never waits long for the GIL.
+    """
+    if entities:
+        from ._pace import GilPacer
+        from .summarize.digest import digest_messages
+
+        pacer = GilPacer()
+        for m in messages:
+            digest_messages([m])
+            pacer.tick()
+    if redactor is not None:
+        redactor.warm(messages)
 
 
 class CompactionMixin:

@@ -11,13 +11,16 @@ token it was given. Redaction protects what is exported and archived.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ._pace import GilPacer
 from .messages import DocumentPart, ImagePart, Message, Part, TextPart, ThinkingPart, ToolCall, UnknownPart, freeze
 from .redact_patterns import BUILTIN_PATTERNS, SECRET_KEY, SecretPattern, is_placeholder, weak_value_ok
 
@@ -53,6 +56,53 @@ def _learnable(run: str) -> bool:
 _JSON_ESCAPE_RE = re.compile(r"\\(?:[nrtbf/\"\\]|u[0-9a-fA-F]{4})")
 # Remembered runs kept at most: a redactor shared by many sessions must not grow without bound.
 MAX_LEARNED = 4096
+# Scans remembered by text (issue 15): a transcript archived at compaction is redacted whole, and its messages were
+# mostly scanned already, by an earlier transcript or on the background thread while the agent waited for its model.
+# The findings of a text depend on the text and the patterns only (what was learned is applied after), so they
+# are kept, up to this many texts and characters: more than a window holds, bounded for huge outputs.
+_SCAN_CACHE_ENTRIES = 16_384
+_SCAN_CACHE_CHARS = 32_000_000
+
+
+class _ScanCache:
+    """Findings by text, and messages found clean, least recently used dropped first.
+
+    Shared by threads, and by a redactor with its warming shadow. A clean message is one :meth:`Redactor.redact_message`
+    returned unchanged while nothing was learned and with no callback: under the same conditions it is unchanged
+    again (its findings are none, the patterns are the redactor's), so it is not walked again.
+    """
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[str, tuple[Finding, ...]] = OrderedDict()
+        self._chars = 0
+        self._clean: OrderedDict[int, Message] = OrderedDict()  # id -> the message (kept, so the id stays its own)
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> tuple[Finding, ...] | None:
+        with self._lock:
+            found = self._entries.get(text)
+            if found is not None:
+                self._entries.move_to_end(text)
+            return found
+
+    def put(self, text: str, found: tuple[Finding, ...]) -> None:
+        with self._lock:
+            if text in self._entries:
+                return
+            self._entries[text] = found
+            self._chars += len(text)
+            while len(self._entries) > _SCAN_CACHE_ENTRIES or self._chars > _SCAN_CACHE_CHARS:
+                self._chars -= len(self._entries.popitem(last=False)[0])
+
+    def is_clean(self, m: Message) -> bool:
+        with self._lock:
+            return self._clean.get(id(m)) is m
+
+    def mark_clean(self, m: Message) -> None:
+        with self._lock:
+            self._clean[id(m)] = m
+            if len(self._clean) > _SCAN_CACHE_ENTRIES:
+                self._clean.popitem(last=False)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -126,6 +176,10 @@ class Redactor:
         # Copy-on-write: exporter threads read it while the agent's thread learns; readers never see a dict change.
         self._learned: dict[str, str] = {}
         self._learn_lock = threading.Lock()
+        # Which patterns a text needs: its triggers are looked for once each (many patterns share "secret", "key"…).
+        self._triggers = tuple(dict.fromkeys(t for p in self.patterns for t in p.triggers))
+        self._pattern_triggers = tuple(frozenset(p.triggers) for p in self.patterns)
+        self._scans = _ScanCache()
 
     def learn(self, secret: str, name: str) -> None:
         """Remember ``secret`` so that its repeats are redacted as ``name`` (see ``remember``)."""
@@ -147,11 +201,20 @@ class Redactor:
     # -- text ---------------------------------------------------------------------------------------------------
     def scan(self, text: str) -> list[Finding]:
         """The secrets in ``text``, left to right, without overlaps (the earliest, then longest, finding wins)."""
+        cached = self._scans.get(text)
+        if cached is None:
+            cached = self._scan(text)
+            self._scans.put(text, cached)
+        return list(cached)
+
+    def _scan(self, text: str) -> tuple[Finding, ...]:
         found: list[tuple[int, int, int, str]] = []
         lowered = text.lower()
+        present = {t for t in self._triggers if t in lowered}
         for priority, pattern in enumerate(self.patterns):
-            if not pattern.may_match(lowered):
-                continue
+            triggers = self._pattern_triggers[priority]
+            if triggers and present.isdisjoint(triggers):
+                continue  # (SecretPattern.may_match, with each trigger looked for once)
             for m, name in pattern.findings(text, lowered):
                 start, end = _secret_span(m)
                 if end > start and not _MARKER_RE.fullmatch(text, start, end):
@@ -163,23 +226,48 @@ class Redactor:
             if start >= last_end:
                 out.append(Finding(start, start - neg_len, name))
                 last_end = start - neg_len
-        return out
+        return tuple(out)
+
+    def warm(self, messages: Iterable[Message]) -> int:
+        """Scan (and remember) every text :meth:`redact_message` will scan in ``messages``, learning nothing.
+
+        Meant for a background thread while the agent waits for its model: a later transcript of these messages
+        then finds them scanned. Secrets are learned only when a message is really redacted, as without warming.
+        Works in slices that leave the GIL to other threads; returns how many messages were looked at.
+        """
+        if not self.enabled:
+            return 0
+        # A shadow shares the scans but learns into a table of its own, which is dropped.
+        shadow = copy.copy(self)
+        shadow._learned = {}
+        shadow._learn_lock = threading.Lock()
+        shadow.callback = None
+        pacer = GilPacer()
+        done = 0
+        for m in messages:
+            shadow.redact_message(m)
+            done += 1
+            pacer.tick()
+        return done
 
     def redact_text(self, text: str) -> str:
         """``text`` with every secret replaced by its marker; the rest is unchanged."""
         if not self.enabled or not text:
             return text
         findings = self.scan(text)
-        for f in findings:
-            self.learn(text[f.start : f.end], f.name)
-        pieces: list[str] = []
-        pos = 0
-        for f in findings:
-            pieces.append(self._replace_learned(text[pos : f.start]))
-            pieces.append(marker(f.name))
-            pos = f.end
-        pieces.append(self._replace_learned(text[pos:]))
-        result = "".join(pieces)
+        if not findings:
+            result = self._replace_learned(text)  # (the text itself when nothing was learned: no copy)
+        else:
+            for f in findings:
+                self.learn(text[f.start : f.end], f.name)
+            pieces: list[str] = []
+            pos = 0
+            for f in findings:
+                pieces.append(self._replace_learned(text[pos : f.start]))
+                pieces.append(marker(f.name))
+                pos = f.end
+            pieces.append(self._replace_learned(text[pos:]))
+            result = "".join(pieces)
         return self.callback(result) if self.callback is not None else result
 
     # -- structures ---------------------------------------------------------------------------------------------
@@ -249,6 +337,9 @@ class Redactor:
         """``m`` with secrets redacted in its text, tool-call arguments, meta and extra."""
         if not self.enabled:
             return m
+        plain = self.callback is None and not self._learned  # then a message found clean before is clean again
+        if plain and self._scans.is_clean(m):
+            return m
         content: str | tuple[Part, ...] = (
             self.redact_text(m.content) if isinstance(m.content, str) else tuple(map(self._redact_part, m.content))
         )
@@ -258,7 +349,11 @@ class Redactor:
         )
         meta, extra = freeze(self.redact_obj(m.meta)), freeze(self.redact_obj(m.extra))
         out = replace(m, content=content, tool_calls=calls, meta=meta, extra=extra)
-        return m if out == m else out
+        if out != m:
+            return out
+        if plain and not self._learned:
+            self._scans.mark_clean(m)
+        return m
 
     def redact_messages(self, messages: Iterable[Message]) -> list[Message]:
         """Every message redacted (see :meth:`redact_message`)."""
