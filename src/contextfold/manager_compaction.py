@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .compact import CompactionResult, compact, plan_compaction
+from .compact import CompactionPlan, CompactionResult, compact, plan_compaction
 from .errors import ContextfoldError, RecoveryFailed
 from .events import CompactError, CompactWarning, MessagesPruned, RecoveryCircuitOpen, SummaryCreated
 from .manager_parts import CompactionReport
@@ -123,11 +123,12 @@ class CompactionMixin:
                          automatic: bool) -> CompactionReport:
         self._count_exactly()
         view = self._view.normalized()
+        budget, plan = self._target(view, kind)
         try:
             result = compact(view, policy=self.policy, counter=self.counter,
                              summarizer=TracedSummarizer(self.summarizer, self.tracer),
-                             budget=self._target(view, kind), kind=kind,
-                             compaction_count=self._compactions, instructions=instructions, clock=self._clock)
+                             budget=budget, kind=kind, compaction_count=self._compactions,
+                             instructions=instructions, clock=self._clock, plan=plan)
         except ContextfoldError as exc:  # InsufficientBudget included: it counts towards the circuit breaker
             self._compaction_failed(exc)
             raise
@@ -149,21 +150,22 @@ class CompactionMixin:
         needed = min(self.policy.clear_at_least, before // MIN_SAVING_DIVISOR)
         return result.stats.tokens_after <= before - needed
 
-    def _target(self, view: list[Message], kind: str) -> int:
+    def _target(self, view: list[Message], kind: str) -> tuple[int, CompactionPlan | None]:
         """Tokens a compaction aims for: halfway between soft and hard when that loses nothing more.
 
         Landing just under hard would compact again on the next turn (thrash, and a prompt-cache miss each time);
-        but a lower target must not cost keep counts or user messages, so a dry run decides.
+        but a lower target must not cost keep counts or user messages, so a dry run decides. Returns the budget,
+        and the dry run when its budget is the one chosen (the compaction then does not plan again).
         """
         hard = self.budgets.hard - self._tool_tokens
         if kind == "soft":
-            return hard
+            return hard, None
         target = (self.budgets.soft + self.budgets.hard) // 2 - self._tool_tokens
         try:
             plan = plan_compaction(view, policy=self.policy, counter=self.counter, budget=target, kind=kind)
         except ContextfoldError:
-            return hard
-        return hard if plan.warnings else target
+            return hard, None
+        return (hard, None) if plan.warnings else (target, plan)
 
     def _apply(self, view: list[Message], result: CompactionResult, started: float) -> CompactionReport:
         self._run_before_compaction(result)
