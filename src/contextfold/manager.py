@@ -437,16 +437,18 @@ class ContextManager(CompactionMixin, AsyncMirror):
         self.tracer.emit(CompactWarning(session_id=self.session_id, message=message, code="emergency"))
 
     def _warm_for_compaction(self) -> None:
-        """Read new messages on the background thread as the coming compaction will: entities, secrets."""
+        """Read new messages on the background thread as the coming compaction will: entities, secrets, lines."""
         from . import _background
         from .manager_compaction import warm_for_compaction
         from .summarize.extractive import ExtractiveSummarizer
 
         messages, self._unwarmed = self._unwarmed, []
-        extractive = isinstance(self.summarizer, ExtractiveSummarizer)  # an LLM summarizer extracts no entities
+        # An LLM summarizer extracts no entities; the extractive one weighs them with its counter.
+        entities = self.summarizer.counter if isinstance(self.summarizer, ExtractiveSummarizer) else None
         redactor = self.redactor if self.redactor is not None and hasattr(self.redactor, "warm") else None
-        if extractive or redactor is not None:
-            _background.submit(warm_for_compaction, messages, extractive, redactor)
+        archived = self.archive is not None
+        if entities is not None or redactor is not None or archived:
+            _background.submit(warm_for_compaction, messages, entities, redactor, archived)
 
     def _effective_policy(self) -> Policy:
         if self.paused and self.policy.auto:

@@ -43,23 +43,33 @@ _REDACT_MEMO_SIZE = 50_000
 CIRCUIT_BREAKER_FAILURES = 3
 
 
-def warm_for_compaction(messages: Sequence[Message], entities: bool, redactor: Any) -> None:
+def warm_for_compaction(messages: Sequence[Message], counter: Any, redactor: Any, archived: bool) -> None:
     """Read ``messages`` as a compaction will, on a background thread: a compaction then finds the work done.
 
-    ``entities``: digest each message as the extractive summarizer does (entities are cached by text);
-    ``redactor``: scan what the archived transcript will redact (findings are cached by text, nothing is learned).
+    - ``counter``: the extractive summarizer's token counter, or None (another summarizer): digest each message as
+      the summarizer does (entities are cached by text) and count the entities' tokens (short counts are cached);
+    - ``redactor``: scan what the archived transcript will redact (findings are cached by text, nothing learned);
+    - ``archived``: serialize the messages the transcript will hold unchanged (lines are cached by message).
+
     Paced: the agent's thread never waits long for the GIL.
     """
-    if entities:
-        from ._pace import GilPacer
-        from .summarize.digest import digest_messages
+    from ._pace import GilPacer
+    from .serialize import message_line
+    from .summarize.digest import digest_messages
 
-        pacer = GilPacer()
+    pacer = GilPacer()
+    if counter is not None:
         for m in messages:
-            digest_messages([m])
+            for value in digest_messages([m]).entities:
+                counter.count(value)
             pacer.tick()
     if redactor is not None:
         redactor.warm(messages)
+    if archived:
+        for m in messages:
+            if redactor is None or redactor.is_clean(m):  # (a redacted message is a new one, serialized then)
+                message_line(m)
+            pacer.tick()
 
 
 class CompactionMixin:

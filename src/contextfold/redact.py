@@ -355,6 +355,10 @@ class Redactor:
             self._scans.mark_clean(m)
         return m
 
+    def is_clean(self, m: Message) -> bool:
+        """Whether :meth:`redact_message` is known to return ``m`` itself now (found clean, nothing learned since)."""
+        return self.enabled and self.callback is None and not self._learned and self._scans.is_clean(m)
+
     def redact_messages(self, messages: Iterable[Message]) -> list[Message]:
         """Every message redacted (see :meth:`redact_message`)."""
         return [self.redact_message(m) for m in messages]
