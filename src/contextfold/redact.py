@@ -105,6 +105,26 @@ class _ScanCache:
                 self._clean.popitem(last=False)
 
 
+# Redactors with the same patterns share their scans (each manager of a fleet worker's turn builds its own redactor,
+# with the built-in patterns); a few distinct pattern sets are kept, further ones get a cache of their own.
+_SHARED_SCAN_CACHES = 8
+_scan_caches: dict[tuple[SecretPattern, ...], _ScanCache] = {}
+_scan_caches_lock = threading.Lock()
+
+
+def _scan_cache(patterns: tuple[SecretPattern, ...]) -> _ScanCache:
+    try:
+        with _scan_caches_lock:
+            cache = _scan_caches.get(patterns)
+            if cache is None:
+                cache = _ScanCache()
+                if len(_scan_caches) < _SHARED_SCAN_CACHES:
+                    _scan_caches[patterns] = cache
+            return cache
+    except TypeError:  # a user pattern that cannot be hashed (an unhashable accept callable)
+        return _ScanCache()
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class Finding:
     """A secret found at ``text[start:end]``."""
@@ -179,7 +199,7 @@ class Redactor:
         # Which patterns a text needs: its triggers are looked for once each (many patterns share "secret", "key"…).
         self._triggers = tuple(dict.fromkeys(t for p in self.patterns for t in p.triggers))
         self._pattern_triggers = tuple(frozenset(p.triggers) for p in self.patterns)
-        self._scans = _ScanCache()
+        self._scans = _scan_cache(self.patterns)
 
     def learn(self, secret: str, name: str) -> None:
         """Remember ``secret`` so that its repeats are redacted as ``name`` (see ``remember``)."""
