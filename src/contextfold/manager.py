@@ -15,37 +15,34 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .archive import PARTS_META, parts_skeleton
-from .compact import CompactionResult
-from .errors import ContextfoldError
-from .events import (
-    CacheMasked,
-    CacheTruncated,
-    CompactWarning,
-    TokenEstimate,
-    TriggerDecision,
-    UsageRecorded,
-)
-from .formats import get_format
 from .manager_async import AsyncMirror
 from .manager_compaction import CompactionMixin
-from .manager_parts import CompactionReport, Components, Status, build_components, coerce_messages
-from .manager_release import release_resources
 from .manager_spans import CALL_KIND, CALL_SPAN, MASK_KIND, session_metadata
-from .messages import Message
-from .reconcile import FrameworkHistory
-from .telemetry import FanoutTelemetry
-from .tokens import MessageCounter
-from .usage import TokenUsage
-from .view import View
 
+# Everything else is imported where it is used (issue 15): ``from contextfold import ContextManager`` loads this
+# module, its two mixins and the span names; building a manager loads what a turn needs; compaction, summarizing,
+# redaction patterns and the other wire formats load when first used.
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    # Imported where used: the policy module builds a pydantic model, which `import contextfold` must not pay for.
+    from .compact import CompactionResult
+    from .manager_parts import CompactionReport, Components, Status
+    from .messages import Message
     from .policy import Plan, Policy
+    from .summarize import Summarizer
+    from .tokens import MessageCounter
+    from .usage import TokenUsage
 
 __all__ = ["CompactionReport", "ContextManager", "Status"]
+
+
+def __getattr__(name: str) -> Any:
+    # The reports are defined with the components (manager_parts) and resolved on first access from here.
+    if name in ("CompactionReport", "Status"):
+        from . import manager_parts
+
+        return getattr(manager_parts, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _log = logging.getLogger(__name__)
 # The circuit breaker's clock (a module name, so tests can move time without sleeping).
@@ -132,6 +129,12 @@ class ContextManager(CompactionMixin, AsyncMirror):
         archive_events: bool = True,
         defer_soft: bool = False,
     ) -> None:
+        from .events import CompactWarning
+        from .manager_parts import build_components
+        from .reconcile import FrameworkHistory
+        from .usage import TokenUsage
+        from .view import View
+
         parts: Components = build_components(
             model=model, max_context_tokens=max_context_tokens, policy=policy, summarizer=summarizer, store=store,
             archive=archive, telemetry=telemetry, session_id=session_id, redact=redact, clock=clock,
@@ -143,7 +146,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
         self.budgets = parts.budgets
         self.counter = parts.counter
         self.cache = parts.cache
-        self.summarizer = parts.summarizer
+        self._summarizer = parts.summarizer
         self.archive = parts.archive
         self.tracer = parts.tracer
         self.session_id = parts.session_id
@@ -201,6 +204,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
         from pydantic import BaseModel
 
         from .config import load_settings
+        from .events import CompactWarning
         from .manager_parts import settings_arguments
 
         # telemetry=a sink (not a settings mapping) goes to the constructor, like summarizer=an object.
@@ -225,6 +229,9 @@ class ContextManager(CompactionMixin, AsyncMirror):
 
         Big tool outputs are stored whole in the cache and replaced by a view with their ref at once.
         """
+        from .events import CacheTruncated
+        from .manager_parts import coerce_messages
+
         with self._lock:
             incoming = coerce_messages(messages, format=format, start=len(self._view),
                                        protected_flag=self.policy.protected_flag)
@@ -262,6 +269,8 @@ class ContextManager(CompactionMixin, AsyncMirror):
         text = m.text
         if len(text) * 4 <= limit:  # UTF-8 takes at most 4 bytes a character: skip the encode for most messages
             return
+        from .events import CompactWarning
+
         size = len(text.encode("utf-8", "surrogatepass"))
         if size > limit:
             message = (f"{m.role} message {m.meta.get('id')} is {size:,} bytes, over the {limit:,}-byte input limit; "
@@ -277,6 +286,8 @@ class ContextManager(CompactionMixin, AsyncMirror):
         (``{"system", "messages"}``) and Gemini (``{"system_instruction", "contents"}``). Compacts first when
         the policy says so; raises InsufficientBudget when even full compaction cannot fit.
         """
+        from .formats import get_format
+
         wire = get_format(format)
         with self._lock:
             self._prepare_view()
@@ -352,6 +363,8 @@ class ContextManager(CompactionMixin, AsyncMirror):
             self._tools_revision = self.counter.revision
 
     def _run_policy(self) -> None:
+        from .errors import ContextfoldError
+        from .events import TokenEstimate, TriggerDecision
         from .policy import Action, decide
 
         started = time.perf_counter()
@@ -431,10 +444,26 @@ class ContextManager(CompactionMixin, AsyncMirror):
 
     def _warn_emergency(self, plan: Plan) -> None:
         """Full compaction at the start of a turn is the emergency path of 002 §Phase 2: log it and report it."""
+        from .events import CompactWarning
+
         message = (f"{plan.action} compaction before the model call: {plan.reason} (idle compaction did not keep the "
                    "view under the threshold)")
         _log.warning(message)
         self.tracer.emit(CompactWarning(session_id=self.session_id, message=message, code="emergency"))
+
+    @property
+    def summarizer(self) -> Summarizer:
+        """The summarizer compactions use (the default extractive one is built when first needed)."""
+        summarizer = self._summarizer
+        if summarizer is None:
+            from .summarize.extractive import ExtractiveSummarizer
+
+            summarizer = self._summarizer = ExtractiveSummarizer()
+        return summarizer
+
+    @summarizer.setter
+    def summarizer(self, value: Summarizer) -> None:
+        self._summarizer = value
 
     def _warm_for_compaction(self) -> None:
         """Read new messages on the background thread as the coming compaction will: entities, secrets, lines."""
@@ -478,6 +507,8 @@ class ContextManager(CompactionMixin, AsyncMirror):
             self._apply_mask(view, result)
 
     def _apply_mask(self, view: list[Message], result: Any) -> None:
+        from .events import CacheMasked
+
         masked = list(result.messages)
         for i in result.masked_indices:
             masked[i] = _with_layout(view[i], masked[i])
@@ -494,6 +525,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
 
         With ``background`` on and the view over the soft threshold, soft compaction starts on a worker thread.
         """
+        from .events import TriggerDecision
         from .policy import Action
 
         with self._lock:
@@ -512,6 +544,9 @@ class ContextManager(CompactionMixin, AsyncMirror):
     # -- usage ----------------------------------------------------------------------------------------------------
     def record_usage(self, usage: Any) -> TokenUsage:
         """Record what the provider reported for the call made with the last prepared view."""
+        from .events import UsageRecorded
+        from .usage import TokenUsage
+
         parsed = TokenUsage.from_any(usage)
         with self._lock:
             self._count_exactly()  # the grounding offset must be against exact counts
@@ -530,6 +565,8 @@ class ContextManager(CompactionMixin, AsyncMirror):
     # -- inspection -----------------------------------------------------------------------------------------------
     def status(self) -> Status:
         """Layers of the view (pinned, summary version, recent) and usage as a share of the window."""
+        from .manager_parts import Status
+
         with self._lock:
             view = self._view.normalized()
             tokens = self.tokens()
@@ -599,6 +636,8 @@ class ContextManager(CompactionMixin, AsyncMirror):
         self._finish(time.monotonic(), flush=True)
 
     def _finish(self, started: float, *, flush: bool) -> None:
+        from .telemetry import FanoutTelemetry
+
         with self._lock:
             self._apply_idle_result()
             self.check("before finish")
@@ -628,6 +667,9 @@ class ContextManager(CompactionMixin, AsyncMirror):
         """
         if self._closed:
             return
+        from .manager_release import release_resources
+        from .telemetry import FanoutTelemetry
+
         started = time.monotonic()
         try:
             self._finish(started, flush=False)
@@ -649,7 +691,11 @@ def _with_layout(original: Message, view: Message) -> Message:
 
     The cache keeps only the joined text; the layout lets the archive's restore give back the parts themselves.
     """
-    if view is original or isinstance(original.content, str) or PARTS_META in view.meta:
+    if view is original or isinstance(original.content, str):
+        return view
+    from .archive import PARTS_META, parts_skeleton
+
+    if PARTS_META in view.meta:
         return view
     skeleton = parts_skeleton(original)
     return view if skeleton is None else view.with_meta(**{PARTS_META: skeleton})

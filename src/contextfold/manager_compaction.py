@@ -12,21 +12,20 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .compact import CompactionPlan, CompactionResult, compact, plan_compaction
-from .errors import ContextfoldError, RecoveryFailed
-from .events import CompactError, CompactWarning, MessagesPruned, RecoveryCircuitOpen, SummaryCreated
-from .manager_parts import CompactionReport
-from .manager_spans import ARCHIVE_KIND, COMPACT_KIND, TracedSummarizer
-from .messages import Message
-from .summarize import Summarizer
-from .tokens import MessageCounter
-from .tracing import Tracer
-from .view import View
+from .manager_spans import ARCHIVE_KIND, COMPACT_KIND
 
+# Compaction modules are imported by the first compaction, not with the manager (issue 15: cold start).
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
+    from .compact import CompactionPlan, CompactionResult
+    from .manager_parts import CompactionReport
+    from .messages import Message
     from .policy import Budgets, Policy
+    from .summarize import Summarizer
+    from .tokens import MessageCounter
+    from .tracing import Tracer
+    from .view import View
 
 __all__ = ["CompactionMixin", "warm_for_compaction"]
 
@@ -114,6 +113,8 @@ class CompactionMixin:
     # -- compaction -----------------------------------------------------------------------------------------------
     def compact(self, *, force: bool = True, instructions: str | None = None, kind: str = "hard") -> CompactionReport:
         """Compact now (a manual ``/compact``), whatever the thresholds; returns a report with the figures."""
+        from .manager_parts import CompactionReport
+
         with self._lock:
             before_tokens, _, before_count = self._view.totals()
             if not force and self.tokens() < self.budgets.soft:
@@ -131,6 +132,11 @@ class CompactionMixin:
 
     def _compact_in_span(self, kind: str, *, instructions: str | None, started: float,
                          automatic: bool) -> CompactionReport:
+        from .compact import compact
+        from .errors import ContextfoldError
+        from .manager_parts import CompactionReport
+        from .manager_spans import TracedSummarizer
+
         self._count_exactly()
         view = self._view.normalized()
         budget, plan = self._target(view, kind)
@@ -167,6 +173,9 @@ class CompactionMixin:
         but a lower target must not cost keep counts or user messages, so a dry run decides. Returns the budget,
         and the dry run when its budget is the one chosen (the compaction then does not plan again).
         """
+        from .compact import plan_compaction
+        from .errors import ContextfoldError
+
         hard = self.budgets.hard - self._tool_tokens
         if kind == "soft":
             return hard, None
@@ -178,6 +187,9 @@ class CompactionMixin:
         return (hard, None) if plan.warnings else (target, plan)
 
     def _apply(self, view: list[Message], result: CompactionResult, started: float) -> CompactionReport:
+        from .events import CompactWarning, MessagesPruned, SummaryCreated
+        from .manager_parts import CompactionReport
+
         self._run_before_compaction(result)
         number = self._archive_transcript(view)
         self._view.replace(result.messages)
@@ -210,6 +222,8 @@ class CompactionMixin:
         It sees the messages about to leave and the summary replacing them; a failing hook is reported, never
         allowed to stop the compaction (the archive keeps everything anyway).
         """
+        from .events import CompactWarning
+
         hook = self.before_compaction
         if hook is None or not result.removed:
             return
@@ -220,6 +234,8 @@ class CompactionMixin:
                                             message=f"before_compaction hook failed: {type(exc).__name__}: {exc}"))
 
     def _compaction_failed(self, exc: Exception) -> None:
+        from .events import CompactError, RecoveryCircuitOpen
+
         self._failed_compactions += 1
         self.tracer.emit(CompactError(session_id=self.session_id, error_type=type(exc).__name__,
                                       message=str(exc), fallback="none"))
@@ -283,6 +299,8 @@ class CompactionMixin:
 
     def _archive_dropped(self) -> None:
         """Archive what normalization removed for good (a result whose call was compacted away, a duplicate)."""
+        from .events import MessagesPruned
+
         dropped = self._view.dropped
         if not dropped:
             return
@@ -305,6 +323,8 @@ class CompactionMixin:
     # -- compactions that cannot help --------------------------------------------------------------------------
     def _note_stall(self, plan_after: Any, total: int, count: int, rank: int) -> None:
         """Remember a compaction (of strength ``rank``) that left the view over a trigger, and say why."""
+        from .events import CompactWarning
+
         if plan_after is None:
             self._stalled = None
             return
@@ -339,6 +359,8 @@ class CompactionMixin:
         messages appended at the end are fine: they are kept after the compacted part); otherwise it is dropped
         and the policy plans again. Returns the future, or None when there is nothing to do.
         """
+        from .compact import compact
+
         with self._lock:
             # Idle ("sleep") compaction has its own threshold (policy.sleep_pct, 002 §Phase 1).
             sleep = self.policy.sleep_threshold(self.budgets.window)
@@ -359,6 +381,9 @@ class CompactionMixin:
             return future
 
     def _apply_idle_result(self) -> None:
+        from .errors import ContextfoldError
+        from .events import CompactWarning
+
         pending = self._idle
         if pending is None or not pending[2].done():
             return
@@ -389,6 +414,8 @@ class CompactionMixin:
 
         Uses the counts from the error, when given, to correct the estimate first.
         """
+        from .errors import RecoveryFailed
+
         with self._lock:
             if not self.policy.auto and not self.policy.allow_on_overflow:
                 raise RecoveryFailed("the provider reported a context overflow, but automatic compaction is off "
@@ -412,6 +439,8 @@ class CompactionMixin:
         Overflow recovery uses it to drop the oldest messages when compaction cannot help. Returns how many
         messages left the view.
         """
+        from .events import MessagesPruned
+
         with self._lock:
             view = self._view.normalized()
             new = rewrite(list(view))

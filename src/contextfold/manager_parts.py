@@ -16,13 +16,13 @@ from .errors import ConfigError, InvalidHistory
 from .messages import Message
 from .models import ModelInfo, get_model
 from .normalize import check_messages
-from .summarize import Summarizer, SummaryResult
 from .telemetry import FanoutTelemetry
 from .tokens import MessageCounter, counter_for_model
 from .tracing import Tracer
 
 if TYPE_CHECKING:
     from .policy import Budgets, Policy
+    from .summarize import Summarizer, SummaryResult
 
 __all__ = ["CompactionReport", "Components", "FanoutTelemetry", "Status", "build_components", "coerce_messages"]
 
@@ -95,7 +95,7 @@ class Components:
     budgets: Budgets
     counter: MessageCounter
     cache: Any
-    summarizer: Summarizer
+    summarizer: Summarizer | None  # None: the extractive summarizer, built when first used
     archive: Any
     tracer: Tracer
     session_id: str
@@ -274,11 +274,9 @@ def _cache(store: Any, counter: MessageCounter, window: int, tool_budget: int, t
                            session_id=session_id, retention=Retention())
 
 
-def _summarizer(summarizer: Any) -> Summarizer:
+def _summarizer(summarizer: Any) -> Summarizer | None:
     if summarizer is None or summarizer == "extractive":
-        from .summarize import ExtractiveSummarizer
-
-        return ExtractiveSummarizer()
+        return None  # the default: built by the first compaction (its modules are a tenth of a cold start)
     if isinstance(summarizer, str):
         from .providers import get_provider
         from .summarize import LLMSummarizer

@@ -18,11 +18,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._pace import GilPacer
 from .messages import DocumentPart, ImagePart, Message, Part, TextPart, ThinkingPart, ToolCall, UnknownPart, freeze
-from .redact_patterns import BUILTIN_PATTERNS, SECRET_KEY, SecretPattern, is_placeholder, weak_value_ok
+
+if TYPE_CHECKING:
+    from .redact_patterns import BUILTIN_PATTERNS, SecretPattern
 
 __all__ = [
     "BUILTIN_PATTERNS",
@@ -33,6 +35,17 @@ __all__ = [
     "SecretPattern",
     "marker",
 ]
+
+
+
+def __getattr__(name: str) -> Any:
+    # The patterns compile ~60 regular expressions: imported by the first redaction, not with this module.
+    if name in ("BUILTIN_PATTERNS", "SecretPattern"):
+        from . import redact_patterns
+
+        return getattr(redact_patterns, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # A finding that is exactly a marker is a secret redacted earlier: renaming it (`api_key = "[REDACTED:openai_key]"`
 # seen again by the api_key pattern) would make redaction depend on how many times it ran (the manager redacts a
@@ -177,18 +190,24 @@ class Redactor:
         apply_to_model: bool = False,
         remember: bool = True,
     ) -> None:
-        skip = set(disabled)
-        unknown = skip - {p.name for p in BUILTIN_PATTERNS}
-        if unknown:
-            raise ValueError(f"disabled: unknown built-in pattern(s) {sorted(unknown)}")
-        user = (
-            [SecretPattern.compile(name, rx) for name, rx in patterns.items()]
-            if isinstance(patterns, Mapping)
-            else list(patterns)
-        )
-        chosen = [p for p in BUILTIN_PATTERNS if p.name not in skip] if builtin else []
-        # User patterns come first so that, for an identical span, the user's name is the one shown.
-        self.patterns: tuple[SecretPattern, ...] = (*user, *chosen)
+        skip = frozenset(disabled)
+        if skip:
+            from .redact_patterns import BUILTIN_PATTERNS
+
+            unknown = skip - {p.name for p in BUILTIN_PATTERNS}
+            if unknown:
+                raise ValueError(f"disabled: unknown built-in pattern(s) {sorted(unknown)}")
+        if isinstance(patterns, Mapping):
+            from .redact_patterns import SecretPattern
+
+            user = [SecretPattern.compile(name, rx) for name, rx in patterns.items()]
+        else:
+            user = list(patterns)
+        # The built-in patterns are compiled by the first redaction (see patterns), not by the constructor.
+        self._user_patterns = tuple(user)
+        self._skip = skip
+        self._builtin = builtin
+        self._patterns: tuple[SecretPattern, ...] | None = None
         self.enabled = enabled
         self.callback = callback
         self.apply_to_model = apply_to_model
@@ -196,10 +215,29 @@ class Redactor:
         # Copy-on-write: exporter threads read it while the agent's thread learns; readers never see a dict change.
         self._learned: dict[str, str] = {}
         self._learn_lock = threading.Lock()
-        # Which patterns a text needs: its triggers are looked for once each (many patterns share "secret", "key"…).
-        self._triggers = tuple(dict.fromkeys(t for p in self.patterns for t in p.triggers))
-        self._pattern_triggers = tuple(frozenset(p.triggers) for p in self.patterns)
-        self._scans = _scan_cache(self.patterns)
+
+    @property
+    def patterns(self) -> tuple[SecretPattern, ...]:
+        """The patterns in use: the user's first (for an identical span, their name is shown), then the built-ins."""
+        if self._patterns is None:
+            chosen: list[SecretPattern] = []
+            if self._builtin:
+                from .redact_patterns import BUILTIN_PATTERNS
+
+                chosen = [p for p in BUILTIN_PATTERNS if p.name not in self._skip]
+            patterns = (*self._user_patterns, *chosen)
+            # Which patterns a text needs: each trigger is looked for once (many patterns share "secret", "key"…).
+            self._triggers = tuple(dict.fromkeys(t for p in patterns for t in p.triggers))
+            self._pattern_triggers = tuple(frozenset(p.triggers) for p in patterns)
+            self._scan_memory = _scan_cache(patterns)
+            self._patterns = patterns
+        return self._patterns
+
+    @property
+    def _scans(self) -> _ScanCache:
+        if self._patterns is None:
+            self.patterns  # noqa: B018 (resolves the patterns and their cache)
+        return self._scan_memory
 
     def learn(self, secret: str, name: str) -> None:
         """Remember ``secret`` so that its repeats are redacted as ``name`` (see ``remember``)."""
@@ -229,9 +267,10 @@ class Redactor:
 
     def _scan(self, text: str) -> tuple[Finding, ...]:
         found: list[tuple[int, int, int, str]] = []
+        patterns = self.patterns
         lowered = text.lower()
         present = {t for t in self._triggers if t in lowered}
-        for priority, pattern in enumerate(self.patterns):
+        for priority, pattern in enumerate(patterns):
             triggers = self._pattern_triggers[priority]
             if triggers and present.isdisjoint(triggers):
                 continue  # (SecretPattern.may_match, with each trigger looked for once)
@@ -308,6 +347,8 @@ class Redactor:
     def _redact_item(self, key: Any, value: Any) -> Any:
         # {"password": "..."}: the key says the whole value is a secret, whatever it looks like.
         if isinstance(key, str) and isinstance(value, str) and not value.startswith("[REDACTED"):
+            from .redact_patterns import SECRET_KEY, is_placeholder, weak_value_ok
+
             m = SECRET_KEY.fullmatch(key)
             weak = m.group("weak") if m is not None else None
             if m is not None and not is_placeholder(value) and (weak is None or weak_value_ok(weak, value)):
