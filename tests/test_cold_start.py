@@ -49,8 +49,8 @@ def test_importing_the_manager_loads_no_heavy_module_and_a_default_first_turn_no
     for name in NOT_AT_IMPORT + OWN_NOT_AT_IMPORT:
         assert name not in loaded["after_import"], f"from contextfold import ContextManager imports {name}"
     own = [m for m in loaded["after_import"] if m.startswith("contextfold")]
-    assert own == ["contextfold", "contextfold.manager", "contextfold.manager_async", "contextfold.manager_compaction",
-                   "contextfold.manager_spans"]
+    assert own == ["contextfold", "contextfold._pace", "contextfold.manager", "contextfold.manager_async",
+                   "contextfold.manager_compaction", "contextfold.manager_spans"]
     for name in NOT_AT_FIRST_PREPARE:
         assert name not in loaded["after_prepare"], f"a first prepare() of one message imports {name}"
     # (tiktoken may be loading by then: prepare() starts its load in the background, see test_tokens_lazy.py)

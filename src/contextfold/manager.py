@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._pace import foreground
 from .manager_async import AsyncMirror
 from .manager_compaction import CompactionMixin
 from .manager_spans import CALL_KIND, CALL_SPAN, MASK_KIND, session_metadata
@@ -232,7 +233,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
         from .events import CacheTruncated
         from .manager_parts import coerce_messages
 
-        with self._lock:
+        with foreground, self._lock:
             incoming = coerce_messages(messages, format=format, start=len(self._view),
                                        protected_flag=self.policy.protected_flag)
             stored: list[Message] = []
@@ -260,6 +261,10 @@ class ContextManager(CompactionMixin, AsyncMirror):
                 self._view.dropped.extend(orphans)
                 self._archive_dropped()
             self._view.append(stored)
+            # Counted now, as DESIGN's flow of a turn has it, not by the next prepare(): the exact tokenizer releases
+            # the GIL, and a background thread taking it then would hold the model call up (issue 15, p99).
+            for m in stored:
+                self.counter.count_message(m)
             if any(m.role == "tool" for m in stored):
                 self.check("after tool execution")
 
@@ -289,7 +294,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
         from .formats import get_format
 
         wire = get_format(format)
-        with self._lock:
+        with foreground, self._lock:
             self._prepare_view()
             if self._view.dropped:  # what normalization removed for good goes to the archive now, not "later"
                 self._archive_dropped()
@@ -305,7 +310,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
 
     def prepare_messages(self) -> list[Message]:
         """The view as Message objects (for framework adapters), compacting first when the policy says so."""
-        with self._lock:
+        with foreground, self._lock:
             self._prepare_view()
             view = self._view.normalized()
             return self.redactor.redact_messages(view) if self._redacts_model_input() else view
@@ -548,7 +553,7 @@ class ContextManager(CompactionMixin, AsyncMirror):
         from .usage import TokenUsage
 
         parsed = TokenUsage.from_any(usage)
-        with self._lock:
+        with foreground, self._lock:
             self._count_exactly()  # the grounding offset must be against exact counts
             self.usage_total = self.usage_total + parsed
             tokens, _, count = self._view.totals()
