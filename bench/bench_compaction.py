@@ -4,8 +4,9 @@ The history is 2,000 tool outputs of ~720 tokens each (cut from the recorded SWE
 text is real code, logs and listings), each after a user line and an assistant tool call. Automatic compaction
 is off, so nothing happens until ``compact()`` is called; redaction and the archive are on (the default).
 Prints the time of ``compact()``, the time spent in entity extraction and in redaction, and ms per million
-tokens: cold (the compaction extracts every entity itself) and warm (one ``prepare()`` first; the time the
-background thread takes to extract the entities, while an agent would wait for its model, is shown apart).
+tokens, wall and CPU (of the calling thread): cold (the compaction reads every message itself) and warm (one
+``prepare()`` first; the time the background thread takes to read the messages — entities extracted, secrets
+scanned — while an agent would wait for its model, is shown apart).
 ``--baseline SRC`` measures another source tree in the same run (in a subprocess), for the ratio.
 
 Run: python bench/bench_compaction.py [--outputs 2000] [--baseline /work/main/src]
@@ -29,7 +30,7 @@ from contextfold.importers import load_sessions
 from contextfold.manager import ContextManager
 from contextfold.messages import Message, ToolCall
 from contextfold.summarize import entities
-from contextfold import redact
+from contextfold.redact import _redactor as redact
 
 outputs, data, warm = {outputs}, Path({data!r}), {warm}
 pieces = []
@@ -86,10 +87,10 @@ def redact_message(self, m):
     finally:
         spent["redact"] += time.perf_counter() - t0
 redact.Redactor.redact_message = redact_message
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.thread_time()
 report = cm.compact()
-total = time.perf_counter() - t0
-print(json.dumps({{"tokens": tokens, "seconds": total, "warm": warm_s, "entities": spent["entities"],
+total, cpu = time.perf_counter() - t0, time.thread_time() - c0
+print(json.dumps({{"tokens": tokens, "seconds": total, "cpu": cpu, "warm": warm_s, "entities": spent["entities"],
                   "redact": spent["redact"], "after": report.tokens_after, "compacted": report.compacted}}))
 """
 
@@ -113,15 +114,18 @@ def main() -> None:
     trees = [("this tree", here, False), ("this, warm", here, True)]
     if args.baseline:
         trees.append(("baseline", args.baseline, False))
-    print(f"{'tree':<10} | {'tokens':>9} | {'compact() s':>11} | {'entities s':>10} | {'redaction s':>11} | "
-          f"{'ms per 1M tokens':>16} | {'warm-up s':>9} | compacted -> tokens after")
+    print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(f"{'tree':<10} | {'tokens':>9} | {'compact() s':>11} | {'CPU s':>6} | {'entities s':>10} | "
+          f"{'redaction s':>11} | {'ms per 1M tokens':>16} | {'CPU ms per 1M':>13} | {'warm-up s':>9} | "
+          "compacted -> tokens after")
     rows = {}
     for label, src, warm in trees:
         f = rows[label] = run(src, args.outputs, warm)
         per_million = f["seconds"] * 1000 / (f["tokens"] / 1e6)
-        print(f"{label:<10} | {int(f['tokens']):>9} | {f['seconds']:>11.2f} | {f['entities']:>10.2f} | "
-              f"{f['redact']:>11.2f} | {per_million:>16.0f} | {f['warm']:>9.2f} | "
-              f"{int(f['compacted'])} -> {int(f['after'])}")
+        cpu_per_million = f.get("cpu", float("nan")) * 1000 / (f["tokens"] / 1e6)
+        print(f"{label:<10} | {int(f['tokens']):>9} | {f['seconds']:>11.2f} | {f.get('cpu', float('nan')):>6.2f} | "
+              f"{f['entities']:>10.2f} | {f['redact']:>11.2f} | {per_million:>16.0f} | {cpu_per_million:>13.0f} | "
+              f"{f['warm']:>9.2f} | {int(f['compacted'])} -> {int(f['after'])}")
     if args.baseline:
         ratio = rows["baseline"]["seconds"] / rows["this tree"]["seconds"]
         print(f"ratio (baseline / this tree, compact()): {ratio:.1f}x")

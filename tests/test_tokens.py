@@ -391,3 +391,16 @@ def test_counter_for_other_models_estimates(model: str, chars: float, format: st
 def test_encoding_for_model_leaves_other_providers_alone() -> None:
     assert encoding_for_model("claude-3-5-sonnet") is None
     assert encoding_for_model("gpt-4o") == "o200k_base"
+
+
+def test_short_texts_are_counted_once_and_the_same_as_the_encoder_counts_them() -> None:
+    # TiktokenCounter remembers the counts of short texts (issue 15: an extractive summary weighs every entity).
+    from contextfold.tokens import _SHORT_COUNTS, TiktokenCounter
+
+    counter = TiktokenCounter("o200k_base")
+    texts = ["/testbed/django/db/models/query.py", "ValueError", "x" * 256, "y" * 257, "héllo wörld"]
+    counts = [counter.count(t) for t in texts]
+    assert counts == [len(counter.encoding.encode_ordinary(t)) for t in texts]
+    assert [counter.count(t) for t in texts] == counts
+    memo = _SHORT_COUNTS["o200k_base"]
+    assert "x" * 256 in memo and "y" * 257 not in memo

@@ -64,19 +64,21 @@ def pair_list(messages: Sequence[Message]) -> list[ToolPair]:
     A result answers the earliest call before it with the same id that is still unanswered. Agents reuse ids
     across turns (tau-bench's gpt-4o sessions do, and OpenAI accepts it), so an id alone does not name a call.
     """
-    pairs: list[ToolPair] = []
-    open_calls: dict[str, list[int]] = {}  # call id -> positions in ``pairs`` still waiting for a result
+    calls: list[tuple[str, str, int]] = []
+    results: list[int | None] = []
+    open_calls: dict[str, list[int]] = {}  # call id -> positions in ``calls`` still waiting for a result
     for i, m in enumerate(messages):
         if m.role == "assistant":
             for call in m.tool_calls:
-                open_calls.setdefault(call.id, []).append(len(pairs))
-                pairs.append(ToolPair(call.id, call.name, i, None))
+                open_calls.setdefault(call.id, []).append(len(calls))
+                calls.append((call.id, call.name, i))
+                results.append(None)
         elif m.role == "tool" and m.tool_call_id is not None:
             waiting = open_calls.get(m.tool_call_id)
             if waiting:
-                k = waiting.pop(0)
-                pairs[k] = replace(pairs[k], result_index=i)
-    return pairs
+                results[waiting.pop(0)] = i
+    # (Built once at the end: a dataclass replace() per answered call cost more than the pairing itself.)
+    return [ToolPair(cid, name, at, result) for (cid, name, at), result in zip(calls, results, strict=True)]
 
 
 def tool_pairs(messages: Sequence[Message]) -> dict[str, tuple[int, int | None]]:
@@ -203,8 +205,14 @@ def remove_duplicate_calls(messages: Sequence[Message], seen: Iterable[str] = ()
 
 def remove_orphan_outputs(messages: Sequence[Message]) -> list[Message]:
     """Drop tool results that answer no earlier call (including a second result for an answered call)."""
-    answering = {p.result_index for p in pair_list(messages) if p.result_index is not None}
-    return [m for i, m in enumerate(messages) if m.role != "tool" or i in answering]
+    return _remove_orphan_outputs(messages, pair_list(messages))[0]
+
+
+def _remove_orphan_outputs(messages: Sequence[Message], pairs: list[ToolPair]) -> tuple[list[Message], bool]:
+    """:func:`remove_orphan_outputs` given ``pair_list(messages)``, and whether it removed anything."""
+    answering = {p.result_index for p in pairs if p.result_index is not None}
+    out = [m for i, m in enumerate(messages) if m.role != "tool" or i in answering]
+    return out, len(out) != len(messages)
 
 
 def move_outputs_after_calls(messages: Sequence[Message]) -> list[Message]:
@@ -212,9 +220,13 @@ def move_outputs_after_calls(messages: Sequence[Message]) -> list[Message]:
 
     Providers require the results of one assistant turn to follow it before any other message.
     """
+    return _move_outputs_after_calls(messages, pair_list(messages))
+
+
+def _move_outputs_after_calls(messages: Sequence[Message], pairs: list[ToolPair]) -> list[Message]:
     results_of: dict[int, list[int]] = {}
     placed: set[int] = set()
-    for pair in pair_list(messages):
+    for pair in pairs:
         if pair.result_index is not None:
             results_of.setdefault(pair.call_index, []).append(pair.result_index)
             placed.add(pair.result_index)
@@ -345,8 +357,9 @@ def normalize(messages: Sequence[Message], *, opening: bool = True, seen_call_id
     Thinking blocks live inside the assistant message that carries the calls, so they move and stay with them.
     """
     out = remove_duplicate_calls(messages, seen_call_ids)
-    out = remove_orphan_outputs(out)
-    out = move_outputs_after_calls(out)
+    pairs = pair_list(out)
+    out, removed = _remove_orphan_outputs(out, pairs)
+    out = _move_outputs_after_calls(out, pair_list(out) if removed else pairs)  # (pair once when nothing went)
     out = ensure_call_outputs_present(out)
     out = drop_empty_messages(out)
     return ensure_leading_user(out) if opening else out

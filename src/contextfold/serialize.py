@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -244,7 +246,34 @@ def json_text(value: Any, **options: Any) -> str:
 
 def dumps_messages(messages: Iterable[Message]) -> str:
     """Messages as JSON Lines: one compact object per line, each line ending in a newline."""
-    return "".join(json_text(message_to_dict(m), separators=(",", ":")) + "\n" for m in messages)
+    return "".join(map(message_line, messages))
+
+
+# Lines by message (issue 15): a compaction archives the whole view, most of which an earlier transcript archived
+# already (or the background thread serialized while the agent waited for its model). Messages are immutable, so a
+# message's line never changes; each entry keeps its message, so that its id cannot be reused while remembered.
+_LINE_CACHE_ENTRIES = 16_384
+_LINE_CACHE_CHARS = 32_000_000
+_lines: OrderedDict[int, tuple[Message, str]] = OrderedDict()
+_lines_chars = 0
+_lines_lock = threading.Lock()
+
+
+def message_line(m: Message) -> str:
+    """``m`` as one line of JSON Lines (newline included), remembered for the next time it is archived."""
+    global _lines_chars
+    with _lines_lock:
+        known = _lines.get(id(m))
+    if known is not None and known[0] is m:
+        return known[1]
+    line = json_text(message_to_dict(m), separators=(",", ":")) + "\n"
+    with _lines_lock:
+        if id(m) not in _lines:
+            _lines[id(m)] = (m, line)
+            _lines_chars += len(line)
+        while len(_lines) > _LINE_CACHE_ENTRIES or _lines_chars > _LINE_CACHE_CHARS:
+            _lines_chars -= len(_lines.popitem(last=False)[1][1])
+    return line
 
 
 def iter_messages_jsonl(text: str, *, source: str = "") -> Iterator[Message]:

@@ -149,3 +149,20 @@ def test_every_recorded_session_round_trips() -> None:
             assert loads_messages(dumps_messages(ms)) == ms, session.id
             count += len(ms)
     assert count > 1000
+
+
+def test_lines_remembered_by_message_are_the_lines_computed_afresh() -> None:
+    # dumps_messages remembers each message's line (issue 15): a message is immutable, so its line never changes.
+    import json as _json
+
+    from contextfold.serialize import dumps_messages, json_text, message_line, message_to_dict
+
+    messages = [Message.user("hi \ud800 there"), Message("assistant", "", (ToolCall("c1", "bash", '{"cmd": "ls"}'),)),
+                Message("tool", "a\u2028b", tool_call_id="c1", name="bash", meta={"id": "x", "ref": "tout_1"})]
+    fresh = "".join(json_text(message_to_dict(m), separators=(",", ":")) + "\n" for m in messages)
+    assert dumps_messages(messages) == fresh
+    assert dumps_messages(messages) == fresh  # remembered now
+    assert message_line(messages[0]) is message_line(messages[0])
+    equal_but_new = Message.user("hi \ud800 there")
+    assert message_line(equal_but_new) == message_line(messages[0])
+    assert _json.loads(fresh.split("\n")[2])["meta"] == {"id": "x", "ref": "tout_1"}

@@ -196,6 +196,7 @@ def compact(
     compaction_count: int = 0,
     instructions: str | None = None,
     clock: Callable[[], datetime] | None = None,
+    plan: CompactionPlan | None = None,
 ) -> CompactionResult:
     """Compact ``messages`` to fit ``budget`` tokens.
 
@@ -209,6 +210,8 @@ def compact(
         compaction_count: Compactions already done in this session (for the repeated-compaction warning).
         instructions: A user's manual request for the summary (``/compact keep the failing test names``).
         clock: Gives ``compacted_at``; inject one for deterministic output.
+        plan: ``plan_compaction(messages, ...)`` with this policy, counter, budget and kind, when the caller made
+            that dry run already (the manager does, to choose its target): it is not made again.
 
     Raises:
         InsufficientBudget: pinned and protected messages alone exceed ``budget``; says what to change.
@@ -217,7 +220,8 @@ def compact(
     started = time.perf_counter()
     if compaction_count < 0:
         raise ConfigError(f"must not be negative, got {compaction_count}", field="compaction_count")
-    plan = plan_compaction(messages, policy=policy, counter=counter, budget=budget, kind=kind)
+    if plan is None:
+        plan = plan_compaction(messages, policy=policy, counter=counter, budget=budget, kind=kind)
     view, lay, part = list(plan.messages), plan.layout, plan.partition
     tokens_before = counter.count_messages(view)
     warnings = list(plan.warnings)

@@ -12,12 +12,14 @@ that API rejects).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from collections.abc import Iterable, Iterator, Mapping
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ..errors import InvalidHistory
-from ..messages import Message
-from . import anthropic, gemini, openai_chat, openai_responses
+
+if TYPE_CHECKING:
+    from ..messages import Message
 
 __all__ = ["FORMATS", "WireFormat", "convert", "detect_format", "get_format"]
 
@@ -44,12 +46,34 @@ class WireFormat(Protocol):
         ...
 
 
-FORMATS: Mapping[str, WireFormat] = {
-    anthropic.NAME: anthropic,
-    gemini.NAME: gemini,
-    openai_chat.NAME: openai_chat,
-    openai_responses.NAME: openai_responses,
-}
+_NAMES = ("anthropic", "gemini", "openai_chat", "openai_responses")  # each the NAME of the module of that name
+
+
+class _Formats(Mapping[str, WireFormat]):
+    """The format modules by name, each imported when first asked for.
+
+    A session uses one or two of the four, and importing all of them was a sixth of a cold start (issue 15).
+    """
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, WireFormat] = {}
+
+    def __getitem__(self, name: str) -> WireFormat:
+        module = self._loaded.get(name)
+        if module is None:
+            if name not in _NAMES:
+                raise KeyError(name)
+            module = self._loaded[name] = cast(WireFormat, import_module(f".{name}", __name__))
+        return module
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_NAMES)
+
+    def __len__(self) -> int:
+        return len(_NAMES)
+
+
+FORMATS: Mapping[str, WireFormat] = _Formats()
 
 # Enough leading items to see a tool call or a typed part in any real history, few enough to stay O(1).
 DETECT_WINDOW = 50
@@ -88,28 +112,28 @@ def detect_format(items: Iterable[Mapping[str, Any]]) -> str:
         seen = True
     if not seen:
         raise InvalidHistory("no messages to detect a format from")
-    return openai_chat.NAME
+    return "openai_chat"
 
 
 def _detect_one(item: Mapping[str, Any]) -> str | None:
     kind = item.get("type")
     if isinstance(kind, str) and kind in _RESPONSES_TYPES:
-        return openai_responses.NAME
+        return "openai_responses"
     if "parts" in item or item.get("role") == "model":
-        return gemini.NAME
+        return "gemini"
     if item.get("role") == "tool" or "tool_calls" in item or "tool_call_id" in item:
-        return openai_chat.NAME
+        return "openai_chat"
     if "role" not in item:
         return "unknown"
     content = item.get("content")
     if isinstance(content, list):
         kinds = {p.get("type") for p in content if isinstance(p, Mapping)}
         if kinds & _RESPONSES_PARTS:
-            return openai_responses.NAME
+            return "openai_responses"
         if kinds & _ANTHROPIC_PARTS:
-            return anthropic.NAME
+            return "anthropic"
         if kinds & _CHAT_PARTS:
-            return openai_chat.NAME
+            return "openai_chat"
     return None
 
 

@@ -15,12 +15,12 @@ from ..archive import event_line
 from ..errors import ConfigError, InvalidHistory
 from ..messages import Message
 from ..pairing import check_messages
-from ..summarize.base import Summarizer, SummaryResult
 from ..telemetry import FanoutTelemetry, Tracer
 from ..tokens import MessageCounter, ModelInfo, counter_for_model, get_model
 
 if TYPE_CHECKING:
     from ..compaction import Budgets, Policy
+    from ..summarize import Summarizer, SummaryResult
 
 __all__ = ["CompactionReport", "Components", "FanoutTelemetry", "Status", "build_components", "coerce_messages"]
 
@@ -93,7 +93,7 @@ class Components:
     budgets: Budgets
     counter: MessageCounter
     cache: Any
-    summarizer: Summarizer
+    summarizer: Summarizer | None  # None: the extractive summarizer, built when first used
     archive: Any
     tracer: Tracer
     session_id: str
@@ -272,11 +272,9 @@ def _cache(store: Any, counter: MessageCounter, window: int, tool_budget: int, t
                            session_id=session_id, retention=Retention())
 
 
-def _summarizer(summarizer: Any) -> Summarizer:
+def _summarizer(summarizer: Any) -> Summarizer | None:
     if summarizer is None or summarizer == "extractive":
-        from ..summarize.extractive import ExtractiveSummarizer
-
-        return ExtractiveSummarizer()
+        return None  # the default: built by the first compaction (its modules are a tenth of a cold start)
     if isinstance(summarizer, str):
         from ..providers import get_provider
         from ..summarize.llm import LLMSummarizer

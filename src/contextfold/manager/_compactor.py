@@ -12,25 +12,22 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..answered import answered_indices
-from ..archive import with_layout
-from ..compaction import CompactionResult, compact, plan_compaction
-from ..errors import ContextfoldError, RecoveryFailed
-from ..messages import Message
-from ..summarize.base import Summarizer
-from ..telemetry import CompactError, CompactWarning, MessagesPruned, RecoveryCircuitOpen, SummaryCreated, Tracer
-from ..tokens import MessageCounter
-from ._build import CompactionReport
-from ._spans import ARCHIVE_KIND, COMPACT_KIND, TracedSummarizer
-from ._view import View
+from ._spans import ARCHIVE_KIND, COMPACT_KIND
 
+# Compaction modules are imported by the first compaction, not with the manager (issue 15: cold start).
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
     from ..cache import ToolOutputCache
-    from ..compaction import Budgets, Policy
+    from ..compaction import Budgets, CompactionPlan, CompactionResult, Policy
+    from ..messages import Message
+    from ..summarize import Summarizer
+    from ..telemetry import Tracer
+    from ..tokens import MessageCounter
+    from ._build import CompactionReport
+    from ._view import View
 
-__all__ = ["CompactionMixin"]
+__all__ = ["CompactionMixin", "warm_for_compaction"]
 
 # An automatic soft compaction must save clear_at_least tokens, or a tenth of the view in small windows.
 MIN_SAVING_DIVISOR = 10
@@ -49,6 +46,35 @@ ANSWERED_BUDGET_DIVISOR = 2
 MIN_ANSWERED_SHARE_TOKENS = 320
 # After this many compactions failing in a row, automatic compaction pauses (circuit breaker).
 CIRCUIT_BREAKER_FAILURES = 3
+
+
+def warm_for_compaction(messages: Sequence[Message], counter: Any, redactor: Any, archived: bool) -> None:
+    """Read ``messages`` as a compaction will, on a background thread: a compaction then finds the work done.
+
+    - ``counter``: the extractive summarizer's token counter, or None (another summarizer): digest each message as
+      the summarizer does (entities are cached by text) and count the entities' tokens (short counts are cached);
+    - ``redactor``: scan what the archived transcript will redact (findings are cached by text, nothing learned);
+    - ``archived``: serialize the messages the transcript will hold unchanged (lines are cached by message).
+
+    Paced: the agent's thread never waits long for the GIL.
+    """
+    from ..serialize import message_line
+    from ..summarize.digest import digest_messages
+    from ..telemetry._pace import GilPacer
+
+    pacer = GilPacer()
+    if counter is not None:
+        for m in messages:
+            for value in digest_messages([m]).entities:
+                counter.count(value)
+            pacer.tick()
+    if redactor is not None:
+        redactor.warm(messages)
+    if archived:
+        for m in messages:
+            if redactor is None or redactor.is_clean(m):  # (a redacted message is a new one, serialized then)
+                message_line(m)
+            pacer.tick()
 
 
 class CompactionMixin:
@@ -94,6 +120,8 @@ class CompactionMixin:
     # -- compaction -----------------------------------------------------------------------------------------------
     def compact(self, *, force: bool = True, instructions: str | None = None, kind: str = "hard") -> CompactionReport:
         """Compact now (a manual ``/compact``), whatever the thresholds; returns a report with the figures."""
+        from ._build import CompactionReport
+
         with self._lock:
             before_tokens, _, before_count = self._view.totals()
             if not force and self.tokens() < self.budgets.soft:
@@ -113,9 +141,15 @@ class CompactionMixin:
 
     def _compact_in_span(self, kind: str, *, instructions: str | None, started: float,
                          automatic: bool) -> CompactionReport:
+        from ..compaction import compact
+        from ..errors import ContextfoldError
+        from ..telemetry import CompactWarning
+        from ._build import CompactionReport
+        from ._spans import TracedSummarizer
+
         self._count_exactly()
         view = self._view.normalized()
-        budget = self._target(view, kind)
+        budget, plan = self._target(view, kind)
         shrunk = self._shrink_answered(view, budget)
         if shrunk is not view:
             # Every full output is in the tool output cache under its ref: the harder cut loses nothing.
@@ -126,11 +160,12 @@ class CompactionMixin:
                 message=f"the {recut} tool results being answered took over half of the compaction budget "
                         f"({budget:,} tokens): each was cut to a shorter view, readable in full by its ref"))
             view = self._view.normalized()
+            budget, plan = self._target(view, kind)  # the dry run was of the view before the re-cut
         try:
             result = compact(view, policy=self.policy, counter=self.counter,
                              summarizer=TracedSummarizer(self.summarizer, self.tracer),
-                             budget=budget, kind=kind,
-                             compaction_count=self._compactions, instructions=instructions, clock=self._clock)
+                             budget=budget, kind=kind, compaction_count=self._compactions,
+                             instructions=instructions, clock=self._clock, plan=plan)
         except ContextfoldError as exc:  # InsufficientBudget included: it counts towards the circuit breaker
             self._compaction_failed(exc)
             raise
@@ -154,6 +189,9 @@ class CompactionMixin:
         dozen tokens. Cutting each result to an equal share keeps real content of every one, each readable in full
         by its ref. Without a tool output cache, or when the shares would be stubs, the view stays as it is.
         """
+        from ..answered import answered_indices
+        from ..archive import with_layout
+
         if self.cache is None:
             return view
         results = [i for i in answered_indices(view) if view[i].role == "tool" and not view[i].protected]
@@ -177,23 +215,30 @@ class CompactionMixin:
         needed = min(self.policy.clear_at_least, before // MIN_SAVING_DIVISOR)
         return result.stats.tokens_after <= before - needed
 
-    def _target(self, view: list[Message], kind: str) -> int:
+    def _target(self, view: list[Message], kind: str) -> tuple[int, CompactionPlan | None]:
         """Tokens a compaction aims for: halfway between soft and hard when that loses nothing more.
 
         Landing just under hard would compact again on the next turn (thrash, and a prompt-cache miss each time);
-        but a lower target must not cost keep counts or user messages, so a dry run decides.
+        but a lower target must not cost keep counts or user messages, so a dry run decides. Returns the budget,
+        and the dry run when its budget is the one chosen (the compaction then does not plan again).
         """
+        from ..compaction import plan_compaction
+        from ..errors import ContextfoldError
+
         hard = self.budgets.hard - self._tool_tokens
         if kind == "soft":
-            return hard
+            return hard, None
         target = (self.budgets.soft + self.budgets.hard) // 2 - self._tool_tokens
         try:
             plan = plan_compaction(view, policy=self.policy, counter=self.counter, budget=target, kind=kind)
         except ContextfoldError:
-            return hard
-        return hard if plan.warnings else target
+            return hard, None
+        return (hard, None) if plan.warnings else (target, plan)
 
     def _apply(self, view: list[Message], result: CompactionResult, started: float) -> CompactionReport:
+        from ..telemetry import CompactWarning, MessagesPruned, SummaryCreated
+        from ._build import CompactionReport
+
         self._run_before_compaction(result)
         number = self._archive_transcript(view)
         self._view.replace(result.messages)
@@ -227,6 +272,8 @@ class CompactionMixin:
         It sees the messages about to leave and the summary replacing them; a failing hook is reported, never
         allowed to stop the compaction (the archive keeps everything anyway).
         """
+        from ..telemetry import CompactWarning
+
         hook = self.before_compaction
         if hook is None or not result.removed:
             return
@@ -237,6 +284,8 @@ class CompactionMixin:
                                             message=f"before_compaction hook failed: {type(exc).__name__}: {exc}"))
 
     def _compaction_failed(self, exc: Exception) -> None:
+        from ..telemetry import CompactError, RecoveryCircuitOpen
+
         self._failed_compactions += 1
         self.tracer.emit(CompactError(session_id=self.session_id, error_type=type(exc).__name__,
                                       message=str(exc), fallback="none"))
@@ -300,6 +349,8 @@ class CompactionMixin:
 
     def _archive_dropped(self) -> None:
         """Archive what normalization removed for good (a result whose call was compacted away, a duplicate)."""
+        from ..telemetry import MessagesPruned
+
         dropped = self._view.dropped
         if not dropped:
             return
@@ -322,6 +373,8 @@ class CompactionMixin:
     # -- compactions that cannot help --------------------------------------------------------------------------
     def _note_stall(self, plan_after: Any, total: int, count: int, rank: int) -> None:
         """Remember a compaction (of strength ``rank``) that left the view over a trigger, and say why."""
+        from ..telemetry import CompactWarning
+
         if plan_after is None:
             self._stalled = None
             return
@@ -356,6 +409,8 @@ class CompactionMixin:
         messages appended at the end are fine: they are kept after the compacted part); otherwise it is dropped
         and the policy plans again. Returns the future, or None when there is nothing to do.
         """
+        from ..compaction import compact
+
         with self._lock:
             # Idle ("sleep") compaction has its own threshold (policy.sleep_pct, 002 §Phase 1).
             sleep = self.policy.sleep_threshold(self.budgets.window)
@@ -377,6 +432,9 @@ class CompactionMixin:
             return future
 
     def _apply_idle_result(self) -> None:
+        from ..errors import ContextfoldError
+        from ..telemetry import CompactWarning
+
         pending = self._idle
         if pending is None or not pending[2].done():
             return
@@ -407,6 +465,8 @@ class CompactionMixin:
 
         Uses the counts from the error, when given, to correct the estimate first.
         """
+        from ..errors import RecoveryFailed
+
         with self._lock:
             if not self.policy.may_compact_on_overflow:
                 raise RecoveryFailed("the provider reported a context overflow, but automatic compaction is off "
@@ -431,6 +491,8 @@ class CompactionMixin:
         Overflow recovery uses it to drop the oldest messages when compaction cannot help. Returns how many
         messages left the view.
         """
+        from ..telemetry import MessagesPruned
+
         with self._lock:
             view = self._view.normalized()
             new = rewrite(list(view))

@@ -15,36 +15,24 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..archive import with_layout
-from ..compaction import CompactionResult
-from ..errors import ContextfoldError
-from ..formats import get_format
-from ..messages import Message
-from ..telemetry import (
-    CacheMasked,
-    CacheTruncated,
-    CompactWarning,
-    FanoutTelemetry,
-    TokenEstimate,
-    TriggerDecision,
-    UsageRecorded,
-)
-from ..tokens import MessageCounter, TokenUsage
-from ._answered_view import WIDENED_META, narrowed, widen_answered
-from ._build import CompactionReport, Components, Status, build_components, coerce_messages
+from ..telemetry._pace import foreground
 from ._compactor import CompactionMixin
-from ._release import release_resources
 from ._spans import CALL_KIND, CALL_SPAN, MASK_KIND, session_metadata
-from ._view import View
-from .reconcile import FrameworkHistory
 
+# Everything else is imported where it is used (issue 15): ``from contextfold import ContextManager`` loads this
+# module, its two mixins and the span names; building a manager loads what a turn needs; compaction, summarizing,
+# redaction patterns and the other wire formats load when first used.
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    # Imported where used: the policy module builds a pydantic model, which `import contextfold` must not pay for.
-    from ..compaction import Plan, Policy
+    from ..compaction import CompactionResult, Plan, Policy
+    from ..messages import Message
+    from ..summarize import Summarizer
+    from ..tokens import MessageCounter, TokenUsage
+    from ._build import CompactionReport, Components, Status
 
-__all__ = ["CompactionReport", "ContextManager", "Status"]
+__all__ = ["ContextManager"]
+
 
 _log = logging.getLogger(__name__)
 # The circuit breaker's clock (a module name, so tests can move time without sleeping).
@@ -55,12 +43,11 @@ MASK_HEADROOM = 0.8
 # Compaction actions by strength: a compaction is stuck when the view still calls for one at least as strong.
 # (Keyed by the actions' values: Action is a StrEnum, and the policy module is imported only when first needed.)
 _COMPACTION_RANK = {"soft": 1, "hard": 2, "emergency": 3}
-# Past half the soft threshold a compaction is a few turns away: extract the entities of new messages in the
-# background while the agent waits for its model, so that the compaction finds them extracted (issue 15).
+# Past half the soft threshold a compaction is a few turns away: read the new messages in the background while the
+# agent waits for its model (entities extracted, secrets scanned), so that the compaction finds them read (issue 15).
 _WARM_AT_SHARE_OF_SOFT = 0.5
-# Short texts cost next to nothing to extract at compaction time; and a manager never holds more than this many
-# texts waiting (a huge add() before the threshold is reached is warmed only in part).
-_WARM_MIN_CHARS = 200
+# A manager never holds more than this many messages waiting (a huge add() before the threshold is reached is
+# warmed only in part; the compaction reads the rest itself).
 _MAX_UNWARMED = 20_000
 # 48 random bits per manager: collisions between the managers of one session are out of reach.
 _ID_NONCE_HEX = 12
@@ -132,6 +119,12 @@ class ContextManager(CompactionMixin):
         archive_events: bool = True,
         defer_soft: bool = False,
     ) -> None:
+        from ..telemetry import CompactWarning
+        from ..tokens import TokenUsage
+        from ._build import build_components
+        from ._view import View
+        from .reconcile import FrameworkHistory
+
         parts: Components = build_components(
             model=model, max_context_tokens=max_context_tokens, policy=policy, summarizer=summarizer, store=store,
             archive=archive, telemetry=telemetry, session_id=session_id, redact=redact, clock=clock,
@@ -143,7 +136,7 @@ class ContextManager(CompactionMixin):
         self.budgets = parts.budgets
         self.counter = parts.counter
         self.cache = parts.cache
-        self.summarizer = parts.summarizer
+        self._summarizer = parts.summarizer
         self.archive = parts.archive
         self.tracer = parts.tracer
         self.session_id = parts.session_id
@@ -168,7 +161,7 @@ class ContextManager(CompactionMixin):
         self._failed_compactions = 0
         self.before_compaction = before_compaction
         self._paused_at: float | None = None  # circuit breaker: see the paused property
-        self._unwarmed: list[str] = []  # texts added whose entities no compaction has extracted yet
+        self._unwarmed: list[Message] = []  # messages added that no background warming has read yet
         self._redact_memo: dict[int, tuple[Message, Message]] = {}
         self._redact_memo_learned: object = None
         self._grounding: tuple[int, int, int] | None = None  # (view version, messages sent, reported - counted)
@@ -185,9 +178,9 @@ class ContextManager(CompactionMixin):
         self._policy_summary = {"trigger_pct": self.policy.trigger_pct, "soft_pct": self.policy.soft_pct,
                                 "hard_cap_buffer": self.policy.hard_cap_buffer, "strategy": str(self.policy.strategy),
                                 "hard": self.budgets.hard, "soft": self.budgets.soft, "auto": self.policy.auto}
-        self._calls = 0
         # Answered outputs shown wider for the coming call: meta id -> the message in its standard view.
         self._widened: dict[str, Message] = {}
+        self._calls = 0
         for warning in parts.warnings:
             self.tracer.emit(CompactWarning(session_id=self.session_id, message=warning, code="config"))
         self.tracer.start_session(self.session_id, session_metadata(
@@ -205,6 +198,7 @@ class ContextManager(CompactionMixin):
         from pydantic import BaseModel
 
         from ..config import load_settings
+        from ..telemetry import CompactWarning
         from ._build import settings_arguments
 
         # telemetry=a sink (not a settings mapping) goes to the constructor, like summarizer=an object.
@@ -229,7 +223,10 @@ class ContextManager(CompactionMixin):
 
         Big tool outputs are stored whole in the cache and replaced by a view with their ref at once.
         """
-        with self._lock:
+        from ..telemetry import CacheTruncated
+        from ._build import coerce_messages
+
+        with foreground, self._lock:
             incoming = coerce_messages(messages, format=format, start=len(self._view),
                                        protected_flag=self.policy.protected_flag)
             if self._widened and any(m.role != "tool" for m in incoming):
@@ -249,16 +246,20 @@ class ContextManager(CompactionMixin):
                                                         bytes=len(m.text.encode("utf-8", "surrogatepass")),
                                                         kept_bytes=len(processed.text.encode("utf-8", "surrogatepass")),
                                                         tool_name=m.name))
-                    m = with_layout(m, processed)
+                    m = _keep_layout(m, processed)
                 stored.append(m)
             self._seq = seq
             if len(self._unwarmed) < _MAX_UNWARMED:
-                self._unwarmed.extend(m.text for m in stored if len(m.text) >= _WARM_MIN_CHARS)
+                self._unwarmed.extend(stored[:_MAX_UNWARMED - len(self._unwarmed)])
             stored, orphans = self._view.split_orphans(stored)
             if orphans:
                 self._view.dropped.extend(orphans)
                 self._archive_dropped()
             self._view.append(stored)
+            # Counted now, as DESIGN's flow of a turn has it, not by the next prepare(): the exact tokenizer releases
+            # the GIL, and a background thread taking it then would hold the model call up (issue 15, p99).
+            for m in stored:
+                self.counter.count_message(m)
             if any(m.role == "tool" for m in stored):
                 self.check("after tool execution")
 
@@ -268,6 +269,8 @@ class ContextManager(CompactionMixin):
         text = m.text
         if len(text) * 4 <= limit:  # UTF-8 takes at most 4 bytes a character: skip the encode for most messages
             return
+        from ..telemetry import CompactWarning
+
         size = len(text.encode("utf-8", "surrogatepass"))
         if size > limit:
             message = (f"{m.role} message {m.meta.get('id')} is {size:,} bytes, over the {limit:,}-byte input limit; "
@@ -283,8 +286,10 @@ class ContextManager(CompactionMixin):
         (``{"system", "messages"}``) and Gemini (``{"system_instruction", "contents"}``). Compacts first when
         the policy says so; raises InsufficientBudget when even full compaction cannot fit.
         """
+        from ..formats import get_format
+
         wire = get_format(format)
-        with self._lock:
+        with foreground, self._lock:
             self._prepare_view()
             if self._view.dropped:  # what normalization removed for good goes to the archive now, not "later"
                 self._archive_dropped()
@@ -300,7 +305,7 @@ class ContextManager(CompactionMixin):
 
     def prepare_messages(self) -> list[Message]:
         """The view as Message objects (for framework adapters), compacting first when the policy says so."""
-        with self._lock:
+        with foreground, self._lock:
             self._prepare_view()
             view = self._view.normalized()
             return self.redactor.redact_messages(view) if self._redacts_model_input() else view
@@ -327,6 +332,8 @@ class ContextManager(CompactionMixin):
         view = self._view.normalized()
         tokens, _, _ = self._view.totals()
         room = self.budgets.hard - self._grounded(tokens + self._tool_tokens)
+        from ._answered_view import widen_answered
+
         wider = widen_answered(view, room=room, limit=limit, cache=self.cache, counter=self.counter)
         if not wider:
             return
@@ -341,6 +348,8 @@ class ContextManager(CompactionMixin):
 
     def _narrow_answered(self) -> None:
         """Put every widened output back in its standard view."""
+        from ._answered_view import WIDENED_META, narrowed
+
         assert self.cache is not None
         raw = self._view.raw
         for index in range(len(raw) - 1, -1, -1):
@@ -396,6 +405,8 @@ class ContextManager(CompactionMixin):
 
     def _run_policy(self) -> None:
         from ..compaction import Action, decide
+        from ..errors import ContextfoldError
+        from ..telemetry import TokenEstimate, TriggerDecision
 
         started = time.perf_counter()
         plan, tokens, total, tool_tokens, count = self._plan()
@@ -405,7 +416,7 @@ class ContextManager(CompactionMixin):
                                        tools_schema=self._tool_tokens, system=system, developer=developer,
                                        model=self.model.name, context_window=self.budgets.window))
         if self._unwarmed and total >= self.budgets.soft * _WARM_AT_SHARE_OF_SOFT:
-            self._warm_entities()
+            self._warm_for_compaction()
         if plan.action is Action.NONE:
             return
         self.tracer.emit(TriggerDecision(session_id=self.session_id, triggered=True, action=str(plan.action),
@@ -474,18 +485,40 @@ class ContextManager(CompactionMixin):
 
     def _warn_emergency(self, plan: Plan) -> None:
         """Full compaction at the start of a turn is the emergency path of 002 §Phase 2: log it and report it."""
+        from ..telemetry import CompactWarning
+
         message = (f"{plan.action} compaction before the model call: {plan.reason} (idle compaction did not keep the "
                    "view under the threshold)")
         _log.warning(message)
         self.tracer.emit(CompactWarning(session_id=self.session_id, message=message, code="emergency"))
 
-    def _warm_entities(self) -> None:
-        """Extract the entities of new messages on the background thread, for the compaction that is coming."""
-        from .. import _background
-        from ..summarize.entities import warm_entities
+    @property
+    def summarizer(self) -> Summarizer:
+        """The summarizer compactions use (the default extractive one is built when first needed)."""
+        summarizer = self._summarizer
+        if summarizer is None:
+            from ..summarize import ExtractiveSummarizer
 
-        texts, self._unwarmed = self._unwarmed, []
-        _background.submit(warm_entities, texts)
+            summarizer = self._summarizer = ExtractiveSummarizer()
+        return summarizer
+
+    @summarizer.setter
+    def summarizer(self, value: Summarizer) -> None:
+        self._summarizer = value
+
+    def _warm_for_compaction(self) -> None:
+        """Read new messages on the background thread as the coming compaction will: entities, secrets, lines."""
+        from .. import _background
+        from ..summarize import ExtractiveSummarizer
+        from ._compactor import warm_for_compaction
+
+        messages, self._unwarmed = self._unwarmed, []
+        # An LLM summarizer extracts no entities; the extractive one weighs them with its counter.
+        entities = self.summarizer.counter if isinstance(self.summarizer, ExtractiveSummarizer) else None
+        redactor = self.redactor if self.redactor is not None and hasattr(self.redactor, "warm") else None
+        archived = self.archive is not None
+        if entities is not None or redactor is not None or archived:
+            _background.submit(warm_for_compaction, messages, entities, redactor, archived)
 
     def _effective_policy(self) -> Policy:
         if self.paused and self.policy.auto:
@@ -516,9 +549,11 @@ class ContextManager(CompactionMixin):
             self._apply_mask(view, result)
 
     def _apply_mask(self, view: list[Message], result: Any) -> None:
+        from ..telemetry import CacheMasked
+
         masked = list(result.messages)
         for i in result.masked_indices:
-            masked[i] = with_layout(view[i], masked[i])
+            masked[i] = _keep_layout(view[i], masked[i])
         self._view.replace(masked)
         self._maskings += 1
         self.tracer.emit(CacheMasked(session_id=self.session_id, count=len(result.masked_indices),
@@ -533,6 +568,7 @@ class ContextManager(CompactionMixin):
         With ``background`` on and the view over the soft threshold, soft compaction starts on a worker thread.
         """
         from ..compaction import Action
+        from ..telemetry import TriggerDecision
 
         with self._lock:
             plan, _, total, _, _ = self._plan()
@@ -556,8 +592,11 @@ class ContextManager(CompactionMixin):
     # -- usage ----------------------------------------------------------------------------------------------------
     def record_usage(self, usage: Any) -> TokenUsage:
         """Record what the provider reported for the call made with the last prepared view."""
+        from ..telemetry import UsageRecorded
+        from ..tokens import TokenUsage
+
         parsed = TokenUsage.from_any(usage)
-        with self._lock:
+        with foreground, self._lock:
             self._count_exactly()  # the grounding offset must be against exact counts
             self.usage_total = self.usage_total + parsed
             tokens, _, count = self._view.totals()
@@ -574,6 +613,8 @@ class ContextManager(CompactionMixin):
     # -- inspection -----------------------------------------------------------------------------------------------
     def status(self) -> Status:
         """Layers of the view (pinned, summary version, recent) and usage as a share of the window."""
+        from ._build import Status
+
         with self._lock:
             view = self._view.normalized()
             tokens = self.tokens()
@@ -643,6 +684,8 @@ class ContextManager(CompactionMixin):
         self._finish(time.monotonic(), flush=True)
 
     def _finish(self, started: float, *, flush: bool) -> None:
+        from ..telemetry import FanoutTelemetry
+
         with self._lock:
             self._apply_idle_result()
             self.check("before finish")
@@ -672,6 +715,9 @@ class ContextManager(CompactionMixin):
         """
         if self._closed:
             return
+        from ..telemetry import FanoutTelemetry
+        from ._release import release_resources
+
         started = time.monotonic()
         try:
             self._finish(started, flush=False)
@@ -720,3 +766,15 @@ class ContextManager(CompactionMixin):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _keep_layout(original: Message, view: Message) -> Message:
+    """``view`` remembering the part layout of ``original`` (see :func:`contextfold.archive.with_layout`).
+
+    The archive is imported only for multi-part messages: most turns never need it.
+    """
+    if view is original or isinstance(original.content, str):
+        return view
+    from ..archive import with_layout
+
+    return with_layout(original, view)

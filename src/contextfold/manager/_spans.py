@@ -11,10 +11,11 @@ prunings stay instant events under the span they happened in.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..summarize.base import Summarizer, SummaryRequest, SummaryResult
-from ..telemetry import Tracer
+if TYPE_CHECKING:  # (for types only: the manager imports this module when it is imported itself)
+    from ..summarize import Summarizer, SummaryRequest, SummaryResult
+    from ..telemetry import Tracer
 
 __all__ = ["ARCHIVE_KIND", "CALL_KIND", "CALL_SPAN", "TracedSummarizer", "session_metadata"]
 

@@ -11,25 +11,30 @@ token it was given. Redaction protects what is exported and archived.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..messages import DocumentPart, ImagePart, Message, Part, TextPart, ThinkingPart, ToolCall, UnknownPart, freeze
-from .rules import BUILTIN_PATTERNS, SECRET_KEY, SecretPattern, is_placeholder, weak_value_ok
+from ..telemetry._pace import GilPacer
+
+if TYPE_CHECKING:
+    from .rules import SecretPattern
 
 __all__ = [
-    "BUILTIN_PATTERNS",
     "LEARN_MIN_CHARS",
     "MAX_LEARNED",
     "Finding",
     "Redactor",
-    "SecretPattern",
     "marker",
 ]
+
+
 
 # A finding that is exactly a marker is a secret redacted earlier: renaming it (`api_key = "[REDACTED:openai_key]"`
 # seen again by the api_key pattern) would make redaction depend on how many times it ran (the manager redacts a
@@ -53,6 +58,73 @@ def _learnable(run: str) -> bool:
 _JSON_ESCAPE_RE = re.compile(r"\\(?:[nrtbf/\"\\]|u[0-9a-fA-F]{4})")
 # Remembered runs kept at most: a redactor shared by many sessions must not grow without bound.
 MAX_LEARNED = 4096
+# Scans remembered by text (issue 15): a transcript archived at compaction is redacted whole, and its messages were
+# mostly scanned already, by an earlier transcript or on the background thread while the agent waited for its model.
+# The findings of a text depend on the text and the patterns only (what was learned is applied after), so they
+# are kept, up to this many texts and characters: more than a window holds, bounded for huge outputs.
+_SCAN_CACHE_ENTRIES = 16_384
+_SCAN_CACHE_CHARS = 32_000_000
+
+
+class _ScanCache:
+    """Findings by text, and messages found clean, least recently used dropped first.
+
+    Shared by threads, and by a redactor with its warming shadow. A clean message is one :meth:`Redactor.redact_message`
+    returned unchanged while nothing was learned and with no callback: under the same conditions it is unchanged
+    again (its findings are none, the patterns are the redactor's), so it is not walked again.
+    """
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[str, tuple[Finding, ...]] = OrderedDict()
+        self._chars = 0
+        self._clean: OrderedDict[int, Message] = OrderedDict()  # id -> the message (kept, so the id stays its own)
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> tuple[Finding, ...] | None:
+        with self._lock:
+            found = self._entries.get(text)
+            if found is not None:
+                self._entries.move_to_end(text)
+            return found
+
+    def put(self, text: str, found: tuple[Finding, ...]) -> None:
+        with self._lock:
+            if text in self._entries:
+                return
+            self._entries[text] = found
+            self._chars += len(text)
+            while len(self._entries) > _SCAN_CACHE_ENTRIES or self._chars > _SCAN_CACHE_CHARS:
+                self._chars -= len(self._entries.popitem(last=False)[0])
+
+    def is_clean(self, m: Message) -> bool:
+        with self._lock:
+            return self._clean.get(id(m)) is m
+
+    def mark_clean(self, m: Message) -> None:
+        with self._lock:
+            self._clean[id(m)] = m
+            if len(self._clean) > _SCAN_CACHE_ENTRIES:
+                self._clean.popitem(last=False)
+
+
+# Redactors with the same patterns share their scans (each manager of a fleet worker's turn builds its own redactor,
+# with the built-in patterns); a few distinct pattern sets are kept, further ones get a cache of their own.
+_SHARED_SCAN_CACHES = 8
+_scan_caches: dict[tuple[SecretPattern, ...], _ScanCache] = {}
+_scan_caches_lock = threading.Lock()
+
+
+def _scan_cache(patterns: tuple[SecretPattern, ...]) -> _ScanCache:
+    try:
+        with _scan_caches_lock:
+            cache = _scan_caches.get(patterns)
+            if cache is None:
+                cache = _ScanCache()
+                if len(_scan_caches) < _SHARED_SCAN_CACHES:
+                    _scan_caches[patterns] = cache
+            return cache
+    except TypeError:  # a user pattern that cannot be hashed (an unhashable accept callable)
+        return _ScanCache()
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -107,18 +179,24 @@ class Redactor:
         apply_to_model: bool = False,
         remember: bool = True,
     ) -> None:
-        skip = set(disabled)
-        unknown = skip - {p.name for p in BUILTIN_PATTERNS}
-        if unknown:
-            raise ValueError(f"disabled: unknown built-in pattern(s) {sorted(unknown)}")
-        user = (
-            [SecretPattern.compile(name, rx) for name, rx in patterns.items()]
-            if isinstance(patterns, Mapping)
-            else list(patterns)
-        )
-        chosen = [p for p in BUILTIN_PATTERNS if p.name not in skip] if builtin else []
-        # User patterns come first so that, for an identical span, the user's name is the one shown.
-        self.patterns: tuple[SecretPattern, ...] = (*user, *chosen)
+        skip = frozenset(disabled)
+        if skip:
+            from .rules import BUILTIN_PATTERNS
+
+            unknown = skip - {p.name for p in BUILTIN_PATTERNS}
+            if unknown:
+                raise ValueError(f"disabled: unknown built-in pattern(s) {sorted(unknown)}")
+        if isinstance(patterns, Mapping):
+            from .rules import SecretPattern
+
+            user = [SecretPattern.compile(name, rx) for name, rx in patterns.items()]
+        else:
+            user = list(patterns)
+        # The built-in patterns are compiled by the first redaction (see patterns), not by the constructor.
+        self._user_patterns = tuple(user)
+        self._skip = skip
+        self._builtin = builtin
+        self._patterns: tuple[SecretPattern, ...] | None = None
         self.enabled = enabled
         self.callback = callback
         self.apply_to_model = apply_to_model
@@ -126,6 +204,29 @@ class Redactor:
         # Copy-on-write: exporter threads read it while the agent's thread learns; readers never see a dict change.
         self._learned: dict[str, str] = {}
         self._learn_lock = threading.Lock()
+
+    @property
+    def patterns(self) -> tuple[SecretPattern, ...]:
+        """The patterns in use: the user's first (for an identical span, their name is shown), then the built-ins."""
+        if self._patterns is None:
+            chosen: list[SecretPattern] = []
+            if self._builtin:
+                from .rules import BUILTIN_PATTERNS
+
+                chosen = [p for p in BUILTIN_PATTERNS if p.name not in self._skip]
+            patterns = (*self._user_patterns, *chosen)
+            # Which patterns a text needs: each trigger is looked for once (many patterns share "secret", "key"…).
+            self._triggers = tuple(dict.fromkeys(t for p in patterns for t in p.triggers))
+            self._pattern_triggers = tuple(frozenset(p.triggers) for p in patterns)
+            self._scan_memory = _scan_cache(patterns)
+            self._patterns = patterns
+        return self._patterns
+
+    @property
+    def _scans(self) -> _ScanCache:
+        if self._patterns is None:
+            self.patterns  # noqa: B018 (resolves the patterns and their cache)
+        return self._scan_memory
 
     def learn(self, secret: str, name: str) -> None:
         """Remember ``secret`` so that its repeats are redacted as ``name`` (see ``remember``)."""
@@ -147,11 +248,21 @@ class Redactor:
     # -- text ---------------------------------------------------------------------------------------------------
     def scan(self, text: str) -> list[Finding]:
         """The secrets in ``text``, left to right, without overlaps (the earliest, then longest, finding wins)."""
+        cached = self._scans.get(text)
+        if cached is None:
+            cached = self._scan(text)
+            self._scans.put(text, cached)
+        return list(cached)
+
+    def _scan(self, text: str) -> tuple[Finding, ...]:
         found: list[tuple[int, int, int, str]] = []
+        patterns = self.patterns
         lowered = text.lower()
-        for priority, pattern in enumerate(self.patterns):
-            if not pattern.may_match(lowered):
-                continue
+        present = {t for t in self._triggers if t in lowered}
+        for priority, pattern in enumerate(patterns):
+            triggers = self._pattern_triggers[priority]
+            if triggers and present.isdisjoint(triggers):
+                continue  # (SecretPattern.may_match, with each trigger looked for once)
             for m, name in pattern.findings(text, lowered):
                 start, end = _secret_span(m)
                 if end > start and not _MARKER_RE.fullmatch(text, start, end):
@@ -163,23 +274,48 @@ class Redactor:
             if start >= last_end:
                 out.append(Finding(start, start - neg_len, name))
                 last_end = start - neg_len
-        return out
+        return tuple(out)
+
+    def warm(self, messages: Iterable[Message]) -> int:
+        """Scan (and remember) every text :meth:`redact_message` will scan in ``messages``, learning nothing.
+
+        Meant for a background thread while the agent waits for its model: a later transcript of these messages
+        then finds them scanned. Secrets are learned only when a message is really redacted, as without warming.
+        Works in slices that leave the GIL to other threads; returns how many messages were looked at.
+        """
+        if not self.enabled:
+            return 0
+        # A shadow shares the scans but learns into a table of its own, which is dropped.
+        shadow = copy.copy(self)
+        shadow._learned = {}
+        shadow._learn_lock = threading.Lock()
+        shadow.callback = None
+        pacer = GilPacer()
+        done = 0
+        for m in messages:
+            shadow.redact_message(m)
+            done += 1
+            pacer.tick()
+        return done
 
     def redact_text(self, text: str) -> str:
         """``text`` with every secret replaced by its marker; the rest is unchanged."""
         if not self.enabled or not text:
             return text
         findings = self.scan(text)
-        for f in findings:
-            self.learn(text[f.start : f.end], f.name)
-        pieces: list[str] = []
-        pos = 0
-        for f in findings:
-            pieces.append(self._replace_learned(text[pos : f.start]))
-            pieces.append(marker(f.name))
-            pos = f.end
-        pieces.append(self._replace_learned(text[pos:]))
-        result = "".join(pieces)
+        if not findings:
+            result = self._replace_learned(text)  # (the text itself when nothing was learned: no copy)
+        else:
+            for f in findings:
+                self.learn(text[f.start : f.end], f.name)
+            pieces: list[str] = []
+            pos = 0
+            for f in findings:
+                pieces.append(self._replace_learned(text[pos : f.start]))
+                pieces.append(marker(f.name))
+                pos = f.end
+            pieces.append(self._replace_learned(text[pos:]))
+            result = "".join(pieces)
         return self.callback(result) if self.callback is not None else result
 
     # -- structures ---------------------------------------------------------------------------------------------
@@ -200,6 +336,8 @@ class Redactor:
     def _redact_item(self, key: Any, value: Any) -> Any:
         # {"password": "..."}: the key says the whole value is a secret, whatever it looks like.
         if isinstance(key, str) and isinstance(value, str) and not value.startswith("[REDACTED"):
+            from .rules import SECRET_KEY, is_placeholder, weak_value_ok
+
             m = SECRET_KEY.fullmatch(key)
             weak = m.group("weak") if m is not None else None
             if m is not None and not is_placeholder(value) and (weak is None or weak_value_ok(weak, value)):
@@ -249,6 +387,9 @@ class Redactor:
         """``m`` with secrets redacted in its text, tool-call arguments, meta and extra."""
         if not self.enabled:
             return m
+        plain = self.callback is None and not self._learned  # then a message found clean before is clean again
+        if plain and self._scans.is_clean(m):
+            return m
         content: str | tuple[Part, ...] = (
             self.redact_text(m.content) if isinstance(m.content, str) else tuple(map(self._redact_part, m.content))
         )
@@ -258,7 +399,15 @@ class Redactor:
         )
         meta, extra = freeze(self.redact_obj(m.meta)), freeze(self.redact_obj(m.extra))
         out = replace(m, content=content, tool_calls=calls, meta=meta, extra=extra)
-        return m if out == m else out
+        if out != m:
+            return out
+        if plain and not self._learned:
+            self._scans.mark_clean(m)
+        return m
+
+    def is_clean(self, m: Message) -> bool:
+        """Whether :meth:`redact_message` is known to return ``m`` itself now (found clean, nothing learned since)."""
+        return self.enabled and self.callback is None and not self._learned and self._scans.is_clean(m)
 
     def redact_messages(self, messages: Iterable[Message]) -> list[Message]:
         """Every message redacted (see :meth:`redact_message`)."""

@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ..answered import without_notes
 from ..messages import Message
@@ -166,11 +167,20 @@ def _read_tool_output(digest: Digest, index: int, text: str) -> None:
     text = without_notes(text)
     digest.add_entities(text, "tool", index)
     digest.add_numbers(text, "tool", index)
+    digest.outcomes.extend((index, line) for line in _outcome_lines(text))
+
+
+# Cached by text like entities (issue 15): the pattern costs ~60 ns a character, ~40 lines a tool output, and the
+# background warming and every later compaction read the same outputs again.
+@lru_cache(maxsize=16_384)
+def _outcome_lines(text: str) -> tuple[str, ...]:
+    found: list[str] = []
     tail = text.splitlines()[-OUTCOME_TAIL_LINES:]
     for line in tail:
         line = line.strip()
         if line and len(line) <= MAX_OUTCOME_LINE_CHARS and _OUTCOME.search(line):
-            digest.outcomes.append((index, line))
+            found.append(line)
+    return tuple(found)
 
 
 def _read_assistant(digest: Digest, index: int, message: Message) -> None:

@@ -5,7 +5,8 @@ Used by :mod:`contextfold.telemetry.events` (event defaults, ``to_dict``) and :m
 
 from __future__ import annotations
 
-import secrets
+import os
+import random
 from datetime import UTC, datetime
 
 __all__ = ["format_time", "new_span_id", "new_trace_id", "parse_time", "utc_now"]
@@ -15,14 +16,29 @@ _TRACE_ID_BYTES = 16
 _SPAN_ID_BYTES = 8
 
 
+# Ids must be unique, not secret (OpenTelemetry's SDK draws them the same way): a per-process generator seeded from
+# the OS, and again in a forked child, draws them without a system call. os.urandom releases the GIL around its
+# getrandom() call, and a telemetry thread waiting for the GIL took it and held every prepare() (four ids each) up
+# for its time slice: part of the p99 of issue 15.
+_SEED_BYTES = 32
+_ids = random.Random(os.urandom(_SEED_BYTES))
+
+
+def _reseed() -> None:
+    _ids.seed(os.urandom(_SEED_BYTES))
+
+
+os.register_at_fork(after_in_child=_reseed)
+
+
 def new_trace_id() -> str:
-    """Return a random 32-hex-digit trace id."""
-    return secrets.token_hex(_TRACE_ID_BYTES)
+    """Return a random 32-hex-digit trace id (never all zeros, which W3C trace context reserves)."""
+    return f"{_ids.getrandbits(_TRACE_ID_BYTES * 8) or 1:0{_TRACE_ID_BYTES * 2}x}"
 
 
 def new_span_id() -> str:
-    """Return a random 16-hex-digit span id."""
-    return secrets.token_hex(_SPAN_ID_BYTES)
+    """Return a random 16-hex-digit span id (never all zeros)."""
+    return f"{_ids.getrandbits(_SPAN_ID_BYTES * 8) or 1:0{_SPAN_ID_BYTES * 2}x}"
 
 
 def utc_now() -> datetime:

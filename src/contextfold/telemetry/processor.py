@@ -327,7 +327,11 @@ class BatchProcessor:
     def _prepare(self, items: list[Event | Mapping[str, Any]]) -> list[dict[str, Any]]:
         batch: list[dict[str, Any]] = []
         failures = 0
-        pacer = GilPacer()  # redaction is CPU work under the GIL: in slices, or the agent's thread waits 5 ms
+        # Redaction is CPU work under the GIL: in slices, or the agent's thread waits 5 ms; and standing aside while
+        # the agent's calls run, unless the queue is filling up (then events would be dropped).
+        with self._lock:
+            backlog = len(self._queue) + len(items)
+        pacer = GilPacer(defer=backlog < self._early_wake)
         for item in items:
             pacer.tick()
             record = item.to_dict() if isinstance(item, Event) else dict(item)

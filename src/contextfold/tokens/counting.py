@@ -192,14 +192,32 @@ class TiktokenCounter:
         """
         if not text:
             return 0
+        short = len(text) <= _SHORT_TEXT_CHARS
+        if short:
+            memo = _SHORT_COUNTS.setdefault(self.encoding_name, {})
+            n = memo.get(text)
+            if n is not None:
+                return n
         enc = _ENCODINGS.get(self.encoding_name) or _load_encoding(self.encoding_name)
         if len(text) > EXACT_COUNT_MAX_CHARS:
             return _sampled_count(enc, text)
-        return len(enc.encode_ordinary(text))
+        n = len(enc.encode_ordinary(text))
+        if short:
+            if len(memo) >= _SHORT_COUNTS_MAX:
+                memo.clear()  # (a wholesale reset: cheaper than LRU bookkeeping on every count)
+            memo[text] = n
+        return n
 
     def __repr__(self) -> str:
         return f"TiktokenCounter({self.encoding_name!r})"
 
+
+# Counts of short texts by encoding (issue 15): an extractive summary weighs every entity of the history by its
+# tokens, ~20,000 names for a 1.4M-token history, and the same names come back in every compaction (and are counted
+# ahead on the background thread); a call into the encoder costs ~100 times a dictionary look-up.
+_SHORT_TEXT_CHARS = 256
+_SHORT_COUNTS_MAX = 65_536
+_SHORT_COUNTS: dict[str, dict[str, int]] = {}
 
 # Texts longer than this are counted from samples (see TiktokenCounter.count): 1 MB is ~8 windows of 32K tokens.
 EXACT_COUNT_MAX_CHARS = 1_000_000

@@ -14,8 +14,6 @@ import re
 import time
 from typing import Any
 
-import regex
-
 __all__ = ["PATTERN_TIME_LIMIT_S", "InvalidPattern", "PatternTimeout", "UntrustedPattern"]
 
 # A grep or history search gives up after this many CPU seconds. A linear pattern scans hundreds of megabytes in
@@ -45,6 +43,8 @@ class UntrustedPattern:
 
     def __init__(self, pattern: str, *, ignore_case: bool = False,
                  time_limit_s: float | None = None) -> None:
+        import regex  # (here: a manager builds its cache at once, but the model's first grep may never come)
+
         try:
             # Python's own parser first: its messages are the ones users know, and the syntax is the documented one.
             re.compile(pattern, re.IGNORECASE if ignore_case else 0)

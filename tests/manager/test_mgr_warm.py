@@ -1,0 +1,51 @@
+"""Background warming (issue 15): past half the soft threshold, prepare() has the background thread read the new
+messages as the coming compaction will (entities, secret scans). The compaction must come out exactly the same."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from contextfold import _background
+from contextfold.manager import ContextManager
+from contextfold.messages import Message, ToolCall
+
+_SECRET = "sk-proj-" + "Ab3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF"
+
+
+def _history(steps: int) -> list[Message]:
+    out = [Message("system", "You are a coding agent.")]
+    for i in range(steps):
+        body = "\n".join(f"/testbed/pkg/module_{i}.py:{n}: ValueError in parse_{n}() took {n} ms" for n in range(30))
+        if i == 7:
+            body += f"\nOPENAI_API_KEY={_SECRET}\n"
+        out.append(Message.user(f"step {i}: look at module_{i}.py"))
+        out.append(Message("assistant", "", (ToolCall(f"c{i}", "bash", json.dumps({"cmd": f"cat module_{i}.py"})),)))
+        out.append(Message("tool", body, tool_call_id=f"c{i}", name="bash"))
+    return out
+
+
+def _manager() -> ContextManager:
+    # Auto off: nothing compacts until compact(); the history sits past half the soft threshold.
+    return ContextManager(model="gpt-4o", max_context_tokens=40_000, store="memory", archive="memory",
+                          session_id="warm", message_id_prefix="w", clock=lambda: datetime(2025, 1, 1, tzinfo=UTC),
+                          policy={"auto": False, "tool_output_budget_tokens": 1_000_000})
+
+
+def test_a_compaction_after_background_warming_equals_one_without() -> None:
+    warmed, cold = _manager(), _manager()
+    for cm in (warmed, cold):
+        cm.add(_history(40))
+    assert warmed.tokens() > warmed.budgets.soft // 2
+    warmed.prepare()  # submits the warming job
+    assert not warmed._unwarmed
+    _background.wait_idle()
+    a, b = warmed.compact(), cold.compact()
+    assert a.summary is not None and b.summary is not None
+    assert a.summary.summary == b.summary.summary and a.summary.retain == b.summary.retain
+    assert warmed.messages() == cold.messages()
+    transcripts = [cm.archive.transcripts("warm") for cm in (warmed, cold)]
+    assert transcripts[0] == transcripts[1]
+    archived = "".join(m.text for _, messages in transcripts[0] for m in messages)
+    assert _SECRET not in archived and "[REDACTED:openai_key]" in archived
+    assert warmed.redactor._learned == cold.redactor._learned != {}

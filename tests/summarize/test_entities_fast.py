@@ -1,0 +1,43 @@
+"""Entity extraction runs its rules the fast way (issue 15): the results must be those of the plain way.
+
+``_extract_plain`` runs every rule of ``entities._RULES`` over the whole text, one after the other, as extraction
+did before; ``_extract`` skips rules by literal, reads distinct words and rewrites the number pattern. Both are
+compared on every message of the recorded sessions and on generated text built from the characters the rules
+care about (word boundaries, path and number punctuation, units, escapes).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextfold.importers import load_sessions
+from contextfold.summarize.entities import _extract, _extract_plain
+
+_PIECES = st.sampled_from([
+    " ", "  ", "\n", "\t", "\r\n", "\\n", "\\t", "/", "./", "../", "~/", ".", "..", "-", "--", "_", "@", "+", "<", ">",
+    "(", ")", "()", "`", "$", ",", ":", "::", "T", "v", "0", "1", "12", "2024-05-20", "10:30", "3.5", "1.2.3", "ms",
+    "s", "GB", "%", "x", "a", "py", ".py", "test", "Test", "_test", "test_", "Error", "Exception", "Value", "JFK",
+    "HAT136", "Makefile", "README", "src", "foo", "Foo", "fooBar", "é", "https://", "http", "://", "e.g", "1st",
+    "mia.li@example.com", "tests/a.py::T::t", "[", "]", "'", '"', "\u2028", "\xa0",
+])
+
+
+@settings(max_examples=2_000, deadline=None)
+@given(st.lists(_PIECES, max_size=30).map("".join))
+def test_the_fast_extraction_equals_the_rules_run_plainly_on_generated_text(text: str) -> None:
+    assert _extract(text) == _extract_plain(text)
+
+
+def test_the_fast_extraction_equals_the_rules_run_plainly_on_every_recorded_message(trajectories: Path) -> None:
+    checked = 0
+    for folder in ("sweagent-lm32b", "sweagent-claude4sonnet", "taubench-airline/gpt-4o-airline.json"):
+        for session in load_sessions(trajectories / folder):
+            for message in session.messages:
+                texts = [message.text, *(call.arguments for call in message.tool_calls)]
+                for text in texts:
+                    assert _extract(text) == _extract_plain(text), text[:200]
+                    checked += 1
+    assert checked > 10_000
