@@ -395,7 +395,8 @@ def test_encoding_for_model_leaves_other_providers_alone() -> None:
 
 def test_short_texts_are_counted_once_and_the_same_as_the_encoder_counts_them() -> None:
     # TiktokenCounter remembers the counts of short texts (issue 15: an extractive summary weighs every entity).
-    from contextfold.tokens import _SHORT_COUNTS, TiktokenCounter
+    from contextfold.tokens import TiktokenCounter
+    from contextfold.tokens.counting import _SHORT_COUNTS
 
     counter = TiktokenCounter("o200k_base")
     texts = ["/testbed/django/db/models/query.py", "ValueError", "x" * 256, "y" * 257, "héllo wörld"]

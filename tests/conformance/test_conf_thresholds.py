@@ -113,7 +113,7 @@ def test_a_failing_hook_is_reported_and_the_compaction_still_happens() -> None:
 
 
 def test_circuit_breaker_half_opens_after_the_cool_down(monkeypatch: pytest.MonkeyPatch) -> None:
-    import contextfold.manager._manager as manager_module
+    import contextfold.manager._compactor as manager_module
     from contextfold.errors import InsufficientBudget
 
     now = [1000.0]

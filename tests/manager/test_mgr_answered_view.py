@@ -33,8 +33,10 @@ def test_the_answered_output_is_wider_for_its_call_and_back_to_its_write_time_vi
     cm.prepare()
     shown = output_of(cm, "c1")
     assert shown.meta.get(WIDENED_META) is True
-    assert cm.counter.count_message(shown) > 2 * cm.counter.count_message(written)
-    assert "   300\t    value_300 = compute(300, offset=2100)" in shown.text
+    # Twice the write-time cap by default: more of the head and the tail than the written view shows.
+    assert cm.counter.count_message(shown) > 1.5 * cm.counter.count_message(written)
+    assert "    80\t    value_80 = compute(80, offset=560)" in shown.text
+    assert "    80\t    value_80 = compute(80, offset=560)" not in written.text
     assert cm.tokens() <= cm.budgets.hard  # widened within the room under the hard threshold
     # The agent answers and calls again: the first output is back to exactly its write-time view.
     turn(cm, 2, "ok")
@@ -44,9 +46,9 @@ def test_the_answered_output_is_wider_for_its_call_and_back_to_its_write_time_vi
 
 
 def test_an_output_that_fits_is_shown_whole_while_answered() -> None:
-    cm = manager(window=64_000)
+    cm = manager(window=128_000)
     cm.add([Message.system("s"), Message.user("fix a.py")])
-    small = LISTING[: len(LISTING) // 2]  # ~4,500 tokens: over the per-output cap at 64K, under the room left
+    small = LISTING  # ~9,000 tokens: over the write-time cap at 128K (6,666), under twice that (13,332)
     turn(cm, 1, small)
     assert output_of(cm, "c1").kind == "truncated"
     cm.prepare()

@@ -201,7 +201,7 @@ class Policy(BaseModel):
     answered_output_tokens: int | None = Field(
         default=None, ge=0,
         description="most tokens the output being answered may take when shown wider than its write-time view "
-                    "(None: whatever room the hard threshold leaves; 0: never widened)")
+                    "(None: twice its write-time cap, within the room under hard; 0: never widened)")
 
     @property
     def may_compact_on_overflow(self) -> bool:

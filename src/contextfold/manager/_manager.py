@@ -16,14 +16,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..telemetry._pace import foreground
-from ._compactor import CompactionMixin
-from ._spans import CALL_KIND, CALL_SPAN, MASK_KIND, session_metadata
+from ._archiver import Archiver
+from ._compactor import Compactor, protected_names, with_tail
+from ._idle import IdleCompactions
+from ._spans import CALL_KIND, CALL_SPAN, COMPACT_KIND, MASK_KIND, session_metadata
 
 # Everything else is imported where it is used (issue 15): ``from contextfold import ContextManager`` loads this
 # module, its two mixins and the span names; building a manager loads what a turn needs; compaction, summarizing,
 # redaction patterns and the other wire formats load when first used.
 if TYPE_CHECKING:
-    from concurrent.futures import Future, ThreadPoolExecutor
+    from concurrent.futures import Future
 
     from ..compaction import CompactionResult, Plan, Policy
     from ..messages import Message
@@ -35,8 +37,6 @@ __all__ = ["ContextManager"]
 
 
 _log = logging.getLogger(__name__)
-# The circuit breaker's clock (a module name, so tests can move time without sleeping).
-_monotonic = time.monotonic
 
 # Masking to get under the soft threshold aims at 80% of it, so that the next turns do not mask again at once.
 MASK_HEADROOM = 0.8
@@ -49,11 +49,13 @@ _WARM_AT_SHARE_OF_SOFT = 0.5
 # A manager never holds more than this many messages waiting (a huge add() before the threshold is reached is
 # warmed only in part; the compaction reads the rest itself).
 _MAX_UNWARMED = 20_000
+# The answered output may be shown up to this many times its write-time cap while it is being answered.
+ANSWERED_WIDEN_FACTOR = 2
 # 48 random bits per manager: collisions between the managers of one session are out of reach.
 _ID_NONCE_HEX = 12
 
 
-class ContextManager(CompactionMixin):
+class ContextManager:
     """Keeps one agent session inside its model's context window.
 
     >>> cm = ContextManager(model="gpt-4o", store="memory", archive="memory")
@@ -151,26 +153,22 @@ class ContextManager(CompactionMixin):
         self._lock = threading.RLock()
         self._seq = 0
         self._archived_seq = 0  # messages added before the last archived transcript
+        # The parts: each a concept of its own with its own state; the manager holds the lock and the view.
+        self._archiver = Archiver(self.archive, self.redactor, self.session_id, self.tracer)
+        self._compactor = Compactor(policy=self.policy, budgets=self.budgets, counter=self.counter, cache=self.cache,
+                                    tracer=self.tracer, session_id=self.session_id, clock=self._clock)
+        self._idle = IdleCompactions()
         # Ids must not repeat across managers of one session (a restarted process, another worker): the archive
         # merges transcripts by id, so a second "s1:1" would hide the first. A per-manager nonce keeps them apart.
         # Pass message_id_prefix for reproducible ids (a replay), when one process owns the session for good.
         self._id_prefix = message_id_prefix or f"{self.session_id}:{uuid.uuid4().hex[:_ID_NONCE_HEX]}"
         self._compactions = 0
         self._maskings = 0
-        self._archived = 0
-        self._failed_compactions = 0
         self.before_compaction = before_compaction
-        self._paused_at: float | None = None  # circuit breaker: see the paused property
         self._unwarmed: list[Message] = []  # messages added that no background warming has read yet
-        self._redact_memo: dict[int, tuple[Message, Message]] = {}
-        self._redact_memo_learned: object = None
         self._grounding: tuple[int, int, int] | None = None  # (view version, messages sent, reported - counted)
-        self._idle: tuple[int, int, Future[CompactionResult]] | None = None
-        self._executor: ThreadPoolExecutor | None = None
         self.last_plan: Plan | None = None
-        self._floor: int | None = None  # tokens of the view right after the last compaction
         self._closed = False
-        self._stalled: tuple[int, int, int] | None = None  # (tokens, messages, rank): a compaction that did not help
         self.usage_total = TokenUsage()
         # What framework adapters have fed this manager (reconcile.py): adapters themselves keep no such state.
         self.framework_history = FrameworkHistory()
@@ -324,10 +322,18 @@ class ContextManager(CompactionMixin):
                      window=self.budgets.window, compactions=self._compactions, maskings=self._maskings)
 
     def _widen_answered(self) -> None:
-        """Show the answered outputs cut at write time wider, within the room left under the hard threshold."""
+        """Show the answered outputs cut at write time wider, within the room left under the hard threshold.
+
+        By default an answered output may take twice its write-time cap (``ANSWERED_WIDEN_FACTOR``): enough for the
+        file views and test logs an agent reads closest, while a huge output stays cut (the model pages through it
+        with the retrieval tools instead of paying for all of it once).
+        """
+        if self.cache is None:
+            return
         limit = self.policy.answered_output_tokens
-        limit = self.budgets.hard if limit is None else limit
-        if self.cache is None or limit <= 0:
+        if limit is None:
+            limit = ANSWERED_WIDEN_FACTOR * self.cache.config.message_tokens(self.budgets.window)
+        if limit <= 0:
             return
         view = self._view.normalized()
         tokens, _, _ = self._view.totals()
@@ -441,12 +447,13 @@ class ContextManager(CompactionMixin):
                 return
         if plan.action is Action.SOFT and self.defer_soft:
             return  # someone else compacts (last_plan says it is due)
-        if plan.action is Action.SOFT and self._floor is not None and total - self._floor < self.policy.clear_at_least:
+        floor = self._compactor.floor
+        if plan.action is Action.SOFT and floor is not None and total - floor < self.policy.clear_at_least:
             # The view grew too little since the last compaction for another summary to pay off; hard still fires.
             return
         rank = _COMPACTION_RANK[plan.action]
         # A view over hard is never handed to the model while a compaction could still help, stalled or not.
-        if total <= self.budgets.hard and self._stall_holds(total, count, rank):
+        if total <= self.budgets.hard and self._compactor.stall_holds(total, count, rank):
             return
         if plan.action in (Action.HARD, Action.EMERGENCY):
             self._warn_emergency(plan)
@@ -462,26 +469,20 @@ class ContextManager(CompactionMixin):
         after, _, total, _, count = self._plan()
         # Still over the trigger that fired (or a higher one): compacting again before the view grows would loop.
         stuck = _COMPACTION_RANK.get(after.action, 0) >= rank
-        self._note_stall(after if stuck else None, total, count, rank)
+        self._compactor.note_stall(after if stuck else None, total, count, rank)
 
     @property
     def paused(self) -> bool:
-        """The circuit breaker: automatic compaction stops after repeated failures.
+        """The circuit breaker: automatic compaction stops after repeated failures (see :class:`Compactor`).
 
         It half-opens after ``policy.circuit_cooldown_s``: the next compaction is tried, a success closes it, one more
         failure opens it again for another cool-down.
         """
-        if self._paused_at is None:
-            return False
-        if _monotonic() - self._paused_at < self.policy.circuit_cooldown_s:
-            return True
-        if self._failed_compactions == 0:
-            self._paused_at = None  # the half-open attempt succeeded: closed
-        return False
+        return self._compactor.paused
 
     @paused.setter
     def paused(self, value: bool) -> None:
-        self._paused_at = _monotonic() if value else None
+        self._compactor.paused = value
 
     def _warn_emergency(self, plan: Plan) -> None:
         """Full compaction at the start of a turn is the emergency path of 002 §Phase 2: log it and report it."""
@@ -589,6 +590,207 @@ class ContextManager(CompactionMixin):
 
         return self.budgets.hard if plan.action in (Action.HARD, Action.EMERGENCY) else self.budgets.soft
 
+    # -- compaction: computed by the compactor, applied here -------------------------------------------------------
+    def compact(self, *, force: bool = True, instructions: str | None = None, kind: str = "hard") -> CompactionReport:
+        """Compact now (a manual ``/compact``), whatever the thresholds; returns a report with the figures."""
+        from ._build import CompactionReport
+
+        with self._lock:
+            before_tokens, _, before_count = self._view.totals()
+            if not force and self.tokens() < self.budgets.soft:
+                return CompactionReport.unchanged(before_tokens, before_count)
+            return self._compact(kind, instructions=instructions, started=time.perf_counter())
+
+    def _compact(self, kind: str, *, instructions: str | None, started: float,
+                 automatic: bool = False) -> CompactionReport:
+        with self.tracer.span(f"compact.{kind}", kind=COMPACT_KIND, automatic=automatic) as span:
+            report = self._compact_in_span(kind, instructions=instructions, started=started, automatic=automatic)
+            span.set(applied=report.compacted > 0, tokens_before=report.tokens_before,
+                     tokens_after=report.tokens_after, messages_before=report.messages_before,
+                     messages_after=report.messages_after, compacted=report.compacted)
+        if report.compacted:
+            self.tracer.wake()  # the compaction's events go out now, not after the batch delay
+        return report
+
+    def _compact_in_span(self, kind: str, *, instructions: str | None, started: float,
+                         automatic: bool) -> CompactionReport:
+        from ..telemetry import CompactWarning
+        from ._build import CompactionReport
+        from ._spans import TracedSummarizer
+
+        self._count_exactly()
+        view = self._view.normalized()
+        budget, plan = self._compactor.target(view, kind, self._tool_tokens)
+        shrunk = self._compactor.shrink_answered(view, budget)
+        if shrunk is not view:
+            # Every full output is in the tool output cache under its ref: the harder cut loses nothing.
+            recut = sum(1 for old, new in zip(view, shrunk, strict=True) if old is not new)
+            self._view.replace(shrunk)
+            self.tracer.emit(CompactWarning(
+                session_id=self.session_id, code="answered_recut",
+                message=f"the {recut} tool results being answered took over half of the compaction budget "
+                        f"({budget:,} tokens): each was cut to a shorter view, readable in full by its ref"))
+            view = self._view.normalized()
+            budget, plan = self._compactor.target(view, kind, self._tool_tokens)  # the dry run was of the old view
+        result = self._compactor.run(view, kind=kind, budget=budget, plan=plan, instructions=instructions,
+                                     summarizer=TracedSummarizer(self.summarizer, self.tracer),
+                                     compaction_count=self._compactions)
+        # Nothing compactable, or (automatic soft) summarizing what masking already shrank would save too little
+        # to be worth a prompt-cache miss: keep the view, and wait until it has grown (or hard compaction is due).
+        declined = automatic and kind == "soft" and not self._compactor.worth_applying(result)
+        if not result.changed or declined:
+            if declined:
+                self._compactor.floor = result.stats.tokens_before + self._tool_tokens
+            stats = result.stats
+            return CompactionReport.unchanged(stats.tokens_before, stats.messages_before,
+                                              (time.perf_counter() - started) * 1000)
+        return self._apply(view, result, started)
+
+    def _apply(self, view: list[Message], result: CompactionResult, started: float) -> CompactionReport:
+        """Replace ``view`` by the compacted one: the hook first, then the transcript archived, then the events."""
+        from ..telemetry import CompactWarning, MessagesPruned, SummaryCreated
+        from ._build import CompactionReport
+
+        self._run_before_compaction(result)
+        number = self._archive_transcript(view)
+        self._view.replace(result.messages)
+        self._compactions += 1
+        self._compactor.floor = result.stats.tokens_after + self._tool_tokens
+        stats = result.stats
+        if result.summary is not None:
+            self._archiver.summary(number, {"summary": result.summary.summary, "retain": list(result.summary.retain),
+                                            "summarizer": result.summary.summarizer, "stats": stats.to_dict()})
+            self.tracer.emit(SummaryCreated(
+                session_id=self.session_id, strategy=self.policy.strategy, input_messages=stats.compacted_count,
+                input_tokens=stats.tokens_before, summary_tokens=stats.summary_tokens,
+                summary=self._archiver.redact_text(result.summary.summary), model=result.summary.summarizer,
+                summary_version=stats.summary_version))
+        self.tracer.emit(MessagesPruned(session_id=self.session_id, count=len(result.removed),
+                                        ids=tuple(str(m.meta.get("id", "")) for m in result.removed),
+                                        kept={**stats.kept, "recent_turns": stats.keep_turns,
+                                              "tool_pairs": stats.keep_pairs},
+                                        protected=protected_names(result.messages)))
+        for warning in result.warnings:
+            self.tracer.emit(CompactWarning(session_id=self.session_id, message=warning, code="compaction"))
+        duration = (time.perf_counter() - started) * 1000
+        return CompactionReport(stats.tokens_before, stats.tokens_after, stats.messages_before, stats.messages_after,
+                                stats.compacted_count, duration, result.summary)
+
+    def _run_before_compaction(self, result: CompactionResult) -> None:
+        """The application's pre-compaction hook (002: consolidate facts before messages leave the view).
+
+        It sees the messages about to leave and the summary replacing them; a failing hook is reported, never
+        allowed to stop the compaction (the archive keeps everything anyway).
+        """
+        from ..telemetry import CompactWarning
+
+        hook = self.before_compaction
+        if hook is None or not result.removed:
+            return
+        try:
+            hook(list(result.removed), result.summary)
+        except Exception as exc:  # the application's code: report it and go on
+            self.tracer.emit(CompactWarning(session_id=self.session_id, code="hook_failed",
+                                            message=f"before_compaction hook failed: {type(exc).__name__}: {exc}"))
+
+    def _archive_transcript(self, view: list[Message]) -> int:
+        number = self._archiver.transcript(view)
+        self._archived_seq = self._seq  # every message added so far is now in an archived transcript
+        return number
+
+    def _archive_dropped(self) -> None:
+        """Archive what normalization removed for good (a result whose call was compacted away, a duplicate)."""
+        dropped, self._view.dropped = self._view.dropped, []
+        self._archiver.dropped(dropped)
+
+    # -- idle-time compaction -------------------------------------------------------------------------------------
+    def compact_in_background(self) -> Future[CompactionResult] | None:
+        """Start a soft compaction on a worker thread when the view is over the sleep threshold (50% of the window).
+
+        The result is applied by the next ``prepare()`` only if the view has not been rewritten meanwhile (new
+        messages appended at the end are fine: they are kept after the compacted part); otherwise it is dropped
+        and the policy plans again. Returns the future, or None when there is nothing to do.
+        """
+        from ..compaction import compact
+
+        with self._lock:
+            # Idle ("sleep") compaction has its own threshold (policy.sleep_pct, 002 §Phase 1).
+            sleep = self.policy.sleep_threshold(self.budgets.window)
+            automatic = self.policy.enabled and self.policy.auto
+            if self._idle.pending or not automatic or self.paused or self.tokens() < sleep:
+                return None
+            snapshot = self._view.normalized()
+            summarizer, budget, count = self.summarizer, self.budgets.hard - self._tool_tokens, self._compactions
+            return self._idle.start(snapshot, self._view.version, lambda: compact(
+                snapshot, policy=self.policy, counter=self.counter, summarizer=summarizer, budget=budget,
+                kind="soft", compaction_count=count, clock=self._clock))
+
+    def _apply_idle_result(self) -> None:
+        from ..telemetry import CompactWarning
+
+        outcome = self._idle.take(self._view.normalized(), self._view.version)
+        if outcome is None:
+            return
+        if outcome.error is not None:
+            self._compactor.failed_with(outcome.error)
+            return
+        if outcome.discarded or outcome.result is None:
+            self.tracer.emit(CompactWarning(session_id=self.session_id, code="idle_discarded",
+                                            message="background compaction dropped: the view changed meanwhile"))
+            return
+        if not self._compactor.worth_applying(outcome.result):
+            self._compactor.floor = outcome.result.stats.tokens_before + self._tool_tokens  # too little saved
+            return
+        self._apply(list(outcome.snapshot), with_tail(outcome.result, outcome.tail), time.perf_counter())
+
+    # -- overflow recovery ----------------------------------------------------------------------------------------
+    def shrink_for_overflow(self, prompt_tokens: int | None = None, limit: int | None = None) -> CompactionReport:
+        """Make the view smaller after the provider said it is too long (see :mod:`contextfold.recovery`).
+
+        Uses the counts from the error, when given, to correct the estimate first.
+        """
+        from ..errors import RecoveryFailed
+
+        with self._lock:
+            if not self.policy.may_compact_on_overflow:
+                raise RecoveryFailed("the provider reported a context overflow, but automatic compaction is off "
+                                     "(Policy(auto=False) or enabled=False); set allow_on_overflow=True (and "
+                                     "enabled=True) to let recovery compact")
+            if self.paused:
+                raise RecoveryFailed(f"automatic compaction is paused after {self._compactor.failed} failed "
+                                     "compactions in a row (circuit breaker)")
+            if prompt_tokens is not None:
+                tokens, _, count = self._view.totals()
+                self._grounding = (self._view.version, count, prompt_tokens - tokens - self._tool_tokens)
+            return self._compact("hard", instructions=None, started=time.perf_counter())
+
+    @property
+    def failed_compactions(self) -> int:
+        """Compactions that failed in a row (a success resets it); overflow recovery's circuit breaker reads it."""
+        return self._compactor.failed
+
+    def rewrite_view(self, rewrite: Callable[[list[Message]], list[Message]], *, reason: str) -> int:
+        """Replace the view with ``rewrite(view)`` atomically, archiving the old view first (nothing is lost).
+
+        Overflow recovery uses it to drop the oldest messages when compaction cannot help. Returns how many
+        messages left the view.
+        """
+        from ..telemetry import MessagesPruned
+
+        with self._lock:
+            view = self._view.normalized()
+            new = rewrite(list(view))
+            if new == view:
+                return 0
+            self._archive_transcript(view)
+            kept = {id(m) for m in new}
+            removed = [m for m in view if id(m) not in kept]
+            self._view.replace(new)
+            self.tracer.emit(MessagesPruned(session_id=self.session_id, count=len(removed),
+                                            ids=tuple(str(m.meta.get("id", "")) for m in removed),
+                                            kept={reason: len(new)}))
+            return len(removed)
+
     # -- usage ----------------------------------------------------------------------------------------------------
     def record_usage(self, usage: Any) -> TokenUsage:
         """Record what the provider reported for the call made with the last prepared view."""
@@ -689,9 +891,7 @@ class ContextManager(CompactionMixin):
         with self._lock:
             self._apply_idle_result()
             self.check("before finish")
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
+        self._idle.shutdown()
         with self._lock:
             self._apply_idle_result()
             if self._seq > self._archived_seq and self.archive is not None:

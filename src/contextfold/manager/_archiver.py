@@ -1,0 +1,122 @@
+"""The archiver: what leaves a session's view goes to its archive first, redacted once.
+
+A part the :class:`~contextfold.manager.ContextManager` holds. It writes pre-compaction transcripts (in a
+``compact.archive`` span), summaries and what normalization dropped, and remembers the messages it redacted, so
+that the next transcript (most of which was archived before) does not scan them again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._spans import ARCHIVE_KIND
+
+if TYPE_CHECKING:
+    from ..messages import Message
+    from ..telemetry import Tracer
+
+__all__ = ["Archiver"]
+
+# Redacted messages remembered for the next transcript: more than any view holds, so only what left goes.
+REDACT_MEMO_SIZE = 50_000
+
+
+class Archiver:
+    """Writes one session's transcripts, summaries and dropped messages to its archive, redacted.
+
+    Args:
+        archive: An :class:`~contextfold.archive.Archive`, or None (nothing is written; secrets are still learned).
+        redactor: The session's :class:`~contextfold.redact.Redactor`, or None (redaction off).
+        session_id: The session's archive folder.
+        tracer: Where the ``compact.archive`` spans and ``compact.pruned_messages`` events go.
+    """
+
+    def __init__(self, archive: Any, redactor: Any, session_id: str, tracer: Tracer) -> None:
+        self.archive = archive
+        self.redactor = redactor
+        self.session_id = session_id
+        self.tracer = tracer
+        self.transcripts = 0  # transcripts written (or, without an archive, that would have been)
+        self._memo: dict[int, tuple[Message, Message]] = {}  # id(message) -> (message, redacted)
+        self._memo_learned: object = None  # the redactor's learned-secrets table the memo was made with
+
+    def transcript(self, view: list[Message]) -> int:
+        """Archive ``view`` as the next pre-compaction transcript; returns its number."""
+        with self.tracer.span("compact.archive", kind=ARCHIVE_KIND, messages=len(view)) as span:
+            number = self._write(view)
+            span.set(transcript=number)
+            return number
+
+    def _write(self, view: list[Message]) -> int:
+        self.transcripts += 1
+        if self.archive is None:
+            if self.redactor is not None:  # no archive to redact, but the redactor must still learn the secrets
+                self._redact_view(view)  # that summaries may repeat without their context
+            return self.transcripts
+        if self.redactor is None:
+            return int(self.archive.archive_transcript(self.session_id, view))
+        messages = self._redact_view(view)
+        # The archive redacts with the session's redactor (see _build._archive): redacting there as well would scan
+        # every message twice (the slowest part of compacting a long history).
+        same = getattr(self.archive, "redactor", None) is self.redactor
+        return int(self.archive.archive_transcript(self.session_id, messages, redacted=same))
+
+    def summary(self, number: int, payload: dict[str, Any]) -> None:
+        """Archive the summary that came with transcript ``number`` (redacted)."""
+        if self.archive is not None:
+            self.archive.archive_summary(self.session_id, number, self.redacted(payload))
+
+    def dropped(self, messages: list[Message]) -> None:
+        """Archive what normalization removed for good (a result whose call was compacted away, a duplicate)."""
+        from ..telemetry import MessagesPruned
+
+        if not messages:
+            return
+        if self.archive is not None:
+            self.archive.archive_transcript(self.session_id, messages)
+        self.tracer.emit(MessagesPruned(session_id=self.session_id, count=len(messages),
+                                        ids=tuple(str(m.meta.get("id", "")) for m in messages),
+                                        kept={"normalization_dropped": len(messages)}))
+
+    def redacted(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """``payload`` with its secrets redacted (as it is when redaction is off)."""
+        if self.redactor is None:
+            return payload
+        redacted: dict[str, Any] = self.redactor.redact_obj(payload)
+        return redacted
+
+    def redact_text(self, text: str) -> str:
+        """``text`` with its secrets redacted (as it is when redaction is off)."""
+        return self.redactor.redact_text(text) if self.redactor is not None else text
+
+    def _redact_view(self, view: Sequence[Message]) -> list[Message]:
+        """``view`` redacted, reusing what earlier transcripts redacted: most of a view was archived before.
+
+        Messages are immutable, so one redacted before is redacted the same way again, as long as the redactor
+        learned no new secret meanwhile (a remembered secret changes the output): then everything is redone.
+        """
+        memo = self._memo
+        learned = getattr(self.redactor, "_learned", None)
+        if learned is None or learned is not self._memo_learned:
+            memo.clear()
+        out: list[Message] = []
+        for m in view:
+            known = memo.get(id(m))
+            if known is not None and known[0] is m:
+                out.append(known[1])
+                continue
+            redacted = self.redactor.redact_message(m)
+            out.append(redacted)
+            memo[id(m)] = (m, redacted)
+        if len(memo) > REDACT_MEMO_SIZE:  # keep the memo to about one view: drop what left the view
+            kept = {id(m) for m in view}
+            for key in [k for k in memo if k not in kept]:
+                del memo[key]
+        # Learning replaces the redactor's copy-on-write table. A secret learned during this view may repeat in
+        # messages redacted before it was found: then nothing is remembered, and the next transcript redoes all.
+        after = getattr(self.redactor, "_learned", None)
+        if after is not learned:
+            memo.clear()
+        self._memo_learned = after
+        return out

@@ -1,0 +1,89 @@
+"""Idle-time compaction: a soft compaction computed on a worker thread while the agent waits for its model.
+
+A part the :class:`~contextfold.manager.ContextManager` holds. It runs at most one job at a time and hands its
+result back only while the view it was computed from is intact: new messages appended after it are fine (they are
+kept after the compacted part), a rewritten view (masking, another compaction) makes the result worthless.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    from ..compaction import CompactionResult
+    from ..messages import Message
+
+__all__ = ["IdleCompactions", "IdleOutcome"]
+
+# One worker: a second compaction of the same session could only be computed from a view the first rewrites.
+WORKERS = 1
+
+
+@dataclass(frozen=True, slots=True)
+class IdleOutcome:
+    """What a finished background compaction gave, for the view it was computed from.
+
+    ``result`` is set when the compaction succeeded and its view is intact; ``error`` when it failed;
+    ``discarded`` when the view changed meanwhile. ``snapshot`` is the view it compacted, ``tail`` the messages
+    added after it.
+    """
+
+    result: CompactionResult | None = None
+    error: Exception | None = None
+    discarded: bool = False
+    snapshot: tuple[Message, ...] = ()
+    tail: tuple[Message, ...] = ()
+
+
+class IdleCompactions:
+    """At most one background compaction of one session's view, and the check that its result still applies."""
+
+    def __init__(self) -> None:
+        self._executor: ThreadPoolExecutor | None = None
+        self._pending: tuple[int, list[Message], Future[CompactionResult]] | None = None
+
+    @property
+    def pending(self) -> bool:
+        """Whether a job was started and its outcome not taken yet."""
+        return self._pending is not None
+
+    def start(self, snapshot: list[Message], version: int,
+              job: Callable[[], CompactionResult]) -> Future[CompactionResult]:
+        """Run ``job`` (the compaction of ``snapshot``, the view at ``version``) on the worker thread."""
+        if self._executor is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._executor = ThreadPoolExecutor(WORKERS, thread_name_prefix="contextfold-idle")
+        future = self._executor.submit(job)
+        self._pending = (version, snapshot, future)
+        return future
+
+    def take(self, current: Sequence[Message], version: int) -> IdleOutcome | None:
+        """The outcome of a finished job against the view now (``current`` at ``version``); None while none is."""
+        from ..errors import ContextfoldError
+
+        pending = self._pending
+        if pending is None or not pending[2].done():
+            return None
+        self._pending = None
+        started_at, snapshot, future = pending
+        length = len(snapshot)
+        intact = started_at == version and len(current) >= length and all(
+            a is b for a, b in zip(current[:length], snapshot, strict=True))
+        try:
+            result = future.result()
+        except ContextfoldError as exc:
+            return IdleOutcome(error=exc)
+        if not intact:
+            return IdleOutcome(discarded=True)
+        return IdleOutcome(result=result, snapshot=tuple(snapshot), tail=tuple(current[length:]))
+
+    def shutdown(self) -> None:
+        """Wait for a running job and stop the worker thread (a finished job's outcome can still be taken)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
