@@ -49,8 +49,11 @@ _WARM_AT_SHARE_OF_SOFT = 0.5
 # A manager never holds more than this many messages waiting (a huge add() before the threshold is reached is
 # warmed only in part; the compaction reads the rest itself).
 _MAX_UNWARMED = 20_000
-# The answered output may be shown up to this many times its write-time cap while it is being answered.
+# The answered output may be shown up to this many times its write-time cap while it is being answered, and at
+# least this many tokens (a file view of ~500 lines), room permitting: in small windows the write-time cap is a few
+# hundred lines, while the output being answered is the one the model reads closest.
 ANSWERED_WIDEN_FACTOR = 2
+ANSWERED_WIDEN_MIN_TOKENS = 8_000
 # 48 random bits per manager: collisions between the managers of one session are out of reach.
 _ID_NONCE_HEX = 12
 
@@ -332,7 +335,8 @@ class ContextManager:
             return
         limit = self.policy.answered_output_tokens
         if limit is None:
-            limit = ANSWERED_WIDEN_FACTOR * self.cache.config.message_tokens(self.budgets.window)
+            limit = max(ANSWERED_WIDEN_FACTOR * self.cache.config.message_tokens(self.budgets.window),
+                        ANSWERED_WIDEN_MIN_TOKENS)
         if limit <= 0:
             return
         view = self._view.normalized()
