@@ -41,3 +41,11 @@ def test_the_fast_extraction_equals_the_rules_run_plainly_on_every_recorded_mess
                     assert _extract(text) == _extract_plain(text), text[:200]
                     checked += 1
     assert checked > 10_000
+
+
+def test_a_file_listing_with_many_paths_is_read_as_the_rules_read_it() -> None:
+    # Past _FIND_MAX_WORDS words holding paths, their occurrences are blanked by one split of the text instead.
+    listing = "\n".join(f"./src/pkg{i % 7}/module_{i % 300}.py  size {i} KB, see src/pkg{i % 7}/module_{i % 300}.py"
+                        for i in range(1_000))
+    assert _extract(listing) == _extract_plain(listing)
+    assert len(_extract(listing)["path"]) > 300

@@ -153,6 +153,10 @@ _NUMBER_FAST = re.compile(
     rf"|(?<=\d)(?<!\w.)[\d,]*(?:\.\d+)?\s?(?:{_UNITS})(?![\w]))"
 )
 _BARE_FILE = re.compile(_BARE_FILES)  # (without the boundaries: finds every word that can hold one)
+_WHITESPACE_RUN = re.compile(r"(\s+)")
+# Up to this many words that held paths are blanked with str.find (each search may scan the rest of the text);
+# past it, one split of the text at whitespace (~50 ns a character) is cheaper.
+_FIND_MAX_WORDS = 64
 # Word filters that are not literals: holds an upper-case letter (or no lower-case one: str.islower() is False);
 # holds something besides letters (an id needs a digit).
 _UPPER: tuple[str, ...] = ("<upper>",)
@@ -304,6 +308,13 @@ def _read_paths(work: str, found: dict[str, list[str]], seen: set[str]) -> str:
             values.append(value)
     if not claimed:
         return work
+    if len(claimed) > _FIND_MAX_WORDS:
+        # Many words held paths (a file listing): each str.find below would scan to the end of the text, so the
+        # text is split at whitespace once instead, and every occurrence of those words replaced.
+        blanked_words = {chosen[i]: _blank(chosen[i], spans) for i, spans in claimed.items()}
+        parts = _WHITESPACE_RUN.split(work)  # words at even indexes, the whitespace between them at odd ones
+        parts[0::2] = [blanked_words.get(w, w) for w in parts[0::2]]
+        return "".join(parts)
     # Blank every occurrence of a word that held a path: found with str.find, kept when it is a whole word.
     edits: list[tuple[int, int, str]] = []
     for index, spans in claimed.items():
