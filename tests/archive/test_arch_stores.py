@@ -404,3 +404,21 @@ def test_s3_appends_write_new_chunks_and_never_rewrite_what_is_there(moto: MotoS
     fresh.append("s", "events.jsonl", b"from another process\n")  # it finds the next free number itself
     assert fresh.read("s", "events.jsonl") == b"old whole object\n" + b"".join(lines) + b"from another process\n"
     assert store.names("s") == ["events.jsonl"]
+
+
+def test_every_archive_write_leaves_an_audit_line(caplog: pytest.LogCaptureFixture) -> None:
+    # 004 §Risk 3: writing a transcript, a summary or events to the archive is an export, audited like the others.
+    from contextfold.archive import Archive, MemoryArchiveStore
+    from contextfold.messages import Message
+
+    caplog.set_level("INFO", logger="contextfold.audit")
+    archive = Archive(MemoryArchiveStore())
+    n = archive.archive_transcript("s-audit", [Message.user("hello"), Message.assistant("hi")])
+    archive.archive_summary("s-audit", n, {"summary": "greeted"})
+    archive.append_events("s-audit", [{"name": "compact.warning"}])
+    lines = [r.getMessage() for r in caplog.records if r.name == "contextfold.audit"]
+    assert [line.split(" bytes=")[0] for line in lines] == [
+        "archive store=MemoryArchiveStore session=s-audit object=transcript-pre-compact-001.jsonl records=2",
+        "archive store=MemoryArchiveStore session=s-audit object=summary-001.json records=1",
+        "archive store=MemoryArchiveStore session=s-audit object=events.jsonl records=1",
+    ]

@@ -11,6 +11,7 @@ Everything is redacted before it is written (see :mod:`contextfold.redact`) unle
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -302,6 +303,7 @@ class Archive:
         for _ in range(_MAX_NUMBER_RETRIES):
             try:
                 self.store.write(session_id, transcript_name(n), data, exclusive=True)
+                _audit_write(self.store, session_id, transcript_name(n), len(messages), len(data))
                 return n
             except FileExistsError:
                 n += 1
@@ -313,7 +315,9 @@ class Archive:
         if n < 1:
             raise ValueError(f"n: must be >= 1, got {n}")
         body = json_text(self.redactor.redact_obj(dict(summary)), indent=2, default=str)
-        self.store.write(session_id, summary_name(n), (body + "\n").encode())
+        data = (body + "\n").encode()
+        self.store.write(session_id, summary_name(n), data)
+        _audit_write(self.store, session_id, summary_name(n), 1, len(data))
 
     def append_events(self, session_id: str, events: Iterable[Mapping[str, Any]]) -> None:
         """Append events (JSON objects) to the session's ``events.jsonl``."""
@@ -323,7 +327,9 @@ class Archive:
         """Append events already redacted and serialized with :func:`event_line` (a telemetry processor's batch)."""
         validate_session_id(session_id)
         if lines:
-            self.store.append(session_id, EVENTS_NAME, ("\n".join(lines) + "\n").encode())
+            data = ("\n".join(lines) + "\n").encode()
+            self.store.append(session_id, EVENTS_NAME, data)
+            _audit_write(self.store, session_id, EVENTS_NAME, len(lines), len(data))
 
     def _next_number(self, session_id: str) -> int:
         numbers = self.transcript_numbers(session_id)
@@ -454,3 +460,13 @@ def with_layout(original: Message, view: Message) -> Message:
         return view
     skeleton = parts_skeleton(original)
     return view if skeleton is None else view.with_meta(**{PARTS_META: skeleton})
+
+
+# Writes to an archive are exports too (004 §Risk 3): one line each on the audit logger the telemetry processor uses.
+_audit = logging.getLogger("contextfold.audit")
+
+
+def _audit_write(store: object, session_id: str, name: str, records: int, size: int) -> None:
+    if _audit.isEnabledFor(logging.INFO):
+        _audit.info("archive store=%s session=%s object=%s records=%d bytes=%d outcome=written",
+                    type(store).__name__, session_id, name, records, size)
