@@ -257,7 +257,7 @@ def _accept_url_credentials(m: re.Match[str]) -> bool:
 
 
 # -- private keys -------------------------------------------------------------------------------------------------
-# The lines contextfold's own tool-output view (cache_view.render_view) puts after the head it keeps are not base64,
+# The lines contextfold's own tool-output view (cache._view.render_view) puts after the head it keeps are not base64,
 # so a key block never runs across them (the ref they name would be redacted and remembered as a secret).
 _PEM_BEGIN = r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
 _PEM_END = r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
