@@ -6,8 +6,9 @@ while it is answered it is shown wider, whole when it fits, within the room the 
 agent moves on (a new turn is added) it goes back to its standard view, so the wider view is paid for in one call
 only and never reaches the history that masking and compaction decide on.
 
-Pure over the view and the cache: the manager calls :func:`widen_answered` after its policy ran and
-:func:`narrowed` when a new turn arrives.
+:func:`widen_answered` and :func:`narrowed` are pure over the view and the cache; :class:`AnsweredWidening` is the
+part the manager holds: it widens after the policy ran, remembers each standard view, and narrows when a new turn
+arrives (or before the next decision).
 """
 
 from __future__ import annotations
@@ -21,11 +22,17 @@ from ..messages import Message
 if TYPE_CHECKING:
     from ..cache import ToolOutputCache
     from ..tokens import MessageCounter
+    from ._view import View
 
-__all__ = ["WIDENED_META", "narrowed", "widen_answered"]
+__all__ = ["WIDENED_META", "WIDEN_FACTOR", "WIDEN_MIN_TOKENS", "AnsweredWidening", "narrowed", "widen_answered"]
 
 # meta key of an answered output shown wider than its standard view (its value: True).
 WIDENED_META = "widened"
+# By default the answered output may be shown up to this many times its write-time cap, and at least this many
+# tokens (a file view of ~500 lines), room permitting: in small windows the write-time cap is a few hundred lines,
+# while a huge output stays cut (the model pages through it with the retrieval tools instead of paying for it whole).
+WIDEN_FACTOR = 2
+WIDEN_MIN_TOKENS = 8_000
 # A wider view that adds less than this share to the standard one is not worth a rewrite of the message.
 MIN_GAIN_SHARE = 0.1
 
@@ -80,3 +87,50 @@ def narrowed(message: Message, cache: ToolOutputCache, standard: Message | None 
     ref_id = str(message.meta["ref"])
     view = cache.view_for(cache.get(ref_id), cache.ref(ref_id))
     return message.with_content(view).with_meta(**{WIDENED_META: None})
+
+
+class AnsweredWidening:
+    """The answered outputs shown wider for the coming call, and the standard views they go back to."""
+
+    def __init__(self, cache: ToolOutputCache, counter: MessageCounter) -> None:
+        self.cache = cache
+        self.counter = counter
+        self._standard: dict[str, Message] = {}  # meta id -> the message in its standard (write-time) view
+
+    @property
+    def active(self) -> bool:
+        """Whether some output of the view is shown wider now."""
+        return bool(self._standard)
+
+    def limit(self, configured: int | None, window: int) -> int:
+        """Tokens an answered output may take: ``configured`` (0: never widened), or the default for ``window``."""
+        if configured is not None:
+            return configured
+        return max(WIDEN_FACTOR * self.cache.config.message_tokens(window), WIDEN_MIN_TOKENS)
+
+    def widen(self, view: View, *, room: int, limit: int) -> None:
+        """Show the answered outputs of ``view`` cut at write time wider, within ``room`` tokens, each ≤ ``limit``."""
+        if limit <= 0:
+            return
+        messages = view.normalized()
+        wider = widen_answered(messages, room=room, limit=limit, cache=self.cache, counter=self.counter)
+        raw = view.raw
+        start = view.tail_start()
+        for i, message in wider.items():
+            index = next((k for k in range(start, len(raw)) if raw[k] is messages[i]), None)
+            if index is None:
+                continue
+            self._standard[str(message.meta.get("id"))] = messages[i]
+            view.replace_at(index, message)
+
+    def narrow(self, view: View) -> None:
+        """Put every widened output of ``view`` back in its standard view."""
+        raw = view.raw
+        for index in range(len(raw) - 1, -1, -1):
+            if not self._standard:
+                break
+            m = raw[index]
+            if m.meta.get(WIDENED_META):
+                standard = self._standard.pop(str(m.meta.get("id")), None)
+                view.replace_at(index, narrowed(m, self.cache, standard))
+        self._standard.clear()

@@ -49,11 +49,6 @@ _WARM_AT_SHARE_OF_SOFT = 0.5
 # A manager never holds more than this many messages waiting (a huge add() before the threshold is reached is
 # warmed only in part; the compaction reads the rest itself).
 _MAX_UNWARMED = 20_000
-# The answered output may be shown up to this many times its write-time cap while it is being answered, and at
-# least this many tokens (a file view of ~500 lines), room permitting: in small windows the write-time cap is a few
-# hundred lines, while the output being answered is the one the model reads closest.
-ANSWERED_WIDEN_FACTOR = 2
-ANSWERED_WIDEN_MIN_TOKENS = 8_000
 # 48 random bits per manager: collisions between the managers of one session are out of reach.
 _ID_NONCE_HEX = 12
 
@@ -126,6 +121,7 @@ class ContextManager:
     ) -> None:
         from ..telemetry import CompactWarning
         from ..tokens import TokenUsage
+        from ._answered_view import AnsweredWidening
         from ._build import build_components
         from ._view import View
         from .reconcile import FrameworkHistory
@@ -179,8 +175,8 @@ class ContextManager:
         self._policy_summary = {"trigger_pct": self.policy.trigger_pct, "soft_pct": self.policy.soft_pct,
                                 "hard_cap_buffer": self.policy.hard_cap_buffer, "strategy": str(self.policy.strategy),
                                 "hard": self.budgets.hard, "soft": self.budgets.soft, "auto": self.policy.auto}
-        # Answered outputs shown wider for the coming call: meta id -> the message in its standard view.
-        self._widened: dict[str, Message] = {}
+        # Answered outputs shown wider for the coming call (and the standard views they go back to).
+        self._widening = AnsweredWidening(self.cache, self.counter) if self.cache is not None else None
         self._calls = 0
         for warning in parts.warnings:
             self.tracer.emit(CompactWarning(session_id=self.session_id, message=warning, code="config"))
@@ -230,8 +226,8 @@ class ContextManager:
         with foreground, self._lock:
             incoming = coerce_messages(messages, format=format, start=len(self._view),
                                        protected_flag=self.policy.protected_flag)
-            if self._widened and any(m.role != "tool" for m in incoming):
-                self._narrow_answered()  # a new turn: the outputs it follows are no longer being answered
+            if self._widening is not None and self._widening.active and any(m.role != "tool" for m in incoming):
+                self._widening.narrow(self._view)  # a new turn: the outputs it follows are no longer being answered
             stored: list[Message] = []
             # The sequence moves only once every message is in: a failed add leaves no gap and no half-added batch.
             seq = self._seq
@@ -316,60 +312,17 @@ class ContextManager:
         self._calls += 1
         with self.tracer.span(CALL_SPAN, kind=CALL_KIND, call=self._calls, model=self.model.name) as span:
             self._apply_idle_result()
-            if self._widened:
-                self._narrow_answered()  # decide on the view the history holds, never on a widened one
+            if self._widening is not None and self._widening.active:
+                self._widening.narrow(self._view)  # decide on the view the history holds, never on a widened one
             self._run_policy()
-            self._widen_answered()
+            if self._widening is not None:
+                tokens, _, _ = self._view.totals()
+                self._widening.widen(self._view, room=self.budgets.hard - self._grounded(tokens + self._tool_tokens),
+                                     limit=self._widening.limit(self.policy.answered_output_tokens,
+                                                                self.budgets.window))
             tokens, _, count = self._view.totals()
             span.set(tokens=self._grounded(tokens + self._tool_tokens), messages=count,
                      window=self.budgets.window, compactions=self._compactions, maskings=self._maskings)
-
-    def _widen_answered(self) -> None:
-        """Show the answered outputs cut at write time wider, within the room left under the hard threshold.
-
-        By default an answered output may take twice its write-time cap (``ANSWERED_WIDEN_FACTOR``): enough for the
-        file views and test logs an agent reads closest, while a huge output stays cut (the model pages through it
-        with the retrieval tools instead of paying for all of it once).
-        """
-        if self.cache is None:
-            return
-        limit = self.policy.answered_output_tokens
-        if limit is None:
-            limit = max(ANSWERED_WIDEN_FACTOR * self.cache.config.message_tokens(self.budgets.window),
-                        ANSWERED_WIDEN_MIN_TOKENS)
-        if limit <= 0:
-            return
-        view = self._view.normalized()
-        tokens, _, _ = self._view.totals()
-        room = self.budgets.hard - self._grounded(tokens + self._tool_tokens)
-        from ._answered_view import widen_answered
-
-        wider = widen_answered(view, room=room, limit=limit, cache=self.cache, counter=self.counter)
-        if not wider:
-            return
-        raw = self._view.raw
-        start = self._view.tail_start()
-        for i, message in wider.items():
-            index = next((k for k in range(start, len(raw)) if raw[k] is view[i]), None)
-            if index is None:
-                continue
-            self._widened[str(message.meta.get("id"))] = view[i]
-            self._view.replace_at(index, message)
-
-    def _narrow_answered(self) -> None:
-        """Put every widened output back in its standard view."""
-        from ._answered_view import WIDENED_META, narrowed
-
-        assert self.cache is not None
-        raw = self._view.raw
-        for index in range(len(raw) - 1, -1, -1):
-            if not self._widened:
-                break
-            m = raw[index]
-            if m.meta.get(WIDENED_META):
-                standard = self._widened.pop(str(m.meta.get("id")), None)
-                self._view.replace_at(index, narrowed(m, self.cache, standard))
-        self._widened.clear()
 
     def _redacts_model_input(self) -> bool:
         return self.redactor is not None and bool(getattr(self.redactor, "apply_to_model", False))
