@@ -282,16 +282,19 @@ def test_recounting_after_appending_one_message_encodes_only_that_message(monkey
     assert grown == first + counter.count_message(new)
 
 
+class Spy:
+    """A counter that counts its calls."""
+
+    def __init__(self) -> None:
+        self.inner = TiktokenCounter()
+        self.calls = 0
+
+    def count(self, text: str) -> int:
+        self.calls += 1
+        return self.inner.count(text)
+
+
 def test_spy_counter_sees_only_new_messages() -> None:
-    class Spy:
-        def __init__(self) -> None:
-            self.inner = TiktokenCounter()
-            self.calls = 0
-
-        def count(self, text: str) -> int:
-            self.calls += 1
-            return self.inner.count(text)
-
     spy = Spy()
     assert isinstance(spy, TokenCounter)
     counter = MessageCounter(spy)
@@ -311,6 +314,22 @@ def test_cache_is_bounded_lru() -> None:
     size_before = counter.cache_info()[0]
     counter.count_messages(messages[-10:])
     assert counter.cache_info()[0] == size_before
+
+
+def test_a_manager_grows_the_cache_to_hold_its_view() -> None:
+    # Issue 12: a 100,000-message view in a 32k cache recounted every message on every pass (least recently used
+    # first is exactly what the next pass reads first). The manager asks the counter to hold its whole view.
+    from contextfold.manager import ContextManager
+
+    spy = Spy()
+    cm = ContextManager("gpt-4o", store="memory", archive="memory", counter=MessageCounter(spy, cache_size=100))
+    cm.add([Message.user(f"message {i}") for i in range(400)])
+    assert cm.counter.cache_info() == (400, 500)
+    before = spy.calls
+    cm.counter.count_messages(cm.messages())
+    assert spy.calls == before  # every message of the view still counted from the cache
+    cm.counter.ensure_capacity(10)
+    assert cm.counter.cache_info()[1] == 500  # it never shrinks
 
 
 def test_meta_changes_do_not_invalidate_the_cache() -> None:

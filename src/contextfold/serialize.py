@@ -51,6 +51,8 @@ _MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "nam
 
 def _plain(value: Any) -> Any:
     """Turn read-only mappings and tuples into the dicts and lists that ``json`` writes."""
+    if isinstance(value, str | int | float | bool | None):
+        return value  # (the common leaves, checked before the Mapping ABC, which is slow to test against)
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, tuple | list):
@@ -246,7 +248,29 @@ def json_text(value: Any, **options: Any) -> str:
 
 def dumps_messages(messages: Iterable[Message]) -> str:
     """Messages as JSON Lines: one compact object per line, each line ending in a newline."""
-    return "".join(map(message_line, messages))
+    global _lines_chars
+    items = list(messages)
+    with _lines_lock:
+        known = [_lines.get(id(m)) for m in items]
+    out: list[str] = []
+    fresh: list[tuple[Message, str]] = []
+    for m, entry in zip(items, known, strict=True):
+        if entry is not None and entry[0] is m:
+            out.append(entry[1])
+        else:
+            line = _encode_line(m)
+            out.append(line)
+            fresh.append((m, line))
+    # Only the newest are remembered: they are the ones a later transcript (the view after compaction) holds, and
+    # remembering a 100,000-message transcript would only push each entry out again.
+    with _lines_lock:
+        for m, line in fresh[-_LINE_CACHE_ENTRIES:]:
+            if id(m) not in _lines:
+                _lines[id(m)] = (m, line)
+                _lines_chars += len(line)
+        while len(_lines) > _LINE_CACHE_ENTRIES or _lines_chars > _LINE_CACHE_CHARS:
+            _lines_chars -= len(_lines.popitem(last=False)[1][1])
+    return "".join(out)
 
 
 # Lines by message (issue 15): a compaction archives the whole view, most of which an earlier transcript archived
@@ -259,6 +283,54 @@ _lines_chars = 0
 _lines_lock = threading.Lock()
 
 
+# One encoder for every line: json.dumps with options builds a new encoder per call (a third of the time of a line).
+_LINE_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def _encode_line(m: Message) -> str:
+    """``m`` as one line of JSON Lines, lone surrogates escaped (see :func:`json_text`)."""
+    text = _encode_plain(m)
+    if text is None:
+        text = _LINE_ENCODER.encode(message_to_dict(m))
+    if _SURROGATE_RE.search(text):
+        text = _SURROGATE_RE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+    return text + "\n"
+
+
+def _encode_plain(m: Message) -> str | None:
+    """The JSON of :func:`message_to_dict` written directly, for the common shape (else None).
+
+    The common shape: text content, no ``extra`` anywhere, ``meta`` of strings. Most of a long transcript is that,
+    and building the dict to encode it cost twice as much as the text (tests/test_serialize.py compares the two).
+    """
+    content = m.content
+    if type(content) is not str or m.extra:
+        return None
+    encode = _LINE_ENCODER.encode  # (a str goes straight to the C string encoder)
+    pieces = ['{"role":', encode(m.role), ',"content":', encode(content)]
+    if m.tool_calls:
+        calls: list[str] = []
+        for call in m.tool_calls:
+            if call.extra:
+                return None
+            calls.append(f'{{"id":{encode(call.id)},"type":"function","function":{{"name":{encode(call.name)},'
+                         f'"arguments":{encode(call.arguments)}}}}}')
+        pieces += [',"tool_calls":[', ",".join(calls), "]"]
+    if m.tool_call_id is not None:
+        pieces += [',"tool_call_id":', encode(m.tool_call_id)]
+    if m.name is not None:
+        pieces += [',"name":', encode(m.name)]
+    if m.meta:
+        items: list[str] = []
+        for key, value in m.meta.items():
+            if type(key) is not str or type(value) is not str:
+                return None
+            items.append(f"{encode(key)}:{encode(value)}")
+        pieces += [',"meta":{', ",".join(items), "}"]
+    pieces.append("}")
+    return "".join(pieces)
+
+
 def message_line(m: Message) -> str:
     """``m`` as one line of JSON Lines (newline included), remembered for the next time it is archived."""
     global _lines_chars
@@ -266,7 +338,7 @@ def message_line(m: Message) -> str:
         known = _lines.get(id(m))
     if known is not None and known[0] is m:
         return known[1]
-    line = json_text(message_to_dict(m), separators=(",", ":")) + "\n"
+    line = _encode_line(m)
     with _lines_lock:
         if id(m) not in _lines:
             _lines[id(m)] = (m, line)

@@ -166,3 +166,28 @@ def test_lines_remembered_by_message_are_the_lines_computed_afresh() -> None:
     equal_but_new = Message.user("hi \ud800 there")
     assert message_line(equal_but_new) == message_line(messages[0])
     assert _json.loads(fresh.split("\n")[2])["meta"] == {"id": "x", "ref": "tout_1"}
+
+
+# The common shape the line writer encodes directly (text content, meta of strings, no extra), with the characters
+# JSON must escape and lone surrogates.
+_awkward_text = st.text(alphabet=st.characters(codec=None), max_size=30) | st.sampled_from(
+    ['quote " and \\ back', "tab\tnew\nline\x00nul", "lone \ud800 surrogate", "ünïcödé ✓"])
+_plain_messages = st.builds(
+    Message,
+    role=st.sampled_from(["user", "assistant", "tool"]),
+    content=_awkward_text,
+    tool_calls=st.lists(st.builds(ToolCall, _awkward_text, _awkward_text, _awkward_text), max_size=2).map(tuple),
+    tool_call_id=st.none() | _awkward_text,
+    name=st.none() | _awkward_text,
+    meta=st.dictionaries(_awkward_text, _awkward_text, max_size=3),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_plain_messages | messages, max_size=5))
+def test_lines_written_directly_are_the_lines_of_the_json_form(batch: list[Message]) -> None:
+    from contextfold.serialize import json_text
+
+    expected = "".join(json_text(message_to_dict(m), separators=(",", ":")) + "\n" for m in batch)
+    assert dumps_messages(batch) == expected
+    assert loads_messages(expected) == batch

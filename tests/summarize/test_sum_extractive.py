@@ -218,3 +218,29 @@ def test_always_within_budget_and_deterministic(history: tuple[Message, ...], bu
     assert within(result, budget, counter)
     assert result == summarizer.summarize(request)
     assert result.summarizer == "extractive" and not result.fell_back
+
+
+def test_a_very_long_slice_is_read_at_its_ends_and_says_so() -> None:
+    # Issue 12: a 100,000-message emergency compaction spent 4.5 s reading every message for a summary of a few
+    # thousand tokens. Past MAX_READ_MESSAGES the start (the task) and the newest messages are read; the summary
+    # says how many in the middle were not (they are in the archive).
+    from contextfold.summarize.digest import MAX_READ_MESSAGES, READ_HEAD_MESSAGES
+
+    total = MAX_READ_MESSAGES + 2_000
+    messages = [Message.user("Fix the crash in src/first_task.py")]
+    messages += [Message.assistant(f"looking at src/middle_{i}.py") for i in range(1, total - 1)]
+    messages.append(Message.assistant("the bug is in src/latest_module.py"))
+    summary = ExtractiveSummarizer().summarize(SummaryRequest(tuple(messages), max_tokens=600)).summary
+    assert summary.startswith(f"Extractive summary of {total} earlier messages. The 2,000 in the middle were not read")
+    assert "src/first_task.py" in summary and "src/latest_module.py" in summary
+    middle = READ_HEAD_MESSAGES + 1_000
+    assert f"src/middle_{middle}.py" not in summary
+
+
+def test_a_slice_at_the_read_limit_is_read_whole() -> None:
+    from contextfold.summarize.digest import MAX_READ_MESSAGES, digest_messages
+
+    messages = [Message.assistant(f"see src/m_{i}.py") for i in range(MAX_READ_MESSAGES)]
+    digest = digest_messages(messages)
+    assert digest.unread == 0
+    assert "src/m_1500.py" in digest.entities

@@ -120,14 +120,15 @@ def partition(messages: Sequence[Message], policy: Policy, tokens: list[int]) ->
     never = set(policy.roles_never_prune)
     tools = set(policy.protected_tools)
     for unit in build_units(messages):
-        members = [messages[i] for i in unit.indices]
-        if len(members) > 1 or members[0].tool_calls:
-            if any(_protected_member(m, tools) or m.role in never for m in members):
+        i = unit.indices[0]
+        m = messages[i]
+        if len(unit.indices) > 1 or m.tool_calls:
+            members = [messages[j] for j in unit.indices]
+            if any(_protected_member(member, tools) or member.role in never for member in members):
                 part.protected.append(unit)
             else:
                 part.units.append(unit)
             continue
-        i, m = unit.first, members[0]
         # Our own messages are recognised before role rules: with roles_never_prune=("user",) an earlier summary
         # (a user message) must still be folded, or summaries would pile up.
         if m.protected:
@@ -140,7 +141,7 @@ def partition(messages: Sequence[Message], policy: Policy, tokens: list[int]) ->
             part.pinned.append(i)
         else:
             io = unit.io or (m.role == "user" and categories[i] is Category.FACT and m.kind not in _SYNTHETIC_KINDS)
-            part.units.append(Unit(unit.indices, io=io))
+            part.units.append(unit if io == unit.io else Unit(unit.indices, io=io))
     return part
 
 

@@ -116,9 +116,9 @@ def _classify_assistant(message: Message, text: str) -> Category:
     # travels with its results, so it is reduced with them, before the agent's plain reasoning.
     if message.tool_calls or _TEXT_CALL.search(text):
         return Category.MIXED
-    thinks = any(isinstance(p, ThinkingPart) for p in message.parts)
     if not _is_data(text):
         return Category.REASONING
+    thinks = any(isinstance(p, ThinkingPart) for p in message.parts)
     if thinks or _PLAN.search(_prose(text)):
         return Category.MIXED
     return Category.FACT
@@ -138,8 +138,8 @@ def _prose(text: str) -> str:
 
 
 def _is_data(text: str) -> bool:
-    if not text.strip():
-        return False
+    if len(text) <= _DATA_HEAVY_CHARS // 4 or not text.strip():
+        return False  # (short text is never data: the last test below, checked first to skip reading the lines)
     lines = [line for line in text.splitlines() if line.strip()]
     data_lines = sum(1 for line in lines if _DATA.search(line))
     if "```" in text and len(text) > _DATA_HEAVY_CHARS:

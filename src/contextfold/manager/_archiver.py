@@ -100,15 +100,25 @@ class Archiver:
         learned = getattr(self.redactor, "_learned", None)
         if learned is None or learned is not self._memo_learned:
             memo.clear()
-        out: list[Message] = []
+        out: list[Message | None] = []
+        fresh: list[Message] = []
         for m in view:
             known = memo.get(id(m))
             if known is not None and known[0] is m:
                 out.append(known[1])
-                continue
-            redacted = self.redactor.redact_message(m)
-            out.append(redacted)
-            memo[id(m)] = (m, redacted)
+            else:
+                out.append(None)
+                fresh.append(m)
+        if fresh:
+            # In one batch (Redactor.redact_messages prefilters the lot), in order, as one by one would.
+            bulk = getattr(self.redactor, "redact_messages", None)
+            redacted = bulk(fresh) if bulk is not None else [self.redactor.redact_message(m) for m in fresh]
+            pending = iter(zip(fresh, redacted, strict=True))
+            for i, known_or_none in enumerate(out):
+                if known_or_none is None:
+                    original, done = next(pending)
+                    out[i] = done
+                    memo[id(original)] = (original, done)
         if len(memo) > REDACT_MEMO_SIZE:  # keep the memo to about one view: drop what left the view
             kept = {id(m) for m in view}
             for key in [k for k in memo if k not in kept]:
@@ -119,4 +129,4 @@ class Archiver:
         if after is not learned:
             memo.clear()
         self._memo_learned = after
-        return out
+        return [m for m in out if m is not None]

@@ -253,6 +253,7 @@ class ContextManager:
                 self._view.dropped.extend(orphans)
                 self._archive_dropped()
             self._view.append(stored)
+            self.counter.ensure_capacity(len(self._view))
             # Counted now, as DESIGN's flow of a turn has it, not by the next prepare(): the exact tokenizer releases
             # the GIL, and a background thread taking it then would hold the model call up (issue 15, p99).
             for m in stored:

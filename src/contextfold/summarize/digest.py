@@ -7,6 +7,7 @@ output, and the latest plan. It knows nothing about budgets; :mod:`.extractive` 
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterable
@@ -34,6 +35,11 @@ MAX_SENTENCE_CHARS = 300
 MAX_ARG_CHARS = 160
 # Outcome lines are read from the end of each tool output, where results and errors appear.
 OUTCOME_TAIL_LINES = 40
+# A slice longer than this is read at its two ends only (issue 12: a 100,000-message emergency compaction spent 4.5 s
+# here). A summary of a few thousand tokens cannot carry more than its newest few thousand messages and the task
+# at the start; the middle stays whole in the archive, and the summary says how many messages it did not read.
+MAX_READ_MESSAGES = 3_000
+READ_HEAD_MESSAGES = 200
 MAX_OUTCOME_LINE_CHARS = 240
 
 _CONSTRAINT = re.compile(
@@ -91,6 +97,7 @@ class Digest:
     plan: list[str] = field(default_factory=list)
     retained: list[str] = field(default_factory=list)
     earlier: list[str] = field(default_factory=list)
+    unread: int = 0  # messages in the middle of a long slice that were not read (see MAX_READ_MESSAGES)
 
     def add_entities(self, text: str, source: str, index: int) -> None:
         """Count the entities of ``text`` once for message ``index``, weighted by where they were seen."""
@@ -258,7 +265,13 @@ def digest_messages(messages: Iterable[Message], previous_summary: str | None = 
         _read_previous_summary(digest, previous_summary)
     items = list(messages)
     digest.count = len(items)
-    for index, message in enumerate(items):
+    indexes: Iterable[int] = range(len(items))
+    if len(items) > MAX_READ_MESSAGES:
+        tail_start = len(items) - (MAX_READ_MESSAGES - READ_HEAD_MESSAGES)
+        digest.unread = tail_start - READ_HEAD_MESSAGES
+        indexes = itertools.chain(range(READ_HEAD_MESSAGES), range(tail_start, len(items)))
+    for index in indexes:  # (positions stay those of the whole slice: recency is measured against all of it)
+        message = items[index]
         text = message.text
         if message.kind == "summary":
             _read_previous_summary(digest, text)

@@ -273,6 +273,9 @@ def _drop_covered(entities: list[_Candidate]) -> None:
 
 def _render(chosen: dict[str, list[_Candidate]], digest: Digest) -> str:
     lines = [f"Extractive summary of {digest.count} earlier messages."]
+    if digest.unread:
+        lines[0] += (f" The {digest.unread:,} in the middle were not read for it (too many); they are in the archive,"
+                     " whole.")
     for name in RENDER_ORDER:
         items = chosen.get(name) or []
         if not items:

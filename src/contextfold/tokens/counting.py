@@ -461,6 +461,17 @@ class MessageCounter:
             total += PER_TOOL_TOKENS + self._text(text)
         return total
 
+    def ensure_capacity(self, messages: int) -> None:
+        """Grow the cache to hold at least ``messages`` counts, with a quarter to spare (it never shrinks).
+
+        A manager whose view outgrows the cache would count its whole view anew on every pass over it: the least
+        recently used entries are exactly the ones the next pass needs first.
+        """
+        wanted = messages + messages // 4
+        if wanted > self.cache_size:
+            with self._lock:
+                self.cache_size = max(self.cache_size, wanted)
+
     def cache_info(self) -> tuple[int, int]:
         """``(entries, capacity)`` of the per-message cache."""
         return len(self._cache), self.cache_size

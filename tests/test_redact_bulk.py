@@ -1,0 +1,107 @@
+"""Redactor.redact_messages prefilters a batch (issue 12: the first transcript of a 100,000-message history).
+
+The prefilter may only skip work: on any batch, bulk redaction must return exactly what redacting the messages one
+by one returns, and learn exactly the same secrets. The batches mix the secret and code corpora with JSON arguments,
+meta and parts of every shape, secrets in mapping keys, escaped JSON, non-ASCII keys, and secrets learned in the
+middle of a batch that repeat, bare, further on.
+"""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from redact_corpus import CODE, SECRETS
+
+from contextfold.messages import Message, TextPart, ThinkingPart, ToolCall, UnknownPart
+from contextfold.redact import Redactor
+from contextfold.redact.rules import BUILTIN_PATTERNS, SECRET_KEY
+
+_TEXTS = [item.text for item in (*SECRETS, *CODE)]
+_GITHUB = "ghp_" + "Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6J7k8"
+_texts = st.sampled_from(_TEXTS) | st.text(max_size=40) | st.sampled_from(
+    [f"token {_GITHUB}", _GITHUB[4:], f"the run {_GITHUB[4:]} again", "ſecret", "password", "plain words"])
+_keys = st.sampled_from(["id", "note", "password", "db_pass", "GITHUB_TOKEN", "ſecret", "Kpi_key", "api_key"])
+_maps = st.dictionaries(_keys, _texts | st.integers(), max_size=3)
+
+
+def _arguments(value: dict[str, object], escaped: bool) -> str:
+    return json.dumps(value, ensure_ascii=escaped)
+
+
+_calls = st.builds(lambda name, args, escaped: ToolCall("c1", name, _arguments(args, escaped)),
+                   st.sampled_from(["bash", "search"]), _maps, st.booleans())
+_content = _texts | st.lists(
+    st.one_of(st.builds(TextPart, _texts, extra=_maps), st.builds(ThinkingPart, text=_texts),
+              st.builds(UnknownPart, data=_maps)), max_size=3).map(tuple)
+_messages = st.builds(
+    lambda role, content, calls, meta, extra: Message(role, content, tuple(calls) if role == "assistant" else (),
+                                                      meta=meta, extra=extra),
+    st.sampled_from(["user", "assistant", "system"]), _content, st.lists(_calls, max_size=2), _maps, _maps)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_messages, max_size=12))
+def test_bulk_redaction_is_one_by_one_redaction(batch: list[Message]) -> None:
+    one, bulk = Redactor(), Redactor()
+    expected = [one.redact_message(m) for m in batch]
+    assert bulk.redact_messages(batch) == expected
+    assert bulk._learned == one._learned
+
+
+def test_a_secret_learned_mid_batch_is_replaced_in_later_messages_the_prefilter_cleared() -> None:
+    # The last message holds no trigger: only the secret learned two messages before makes it a suspect.
+    batch = [Message.user("nothing here"), Message.user(f"export GITHUB_TOKEN={_GITHUB}"),
+             Message.user(f"the run {_GITHUB[4:]} again")]
+    redacted = Redactor().redact_messages(batch)
+    assert redacted[0] is batch[0]
+    assert _GITHUB[4:] not in redacted[2].text
+    one_by_one = Redactor()
+    assert redacted == [one_by_one.redact_message(m) for m in batch]
+
+
+def test_a_remembered_secret_makes_a_message_without_triggers_a_suspect() -> None:
+    redactor = Redactor()
+    redactor.redact_text(f"export GITHUB_TOKEN={_GITHUB}")
+    clean, repeat = Message.user("nothing to see"), Message.user(f"bare {_GITHUB[4:]}")
+    out = redactor.redact_messages([clean, repeat])
+    assert out[0] is clean
+    assert out[1].text == "bare [REDACTED:github_token]"
+
+
+def test_a_user_pattern_without_triggers_turns_the_prefilter_off() -> None:
+    redactor = Redactor(patterns={"ticket": r"TCK-\d{6}"})
+    assert redactor.redact_messages([Message.user("see TCK-123456")])[0].text == "see [REDACTED:ticket]"
+    assert redactor._suspects([Message.user("x")]) is None
+
+
+def test_the_encoded_secret_pattern_is_the_only_builtin_without_triggers() -> None:
+    # The prefilter searches base64 runs for it by its position (the last built-in).
+    assert [p.name for p in BUILTIN_PATTERNS if not p.triggers] == ["encoded_secret"]
+    assert BUILTIN_PATTERNS[-1].name == "encoded_secret"
+
+
+def test_every_secret_key_the_key_rule_knows_holds_a_trigger() -> None:
+    # The key rule ({"password": "..."}) is applied to mapping keys without triggers; the prefilter clears a
+    # message only when no trigger is in it, so every key the rule accepts must hold one once lower-cased.
+    triggers = {t for p in BUILTIN_PATTERNS for t in p.triggers}
+    keys = ["password", "passwd", "passphrase", "api_key", "apikey", "api-key", "secret_key", "secret_access_key",
+            "client_secret", "access_token", "auth_token", "refresh_token", "id_token", "private_key", "access_key",
+            "account_key", "shared_access_key", "signing_key", "encryption_key", "master_key", "pass", "pwd",
+            "secret", "token", "db_pass", "GITHUB_TOKEN", "jwtSecret", "OPENAI_API_KEY"]
+    for key in keys:
+        assert SECRET_KEY.fullmatch(key), key
+        assert any(t in key.lower() for t in triggers), key
+
+
+def test_keys_the_prefilter_cannot_read_go_the_slow_way() -> None:
+    # "paſſword" matches the key rule case-insensitively (ſ folds to s) but holds no trigger once lower-cased; a
+    # key written with JSON escapes is not in the arguments' text at all. Both must still be redacted.
+    hidden_key = Message.user("x", meta={"paſſword": "hunter2value"})
+    escaped = json.dumps({"password": "swordfish9value"}).replace("password", "\\u0070assword")
+    escaped_key = Message("assistant", "", (ToolCall("c1", "bash", escaped),))
+    for message in (hidden_key, escaped_key):  # (apart: a secret learned from one would make the other a suspect)
+        out = Redactor().redact_messages([message])
+        assert out == [Redactor().redact_message(message)]
+        assert "hunter2value" not in str(out[0]) and "swordfish9value" not in str(out[0])
