@@ -223,7 +223,8 @@ def compact(
     if plan is None:
         plan = plan_compaction(messages, policy=policy, counter=counter, budget=budget, kind=kind)
     view, lay, part = list(plan.messages), plan.layout, plan.partition
-    tokens_before = counter.count_messages(view)
+    # (The plan counted every message of the view with this counter: summing its counts is count_messages.)
+    tokens_before = sum(part.tokens) + (counter.overhead.reply_priming if view else 0)
     warnings = list(plan.warnings)
     if not lay.summarized and not part.summaries and not part.retained and tokens_before <= budget:
         warnings.append("nothing to compact: every message is pinned, protected or recent")
@@ -240,7 +241,7 @@ def compact(
         instructions=instructions,
         summary_directives=policy.summary_directives,
         retain_directives=policy.retain_directives,
-        max_tokens=_summary_tokens(plan.reserve - _framing(counter, policy.summary_header), summarized, part, counter),
+        max_tokens=_summary_tokens(plan.reserve - _framing(counter, policy.summary_header), lay.summarized, part),
         custom_prompt=policy.custom_prompt,
         retain_prompt=policy.retain_prompt,
     )
@@ -283,13 +284,13 @@ def compact(
     )
 
 
-def _summary_tokens(reserve: int, summarized: Sequence[Message], part: Partition, counter: MessageCounter) -> int:
-    """The summary's token budget: the reserve, but at most half of what it replaces.
+def _summary_tokens(reserve: int, summarized: Sequence[int], part: Partition) -> int:
+    """The summary's token budget: the reserve, but at most half of what it replaces (``summarized``: indexes).
 
     Once old tool outputs are masked, the oldest part of a history is cheap; a summary as long as the reserve
     would then make the view longer than before compacting.
     """
-    replaced = sum(counter.count_message(m) for m in summarized)
+    replaced = sum(part.tokens[i] for i in summarized)
     replaced += sum(part.tokens[i] for i in part.summaries)
     cap = max(MIN_SUMMARY_TOKENS, int(replaced * SUMMARY_MAX_SHARE_OF_REPLACED))
     return max(1, min(reserve, cap))
