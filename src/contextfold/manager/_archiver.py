@@ -18,8 +18,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Archiver"]
 
-# Redacted messages remembered for the next transcript: more than any view holds, so only what left goes.
-REDACT_MEMO_SIZE = 50_000
+# Redacted messages remembered for the next transcript: more than a view holds after compacting (its message cap
+# is 500 by default), so only what left goes.
+REDACT_MEMO_SIZE = 20_000
 
 
 class Archiver:
@@ -114,11 +115,16 @@ class Archiver:
             bulk = getattr(self.redactor, "redact_messages", None)
             redacted = bulk(fresh) if bulk is not None else [self.redactor.redact_message(m) for m in fresh]
             pending = iter(zip(fresh, redacted, strict=True))
+            # Only the newest are remembered: the next transcript is the view after this compaction, its tail.
+            remember_from = len(fresh) - REDACT_MEMO_SIZE
+            seen = 0
             for i, known_or_none in enumerate(out):
                 if known_or_none is None:
                     original, done = next(pending)
                     out[i] = done
-                    memo[id(original)] = (original, done)
+                    if seen >= remember_from:
+                        memo[id(original)] = (original, done)
+                    seen += 1
         if len(memo) > REDACT_MEMO_SIZE:  # keep the memo to about one view: drop what left the view
             kept = {id(m) for m in view}
             for key in [k for k in memo if k not in kept]:
