@@ -76,10 +76,20 @@ def test_a_user_pattern_without_triggers_turns_the_prefilter_off() -> None:
     assert redactor._suspects([Message.user("x")]) is None
 
 
-def test_the_encoded_secret_pattern_is_the_only_builtin_without_triggers() -> None:
-    # The prefilter searches base64 runs for it by its position (the last built-in).
+def test_every_builtin_pattern_names_what_it_needs() -> None:
+    # The prefilter clears a text only by what the patterns say they need: a trigger, or a `needs` pattern.
+    assert all(p.triggers or p.needs is not None for p in BUILTIN_PATTERNS)
     assert [p.name for p in BUILTIN_PATTERNS if not p.triggers] == ["encoded_secret"]
-    assert BUILTIN_PATTERNS[-1].name == "encoded_secret"
+    assert Redactor()._suspects([Message.user("x")]) == set()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from("aZ09+/=_-. \nKſİ"), max_size=60) | st.sampled_from(_TEXTS))
+def test_what_encoded_secret_needs_is_found_wherever_it_matches(text: str) -> None:
+    encoded = next(p for p in BUILTIN_PATTERNS if p.name == "encoded_secret")
+    assert encoded.needs is not None
+    if encoded.regex.search(text):
+        assert encoded.needs.search(text.lower())
 
 
 def test_every_secret_key_the_key_rule_knows_holds_a_trigger() -> None:

@@ -248,7 +248,6 @@ def json_text(value: Any, **options: Any) -> str:
 
 def dumps_messages(messages: Iterable[Message]) -> str:
     """Messages as JSON Lines: one compact object per line, each line ending in a newline."""
-    global _lines_chars
     items = list(messages)
     with _lines_lock:
         known = [_lines.get(id(m)) for m in items]
@@ -263,13 +262,7 @@ def dumps_messages(messages: Iterable[Message]) -> str:
             fresh.append((m, line))
     # Only the newest are remembered: they are the ones a later transcript (the view after compaction) holds, and
     # remembering a 100,000-message transcript would only push each entry out again.
-    with _lines_lock:
-        for m, line in fresh[-_LINE_CACHE_ENTRIES:]:
-            if id(m) not in _lines:
-                _lines[id(m)] = (m, line)
-                _lines_chars += len(line)
-        while len(_lines) > _LINE_CACHE_ENTRIES or _lines_chars > _LINE_CACHE_CHARS:
-            _lines_chars -= len(_lines.popitem(last=False)[1][1])
+    _remember_lines(fresh[-_LINE_CACHE_ENTRIES:])
     return "".join(out)
 
 
@@ -301,7 +294,8 @@ def _encode_plain(m: Message) -> str | None:
     """The JSON of :func:`message_to_dict` written directly, for the common shape (else None).
 
     The common shape: text content, no ``extra`` anywhere, ``meta`` of strings. Most of a long transcript is that,
-    and building the dict to encode it cost twice as much as the text (tests/test_serialize.py compares the two).
+    and building the dict to encode it cost twice as much as the text (tests/archive/test_arch_serialize.py
+    compares the two).
     """
     content = m.content
     if type(content) is not str or m.extra:
@@ -333,19 +327,25 @@ def _encode_plain(m: Message) -> str | None:
 
 def message_line(m: Message) -> str:
     """``m`` as one line of JSON Lines (newline included), remembered for the next time it is archived."""
-    global _lines_chars
     with _lines_lock:
         known = _lines.get(id(m))
     if known is not None and known[0] is m:
         return known[1]
     line = _encode_line(m)
+    _remember_lines([(m, line)])
+    return line
+
+
+def _remember_lines(lines: Iterable[tuple[Message, str]]) -> None:
+    """Remember each message's line, the least recently remembered dropped past the cache's bounds."""
+    global _lines_chars
     with _lines_lock:
-        if id(m) not in _lines:
-            _lines[id(m)] = (m, line)
-            _lines_chars += len(line)
+        for m, line in lines:
+            if id(m) not in _lines:
+                _lines[id(m)] = (m, line)
+                _lines_chars += len(line)
         while len(_lines) > _LINE_CACHE_ENTRIES or _lines_chars > _LINE_CACHE_CHARS:
             _lines_chars -= len(_lines.popitem(last=False)[1][1])
-    return line
 
 
 def iter_messages_jsonl(text: str, *, source: str = "") -> Iterator[Message]:

@@ -223,8 +223,8 @@ def compact(
     if plan is None:
         plan = plan_compaction(messages, policy=policy, counter=counter, budget=budget, kind=kind)
     view, lay, part = list(plan.messages), plan.layout, plan.partition
-    # (The plan counted every message of the view with this counter: summing its counts is count_messages.)
-    tokens_before = sum(part.tokens) + (counter.overhead.reply_priming if view else 0)
+    # (The plan counted every message of the view with this counter: its counts plus a request's overhead.)
+    tokens_before = sum(part.tokens) + (_request_overhead(counter) if view else 0)
     warnings = list(plan.warnings)
     if not lay.summarized and not part.summaries and not part.retained and tokens_before <= budget:
         warnings.append("nothing to compact: every message is pinned, protected or recent")

@@ -101,30 +101,22 @@ class Archiver:
         learned = getattr(self.redactor, "_learned", None)
         if learned is None or learned is not self._memo_learned:
             memo.clear()
-        out: list[Message | None] = []
+        known: list[Message | None] = []
         fresh: list[Message] = []
         for m in view:
-            known = memo.get(id(m))
-            if known is not None and known[0] is m:
-                out.append(known[1])
+            entry = memo.get(id(m))
+            if entry is not None and entry[0] is m:
+                known.append(entry[1])
             else:
-                out.append(None)
+                known.append(None)
                 fresh.append(m)
-        if fresh:
-            # In one batch (Redactor.redact_messages prefilters the lot), in order, as one by one would.
-            bulk = getattr(self.redactor, "redact_messages", None)
-            redacted = bulk(fresh) if bulk is not None else [self.redactor.redact_message(m) for m in fresh]
-            pending = iter(zip(fresh, redacted, strict=True))
-            # Only the newest are remembered: the next transcript is the view after this compaction, its tail.
-            remember_from = len(fresh) - REDACT_MEMO_SIZE
-            seen = 0
-            for i, known_or_none in enumerate(out):
-                if known_or_none is None:
-                    original, done = next(pending)
-                    out[i] = done
-                    if seen >= remember_from:
-                        memo[id(original)] = (original, done)
-                    seen += 1
+        # The rest in one batch (redact_messages prefilters the lot), in order, as one by one would.
+        redacted: list[Message] = self.redactor.redact_messages(fresh) if fresh else []
+        done = iter(redacted)
+        out = [next(done) if m is None else m for m in known]
+        # Only the newest are remembered: the next transcript is the view after this compaction, its tail.
+        for original, result in zip(fresh[-REDACT_MEMO_SIZE:], redacted[-REDACT_MEMO_SIZE:], strict=True):
+            memo[id(original)] = (original, result)
         if len(memo) > REDACT_MEMO_SIZE:  # keep the memo to about one view: drop what left the view
             kept = {id(m) for m in view}
             for key in [k for k in memo if k not in kept]:
@@ -135,4 +127,4 @@ class Archiver:
         if after is not learned:
             memo.clear()
         self._memo_learned = after
-        return [m for m in out if m is not None]
+        return out

@@ -129,40 +129,20 @@ def _scan_cache(patterns: tuple[SecretPattern, ...]) -> _ScanCache:
         return _ScanCache()
 
 
-# The batch prefilter of redact_messages (issue 12: a 100,000-message transcript spent 4.5 s redacting text by text).
-# Every built-in pattern but one needs a trigger substring in the lower-cased text; that one (encoded_secret) needs a
-# run of base64 characters at least this long, searched for as below over the lower-cased text (a superset).
-_PREFILTER_RUN = re.compile(r"[a-z0-9+/]{24,}")
-# Past this many remembered secrets the prefilter is not used (each one is searched for on its own).
+# The batch prefilter of redact_messages (issue 12: a 100,000-message transcript spent 4.5 s redacting text by text):
+# past this many remembered secrets it is not used (each one is searched for on its own) ...
 _PREFILTER_MAX_LEARNED = 64
-# Separates texts in the joined string the prefilter searches: no trigger holds it, and no run crosses it.
+# ... and in the string it searches, texts are joined by this: no trigger holds it, and no run crosses it.
 _PREFILTER_SEPARATOR = "\x00"
 
 
 def _surface(m: Message) -> list[str] | None:
     """Every string :meth:`Redactor.redact_message` reads in ``m`` (mapping keys too), or None when unsure.
 
-    None for what the prefilter cannot vouch for: JSON arguments with escapes (a decoded value or key is then not
-    a substring of the text), and non-ASCII mapping keys (``ſecret`` matches the secret-key rule case-insensitively
-    but holds no trigger once lower-cased).
+    None for what the prefilter cannot vouch for: JSON arguments with escapes or non-ASCII text (a decoded value or
+    key is then not a substring of the text), and non-ASCII mapping keys (``ſecret`` matches the secret-key rule
+    case-insensitively but holds no trigger once lower-cased).
     """
-    if type(m.content) is str and not m.extra:  # the common shape, read without the general walk
-        out = [m.content]
-        for call in m.tool_calls:
-            if call.extra or "\\" in call.arguments or not call.arguments.isascii():
-                return _surface_of_parts(m)
-            out.append(call.arguments)
-        for key, value in m.meta.items():
-            if type(key) is not str or type(value) is not str or not key.isascii():
-                return _surface_of_parts(m)
-            out.append(key)
-            out.append(value)
-        return out
-    return _surface_of_parts(m)
-
-
-def _surface_of_parts(m: Message) -> list[str] | None:
-    """:func:`_surface` of any message."""
     out: list[str] = []
     if isinstance(m.content, str):
         out.append(m.content)
@@ -185,17 +165,16 @@ def _surface_of_parts(m: Message) -> list[str] | None:
         out.append(call.arguments)
         if call.extra and not _walk(call.extra, out):
             return None
-    if m.meta and not _walk(m.meta, out):
-        return None
-    if m.extra and not _walk(m.extra, out):
-        return None
+    for mapping in (m.meta, m.extra):
+        if mapping and not _walk(mapping, out):
+            return None
     return out
 
 
 def _walk(obj: Any, out: list[str]) -> bool:
     """Append the strings of a JSON-like ``obj`` (keys and values) to ``out``; False on a non-ASCII key."""
     stack = [obj]
-    while stack:
+    while stack:  # (a mapping of strings, as meta mostly is, goes through the first branch of each item)
         item = stack.pop()
         if isinstance(item, str):
             out.append(item)
@@ -302,6 +281,13 @@ class Redactor:
             # Which patterns a text needs: each trigger is looked for once (many patterns share "secret", "key"…).
             self._triggers = tuple(dict.fromkeys(t for p in patterns for t in p.triggers))
             self._pattern_triggers = tuple(frozenset(p.triggers) for p in patterns)
+            # For bulk redaction: the triggers less those holding a shorter one (a text with `passw` has `pass`),
+            # and what the patterns without triggers need; None when some pattern may match any text.
+            needles = tuple(t for t in self._triggers if not any(o != t and o in t for o in self._triggers))
+            needs = tuple(p.needs for p in patterns if not p.triggers and p.needs is not None)
+            untested = any(not p.triggers and p.needs is None for p in patterns)
+            separated = any(_PREFILTER_SEPARATOR in t for t in self._triggers)
+            self._prefilter = None if untested or separated else (needles, needs)
             self._scan_memory = _scan_cache(patterns)
             self._patterns = patterns
         return self._patterns
@@ -512,18 +498,11 @@ class Redactor:
 
     def _suspects(self, items: list[Message]) -> set[int] | None:
         """Indexes of the messages the prefilter cannot clear, or None when it does not apply."""
-        patterns = self.patterns
+        self.patterns  # noqa: B018 (resolves the patterns and the prefilter)
         learned = self._learned
-        if self.callback is not None or len(learned) > _PREFILTER_MAX_LEARNED:
+        if self._prefilter is None or self.callback is not None or len(learned) > _PREFILTER_MAX_LEARNED:
             return None
-        from .rules import BUILTIN_PATTERNS
-
-        # Every pattern must need a trigger but the last built-in (encoded_secret), whose runs are searched for.
-        if any(not triggers and p is not BUILTIN_PATTERNS[-1]
-               for p, triggers in zip(patterns, self._pattern_triggers, strict=True)):
-            return None  # a pattern (a user's) that any text may match
-        if any(_PREFILTER_SEPARATOR in t for t in self._triggers):
-            return None
+        needles, needs = self._prefilter
         suspects: set[int] = set()
         texts: list[str] = []
         for i, m in enumerate(items):
@@ -537,18 +516,14 @@ class Redactor:
         lowered = [t.lower() for t in texts]  # (one by one: lower-casing may change a text's length)
         starts = list(itertools.accumulate((len(t) + 1 for t in lowered[:-1]), initial=0))
         joined = _PREFILTER_SEPARATOR.join(lowered)
-        self._search(joined, starts, self._needles(), suspects)
-        for run in _PREFILTER_RUN.finditer(joined):
-            suspects.add(bisect.bisect_right(starts, run.start()) - 1)
+        self._search(joined, starts, needles, suspects)
+        for need in needs:
+            for found in need.finditer(joined):
+                suspects.add(bisect.bisect_right(starts, found.start()) - 1)
         if learned:
             starts = list(itertools.accumulate((len(t) + 1 for t in texts[:-1]), initial=0))
             self._search(_PREFILTER_SEPARATOR.join(texts), starts, tuple(learned), suspects)
         return suspects
-
-    def _needles(self) -> tuple[str, ...]:
-        """The triggers, less those that hold a shorter one (a text with ``passw`` has ``pass``: one search)."""
-        triggers = self._triggers
-        return tuple(t for t in triggers if not any(o != t and o in t for o in triggers))
 
     @staticmethod
     def _search(joined: str, starts: list[int], needles: Iterable[str], suspects: set[int]) -> None:

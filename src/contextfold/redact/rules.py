@@ -40,6 +40,10 @@ class SecretPattern:
     # A case-sensitive pattern run over the lower-cased text whose match starts are where ``regex`` may match:
     # a case-insensitive regex with a look-behind cannot use the engine's literal search and is ten times slower.
     locate: re.Pattern[str] | None = None
+    # For a pattern without triggers: a pattern over the lower-cased text that finds something wherever ``regex``
+    # can match (a superset). Bulk redaction skips a text in which neither a trigger nor this is found; a pattern
+    # with neither turns that prefilter off.
+    needs: re.Pattern[str] | None = None
 
     @classmethod
     def compile(cls, name: str, pattern: str, flags: int = 0) -> SecretPattern:
@@ -73,9 +77,11 @@ class SecretPattern:
 
 
 def _p(
-    name: str, pattern: str, *triggers: str, accept: Callable[[re.Match[str]], bool | str] | None = None
+    name: str, pattern: str, *triggers: str, accept: Callable[[re.Match[str]], bool | str] | None = None,
+    needs: str | None = None,
 ) -> SecretPattern:
-    return SecretPattern(name, re.compile(pattern), tuple(triggers), accept)
+    return SecretPattern(name, re.compile(pattern), tuple(triggers), accept,
+                         needs=re.compile(needs) if needs is not None else None)
 
 
 # -- what random looks like ----------------------------------------------------------------------------------------
@@ -411,7 +417,9 @@ _DIRECT_PATTERNS: tuple[SecretPattern, ...] = (
 BUILTIN_PATTERNS: tuple[SecretPattern, ...] = (
     *_DIRECT_PATTERNS,
     # Last: only for runs no other pattern explains (an exact tie goes to the earlier pattern).
-    _p("encoded_secret", _BASE64_RUN, accept=_accept_base64_run),
+    # (Every match is a run of 24+ base64 characters, which lower-casing keeps one for one.)
+    _p("encoded_secret", _BASE64_RUN, accept=_accept_base64_run,
+       needs=rf"[a-z0-9+/]{{{_ENCODED_MIN_CHARS},}}"),
 )
 
 # A mapping key whose string value is a secret: `password`, `db_password`, `OPENAI_API_KEY`, `client-secret`, and
