@@ -127,6 +127,21 @@ def test_user_block_most_recent_first_within_budget() -> None:
     assert 2 <= len(block) < 9
 
 
+def test_the_summarizer_is_told_which_requests_stay_verbatim() -> None:
+    msgs = [Message.system("sys")]
+    for i in range(10):
+        msgs.append(Message.user(f"request {i} " + "x " * 200))
+        msgs.append(Message.assistant(f"answer {i}"))
+    policy = Policy(user_message_budget=450, keep_recent_turns=1, keep_tool_io_pairs=0)
+    result, summ = _run(msgs, budget=5_000, policy=policy)
+    (request,) = summ.requests
+    staying = [m.text for m in result.messages if m.role == "user" and m.kind is None]
+    # exactly the user messages of the new view, in view order; the requests that left are not among them
+    assert list(request.verbatim) == staying
+    gone = [m.text for m in msgs if m.role == "user" and m.text not in staying]
+    assert gone and all(m.text in [r.text for r in request.messages] for m in msgs if m.text in gone)
+
+
 def test_last_request_kept_even_beyond_user_budget() -> None:
     msgs = [Message.user("first request"), Message.assistant("ok"), Message.user("huge paste please " + "y " * 900),
             Message.assistant("", [ToolCall("a", "bash", "{}")]), Message.tool("a", "out"),

@@ -72,3 +72,26 @@ def test_a_compaction_that_cannot_get_under_the_cap_waits_for_growth_and_says_wh
     cm.prepare()
     assert cm.compactions == 2
     assert len(stalls(tel)) == 2
+
+
+def test_an_automatic_soft_compaction_must_save_a_fifth_of_a_small_view() -> None:
+    import dataclasses
+
+    from contextfold.compaction import Policy, compact
+    from contextfold.summarize import ExtractiveSummarizer
+
+    cm = manager(RecordingTelemetry())
+    history = short_user_history(40)
+    result = compact(history, policy=Policy(keep_recent_turns=1), counter=cm.counter, summarizer=ExtractiveSummarizer(),
+                     budget=100_000, kind="soft")
+
+    def saving(before: int, after: int) -> bool:
+        stats = dataclasses.replace(result.stats, tokens_before=before, tokens_after=after)
+        return cm._compactor.worth_applying(dataclasses.replace(result, stats=stats))
+
+    # clear_at_least (2,000) is more than a fifth of these views: a fifth is what must be saved
+    assert not saving(8_000, 6_401)
+    assert saving(8_000, 6_400)
+    # in a large view clear_at_least is the smaller bar
+    assert not saving(40_000, 38_001)
+    assert saving(40_000, 38_000)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from contextfold.archive import Archive
 from contextfold.compaction import Policy
-from contextfold.errors import ConfigError, InvalidHistory
+from contextfold.errors import ConfigError, InsufficientBudget, InvalidHistory
 from contextfold.formats import FORMATS, get_format
 from contextfold.manager import ContextManager
 from contextfold.messages import Message, ToolCall
@@ -140,6 +140,22 @@ def test_usage_grounds_the_estimate(tmp_path: Path) -> None:
     assert cm.tokens() == counted + 100
     cm.add(Message.assistant("hi"))
     assert cm.tokens() > counted + 100
+
+
+def test_a_view_the_provider_counts_over_hard_is_never_sent_silently(tmp_path: Path) -> None:
+    # Pinned system text our counter puts under hard (728 of 1,000) but the provider, by its last usage, over it.
+    # Compaction is measured with our counter: it must aim under hard by the provider's count, and say it cannot.
+    policy = {"trigger_pct": 0.5, "soft_pct": 0.3, "hard_cap_buffer": 0, "user_message_budget": 0}
+    cm = ContextManager("gpt-4o", max_context_tokens=2_000, store="memory", archive="memory", policy=policy)
+    cm.counter.wait_exact()
+    cm.add([Message.system("You are a careful agent. " + "Follow the house rules. " * 140), Message.user("Go on.")])
+    cm.record_usage({"prompt_tokens": int(cm.tokens() * 1.6), "completion_tokens": 0})
+    cm.add([Message.system("Be brief.")])
+    counted = cm.counter.count_messages(cm.messages())
+    assert counted < cm.budgets.hard < cm.tokens()
+    with pytest.raises(InsufficientBudget, match="pinned and protected messages need"):
+        cm.prepare()
+    assert cm.compactions == 0 and cm.counter.count_messages(cm.messages()) == counted  # the history is intact
 
 
 def test_idle_compaction_applies_when_view_intact(tmp_path: Path) -> None:

@@ -137,6 +137,38 @@ def test_a_multi_line_request_of_an_earlier_summary_comes_back_whole_and_once() 
     assert requests.strip() == f"- {task}"
 
 
+def test_requests_that_stay_in_the_view_are_not_repeated() -> None:
+    task = "Fix the parser in src/parse.py. Never touch tests/test_parse.py.\n\nSteps:\n1. read it\n2. fix it"
+    follow_up = "Also keep the public API of parse_line stable."
+    slice_ = (Message.user(task), Message.assistant("Reading src/parse.py."), Message.user(follow_up),
+              Message.assistant("Done."))
+    # Both requests stay in the view word for word: the summary lists neither, and the constraint sentence of the
+    # task is not copied into the retained facts either.
+    both = SUMMARIZER.summarize(SummaryRequest(slice_, max_tokens=400, verbatim=(task, follow_up)))
+    assert "## User requests" not in both.summary
+    assert not any("Never touch" in fact for fact in both.retain)
+    assert "src/parse.py" in both.summary  # what the requests name is still among the entities
+    # Only the task stays: the follow-up is listed, whole and once.
+    one = SUMMARIZER.summarize(SummaryRequest(slice_, max_tokens=400, verbatim=(task,)))
+    requests = one.summary.split("## User requests", 1)[1].split("## ", 1)[0]
+    assert requests.strip() == f"- {follow_up}"
+
+
+def test_a_request_an_earlier_summary_cut_is_recognised_in_the_view() -> None:
+    task = "Investigate the flaky upload test. " + "The log shows retries and timeouts. " * 80 + "Report back."
+    first = SUMMARIZER.summarize(SummaryRequest((Message.user(task), Message.assistant("Looking.")),
+                                                max_tokens=200))
+    assert "[…]" in first.summary  # the request did not fit whole: head […] tail
+    later = (Message.user("Any news?"), Message.assistant("Still looking."))
+    again = SUMMARIZER.summarize(SummaryRequest(later, previous_summary=first.summary, max_tokens=400,
+                                                verbatim=(task,)))
+    requests = again.summary.split("## User requests", 1)[1].split("## ", 1)[0]
+    assert requests.strip() == "- Any news?"
+    # Without the task in the view, the cut copy is what the summary still has of it: it stays.
+    kept = SUMMARIZER.summarize(SummaryRequest(later, previous_summary=first.summary, max_tokens=400))
+    assert "Investigate the flaky upload test." in kept.summary
+
+
 def test_contextfold_notes_are_not_entities_of_an_output() -> None:
     output = ("   12\tdef parse(text):\n[... lines 13-90 of 120 omitted; read them with "
               'tool_output_cache(ref_id="tout_0123456789abcdef", offset=13) …812 tokens truncated… ...]\n'

@@ -101,3 +101,10 @@ def test_scripted_summarizer_is_reachable_from_summarize() -> None:
     from contextfold.testing.summarizer import ScriptedSummarizer as Again
 
     assert Again is ScriptedSummarizer
+
+
+def test_requests_staying_verbatim_are_named_so_the_model_does_not_copy_them() -> None:
+    _, plain = build_prompt(SummaryRequest((Message.user("Fix it."),)), "T", max_tokens=100)
+    assert "word for word next to your summary" not in plain
+    _, told = build_prompt(SummaryRequest((Message.user("Fix it."),), verbatim=("Fix it.",)), "T", max_tokens=100)
+    assert "1 user message of this history stays in the context word for word next to your summary" in told

@@ -234,6 +234,10 @@ def compact(
 
     old_text, old_version, old_covered, old_original = previous_summary([view[i] for i in part.summaries])
     summarized = [view[i] for i in lay.summarized]
+    # The user messages the layout keeps word for word: a summary repeating them would only spend the view twice
+    # on the same request (measured: the task statement three times in one SWE-agent view).
+    staying = [view[i] for i in sorted({*lay.front, *lay.user_block, *lay.kept})]
+    verbatim = tuple(dict.fromkeys(m.text for m in staying if m.role == "user" and m.kind is None and m.text))
     request = SummaryRequest(
         messages=tuple(for_summarizer(summarized)),
         previous_summary=old_text,
@@ -244,6 +248,7 @@ def compact(
         max_tokens=_summary_tokens(plan.reserve - _framing(counter, policy.summary_header), lay.summarized, part),
         custom_prompt=policy.custom_prompt,
         retain_prompt=policy.retain_prompt,
+        verbatim=verbatim,
     )
     result = _summarize(summarizer, request)
     warnings.extend(result.warnings)

@@ -578,7 +578,13 @@ class ContextManager:
 
         self._count_exactly()
         view = self._view.normalized()
-        budget, plan = self._compactor.target(view, kind, self._tool_tokens)
+        # The provider's last usage said the view counts more than we count: the compaction's budget, which it
+        # measures with our counter, shrinks by the difference, or "nothing to compact" could leave a view the
+        # provider counts over hard (a property test found 1,001 over 1,000 after a usage 1.6x our count).
+        tokens, _, _ = self._view.totals()
+        undercount = max(0, self._grounded(tokens + self._tool_tokens) - (tokens + self._tool_tokens))
+        reserved = self._tool_tokens + undercount
+        budget, plan = self._compactor.target(view, kind, reserved)
         shrunk = self._compactor.shrink_answered(view, budget)
         if shrunk is not view:
             # Every full output is in the tool output cache under its ref: the harder cut loses nothing.
@@ -589,7 +595,7 @@ class ContextManager:
                 message=f"the {recut} tool results being answered took over half of the compaction budget "
                         f"({budget:,} tokens): each was cut to a shorter view, readable in full by its ref"))
             view = self._view.normalized()
-            budget, plan = self._compactor.target(view, kind, self._tool_tokens)  # the dry run was of the old view
+            budget, plan = self._compactor.target(view, kind, reserved)  # the dry run was of the old view
         result = self._compactor.run(view, kind=kind, budget=budget, plan=plan, instructions=instructions,
                                      summarizer=TracedSummarizer(self.summarizer, self.tracer),
                                      compaction_count=self._compactions)

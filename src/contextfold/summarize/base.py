@@ -30,7 +30,9 @@ class SummaryRequest:
     ``retain_directives`` come from the policy and are appended as bullets; ``instructions`` are a user's manual
     request (``/compact keep the failing test names``). ``retain_prompt`` replaces the default instruction for the
     ``<retain>`` block. ``max_tokens`` bounds the summary and the retained facts
-    together, since both go back into the view.
+    together, since both go back into the view. ``verbatim`` holds the texts that stay in the view word for word
+    beside the summary (the user messages the compaction keeps): the summary reads them for context but need not
+    repeat them.
     """
 
     messages: tuple[Message, ...]
@@ -42,6 +44,7 @@ class SummaryRequest:
     max_tokens: int = DEFAULT_SUMMARY_TOKENS
     custom_prompt: str | None = None
     retain_prompt: str | None = None
+    verbatim: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

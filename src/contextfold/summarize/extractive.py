@@ -133,7 +133,7 @@ class ExtractiveSummarizer:
 
         retain_asks = [*request.retain_directives, request.retain_prompt or ""]
         retain = _choose_retain(digest, ranked, _directive_kinds(retain_asks), budget,
-                                int(request.max_tokens * RETAIN_SHARE))
+                                int(request.max_tokens * RETAIN_SHARE), request.verbatim)
         retain_cost = sum(budget.cost(fact) + 1 for fact in retain)
         summary_budget = request.max_tokens - retain_cost
         # brief / decision_log / code_delta have layouts of their own (summarize/shapes.py, imported on first use to
@@ -144,7 +144,7 @@ class ExtractiveSummarizer:
 
             summary = shape_summary(request.messages, digest, ranked, request.strategy, summary_budget, budget.cost)
         if summary is None:
-            chosen = _allocate(_candidates(digest, ranked), budget, summary_budget)
+            chosen = _allocate(_candidates(digest, ranked, request.verbatim), budget, summary_budget)
             summary = _fit_total(chosen, digest, budget, summary_budget)
         return SummaryResult(
             summary=summary,
@@ -159,14 +159,15 @@ class ExtractiveSummarizer:
 
 
 def _choose_retain(digest: Digest, ranked: list[EntityStat], kinds: list[str], budget: _Budget,
-                   limit: int) -> list[str]:
+                   limit: int, verbatim: Sequence[str] = ()) -> list[str]:
     facts: list[str] = []
     for kind in kinds:
         values = [s.value for s in ranked if s.kind == kind][:MAX_RETAINED_PER_KIND]
         if values:
             facts.append(f"{_KIND_LABELS[kind]}: {', '.join(values)}")
     facts.extend(digest.retained)
-    facts.extend(digest.constraints)
+    # A constraint sentence of a request that stays in the view word for word is already there.
+    facts.extend(c for c in digest.constraints if not any(c in text for text in verbatim))
     chosen: list[str] = []
     used = 0
     for fact in facts:
@@ -191,13 +192,25 @@ def _request_order(requests: list[tuple[int, str]]) -> list[int]:
     return order
 
 
-def _candidates(digest: Digest, ranked: list[EntityStat]) -> dict[str, list[_Candidate]]:
-    """Each section's items, best first, with their reading-order position."""
+def _in_view(request: str, verbatim: Sequence[str]) -> bool:
+    """Whether ``request`` (or, cut by an earlier summary, its head and tail) stays in the view word for word."""
+    head, mark, tail = request.partition(_TRUNCATION_MARK.strip())
+    if not mark:
+        return any(request in text for text in verbatim)
+    head, tail = head.rstrip(), tail.lstrip()
+    return any(head in text and tail in text and text.find(head) < text.rfind(tail) for text in verbatim)
+
+
+def _candidates(digest: Digest, ranked: list[EntityStat], verbatim: Sequence[str] = ()) -> dict[str, list[_Candidate]]:
+    """Each section's items, best first, with their reading-order position.
+
+    User requests that stay in the view word for word (``verbatim``) are not repeated.
+    """
     bare = [s for s in ranked if s.kind == "number" and _BARE_NUMBER.fullmatch(s.value)]
     if len(bare) > MAX_BARE_NUMBERS:
         dropped = {id(s) for s in bare[MAX_BARE_NUMBERS:]}
         ranked = [s for s in ranked if id(s) not in dropped]
-    requests = digest.user_requests
+    requests = [r for r in digest.user_requests if not _in_view(r[1], verbatim)]
     sections: dict[str, list[_Candidate]] = {
         "User requests": [(requests[i][1], i) for i in _request_order(requests)],
         "Key entities": [(f"{s.kind}\x00{s.value}", i) for i, s in enumerate(ranked)],

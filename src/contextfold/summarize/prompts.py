@@ -108,6 +108,12 @@ def build_prompt(request: SummaryRequest, transcript: str, *, max_tokens: int) -
             "holds, update what changed, and do not nest or quote it as a block.\n"
             f"<previous_summary>\n{request.previous_summary.strip()}\n</previous_summary>"
         )
+    if request.verbatim:
+        # The requests stay in the context beside the summary; saying so keeps the model from copying them in.
+        count = len(request.verbatim)
+        which = f"{count} user messages of this history stay" if count > 1 else "1 user message of this history stays"
+        sections.append(f"{which} in the context word for word next to your summary: refer to them briefly, do not "
+                        "copy them.")
     sections.append(f"<history>\n{transcript}\n</history>")
     sections.append("Now write the <summary> and <retain> blocks for the history above.")
     return SYSTEM_PROMPT, "\n\n".join(sections)
