@@ -581,9 +581,11 @@ class ContextManager:
         # The provider's last usage said the view counts more than we count: the compaction's budget, which it
         # measures with our counter, shrinks by the difference, or "nothing to compact" could leave a view the
         # provider counts over hard (a property test found 1,001 over 1,000 after a usage 1.6x our count).
+        # At most half the budget, though: a larger gap is more likely a count of something else than of this view
+        # (overflow recovery reports the provider's figure; compaction must still have room to work).
         tokens, _, _ = self._view.totals()
         undercount = max(0, self._grounded(tokens + self._tool_tokens) - (tokens + self._tool_tokens))
-        reserved = self._tool_tokens + undercount
+        reserved = self._tool_tokens + min(undercount, max(0, self.budgets.hard - self._tool_tokens) // 2)
         budget, plan = self._compactor.target(view, kind, reserved)
         shrunk = self._compactor.shrink_answered(view, budget)
         if shrunk is not view:
