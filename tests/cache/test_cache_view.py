@@ -188,3 +188,66 @@ def test_bad_config_names_the_field(field: str, value: object) -> None:
     with pytest.raises(ConfigError) as info:
         CacheConfig(**{field: value})  # type: ignore[arg-type]
     assert info.value.field == f"cache.{field}"
+
+
+# -- the outline of the omitted lines ------------------------------------------------------------------------------
+
+
+def abbreviated_file_view(classes: int) -> str:
+    """SWE-agent's abbreviated view of a long file: numbered lines, bodies replaced by elision lines."""
+    out = ["OBSERVATION:", "<NOTE>This file is too large to display entirely. Showing abbreviated version.</NOTE>"]
+    line = 1
+    for c in range(classes):
+        out.append(f"{line:6d} class Model{c}(Base):")
+        out.append(f"{line + 1:6d}     def update(self, **kwargs):")
+        out.append(f"{line + 2:6d} ... eliding lines {line + 2}-{line + 20} ...")
+        out.append(f"{line + 21:6d}     update.alters_data = True")
+        out.append(f"{line + 22:6d} ")
+        line += 23
+    return "\n".join(out) + "\n"
+
+
+def outline_of(view: str) -> list[str]:
+    start = view.index("their outline (definitions, elisions, errors) follows ...]\n")
+    body = view[start:].split("\n", 1)[1]
+    return body[: body.index("\n[... end of the outline of lines ")].split("\n")
+
+
+def test_the_outline_joins_each_elision_to_the_line_it_follows_and_drops_the_padding() -> None:
+    cache = ToolOutputCache(MemoryBlobStore(), CacheConfig(max_message_tokens=1_500), counter=COUNTER)
+    text = abbreviated_file_view(60)
+    view = cache.view_for(text, cache.put(text))
+    outline = outline_of(view)
+    first = int(outline[0].split()[0])
+    # the first class the head left out: the one before it is in the head, with its padding
+    assert re.fullmatch(r"\d+ class Model\d+\(Base\):", outline[0])
+    assert f"{first - 23:6d} class Model" in view.split("[... lines ", 1)[0]
+    # class, then its method with the elided body joined (one entry, both line numbers), in file order
+    assert outline[:2] == [f"{first} class Model{(first - 1) // 23}(Base):",
+                           f"{first + 1}     def update(self, **kwargs): (lines {first + 2}-{first + 20} elided)"]
+    assert all(not entry[:1].isspace() for entry in outline)
+    assert not any("eliding lines" in entry for entry in outline)
+    # the first entries that fit, in order: consecutive classes, none skipped
+    classes = [int(e.split("Model", 1)[1].split("(", 1)[0]) for e in outline if " class Model" in e]
+    assert classes == list(range(classes[0], classes[0] + len(classes))) and len(classes) >= 5
+    # within its share of the view's budget (a fifth of what is left after the notes)
+    assert COUNTER.count("\n".join(outline)) <= 0.2 * (cache.config.message_tokens() - 200) + len(outline)
+
+
+def test_an_elision_that_does_not_follow_its_opening_line_stays_an_entry_of_its_own() -> None:
+    lines = ["    1 import os", *[f"{i:5d} x = {i}" for i in range(2, 300)], "  300 ... eliding lines 300-340 ...",
+             *[f"{i:5d} y = {i}" for i in range(341, 600)]]
+    text = "\n".join(lines) + "\n"
+    cache = ToolOutputCache(MemoryBlobStore(), CacheConfig(max_message_tokens=1_200), counter=COUNTER)
+    view = cache.view_for(text, cache.put(text))
+    assert outline_of(view) == ["300 ... eliding lines 300-340 ..."]
+
+
+def test_a_log_keeps_its_errors_in_the_outline() -> None:
+    lines = [f"step {i}: ok" for i in range(400)]
+    lines[150] = "Traceback (most recent call last):"
+    lines[151] = "ValueError: bad input at row 17"
+    text = "\n".join(lines) + "\n"
+    cache = ToolOutputCache(MemoryBlobStore(), CacheConfig(max_message_tokens=800), counter=COUNTER)
+    view = cache.view_for(text, cache.put(text))
+    assert outline_of(view) == ["Traceback (most recent call last):", "ValueError: bad input at row 17"]

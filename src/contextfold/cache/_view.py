@@ -219,19 +219,42 @@ def _note(ref: ToolOutputRef, how: str | None = None, name_tools: bool = True) -
     )
 
 
+# A numbered listing's line: the padding before the number costs a token a line and says nothing.
+_NUMBERED_LINE = re.compile(r"^[ \t]+(?=\d+[\t ])")
+# SWE-agent's abbreviated file view replaces a body by this line, right after the line that opens it.
+_ELISION = re.compile(r"^\s*(\d+)\s+\.\.\. eliding lines (\d+)-(\d+) \.\.\.\s*$")
+
+
 def _outline(lines: _CutLines, start: int, stop: int, byte_budget: int, token_budget: int,
              counter: TokenCounter) -> list[str]:
     """Outline lines of the omitted range ``[start, stop)``, in order, within both budgets.
 
-    In huge ranges, the first matches that fit; only the start of each line is matched.
+    Each entry is a matching line, its numbered-listing padding dropped and cut at :data:`OUTLINE_LINE_CHARS`. An
+    elision right after the line that opens it joins that line (``769     def update(self, **kwargs): (lines
+    770-786 elided)``): the name and both line numbers an agent pages to, for one entry. In huge ranges, the first
+    entries that fit (measured: taking entries evenly across the range instead lost 10 of the 638 numbers later turns
+    used in the SWE-agent sessions; agents page near what they read first). Only the start of each line is matched.
     """
     out: list[str] = []
     spent_bytes = spent_tokens = 0
+    previous_number = -2  # line number of the last entry, when it was a numbered line that an elision may join
     for i in range(start, stop):
         raw = lines.raw[i]
         if not _OUTLINE.match(raw[:200]):
             continue
-        line = raw.rstrip("\r")
+        line = _NUMBERED_LINE.sub("", raw.rstrip("\r").rstrip())
+        elision = _ELISION.match(line)
+        if elision and out and int(elision.group(1)) == previous_number + 1:
+            joined = f"{out[-1]} (lines {elision.group(2)}-{elision.group(3)} elided)"
+            extra_bytes = len(joined.encode("utf-8", "surrogatepass")) - len(out[-1].encode("utf-8", "surrogatepass"))
+            extra_tokens = counter.count(joined) - counter.count(out[-1])
+            if spent_bytes + extra_bytes > byte_budget or spent_tokens + extra_tokens > token_budget:
+                break
+            out[-1] = joined
+            spent_bytes += extra_bytes
+            spent_tokens += extra_tokens
+            previous_number = -2
+            continue
         line = line if len(line) <= OUTLINE_LINE_CHARS else line[:OUTLINE_LINE_CHARS] + "…"
         nbytes = len(line.encode("utf-8", "surrogatepass")) + 1
         ntokens = counter.count(line) + 1
@@ -240,6 +263,8 @@ def _outline(lines: _CutLines, start: int, stop: int, byte_budget: int, token_bu
         out.append(line)
         spent_bytes += nbytes
         spent_tokens += ntokens
+        number = line.split(None, 1)[0]
+        previous_number = int(number) if number.isdigit() else -2
     return out
 
 
