@@ -295,3 +295,21 @@ def test_plan_is_a_dry_run() -> None:
     plan = plan_compaction(_session(), policy=Policy(), counter=counter(), budget=3_000)
     assert plan.kind == "hard" and plan.layout.summarized and plan.reserve > 0
     assert plan.layout.estimated_tokens <= 3_000
+
+
+def test_a_task_stated_after_a_long_preamble_survives_a_compaction_too_long_to_read_whole() -> None:
+    # The extractive digest reads the first 200 and the newest 2,800 messages of a slice over 3,000 (issue 12); a
+    # task stated at message 250 is in the unread middle. The user-message budget, not the summary, keeps it.
+    from contextfold.summarize import ExtractiveSummarizer
+    from contextfold.tokens import MessageCounter, TiktokenCounter
+
+    task = "Migrate the billing service to the new ledger API; keep invoice ids INV-2291 and INV-2292 stable."
+    preamble = [Message.assistant(f"setup note {i}: environment ready") for i in range(250)]
+    work = [Message.assistant(f"progress note {i}: checked module_{i}.py") for i in range(3_200)]
+    msgs = [Message.system("You are a coding agent."), *preamble, Message.user(task), *work]
+    result = compact(msgs, policy=Policy(keep_recent_turns=1), counter=MessageCounter(TiktokenCounter("o200k_base")),
+                     summarizer=ExtractiveSummarizer(), budget=20_000, kind="hard", clock=clock)
+    assert len(result.summarized) > 3_000
+    assert any(m.text == task for m in result.messages if m.role == "user" and m.kind is None)
+    (summary,) = summaries(result.messages)
+    assert "in the middle were not read for it" in summary.text  # and the summary says it read the slice at its ends
