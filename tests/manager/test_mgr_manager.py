@@ -20,7 +20,7 @@ from contextfold.manager import ContextManager
 from contextfold.messages import Message, ToolCall
 from contextfold.pairing import normalize
 from contextfold.stores.archive_fs import FilesystemArchiveStore
-from contextfold.telemetry import RecordingTelemetry
+from contextfold.telemetry import CompactWarning, RecordingTelemetry
 
 
 def manager(tmp_path: Path, window: int = 16_000, **kw: object) -> ContextManager:
@@ -156,6 +156,26 @@ def test_a_view_the_provider_counts_over_hard_is_never_sent_silently(tmp_path: P
     with pytest.raises(InsufficientBudget, match="pinned and protected messages need"):
         cm.prepare()
     assert cm.compactions == 0 and cm.counter.count_messages(cm.messages()) == counted  # the history is intact
+
+
+def test_a_provider_count_no_compaction_can_meet_is_set_aside_with_a_warning() -> None:
+    # A usage report 8x our count of a small, all-recent view: nothing can be compacted to meet it. Keeping the
+    # count would refuse every later call of the session; it is set aside, said, and the view goes out as counted.
+    tel = RecordingTelemetry()
+    policy = {"trigger_pct": 0.5, "soft_pct": 0.3, "hard_cap_buffer": 0}
+    cm = ContextManager("gpt-4o", max_context_tokens=2_000, store="memory", archive="memory", policy=policy,
+                        telemetry=tel)
+    cm.counter.wait_exact()
+    cm.add([Message.system("Be brief."), Message.user("Summarize the quarterly report " * 40)])
+    counted = cm.tokens()
+    cm.record_usage({"prompt_tokens": counted * 8, "completion_tokens": 0})
+    assert cm.tokens() == counted * 8 > cm.budgets.hard
+    cm.prepare()
+    assert cm.tokens() == counted and cm.compactions == 0
+    (warning,) = [e for e in tel.events if isinstance(e, CompactWarning) and e.code == "usage_count_dropped"]
+    assert f"by {counted * 7:,} tokens" in warning.message
+    cm.record_usage({"prompt_tokens": counted + 5, "completion_tokens": 0})  # the next report counts again
+    assert cm.tokens() == counted + 5
 
 
 def test_idle_compaction_applies_when_view_intact(tmp_path: Path) -> None:

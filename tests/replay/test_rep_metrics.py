@@ -143,7 +143,8 @@ def test_bare_numbers_dates_and_codes_are_facts_and_match_as_whole_words() -> No
         [ToolCall("c", "view", '{"path": "/testbed/a.py", "view_range": [718, 749]}')],
     )
     facts = turn_entities(turn)
-    assert {"718", "749", "HAT170", "2024-05-17", "4242", "/testbed/a.py"} <= facts
+    assert {"718", "749", "HAT170", "2024-05-17", "4242", "/testbed/a.py", "1,240"} <= facts
+    assert "240" not in facts  # the last group of $1,240 is not a number of its own
     assert all(is_number_fact(f) for f in ("718", "2024-05-17", "$1,240"))
     assert not is_number_fact("HAT170")
     # Whole words only: a number inside a longer number, an id inside a longer id, are not there.
@@ -177,3 +178,13 @@ def test_call_arguments_are_searched_as_the_model_wrote_them() -> None:
     assert text.startswith("bash\ncommand: cat <<EOF > r.py\nimport sys\n")
     # Arguments that are not a JSON object are searched as they are.
     assert message_search_text(Message.assistant("", [ToolCall("c", "f", "not json")])) == "f not json"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["$", "1", "23", "456", "7,890", ",", ".", " ", "-", "a", "_", "[", "]", "\n", "12.5",
+                                 "2024-05-17", "HAT170", "'x1y'", '"q 12"', "/a/b.py", ":"]), max_size=25))
+def test_every_fact_taken_from_a_turn_is_found_in_that_turn(pieces: list[str]) -> None:
+    # A fact the metric takes from a message but cannot find in it again would be a miss no view could avoid.
+    turn = Message.assistant("".join(pieces))
+    text = message_search_text(turn)
+    assert [f for f in turn_entities(turn) if not contains_fact(text, f)] == []

@@ -152,6 +152,11 @@ def test_requests_that_stay_in_the_view_are_not_repeated() -> None:
     one = SUMMARIZER.summarize(SummaryRequest(slice_, max_tokens=400, verbatim=(task,)))
     requests = one.summary.split("## User requests", 1)[1].split("## ", 1)[0]
     assert requests.strip() == f"- {follow_up}"
+    # A request is in the view only as a whole message: a kept message that merely contains it does not count.
+    short = (Message.user("yes"), Message.assistant("Doing it."), Message.user("yes, and log it"))
+    partial = SUMMARIZER.summarize(SummaryRequest(short, max_tokens=400, verbatim=("yes, and log it",)))
+    requests = partial.summary.split("## User requests", 1)[1].split("## ", 1)[0]
+    assert requests.strip() == "- yes"
 
 
 def test_a_request_an_earlier_summary_cut_is_recognised_in_the_view() -> None:

@@ -607,6 +607,15 @@ class ContextManager:
         if not result.changed or declined:
             if declined:
                 self._compactor.floor = result.stats.tokens_before + self._tool_tokens
+            elif undercount and self._grounded(tokens + self._tool_tokens) > self.budgets.hard:
+                # Nothing left to compact, and the provider's last count still puts the view over hard: the count
+                # cannot be met (a usage report of something else, or a view that is all pinned). Keeping it would
+                # refuse every later call of the session; it is dropped, said, and the next usage report counts.
+                self._grounding = None
+                self.tracer.emit(CompactWarning(
+                    session_id=self.session_id, code="usage_count_dropped",
+                    message=f"the provider's last count exceeds our count of this view by {undercount:,} tokens and "
+                            f"nothing is left to compact; that count is set aside until the next usage report"))
             stats = result.stats
             return CompactionReport.unchanged(stats.tokens_before, stats.messages_before,
                                               (time.perf_counter() - started) * 1000)

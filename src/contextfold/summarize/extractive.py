@@ -193,12 +193,17 @@ def _request_order(requests: list[tuple[int, str]]) -> list[int]:
 
 
 def _in_view(request: str, verbatim: Sequence[str]) -> bool:
-    """Whether ``request`` (or, cut by an earlier summary, its head and tail) stays in the view word for word."""
+    """Whether ``request`` stays in the view word for word.
+
+    It does when it equals a kept message, or, cut by an earlier summary (``head […] tail``), when it is the head and
+    tail of one; never as a mere substring ("yes" is not kept by "yes, but later").
+    """
+    texts = [text.strip() for text in verbatim]
     head, mark, tail = request.partition(_TRUNCATION_MARK.strip())
     if not mark:
-        return any(request in text for text in verbatim)
+        return request in texts
     head, tail = head.rstrip(), tail.lstrip()
-    return any(head in text and tail in text and text.find(head) < text.rfind(tail) for text in verbatim)
+    return any(text.startswith(head) and text.endswith(tail) and len(text) > len(head) + len(tail) for text in texts)
 
 
 def _candidates(digest: Digest, ranked: list[EntityStat], verbatim: Sequence[str] = ()) -> dict[str, list[_Candidate]]:
