@@ -257,3 +257,17 @@ def test_secret_keys_in_structures_redact_the_whole_value() -> None:
     args = json.dumps({"password": 'ab"c'})
     out = redactor.redact_json_string(args)
     assert json.loads(out) == {"password": marker("password")}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    # values that start like a secret's name: a digit run, or letters and digits switching too often for a name
+    ("password=TOKEN0000000", "password=[REDACTED:password]"),
+    ("password=Key8fG2hJ9kL", "password=[REDACTED:password]"),
+    # names of secrets stay: a variable, not a value
+    ("token=TOKEN", "token=TOKEN"),
+    ("password=new_password", "password=new_password"),
+    ("key=sha256Key", "key=sha256Key"),
+    ("password=API_KEY_2", "password=API_KEY_2"),
+])
+def test_a_value_that_merely_starts_like_a_name_is_still_a_secret(text: str, expected: str) -> None:
+    assert redactor.redact_text(text) == expected
