@@ -572,6 +572,7 @@ class ContextManager:
 
     def _compact_in_span(self, kind: str, *, instructions: str | None, started: float,
                          automatic: bool) -> CompactionReport:
+        from ..errors import ContextfoldError
         from ..telemetry import CompactWarning
         from ._build import CompactionReport
         from ._spans import TracedSummarizer
@@ -588,19 +589,27 @@ class ContextManager:
         reserved = self._tool_tokens + min(undercount, max(0, self.budgets.hard - self._tool_tokens) // 2)
         budget, plan = self._compactor.target(view, kind, reserved)
         shrunk = self._compactor.shrink_answered(view, budget)
+        before_recut: list[Message] | None = None
+        recut_note = ""
         if shrunk is not view:
             # Every full output is in the tool output cache under its ref: the harder cut loses nothing.
             recut = sum(1 for old, new in zip(view, shrunk, strict=True) if old is not new)
+            before_recut = view
             self._view.replace(shrunk)
-            self.tracer.emit(CompactWarning(
-                session_id=self.session_id, code="answered_recut",
-                message=f"the {recut} tool results being answered took over half of the compaction budget "
-                        f"({budget:,} tokens): each was cut to a shorter view, readable in full by its ref"))
+            recut_note = (f"the {recut} tool results being answered took over half of the compaction budget "
+                          f"({budget:,} tokens): each was cut to a shorter view, readable in full by its ref")
             view = self._view.normalized()
             budget, plan = self._compactor.target(view, kind, reserved)  # the dry run was of the old view
-        result = self._compactor.run(view, kind=kind, budget=budget, plan=plan, instructions=instructions,
-                                     summarizer=TracedSummarizer(self.summarizer, self.tracer),
-                                     compaction_count=self._compactions)
+        try:
+            result = self._compactor.run(view, kind=kind, budget=budget, plan=plan, instructions=instructions,
+                                         summarizer=TracedSummarizer(self.summarizer, self.tracer),
+                                         compaction_count=self._compactions)
+        except ContextfoldError:
+            if before_recut is not None:
+                self._view.replace(before_recut)  # a compaction that fails leaves the view as it found it
+            raise
+        if before_recut is not None:
+            self.tracer.emit(CompactWarning(session_id=self.session_id, code="answered_recut", message=recut_note))
         # Nothing compactable, or (automatic soft) summarizing what masking already shrank would save too little
         # to be worth a prompt-cache miss: keep the view, and wait until it has grown (or hard compaction is due).
         declined = automatic and kind == "soft" and not self._compactor.worth_applying(result)
