@@ -21,20 +21,15 @@ import json
 import re
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+from bench_quality import DATA, SOURCES  # the same sessions and windows as the side-by-side tables
 
 from contextfold.importers._files import load_sessions
 from contextfold.messages import Message
 from contextfold.replay.harness import ReplayOptions, SessionReplayer
 from contextfold.replay.metrics import contains_fact, is_number_fact, message_search_text, session_totals, turn_entities
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "trajectories"
-SOURCES = {
-    "lm32b": ("sweagent-lm32b", 16_000),
-    "claude": ("sweagent-claude4sonnet", 16_000),
-    "tau": ("taubench-airline/gpt-4o-airline.json", 4_000),
-}
 # A numbered listing's line: the number, then a tab or spaces, then the line's text (cat -n, SWE-agent's viewer).
 _GUTTER = re.compile(r"^\s*(\d+)(?:\t| {1,8})", re.MULTILINE)
 _LISTED_FILE = re.compile(r"running `cat -n` on (\S+?):?\s*$", re.MULTILINE)

@@ -107,12 +107,17 @@ def test_recompaction_folds_the_summary_and_increments_the_version() -> None:
     assert_valid(out)
 
 
-def test_user_block_most_recent_first_within_budget() -> None:
+def _ten_requests() -> tuple[list[Message], Policy]:
+    """Ten long user requests, each answered; a user-message budget that keeps only some of them."""
     msgs = [Message.system("sys")]
     for i in range(10):
         msgs.append(Message.user(f"request {i} " + "x " * 200))
         msgs.append(Message.assistant(f"answer {i}"))
-    policy = Policy(user_message_budget=450, keep_recent_turns=1, keep_tool_io_pairs=0)
+    return msgs, Policy(user_message_budget=450, keep_recent_turns=1, keep_tool_io_pairs=0)
+
+
+def test_user_block_most_recent_first_within_budget() -> None:
+    msgs, policy = _ten_requests()
     result, _ = _run(msgs, budget=5_000, policy=policy)
     out = result.messages
     users = [m for m in out if m.role == "user" and m.kind is None]
@@ -128,11 +133,7 @@ def test_user_block_most_recent_first_within_budget() -> None:
 
 
 def test_the_summarizer_is_told_which_requests_stay_verbatim() -> None:
-    msgs = [Message.system("sys")]
-    for i in range(10):
-        msgs.append(Message.user(f"request {i} " + "x " * 200))
-        msgs.append(Message.assistant(f"answer {i}"))
-    policy = Policy(user_message_budget=450, keep_recent_turns=1, keep_tool_io_pairs=0)
+    msgs, policy = _ten_requests()
     result, summ = _run(msgs, budget=5_000, policy=policy)
     (request,) = summ.requests
     staying = [m.text for m in result.messages if m.role == "user" and m.kind is None]
