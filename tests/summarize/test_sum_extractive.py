@@ -222,6 +222,10 @@ def test_invalid_requests_name_the_field() -> None:
         SUMMARIZER.summarize(SummaryRequest((), strategy="custom"))
     with pytest.raises(InvalidHistory, match="message 1"):
         SUMMARIZER.summarize(SummaryRequest((Message.user("a"), {"role": "user"})))  # type: ignore[arg-type]
+    for verbatim in ("Fix it.", ("Fix it.", Message.user("Fix it."))):
+        with pytest.raises(ConfigError, match="message texts") as bad:
+            SUMMARIZER.summarize(SummaryRequest((Message.user("Fix it."),), verbatim=verbatim))  # type: ignore[arg-type]
+        assert bad.value.field == "verbatim"
 
 
 # -- properties --------------------------------------------------------------------------------------------------

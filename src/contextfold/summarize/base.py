@@ -109,3 +109,5 @@ def validate_request(request: SummaryRequest) -> None:
     for index, message in enumerate(request.messages):
         if not isinstance(message, Message):
             raise InvalidHistory(f"expected a Message, got {type(message).__name__}", index=index)
+    if isinstance(request.verbatim, str) or not all(isinstance(text, str) for text in request.verbatim):
+        raise ConfigError("must be a sequence of message texts (str)", field="verbatim")
