@@ -18,7 +18,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = "contextfold"
 # Edges: they may import the core; the core imports none of them.
-EDGES = ("cli", "exporters", "fleet", "importers", "integrations", "providers", "replay", "report", "stores",
+EDGES = ("cli", "exporters", "fleet", "importers", "integrations", "providers", "replay", "report", "serve", "stores",
          "testing", "__main__")
 # The public API (contextfold/__init__.py) is a lazy facade over everything, edges included (ContextManager and
 # RedisBlobStore alike); it imports nothing at run time until a name is asked for.

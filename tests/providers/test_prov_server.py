@@ -188,9 +188,32 @@ def test_unknown_path_is_a_404(server: ScriptedLLMServer) -> None:
         oai(server).embeddings.create(model="text-embedding-3-small", input="x")
 
 
-def test_streaming_is_refused_clearly(server: ScriptedLLMServer) -> None:
-    with pytest.raises(openai.BadRequestError, match="does not stream"):
-        chat(server, stream=True)
+def test_chat_streams_that_the_sdk_puts_back_together(server: ScriptedLLMServer) -> None:
+    server.push(Reply.calling(ScriptedToolCall("bash", {"cmd": "ls -la /tmp"}, id="call_1"), text="Looking around."))
+    with oai(server).chat.completions.stream(model="gpt-4o-mini", messages=[{"role": "user", "content": "go"}],
+                                             stream_options={"include_usage": True}) as stream:
+        chunks = list(stream)
+        final = stream.get_final_completion()
+    assert len(chunks) > 5  # the text and the arguments come in pieces
+    message = final.choices[0].message
+    assert message.content == "Looking around." and final.choices[0].finish_reason == "tool_calls"
+    assert [(c.id, c.function.name, c.function.arguments) for c in message.tool_calls or []] == [
+        ("call_1", "bash", '{"cmd": "ls -la /tmp"}')]
+    assert final.usage is not None and final.usage.prompt_tokens == server.requests[0].input_tokens
+
+
+def test_responses_and_messages_stream_what_they_answer_whole(server: ScriptedLLMServer) -> None:
+    server.push("the answer is 42", Reply.calling(ScriptedToolCall("grep", {"pattern": "x"}, id="call_9")))
+    with oai(server).responses.stream(model="gpt-4o-mini", input="q") as stream:
+        kinds = [event.type for event in stream]
+        response = stream.get_final_response()
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+    assert response.output_text == "the answer is 42" and response.usage is not None
+    with ant(server).messages.stream(model="claude-haiku-4-5", max_tokens=100,
+                                     messages=[{"role": "user", "content": "q"}]) as astream:
+        message = astream.get_final_message()
+    assert message.stop_reason == "tool_use"
+    assert [(b.type, b.input) for b in message.content] == [("tool_use", {"pattern": "x"})]
 
 
 # -- validation ---------------------------------------------------------------------------------------------------

@@ -289,3 +289,18 @@ def test_any_worker_picks_up_a_session_and_its_cached_tool_outputs(server: Redis
     assert sessions.save("fleet-1", cm.messages(), version) == 3
     cm.close()
     sessions.close()
+
+
+@pytest.mark.parametrize("make_pair", _BACKENDS, indirect=True)
+def test_marks_are_saved_with_the_messages_and_a_refused_save_sets_none(make_pair: Callable[[], Pair]) -> None:
+    one, two = make_pair()
+    version = one.save("s", HISTORY[:2], 0, marks={"turn": "1", "keys": "[\"a\"]"})  # type: ignore[call-arg]
+    state = two.load_state("s")  # type: ignore[attr-defined]
+    assert (state.messages, state.version, dict(state.marks)) == (HISTORY[:2], version,
+                                                                  {"turn": "1", "keys": "[\"a\"]"})
+    two.save("s", HISTORY, version, marks={"turn": "2"})  # type: ignore[call-arg]
+    with pytest.raises(SessionConflict):
+        one.save("s", HISTORY[:3], version, marks={"turn": "9"})  # type: ignore[call-arg]
+    state = one.load_state("s")  # type: ignore[attr-defined]
+    assert dict(state.marks) == {"turn": "2", "keys": "[\"a\"]"}  # other marks stay, the refused one is not set
+    assert one.delete("s") and dict(two.load_state("s").marks) == {}  # type: ignore[attr-defined]

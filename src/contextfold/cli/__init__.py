@@ -16,7 +16,8 @@ from ._common import EXIT_BAD_INPUT, PROG, run_guarded
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 # Command modules, in the order ``--help`` lists them.
-COMMANDS: tuple[str, ...] = ("replay", "report", "compact", "count", "convert", "cache", "archive", "status", "gc")
+COMMANDS: tuple[str, ...] = ("replay", "report", "compact", "count", "convert", "cache", "archive", "status", "gc",
+                             "serve")
 
 
 def build_parser() -> argparse.ArgumentParser:

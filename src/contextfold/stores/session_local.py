@@ -8,7 +8,7 @@ when the file still holds the state this process last saw.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..messages import Message
@@ -16,7 +16,9 @@ from ._sqlite import SQLiteFile
 from .session import (
     SaveTracker,
     SessionConflict,
+    SessionState,
     SessionStore,
+    check_marks,
     check_session_id,
     check_version,
     checked_messages,
@@ -43,6 +45,12 @@ CREATE TABLE IF NOT EXISTS session_messages (
     seq INTEGER NOT NULL,
     data TEXT NOT NULL,
     PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS session_marks (
+    session_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (session_id, name)
 ) WITHOUT ROWID;
 """
 
@@ -73,20 +81,30 @@ class LocalSessionStore(SQLiteFile, SessionStore):
     # -- SessionStore -------------------------------------------------------------------------------------------------
     def load(self, session_id: str) -> tuple[list[Message], int]:
         """The session's messages and version, read from one snapshot; ``([], 0)`` when never saved."""
+        state = self.load_state(session_id)
+        return state.messages, state.version
+
+    def load_state(self, session_id: str) -> SessionState:
+        """Messages, version and marks, read from one snapshot."""
         check_session_id(session_id)
         with self._snapshot(f"cannot load session {session_id!r} from {self.path}") as db:
             head = db.execute("SELECT version, token FROM sessions WHERE id = ?", (session_id,)).fetchone()
             rows = db.execute(
                 "SELECT data FROM session_messages WHERE session_id = ? ORDER BY seq", (session_id,)
             ).fetchall()
+            marks = dict(db.execute("SELECT name, value FROM session_marks WHERE session_id = ?",
+                                    (session_id,)).fetchall())
         messages = [decode_message(r[0], session_id, i) for i, r in enumerate(rows)]
         if head is None:
-            return messages, 0
+            return SessionState(messages, 0, marks)
         self._tracker.remember(session_id, str(head[1]), messages)
-        return messages, int(head[0])
+        return SessionState(messages, int(head[0]), marks)
 
-    def save(self, session_id: str, messages: Sequence[Message], expected_version: int) -> int:
+    def save(self, session_id: str, messages: Sequence[Message], expected_version: int, *,
+             marks: Mapping[str, str] | None = None) -> int:
         """Replace the session's messages if it is still at ``expected_version``; returns the new version.
+
+        ``marks`` are set in the same transaction (other marks stay).
 
         Raises:
             SessionConflict: when another writer saved the session since ``expected_version``.
@@ -94,6 +112,7 @@ class LocalSessionStore(SQLiteFile, SessionStore):
         check_session_id(session_id)
         check_version(expected_version)
         frozen = checked_messages(messages)
+        new_marks = check_marks(marks)
         known_token, same = self._tracker.common_prefix(session_id, frozen)
         token = new_token()
         with self._write(f"cannot save session {session_id!r} to {self.path}") as db:
@@ -110,6 +129,8 @@ class LocalSessionStore(SQLiteFile, SessionStore):
             db.execute(
                 "INSERT OR REPLACE INTO sessions (id, version, token) VALUES (?, ?, ?)", (session_id, actual + 1, token)
             )
+            db.executemany("INSERT OR REPLACE INTO session_marks (session_id, name, value) VALUES (?, ?, ?)",
+                           ((session_id, name, value) for name, value in new_marks.items()))
         self._tracker.remember(session_id, token, frozen)
         return actual + 1
 
@@ -119,5 +140,6 @@ class LocalSessionStore(SQLiteFile, SessionStore):
         self._tracker.forget(session_id)
         with self._write(f"cannot delete session {session_id!r} from {self.path}") as db:
             db.execute("DELETE FROM session_messages WHERE session_id = ?", (session_id,))
+            db.execute("DELETE FROM session_marks WHERE session_id = ?", (session_id,))
             found = db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0
         return found

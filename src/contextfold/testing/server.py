@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from ..summarize.base import default_counter
 from ..tokens import TokenCounter
+from .stream import stream_events
 from .wire import API, ErrorReply, Reply, error_body, reply_body, request_tokens
 
 __all__ = ["RecordedRequest", "ScriptedLLMServer", "Validator", "formats_validator"]
@@ -38,6 +39,8 @@ Validator = Callable[[API, Mapping[str, Any]], None]
 
 # serve_forever notices shutdown() only between polls; a short poll keeps stopping a test server instant.
 SHUTDOWN_POLL_SECONDS = 0.02
+# A stream held by ``stream_pause`` goes on by itself after this long: a test that forgot to release it still ends.
+STREAM_PAUSE_TIMEOUT_S = 10.0
 
 _ROUTES: dict[str, API] = {"/v1/chat/completions": "chat", "/chat/completions": "chat", "/v1/responses": "responses",
                            "/responses": "responses", "/v1/messages": "messages", "/messages": "messages"}
@@ -111,6 +114,8 @@ class ScriptedLLMServer:
         model: reported when the request names none.
         truncate: cut replies longer than the request's max tokens, with the API's "length" finish reason.
 
+    A request with ``"stream": true`` gets its reply as the API's server-sent events (``stream.py``).
+
     Attributes:
         requests: every :class:`RecordedRequest`, in arrival order.
     """
@@ -141,6 +146,8 @@ class ScriptedLLMServer:
         self.model = model
         self.truncate = truncate
         self.requests: list[RecordedRequest] = []
+        # Set to an unset threading.Event to hold every stream after its first event until the test sets it.
+        self.stream_pause: threading.Event | None = None
         self._changed = threading.Condition()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -239,9 +246,6 @@ class ScriptedLLMServer:
 
     def _answer(self, request: RecordedRequest) -> tuple[int, dict[str, Any]]:
         api, body, number = request.api, request.body, request.number
-        if body.get("stream"):
-            return error_body(api, ErrorReply("invalid_request", "ScriptedLLMServer does not stream: send "
-                                                                 "stream=false"), number)
         request.input_tokens = request_tokens(api, body, self.counter)
         if self.validator is not None:
             try:
@@ -308,7 +312,25 @@ class _Handler(BaseHTTPRequestHandler):
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
         status, payload = self.scripted.answer(api, path, body, headers)
-        self._send(status, payload)
+        if status == 200 and body.get("stream") is True:
+            self._stream(stream_events(api, payload, body))
+        else:
+            self._send(status, payload)
+
+    def _stream(self, events: list[bytes]) -> None:
+        """Server-sent events in chunked encoding; a test's ``stream_pause`` holds the stream after its first event."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        pause = self.scripted.stream_pause
+        for number, event in enumerate(events):
+            self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+            self.wfile.flush()
+            if number == 0 and pause is not None:
+                pause.wait(STREAM_PAUSE_TIMEOUT_S)
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
     def _send(self, status: int, payload: Mapping[str, Any]) -> None:
         data = json.dumps(payload).encode()

@@ -1,0 +1,211 @@
+"""The three APIs the proxy speaks, each reduced to what a session needs: its history, the view put back, the reply.
+
+- ``chat``: OpenAI Chat Completions (``messages``; the system prompt is one of them).
+- ``responses``: OpenAI Responses (``input`` and ``instructions``; or only the new ``input`` after a
+  ``previous_response_id`` / in a ``conversation``, where the proxy holds the history).
+- ``messages``: Anthropic Messages (``system`` and ``messages``).
+
+Nothing here does I/O: bodies in, bodies out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..errors import ContextfoldError
+
+__all__ = ["API_NAMES", "ApiName", "BadRequest", "Exchange", "item_key", "parse_request", "reply_items",
+           "reply_usage", "upstream_body"]
+
+ApiName = Literal["chat", "responses", "messages"]
+API_NAMES: tuple[ApiName, ...] = ("chat", "responses", "messages")
+# The contextfold wire format of each API.
+FORMATS: dict[ApiName, str] = {"chat": "openai_chat", "responses": "openai_responses", "messages": "anthropic"}
+# Which upstream serves each API.
+PROVIDERS: dict[ApiName, str] = {"chat": "openai", "responses": "openai", "messages": "anthropic"}
+# The id the Responses instructions are pinned under in a session (they travel in their own field).
+INSTRUCTIONS_ID = "serve:instructions"
+# Hex digits of an item key: collisions within one conversation are out of reach.
+_KEY_HEX = 20
+
+
+class BadRequest(ContextfoldError):
+    """A request the proxy cannot serve; the message names the field and the problem."""
+
+    def __init__(self, problem: str, field: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {problem}")
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """One request as the proxy sees it.
+
+    Attributes:
+        api: Which API.
+        body: The request body as sent.
+        model: Its ``model``.
+        items: The conversation items it carries, oldest first (the Anthropic ``system`` is the first item).
+        instructions: The Responses ``instructions`` (pinned in the session, sent back in their own field).
+        handle: ``("response", id)`` or ``("conversation", id)`` when the proxy holds the history, else None.
+        stream: Whether the caller asked for server-sent events.
+        reply_tokens: What the request reserves for the reply, when the provider counts it against the window.
+    """
+
+    api: ApiName
+    body: dict[str, Any]
+    model: str
+    items: list[dict[str, Any]]
+    instructions: str | None
+    handle: tuple[str, str] | None
+    stream: bool
+    reply_tokens: int
+
+    @property
+    def format(self) -> str:
+        """The contextfold wire format of the API."""
+        return FORMATS[self.api]
+
+    @property
+    def provider(self) -> str:
+        """``openai`` or ``anthropic``."""
+        return PROVIDERS[self.api]
+
+
+def _items(value: Any, field: str) -> list[dict[str, Any]]:
+    if not isinstance(value, list):
+        raise BadRequest(f"expected a list of items, got {type(value).__name__}", field)
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise BadRequest(f"expected an object, got {type(item).__name__}", f"{field}[{i}]")
+    return value
+
+
+def parse_request(api: ApiName, body: Any) -> Exchange:
+    """The :class:`Exchange` of a request body; :class:`BadRequest` naming the field when it is not one."""
+    if not isinstance(body, dict):
+        raise BadRequest(f"the request body must be a JSON object, got {type(body).__name__}", "body")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadRequest("a model name is required", "model")
+    stream = body.get("stream") is True
+    instructions: str | None = None
+    handle: tuple[str, str] | None = None
+    reply_tokens = 0
+    if api == "chat":
+        items = _items(body.get("messages"), "messages")
+    elif api == "responses":
+        raw = body.get("input", [])
+        items = [{"role": "user", "content": raw}] if isinstance(raw, str) else _items(raw, "input")
+        value = body.get("instructions")
+        if value is not None and not isinstance(value, str):
+            raise BadRequest("the proxy takes instructions as text", "instructions")
+        instructions = value or None
+        previous, conversation = body.get("previous_response_id"), body.get("conversation")
+        if isinstance(conversation, Mapping):
+            conversation = conversation.get("id")
+        if previous is not None and conversation is not None:
+            raise BadRequest("give previous_response_id or conversation, not both", "previous_response_id")
+        if previous is not None:
+            if not isinstance(previous, str) or not previous:
+                raise BadRequest("must be a response id", "previous_response_id")
+            handle = ("response", previous)
+        elif conversation is not None:
+            if not isinstance(conversation, str) or not conversation:
+                raise BadRequest("must be a conversation id", "conversation")
+            handle = ("conversation", conversation)
+    else:
+        items = _items(body.get("messages"), "messages")
+        system = body.get("system")
+        if system is not None:
+            if not isinstance(system, str | list):
+                raise BadRequest("must be text or a list of text blocks", "system")
+            items = [{"role": "system", "content": system}, *items]
+        max_tokens = body.get("max_tokens")
+        if isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and max_tokens > 0:
+            reply_tokens = max_tokens  # Anthropic counts it against the window
+    if not items:
+        raise BadRequest("the conversation is empty", "input" if api == "responses" else "messages")
+    return Exchange(api, body, model, items, instructions, handle, stream, reply_tokens)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` without None values and empty containers: how one SDK or another re-sends an item varies there."""
+    if isinstance(value, Mapping):
+        out = {k: _plain(v) for k, v in value.items() if v is not None}
+        return {k: v for k, v in out.items() if v not in ({}, [])}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def item_key(item: Mapping[str, Any]) -> str:
+    """The identity key of a conversation item: a fingerprint of its content (reconciliation compares these)."""
+    data = json.dumps(_plain(item), sort_keys=True, ensure_ascii=False, default=repr)
+    return hashlib.blake2b(data.encode("utf-8", "surrogatepass"), digest_size=_KEY_HEX // 2).hexdigest()
+
+
+def upstream_body(exchange: Exchange, view: Any) -> dict[str, Any]:
+    """The body sent upstream: the caller's, with the session's view in place of its conversation.
+
+    ``view`` is ``cm.prepare(format)``: a list of items (chat, responses) or ``{"system", "messages"}``
+    (Anthropic). A Responses handle is dropped: the proxy sends the whole view.
+    """
+    body = dict(exchange.body)
+    if exchange.api == "chat":
+        body["messages"] = view
+    elif exchange.api == "responses":
+        body["input"] = view
+        body.pop("previous_response_id", None)
+        body.pop("conversation", None)
+    else:
+        body.pop("system", None)
+        body.update(view)
+    if exchange.stream and exchange.api == "chat":
+        # The usage of a streamed reply comes only in a last chunk the caller may not have asked for; the proxy
+        # needs it (recorded usage), and drops that chunk again when the caller did not ask (streams.py).
+        body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+    return body
+
+
+def caller_wants_usage(exchange: Exchange) -> bool:
+    """Whether the caller asked for the usage chunk of a Chat Completions stream."""
+    options = exchange.body.get("stream_options")
+    return isinstance(options, Mapping) and options.get("include_usage") is True
+
+
+def reply_items(api: ApiName, response: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The reply as conversation items of the API (what the caller appends to its history)."""
+    if api == "chat":
+        choices = response.get("choices") or []
+        message = choices[0].get("message") if choices and isinstance(choices[0], Mapping) else None
+        return [dict(_plain(message))] if isinstance(message, Mapping) else []
+    if api == "responses":
+        return [dict(_plain(item)) for item in response.get("output") or [] if isinstance(item, Mapping)]
+    content = response.get("content")
+    return [{"role": "assistant", "content": content}] if isinstance(content, list) and content else []
+
+
+def reply_usage(response: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The usage a reply reports, as the API shapes it."""
+    usage = response.get("usage")
+    return usage if isinstance(usage, Mapping) else None
+
+
+def tool_call_names(api: ApiName, items: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Names of the tools a reply calls."""
+    names: list[str] = []
+    for item in items:
+        if api == "chat":
+            names += [str((c.get("function") or {}).get("name")) for c in item.get("tool_calls") or ()]
+        elif api == "responses":
+            if item.get("type") == "function_call":
+                names.append(str(item.get("name")))
+        else:
+            names += [str(b.get("name")) for b in item.get("content") or () if isinstance(b, Mapping)
+                      and b.get("type") == "tool_use"]
+    return names

@@ -1,0 +1,419 @@
+"""The ASGI application: routes, the life of one proxied request, health, readiness and metrics.
+
+One request (:meth:`ServeApp.proxy`): read the body (size-limited), find the caller's scope and the session, take
+the session's lock on this instance, run the session's turn on a worker thread (load, feed, prepare, save), send
+the view upstream with the caller's own key, and answer with what the upstream said: as it arrives when
+streaming. A context-length error from the upstream is recovered here (the view shrinks, the state is saved, the
+call is made again) and the client never sees it unless recovery gives up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from ..errors import ContextfoldError, InsufficientBudget, MissingExtra, RecoveryFailed, StoreError
+
+try:
+    import httpx
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
+except ImportError as exc:  # the proxy's stack is an extra
+    raise MissingExtra("contextfold serve", "serve", module=exc.name) from exc
+from .apis import (
+    ApiName,
+    BadRequest,
+    Exchange,
+    caller_wants_usage,
+    parse_request,
+    reply_items,
+    reply_usage,
+    upstream_body,
+)
+from .config import ServeConfig
+from .identity import (
+    MAX_SESSION_NAME,
+    SESSION_HEADER,
+    TOKEN_HEADER,
+    caller_key,
+    caller_scope,
+    opening_fingerprint,
+    session_id,
+    token_matches,
+)
+from .ops import Metrics, log_event
+from .replies import ReplyCollector
+from .sessions import Backend, Conflict, Turn, open_turn, resolve_pointer, save_reply
+from .sse import events
+from .upstream import Upstream, UpstreamError, error_body, response_headers
+
+__all__ = ["ServeApp", "create_app"]
+
+_log = logging.getLogger("contextfold.serve")
+
+# The id of the entry readiness reads: any store answering for it is up.
+_READY_PROBE = "px-readiness-probe"
+# Routes of each API: with and without the /v1 prefix, as SDKs build them from a base URL either way.
+_API_PATHS: dict[ApiName, tuple[str, ...]] = {
+    "chat": ("/v1/chat/completions", "/chat/completions"),
+    "responses": ("/v1/responses", "/responses"),
+    "messages": ("/v1/messages", "/messages"),
+}
+
+
+class BodyTooLarge(Exception):
+    """The request body is over ``max_body_bytes``."""
+
+
+class SessionLocks:
+    """One asyncio lock per session on this instance: its requests take turns here instead of conflicting."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    async def acquire(self, key: str) -> Callable[[], None]:
+        """Wait for the session's lock; returns the function that releases it (call it once)."""
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            await lock.acquire()
+        except BaseException:
+            self._forget(key)
+            raise
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                lock.release()
+                self._forget(key)
+
+        return release
+
+    def _forget(self, key: str) -> None:
+        lock, users = self._locks[key]
+        if users <= 1:
+            del self._locks[key]
+        else:
+            self._locks[key] = (lock, users - 1)
+
+
+class ServeApp:
+    """The proxy: a Starlette application (``.app``) over one :class:`Backend` and one upstream client.
+
+    Args:
+        config: The proxy's settings.
+        backend: The stores (built from ``config`` when not given).
+        transport: An httpx transport for the upstream calls (tests; None for the network).
+    """
+
+    def __init__(self, config: ServeConfig, *, backend: Backend | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        from ..redact import Redactor
+
+        self.config = config
+        self.metrics = Metrics()
+        self.backend = backend if backend is not None else Backend(config)
+        self.upstream = Upstream(config, transport)
+        self.locks = SessionLocks()
+        self.redactor = Redactor()
+        self.draining = False
+        routes = [Route(path, self._endpoint(api), methods=["POST"])
+                  for api, paths in _API_PATHS.items() for path in paths]
+        routes += [Route("/healthz", self.health, methods=["GET"]), Route("/readyz", self.ready, methods=["GET"]),
+                   Route("/metrics", self.metrics_endpoint, methods=["GET"])]
+        self.app = Starlette(routes=routes, lifespan=self._lifespan)
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
+        log_event("serving", host=self.config.host, port=self.config.port, sessions=self.config.sessions,
+                  openai=self.config.openai_base_url, anthropic=self.config.anthropic_base_url)
+        try:
+            yield
+        finally:
+            self.draining = True
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the upstream pool and the stores."""
+        await self.upstream.aclose()
+        await asyncio.to_thread(self.backend.close)
+
+    # -- plumbing -----------------------------------------------------------------------------------------------
+    def _endpoint(self, api: ApiName) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            return await self.proxy(api, request)
+
+        return endpoint
+
+    def _denied(self, request: Request) -> bool:
+        token = self.config.token
+        if token is None:
+            return False
+        sent = request.headers.get(TOKEN_HEADER)
+        if sent is None and request.url.path == "/metrics":  # Prometheus sends a bearer token
+            auth = request.headers.get("authorization", "")
+            sent = auth[7:] if auth[:7].lower() == "bearer " else None
+        return not token_matches(sent, token)
+
+    async def _body(self, request: Request) -> bytes:
+        limit = self.config.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise BodyTooLarge
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _error(self, api: ApiName, status: int, message: str, *, param: str | None = None,
+               kind: str = "invalid_request_error", started: float | None = None) -> Response:
+        self.metrics.requests.labels(api, str(status)).inc()
+        log_event("refused", level=logging.WARNING, api=api, status=status, problem=self.redactor.redact_text(message),
+                  ms=round((time.perf_counter() - started) * 1000, 1) if started else None)
+        return JSONResponse(error_body(api, message, kind=kind, param=param), status_code=status)
+
+    # -- health -------------------------------------------------------------------------------------------------
+    async def health(self, _request: Request) -> Response:
+        """Liveness: the process answers."""
+        return JSONResponse({"status": "ok"})
+
+    async def ready(self, _request: Request) -> Response:
+        """Readiness: not draining, and the session store answers."""
+        if self.draining:
+            return JSONResponse({"status": "draining"}, status_code=503)
+        try:
+            await asyncio.to_thread(self.backend.sessions.load_state, _READY_PROBE)
+        except Exception as exc:  # any failure of the store means "do not send traffic here"
+            return JSONResponse({"status": "unavailable", "reason": f"session store: {type(exc).__name__}"},
+                                status_code=503)
+        return JSONResponse({"status": "ready"})
+
+    async def metrics_endpoint(self, request: Request) -> Response:
+        """Prometheus exposition (behind the token when one is set)."""
+        if self._denied(request):
+            return JSONResponse({"error": "missing or wrong token"}, status_code=401)
+        data, content_type = self.metrics.render()
+        return Response(data, media_type=content_type)
+
+    # -- one request --------------------------------------------------------------------------------------------
+    async def proxy(self, api: ApiName, request: Request) -> Response:
+        """Serve one request of ``api``."""
+        started = time.perf_counter()
+        if self._denied(request):
+            return self._error(api, 401, f"this proxy needs its token in the {TOKEN_HEADER} header",
+                               kind="authentication_error", started=started)
+        try:
+            body = json.loads(await self._body(request))
+            exchange = parse_request(api, body)
+        except BodyTooLarge:
+            return self._error(api, 413, f"the request body is over the proxy's limit of "
+                                         f"{self.config.max_body_bytes} bytes", started=started)
+        except BadRequest as exc:
+            return self._error(api, 400, str(exc), param=exc.field, started=started)
+        except ValueError as exc:
+            return self._error(api, 400, f"body: not valid JSON ({exc})", started=started)
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        scope = caller_scope(caller_key(headers), self.config.key_salt)
+        try:
+            session, continues = await self._session_of(exchange, headers, scope)
+        except BadRequest as exc:
+            return self._error(api, 400, str(exc), param=exc.field, started=started)
+        release = await self.locks.acquire(session)
+        handed_over = False
+        try:
+            response = await self._turn(exchange, headers, scope, session, continues, started, release)
+            handed_over = isinstance(response, StreamingResponse)
+            return response
+        except Exception as exc:  # a bug must reach the client as its API's error and the log, never as a hang
+            _log.exception("internal error", extra={"fields": {"api": api, "session": session}})
+            return self._error(api, 500, f"contextfold serve: internal error ({type(exc).__name__})",
+                               kind="api_error", started=started)
+        finally:
+            if not handed_over:
+                release()
+
+    async def _session_of(self, exchange: Exchange, headers: dict[str, str],
+                          scope: str) -> tuple[str, str | None]:
+        """The session id of the request, and the response id it continues (Responses), if any."""
+        named = headers.get(SESSION_HEADER)
+        continues: str | None = None
+        if exchange.handle is not None and exchange.handle[0] == "response":
+            continues = exchange.handle[1]
+        if named:
+            if len(named) > MAX_SESSION_NAME:
+                raise BadRequest(f"at most {MAX_SESSION_NAME} characters", SESSION_HEADER)
+            return session_id(scope, "header", named), continues
+        if exchange.handle is not None:
+            kind, handle = exchange.handle
+            if kind == "conversation":
+                return session_id(scope, "conversation", handle), None
+            found = await asyncio.to_thread(resolve_pointer, self.backend, session_id(scope, "response", handle))
+            if found is None:
+                raise BadRequest(f"the proxy gave no response {handle!r} to this caller (it continues only "
+                                 "responses it served)", "previous_response_id")
+            return found, continues
+        head = [{"role": "system", "content": exchange.instructions}] if exchange.instructions else []
+        return session_id(scope, "opening", opening_fingerprint([*head, *exchange.items])), None
+
+    async def _turn(self, exchange: Exchange, headers: dict[str, str], scope: str, session: str,
+                    continues: str | None, started: float, release: Callable[[], None]) -> Response:
+        api = exchange.api
+        try:
+            turn = await asyncio.to_thread(open_turn, self.backend, exchange, session, continues=continues)
+        except Conflict as exc:
+            return self._error(api, 409, str(exc), param=exc.field, started=started)
+        except BadRequest as exc:
+            return self._error(api, 400, str(exc), param=exc.field, started=started)
+        except InsufficientBudget as exc:
+            return self._error(api, 400, f"contextfold cannot fit this conversation in the window: {exc}",
+                               started=started)
+        except StoreError as exc:
+            return self._error(api, 503, f"the session store is unavailable: {exc}", kind="api_error",
+                               started=started)
+        self._count_turn(turn, started)
+        from ..recovery import OverflowRecovery, parse_overflow
+
+        recovery = OverflowRecovery(turn.cm, self.config.recovery_retries, exchange.reply_tokens)
+        view = turn.sent
+        while True:
+            sent_at = time.perf_counter()
+            try:
+                upstream = await self.upstream.send(api, upstream_body(exchange, view), headers)
+            except httpx.HTTPError as exc:
+                return self._error(api, 502, f"the upstream could not be reached: {type(exc).__name__}",
+                                   kind="api_error", started=started)
+            self.metrics.upstream_seconds.labels(api).observe(time.perf_counter() - sent_at)
+            if upstream.status_code < 400:
+                break
+            data = await upstream.aread()
+            await upstream.aclose()
+            error = UpstreamError(upstream.status_code, _json_or_text(data), exchange.provider)
+            info = parse_overflow(error, provider=exchange.provider)
+            if info is not None:
+                try:
+                    await asyncio.to_thread(recovery.shrink, info, error)
+                except (RecoveryFailed, ContextfoldError):
+                    self.metrics.recoveries.labels(api, "failed").inc()
+                else:
+                    self.metrics.recoveries.labels(api, "retried").inc()
+                    view = await asyncio.to_thread(self._resave, turn)
+                    continue
+            self.metrics.requests.labels(api, str(upstream.status_code)).inc()
+            log_event("upstream error", level=logging.WARNING, api=api, session=session,
+                      status=upstream.status_code, overflow=info is not None)
+            return Response(data, status_code=upstream.status_code, headers=response_headers(upstream))
+        if exchange.stream:
+            return StreamingResponse(self._relay(turn, upstream, scope, started, release),
+                                     status_code=upstream.status_code, headers={
+                                         **response_headers(upstream), "cache-control": "no-cache",
+                                         "x-accel-buffering": "no"})
+        try:
+            data = await upstream.aread()
+        finally:
+            await upstream.aclose()
+        payload = _json_or_text(data)
+        if isinstance(payload, dict):
+            await self._after_reply(turn, scope, reply_usage(payload), payload.get("id"),
+                                    reply_items(api, payload))
+        self._done(turn, upstream.status_code, started)
+        return Response(data, status_code=upstream.status_code, headers=response_headers(upstream))
+
+    def _resave(self, turn: Turn) -> Any:
+        """The view after recovery shrank it, saved so that the next request starts from it."""
+        from ..stores.session import SessionConflict
+
+        view = turn.view()
+        try:
+            turn.version = self.backend.sessions.save(turn.session_id, turn.cm.stored_messages(), turn.version,
+                                                      marks=turn.marks)
+        except SessionConflict:
+            # Another request saved the session meanwhile: it holds a state as valid as ours (the archive has
+            # what recovery dropped). This request goes on with its view; the next one starts from the store.
+            self.metrics.conflicts.inc()
+        return view
+
+    def _count_turn(self, turn: Turn, started: float) -> None:
+        api = turn.exchange.api
+        self.metrics.prepare_seconds.labels(api).observe(time.perf_counter() - started)
+        self.metrics.conflicts.inc(turn.conflicts)
+        if turn.rebuilt:
+            self.metrics.rebuilds.inc()
+        self.metrics.compactions.labels(api).inc(max(0, turn.cm.compactions - turn.compactions_before))
+        self.metrics.maskings.labels(api).inc(max(0, turn.cm.maskings - turn.maskings_before))
+        sent = turn.cm.tokens()
+        self.metrics.tokens_sent.labels(api).inc(sent)
+        self.metrics.tokens_saved.labels(api).inc(max(0, int(turn.marks.get("client_tokens", "0")) - sent))
+
+    async def _after_reply(self, turn: Turn, scope: str, usage: Any, response_id: Any,
+                           items: list[dict[str, Any]]) -> None:
+        """Record the usage; for Responses, remember the reply so that a continuation of it finds its session."""
+        api = turn.exchange.api
+        if usage:
+            try:
+                recorded = await asyncio.to_thread(turn.cm.record_usage, usage)
+            except (ValueError, TypeError):
+                recorded = None  # a usage shape the parser does not know: nothing to ground the count in
+            if recorded is not None:
+                self.metrics.usage.labels(api, "input").inc(recorded.input)
+                self.metrics.usage.labels(api, "output").inc(recorded.output)
+        if api == "responses" and isinstance(response_id, str) and response_id:
+            pointer = session_id(scope, "response", response_id)
+            try:
+                await asyncio.to_thread(save_reply, self.backend, turn, response_id, items, pointer)
+            except StoreError as exc:
+                log_event("reply not remembered", level=logging.WARNING, api=api, session=turn.session_id,
+                          error=type(exc).__name__)
+
+    def _done(self, turn: Turn, status: int, started: float) -> None:
+        api = turn.exchange.api
+        self.metrics.requests.labels(api, str(status)).inc()
+        log_event("served", api=api, session=turn.session_id, model=turn.exchange.model, status=status,
+                  stream=turn.exchange.stream, fresh=turn.fresh, rebuilt=turn.rebuilt, attempts=turn.attempts,
+                  compactions=turn.cm.compactions - turn.compactions_before,
+                  ms=round((time.perf_counter() - started) * 1000, 1))
+
+    async def _relay(self, turn: Turn, upstream: httpx.Response, scope: str, started: float,
+                     release: Callable[[], None]) -> AsyncIterator[bytes]:
+        """Pass the upstream's events through as they arrive; read the usage and the reply on the way."""
+        exchange = turn.exchange
+        collector = ReplyCollector(exchange.api)
+        drop_usage = exchange.api == "chat" and not caller_wants_usage(exchange)
+        try:
+            async for event in events(upstream.aiter_bytes()):
+                data = event.json()
+                collector.observe(data)
+                if drop_usage and isinstance(data, dict) and not data.get("choices") and data.get("usage"):
+                    continue  # the usage chunk the proxy asked for on its own account
+                yield event.raw
+            await self._after_reply(turn, scope, collector.usage, collector.response_id, collector.items())
+            self._done(turn, upstream.status_code, started)
+        finally:
+            await upstream.aclose()
+            release()
+
+
+def _json_or_text(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return data.decode("utf-8", "replace")
+
+
+def create_app(config: ServeConfig | None = None, **overrides: Any) -> Starlette:
+    """The ASGI application for ``config`` (or a default config with ``overrides``)."""
+    if config is None:
+        config = ServeConfig(**overrides)
+    return ServeApp(config).app

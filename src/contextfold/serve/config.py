@@ -1,0 +1,118 @@
+"""The proxy's settings: where it listens, where it forwards, where sessions live, and its limits."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ConfigError
+
+__all__ = ["DEFAULT_ANTHROPIC_BASE_URL", "DEFAULT_OPENAI_BASE_URL", "ServeConfig", "is_loopback"]
+
+DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com"
+DEFAULT_PORT = 8787
+# A request body larger than this is refused with 413 before it is parsed: a long agent history with images is a
+# few MB; 32 MB leaves room for that and still keeps one request from filling the proxy's memory.
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+# Reasoning models can think for minutes before the first byte; the providers' own SDKs wait 10 minutes.
+DEFAULT_UPSTREAM_TIMEOUT_S = 600.0
+# Connecting to the upstream should take well under a second; a minute means it is not there.
+DEFAULT_CONNECT_TIMEOUT_S = 30.0
+# In-flight requests get this long to finish when the proxy is told to stop (SIGTERM), then they are cut.
+DEFAULT_SHUTDOWN_GRACE_S = 30.0
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and ``localhost``: addresses no other machine can reach."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class ServeConfig:
+    """Everything ``contextfold serve`` is told.
+
+    Attributes:
+        host: Address to bind; loopback unless told otherwise.
+        port: TCP port.
+        token: Callers must send it (``x-contextfold-token`` header, or ``Authorization: Bearer`` when their API
+            key travels in ``x-api-key``); required when ``host`` is not loopback.
+        openai_base_url: Upstream of Chat Completions and Responses (``…/v1``).
+        anthropic_base_url: Upstream of Anthropic Messages (without ``/v1``, as the Anthropic SDK takes it).
+        sessions: Session store: ``"local"`` (SQLite under ``state_dir``), ``"memory"``, or ``"redis://…"``.
+        store: Tool output store: ``"local"``, ``"memory"`` or ``"redis://…"``.
+        archive: Archive: a directory, ``"memory"``, ``"s3://bucket/prefix"``; None for ``<state_dir>/archive``.
+        state_dir: Where the local stores live (``.contextfold`` by default).
+        windows: Context window per model name, for models the registry does not know or to work in a smaller one.
+        default_window: Window of a model neither the registry nor ``windows`` knows; None refuses such models.
+        policy: Policy fields (``trigger_pct``, …) for every session.
+        retrieval_tools: Give the model ``tool_output_cache``, ``tool_output_cache_grep`` and ``history_search``
+            and answer its calls to them inside the proxy.
+        max_body_bytes: Larger request bodies get 413.
+        upstream_timeout_s: Read timeout of an upstream call (per chunk when streaming).
+        connect_timeout_s: Connect timeout of an upstream call.
+        recovery_retries: Overflow retries per request.
+        key_salt: Mixed into the hash of callers' API keys; instances serving the same sessions share it.
+        redact: Redact secrets from the archive and events.
+        shutdown_grace_s: How long in-flight requests may finish after a stop signal.
+        log_level: Logging level of the proxy's JSON log lines.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    token: str | None = None
+    openai_base_url: str = DEFAULT_OPENAI_BASE_URL
+    anthropic_base_url: str = DEFAULT_ANTHROPIC_BASE_URL
+    sessions: str = "local"
+    store: str = "local"
+    archive: str | None = None
+    state_dir: str | None = None
+    windows: Mapping[str, int] = field(default_factory=dict)
+    default_window: int | None = None
+    policy: Mapping[str, Any] | None = None
+    retrieval_tools: bool = False
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    upstream_timeout_s: float = DEFAULT_UPSTREAM_TIMEOUT_S
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+    recovery_retries: int = 3
+    key_salt: str = ""
+    redact: bool = True
+    shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S
+    log_level: str = "info"
+
+    def __post_init__(self) -> None:
+        if not is_loopback(self.host) and not self.token:
+            raise ConfigError(f"binding to {self.host} lets other machines reach the proxy: give a token "
+                              "(--token or CONTEXTFOLD_SERVE_TOKEN) that callers must send", field="token")
+        if self.token is not None and len(self.token) < 16:
+            raise ConfigError("must be at least 16 characters (it is all that guards the proxy)", field="token")
+        if isinstance(self.port, bool) or not isinstance(self.port, int) or not 0 <= self.port <= 65_535:
+            raise ConfigError(f"must be an integer from 0 to 65535, got {self.port!r}", field="port")
+        for name in ("openai_base_url", "anthropic_base_url"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+                raise ConfigError(f"must be an http:// or https:// URL, got {value!r}", field=name)
+        for model, window in self.windows.items():
+            if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+                raise ConfigError(f"must be a positive integer, got {window!r}", field=f"windows.{model}")
+        for name in ("max_body_bytes", "recovery_retries"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"must be a non-negative integer, got {value!r}", field=name)
+        if self.default_window is not None and (not isinstance(self.default_window, int) or self.default_window <= 0):
+            raise ConfigError(f"must be a positive integer, got {self.default_window!r}", field="default_window")
+        for name in ("upstream_timeout_s", "connect_timeout_s", "shutdown_grace_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ConfigError(f"must be a positive number of seconds, got {value!r}", field=name)
+
+    def window_for(self, model: str) -> int | None:
+        """The window configured for ``model`` (exact name first), or None to use the registry's."""
+        return self.windows.get(model)

@@ -1,0 +1,304 @@
+"""The sessions behind the proxy: stores shared by every request (and every instance), and one request's turn.
+
+A request's turn (:func:`open_turn`) follows the fleet's (``contextfold.fleet``): load the session with its
+version and marks, ``adopt()`` it into a fresh manager, feed it what the request brings that the session has not
+seen, ``prepare()`` the view, and save with the version loaded. A save refused because another request (on this
+instance or another) saved meanwhile redoes the whole step from a fresh load; nothing is sent upstream before the
+save succeeded, so an instance killed at any point leaves either the old state or the new one, and the client's
+retry finds what is left to do.
+
+What was fed is recorded as marks saved atomically with the view:
+
+- ``keys``: identity keys of the client's history items fed so far (:func:`~contextfold.serve.apis.item_key`),
+  restored into ``cm.framework_history`` so that :func:`contextfold.manager.reconcile.reconcile` feeds only what is
+  new, or rebuilds the view (archiving the old one) when the client's history diverged.
+- ``head``, ``pending``, ``fed``: for Responses requests that continue a response (``previous_response_id``) or
+  a ``conversation``, where the client does not send the history: the last response id, its reply items (fed at
+  the next request, before its input), and which continuation was fed last (a retried request is fed once).
+
+Message ids are derived from the session, the version loaded and the items fed (``message_id_prefix``): a request
+retried after its instance died mid-request gives the same messages the same ids, so the archive restores each once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import StoreError
+from ..stores.session import SessionConflict
+from .apis import INSTRUCTIONS_ID, BadRequest, Exchange, item_key
+from .config import ServeConfig
+
+if TYPE_CHECKING:
+    from ..archive import Archive
+    from ..fleet import MarkedSessionStore
+    from ..manager import ContextManager
+    from ..tokens import MessageCounter
+
+__all__ = ["MAX_ATTEMPTS", "SOURCE", "Backend", "Conflict", "Turn", "open_turn", "resolve_pointer", "save_reply"]
+
+# The framework-history source of the proxy's clients (manager/reconcile.py).
+SOURCE = "serve"
+# Attempts of one turn before the request fails: a conflict needs one redo in practice; a restarting Redis a few.
+MAX_ATTEMPTS = 8
+# Hex digits of the part of a message id that tells two requests' items apart.
+_ID_DIGEST_HEX = 10
+
+
+class Conflict(BadRequest):
+    """A continuation the session cannot take (a response that is not the session's latest); HTTP 409."""
+
+
+@dataclass
+class Backend:
+    """The stores every request shares: sessions (with marks), tool outputs, archive; counters by model.
+
+    Args:
+        config: The proxy's settings.
+        telemetry: Where every manager's events go (the proxy's metrics sink).
+    """
+
+    config: ServeConfig
+    telemetry: Any = None
+    sessions: MarkedSessionStore = field(init=False)
+    blobs: Any = field(init=False)
+    archive: Archive = field(init=False)
+    _counters: dict[str, MessageCounter] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from ..archive import Archive
+        from ..redact import Redactor
+        from ..stores import open_blob_store
+        from ..stores.archive_open import open_archive_store
+
+        state = Path(self.config.state_dir or ".contextfold")
+        self.sessions = open_session_store(self.config.sessions, state)
+        store = self.config.store
+        self.blobs = open_blob_store(f"local://{state.resolve()}" if store == "local" else store)
+        archive = self.config.archive
+        if archive == "memory":
+            from ..archive import MemoryArchiveStore
+
+            archive_store: Any = MemoryArchiveStore()
+        else:
+            archive_store = open_archive_store(archive or str(state / "archive"))
+        self.archive = Archive(archive_store, redactor=Redactor(enabled=self.config.redact))
+
+    def window(self, model: str) -> int | None:
+        """The window for ``model``: configured, else the registry's (None), else the default; BadRequest if none."""
+        from ..tokens.models import lookup_model
+
+        configured = self.config.window_for(model)
+        if configured is not None:
+            return configured
+        if lookup_model(model, with_prices=False) is not None:
+            return None
+        if self.config.default_window is not None:
+            return self.config.default_window
+        raise BadRequest(f"the proxy does not know the context window of model {model!r}: configure it "
+                         "(--window MODEL=TOKENS or --default-window TOKENS)", "model")
+
+    def counter(self, model: str) -> MessageCounter:
+        """One message counter per model for the whole instance (its cache survives between requests)."""
+        counter = self._counters.get(model)
+        if counter is None:
+            from ..tokens import counter_for_model
+
+            counter = self._counters.setdefault(model, counter_for_model(model))
+        return counter
+
+    def manager(self, session_id: str, model: str, *, id_prefix: str) -> ContextManager:
+        """A manager for one step of ``session_id`` over the shared stores."""
+        from ..manager import ContextManager
+
+        return ContextManager(
+            model, max_context_tokens=self.window(model), policy=self.config.policy, store=self.blobs,
+            archive=self.archive, telemetry=self.telemetry, session_id=session_id, redact=self.config.redact,
+            counter=self.counter(model), archive_events=False, message_id_prefix=id_prefix, agent="contextfold-serve",
+        )
+
+    def close(self) -> None:
+        """Release the stores' connections and files."""
+        for resource in (self.sessions, self.blobs):
+            close = getattr(resource, "close", None)
+            if callable(close):
+                close()
+
+
+def open_session_store(spec: str, state_dir: Path) -> MarkedSessionStore:
+    """The session store ``spec`` names: ``local`` (SQLite under ``state_dir``), ``memory`` or ``redis://…``."""
+    if spec == "memory":
+        from ..stores.session import MemorySessionStore
+
+        return MemorySessionStore()
+    if spec == "local":
+        from ..stores.session_local import LocalSessionStore
+
+        return LocalSessionStore(state_dir)
+    if spec.startswith(("redis://", "rediss://", "unix://")):
+        from ..stores.redis_session import RedisSessionStore
+
+        return RedisSessionStore(spec)
+    from ..errors import ConfigError
+
+    raise ConfigError(f"unknown session store {spec!r}: use local, memory or redis://host:port/db", field="sessions")
+
+
+def _digest(parts: Sequence[str]) -> str:
+    return hashlib.blake2b("\n".join(parts).encode(), digest_size=_ID_DIGEST_HEX // 2).hexdigest()
+
+
+@dataclass
+class Turn:
+    """One request's step of a session: the manager holding the view, and the version it was saved at."""
+
+    exchange: Exchange
+    session_id: str
+    cm: ContextManager
+    version: int
+    marks: dict[str, str]
+    fresh: int = 0
+    rebuilt: bool = False
+    attempts: int = 1
+    conflicts: int = 0
+    client_tokens: int = 0
+    compactions_before: int = 0
+    maskings_before: int = 0
+    sent: Any = None
+
+    def view(self) -> Any:
+        """The view to send, in the API's shape (the Responses instructions left out: they have their own field)."""
+        cm = self.cm
+        if self.exchange.api == "responses" and self.exchange.instructions:
+            from ..formats import openai_responses
+            from ..manager.reconcile import unpinned
+
+            return openai_responses.encode(unpinned(cm, cm.prepare_messages()))
+        return cm.prepare(self.exchange.format)
+
+
+def open_turn(backend: Backend, exchange: Exchange, session_id: str, *, continues: str | None = None) -> Turn:
+    """Load the session, feed it the request, prepare the view and save; redone from a fresh load on a conflict.
+
+    ``continues``: the response id a Responses request continues (``previous_response_id``), whose session this
+    is. Raises BadRequest for a history the formats reject, Conflict for a continuation the session cannot take,
+    StoreError when the stores stay unreachable.
+    """
+    conflicts = errors = 0
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        try:
+            state = backend.sessions.load_state(session_id)
+            turn = _feed(backend, exchange, session_id, state.messages, state.version, dict(state.marks), continues)
+            turn.sent = turn.view()  # compacts when due, before the state is saved
+            turn.version = backend.sessions.save(session_id, turn.cm.stored_messages(), state.version,
+                                                 marks=turn.marks)
+            turn.attempts, turn.conflicts = attempt, conflicts
+            return turn
+        except SessionConflict:
+            conflicts += 1
+        except StoreError:
+            errors += 1
+            if attempt == MAX_ATTEMPTS:
+                raise
+    raise StoreError(f"session {session_id!r} kept conflicting after {MAX_ATTEMPTS} attempts")
+
+
+def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[Any], version: int,
+          marks: dict[str, str], continues: str | None) -> Turn:
+    from ..formats import get_format
+    from ..manager.reconcile import pin_head, reconcile
+
+    wire = get_format(exchange.format)
+    keys = [item_key(item) for item in exchange.items]
+    known: list[str] | None = json.loads(marks["keys"]) if "keys" in marks else None
+    if exchange.handle is None:
+        fresh_keys = keys[len(known):] if known is not None and keys[:len(known)] == known else keys
+    else:
+        fresh_keys = keys
+    cm = backend.manager(session_id, exchange.model, id_prefix=f"{session_id}:{version}.{_digest(fresh_keys)}")
+    if stored:
+        cm.adopt(stored)
+    turn = Turn(exchange, session_id, cm, version, marks, compactions_before=cm.compactions,
+                maskings_before=cm.maskings)
+    if exchange.instructions:
+        pin_head(cm, INSTRUCTIONS_ID, exchange.instructions)
+    try:
+        if exchange.handle is None:
+            if known is not None:
+                cm.framework_history.remember(SOURCE, known)
+            outcome = reconcile(cm, SOURCE, exchange.items, key=item_key, convert=_converter(turn, wire))
+            turn.fresh, turn.rebuilt = outcome.fresh, outcome.rebuilt
+            marks["keys"] = json.dumps(keys)
+        else:
+            items = _continuation(exchange, marks, keys, continues)
+            if items:
+                cm.add(_converter(turn, wire)(items))
+                marks["keys"] = json.dumps([*(known or []), *(item_key(i) for i in items)])
+            turn.fresh = len(items)
+    except BadRequest:
+        raise
+    except (ValueError, TypeError, KeyError) as exc:  # InvalidHistory is a ValueError: a history no API takes
+        raise BadRequest(str(exc), "input" if exchange.api == "responses" else "messages") from exc
+    # What the client's history holds, by our count before any cut: tokens saved = this - what is sent.
+    before = 0 if turn.rebuilt else int(marks.get("client_tokens", "0"))
+    marks["client_tokens"] = str(before + turn.client_tokens)
+    return turn
+
+
+def _converter(turn: Turn, wire: Any) -> Any:
+    def convert(items: Sequence[Mapping[str, Any]]) -> list[Any]:
+        messages = wire.decode(items)
+        counter = turn.cm.counter
+        turn.client_tokens += sum(counter.count_message(m) for m in messages)
+        return list(messages)
+
+    return convert
+
+
+def _continuation(exchange: Exchange, marks: dict[str, str], keys: list[str],
+                  continues: str | None) -> list[dict[str, Any]]:
+    """Items a continued Responses request feeds: the previous reply (held by the proxy), then its input.
+
+    A request retried after it was fed (its instance died before answering) feeds nothing again.
+    """
+    head = marks.get("head")
+    previous = continues if exchange.handle is not None and exchange.handle[0] == "response" else head
+    tag = f"{previous}:{_digest(keys)}"
+    if marks.get("fed") == tag:
+        return []
+    if exchange.handle is not None and exchange.handle[0] == "response" and previous != head:
+        raise Conflict(f"response {previous!r} is not the latest of its conversation ({head!r} is): the proxy "
+                       "continues only the latest response; send the whole history instead", "previous_response_id")
+    pending = json.loads(marks.pop("pending", "[]"))
+    marks["fed"] = tag
+    return [*pending, *exchange.items]
+
+
+def save_reply(backend: Backend, turn: Turn, response_id: str, items: Sequence[Mapping[str, Any]],
+               pointer: str) -> None:
+    """After a Responses reply: remember it as the session's head (fed before the next continuation's input).
+
+    Saved as marks only (the view stays as it was), with a pointer entry (``pointer``, named by the caller and the
+    response id) that maps the response to its session, so that any instance can continue it. A conflict reloads
+    and sets the marks again.
+    """
+    marks = {"head": response_id, "pending": json.dumps(list(items))}
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        try:
+            state = backend.sessions.load_state(turn.session_id)
+            backend.sessions.save(turn.session_id, state.messages, state.version, marks=marks)
+            break
+        except SessionConflict:
+            if attempt == MAX_ATTEMPTS:
+                raise
+    backend.sessions.save(pointer, [], backend.sessions.load_state(pointer).version, marks={"session": turn.session_id})
+
+
+def resolve_pointer(backend: Backend, pointer: str) -> str | None:
+    """The session a response belongs to, from its pointer entry; None when the proxy never gave that response."""
+    return backend.sessions.load_state(pointer).marks.get("session")
