@@ -361,6 +361,7 @@ class ServeApp:
                            items: list[dict[str, Any]]) -> None:
         """Record the usage; for Responses, remember the reply so that a continuation of it finds its session."""
         api = turn.exchange.api
+        recorded = None
         if usage:
             try:
                 recorded = await asyncio.to_thread(turn.cm.record_usage, usage)
@@ -369,13 +370,15 @@ class ServeApp:
             if recorded is not None:
                 self.metrics.usage.labels(api, "input").inc(recorded.input)
                 self.metrics.usage.labels(api, "output").inc(recorded.output)
-        if api == "responses" and isinstance(response_id, str) and response_id:
-            pointer = session_id(scope, "response", response_id)
-            try:
-                await asyncio.to_thread(save_reply, self.backend, turn, response_id, items, pointer)
-            except StoreError as exc:
-                log_event("reply not remembered", level=logging.WARNING, api=api, session=turn.session_id,
-                          error=type(exc).__name__)
+        continuable = api == "responses" and isinstance(response_id, str) and bool(response_id)
+        try:
+            await asyncio.to_thread(
+                save_reply, self.backend, turn, prompt_tokens=recorded.prompt_tokens if recorded else None,
+                response_id=response_id if continuable else None, items=items,
+                pointer=session_id(scope, "response", response_id) if continuable else None)
+        except StoreError as exc:
+            log_event("reply not remembered", level=logging.WARNING, api=api, session=turn.session_id,
+                      error=type(exc).__name__)
 
     def _done(self, turn: Turn, status: int, started: float) -> None:
         api = turn.exchange.api

@@ -112,14 +112,16 @@ class Backend:
             counter = self._counters.setdefault(model, counter_for_model(model))
         return counter
 
-    def manager(self, session_id: str, model: str, *, id_prefix: str) -> ContextManager:
-        """A manager for one step of ``session_id`` over the shared stores."""
+    def manager(self, session_id: str, model: str, *, id_prefix: str,
+                tools: Sequence[Mapping[str, Any]] = ()) -> ContextManager:
+        """A manager for one step of ``session_id`` over the shared stores (``tools``: counted against the window)."""
         from ..manager import ContextManager
 
         return ContextManager(
             model, max_context_tokens=self.window(model), policy=self.config.policy, store=self.blobs,
             archive=self.archive, telemetry=self.telemetry, session_id=session_id, redact=self.config.redact,
             counter=self.counter(model), archive_events=False, message_id_prefix=id_prefix, agent="contextfold-serve",
+            tools=tools,
         )
 
     def close(self) -> None:
@@ -220,9 +222,12 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
         fresh_keys = keys[len(known):] if known is not None and keys[:len(known)] == known else keys
     else:
         fresh_keys = keys
-    cm = backend.manager(session_id, exchange.model, id_prefix=f"{session_id}:{version}.{_digest(fresh_keys)}")
+    tools = exchange.body.get("tools")
+    cm = backend.manager(session_id, exchange.model, id_prefix=f"{session_id}:{version}.{_digest(fresh_keys)}",
+                         tools=[t for t in tools if isinstance(t, Mapping)] if isinstance(tools, list) else ())
     if stored:
         cm.adopt(stored)
+        _ground(cm, marks, version)
     turn = Turn(exchange, session_id, cm, version, marks, compactions_before=cm.compactions,
                 maskings_before=cm.maskings)
     if exchange.instructions:
@@ -248,6 +253,17 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
     before = 0 if turn.rebuilt else int(marks.get("client_tokens", "0"))
     marks["client_tokens"] = str(before + turn.client_tokens)
     return turn
+
+
+def _ground(cm: ContextManager, marks: Mapping[str, str], version: int) -> None:
+    """Ground the counts in the usage the provider reported for the stored view (saved by :func:`save_reply`).
+
+    Only when that view is the one loaded (the usage was saved right after it, nothing else since): the estimate
+    of a model without an exact tokenizer is then corrected by the provider's own count, request after request.
+    """
+    usage = json.loads(marks.get("usage", "null"))
+    if isinstance(usage, dict) and usage.get("version") == version - 1 and isinstance(usage.get("prompt"), int):
+        cm.record_usage({"prompt_tokens": usage["prompt"], "completion_tokens": 0, "total_tokens": usage["prompt"]})
 
 
 def _converter(turn: Turn, wire: Any) -> Any:
@@ -279,24 +295,34 @@ def _continuation(exchange: Exchange, marks: dict[str, str], keys: list[str],
     return [*pending, *exchange.items]
 
 
-def save_reply(backend: Backend, turn: Turn, response_id: str, items: Sequence[Mapping[str, Any]],
-               pointer: str) -> None:
-    """After a Responses reply: remember it as the session's head (fed before the next continuation's input).
+def save_reply(backend: Backend, turn: Turn, *, prompt_tokens: int | None, response_id: str | None = None,
+               items: Sequence[Mapping[str, Any]] = (), pointer: str | None = None) -> None:
+    """After a reply: keep its usage for the next request, and a Responses reply as the session's head.
 
-    Saved as marks only (the view stays as it was), with a pointer entry (``pointer``, named by the caller and the
-    response id) that maps the response to its session, so that any instance can continue it. A conflict reloads
-    and sets the marks again.
+    Saved as marks only (the view stays as it was). The usage (``usage``: the provider's prompt tokens and the
+    version of the view they counted) grounds the next request's counts when the session is still at that view.
+    A Responses reply is fed before the next continuation's input, and a pointer entry (``pointer``, named by
+    the caller and the response id) maps the response to its session, so that any instance can continue it.
+    A conflict reloads and sets the marks again (the usage only if the view did not change).
     """
-    marks = {"head": response_id, "pending": json.dumps(list(items))}
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
             state = backend.sessions.load_state(turn.session_id)
+            marks: dict[str, str] = {}
+            if prompt_tokens and state.version == turn.version:
+                marks["usage"] = json.dumps({"prompt": prompt_tokens, "version": turn.version})
+            if response_id is not None:
+                marks.update(head=response_id, pending=json.dumps(list(items)))
+            if not marks:
+                return
             backend.sessions.save(turn.session_id, state.messages, state.version, marks=marks)
             break
         except SessionConflict:
-            if attempt == MAX_ATTEMPTS:
-                raise
-    backend.sessions.save(pointer, [], backend.sessions.load_state(pointer).version, marks={"session": turn.session_id})
+            if attempt == MAX_ATTEMPTS or response_id is None:
+                return  # the usage of a view that moved on grounds nothing
+    if pointer is not None:
+        backend.sessions.save(pointer, [], backend.sessions.load_state(pointer).version,
+                              marks={"session": turn.session_id})
 
 
 def resolve_pointer(backend: Backend, pointer: str) -> str | None:
