@@ -6,6 +6,8 @@ what reached the upstream from ``upstream.requests`` after the count they noted 
 
 from __future__ import annotations
 
+import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +24,16 @@ from contextfold.testing import ScriptedLLMServer
 WINDOW = 6_000
 UPSTREAM_WINDOW = 8_000
 MODEL = "gpt-4o-mini"
+
+
+def require_binary(name: str) -> str:
+    """The binary's path; a skip when it is missing, a failure in CI (CONTEXTFOLD_REQUIRE_ALL=1)."""
+    path = shutil.which(name)
+    if path is None:
+        if os.environ.get("CONTEXTFOLD_REQUIRE_ALL") == "1":
+            pytest.fail(f"required in CI: {name} is not installed")
+        pytest.skip(f"{name} is not installed")
+    return path
 
 
 def proxy_config(upstream: ScriptedLLMServer, **overrides: Any) -> ServeConfig:

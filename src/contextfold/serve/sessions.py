@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from ..manager import ContextManager
     from ..tokens import MessageCounter
 
-__all__ = ["MAX_ATTEMPTS", "SOURCE", "Backend", "Conflict", "Turn", "open_turn", "resolve_pointer", "save_reply"]
+__all__ = ["MAX_ATTEMPTS", "SOURCE", "Backend", "Conflict", "Turn", "open_turn", "resolve_pointer", "restore",
+           "save_reply"]
 
 # The framework-history source of the proxy's clients (manager/reconcile.py).
 SOURCE = "serve"
@@ -328,3 +329,15 @@ def save_reply(backend: Backend, turn: Turn, *, prompt_tokens: int | None, respo
 def resolve_pointer(backend: Backend, pointer: str) -> str | None:
     """The session a response belongs to, from its pointer entry; None when the proxy never gave that response."""
     return backend.sessions.load_state(pointer).marks.get("session")
+
+
+def restore(backend: Backend, session_id: str) -> list[Any]:
+    """The session's whole history as the clients sent it: the archive merged with the stored view, outputs whole.
+
+    Nothing the clients sent is lost: what left the view was archived first, and what is still in it is stored.
+    """
+    from ..cache import ToolOutputCache
+
+    state = backend.sessions.load_state(session_id)
+    cache = ToolOutputCache(backend.blobs)
+    return backend.archive.restore_history(session_id, state.messages, resolve_ref=cache.get)
