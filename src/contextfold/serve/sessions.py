@@ -306,21 +306,25 @@ def save_reply(backend: Backend, turn: Turn, *, prompt_tokens: int | None, respo
     the caller and the response id) maps the response to its session, so that any instance can continue it.
     A conflict reloads and sets the marks again (the usage only if the view did not change).
     """
+    # First try against the version this request saved, with the view it saved: no load, and the store writes
+    # only the marks (it still holds those messages). Only after a conflict is the session loaded again.
+    messages, version = turn.cm.stored_messages(), turn.version
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
-            state = backend.sessions.load_state(turn.session_id)
             marks: dict[str, str] = {}
-            if prompt_tokens and state.version == turn.version:
+            if prompt_tokens and version == turn.version:
                 marks["usage"] = json.dumps({"prompt": prompt_tokens, "version": turn.version})
             if response_id is not None:
                 marks.update(head=response_id, pending=json.dumps(list(items)))
             if not marks:
                 return
-            backend.sessions.save(turn.session_id, state.messages, state.version, marks=marks)
+            backend.sessions.save(turn.session_id, messages, version, marks=marks)
             break
         except SessionConflict:
             if attempt == MAX_ATTEMPTS or response_id is None:
                 return  # the usage of a view that moved on grounds nothing
+            state = backend.sessions.load_state(turn.session_id)
+            messages, version = state.messages, state.version
     if pointer is not None:
         backend.sessions.save(pointer, [], backend.sessions.load_state(pointer).version,
                               marks={"session": turn.session_id})
