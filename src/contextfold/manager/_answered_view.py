@@ -43,14 +43,15 @@ def _widenable(m: Message) -> bool:
 
 
 def widen_answered(view: Sequence[Message], *, room: int, limit: int, cache: ToolOutputCache,
-                   counter: MessageCounter) -> dict[int, Message]:
+                   counter: MessageCounter, answered: Sequence[int] | None = None) -> dict[int, Message]:
     """Wider views of the answered outputs of ``view`` that were cut at write time: ``{index: widened message}``.
 
     The answered outputs share ``room`` tokens (what the window has left) evenly; none grows past ``limit``
     tokens. An output that fits whole is shown whole. Nothing is returned for outputs the room cannot widen
-    by at least :data:`MIN_GAIN_SHARE`.
+    by at least :data:`MIN_GAIN_SHARE`. ``answered``: ``answered_indices(view)`` when the caller knows it already.
     """
-    targets = [i for i in answered_indices(view) if _widenable(view[i])]
+    found = answered_indices(view) if answered is None else answered
+    targets = [i for i in found if _widenable(view[i])]
     if not targets or room <= 0 or limit <= 0:
         return {}
     share = room // len(targets)
@@ -112,15 +113,19 @@ class AnsweredWidening:
         """Show the answered outputs of ``view`` cut at write time wider, within ``room`` tokens, each ≤ ``limit``."""
         if limit <= 0:
             return
-        messages = view.normalized()
-        wider = widen_answered(messages, room=room, limit=limit, cache=self.cache, counter=self.counter)
+        # Only the tail is read (O(new messages), issue 22): the answered results and their call are always in it.
+        start, tail = view.tail()
+        answered = [i - start for i in view.answered() if i >= start]
+        if not any(_widenable(tail[i]) for i in answered):
+            return
+        wider = widen_answered(tail, room=room, limit=limit, cache=self.cache, counter=self.counter,
+                               answered=answered)
         raw = view.raw
-        start = view.tail_start()
         for i, message in wider.items():
-            index = next((k for k in range(start, len(raw)) if raw[k] is messages[i]), None)
+            index = next((k for k in range(start, len(raw)) if raw[k] is tail[i]), None)
             if index is None:
                 continue
-            self._standard[str(message.meta.get("id"))] = messages[i]
+            self._standard[str(message.meta.get("id"))] = tail[i]
             view.replace_at(index, message)
 
     def narrow(self, view: View) -> None:

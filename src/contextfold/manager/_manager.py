@@ -712,6 +712,8 @@ class ContextManager:
     def _apply_idle_result(self) -> None:
         from ..telemetry import CompactWarning
 
+        if not self._idle.pending:
+            return  # (every prepare() asks: reading the whole view for nothing would cost O(history) per call)
         outcome = self._idle.take(self._view.normalized(), self._view.version)
         if outcome is None:
             return

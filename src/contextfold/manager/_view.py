@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..answered import answered_indices
 from ..messages import Message
 from ..pairing import normalize, pair_list
 from ..tokens import MessageCounter
@@ -35,6 +36,7 @@ class View:
         self._settled_tool_tokens = 0
         self._settled_pinned = {"system": 0, "developer": 0}
         self._opened = False  # the settled prefix holds a non-system message
+        self._settled_last_user = -1  # index of the latest user message in the settled prefix (-1: none)
         self._encoded: dict[str, tuple[int, list[dict[str, Any]]]] = {}
         self._call_ids: Counter[str] = Counter()  # ids of the tool calls in the view, to spot orphans on arrival
         self.dropped: list[Message] = []  # messages normalization removed for good, not yet archived
@@ -57,8 +59,12 @@ class View:
     def normalized(self) -> list[Message]:
         """The view as it would be sent: settled prefix plus the normalized tail."""
         self._settle()
-        out = self._messages[: self._settled]
-        out.extend(self._normalized_tail())
+        settled, tail = self._settled, self._normalized_tail()
+        if settled + len(tail) > len(self._messages):  # normalization added messages (synthetic results)
+            return self._messages[:settled] + tail
+        # One allocation of the final size (a slice then "+" or extend() would hold two buffers for a moment).
+        out = self._messages[: settled + len(tail)]
+        out[settled:] = tail
         return out
 
     def totals(self) -> tuple[int, int, int]:
@@ -80,6 +86,29 @@ class View:
                 counts[m.role] += self.counter.count_message(m)
         return counts["system"], counts["developer"]
 
+    def tail(self) -> tuple[int, list[Message]]:
+        """(where the tail starts in :meth:`normalized`, the normalized tail): what changed since the prefix settled.
+
+        O(tail): the tail starts at the latest assistant message (or holds the whole view when there is none).
+        Do not mutate the list.
+        """
+        self._settle()
+        return self._settled, self._normalized_tail()
+
+    def answered(self) -> tuple[int, ...]:
+        """``answered_indices(self.normalized())``, read from the tail and the prefix's latest user message only."""
+        start, tail = self.tail()
+        if all(m.role in _PINNED_ROLES for m in tail):
+            # The latest message that is not a system prompt is in the prefix (the tail's assistant message was
+            # empty and normalization dropped it): rare, read the whole view.
+            return answered_indices(self.normalized()) if start else ()
+        # The latest non-system message is in the tail; so are the calls of any result there (the prefix's calls are
+        # answered inside it), and any user message there is later than the prefix's.
+        found = answered_indices(tail)
+        if found:
+            return tuple(start + i for i in found)
+        return (self._settled_last_user,) if self._settled_last_user >= 0 else ()
+
     def encoded(self, wire: Any) -> list[dict[str, Any]]:
         """The normalized view in ``wire``'s list form; the settled prefix is encoded once and reused.
 
@@ -94,9 +123,9 @@ class View:
         if upto < self._settled:
             prefix.extend(wire.encode(self._messages[upto : self._settled]))
             self._encoded[wire.NAME] = (self._settled, prefix)
-        out = prefix.copy()
-        out.extend(wire.encode(self._normalized_tail()))
-        return out
+        # One exact allocation (a copy then extend() would over-allocate, and hold two buffers while it grows).
+        tail: list[dict[str, Any]] = wire.encode(self._normalized_tail())
+        return prefix + tail
 
     # -- writing ------------------------------------------------------------------------------------------------------
     def append(self, messages: Iterable[Message]) -> None:
@@ -165,6 +194,7 @@ class View:
         self._settled_tool_tokens = 0
         self._settled_pinned = {"system": 0, "developer": 0}
         self._opened = False
+        self._settled_last_user = -1
         self._encoded.clear()
 
     # -- internals ----------------------------------------------------------------------------------------------------
@@ -248,7 +278,9 @@ class View:
             msgs[self._settled : end] = fixed
         self._track_aborted(fixed)
         count = self.counter.count_message
-        for m in fixed:
+        for k, m in enumerate(fixed):
+            if m.role == "user":
+                self._settled_last_user = self._settled + k
             n = count(m)
             self._settled_tokens += n
             if m.role == "tool":

@@ -1,0 +1,122 @@
+"""The view answers per-turn questions from what is new (issue 22): same answers as reading the whole view.
+
+``View.answered()`` reads the tail and the settled prefix's latest user message only; it must equal
+``answered_indices`` of the whole normalized view after any sequence of appends, late results, replacements and
+reads. A no-op ``prepare()`` must not allocate more with a longer history (tracemalloc, deterministic).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+import tracemalloc
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextfold.answered import answered_indices
+from contextfold.compaction import Policy
+from contextfold.manager import ContextManager
+from contextfold.manager._view import View
+from contextfold.messages import Message, ToolCall
+from contextfold.tokens import EstimatingCounter, MessageCounter
+
+IDS = ("a", "b", "c")  # few ids: reuse across turns, duplicates and late results happen often
+
+
+@st.composite
+def step(draw: Any) -> tuple[str, list[Message]]:
+    """One operation on a view: append a batch of messages, read it, or replace it with its normalized form."""
+    kind = draw(st.sampled_from(("append", "append", "append", "read", "replace")))
+    if kind != "append":
+        return kind, []
+    batch: list[Message] = []
+    for _ in range(draw(st.integers(1, 4))):
+        role = draw(st.sampled_from(("user", "assistant", "calls", "tool", "tool", "system", "empty")))
+        if role == "calls":
+            ids = draw(st.lists(st.sampled_from(IDS), min_size=1, max_size=3))
+            calls = tuple(ToolCall(i, "bash", json.dumps({"cmd": i})) for i in ids)
+            batch.append(Message("assistant", draw(st.sampled_from(("", "running it"))), calls))
+        elif role == "tool":
+            batch.append(Message("tool", draw(st.sampled_from(("ok", "fail"))), tool_call_id=draw(st.sampled_from(IDS)),
+                                 name="bash"))
+        elif role == "empty":
+            batch.append(Message("assistant", ""))
+        else:
+            batch.append(Message(role, draw(st.sampled_from(("go on", "fix it", "done")))))
+    return kind, batch
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(step(), min_size=1, max_size=25))
+def test_answered_from_the_tail_is_answered_of_the_whole_view(steps: list[tuple[str, list[Message]]]) -> None:
+    view = View(MessageCounter(EstimatingCounter()))
+    for kind, batch in steps:
+        if kind == "append":
+            keep, _ = view.split_orphans(batch)
+            view.append(keep)
+        elif kind == "replace":
+            view.replace(view.normalized())
+        whole = view.normalized()
+        assert view.answered() == answered_indices(whole)
+        start, tail = view.tail()
+        assert whole[start:] == tail
+
+
+# -- allocations of a no-op prepare() ------------------------------------------------------------------------------
+
+# Far above the histories built here: the policy always answers "nothing to do".
+_NO_LIMIT = 10_000_000
+
+
+def _turn(i: int) -> list[Message]:
+    call = ToolCall(f"call_{i}", "bash", json.dumps({"cmd": f"grep -n item_{i} src/app.py"}))
+    return [Message.user(f"step {i}: look for item_{i}"), Message.assistant("looking", [call]),
+            Message.tool(f"call_{i}", f"src/app.py:{i}: item_{i} = {i * 7}", name="bash")]
+
+
+def _peak_of_noop_prepares(history_turns: int, api: str, calls: int = 20) -> int:
+    """The memory a prepare() with nothing to compact holds at its peak after a new turn, beyond the list it returns.
+
+    In bytes, the least of ``calls`` turns: another thread (an exporter left by an earlier test) can only add to a
+    call's figure, and pairing the whole view would show in every call.
+    """
+    policy = Policy(emergency_message_count=_NO_LIMIT, tool_output_budget_tokens=_NO_LIMIT)
+    cm = ContextManager("gpt-4o", max_context_tokens=_NO_LIMIT, policy=policy, store="memory", archive=False,
+                        session_id="alloc", message_id_prefix="m")
+    cm.add([m for i in range(history_turns) for m in _turn(i)])
+    cm.prepare()
+    for i in range(history_turns, history_turns + 3):  # warm every per-turn path once
+        cm.add(_turn(i))
+        cm.prepare()
+    cm.tokens()  # waits for the exact tokenizer: its loading thread must not allocate while we measure
+    gc.collect()
+    least: int | None = None
+    tracemalloc.start()
+    try:
+        for i in range(history_turns + 3, history_turns + 3 + calls):
+            cm.add(_turn(i))
+            tracemalloc.reset_peak()
+            start, _ = tracemalloc.get_traced_memory()
+            sent = cm.prepare() if api == "prepare" else cm.prepare_messages()
+            _, peak = tracemalloc.get_traced_memory()
+            # The returned list holds one pointer per message: its buffer is the one thing that grows with the view.
+            held = peak - start - sys.getsizeof(sent)
+            least = held if least is None else min(least, held)
+            del sent
+    finally:
+        tracemalloc.stop()
+        cm.close()
+    assert least is not None
+    return least
+
+
+@pytest.mark.parametrize("api", ["prepare", "prepare_messages"])
+def test_a_noop_prepare_allocates_the_same_with_ten_times_the_history(api: str) -> None:
+    # Before issue 22, pairing the whole view on every call allocated an object per tool call: ~260 KB more here.
+    small = _peak_of_noop_prepares(100, api)
+    big = _peak_of_noop_prepares(1_000, api)
+    assert big <= small + 2_048, (small, big)
