@@ -50,6 +50,7 @@ from .identity import (
 )
 from .ops import Metrics, log_event
 from .replies import ReplyCollector
+from .retrieval import MAX_ROUNDS, RoundRelay, Split, answer, client_payload, split_reply, with_tools
 from .sessions import Backend, Conflict, Turn, open_turn, resolve_pointer, save_reply
 from .sse import events
 from .upstream import Upstream, UpstreamError, error_body, response_headers
@@ -291,7 +292,7 @@ class ServeApp:
         while True:
             sent_at = time.perf_counter()
             try:
-                upstream = await self.upstream.send(api, upstream_body(exchange, view), headers)
+                upstream = await self.upstream.send(api, self._upstream_body(turn, view), headers)
             except httpx.HTTPError as exc:
                 return self._error(api, 502, f"the upstream could not be reached: {type(exc).__name__}",
                                    kind="api_error", started=started)
@@ -316,7 +317,7 @@ class ServeApp:
                       status=upstream.status_code, overflow=info is not None)
             return Response(data, status_code=upstream.status_code, headers=response_headers(upstream))
         if exchange.stream:
-            return StreamingResponse(self._relay(turn, upstream, scope, started, release),
+            return StreamingResponse(self._relay(turn, upstream, headers, scope, started, release),
                                      status_code=upstream.status_code, headers={
                                          **response_headers(upstream), "cache-control": "no-cache",
                                          "x-accel-buffering": "no"})
@@ -326,10 +327,53 @@ class ServeApp:
             await upstream.aclose()
         payload = _json_or_text(data)
         if isinstance(payload, dict):
+            if self.config.retrieval_tools:
+                payload = await self._retrieval_rounds(turn, payload, headers)
+                data = json.dumps(payload, ensure_ascii=False).encode("utf-8", "surrogatepass")
             await self._after_reply(turn, scope, reply_usage(payload), payload.get("id"),
                                     reply_items(api, payload))
         self._done(turn, upstream.status_code, started)
         return Response(data, status_code=upstream.status_code, headers=response_headers(upstream))
+
+    def _upstream_body(self, turn: Turn, view: Any) -> dict[str, Any]:
+        body = upstream_body(turn.exchange, view)
+        if self.config.retrieval_tools:
+            body = with_tools(turn.exchange.api, turn.exchange.format, body, turn.cm)
+        return body
+
+    def _record_round(self, turn: Turn, calls: list[tuple[str, str, Any]]) -> Any:
+        """Answer retrieval calls from the session, record them with their results, and the next view."""
+        from ..formats import get_format
+
+        split = Split(calls=calls)
+        answers = [answer(turn.cm, name, arguments, call_id) for call_id, name, arguments in calls]
+        for _call_id, name, _arguments in calls:
+            self.metrics.retrieval_calls.labels(name).inc()
+        turn.cm.add(get_format(turn.exchange.format).decode(split.internal(turn.exchange.api, answers)))
+        return self._resave(turn)
+
+    async def _retrieval_rounds(self, turn: Turn, payload: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        """Answer the model's retrieval calls and ask again until the reply is the client's (non-streaming)."""
+        api = turn.exchange.api
+        for _ in range(MAX_ROUNDS):
+            split = split_reply(api, reply_items(api, payload))
+            if not split.calls:
+                return payload
+            view = await asyncio.to_thread(self._record_round, turn, split.calls)
+            if split.for_client:
+                return client_payload(api, payload, split)
+            upstream = await self.upstream.send(api, self._upstream_body(turn, view), headers)
+            try:
+                data = await upstream.aread()
+            finally:
+                await upstream.aclose()
+            following = _json_or_text(data)
+            if upstream.status_code >= 400 or not isinstance(following, dict):
+                log_event("retrieval round failed", level=logging.WARNING, api=api, session=turn.session_id,
+                          status=upstream.status_code)
+                return client_payload(api, payload, split)
+            payload = following
+        return client_payload(api, payload, split_reply(api, reply_items(api, payload)))
 
     def _resave(self, turn: Turn) -> Any:
         """The view after recovery shrank it, saved so that the next request starts from it."""
@@ -388,21 +432,57 @@ class ServeApp:
                   compactions=turn.cm.compactions - turn.compactions_before,
                   ms=round((time.perf_counter() - started) * 1000, 1))
 
-    async def _relay(self, turn: Turn, upstream: httpx.Response, scope: str, started: float,
-                     release: Callable[[], None]) -> AsyncIterator[bytes]:
-        """Pass the upstream's events through as they arrive; read the usage and the reply on the way."""
+    async def _relay(self, turn: Turn, upstream: httpx.Response, headers: dict[str, str], scope: str,
+                     started: float, release: Callable[[], None]) -> AsyncIterator[bytes]:
+        """Pass the upstream's events through as they arrive; read the usage and the reply on the way.
+
+        With the retrieval tools, rounds that only call them are answered here and followed by the next round's
+        events in the same stream (:class:`~contextfold.serve.retrieval.RoundRelay`).
+        """
         exchange = turn.exchange
-        collector = ReplyCollector(exchange.api)
-        drop_usage = exchange.api == "chat" and not caller_wants_usage(exchange)
+        api = exchange.api
+        collector = ReplyCollector(api)
+        relay = RoundRelay(api) if self.config.retrieval_tools else None
+        drop_usage = api == "chat" and not caller_wants_usage(exchange)
+        status = upstream.status_code
         try:
-            async for event in events(upstream.aiter_bytes()):
-                data = event.json()
-                collector.observe(data)
-                if drop_usage and isinstance(data, dict) and not data.get("choices") and data.get("usage"):
-                    continue  # the usage chunk the proxy asked for on its own account
-                yield event.raw
-            await self._after_reply(turn, scope, collector.usage, collector.response_id, collector.items())
-            self._done(turn, upstream.status_code, started)
+            for _ in range(MAX_ROUNDS + 1):
+                async for event in events(upstream.aiter_bytes()):
+                    data = event.json()
+                    collector.observe(data)
+                    if drop_usage and isinstance(data, dict) and not data.get("choices") and data.get("usage"):
+                        continue  # the usage chunk the proxy asked for on its own account
+                    if relay is None:
+                        yield event.raw
+                    else:
+                        for chunk in relay.feed(event):
+                            yield chunk
+                await upstream.aclose()
+                if relay is None or not relay.end_round():
+                    break
+                closing = relay.closing()
+                view = await asyncio.to_thread(self._record_round, turn, relay.calls)
+                following = await self.upstream.send(api, self._upstream_body(turn, view), headers)
+                if following.status_code >= 400:
+                    await following.aclose()
+                    log_event("retrieval round failed", level=logging.WARNING, api=api, session=turn.session_id,
+                              status=following.status_code)
+                    for chunk in closing:
+                        yield chunk
+                    relay = None
+                    break
+                upstream = following
+                relay.next_round()
+                collector = ReplyCollector(api)
+            if relay is not None:
+                for chunk in relay.closing():
+                    yield chunk
+            items = collector.items()
+            if relay is not None and api != "chat":
+                items = split_reply(api, items).client_items
+            response_id = relay.response_id if relay is not None and relay.response_id else collector.response_id
+            await self._after_reply(turn, scope, collector.usage, response_id, items)
+            self._done(turn, status, started)
         finally:
             await upstream.aclose()
             release()

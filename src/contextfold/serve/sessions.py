@@ -226,6 +226,11 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
     tools = exchange.body.get("tools")
     cm = backend.manager(session_id, exchange.model, id_prefix=f"{session_id}:{version}.{_digest(fresh_keys)}",
                          tools=[t for t in tools if isinstance(t, Mapping)] if isinstance(tools, list) else ())
+    if cm.cache is not None:
+        # A note on a cut output names the retrieval tools only when the model has them.
+        names = {str((t.get("function") or {}).get("name") or t.get("name")) for t in cm.tools}
+        cm.cache.names_retrieval_tools = backend.config.retrieval_tools or {
+            "tool_output_cache", "tool_output_cache_grep"} <= names
     if stored:
         cm.adopt(stored)
         _ground(cm, marks, version)
