@@ -13,8 +13,13 @@ their real code where it is installed:
 - ``masking-6``: observation masking keeping the last 6 tool outputs, then sliding.
 
 Rows are at the same window (peers fill up to contextfold's hard threshold) and at equal tokens (each peer's
-budget bisected until it sends as many tokens as contextfold's default policy). ``--answered`` instead checks the
-answered-message guarantee exhaustively: every session at 4K, 8K and 16K.
+budget bisected until it sends as many tokens as contextfold's default policy), beside the unmanaged history (every
+message so far; it overflows the window at the share of turns shown, so it is a reference, not an option).
+``--answered`` instead checks the answered-message guarantee exhaustively: every session at 4K, 8K and 16K.
+
+Every view is billed with prompt caching counted (``contextfold.billing``: OpenAI's automatic prefix cache at gpt-4o's
+rates, Anthropic's breakpoints at Claude Sonnet 4's, calls 30 s apart). Bills are relative to the unmanaged history's
+bill *with* caching: "bill" is the approach with caching, "w/o cache" the same views with every token fresh.
 
     PYTHONPATH=src python bench/bench_quality.py [--sources lm32b,tau,claude] [--answered]
 """
@@ -26,11 +31,12 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from contextfold.answered import answered_in_view
+from contextfold.billing import Bill, SessionMeter, blocks_of, reference_rates
 from contextfold.compaction import Policy
 from contextfold.compaction._partition import build_units
 from contextfold.formats import get_format
@@ -38,7 +44,14 @@ from contextfold.importers._files import load_sessions
 from contextfold.importers._session import RecordedSession
 from contextfold.messages import Message
 from contextfold.replay.harness import ReplayOptions, replay_session
-from contextfold.replay.metrics import aggregate, contains_fact, is_number_fact, message_search_text, turn_entities
+from contextfold.replay.metrics import (
+    aggregate,
+    bill_summary,
+    contains_fact,
+    is_number_fact,
+    message_search_text,
+    turn_entities,
+)
 from contextfold.tokens import MessageCounter, TiktokenCounter
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "trajectories"
@@ -70,6 +83,9 @@ class Score:
     users_in: int = 0
     tokens: int = 0
     baseline: int = 0
+    over_window: int = 0
+    bills: dict[str, Bill] = field(default_factory=dict)
+    unmanaged: dict[str, Bill] = field(default_factory=dict)
 
     def row(self) -> dict[str, Any]:
         def r(a: int, b: int) -> float | None:
@@ -81,6 +97,7 @@ class Score:
             "answered_in_view": r(self.answered_in, self.answered), "policy_in_view": r(self.policy_in, self.policy),
             "user_messages_in_view": r(self.users_in, self.users), "valid": r(self.valid, self.turns),
             "tokens_vs_unmanaged": r(self.tokens, self.baseline), "tokens": self.tokens,
+            "over_window": r(self.over_window, self.turns), "bill": bill_summary(self.bills, self.unmanaged),
         }
 
 
@@ -92,9 +109,11 @@ class Scorer:
         self.counter = MessageCounter(TiktokenCounter("o200k_base"))
         self._facts = [[turn_entities(m) for m in s.messages] for s in sessions]
 
-    def run(self, view_fn: View, budget: int) -> Score:
+    def run(self, view_fn: View, budget: int, window: int | None = None) -> Score:
         score = Score()
+        count = self.counter.count_message
         for s, facts in zip(self.sessions, self._facts, strict=True):
+            meter, unmanaged = SessionMeter(reference_rates()), SessionMeter(reference_rates())
             wire = get_format(s.format)
             seen: set[str] = set()
             tau = s.source == "tau_bench"
@@ -110,8 +129,12 @@ class Scorer:
                         score.valid += 1
                     except Exception:
                         pass
-                    score.tokens += self.counter.count_messages(view)
+                    sent = self.counter.count_messages(view)
+                    score.tokens += sent
                     score.baseline += raw
+                    score.over_window += window is not None and sent > window
+                    meter.request(blocks_of(view, count))
+                    unmanaged.request(blocks_of(history, count))
                     text = "\n".join(message_search_text(m) for m in view)
                     needed = [f for f in facts[index] if f in seen]
                     present = [f for f in needed if contains_fact(text, f)]
@@ -130,6 +153,10 @@ class Scorer:
                         score.users_in += sum(1 for u in users if u in text)
                 seen |= facts[index]
                 raw += self.counter.count_message(message)
+            for name, bill in meter.bills.items():
+                score.bills.setdefault(name, Bill()).merge(bill)
+            for name, bill in unmanaged.bills.items():
+                score.unmanaged.setdefault(name, Bill()).merge(bill)
         return score
 
 
@@ -237,7 +264,7 @@ def contextfold_row(sessions: Sequence[RecordedSession], window: int, policy: Po
         "non_number_recall": _r(d["non_number_recall"]), "answered_in_view": _r(d["answered_message_in_view"]),
         "policy_in_view": _r(d["policy_in_view"]), "user_messages_in_view": _r(d["user_messages_in_view"]),
         "valid": _r(d["valid_rate"]), "tokens_vs_unmanaged": _r(d["tokens_sent"] / d["tokens_sent_baseline"]),
-        "tokens": d["tokens_sent"],
+        "tokens": d["tokens_sent"], "bill": d["bill"],
     }
 
 
@@ -272,6 +299,7 @@ def compare(name: str, window: int) -> list[dict[str, Any]]:
     budgets = Policy().budgets(window)
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
+    rows.append({"approach": "unmanaged history", "at": "whole", **scorer.run(lambda h, _: h, window, window).row()})
     default = contextfold_row(sessions, window, None)
     rows.append({"approach": "contextfold (default)", "at": "window", **default})
     rows.append({"approach": "contextfold (Policy.quality())", "at": "window",
@@ -287,7 +315,7 @@ def compare(name: str, window: int) -> list[dict[str, Any]]:
         if fn is None:
             print(f"  {label}: not installed, skipped", file=sys.stderr)
             continue
-        rows.append({"approach": label, "at": "window", **scorer.run(fn, budgets.hard).row()})
+        rows.append({"approach": label, "at": "window", **scorer.run(fn, budgets.hard, window).row()})
         budget, score = equal_tokens(scorer, fn, default["tokens"], window)
         rows.append({"approach": label, "at": f"equal tokens (budget {budget})", **score.row()})
     print(f"  {name} @ {window}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
@@ -311,6 +339,10 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
 
 
+def _x(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sources", default="lm32b,tau,claude")
@@ -328,12 +360,21 @@ def main() -> int:
     for name, rows in out.items():
         print(f"\n### {name} @ {SOURCES[name][1] // 1000}K\n")
         print("| approach | at | recall | number recall | other facts | answered msg | policy | user msgs | valid "
-              "| tokens vs unmanaged |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+              "| tokens vs unmanaged | cache hits OpenAI / Anthropic | bill OpenAI (w/o cache) "
+              "| bill Anthropic (w/o cache) |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in rows:
+            bill = r.get("bill") or {}
+            o, a = bill.get("openai") or {}, bill.get("anthropic") or {}
             print(f"| {r['approach']} | {r['at']} | {_pct(r['recall'])} | {_pct(r['number_recall'])} | "
                   f"{_pct(r['non_number_recall'])} | {_pct(r['answered_in_view'])} | {_pct(r['policy_in_view'])} | "
-                  f"{_pct(r['user_messages_in_view'])} | {_pct(r['valid'])} | {r['tokens_vs_unmanaged']:.2f}× |")
+                  f"{_pct(r['user_messages_in_view'])} | {_pct(r['valid'])} | {r['tokens_vs_unmanaged']:.2f}× | "
+                  f"{_pct(o.get('hit_share'))} / {_pct(a.get('hit_share'))} | {_x(o.get('ratio'))} "
+                  f"({_x(o.get('ratio_uncached'))}) | {_x(a.get('ratio'))} ({_x(a.get('ratio_uncached'))}) |")
+        over = next((r["over_window"] for r in rows if r["approach"] == "unmanaged history"), None)
+        if over is not None:
+            print(f"\nThe unmanaged history overflows the {SOURCES[name][1] // 1000}K window at {_pct(over)} of "
+                  "turns; bills are relative to its bill with prompt caching.")
     return 0
 
 

@@ -77,6 +77,12 @@ def test_table_rows_are_sane() -> None:
         assert info.name == normalize_name(info.name)
         assert 0 < info.max_output_tokens <= info.context_window, info.name
         assert info.provider in {"openai", "anthropic", "google", "meta", "qwen", "mistral", "deepseek"}
+        if info.provider == "anthropic":  # reads ~0.1x, 5-minute writes ~1.25x, 1-hour writes 2x the input price
+            assert info.input_price is not None and info.cache_write_1h_price == 2 * info.input_price, info.name
+            assert info.cache_read_price is not None and info.cache_write_price is not None
+            assert info.cache_read_price <= 0.12 * info.input_price < info.input_price < info.cache_write_price
+        else:  # nobody else charges for writing to the cache
+            assert info.cache_write_price is None and info.cache_write_1h_price is None, info.name
     assert {"gpt-4o", "gpt-5", "o3", "claude-sonnet-4-5", "gemini-2.5-pro", "llama-3.3-70b"} <= set(known_models())
 
 
@@ -169,6 +175,8 @@ def test_cost_uses_prices_per_million() -> None:
     info = ModelInfo("m", "openai", 1000, 100, "o200k_base", 2.0, 8.0, 0.5, None)
     assert info.cost(input=1_000_000, output=500_000, cache_read=2_000_000) == pytest.approx(2.0 + 4.0 + 1.0)
     assert info.cost(cache_creation=1_000_000) == pytest.approx(2.0)  # no write surcharge: input price
+    claude = ModelInfo("c", "anthropic", 1000, 100, "claude", 3.0, 15.0, 0.3, 3.75, 6.0)
+    assert claude.cost(cache_creation=1_000_000, cache_creation_1h=1_000_000) == pytest.approx(3.75 + 6.0)
     assert ModelInfo("m", "meta", 1000, 100, "llama3").cost(input=10) is None
 
 
@@ -187,6 +195,7 @@ def test_prices_come_from_genai_prices_when_installed() -> None:
     assert info.input_price == base(price.input_mtok)
     assert info.output_price == base(price.output_mtok)
     assert info.cache_write_price == base(price.cache_write_mtok)
+    assert info.cache_write_1h_price == base(price.cache_write_1h_mtok) == 6.0
 
 
 def test_table_prices_are_the_fallback_without_genai_prices(monkeypatch: pytest.MonkeyPatch) -> None:

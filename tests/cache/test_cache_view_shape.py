@@ -7,6 +7,7 @@ import base64
 import json
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -116,3 +117,86 @@ def test_char_cut_never_exceeds_its_caps_and_keeps_the_ends(size: int, cap: int)
     match = re.search(r"…(\d+) chars truncated…", cut)
     assert match is not None
     assert text.startswith(cut[: match.start()]) and text.endswith(cut[match.end() :])
+
+
+def one_stop_options(n: int) -> list[list[dict[str, object]]]:
+    """A tau-bench ``search_onestop_flight`` answer: a list of options, each the pair of flights of a connection."""
+    return [[{"flight_number": f"HAT{100 + i}", "origin": "JFK", "destination": "ORD", "status": "available",
+              "scheduled_departure_time_est": "06:00:00", "scheduled_arrival_time_est": "09:00:00",
+              "date": "2024-05-16", "available_seats": {"basic_economy": 9, "economy": 12, "business": 3},
+              "prices": {"basic_economy": 80 + i, "economy": 150 + i, "business": 400 + i}},
+             {"flight_number": f"HAT{200 + i}", "origin": "ORD", "destination": "SEA", "status": "available",
+              "scheduled_departure_time_est": "11:00:00", "scheduled_arrival_time_est": "13:30:00",
+              "date": "2024-05-16", "available_seats": {"basic_economy": 4, "economy": 7, "business": 2},
+              "prices": {"basic_economy": 90 + i, "economy": 170 + i, "business": 450 + i}}]
+            for i in range(n)]
+
+
+def _cut_lists_keep_their_ends(original: object, shown: object) -> None:
+    """Every list in ``shown`` is its original whole, or its first items, one marker, and its last item."""
+    if isinstance(original, dict):
+        assert isinstance(shown, dict) and shown.keys() == original.keys()
+        for key in original:
+            _cut_lists_keep_their_ends(original[key], shown[key])
+    elif isinstance(original, list):
+        assert isinstance(shown, list)
+        markers = [i for i, v in enumerate(shown) if isinstance(v, str) and re.fullmatch(r"…\d+ more items…", v)
+                   and not (isinstance(original, list) and v in original)]
+        if not markers:
+            assert len(shown) == len(original)
+            for o, v in zip(original, shown, strict=True):
+                _cut_lists_keep_their_ends(o, v)
+            return
+        assert len(markers) == 1
+        at = markers[0]
+        assert 1 <= at == len(shown) - 2, f"a cut list starts with its head and ends with its last item: {shown!r}"
+        dropped = int(re.findall(r"\d+", shown[at])[0])
+        assert at + dropped + 1 == len(original)
+        for o, v in zip(original[:at], shown[:at], strict=True):
+            _cut_lists_keep_their_ends(o, v)
+        _cut_lists_keep_their_ends(original[-1], shown[-1])
+
+
+def test_a_cut_json_list_keeps_its_head_and_its_last_item() -> None:
+    # tau-bench at 4K showed an answered flight search as ["…4 more items…", ["…1 more items…", {last flight}]]:
+    # the model saw one of six options, and only the second leg of it.
+    options = one_stop_options(6)
+    text = json.dumps(options)
+    for budget in range(120, 1_200, 20):
+        shaped = shape_json(text, lambda s, budget=budget: COUNTER.count(s) <= budget)
+        if shaped is None:
+            continue  # nothing structured fits: the caller cuts by characters, head first
+        shown = json.loads(shaped)
+        assert shown[0][0]["flight_number"] == "HAT100", (budget, shaped)
+        assert shown[-1][-1]["flight_number"] == "HAT205", (budget, shaped)
+        _cut_lists_keep_their_ends(options, shown)
+
+
+@pytest.mark.parametrize("cap", [400, 500, 600, 700, 800])
+def test_a_cut_flight_search_starts_with_its_first_option(cap: int) -> None:
+    # From 375 to 675 tokens the old search kept no first item at all: ["…5 more items…", ["…1 more items…",
+    # {HAT205}]]. Now a structured cut keeps the first option and the last (from 700 tokens here); below that the
+    # JSON is cut by characters, which keeps its head.
+    text = json.dumps(one_stop_options(6))
+    out = ToolOutputCache(MemoryBlobStore(), CacheConfig(max_message_tokens=cap), counter=COUNTER).process(
+        Message.tool("c1", text))
+    body = body_of(out.text)
+    assert body.startswith('[[{"flight_number"') and '"HAT100"' in body, body[:120]
+    if "more items" in body:
+        assert '"HAT205"' in body
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=30),
+    lambda children: st.lists(children, max_size=12) | st.dictionaries(st.text(max_size=8), children, max_size=5),
+    max_leaves=80,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=json_values, budget=st.integers(min_value=20, max_value=400))
+def test_every_cut_list_keeps_its_first_items_and_its_last(value: object, budget: int) -> None:
+    shaped = shape_json(json.dumps(value), lambda s: COUNTER.count(s) <= budget)
+    if shaped is None:
+        return
+    _cut_lists_keep_their_ends(value, json.loads(shaped))

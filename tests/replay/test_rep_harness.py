@@ -67,6 +67,17 @@ def test_token_and_cost_series_are_consistent(claude_result: dict) -> None:
     assert totals["cost_usd_cached"] < totals["cost_usd"] < totals["cost_usd_baseline"]
     # Appending turns keeps the prefix: most calls hit the prompt cache.
     assert sum(1 for t in series if t["cached_tokens"]) > len(series) // 2
+    # Every token of the view and of the unmanaged history is billed once at each reference provider.
+    for t in series:
+        for provider in ("openai", "anthropic"):
+            view, raw = t["bill"][provider], t["bill_unmanaged"][provider]
+            assert view["read"] + view["write"] + view["fresh"] == t["view_tokens"]
+            assert raw["read"] + raw["write"] + raw["fresh"] == t["raw_tokens"]
+        assert t["bill"]["openai"]["write"] == 0  # OpenAI charges no write
+    # The unmanaged history only grows: at Anthropic all of it but the newest messages is read from the cache.
+    unmanaged = totals["bill_unmanaged"]["anthropic"]
+    assert unmanaged["cache_read"] > 0.8 * unmanaged["tokens"]
+    assert totals["cost_usd_baseline_cached"] < totals["cost_usd_baseline"]
     json.dumps(claude_result)
 
 

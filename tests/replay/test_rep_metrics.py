@@ -1,4 +1,4 @@
-"""The figures a replay reports: prompt-cache prefixes, costs, percentiles and aggregation."""
+"""The figures a replay reports: bills, percentiles and aggregation."""
 
 from __future__ import annotations
 
@@ -8,13 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contextfold.billing import Bill
 from contextfold.messages import Message, ToolCall
 from contextfold.replay.metrics import (
-    MIN_CACHEABLE_PREFIX_TOKENS,
-    PrefixCache,
     TurnMetrics,
     aggregate,
-    call_costs,
+    bill_summary,
     contains_fact,
     is_number_fact,
     message_search_text,
@@ -22,62 +21,39 @@ from contextfold.replay.metrics import (
     session_totals,
     turn_entities,
 )
-from contextfold.tokens import get_model
 
 
-def _count(text: str) -> int:
-    return len(text)  # one "token" per character keeps the arithmetic visible
+def test_bill_summary_compares_with_the_unmanaged_history_billed_with_caching() -> None:
+    view = {"openai": Bill(requests=2, tokens=4_000, cache_read=2_000, cache_write=0, fresh=2_000, units=3_000.0),
+            "anthropic": Bill(requests=2, tokens=4_000, cache_read=2_000, cache_write=2_000, fresh=0, units=2_700.0)}
+    unmanaged = {"openai": Bill(requests=2, tokens=10_000, cache_read=8_000, cache_write=0, fresh=2_000,
+                                units=6_000.0),
+                 "anthropic": Bill(requests=2, tokens=10_000, cache_read=8_000, cache_write=2_000, fresh=0,
+                                   units=3_300.0)}
+    summary = bill_summary(view, unmanaged)
+    openai, anthropic = summary["openai"], summary["anthropic"]
+    assert (openai["model"], anthropic["model"]) == ("gpt-4o", "claude-sonnet-4")
+    assert openai["ratio"] == 0.5 and openai["ratio_uncached"] == pytest.approx(4_000 / 6_000, abs=1e-4)
+    assert openai["unmanaged_uncached"] == pytest.approx(10_000 / 6_000, abs=1e-4)
+    assert anthropic["ratio"] == pytest.approx(2_700 / 3_300, abs=1e-4)
+    assert (openai["hit_share"], openai["unmanaged_hit_share"]) == (0.5, 0.8)
+    assert openai["view"]["usd"] == pytest.approx(3_000 * 2.5 / 1e6)
+    assert anthropic["unmanaged"]["usd"] == pytest.approx(3_300 * 3.0 / 1e6)
+    json.dumps(summary)
 
 
-def _items(*texts: str) -> list[str]:
-    return [json.dumps({"role": "user", "content": t}) for t in texts]
-
-
-def test_prefix_cache_counts_the_unchanged_prefix_only() -> None:
-    cache = PrefixCache(_count)
-    big = "x" * 3000
-    first = _items(big, "a")
-    assert cache.observe(first, view_tokens=3100) == 0  # the first call has nothing cached
-    second = _items(big, "a", "b")
-    total = sum(len(i) for i in second)
-    assert cache.observe(second, view_tokens=total) == len(second[0]) + len(second[1])
-    # The middle was rewritten (masking, compaction): only the first item is still a cached prefix.
-    third = _items(big, "changed", "b")
-    assert cache.observe(third, view_tokens=sum(len(i) for i in third)) == len(third[0])
-    # A new first item invalidates everything.
-    assert cache.observe(_items("new", big), view_tokens=3100) == 0
-
-
-def test_prefix_cache_ignores_prefixes_below_the_provider_minimum() -> None:
-    cache = PrefixCache(_count)
-    small = _items("y" * (MIN_CACHEABLE_PREFIX_TOKENS // 2))
-    cache.observe(small, view_tokens=600)
-    assert cache.observe([*small, *_items("more")], view_tokens=700) == 0
-
-
-def test_prefix_cache_scales_item_tokens_to_view_tokens() -> None:
-    cache = PrefixCache(_count)
-    items = _items("z" * 4000, "w" * 4000)
-    cache.observe(items, view_tokens=4000)
-    cached = cache.observe([items[0], *_items("v" * 4000)], view_tokens=4000)
-    assert cached == 2000  # half the item weight is shared, so half the view's tokens
-
-
-def test_call_costs_use_the_registry_prices() -> None:
-    model = get_model("gpt-4o")
-    assert model.input_price and model.output_price and model.cache_read_price
-    plain, cached, baseline = call_costs(model, view_tokens=10_000, raw_tokens=50_000, cached_tokens=8_000,
-                                         output_tokens=500)
-    assert plain == pytest.approx((10_000 * model.input_price + 500 * model.output_price) / 1e6)
-    assert cached == pytest.approx(
-        (2_000 * model.input_price + 8_000 * model.cache_read_price + 500 * model.output_price) / 1e6)
-    assert baseline == pytest.approx((50_000 * model.input_price + 500 * model.output_price) / 1e6)
-    assert cached is not None and plain is not None and cached < plain
-
-
-def test_call_costs_are_none_without_prices() -> None:
-    model = get_model("some-local-model", context_window=8000)
-    assert call_costs(model, view_tokens=1, raw_tokens=1, cached_tokens=0, output_tokens=1) == (None, None, None)
+def test_turn_bills_add_up_per_session_and_across_sessions() -> None:
+    entry = {"read": 1_000, "write": 200, "fresh": 50, "units": 1_000 * 0.1 + 200 * 1.25 + 50}
+    cheap = {"read": 1_000, "write": 0, "fresh": 250, "units": 750.0}
+    series = [_turn(1, bill={"anthropic": entry, "openai": cheap}, bill_unmanaged={"anthropic": entry}),
+              _turn(2, bill={"anthropic": entry, "openai": cheap}, bill_unmanaged={"anthropic": entry})]
+    totals = session_totals(series)
+    assert totals["bill"]["anthropic"] == {"requests": 2, "tokens": 2_500, "cache_read": 2_000, "cache_write": 400,
+                                           "fresh": 100, "units": 800.0, "usd": None}
+    result = aggregate([_session("a", series), _session("b", series)], {})
+    anthropic = result["bill"]["anthropic"]
+    assert anthropic["view"]["tokens"] == 5_000 and anthropic["ratio"] == 1.0
+    assert "openai" not in result["bill"]  # no unmanaged bill at that provider: nothing to compare with
 
 
 @settings(max_examples=200)

@@ -85,15 +85,17 @@ def test_report_renders_with_no_console_error(tmp_path: Path, report: Path) -> N
 
 def test_screenshot_shows_the_plot(tmp_path: Path, report: Path) -> None:
     shot = tmp_path / "shot.png"
-    done = _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1200,900", report.as_uri())
+    # The page opens with the bill (cards and bars), then the session's token plot: both within 1,800 pixels.
+    done = _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1200,1800", report.as_uri())
     assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
     assert shot.stat().st_size > 20_000
     width, height, rows = decode_png(shot.read_bytes())
-    assert (width, height) == (1200, 900)
+    assert (width, height) == (1200, 1800)
     bpp = len(rows[0]) // width
     colours = {row[x * bpp : x * bpp + 3] for row in rows[::3] for x in range(0, width, 3)}
     assert len(colours) > 50  # text, cards and plot, not a blank page
-    # The plot's view line is drawn in its blue (#1f6fd1) and the window in its red (#c62828), above the fold.
-    blue, red = bytes.fromhex("1f6fd1"), bytes.fromhex("c62828")
+    # The plot's view line and the bill's bars are drawn in their blue (#1f6fd1), the window in its red (#c62828),
+    # the unmanaged history's bar in its grey (#5f5f5f).
+    blue, red, grey = bytes.fromhex("1f6fd1"), bytes.fromhex("c62828"), bytes.fromhex("5f5f5f")
     found = {row[x * bpp : x * bpp + 3] for row in rows for x in range(width)}
-    assert blue in found and red in found
+    assert blue in found and red in found and grey in found

@@ -224,3 +224,44 @@ def test_multi_session_report_opens_with_an_overview_and_a_sortable_table(result
     assert order[0] == "2"  # the lowest recall first
     by_calls = overview[overview.index('id="sessions-by-calls"'):]
     assert 'class="n sorted"' in by_calls[:by_calls.index("</thead>")]
+
+
+def _billed_series() -> list[dict]:
+    """Two calls billed at both reference providers: the view reads more of its cache than it saves in tokens."""
+    def entry(read: int, write: int, fresh: int, read_ratio: float, write_ratio: float) -> dict:
+        return {"read": read, "write": write, "fresh": fresh, "units": fresh + read * read_ratio + write * write_ratio}
+
+    series = []
+    for turn, (view, raw) in enumerate([(4_000, 4_000), (5_000, 9_000)], start=1):
+        bill = {"openai": entry(view - 1_000, 0, 1_000, 0.5, 1.0), "anthropic": entry(0, view, 0, 0.1, 1.25)}
+        unmanaged = {"openai": entry(raw - 500, 0, 500, 0.5, 1.0), "anthropic": entry(raw - 500, 500, 0, 0.1, 1.25)}
+        series.append(_turn(turn, raw, view, bill=bill, bill_unmanaged=unmanaged))
+    return series
+
+
+def test_headline_and_plot_show_the_bill_with_prompt_caching(result: dict) -> None:
+    billed = aggregate([_session("a", _billed_series())], {"model": "gpt-4o", "window": 16_000, "policy": {}})
+    openai, anthropic = billed["bill"]["openai"], billed["bill"]["anthropic"]
+    # OpenAI: (3,000*0.5+1,000) + (4,000*0.5+1,000) = 5,500 against (3,500*0.5+500) + (8,500*0.5+500) = 7,000.
+    assert openai["ratio"] == pytest.approx(5_500 / 7_000, abs=1e-4)
+    # Anthropic: the view wrote all it sent (11,250) against 3,500*0.1+625 + 8,500*0.1+625 = 2,450: 4.59x.
+    assert anthropic["ratio"] == pytest.approx(11_250 / 2_450, abs=1e-4)
+    page = render_html(billed)
+    headline = page.split('<div class="cards">', 1)[1]
+    first_cards = re.findall(r"<b>([^<]+)</b><span>([^<]+)</span>", headline)[:4]
+    assert first_cards[0] == ("0.79×", "input bill with prompt caching vs unmanaged (OpenAI rates, gpt-4o): 21% saved")
+    assert first_cards[2][0] == "4.59×" and "359% more" in first_cards[2][1]
+    bars = _svg(re.search(r'<svg[^>]*aria-label="input bill with prompt caching[^"]*".*?</svg>', page,
+                          re.S).group(0))  # type: ignore[union-attr]
+    titles = [t.text or "" for t in bars.iter(f"{SVG_NS}title")]
+    assert "contextfold, with caching: 0.79× (OpenAI rates)" in titles
+    assert "unmanaged history, with caching (the 1.0× reference): 1.00× (Anthropic rates)" in titles
+    assert "contextfold, every token fresh: 3.67× (Anthropic rates)" in titles  # 9,000 tokens / 2,450 units
+    cumulative = _svg(re.search(r'<svg[^>]*aria-label="cumulative input bill at Anthropic rates".*?</svg>', page,
+                                re.S).group(0))  # type: ignore[union-attr]
+    lines = {(t.text or "").split(":")[0]: t.text for t in cumulative.iter(f"{SVG_NS}title")}
+    assert lines["contextfold, with caching"] == "contextfold, with caching: 11,250 units at the last call"
+    assert lines["unmanaged history, with caching"] == "unmanaged history, with caching: 2,450 units at the last call"
+    assert "input bill with prompt caching vs unmanaged (anthropic rates)" in page
+    # A replay JSON without bills (an older file) still renders, without the bill plots.
+    assert "cumulative input bill" not in render_html(result)

@@ -4,6 +4,10 @@ For each assistant message of the recording, in order: the messages before it (s
 ``prepare()`` builds the view the model would have received, the view is measured (tokens, validity in the wire
 format, cost, retention), and then the assistant message itself is added. Recordings carry no provider usage, so
 ``record_usage`` is never called: the counts are the manager's own.
+
+Each view is billed with prompt caching counted (:mod:`contextfold.billing`) at the reference providers' rates and
+at the replay model's own, and so is the unmanaged history of the same turn (every message so far, as recorded),
+calls ``call_interval_s`` apart.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..answered import answered_in_view
+from ..billing import DEFAULT_CALL_INTERVAL_S, Block, SessionMeter, blocks_of, cache_rates, reference_rates
 from ..errors import ContextfoldError
 from ..formats import get_format
 from ..importers._session import RecordedSession
@@ -24,9 +29,8 @@ from ..messages import Message
 from ..telemetry import Event, RecordingTelemetry, SessionTrace, SpanEvent, SummaryCreated
 from .metrics import (
     MAX_MISSING_LISTED,
-    PrefixCache,
     TurnMetrics,
-    call_costs,
+    bill_entry,
     contains_fact,
     is_number_fact,
     message_search_text,
@@ -73,6 +77,8 @@ class ReplayOptions:
             from a redacted archive gives the redacted text back for messages that only the archive holds.
         telemetry: Exporter names (``ariadne:URL``, ``otel``, ``jsonl:PATH``, …) every replayed session's events
             also go to, so that a recorded session can be watched in a trace viewer.
+        call_interval_s: Seconds between two model calls when billing with prompt caching (recordings carry no
+            times); it decides only when an unused cache entry expires.
     """
 
     model: str = DEFAULT_MODEL
@@ -85,6 +91,7 @@ class ReplayOptions:
     archive: str | None = None
     redact: bool = True
     telemetry: tuple[str, ...] = ()
+    call_interval_s: float = DEFAULT_CALL_INTERVAL_S
 
     def settings(self) -> dict[str, Any]:
         """The options as they appear at the top of the replay JSON."""
@@ -94,6 +101,7 @@ class ReplayOptions:
             "format": self.format,
             "summarizer": self.summarizer,
             "policy": dict(self.policy) if self.policy else {},
+            "call_interval_s": self.call_interval_s,
         }
 
 
@@ -152,6 +160,7 @@ class _State:
     boundary: int | None = None  # messages added when the latest compaction happened
     last_seen: dict[str, int] = field(default_factory=dict)  # entity -> index of the last message holding it
     outputs: dict[str, str] = field(default_factory=dict)  # ref -> full cached output
+    raw_blocks: list[Block] = field(default_factory=list)  # the unmanaged history as a request, message by message
 
 
 class SessionReplayer:
@@ -181,7 +190,10 @@ class SessionReplayer:
         # The figures are token counts: they must be exact from the first turn, never the byte upper bounds a
         # lazy counter gives while its tokenizer loads (those would make a run's figures depend on load timing).
         self.manager.counter.wait_exact()
-        self._prefix = PrefixCache(self.manager.counter.count_text)
+        # The views and the unmanaged history, billed at the reference providers' rates and at the model's own.
+        rates = {**reference_rates(), "model": cache_rates(self.manager.model)}
+        self._meter = SessionMeter(rates, self.options.call_interval_s)
+        self._unmanaged_meter = SessionMeter(rates, self.options.call_interval_s)
         self._state = _State()
         self._event_turns: list[tuple[int, int]] = []  # (first event index, turn)
         self._tau = session.source == "tau_bench"
@@ -211,6 +223,7 @@ class SessionReplayer:
         if not pending:
             return
         count = self.manager.counter.count_message
+        st.raw_blocks.extend(blocks_of(pending, count))
         for offset, m in enumerate(pending):
             st.raw_tokens += count(m)
             for entity in turn_entities(m):
@@ -238,7 +251,7 @@ class SessionReplayer:
                 turn=index, raw_tokens=st.raw_tokens, view_tokens=0, view_messages=0, maskings=cm.maskings,
                 compactions=cm.compactions, prepare_ms=elapsed_ms, valid=False, error=error, tokens_sent=st.sent,
                 tokens_sent_baseline=st.sent_baseline, cached_tokens=0, output_tokens=output_tokens,
-                cost_usd=None, cost_usd_cached=None, cost_usd_baseline=None,
+                cost_usd=None, cost_usd_cached=None, cost_usd_baseline=None, cost_usd_baseline_cached=None,
             )
         if cm.compactions > compactions_before:
             st.boundary = index
@@ -252,16 +265,28 @@ class SessionReplayer:
         view_tokens = cm.tokens()
         st.sent += view_tokens
         st.sent_baseline += st.raw_tokens
-        cached = self._prefix.observe([json.dumps(i, sort_keys=True, ensure_ascii=False) for i in items], view_tokens)
-        cost, cost_cached, cost_baseline = call_costs(
-            cm.model, view_tokens=view_tokens, raw_tokens=st.raw_tokens, cached_tokens=cached,
-            output_tokens=output_tokens,
-        )
+        blocks = blocks_of(view, cm.counter.count_message)
+        rest = view_tokens - sum(b.tokens for b in blocks)
+        if rest > 0:  # tool schemas, reply priming, the provider's grounding: sent after the messages, never cached
+            blocks.append(Block(f"rest:{rest}", rest))
+        bills = self._meter.request(blocks)
+        unmanaged = self._unmanaged_meter.request(st.raw_blocks)
+        output_cost = cm.model.cost(output=output_tokens)
+        model_bill, model_unmanaged = bills["model"], unmanaged["model"]
+
+        def with_output(input_usd: float | None) -> float | None:
+            return None if input_usd is None or output_cost is None else input_usd + output_cost
+
         metrics = TurnMetrics(
             turn=index, raw_tokens=st.raw_tokens, view_tokens=view_tokens, view_messages=len(view),
             maskings=cm.maskings, compactions=cm.compactions, prepare_ms=elapsed_ms, valid=valid, error=error,
-            tokens_sent=st.sent, tokens_sent_baseline=st.sent_baseline, cached_tokens=cached,
-            output_tokens=output_tokens, cost_usd=cost, cost_usd_cached=cost_cached, cost_usd_baseline=cost_baseline,
+            tokens_sent=st.sent, tokens_sent_baseline=st.sent_baseline, cached_tokens=model_bill.cache_read,
+            output_tokens=output_tokens, cost_usd=cm.model.cost(input=view_tokens, output=output_tokens),
+            cost_usd_cached=with_output(model_bill.usd),
+            cost_usd_baseline=cm.model.cost(input=st.raw_tokens, output=output_tokens),
+            cost_usd_baseline_cached=with_output(model_unmanaged.usd),
+            bill={name: bill_entry(b) for name, b in bills.items() if name != "model"},
+            bill_unmanaged={name: bill_entry(b) for name, b in unmanaged.items() if name != "model"},
         )
         self._retention(metrics, index, answer, view)
         self._advance(index + 1)  # the recorded answer joins the history

@@ -1,4 +1,4 @@
-"""What a replay measures, per turn and in aggregate: tokens, validity, cost with and without caching, retention.
+"""What a replay measures, per turn and in aggregate: tokens, validity, the bill with and without caching, retention.
 
 Pure functions over plain data. Per-session results travel between processes and into the JSON the HTML report
 reads, so they are dicts of JSON values; :class:`TurnMetrics` is the typed form of one entry of a session's
@@ -11,21 +11,23 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
+from ..billing import REFERENCE_MODELS, Bill
 from ..cache import REF_PATTERN
 from ..messages import Message
 from ..summarize.entities import extract_entities
-from ..tokens import ModelInfo
+
+if TYPE_CHECKING:
+    from ..billing import RequestBill
 
 __all__ = [
     "JSON_VERSION",
-    "MIN_CACHEABLE_PREFIX_TOKENS",
-    "PrefixCache",
     "TurnMetrics",
     "aggregate",
-    "call_costs",
+    "bill_entry",
+    "bill_summary",
     "contains_fact",
     "is_number_fact",
     "message_search_text",
@@ -37,10 +39,9 @@ __all__ = [
 ]
 
 # Bumped when a key of the replay JSON changes meaning, so that ``contextfold report`` can refuse old files.
-JSON_VERSION = 2
-# Providers cache only prompts of at least 1,024 tokens (OpenAI's and Anthropic's minimum cacheable prefix);
-# shorter prefixes are billed in full whatever they share with the previous call.
-MIN_CACHEABLE_PREFIX_TOKENS = 1_024
+# 3: ``cost_usd_cached`` bills with the prompt-cache model of contextfold.billing (writes, lifetimes, minimums), not
+# the prefix shared with the previous call at the read price; ``bill`` and ``bill_unmanaged`` are new.
+JSON_VERSION = 3
 # Entities listed per turn as missing from the view and the cache: enough to see a pattern, small enough that
 # the JSON of a 200-session replay stays a few megabytes.
 MAX_MISSING_LISTED = 8
@@ -51,7 +52,12 @@ class TurnMetrics:
     """The figures of one assistant turn (one model call) of a replay.
 
     ``turn`` is the index, in the imported session's message list, of the assistant message that answers the view.
-    Token counts are the manager's counter; costs are USD for this call alone (None when the model has no prices).
+    Token counts are the manager's counter; costs are USD for this call alone, output included (None when the model
+    has no prices): ``cost_usd`` without caching, ``cost_usd_cached`` with prompt caching at the model's rates
+    (``cached_tokens`` read from its cache), ``cost_usd_baseline(_cached)`` the same for the unmanaged history.
+    ``bill`` and ``bill_unmanaged`` give the input bill of the view and of the unmanaged history at each reference
+    provider's rates (:data:`~contextfold.billing.REFERENCE_MODELS`): tokens read, written and fresh, and the bill in
+    units of one fresh input token.
     Retention counts cover the entities this turn uses that occurred earlier in the session: ``needed`` of them,
     ``in_view`` in the view's text, ``recoverable`` in the view or in a cached output whose ref the view shows.
     ``compacted_*`` restrict that to entities last seen before the latest compaction (zero before any).
@@ -73,6 +79,9 @@ class TurnMetrics:
     cost_usd: float | None
     cost_usd_cached: float | None
     cost_usd_baseline: float | None
+    cost_usd_baseline_cached: float | None = None
+    bill: dict[str, dict[str, float]] = field(default_factory=dict)
+    bill_unmanaged: dict[str, dict[str, float]] = field(default_factory=dict)
     needed: int = 0
     in_view: int = 0
     recoverable: int = 0
@@ -202,50 +211,58 @@ def refs_in(text: str, messages: Iterable[Message] = ()) -> set[str]:
     return found
 
 
-# -- prompt caching ---------------------------------------------------------------------------------------------------
-class PrefixCache:
-    """Tokens a provider's prompt cache would serve: the items a call shares, from the start, with the previous one.
+# -- the bill ---------------------------------------------------------------------------------------------------------
+def bill_entry(bill: RequestBill) -> dict[str, float]:
+    """One request's bill as it is kept in a turn's ``bill`` (tokens read, written, fresh; units)."""
+    return {"read": bill.cache_read, "write": bill.cache_write, "fresh": bill.fresh, "units": round(bill.units, 3)}
 
-    Items are compared as canonical JSON; each distinct item is tokenized once, so the cost over a session stays
-    proportional to what changes between calls.
+
+def _add_entries(entries: Iterable[Mapping[str, Mapping[str, float]]]) -> dict[str, Bill]:
+    bills: dict[str, Bill] = {}
+    for entry in entries:
+        for name, e in entry.items():
+            b = bills.setdefault(name, Bill())
+            b.requests += 1
+            b.cache_read += int(e["read"])
+            b.cache_write += int(e["write"])
+            b.fresh += int(e["fresh"])
+            b.tokens += int(e["read"] + e["write"] + e["fresh"])
+            b.units += float(e["units"])
+            b.usd = None  # per-turn entries keep units; prices are applied once, in bill_summary
+    return bills
+
+
+def bill_summary(view: Mapping[str, Bill], unmanaged: Mapping[str, Bill]) -> dict[str, Any]:
+    """Per reference provider: the view's and the unmanaged history's bills, and the ratios the report shows.
+
+    ``ratio``: the view's bill with caching over the unmanaged history's bill with caching (the reference);
+    ``ratio_uncached``: the view's bill without caching (every token fresh) over that same reference;
+    ``unmanaged_uncached``: the unmanaged history without caching over it. USD at the provider's input price.
     """
+    from ..billing import cache_rates
 
-    def __init__(self, count_text: Any) -> None:
-        self._count = count_text
-        self._tokens: dict[str, int] = {}
-        self._previous: list[str] = []
+    out: dict[str, Any] = {}
+    for name in view:
+        if name not in REFERENCE_MODELS or name not in unmanaged:
+            continue
+        rates = cache_rates(REFERENCE_MODELS[name])
+        v, u = view[name], unmanaged[name]
+        price = rates.input_price
 
-    def _item_tokens(self, item: str) -> int:
-        n = self._tokens.get(item)
-        if n is None:
-            n = self._tokens[item] = int(self._count(item))
-        return n
+        def usd(units: float, price: float | None = price) -> float | None:
+            return None if price is None else round(units * price / 1_000_000, 6)
 
-    def observe(self, items: Sequence[str], view_tokens: int) -> int:
-        """Record the call's encoded items; returns the cached tokens, in the units of ``view_tokens``."""
-        shared = 0
-        for old, new in zip(self._previous, items, strict=False):
-            if old != new:
-                break
-            shared += 1
-        self._previous = list(items)
-        weights = [self._item_tokens(i) for i in items]
-        total = sum(weights)
-        if not shared or total <= 0:
-            return 0
-        # Item JSON carries keys and quotes the view count does not: scale the shared share to the view's tokens.
-        cached = min(view_tokens, round(view_tokens * sum(weights[:shared]) / total))
-        return cached if cached >= MIN_CACHEABLE_PREFIX_TOKENS else 0
-
-
-def call_costs(
-    model: ModelInfo, *, view_tokens: int, raw_tokens: int, cached_tokens: int, output_tokens: int
-) -> tuple[float | None, float | None, float | None]:
-    """(cost, cost with prompt caching, cost of sending the raw history) of one call, USD."""
-    plain = model.cost(input=view_tokens, output=output_tokens)
-    cached = model.cost(input=view_tokens - cached_tokens, cache_read=cached_tokens, output=output_tokens)
-    baseline = model.cost(input=raw_tokens, output=output_tokens)
-    return plain, cached, baseline
+        out[name] = {
+            "model": rates.model,
+            "view": {**v.to_dict(), "usd": usd(v.units)},
+            "unmanaged": {**u.to_dict(), "usd": usd(u.units)},
+            "hit_share": _rounded(v.hit_share, 4),
+            "unmanaged_hit_share": _rounded(u.hit_share, 4),
+            "ratio": _rounded(ratio(v.units, u.units), 4),
+            "ratio_uncached": _rounded(ratio(v.tokens, u.units), 4),
+            "unmanaged_uncached": _rounded(ratio(u.tokens, u.units), 4),
+        }
+    return out
 
 
 # -- aggregation ------------------------------------------------------------------------------------------------------
@@ -318,11 +335,23 @@ def session_totals(series: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "cost_usd": _sum_costs(t["cost_usd"] for t in series),
         "cost_usd_cached": _sum_costs(t["cost_usd_cached"] for t in series),
         "cost_usd_baseline": _sum_costs(t["cost_usd_baseline"] for t in series),
+        "cost_usd_baseline_cached": _sum_costs(t.get("cost_usd_baseline_cached") for t in series),
+        "bill": {k: b.to_dict() for k, b in _add_entries(t.get("bill") or {} for t in series).items()},
+        "bill_unmanaged": {k: b.to_dict() for k, b in
+                           _add_entries(t.get("bill_unmanaged") or {} for t in series).items()},
         "compactions": int(last.get("compactions", 0)),
         "maskings": int(last.get("maskings", 0)),
         "peak_raw_tokens": max((t["raw_tokens"] for t in series), default=0),
         "peak_view_tokens": max((t["view_tokens"] for t in series), default=0),
     }
+
+
+def _sum_bills(per_session: Iterable[Mapping[str, Mapping[str, Any]]]) -> dict[str, Bill]:
+    bills: dict[str, Bill] = {}
+    for session in per_session:
+        for name, data in session.items():
+            bills.setdefault(name, Bill()).merge(Bill.from_dict(data))
+    return bills
 
 
 def aggregate(per_session: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -362,6 +391,9 @@ def aggregate(per_session: Sequence[Mapping[str, Any]], settings: Mapping[str, A
         "cost_usd": _rounded(_sum_costs(t["cost_usd"] for t in totals), 6),
         "cost_usd_cached": _rounded(_sum_costs(t["cost_usd_cached"] for t in totals), 6),
         "cost_usd_baseline": _rounded(_sum_costs(t["cost_usd_baseline"] for t in totals), 6),
+        "cost_usd_baseline_cached": _rounded(_sum_costs(t.get("cost_usd_baseline_cached") for t in totals), 6),
+        "bill": bill_summary(_sum_bills(t.get("bill") or {} for t in totals),
+                             _sum_bills(t.get("bill_unmanaged") or {} for t in totals)),
         "compactions": add("compactions"),
         "maskings": add("maskings"),
         "summaries": sum(len(s["summaries"]) for s in per_session),

@@ -12,6 +12,7 @@ from html import escape
 from typing import Any
 
 from ..compaction import DEFAULT_CLEAR_AT_LEAST
+from .bill import bill_bars, bill_cards, cumulative_bill_plot
 from .overview import OVERVIEW_CSS, session_scatter, sortable_sessions_table
 from .svg import token_plot
 
@@ -86,7 +87,9 @@ def _saved(sent: int, baseline: int) -> str:
 
 
 def _headline(r: Mapping[str, Any]) -> str:
-    cards = [
+    # The bill with prompt caching counted leads: a saving in tokens that the cache takes back is no saving.
+    cards = [_card(value, label) for value, label in bill_cards(r.get("bill") or {})]
+    cards += [
         _card(_int(r["sessions"]), "sessions"),
         _card(_int(r["turns"]), "model calls"),
         _card(_pct(r["valid_rate"]), "valid views"),
@@ -98,7 +101,8 @@ def _headline(r: Mapping[str, Any]) -> str:
         _card(_saved(r["tokens_sent"], r["tokens_sent_baseline"]), "input tokens saved"),
         _card(_usd(r["cost_usd"]), "cost"),
         _card(_usd(r["cost_usd_cached"]), "cost with prompt caching"),
-        _card(_usd(r.get("cost_usd_baseline")), "cost without contextfold"),
+        _card(_usd(r.get("cost_usd_baseline_cached")), "cost without contextfold, with prompt caching"),
+        _card(_usd(r.get("cost_usd_baseline")), "cost without contextfold, without caching"),
         _card(_int(r["compactions"]), "compactions"),
         _card(_int(r["maskings"]), "maskings"),
         _card(f"{_ms(r['prepare_ms_median'])} / {_ms(r['prepare_ms_p99'])}", "prepare() median / p99"),
@@ -146,6 +150,7 @@ def _figures(s: Mapping[str, Any]) -> str:
          f"({_saved(t['tokens_sent'], t['tokens_sent_baseline'])} saved)"],
         ["cost / with prompt caching / without contextfold",
          f"{_usd(t['cost_usd'])} / {_usd(t['cost_usd_cached'])} / {_usd(t['cost_usd_baseline'])}"],
+        *_bill_rows(t),
         ["compactions / maskings", f"{_int(t['compactions'])} / {_int(t['maskings'])}"],
         ["needed-fact recall (in view)", f"{_pct(t['needed_fact_recall'])} of {_int(t['needed'])} uses"],
         ["recoverable-fact recall (view or cached output)", f"{_pct(t['recoverable_fact_recall'])}"],
@@ -157,6 +162,21 @@ def _figures(s: Mapping[str, Any]) -> str:
         rows.append(["user messages in view (verbatim)",
                      _pct(t["user_messages_in_view"] / t["user_messages"] if t["user_messages"] else None)])
     return _table(["figure", "value"], ([escape(a), escape(b)] for a, b in rows))
+
+
+def _bill_rows(t: Mapping[str, Any]) -> list[list[str]]:
+    """Per provider: the session's input bill with caching against the unmanaged history's, and the hit share."""
+    rows = []
+    view, unmanaged = t.get("bill") or {}, t.get("bill_unmanaged") or {}
+    for provider in sorted(view):
+        v, u = view[provider], unmanaged.get(provider)
+        if u is None or not u.get("units"):
+            continue
+        hits = v["cache_read"] / v["tokens"] if v.get("tokens") else None
+        rows.append([f"input bill with prompt caching vs unmanaged ({provider} rates)",
+                     f"{v['units'] / u['units']:.2f}× ({round(v['units']):,} / {round(u['units']):,} fresh-token "
+                     f"units; {_pct(hits)} of the input read from the cache)"])
+    return rows
 
 
 def _events(s: Mapping[str, Any]) -> str:
@@ -246,6 +266,7 @@ def _session(n: int, s: Mapping[str, Any], clear_at_least: int = DEFAULT_CLEAR_A
         body = "".join([
             token_plot(s["series"], s["thresholds"], label=f"tokens per turn of {s['id']}"),
             _batching_note(s, clear_at_least),
+            cumulative_bill_plot(s["series"], "anthropic"),
             _figures(s), _invalid(s),
             "<h3>Summaries</h3>", _summaries(s),
             "<h3>Retention misses</h3>", _misses(s),
@@ -268,9 +289,13 @@ def render_html(result: Mapping[str, Any], *, title: str = "contextfold replay r
         "<p>Each recorded assistant turn is one model call: contextfold built the view the model would have "
         "received, and these figures measure it. <em>Needed-fact recall</em>: of the entities (paths, identifiers, "
         "numbers) a turn uses that occurred earlier, the share in the view's text; <em>recoverable</em> adds those "
-        "in a cached tool output whose ref the view shows. Costs use the model's list prices; "
-        "<em>with prompt caching</em> bills the prefix unchanged since the previous call at the cached rate.</p>",
+        "in a cached tool output whose ref the view shows. Costs use the model's list prices. "
+        "<em>The input bill with prompt caching</em> is what the provider charges once its prompt cache is counted "
+        "(cache reads at a discount, Anthropic's cache writes at a premium, only unchanged leading messages "
+        "cached; contextfold.billing): at OpenAI's rates (gpt-4o) and Anthropic's (Claude Sonnet 4), relative "
+        "to sending the unmanaged history with prompt caching as well.</p>",
         _headline(result),
+        bill_bars(result.get("bill") or {}),
     ]
     if len(per_session) > 1:
         parts += ["<h2>Sessions</h2>", session_scatter(per_session),

@@ -32,7 +32,10 @@ class ModelInfo:
     """What contextfold needs to know about a model. Prices are USD per 1M tokens (None when unknown).
 
     ``tokenizer`` is a tiktoken encoding name (``o200k_base``, ``cl100k_base``) for exact counting, or a family
-    name (``claude``, ``gemini``, ``llama3``, …) that selects an estimate.
+    name (``claude``, ``gemini``, ``llama3``, …) that selects an estimate. Prompt-cache prices: ``cache_read_price``
+    for input served from the provider's cache, ``cache_write_price`` for input written to it (Anthropic's
+    5-minute cache; OpenAI and Google charge no write premium and leave it None), ``cache_write_1h_price`` for
+    Anthropic's 1-hour cache. :mod:`contextfold.billing` turns them into a bill.
     """
 
     name: str
@@ -44,95 +47,110 @@ class ModelInfo:
     output_price: float | None = None
     cache_read_price: float | None = None
     cache_write_price: float | None = None
+    cache_write_1h_price: float | None = None
 
-    def cost(self, input: int = 0, output: int = 0, cache_read: int = 0, cache_creation: int = 0) -> float | None:
-        """USD cost of the given token counts, or None when a needed price is unknown."""
+    def cost(self, input: int = 0, output: int = 0, cache_read: int = 0, cache_creation: int = 0,
+             cache_creation_1h: int = 0) -> float | None:
+        """USD cost of the given token counts, or None when a needed price is unknown.
+
+        ``cache_creation`` is billed at the 5-minute write price, ``cache_creation_1h`` at the 1-hour one; a
+        missing cache price falls back to the input price (no discount, no premium).
+        """
         if self.input_price is None or self.output_price is None:
             return None
         read = self.cache_read_price if self.cache_read_price is not None else self.input_price
         write = self.cache_write_price if self.cache_write_price is not None else self.input_price
-        total = input * self.input_price + output * self.output_price + cache_read * read + cache_creation * write
+        write_1h = self.cache_write_1h_price if self.cache_write_1h_price is not None else write
+        total = (input * self.input_price + output * self.output_price + cache_read * read + cache_creation * write
+                 + cache_creation_1h * write_1h)
         return total / 1_000_000
 
 
 # ---- the built-in table -------------------------------------------------------------------------------------------
 
-ModelRow: TypeAlias = tuple[str, str, int, int, str, float | None, float | None, float | None, float | None]
+ModelRow: TypeAlias = tuple[
+    str, str, int, int, str, float | None, float | None, float | None, float | None, float | None
+]
 
-# name, provider, context window, max output, tokenizer, USD per 1M: input, output, cache read, cache write.
+# name, provider, context window, max output, tokenizer, USD per 1M: input, output, cache read, cache write
+# (5 minutes), cache write (1 hour).
 # Windows and output caps from the providers' model pages (late 2025); open-weight models list the native window
 # of the released weights (hosts may serve less) and a conservative 8k output cap, with no price (host-specific).
+# Cache prices: OpenAI's "cached input" column (https://platform.openai.com/docs/pricing: gpt-4o $2.50 input,
+# $1.25 cached; no write premium, caching is automatic); Anthropic's "5m cache writes", "1h cache writes" and
+# "cache hits" columns (https://docs.anthropic.com/en/docs/about-claude/pricing: Sonnet 4 $3 / $3.75 / $6 / $0.30,
+# i.e. 1.25x, 2x and 0.1x the input price).
 # Maintained by hand: add a row when a provider ships a model; genai-prices refreshes prices when installed.
 BUILTIN_MODELS: tuple[ModelRow, ...] = (
     # OpenAI
-    ("gpt-5.1", "openai", 400_000, 128_000, "o200k_base", 1.25, 10.0, 0.125, None),
-    ("gpt-5", "openai", 400_000, 128_000, "o200k_base", 1.25, 10.0, 0.125, None),
-    ("gpt-5-mini", "openai", 400_000, 128_000, "o200k_base", 0.25, 2.0, 0.025, None),
-    ("gpt-5-nano", "openai", 400_000, 128_000, "o200k_base", 0.05, 0.4, 0.005, None),
-    ("gpt-5-codex", "openai", 400_000, 128_000, "o200k_base", 1.25, 10.0, 0.125, None),
-    ("gpt-4.1", "openai", 1_047_576, 32_768, "o200k_base", 2.0, 8.0, 0.5, None),
-    ("gpt-4.1-mini", "openai", 1_047_576, 32_768, "o200k_base", 0.4, 1.6, 0.1, None),
-    ("gpt-4.1-nano", "openai", 1_047_576, 32_768, "o200k_base", 0.1, 0.4, 0.025, None),
-    ("gpt-4o", "openai", 128_000, 16_384, "o200k_base", 2.5, 10.0, 1.25, None),
-    ("gpt-4o-mini", "openai", 128_000, 16_384, "o200k_base", 0.15, 0.6, 0.075, None),
-    ("chatgpt-4o", "openai", 128_000, 16_384, "o200k_base", 5.0, 15.0, None, None),
-    ("o1", "openai", 200_000, 100_000, "o200k_base", 15.0, 60.0, 7.5, None),
-    ("o1-mini", "openai", 128_000, 65_536, "o200k_base", 1.1, 4.4, 0.55, None),
-    ("o3", "openai", 200_000, 100_000, "o200k_base", 2.0, 8.0, 0.5, None),
-    ("o3-pro", "openai", 200_000, 100_000, "o200k_base", 20.0, 80.0, None, None),
-    ("o3-mini", "openai", 200_000, 100_000, "o200k_base", 1.1, 4.4, 0.55, None),
-    ("o4-mini", "openai", 200_000, 100_000, "o200k_base", 1.1, 4.4, 0.275, None),
-    ("gpt-oss-120b", "openai", 131_072, 32_768, "o200k_base", None, None, None, None),
-    ("gpt-oss-20b", "openai", 131_072, 32_768, "o200k_base", None, None, None, None),
-    ("gpt-4-turbo", "openai", 128_000, 4_096, "cl100k_base", 10.0, 30.0, None, None),
-    ("gpt-4-32k", "openai", 32_768, 4_096, "cl100k_base", 60.0, 120.0, None, None),
-    ("gpt-4", "openai", 8_192, 4_096, "cl100k_base", 30.0, 60.0, None, None),
-    ("gpt-3.5-turbo", "openai", 16_385, 4_096, "cl100k_base", 0.5, 1.5, None, None),
-    # Anthropic (cache write = 5-minute cache)
-    ("claude-opus-4-5", "anthropic", 200_000, 64_000, "claude", 5.0, 25.0, 0.5, 6.25),
-    ("claude-sonnet-4-5", "anthropic", 200_000, 64_000, "claude", 3.0, 15.0, 0.3, 3.75),
-    ("claude-haiku-4-5", "anthropic", 200_000, 64_000, "claude", 1.0, 5.0, 0.1, 1.25),
-    ("claude-opus-4-1", "anthropic", 200_000, 32_000, "claude", 15.0, 75.0, 1.5, 18.75),
-    ("claude-opus-4", "anthropic", 200_000, 32_000, "claude", 15.0, 75.0, 1.5, 18.75),
-    ("claude-sonnet-4", "anthropic", 200_000, 64_000, "claude", 3.0, 15.0, 0.3, 3.75),
-    ("claude-3-7-sonnet", "anthropic", 200_000, 64_000, "claude", 3.0, 15.0, 0.3, 3.75),
-    ("claude-3-5-sonnet", "anthropic", 200_000, 8_192, "claude", 3.0, 15.0, 0.3, 3.75),
-    ("claude-3-5-haiku", "anthropic", 200_000, 8_192, "claude", 0.8, 4.0, 0.08, 1.0),
-    ("claude-3-opus", "anthropic", 200_000, 4_096, "claude", 15.0, 75.0, 1.5, 18.75),
-    ("claude-3-haiku", "anthropic", 200_000, 4_096, "claude", 0.25, 1.25, 0.03, 0.3),
+    ("gpt-5.1", "openai", 400_000, 128_000, "o200k_base", 1.25, 10.0, 0.125, None, None),
+    ("gpt-5", "openai", 400_000, 128_000, "o200k_base", 1.25, 10.0, 0.125, None, None),
+    ("gpt-5-mini", "openai", 400_000, 128_000, "o200k_base", 0.25, 2.0, 0.025, None, None),
+    ("gpt-5-nano", "openai", 400_000, 128_000, "o200k_base", 0.05, 0.4, 0.005, None, None),
+    ("gpt-5-codex", "openai", 400_000, 128_000, "o200k_base", 1.25, 10.0, 0.125, None, None),
+    ("gpt-4.1", "openai", 1_047_576, 32_768, "o200k_base", 2.0, 8.0, 0.5, None, None),
+    ("gpt-4.1-mini", "openai", 1_047_576, 32_768, "o200k_base", 0.4, 1.6, 0.1, None, None),
+    ("gpt-4.1-nano", "openai", 1_047_576, 32_768, "o200k_base", 0.1, 0.4, 0.025, None, None),
+    ("gpt-4o", "openai", 128_000, 16_384, "o200k_base", 2.5, 10.0, 1.25, None, None),
+    ("gpt-4o-mini", "openai", 128_000, 16_384, "o200k_base", 0.15, 0.6, 0.075, None, None),
+    ("chatgpt-4o", "openai", 128_000, 16_384, "o200k_base", 5.0, 15.0, None, None, None),
+    ("o1", "openai", 200_000, 100_000, "o200k_base", 15.0, 60.0, 7.5, None, None),
+    ("o1-mini", "openai", 128_000, 65_536, "o200k_base", 1.1, 4.4, 0.55, None, None),
+    ("o3", "openai", 200_000, 100_000, "o200k_base", 2.0, 8.0, 0.5, None, None),
+    ("o3-pro", "openai", 200_000, 100_000, "o200k_base", 20.0, 80.0, None, None, None),
+    ("o3-mini", "openai", 200_000, 100_000, "o200k_base", 1.1, 4.4, 0.55, None, None),
+    ("o4-mini", "openai", 200_000, 100_000, "o200k_base", 1.1, 4.4, 0.275, None, None),
+    ("gpt-oss-120b", "openai", 131_072, 32_768, "o200k_base", None, None, None, None, None),
+    ("gpt-oss-20b", "openai", 131_072, 32_768, "o200k_base", None, None, None, None, None),
+    ("gpt-4-turbo", "openai", 128_000, 4_096, "cl100k_base", 10.0, 30.0, None, None, None),
+    ("gpt-4-32k", "openai", 32_768, 4_096, "cl100k_base", 60.0, 120.0, None, None, None),
+    ("gpt-4", "openai", 8_192, 4_096, "cl100k_base", 30.0, 60.0, None, None, None),
+    ("gpt-3.5-turbo", "openai", 16_385, 4_096, "cl100k_base", 0.5, 1.5, None, None, None),
+    # Anthropic (cache writes: 5-minute cache, then 1-hour cache)
+    ("claude-opus-4-5", "anthropic", 200_000, 64_000, "claude", 5.0, 25.0, 0.5, 6.25, 10.0),
+    ("claude-sonnet-4-5", "anthropic", 200_000, 64_000, "claude", 3.0, 15.0, 0.3, 3.75, 6.0),
+    ("claude-haiku-4-5", "anthropic", 200_000, 64_000, "claude", 1.0, 5.0, 0.1, 1.25, 2.0),
+    ("claude-opus-4-1", "anthropic", 200_000, 32_000, "claude", 15.0, 75.0, 1.5, 18.75, 30.0),
+    ("claude-opus-4", "anthropic", 200_000, 32_000, "claude", 15.0, 75.0, 1.5, 18.75, 30.0),
+    ("claude-sonnet-4", "anthropic", 200_000, 64_000, "claude", 3.0, 15.0, 0.3, 3.75, 6.0),
+    ("claude-3-7-sonnet", "anthropic", 200_000, 64_000, "claude", 3.0, 15.0, 0.3, 3.75, 6.0),
+    ("claude-3-5-sonnet", "anthropic", 200_000, 8_192, "claude", 3.0, 15.0, 0.3, 3.75, 6.0),
+    ("claude-3-5-haiku", "anthropic", 200_000, 8_192, "claude", 0.8, 4.0, 0.08, 1.0, 1.6),
+    ("claude-3-opus", "anthropic", 200_000, 4_096, "claude", 15.0, 75.0, 1.5, 18.75, 30.0),
+    ("claude-3-haiku", "anthropic", 200_000, 4_096, "claude", 0.25, 1.25, 0.03, 0.3, 0.5),
     # Google (prices of prompts up to 200k tokens)
-    ("gemini-3-pro", "google", 1_048_576, 65_536, "gemini", 2.0, 12.0, 0.2, None),
-    ("gemini-2.5-pro", "google", 1_048_576, 65_536, "gemini", 1.25, 10.0, 0.125, None),
-    ("gemini-2.5-flash", "google", 1_048_576, 65_536, "gemini", 0.3, 2.5, 0.03, None),
-    ("gemini-2.5-flash-lite", "google", 1_048_576, 65_536, "gemini", 0.1, 0.4, 0.01, None),
-    ("gemini-2.0-flash", "google", 1_048_576, 8_192, "gemini", 0.1, 0.4, 0.025, None),
-    ("gemini-2.0-flash-lite", "google", 1_048_576, 8_192, "gemini", 0.075, 0.3, None, None),
-    ("gemini-1.5-pro", "google", 2_097_152, 8_192, "gemini", 1.25, 5.0, None, None),
-    ("gemini-1.5-flash", "google", 1_048_576, 8_192, "gemini", 0.075, 0.3, None, None),
+    ("gemini-3-pro", "google", 1_048_576, 65_536, "gemini", 2.0, 12.0, 0.2, None, None),
+    ("gemini-2.5-pro", "google", 1_048_576, 65_536, "gemini", 1.25, 10.0, 0.125, None, None),
+    ("gemini-2.5-flash", "google", 1_048_576, 65_536, "gemini", 0.3, 2.5, 0.03, None, None),
+    ("gemini-2.5-flash-lite", "google", 1_048_576, 65_536, "gemini", 0.1, 0.4, 0.01, None, None),
+    ("gemini-2.0-flash", "google", 1_048_576, 8_192, "gemini", 0.1, 0.4, 0.025, None, None),
+    ("gemini-2.0-flash-lite", "google", 1_048_576, 8_192, "gemini", 0.075, 0.3, None, None, None),
+    ("gemini-1.5-pro", "google", 2_097_152, 8_192, "gemini", 1.25, 5.0, None, None, None),
+    ("gemini-1.5-flash", "google", 1_048_576, 8_192, "gemini", 0.075, 0.3, None, None, None),
     # Open-weight models
-    ("llama-4-maverick", "meta", 1_048_576, 8_192, "llama4", None, None, None, None),
-    ("llama-4-scout", "meta", 10_485_760, 8_192, "llama4", None, None, None, None),
-    ("llama-3.3-70b", "meta", 131_072, 8_192, "llama3", None, None, None, None),
-    ("llama-3.2-1b", "meta", 131_072, 8_192, "llama3", None, None, None, None),
-    ("llama-3.2-3b", "meta", 131_072, 8_192, "llama3", None, None, None, None),
-    ("llama-3.1-8b", "meta", 131_072, 8_192, "llama3", None, None, None, None),
-    ("llama-3.1-70b", "meta", 131_072, 8_192, "llama3", None, None, None, None),
-    ("llama-3.1-405b", "meta", 131_072, 8_192, "llama3", None, None, None, None),
-    ("qwen3-coder-480b-a35b", "qwen", 262_144, 8_192, "qwen", None, None, None, None),
-    ("qwen3-235b-a22b", "qwen", 32_768, 8_192, "qwen", None, None, None, None),
-    ("qwen3-32b", "qwen", 32_768, 8_192, "qwen", None, None, None, None),
-    ("qwen2.5-coder-32b", "qwen", 32_768, 8_192, "qwen", None, None, None, None),
-    ("qwen2.5-72b", "qwen", 32_768, 8_192, "qwen", None, None, None, None),
-    ("mistral-large", "mistral", 131_072, 8_192, "mistral", 2.0, 6.0, None, None),
-    ("mistral-medium", "mistral", 131_072, 8_192, "mistral", 0.4, 2.0, None, None),
-    ("mistral-small", "mistral", 131_072, 8_192, "mistral", 0.1, 0.3, None, None),
-    ("codestral", "mistral", 256_000, 8_192, "mistral", 0.3, 0.9, None, None),
-    ("mixtral-8x7b", "mistral", 32_768, 8_192, "mistral", None, None, None, None),
-    ("mistral-7b", "mistral", 32_768, 8_192, "mistral", None, None, None, None),
-    ("deepseek-chat", "deepseek", 128_000, 8_192, "deepseek", 0.28, 0.42, 0.028, None),
-    ("deepseek-reasoner", "deepseek", 128_000, 65_536, "deepseek", 0.28, 0.42, 0.028, None),
-    ("deepseek-v3", "deepseek", 131_072, 8_192, "deepseek", None, None, None, None),
-    ("deepseek-r1", "deepseek", 131_072, 32_768, "deepseek", None, None, None, None),
+    ("llama-4-maverick", "meta", 1_048_576, 8_192, "llama4", None, None, None, None, None),
+    ("llama-4-scout", "meta", 10_485_760, 8_192, "llama4", None, None, None, None, None),
+    ("llama-3.3-70b", "meta", 131_072, 8_192, "llama3", None, None, None, None, None),
+    ("llama-3.2-1b", "meta", 131_072, 8_192, "llama3", None, None, None, None, None),
+    ("llama-3.2-3b", "meta", 131_072, 8_192, "llama3", None, None, None, None, None),
+    ("llama-3.1-8b", "meta", 131_072, 8_192, "llama3", None, None, None, None, None),
+    ("llama-3.1-70b", "meta", 131_072, 8_192, "llama3", None, None, None, None, None),
+    ("llama-3.1-405b", "meta", 131_072, 8_192, "llama3", None, None, None, None, None),
+    ("qwen3-coder-480b-a35b", "qwen", 262_144, 8_192, "qwen", None, None, None, None, None),
+    ("qwen3-235b-a22b", "qwen", 32_768, 8_192, "qwen", None, None, None, None, None),
+    ("qwen3-32b", "qwen", 32_768, 8_192, "qwen", None, None, None, None, None),
+    ("qwen2.5-coder-32b", "qwen", 32_768, 8_192, "qwen", None, None, None, None, None),
+    ("qwen2.5-72b", "qwen", 32_768, 8_192, "qwen", None, None, None, None, None),
+    ("mistral-large", "mistral", 131_072, 8_192, "mistral", 2.0, 6.0, None, None, None),
+    ("mistral-medium", "mistral", 131_072, 8_192, "mistral", 0.4, 2.0, None, None, None),
+    ("mistral-small", "mistral", 131_072, 8_192, "mistral", 0.1, 0.3, None, None, None),
+    ("codestral", "mistral", 256_000, 8_192, "mistral", 0.3, 0.9, None, None, None),
+    ("mixtral-8x7b", "mistral", 32_768, 8_192, "mistral", None, None, None, None, None),
+    ("mistral-7b", "mistral", 32_768, 8_192, "mistral", None, None, None, None, None),
+    ("deepseek-chat", "deepseek", 128_000, 8_192, "deepseek", 0.28, 0.42, 0.028, None, None),
+    ("deepseek-reasoner", "deepseek", 128_000, 65_536, "deepseek", 0.28, 0.42, 0.028, None, None),
+    ("deepseek-v3", "deepseek", 131_072, 8_192, "deepseek", None, None, None, None, None),
+    ("deepseek-r1", "deepseek", 131_072, 32_768, "deepseek", None, None, None, None, None),
 )
 
 
@@ -229,6 +247,7 @@ def register_model(
     output_price: float | None = None,
     cache_read_price: float | None = None,
     cache_write_price: float | None = None,
+    cache_write_1h_price: float | None = None,
 ) -> ModelInfo:
     """Add or override a model; what is given wins over every other source, the rest is filled from them.
 
@@ -248,6 +267,7 @@ def register_model(
         "output_price": output_price,
         "cache_read_price": cache_read_price,
         "cache_write_price": cache_write_price,
+        "cache_write_1h_price": cache_write_1h_price,
     }
     info = replace(base, name=name, **{k: v for k, v in given.items() if v is not None})
     _validate(info)
@@ -381,7 +401,7 @@ def _validate(info: ModelInfo) -> None:
             f"max_output_tokens: must be a positive integer no larger than context_window ({info.context_window}), "
             f"got {info.max_output_tokens!r}"
         )
-    for field in ("input_price", "output_price", "cache_read_price", "cache_write_price"):
+    for field in ("input_price", "output_price", "cache_read_price", "cache_write_price", "cache_write_1h_price"):
         value = getattr(info, field)
         if value is not None and value < 0:
             raise ValueError(f"{field}: must be >= 0 USD per 1M tokens, got {value!r}")
@@ -398,6 +418,7 @@ _GENAI_PRICE_FIELDS = (
     ("output_price", "output_mtok"),
     ("cache_read_price", "cache_read_mtok"),
     ("cache_write_price", "cache_write_mtok"),
+    ("cache_write_1h_price", "cache_write_1h_mtok"),
 )
 _LITELLM_MAP_FILE = "model_prices_and_context_window_backup.json"
 _LITELLM_INDEX: dict[str, dict[str, Any]] | None = None
@@ -498,4 +519,5 @@ def _from_litellm(key: str) -> ModelInfo | None:
         output_price=price("output_cost_per_token"),
         cache_read_price=price("cache_read_input_token_cost"),
         cache_write_price=price("cache_creation_input_token_cost"),
+        cache_write_1h_price=price("cache_creation_input_token_cost_above_1hr"),
     )

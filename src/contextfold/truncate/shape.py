@@ -26,6 +26,10 @@ LONG_LINE_MEAN = 400
 _STRING_LIMITS = (400, 160, 80, 40, 16)
 # JSON larger than this is not parsed (the parse would cost more than the cut saves); it is cut by characters.
 MAX_JSON_CHARS = 2_000_000
+# A cut array keeps at least this many first items besides its last: the head is where a listing starts (the first
+# of six flight options, the first leg of a connection). Without a floor the search went down to no head at all, and
+# tau-bench views showed an answered flight search as ["…4 more items…", ["…1 more items…", {the last flight}]].
+MIN_HEAD_ITEMS = 1
 
 
 def is_few_long_lines(text: str, max_line_length: int) -> bool:
@@ -46,7 +50,7 @@ def _dropped_chars(n: int) -> str:
 
 
 def _shrink(value: Any, items: int, string_limit: int) -> Any:
-    """``value`` with arrays over ``items`` items cut to their first items and the last, strings to the limit."""
+    """``value`` with arrays over ``items`` + 1 items cut to their first ``items`` and the last; strings cut too."""
     if isinstance(value, dict):
         return {k: _shrink(v, items, string_limit) for k, v in value.items()}
     if isinstance(value, list):
@@ -76,9 +80,10 @@ def _dump(value: Any) -> str:
 def shape_json(text: str, fits: Callable[[str], bool]) -> str | None:
     """``text`` parsed as JSON and cut by structure until ``fits`` accepts it.
 
-    None when it is not JSON or nothing structured fits. Every key and every number, boolean and short string
-    stays; long strings are shortened (``…N chars…``) and long arrays keep as many first items as fit plus the
-    last, with ``…N more items…`` in place of the rest.
+    None when it is not JSON or nothing structured fits (the caller cuts by characters, keeping the head). Every
+    key and every number, boolean and short string stays; long strings are shortened (``…N chars…``) and long
+    arrays keep as many first items as fit (at least :data:`MIN_HEAD_ITEMS`) plus the last, with
+    ``…N more items…`` in place of the rest.
     """
     stripped = text.strip()
     if not stripped or stripped[0] not in "[{" or len(stripped) > MAX_JSON_CHARS:
@@ -94,7 +99,7 @@ def shape_json(text: str, fits: Callable[[str], bool]) -> str | None:
     fallback: str | None = None
     for limit in _STRING_LIMITS:
         # Bisect the number of first items kept of each long array (fewer items never render longer).
-        lo, hi = -1, longest
+        lo, hi = MIN_HEAD_ITEMS - 1, max(longest, MIN_HEAD_ITEMS)
         best: str | None = None
         while lo < hi:
             mid = (lo + hi + 1) // 2
