@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import base64
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CODE", "SECRETS", "Code", "Secret", "shared_code_excerpts"]
+__all__ = ["CODE", "PIECE_CHARS", "SECRETS", "Code", "Secret", "shared_code_excerpts"]
 
 _rng = random.Random(20261123)
 _LOWER = "abcdefghijklmnopqrstuvwxyz"
@@ -32,13 +33,31 @@ def _r(alphabet: str, n: int) -> str:
             return value
 
 
+# A piece of a secret this long that survives redaction is a partial leak (``[REDACTED:password]&3horse``).
+PIECE_CHARS = 5
+_PIECE = re.compile(rf"[A-Za-z0-9]{{{PIECE_CHARS},}}")
+_MARKER = re.compile(r"\[REDACTED:[^\]\n]*\]")
+
+
 @dataclass(frozen=True)
 class Secret:
-    """``text`` holds ``values``; none of them may survive redaction."""
+    """``text`` holds ``values``; none of them, nor any piece of them (:meth:`pieces`), may survive redaction."""
 
     label: str
     text: str
     values: tuple[str, ...]
+
+    def pieces(self) -> list[str]:
+        """The values' runs of letters and digits (``PIECE_CHARS`` or more) that the text holds nowhere else."""
+        context = self.text
+        for value in sorted(self.values, key=len, reverse=True):
+            context = context.replace(value, "\x00")
+        return [p for v in self.values for p in _PIECE.findall(v) if p not in context]
+
+    def leaked(self, redacted: str) -> list[str]:
+        """What of the secret survives in ``redacted``: whole values, then pieces (markers are not pieces)."""
+        rest = _MARKER.sub("\x00", redacted)
+        return [v for v in self.values if v in rest] + [p for p in self.pieces() if p in rest]
 
 
 def _s(label: str, template: str, *values: str) -> Secret:
@@ -168,6 +187,148 @@ SECRETS: tuple[Secret, ...] = (
 )
 
 
+# Issue 21: the forms a red team found the rules missing (docker auth, .netrc, XML, .pgpass, cookies, token schemes,
+# command-line passwords, tails after & ; \"), configuration files (kubeconfig, k8s secrets, Maven, DSNs, .env /
+# YAML / XML / JSON with escapes) and more providers' documented token shapes. Drawn after the forms above, so that
+# their values stay what they were.
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+_DOCKER_AUTH = _b64("deploy:" + _r(_ALNUM, 20))
+_KUBE_TOKEN = _r(_ALNUM, 40)
+_PEM_EC = ("-----BEGIN EC PRIVATE KEY-----\n" + "\n".join(_r(_B64, 64) for _ in range(2)) + "\n" + _r(_B64, 36)
+           + "\n-----END EC PRIVATE KEY-----\n")
+_DJANGO_SESSION = _r(_LOWER + _DIGITS, 32)
+_CSRF = _r(_ALNUM, 64)
+_TAIL_AMP = "Xk9#mQ&3horse" + _r(_DIGITS, 2)
+_TAIL_SEMI = "w8;Lq2zR" + _r(_ALNUM, 4)
+_TAIL_QUOTE = _r(_ALNUM, 5) + '\\"' + _r(_ALNUM, 7)  # ab\"cd as it stands in JSON text: an escaped quote
+
+SECRETS_ISSUE_21: tuple[Secret, ...] = (
+    # The red team's misses.
+    _s("docker config.json auth", '{{\n  "auths": {{\n    "registry.example.com": {{\n      "auth": "{}"\n    }}\n'
+       '  }}\n}}', _DOCKER_AUTH),
+    _s(".netrc multi-line", "machine api.github.com\n  login octocat\n  password {}\n", _r(_ALNUM, 24)),
+    _s(".netrc one line", "machine artifacts.example.com login ci password {}", "Zq" + _r(_ALNUM + "!#%", 14)),
+    _s("XML password element", "<datasource>\n  <user>app</user>\n  <password>{}</password>\n</datasource>",
+       _r(_ALNUM, 16) + "!"),
+    _s(".pgpass line", "$ cat ~/.pgpass\ndb.internal:5432:app:app_user:{}\n", _r(_ALNUM, 18)),
+    _s("Cookie sessionid", "Cookie: sessionid={}; csrftoken={}", _DJANGO_SESSION, _CSRF),
+    _s("Authorization Token hex", "curl -H 'Authorization: Token {}' https://api.example.com/v1/items/",
+       _r(_HEX, 40)),
+    _s("redis-cli -a", "$ redis-cli -h cache.internal -p 6379 -a {} ping\nPONG", _r(_ALNUM, 22)),
+    _s("password tail after &", "DB_PASSWORD={} ./bin/start", _TAIL_AMP),
+    _s("password tail after ;", "SMTP_PASSWORD={}\nSMTP_PORT=587", _TAIL_SEMI),
+    _s("password tail after escaped quote", '{{"user": "svc", "password": "{}"}}', _TAIL_QUOTE,
+       _TAIL_QUOTE.split('\\"')[1]),
+    _s("kubeconfig client key and token", "users:\n- name: admin\n  user:\n    client-key-data: {}\n"
+       "    token: {}\n", _b64(_PEM_EC), _KUBE_TOKEN),
+    _s("k8s Secret data", "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\ntype: Opaque\ndata:\n"
+       "  DB_PASSWORD: {}\n", _b64(_r(_ALNUM, 18))),
+    _s("k8s dockerconfigjson", "type: kubernetes.io/dockerconfigjson\ndata:\n  .dockerconfigjson: {}\n",
+       _b64('{"auths":{"ghcr.io":{"auth":"' + _b64("bot:" + _r(_ALNUM, 24)) + '"}}}')),
+    _s("k8s stringData", "kind: Secret\nstringData:\n  client-secret: {}\n", _r(_ALNUM + "-_", 34)),
+    _s("Vault token header", "curl -H \"X-Vault-Token: {}\" $VAULT_ADDR/v1/secret/data/app", "s." + _r(_ALNUM, 24)),
+    _s("Vault batch token", "{}", "hvb." + _r(_ALNUM + "_-", 120)),
+    _s("Maven settings.xml", "<servers>\n  <server>\n    <id>nexus</id>\n    <username>deployer</username>\n"
+       "    <password>{}</password>\n  </server>\n</servers>", _r(_ALNUM, 20)),
+    _s("Maven encrypted master", "<settingsSecurity>\n  <master>{}</master>\n</settingsSecurity>",
+       "{" + _r(_B64, 44) + "=}"),
+    _s("SQL Server connection string", "Server=tcp:app.database.windows.net,1433;Initial Catalog=app;"
+       "User ID=app;Password={};Encrypt=True;", _r(_ALNUM, 12) + "$" + _r(_ALNUM, 4)),
+    _s("ODBC PWD in braces", "Driver={{ODBC Driver 18 for SQL Server}};Server=db;UID=sa;PWD={{{}}};",
+       _r(_ALNUM, 10) + ";" + _r(_ALNUM, 5)),
+    _s("JDBC URL password", "jdbc:postgresql://db:5432/app?user=app&password={}&ssl=true", _r(_ALNUM, 20)),
+    _s("Oracle user/password@", "$ sqlplus system/{}@//db.internal:1521/ORCLPDB1", _r(_ALNUM, 14)),
+    _s("MongoDB SRV", "MONGO_URI=mongodb+srv://app:{}@cluster0.ab1cd.mongodb.net/prod?retryWrites=true",
+       _r(_ALNUM, 18)),
+    _s(".env quoted with escape", 'APP_SECRET="{}"\n', _r(_ALNUM, 10) + '\\"' + _r(_ALNUM, 10)),
+    _s("YAML double-quoted escape", 'smtp:\n  password: "{}"\n', _r(_ALNUM, 8) + "\\u0040" + _r(_ALNUM, 8)),
+    _s("JSON in JSON", '{{"config": "{{\\"api_key\\": \\"{}\\"}}"}}', _r(_ALNUM, 32)),
+    _s("XML attribute", '<add name="Default" connectionString="Host=db;Username=app;Password={}" />',
+       _r(_ALNUM, 16)),
+    _s("EC private key", "{}", _PEM_EC.strip()),
+    _s("encrypted private key", "-----BEGIN ENCRYPTED PRIVATE KEY-----\n{}\n-----END ENCRYPTED PRIVATE KEY-----",
+       "MIIFHDBOBgkqhkiG9w0BBQ0wQTApBgkqhkiG" + _r(_B64, 40)),
+    _s("PGP private key block", "-----BEGIN PGP PRIVATE KEY BLOCK-----\nVersion: GnuPG v2\n\n{}\n=" +
+       _r(_B64, 4) + "\n-----END PGP PRIVATE KEY BLOCK-----", "lQOYBF" + _r(_B64, 58)),
+    _s("PuTTY key", "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: deploy\nPublic-Lines: 2\n"
+       "AAAAC3NzaC1lZDI1NTE5AAAAI" + _r(_B64, 40) + "\nPrivate-Lines: 1\n{}\nPrivate-MAC: " + _r(_HEX, 64),
+       "AAAAI" + _r(_B64, 40)),
+    _s("OpenSSH key in JSON", '{{"ssh_key": "-----BEGIN OPENSSH PRIVATE KEY-----\\n{}\\n'
+       '-----END OPENSSH PRIVATE KEY-----\\n"}}', "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAE" + _r(_B64, 40)),
+    _s("JWT in Authorization", "Authorization: Bearer {}", _JWT),
+    _s("age secret key", "# created: 2025-01-01\n{}", "AGE-SECRET-KEY-1" + _r("QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", 58)),
+    # Command lines.
+    _s("docker login -p", "docker login -u ci -p {} registry.gitlab.com", _r(_ALNUM, 20)),
+    _s("--password flag", "mongosh --username admin --password {} --host db", _r(_ALNUM, 16)),
+    _s("--password= flag", "wget --user=ci --password={} https://files.example.com/a.tgz", _r(_ALNUM, 15)),
+    _s("openssl pass:", "openssl pkcs12 -export -in c.pem -out c.p12 -passout pass:{}", _r(_ALNUM, 14)),
+    _s("smbclient user%pass", "smbclient //fs/share -U corp/alice%{}", _r(_ALNUM, 12)),
+    _s("sqlcmd -P", "sqlcmd -S db -U sa -P {} -Q \"SELECT 1\"", _r(_ALNUM, 12) + "!"),
+    _s("ldapsearch -w", "ldapsearch -x -D cn=admin,dc=corp -w {} -b dc=corp", _r(_ALNUM, 14)),
+    _s("htpasswd -b", "htpasswd -b -c /etc/nginx/.htpasswd admin {}", _r(_ALNUM, 12)),
+    # Headers and generic keys.
+    _s("Authorization Bot", "Authorization: Bot {}", "MT" + _r(_ALNUM, 22) + "." + _r(_ALNUM, 6) + "."
+       + _r(_ALNUM + "_-", 38)),
+    _s("Okta SSWS", "Authorization: SSWS {}", "00" + _r(_ALNUM + "_-", 40)),
+    _s("Apim subscription key", "Ocp-Apim-Subscription-Key: {}", _r(_HEX, 32)),
+    _s("Azure Functions key", "x-functions-key: {}", _r(_ALNUM, 54) + "=="),
+    _s("session token AWS", "aws_session_token = {}", "IQoJb3JpZ2luX2VjE" + _r(_B64, 200)),
+    _s("Azure DevOps PAT", "AZURE_DEVOPS_EXT_PAT={}", _r(_LOWER + "234567", 52)),
+    _s("consumer secret", "TWITTER_CONSUMER_SECRET={}", _r(_ALNUM, 50)),
+    _s("npmrc _auth", "registry=https://npm.corp/\n_auth={}\nalways-auth=true", _b64("ci:" + _r(_ALNUM, 18))),
+    # More providers' shapes.
+    _s("Bitbucket app password", "{}", "ATBB" + _r(_ALNUM, 28) + _r(_HEX.upper(), 8)),
+    _s("Docker Hub PAT", "{}", "dckr_pat_" + _r(_ALNUM + "_-", 27)),
+    _s("RubyGems key", "{}", "rubygems_" + _r(_HEX, 48)),
+    _s("NuGet key", "nuget push pkg.nupkg -k {}", "oy2" + _r(_LOWER + _DIGITS, 43)),
+    _s("Alibaba AccessKey", "{}", "LTAI" + _r(_ALNUM, 20)),
+    _s("Cloudflare origin CA key", "{}", "v1.0-" + _r(_HEX, 24) + "-" + _r(_HEX, 146)),
+    _s("Linear", "{}", "lin_api_" + _r(_ALNUM, 40)),
+    _s("Notion", "{}", "ntn_" + _r(_ALNUM, 46)),
+    _s("Postman", "{}", "PMAK-" + _r(_HEX, 24) + "-" + _r(_HEX, 34)),
+    _s("Sentry auth token", "{}", "sntrys_" + _r(_ALNUM, 60) + "_" + _r(_ALNUM, 43)),
+    _s("Grafana service account", "{}", "glsa_" + _r(_ALNUM, 32) + "_" + _r(_HEX, 8)),
+    _s("New Relic user key", "{}", "NRAK-" + _r(_UPPER + _DIGITS, 27)),
+    _s("Dynatrace token", "{}", "dt0c01." + _r(_UPPER + _DIGITS, 24) + "." + _r(_UPPER + _DIGITS, 64)),
+    _s("Doppler token", "{}", "dp.pt." + _r(_ALNUM, 43)),
+    _s("Pulumi token", "{}", "pul-" + _r(_HEX, 40)),
+    _s("Terraform Cloud token", "{}", _r(_ALNUM, 14) + ".atlasv1." + _r(_ALNUM + "_-", 67)),
+    _s("Supabase token", "{}", "sbp_" + _r(_HEX, 40)),
+    _s("Figma token", "{}", "figd_" + _r(_ALNUM + "_-", 40)),
+    _s("Airtable PAT", "{}", "pat" + _r(_ALNUM, 14) + "." + _r(_HEX, 64)),
+    _s("Mapbox secret", "{}", "sk.eyJ1Ijoi" + _r(_ALNUM, 50) + "." + _r(_ALNUM + "_-", 22)),
+    _s("Square access token", "{}", "EAAA" + _r(_ALNUM + "_-", 60)),
+    _s("Square OAuth secret", "{}", "sq0csp-" + _r(_ALNUM + "_-", 43)),
+    _s("Braintree access token", "{}", "access_token$production$" + _r(_LOWER + _DIGITS, 16) + "$" + _r(_HEX, 32)),
+    _s("Mailchimp", "{}", _r(_HEX, 32) + "-us21"),
+    _s("Brevo", "{}", "xkeysib-" + _r(_HEX, 64) + "-" + _r(_ALNUM, 16)),
+    _s("Facebook token", "{}", "EAACEdEose0cBA" + _r(_ALNUM, 120)),
+    _s("Twitter bearer", "{}", "A" * 22 + _r(_ALNUM, 30) + "%3D" + _r(_ALNUM, 50)),
+    _s("Teams webhook", "https://corp.webhook.office.com/webhookb2/" + _r(_HEX, 8) + "@" + _r(_HEX, 8)
+       + "/IncomingWebhook/{}", _r(_HEX, 32) + "/" + _r(_HEX, 8) + "-" + _r(_HEX, 4) + "-" + _r(_HEX, 4) + "-"
+       + _r(_HEX, 4) + "-" + _r(_HEX, 12)),
+    _s("1Password service account", "{}", "ops_eyJ" + _r(_ALNUM + "+/", 180)),
+    _s("JFrog API key", "{}", "AKCp" + _r(_ALNUM, 69)),
+    _s("CircleCI token", "{}", "CCIPAT_" + _r(_ALNUM, 22) + "_" + _r(_HEX, 40)),
+    _s("Google refresh token", "{}", "1//0" + _r(_ALNUM + "_-", 60)),
+    _s("Firebase server key", "{}", "AAAA" + _r(_ALNUM + "_-", 7) + ":APA91b" + _r(_ALNUM + "_-", 134)),
+    _s("LangSmith key", "{}", "lsv2_pt_" + _r(_HEX, 32) + "_" + _r(_HEX, 10)),
+    _s("Pinecone key", "{}", "pcsk_" + _r(_ALNUM, 6) + "_" + _r(_ALNUM, 64)),
+    _s("Tavily key", "{}", "tvly-" + _r(_ALNUM, 32)),
+    _s("Fireworks key", "{}", "fw_" + _r(_ALNUM, 24)),
+    _s("ElevenLabs key", "{}", "sk_" + _r(_HEX, 48)),
+    _s("OpenRouter key", "{}", "sk-or-v1-" + _r(_HEX, 64)),
+    _s("GitHub app installation token", "{}", "ghs_" + _r(_ALNUM, 36)),
+    _s("GitLab runner token", "{}", "glrt-" + _r(_ALNUM + "_-", 20)),
+    _s("Slack config token", "{}", "xoxe.xoxp-1-" + _r(_ALNUM, 160)),
+    _s("WooCommerce secret", "{}", "cs_" + _r(_HEX, 40)),
+)
+SECRETS = (*SECRETS, *SECRETS_ISSUE_21)
+
+
 @dataclass(frozen=True)
 class Code:
     """Text that holds no secret and must come through redaction byte for byte."""
@@ -179,6 +340,100 @@ class Code:
 _GIT_SHA = _r(_HEX, 40)
 _SHA256 = _r(_HEX, 64)
 _UUID = "-".join(_r(_HEX, n) for n in (8, 4, 4, 4, 12))
+
+# Issue 21: code, configuration and logs around the new rules' contexts that hold no secret. The first two are the
+# snippets the red team saw broken (shell parameter expansion with a default or an error message).
+CODE_ISSUE_21: tuple[Code, ...] = (
+    Code("shell expansion with an error", "services:\n  db:\n    environment:\n"
+         "      POSTGRES_PASSWORD: ${POSTGRES_PASSWORD:?set it}\n"),
+    Code("shell expansion with a default", "environment:\n  - POSTGRES_PASSWORD=${POSTGRES_PASSWORD:-postgres}\n"
+         "  - REDIS_URL=${REDIS_URL:=redis://cache:6379/0}\n"),
+    Code("GitHub Actions secrets", "env:\n  DB_PASSWORD: ${{ secrets.DB_PASSWORD }}\n"
+         "  token: ${{ secrets.GITHUB_TOKEN }}\n"),
+    Code("Maven property reference", "<server>\n  <id>nexus</id>\n  <username>${env.NEXUS_USER}</username>\n"
+         "  <password>${env.NEXUS_PASSWORD}</password>\n</server>\n"),
+    Code("XML empty password", "<connection>\n  <password></password>\n  <password/>\n</connection>\n"),
+    Code("XML password placeholder", "<password>CHANGE_ME</password>\n<secret>${SECRET}</secret>\n"),
+    Code("token type and auth kind", 'token_type: "Bearer"\nauth: "basic"\nauthType: oauth2\n'),
+    Code("Authorization header placeholders", "Authorization: Token <token>\nAuthorization: Bearer $TOKEN\n"
+         "Authorization: Bearer ${ACCESS_TOKEN}\n"),
+    Code("redis-cli with a variable", 'redis-cli -a "$REDIS_PASSWORD" ping\nredis-cli -h cache -p 6379 info\n'),
+    Code("ssh public key", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl "
+         "deploy@ci\n"),
+    Code("subresource integrity", '<script src="app.js" integrity="sha384-oqVuAfXRKap7fdgcCY5uykM6+R9GqQ8K/'
+         'uxy9rx7HNQlGYl1kPzQho1wx4JwY8wC" crossorigin="anonymous"></script>\n'),
+    Code("npm lockfile integrity", '"integrity": "sha512-v2kDEe57lecTulaDIuNTPy3Ry4gLGJ6Z1O3vE1krgXZNrsQ+LFTGHVxVjcXP'
+         's17LhbZVGedAJv8XZ1tvj5FvSg==",\n'),
+    Code("k8s secretKeyRef", "env:\n- name: DB_PASSWORD\n  valueFrom:\n    secretKeyRef:\n      name: db-credentials\n"
+         "      key: password\n"),
+    Code("Terraform sensitive variable", 'variable "db_password" {\n  type      = string\n  sensitive = true\n}\n'
+         'password = var.db_password\n'),
+    Code("Django settings", 'AUTH_PASSWORD_VALIDATORS = [\n    {"NAME": "django.contrib.auth.password_validation.'
+         'MinimumLengthValidator"},\n]\nPASSWORD_RESET_TIMEOUT = 259200\nSESSION_COOKIE_AGE = 1209600\n'),
+    Code("pgpass documentation", "Each line of .pgpass has the format:\n"
+         "hostname:port:database:username:password\n*:*:*:postgres:*\n"),
+    Code("Java password read", 'char[] password = console.readPassword("Password: ");\n'
+         "String token = request.getHeader(\"X-Auth-Token\");\n"),
+    Code("random secret key generation", "secret_key = os.urandom(32)\napi_key = secrets.token_urlsafe(32)\n"),
+    Code("npmrc with a variable", "//registry.npmjs.org/:_authToken=${NPM_TOKEN}\n_auth=${NPM_AUTH}\n"),
+    Code("password hashing", "password_hash = bcrypt.hashpw(password.encode(), bcrypt.gensalt())\n"
+         "if not check_password(raw_password, user.password): raise AuthError\n"),
+    Code("placeholder keys", 'api_key = "sk-..."\nOPENAI_API_KEY=sk-xxxxxxxxxxxxxxxxxxxxxxxx\n'
+         'STRIPE_KEY=sk_test_XXXXXXXXXXXXXXXXXXXXXXXX\n'),
+    Code("docker login with variables", 'docker login -u "$CI_REGISTRY_USER" -p "$CI_REGISTRY_PASSWORD" '
+         "$CI_REGISTRY\necho \"$TOKEN\" | docker login --password-stdin -u ci ghcr.io\n"),
+    Code("git LFS pointer", "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22e"
+         "adbb8f32b1258daaa5e2ca24d17e2393\nsize 12345\n"),
+    Code("image digest", "image: nginx@sha256:0d17b565c37bcbd895e9d92315a05c1c3c9a29f762b011a10c54a66cd53c9b31\n"),
+    Code("masked password", 'password = "********"\nDB_PASSWORD=****\n'),
+    Code("tokenizer code", "tokens = tokenizer.encode(text)\nmax_tokens = 4096\ntoken_count = len(tokens)\n"
+         "token_ids = [t for t in tokens if t != pad_token_id]\n"),
+    Code("app.config empty secret", '<add key="ClientSecret" value="" />\n<add key="Password" value="" />\n'),
+    Code("header parsing", 'const token = req.headers.authorization?.split(" ")[1];\n'
+         'if (!process.env.API_KEY) throw new Error("API_KEY is not set");\n'),
+    Code("ansible vault tag", "db_password: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n"
+         "  62313365396662343061393464336163383764373764613633653634306231386433626436623361\n"),
+    Code("cookie without session", "Cookie: theme=dark; lang=en-US; tz=Europe%2FBerlin\n"
+         "Set-Cookie: seen_banner=1; Path=/; Max-Age=31536000\n"),
+    Code("cookie read in code", 'session_id = request.cookies.get("sessionid")\n'
+         "response.set_cookie('sessionid', session.session_key, httponly=True)\n"),
+    Code("kubectl with variables", 'kubectl create secret generic db --from-literal=password="$DB_PASSWORD"\n'
+         "kubectl get secret db -o jsonpath='{.data.password}' | base64 -d\n"),
+    Code("commands asking for a password", "mysql -u root -p\npsql -h localhost -U postgres -W\n"
+         "mongosh --username admin --password\nsqlcmd -S db -U sa\n"),
+    Code("curl with variables", 'curl -u "$USER:$PASS" https://api.example.com\n'
+         'PGPASSWORD="$(cat /run/secrets/pg)" psql\n'),
+    Code("kubeconfig with files", "users:\n- name: minikube\n  user:\n"
+         "    client-certificate: /home/me/.minikube/profiles/minikube/client.crt\n"
+         "    client-key: /home/me/.minikube/profiles/minikube/client.key\n"),
+    Code("certificate block", "-----BEGIN CERTIFICATE-----\n"
+         "MIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBaMQswCQYDVQQGEwJJ\n"
+         "RTESMBAGA1UEChMJQmFsdGltb3JlMRMwEQYDVQQLEwpDeWJlclRydXN0MSIwIAYD\n-----END CERTIFICATE-----\n"),
+    Code("netrc with a variable", "machine api.heroku.com\n  login me@example.com\n  password $HEROKU_API_KEY\n"),
+    Code("pytest log with colons", "tests/test_auth.py:42: in test_login\n    assert resp.status_code == 200\n"
+         "E   AssertionError: assert 401 == 200\nsrc/app/auth.py:118:check_token:WARNING:expired\n"),
+    Code("grep hits with ports", "config/settings.py:12:DATABASE_PORT = 5432\n"
+         "docker-compose.yml:8:      - 5432:5432\nnginx.conf:3:    listen 8080:80;\n"),
+    Code("openssl prompts", "openssl pkcs12 -export -in c.pem -out c.p12 -passout env:P12_PASS\n"
+         "openssl rsa -in key.pem -passin file:/run/secrets/pass -out plain.pem\n"),
+    Code("ldap without password", "ldapsearch -x -H ldap://ldap.corp -b dc=corp '(uid=alice)' -W\n"),
+    Code("sqlplus with a wallet", "sqlplus /@prod_wallet\nsqlplus -s / as sysdba @script.sql\n"),
+    Code("XML schema password element", '<xs:element name="password" type="xs:string"/>\n'
+         '<xs:element name="token" type="xs:string" minOccurs="0"/>\n'),
+    Code("JSON Schema", '{"properties": {"password": {"type": "string", "minLength": 12}, '
+         '"api_key": {"type": "string", "format": "password"}}}\n'),
+    Code("OpenAPI security scheme", "securitySchemes:\n  ApiKeyAuth:\n    type: apiKey\n    in: header\n"
+         "    name: X-API-Key\n  cookieAuth:\n    type: apiKey\n    in: cookie\n    name: sessionid\n"),
+    Code("CSS and hex", ".btn { color: #3b82f6; background: url(data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3"
+         "dy53My5vcmcvMjAwMC9zdmciLz4=); }\n"),
+    Code("version strings", "Python 3.12.4 (main, Jun  6 2024)\nnode v20.11.1\nnpm 10.2.4\nopenssl 3.0.13\n"),
+    Code("UUID lists", "\n".join(f"{_r(_HEX, 8)}-{_r(_HEX, 4)}-4{_r(_HEX, 3)}-a{_r(_HEX, 3)}-{_r(_HEX, 12)}"
+                               for _ in range(3)) + "\n"),
+    Code("email and phone in text", "Contact: Jane Roe <jane.roe@example.com>, +1 415 555 0100\n"),
+    Code("AWS ARN and ids", "arn:aws:iam::123456789012:role/deploy\ni-0abcd1234efgh5678\nsubnet-0bb1c79de3EXAMPLE\n"),
+    Code("markdown about tokens", "## Tokens\nA token is created with `create_token(user)` and revoked with "
+         "`revoke_token(token_id)`. Passwords are never logged.\n"),
+)
 
 CODE: tuple[Code, ...] = (
     Code("type annotation", "def login(user: str, password: str) -> Session:\n    ...\n"),
@@ -239,6 +494,7 @@ CODE: tuple[Code, ...] = (
     Code("base64 long test vector", "    expected = (\n        "
          "'TG9yZW0gaXBzdW0gZG9sb3Igc2l0IGFtZXQsIGNvbnNlY3RldHVyIGFkaXBpc2NpbmcgZWxpdC4='\n    )\n"),
     Code("redacted already", "password=[REDACTED:password] token [REDACTED:github_token]\n"),
+    *CODE_ISSUE_21,
 )
 
 # Tool outputs (source files, test logs) in the shared recorded sessions that show code around passwords and keys.

@@ -9,14 +9,21 @@ from contextfold.archive import Archive, MemoryArchiveStore
 from contextfold.messages import Message
 from contextfold.redact import Redactor
 
-_SHARED_CODE = shared_code_excerpts()
+_SHARED_CODE = shared_code_excerpts(limit=200)
+
+
+def test_the_corpora_are_as_large_as_issue_21_asks() -> None:
+    # 146 realistic credential forms and at least 100 innocent snippets (the issue's two broken ones among them).
+    assert len(SECRETS) >= 146
+    assert len(CODE) + len(_SHARED_CODE) >= 100 or not _SHARED_CODE
+    assert {"shell expansion with an error", "shell expansion with a default"} <= {c.label for c in CODE}
 
 
 @pytest.mark.parametrize("secret", SECRETS, ids=[s.label for s in SECRETS])
 def test_every_realistic_secret_is_caught(secret: Secret) -> None:
     out = Redactor(remember=False).redact_text(secret.text)
-    for value in secret.values:
-        assert value not in out, f"{secret.label}: leaked {value!r} in {out!r}"
+    # Whole values, and pieces of them: `[REDACTED:password]&3horse` leaks the password's tail.
+    assert secret.leaked(out) == [], f"{secret.label}: leaked in {out!r}"
     assert "[REDACTED:" in out
 
 

@@ -284,6 +284,9 @@ class Redactor:
             # For bulk redaction: the triggers less those holding a shorter one (a text with `passw` has `pass`),
             # and what the patterns without triggers need; None when some pattern may match any text.
             needles = tuple(t for t in self._triggers if not any(o != t and o in t for o in self._triggers))
+            # A text holds a longer trigger only if it holds a needle inside it: those are looked for only then.
+            self._needles = needles
+            self._holding = {n: tuple(t for t in self._triggers if t != n and n in t) for n in needles}
             needs = tuple(p.needs for p in patterns if not p.triggers and p.needs is not None)
             untested = any(not p.triggers and p.needs is None for p in patterns)
             separated = any(_PREFILTER_SEPARATOR in t for t in self._triggers)
@@ -328,11 +331,15 @@ class Redactor:
         found: list[tuple[int, int, int, str]] = []
         patterns = self.patterns
         lowered = text.lower()
-        present = {t for t in self._triggers if t in lowered}
+        present = {t for t in self._needles if t in lowered}
+        for needle in tuple(present):
+            present.update(t for t in self._holding[needle] if t not in present and t in lowered)
         for priority, pattern in enumerate(patterns):
             triggers = self._pattern_triggers[priority]
             if triggers and present.isdisjoint(triggers):
                 continue  # (SecretPattern.may_match, with each trigger looked for once)
+            if not triggers and pattern.needs is not None and not pattern.needs.search(lowered):
+                continue  # (what a pattern without triggers needs is cheaper to find than its matches)
             for m, name in pattern.findings(text, lowered):
                 start, end = _secret_span(m)
                 if end > start and not _MARKER_RE.fullmatch(text, start, end):

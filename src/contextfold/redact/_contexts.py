@@ -1,0 +1,182 @@
+"""Secrets known by where they stand: key files, command lines, HTTP headers and configuration file formats.
+
+A value that looks like nothing in particular is a secret because of its place: after ``password`` in a ``.netrc``,
+in the fifth field of a ``.pgpass`` line, inside ``<password>`` in a Maven ``settings.xml``, after ``-a`` in a
+``redis-cli`` command, after a scheme in an ``Authorization`` header. Each rule finds the place and checks the value
+is not a placeholder (``$REDIS_PASSWORD``, ``${env.NEXUS_PASSWORD}``, ``CHANGE_ME``, ``<token>``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ._pattern import SecretPattern, accept_value, decoded_text, is_placeholder, made_up, pattern, value_group
+
+__all__ = ["CONTEXT_PATTERNS", "PEM_END"]
+
+# -- key files ----------------------------------------------------------------------------------------------------
+# The lines contextfold's own tool-output view (cache._view.render_view) puts after the head it keeps are not base64,
+# so a key block never runs across them (the ref they name would be redacted and remembered as a secret).
+_PEM_BEGIN = r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+PEM_END = r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+# Between the lines of a key: a newline, an escaped newline (the key inside JSON, once or twice escaped) or spaces
+# (a key pasted into one line).
+_PEM_BREAK = r"(?:\r?\n|\\r\\n|\\n|\\\\n|[ \t]+)"
+_PEM_HEADER = r"(?:[A-Za-z][A-Za-z\-]*:[^\n\\]*" + _PEM_BREAK + r")"
+# A real block: BEGIN, optional headers (Proc-Type, DEK-Info), then base64 — not a marker inside a string literal
+# (`"-----BEGIN PRIVATE KEY-----"` in source). A block cut short (a truncated tool output) ends with its base64.
+_PEM_BLOCK = (
+    rf"{_PEM_BEGIN}{_PEM_BREAK}{_PEM_HEADER}*{_PEM_BREAK}?[A-Za-z0-9+/=]{{16,}}"
+    rf"(?:{_PEM_BREAK}?[A-Za-z0-9+/=]+)*(?:{_PEM_BREAK}?{PEM_END})?"
+)
+# A PuTTY key file: the private half is the base64 lines after "Private-Lines: N".
+_PUTTY_PRIVATE = r"Private-Lines:[ \t]*\d+\r?\n(?P<v>[A-Za-z0-9+/=]{16,}(?:\r?\n[A-Za-z0-9+/=]+)*)"
+
+# -- command lines ------------------------------------------------------------------------------------------------
+# A value after a flag: quoted, or a bare word.
+_ARG = r"(?:'(?P<v1>[^'\n]+)'|\"(?P<v2>[^\"\n]+)\"|(?P<v3>[^\s'\"\-][^\s'\"]*))"
+# The rest of the command before the flag: no pipe, no next command.
+_SAME_COMMAND = r"[^\n|;&]*?[ \t]"
+
+
+def _command(commands: str, flags: str, *triggers: str) -> SecretPattern:
+    """A password given to one of ``commands`` after one of ``flags`` (``mysql -pX``, ``redis-cli -a X``)."""
+    return pattern("password", rf"\b(?:{commands})\b{_SAME_COMMAND}(?:{flags}){_ARG}", *triggers,
+                   accept=accept_value)
+
+
+# Long options that take a secret, as any command spells them (`mongosh --password X`, `app --api-key X`).
+_SECRET_OPTION = (r"(?<![\w-])--(?:password|passwd|pass|db-password|api-key|apikey|auth-token|access-token|token"
+                  r"|secret|client-secret|secret-key)[ \t]+" + _ARG)
+_OPTION_NAMES = re.compile(r"[A-Z][A-Z0-9_\-]*\]?")
+
+
+def _accept_option(m: re.Match[str]) -> bool:
+    """A value that is not a usage line's metavariable (``--password PASSWORD``) nor a word of prose."""
+    found = value_group(m)
+    if found is None or is_placeholder(found[0]):
+        return False
+    value = found[0]
+    return not _OPTION_NAMES.fullmatch(value) and (made_up(value) or len(value) >= 16)
+
+
+_HTPASSWD = r"\bhtpasswd\b(?P<flags>(?:[ \t]+-[A-Za-z]+)*)[ \t]+[^\s-]\S*[ \t]+\S+[ \t]+" + _ARG
+
+
+def _accept_htpasswd(m: re.Match[str]) -> bool:
+    return "b" in m.group("flags") and accept_value(m)
+
+
+# sqlplus user/password@service (Oracle's tools take the password inside the connect string).
+_ORACLE_CONNECT = (r"\b(?:sqlplus|sqlldr|rman|expdp|impdp|dgmgrl)\b[^\n]*?[ \t]['\"]?[A-Za-z0-9_$#.]+/"
+                   r"(?P<v>[^\s@/'\"]+)@")
+
+# -- configuration file formats -------------------------------------------------------------------------------------
+# .netrc: `machine host login user password secret`, on one line or several (login first: "the default password
+# hasher" is prose).
+_NETRC = (r"(?:\bmachine[ \t]+\S+|\bdefault)(?:\s+(?:account|port)\s+\S+)*\s+login\s+\S+"
+          r"(?:\s+(?:account|port)\s+\S+)*\s+password\s+(?P<v>[^\s]+)")
+# .pgpass: hostname:port:database:username:password, one entry a line.
+_PGPASS = (r"(?m)^[ \t]*(?:[A-Za-z0-9_.\-*]+|\[[0-9A-Fa-f:]+\]):(?:\d{2,5}|\*):[A-Za-z_*][\w.\-*]*"
+           r":[A-Za-z_*][\w.@\-*]*:(?P<v>\S+)[ \t]*\r?$")
+_SOURCE_FILE = re.compile(r"\.(?:py|js|ts|go|rs|java|rb|php|c|h|cpp|cs|sh|yml|yaml|json|toml|cfg|ini|conf|log|txt)$")
+
+
+def _accept_pgpass(m: re.Match[str]) -> bool:
+    host = m.group().lstrip().split(":", 1)[0]
+    value = m.group("v")
+    return not _SOURCE_FILE.search(host) and not is_placeholder(value) and len(value) >= 4
+
+
+# An XML element whose name ends in a secret's name: <password>, <keyStorePassword>, <apiKey>, Maven's <master>.
+_XML_ELEMENT = (r"(?i)<(?P<tag>(?:[A-Za-z_][\w.\-]*:)?(?:[A-Za-z_][\w.\-]*?)?"
+                r"(?:passw(?:or)?d|passphrase|pwd|secret|token"
+                r"|(?:api|private|access|secret|signing|master|encryption|account|client)[_\-]?key|credentials?)"
+                r"|master)(?:[ \t][^<>\n]*)?>(?P<v>[^<>\n]+)</(?P=tag)>")
+# Cookies: each `name=value` of a Cookie or Set-Cookie header line.
+_COOKIE = r"(?i)(?:cookie:|;)[ \t]*(?P<name>[A-Za-z0-9_.\-]+)=(?P<v>[^;\s\"',]+)"
+_COOKIE_HEADER = re.compile(r"(?i)cookie:")
+_SESSION_COOKIE = re.compile(r"(?i)sess|sid|auth|token|jwt|csrf|xsrf|remember|login|secret|key|credential")
+
+
+def _accept_cookie(m: re.Match[str]) -> bool:
+    text = m.string
+    line_start = text.rfind("\n", 0, m.start()) + 1
+    if not _COOKIE_HEADER.search(text, line_start, m.start() + 7):
+        return False  # a `; name=value` of something else (a connection string)
+    value = m.group("v")
+    if is_placeholder(value):
+        return False
+    return (bool(_SESSION_COOKIE.search(m.group("name"))) and len(value) >= 8) or (len(value) >= 16 and made_up(value))
+
+
+# `Authorization: <scheme> <credentials>` for any scheme (Token, Bot, SSWS, ApiKey, Negotiate, …).
+_AUTHORIZATION_SCHEME = (r"(?i)authorization[\"']?[ \t]*[:=][ \t]*[\"']?(?P<scheme>[A-Za-z][\w\-]*)[ \t]+"
+                         r"(?P<v>[A-Za-z0-9\-._~+/:=]{12,})")
+
+
+def _accept_authorization(m: re.Match[str]) -> bool:
+    return m.group("scheme").lower() != "digest" and not is_placeholder(m.group("v"))
+
+
+# A docker config.json `auth`, an .npmrc `_auth`: base64 of user:password.
+_BASIC_CREDENTIALS = (r"(?i)(?<![A-Za-z0-9_])[\"']?(?P<key>_?auth)[\"']?[ \t]*[:=][ \t]*[\"']?"
+                      r"(?P<v>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])")
+
+
+def _accept_basic_credentials(m: re.Match[str]) -> bool:
+    decoded = decoded_text(m.group("v").rstrip("="))
+    if decoded is None or ":" not in decoded:
+        return False
+    user, _, password = decoded.partition(":")
+    return bool(user.strip()) and bool(password.strip()) and not is_placeholder(password)
+
+
+_MYSQL = r"mysql|mysqldump|mysqladmin|mysqlimport|mysqlsh|mariadb|mariadb-dump"
+
+CONTEXT_PATTERNS: tuple[SecretPattern, ...] = (
+    pattern("private_key", _PEM_BLOCK, "-----begin"),
+    # The end of a block whose beginning is gone (a truncated output keeps head and tail lines): the key lines right
+    # before the END line are still secret.
+    pattern("private_key", rf"(?m)^(?:[A-Za-z0-9+/=]{{16,}}\r?\n)+{PEM_END}", "-----end"),
+    pattern("private_key", _PUTTY_PRIVATE, "private-lines:"),
+    pattern("password", rf"\b(?:{_MYSQL})\b{_SAME_COMMAND}-p{_ARG}", "mysql", "mariadb", accept=accept_value),
+    pattern("password", r"\bcurl\b[^\n|;&]*?[ \t](?:-u|--user)[ =]?['\"]?[^\s:'\"]*:(?P<v>[^\s'\"]+)", "curl",
+            accept=accept_value),
+    pattern("password", r"\bsshpass\b[ \t]+-p[ \t]*['\"]?(?P<v>[^\s'\"]+)", "sshpass", accept=accept_value),
+    _command(r"redis-cli", r"-a[ \t]+|--pass[ \t]+", "redis-cli"),
+    _command(r"(?:docker|podman|helm|oras|skopeo|buildah|nerdctl|crane)[ \t]+(?:registry[ \t]+)?login",
+             r"-p[ \t]+|--password[ \t=]+", "login"),
+    _command(r"mongo|mongosh|mongodump|mongorestore|mongoexport|mongoimport", r"-p[ \t]+", "mongo"),
+    _command(r"sqlcmd|bcp", r"-P[ \t]*", "sqlcmd", "bcp"),
+    _command(r"ldapsearch|ldapadd|ldapmodify|ldapdelete|ldapwhoami|ldappasswd|ldapcompare", r"-w[ \t]+", "ldap"),
+    _command(r"twine|nuget", r"-p[ \t]+|-k[ \t]+", "twine", "nuget"),
+    pattern("password", r"-(?:passin|passout|pass|password|k)[ \t]+pass:(?P<v>[^\s'\"]+)", "pass:",
+            accept=accept_value),
+    pattern("password", r"\b(?:smbclient|rpcclient|smbmap|smbget|winexe)\b" + _SAME_COMMAND
+            + r"-U[ \t]*['\"]?[^\s%'\"]+%(?P<v>[^\s'\"]+)", "smbclient", "rpcclient", "smbmap", "smbget", "winexe",
+            accept=accept_value),
+    pattern("password", _HTPASSWD, "htpasswd", accept=_accept_htpasswd),
+    pattern("password", _ORACLE_CONNECT, "sqlplus", "sqlldr", "rman", "expdp", "impdp", "dgmgrl",
+            accept=accept_value),
+    pattern("password", _SECRET_OPTION, "--pass", "--api", "--auth-token", "--access-token", "--token", "--secret",
+            "--client-secret", accept=_accept_option),
+    pattern("password", _NETRC, "passw", accept=accept_value),
+    # (No trigger: nearly every text holds a colon. What bulk redaction looks for instead is the port field.)
+    pattern("password", _PGPASS, accept=_accept_pgpass, needs=r":(?:\d{2,5}|\*):[a-z_*]"),
+    pattern("password", _XML_ELEMENT, "pass", "pwd", "secret", "token", "key", "credential", "master",
+            accept=accept_value),
+    SecretPattern("basic_auth", re.compile(_BASIC_CREDENTIALS), accept=_accept_basic_credentials,
+                  locate=re.compile(r"[\"']?_?auth[\"']?[ \t]*[:=]"),
+                  needs=re.compile(r"auth[\"']?[ \t]*[:=][ \t]*[\"']?[a-z0-9+/]{8}")),
+    pattern("session_cookie", _COOKIE, "cookie", accept=_accept_cookie),
+    # A capital "Bearer" or an Authorization header: lower-case prose ("a bearer of news") is not a header.
+    pattern("bearer_token", r"Bearer(?<![A-Za-z0-9_]Bearer)[ \t]+(?P<v>[A-Za-z0-9\-._~+/]{16,}=*)", "bearer"),
+    pattern("bearer_token", r"(?i)authorization:[ \t]*bearer[ \t]+(?P<v>[A-Za-z0-9\-._~+/]{16,}=*)", "authorization"),
+    pattern(
+        "basic_auth",
+        r"(?i)authorization[\"']?[ \t]*[:=][ \t]*[\"']?basic[ \t]+(?P<v>[A-Za-z0-9+/]{8,}={0,2})",
+        "authorization",
+    ),
+    pattern("auth_token", _AUTHORIZATION_SCHEME, "authorization", accept=_accept_authorization),
+)
