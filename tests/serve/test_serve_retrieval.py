@@ -29,7 +29,7 @@ def rproxy(upstream: ScriptedLLMServer) -> Iterator[ProxyServer]:
 
 def build_log(tag: str, lines_count: int = 900) -> str:
     lines = [f"{tag} [{i:04d}] step {i} ok" for i in range(lines_count)]
-    lines[613] = f"{tag} [0613] needle: linker error in unit_42.o"
+    lines[lines_count * 2 // 3] = f"{tag} [{lines_count * 2 // 3:04d}] needle: linker error in unit_42.o"
     return "\n".join(lines)
 
 
@@ -113,8 +113,8 @@ def test_responses_stream_and_anthropic_stream_hide_the_retrieval_round(upstream
     assert kinds.count("response.created") == 1 and kinds.count("response.completed") == 1
 
     # Shorter for Claude: the proxy can only estimate its tokens (3.5 characters a token) while the scripted upstream
-    # counts o200k, a quarter more on these lines; the answered output is shown wide up to the window's room.
-    log = build_log("A" + opening[5:13], 700)
+    # counts o200k, a quarter more on these lines, and the answered output is shown wide up to the window's room.
+    log = build_log("A" + opening[5:13], 300)
     upstream.push(*grep_then_answer(ref_id_for(log.encode())))
     before = len(upstream.requests)
     client = anthropic.Anthropic(base_url=rproxy.url, api_key="sk-retrieval-m", max_retries=0)
