@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import MODEL, UPSTREAM_WINDOW, WINDOW
+from _serve_support import MODEL, UPSTREAM_WINDOW, WINDOW, opening_fixture, proxy_fixture, upstream_fixture  # noqa: F401 (fixtures)
 
 from contextfold.serve import ProxyServer
 from contextfold.testing import Reply, ScriptedLLMServer, ScriptedToolCall

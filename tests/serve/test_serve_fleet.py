@@ -12,7 +12,8 @@ from typing import Any
 
 import openai
 import pytest
-from conftest import MODEL, WINDOW, proxy_config, require_binary
+from _serve_support import MODEL, WINDOW, opening_fixture, proxy_config, upstream_fixture  # noqa: F401 (fixtures)
+from conftest import require_binary
 
 from contextfold.formats import openai_chat
 from contextfold.serve import ProxyServer

@@ -10,7 +10,7 @@ import threading
 
 import httpx
 import pytest
-from conftest import MODEL, proxy_config
+from _serve_support import MODEL, opening_fixture, proxy_config, proxy_fixture, upstream_fixture  # noqa: F401 (fixtures)
 
 from contextfold.cli import main
 from contextfold.errors import ConfigError

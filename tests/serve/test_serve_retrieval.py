@@ -9,7 +9,7 @@ from typing import Any
 import anthropic
 import openai
 import pytest
-from conftest import MODEL, proxy_config
+from _serve_support import MODEL, opening_fixture, proxy_config, upstream_fixture  # noqa: F401 (fixtures)
 
 from contextfold.cache.refs import ref_id_for
 from contextfold.serve import ProxyServer

@@ -1,13 +1,13 @@
 """One scripted upstream and one proxy per test module (both real HTTP servers on 127.0.0.1), reused by its tests.
 
 Tests tell their sessions apart by their opening message (the proxy's fingerprint) or the session header, and read
-what reached the upstream from ``upstream.requests`` after the count they noted before.
+what reached the upstream from ``upstream.requests`` after the count they noted before. Not a ``conftest.py``: a
+second module named ``conftest`` shadows the root one that other tests import from; modules import the fixtures
+they use (``upstream_fixture`` registers ``upstream``, and so on).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -26,16 +26,6 @@ UPSTREAM_WINDOW = 8_000
 MODEL = "gpt-4o-mini"
 
 
-def require_binary(name: str) -> str:
-    """The binary's path; a skip when it is missing, a failure in CI (CONTEXTFOLD_REQUIRE_ALL=1)."""
-    path = shutil.which(name)
-    if path is None:
-        if os.environ.get("CONTEXTFOLD_REQUIRE_ALL") == "1":
-            pytest.fail(f"required in CI: {name} is not installed")
-        pytest.skip(f"{name} is not installed")
-    return path
-
-
 def proxy_config(upstream: ScriptedLLMServer, **overrides: Any) -> ServeConfig:
     options: dict[str, Any] = {"port": 0, "openai_base_url": upstream.base_url, "anthropic_base_url": upstream.url,
                                "sessions": "memory", "store": "memory", "archive": "memory",
@@ -44,19 +34,19 @@ def proxy_config(upstream: ScriptedLLMServer, **overrides: Any) -> ServeConfig:
     return ServeConfig(**options)
 
 
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[ScriptedLLMServer]:
+@pytest.fixture(scope="module", name="upstream")
+def upstream_fixture() -> Iterator[ScriptedLLMServer]:
     with ScriptedLLMServer(context_window=UPSTREAM_WINDOW, validator="formats") as server:
         yield server
 
 
-@pytest.fixture(scope="module")
-def proxy(upstream: ScriptedLLMServer) -> Iterator[ProxyServer]:
+@pytest.fixture(scope="module", name="proxy")
+def proxy_fixture(upstream: ScriptedLLMServer) -> Iterator[ProxyServer]:
     with ProxyServer(proxy_config(upstream)) as server:
         yield server
 
 
-@pytest.fixture
-def opening() -> str:
+@pytest.fixture(name="opening")
+def opening_fixture() -> str:
     """A task statement no other test uses: a session of its own."""
     return f"Task {uuid.uuid4().hex[:8]}: find why the parser fails on empty input."
