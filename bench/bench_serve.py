@@ -42,6 +42,8 @@ MODEL = "gpt-4o-mini"
 SALT = "bench-serve-salt"
 # A failed request (instance killed, connection refused) goes to the other instance up to this many times.
 MAX_TRIES = 6
+# Seconds a client waits for an answer before it retries on the other instance.
+CLIENT_TIMEOUT_S = 120.0
 # Seconds a restarted instance may take to answer /healthz.
 START_TIMEOUT_S = 60.0
 
@@ -102,9 +104,12 @@ async def run_sessions(instances: list[Instance], sessions: int, turns: int, kil
     histories: dict[int, list[dict[str, Any]]] = {}
     answered = 0
     retries = failures = 0
+    reasons: dict[str, int] = {}
     killed = asyncio.Event()
     limits = httpx.Limits(max_connections=sessions * 2, max_keepalive_connections=sessions * 2)
-    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+    # A client gives up on a request after CLIENT_TIMEOUT_S and retries it on the other instance, as a balancer
+    # would; the request it gave up on may still reach the upstream (and its session) meanwhile.
+    async with httpx.AsyncClient(timeout=CLIENT_TIMEOUT_S, limits=limits) as client:
 
         async def one(session: int) -> None:
             nonlocal answered, retries, failures
@@ -119,11 +124,13 @@ async def run_sessions(instances: list[Instance], sessions: int, turns: int, kil
                     try:
                         response = await client.post(url, json={"model": MODEL, "messages": history},
                                                      headers={"authorization": f"Bearer sk-bench-{session % 10}"})
-                    except httpx.HTTPError:
+                    except httpx.HTTPError as exc:
                         retries += 1
+                        reasons[type(exc).__name__] = reasons.get(type(exc).__name__, 0) + 1
                         continue
                     if response.status_code >= 500:
                         retries += 1
+                        reasons[str(response.status_code)] = reasons.get(str(response.status_code), 0) + 1
                         continue
                     break
                 else:
@@ -138,6 +145,8 @@ async def run_sessions(instances: list[Instance], sessions: int, turns: int, kil
                 history += [message, {"role": "tool", "tool_call_id": message["tool_calls"][0]["id"],
                                       "content": tool_output(session, turn)}]
                 answered += 1
+                if answered % max(1, sessions * turns // 10) == 0:
+                    print(f"  ... {answered} turns answered", file=sys.stderr, flush=True)
                 if answered == kill_at and not killed.is_set():
                     killed.set()
                     await asyncio.to_thread(restart)
@@ -145,7 +154,8 @@ async def run_sessions(instances: list[Instance], sessions: int, turns: int, kil
         started = time.perf_counter()
         await asyncio.gather(*(one(s) for s in range(sessions)))
         elapsed = time.perf_counter() - started
-    return histories, {"answered": answered, "retries": retries, "failed_sessions": failures, "seconds": elapsed}
+    return histories, {"answered": answered, "retries": retries, "reasons": reasons, "failed_sessions": failures,
+                       "seconds": elapsed}
 
 
 async def latency(upstream_url: str, proxy_url: str, requests: int) -> dict[str, float]:
@@ -249,7 +259,7 @@ def main() -> None:
     print(f"bench_serve: {args.sessions} sessions x {args.turns} turns, window {args.window}, 2 instances, "
           f"instance 0 SIGKILLed after {kills['at']} turns and back in {kills['restart_s']:.2f} s")
     print(f"  turns answered {turns} in {load['seconds']:.1f} s ({turns / load['seconds']:.1f}/s); client retries "
-          f"{load['retries']}; sessions that failed {load['failed_sessions']}")
+          f"{load['retries']} {load['reasons']}; sessions that failed {load['failed_sessions']}")
     print(f"  upstream requests {len(requests)}: statuses {statuses}; invalid {invalid}; over the window {over}")
     print(f"  archive + stored view vs what the clients sent: {checked['messages']} messages, lost "
           f"{checked['lost']}, duplicated {checked['duplicated']}, other differences {checked['order_or_other']}")
