@@ -115,7 +115,8 @@ def test_system_keyword_is_used_when_the_manager_has_none(tmp_path: Path) -> Non
 
 def test_a_huge_single_request_fails_clearly(tmp_path: Path) -> None:
     cm, _ = manager(tmp_path)
-    cm.add(Message.user("read this: " + "lorem ipsum " * 3_000))
+    # Protected: under the limit the error teaches, compaction's last resort would otherwise summarize the request.
+    cm.add(Message.user("read this: " + "lorem ipsum " * 3_000).with_meta(protected=True))
     with ScriptedLLMServer([], context_window=1_000) as server, pytest.raises(RecoveryFailed) as info:
         AnthropicClient(anthropic.Anthropic(base_url=server.url, api_key="t", max_retries=0)).messages(
             cm, model="m", max_tokens=10)

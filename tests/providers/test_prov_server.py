@@ -216,6 +216,12 @@ def test_responses_and_messages_stream_what_they_answer_whole(server: ScriptedLL
     assert [(b.type, b.input) for b in message.content] == [("tool_use", {"pattern": "x"})]
 
 
+def test_an_overflow_is_answered_before_any_stream(server: ScriptedLLMServer) -> None:
+    server.context_window = 5
+    with pytest.raises(openai.BadRequestError, match="maximum context length is 5 tokens"):
+        chat(server, "a question far longer than five tokens of context", stream=True)
+
+
 # -- validation ---------------------------------------------------------------------------------------------------
 
 

@@ -94,7 +94,9 @@ def test_drop_oldest_when_compaction_is_impossible(tmp_path: Path) -> None:
 
 def test_stall_guard_fires_when_nothing_can_shrink(tmp_path: Path) -> None:
     cm, events = manager(tmp_path)
-    cm.add([Message.system("rules"), Message.user("please read: " + "lorem ipsum dolor " * 1_500)])
+    # Protected: under the limit the error teaches, compaction's last resort would otherwise summarize the request.
+    huge = Message.user("please read: " + "lorem ipsum dolor " * 1_500).with_meta(protected=True)
+    cm.add([Message.system("rules"), huge])
     with ScriptedLLMServer(["never sent"], context_window=2_000) as server, pytest.raises(RecoveryFailed) as info:
         call_with_recovery(cm, chat(server))
     assert "stall guard" in str(info.value) and isinstance(info.value.__cause__, openai.BadRequestError)
@@ -108,8 +110,8 @@ def test_stall_guard_fires_when_nothing_can_shrink(tmp_path: Path) -> None:
 def test_stall_guard_threshold(tmp_path: Path, old_turns: int, stalls: bool) -> None:
     # Only the old turns can go; the latest request is huge. 1 small turn is under 5% of the prompt, 8 are over.
     cm, events = manager(tmp_path, policy=Policy(keep_recent_turns=1, keep_tool_io_pairs=0))
-    cm.add([Message.user("start"), *[m for i in range(old_turns) for m in tool_turn(i, lines=3)],
-            Message.user("please read: " + "lorem ipsum dolor " * 1_000)])
+    huge = Message.user("please read: " + "lorem ipsum dolor " * 1_000).with_meta(protected=True)
+    cm.add([Message.user("start"), *[m for i in range(old_turns) for m in tool_turn(i, lines=3)], huge])
     before = counted_tokens(cm)
     with ScriptedLLMServer([NO_COUNTS, "ok"]) as server:
         if stalls:

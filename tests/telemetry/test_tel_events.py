@@ -25,6 +25,7 @@ from contextfold.telemetry import (
     RecordingTelemetry,
     RecoveryCircuitOpen,
     RecoveryGaveUp,
+    RecoveryLimitLearned,
     RecoveryOverflow,
     RecoveryRetry,
     SequentialIds,
@@ -58,6 +59,7 @@ def sample_events() -> list[Event]:
         RecoveryRetry(attempt=1, action="compact", tokens_before=130000, tokens_after=90000),
         RecoveryGaveUp(attempts=3, reason="stall guard"),
         RecoveryCircuitOpen(failures=5, reason="5 failures", reset_after_s=60.0),
+        RecoveryLimitLearned(tokens=13_000, hard=13_000, window=15_300, previous=None, provider_limit=16_000),
         UsageRecorded(input_tokens=1200, output_tokens=80, model="gpt-4o", estimated_input_tokens=1180),
         CustomEvent(event="compact.prepare", attributes={"messages": 12}),
         SessionTrace(title="s1", metadata={"agent": "coder", "model": "gpt-4o"}, finished=True, noop_decisions=4),
@@ -79,6 +81,7 @@ def test_every_issue_event_name_has_a_type() -> None:
         "recovery.retry",
         "recovery.gave_up",
         "recovery.circuit_open",
+        "recovery.limit_learned",
         "usage.recorded",
         "session.trace",
     }

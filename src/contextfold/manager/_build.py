@@ -241,6 +241,15 @@ def _policy(policy: Policy | Mapping[str, Any] | None) -> Policy:
     raise ConfigError(f"expected a Policy or a mapping, got {type(policy).__name__}", field="policy")
 
 
+def cache_budget(window: int, tool_budget: int) -> int:
+    """The write-time tool-output budget of a window, when the configuration does not set one."""
+    from ..cache import CacheConfig
+
+    # Write-time views are sized from the tool-output budget, which the policy keeps under the soft threshold:
+    # the spec's clamp(window × 0.25, 20K, 60K) alone would let one output overflow a small window.
+    return min(CacheConfig().budget_tokens(window), tool_budget)
+
+
 def _cache(store: Any, counter: MessageCounter, window: int, tool_budget: int, tool_output: Any = None,
            session_id: str | None = None) -> Any:
     from ..cache import CacheConfig, Retention, ToolOutputCache
@@ -263,10 +272,8 @@ def _cache(store: Any, counter: MessageCounter, window: int, tool_budget: int, t
     elif tool_output is not None:
         raise ConfigError(f"expected a CacheConfig or a mapping, got {type(tool_output).__name__}",
                           field="tool_output")
-    # Write-time views are sized from the tool-output budget, which the policy keeps under the soft threshold:
-    # the spec's clamp(window × 0.25, 20K, 60K) alone would let one output overflow a small window.
     if options.get("context_budget_tokens") is None:
-        options["context_budget_tokens"] = min(CacheConfig().budget_tokens(window), tool_budget)
+        options["context_budget_tokens"] = cache_budget(window, tool_budget)
     # Outputs are owned by the session (grep and GC stay within it); the store is kept bounded by age and size.
     return ToolOutputCache(store, CacheConfig(**options), counter=counter.counter, context_window=window,
                            session_id=session_id, retention=Retention())

@@ -27,7 +27,7 @@ from ._spans import CALL_KIND, CALL_SPAN, COMPACT_KIND, MASK_KIND, session_metad
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-    from ..compaction import CompactionResult, Plan, Policy
+    from ..compaction import Budgets, CompactionResult, Plan, Policy
     from ..messages import Message
     from ..summarize import Summarizer
     from ..tokens import MessageCounter, TokenUsage
@@ -123,6 +123,7 @@ class ContextManager:
         from ..tokens import TokenUsage
         from ._answered_view import AnsweredWidening
         from ._build import build_components
+        from ._limits import ProviderLimit
         from ._view import View
         from .reconcile import FrameworkHistory
 
@@ -135,6 +136,8 @@ class ContextManager:
         self.model = parts.model
         self.policy = parts.policy
         self.budgets = parts.budgets
+        self._window_budgets = parts.budgets  # the thresholds of the configured window (a learned limit lowers them)
+        self._cache_budget: int | None = None  # the write-time budget a learned limit set, when it set one
         self.counter = parts.counter
         self.cache = parts.cache
         self._summarizer = parts.summarizer
@@ -146,6 +149,11 @@ class ContextManager:
         self.background = background
         self.defer_soft = defer_soft
         self.tools: list[Mapping[str, Any]] = list(tools)
+        # What every request carries beside the messages (tool schemas, instructions sent in their own field, a
+        # response-format schema): counted against the window with the view. `_tool_tokens` is their total.
+        self._instructions: str | None = None
+        self._response_format: Mapping[str, Any] | None = None
+        self._extras_key: str | None = None
         self._tool_tokens = self.counter.count_tools(self.tools) if self.tools else 0
         self._tools_revision = self.counter.revision  # counted again when the counter's counts change
         self._view = View(self.counter)
@@ -177,6 +185,9 @@ class ContextManager:
                                 "hard": self.budgets.hard, "soft": self.budgets.soft, "auto": self.policy.auto}
         # Answered outputs shown wider for the coming call (and the standard views they go back to).
         self._widening = AnsweredWidening(self.cache, self.counter) if self.cache is not None else None
+        # The provider's real limit, learned from its overflow errors and kept in the store per model (issue 21).
+        self._limit = ProviderLimit(self.model.name, self.cache.store if self.cache is not None else None,
+                                    self._limit_store_failed)
         self._calls = 0
         for warning in parts.warnings:
             self.tracer.emit(CompactWarning(session_id=self.session_id, message=warning, code="config"))
@@ -312,6 +323,8 @@ class ContextManager:
         """Apply a finished background compaction and the policy, inside the model call's span."""
         self._calls += 1
         with self.tracer.span(CALL_SPAN, kind=CALL_KIND, call=self._calls, model=self.model.name) as span:
+            if self._calls == 1:
+                self._apply_stored_limit()
             self._apply_idle_result()
             if self._widening is not None and self._widening.active:
                 self._widening.narrow(self._view)  # decide on the view the history holds, never on a widened one
@@ -362,10 +375,64 @@ class ContextManager:
         self._count_tools()
 
     def _count_tools(self) -> None:
-        """Count the tool schemas again when the counter's counts changed (exact tokenizer arrived, recalibrated)."""
+        """Count the request extras again when the counter's counts changed (exact tokenizer arrived, recalibrated)."""
         if self._tools_revision != self.counter.revision:
-            self._tool_tokens = self.counter.count_tools(self.tools) if self.tools else 0
+            self._tool_tokens = self._extras_tokens()
             self._tools_revision = self.counter.revision
+
+    def _extras_tokens(self) -> int:
+        import json
+
+        from ..messages import Message
+
+        total = self.counter.count_tools(self.tools) if self.tools else 0
+        if self._instructions:
+            total += self.counter.count_message(Message("system", self._instructions))
+        if self._response_format:
+            total += self.counter.counter.count(json.dumps(self._response_format, ensure_ascii=False,
+                                                           separators=(",", ":"), sort_keys=True, default=str))
+        return total
+
+    @property
+    def request_extras_tokens(self) -> int:
+        """Tokens of what every request carries beside the messages (see :meth:`set_request_extras`)."""
+        with self._lock:
+            self._count_tools()
+            return self._tool_tokens
+
+    def set_request_extras(self, *, tools: Sequence[Mapping[str, Any]] = (), instructions: str | None = None,
+                           response_format: Mapping[str, Any] | None = None) -> bool:
+        """What every request carries beside the messages, counted against the window with the view.
+
+        ``tools``: the tool schemas sent (any provider's shape); ``instructions``: a system prompt sent in a field of
+        its own (Responses ``instructions=``, Anthropic ``system=``) rather than as a message of the view;
+        ``response_format``: a structured-output JSON schema. Each call states them all (what is not passed is not
+        sent). Adapters and client wrappers call it with what they send; call it yourself when you call
+        ``prepare()`` and pass these to the API. Returns True when their token count changed.
+        """
+        import json
+
+        from ..errors import ConfigError
+
+        if instructions is not None and not isinstance(instructions, str):
+            raise ConfigError(f"must be a string, got {type(instructions).__name__}", field="instructions")
+        if response_format is not None and not isinstance(response_format, Mapping):
+            raise ConfigError(f"must be a JSON schema mapping, got {type(response_format).__name__}",
+                              field="response_format")
+        listed = list(tools)
+        for i, tool in enumerate(listed):
+            if not isinstance(tool, Mapping):
+                raise ConfigError(f"must be a tool schema mapping, got {type(tool).__name__}", field=f"tools[{i}]")
+        key = json.dumps([listed, instructions, response_format], sort_keys=True, default=repr)
+        with self._lock:
+            if key == self._extras_key:
+                return False
+            self._extras_key = key
+            self.tools, self._instructions, self._response_format = listed, instructions or None, response_format
+            before = self._tool_tokens
+            self._tool_tokens = self._extras_tokens()
+            self._tools_revision = self.counter.revision
+            return self._tool_tokens != before
 
     def _run_policy(self) -> None:
         from ..compaction import Action, decide
@@ -748,18 +815,100 @@ class ContextManager:
             if prompt_tokens is not None:
                 tokens, _, count = self._view.totals()
                 self._grounding = (self._view.version, count, prompt_tokens - tokens - self._tool_tokens)
+            if self._widening is not None and self._widening.active:
+                # The compaction decides on the history's own view (the provider's count above was of the wider
+                # one: the grounding goes with the version it was taken on).
+                self._widening.narrow(self._view)
             return self._compact("hard", instructions=None, started=time.perf_counter())
+
+    # -- the provider's learned limit ------------------------------------------------------------------------------
+    @property
+    def learned_limit(self) -> int | None:
+        """The most tokens (view and request extras, by our count) the provider was found to accept, or None."""
+        with self._lock:
+            return self._limit.load()
+
+    def learn_limit(self, tokens: int, *, provider_limit: int | None = None) -> bool:
+        """The provider accepts at most ``tokens`` (our count of the view plus tool schemas): keep under it.
+
+        Overflow recovery calls it with what each context-length error teaches. The thresholds become those of the
+        learned limit (``budgets``), so later turns compact before they reach it and the answered output is never
+        widened past it; the limit is kept in the blob store for the model, where other sessions, a restarted
+        process or another worker find it. It only goes down; True when it did.
+        """
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0:
+            from ..errors import ConfigError
+
+            raise ConfigError(f"must be a positive number of tokens, got {tokens!r}", field="learn_limit.tokens")
+        with self._lock:
+            previous = self._limit.load()
+            if not self._limit.learn(tokens, provider_limit):
+                return False
+            self._use_limit(previous, source="error")
+            return True
+
+    def forget_learned_limit(self) -> None:
+        """Forget the learned limit (here and in the store): the thresholds go back to the configured window."""
+        with self._lock:
+            self._limit.forget()
+            self._set_budgets(self._window_budgets)
+
+    def _apply_stored_limit(self) -> None:
+        """A limit learned earlier for this model (another session, process or worker) applies from the start."""
+        if self._limit.load() is not None:
+            self._use_limit(None, source="store")
+
+    def _use_limit(self, previous: int | None, *, source: str) -> None:
+        from ..telemetry import RecoveryLimitLearned
+        from ._limits import budgets_within
+
+        tokens = self._limit.tokens
+        assert tokens is not None
+        budgets = budgets_within(self.policy, self._window_budgets.window, tokens)
+        if budgets == self.budgets and source == "store":
+            return
+        self._set_budgets(budgets)
+        self.tracer.emit(RecoveryLimitLearned(session_id=self.session_id, tokens=tokens, hard=budgets.hard,
+                                              window=budgets.window, previous=previous,
+                                              provider_limit=self._limit.provider_limit, source=source))
+
+    def _set_budgets(self, budgets: Budgets) -> None:
+        """Thresholds in force from now on: the manager's, its compactor's and the events' policy summary."""
+        import dataclasses
+
+        from ._build import cache_budget
+
+        self.budgets = budgets
+        self._compactor.budgets = budgets
+        self._policy_summary.update(hard=budgets.hard, soft=budgets.soft)
+        cache = self.cache
+        if cache is not None:
+            # New outputs are cut for the window really there (unless the configuration sized the cut itself).
+            window = self._window_budgets
+            derived = cache_budget(window.window, window.tool_output_budget)
+            if cache.config.context_budget_tokens in (derived, self._cache_budget):
+                self._cache_budget = cache_budget(budgets.window, budgets.tool_output_budget)
+                cache.config = dataclasses.replace(cache.config, context_budget_tokens=self._cache_budget)
+            cache.context_window = budgets.window
+
+    def _limit_store_failed(self, message: str) -> None:
+        from ..telemetry import CompactWarning
+
+        _log.warning(message)
+        self.tracer.emit(CompactWarning(session_id=self.session_id, message=message, code="limit_store"))
 
     @property
     def failed_compactions(self) -> int:
         """Compactions that failed in a row (a success resets it); overflow recovery's circuit breaker reads it."""
         return self._compactor.failed
 
-    def rewrite_view(self, rewrite: Callable[[list[Message]], list[Message]], *, reason: str) -> int:
+    def rewrite_view(self, rewrite: Callable[[list[Message]], list[Message]], *, reason: str,
+                     shrinks: bool = False) -> int:
         """Replace the view with ``rewrite(view)`` atomically, archiving the old view first (nothing is lost).
 
         Overflow recovery uses it to drop the oldest messages when compaction cannot help. Returns how many
-        messages left the view.
+        messages left the view. ``shrinks``: the rewrite makes room as a compaction would, so a soft compaction
+        waits until the view has grown again (by ``clear_at_least``), as after one.
         """
         from ..telemetry import MessagesPruned
 
@@ -772,6 +921,9 @@ class ContextManager:
             kept = {id(m) for m in new}
             removed = [m for m in view if id(m) not in kept]
             self._view.replace(new)
+            if shrinks:
+                tokens, _, _ = self._view.totals()
+                self._compactor.floor = tokens + self._tool_tokens
             self.tracer.emit(MessagesPruned(session_id=self.session_id, count=len(removed),
                                             ids=tuple(str(m.meta.get("id", "")) for m in removed),
                                             kept={reason: len(new)}))

@@ -2,7 +2,9 @@
 
 Contract: :func:`parse_overflow` (``overflow``) reads an exception or error body into :class:`OverflowInfo`;
 :func:`call_with_recovery` / :func:`acall_with_recovery` compact (or drop the oldest) and retry at most three
-times, with a stall guard and the manager's circuit breaker.
+times, with a stall guard and the manager's circuit breaker. Every error teaches the manager the provider's limit
+(:func:`learned_ceiling`, below the rejected request): each retry is strictly smaller than what was rejected, and
+later turns keep under the limit (``ContextManager.learn_limit``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
         call_with_recovery,
         counted_tokens,
         drop_oldest,
+        learned_ceiling,
     )
     from .overflow import OVERFLOW_CODES, OverflowInfo, parse_overflow
 
@@ -36,10 +39,12 @@ _EXPORTS: dict[str, str] = {
     "call_with_recovery": "._recovery",
     "counted_tokens": "._recovery",
     "drop_oldest": "._recovery",
+    "learned_ceiling": "._recovery",
     "parse_overflow": ".overflow",
 }
 __all__ = [
     "CIRCUIT_BREAKER_FAILURES", "DEFAULT_MAX_RETRIES", "OVERFLOW_CODES", "STALL_SHRINK_RATIO", "OverflowInfo",
-    "OverflowRecovery", "acall_with_recovery", "call_with_recovery", "counted_tokens", "drop_oldest", "parse_overflow",
+    "OverflowRecovery", "acall_with_recovery", "call_with_recovery", "counted_tokens", "drop_oldest", "learned_ceiling",
+    "parse_overflow",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

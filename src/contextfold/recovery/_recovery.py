@@ -8,8 +8,12 @@ after ``max_retries`` retries, when a retry would not be meaningfully smaller th
 guard), or when automatic compaction is off without ``allow_on_overflow``. Three failed compactions in a row open
 the circuit breaker: automatic compaction pauses for the session (recovery then only drops old messages).
 
-Every step is an event: ``recovery.overflow``, ``recovery.retry``, ``recovery.gave_up``,
-``recovery.circuit_open``.
+Each error first teaches the provider's limit (:func:`learned_ceiling`): the manager keeps it
+(``ContextManager.learn_limit``, stored per model), its thresholds follow it, so the retry is strictly smaller than
+the rejected request and later turns stay under the limit without another error.
+
+Every step is an event: ``recovery.overflow``, ``recovery.limit_learned``, ``recovery.retry``,
+``recovery.gave_up``, ``recovery.circuit_open``.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ __all__ = [
     "call_with_recovery",
     "counted_tokens",
     "drop_oldest",
+    "learned_ceiling",
     "parse_overflow",
 ]
 
@@ -58,6 +63,11 @@ CIRCUIT_BREAKER_FAILURES = 3
 DROP_SHARE_WITHOUT_LIMIT = 0.25
 # Aim this far under the provider's limit: our count and the provider's differ by a few percent per message.
 LIMIT_SAFETY_MARGIN = 0.05
+# An error without the provider's limit teaches only that the rejected size was too much: the limit learned is this
+# share below it, doubled for each further overflow of the same call (a provider far below what was sent is found in
+# a few steps: 15%, 30%, 50% below), never more than half.
+NO_LIMIT_SHARE = 0.15
+NO_LIMIT_MAX_SHARE = 0.5
 # Messages whose kind carries the compacted history: dropping them while keeping later turns is the worst trade.
 _UNDROPPABLE_KINDS = frozenset({"summary", "retain"})
 
@@ -146,25 +156,32 @@ class OverflowRecovery:
         self.attempt += 1
         cm.tracer.emit(RecoveryOverflow(session_id=cm.session_id, attempt=self.attempt, message=info.message,
                                         prompt_tokens=info.prompt_tokens, limit=info.limit, provider=info.provider))
+        before = counted_tokens(cm)  # the rejected request, by our count
+        # Provider tokens per token of ours: the error counted the very view we sent.
+        ratio = info.prompt_tokens / before if info.prompt_tokens and before else 1.0
+        # What the error teaches holds beyond this call: the thresholds follow it from now on, so the retry and
+        # every later turn stay under it (and the answered output is never widened back over it).
+        ceiling = learned_ceiling(info, before, ratio=ratio, reply_tokens=self.reply_tokens, attempt=self.attempt,
+                                  policy=cm.policy)
+        if ceiling > 0:
+            cm.learn_limit(ceiling, provider_limit=info.limit)
         if self.attempt > self.max_retries:
             self._give_up(f"the prompt is still too long after {self.max_retries} retries ({_figures(info)})", cause)
         if not cm.policy.may_compact_on_overflow:
             self._give_up("the provider reported a context overflow, but automatic compaction is off "
                           "(Policy(auto=False) or enabled=False); set Policy(allow_on_overflow=True) (and "
                           "enabled=True) to let recovery compact", cause)
-        before = counted_tokens(cm)
-        # Provider tokens per token of ours: the error counted the very view we sent.
-        ratio = info.prompt_tokens / before if info.prompt_tokens and before else 1.0
         target = _target(info, ratio, self.reply_tokens)
         actions = [self._compact(info)]
         after = counted_tokens(cm)
-        # A retry must fit the provider's limit when it gave one, and pass the stall guard in any case.
-        floor = int(before * (1 - STALL_SHRINK_RATIO))
+        # A retry must fit the provider's limit when it gave one and the limit learned so far, and pass the stall
+        # guard in any case.
+        floor = min(int(before * (1 - STALL_SHRINK_RATIO)), cm.budgets.hard)
         enough = floor if target is None else min(target, floor)
         if after > enough:
-            goal = int(before * (1 - DROP_SHARE_WITHOUT_LIMIT)) if target is None else enough
+            goal = min(enough, int(before * (1 - DROP_SHARE_WITHOUT_LIMIT))) if target is None else enough
             dropped = cm.rewrite_view(lambda view: drop_oldest(view, goal, cm.counter, cm.policy),
-                                      reason="overflow_drop")
+                                      reason="overflow_drop", shrinks=True)
             if dropped:
                 actions.append(f"drop_oldest:{dropped}")
             after = counted_tokens(cm)
@@ -202,6 +219,45 @@ class OverflowRecovery:
         raise RecoveryFailed(reason) from cause
 
 
+def learned_ceiling(info: OverflowInfo, rejected: int, *, ratio: float, reply_tokens: int, attempt: int,
+                    policy: Policy) -> int:
+    """The most tokens (ours, view and request extras) the provider takes, by what one overflow error says.
+
+    With the provider's limit, the thresholds become those of a model registered with that window (its reply
+    reserve kept), and never above the input the limit leaves beside the reply the request reserved. Without it,
+    only the rejected size is known: the limit is :data:`NO_LIMIT_SHARE` below it, more for each further overflow of
+    the same call. Either way it is below the rejected request by at least the stall guard's share, so a retry that
+    keeps under it is strictly smaller than what was rejected.
+
+    Args:
+        info: The error.
+        rejected: Our count of the rejected request.
+        ratio: Provider tokens per token of ours (1.0 when unknown).
+        reply_tokens: What the request reserved for the reply, when the provider counts it.
+        attempt: The overflows of this call so far (1 for the first).
+        policy: The session's policy (the reply reserve).
+    """
+    from ..errors import ConfigError
+
+    strictly_smaller = int(rejected * (1 - STALL_SHRINK_RATIO))
+    if info.limit is None:
+        share = min(NO_LIMIT_MAX_SHARE, NO_LIMIT_SHARE * 2 ** (max(1, attempt) - 1))
+        return min(int(rejected * (1 - share)), strictly_smaller)
+
+    def ours(provider_tokens: int) -> int:
+        # Whichever side of 1 the ratio is on, the limit must hold by both counts (grounded totals are the
+        # provider's, ungrounded ones ours).
+        return int(min(provider_tokens, provider_tokens / ratio) * (1 - LIMIT_SAFETY_MARGIN))
+
+    window = ours(info.limit)
+    input_limit = ours(max(0, info.limit - max(info.max_tokens or 0, reply_tokens)))
+    try:
+        hard = policy.budgets(window).hard if window > 0 else 0
+    except ConfigError:  # a limit smaller than the reply reserve: the input limit alone says it
+        hard = input_limit
+    return min(hard, input_limit, strictly_smaller)
+
+
 def _target(info: OverflowInfo, ratio: float, reply_tokens: int) -> int | None:
     """Tokens (ours) the view must fit for the provider to accept it, or None when the error gave no limit."""
     if info.limit is None:
@@ -218,8 +274,8 @@ def _figures(info: OverflowInfo) -> str:
 
 
 def counted_tokens(cm: ContextManager) -> int:
-    """Tokens of the view and the tool schemas by our own count (the same scale before and after a change)."""
-    return cm.counter.count_messages(cm.messages()) + (cm.counter.count_tools(cm.tools) if cm.tools else 0)
+    """Tokens of the view and the request extras (tool schemas, …) by our own count (one scale before and after)."""
+    return cm.counter.count_messages(cm.messages()) + cm.request_extras_tokens
 
 
 def drop_oldest(messages: Sequence[Message], target_tokens: int, counter: MessageCounter,

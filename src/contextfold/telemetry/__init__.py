@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         MessagesPruned,
         RecoveryCircuitOpen,
         RecoveryGaveUp,
+        RecoveryLimitLearned,
         RecoveryOverflow,
         RecoveryRetry,
         SessionTrace,
@@ -76,6 +77,7 @@ _EXPORTS: dict[str, str] = {
     "ProcessorStats": ".processor",
     "RecordingTelemetry": ".sinks",
     "RecoveryCircuitOpen": ".events",
+    "RecoveryLimitLearned": ".events",
     "RecoveryGaveUp": ".events",
     "RecoveryOverflow": ".events",
     "RecoveryRetry": ".events",
@@ -105,8 +107,9 @@ __all__ = [
     "EVENT_TYPES", "STATUSES", "Batch", "BatchProcessor", "CacheMasked", "CacheTruncated", "CompactError",
     "CompactWarning", "CustomEvent", "Event", "Exporter", "FanoutTelemetry", "FixedClock", "MessagesPruned",
     "NullTelemetry", "ProcessorStats", "RecordingTelemetry", "RecoveryCircuitOpen", "RecoveryGaveUp",
-    "RecoveryOverflow", "RecoveryRetry", "Redactor", "SequentialIds", "SessionTrace", "Span", "SpanEvent", "Status",
-    "SummaryCreated", "Telemetry", "TokenEstimate", "Tracer", "TriggerDecision", "UsageRecorded", "event_from_dict",
-    "format_time", "new_span_id", "new_trace_id", "parse_time", "shutdown_exporter", "trace_id_for_session", "utc_now",
+    "RecoveryLimitLearned", "RecoveryOverflow", "RecoveryRetry", "Redactor", "SequentialIds", "SessionTrace", "Span",
+    "SpanEvent", "Status", "SummaryCreated", "Telemetry", "TokenEstimate", "Tracer", "TriggerDecision",
+    "UsageRecorded", "event_from_dict", "format_time", "new_span_id", "new_trace_id", "parse_time",
+    "shutdown_exporter", "trace_id_for_session", "utc_now",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

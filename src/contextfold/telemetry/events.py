@@ -36,6 +36,7 @@ __all__ = [
     "MessagesPruned",
     "RecoveryCircuitOpen",
     "RecoveryGaveUp",
+    "RecoveryLimitLearned",
     "RecoveryOverflow",
     "RecoveryRetry",
     "SessionTrace",
@@ -361,6 +362,25 @@ class RecoveryCircuitOpen(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryLimitLearned(Event):
+    """A provider limit below the manager's thresholds was learned: the thresholds now follow it.
+
+    ``tokens`` is the most the view and what the request carries beside it may take by our count; ``hard`` and
+    ``window`` are the thresholds derived from it; ``provider_limit`` is the provider's own figure when the error
+    gave one; ``source`` says where it came from (``error`` or ``store``).
+    """
+
+    NAME: ClassVar[str] = "recovery.limit_learned"
+
+    tokens: int
+    hard: int
+    window: int
+    previous: int | None = None
+    provider_limit: int | None = None
+    source: str = "error"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UsageRecorded(Event):
     """The token counts a provider reported for one call, next to our estimate for the same view."""
 
@@ -442,6 +462,7 @@ EVENT_TYPES: Mapping[str, type[Event]] = MappingProxyType(
             RecoveryRetry,
             RecoveryGaveUp,
             RecoveryCircuitOpen,
+            RecoveryLimitLearned,
             UsageRecorded,
             SessionTrace,
         )
