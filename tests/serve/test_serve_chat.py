@@ -114,3 +114,9 @@ def test_bad_requests_get_a_clear_error_in_the_openai_shape(proxy: ProxyServer, 
     answer = httpx.post(proxy.url + "/v1/chat/completions", content=body, headers={"authorization": "Bearer k"})
     assert answer.status_code == status
     assert says in answer.json()["error"]["message"]
+
+
+def test_other_sdk_calls_pass_through_to_the_provider(proxy: ProxyServer) -> None:
+    """An endpoint the proxy does not manage (embeddings here) reaches the upstream as it is, errors included."""
+    with pytest.raises(openai.NotFoundError, match=r"Invalid URL \(POST /v1/embeddings\)"):
+        client(proxy).embeddings.create(model="text-embedding-3-small", input="hello")

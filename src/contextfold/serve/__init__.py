@@ -3,7 +3,8 @@
 Contract. The proxy speaks OpenAI Chat Completions (``/v1/chat/completions``), OpenAI Responses (``/v1/responses``)
 and Anthropic Messages (``/v1/messages``), streaming (server-sent events passed through as they arrive) and not, and
 forwards each request to the upstream of its provider (``openai_base_url`` / ``anthropic_base_url``) with the
-caller's own API key, which it never stores or logs (sessions are scoped to a salted hash of it).
+caller's own API key, which it never stores or logs (sessions are scoped to a salted hash of it). Any other path
+is forwarded as it is (``Upstream.forward``), without a session.
 
 - **Sessions** (``sessions.py``, ``identity.py``): named by the ``x-contextfold-session`` header, else by the
   request's conversation handle (Responses ``previous_response_id`` / ``conversation``), else by a fingerprint of

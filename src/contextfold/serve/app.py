@@ -130,7 +130,8 @@ class ServeApp:
         routes = [Route(path, self._endpoint(api), methods=["POST"])
                   for api, paths in _API_PATHS.items() for path in paths]
         routes += [Route("/healthz", self.health, methods=["GET"]), Route("/readyz", self.ready, methods=["GET"]),
-                   Route("/metrics", self.metrics_endpoint, methods=["GET"])]
+                   Route("/metrics", self.metrics_endpoint, methods=["GET"]),
+                   Route("/{path:path}", self.passthrough, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])]
         self.app = Starlette(routes=routes, lifespan=self._lifespan)
 
     @contextlib.asynccontextmanager
@@ -208,6 +209,32 @@ class ServeApp:
             return JSONResponse({"error": "missing or wrong token"}, status_code=401)
         data, content_type = self.metrics.render()
         return Response(data, media_type=content_type)
+
+    async def passthrough(self, request: Request) -> Response:
+        """Any other path the SDKs call, forwarded to the provider as it is (no session is involved)."""
+        api: ApiName = "messages" if "/messages" in request.url.path else "chat"
+        started = time.perf_counter()
+        if self._denied(request):
+            return self._error(api, 401, f"this proxy needs its token in the {TOKEN_HEADER} header",
+                               kind="authentication_error", started=started)
+        try:
+            content = await self._body(request)
+        except BodyTooLarge:
+            return self._error(api, 413, f"the request body is over the proxy's limit of "
+                                         f"{self.config.max_body_bytes} bytes", started=started)
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        try:
+            upstream = await self.upstream.forward(request.method, request.url.path, request.url.query, content,
+                                                   headers)
+        except httpx.HTTPError as exc:
+            return self._error(api, 502, f"the upstream could not be reached: {type(exc).__name__}",
+                               kind="api_error", started=started)
+        try:
+            data = await upstream.aread()
+        finally:
+            await upstream.aclose()
+        self.metrics.requests.labels("passthrough", str(upstream.status_code)).inc()
+        return Response(data, status_code=upstream.status_code, headers=response_headers(upstream))
 
     # -- one request --------------------------------------------------------------------------------------------
     async def proxy(self, api: ApiName, request: Request) -> Response:

@@ -65,6 +65,23 @@ class Upstream:
         request = self.client.build_request("POST", self.url(api), content=content, headers=forwarded)
         return await self.client.send(request, stream=True)
 
+    async def forward(self, method: str, path: str, query: str, content: bytes,
+                      headers: Mapping[str, str]) -> httpx.Response:
+        """Any other request of an SDK (``GET /v1/models``, ``/v1/messages/count_tokens``, …), passed as it is.
+
+        Paths under ``/v1/messages`` go to the Anthropic upstream, everything else to the OpenAI one.
+        """
+        if path.startswith("/v1/messages") or path.startswith("/messages"):
+            base = self.config.anthropic_base_url.rstrip("/")
+            path = path if path.startswith("/v1/") else "/v1" + path
+        else:
+            base = self.config.openai_base_url.rstrip("/")
+            path = path[3:] if path.startswith("/v1/") else path  # the OpenAI base URL ends in /v1
+        forwarded = {k: v for k, v in headers.items() if k not in _DROP_REQUEST and not k.startswith(_OWN_PREFIX)}
+        url = base + path + (f"?{query}" if query else "")
+        request = self.client.build_request(method, url, content=content or None, headers=forwarded)
+        return await self.client.send(request, stream=True)
+
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self.client.aclose()
