@@ -226,6 +226,9 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
     tools = exchange.body.get("tools")
     cm = backend.manager(session_id, exchange.model, id_prefix=f"{session_id}:{version}.{_digest(fresh_keys)}",
                          tools=[t for t in tools if isinstance(t, Mapping)] if isinstance(tools, list) else ())
+    schema = _response_format(exchange.body)
+    if schema is not None:  # a structured-output schema travels with every request: counted with the view
+        cm.set_request_extras(tools=cm.tools, response_format=schema)
     if cm.cache is not None:
         # A note on a cut output names the retrieval tools only when the model has them.
         names = {str((t.get("function") or {}).get("name") or t.get("name")) for t in cm.tools}
@@ -259,6 +262,15 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
     before = 0 if turn.rebuilt else int(marks.get("client_tokens", "0"))
     marks["client_tokens"] = str(before + turn.client_tokens)
     return turn
+
+
+def _response_format(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The structured-output schema of a request (Chat ``response_format``, Responses ``text.format``), if any."""
+    value = body.get("response_format")
+    text = body.get("text")
+    if value is None and isinstance(text, Mapping):
+        value = text.get("format")
+    return value if isinstance(value, Mapping) and value.get("type") == "json_schema" else None
 
 
 def _ground(cm: ContextManager, marks: Mapping[str, str], version: int) -> None:
