@@ -87,7 +87,9 @@ def test_acompletion(tmp_path: Path) -> None:
 
 def test_stall_guard_and_refused_keywords(tmp_path: Path) -> None:
     cm, _ = manager(tmp_path)
-    cm.add({"role": "user", "content": "read this: " + "lorem ipsum " * 3_000})
+    # Protected: under the limit the error teaches, compaction's last resort would otherwise summarize the request
+    # (as in tests/recovery since the learned limits).
+    cm.add({"role": "user", "content": "read this: " + "lorem ipsum " * 3_000, "meta": {"protected": True}})
     with ScriptedLLMServer([], context_window=1_000) as server:
         with pytest.raises(RecoveryFailed, match="stall guard"):
             completion(cm, **options(server))

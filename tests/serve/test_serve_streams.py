@@ -8,10 +8,11 @@ from typing import Any
 import anthropic
 import httpx
 import openai
+import pytest
 from _serve_support import MODEL, UPSTREAM_WINDOW, WINDOW, opening_fixture, proxy_fixture, upstream_fixture  # noqa: F401 (fixtures)
 
 from contextfold.serve import ProxyServer
-from contextfold.testing import Reply, ScriptedLLMServer, ScriptedToolCall
+from contextfold.testing import ErrorReply, Reply, ScriptedLLMServer, ScriptedToolCall
 
 
 def oai(proxy: ProxyServer, key: str = "sk-stream-caller") -> openai.OpenAI:
@@ -151,3 +152,24 @@ def test_anthropic_sdk_streaming_and_not(upstream: ScriptedLLMServer, proxy: Pro
     # The proxy grounds its counts in the usage reported for the previous view, so every request fits the upstream.
     assert all(r.input_tokens + 500 <= UPSTREAM_WINDOW for r in sent)
     assert opening in str(sent[-1].body["messages"])  # the task stays verbatim through the compactions
+
+
+def test_responses_in_a_conversation_the_proxy_holds_the_history(upstream: ScriptedLLMServer, proxy: ProxyServer,
+                                                                 opening: str) -> None:
+    """``conversation=`` names the session; a request retried after its reply was lost is fed once."""
+    llm = oai(proxy, "sk-conversation-caller")
+    conversation = "conv_" + opening[5:13]
+    upstream.push("First answer.", ErrorReply.server_error(), "Second answer.", "Third answer.")
+    before = len(upstream.requests)
+    llm.responses.create(model=MODEL, conversation=conversation, input=opening)
+    with pytest.raises(openai.InternalServerError):  # the reply is lost after the proxy saved the input
+        llm.responses.create(model=MODEL, conversation=conversation, input="And then?")
+    llm.responses.create(model=MODEL, conversation=conversation, input="And then?")  # the client's retry
+    llm.responses.create(model=MODEL, conversation=conversation, input="Last?")
+    sent = [r.body for r in upstream.requests[before:]]
+    assert not any("conversation" in body for body in sent)
+    texts = [[str(item.get("content")) for item in body["input"]] for body in sent]
+    assert texts[0] == [opening]
+    assert texts[1][0] == opening and "First answer." in texts[1][1] and texts[1][2] == "And then?"
+    assert texts[2] == texts[1]  # the retry feeds nothing twice
+    assert texts[3][:3] == texts[2] and "Second answer." in texts[3][3] and texts[3][4:] == ["Last?"]
