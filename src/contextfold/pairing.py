@@ -87,12 +87,18 @@ def tool_pairs(messages: Sequence[Message]) -> dict[str, tuple[int, int | None]]
     The key is the call id; a reused id gets ``"<id>#<n>"`` for its n-th reuse, so every call has its entry.
     """
     out: dict[str, tuple[int, int | None]] = {}
+    # The next suffix to try per id: counting up from 1 for every reuse made a history that reuses few ids (SWE-agent
+    # sessions repeated, 100,000 messages) quadratic.
+    next_suffix: dict[str, int] = {}
     for pair in pair_list(messages):
         key = pair.call_id
-        n = 1
-        while key in out:
+        if key in out:
+            n = next_suffix.get(pair.call_id, 1)
             key = f"{pair.call_id}#{n}"
-            n += 1
+            while key in out:  # (an id that itself looks like "<id>#<n>")
+                n += 1
+                key = f"{pair.call_id}#{n}"
+            next_suffix[pair.call_id] = n + 1
         out[key] = (pair.call_index, pair.result_index)
     return out
 

@@ -229,3 +229,32 @@ def test_normalized_histories_pass_every_format_validator(history: list[Message]
             wire.validate(wire.encode(out))
         except Exception as exc:  # pragma: no cover - the assertion message is the point
             raise AssertionError(f"{name} rejects a normalized history: {exc}") from exc
+
+
+def _tool_pairs_reference(messages: list[Message]) -> dict[str, tuple[int, int | None]]:
+    """tool_pairs' keys the plain way: the first free "<id>#<n>", counting n up from 1 for every reuse."""
+    from contextfold.pairing import pair_list
+
+    out: dict[str, tuple[int, int | None]] = {}
+    for pair in pair_list(messages):
+        key, n = pair.call_id, 1
+        while key in out:
+            key, n = f"{pair.call_id}#{n}", n + 1
+        out[key] = (pair.call_index, pair.result_index)
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "a#1", "a#2", "a#1#1"]), max_size=30))
+def test_tool_pairs_keys_every_reuse_as_the_plain_loop_does(ids: list[str]) -> None:
+    messages = [m for i in ids for m in (Message.assistant("", [ToolCall(i, "x", "{}")]), Message.tool(i, "r"))]
+    assert list(tool_pairs(messages).items()) == list(_tool_pairs_reference(messages).items())
+
+
+def test_tool_pairs_numbers_ten_thousand_reuses_of_one_id() -> None:
+    # Counting the suffix up from 1 on every reuse was quadratic (50M dict lookups here; 100,000 repeated
+    # SWE-agent messages spent minutes in it).
+    messages = [m for _ in range(10_000) for m in (Message.assistant("", [ToolCall("call_1", "x", "{}")]),
+                                                   Message.tool("call_1", "r"))]
+    keys = list(tool_pairs(messages))
+    assert keys[:3] == ["call_1", "call_1#1", "call_1#2"] and keys[-1] == "call_1#9999"
