@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
+from .._memo import TextMemo, size_of_strings, text_key
 from ..summarize.entities import bare_numbers, extract_entities_by_kind
 from ..tokens import TokenCounter
 
-__all__ = ["DIGEST_SEPARATOR", "output_digest"]
+__all__ = ["DIGEST_SEPARATOR", "digest_material", "output_digest", "ref_material", "remember_ref_material"]
 
 # Items are joined by this: short, and never part of a name, a path or a number.
 DIGEST_SEPARATOR = ", "
@@ -78,29 +79,62 @@ def _mention_counts(text: str) -> Counter[str]:
     return Counter(word.rstrip(".") for word in _WORD_SPLIT.split(text) if word)
 
 
-def output_digest(text: str, *, budget_tokens: int, counter: TokenCounter, known: str = "") -> str:
-    """The digest of ``text``: ranked items joined by :data:`DIGEST_SEPARATOR`, at most ``budget_tokens`` tokens.
+# Digest material by output (its ref, or its text's hash; see contextfold._memo), least recently used dropped first.
+_MATERIAL_MEMO_BYTES = 32 * 1024 * 1024
+_materials: TextMemo[tuple[str, ...]] = TextMemo(_MATERIAL_MEMO_BYTES)
 
-    ``known`` is text that stays in view beside the placeholder (the call's arguments): items it contains are
-    left out. Returns "" for a zero budget or an output with nothing worth keeping.
+
+def digest_material(text: str) -> tuple[str, ...]:
+    """The digest's candidates of ``text``, best first (remembered by text): what :func:`output_digest` picks from.
+
+    Ranked by kind × whole-word mentions, then by first appearance; the output's own call is not known yet, so
+    nothing is left out here.
     """
-    if budget_tokens <= 0 or not text:
-        return ""
+    return _materials.get_or_compute(text_key(text), lambda: _rank(text), size_of_strings)
+
+
+def ref_material(ref_id: str, load: Callable[[], str]) -> tuple[str, ...]:
+    """:func:`digest_material` of the output stored under ``ref_id`` (``load()`` reads it only when not remembered)."""
+    return _materials.get_or_compute(("ref", ref_id), lambda: _rank(load()), size_of_strings)
+
+
+def remember_ref_material(ref_id: str, text: str) -> None:
+    """Read the digest material of ``text``, the whole output stored under ``ref_id`` (done when it is added)."""
+    ref_material(ref_id, lambda: text)
+
+
+def _rank(text: str) -> tuple[str, ...]:
     source = text[:MAX_DIGEST_SOURCE_CHARS]
     ranked = []
     mentions = _mention_counts(source)
     for value, (kind, order) in _candidates(source).items():
-        if order < 0 or (known and value in known):
+        if order < 0:
             continue
         name = value.split(":", 1)[0] if kind == "definition" else value
         score = KIND_WEIGHTS.get(kind, 1.0) * max(1, mentions.get(name, 0))
         ranked.append((-score, order, value))
     ranked.sort()
+    return tuple(value for _, _, value in ranked)
+
+
+def output_digest(text: str, *, budget_tokens: int, counter: TokenCounter, known: str = "",
+                  material: Sequence[str] | None = None) -> str:
+    """The digest of ``text``: ranked items joined by :data:`DIGEST_SEPARATOR`, at most ``budget_tokens`` tokens.
+
+    ``known`` is text that stays in view beside the placeholder (the call's arguments): items it contains are
+    left out. ``material``: ``digest_material(text)``, when the caller has it (``text`` is not read then). Returns
+    "" for a zero budget or an output with nothing worth keeping.
+    """
+    if budget_tokens <= 0 or (material is None and not text):
+        return ""
+    ranked = digest_material(text) if material is None else material
     items: list[str] = []
     spent = 0
     separator_tokens = counter.count(DIGEST_SEPARATOR)
     misses = 0
-    for _, _, value in ranked:
+    for value in ranked:
+        if known and value in known:
+            continue
         cost = counter.count(value) + (separator_tokens if items else 0)
         if spent + cost > budget_tokens:
             misses += 1

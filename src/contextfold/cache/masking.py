@@ -16,7 +16,7 @@ from ..answered import answered_indices
 from ..errors import InvalidHistory
 from ..messages import Message
 from ..pairing import pair_list
-from ._digest import output_digest
+from ._digest import digest_material, output_digest, ref_material
 
 if TYPE_CHECKING:
     from ..tokens import MessageCounter
@@ -217,8 +217,12 @@ def _mask_one(message: Message, cache: OutputStore, digest_tokens: int = 0, know
     digest = ""
     if digest_tokens and counter is not None:
         # The whole output, not its write-time view: what the view cut is exactly what the digest can bring back.
-        full = text if text is not None else cache.get(ref_id)
-        digest = output_digest(full, budget_tokens=digest_tokens, counter=counter.counter, known=known)
+        # Its material was read when the output was added (issue 22): the stored output is read again only if not.
+        stored = ref_id
+        material = (digest_material(text) if text is not None
+                    else ref_material(stored, lambda: cache.get(stored)))
+        digest = output_digest("", budget_tokens=digest_tokens, counter=counter.counter, known=known,
+                               material=material)
     placeholder = masked_placeholder(ref_id, digest)
     return message.with_content(placeholder).with_meta(kind="masked", ref=ref_id, **extra_meta)
 

@@ -49,21 +49,23 @@ CIRCUIT_BREAKER_FAILURES = 3
 def warm_for_compaction(messages: Sequence[Message], counter: Any, redactor: Any, archived: bool) -> None:
     """Read ``messages`` as a compaction will, on a background thread: a compaction then finds the work done.
 
-    - ``counter``: the extractive summarizer's token counter, or None (another summarizer): digest each message as
-      the summarizer does (entities are cached by text) and count the entities' tokens (short counts are cached);
+    - ``counter``: the extractive summarizer's token counter, or None (another summarizer): count the tokens of
+      each message's entities as the summary's budget will (short counts are cached; the messages were read when
+      added, see ``ContextManager._read_on_add``);
     - ``redactor``: scan what the archived transcript will redact (findings are cached by text, nothing learned);
     - ``archived``: serialize the messages the transcript will hold unchanged (lines are cached by message).
 
     Paced: the agent's thread never waits long for the GIL.
     """
     from ..serialize import message_line
-    from ..summarize.digest import digest_messages
+    from ..summarize.digest import read_message
     from ..telemetry._pace import GilPacer
 
     pacer = GilPacer()
     if counter is not None:
         for m in messages:
-            for value in digest_messages([m]).entities:
+            reading = read_message(m)
+            for value in dict.fromkeys(mention[0] for mention in (reading.mentions if reading else ())):
                 counter.count(value)
             pacer.tick()
     if redactor is not None:

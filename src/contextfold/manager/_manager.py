@@ -240,6 +240,7 @@ class ContextManager:
             if self._widening is not None and self._widening.active and any(m.role != "tool" for m in incoming):
                 self._widening.narrow(self._view)  # a new turn: the outputs it follows are no longer being answered
             stored: list[Message] = []
+            cut: dict[str, str] = {}  # ref -> the whole output, for the outputs cut at write time
             # The sequence moves only once every message is in: a failed add leaves no gap and no half-added batch.
             seq = self._seq
             for m in incoming:
@@ -249,6 +250,7 @@ class ContextManager:
                 if m.role == "tool" and self.cache is not None and not m.protected:  # protected: byte for byte
                     processed = self.cache.process(m)
                     if processed is not m and processed.meta.get("ref"):
+                        cut[str(processed.meta["ref"])] = m.text
                         # surrogatepass: a lone surrogate is stored as it came; measuring it must not fail.
                         self.tracer.emit(CacheTruncated(session_id=self.session_id, ref=str(processed.meta["ref"]),
                                                         bytes=len(m.text.encode("utf-8", "surrogatepass")),
@@ -257,6 +259,7 @@ class ContextManager:
                     m = _keep_layout(m, processed)
                 stored.append(m)
             self._seq = seq
+            self._read_on_add(stored, cut)
             if len(self._unwarmed) < _MAX_UNWARMED:
                 self._unwarmed.extend(stored[:_MAX_UNWARMED - len(self._unwarmed)])
             stored, orphans = self._view.split_orphans(stored)
@@ -271,6 +274,36 @@ class ContextManager:
                 self.counter.count_message(m)
             if any(m.role == "tool" for m in stored):
                 self.check("after tool execution")
+
+    def _read_on_add(self, stored: list[Message], cut: dict[str, str]) -> None:
+        """Read what later compactions and maskings need of the new messages, once (issue 22).
+
+        The extractive summary's reading of each message, and each tool output's digest material (of the whole
+        output, for one cut at write time): remembered by content, so that masking and compaction assemble them
+        instead of scanning the texts again, and the read-ahead has only its own work left.
+        """
+        summarizer = self._summarizer
+        extractive = summarizer is None  # (the default, built by the first compaction: not imported for this)
+        if not extractive:
+            from ..summarize import ExtractiveSummarizer
+
+            extractive = isinstance(summarizer, ExtractiveSummarizer)
+        if extractive:
+            from ..summarize.digest import read_message
+
+            for m in stored:
+                read_message(m)
+        if self.cache is not None and self.policy.mask_digest_tokens:
+            from ..cache._digest import digest_material, remember_ref_material
+
+            for m in stored:
+                if m.role != "tool" or m.protected:
+                    continue
+                ref = m.meta.get("ref")
+                if isinstance(ref, str) and ref in cut:
+                    remember_ref_material(ref, cut[ref])
+                elif isinstance(m.content, str):
+                    digest_material(m.content)
 
     def _warn_if_large(self, m: Message) -> None:
         """An input over ``policy.large_input_bytes`` (256 KB) is logged and reported (004 §2): usually a mistake."""

@@ -12,13 +12,13 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
 
+from .._memo import TextMemo, size_of_strings, text_key
 from ..answered import without_notes
 from ..messages import Message
 from .entities import bare_numbers, extract_entities_by_kind
 
-__all__ = ["Digest", "EntityStat", "digest_messages", "split_sentences"]
+__all__ = ["Digest", "EntityStat", "MessageReading", "digest_messages", "is_read", "read_message", "split_sentences"]
 
 # How much one mention counts, by where it was seen: the agent acting on a name (tool arguments) or the user
 # naming it says more than a name scrolling past in a file listing.
@@ -169,54 +169,37 @@ def _call_args(arguments: str) -> dict[str, object]:
     return parsed if isinstance(parsed, dict) else {"arguments": parsed}
 
 
-def _read_tool_output(digest: Digest, index: int, text: str) -> None:
-    # contextfold's own notes (refs, the retrieval tools' names) are not facts of the output.
-    text = without_notes(text)
-    digest.add_entities(text, "tool", index)
-    digest.add_numbers(text, "tool", index)
-    digest.outcomes.extend((index, line) for line in _outcome_lines(text))
-
-
-# Cached by text like entities (issue 15): the pattern costs ~60 ns a character, ~40 lines a tool output, and the
+# Remembered by text like entities (issue 15): the pattern costs ~60 ns a character, ~40 lines a tool output, and the
 # background warming and every later compaction read the same outputs again.
-@lru_cache(maxsize=16_384)
+_OUTCOME_MEMO_BYTES = 16 * 1024 * 1024
+_outcome_memo: TextMemo[tuple[str, ...]] = TextMemo(_OUTCOME_MEMO_BYTES)
+# The end of a text holding its last OUTCOME_TAIL_LINES lines is found by reading this many characters back first
+# (doubled until enough lines are in it): splitting a 10 MB output into lines to keep 40 cost a second.
+_TAIL_PROBE_CHARS = 8_192
+
+
 def _outcome_lines(text: str) -> tuple[str, ...]:
+    return _outcome_memo.get_or_compute(text_key(text), lambda: _read_outcome_lines(text), size_of_strings)
+
+
+def _read_outcome_lines(text: str) -> tuple[str, ...]:
     found: list[str] = []
-    tail = text.splitlines()[-OUTCOME_TAIL_LINES:]
-    for line in tail:
+    for line in last_lines(text, OUTCOME_TAIL_LINES):
         line = line.strip()
         if line and len(line) <= MAX_OUTCOME_LINE_CHARS and _OUTCOME.search(line):
             found.append(line)
     return tuple(found)
 
 
-def _read_assistant(digest: Digest, index: int, message: Message) -> None:
-    text = message.text
-    for call in message.tool_calls:
-        args = _call_args(call.arguments)
-        digest.actions.append(_format_action(call.name, args))
-        digest.add_entities(" ".join(str(v) for v in args.values()), "args", index)
-    for match in _TEXT_CALL.finditer(text):
-        params = {m.group(1): m.group(2).strip() for m in _TEXT_PARAM.finditer(match.group(2))}
-        digest.actions.append(_format_action(match.group(1), dict(params)))
-        digest.add_entities(" ".join(params.values()), "args", index)
-    prose = _strip_text_calls(text)
-    digest.add_entities(prose, "assistant", index)
-    digest.add_numbers(prose, "assistant", index)
-    for sentence in split_sentences(prose):
-        if len(sentence) <= MAX_SENTENCE_CHARS and _DECISION.search(sentence):
-            digest.decisions.append((index, sentence))
-    plan = [_LIST_MARK.sub("", line).strip() for line in prose.splitlines() if _LIST_LINE.match(line)]
-    if len(plan) >= 2:
-        digest.plan = plan
-
-
-def _read_user(digest: Digest, index: int, text: str) -> None:
-    digest.user_requests.append((index, text.strip()))
-    digest.add_entities(text, "user", index)
-    for sentence in split_sentences(text):
-        if len(sentence) <= MAX_SENTENCE_CHARS and _CONSTRAINT.search(sentence) and sentence not in digest.constraints:
-            digest.constraints.append(sentence)
+def last_lines(text: str, count: int) -> list[str]:
+    """``text.splitlines()[-count:]``, reading only the end of ``text``."""
+    probe = _TAIL_PROBE_CHARS
+    while probe < len(text):
+        lines = text[-probe:].splitlines()
+        if len(lines) > count:  # the first line may be cut (or a "\r\n" split): it is not among the last ones
+            return lines[-count:]
+        probe *= 2
+    return text.splitlines()[-count:]
 
 
 def _read_previous_summary(digest: Digest, text: str) -> None:
@@ -258,8 +241,174 @@ def _close_request(digest: Digest, request: list[str] | None) -> None:
             digest.user_requests.append((-1, text))
 
 
+@dataclass(frozen=True, slots=True)
+class MessageReading:
+    """What one message gives a digest wherever it sits: read once (when it is added), applied by every compaction.
+
+    ``mentions`` are the entity mentions in reading order: ``(value, kind, weight, bare number)``; a bare number
+    (:func:`~contextfold.summarize.entities.bare_numbers`) is not counted again for a message that already
+    counted it as a number entity.
+    """
+
+    mentions: tuple[tuple[str, str, float, bool], ...] = ()
+    request: str | None = None
+    constraints: tuple[str, ...] = ()
+    actions: tuple[str, ...] = ()
+    decisions: tuple[str, ...] = ()
+    outcomes: tuple[str, ...] = ()
+    plan: tuple[str, ...] | None = None
+    retained: tuple[str, ...] = ()
+
+    def apply(self, digest: Digest, index: int) -> None:
+        """Add this message's facts to ``digest`` as message ``index`` of the slice."""
+        entities = digest.entities
+        for value, kind, weight, bare in self.mentions:
+            stat = entities.get(value)
+            if stat is None:
+                stat = entities[value] = EntityStat(value, kind, first=index)
+            elif bare and stat.last == index and stat.kind == "number":
+                continue  # already counted for this message as a number entity
+            stat.score += weight
+            if index > stat.last:
+                stat.last = index
+        if self.request is not None:
+            digest.user_requests.append((index, self.request))
+        for sentence in self.constraints:
+            if sentence not in digest.constraints:
+                digest.constraints.append(sentence)
+        digest.actions.extend(self.actions)
+        digest.decisions.extend((index, sentence) for sentence in self.decisions)
+        digest.outcomes.extend((index, line) for line in self.outcomes)
+        if self.plan is not None:
+            digest.plan = list(self.plan)
+        digest.retained.extend(self.retained)
+
+    def size(self) -> int:
+        """About the bytes this reading holds (for the memo's bound)."""
+        strings = [m[0] for m in self.mentions]
+        strings.extend(self.constraints)
+        strings.extend(self.actions)
+        strings.extend(self.decisions)
+        strings.extend(self.outcomes)
+        strings.extend(self.plan or ())
+        strings.extend(self.retained)
+        return size_of_strings(strings) + len(self.request or "") + 100 * len(self.mentions)
+
+
+class _Mentions:
+    """Collects entity mentions in reading order (what Digest.add_entities / add_numbers would count)."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str, float, bool]] = []
+
+    def entities(self, text: str, source: str) -> None:
+        weight = SOURCE_WEIGHTS[source]
+        for kind, values in extract_entities_by_kind(text).items():
+            item_weight = weight * KIND_WEIGHTS[kind]
+            self.items.extend((value, kind, item_weight, False) for value in values)
+
+    def numbers(self, text: str, source: str) -> None:
+        weight = SOURCE_WEIGHTS[source] * KIND_WEIGHTS["number"]
+        self.items.extend((value, "number", weight, True) for value in dict.fromkeys(bare_numbers(text)))
+
+
+# Readings by message content (the text's hash; see contextfold._memo): 64 MB hold those of several windows.
+_READING_MEMO_BYTES = 64 * 1024 * 1024
+_readings: TextMemo[MessageReading] = TextMemo(_READING_MEMO_BYTES)
+
+
+def _reading_key(message: Message) -> tuple[object, ...] | None:
+    """The memo key of what :func:`read_message` reads of ``message``; None for summaries (read each time)."""
+    kind = message.kind
+    if kind == "summary":
+        return None
+    text = message.text
+    if kind == "retain":
+        return ("retain", *text_key(text))
+    if message.role == "assistant":
+        calls = tuple((c.name, *text_key(c.arguments)) for c in message.tool_calls)
+        return ("assistant", *text_key(text), calls)
+    return (message.role, *text_key(text))
+
+
+def read_message(message: Message) -> MessageReading | None:
+    """What ``message`` gives a digest (remembered by its content), or None for a summary (folded in as such).
+
+    The manager reads each message when it is added (issue 22), so that compactions only assemble readings.
+    """
+    key = _reading_key(message)
+    if key is None:
+        return None
+    return _readings.get_or_compute(key, lambda: _read(message), MessageReading.size)
+
+
+def is_read(message: Message) -> bool:
+    """Whether ``message``'s reading is remembered (digesting it would run no extraction)."""
+    key = _reading_key(message)
+    return key is None or key in _readings
+
+
+def _read(message: Message) -> MessageReading:
+    text = message.text
+    if message.kind == "retain":
+        return MessageReading(retained=tuple(line.strip().removeprefix("- ") for line in text.splitlines()
+                                             if line.strip()))
+    if message.role == "tool" or (message.role == "user" and _is_observation(text)):
+        # SWE-agent writes tool output as user messages starting "OBSERVATION:"; it is output, not a request.
+        return _read_tool_output(text)
+    if message.role == "user":
+        return _read_user(text)
+    if message.role == "assistant":
+        return _read_assistant(message)
+    mentions = _Mentions()
+    mentions.entities(text, "system")
+    return MessageReading(mentions=tuple(mentions.items))
+
+
+def _read_tool_output(text: str) -> MessageReading:
+    # contextfold's own notes (refs, the retrieval tools' names) are not facts of the output.
+    text = without_notes(text)
+    mentions = _Mentions()
+    mentions.entities(text, "tool")
+    mentions.numbers(text, "tool")
+    return MessageReading(mentions=tuple(mentions.items), outcomes=_outcome_lines(text))
+
+
+def _read_user(text: str) -> MessageReading:
+    mentions = _Mentions()
+    mentions.entities(text, "user")
+    constraints = tuple(sentence for sentence in split_sentences(text)
+                        if len(sentence) <= MAX_SENTENCE_CHARS and _CONSTRAINT.search(sentence))
+    return MessageReading(mentions=tuple(mentions.items), request=text.strip(), constraints=constraints)
+
+
+def _read_assistant(message: Message) -> MessageReading:
+    text = message.text
+    mentions = _Mentions()
+    actions: list[str] = []
+    for call in message.tool_calls:
+        args = _call_args(call.arguments)
+        actions.append(_format_action(call.name, args))
+        mentions.entities(" ".join(str(v) for v in args.values()), "args")
+    for match in _TEXT_CALL.finditer(text):
+        params = {m.group(1): m.group(2).strip() for m in _TEXT_PARAM.finditer(match.group(2))}
+        actions.append(_format_action(match.group(1), dict(params)))
+        mentions.entities(" ".join(params.values()), "args")
+    prose = _strip_text_calls(text)
+    mentions.entities(prose, "assistant")
+    mentions.numbers(prose, "assistant")
+    decisions = tuple(sentence for sentence in split_sentences(prose)
+                      if len(sentence) <= MAX_SENTENCE_CHARS and _DECISION.search(sentence))
+    plan = [_LIST_MARK.sub("", line).strip() for line in prose.splitlines() if _LIST_LINE.match(line)]
+    return MessageReading(mentions=tuple(mentions.items), actions=tuple(actions), decisions=decisions,
+                          plan=tuple(plan) if len(plan) >= 2 else None)
+
+
 def digest_messages(messages: Iterable[Message], previous_summary: str | None = None) -> Digest:
-    """Read ``messages`` (and an earlier summary) into a :class:`Digest`."""
+    """Read ``messages`` (and an earlier summary) into a :class:`Digest`.
+
+    Each message's reading is remembered (:func:`read_message`): a digest of messages read before only assembles.
+    """
     digest = Digest()
     if previous_summary:
         _read_previous_summary(digest, previous_summary)
@@ -272,20 +421,11 @@ def digest_messages(messages: Iterable[Message], previous_summary: str | None = 
         indexes = itertools.chain(range(READ_HEAD_MESSAGES), range(tail_start, len(items)))
     for index in indexes:  # (positions stay those of the whole slice: recency is measured against all of it)
         message = items[index]
-        text = message.text
-        if message.kind == "summary":
-            _read_previous_summary(digest, text)
-        elif message.kind == "retain":
-            digest.retained.extend(line.strip().removeprefix("- ") for line in text.splitlines() if line.strip())
-        elif message.role == "tool" or (message.role == "user" and _is_observation(text)):
-            # SWE-agent writes tool output as user messages starting "OBSERVATION:"; it is output, not a request.
-            _read_tool_output(digest, index, text)
-        elif message.role == "user":
-            _read_user(digest, index, text)
-        elif message.role == "assistant":
-            _read_assistant(digest, index, message)
+        reading = read_message(message)
+        if reading is None:
+            _read_previous_summary(digest, message.text)
         else:
-            digest.add_entities(text, "system", index)
+            reading.apply(digest, index)
     # A request both in an earlier summary and still in the part summarized (the user block) is listed once.
     seen: set[str] = set()
     unique = []

@@ -11,21 +11,24 @@ weaker kinds run, so ``/testbed/a/b.py`` yields the path and not also ``b.py`` o
 from __future__ import annotations
 
 import re
-import threading
 from bisect import bisect_right
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
+from .._memo import TextMemo, size_of_strings, text_key
 from ..telemetry._pace import GilPacer
 
 __all__ = ["ENTITY_KINDS", "bare_numbers", "extract_entities", "extract_entities_by_kind", "warm_entities"]
 
-# Results by text, most recently used last. Extraction costs ~0.3 µs per character (15 rules), and the same
-# messages are summarized again: by the next compaction, and in a fleet by a compaction computed again after a
-# discarded one. 16,384 texts hold the compactable part of any window; the keys are the messages' own strings.
-_CACHE_ENTRIES = 16_384
-_cache: OrderedDict[str, tuple[tuple[str, tuple[str, ...]], ...]] = OrderedDict()
-_cache_lock = threading.Lock()
+# Results by text (its hash: the text itself is not kept), least recently used dropped first once they hold this
+# many bytes. Extraction costs ~0.3 µs per character (15 rules); a message is read when it is added (issue 22), and
+# every later compaction, masking and read-ahead finds it read. 64 MB hold the entities of ~20M characters of tool
+# output, several windows' worth, whatever the number of messages.
+_CACHE_BYTES = 64 * 1024 * 1024
+_cache: TextMemo[tuple[tuple[str, tuple[str, ...]], ...]] = TextMemo(_CACHE_BYTES)
+# What extraction reads of one text: its first and last characters. A huge paste (a 10 MB log) is read at its ends,
+# where a summary's names are (the task, the error); the whole text stays in the archive and the tool output cache.
+MAX_READ_HEAD_CHARS = 300_000
+MAX_READ_TAIL_CHARS = 100_000
 
 # Kinds in the order they claim text; also the order the summarizer lists them in.
 ENTITY_KINDS: tuple[str, ...] = ("path", "url", "test", "error", "identifier", "id", "number", "flag", "email")
@@ -189,35 +192,46 @@ _WORD_RULES: tuple[tuple[str, re.Pattern[str], Callable[[str], bool], tuple[str,
 def extract_entities_by_kind(text: str) -> dict[str, list[str]]:
     """Entities of ``text`` by kind, each list in order of first appearance, each value once across kinds.
 
-    Results are cached by text (see :func:`warm_entities`); every call returns fresh lists.
+    A text over :data:`MAX_READ_HEAD_CHARS` + :data:`MAX_READ_TAIL_CHARS` characters is read at its two ends.
+    Results are remembered by text (see :func:`warm_entities`); every call returns fresh lists.
     """
-    with _cache_lock:
-        cached = _cache.get(text)
-        if cached is not None:
-            _cache.move_to_end(text)
-    if cached is None:
-        found = _extract(text)
-        cached = tuple((kind, tuple(values)) for kind, values in found.items())
-        with _cache_lock:
-            _cache[text] = cached
-            if len(_cache) > _CACHE_ENTRIES:
-                _cache.popitem(last=False)
+    cached = _cached_entities(text)
     return {kind: list(values) for kind, values in cached}
 
 
-def warm_entities(texts: Iterable[str]) -> int:
-    """Extract (and cache) the entities of ``texts`` not cached yet, in slices that leave the GIL to other threads.
+def _cached_entities(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    key = text_key(text)
+    cached = _cache.get(key)
+    if cached is None:
+        found = _extract(_readable(text))
+        cached = tuple((kind, tuple(values)) for kind, values in found.items())
+        _cache.put(key, cached, sum(size_of_strings(values) for _, values in cached))
+    return cached
 
-    Meant for a background thread while the agent waits for its model, so that a later compaction finds the
-    entities of the messages it summarizes already extracted. Returns how many texts were extracted.
+
+def _readable(text: str) -> str:
+    """What extraction reads of ``text``: all of it, or its two ends (joined at a line break) when it is huge."""
+    if len(text) <= MAX_READ_HEAD_CHARS + MAX_READ_TAIL_CHARS:
+        return text
+    return f"{text[:MAX_READ_HEAD_CHARS]}\n{text[-MAX_READ_TAIL_CHARS:]}"
+
+
+def is_read(text: str) -> bool:
+    """Whether the entities of ``text`` are remembered (no extraction would run for it now)."""
+    return text_key(text) in _cache
+
+
+def warm_entities(texts: Iterable[str]) -> int:
+    """Extract (and remember) the entities of ``texts`` not remembered yet, in slices that leave the GIL to others.
+
+    For a background thread: a later compaction finds the entities of the messages it summarizes already
+    extracted. Returns how many texts were extracted.
     """
     pacer = GilPacer()
     done = 0
     for text in texts:
-        with _cache_lock:
-            known = text in _cache
-        if not known:
-            extract_entities_by_kind(text)
+        if not is_read(text):
+            _cached_entities(text)
             done += 1
         pacer.tick()
     return done

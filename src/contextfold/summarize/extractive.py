@@ -9,7 +9,7 @@ taken and their outcomes, and the latest plan. User constraints and ids go to ``
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from ..tokens import TokenCounter
 from .base import SummaryRequest, SummaryResult, default_counter, validate_request
@@ -192,16 +192,15 @@ def _request_order(requests: list[tuple[int, str]]) -> list[int]:
     return order
 
 
-def _in_view(request: str, verbatim: Sequence[str]) -> bool:
-    """Whether ``request`` stays in the view word for word.
+def _in_view(request: str, texts: Sequence[str], exact: Collection[str]) -> bool:
+    """Whether ``request`` stays in the view word for word (``texts``: the kept messages stripped; ``exact``: a set).
 
     It does when it equals a kept message, or, cut by an earlier summary (``head […] tail``), when it is the head and
     tail of one; never as a mere substring ("yes" is not kept by "yes, but later").
     """
-    texts = [text.strip() for text in verbatim]
     head, mark, tail = request.partition(_TRUNCATION_MARK.strip())
     if not mark:
-        return request in texts
+        return request in exact
     head, tail = head.rstrip(), tail.lstrip()
     return any(text.startswith(head) and text.endswith(tail) and len(text) > len(head) + len(tail) for text in texts)
 
@@ -215,7 +214,9 @@ def _candidates(digest: Digest, ranked: list[EntityStat], verbatim: Sequence[str
     if len(bare) > MAX_BARE_NUMBERS:
         dropped = {id(s) for s in bare[MAX_BARE_NUMBERS:]}
         ranked = [s for s in ranked if id(s) not in dropped]
-    requests = [r for r in digest.user_requests if not _in_view(r[1], verbatim)]
+    texts = [text.strip() for text in verbatim]  # (once: stripping them per request was quadratic)
+    exact = set(texts)
+    requests = [r for r in digest.user_requests if not _in_view(r[1], texts, exact)]
     sections: dict[str, list[_Candidate]] = {
         "User requests": [(requests[i][1], i) for i in _request_order(requests)],
         "Key entities": [(f"{s.kind}\x00{s.value}", i) for i, s in enumerate(ranked)],
