@@ -49,3 +49,17 @@ def test_a_compaction_after_background_warming_equals_one_without() -> None:
     archived = "".join(m.text for _, messages in transcripts[0] for m in messages)
     assert _SECRET not in archived and "[REDACTED:openai_key]" in archived
     assert warmed.redactor._learned == cold.redactor._learned != {}
+
+
+def test_a_secret_learned_in_a_transcript_is_redacted_in_later_messages_add_found_clean() -> None:
+    # add() scans what it adds past half the soft threshold (issue 22); a bare value is clean until the message
+    # that names it a password is redacted, and the messages after that one must lose it too.
+    value = "Zq8vK3mN9pL2xR7t"
+    cm = _manager()
+    history = _history(40)
+    cm.add([*history, Message.user(f"set it: DB_PASSWORD={value}")])
+    cm.add(Message.assistant(f"I will use {value} from now on."))
+    assert cm.redactor.is_clean(cm.messages()[-1])  # scanned on add: nothing to redact without its context
+    cm.compact()
+    archived = "".join(m.text for _, messages in cm.archive.transcripts("warm") for m in messages)
+    assert value not in archived

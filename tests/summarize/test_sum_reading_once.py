@@ -40,7 +40,7 @@ def session(turns: int) -> list[Message]:
 
 
 def manager() -> ContextManager:
-    return ContextManager("gpt-4o", max_context_tokens=200_000, store="memory", archive="memory",
+    return ContextManager("gpt-4o", max_context_tokens=30_000, store="memory", archive="memory",
                           session_id="read-once", message_id_prefix="m",
                           policy={"auto": False, "tool_output_budget_tokens": 10_000_000})
 
@@ -82,6 +82,14 @@ def test_a_compaction_after_add_reads_no_text_and_summarizes_as_one_that_reads_e
     assert [m.text for m in warm.messages()] == [m.text for m in cold.messages()]
     cold.close()
     warm.close()
+
+
+def test_a_view_far_under_the_soft_threshold_is_not_read_on_add() -> None:
+    forget_readings()
+    cm = ContextManager("gpt-4o", store="memory", archive="memory", session_id="small")  # a 128K window
+    cm.add(session(3))
+    assert not any(digest_module.is_read(m) for m in cm.messages() if m.role != "system")
+    cm.close()
 
 
 def test_the_memos_hold_no_text() -> None:

@@ -101,12 +101,26 @@ class Archiver:
         learned = getattr(self.redactor, "_learned", None)
         if learned is None or learned is not self._memo_learned:
             memo.clear()
+        out = self._redact_view_once(view, learned, clean_first=True)
+        if getattr(self.redactor, "_learned", None) is not learned:
+            # A secret was learned from this view: a message found clean before may repeat it. Again, scanning all.
+            memo.clear()
+            learned = getattr(self.redactor, "_learned", None)
+            out = self._redact_view_once(view, learned, clean_first=False)
+        return out
+
+    def _redact_view_once(self, view: Sequence[Message], learned: object, *, clean_first: bool) -> list[Message]:
+        memo = self._memo
         known: list[Message | None] = []
         fresh: list[Message] = []
+        # Messages add() scanned and found clean (issue 22) need no redaction, nor the batch's prefilter.
+        is_clean = getattr(self.redactor, "is_clean", None) if clean_first else None
         for m in view:
             entry = memo.get(id(m))
             if entry is not None and entry[0] is m:
                 known.append(entry[1])
+            elif is_clean is not None and is_clean(m):
+                known.append(m)
             else:
                 known.append(None)
                 fresh.append(m)

@@ -46,14 +46,19 @@ MIN_ANSWERED_SHARE_TOKENS = 320
 CIRCUIT_BREAKER_FAILURES = 3
 
 
-def warm_for_compaction(messages: Sequence[Message], counter: Any, redactor: Any, archived: bool) -> None:
+def warm_for_compaction(messages: Sequence[Message], counter: Any, redactor: Any, archived: bool,
+                        outputs: ToolOutputCache | None = None) -> None:
     """Read ``messages`` as a compaction will, on a background thread: a compaction then finds the work done.
 
     - ``counter``: the extractive summarizer's token counter, or None (another summarizer): count the tokens of
       each message's entities as the summary's budget will (short counts are cached; the messages were read when
       added, see ``ContextManager._read_on_add``);
     - ``redactor``: scan what the archived transcript will redact (findings are cached by text, nothing learned);
-    - ``archived``: serialize the messages the transcript will hold unchanged (lines are cached by message).
+    - ``archived``: serialize the messages the transcript will hold unchanged (lines are cached by message);
+    - ``outputs``: the tool output cache when masked outputs keep digests: read each output's digest material.
+
+    Messages ``add()`` read already (past half the soft threshold) are found read: what is left is the entities'
+    token counts and the transcript lines.
 
     Paced: the agent's thread never waits long for the GIL.
     """
@@ -68,6 +73,19 @@ def warm_for_compaction(messages: Sequence[Message], counter: Any, redactor: Any
             for value in dict.fromkeys(mention[0] for mention in (reading.mentions if reading else ())):
                 counter.count(value)
             pacer.tick()
+    if outputs is not None:
+        from functools import partial
+
+        from ..cache._digest import digest_material, ref_material
+
+        for m in messages:
+            if m.role == "tool" and not m.protected and isinstance(m.content, str):
+                ref = m.meta.get("ref")
+                if isinstance(ref, str) and outputs.contains(ref):
+                    ref_material(ref, partial(outputs.get, ref))
+                else:
+                    digest_material(m.content)
+                pacer.tick()
     if redactor is not None:
         redactor.warm(messages)
     if archived:

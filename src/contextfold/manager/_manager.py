@@ -173,6 +173,7 @@ class ContextManager:
         self._maskings = 0
         self.before_compaction = before_compaction
         self._unwarmed: list[Message] = []  # messages added that no background warming has read yet
+        self._reading = False  # past half the soft threshold: add() reads what it adds (see _read_on_add)
         self._grounding: tuple[int, int, int] | None = None  # (view version, messages sent, reported - counted)
         self.last_plan: Plan | None = None
         self._closed = False
@@ -259,7 +260,6 @@ class ContextManager:
                     m = _keep_layout(m, processed)
                 stored.append(m)
             self._seq = seq
-            self._read_on_add(stored, cut)
             if len(self._unwarmed) < _MAX_UNWARMED:
                 self._unwarmed.extend(stored[:_MAX_UNWARMED - len(self._unwarmed)])
             stored, orphans = self._view.split_orphans(stored)
@@ -272,16 +272,23 @@ class ContextManager:
             # the GIL, and a background thread taking it then would hold the model call up (issue 15, p99).
             for m in stored:
                 self.counter.count_message(m)
+            self._read_on_add(stored, cut)
             if any(m.role == "tool" for m in stored):
                 self.check("after tool execution")
 
     def _read_on_add(self, stored: list[Message], cut: dict[str, str]) -> None:
-        """Read what later compactions and maskings need of the new messages, once (issue 22).
+        """Read what later compactions and maskings need of the new messages, once, as they arrive (issue 22).
 
-        The extractive summary's reading of each message, and each tool output's digest material (of the whole
-        output, for one cut at write time): remembered by content, so that masking and compaction assemble them
-        instead of scanning the texts again, and the read-ahead has only its own work left.
+        The extractive summary's reading of each message, each tool output's digest material (of the whole output,
+        for one cut at write time) and the secrets the archive will redact: remembered by content, so that masking,
+        compaction and the archive assemble them instead of scanning the texts again. From half the soft threshold
+        on (a compaction is a few turns away); what was added before is read on the background thread then.
         """
+        if not self._reading:
+            tokens, _, _ = self._view.totals()
+            if tokens + self._tool_tokens < self.budgets.soft * _WARM_AT_SHARE_OF_SOFT:
+                return
+            self._reading = True
         summarizer = self._summarizer
         extractive = summarizer is None  # (the default, built by the first compaction: not imported for this)
         if not extractive:
@@ -304,6 +311,8 @@ class ContextManager:
                     remember_ref_material(ref, cut[ref])
                 elif isinstance(m.content, str):
                     digest_material(m.content)
+        if self.redactor is not None and hasattr(self.redactor, "warm"):
+            self.redactor.warm(stored, paced=False)
 
     def _warn_if_large(self, m: Message) -> None:
         """An input over ``policy.large_input_bytes`` (256 KB) is logged and reported (004 §2): usually a mistake."""
@@ -576,8 +585,10 @@ class ContextManager:
         entities = self.summarizer.counter if isinstance(self.summarizer, ExtractiveSummarizer) else None
         redactor = self.redactor if self.redactor is not None and hasattr(self.redactor, "warm") else None
         archived = self.archive is not None
-        if entities is not None or redactor is not None or archived:
-            _background.submit(warm_for_compaction, messages, entities, redactor, archived)
+        # Digest material of outputs added before add() started reading (see _read_on_add).
+        outputs = self.cache if self.cache is not None and self.policy.mask_digest_tokens else None
+        if entities is not None or redactor is not None or archived or outputs is not None:
+            _background.submit(warm_for_compaction, messages, entities, redactor, archived, outputs)
 
     def _effective_policy(self) -> Policy:
         if self.paused and self.policy.auto:

@@ -353,12 +353,13 @@ class Redactor:
                 last_end = start - neg_len
         return tuple(out)
 
-    def warm(self, messages: Iterable[Message]) -> int:
+    def warm(self, messages: Iterable[Message], *, paced: bool = True) -> int:
         """Scan (and remember) every text :meth:`redact_message` will scan in ``messages``, learning nothing.
 
-        Meant for a background thread while the agent waits for its model: a later transcript of these messages
-        then finds them scanned. Secrets are learned only when a message is really redacted, as without warming.
-        Works in slices that leave the GIL to other threads; returns how many messages were looked at.
+        Meant for a background thread while the agent waits for its model, or for ``add()`` (``paced=False``: the
+        agent's own thread must not pause for itself): a later transcript of these messages then finds them
+        scanned. Secrets are learned only when a message is really redacted, as without warming. Paced, it works in
+        slices that leave the GIL to other threads; returns how many messages were looked at.
         """
         if not self.enabled:
             return 0
@@ -367,12 +368,13 @@ class Redactor:
         shadow._learned = {}
         shadow._learn_lock = threading.Lock()
         shadow.callback = None
-        pacer = GilPacer()
+        pacer = GilPacer() if paced else None
         done = 0
         for m in messages:
             shadow.redact_message(m)
             done += 1
-            pacer.tick()
+            if pacer is not None:
+                pacer.tick()
         return done
 
     def redact_text(self, text: str) -> str:

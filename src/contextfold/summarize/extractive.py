@@ -239,6 +239,8 @@ def _take(items: list[_Candidate], budget: _Budget, limit: int, taken: list[_Can
     used = sum(cost_of(text) for text, _ in taken)
     have = {position for _, position in taken}
     for text, position in items:
+        if used >= limit and not truncate:
+            break  # every item costs at least a token (its separator or bullet): none fits any more
         if position in have:
             continue
         cost = cost_of(text)
