@@ -172,3 +172,17 @@ def test_a_digest_from_remembered_material_is_the_digest_read_plainly(words: lis
     known_text = " ".join(known)
     expected = _digest_plainly(text, budget, known_text) if budget > 0 else ""
     assert _digest.output_digest(text, budget_tokens=budget, counter=COUNTER, known=known_text) == expected
+
+
+OUTCOME_PIECES = ["ERROR", "Error", "xError", "OK", " OK", "passed", "failed", "exit code 1", "not found", "ok",
+                  "Traceback", "error:", "errors", "Success", "\n", "\n", "  ", "x" * 250, "word"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(OUTCOME_PIECES), max_size=120))
+def test_outcome_lines_are_the_lines_the_pattern_finds(pieces: list[str]) -> None:
+    text = " ".join(pieces)
+    plain = tuple(line.strip() for line in text.splitlines()[-digest_module.OUTCOME_TAIL_LINES:]
+                  if line.strip() and len(line.strip()) <= digest_module.MAX_OUTCOME_LINE_CHARS
+                  and digest_module._OUTCOME.search(line.strip()))
+    assert digest_module._read_outcome_lines(text) == plain

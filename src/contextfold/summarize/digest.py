@@ -182,11 +182,23 @@ def _outcome_lines(text: str) -> tuple[str, ...]:
     return _outcome_memo.get_or_compute(text_key(text), lambda: _read_outcome_lines(text), size_of_strings)
 
 
+# A literal every match of _OUTCOME holds, one per alternative: a line holding none cannot match, and looking for
+# them (a fast substring search each) costs a fraction of running the pattern over every line.
+_OUTCOME_WORDS = ("Error", "Exception", "Traceback", "FAILED", "failed", "passed", "error:", "ERROR", "succeeded",
+                  "Success", "OK", "exit code", "returned non-zero", "No such file", "not found", "Permission denied")
+
+
 def _read_outcome_lines(text: str) -> tuple[str, ...]:
+    lines = last_lines(text, OUTCOME_TAIL_LINES)
+    tail = "\n".join(lines)
+    words = [w for w in _OUTCOME_WORDS if w in tail]
+    if not words:
+        return ()
     found: list[str] = []
-    for line in last_lines(text, OUTCOME_TAIL_LINES):
+    for line in lines:
         line = line.strip()
-        if line and len(line) <= MAX_OUTCOME_LINE_CHARS and _OUTCOME.search(line):
+        if (line and len(line) <= MAX_OUTCOME_LINE_CHARS and any(w in line for w in words)
+                and _OUTCOME.search(line)):
             found.append(line)
     return tuple(found)
 
