@@ -1,18 +1,24 @@
-"""Cost of ``ContextManager.prepare()`` per call when no compaction is needed, against LangChain's summarization.
+"""Cost of ``ContextManager.prepare()`` per call when nothing is compacted, against LangChain's summarization.
 
-For sessions of 100, 1,000 and 10,000 messages (user / assistant-with-tool-call / tool result, a few hundred
+For sessions of 100, 1,000, 10,000 and 100,000 messages (user / assistant-with-tool-call / tool result, a few hundred
 characters each, seeded), the window is made so big that nothing is ever compacted or masked. Each measured step
 appends one message and times one call:
 
 - ``prepare(format="openai_chat")``: the list sent to the API;
 - ``prepare_messages()``: the Message objects adapters use;
-- LangChain v1 ``SummarizationMiddleware.before_model`` on the same history (as LangChain messages), with a fake
-  chat model that is never called because the trigger is never reached.
+- LangChain v1 ``SummarizationMiddleware.before_model`` on the same history (as LangChain messages), in the same
+  process, with a fake chat model that is never called because the trigger is never reached.
 
-Prints median and p99 per call in milliseconds, and LangChain's median over ours. The target of issue 5 is
-<= 0.2 ms median, flat in history length. Nothing here asserts on time.
+Each (tree, size) runs in a fresh interpreter; with ``--base SRC`` another source tree (the commit before, e.g.
+``git worktree add /tmp/perf-base <commit>`` and ``--base /tmp/perf-base/src``) is measured in the same run, the
+trees alternating run by run so that both see the same load. Prints, per size and tree, the median and p99 of the
+calls of all ``--runs`` runs pooled (wall, and this thread's CPU time, which leaves out waiting for a core), the
+spread of the per-run p99s, LangChain's median in the same processes, and the base's figures over ours.
+Targets of issue 22: p99 <= 1 ms at every size, median flat within 2x from 100 to 100,000 messages, our p99 below
+LangChain's median. Nothing here asserts on time.
 
-Run: /work/venv/bin/python bench/bench_prepare.py [--sizes 100 1000 10000] [--repeats 1000] [--profile 10000]
+Run: python bench/bench_prepare.py [--base /tmp/perf-base/src] [--runs 5] [--sizes 100 1000 10000 100000]
+     [--calls 300] [--lc-calls 100] [--profile 10000]
 """
 
 from __future__ import annotations
@@ -21,16 +27,22 @@ import argparse
 import cProfile
 import gc
 import json
+import os
 import pstats
 import random
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from contextfold.compaction import Action, Policy
-from contextfold.manager import ContextManager
-from contextfold.messages import Message, ToolCall
+if TYPE_CHECKING:
+    from contextfold.manager import ContextManager
+    from contextfold.messages import Message
+
+HERE = Path(__file__).resolve().parent
 
 # Far above any history measured here, so that the policy always answers "nothing to do" (the case measured).
 BIG_WINDOW = 10_000_000
@@ -56,6 +68,8 @@ def text(rng: random.Random) -> str:
 
 def message(i: int, rng: random.Random) -> Message:
     """The i-th message of a session: user, assistant calling a tool, the tool's result, and again."""
+    from contextfold.messages import Message, ToolCall
+
     kind = i % 3
     if kind == 0:
         return Message("user", text(rng))
@@ -66,6 +80,9 @@ def message(i: int, rng: random.Random) -> Message:
 
 
 def manager() -> ContextManager:
+    from contextfold.compaction import Policy
+    from contextfold.manager import ContextManager
+
     policy = Policy(emergency_message_count=NO_MESSAGE_CAP, tool_output_budget_tokens=NO_TOOL_BUDGET)
     return ContextManager(model="gpt-4o", max_context_tokens=BIG_WINDOW, policy=policy, store="memory",
                           archive="memory", session_id="bench")
@@ -94,6 +111,8 @@ def measure(step: Callable[[int], Timing], start: int, repeats: int) -> list[Tim
 
 
 def contextfold_steps(size: int, repeats: int, seed: int) -> dict[str, list[Timing]]:
+    from contextfold.compaction import Action
+
     results: dict[str, list[Timing]] = {}
     apis: list[tuple[str, Callable[[ContextManager], Any]]] = [
         ("prepare(openai_chat)", lambda cm: cm.prepare(format="openai_chat")),
@@ -104,6 +123,7 @@ def contextfold_steps(size: int, repeats: int, seed: int) -> dict[str, list[Timi
         cm = manager()
         cm.add([message(i, rng) for i in range(size)])
         call(cm)  # the first call settles and counts the history once; the steady state is what we measure
+        cm.tokens()  # waits for the exact tokenizer: its loading thread must not run while we measure
 
         def step(i: int, cm: ContextManager = cm, call: Callable[[ContextManager], Any] = call,
                  rng: random.Random = rng) -> Timing:
@@ -167,36 +187,101 @@ def profile(size: int, repeats: int, seed: int) -> None:
     pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
 
 
+def child(size: int, calls: int, lc_calls: int, seed: int) -> None:
+    """Measure one size in this interpreter (the tree on PYTHONPATH) and print the timings as one JSON line."""
+    import contextfold
+
+    rows: dict[str, list[Timing] | str] = dict(contextfold_steps(size, calls, seed))
+    rows["LangChain SummarizationMiddleware"] = langchain_steps(size, min(calls, lc_calls), seed)
+    print(json.dumps({"source": str(Path(contextfold.__file__).parent), "rows": rows}))
+
+
+def run_child(src: str, size: int, calls: int, lc_calls: int, seed: int) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": src}
+    args = [sys.executable, __file__, "--child", str(size), "--calls", str(calls), "--lc-calls", str(lc_calls),
+            "--seed", str(seed)]
+    done = subprocess.run(args, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"{src} at {size} messages failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    if Path(result["source"]).resolve() != (Path(src) / "contextfold").resolve():
+        raise SystemExit(f"the child imported {result['source']}, not the tree under {src}")
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1_000, 10_000])
-    parser.add_argument("--repeats", type=int, default=1_000, help="measured calls per size and API")
-    parser.add_argument("--lc-repeats", type=int, default=300, help="measured LangChain calls per size")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1_000, 10_000, 100_000])
+    parser.add_argument("--runs", type=int, default=5, help="fresh interpreters per tree and size")
+    parser.add_argument("--calls", type=int, default=300, help="measured calls per run, size and API")
+    parser.add_argument("--lc-calls", type=int, default=100, help="measured LangChain calls per run and size")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--base", default=None, help="another src directory, measured in the same run")
+    parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--profile", type=int, default=None, metavar="SIZE",
-                        help="also print a cProfile of prepare() on a session of SIZE messages")
+                        help="only print a cProfile of prepare() on a session of SIZE messages (this tree)")
     args = parser.parse_args()
-
-    header = (f"{'messages':>9} | {'API':<34} | {'median ms':>9} | {'p99 ms':>8} | {'cpu med':>8} | "
-              f"{'cpu p99':>8} | {'calls':>5} | LangChain / this (median)")
+    if args.child is not None:
+        child(args.child, args.calls, args.lc_calls, args.seed)
+        return
+    if args.profile:
+        profile(args.profile, args.calls, args.seed)
+        return
+    trees = [("this tree", str(HERE.parent / "src"))] + ([("base", args.base)] if args.base else [])
+    print(f"load average at start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}; {args.runs} runs per tree "
+          f"and size, {args.calls} calls per run (LangChain {args.lc_calls}), trees alternating")
+    pooled: dict[tuple[int, str], dict[str, list[Timing]]] = {}
+    run_p99: dict[tuple[int, str, str], list[float]] = {}
+    for run in range(args.runs):
+        for size in args.sizes:
+            for label, src in trees if run % 2 == 0 else trees[::-1]:
+                # (LangChain at 100,000 messages takes ~0.3 s a call: fewer calls there)
+                lc_calls = args.lc_calls if size < 100_000 else max(10, args.lc_calls // 5)
+                result = run_child(src, size, args.calls, lc_calls, args.seed + run)
+                for api, timings in result["rows"].items():
+                    if isinstance(timings, str):
+                        print(f"{size:>9} | {label} | {api}: {timings}")
+                        continue
+                    pairs = [(w, c) for w, c in timings]
+                    pooled.setdefault((size, label), {}).setdefault(api, []).extend(pairs)
+                    run_p99.setdefault((size, label, api), []).append(percentile([w for w, _ in pairs], 0.99))
+    header = (f"{'messages':>9} | {'tree':<9} | {'API':<34} | {'median ms':>9} | {'p99 ms':>8} | {'cpu med':>8} | "
+              f"{'cpu p99':>8} | {'p99 of runs (min-max)':>21} | {'calls':>5} | p99 vs LangChain's median (ms) | "
+              "base / this")
     print(header)
     print("-" * len(header))
     for size in args.sizes:
-        rows: dict[str, list[Timing] | str] = dict(contextfold_steps(size, args.repeats, args.seed))
-        rows["LangChain SummarizationMiddleware"] = langchain_steps(size, args.lc_repeats, args.seed)
-        theirs = rows["LangChain SummarizationMiddleware"]
-        lc_median = statistics.median(w for w, _ in theirs) if isinstance(theirs, list) else None
-        for label, timings in rows.items():
-            if isinstance(timings, str):
-                print(f"{size:>9} | {label:<34} | {timings}")
-                continue
-            wall, cpu = [w for w, _ in timings], [c for _, c in timings]
-            median = statistics.median(wall)
-            ratio = f"{lc_median / median:.1f}x" if lc_median is not None and label.startswith("prepare") else ""
-            print(f"{size:>9} | {label:<34} | {median:>9.4f} | {percentile(wall, 0.99):>8.4f} | "
-                  f"{statistics.median(cpu):>8.4f} | {percentile(cpu, 0.99):>8.4f} | {len(timings):>5} | {ratio}")
-    if args.profile:
-        profile(args.profile, args.repeats, args.seed)
+        lc = pooled.get((size, "this tree"), {}).get("LangChain SummarizationMiddleware")
+        lc_median = statistics.median(w for w, _ in lc) if lc else None
+        lc_cpu_median = statistics.median(c for _, c in lc) if lc else None
+        for label, _ in trees:
+            for api, timings in pooled.get((size, label), {}).items():
+                wall, cpu = [w for w, _ in timings], [c for _, c in timings]
+                median, p99 = statistics.median(wall), percentile(wall, 0.99)
+                runs = run_p99[(size, label, api)]
+                versus = ""
+                if lc_median is not None and lc_cpu_median is not None and api.startswith("prepare"):
+                    cpu99 = percentile(cpu, 0.99)
+                    versus = (f"wall {'<' if p99 < lc_median else '>='} {lc_median:.3f}, "
+                              f"cpu {'<' if cpu99 < lc_cpu_median else '>='} {lc_cpu_median:.3f}")
+                ratio = ""
+                base = (pooled.get((size, "base"), {}).get(api)
+                        if label == "this tree" and api.startswith("prepare") else None)
+                if base:
+                    base_wall = [w for w, _ in base]
+                    ratio = (f"median {statistics.median(base_wall) / median:.1f}x, "
+                             f"p99 {percentile(base_wall, 0.99) / p99:.1f}x")
+                print(f"{size:>9} | {label:<9} | {api:<34} | {median:>9.4f} | {p99:>8.4f} | "
+                      f"{statistics.median(cpu):>8.4f} | {percentile(cpu, 0.99):>8.4f} | "
+                      f"{min(runs):>9.3f} - {max(runs):>9.3f} | {len(timings):>5} | {versus:<30} | {ratio}")
+    for label, _ in trees:
+        medians = {size: statistics.median(w for w, _ in pooled[(size, label)]["prepare(openai_chat)"])
+                   for size in args.sizes if (size, label) in pooled}
+        if len(medians) > 1:
+            low, high = min(medians), max(medians)
+            print(f"{label}: prepare(openai_chat) median at {high:,} / at {low:,} messages: "
+                  f"{medians[high] / medians[low]:.2f}x")
+    print(f"load average at end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":
