@@ -27,6 +27,8 @@ __all__ = [
     "ToolCall",
     "UnknownPart",
     "freeze",
+    "is_compaction",
+    "is_opaque",
     "message_text",
 ]
 
@@ -218,6 +220,23 @@ class Message:
             object.__setattr__(self, "meta", freeze(self.meta))
         if self.extra and not isinstance(self.extra, MappingProxyType):
             object.__setattr__(self, "extra", freeze(self.extra))
+
+
+def is_compaction(part: Part) -> bool:
+    """Whether ``part`` is a provider's compaction item (OpenAI Responses) or compaction block (Anthropic)."""
+    return isinstance(part, UnknownPart) and part.data.get("type") == "compaction"
+
+
+def is_opaque(part: Part) -> bool:
+    """Whether ``part`` is a provider's opaque state, to be sent back to that provider byte for byte or not at all.
+
+    A thinking part with a signature (Anthropic, Gemini) or encrypted content (an OpenAI reasoning item, an
+    Anthropic redacted block), and a compaction item or block. Nothing in contextfold rewrites such a part: it is
+    never truncated, masked, summarized or redacted (a changed byte fails the provider's signature check).
+    """
+    if isinstance(part, ThinkingPart):
+        return part.signature is not None or part.encrypted is not None
+    return is_compaction(part)
 
 
 def message_text(content: str | tuple[Part, ...]) -> str:

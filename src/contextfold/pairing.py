@@ -17,6 +17,7 @@ from .messages import ROLES, Message, ToolCall
 
 __all__ = [
     "ABORTED_OUTPUT_TEXT",
+    "BOUNDARY_KIND",
     "CONTINUATION_TEXT",
     "ToolPair",
     "check_messages",
@@ -41,6 +42,10 @@ __all__ = [
 ABORTED_OUTPUT_TEXT = "aborted: no output was recorded for this tool call"
 # Anthropic and Gemini reject a conversation that opens with the assistant; this stands in for what was removed.
 CONTINUATION_TEXT = "[earlier conversation compacted; continuing]"
+# meta["kind"] of a message holding a provider's compaction item (contextfold.provider_context.boundary): the
+# conversation may open with it, since it stands for everything before it (a user message there would be ignored
+# by Anthropic and would push the compaction block off the head of the conversation, which it rejects).
+BOUNDARY_KIND = "provider_compaction"
 
 _PINNED_ROLES = frozenset({"system", "developer"})
 
@@ -284,11 +289,14 @@ def drop_empty_messages(messages: Sequence[Message]) -> list[Message]:
 
 
 def ensure_leading_user(messages: Sequence[Message]) -> list[Message]:
-    """Insert a short user message when the conversation would open with the assistant or a tool result."""
+    """Insert a short user message when the conversation would open with the assistant or a tool result.
+
+    A provider compaction item may open it: it stands for everything before it.
+    """
     for i, m in enumerate(messages):
         if m.role in _PINNED_ROLES:
             continue
-        if m.role == "user":
+        if m.role == "user" or m.kind == BOUNDARY_KIND:
             return list(messages)
         marker = Message("user", CONTINUATION_TEXT, meta={"kind": "placeholder"})
         return [*messages[:i], marker, *messages[i:]]

@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from contextfold.formats._common import WIRE_KEY
+from contextfold.formats.opaque import readable
 
 try:
     from conftest import TRAJECTORIES, all_session_files, require
@@ -61,12 +62,11 @@ def expressible(messages: list[Message], fmt: str) -> list[Message]:
         names.update((c.id, c.name) for c in m.tool_calls)
         content = m.content
         name = m.name
-        if fmt == "openai_chat" and not isinstance(content, str):
-            kept = tuple(p for p in content if not isinstance(p, ThinkingPart))
+        if not isinstance(content, str):
+            # Reasoning a format cannot read (chat: none; Responses: not its own) is dropped (formats/opaque.py).
+            kept = tuple(p for p in content if not isinstance(p, ThinkingPart) or readable(p, fmt))
             content = kept if kept or not content else ""
         if fmt == "openai_responses":
-            if not isinstance(content, str):
-                content = tuple(ThinkingPart(p.text) if isinstance(p, ThinkingPart) else p for p in content)
             if m.role == "tool":
                 name = None
             if m.role == "assistant" and content == "" and m.tool_calls and out and out[-1].role == "assistant":

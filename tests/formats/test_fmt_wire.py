@@ -172,12 +172,14 @@ def test_anthropic_results_share_one_user_turn_and_split_into_tool_messages() ->
     ]
     messages = _same(anthropic, items)
     assert [m.role for m in messages] == ["system", "user", "assistant", "tool", "tool", "user", "assistant", "tool"]
-    assert messages[2].content[0] == ThinkingPart("plan", "sig")
+    # signed thinking is Anthropic's state: tagged with its origin (formats/opaque.py), sent back unchanged
+    assert messages[2].content[0] == ThinkingPart("plan", "sig", extra={"_wire": {"format": "anthropic"}})
     assert messages[2].tool_calls[0] == ToolCall("a", "read", '{"path": "x", "n": 1.5}')
     assert messages[2].tool_calls[1].arguments == '{"q": "é"}'
     assert messages[4].extra["is_error"] is True
     assert messages[5].text == "also, hurry"
-    assert messages[6].content[0] == ThinkingPart(redacted=True, encrypted="XYZ")
+    tagged = {"_wire": {"format": "anthropic"}}
+    assert messages[6].content[0] == ThinkingPart(redacted=True, encrypted="XYZ", extra=tagged)
     assert messages[7].content == ""
     anthropic.validate(items[:5])
 
@@ -239,7 +241,7 @@ def test_gemini_parts_thoughts_and_signatures_round_trip() -> None:
     messages = _same(gemini, items)
     assert messages[1].content[1] == ImagePart(data="/9j", media_type="image/jpeg")
     assert messages[1].content[2] == DocumentPart(url="gs://b/a.pdf", media_type="application/pdf")
-    assert messages[2].content == (ThinkingPart("thinking...", "S1"),)
+    assert messages[2].content == (ThinkingPart("thinking...", "S1", extra={"_wire": {"format": "gemini"}}),)
     assert messages[2].tool_calls[0].extra["thoughtSignature"] == "S2"
     assert messages[3].text == '{"rows": [1]}'
     assert messages[3].name == "f"

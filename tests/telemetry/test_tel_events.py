@@ -22,6 +22,8 @@ from contextfold.telemetry import (
     FixedClock,
     MessagesPruned,
     NullTelemetry,
+    ProviderContextReport,
+    ProviderItemDropped,
     RecordingTelemetry,
     RecoveryCircuitOpen,
     RecoveryGaveUp,
@@ -64,6 +66,10 @@ def sample_events() -> list[Event]:
         CustomEvent(event="compact.prepare", attributes={"messages": 12}),
         SessionTrace(title="s1", metadata={"agent": "coder", "model": "gpt-4o"}, finished=True, noop_decisions=4),
         SpanEvent(event="prepare", span_kind="llm.call", attributes={"call": 1, "tokens": 900}),
+        ProviderContextReport(api="anthropic", mode="both", cleared_tool_uses=3, cleared_input_tokens=5200,
+                              compactions=1, context_tokens=41_000),
+        ProviderItemDropped(format="openai_chat", count=2, kinds={"thinking": 2}, origins=("anthropic",),
+                            ids=("s:1",)),
     ]
 
 
@@ -84,6 +90,8 @@ def test_every_issue_event_name_has_a_type() -> None:
         "recovery.limit_learned",
         "usage.recorded",
         "session.trace",
+        "provider.context",
+        "provider.item_dropped",
     }
     assert set(EVENT_TYPES) == wanted
     assert {type(e).NAME for e in sample_events()} >= wanted

@@ -203,6 +203,20 @@ class Policy(BaseModel):
         description="most tokens the output being answered may take when shown wider than its write-time view "
                     "(None: twice its write-time cap, within the room under hard; 0: never widened)")
 
+    # -- the provider's own context management (contextfold.provider_context) -----------------------------------
+    compactor: Literal["contextfold", "provider", "both"] = Field(
+        default="contextfold",
+        description="who compacts: contextfold; the provider (its context editing and compaction, sized from this "
+                    "policy); or both (the provider's editing first, contextfold's compaction as the fallback)")
+    keep_thinking_turns: int | Literal["all"] = Field(
+        default="all",
+        description="thinking and reasoning of the last N turns kept, older cleared ('all': keep every one, "
+                    "best for the prompt cache); the turn in a tool loop is always kept whole")
+    provider_compaction_instructions: str | None = Field(
+        default=None, min_length=1, description="instructions for the provider's own compaction summary (Anthropic)")
+    provider_pause_after_compaction: bool = Field(
+        default=False, description="ask the provider to stop after compacting (Anthropic pause_after_compaction)")
+
     @property
     def may_compact_on_overflow(self) -> bool:
         """Whether overflow recovery may compact: enabled, and automatic compaction on or allowed on overflow."""
@@ -239,6 +253,13 @@ class Policy(BaseModel):
             value.format(version=1, count=2)
         except (KeyError, IndexError, ValueError) as exc:
             raise ValueError(f"may use only {{version}} and {{count}}: {exc!r}") from None
+        return value
+
+    @field_validator("keep_thinking_turns")
+    @classmethod
+    def _turns_not_negative(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 0:
+            raise ValueError("must be 'all' or a number of turns, at least 0")
         return value
 
     @field_validator("protected_tools", "exclude_tools", "roles_never_prune", mode="before")

@@ -8,6 +8,7 @@ from typing import Any
 from ..errors import InvalidHistory
 from ..messages import DocumentPart, ImagePart, Part, TextPart, ThinkingPart, UnknownPart
 from ._common import expect_list, expect_mapping, expect_str, make_extra, placeholder, plain, split_extra, type_name
+from .opaque import tag_origin
 
 __all__ = ["NAME", "decode_block", "decode_blocks", "encode_block", "encode_content"]
 
@@ -46,10 +47,12 @@ def decode_block(raw: Any, index: int, field: str) -> Part:
         if signature is not None:
             expect_str(signature, index, f"{field}.signature")
         extra = make_extra(NAME, raw, ("type", "thinking", "signature", "cache_control"))
+        if signature is not None:  # signed: Anthropic's state, readable by Anthropic only (formats/opaque.py)
+            extra = tag_origin(extra, NAME)
         return ThinkingPart(text, signature, cache_control=cache, extra=extra)
     if kind == "redacted_thinking":
         data = expect_str(raw.get("data"), index, f"{field}.data")
-        extra = make_extra(NAME, raw, ("type", "data", "cache_control"))
+        extra = tag_origin(make_extra(NAME, raw, ("type", "data", "cache_control")), NAME)
         return ThinkingPart("", None, True, data, cache, extra)
     source = raw.get("source")
     if kind in ("image", "document") and isinstance(source, Mapping):

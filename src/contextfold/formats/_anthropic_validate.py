@@ -11,6 +11,7 @@ from ._common import as_items, expect_list, expect_mapping, expect_str, role_of
 __all__ = ["validate"]
 
 _THINKING = frozenset({"thinking", "redacted_thinking"})
+_COMPACTION = "compaction"
 
 
 def validate(items: Iterable[Mapping[str, Any]]) -> None:
@@ -19,7 +20,9 @@ def validate(items: Iterable[Mapping[str, Any]]) -> None:
     Checked: roles (``system``/``developer`` items are allowed: they travel apart); the first turn is the user's;
     no empty content or blank text block (except a final assistant turn); every ``tool_use`` answered by a
     ``tool_result`` at the head of the very next user turn, and no ``tool_result`` without its ``tool_use`` there;
-    ``tool_use`` input an object; thinking blocks first in an assistant turn that calls tools.
+    ``tool_use`` input an object; thinking blocks first in an assistant turn that calls tools; a compaction block
+    only in an assistant turn, and one that holds a summary only as the first block of the conversation (which may
+    then open with it) and only once.
     """
     messages = as_items(items)
     pending: dict[str, int] = {}  # tool_use ids of the previous assistant turn -> that turn's index
@@ -32,10 +35,12 @@ def validate(items: Iterable[Mapping[str, Any]]) -> None:
         if role not in ("user", "assistant"):
             expected = ["assistant", "developer", "system", "user"]
             raise InvalidHistory(f"unknown role {role!r}; expected one of {expected}", index=index, field="role")
-        if not started and role != "user":
-            raise InvalidHistory("the first message must be a user message", index=index, field="role")
-        started = True
         blocks = _blocks(raw.get("content"), index, final_assistant=role == "assistant" and index == len(messages) - 1)
+        opens_with_compaction = role == "assistant" and bool(blocks) and _summary_compaction(blocks[0])
+        if not started and role != "user" and not opens_with_compaction:
+            raise InvalidHistory("the first message must be a user message", index=index, field="role")
+        _check_compaction(blocks, index, first=not started)
+        started = True
         if role == "user":
             _check_user(blocks, index, pending)
             pending = {}
@@ -78,13 +83,34 @@ def _blocks(content: Any, index: int, *, final_assistant: bool) -> list[Mapping[
     return blocks
 
 
+def _summary_compaction(block: Mapping[str, Any]) -> bool:
+    # A compaction block with null content is a compaction that failed: a no-op the provider accepts anywhere.
+    content = block.get("content")
+    return block.get("type") == _COMPACTION and isinstance(content, str) and bool(content)
+
+
+def _check_compaction(blocks: list[Mapping[str, Any]], index: int, *, first: bool) -> None:
+    for k, block in enumerate(blocks):
+        if block.get("type") != _COMPACTION:
+            continue
+        content = block.get("content")
+        if content is not None and not isinstance(content, str):
+            raise InvalidHistory("expected a string or null", index=index, field=f"content[{k}].content")
+        if content == "":
+            raise InvalidHistory("a compaction block's content must not be empty (null for a failed compaction)",
+                                 index=index, field=f"content[{k}].content")
+        if _summary_compaction(block) and not (first and k == 0):
+            raise InvalidHistory("a compaction block must be the first block of the conversation; send only the "
+                                 "latest one, without what it replaced", index=index, field=f"content[{k}]")
+
+
 def _check_user(blocks: list[Mapping[str, Any]], index: int, pending: Mapping[str, int]) -> None:
     answered: set[str] = set()
     seen_other = False
     for k, block in enumerate(blocks):
         field = f"content[{k}]"
         kind = block.get("type")
-        if kind == "tool_use" or kind in _THINKING:
+        if kind == "tool_use" or kind in _THINKING or kind == _COMPACTION:
             raise InvalidHistory(f"a user turn cannot hold a {kind} block", index=index, field=f"{field}.type")
         if kind != "tool_result":
             seen_other = True
@@ -121,6 +147,8 @@ def _check_assistant(blocks: list[Mapping[str, Any]], index: int) -> dict[str, i
             if first_other is not None and late_thinking is None:
                 late_thinking = k
             continue
+        if kind == _COMPACTION:
+            continue  # the head of the turn (checked by _check_compaction), before its thinking
         if first_other is None:
             first_other = k
         if kind == "tool_use":

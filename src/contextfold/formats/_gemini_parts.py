@@ -8,6 +8,7 @@ from typing import Any
 from ..errors import InvalidHistory
 from ..messages import DocumentPart, ImagePart, Part, TextPart, ThinkingPart, UnknownPart
 from ._common import expect_list, expect_mapping, expect_str, make_extra, placeholder, plain, split_extra
+from .opaque import tag_origin
 
 __all__ = ["NAME", "check_camel_case", "decode_part", "decode_parts", "encode_part", "encode_parts", "is_plain_text"]
 
@@ -46,6 +47,8 @@ def decode_part(raw: Any, index: int, field: str) -> Part:
             if signature is not None:
                 expect_str(signature, index, f"{field}.thoughtSignature")
             extra = make_extra(NAME, raw, ("text", "thought", "thoughtSignature"))
+            if signature is not None:  # Gemini's state: readable by Gemini only (formats/opaque.py)
+                extra = tag_origin(extra, NAME)
             return ThinkingPart(text, signature, extra=extra)
         return TextPart(text, extra=make_extra(NAME, raw, ("text",)))
     inline = raw.get("inlineData")

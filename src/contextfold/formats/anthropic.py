@@ -31,6 +31,7 @@ from ._common import (
     role_of,
     split_extra,
 )
+from .opaque import portable
 
 __all__ = ["NAME", "decode", "encode", "encode_request", "validate"]
 
@@ -159,7 +160,7 @@ def _decode_result(block: Mapping[str, Any], index: int, field: str) -> Message:
 # -- encode ---------------------------------------------------------------------------------------------------------
 def encode(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """Anthropic message dicts; system and developer messages stay items of their own (the JSONL form)."""
-    history = list(messages)
+    history = portable(messages, NAME)  # another provider's state is dropped, never sent
     out: list[dict[str, Any]] = []
     i = 0
     while i < len(history):
@@ -186,7 +187,7 @@ def encode(messages: Iterable[Message]) -> list[dict[str, Any]]:
 
 def encode_request(messages: Iterable[Message]) -> dict[str, Any]:
     """The request body fragment ``{"system": ..., "messages": [...]}``; system and developer text is hoisted."""
-    history = list(messages)
+    history = portable(messages, NAME)
     apart = [m for m in history if m.role in _APART]
     body: dict[str, Any] = {}
     if len(apart) == 1 and isinstance(apart[0].content, str):

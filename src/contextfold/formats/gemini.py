@@ -28,6 +28,7 @@ from ._common import (
 )
 from ._gemini_parts import NAME, check_camel_case, decode_part, decode_parts, encode_part, encode_parts, is_plain_text
 from ._gemini_validate import validate
+from .opaque import portable
 
 __all__ = ["NAME", "decode", "encode", "encode_request", "synthetic_call_id", "validate"]
 
@@ -181,7 +182,7 @@ def _decode_response(part: Mapping[str, Any], index: int, k: int, pending: list[
 # -- encode ---------------------------------------------------------------------------------------------------------
 def encode(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """Gemini contents; system and developer messages stay items of their own (the JSONL form)."""
-    history = list(messages)
+    history = portable(messages, NAME)  # another provider's state is dropped, never sent
     names: dict[str, str] = {}  # call id -> function name, for results that do not carry the name
     out: list[dict[str, Any]] = []
     i = 0
@@ -210,7 +211,7 @@ def encode(messages: Iterable[Message]) -> list[dict[str, Any]]:
 
 def encode_request(messages: Iterable[Message]) -> dict[str, Any]:
     """The request body ``{"system_instruction": {"parts": [...]}, "contents": [...]}`` (system text hoisted)."""
-    history = list(messages)
+    history = portable(messages, NAME)
     system = [p for m in history if m.role in _APART for p in encode_parts(m.content)]
     body: dict[str, Any] = {}
     if system:

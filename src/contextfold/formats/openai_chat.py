@@ -40,6 +40,7 @@ from ._common import (
     split_extra,
     type_name,
 )
+from .opaque import portable
 
 __all__ = ["NAME", "decode", "decode_message", "encode", "encode_message", "encode_request", "validate"]
 
@@ -172,8 +173,8 @@ def _decode_call(raw: Any, index: int, field: str) -> ToolCall:
 
 # -- encode ---------------------------------------------------------------------------------------------------------
 def encode(messages: Iterable[Message]) -> list[dict[str, Any]]:
-    """Chat Completions dicts, one per message (system and developer included)."""
-    return [encode_message(m) for m in messages]
+    """Chat Completions dicts, one per message (system and developer included); reasoning has no place in them."""
+    return [encode_message(m) for m in portable(messages, NAME)]
 
 
 def encode_request(messages: Iterable[Message]) -> dict[str, Any]:

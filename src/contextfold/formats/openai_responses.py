@@ -29,6 +29,7 @@ from ._common import (
     split_extra,
 )
 from ._responses_parts import decode_content, encode_content, encode_thinking
+from .opaque import portable, tag_origin
 
 __all__ = ["NAME", "decode", "encode", "encode_request", "validate"]
 
@@ -161,10 +162,11 @@ def _decode_reasoning(raw: Mapping[str, Any], index: int) -> ThinkingPart:
         expect_str(encrypted, index, "encrypted_content")
     part = ThinkingPart("\n\n".join(texts), encrypted=encrypted)
     keys = ("type", "summary", "encrypted_content")
-    part = replace(part, extra=make_extra(NAME, raw, keys))
+    part = replace(part, extra=tag_origin(make_extra(NAME, raw, keys), NAME))
     hints = empty_hints(raw, encode_thinking(part, NAME), keys)
     if summary != _summary(part.text):
         hints["summary"] = plain(summary)
+    # Tagged even without hints: a reasoning item (its id, its encrypted content) is for Responses only.
     return replace(part, extra=make_extra(NAME, raw, keys, hints)) if hints else part
 
 
@@ -195,7 +197,7 @@ def _decode_opaque(raw: Mapping[str, Any], index: int) -> Message:
 def encode(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """Responses input items; an assistant Message may become several (reasoning, message, function calls)."""
     out: list[dict[str, Any]] = []
-    for message in messages:
+    for message in portable(messages, NAME):  # another provider's state is dropped, never sent
         passthrough, hints = split_extra(message.extra, NAME)
         content = message.content
         if hints.get("item") and len(content) == 1 and isinstance(content[0], UnknownPart):

@@ -10,8 +10,8 @@ from ..errors import ConfigError
 if TYPE_CHECKING:
     from ..manager import ContextManager
 
-__all__ = ["MAX_RETRIEVAL_ROUNDS", "afinish", "check_retrieval", "dump", "finish", "reject", "retrieval_results",
-           "with_retrieval_tools"]
+__all__ = ["MAX_RETRIEVAL_ROUNDS", "afinish", "check_retrieval", "dump", "finish", "refused_settings", "reject",
+           "retrieval_results", "with_retrieval_tools"]
 
 
 def reject(kwargs: Mapping[str, Any], names: Iterable[str], where: str) -> None:
@@ -41,6 +41,17 @@ async def afinish(cm: ContextManager, usage: Any, items: list[dict[str, Any]], *
         await cm.arecord_usage(usage)
     if add_reply and items:
         await cm.aadd(items, format=format)
+
+
+def refused_settings(exc: BaseException) -> bool:
+    """Whether a provider error refuses the context-management settings themselves (not the conversation).
+
+    An API version or a model without the feature answers 400 naming the parameter or its beta; the call is then
+    made again without them (``cm.provider_context.unavailable``), and contextfold manages the context.
+    """
+    status = getattr(exc, "status_code", None)
+    text = str(exc).lower()
+    return status == 400 and ("context_management" in text or "anthropic-beta" in text) and "messages." not in text
 
 
 def dump(obj: Any) -> dict[str, Any]:

@@ -8,6 +8,11 @@ too long" (compact or drop the oldest turns, and retry), records the usage, and 
     message = llm.messages(cm, model="claude-sonnet-4-5", max_tokens=2_000, tools=tools)
 
 ``AsyncAnthropic`` works the same way (``await llm.messages(...)``). Needs ``contextfold[anthropic]``.
+
+With ``Policy(compactor="provider")`` or ``"both"`` each call goes through ``client.beta.messages.create`` with
+``context_management`` (clearing old tool results and thinking, and server-side compaction, sized from the policy:
+``contextfold.provider_context``) and the betas it needs; what the provider cleared and compacted is read from the
+reply. A history holding a compaction block always gets the compaction beta, which the provider requires.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from ._calls import (
     check_retrieval,
     dump,
     finish,
+    refused_settings,
     reject,
     retrieval_results,
     with_retrieval_tools,
@@ -29,6 +35,7 @@ from ._calls import (
 
 if TYPE_CHECKING:
     from ..manager import ContextManager
+    from ..provider_context import RequestSettings
 
 __all__ = ["AnthropicClient", "AsyncAnthropicClient", "wrap_anthropic"]
 
@@ -64,6 +71,32 @@ def _items(message: Any) -> list[dict[str, Any]]:
     return [{"role": "assistant", "content": content}] if content else []
 
 
+def _holds_compaction(view: dict[str, Any]) -> bool:
+    return any(isinstance(block, dict) and block.get("type") == "compaction"
+               for message in view.get("messages") or () for block in message.get("content") or ()
+               if isinstance(message.get("content"), list))
+
+
+def _create(client: Any, view: dict[str, Any], kwargs: dict[str, Any], settings: RequestSettings | None) -> Any:
+    """``messages.create`` of one request, or the beta endpoint when context management or its blocks need it."""
+    from ..provider_context import ANTHROPIC_COMPACT_BETA
+
+    request = _request(view, kwargs)
+    if settings is not None:
+        request = settings.apply(request)
+    if _holds_compaction(view) and ANTHROPIC_COMPACT_BETA not in (request.get("betas") or ()):
+        request["betas"] = [*(request.get("betas") or ()), ANTHROPIC_COMPACT_BETA]
+    if request.get("betas"):
+        return client.beta.messages.create(**request)
+    return client.messages.create(**request)
+
+
+def _settings(cm: ContextManager, kwargs: dict[str, Any]) -> RequestSettings | None:
+    from ..provider_context import thinking_enabled
+
+    return cm.provider_context.settings("anthropic", thinking=thinking_enabled(kwargs.get("thinking")))
+
+
 class AnthropicClient:
     """``messages.create`` through ``anthropic.Anthropic``, managed by ``cm``.
 
@@ -86,16 +119,30 @@ class AnthropicClient:
         """``client.messages.create(system=…, messages=<the view>, **kwargs)``; returns the SDK's Message."""
         reject(kwargs, ("messages",), "messages")
         kwargs = with_retrieval_tools(cm, kwargs, "anthropic", enabled=self.retrieval_tools, where="messages")
-        create = self.client.messages.create
         for _ in range(MAX_RETRIEVAL_ROUNDS):
-            reply = call_with_recovery(cm, lambda view: create(**_request(view, kwargs)), format="anthropic",
-                                       max_retries=self.recovery_retries, reply_tokens=_reply_tokens(kwargs))
+            reply = self._call(cm, kwargs)
             items = _items(reply)
             finish(cm, getattr(reply, "usage", None), items, format="anthropic", add_reply=self.add_reply)
             answers = retrieval_results(cm, items, "anthropic") if self.retrieval_tools else None
             if answers is None:
                 break
             cm.add(answers, format="anthropic")
+        return reply
+
+    def _call(self, cm: ContextManager, kwargs: dict[str, Any]) -> Any:
+        settings = _settings(cm, kwargs)
+        try:
+            reply = call_with_recovery(cm, lambda view: _create(self.client, view, kwargs, settings),
+                                       format="anthropic", max_retries=self.recovery_retries,
+                                       reply_tokens=_reply_tokens(kwargs))
+        except Exception as exc:
+            if settings is None or not refused_settings(exc):
+                raise
+            cm.provider_context.unavailable("anthropic", str(exc))
+            return call_with_recovery(cm, lambda view: _create(self.client, view, kwargs, None), format="anthropic",
+                                      max_retries=self.recovery_retries, reply_tokens=_reply_tokens(kwargs))
+        if settings is not None:
+            cm.provider_context.observe("anthropic", reply)
         return reply
 
 
@@ -114,17 +161,31 @@ class AsyncAnthropicClient:
         """Async :meth:`AnthropicClient.messages`."""
         reject(kwargs, ("messages",), "messages")
         kwargs = with_retrieval_tools(cm, kwargs, "anthropic", enabled=self.retrieval_tools, where="messages")
-        create = self.client.messages.create
         for _ in range(MAX_RETRIEVAL_ROUNDS):
-            reply = await acall_with_recovery(cm, lambda view: create(**_request(view, kwargs)),
-                                              format="anthropic", max_retries=self.recovery_retries,
-                                              reply_tokens=_reply_tokens(kwargs))
+            reply = await self._call(cm, kwargs)
             items = _items(reply)
             await afinish(cm, getattr(reply, "usage", None), items, format="anthropic", add_reply=self.add_reply)
             answers = retrieval_results(cm, items, "anthropic") if self.retrieval_tools else None
             if answers is None:
                 break
             await cm.aadd(answers, format="anthropic")
+        return reply
+
+    async def _call(self, cm: ContextManager, kwargs: dict[str, Any]) -> Any:
+        settings = _settings(cm, kwargs)
+        try:
+            reply = await acall_with_recovery(cm, lambda view: _create(self.client, view, kwargs, settings),
+                                              format="anthropic", max_retries=self.recovery_retries,
+                                              reply_tokens=_reply_tokens(kwargs))
+        except Exception as exc:
+            if settings is None or not refused_settings(exc):
+                raise
+            cm.provider_context.unavailable("anthropic", str(exc))
+            return await acall_with_recovery(cm, lambda view: _create(self.client, view, kwargs, None),
+                                             format="anthropic", max_retries=self.recovery_retries,
+                                             reply_tokens=_reply_tokens(kwargs))
+        if settings is not None:
+            cm.provider_context.observe("anthropic", reply)
         return reply
 
 

@@ -8,6 +8,10 @@ retry), records the usage the API reports, and appends the reply to the history:
     response = llm.chat(cm, model="gpt-4o", tools=tools)        # Chat Completions
     response = llm.responses(cm, model="gpt-4o")                 # Responses API
 
+With ``Policy(compactor="provider")`` or ``"both"`` the Responses calls carry ``context_management`` (server-side
+compaction at the hard threshold, ``contextfold.provider_context``) and the compaction items that come back are
+boundaries of the history; Chat Completions has no such setting, and contextfold manages those calls itself.
+
 ``wrap_openai(client, retrieval_tools=True)`` adds ``tool_output_cache``, ``tool_output_cache_grep`` and
 ``history_search`` to ``tools=`` and answers the model's calls to them inside the wrapped call (a reply that also
 calls your own tools comes back to you whole).
@@ -28,6 +32,7 @@ from ._calls import (
     check_retrieval,
     dump,
     finish,
+    refused_settings,
     reject,
     retrieval_results,
     with_retrieval_tools,
@@ -56,6 +61,46 @@ def _responses_items(response: Any) -> list[dict[str, Any]]:
     return [dump(item) for item in getattr(response, "output", None) or []]
 
 
+def _responses_call(cm: ContextManager, create: Any, kwargs: dict[str, Any], recovery_retries: int) -> Any:
+    """One Responses call with the provider's context management when the policy asks for it (see the module)."""
+    settings = cm.provider_context.settings("openai_responses")
+    if settings is None:
+        return call_with_recovery(cm, lambda view: create(input=view, **kwargs), format="openai_responses",
+                                  max_retries=recovery_retries)
+    managed = settings.apply(kwargs)
+    try:
+        response = call_with_recovery(cm, lambda view: create(input=view, **managed), format="openai_responses",
+                                      max_retries=recovery_retries)
+    except Exception as exc:
+        if not refused_settings(exc):
+            raise
+        cm.provider_context.unavailable("openai_responses", str(exc))
+        return call_with_recovery(cm, lambda view: create(input=view, **kwargs), format="openai_responses",
+                                  max_retries=recovery_retries)
+    cm.provider_context.observe("openai_responses", response)
+    return response
+
+
+async def _aresponses_call(cm: ContextManager, create: Any, kwargs: dict[str, Any], recovery_retries: int) -> Any:
+    """Async :func:`_responses_call`."""
+    settings = cm.provider_context.settings("openai_responses")
+    if settings is None:
+        return await acall_with_recovery(cm, lambda view: create(input=view, **kwargs), format="openai_responses",
+                                         max_retries=recovery_retries)
+    managed = settings.apply(kwargs)
+    try:
+        response = await acall_with_recovery(cm, lambda view: create(input=view, **managed),
+                                             format="openai_responses", max_retries=recovery_retries)
+    except Exception as exc:
+        if not refused_settings(exc):
+            raise
+        cm.provider_context.unavailable("openai_responses", str(exc))
+        return await acall_with_recovery(cm, lambda view: create(input=view, **kwargs), format="openai_responses",
+                                         max_retries=recovery_retries)
+    cm.provider_context.observe("openai_responses", response)
+    return response
+
+
 class OpenAIClient:
     """Chat Completions and Responses calls through ``openai.OpenAI`` (or a compatible client), managed by ``cm``.
 
@@ -81,6 +126,7 @@ class OpenAIClient:
         kwargs = with_retrieval_tools(cm, kwargs, "openai_chat", enabled=self.retrieval_tools, where="chat")
         create = self.client.chat.completions.create
         for _ in range(MAX_RETRIEVAL_ROUNDS):
+            cm.provider_context.settings("openai_chat")  # none: contextfold manages Chat Completions calls
             response = call_with_recovery(cm, lambda view: create(messages=view, **kwargs), format="openai_chat",
                                           max_retries=self.recovery_retries)
             items = _chat_items(response)
@@ -98,8 +144,7 @@ class OpenAIClient:
                                       where="responses")
         create = self.client.responses.create
         for _ in range(MAX_RETRIEVAL_ROUNDS):
-            response = call_with_recovery(cm, lambda view: create(input=view, **kwargs), format="openai_responses",
-                                          max_retries=self.recovery_retries)
+            response = _responses_call(cm, create, kwargs, self.recovery_retries)
             items = _responses_items(response)
             finish(cm, getattr(response, "usage", None), items, format="openai_responses", add_reply=self.add_reply)
             answers = retrieval_results(cm, items, "openai_responses") if self.retrieval_tools else None
@@ -126,6 +171,7 @@ class AsyncOpenAIClient:
         kwargs = with_retrieval_tools(cm, kwargs, "openai_chat", enabled=self.retrieval_tools, where="chat")
         create = self.client.chat.completions.create
         for _ in range(MAX_RETRIEVAL_ROUNDS):
+            cm.provider_context.settings("openai_chat")  # none: contextfold manages Chat Completions calls
             response = await acall_with_recovery(cm, lambda view: create(messages=view, **kwargs),
                                                  format="openai_chat", max_retries=self.recovery_retries)
             items = _chat_items(response)
@@ -144,8 +190,7 @@ class AsyncOpenAIClient:
                                       where="responses")
         create = self.client.responses.create
         for _ in range(MAX_RETRIEVAL_ROUNDS):
-            response = await acall_with_recovery(cm, lambda view: create(input=view, **kwargs),
-                                                 format="openai_responses", max_retries=self.recovery_retries)
+            response = await _aresponses_call(cm, create, kwargs, self.recovery_retries)
             items = _responses_items(response)
             await afinish(cm, getattr(response, "usage", None), items, format="openai_responses",
                           add_reply=self.add_reply)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..telemetry import Tracer
     from ..tokens import MessageCounter
 
-__all__ = ["Compactor", "protected_names", "warm_for_compaction", "with_tail"]
+__all__ = ["Compactor", "compact_after_boundary", "protected_names", "warm_for_compaction", "with_tail"]
 
 # The circuit breaker's clock (a module name, so tests can move time without sleeping).
 _monotonic = time.monotonic
@@ -163,13 +163,17 @@ class Compactor:
         """
         from ..compaction import plan_compaction
         from ..errors import ContextfoldError
+        from ..provider_context import split_at_boundary
 
         hard = self.budgets.hard - tool_tokens
         if kind == "soft":
             return hard, None
         target = (self.budgets.soft + self.budgets.hard) // 2 - tool_tokens
+        head, rest = split_at_boundary(view)  # the dry run is of what the compaction will see (compact_after_boundary)
+        head_tokens = sum(self.counter.count_message(m) for m in head)
         try:
-            plan = plan_compaction(view, policy=self.policy, counter=self.counter, budget=target, kind=kind)
+            plan = plan_compaction(rest, policy=self.policy, counter=self.counter, budget=target - head_tokens,
+                                   kind=kind)
         except ContextfoldError:
             return hard, None
         return (hard, None) if plan.warnings else (target, plan)
@@ -205,13 +209,12 @@ class Compactor:
     def run(self, view: list[Message], *, kind: str, budget: int, summarizer: Summarizer, compaction_count: int,
             instructions: str | None = None, plan: CompactionPlan | None = None) -> CompactionResult:
         """Compact ``view`` to ``budget`` (pure: the caller applies the result); a failure counts and re-raises."""
-        from ..compaction import compact
         from ..errors import ContextfoldError
 
         try:
-            result = compact(view, policy=self.policy, counter=self.counter, summarizer=summarizer, budget=budget,
-                             kind=kind, compaction_count=compaction_count, instructions=instructions,
-                             clock=self.clock, plan=plan)
+            result = compact_after_boundary(view, policy=self.policy, counter=self.counter, summarizer=summarizer,
+                                            budget=budget, kind=kind, compaction_count=compaction_count,
+                                            instructions=instructions, clock=self.clock, plan=plan)
         except ContextfoldError as exc:  # InsufficientBudget included: it counts towards the circuit breaker
             self.failed_with(exc)
             raise
@@ -255,6 +258,38 @@ class Compactor:
     def regrowth_messages(self) -> int:
         """Messages the view must gain before a stalled compaction is tried again."""
         return max(1, int(self.policy.emergency_message_count * STALL_REGROWTH_SHARE))
+
+
+def compact_after_boundary(view: Sequence[Message], *, policy: Policy, counter: MessageCounter,
+                           summarizer: Summarizer, budget: int, **options: Any) -> CompactionResult:
+    """:func:`~contextfold.compaction.compact` of what follows the latest provider compaction item.
+
+    The standing prompt and the boundary (with its tool results) stay in front, untouched: no summary ever covers a
+    provider's compaction item or what it stands for. ``budget`` is for the whole view; ``plan`` in ``options`` must
+    be a dry run of the part after the boundary (as :meth:`Compactor.target` makes it). Without a boundary this is
+    ``compact`` itself.
+    """
+    from dataclasses import replace
+
+    from ..compaction import compact
+    from ..errors import InsufficientBudget
+    from ..provider_context import split_at_boundary
+
+    head, rest = split_at_boundary(view)
+    if not head:
+        return compact(view, policy=policy, counter=counter, summarizer=summarizer, budget=budget, **options)
+    head_tokens = sum(counter.count_message(m) for m in head)
+    if budget - head_tokens <= 0:
+        raise InsufficientBudget(
+            f"the standing prompt and the provider's compaction item take {head_tokens:,} tokens, the whole "
+            f"compaction budget of {budget:,}: nothing after them can fit", needed=head_tokens, budget=budget)
+    result = compact(rest, policy=policy, counter=counter, summarizer=summarizer, budget=budget - head_tokens,
+                     **options)
+    stats = replace(result.stats, tokens_before=result.stats.tokens_before + head_tokens,
+                    tokens_after=result.stats.tokens_after + head_tokens,
+                    messages_before=result.stats.messages_before + len(head),
+                    messages_after=result.stats.messages_after + len(head), budget=budget)
+    return replace(result, messages=[*head, *result.messages], stats=stats)
 
 
 def with_tail(result: CompactionResult, tail: Sequence[Message]) -> CompactionResult:

@@ -190,6 +190,13 @@ class ContextManager:
         self._limit = ProviderLimit(self.model.name, self.cache.store if self.cache is not None else None,
                                     self._limit_store_failed)
         self._calls = 0
+        # The providers' own context management (issue 23): who compacts, what the provider reported, and which
+        # providers' opaque state the view may hold (a prepare() in another format reports what it leaves out).
+        from ..provider_context import ProviderContext
+        from ._provider_items import ProviderItems
+
+        self.provider_context = ProviderContext(self.policy, self.budgets, self.tracer, self.session_id)
+        self._provider_items = ProviderItems(self.tracer, self.session_id)
         for warning in parts.warnings:
             self.tracer.emit(CompactWarning(session_id=self.session_id, message=warning, code="config"))
         self.tracer.start_session(self.session_id, session_metadata(
@@ -232,6 +239,7 @@ class ContextManager:
 
         Big tool outputs are stored whole in the cache and replaced by a view with their ref at once.
         """
+        from ..provider_context import BOUNDARY_KIND, mark
         from ..telemetry import CacheTruncated
         from ._build import coerce_messages
 
@@ -246,7 +254,7 @@ class ContextManager:
             seq = self._seq
             for m in incoming:
                 seq += 1
-                m = m.with_meta(id=m.meta.get("id") or f"{self._id_prefix}:{seq}")
+                m = mark(m.with_meta(id=m.meta.get("id") or f"{self._id_prefix}:{seq}"))
                 self._warn_if_large(m)
                 if m.role == "tool" and self.cache is not None and not m.protected:  # protected: byte for byte
                     processed = self.cache.process(m)
@@ -267,6 +275,10 @@ class ContextManager:
                 self._view.dropped.extend(orphans)
                 self._archive_dropped()
             self._view.append(stored)
+            self._provider_items.note(stored)
+            if any(m.kind == BOUNDARY_KIND for m in stored) and self._provider_items.drop_before_boundary(
+                    self._view, self._archive_transcript):
+                self._compactor.floor = self._compactor.stalled = None  # of a view that no longer exists
             self.counter.ensure_capacity(len(self._view))
             # Counted now, as DESIGN's flow of a turn has it, not by the next prepare(): the exact tokenizer releases
             # the GIL, and a background thread taking it then would hold the model call up (issue 15, p99).
@@ -342,6 +354,7 @@ class ContextManager:
         wire = get_format(format)
         with foreground, self._lock:
             self._prepare_view()
+            self._provider_items.report_drops(self._view, format)
             if self._view.dropped:  # what normalization removed for good goes to the archive now, not "later"
                 self._archive_dropped()
             if self._redacts_model_input():
@@ -370,6 +383,9 @@ class ContextManager:
             self._apply_idle_result()
             if self._widening is not None and self._widening.active:
                 self._widening.narrow(self._view)  # decide on the view the history holds, never on a widened one
+            self._provider_items.clear_old_reasoning(self._view, policy=self.policy, budgets=self.budgets,
+                                                     counter=self.counter, total=self.tokens,
+                                                     archive=self._archive_transcript)
             self._run_policy()
             if self._widening is not None:
                 tokens, _, _ = self._view.totals()
@@ -403,7 +419,8 @@ class ContextManager:
         self._count_tools()
         tokens, tool_tokens, count = self._view.totals()
         total = self._grounded(tokens + self._tool_tokens)
-        plan = decide(total, count, tool_tokens, self.budgets, self._effective_policy())
+        plan = self.provider_context.gate(decide(total, count, tool_tokens, self.budgets, self._effective_policy()),
+                                          total)
         if plan.action is not Action.NONE and self.counter.provisional:
             # Byte upper bounds said "act": only exact counts may decide how (the bounds can be 4x too high).
             self._count_exactly()
@@ -508,7 +525,7 @@ class ContextManager:
         if plan.action is not Action.EMERGENCY:
             # Masking has done what it could (protected, excluded and recent outputs stay; there may be no cache):
             # decide again with nothing left to mask, or a MASK plan would leave the view over its threshold.
-            plan = decide(total, count, 0, self.budgets, self._effective_policy())
+            plan = self.provider_context.gate(decide(total, count, 0, self.budgets, self._effective_policy()), total)
             self.last_plan = plan
             if plan.action is Action.NONE:
                 return
@@ -806,7 +823,7 @@ class ContextManager:
         messages appended at the end are fine: they are kept after the compacted part); otherwise it is dropped
         and the policy plans again. Returns the future, or None when there is nothing to do.
         """
-        from ..compaction import compact
+        from ._compactor import compact_after_boundary
 
         with self._lock:
             # Idle ("sleep") compaction has its own threshold (policy.sleep_pct, 002 §Phase 1).
@@ -816,7 +833,7 @@ class ContextManager:
                 return None
             snapshot = self._view.normalized()
             summarizer, budget, count = self.summarizer, self.budgets.hard - self._tool_tokens, self._compactions
-            return self._idle.start(snapshot, self._view.version, lambda: compact(
+            return self._idle.start(snapshot, self._view.version, lambda: compact_after_boundary(
                 snapshot, policy=self.policy, counter=self.counter, summarizer=summarizer, budget=budget,
                 kind="soft", compaction_count=count, clock=self._clock))
 
@@ -1039,8 +1056,11 @@ class ContextManager:
         with self._lock:
             if len(self._view):
                 raise ValueError("adopt: the manager already holds messages; adopt on a fresh manager")
-            stored = list(messages)
+            from ..provider_context import mark
+
+            stored = [mark(m) for m in messages]
             self._view.replace(stored)  # (not append: "aborted" placeholders must be known, for late results)
+            self._provider_items.note(stored)
             versions = [int(m.meta.get("summary_version", 0)) for m in stored if m.kind == "summary"]
             self._compactions = max(versions, default=0)  # the next summary continues the numbering
 

@@ -22,7 +22,18 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ..messages import DocumentPart, ImagePart, Message, Part, TextPart, ThinkingPart, ToolCall, UnknownPart, freeze
+from ..messages import (
+    DocumentPart,
+    ImagePart,
+    Message,
+    Part,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    UnknownPart,
+    freeze,
+    is_opaque,
+)
 from ..telemetry._pace import GilPacer
 
 if TYPE_CHECKING:
@@ -148,6 +159,8 @@ def _surface(m: Message) -> list[str] | None:
         out.append(m.content)
     else:
         for part in m.content:
+            if is_opaque(part):
+                continue  # a provider's state is never redacted (see _redact_part), so never searched either
             if isinstance(part, TextPart):
                 out.append(part.text)
                 if part.extra and not _walk(part.extra, out):
@@ -450,6 +463,10 @@ class Redactor:
         return out
 
     def _redact_part(self, part: Part) -> Part:
+        if is_opaque(part):
+            # A provider's opaque state (signed thinking, encrypted reasoning, a compaction item) goes back to that
+            # provider byte for byte or not at all: one changed character fails its signature check (issue 23).
+            return part
         if isinstance(part, TextPart):
             return replace(part, text=self.redact_text(part.text), extra=freeze(self.redact_obj(part.extra)))
         if isinstance(part, ThinkingPart):

@@ -395,6 +395,37 @@ class UsageRecorded(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderContextReport(Event):
+    """What a provider cleared or compacted on its side for one reply (``contextfold.provider_context``)."""
+
+    NAME: ClassVar[str] = "provider.context"
+
+    api: str
+    mode: str = ""
+    cleared_tool_uses: int = 0
+    cleared_thinking_turns: int = 0
+    cleared_input_tokens: int = 0
+    compactions: int = 0
+    compaction_input_tokens: int = 0
+    compaction_output_tokens: int = 0
+    context_tokens: int | None = None
+    paused: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderItemDropped(Event):
+    """Parts another provider's API cannot read were left out of a request (never sent, kept in the history)."""
+
+    NAME: ClassVar[str] = "provider.item_dropped"
+
+    format: str
+    count: int
+    kinds: Mapping[str, int] = field(default_factory=dict)
+    origins: tuple[str, ...] = ()
+    ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CustomEvent(Event):
     """An event with a caller-chosen name and free-form data (spans recorded by the tracer use it)."""
 
@@ -465,6 +496,8 @@ EVENT_TYPES: Mapping[str, type[Event]] = MappingProxyType(
             RecoveryLimitLearned,
             UsageRecorded,
             SessionTrace,
+            ProviderContextReport,
+            ProviderItemDropped,
         )
     }
 )

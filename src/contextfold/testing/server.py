@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from ..summarize.base import default_counter
 from ..tokens import TokenCounter
+from .context_management import ContextManagement
 from .stream import stream_events
 from .wire import API, ErrorReply, Reply, error_body, reply_body, request_tokens
 
@@ -43,7 +44,8 @@ SHUTDOWN_POLL_SECONDS = 0.02
 STREAM_PAUSE_TIMEOUT_S = 10.0
 
 _ROUTES: dict[str, API] = {"/v1/chat/completions": "chat", "/chat/completions": "chat", "/v1/responses": "responses",
-                           "/responses": "responses", "/v1/messages": "messages", "/messages": "messages"}
+                           "/responses": "responses", "/v1/messages": "messages", "/messages": "messages",
+                           "/v1/responses/compact": "responses", "/responses/compact": "responses"}
 # The contextfold.formats module that validates each API's items.
 _FORMAT_OF: dict[API, str] = {"chat": "openai_chat", "responses": "openai_responses", "messages": "anthropic"}
 # Whichever parameter the request used to cap its reply.
@@ -118,6 +120,8 @@ class ScriptedLLMServer:
 
     Attributes:
         requests: every :class:`RecordedRequest`, in arrival order.
+        context_management: the providers' own context management as the server plays it (edits, compaction,
+            signed reasoning; :mod:`contextfold.testing.context_management`), with the compactions it made.
     """
 
     def __init__(
@@ -148,6 +152,7 @@ class ScriptedLLMServer:
         self.requests: list[RecordedRequest] = []
         # Set to an unset threading.Event to hold every stream after its first event until the test sets it.
         self.stream_pause: threading.Event | None = None
+        self.context_management = ContextManagement(self.counter)
         self._changed = threading.Condition()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -253,6 +258,13 @@ class ScriptedLLMServer:
             except Exception as exc:  # every validator failure is reported to the client as the API would
                 request.invalid = f"{type(exc).__name__}: {exc}"
                 return error_body(api, ErrorReply("invalid_request", str(exc)), number)
+        if request.path.endswith("/responses/compact"):
+            return 200, self.context_management.compact_endpoint(body, number)
+        admitted = self.context_management.admit(api, body, request.headers, request.input_tokens, number)
+        if isinstance(admitted, ErrorReply):
+            request.invalid = f"rejected: {admitted.message}"
+            return error_body(api, admitted, number)
+        request.input_tokens = admitted.input_tokens  # what the model reads, after the provider's own edits
         window = self.context_window
         if window is not None:
             cap = request.max_tokens or 0
@@ -272,8 +284,9 @@ class ScriptedLLMServer:
         output = self.counter.count(reply.text or reply.refusal or "") + sum(
             self.counter.count(c.name) + self.counter.count(c.arguments_json()) for c in reply.tool_calls)
         model = body.get("model") if isinstance(body.get("model"), str) else self.model
-        return 200, reply_body(api, reply, model=str(model), number=number, input_tokens=request.input_tokens,
-                               output_tokens=output, truncated=truncated, request=body)
+        payload = reply_body(api, reply, model=str(model), number=number, input_tokens=request.input_tokens,
+                             output_tokens=output, truncated=truncated, request=body)
+        return 200, self.context_management.finish(admitted, payload, reply)
 
     def _cut(self, reply: Reply, max_tokens: int | None) -> tuple[Reply, bool]:
         """The reply cut to ``max_tokens`` as a real model would be, and whether it was cut."""
@@ -285,7 +298,7 @@ class ScriptedLLMServer:
         text = reply.text[: len(reply.text) * max_tokens // total]
         while text and self.counter.count(text) > max_tokens:
             text = text[: len(text) * 9 // 10]
-        return Reply(text=text, refusal=reply.refusal, input_tokens=reply.input_tokens), True
+        return Reply(text=text, refusal=reply.refusal, input_tokens=reply.input_tokens, reasoning=reply.reasoning), True
 
 
 class _Handler(BaseHTTPRequestHandler):

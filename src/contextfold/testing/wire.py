@@ -40,7 +40,8 @@ class Reply:
     """A successful scripted reply: text, tool calls, or a refusal.
 
     ``finish_reason`` overrides the computed one (``"stop"``, ``"length"``, ``"tool_calls"``); ``input_tokens`` /
-    ``output_tokens`` override the counted usage.
+    ``output_tokens`` override the counted usage. ``reasoning`` is what the model thought first: a signed thinking
+    block (Anthropic, when the request turns thinking on) or a reasoning item with encrypted content (Responses).
     """
 
     text: str = ""
@@ -49,6 +50,7 @@ class Reply:
     finish_reason: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    reasoning: str | None = None
 
     @classmethod
     def refused(cls, text: str = "I'm sorry, but I can't help with that.") -> Reply:
@@ -83,7 +85,8 @@ _ERRORS: dict[str, tuple[int, str, str | None, str, str]] = {
 class ErrorReply:
     """A scripted error, rendered as the provider's real error body for whichever API was called.
 
-    ``context_overflow`` builds the provider's own wording from ``prompt_tokens`` and ``limit``.
+    ``context_overflow`` builds the provider's own wording from ``prompt_tokens`` and ``limit``. ``code`` names the
+    cause where the API has a field for it (Anthropic's ``error.details.error_code``, OpenAI's ``error.code``).
     """
 
     kind: ErrorKind = "server_error"
@@ -92,6 +95,7 @@ class ErrorReply:
     limit: int | None = None
     max_tokens: int | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    code: str | None = None
 
     @property
     def status(self) -> int:
@@ -132,12 +136,14 @@ def error_body(api: API, error: ErrorReply, request_number: int) -> tuple[int, d
     status, openai_type, code, anthropic_type, default = _ERRORS[error.kind]
     message = error.message or (_overflow_message(api, error) if error.kind == "context_overflow" else default)
     if api == "messages":
-        return status, {"type": "error", "error": {"type": anthropic_type, "message": message},
-                        "request_id": f"req_scripted_{request_number}"}
+        detail: dict[str, Any] = {"type": anthropic_type, "message": message}
+        if error.code is not None:
+            detail["details"] = {"error_code": error.code}
+        return status, {"type": "error", "error": detail, "request_id": f"req_scripted_{request_number}"}
     if error.kind == "overloaded":
         status = 503  # OpenAI has no 529; it reports overload as 503
     param = ("messages" if api == "chat" else "input") if error.kind == "context_overflow" else None
-    return status, {"error": {"message": message, "type": openai_type, "param": param, "code": code}}
+    return status, {"error": {"message": message, "type": openai_type, "param": param, "code": error.code or code}}
 
 
 # -- token counting ---------------------------------------------------------------------------------------------
@@ -148,7 +154,9 @@ def _strings(value: Any) -> Iterable[str]:
         yield value
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            if key not in ("type", "role", "cache_control", "id", "call_id", "tool_call_id", "tool_use_id"):
+            # Opaque provider tokens are billed as what they stand for, not as their base64 (see context_management).
+            if key not in ("type", "role", "cache_control", "id", "call_id", "tool_call_id", "tool_use_id",
+                           "signature", "encrypted_content"):
                 yield from _strings(item)
     elif isinstance(value, list):
         for item in value:

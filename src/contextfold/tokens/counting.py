@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ..messages import DocumentPart, ImagePart, Message, Part, TextPart, ThinkingPart
+from ..messages import DocumentPart, ImagePart, Message, Part, TextPart, ThinkingPart, is_compaction
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -527,6 +527,14 @@ class MessageCounter:
         if isinstance(part, DocumentPart):
             readable = part.data is not None and (part.media_type or "").startswith("text/")
             return self._text(part.data or "") if readable else DOCUMENT_TOKENS
+        if is_compaction(part):
+            # A compaction item is billed as the summary it holds: Anthropic's readable content, OpenAI's encrypted
+            # blob (base64 of it, like encrypted reasoning). The provider's next usage report grounds the estimate.
+            content, encrypted = part.data.get("content"), part.data.get("encrypted_content")
+            n = self._text(content) if isinstance(content, str) else 0
+            if isinstance(encrypted, str) and n == 0:
+                n += math.ceil(len(encrypted) / ENCRYPTED_CHARS_PER_TOKEN)
+            return n
         return self._text(json.dumps(dict(part.data), ensure_ascii=False, default=str))
 
 
