@@ -111,3 +111,21 @@ def test_rotate_keeps_nothing_when_asked(tmp_path: Path) -> None:
     assert rotate(target, max_bytes=5, keep=0)
     assert not target.exists()
     assert not rotate(target, max_bytes=5, keep=0)
+
+
+def test_managers_computing_in_the_background_share_the_workers() -> None:
+    # A thread per manager (issue 21 §5: 200 managers dropped without close() left 402 threads). (No archive:
+    # its events file still has a telemetry thread per manager.)
+    before = threading.active_count()
+    managers = []
+    for n in range(20):
+        cm = ContextManager("gpt-4o", max_context_tokens=4_000, store="memory", archive=False,
+                            session_id=f"bg{n}", background=True)
+        cm.add([Message.user(f"step {k}: " + "look at the parser again " * 60) for k in range(8)])
+        future = cm.compact_in_background()
+        assert future is not None
+        future.result()
+        managers.append(cm)
+    assert threading.active_count() - before <= 2  # the shared workers (WORKERS), whatever the managers
+    for cm in managers:
+        cm.close()

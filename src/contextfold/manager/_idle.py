@@ -7,6 +7,7 @@ kept after the compacted part), a rewritten view (masking, another compaction) m
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -19,8 +20,23 @@ if TYPE_CHECKING:
 
 __all__ = ["IdleCompactions", "IdleOutcome"]
 
-# One worker: a second compaction of the same session could only be computed from a view the first rewrites.
-WORKERS = 1
+# Background compactions of every manager of the process share these workers, started on first need (issue 22: a
+# thread per manager left 402 threads behind 200 managers dropped without close()). A session never has more than
+# one job at a time (a second compaction could only be computed from a view the first rewrites).
+WORKERS = 2
+
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def _shared_executor() -> ThreadPoolExecutor:
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _executor = ThreadPoolExecutor(WORKERS, thread_name_prefix="contextfold-idle")
+        return _executor
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +59,6 @@ class IdleCompactions:
     """At most one background compaction of one session's view, and the check that its result still applies."""
 
     def __init__(self) -> None:
-        self._executor: ThreadPoolExecutor | None = None
         self._pending: tuple[int, list[Message], Future[CompactionResult]] | None = None
 
     @property
@@ -53,12 +68,8 @@ class IdleCompactions:
 
     def start(self, snapshot: list[Message], version: int,
               job: Callable[[], CompactionResult]) -> Future[CompactionResult]:
-        """Run ``job`` (the compaction of ``snapshot``, the view at ``version``) on the worker thread."""
-        if self._executor is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._executor = ThreadPoolExecutor(WORKERS, thread_name_prefix="contextfold-idle")
-        future = self._executor.submit(job)
+        """Run ``job`` (the compaction of ``snapshot``, the view at ``version``) on a shared worker thread."""
+        future = _shared_executor().submit(job)
         self._pending = (version, snapshot, future)
         return future
 
@@ -83,7 +94,9 @@ class IdleCompactions:
         return IdleOutcome(result=result, snapshot=tuple(snapshot), tail=tuple(current[length:]))
 
     def shutdown(self) -> None:
-        """Wait for a running job and stop the worker thread (a finished job's outcome can still be taken)."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
+        """Wait for this session's running job, if any (its outcome can still be taken); the workers stay shared."""
+        pending = self._pending
+        if pending is not None:
+            from concurrent.futures import wait
+
+            wait([pending[2]])
