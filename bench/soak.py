@@ -5,11 +5,19 @@ process is killed mid-session (the manager is dropped without close; a new one r
 agent's own log of what it added since). Every request is validated against the OpenAI Chat wire format and the
 window; at the end the archive plus the final view must hold every message the agent added.
 
-Reports: sessions completed, invalid requests, messages lost, compactions per session, and compactions on
-consecutive turns without growth (the view grew by less than ``clear_at_least`` tokens in between).
-Target: 100% completed, 0 invalid, 0 lost, 0 back-to-back without growth.
+Sessions come in two shapes, at 8K or 16K: an agent's tool loop (a request now and then, a call, an output of
+random size) and a user-heavy chat (300-word requests and replies, no tools).
+
+Reports: sessions completed, invalid requests, messages lost, compactions per session (per shape), and automatic
+compactions without growth: the view grew by less than the headroom a compaction leaves under hard
+(``clear_at_least``, or half of hard - soft in small windows) since the compaction before it, on any earlier turn.
+Read from the compactions' own figures (the span of each), not from the view after ``prepare()``, which an answered
+output shown wider inflates. Before issue 21 it counted only compactions on consecutive turns, and only tool loops
+at 16K ran: it said 0 while a user-heavy chat at 8K compacted on 14 of 30 turns.
+Target: 100% completed, 0 invalid, 0 lost, 0 without growth.
 
 Run: python bench/soak.py [--sessions 1000] [--seed 1]
+     python bench/soak.py --long 1500   (one tool loop of 1,500 turns at 8K, no faults: compactions and maskings)
 """
 
 from __future__ import annotations
@@ -30,8 +38,17 @@ from contextfold.messages import Message, ToolCall
 from contextfold.stores.memory import MemoryBlobStore
 from contextfold.summarize.base import SummaryRequest, SummaryResult
 from contextfold.summarize.extractive import ExtractiveSummarizer
+from contextfold.telemetry import RecordingTelemetry, SpanEvent
 
 WINDOW = 16_000
+# Windows a session draws from: a small one, where every layer of the view competes for room, and the default.
+WINDOWS = (8_000, WINDOW)
+# Share of sessions that are user-heavy chats rather than tool loops.
+CHAT_SHARE = 0.3
+# Words per request and per reply in a user-heavy chat.
+CHAT_WORDS = 300
+_CHAT_VOCABULARY = ("alpha", "beta", "gamma", "delta", "epsilon", "river", "mountain", "table", "window",
+                    "garden", "silver", "copper", "invoice", "customer", "order", "ticket")
 # The agent's own id for each message it adds (a caller meta key, which the archive gives back on restore).
 AGENT_ID = "agent_id"
 # A turn here takes milliseconds, in production seconds (a model call): the circuit breaker's cool-down, counted in
@@ -78,8 +95,9 @@ class Outcome:
     completed: bool = False
     invalid: int = 0
     lost: int = 0
+    shape: str = "tool"
     compactions: int = 0
-    back_to_back_without_growth: int = 0
+    without_growth: int = 0
     kills: int = 0
     faults: dict[str, int] = field(default_factory=dict)
     error: str | None = None
@@ -104,6 +122,37 @@ def turn_messages(rng: random.Random, sid: str, turn: int) -> list[Message]:
     return out
 
 
+def chat_messages(rng: random.Random, sid: str, turn: int) -> list[Message]:
+    """One turn of a user-heavy chat: a long request and a long reply."""
+    ids = iter(f"{sid}-{turn}-{k}" for k in range(2))
+
+    def words() -> str:
+        return " ".join(rng.choice(_CHAT_VOCABULARY) for _ in range(CHAT_WORDS))
+
+    return [Message.user(f"request {turn}: {words()}", meta={AGENT_ID: next(ids)}),
+            Message.assistant(f"reply {turn}: {words()}", meta={AGENT_ID: next(ids)})]
+
+
+def compactions_without_growth(telemetry: RecordingTelemetry, headroom: int) -> int:
+    """Automatic compactions the view reached growing less than ``headroom`` since the compaction before it."""
+    count = 0
+    last_after: int | None = None
+    for e in telemetry.events:
+        if not (isinstance(e, SpanEvent) and e.event.startswith("compact.") and e.attributes.get("applied")):
+            continue
+        before, after = int(e.attributes["tokens_before"]), int(e.attributes["tokens_after"])
+        # Overflow recovery's compactions (not automatic) answer the provider's count, not growth.
+        if e.attributes.get("automatic") and last_after is not None and before - last_after < headroom:
+            count += 1
+        last_after = after
+    return count
+
+
+def headroom(cm: ContextManager) -> int:
+    """What a hard compaction leaves under hard at least (``Compactor.headroom``)."""
+    return min(cm.policy.clear_at_least, (cm.budgets.hard - cm.budgets.soft) // 2)
+
+
 def retry(fn: Any, outcome: Outcome) -> Any:
     for attempt in range(RETRIES):
         try:
@@ -125,35 +174,41 @@ def run_session(seed: int, *, turns: int | None = None, cooldown_s: float = TURN
     summarizer = FlakySummarizer(rng, rate=rng.choice([0.0, 0.1, 0.3]))
     n_turns = turns or rng.randint(20, 60)
     kill_at = rng.randrange(n_turns) if rng.random() < 0.3 else -1
+    window = rng.choice(WINDOWS)
+    outcome.shape = "chat" if rng.random() < CHAT_SHARE else "tool"
+    make_turn = chat_messages if outcome.shape == "chat" else turn_messages
     wire = get_format("openai_chat")
     log: list[Message] = []
 
+    telemetry = RecordingTelemetry()
+
     def new_manager() -> ContextManager:
-        return ContextManager("gpt-4o", max_context_tokens=WINDOW, store=store, archive=archive, session_id=sid,
-                              summarizer=summarizer, redact=False, policy={"circuit_cooldown_s": cooldown_s})
+        telemetry.clear()  # a resumed manager's compactions are measured from its own first one
+        return ContextManager("gpt-4o", max_context_tokens=window, store=store, archive=archive, session_id=sid,
+                              summarizer=summarizer, redact=False, policy={"circuit_cooldown_s": cooldown_s},
+                              telemetry=telemetry)
+
+    def count_growth(manager: ContextManager) -> None:
+        outcome.without_growth += compactions_without_growth(telemetry, headroom(manager))
 
     cm = new_manager()
-    last_compaction_tokens: int | None = None
-    compactions_before = 0
     try:
         for turn in range(n_turns):
             if turn == kill_at:  # killed: nothing flushed, nothing closed; resume from the archive and the log
                 outcome.kills += 1
                 outcome.compactions += cm.compactions
+                count_growth(cm)
                 cm = new_manager()
                 restored = archive.restore_history(sid, resolve_ref=store_get(store), keep_meta=(AGENT_ID,))
                 known = {m.meta.get(AGENT_ID) for m in restored}
                 retry(lambda r=restored, k=known: cm.add([*r, *(m for m in log if m.meta.get(AGENT_ID) not in k)]),
                       outcome)
-                last_compaction_tokens, compactions_before = None, 0
-            batch = turn_messages(rng, sid, turn)
+            batch = make_turn(rng, sid, turn)
             log.extend(batch)
             retry(lambda b=batch: cm.add(b), outcome)
-            grown_to = cm.tokens()
             if rng.random() < 0.05:  # the provider says the request was too long
                 outcome.faults["overflow"] = outcome.faults.get("overflow", 0) + 1
-                outcome.faults[f"_overflow{turn}"] = 1
-                retry(lambda: cm.shrink_for_overflow(prompt_tokens=cm.tokens() + WINDOW // 2, limit=WINDOW),
+                retry(lambda: cm.shrink_for_overflow(prompt_tokens=cm.tokens() + window // 2, limit=window),
                       outcome)
             request = retry(lambda: cm.prepare("openai_chat"), outcome)
             try:
@@ -161,23 +216,12 @@ def run_session(seed: int, *, turns: int | None = None, cooldown_s: float = TURN
             except ContextfoldError as exc:
                 outcome.invalid += 1
                 outcome.error = outcome.error or f"invalid request: {exc}"
-            if cm.tokens() > WINDOW:
+            if cm.tokens() > window:
                 outcome.invalid += 1
-                outcome.error = outcome.error or f"request of {cm.tokens()} tokens over the {WINDOW} window"
-            if cm.compactions > compactions_before:
-                tokens = cm.tokens()
-                # A compaction forced by a reported overflow (with the provider's larger count) is not a loop.
-                forced = any(outcome.faults.get(f"_overflow{t}") for t in (turn - 1, turn))
-                if last_compaction_tokens is not None and turn_compacted_before(outcome, turn - 1) and not forced:
-                    grown = grown_to - last_compaction_tokens
-                    if grown < cm.policy.clear_at_least:
-                        outcome.back_to_back_without_growth += 1
-                last_compaction_tokens = tokens
-                outcome.faults.setdefault("_compacted_turns", 0)
-                mark_compacted(outcome, turn)
-            compactions_before = cm.compactions
+                outcome.error = outcome.error or f"request of {cm.tokens()} tokens over the {window} window"
         cm.finish()
         outcome.compactions += cm.compactions
+        count_growth(cm)
         restored = archive.restore_history(sid, cm.messages(), resolve_ref=store_get(store), keep_meta=(AGENT_ID,))
         have = {(m.meta.get(AGENT_ID), m.text) for m in restored}
         # Lost: not in archive + view with its id and its full text, byte for byte.
@@ -192,15 +236,6 @@ def run_session(seed: int, *, turns: int | None = None, cooldown_s: float = TURN
     return outcome
 
 
-# Per-turn bookkeeping for the growth check, kept on the outcome (one dict per session).
-def mark_compacted(outcome: Outcome, turn: int) -> None:
-    outcome.faults[f"_turn{turn}"] = 1
-
-
-def turn_compacted_before(outcome: Outcome, turn: int) -> bool:
-    return outcome.faults.get(f"_turn{turn}", 0) == 1
-
-
 def store_get(store: MemoryBlobStore) -> Any:
     def get(ref: str) -> str:
         return store.get(ref).decode("utf-8", "surrogatepass")
@@ -213,8 +248,8 @@ def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
     faults: dict[str, int] = {}
     for o in outcomes:
         for k, v in o.faults.items():
-            if not k.startswith("_"):
-                faults[k] = faults.get(k, 0) + v
+            faults[k] = faults.get(k, 0) + v
+    by_shape = {shape: [o.compactions for o in outcomes if o.shape == shape] for shape in ("tool", "chat")}
     return {
         "sessions": len(outcomes),
         "completed": completed,
@@ -223,11 +258,32 @@ def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
         "messages_lost": sum(o.lost for o in outcomes),
         "compactions_per_session_median": statistics.median(compactions) if compactions else 0,
         "compactions_per_session_max": max(compactions, default=0),
-        "back_to_back_without_growth": sum(o.back_to_back_without_growth for o in outcomes),
+        "compactions_per_session_by_shape": {shape: {"sessions": len(found), "median": statistics.median(found),
+                                                     "max": max(found)}
+                                             for shape, found in by_shape.items() if found},
+        "compactions_without_growth": sum(o.without_growth for o in outcomes),
         "kills_resumed": sum(o.kills for o in outcomes),
         "faults_injected": faults,
         "errors": sorted({o.error for o in outcomes if o.error})[:5],
     }
+
+
+def long_session(turns: int, *, seed: int = 1, window: int = 8_000) -> dict[str, Any]:
+    """One tool loop of ``turns`` turns, no faults: how often it compacts and masks, and how the view ends."""
+    rng = random.Random(seed)
+    telemetry = RecordingTelemetry()
+    cm = ContextManager("gpt-4o", max_context_tokens=window, store="memory", archive="memory", session_id="long",
+                        redact=False, telemetry=telemetry)
+    started = time.process_time()
+    for turn in range(turns):
+        cm.add(turn_messages(rng, "long", turn))
+        cm.prepare("openai_chat")
+    report = {"turns": turns, "window": window, "compactions": cm.compactions, "maskings": cm.maskings,
+              "compactions_without_growth": compactions_without_growth(telemetry, headroom(cm)),
+              "final_view_messages": len(cm.messages()), "final_view_tokens": cm.tokens(),
+              "cpu_seconds": round(time.process_time() - started, 1)}
+    cm.close()
+    return report
 
 
 def main() -> None:
@@ -236,7 +292,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--cooldown", type=float, default=TURN_COOLDOWN_S,
                         help="circuit breaker cool-down in seconds (default: half-open on the next turn)")
+    parser.add_argument("--long", type=int, default=0, metavar="TURNS",
+                        help="run one fault-free tool loop of this many turns at 8K instead")
     args = parser.parse_args()
+    if args.long:
+        print(json.dumps(long_session(args.long, seed=args.seed), indent=2))
+        return
     started = time.perf_counter()
     outcomes = [run_session(args.seed * 1_000_003 + n, cooldown_s=args.cooldown) for n in range(args.sessions)]
     report = summarize(outcomes)

@@ -314,3 +314,14 @@ def test_a_task_stated_after_a_long_preamble_survives_a_compaction_too_long_to_r
     assert any(m.text == task for m in result.messages if m.role == "user" and m.kind is None)
     (summary,) = summaries(result.messages)
     assert "in the middle were not read for it" in summary.text  # and the summary says it read the slice at its ends
+
+
+@pytest.mark.parametrize(("first", "warned"), [(2, [2, 4, 8, 16]), (3, [3, 6, 12]), (1, [1, 2, 4, 8, 16])])
+def test_the_repeated_compaction_warning_comes_at_the_threshold_and_each_doubling(first: int,
+                                                                                  warned: list[int]) -> None:
+    # Issue 21 §6: the warning came with every compaction from the second on (19 of 20 in a 45-turn session).
+    msgs = _session()
+    said = [done for done in range(1, 21)
+            if any(f"{done} times" in w for w in
+                   _run(msgs, compaction_count=done - 1, policy=Policy(warn_after_compactions=first))[0].warnings)]
+    assert said == warned

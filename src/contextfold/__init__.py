@@ -6,9 +6,14 @@ imports an optional dependency.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from ._lazy import lazy_exports
+
+# A library never prints on its own: without this, the warnings of "contextfold.*" loggers reach stderr through
+# logging's last-resort handler in an application that configured no logging. Configured handlers still get them.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 

@@ -149,7 +149,9 @@ def test_accuracy_warning_comes_before_the_third_compaction() -> None:
             cm.add(_long_history(4, size=20)[1:] if round_ else _long_history(4, size=20))
             cm.compact()
             counts.append(sum(1 for e in sink.events if e.name == "compact.warning" and "accuracy" in e.message))
-        assert counts == [0, 1, 2]  # warned after the 2nd, i.e. before a 3rd compaction degrades it further
+        # Warned after the 2nd, i.e. before a 3rd compaction degrades it further; then at the 4th, 8th, … (not at
+        # every one: issue 21 §6).
+        assert counts == [0, 1, 1]
     finally:
         cm.close()
 

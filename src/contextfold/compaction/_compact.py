@@ -43,6 +43,12 @@ EMERGENCY_KEEP_DIVISOR = 2
 # An emergency compaction leaves at most this share of the message cap, so the view can grow for a while before the
 # cap is reached again (landing just under it would compact again on the next turn).
 EMERGENCY_MESSAGE_TARGET_SHARE = 0.5
+# User messages kept verbatim take at most this share of a compaction's budget (and never more than
+# policy.user_message_budget). 004's 20,000 tokens is a sixth of a 128K window but more than a whole 8K one: there the
+# block of verbatim requests grew until nothing else fitted, and every later compaction freed a few hundred tokens
+# (a user-heavy session at 8K compacted on 23 of 30 turns; a tool-heavy one, whose 1,300 short requests all stayed,
+# 385 times in 1,500 turns). From a ~96K window up the policy's budget is the smaller one.
+USER_BLOCK_MAX_SHARE = 0.5
 # Header counts used to size the summary's framing: a wide count so the real header is never longer.
 _FRAMING_PROBE_COUNT = 10**6
 
@@ -159,7 +165,7 @@ def plan_compaction(
     overhead = _request_overhead(counter)
     budget -= overhead
     reserve, least = summary_reserve(part, policy, budget, _framing(counter, policy.summary_header), overhead)
-    keep = _start_keep(policy, kind)
+    keep = _start_keep(policy, kind, budget)
     max_messages = _message_limit(policy, kind)
     warnings: list[str] = []
     chosen: Layout | None = None
@@ -273,7 +279,7 @@ def compact(
         raise InsufficientBudget(f"compacted view needs {tokens_after} tokens but the budget is {budget}",
                                  needed=tokens_after, budget=budget)
     done = compaction_count + 1
-    if done >= policy.warn_after_compactions:
+    if _warns_after(done, policy.warn_after_compactions):
         warnings.append(f"this session has been compacted {done} times; each summary loses detail, so accuracy "
                         "degrades (consider starting a fresh session with the summary)")
     stats = _stats(plan, lay, part, out, tokens_before, tokens_after, budget, summary_msg, retain_msg, started)
@@ -289,6 +295,18 @@ def compact(
     )
 
 
+def _warns_after(done: int, first: int) -> bool:
+    """Whether the ``done``-th compaction repeats the "compacted N times" warning: at ``first``, then each doubling.
+
+    Once per compaction was a warning on almost every turn of a long session (19 of 20 compactions in one run), so
+    users learned to ignore it; at 2, 4, 8, 16, … it still says, now and then, that the count keeps growing.
+    """
+    if done < first:
+        return False
+    ratio, rest = divmod(done, first)
+    return rest == 0 and ratio & (ratio - 1) == 0
+
+
 def _summary_tokens(reserve: int, summarized: Sequence[int], part: Partition) -> int:
     """The summary's token budget: the reserve, but at most half of what it replaces (``summarized``: indexes).
 
@@ -301,9 +319,10 @@ def _summary_tokens(reserve: int, summarized: Sequence[int], part: Partition) ->
     return max(1, min(reserve, cap))
 
 
-def _start_keep(policy: Policy, kind: str) -> Keep:
-    keep = Keep(policy.keep_recent_turns, policy.keep_tool_io_pairs, policy.user_message_budget,
-                policy.retain_last_turns)
+def _start_keep(policy: Policy, kind: str, budget: int) -> Keep:
+    """The keep counts a compaction starts fitting from (``budget``: tokens the messages may take)."""
+    user_budget = min(policy.user_message_budget, int(budget * USER_BLOCK_MAX_SHARE))
+    keep = Keep(policy.keep_recent_turns, policy.keep_tool_io_pairs, user_budget, policy.retain_last_turns)
     if kind != "emergency":
         return keep
     return Keep(_halve(keep.turns), _halve(keep.pairs), keep.user_budget, keep.retain_last)

@@ -155,11 +155,12 @@ class Compactor:
 
     # -- computing a compaction ---------------------------------------------------------------------------------
     def target(self, view: list[Message], kind: str, tool_tokens: int) -> tuple[int, CompactionPlan | None]:
-        """Tokens a compaction aims for: halfway between soft and hard when that loses nothing more.
+        """Tokens a compaction aims for: halfway between soft and hard when that loses nothing more, else the headroom.
 
-        Landing just under hard would compact again on the next turn (thrash, and a prompt-cache miss each time);
-        but a lower target must not cost keep counts or user messages, so a dry run decides. Returns the budget,
-        and the dry run when its budget is the one chosen (the compaction then does not plan again).
+        Landing just under hard would compact again on the next turn (thrash, and a prompt-cache miss each time).
+        A dry run decides: when the midpoint costs keep counts or user messages, the compaction aims
+        :meth:`headroom` under hard instead (only pinned text too large for that target lets it land at hard).
+        Returns the budget, and the dry run of that budget (the compaction then does not plan again).
         """
         from ..compaction import plan_compaction
         from ..errors import ContextfoldError
@@ -176,7 +177,26 @@ class Compactor:
                                    kind=kind)
         except ContextfoldError:
             return hard, None
-        return (hard, None) if plan.warnings else (target, plan)
+        if not plan.warnings:
+            return target, plan
+        # The midpoint costs keep counts: land at least the headroom under hard anyway. Landing just under hard
+        # saved a few hundred tokens per compaction, and the next turn compacted (and archived the view) again.
+        # Never at the cost of the answered message, though: that is the last resort of a budget nothing else fits.
+        below = hard - self.headroom()
+        try:
+            plan = plan_compaction(view, policy=self.policy, counter=self.counter, budget=below, kind=kind)
+        except ContextfoldError:
+            return hard, None
+        keep = plan.layout.keep
+        return (below, plan) if keep is None or keep.answered else (hard, None)
+
+    def headroom(self) -> int:
+        """Tokens a hard compaction leaves under hard at least: ``clear_at_least``, or half of hard − soft if less.
+
+        The view must grow by that much before the next compaction (half of hard − soft keeps small windows' target
+        between soft and hard, where the midpoint is).
+        """
+        return min(self.policy.clear_at_least, (self.budgets.hard - self.budgets.soft) // 2)
 
     def shrink_answered(self, view: list[Message], budget: int) -> list[Message]:
         """``view`` with the answered results cut harder when together they take over half of ``budget``.
@@ -224,8 +244,11 @@ class Compactor:
     def worth_applying(self, result: CompactionResult) -> bool:
         """Whether an automatic soft compaction saved enough to pay for the prompt-cache miss it causes."""
         before = result.stats.tokens_before
-        needed = min(self.policy.clear_at_least, before // MIN_SAVING_DIVISOR)
-        return result.stats.tokens_after <= before - needed
+        return result.stats.tokens_after <= before - self.min_saving(before)
+
+    def min_saving(self, tokens: int) -> int:
+        """Tokens a rewrite of a ``tokens``-token view must save to pay for its prompt-cache miss."""
+        return min(self.policy.clear_at_least, tokens // MIN_SAVING_DIVISOR)
 
     # -- compactions that cannot help ---------------------------------------------------------------------------
     def note_stall(self, plan_after: Any, total: int, count: int, rank: int) -> None:

@@ -515,11 +515,10 @@ class ContextManager:
         if self.cache is not None and plan.action is not Action.EMERGENCY:
             # Masking loses nothing (every output stays readable by ref), so it goes first: down to the tool-output
             # budget, and when the view is over soft, far enough to get it back under soft with some headroom.
-            budget = self.budgets.tool_output_budget
-            if plan.action is not Action.MASK:
-                wanted = total - int(self.budgets.soft * MASK_HEADROOM)
-                budget = min(budget, max(0, tool_tokens - wanted))
-            self._mask(budget, required=0 if total > self.budgets.hard else self.policy.clear_at_least)
+            if plan.action is Action.MASK:
+                self._mask(self.budgets.tool_output_budget, required=self.policy.clear_at_least)
+            else:
+                self._mask_before_summary(total, tool_tokens)
             tokens, tool_tokens, count = self._view.totals()
             total = self._grounded(tokens + self._tool_tokens)
         if plan.action is not Action.EMERGENCY:
@@ -612,11 +611,22 @@ class ContextManager:
             return self.policy.model_copy(update={"auto": False})
         return self.policy
 
+    def _mask_before_summary(self, total: int, tool_tokens: int) -> None:
+        """Mask before a compaction summarizes: far enough to get the view back under soft with some headroom.
+
+        A summary breaks the prompt cache too and loses what it drops, so a masking that does the job is worth
+        what a soft compaction must save (``Compactor.min_saving``), not ``clear_at_least``: in small windows the
+        larger figure let the summary win every time.
+        """
+        wanted = total - int(self.budgets.soft * MASK_HEADROOM)
+        budget = min(self.budgets.tool_output_budget, max(0, tool_tokens - wanted))
+        self._mask(budget, required=0 if total > self.budgets.hard else self._compactor.min_saving(total))
+
     def _mask(self, budget_tokens: int, *, required: int = 0) -> None:
         """Mask old tool outputs down to ``budget_tokens``; skip it when it would free less than ``required``.
 
         Every masking rewrites the middle of the history and so costs the provider's prompt cache from there on:
-        under the hard threshold it is only worth doing in batches of at least ``clear_at_least`` tokens.
+        under the hard threshold it is only worth doing in batches of at least ``required`` tokens.
         """
         if self.cache is None:
             return
