@@ -38,8 +38,10 @@ def test_each_extra_is_counted_with_the_view() -> None:
 
 
 def test_extras_move_the_thresholds_decision() -> None:
-    # 5,600 tokens of conversation fit an 8K window (hard 6,500); with 12 tools' 1,500 tokens they do not.
-    cm = make()
+    # 5,600 tokens of conversation fit an 8K window (hard 6,500); with 12 tools' 1,500 tokens they do not. (Soft is
+    # moved out of the way: over it, the 14 long user messages would be summarized already, as they should be.)
+    cm = ContextManager("gpt-4o", max_context_tokens=8_000, store="memory", archive="memory",
+                        policy={"soft_pct": 0.95})
     cm.add([Message.user("read the log"), *[m for i in range(14) for m in (
         Message.assistant(f"reading part {i}", []), Message.user("line " * 380))]])
     cm.prepare()
