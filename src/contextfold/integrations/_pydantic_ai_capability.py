@@ -32,6 +32,18 @@ if TYPE_CHECKING:
 __all__ = ["ContextfoldCapability"]
 
 
+def _api_of(model: Any) -> str:
+    """Which provider API a pydantic-ai model calls: ``anthropic``, ``openai_responses``, or another."""
+    from pydantic_ai.models.wrapper import WrapperModel
+
+    while isinstance(model, WrapperModel):
+        model = model.wrapped
+    name = type(model).__name__
+    if name == "AnthropicModel":
+        return "anthropic"
+    return "openai_responses" if name == "OpenAIResponsesModel" else name
+
+
 @dataclass
 class ContextfoldCapability(AbstractCapability[Any]):
     """Processes the history before each model request, gives the retrieval tools, recovers from overflow."""
@@ -71,6 +83,46 @@ class ContextfoldCapability(AbstractCapability[Any]):
             (ctx.run_id, ctx.run_step), OverflowRecovery(processor.manager, processor.max_retries, 0))
         await asyncio.to_thread(recovery.shrink, info, error)  # raises RecoveryFailed when it should not retry
         raise RetryModelRequest()
+
+    def get_model_settings(self) -> Any:
+        """The provider's context management for the run's model, when ``Policy.compactor`` asks for it.
+
+        An Anthropic model gets ``anthropic_context_management`` and its betas, an OpenAI Responses model
+        ``openai_context_management``; settings you gave the agent yourself win. Other models: nothing.
+        """
+        manager = self.processor.manager
+
+        def resolve(ctx: RunContext[Any]) -> Any:
+            from ..provider_context import thinking_enabled
+
+            api = _api_of(ctx.model)
+            given = dict(ctx.model_settings or {})
+            thinking = thinking_enabled(given.get("anthropic_thinking"))
+            settings = manager.provider_context.settings(api, thinking=thinking)
+            if settings is None:
+                return {}
+            management = settings.params["context_management"]
+            if api == "anthropic":
+                if "anthropic_context_management" in given:
+                    return {}
+                return {"anthropic_context_management": management, "anthropic_betas": list(settings.betas)}
+            return {} if "openai_context_management" in given else {"openai_context_management": management}
+
+        return resolve
+
+    async def after_model_request(self, ctx: RunContext[Any], *, request_context: ModelRequestContext,
+                                  response: ModelResponse) -> ModelResponse:
+        """Count what the provider compacted for this reply (pydantic-ai does not pass its cleared counts on)."""
+        manager = self.processor.manager
+        settings = manager.provider_context.engaged
+        if settings is not None:
+            from pydantic_ai.messages import CompactionPart
+
+            compactions = [{"type": "compaction"} for p in response.parts if isinstance(p, CompactionPart)]
+            usage = {"input_tokens": response.usage.input_tokens}
+            key = "content" if settings.api == "anthropic" else "output"
+            manager.provider_context.observe(settings.api, {key: compactions, "usage": usage})
+        return response
 
     def get_toolset(self) -> Any:
         """The retrieval tools, answered from the processor's manager."""

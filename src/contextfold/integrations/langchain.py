@@ -229,7 +229,11 @@ class ContextfoldMiddleware(AgentMiddleware):
             system = request.system_message
             if system is not None and system.text:
                 pin_head(cm, SYSTEM_PROMPT_ID, system.text)
+            extra = _provider_settings(cm, request)  # before the view: it tells the manager who compacts
             view = self._view(cm, list(request.messages))
+        if extra:
+            return request.override(messages=cast("list[Any]", view), model_settings={**request.model_settings,
+                                                                                     **extra})
         return request.override(messages=cast("list[Any]", view))
 
     def _manager_for(self, request: ModelRequest) -> ContextManager:
@@ -244,7 +248,7 @@ class ContextfoldMiddleware(AgentMiddleware):
         recovery = OverflowRecovery(cm, self.max_retries, 0)
         while True:
             try:
-                return handler(self._request_with_view(cm, request))
+                return _observed(cm, handler(self._request_with_view(cm, request)))
             except Exception as exc:
                 info = _overflow(exc)
                 if info is None:
@@ -258,7 +262,7 @@ class ContextfoldMiddleware(AgentMiddleware):
         recovery = OverflowRecovery(cm, self.max_retries, 0)
         while True:
             try:
-                return await handler(await asyncio.to_thread(self._request_with_view, cm, request))
+                return _observed(cm, await handler(await asyncio.to_thread(self._request_with_view, cm, request)))
             except Exception as exc:
                 info = _overflow(exc)
                 if info is None:
@@ -278,3 +282,35 @@ class ContextfoldMiddleware(AgentMiddleware):
             tools.append(StructuredTool.from_function(func=run, name=spec.name, description=spec.description,
                                                       args_schema=spec.parameters))
         return tools
+
+
+def _provider_api(model: Any) -> str:
+    """The provider API a LangChain chat model calls: ``openai_responses`` for a ChatOpenAI on Responses."""
+    responses = getattr(model, "use_responses_api", None) is True or getattr(model, "output_version", None) == \
+        "responses/v1"
+    return "openai_responses" if type(model).__name__ == "ChatOpenAI" and responses else type(model).__name__
+
+
+def _provider_settings(cm: ContextManager, request: ModelRequest) -> dict[str, Any]:
+    """The model settings that ask the provider to manage the context, when ``Policy.compactor`` says so."""
+    settings = cm.provider_context.settings(_provider_api(request.model))
+    if settings is None or "context_management" in request.model_settings:
+        return {}
+    return {"context_management": settings.params["context_management"]}
+
+
+def _observed(cm: ContextManager, response: Any) -> Any:
+    """``response``, after telling the manager what the provider compacted for it (its compaction blocks)."""
+    settings = cm.provider_context.engaged
+    if settings is None:
+        return response
+    output: list[dict[str, Any]] = []
+    tokens = 0
+    for message in getattr(response, "result", None) or ():
+        content = getattr(message, "content", None)
+        output += [dict(b) for b in content if isinstance(b, Mapping) and b.get("type") == "compaction"] \
+            if isinstance(content, list) else []
+        usage = getattr(message, "usage_metadata", None) or {}
+        tokens = usage.get("input_tokens", tokens) if isinstance(usage, Mapping) else tokens
+    cm.provider_context.observe(settings.api, {"output": output, "usage": {"input_tokens": tokens}})
+    return response

@@ -12,6 +12,10 @@ and a model provider whose models recover from a context-length error within the
 times, stall guard, circuit breaker). ``kit.hooks`` grounds the manager in the usage each call reports and calls
 your hooks too. ``kit.tools`` are ``tool_output_cache``, ``tool_output_cache_grep`` and ``history_search``.
 
+With ``Policy(compactor="provider")`` or ``"both"`` a Responses model's calls carry ``ModelSettings.
+context_management`` (server-side compaction at the hard threshold, ``contextfold.provider_context``) unless you
+set your own; the compaction items it returns are boundaries of the manager's view.
+
 The SDK keeps its own full history (``result.to_input_list()``); the filter never changes it. What the manager
 has already seen of it lives with the manager, so a filter built anew for every run never adds an item twice. To
 keep the compacted history between runs, use :class:`ContextfoldSession`. Needs ``contextfold[openai-agents]``.
@@ -164,17 +168,40 @@ class RecoveringModel(Model):
         sent = await asyncio.to_thread(_sent_view, self.manager, strict=self.strict)
         return cast("list[Any]", sent)
 
+    def _provider_settings(self, model_settings: Any) -> tuple[Any, bool]:
+        """``model_settings`` with the provider's context management when the policy asks for it (and it fits)."""
+        from agents.models.openai_responses import OpenAIResponsesModel
+
+        api = "openai_responses" if isinstance(self.inner, OpenAIResponsesModel) else "openai_chat"
+        settings = self.manager.provider_context.settings(api)
+        if settings is None:
+            return model_settings, False
+        if getattr(model_settings, "context_management", None) is None:
+            managed = copy.deepcopy(list(settings.params["context_management"]))
+            model_settings = dataclasses.replace(model_settings, context_management=managed)
+        return model_settings, True
+
+    def _observe(self, response: Any) -> None:
+        usage = getattr(response, "usage", None)
+        self.manager.provider_context.observe("openai_responses", {
+            "output": [_plain(item) if not isinstance(item, Mapping) else item for item in response.output],
+            "usage": {"input_tokens": getattr(usage, "input_tokens", 0)}})
+
     async def get_response(self, system_instructions: str | None, input: str | list[Any], model_settings: Any,
                            tools: list[Any], output_schema: Any, handoffs: list[Any], tracing: Any, *,
                            previous_response_id: str | None, conversation_id: str | None,
                            prompt: Any) -> Any:
         """The inner model's response; a context-length error shrinks the view and retries."""
         recovery = OverflowRecovery(self.manager, self.max_retries, 0)
+        model_settings, managed = self._provider_settings(model_settings)
         while True:
             try:
-                return await self.inner.get_response(
+                response = await self.inner.get_response(
                     system_instructions, input, model_settings, tools, output_schema, handoffs, tracing,
                     previous_response_id=previous_response_id, conversation_id=conversation_id, prompt=prompt)
+                if managed:
+                    self._observe(response)
+                return response
             except Exception as exc:
                 retry = await self._shrink(recovery, exc)
                 if retry is None:
@@ -187,6 +214,7 @@ class RecoveringModel(Model):
                               prompt: Any) -> AsyncIterator[Any]:
         """The inner model's stream; an overflow before the first event shrinks the view and retries."""
         recovery = OverflowRecovery(self.manager, self.max_retries, 0)
+        model_settings, _ = self._provider_settings(model_settings)
         while True:
             started = False
             try:

@@ -115,12 +115,23 @@ def _response(message: pm.ModelResponse, key: str) -> Message:
             content.append(ThinkingPart(part.content, signature=part.signature))
         elif isinstance(part, pm.ToolCallPart):
             calls.append(ToolCall(part.tool_call_id, part.tool_name, part.args_as_json_str()))
+        elif isinstance(part, pm.CompactionPart) and part.provider_name is not None:
+            # A provider's compaction: a boundary of the view (contextfold.provider_context), counted as its summary.
+            content.append(_compaction(part))
         else:  # provider-executed tools, files: kept inside the turn, counted by their description
             content.append(UnknownPart(data={"kind": type(part).__name__, "repr": repr(part)[:200]}, format=FORMAT))
     text_only = all(isinstance(p, TextPart) for p in content)
     body: str | tuple[Part, ...] = "".join(p.text for p in content if isinstance(p, TextPart)) if text_only \
         else tuple(content)
     return Message("assistant", body, tuple(calls), meta={"id": key})
+
+
+def _compaction(part: pm.CompactionPart) -> UnknownPart:
+    """A provider's compaction part in the shape of that provider's item (what the boundary rules read)."""
+    details = dict(part.provider_details or {})
+    if part.provider_name == "anthropic":
+        return UnknownPart(data={"type": "compaction", "content": part.content, **details}, format="anthropic")
+    return UnknownPart(data={"type": "compaction", **details}, format="openai_responses")
 
 
 def from_pydantic_ai(messages: Sequence[pm.ModelMessage], origins: Origins | None = None) -> list[Message]:
