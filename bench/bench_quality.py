@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from contextfold.answered import answered_in_view
-from contextfold.billing import Bill, SessionMeter, blocks_of, reference_rates
+from contextfold.billing import REFERENCE_MODELS, Bill, SessionMeter, blocks_of, reference_rates
 from contextfold.compaction import Policy
 from contextfold.compaction._partition import build_units
 from contextfold.formats import get_format
@@ -291,7 +291,7 @@ def equal_tokens(scorer: Scorer, view_fn: View, target: int, window: int) -> tup
     return best
 
 
-def compare(name: str, window: int) -> list[dict[str, Any]]:
+def compare(name: str, window: int, *, equal: bool = True) -> list[dict[str, Any]]:
     path, _ = SOURCES[name]
     sessions = load_sessions(DATA / path)
     scorer = Scorer(sessions)
@@ -301,7 +301,10 @@ def compare(name: str, window: int) -> list[dict[str, Any]]:
     started = time.perf_counter()
     rows.append({"approach": "unmanaged history", "at": "whole", **scorer.run(lambda h, _: h, window, window).row()})
     default = contextfold_row(sessions, window, None)
-    rows.append({"approach": "contextfold (default)", "at": "window", **default})
+    rows.append({"approach": "contextfold (default: priced for gpt-4o)", "at": "window", **default})
+    # The same defaults deployed with Claude: the policy weighs rewrites at Anthropic's cache prices (issue 25).
+    rows.append({"approach": f"contextfold (priced for {REFERENCE_MODELS['anthropic']})", "at": "window",
+                 **contextfold_row(sessions, window, Policy(cache_pricing=REFERENCE_MODELS["anthropic"]))})
     rows.append({"approach": "contextfold (Policy.quality())", "at": "window",
                  **contextfold_row(sessions, window, Policy.quality())})
     peers: list[tuple[str, View | None]] = [
@@ -316,8 +319,9 @@ def compare(name: str, window: int) -> list[dict[str, Any]]:
             print(f"  {label}: not installed, skipped", file=sys.stderr)
             continue
         rows.append({"approach": label, "at": "window", **scorer.run(fn, budgets.hard, window).row()})
-        budget, score = equal_tokens(scorer, fn, default["tokens"], window)
-        rows.append({"approach": label, "at": f"equal tokens (budget {budget})", **score.row()})
+        if equal:
+            budget, score = equal_tokens(scorer, fn, default["tokens"], window)
+            rows.append({"approach": label, "at": f"equal tokens (budget {budget})", **score.row()})
     print(f"  {name} @ {window}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
     return rows
 
@@ -348,12 +352,13 @@ def main() -> int:
     parser.add_argument("--sources", default="lm32b,tau,claude")
     parser.add_argument("--answered", action="store_true", help="check the answered-message guarantee exhaustively")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--no-equal-tokens", action="store_true", help="leave out the peers' equal-token rows")
     args = parser.parse_args()
     if args.answered:
         return 1 if check_answered() else 0
     out: dict[str, list[dict[str, Any]]] = {}
     for name in args.sources.split(","):
-        out[name] = compare(name, SOURCES[name][1])
+        out[name] = compare(name, SOURCES[name][1], equal=not args.no_equal_tokens)
     if args.json:
         print(json.dumps(out, indent=1))
         return 0

@@ -112,6 +112,9 @@ def policies(draw: Any, window: int) -> Policy:
         tool_output_budget_tokens=draw(st.sampled_from([None, 100, 300, 3_000])),
         clear_at_least=draw(st.sampled_from([0, 0, 500, 2_000])),
         clear_tool_inputs=draw(st.booleans()),
+        # Prompt-cache economics: Anthropic's prices make soft rewrites wait (issue 25), OpenAI's rarely.
+        cache_aware=draw(st.sampled_from([True, True, False])),
+        cache_pricing=draw(st.sampled_from([None, "claude-sonnet-4"])),
     )
 
 

@@ -197,6 +197,16 @@ class Policy(BaseModel):
     mask_digest_tokens: int = Field(default=DEFAULT_MASK_DIGEST_TOKENS, ge=0,
                                     description="tokens of a masked output's placeholder kept for a digest of it")
 
+    # -- the provider's prompt cache ----------------------------------------------------------------------------
+    cache_aware: bool = Field(
+        default=True,
+        description="weigh each masking batch, soft compaction and wider answered output against the provider's "
+                    "prompt cache it invalidates, and wait while it does not pay (the hard threshold always acts); "
+                    "false: act on the thresholds alone")
+    cache_pricing: str | None = Field(
+        default=None, min_length=1,
+        description="the model whose prompt-cache scheme and prices those decisions use (None: the manager's model)")
+
     # -- the answered output -------------------------------------------------------------------------------------
     answered_output_tokens: int | None = Field(
         default=None, ge=0,

@@ -24,7 +24,9 @@ if TYPE_CHECKING:
     from ..tokens import MessageCounter
     from ._view import View
 
-__all__ = ["WIDENED_META", "WIDEN_FACTOR", "WIDEN_MIN_TOKENS", "AnsweredWidening", "narrowed", "widen_answered"]
+__all__ = [
+    "WIDENED_META", "WIDEN_FACTOR", "WIDEN_MIN_TOKENS", "AnsweredWidening", "narrowed", "widen_answered", "widenable",
+]
 
 # meta key of an answered output shown wider than its standard view (its value: True).
 WIDENED_META = "widened"
@@ -37,7 +39,8 @@ WIDEN_MIN_TOKENS = 8_000
 MIN_GAIN_SHARE = 0.1
 
 
-def _widenable(m: Message) -> bool:
+def widenable(m: Message) -> bool:
+    """Whether ``m`` is a tool output cut at write time that a wider view could show more of."""
     return (m.role == "tool" and m.kind == "truncated" and isinstance(m.content, str)
             and isinstance(m.meta.get("ref"), str) and not m.meta.get(WIDENED_META))
 
@@ -51,7 +54,7 @@ def widen_answered(view: Sequence[Message], *, room: int, limit: int, cache: Too
     by at least :data:`MIN_GAIN_SHARE`. ``answered``: ``answered_indices(view)`` when the caller knows it already.
     """
     found = answered_indices(view) if answered is None else answered
-    targets = [i for i in found if _widenable(view[i])]
+    targets = [i for i in found if widenable(view[i])]
     if not targets or room <= 0 or limit <= 0:
         return {}
     share = room // len(targets)
@@ -107,7 +110,11 @@ class AnsweredWidening:
         """Tokens an answered output may take: ``configured`` (0: never widened), or the default for ``window``."""
         if configured is not None:
             return configured
-        return max(WIDEN_FACTOR * self.cache.config.message_tokens(window), WIDEN_MIN_TOKENS)
+        return max(WIDEN_FACTOR * self.cap(window), WIDEN_MIN_TOKENS)
+
+    def cap(self, window: int) -> int:
+        """The write-time cap of one output in a ``window``-token context (what a wider view is measured against)."""
+        return self.cache.config.message_tokens(window)
 
     def widen(self, view: View, *, room: int, limit: int) -> None:
         """Show the answered outputs of ``view`` cut at write time wider, within ``room`` tokens, each ≤ ``limit``."""
@@ -116,7 +123,7 @@ class AnsweredWidening:
         # Only the tail is read (O(new messages), issue 22): the answered results and their call are always in it.
         start, tail = view.tail()
         answered = [i - start for i in view.answered() if i >= start]
-        if not any(_widenable(tail[i]) for i in answered):
+        if not any(widenable(tail[i]) for i in answered):
             return
         wider = widen_answered(tail, room=room, limit=limit, cache=self.cache, counter=self.counter,
                                answered=answered)

@@ -154,13 +154,16 @@ class Compactor:
                 reason=f"{self.failed} compactions failed in a row; automatic compaction paused"))
 
     # -- computing a compaction ---------------------------------------------------------------------------------
-    def target(self, view: list[Message], kind: str, tool_tokens: int) -> tuple[int, CompactionPlan | None]:
+    def target(self, view: list[Message], kind: str, tool_tokens: int, *,
+               low: bool = False) -> tuple[int, CompactionPlan | None]:
         """Tokens a compaction aims for: halfway between soft and hard when that loses nothing more, else the headroom.
 
         Landing just under hard would compact again on the next turn (thrash, and a prompt-cache miss each time).
         A dry run decides: when the midpoint costs keep counts or user messages, the compaction aims
         :meth:`headroom` under hard instead (only pinned text too large for that target lets it land at hard).
         Returns the budget, and the dry run of that budget (the compaction then does not plan again).
+        ``low`` tries the soft threshold first: with a write premium on the prompt cache (Anthropic) each rewrite
+        costs what it keeps, so landing lower makes every cycle both longer and cheaper (``CacheEconomics``).
         """
         from ..compaction import plan_compaction
         from ..errors import ContextfoldError
@@ -169,16 +172,19 @@ class Compactor:
         hard = self.budgets.hard - tool_tokens
         if kind == "soft":
             return hard, None
-        target = (self.budgets.soft + self.budgets.hard) // 2 - tool_tokens
+        halfway = (self.budgets.soft + self.budgets.hard) // 2 - tool_tokens
         head, rest = split_at_boundary(view)  # the dry run is of what the compaction will see (compact_after_boundary)
         head_tokens = sum(self.counter.count_message(m) for m in head)
-        try:
-            plan = plan_compaction(rest, policy=self.policy, counter=self.counter, budget=target - head_tokens,
-                                   kind=kind)
-        except ContextfoldError:
-            return hard, None
-        if not plan.warnings:
-            return target, plan
+        for target in ((self.budgets.soft - tool_tokens, halfway) if low else (halfway,)):
+            try:
+                plan = plan_compaction(rest, policy=self.policy, counter=self.counter, budget=target - head_tokens,
+                                       kind=kind)
+            except ContextfoldError:
+                if target == halfway:
+                    return hard, None
+                continue  # the soft target is out of reach: the midpoint may still do
+            if not plan.warnings:
+                return target, plan
         # The midpoint costs keep counts: land at least the headroom under hard anyway. Landing just under hard
         # saved a few hundred tokens per compaction, and the next turn compacted (and archived the view) again.
         # Never at the cost of the answered message, though: that is the last resort of a budget nothing else fits.

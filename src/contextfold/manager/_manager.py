@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..telemetry._pace import foreground
 from ._archiver import Archiver
+from ._cache_economics import CacheEconomics
 from ._compactor import Compactor, protected_names, with_tail
 from ._idle import IdleCompactions
 from ._spans import CALL_KIND, CALL_SPAN, COMPACT_KIND, MASK_KIND, session_metadata
@@ -165,6 +166,9 @@ class ContextManager:
         self._compactor = Compactor(policy=self.policy, budgets=self.budgets, counter=self.counter, cache=self.cache,
                                     tracer=self.tracer, session_id=self.session_id, clock=self._clock)
         self._idle = IdleCompactions()
+        # Whether a masking batch, a soft compaction or a wider answered output pays for the prompt cache it costs.
+        self._economics = CacheEconomics(policy=self.policy, model=self.model, counter=self.counter,
+                                         tracer=self.tracer, session_id=self.session_id)
         # Ids must not repeat across managers of one session (a restarted process, another worker): the archive
         # merges transcripts by id, so a second "s1:1" would hide the first. A per-manager nonce keeps them apart.
         # Pass message_id_prefix for reproducible ids (a replay), when one process owns the session for good.
@@ -283,7 +287,7 @@ class ContextManager:
             # Counted now, as DESIGN's flow of a turn has it, not by the next prepare(): the exact tokenizer releases
             # the GIL, and a background thread taking it then would hold the model call up (issue 15, p99).
             for m in stored:
-                self.counter.count_message(m)
+                self._economics.added_tokens += self.counter.count_message(m)
             self._read_on_add(stored, cut)
             if any(m.role == "tool" for m in stored):
                 self.check("after tool execution")
@@ -377,9 +381,11 @@ class ContextManager:
     def _prepare_view(self) -> None:
         """Apply a finished background compaction and the policy, inside the model call's span."""
         self._calls += 1
+        self._economics.calls = self._calls
         with self.tracer.span(CALL_SPAN, kind=CALL_KIND, call=self._calls, model=self.model.name) as span:
             if self._calls == 1:
                 self._apply_stored_limit()
+            rewrites = (self._compactions, self._maskings)
             self._apply_idle_result()
             if self._widening is not None and self._widening.active:
                 self._widening.narrow(self._view)  # decide on the view the history holds, never on a widened one
@@ -388,10 +394,16 @@ class ContextManager:
                                                      archive=self._archive_transcript)
             self._run_policy()
             if self._widening is not None:
-                tokens, _, _ = self._view.totals()
-                self._widening.widen(self._view, room=self.budgets.hard - self._grounded(tokens + self._tool_tokens),
-                                     limit=self._widening.limit(self.policy.answered_output_tokens,
-                                                                self.budgets.window))
+                rewrote = (self._compactions, self._maskings) != rewrites
+                if self._economics.may_widen(self._view, rewrote=rewrote):
+                    tokens, _, _ = self._view.totals()
+                    limit = self._widening.limit(self.policy.answered_output_tokens, self.budgets.window)
+                    if self.policy.answered_output_tokens is None:
+                        limit = self._economics.widen_limit(limit, self._widening.cap(self.budgets.window))
+                    self._widening.widen(self._view,
+                                         room=self.budgets.hard - self._grounded(tokens + self._tool_tokens),
+                                         limit=limit)
+                self._economics.previous_transient = self._widening.active
             tokens, _, count = self._view.totals()
             span.set(tokens=self._grounded(tokens + self._tool_tokens), messages=count,
                      window=self.budgets.window, compactions=self._compactions, maskings=self._maskings)
@@ -515,12 +527,18 @@ class ContextManager:
         if self.cache is not None and plan.action is not Action.EMERGENCY:
             # Masking loses nothing (every output stays readable by ref), so it goes first: down to the tool-output
             # budget, and when the view is over soft, far enough to get it back under soft with some headroom.
+            forced = total > self.budgets.hard
             if plan.action is Action.MASK:
-                self._mask(self.budgets.tool_output_budget, required=self.policy.clear_at_least)
+                masked = self._mask(self.budgets.tool_output_budget, required=self.policy.clear_at_least,
+                                    total=total, forced=forced)
             else:
-                self._mask_before_summary(total, tool_tokens)
+                masked = self._mask_before_summary(total, tool_tokens)
+            if masked == "waits":
+                return  # under hard, a rewrite that does not pay for the cache waits; a summary would cost more
             tokens, tool_tokens, count = self._view.totals()
             total = self._grounded(tokens + self._tool_tokens)
+        else:
+            forced, masked = False, "skipped"
         if plan.action is not Action.EMERGENCY:
             # Masking has done what it could (protected, excluded and recent outputs stay; there may be no cache):
             # decide again with nothing left to mask, or a MASK plan would leave the view over its threshold.
@@ -528,20 +546,34 @@ class ContextManager:
             self.last_plan = plan
             if plan.action is Action.NONE:
                 return
+        # The masking the hard threshold forced has paid for rewriting the history; a compaction still due joins it
+        # in this call (one rewrite, not two a few calls apart), whatever the cache economics and the floor: the hard
+        # one (it lands lowest) when the masking left the view above halfway to hard, else the soft one.
+        joined = forced and masked == "applied" and plan.action is Action.SOFT and self._economics.joins_forced()
+        if joined and total > (self.budgets.soft + self.budgets.hard) // 2:
+            plan = decide(self.budgets.hard + 1, count, 0, self.budgets, self._effective_policy())
         if plan.action is Action.SOFT and self.defer_soft:
             return  # someone else compacts (last_plan says it is due)
         floor = self._compactor.floor
-        if plan.action is Action.SOFT and floor is not None and total - floor < self.policy.clear_at_least:
+        if (plan.action is Action.SOFT and not joined and floor is not None
+                and total - floor < self.policy.clear_at_least):
             # The view grew too little since the last compaction for another summary to pay off; hard still fires.
             return
         rank = _COMPACTION_RANK[plan.action]
         # A view over hard is never handed to the model while a compaction could still help, stalled or not.
-        if total <= self.budgets.hard and self._compactor.stall_holds(total, count, rank):
+        if total <= self.budgets.hard and not joined and self._compactor.stall_holds(total, count, rank):
             return
         if plan.action in (Action.HARD, Action.EMERGENCY):
             self._warn_emergency(plan)
         try:
-            self._compact(str(plan.action), instructions=None, started=started, automatic=True)
+            report = self._compact(str(plan.action), instructions=None, started=started, automatic=True,
+                                   joined=joined)
+            if joined and not report.compacted and plan.action is not Action.SOFT:
+                # Keep counts held the hard compaction where the view is: the soft summary of the oldest part joins.
+                plan = decide(total, count, 0, self.budgets, self._effective_policy())
+                rank = _COMPACTION_RANK[plan.action]
+                report = self._compact(str(plan.action), instructions=None, started=started, automatic=True,
+                                       joined=True)
         except ContextfoldError as exc:
             if self.policy.on_compaction_failure == "raise":
                 raise
@@ -549,6 +581,8 @@ class ContextManager:
             # circuit breaker); the model gets the view as it is, and a real overflow goes to overflow recovery.
             _log.warning("compaction failed (%s: %s); sending the view uncompacted", type(exc).__name__, exc)
             return
+        if not report.compacted and self._economics.waited:
+            return  # waiting for the cache to pay is not a stall: the next calls weigh it again
         after, _, total, _, count = self._plan()
         # Still over the trigger that fired (or a higher one): compacting again before the view grows would loop.
         stuck = _COMPACTION_RANK.get(after.action, 0) >= rank
@@ -611,7 +645,7 @@ class ContextManager:
             return self.policy.model_copy(update={"auto": False})
         return self.policy
 
-    def _mask_before_summary(self, total: int, tool_tokens: int) -> None:
+    def _mask_before_summary(self, total: int, tool_tokens: int) -> str:
         """Mask before a compaction summarizes: far enough to get the view back under soft with some headroom.
 
         A summary breaks the prompt cache too and loses what it drops, so a masking that does the job is worth
@@ -620,16 +654,21 @@ class ContextManager:
         """
         wanted = total - int(self.budgets.soft * MASK_HEADROOM)
         budget = min(self.budgets.tool_output_budget, max(0, tool_tokens - wanted))
-        self._mask(budget, required=0 if total > self.budgets.hard else self._compactor.min_saving(total))
+        forced = total > self.budgets.hard
+        return self._mask(budget, required=0 if forced else self._compactor.min_saving(total), total=total,
+                          forced=forced)
 
-    def _mask(self, budget_tokens: int, *, required: int = 0) -> None:
+    def _mask(self, budget_tokens: int, *, required: int = 0, total: int | None = None,
+              forced: bool = True) -> str:
         """Mask old tool outputs down to ``budget_tokens``; skip it when it would free less than ``required``.
 
         Every masking rewrites the middle of the history and so costs the provider's prompt cache from there on:
-        under the hard threshold it is only worth doing in batches of at least ``required`` tokens.
+        under the hard threshold it is only worth doing in batches of at least ``required`` tokens, and, when
+        ``forced`` is off, only when what it frees pays for the cache it invalidates (``CacheEconomics``).
+        Returns ``"applied"``, ``"skipped"`` (nothing to mask or too little) or ``"waits"`` (it would not pay).
         """
         if self.cache is None:
-            return
+            return "skipped"
         view = self._view.normalized()
         p = self.policy
         with self.tracer.span("compact.mask", kind=MASK_KIND, budget_tokens=budget_tokens) as span:
@@ -641,9 +680,19 @@ class ContextManager:
             )
             if not result.masked_indices or result.tokens_freed < required:
                 span.drop()  # nothing applied: the view did not change, so there is nothing to show
-                return
+                return "skipped"
+            if total is not None and self._economics.enabled:
+                if forced:
+                    self._economics.forced("mask", tokens=total, freed=result.tokens_freed)
+                elif not self._economics.weigh(view, action="mask", change_at_index=min(result.masked_indices),
+                                               freed=result.tokens_freed, tokens=total,
+                                               pinned=sum(self._view.pinned_tokens()),
+                                               hard=self.budgets.hard).act:
+                    span.drop()
+                    return "waits"
             span.set(masked=len(result.masked_indices), tokens_freed=result.tokens_freed)
             self._apply_mask(view, result)
+            return "applied"
 
     def _apply_mask(self, view: list[Message], result: Any) -> None:
         from ..telemetry import CacheMasked
@@ -698,9 +747,10 @@ class ContextManager:
             return self._compact(kind, instructions=instructions, started=time.perf_counter())
 
     def _compact(self, kind: str, *, instructions: str | None, started: float,
-                 automatic: bool = False) -> CompactionReport:
+                 automatic: bool = False, joined: bool = False) -> CompactionReport:
         with self.tracer.span(f"compact.{kind}", kind=COMPACT_KIND, automatic=automatic) as span:
-            report = self._compact_in_span(kind, instructions=instructions, started=started, automatic=automatic)
+            report = self._compact_in_span(kind, instructions=instructions, started=started, automatic=automatic,
+                                           joined=joined)
             span.set(applied=report.compacted > 0, tokens_before=report.tokens_before,
                      tokens_after=report.tokens_after, messages_before=report.messages_before,
                      messages_after=report.messages_after, compacted=report.compacted)
@@ -709,7 +759,7 @@ class ContextManager:
         return report
 
     def _compact_in_span(self, kind: str, *, instructions: str | None, started: float,
-                         automatic: bool) -> CompactionReport:
+                         automatic: bool, joined: bool = False) -> CompactionReport:
         from ..errors import ContextfoldError
         from ..telemetry import CompactWarning
         from ._build import CompactionReport
@@ -725,7 +775,7 @@ class ContextManager:
         tokens, _, _ = self._view.totals()
         undercount = max(0, self._grounded(tokens + self._tool_tokens) - (tokens + self._tool_tokens))
         reserved = self._tool_tokens + min(undercount, max(0, self.budgets.hard - self._tool_tokens) // 2)
-        budget, plan = self._compactor.target(view, kind, reserved)
+        budget, plan = self._compactor.target(view, kind, reserved, low=self._economics.aims_low)
         shrunk = self._compactor.shrink_answered(view, budget)
         before_recut: list[Message] | None = None
         recut_note = ""
@@ -737,7 +787,8 @@ class ContextManager:
             recut_note = (f"the {recut} tool results being answered took over half of the compaction budget "
                           f"({budget:,} tokens): each was cut to a shorter view, readable in full by its ref")
             view = self._view.normalized()
-            budget, plan = self._compactor.target(view, kind, reserved)  # the dry run was of the old view
+            # the dry run was of the old view
+            budget, plan = self._compactor.target(view, kind, reserved, low=self._economics.aims_low)
         try:
             result = self._compactor.run(view, kind=kind, budget=budget, plan=plan, instructions=instructions,
                                          summarizer=TracedSummarizer(self.summarizer, self.tracer),
@@ -750,7 +801,15 @@ class ContextManager:
             self.tracer.emit(CompactWarning(session_id=self.session_id, code="answered_recut", message=recut_note))
         # Nothing compactable, or (automatic soft) summarizing what masking already shrank would save too little
         # to be worth a prompt-cache miss: keep the view, and wait until it has grown (or hard compaction is due).
-        declined = automatic and kind == "soft" and not self._compactor.worth_applying(result)
+        # ``joined``: the compaction rides on a rewrite a forced masking has paid for; it still has to save enough
+        # to be worth losing detail over (it would not, when keep counts hold the view where it is).
+        self._economics.waited = False
+        saved = result.stats.tokens_before - result.stats.tokens_after
+        declined = automatic and (
+            (kind == "soft" and not (self._compactor.worth_applying(result)
+                                     and (joined or self._soft_pays(view, result))))
+            # a hard compaction joining a forced masking must buy at least one call of room for what it loses
+            or (joined and kind != "soft" and saved < self._economics.growth_per_turn))
         if not result.changed or declined:
             if declined:
                 self._compactor.floor = result.stats.tokens_before + self._tool_tokens
@@ -767,6 +826,18 @@ class ContextManager:
             return CompactionReport.unchanged(stats.tokens_before, stats.messages_before,
                                               (time.perf_counter() - started) * 1000)
         return self._apply(view, result, started)
+
+    def _soft_pays(self, view: list[Message], result: CompactionResult) -> bool:
+        """Whether an automatic soft compaction pays for the prompt cache it invalidates (``CacheEconomics``)."""
+        if not self._economics.enabled or not result.changed:
+            return True
+        first = next((i for i, (old, new) in enumerate(zip(view, result.messages, strict=False)) if old is not new),
+                     min(len(view), len(result.messages)))
+        stats = result.stats
+        return self._economics.weigh(view, action="soft", change_at_index=first,
+                                     freed=stats.tokens_before - stats.tokens_after,
+                                     tokens=stats.tokens_before + self._tool_tokens,
+                                     pinned=sum(self._view.pinned_tokens()), hard=self.budgets.hard).act
 
     def _apply(self, view: list[Message], result: CompactionResult, started: float) -> CompactionReport:
         """Replace ``view`` by the compacted one: the hook first, then the transcript archived, then the events."""

@@ -225,8 +225,9 @@ def _batching_note(s: Mapping[str, Any], clear_at_least: int) -> str:
                  "contextfold works in batches.")
     return (f'<p class="plot-note">{where} Masking (▲) waits until it can free at least {clear_at_least:,} tokens '
             "at once, and a soft summary (│ compaction) is applied only when it saves that much, because each one "
-            "rewrites the middle of the history and costs the prompt cache from there on. Over the hard line it "
-            "acts at once.</p>")
+            "rewrites the middle of the history and costs the prompt cache from there on; each also waits while what "
+            "it frees over the coming calls does not pay for the cached tokens it invalidates at the model's cache "
+            "prices (<code>compact.cache_decision</code> events). Over the hard line it acts at once.</p>")
 
 
 def _summaries(s: Mapping[str, Any]) -> str:

@@ -27,6 +27,7 @@ __all__ = [
     "COMMON_FIELDS",
     "EVENT_TYPES",
     "STATUSES",
+    "CacheDecision",
     "CacheMasked",
     "CacheTruncated",
     "CompactError",
@@ -301,6 +302,32 @@ class CacheMasked(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CacheDecision(Event):
+    """Whether a rewrite of the history was worth the provider's prompt cache it invalidates (issue 25).
+
+    The rewrite is a masking batch, a soft compaction or a wider answered output (``action``); the figures are in
+    units of one fresh input token at ``pricing``'s rates.
+
+    ``applied`` is False when it waits (the saving over ``horizon_turns`` does not pay the invalidation cost);
+    ``forced`` when the view is over the hard threshold, which acts whatever the cost.
+    """
+
+    NAME: ClassVar[str] = "compact.cache_decision"
+
+    action: str
+    applied: bool
+    reason: str
+    pricing: str = ""
+    forced: bool = False
+    tokens: int = 0
+    tokens_freed: int = 0
+    invalidated_tokens: int = 0
+    expected_saving: float = 0.0
+    invalidation_cost: float = 0.0
+    horizon_turns: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CacheTruncated(Event):
     """A tool output was truncated at write time; ``bytes`` is its full size, kept under ``ref``."""
 
@@ -487,6 +514,7 @@ EVENT_TYPES: Mapping[str, type[Event]] = MappingProxyType(
             MessagesPruned,
             CompactError,
             CompactWarning,
+            CacheDecision,
             CacheMasked,
             CacheTruncated,
             RecoveryOverflow,

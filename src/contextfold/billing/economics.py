@@ -1,0 +1,90 @@
+"""Whether a rewrite of the history pays for the prompt cache it invalidates: :func:`weigh_rewrite`.
+
+Masking old outputs or summarizing the oldest part frees tokens that every later call would have read from the
+provider's cache; it also changes the history from its first changed message on, so that call pays for everything
+after it again: fresh at OpenAI (the cached prefix ends there), written at 1.25x at Anthropic (the client's
+breakpoints find no entry past the pinned head). So, in units of one fresh input token, with ``r`` the cache-read
+ratio and ``w`` the price of a token that is not read (1 fresh, or Anthropic's write ratio)::
+
+    cost now     = (w - r) * invalidated - w * freed      (invalidated: the view's tokens past the reusable head)
+    saving later = r * freed * horizon                    (horizon: turns the freed tokens would have been read)
+
+and the rewrite pays when the saving is at least the cost. The horizon is the turns until the view would reach the
+hard threshold anyway (where a rewrite is forced and frees these tokens too), at most the turns the session has had
+so far (a session is expected to last about as long again as it has: short sessions rarely recover a rewrite).
+Without caching (``scheme == "none"``) every rewrite pays at once: it only saves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .rates import CacheRates
+
+__all__ = ["RewriteCase", "RewriteVerdict", "reusable_head", "weigh_rewrite"]
+
+
+@dataclass(frozen=True, slots=True)
+class RewriteCase:
+    """A rewrite the policy considers, in tokens of the view.
+
+    Attributes:
+        tokens: The view now, before the rewrite.
+        freed: Tokens the rewrite removes from the view.
+        reusable: Tokens at the start of the view the provider still reads from its cache after the rewrite
+            (:func:`reusable_head`).
+        growth_per_turn: Tokens the view gains per call on average (new messages after write-time truncation).
+        turns_so_far: Calls the session has made.
+        hard: The hard threshold, where a rewrite happens whatever it costs.
+    """
+
+    tokens: int
+    freed: int
+    reusable: int
+    growth_per_turn: float
+    turns_so_far: int
+    hard: int
+
+
+@dataclass(frozen=True, slots=True)
+class RewriteVerdict:
+    """The decision and its figures (units of one fresh input token)."""
+
+    act: bool
+    expected_saving: float
+    invalidation_cost: float
+    horizon_turns: float
+    invalidated_tokens: int
+
+    def reason(self) -> str:
+        """One sentence with the figures, for the decision event."""
+        verb = "pays" if self.act else "waits"
+        return (f"rewrite {verb}: saves {self.expected_saving:,.0f} over {self.horizon_turns:.1f} turns against "
+                f"{self.invalidation_cost:,.0f} for the {self.invalidated_tokens:,} cached tokens it invalidates")
+
+
+def reusable_head(rates: CacheRates, *, change_at: int, pinned: int) -> int:
+    """Tokens before a rewrite the provider still serves from its cache.
+
+    ``change_at``: tokens of the view before the first message the rewrite changes; ``pinned``: tokens of the pinned
+    head (system prompt, tools), where the modelled Anthropic client puts its first breakpoint. OpenAI reads any
+    prefix; Anthropic only an entry a breakpoint made, which for a change deep in the history is the pinned head.
+    Prefixes under the model's minimum are never cached.
+    """
+    if rates.scheme == "none":
+        return 0
+    head = change_at if rates.scheme == "automatic" else min(pinned, change_at)
+    return head if head >= rates.min_cacheable_tokens else 0
+
+
+def weigh_rewrite(rates: CacheRates, case: RewriteCase) -> RewriteVerdict:
+    """Whether ``case`` pays for the cache it invalidates within the turns it can save anything (see the module)."""
+    read = rates.read_ratio
+    unread = rates.write_ratio if rates.scheme == "breakpoints" else 1.0
+    invalidated = max(0, case.tokens - case.reusable)
+    cost = (unread - read) * invalidated - unread * case.freed if rates.scheme != "none" else -float(case.freed)
+    room = case.hard - case.tokens
+    until_hard = room / case.growth_per_turn if case.growth_per_turn > 0 else float("inf")
+    horizon = max(0.0, min(float(max(case.turns_so_far, 1)), until_hard))
+    saving = read * case.freed * horizon if rates.scheme != "none" else 0.0
+    return RewriteVerdict(saving >= cost, round(saving, 1), round(cost, 1), round(horizon, 2), invalidated)

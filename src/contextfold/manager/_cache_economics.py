@@ -1,0 +1,157 @@
+"""The manager's prompt-cache economics: whether a rewrite of the history pays for the cache it invalidates.
+
+Masking batches and soft compactions rewrite the history from their first changed message on; a wider answered
+output is narrowed again the next turn, which rewrites from there. Each is weighed with
+:func:`contextfold.billing.economics.weigh_rewrite` at the prices of the model the session pays for
+(``policy.cache_pricing``, or the manager's model): it happens when what it saves over the turns it can save
+anything pays for the cached tokens it invalidates; otherwise it waits, up to the hard threshold, which acts
+whatever the cost. Every verdict is a ``compact.cache_decision`` event with its figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..billing.economics import RewriteVerdict
+    from ..billing.rates import CacheRates
+    from ..compaction import Policy
+    from ..messages import Message
+    from ..telemetry import Tracer
+    from ..tokens import MessageCounter, ModelInfo
+    from ._view import View
+
+__all__ = ["CacheEconomics"]
+
+
+class CacheEconomics:
+    """Weighs rewrites for one session; tracks what the verdicts need (growth per call, calls, the last request)."""
+
+    def __init__(self, *, policy: Policy, model: ModelInfo, counter: MessageCounter, tracer: Tracer,
+                 session_id: str) -> None:
+        self.enabled = policy.cache_aware and policy.enabled
+        self._pricing = policy.cache_pricing
+        self._model = model
+        self._counter = counter
+        self._tracer = tracer
+        self._session_id = session_id
+        self._rates: CacheRates | None = None
+        self.added_tokens = 0  # tokens of the messages added (after write-time truncation)
+        self.calls = 0
+        self.previous_transient = False  # the last view prepared carried a message the next one changes back
+        self.waited = False  # the last rewrite weighed waits for the cache to pay
+
+    @property
+    def rates(self) -> CacheRates:
+        """The prompt-cache scheme and prices decisions use (looked up when first needed)."""
+        if self._rates is None:
+            from ..billing.rates import cache_rates
+            from ..errors import UnknownModel
+            from ..tokens import get_model
+
+            model: str | ModelInfo = self._model
+            if self._pricing is not None:
+                try:
+                    model = get_model(self._pricing)
+                except UnknownModel:
+                    model = self._model  # config validation names unknown models; never fail a turn over prices
+            self._rates = cache_rates(model)
+        return self._rates
+
+    @property
+    def growth_per_turn(self) -> float:
+        """Tokens the view gains per call on average so far."""
+        return self.added_tokens / max(self.calls, 1)
+
+    def weigh(self, view: Sequence[Message], *, action: str, change_at_index: int, freed: int, tokens: int,
+              pinned: int, hard: int) -> RewriteVerdict:
+        """The verdict on a rewrite of ``view`` from message ``change_at_index`` on, freeing ``freed`` tokens."""
+        from ..billing.economics import RewriteCase, reusable_head, weigh_rewrite
+
+        rates = self.rates
+        change_at = sum(self._counter.count_message(m) for m in view[:change_at_index])
+        case = RewriteCase(tokens=tokens, freed=freed, reusable=reusable_head(rates, change_at=change_at,
+                                                                             pinned=pinned),
+                           growth_per_turn=self.growth_per_turn, turns_so_far=self.calls, hard=hard)
+        verdict = weigh_rewrite(rates, case)
+        self.waited = not verdict.act
+        self._emit(action, verdict, tokens=tokens, freed=freed, applied=verdict.act, forced=False)
+        return verdict
+
+    def forced(self, action: str, *, tokens: int, freed: int) -> None:
+        """Record a rewrite the hard threshold (or the message cap) forces, whatever it costs."""
+        from ..billing.economics import RewriteVerdict
+
+        verdict = RewriteVerdict(True, 0.0, 0.0, 0.0, 0)
+        self._emit(action, verdict, tokens=tokens, freed=freed, applied=True, forced=True,
+                   reason=f"{action}: the view is over the hard threshold, which acts whatever the cache costs")
+
+    @property
+    def aims_low(self) -> bool:
+        """Whether a forced compaction should land at the soft threshold rather than halfway to hard.
+
+        With a write premium (breakpoint caching) a rewrite costs what it keeps: landing lower makes each cycle
+        between two rewrites longer and its rewrite cheaper. Without one (OpenAI) the bill hardly cares, and the
+        view keeps more.
+        """
+        return self.enabled and self.rates.scheme == "breakpoints"
+
+    def joins_forced(self) -> bool:
+        """Whether a soft compaction still due joins a masking the hard threshold forced, in the same call.
+
+        The masking has paid for rewriting the history after its first masked output; a soft compaction left for
+        later would pay that again a few calls on (the floor and the economics would hold it off until then).
+        """
+        return self.enabled and self.rates.scheme != "none"
+
+    def may_widen(self, view: View, *, rewrote: bool = False) -> bool:
+        """Whether the answered output may be shown wider in this call without a rewrite the next call pays for.
+
+        A wider output goes back to its standard view in the next call. OpenAI still reads everything before it;
+        Anthropic reads only an entry one of the client's breakpoints made, and the last one was on this call's
+        wider output: the next call finds the entry of the call before, unless that one carried a wider output too,
+        or this call rewrote the history (``rewrote``: the entry before no longer matches). So with breakpoint
+        caching a wider output right after another one, or right after a masking or compaction, would make the
+        next call write all the history after the pinned head again.
+        """
+        if not self.enabled or not (self.previous_transient or rewrote) or self.rates.scheme != "breakpoints":
+            return True
+        from ._answered_view import widenable
+
+        start, tail = view.tail()
+        if not any(widenable(tail[i - start]) for i in view.answered() if i >= start):
+            return False  # nothing to widen: nothing to say
+        why = "this call rewrote the history" if rewrote else "the previous call showed a wider output too"
+        self._emit("widen", None, tokens=0, freed=0, applied=False, forced=False,
+                   reason=f"widen: {why}; with breakpoint caching a wider output now makes the next call write the "
+                          "history after the pinned head again")
+        return False
+
+    def widen_limit(self, default: int, cap: int) -> int:
+        """The most tokens a wider answered output may take at these prices (``default`` otherwise).
+
+        With breakpoint caching a wider output is written at the write premium and read once, then its standard
+        view is written again: the wider view costs 1.25x its size for one look. There it is held to
+        ``WIDEN_FACTOR`` times the write-time cap, without the 8,000-token floor (lm32b @ 16K at Claude Sonnet 4's
+        prices, no wider view / twice the cap / the floor: recall 98.30 / 98.51 / 98.66%, bill 0.67 / 0.78 / 0.83x
+        the unmanaged history's).
+        """
+        if not self.enabled or self.rates.scheme != "breakpoints":
+            return default
+        from ._answered_view import WIDEN_FACTOR
+
+        return min(default, WIDEN_FACTOR * cap)
+
+    def _emit(self, action: str, verdict: RewriteVerdict | None, *, tokens: int, freed: int, applied: bool,
+              forced: bool, reason: str | None = None) -> None:
+        from ..telemetry import CacheDecision
+
+        self._tracer.emit(CacheDecision(
+            session_id=self._session_id, action=action, applied=applied, forced=forced, pricing=self.rates.model,
+            reason=reason or (f"{action}: {verdict.reason()}" if verdict is not None else action),
+            tokens=tokens, tokens_freed=freed,
+            invalidated_tokens=verdict.invalidated_tokens if verdict is not None else 0,
+            expected_saving=verdict.expected_saving if verdict is not None else 0.0,
+            invalidation_cost=verdict.invalidation_cost if verdict is not None else 0.0,
+            horizon_turns=verdict.horizon_turns if verdict is not None else 0.0))

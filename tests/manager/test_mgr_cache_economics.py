@@ -1,0 +1,139 @@
+"""Cache-aware decisions (issue 25): a rewrite of the history waits while it does not pay for the prompt cache it
+invalidates, up to the hard threshold, which always acts; every verdict is an event with its figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from contextfold import ContextManager
+from contextfold.manager._answered_view import WIDENED_META
+from contextfold.messages import Message, ToolCall
+from contextfold.telemetry import CacheDecision, CompactWarning, RecordingTelemetry
+
+# About 1,000 tokens of numbered lines: under the 16K window's write-time cap, so each output stays whole.
+OUTPUT = "\n".join(f"{n:4d}  result_{n} = measure({n}) + offset_{n * 3}" for n in range(1, 70))
+# 600 numbered lines, cut at write time to ~1,700 tokens: the answered output is then shown wider.
+LISTING = "\n".join(f"{n:6d}\t    value_{n} = compute({n}, offset={n * 7})" for n in range(1, 601))
+
+
+def manager(**policy: object) -> tuple[ContextManager, RecordingTelemetry]:
+    sink = RecordingTelemetry()
+    # Batches of 1,000 tokens are worth masking: at soft the masking frees enough, no summary is needed.
+    cm = ContextManager("gpt-4o", max_context_tokens=16_000, store="memory", archive=False, telemetry=sink,
+                        message_id_prefix="t", policy={"clear_at_least": 1_000, **policy})
+    cm.add([Message.system("You are a coding agent."), Message.user("measure every module and report")])
+    return cm, sink
+
+
+def run(cm: ContextManager, turns: int, output: str = OUTPUT) -> list[tuple[int, int]]:
+    """(tokens sent, maskings so far) after each prepare() of ``turns`` tool-calling turns."""
+    sent = []
+    for n in range(turns):
+        cm.add([Message.assistant(f"step {n}", [ToolCall(f"c{n}", "measure", f'{{"module": {n}}}')]),
+                Message.tool(f"c{n}", output.replace("measure", f"measure{n}"))])
+        cm.prepare()
+        sent.append((cm.tokens(), cm.maskings))
+    return sent
+
+
+def decisions(sink: RecordingTelemetry, action: str = "mask") -> list[CacheDecision]:
+    return [e for e in sink.of_type(CacheDecision) if e.action == action]
+
+
+def test_at_anthropic_prices_masking_waits_until_hard_then_frees_a_big_batch_at_once() -> None:
+    cm, sink = manager(cache_pricing="claude-sonnet-4")
+    sent = run(cm, 20)
+    hard, soft = cm.budgets.hard, cm.budgets.soft
+    assert all(tokens <= hard for tokens, _ in sent)
+    first = next(i for i, (_, maskings) in enumerate(sent) if maskings)
+    # Nothing was masked while the view sat between soft and hard ...
+    assert any(tokens > soft for tokens, _ in sent[:first])
+    waited = [d for d in decisions(sink) if not d.applied]
+    assert waited and all(d.invalidation_cost > d.expected_saving and not d.forced for d in waited)
+    for d in waited:  # the figures are the economics of billing/economics.py at Claude Sonnet 4's rates
+        assert d.pricing == "claude-sonnet-4"
+        # (the horizon is shown to two decimals)
+        assert d.expected_saving == pytest.approx(0.1 * d.tokens_freed * d.horizon_turns, abs=0.0005 * d.tokens_freed)
+        assert d.invalidation_cost == pytest.approx(1.15 * d.invalidated_tokens - 1.25 * d.tokens_freed, abs=1)
+    # ... and the masking the hard threshold forced freed far more than a soft batch would have.
+    forced = [d for d in decisions(sink) if d.forced]
+    assert forced and forced[0].applied
+    assert forced[0].tokens_freed > hard - soft
+
+
+def test_at_openai_prices_masking_pays_at_the_soft_threshold() -> None:
+    cm, sink = manager()  # gpt-4o: cached input at half price, nothing for writing
+    sent = run(cm, 20)
+    first = next(i for i, (_, maskings) in enumerate(sent) if maskings)
+    assert sent[first - 1][0] <= cm.budgets.soft < cm.budgets.hard
+    paid = [d for d in decisions(sink) if d.applied and not d.forced]
+    assert paid and paid[0].pricing == "gpt-4o"
+    assert all(d.expected_saving >= d.invalidation_cost for d in paid)
+    assert all(tokens <= cm.budgets.hard for tokens, _ in sent)
+
+
+def test_cache_aware_off_acts_on_the_thresholds_alone() -> None:
+    aware, _ = manager(cache_pricing="claude-sonnet-4")
+    plain, sink = manager(cache_pricing="claude-sonnet-4", cache_aware=False)
+    assert run(plain, 20) == run(manager()[0], 20)  # as at OpenAI's prices, where every masking pays
+    run(aware, 20)
+    assert (aware.maskings, plain.maskings) == (2, 6)
+    assert sink.of_type(CacheDecision) == []
+
+
+def test_at_anthropic_prices_the_answered_output_is_not_widened_two_calls_in_a_row() -> None:
+    cm, sink = manager(cache_pricing="claude-sonnet-4")
+    widened = []
+    for n in range(3):
+        cm.add([Message.assistant(f"step {n}", [ToolCall(f"v{n}", "view", f'{{"path": "m{n}.py"}}')]),
+                Message.tool(f"v{n}", LISTING.replace("value", f"value{n}"))])
+        cm.prepare()
+        widened.append(any(m.meta.get(WIDENED_META) for m in cm.messages()))
+    # The call after a wider one shows its output as written, so that the next call reads the cache entry the
+    # call before made; then the next one is widened again.
+    assert widened == [True, False, True]
+    skipped = decisions(sink, "widen")
+    assert len(skipped) == 1 and not skipped[0].applied and "previous call showed a wider output" in skipped[0].reason
+    # OpenAI reads everything before a wider output whatever came before: every call is widened.
+    openai, openai_sink = manager()
+    for n in range(3):
+        openai.add([Message.assistant(f"step {n}", [ToolCall(f"v{n}", "view", f'{{"path": "m{n}.py"}}')]),
+                    Message.tool(f"v{n}", LISTING.replace("value", f"value{n}"))])
+        openai.prepare()
+        assert any(m.meta.get(WIDENED_META) for m in openai.messages())
+    assert decisions(openai_sink, "widen") == []
+
+
+def test_a_soft_compaction_due_joins_the_masking_the_hard_threshold_forces() -> None:
+    # Nine kept tool pairs hold 11K tokens: masking alone at hard frees one output and would be forced again two
+    # calls later. The summary that waited at soft joins the forced masking: one rewrite lands far lower.
+    cm, sink = manager(cache_pricing="claude-sonnet-4", keep_tool_io_pairs=9, keep_recent_turns=2)
+    sent = []
+    for _ in range(16):
+        run(cm, 1)
+        sent.append((cm.tokens(), cm.maskings, cm.compactions))
+    first = next(i for i, (_, maskings, _) in enumerate(sent) if maskings)
+    tokens, maskings, compactions = sent[first]
+    assert (maskings, compactions) == (1, 1)  # in the same call
+    assert tokens < cm.budgets.soft
+    # Before, the summary waited: the cache economics said so, and said why.
+    waited = [d for d in decisions(sink, "soft") if not d.applied]
+    assert waited and all(d.invalidation_cost > d.expected_saving for d in waited)
+    # No "compaction_stalled" warning for a summary that only waited for the cache to pay.
+    assert [e for e in sink.of_type(CompactWarning) if e.code == "compaction_stalled"] == []
+    # The next forced rewrite is at least five calls away.
+    later = [i for i, (_, maskings, _) in enumerate(sent) if maskings > 1]
+    assert not later or later[0] - first >= 5
+
+
+def test_no_wider_output_right_after_a_rewrite_at_anthropic_prices() -> None:
+    # The call after a masking reads only the pinned head's cache entry; a wider output now would leave the next
+    # call nothing to read either.
+    cm, sink = manager(cache_pricing="claude-sonnet-4")
+    run(cm, 10)  # the view is at hard: the next call masks
+    maskings = cm.maskings
+    cm.add([Message.assistant("look", [ToolCall("v", "view", '{"path": "big.py"}')]), Message.tool("v", LISTING)])
+    cm.prepare()
+    assert cm.maskings == maskings + 1
+    assert not any(m.meta.get(WIDENED_META) for m in cm.messages())
+    assert "this call rewrote the history" in decisions(sink, "widen")[-1].reason
