@@ -145,7 +145,7 @@ def test_fifty_turn_tool_loop_recovers_every_overflow_in_one_retry(tmp_path: Pat
 
 
 @pytest.mark.parametrize(("method", "kwargs", "field"), [
-    ("chat", {"messages": []}, "chat.messages"), ("chat", {"stream": True}, "chat.stream"),
+    ("chat", {"messages": []}, "chat.messages"), ("chat", {"stream": "yes"}, "chat.stream"),
     ("responses", {"input": "hi"}, "responses.input"),
     ("responses", {"previous_response_id": "r1"}, "responses.previous_response_id"),
 ])

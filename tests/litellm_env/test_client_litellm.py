@@ -87,8 +87,7 @@ def test_acompletion(tmp_path: Path) -> None:
 
 def test_stall_guard_and_refused_keywords(tmp_path: Path) -> None:
     cm, _ = manager(tmp_path)
-    # Protected: under the limit the error teaches, compaction's last resort would otherwise summarize the request
-    # (as in tests/recovery since the learned limits).
+    # Protected: under the limit the error teaches, compaction's last resort would otherwise summarize the request.
     cm.add({"role": "user", "content": "read this: " + "lorem ipsum " * 3_000, "meta": {"protected": True}})
     with ScriptedLLMServer([], context_window=1_000) as server:
         with pytest.raises(RecoveryFailed, match="stall guard"):
@@ -124,3 +123,17 @@ def test_retrieval_opt_in_answers_the_models_read_inside_the_call(tmp_path: Path
         assert target in server.requests[1].items[-1]["content"]
     with pytest.raises(ConfigError, match="add_reply"):
         completion(cm, retrieval_tools=True, add_reply=False, model="openai/gpt-4o")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_a_provider_limit_below_the_window_is_learned_once_and_the_tools_are_counted(stream: bool) -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integrations"))
+    from _overflow_runs import PROVIDER_LIMIT, run_case
+
+    outcome = run_case("litellm client", "chat", stream, turns=4)
+    assert outcome.error == "" and outcome.completed, outcome
+    assert outcome.overflows == outcome.learned == 1 and outcome.largest_after_overflow <= PROVIDER_LIMIT
+    assert outcome.streamed == (outcome.requests if stream else 0)
+    assert len(outcome.sent_tools) == 12 and outcome.counted_tools == outcome.sent_tools

@@ -10,20 +10,59 @@ from ..errors import ConfigError
 if TYPE_CHECKING:
     from ..manager import ContextManager
 
-__all__ = ["MAX_RETRIEVAL_ROUNDS", "afinish", "check_retrieval", "dump", "finish", "refused_settings", "reject",
-           "retrieval_results", "with_retrieval_tools"]
+__all__ = ["MAX_RETRIEVAL_ROUNDS", "afinish", "check_retrieval", "count_extras", "dump", "finish", "refused_settings",
+           "reject", "retrieval_results", "streaming", "with_retrieval_tools"]
 
 
 def reject(kwargs: Mapping[str, Any], names: Iterable[str], where: str) -> None:
-    """Refuse keywords the wrapper fills from the ContextManager, and streaming (whose usage comes too late)."""
+    """Refuse keywords the wrapper fills from the ContextManager."""
     for name in names:
         if name in kwargs:
             raise ConfigError(f"the conversation comes from the ContextManager: add messages with cm.add(...) "
                               f"instead of passing {name}=", field=f"{where}.{name}")
-    if kwargs.get("stream"):
-        raise ConfigError("streaming is not supported by the wrapper (usage and the reply arrive in pieces); use "
-                          "contextfold.recovery.call_with_recovery around your own streaming call",
+
+
+def streaming(kwargs: Mapping[str, Any], retrieval_tools: bool, where: str) -> bool:
+    """Whether the call streams; retrieval rounds answered inside the call need the whole reply, so not both."""
+    stream = kwargs.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise ConfigError(f"must be true or false, got {stream!r}", field=f"{where}.stream")
+    if stream and retrieval_tools:
+        raise ConfigError("retrieval_tools=True answers the model's retrieval calls inside the call, which needs the "
+                          "whole reply: stream without it (answer them with cm.cache.execute_tool_call)",
                           field=f"{where}.stream")
+    return bool(stream)
+
+
+def count_extras(cm: ContextManager, kwargs: Mapping[str, Any]) -> None:
+    """Tell the manager what the call sends beside the messages, so that the view leaves room for it.
+
+    ``tools``; instructions in a field of their own (Responses ``instructions``, Anthropic ``system`` given as a
+    keyword); a structured-output schema (Chat ``response_format``, Responses ``text.format``, a pydantic model).
+    """
+    tools = [t if isinstance(t, Mapping) else _plain(t) for t in kwargs.get("tools") or ()]
+    instructions = kwargs.get("instructions")
+    system = kwargs.get("system")
+    if isinstance(system, list):  # Anthropic's system blocks
+        system = "\n".join(str(b.get("text", "")) if isinstance(b, Mapping) else str(b) for b in system)
+    texts = [t for t in (instructions, system) if isinstance(t, str) and t]
+    text = kwargs.get("text")
+    schema = kwargs.get("response_format")
+    if schema is None and isinstance(text, Mapping):
+        schema = text.get("format")
+    cm.set_request_extras(tools=tools, instructions="\n\n".join(texts) or None, response_format=_schema(schema))
+
+
+def _plain(obj: Any) -> dict[str, Any]:
+    dumped = obj.model_dump(exclude_none=True) if hasattr(obj, "model_dump") else {"name": str(obj)}
+    return dict(dumped)
+
+
+def _schema(value: Any) -> dict[str, Any] | None:
+    if isinstance(value, Mapping):
+        return dict(value) if value.get("type") not in (None, "text") or "schema" in value else None
+    json_schema = getattr(value, "model_json_schema", None)  # a pydantic model class (litellm, .parse())
+    return {"schema": json_schema()} if callable(json_schema) else None
 
 
 def finish(cm: ContextManager, usage: Any, items: list[dict[str, Any]], *, format: str, add_reply: bool) -> None:

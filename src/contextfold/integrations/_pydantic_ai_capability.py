@@ -18,6 +18,7 @@ try:
     from pydantic_ai import RunContext
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.exceptions import RetryModelRequest
+    from pydantic_ai.messages import ModelRequest
     from pydantic_ai.tools import Tool
     from pydantic_ai.toolsets import FunctionToolset
 except ImportError as exc:  # pragma: no cover - exercised only without the extra (or with pydantic-ai 1.x)
@@ -29,7 +30,30 @@ if TYPE_CHECKING:
 
     from .pydantic_ai import ContextfoldHistoryProcessor
 
-__all__ = ["ContextfoldCapability"]
+__all__ = ["ContextfoldCapability", "request_extras"]
+
+
+def request_extras(request_context: ModelRequestContext) -> tuple[list[dict[str, Any]], str | None,
+                                                                   dict[str, Any] | None]:
+    """What a model request sends beside its messages: tool schemas, instructions, a response-format schema.
+
+    pydantic-ai sends the instructions in a field of their own (or as a leading system message), not as a part of
+    the history the processor sees: they are counted here.
+    """
+    parameters = request_context.model_request_parameters
+    tools = [{"type": "function", "function": {"name": t.name, "description": t.description or "",
+                                               "parameters": t.parameters_json_schema}}
+             for t in (*parameters.function_tools, *parameters.output_tools)]
+    tools += [{"type": type(t).__name__} for t in parameters.native_tools]
+    parts = parameters.instruction_parts
+    if parts:
+        instructions: str | None = "\n\n".join(part.content for part in parts)
+    else:
+        latest = next((m for m in reversed(request_context.messages) if isinstance(m, ModelRequest)), None)
+        instructions = latest.instructions if latest is not None else None
+    output = parameters.output_object
+    response_format = {"name": output.name, "schema": output.json_schema} if output is not None else None
+    return tools, instructions or None, response_format
 
 
 def _api_of(model: Any) -> str:
@@ -57,6 +81,9 @@ class ContextfoldCapability(AbstractCapability[Any]):
         """Send the manager's view; it becomes the run's history."""
         names = {t.name for t in request_context.model_request_parameters.function_tools}
         offer(self.processor.manager, set(TOOL_NAMES[:2]) <= names)
+        tools, instructions, response_format = request_extras(request_context)
+        await asyncio.to_thread(self.processor.manager.set_request_extras, tools=tools, instructions=instructions,
+                                response_format=response_format)
         messages = await self.processor(ctx, list(request_context.messages))
         request_context.messages = list(messages)
         ctx.messages[:] = messages

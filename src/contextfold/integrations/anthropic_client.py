@@ -25,13 +25,16 @@ from ._calls import (
     MAX_RETRIEVAL_ROUNDS,
     afinish,
     check_retrieval,
+    count_extras,
     dump,
     finish,
     refused_settings,
     reject,
     retrieval_results,
+    streaming,
     with_retrieval_tools,
 )
+from ._streams import AsyncManagedStream, ManagedStream
 
 if TYPE_CHECKING:
     from ..manager import ContextManager
@@ -91,6 +94,25 @@ def _create(client: Any, view: dict[str, Any], kwargs: dict[str, Any], settings:
     return client.messages.create(**request)
 
 
+def _stream_manager(client: Any, view: dict[str, Any], kwargs: dict[str, Any],
+                    settings: RequestSettings | None) -> Any:
+    """The SDK's ``messages.stream`` manager of one request (the beta one when :func:`_create` would use it)."""
+    from ..provider_context import ANTHROPIC_COMPACT_BETA
+
+    request = _request(view, {k: v for k, v in kwargs.items() if k != "stream"})
+    if settings is not None:
+        request = settings.apply(request)
+    if _holds_compaction(view) and ANTHROPIC_COMPACT_BETA not in (request.get("betas") or ()):
+        request["betas"] = [*(request.get("betas") or ()), ANTHROPIC_COMPACT_BETA]
+    if request.get("betas"):
+        return client.beta.messages.stream(**request)
+    return client.messages.stream(**request)
+
+
+def _ignore(event: Any) -> None:
+    """The SDK's MessageStream assembles the message itself."""
+
+
 def _settings(cm: ContextManager, kwargs: dict[str, Any]) -> RequestSettings | None:
     from ..provider_context import thinking_enabled
 
@@ -118,7 +140,11 @@ class AnthropicClient:
     def messages(self, cm: ContextManager, **kwargs: Any) -> Any:
         """``client.messages.create(system=…, messages=<the view>, **kwargs)``; returns the SDK's Message."""
         reject(kwargs, ("messages",), "messages")
+        stream = streaming(kwargs, self.retrieval_tools, "messages")
         kwargs = with_retrieval_tools(cm, kwargs, "anthropic", enabled=self.retrieval_tools, where="messages")
+        count_extras(cm, kwargs)
+        if stream:
+            return self._stream(cm, kwargs)
         for _ in range(MAX_RETRIEVAL_ROUNDS):
             reply = self._call(cm, kwargs)
             items = _items(reply)
@@ -145,6 +171,20 @@ class AnthropicClient:
             cm.provider_context.observe("anthropic", reply)
         return reply
 
+    def _stream(self, cm: ContextManager, kwargs: dict[str, Any]) -> ManagedStream:
+        """The stream opened inside the recovery loop (the provider refuses an overflow before the first event)."""
+        settings = _settings(cm, kwargs)
+        opened = call_with_recovery(cm, lambda view: _stream_manager(self.client, view, kwargs, settings).__enter__(),
+                                    format="anthropic", max_retries=self.recovery_retries,
+                                    reply_tokens=_reply_tokens(kwargs))
+
+        def done(reply: Any) -> None:
+            if settings is not None:
+                cm.provider_context.observe("anthropic", reply)
+            finish(cm, getattr(reply, "usage", None), _items(reply), format="anthropic", add_reply=self.add_reply)
+
+        return ManagedStream(opened, collect=_ignore, final=opened.get_final_message, close=opened.close, done=done)
+
 
 class AsyncAnthropicClient:
     """The async twin of :class:`AnthropicClient`, over ``anthropic.AsyncAnthropic``."""
@@ -160,7 +200,11 @@ class AsyncAnthropicClient:
     async def messages(self, cm: ContextManager, **kwargs: Any) -> Any:
         """Async :meth:`AnthropicClient.messages`."""
         reject(kwargs, ("messages",), "messages")
+        stream = streaming(kwargs, self.retrieval_tools, "messages")
         kwargs = with_retrieval_tools(cm, kwargs, "anthropic", enabled=self.retrieval_tools, where="messages")
+        count_extras(cm, kwargs)
+        if stream:
+            return await self._stream(cm, kwargs)
         for _ in range(MAX_RETRIEVAL_ROUNDS):
             reply = await self._call(cm, kwargs)
             items = _items(reply)
@@ -187,6 +231,22 @@ class AsyncAnthropicClient:
         if settings is not None:
             cm.provider_context.observe("anthropic", reply)
         return reply
+
+    async def _stream(self, cm: ContextManager, kwargs: dict[str, Any]) -> AsyncManagedStream:
+        """Async :meth:`AnthropicClient._stream`."""
+        settings = _settings(cm, kwargs)
+        opened = await acall_with_recovery(
+            cm, lambda view: _stream_manager(self.client, view, kwargs, settings).__aenter__(), format="anthropic",
+            max_retries=self.recovery_retries, reply_tokens=_reply_tokens(kwargs))
+
+        async def done(reply: Any) -> None:
+            if settings is not None:
+                cm.provider_context.observe("anthropic", reply)
+            await afinish(cm, getattr(reply, "usage", None), _items(reply), format="anthropic",
+                          add_reply=self.add_reply)
+
+        return AsyncManagedStream(opened, collect=_ignore, final=opened.get_final_message, close=opened.close,
+                                  done=done)
 
 
 def wrap_anthropic(client: Any, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,

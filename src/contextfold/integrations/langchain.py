@@ -41,9 +41,11 @@ from ._retrieval import TOOL_NAMES, answer, offer, tool_specs
 
 try:
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+    from langchain.agents.structured_output import AutoStrategy, ProviderStrategy, ToolStrategy
     from langchain_core.exceptions import ContextOverflowError as LangChainOverflow
     from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage
     from langchain_core.tools import BaseTool, StructuredTool
+    from langchain_core.utils.function_calling import convert_to_openai_tool
     from langgraph.config import get_config
     from langgraph.graph.message import REMOVE_ALL_MESSAGES
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -53,7 +55,7 @@ if TYPE_CHECKING:
     from ..manager import ContextManager
     from ..messages import Message
 
-__all__ = ["ContextfoldMiddleware", "Mode"]
+__all__ = ["ContextfoldMiddleware", "Mode", "request_extras"]
 
 Mode = Literal["before_model", "wrap_model_call"]
 _MODES: tuple[str, ...] = ("before_model", "wrap_model_call")
@@ -79,6 +81,32 @@ def _overflow(exc: Exception) -> OverflowInfo | None:
     if info is None and isinstance(exc, LangChainOverflow):
         info = OverflowInfo(message=str(exc))
     return info
+
+
+def request_extras(request: ModelRequest) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The tool schemas and response-format schema a model request sends, as the manager counts them.
+
+    Tools as the chat model binds them (``convert_to_openai_tool``; provider tools given as dicts as they are);
+    structured output as the schema the strategy sends: a ``response_format`` for the provider strategy, one tool
+    per schema for the tool strategy (and the automatic one, which starts as it). The system prompt is pinned in
+    the view already.
+    """
+    tools: list[dict[str, Any]] = []
+    for tool in request.tools:
+        try:
+            tools.append(dict(convert_to_openai_tool(tool)))
+        except (TypeError, ValueError):  # a provider's built-in tool in a shape LangChain passes through
+            tools.append(dict(tool) if isinstance(tool, Mapping) else {"name": str(getattr(tool, "name", tool))})
+    strategy = request.response_format
+    response_format = None
+    if isinstance(strategy, ProviderStrategy):
+        response_format = dict(strategy.to_model_kwargs().get("response_format") or {}) or None
+    elif isinstance(strategy, ToolStrategy | AutoStrategy):
+        specs = strategy.schema_specs if isinstance(strategy, ToolStrategy) else \
+            ToolStrategy(schema=strategy.schema).schema_specs
+        tools += [{"type": "function", "function": {"name": spec.name, "description": spec.description or "",
+                                                    "parameters": spec.json_schema}} for spec in specs]
+    return tools, response_format
 
 
 def _thread_id() -> str:
@@ -224,8 +252,10 @@ class ContextfoldMiddleware(AgentMiddleware):
     def _request_with_view(self, cm: ContextManager, request: ModelRequest) -> ModelRequest:
         names = {getattr(t, "name", None) or (t.get("name") if isinstance(t, Mapping) else None)
                  for t in request.tools}
+        tools, response_format = request_extras(request)
         with cm.framework_history.lock:
             offer(cm, set(TOOL_NAMES[:2]) <= names)
+            cm.set_request_extras(tools=tools, response_format=response_format)  # counted with the view
             system = request.system_message
             if system is not None and system.text:
                 pin_head(cm, SYSTEM_PROMPT_ID, system.text)

@@ -11,6 +11,7 @@ Needs ``contextfold[litellm]``.
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MissingExtra
@@ -19,11 +20,14 @@ from ._calls import (
     MAX_RETRIEVAL_ROUNDS,
     afinish,
     check_retrieval,
+    count_extras,
     finish,
     reject,
     retrieval_results,
+    streaming,
     with_retrieval_tools,
 )
+from ._streams import AsyncManagedStream, ManagedStream, awaitable
 
 if TYPE_CHECKING:
     from ..manager import ContextManager
@@ -54,6 +58,17 @@ def _items(response: Any) -> list[dict[str, Any]]:
     return [item] if item["content"] or calls else []
 
 
+def _closer(events: Any) -> Any:
+    """Close litellm's stream wrapper (it closes the provider's response); a no-op when it has nothing to close."""
+    def close() -> None:
+        response = getattr(events, "completion_stream", None)
+        closing = getattr(response, "close", None)
+        if callable(closing):
+            closing()
+
+    return close
+
+
 def completion(cm: ContextManager, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
                retrieval_tools: bool = False, **kwargs: Any) -> Any:
     """``litellm.completion(messages=<the view>, **kwargs)``: prepare, call, recover, record usage, add the reply.
@@ -68,7 +83,18 @@ def completion(cm: ContextManager, *, recovery_retries: int = DEFAULT_MAX_RETRIE
     litellm = _sdk()
     reject(kwargs, ("messages",), "completion")
     check_retrieval(retrieval_tools, add_reply, "completion")
+    stream = streaming(kwargs, retrieval_tools, "completion")
     kwargs = with_retrieval_tools(cm, kwargs, "openai_chat", enabled=retrieval_tools, where="completion")
+    count_extras(cm, kwargs)
+    if stream:
+        kwargs = {"stream_options": {"include_usage": True}, **kwargs}
+        events = call_with_recovery(cm, lambda view: litellm.completion(messages=view, **kwargs),
+                                    format="openai_chat", max_retries=recovery_retries)
+        chunks: list[Any] = []
+        return ManagedStream(events, collect=chunks.append, final=lambda: litellm.stream_chunk_builder(chunks),
+                             close=_closer(events), done=lambda reply: finish(
+                                 cm, getattr(reply, "usage", None), _items(reply), format="openai_chat",
+                                 add_reply=add_reply))
     for _ in range(MAX_RETRIEVAL_ROUNDS):
         response = call_with_recovery(cm, lambda view: litellm.completion(messages=view, **kwargs),
                                       format="openai_chat", max_retries=recovery_retries)
@@ -87,7 +113,26 @@ async def acompletion(cm: ContextManager, *, recovery_retries: int = DEFAULT_MAX
     litellm = _sdk()
     reject(kwargs, ("messages",), "acompletion")
     check_retrieval(retrieval_tools, add_reply, "acompletion")
+    stream = streaming(kwargs, retrieval_tools, "acompletion")
     kwargs = with_retrieval_tools(cm, kwargs, "openai_chat", enabled=retrieval_tools, where="acompletion")
+    count_extras(cm, kwargs)
+    if stream:
+        kwargs = {"stream_options": {"include_usage": True}, **kwargs}
+        events = await acall_with_recovery(cm, lambda view: litellm.acompletion(messages=view, **kwargs),
+                                           format="openai_chat", max_retries=recovery_retries)
+        chunks: list[Any] = []
+
+        async def close() -> None:
+            response = getattr(events, "completion_stream", None)
+            closing = getattr(response, "aclose", None) or getattr(response, "close", None)
+            result = closing() if callable(closing) else None
+            if inspect.isawaitable(result):
+                await result
+
+        return AsyncManagedStream(events, collect=chunks.append,
+                                  final=awaitable(lambda: litellm.stream_chunk_builder(chunks)), close=close,
+                                  done=lambda reply: afinish(cm, getattr(reply, "usage", None), _items(reply),
+                                                             format="openai_chat", add_reply=add_reply))
     for _ in range(MAX_RETRIEVAL_ROUNDS):
         response = await acall_with_recovery(cm, lambda view: litellm.acompletion(messages=view, **kwargs),
                                              format="openai_chat", max_retries=recovery_retries)

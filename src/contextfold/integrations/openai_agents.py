@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from ..messages import Message
 
 __all__ = ["ContextfoldHooks", "ContextfoldInputFilter", "ContextfoldKit", "ContextfoldSession", "RecoveringModel",
-           "RecoveringModelProvider", "UsageHooks", "contextfold_run", "retrieval_tools"]
+           "RecoveringModelProvider", "UsageHooks", "contextfold_run", "request_extras", "retrieval_tools"]
 
 FORMAT = openai_responses.NAME
 # The SDK history's name in the manager's record: the input filter and the Session report the same history.
@@ -88,6 +88,30 @@ def _items(cm: ContextManager, view: Sequence[Message]) -> list[dict[str, Any]]:
 
 def _sent_view(cm: ContextManager, *, strict: bool) -> list[dict[str, Any]]:
     return copy.deepcopy(_items(cm, prepare_messages(cm, strict=strict, where="openai_agents")))
+
+
+def request_extras(tools: Sequence[Any], handoffs: Sequence[Any],
+                   output_schema: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The tool schemas and response-format schema a model call sends, as the manager counts them.
+
+    Function tools and handoffs travel as function schemas; hosted tools (web search, file search, …) by their
+    type and name; a structured output type as its JSON schema. The instructions are pinned in the view already.
+    """
+    schemas: list[dict[str, Any]] = []
+    for tool in tools:
+        if isinstance(tool, FunctionTool):
+            schemas.append({"type": "function", "name": tool.name, "description": tool.description,
+                            "parameters": tool.params_json_schema})
+        else:
+            schemas.append({"type": str(getattr(tool, "type", type(tool).__name__)),
+                            "name": str(getattr(tool, "name", ""))})
+    for handoff in handoffs:
+        schemas.append({"type": "function", "name": handoff.tool_name, "description": handoff.tool_description,
+                        "parameters": handoff.input_json_schema})
+    response_format = None
+    if output_schema is not None and not output_schema.is_plain_text():
+        response_format = dict(output_schema.json_schema())
+    return schemas, response_format
 
 
 class ContextfoldInputFilter:
@@ -160,6 +184,17 @@ class RecoveringModel(Model):
         self.max_retries = max_retries
         self.strict = strict
 
+    async def _counted(self, input: str | list[Any], tools: list[Any], handoffs: list[Any],
+                       output_schema: Any) -> str | list[Any]:
+        """Tell the manager what this call sends beside the input; a changed count prepares the view again."""
+        schemas, response_format = request_extras(tools, handoffs, output_schema)
+        changed = await asyncio.to_thread(self.manager.set_request_extras, tools=schemas,
+                                          response_format=response_format)
+        if not changed or isinstance(input, str):
+            return input
+        # The filter prepared the view without these (the first call of an agent): under the thresholds with them.
+        return cast("list[Any]", await asyncio.to_thread(_sent_view, self.manager, strict=self.strict))
+
     async def _shrink(self, recovery: OverflowRecovery, exc: Exception) -> list[Any] | None:
         info = parse_overflow(exc)
         if info is None:
@@ -194,6 +229,7 @@ class RecoveringModel(Model):
         """The inner model's response; a context-length error shrinks the view and retries."""
         recovery = OverflowRecovery(self.manager, self.max_retries, 0)
         model_settings, managed = self._provider_settings(model_settings)
+        input = await self._counted(input, tools, handoffs, output_schema)
         while True:
             try:
                 response = await self.inner.get_response(
@@ -215,6 +251,7 @@ class RecoveringModel(Model):
         """The inner model's stream; an overflow before the first event shrinks the view and retries."""
         recovery = OverflowRecovery(self.manager, self.max_retries, 0)
         model_settings, _ = self._provider_settings(model_settings)
+        input = await self._counted(input, tools, handoffs, output_schema)
         while True:
             started = False
             try:

@@ -16,7 +16,13 @@ boundaries of the history; Chat Completions has no such setting, and contextfold
 ``history_search`` to ``tools=`` and answers the model's calls to them inside the wrapped call (a reply that also
 calls your own tools comes back to you whole).
 
-Works with ``AsyncOpenAI`` too (``await llm.chat(...)``) and with Azure and OpenAI-compatible servers (vLLM,
+With ``stream=True`` the call returns a :class:`~contextfold.integrations._streams.ManagedStream`: iterate it for
+the SDK's chunks (Chat) or events (Responses); when it ends, the usage is recorded and the reply added
+(``stream.final`` is the assembled ChatCompletion or Response). Chat streams ask for the usage chunk
+(``stream_options={"include_usage": True}``) unless you set ``stream_options`` yourself.
+
+The tool schemas, ``instructions`` and structured-output schema you pass are counted against the window with the
+view. Works with ``AsyncOpenAI`` too (``await llm.chat(...)``) and with Azure and OpenAI-compatible servers (vLLM,
 llama.cpp, Ollama, OpenRouter), whose overflow errors are recognised as well. Needs ``contextfold[openai]``.
 """
 
@@ -30,13 +36,16 @@ from ._calls import (
     MAX_RETRIEVAL_ROUNDS,
     afinish,
     check_retrieval,
+    count_extras,
     dump,
     finish,
     refused_settings,
     reject,
     retrieval_results,
+    streaming,
     with_retrieval_tools,
 )
+from ._streams import AsyncManagedStream, ManagedStream, awaitable, chat_accumulator, responses_final
 
 if TYPE_CHECKING:
     from ..manager import ContextManager
@@ -63,42 +72,56 @@ def _responses_items(response: Any) -> list[dict[str, Any]]:
 
 def _responses_call(cm: ContextManager, create: Any, kwargs: dict[str, Any], recovery_retries: int) -> Any:
     """One Responses call with the provider's context management when the policy asks for it (see the module)."""
+    response, managed = _responses_open(cm, create, kwargs, recovery_retries)
+    if managed:
+        cm.provider_context.observe("openai_responses", response)
+    return response
+
+
+def _responses_open(cm: ContextManager, create: Any, kwargs: dict[str, Any],
+                    recovery_retries: int) -> tuple[Any, bool]:
+    """(what ``create`` returned, whether the provider's context management was on): a Response or a stream."""
     settings = cm.provider_context.settings("openai_responses")
     if settings is None:
         return call_with_recovery(cm, lambda view: create(input=view, **kwargs), format="openai_responses",
-                                  max_retries=recovery_retries)
+                                  max_retries=recovery_retries), False
     managed = settings.apply(kwargs)
     try:
-        response = call_with_recovery(cm, lambda view: create(input=view, **managed), format="openai_responses",
-                                      max_retries=recovery_retries)
+        return call_with_recovery(cm, lambda view: create(input=view, **managed), format="openai_responses",
+                                  max_retries=recovery_retries), True
     except Exception as exc:
         if not refused_settings(exc):
             raise
         cm.provider_context.unavailable("openai_responses", str(exc))
         return call_with_recovery(cm, lambda view: create(input=view, **kwargs), format="openai_responses",
-                                  max_retries=recovery_retries)
-    cm.provider_context.observe("openai_responses", response)
-    return response
+                                  max_retries=recovery_retries), False
 
 
 async def _aresponses_call(cm: ContextManager, create: Any, kwargs: dict[str, Any], recovery_retries: int) -> Any:
     """Async :func:`_responses_call`."""
+    response, managed = await _aresponses_open(cm, create, kwargs, recovery_retries)
+    if managed:
+        cm.provider_context.observe("openai_responses", response)
+    return response
+
+
+async def _aresponses_open(cm: ContextManager, create: Any, kwargs: dict[str, Any],
+                           recovery_retries: int) -> tuple[Any, bool]:
+    """Async :func:`_responses_open`."""
     settings = cm.provider_context.settings("openai_responses")
     if settings is None:
         return await acall_with_recovery(cm, lambda view: create(input=view, **kwargs), format="openai_responses",
-                                         max_retries=recovery_retries)
+                                         max_retries=recovery_retries), False
     managed = settings.apply(kwargs)
     try:
-        response = await acall_with_recovery(cm, lambda view: create(input=view, **managed),
-                                             format="openai_responses", max_retries=recovery_retries)
+        return await acall_with_recovery(cm, lambda view: create(input=view, **managed),
+                                         format="openai_responses", max_retries=recovery_retries), True
     except Exception as exc:
         if not refused_settings(exc):
             raise
         cm.provider_context.unavailable("openai_responses", str(exc))
         return await acall_with_recovery(cm, lambda view: create(input=view, **kwargs), format="openai_responses",
-                                         max_retries=recovery_retries)
-    cm.provider_context.observe("openai_responses", response)
-    return response
+                                         max_retries=recovery_retries), False
 
 
 class OpenAIClient:
@@ -123,8 +146,17 @@ class OpenAIClient:
     def chat(self, cm: ContextManager, **kwargs: Any) -> Any:
         """``client.chat.completions.create(messages=<the view>, **kwargs)``; returns the SDK's ChatCompletion."""
         reject(kwargs, ("messages",), "chat")
+        stream = streaming(kwargs, self.retrieval_tools, "chat")
         kwargs = with_retrieval_tools(cm, kwargs, "openai_chat", enabled=self.retrieval_tools, where="chat")
+        count_extras(cm, kwargs)
         create = self.client.chat.completions.create
+        if stream:
+            kwargs = {"stream_options": {"include_usage": True}, **kwargs}
+            events = call_with_recovery(cm, lambda view: create(messages=view, **kwargs), format="openai_chat",
+                                        max_retries=self.recovery_retries)
+            collect, final = chat_accumulator()
+            return ManagedStream(events, collect=collect, final=final, close=events.close, done=lambda reply: finish(
+                cm, getattr(reply, "usage", None), _chat_items(reply), format="openai_chat", add_reply=self.add_reply))
         for _ in range(MAX_RETRIEVAL_ROUNDS):
             cm.provider_context.settings("openai_chat")  # none: contextfold manages Chat Completions calls
             response = call_with_recovery(cm, lambda view: create(messages=view, **kwargs), format="openai_chat",
@@ -140,9 +172,22 @@ class OpenAIClient:
     def responses(self, cm: ContextManager, **kwargs: Any) -> Any:
         """``client.responses.create(input=<the view>, **kwargs)``; returns the SDK's Response."""
         reject(kwargs, ("input", "previous_response_id"), "responses")
+        stream = streaming(kwargs, self.retrieval_tools, "responses")
         kwargs = with_retrieval_tools(cm, kwargs, "openai_responses", enabled=self.retrieval_tools,
                                       where="responses")
+        count_extras(cm, kwargs)
         create = self.client.responses.create
+        if stream:
+            events, managed = _responses_open(cm, create, kwargs, self.recovery_retries)
+            collect, final = responses_final()
+
+            def done(reply: Any) -> None:
+                if managed:
+                    cm.provider_context.observe("openai_responses", reply)
+                finish(cm, getattr(reply, "usage", None), _responses_items(reply), format="openai_responses",
+                       add_reply=self.add_reply)
+
+            return ManagedStream(events, collect=collect, final=final, close=events.close, done=done)
         for _ in range(MAX_RETRIEVAL_ROUNDS):
             response = _responses_call(cm, create, kwargs, self.recovery_retries)
             items = _responses_items(response)
@@ -168,8 +213,19 @@ class AsyncOpenAIClient:
     async def chat(self, cm: ContextManager, **kwargs: Any) -> Any:
         """Async :meth:`OpenAIClient.chat`."""
         reject(kwargs, ("messages",), "chat")
+        stream = streaming(kwargs, self.retrieval_tools, "chat")
         kwargs = with_retrieval_tools(cm, kwargs, "openai_chat", enabled=self.retrieval_tools, where="chat")
+        count_extras(cm, kwargs)
         create = self.client.chat.completions.create
+        if stream:
+            kwargs = {"stream_options": {"include_usage": True}, **kwargs}
+            events = await acall_with_recovery(cm, lambda view: create(messages=view, **kwargs),
+                                               format="openai_chat", max_retries=self.recovery_retries)
+            collect, final = chat_accumulator()
+            return AsyncManagedStream(events, collect=collect, final=awaitable(final), close=events.close,
+                                      done=lambda reply: afinish(cm, getattr(reply, "usage", None),
+                                                                 _chat_items(reply), format="openai_chat",
+                                                                 add_reply=self.add_reply))
         for _ in range(MAX_RETRIEVAL_ROUNDS):
             cm.provider_context.settings("openai_chat")  # none: contextfold manages Chat Completions calls
             response = await acall_with_recovery(cm, lambda view: create(messages=view, **kwargs),
@@ -186,9 +242,22 @@ class AsyncOpenAIClient:
     async def responses(self, cm: ContextManager, **kwargs: Any) -> Any:
         """Async :meth:`OpenAIClient.responses`."""
         reject(kwargs, ("input", "previous_response_id"), "responses")
+        stream = streaming(kwargs, self.retrieval_tools, "responses")
         kwargs = with_retrieval_tools(cm, kwargs, "openai_responses", enabled=self.retrieval_tools,
                                       where="responses")
+        count_extras(cm, kwargs)
         create = self.client.responses.create
+        if stream:
+            events, managed = await _aresponses_open(cm, create, kwargs, self.recovery_retries)
+            collect, final = responses_final()
+
+            async def done(reply: Any) -> None:
+                if managed:
+                    cm.provider_context.observe("openai_responses", reply)
+                await afinish(cm, getattr(reply, "usage", None), _responses_items(reply), format="openai_responses",
+                              add_reply=self.add_reply)
+
+            return AsyncManagedStream(events, collect=collect, final=awaitable(final), close=events.close, done=done)
         for _ in range(MAX_RETRIEVAL_ROUNDS):
             response = await _aresponses_call(cm, create, kwargs, self.recovery_retries)
             items = _responses_items(response)
