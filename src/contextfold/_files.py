@@ -8,12 +8,18 @@ files are the owner's alone (0600), the folders too (0700), and a ``.contextfold
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
+import secrets
+import stat
 import time
 from pathlib import Path
 
-__all__ = ["DIR_MODE", "FILE_MODE", "GITIGNORE_NAME", "append_bytes", "private_dir", "private_file",
-           "remove_orphan_temps", "rotate"]
+__all__ = ["DIR_MODE", "FILE_MODE", "GITIGNORE_NAME", "TEMP_PREFIX", "PrivateFolder", "UnsafePath", "append_bytes",
+           "check_private_file", "private_dir", "private_file", "remove_orphan_temps", "rotate"]
+
+_log = logging.getLogger(__name__)
 
 # Owner only: tool outputs, transcripts and events are as sensitive as the files the agent read.
 FILE_MODE = 0o600
@@ -145,3 +151,245 @@ def remove_orphan_temps(folder: Path, prefix: str, *, grace_s: float = ORPHAN_GR
         except FileNotFoundError:
             continue
     return removed
+
+
+class UnsafePath(OSError):
+    """A path contextfold will not use: a link it did not make, a file that is not a plain file, or not the owner's."""
+
+
+# Names of the temporary files a PrivateFolder writes before renaming them into place.
+TEMP_PREFIX = ".tmp-"
+# Opened without following a link at the last component, never inherited by a child process.
+_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+# Group and other permission bits: a folder or file of ours has none of them.
+_SHARED_BITS = 0o077
+
+
+def _owned(info: os.stat_result, where: str) -> None:
+    """Refuse what another user owns: they could swap its contents (or, for a folder, its entries) under us."""
+    if info.st_uid != os.geteuid():
+        raise UnsafePath(f"{where} belongs to another user (uid {info.st_uid}); contextfold writes only its own files")
+
+
+class PrivateFolder:
+    """A folder of ours opened through a descriptor: its files are read and written relative to it, no link followed.
+
+    Open one with :meth:`open` (a folder ``name`` inside ``parent``; ``parent`` is the caller's and may be reached
+    through links, ``name`` may not). A folder that is a symbolic link, or belongs to another user, is refused
+    (:class:`UnsafePath`); one that others may read or write (a pre-created 0777 folder) is made 0700 first. Files
+    are opened with ``O_NOFOLLOW`` and must be plain files of ours with one link: a planted link (symbolic or hard)
+    can send neither a write nor a read elsewhere, and a FIFO cannot hang a read.
+    """
+
+    def __init__(self, fd: int, path: Path) -> None:
+        self.fd = fd
+        self.path = path
+
+    @classmethod
+    def open(cls, parent: Path, name: str, *, create: bool) -> PrivateFolder | None:
+        """``parent/name`` opened (created 0700 when ``create``); None when it does not exist and not ``create``."""
+        if create:
+            private_dir(parent)
+        try:
+            parent_fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, DIR_MODE, dir_fd=parent_fd)
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW, dir_fd=parent_fd)
+            except FileNotFoundError:
+                return None
+            except OSError as exc:  # ELOOP: a symbolic link; ENOTDIR: a file (or a link to one)
+                if os.path.islink(parent / name):
+                    raise UnsafePath(f"{parent / name} is a symbolic link; contextfold does not follow links it "
+                                     "did not make") from exc
+                raise
+        finally:
+            os.close(parent_fd)
+        folder = cls(fd, parent / name)
+        try:
+            info = os.fstat(fd)
+            _owned(info, str(folder.path))
+            if info.st_mode & _SHARED_BITS:
+                # Ours, but others could plant files in it (a pre-created 0777 folder): theirs no longer.
+                os.fchmod(fd, DIR_MODE)
+                _log.warning("%s was mode %o; made it 0700 (it holds tool outputs and transcripts)", folder.path,
+                             stat.S_IMODE(info.st_mode))
+        except BaseException:
+            folder.close()
+            raise
+        return folder
+
+    def close(self) -> None:
+        """Release the descriptor (idempotent)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> PrivateFolder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- files ------------------------------------------------------------------------------------------------------
+    def _open_file(self, name: str, flags: int, mode: int = FILE_MODE) -> int:
+        """``name`` opened with ``flags``, checked to be a plain file of ours with a single link."""
+        where = self.path / name
+        try:
+            fd = os.open(name, flags | _NOFOLLOW | os.O_NONBLOCK, mode, dir_fd=self.fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UnsafePath(f"{where} is a symbolic link; contextfold does not follow links it did not "
+                                 "make") from exc
+            raise
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise UnsafePath(f"{where} is not a regular file")
+            _owned(info, str(where))
+            # More than one link: planted beside a file elsewhere, unless it is the temporary twin of an exclusive
+            # write in progress (link, then unlink). None: replaced by a writer's rename after this open (a reader
+            # then reads the whole old version, which is fine).
+            if info.st_nlink > 1 and not (flags == os.O_RDONLY and info.st_nlink == 2 and self._has_temp_twin(info)):
+                raise UnsafePath(f"{where} has {info.st_nlink} hard links; contextfold writes only files it made")
+            if info.st_mode & _SHARED_BITS and flags & (os.O_WRONLY | os.O_RDWR):
+                os.fchmod(fd, FILE_MODE)
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _has_temp_twin(self, info: os.stat_result) -> bool:
+        """Whether a temporary file of this folder is the same file as ``info`` (an exclusive write linking it)."""
+        with os.scandir(self.fd) as entries:
+            for entry in entries:
+                if entry.name.startswith(TEMP_PREFIX):
+                    with contextlib.suppress(FileNotFoundError):
+                        twin = entry.stat(follow_symlinks=False)
+                        if (twin.st_ino, twin.st_dev) == (info.st_ino, info.st_dev):
+                            return True
+        return False
+
+    def read(self, name: str) -> bytes | None:
+        """The bytes of ``name``, or None when there is no such file."""
+        try:
+            fd = self._open_file(name, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        with os.fdopen(fd, "rb") as fh:
+            return fh.read()
+
+    def write(self, name: str, data: bytes, *, exclusive: bool = False, fsync: bool = True) -> None:
+        """Write ``name`` atomically: a 0600 temporary file in this folder, renamed over ``name``.
+
+        A link at ``name`` is replaced, never followed. ``exclusive``: FileExistsError when ``name`` exists.
+        """
+        temp = f"{TEMP_PREFIX}{secrets.token_hex(8)}"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, FILE_MODE, dir_fd=self.fd)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                if fsync:
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            if exclusive:
+                # link() fails when the target exists, which makes "create only if absent" atomic as well.
+                os.link(temp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd, follow_symlinks=False)
+            else:
+                os.replace(temp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp, dir_fd=self.fd)
+        if fsync:
+            self.sync()
+
+    def append(self, name: str, data: bytes, *, fsync: bool, max_bytes: int | None = None, keep: int = 0) -> None:
+        """Append ``data`` to ``name`` (created 0600) with one ``O_APPEND`` write.
+
+        Past ``max_bytes`` the file is rotated first, keeping ``keep`` older ones (as :func:`rotate` does).
+        """
+        if max_bytes is not None:
+            self._rotate(name, max_bytes=max_bytes, keep=keep)
+        fd = self._open_file(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _rotate(self, name: str, *, max_bytes: int, keep: int) -> None:
+        try:
+            if os.stat(name, dir_fd=self.fd, follow_symlinks=False).st_size <= max_bytes:
+                return
+            for n in range(keep, 0, -1):
+                older = f"{name}.{n}"
+                if n == keep:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(older, dir_fd=self.fd)
+                else:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.replace(older, f"{name}.{n + 1}", src_dir_fd=self.fd, dst_dir_fd=self.fd)
+            if keep > 0:
+                os.replace(name, f"{name}.1", src_dir_fd=self.fd, dst_dir_fd=self.fd)
+            else:
+                os.unlink(name, dir_fd=self.fd)
+        except FileNotFoundError:
+            return  # another process rotated it first
+
+    def names(self) -> list[str]:
+        """The plain files in the folder (links and sub-folders left out), sorted."""
+        with os.scandir(self.fd) as entries:
+            return sorted(e.name for e in entries if e.is_file(follow_symlinks=False))
+
+    def remove_orphan_temps(self, prefix: str, *, grace_s: float = ORPHAN_GRACE_S) -> int:
+        """Delete files named ``prefix…`` older than ``grace_s`` (left by a killed process); how many went."""
+        removed = 0
+        cutoff = time.time() - grace_s
+        for name in self.names():
+            if not name.startswith(prefix):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                if os.stat(name, dir_fd=self.fd, follow_symlinks=False).st_mtime < cutoff:
+                    os.unlink(name, dir_fd=self.fd)
+                    removed += 1
+        return removed
+
+    def sync(self) -> None:
+        """Flush the folder's entries (a rename is durable only once its directory is on disk)."""
+        with contextlib.suppress(OSError):
+            os.fsync(self.fd)
+
+
+def check_private_file(path: Path) -> None:
+    """Refuse ``path`` unless it is missing or a plain file of ours with one link; make it 0600 if others may read it.
+
+    A planted link above all is refused. For files a library opens by name (SQLite): checked right before the open,
+    in a folder only its owner can change.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePath(f"{path} is a symbolic link; contextfold does not follow links it did not make") from exc
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafePath(f"{path} is not a regular file")
+        _owned(info, str(path))
+        if info.st_nlink > 1:
+            raise UnsafePath(f"{path} has {info.st_nlink} hard links; contextfold uses only files it made")
+        if info.st_mode & _SHARED_BITS:
+            os.fchmod(fd, FILE_MODE)
+    finally:
+        os.close(fd)

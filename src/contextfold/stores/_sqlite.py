@@ -14,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import ClassVar, Self
 
-from .._files import private_dir, private_file
+from .._files import check_private_file, private_dir, private_file
 from ..errors import StoreError
 
 __all__ = ["BUSY_TIMEOUT_SECONDS", "DEFAULT_DIRECTORY", "SQLITE_SUFFIXES", "SQLiteFile"]
@@ -23,6 +23,8 @@ __all__ = ["BUSY_TIMEOUT_SECONDS", "DEFAULT_DIRECTORY", "SQLITE_SUFFIXES", "SQLi
 DEFAULT_DIRECTORY = ".contextfold"
 # A directory argument ending in one of these names the database file itself rather than its directory.
 SQLITE_SUFFIXES = frozenset({".sqlite3", ".sqlite", ".db"})
+# The database file and the files SQLite keeps beside it (write-ahead log, shared memory, rollback journal).
+_COMPANIONS = ("", "-wal", "-shm", "-journal")
 # Another process may hold the write lock briefly (WAL allows one writer); wait this long before failing.
 BUSY_TIMEOUT_SECONDS = 30.0
 
@@ -52,6 +54,10 @@ class SQLiteFile:
         self._conn = None
         try:
             private_dir(self.path.parent)
+            # SQLite opens its files by name and follows links: a link planted as the database (or its journal)
+            # would send the outputs elsewhere. Refused, as the archive refuses them (issue 21 §4).
+            for companion in _COMPANIONS:
+                check_private_file(Path(f"{self.path}{companion}"))
             private_file(self.path)  # 0600 before SQLite creates it; its -wal and -shm files copy the mode
             self._conn = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_SECONDS

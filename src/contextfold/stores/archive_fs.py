@@ -3,6 +3,10 @@
 Whole files are written to a temporary file in the same directory, flushed to disk and renamed over the target,
 so a reader (or a crash) never sees half a transcript. ``events.jsonl`` grows by appends of whole lines; a crash
 mid-append can leave at most a torn last line, which :meth:`contextfold.archive.Archive.events` skips.
+
+Session folders and their files are reached through a folder descriptor, never through a link the archive did not
+make: a symbolic link planted as a session folder or as ``events.jsonl`` is refused, not followed, and a session
+folder others may write is made 0700 first (:class:`contextfold._files.PrivateFolder`).
 """
 
 from __future__ import annotations
@@ -10,17 +14,16 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
-from .._files import append_bytes, private_dir, private_file, remove_orphan_temps, rotate
+from .._files import TEMP_PREFIX, PrivateFolder, private_file
 from ..archive import validate_session_id
 from ..errors import StoreError
 
 __all__ = ["FilesystemArchiveStore"]
 
-_TEMP_PREFIX = ".tmp-"
+_TEMP_PREFIX = TEMP_PREFIX  # the folder's own temporary files (left by a killed writer)
 # An appended file (events.jsonl) is rotated past this size, keeping this many older files (.1, .2): a session's
 # event log stays under ~24 MiB however long it runs.
 APPEND_MAX_BYTES = 8 * 1024 * 1024
@@ -39,7 +42,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,199}$")
 
 
 def _check_name(name: str) -> str:
-    if not _NAME_RE.match(name):
+    if not _NAME_RE.fullmatch(name):
         raise ValueError(f"name {name!r}: use letters, digits, '.', '_' or '-', starting with a letter or digit")
     return name
 
@@ -63,11 +66,15 @@ class FilesystemArchiveStore:
     def _dir(self, session_id: str) -> Path:
         return self.root / validate_session_id(session_id)
 
-    def _open_dir(self, session_id: str) -> Path:
-        """The session's folder, created 0700; the first time, temp files a killed writer left are removed."""
-        folder = private_dir(self._dir(session_id))
-        if session_id not in self._opened:
-            remove_orphan_temps(folder, _TEMP_PREFIX)
+    def _folder(self, session_id: str, *, create: bool) -> PrivateFolder | None:
+        """The session's folder through a descriptor (created 0700 when ``create``; None when missing otherwise).
+
+        The root is the caller's and may be reached through links; the session folder and its files may not (see
+        :class:`~contextfold._files.PrivateFolder`). The first time, temp files a killed writer left are removed.
+        """
+        folder = PrivateFolder.open(self.root, validate_session_id(session_id), create=create)
+        if folder is not None and session_id not in self._opened:
+            folder.remove_orphan_temps(_TEMP_PREFIX)
             self._opened.add(session_id)
         return folder
 
@@ -75,30 +82,14 @@ class FilesystemArchiveStore:
         """Write ``name`` atomically (temp file + rename); ``exclusive`` refuses to replace an existing file."""
         target = self._dir(session_id) / _check_name(name)
         try:
-            folder = self._open_dir(session_id)
-            fd, tmp = tempfile.mkstemp(prefix=_TEMP_PREFIX, dir=folder)  # 0600
-        except OSError as exc:
-            raise StoreError(f"archive {folder}: cannot write: {exc}") from exc
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                if self.fsync:
-                    fh.flush()
-                    os.fsync(fh.fileno())
-            if exclusive:
-                # link() fails when the target exists, which makes "create only if absent" atomic as well.
-                os.link(tmp, target)
-            else:
-                os.replace(tmp, target)
+            folder = self._folder(session_id, create=True)
+            assert folder is not None  # created
+            with folder:
+                folder.write(name, data, exclusive=exclusive, fsync=self.fsync)
         except FileExistsError:
             raise
         except OSError as exc:
             raise StoreError(f"archive {target}: cannot write: {exc}") from exc
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        if self.fsync:
-            self._sync_dir(folder)
 
     def append(self, session_id: str, name: str, data: bytes) -> None:
         """Append ``data`` with one ``write`` on an ``O_APPEND`` descriptor (whole lines stay together).
@@ -107,9 +98,10 @@ class FilesystemArchiveStore:
         """
         target = self._dir(session_id) / _check_name(name)
         try:
-            self._open_dir(session_id)
-            rotate(target, max_bytes=self.append_max_bytes, keep=self.append_keep)
-            append_bytes(target, data, fsync=self.fsync)
+            folder = self._folder(session_id, create=True)
+            assert folder is not None  # created
+            with folder:
+                folder.append(name, data, fsync=self.fsync, max_bytes=self.append_max_bytes, keep=self.append_keep)
         except OSError as exc:
             raise StoreError(f"archive {target}: cannot append: {exc}") from exc
 
@@ -117,24 +109,33 @@ class FilesystemArchiveStore:
         """The bytes of ``name``, or None."""
         target = self._dir(session_id) / _check_name(name)
         try:
-            return target.read_bytes()
-        except FileNotFoundError:
-            return None
+            folder = self._folder(session_id, create=False)
+            if folder is None:
+                return None
+            with folder:
+                return folder.read(name)
         except OSError as exc:
             raise StoreError(f"archive {target}: cannot read: {exc}") from exc
 
     def names(self, session_id: str) -> list[str]:
-        """The session's files (temporary files of writes in progress excluded)."""
-        folder = self._dir(session_id)
-        if not folder.is_dir():
+        """The session's files (temporary files of writes in progress, links and folders excluded)."""
+        try:
+            folder = self._folder(session_id, create=False)
+            if folder is None:
+                return []
+            with folder:
+                return [n for n in folder.names() if not n.startswith(_TEMP_PREFIX)]
+        except NotADirectoryError:
             return []
-        return sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith(_TEMP_PREFIX))
+        except OSError as exc:
+            raise StoreError(f"archive {self._dir(session_id)}: cannot list: {exc}") from exc
 
     def sessions(self) -> list[str]:
-        """Every session directory under the root."""
+        """Every session directory under the root (links to folders are not sessions of this archive)."""
         if not self.root.is_dir():
             return []
-        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        with os.scandir(self.root) as entries:
+            return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
 
     def prune(self, *, max_age_s: float | None = ARCHIVE_MAX_AGE_S, max_bytes: int | None = ARCHIVE_MAX_BYTES,
               live_s: float = ARCHIVE_LIVE_S, now: float | None = None) -> list[str]:
@@ -182,20 +183,6 @@ class FilesystemArchiveStore:
 
     def close(self) -> None:
         """Nothing to release."""
-
-    @staticmethod
-    def _sync_dir(folder: Path) -> None:
-        # The rename is durable only once the directory entry is on disk; not every platform can open a directory.
-        try:
-            fd = os.open(folder, os.O_RDONLY)
-        except OSError:
-            return
-        try:
-            os.fsync(fd)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
 
     def __repr__(self) -> str:
         return f"FilesystemArchiveStore({str(self.root)!r})"

@@ -83,7 +83,7 @@ class S3ArchiveStore:
 
     def _key(self, session_id: str, name: str = "") -> str:
         validate_session_id(session_id)
-        if name and not _NAME_RE.match(name):
+        if name and not _NAME_RE.fullmatch(name):
             raise ValueError(f"name {name!r}: use letters, digits, '.', '_' or '-', starting with a letter or digit")
         base = f"{self.prefix}/{session_id}/" if self.prefix else f"{session_id}/"
         return base + name
