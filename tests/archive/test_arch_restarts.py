@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 from conftest import TRAJECTORIES, require
 
-from contextfold.archive import Archive, merge_histories
+from contextfold.archive import Archive, MemoryArchiveStore, merge_histories
 from contextfold.cli import main
 from contextfold.manager import ContextManager
-from contextfold.messages import Message
+from contextfold.messages import Message, ToolCall
 from contextfold.stores.archive_fs import FilesystemArchiveStore
+from contextfold.stores.memory import MemoryBlobStore
 
 
 def _history(n: int) -> list[dict[str, str]]:
@@ -74,3 +75,47 @@ def test_cli_compact_twice_then_restore_gives_the_session_once(tmp_path: Path,
     assert len(lines) == 60
     original = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [json.loads(line) for line in lines] == original
+
+
+
+def _tool_turn(turn: int, output_bytes: int) -> list[Message]:
+    """One step of a tool loop, each message with the agent's own id."""
+    call = ToolCall(f"c{turn}", "bash", json.dumps({"cmd": f"step {turn}"}))
+    line = f"turn {turn}: " + "abcdefghij " * 6
+    output = "\n".join(line for _ in range(max(1, output_bytes // 80)))
+    return [Message.assistant(f"running step {turn}", [call], meta={"agent_id": f"{turn}-a"}),
+            Message.tool(call.id, output, name="bash", meta={"agent_id": f"{turn}-t"}),
+            Message.assistant(f"step {turn} done", meta={"agent_id": f"{turn}-d"})]
+
+
+@pytest.mark.parametrize(("sizes", "turns", "kill_every"), [((1_500, 4_000), 16, 5), ((2_000,), 20, 6)])
+def test_a_session_killed_and_resumed_from_the_archive_restores_each_message_once(sizes: tuple[int, ...],
+                                                                                  turns: int,
+                                                                                  kill_every: int) -> None:
+    # The way bench/soak.py resumes: a new manager gets the restored history plus what the agent added since. It
+    # masks outputs its predecessor archived whole; the merge must see them as the same messages (before issue 21
+    # these two runs restored 49 messages as 63 and 61 as 75).
+    archive, store = Archive(MemoryArchiveStore()), MemoryBlobStore()
+
+    def manager() -> ContextManager:
+        return ContextManager("gpt-4o", max_context_tokens=8_000, store=store, archive=archive, session_id="s",
+                              redact=False)
+
+    def full_text(ref: str) -> str:
+        return store.get(ref).decode()
+
+    cm, log = manager(), [Message.user("run the steps", meta={"agent_id": "task"})]
+    cm.add(log)
+    for turn in range(turns):
+        if turn and turn % kill_every == 0:  # killed without close(); a new manager resumes
+            cm = manager()
+            restored = archive.restore_history("s", resolve_ref=full_text, keep_meta=("agent_id",))
+            known = {m.meta.get("agent_id") for m in restored}
+            cm.add([*restored, *(m for m in log if m.meta.get("agent_id") not in known)])
+        batch = _tool_turn(turn, sizes[turn % len(sizes)])
+        log += batch
+        cm.add(batch)
+        cm.prepare("openai_chat")
+    restored = archive.restore_history("s", cm.messages(), resolve_ref=full_text, keep_meta=("agent_id",))
+    cm.close()
+    assert [(m.meta.get("agent_id"), m.text) for m in restored] == [(m.meta["agent_id"], m.text) for m in log]

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
+from ..cache.refs import ref_id_for
 from ..errors import InvalidHistory, RefNotFound, StoreError
 from ..messages import Message, TextPart, ToolCall, freeze
 from ..redact import Redactor
@@ -270,11 +271,30 @@ def merge_histories(views: Iterable[Sequence[Message]]) -> list[Message]:
 
 
 def _same_original(a: Message, b: Message) -> bool:
-    """Whether ``a`` and ``b`` are the same original message, either possibly a masked or truncated view of it."""
+    """Whether ``a`` and ``b`` are the same original message, either possibly a masked or truncated view of it.
+
+    Refs are content-addressed: a view's ref names the text it stands for, so a view made by one manager matches
+    the original another manager archived whole (a resumed session masks what its predecessor kept verbatim).
+    """
     if a.fingerprint() == b.fingerprint():
         return True
-    ref = a.meta.get("ref")
-    return ref is not None and ref == b.meta.get("ref") and a.role == b.role
+    return a.role == b.role and a.tool_call_id == b.tool_call_id and _original_key(a) == _original_key(b)
+
+
+def _original_key(m: Message) -> tuple[str | None, tuple[tuple[str, str, str], ...]]:
+    """The ref of the text ``m`` stands for and of each tool call's arguments, the same for a view and its original."""
+    ref = m.meta.get("ref")
+    if not (m.kind in _VIEW_KINDS and isinstance(ref, str)):
+        text = m.content if isinstance(m.content, str) else \
+            m.text if all(isinstance(p, TextPart) for p in m.content) else None
+        ref = None if text is None else _ref_of(text)
+    calls = tuple((c.id, c.name, _trimmed_ref(c) or _ref_of(c.arguments)) for c in m.tool_calls)
+    return ref, calls
+
+
+def _ref_of(text: str) -> str:
+    # As the cache stores a text (surrogatepass: a lone surrogate keeps its bytes).
+    return ref_id_for(text.encode("utf-8", "surrogatepass"))
 
 
 class Archive:
