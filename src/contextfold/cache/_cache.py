@@ -291,6 +291,17 @@ class ToolOutputCache:
         """Whether the store holds ``ref_id``."""
         return is_ref_id(ref_id) and self.store.exists(ref_id)
 
+    def lost(self, ref_id: str) -> bool:
+        """Whether ``ref_id`` is an output this cache stored or read that the store no longer holds.
+
+        A store that forgot it (a Redis restarted without persistence, an evicting cache server): the view may
+        still show the ref, and the model is told the output is gone rather than that it made the ref up. Outputs
+        this cache deleted itself (gc, retention) are forgotten with them.
+        """
+        with self._lock:
+            known = ref_id in self._refs or ref_id in self._claimed
+        return known and not self.store.exists(ref_id)
+
     # -- write-time caching -----------------------------------------------------------------------------------
     def needs_view(self, text: str) -> bool:
         """Whether ``text`` is over the in-context limits (bytes, line length or tokens)."""

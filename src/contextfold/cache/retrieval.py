@@ -373,6 +373,12 @@ def _answer(cache: OutputReader, call: ToolCall) -> str:
         )
         return result.format()
     except RefNotFound as exc:
+        asked = args.get("ref_id")
+        lost = getattr(cache, "lost", None)
+        if isinstance(asked, str) and callable(lost) and lost(asked):
+            return (f"error: the full output of {asked} is no longer stored (the tool output store lost it); what "
+                    f"the conversation shows of it is all that is left: run the tool that produced it again if you "
+                    f"need more")
         return f"error: {exc}; use a ref id shown in the conversation (ref=tout_...)"
     except (ValueError, TypeError) as exc:
         return f"error: {exc}"

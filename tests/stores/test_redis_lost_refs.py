@@ -1,0 +1,49 @@
+"""A Redis without persistence restarted under a running session (issue 21 §3): the outputs it held are gone.
+
+The view still shows their refs; a read of one must tell the model that the full output is lost (and what to do),
+not that it named an unknown ref, and the session must go on.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import require_binary
+
+from contextfold.manager import ContextManager
+from contextfold.messages import Message, ToolCall
+from contextfold.testing.services import RedisServer
+
+pytestmark = pytest.mark.redis
+
+LOG = "\n".join(f"line {n}: compiling module {n} of the build" for n in range(1_500))
+
+
+def test_a_ref_lost_in_a_redis_restart_is_said_to_be_lost_and_the_session_goes_on(tmp_path: Path) -> None:
+    require_binary("redis-server")
+    from contextfold.stores.redis_blob import RedisBlobStore
+
+    with RedisServer(tmp_path) as server:
+        store = RedisBlobStore(server.url)
+        cm = ContextManager("gpt-4o", max_context_tokens=16_000, store=store, session_id="s", archive="memory")
+        call = ToolCall("c1", "bash", json.dumps({"cmd": "make"}))
+        cm.add([Message.user("why does the build fail?"), Message.assistant("", [call]),
+                Message.tool("c1", LOG, name="bash")])
+        ref = cm.messages()[-1].meta["ref"]
+        read = ToolCall("c2", "tool_output_cache", json.dumps({"ref_id": ref, "offset": 1_000}))
+        assert "line 999" in cm.cache.execute_tool_call(read).text  # readable before the restart
+
+        server.restart()  # no persistence: every output is gone, the view still names them
+
+        answer = cm.cache.execute_tool_call(read).text
+        assert answer.startswith(f"error: the full output of {ref} is no longer stored") and "again" in answer
+        grep = ToolCall("c3", "tool_output_cache_grep", json.dumps({"pattern": "module 1499", "ref_id": ref}))
+        assert cm.cache.execute_tool_call(grep).text == answer
+        made_up = ToolCall("c4", "tool_output_cache", json.dumps({"ref_id": "tout_0123456789abcdef"}))
+        assert "use a ref id shown in the conversation" in cm.cache.execute_tool_call(made_up).text
+        cm.add([Message.assistant("", [read]), cm.cache.execute_tool_call(read)])
+        assert cm.prepare("openai_chat")  # the session goes on
+        cm.close()
+        store.close()
