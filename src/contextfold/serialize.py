@@ -38,6 +38,7 @@ __all__ = [
     "json_text",
     "loads_messages",
     "message_from_dict",
+    "message_from_line",
     "message_to_dict",
     "part_from_dict",
     "part_to_dict",
@@ -352,17 +353,30 @@ def iter_messages_jsonl(text: str, *, source: str = "") -> Iterator[Message]:
     """Messages from JSON Lines; blank lines are skipped, errors name the line (and ``source``)."""
     # Split on "\n" only: str.splitlines() also breaks at U+2028, U+0085, … which JSON writes unescaped.
     for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        where = f"{source} line {lineno}" if source else f"line {lineno}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InvalidHistory(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
-        try:
-            yield message_from_dict(obj, index=lineno - 1)
-        except InvalidHistory as exc:
-            raise InvalidHistory(f"{where}: {exc.problem}", index=exc.index, field=exc.field) from None
+        if line.strip():
+            yield message_from_line(line, lineno, source=source)
+
+
+def message_from_line(line: str, lineno: int, *, source: str = "") -> Message:
+    """The message of line ``lineno`` of a JSON Lines text; ``InvalidHistory`` naming the line otherwise.
+
+    Whatever the line holds: a torn write, a 5,000-digit number, arrays nested past the parser's own limit (every
+    later walk of a message recurses, so nesting is bounded here too).
+    """
+    from .formats._common import check_nesting, json_problem
+
+    where = f"{source} line {lineno}" if source else f"line {lineno}"
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InvalidHistory(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
+    except (ValueError, RecursionError) as exc:
+        raise InvalidHistory(f"{where}: {json_problem(exc)}") from None
+    try:
+        check_nesting(obj, index=lineno - 1)
+        return message_from_dict(obj, index=lineno - 1)
+    except InvalidHistory as exc:
+        raise InvalidHistory(f"{where}: {exc.problem}", index=exc.index, field=exc.field) from None
 
 
 def loads_messages(text: str, *, source: str = "") -> list[Message]:

@@ -139,12 +139,16 @@ def test_wrong_tool_name_and_bad_session() -> None:
     tool = HistorySearchTool(_archive(), SESSION)
     assert not tool.handles(_call({}, name="bash"))
     assert "unknown tool 'bash'" in tool.execute_tool_call(_call({"pattern": "x"}, name="bash")).text
-    bad = HistorySearchTool(_archive(), "../etc").execute_tool_call(_call({"pattern": "x"}))
+    bad = HistorySearchTool(_archive(), "").execute_tool_call(_call({"pattern": "x"}))
     assert bad.text.startswith("error: session_id")
+    # A path-like id is encoded by the archive (issue 21 §4), not refused, and reads nothing outside its folder.
+    pathlike = HistorySearchTool(_archive(), "../etc").execute_tool_call(_call({"pattern": "x"}))
+    assert pathlike.text.startswith("history_search: nothing has been archived yet")
 
 
-def test_corrupt_archive_is_an_error_result(tmp_path: Path) -> None:
+def test_a_corrupt_archive_line_is_skipped_and_counted(tmp_path: Path) -> None:
     store = FilesystemArchiveStore(tmp_path)
     store.write(SESSION, "transcript-pre-compact-001.jsonl", b"{broken\n")
     answer = HistorySearchTool(Archive(store), SESSION).execute_tool_call(_call({"pattern": "x"}))
-    assert answer.text.startswith("error: the archive could not be read")
+    assert answer.text.startswith("history_search: 0 matching lines for /x/ in 0 archived messages "
+                                  "(1 unreadable archived line skipped)")

@@ -22,20 +22,23 @@ from ..cache.refs import ref_id_for
 from ..errors import InvalidHistory, RefNotFound, StoreError
 from ..messages import Message, TextPart, ToolCall, freeze
 from ..redact import Redactor
-from ..serialize import dumps_messages, json_text, loads_messages, part_from_dict, part_to_dict
+from ..serialize import dumps_messages, json_text, loads_messages, message_from_line, part_from_dict, part_to_dict
 
 __all__ = [
     "BOOKKEEPING_META",
     "DEFAULT_KEEP_META",
     "EVENTS_NAME",
+    "MAX_ARCHIVE_KEY_CHARS",
     "PARTS_META",
     "SYNTHETIC_KINDS",
     "Archive",
     "ArchiveStore",
     "MemoryArchiveStore",
+    "archive_key",
     "event_line",
     "merge_histories",
     "parts_skeleton",
+    "session_from_key",
     "summary_name",
     "transcript_name",
     "validate_session_id",
@@ -45,8 +48,16 @@ __all__ = [
 EVENTS_NAME = "events.jsonl"
 _TRANSCRIPT_RE = re.compile(r"^transcript-pre-compact-(\d{3,})\.jsonl$")
 # Session ids become directory names and object keys: a conservative alphabet keeps them safe on every backend
-# (no path traversal, no URL escaping), and 200 characters fits any filesystem's name limit.
-_SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,199}$")
+# (no path traversal, no URL escaping), and 200 characters fits any filesystem's name limit. Ids outside it (e-mail
+# addresses, "org:42", any Unicode) are stored under a reversible encoding that starts with "_" (see archive_key),
+# which no plain id does, so the two can never name the same folder.
+_PLAIN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,199}$")
+_SESSION_ID_RE = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._\-]{0,199}|_[A-Za-z0-9._\-]{1,199})$")
+_ENCODED_PREFIX = "_"
+# Characters an encoded id keeps as they are; every other byte of its UTF-8 form becomes "_" and two hex digits.
+_KEPT_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-")
+_ESCAPE_RE = re.compile(r"_([0-9a-f]{2})")
+MAX_ARCHIVE_KEY_CHARS = 200
 # Kinds the manager creates rather than receives: summaries, retained facts, blocks of kept user messages,
 # placeholders and synthetic outputs for interrupted calls are not part of the original history.
 SYNTHETIC_KINDS = frozenset({"summary", "retain", "user_block", "placeholder", "aborted_output"})
@@ -157,12 +168,55 @@ def event_line(event: Mapping[str, Any]) -> str:
 
 
 def validate_session_id(session_id: str) -> str:
-    """``session_id`` itself, or a ValueError saying what is wrong with it."""
-    if not isinstance(session_id, str) or not _SESSION_ID_RE.match(session_id):
+    """``session_id`` itself when a store may use it as a name, or a ValueError saying what is wrong with it.
+
+    The :class:`Archive` passes :func:`archive_key` of a session's id, which always passes; a store called directly
+    refuses anything that could leave its folder or need escaping.
+    """
+    if not isinstance(session_id, str) or not _SESSION_ID_RE.fullmatch(session_id):
         raise ValueError(
             f"session_id {session_id!r}: use 1-200 letters, digits, '.', '_' or '-', starting with a letter or digit"
         )
     return session_id
+
+
+def archive_key(session_id: str) -> str:
+    """The name of ``session_id`` in an archive store: the id itself when it is plain, else a reversible encoding.
+
+    Plain: 1-200 letters, digits, ``.``, ``_`` or ``-``, starting with a letter or digit. Anything else
+    (``user@example.com``, ``org:42``, ``../x``, a NUL, a trailing newline, full-width letters) becomes ``_`` followed
+    by the id with every byte outside ``[A-Za-z0-9.-]`` of its UTF-8 form written ``_XX`` (``_user_40example.com``).
+    :func:`session_from_key` gives the id back.
+
+    Raises:
+        ValueError: not a non-empty string, not valid Unicode, or encoded over :data:`MAX_ARCHIVE_KEY_CHARS` characters.
+    """
+    if not isinstance(session_id, str) or not session_id:
+        raise ValueError(f"session_id must be a non-empty string, got {session_id!r:.80}")
+    if _PLAIN_ID_RE.fullmatch(session_id):
+        return session_id
+    try:
+        raw = session_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"session_id {session_id!r:.80} is not valid Unicode text (a lone surrogate)") from None
+    key = _ENCODED_PREFIX + "".join(chr(b) if chr(b) in _KEPT_CHARS else f"_{b:02x}" for b in raw)
+    if len(key) > MAX_ARCHIVE_KEY_CHARS:
+        raise ValueError(f"session_id {session_id!r:.80} takes {len(key)} characters once encoded for the archive "
+                         f"(characters other than letters, digits, '.' and '-' take 3 each, more outside ASCII); "
+                         f"at most {MAX_ARCHIVE_KEY_CHARS}")
+    return key
+
+
+def session_from_key(key: str) -> str:
+    """The session id an archive store's name stands for (the inverse of :func:`archive_key`)."""
+    if not key.startswith(_ENCODED_PREFIX):
+        return key
+    body = key[len(_ENCODED_PREFIX):]
+    try:
+        raw = _ESCAPE_RE.sub(lambda m: chr(int(m.group(1), 16)), body).encode("latin-1")
+        return raw.decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return key  # not one of ours: shown as it is
 
 
 def transcript_name(n: int) -> str:
@@ -317,13 +371,13 @@ class Archive:
         ``redacted=True``: the caller already redacted ``messages`` with this archive's redactor (the manager does,
         skipping the messages it redacted for an earlier transcript).
         """
-        validate_session_id(session_id)
+        key = archive_key(session_id)
         data = dumps_messages(messages if redacted else self.redactor.redact_messages(messages)).encode()
         n = self._next_number(session_id)
         for _ in range(_MAX_NUMBER_RETRIES):
             try:
-                self.store.write(session_id, transcript_name(n), data, exclusive=True)
-                _audit_write(self.store, session_id, transcript_name(n), len(messages), len(data))
+                self.store.write(key, transcript_name(n), data, exclusive=True)
+                _audit_write(self.store, key, transcript_name(n), len(messages), len(data))
                 return n
             except FileExistsError:
                 n += 1
@@ -331,13 +385,13 @@ class Archive:
 
     def archive_summary(self, session_id: str, n: int, summary: Mapping[str, Any]) -> None:
         """Archive the summary made by compaction ``n`` (its text, retained facts, figures: any JSON object)."""
-        validate_session_id(session_id)
+        key = archive_key(session_id)
         if n < 1:
             raise ValueError(f"n: must be >= 1, got {n}")
         body = json_text(self.redactor.redact_obj(dict(summary)), indent=2, default=str)
         data = (body + "\n").encode()
-        self.store.write(session_id, summary_name(n), data)
-        _audit_write(self.store, session_id, summary_name(n), 1, len(data))
+        self.store.write(key, summary_name(n), data)
+        _audit_write(self.store, key, summary_name(n), 1, len(data))
 
     def append_events(self, session_id: str, events: Iterable[Mapping[str, Any]]) -> None:
         """Append events (JSON objects) to the session's ``events.jsonl``."""
@@ -345,11 +399,11 @@ class Archive:
 
     def append_event_lines(self, session_id: str, lines: Sequence[str]) -> None:
         """Append events already redacted and serialized with :func:`event_line` (a telemetry processor's batch)."""
-        validate_session_id(session_id)
+        key = archive_key(session_id)
         if lines:
             data = ("\n".join(lines) + "\n").encode()
-            self.store.append(session_id, EVENTS_NAME, data)
-            _audit_write(self.store, session_id, EVENTS_NAME, len(lines), len(data))
+            self.store.append(key, EVENTS_NAME, data)
+            _audit_write(self.store, key, EVENTS_NAME, len(lines), len(data))
 
     def _next_number(self, session_id: str) -> int:
         numbers = self.transcript_numbers(session_id)
@@ -358,30 +412,43 @@ class Archive:
     # -- reading --------------------------------------------------------------------------------------------------
     def transcript_numbers(self, session_id: str) -> list[int]:
         """The numbers of the session's archived transcripts, ascending."""
-        validate_session_id(session_id)
-        found = (_TRANSCRIPT_RE.match(name) for name in self.store.names(session_id))
+        key = archive_key(session_id)
+        found = (_TRANSCRIPT_RE.fullmatch(name) for name in self.store.names(key))
         return sorted(int(m.group(1)) for m in found if m)
 
-    def transcript(self, session_id: str, n: int) -> list[Message]:
-        """The ``n``-th archived transcript."""
-        validate_session_id(session_id)
+    def transcript(self, session_id: str, n: int, *,
+                   on_bad_line: Callable[[str], None] | None = None) -> list[Message]:
+        """The ``n``-th archived transcript.
+
+        Args:
+            session_id: the session.
+            n: the transcript's number.
+            on_bad_line: when given, a line that is not a message (torn by a crash, binary, tampered with) is
+                skipped and described to it, and the rest is read; otherwise such a line raises ``StoreError``.
+        """
+        key = archive_key(session_id)
         name = transcript_name(n)
-        data = self.store.read(session_id, name)
+        data = self.store.read(key, name)
         if data is None:
             raise KeyError(f"session {session_id!r} has no {name}")
+        source = f"{key}/{name}"
+        if on_bad_line is not None:
+            return _tolerant_lines(data, source, on_bad_line)
         try:
-            return loads_messages(data.decode("utf-8"), source=f"{session_id}/{name}")
+            return loads_messages(data.decode("utf-8"), source=source)
         except (UnicodeDecodeError, InvalidHistory) as exc:
-            raise StoreError(f"archive {session_id}/{name} is corrupt: {exc}") from None
+            raise StoreError(f"archive {source} is corrupt: {exc}") from None
 
-    def transcripts(self, session_id: str) -> list[tuple[int, list[Message]]]:
-        """Every archived transcript with its number, oldest first."""
-        return [(n, self.transcript(session_id, n)) for n in self.transcript_numbers(session_id)]
+    def transcripts(self, session_id: str, *,
+                    on_bad_line: Callable[[str], None] | None = None) -> list[tuple[int, list[Message]]]:
+        """Every archived transcript with its number, oldest first (``on_bad_line``: see :meth:`transcript`)."""
+        return [(n, self.transcript(session_id, n, on_bad_line=on_bad_line))
+                for n in self.transcript_numbers(session_id)]
 
     def summary(self, session_id: str, n: int) -> dict[str, Any] | None:
         """The summary archived by compaction ``n``, or None."""
-        validate_session_id(session_id)
-        data = self.store.read(session_id, summary_name(n))
+        key = archive_key(session_id)
+        data = self.store.read(key, summary_name(n))
         if data is None:
             return None
         value = json.loads(data)
@@ -389,8 +456,8 @@ class Archive:
 
     def events(self, session_id: str) -> list[dict[str, Any]]:
         """The session's archived events, in order; a torn last line (a crash mid-append) is skipped."""
-        validate_session_id(session_id)
-        data = self.store.read(session_id, EVENTS_NAME)
+        key = archive_key(session_id)
+        data = self.store.read(key, EVENTS_NAME)
         if not data:
             return []
         out: list[dict[str, Any]] = []
@@ -404,8 +471,8 @@ class Archive:
         return out
 
     def sessions(self) -> list[str]:
-        """Every archived session id."""
-        return self.store.sessions()
+        """Every archived session id (as the sessions gave it: see :func:`archive_key`)."""
+        return sorted(session_from_key(key) for key in self.store.sessions())
 
     # -- restoring ------------------------------------------------------------------------------------------------
     def restore_history(
@@ -415,6 +482,7 @@ class Archive:
         *,
         resolve_ref: Callable[[str], str] | None = None,
         keep_meta: Iterable[str] | None = DEFAULT_KEEP_META,
+        on_bad_line: Callable[[str], None] | None = None,
     ) -> list[Message]:
         """The session's full original history: archived transcripts merged with ``current_view``.
 
@@ -428,14 +496,32 @@ class Archive:
                 stays visible.
             keep_meta: meta keys that belong to the caller, kept when ``resolve_ref`` is given; None keeps every key
                 but contextfold's own (:data:`BOOKKEEPING_META`), so importer and caller keys come back too.
+            on_bad_line: when given, an archived line that is not a message is skipped and described to it (see
+                :meth:`transcript`); otherwise it raises ``StoreError``.
         """
-        views: list[Sequence[Message]] = [messages for _, messages in self.transcripts(session_id)]
+        views: list[Sequence[Message]] = [messages for _, messages in self.transcripts(session_id,
+                                                                                       on_bad_line=on_bad_line)]
         views.append(current_view)
         merged = merge_histories(views)
         if resolve_ref is None:
             return merged
         keep = None if keep_meta is None else frozenset(keep_meta)
         return [_restore_original(m, resolve_ref, keep) for m in merged]
+
+
+def _tolerant_lines(data: bytes, source: str, on_bad_line: Callable[[str], None]) -> list[Message]:
+    """The messages of a JSON Lines transcript, each line on its own: a bad one is reported and skipped."""
+    out: list[Message] = []
+    for lineno, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            out.append(message_from_line(raw.decode("utf-8"), lineno, source=source))
+        except UnicodeDecodeError:
+            on_bad_line(f"{source} line {lineno}: not UTF-8 text")
+        except InvalidHistory as exc:
+            on_bad_line(exc.problem)
+    return out
 
 
 def _restore_calls(m: Message, resolve_ref: Callable[[str], str]) -> Message | None:

@@ -97,6 +97,7 @@ class HistorySearchResult:
     total_hits: int
     messages_searched: int
     transcripts: int
+    skipped_lines: int = 0
 
     def format(self) -> str:
         """The answer the agent reads."""
@@ -106,6 +107,8 @@ class HistorySearchResult:
             f"history_search: {self.total_hits} matching line{'s' if self.total_hits != 1 else ''} for "
             f"/{self.pattern}/ in {self.messages_searched} archived messages"
         )
+        if self.skipped_lines:
+            head += f" ({self.skipped_lines} unreadable archived line{'s' if self.skipped_lines != 1 else ''} skipped)"
         lines = [head]
         size = len(head)
         shown = 0
@@ -141,6 +144,7 @@ def history_search(
     ignore_case: bool = True,
     max_results: int = DEFAULT_MAX_RESULTS,
     resolve_ref: Callable[[str], str] | None = None,
+    on_bad_line: Callable[[str], None] | None = None,
 ) -> HistorySearchResult:
     """Search a session's archived history.
 
@@ -151,7 +155,11 @@ def history_search(
         role: only messages of this role.
         ignore_case: case-insensitive matching.
         max_results: matching lines to keep (the total is still counted), at most :data:`MAX_RESULTS`.
-        resolve_ref: ref id -> full text; when given, truncated and masked outputs are searched in full.
+        resolve_ref: ref id -> full text; when given, truncated and masked outputs are searched in full. Give the
+            session's own cache (``ToolOutputCache.get`` checks ownership): an archive line naming another
+            session's ref must not bring that output into this session's answers.
+        on_bad_line: told about each archived line that is not a message (a torn write, binary data); the line is
+            skipped and the rest searched.
 
     Raises:
         ValueError: for an invalid or over-long pattern, an unknown role or a bad ``max_results``; a
@@ -170,7 +178,14 @@ def history_search(
     except InvalidPattern as exc:
         raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {exc.reason}") from None
 
-    transcripts = archive.transcripts(session_id)
+    skipped: list[str] = []
+
+    def skip(problem: str) -> None:
+        skipped.append(problem)
+        if on_bad_line is not None:
+            on_bad_line(problem)
+
+    transcripts = archive.transcripts(session_id, on_bad_line=skip)
     history = merge_histories(messages for _, messages in transcripts)
     rx.start()
     hits: list[HistoryHit] = []
@@ -202,7 +217,7 @@ def history_search(
                         ref=ref if isinstance(ref, str) else None,
                     )
                 )
-    return HistorySearchResult(pattern, tuple(hits), total, len(history), len(transcripts))
+    return HistorySearchResult(pattern, tuple(hits), total, len(history), len(transcripts), len(skipped))
 
 
 def history_search_schema(format: str = "openai_chat") -> dict[str, Any]:
@@ -220,15 +235,18 @@ class HistorySearchTool:
     Args:
         archive: where the session's transcripts are.
         session_id: the session the agent is in (the model never chooses it).
-        resolve_ref: ref id -> full text, to search cut tool outputs in full.
+        resolve_ref: ref id -> full text, to search cut tool outputs in full (the session's own cache).
+        on_bad_line: told about each unreadable archived line the search skipped (e.g. to emit an event).
     """
 
     name = HISTORY_SEARCH_TOOL
 
-    def __init__(self, archive: Archive, session_id: str, *, resolve_ref: Callable[[str], str] | None = None) -> None:
+    def __init__(self, archive: Archive, session_id: str, *, resolve_ref: Callable[[str], str] | None = None,
+                 on_bad_line: Callable[[str], None] | None = None) -> None:
         self.archive = archive
         self.session_id = session_id
         self.resolve_ref = resolve_ref
+        self.on_bad_line = on_bad_line
 
     def schema(self, format: str = "openai_chat") -> dict[str, Any]:
         """The declaration to add to the request's tools."""
@@ -273,6 +291,7 @@ class HistorySearchTool:
                 ignore_case=ignore_case,
                 max_results=max_results,
                 resolve_ref=self.resolve_ref,
+                on_bad_line=self.on_bad_line,
             )
         except ValueError as exc:
             return f"error: {exc}"

@@ -187,6 +187,7 @@ class ToolOutputCache:
         # Refs are immutable (content-addressed), so their sizes and line counts can be remembered freely.
         self._refs: dict[str, ToolOutputRef] = {}
         self._claimed: dict[str, float] = {}  # ref id -> when this cache last wrote its claim
+        self._owned: set[str] = set()  # refs found claimed by this session in the store (a resumed session's)
         self._new_outputs = 0
         self._lock = threading.Lock()
         # Whether the agent has the retrieval tools: the notes of cut outputs name them only then (an adapter that
@@ -245,9 +246,13 @@ class ToolOutputCache:
 
     def owns(self, ref_id: str) -> bool:
         """Whether this cache's session has a claim on ``ref_id`` (a cache without a session owns everything)."""
-        if self.session_id is None or ref_id in self._claimed:
+        if self.session_id is None or ref_id in self._claimed or ref_id in self._owned:
             return True
-        return read_claim(self.store, ref_id, self._tag) is not None
+        if read_claim(self.store, ref_id, self._tag) is None:
+            return False
+        with self._lock:
+            self._owned.add(ref_id)  # dropped again by this cache's gc and retention
+        return True
 
     def owned_ref_ids(self) -> list[str]:
         """The refs this cache's session owns, sorted (every ref for a cache without a session)."""
@@ -282,14 +287,19 @@ class ToolOutputCache:
         return ref
 
     def get(self, ref_id: str) -> str:
-        """The whole output, byte for byte as it was put."""
-        if not is_ref_id(ref_id):
+        """The whole output, byte for byte as it was put, when this cache's session owns it.
+
+        Every path that turns a ref into text goes through here (widening the answered output, restoring, searching
+        the archive, a placeholder's digest) or through :meth:`read` and :meth:`grep`, which check the same: another
+        session's output is as unknown as a made-up ref (``RefNotFound``), whichever message or archive line names it.
+        """
+        if not is_ref_id(ref_id) or not self.owns(ref_id):
             raise RefNotFound(ref_id)
         return self.store.get(ref_id).decode("utf-8", "surrogatepass")
 
     def contains(self, ref_id: str) -> bool:
-        """Whether the store holds ``ref_id``."""
-        return is_ref_id(ref_id) and self.store.exists(ref_id)
+        """Whether the store holds ``ref_id`` for this cache's session (another session's output is not there)."""
+        return is_ref_id(ref_id) and self.store.exists(ref_id) and self.owns(ref_id)
 
     def lost(self, ref_id: str) -> bool:
         """Whether ``ref_id`` is an output this cache stored or read that the store no longer holds.
@@ -472,6 +482,7 @@ class ToolOutputCache:
             with self._lock:
                 self._refs.pop(entry.ref_id, None)
                 self._claimed.pop(entry.ref_id, None)
+                self._owned.discard(entry.ref_id)
             freed += entry.size
         for key in orphans:
             self.store.delete(key)
@@ -498,6 +509,7 @@ class ToolOutputCache:
             with self._lock:
                 self._refs.pop(entry.ref_id, None)
                 self._claimed.pop(entry.ref_id, None)
+                self._owned.discard(entry.ref_id)
 
         survivors: list[StoredOutput] = []
         for entry in outputs.values():

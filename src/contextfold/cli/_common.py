@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeAlias
 
 from ..errors import (
@@ -146,6 +147,20 @@ def json_lines(items: Any) -> str:
     from ..serialize import json_text
 
     return "".join(json_text(item) + "\n" for item in items)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` readable by the owner only: restored histories hold whole tool outputs.
+
+    A new file is created 0600 whatever the umask; an existing one is emptied and made 0600 before the text goes in.
+    """
+    import os
+
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+        fh.write(text)
 
 
 def warn_if_unknown_model(model: str, *, window: int | None = None) -> None:

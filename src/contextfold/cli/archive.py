@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._common import EXIT_OK, NotFound, Subparsers, Usage, json_lines
+from ._common import EXIT_OK, NotFound, Subparsers, Usage, json_lines, write_private
 from .convert import WIRE_FORMATS
 
 if TYPE_CHECKING:
@@ -76,15 +76,22 @@ def run_restore(args: argparse.Namespace) -> int:
                        + (f" (it has: {known})" if known else " (it is empty)"), field="SESSION")
     missing = local_store_missing(args.store)
     if missing is None:
-        history = archive.restore_history(session_id, resolve_ref=ToolOutputCache(open_blob_store(args.store)).get)
+        # The session's own cache: an archived line naming another session's ref stays a view (issue 21 §4).
+        cache = ToolOutputCache(open_blob_store(args.store), session_id=session_id)
+        history = archive.restore_history(session_id, resolve_ref=cache.get, on_bad_line=_skipped)
     else:  # restore what the archive has rather than create an empty store to read nothing from
         sys.stderr.write(f"contextfold: warning: {missing}: masked and truncated outputs stay as their views\n")
-        history = archive.restore_history(session_id)
+        history = archive.restore_history(session_id, on_bad_line=_skipped)
     items = get_format(args.to).encode(history)
     text = json_lines(items)
     if args.out == "-":
         sys.stdout.write(text)
     else:
-        Path(args.out).write_text(text, encoding="utf-8")
+        write_private(Path(args.out), text)
         sys.stderr.write(f"contextfold: restored {len(history)} messages of {session_id} to {args.out}\n")
     return EXIT_OK
+
+
+def _skipped(problem: str) -> None:
+    """A transcript line that is not a message (torn by a crash, damaged): the rest is restored, the user is told."""
+    sys.stderr.write(f"contextfold: warning: skipped {problem}\n")

@@ -59,10 +59,19 @@ def answer(cm: ContextManager, name: str, arguments: str | Mapping[str, Any] | N
         if cm.archive is None:
             return "error: history_search is not available: this session keeps no archive"
         cache = cm.cache
-        tool = HistorySearchTool(cm.archive, cm.session_id, resolve_ref=cache.get if cache is not None else None)
+        tool = HistorySearchTool(cm.archive, cm.session_id, resolve_ref=cache.get if cache is not None else None,
+                                 on_bad_line=lambda problem: _report_bad_line(cm, problem))
         return str(tool.execute_tool_call(call).text)
     if name in (READ_TOOL, GREP_TOOL):
         if cm.cache is None:
             return f"error: {name} is not available: this session keeps no tool output cache"
         return str(cm.cache.execute_tool_call(call).text)
     return f"error: unknown tool {name!r}; the retrieval tools are {', '.join(TOOL_NAMES)}"
+
+
+def _report_bad_line(cm: ContextManager, problem: str) -> None:
+    """An archived line history_search skipped: a ``compact.warning`` (code ``archive_line_skipped``) says which."""
+    from ..telemetry import CompactWarning
+
+    cm.tracer.emit(CompactWarning(session_id=cm.session_id, code="archive_line_skipped",
+                                  message=f"history_search skipped an unreadable archived line: {problem}"))

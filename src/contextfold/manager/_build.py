@@ -102,6 +102,23 @@ class Components:
     warnings: list[str] = field(default_factory=list)
 
 
+def _session_id(session_id: object) -> str:
+    """The session's id (a random one when None), checked now: a bad id must not surface at the first compaction.
+
+    Any non-empty string the archive can name is accepted, e-mail addresses and ``org:42`` included (the archive
+    encodes them reversibly, see :func:`contextfold.archive.archive_key`).
+    """
+    if session_id is None:
+        return uuid.uuid4().hex[:16]
+    from ..archive import archive_key
+
+    try:
+        archive_key(session_id)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise ConfigError(str(exc).removeprefix("session_id "), field="session_id") from None
+    return session_id  # type: ignore[return-value]
+
+
 def build_components(
     *, model: str, max_context_tokens: int | None, policy: Policy | Mapping[str, Any] | None, summarizer: Any,
     store: Any, archive: Any, telemetry: Any, session_id: str | None, redact: Any, clock: Any,
@@ -115,7 +132,7 @@ def build_components(
     # lazy: the exact tokenizer loads on a background thread; the first turns count byte upper bounds meanwhile.
     if counter is None:
         counter = counter_for_model(info.name if info.tokenizer.endswith("_base") else model, lazy=True)
-    session = session_id or uuid.uuid4().hex[:16]
+    session = _session_id(session_id)
     warnings: list[str] = []
     redactor = None
     if redact is True:

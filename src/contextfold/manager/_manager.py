@@ -258,7 +258,7 @@ class ContextManager:
             seq = self._seq
             for m in incoming:
                 seq += 1
-                m = mark(m.with_meta(id=m.meta.get("id") or f"{self._id_prefix}:{seq}"))
+                m = self._without_foreign_ref(mark(m.with_meta(id=m.meta.get("id") or f"{self._id_prefix}:{seq}")))
                 self._warn_if_large(m)
                 if m.role == "tool" and self.cache is not None and not m.protected:  # protected: byte for byte
                     processed = self.cache.process(m)
@@ -329,6 +329,19 @@ class ContextManager:
                     digest_material(m.content)
         if self.redactor is not None and hasattr(self.redactor, "warm"):
             self.redactor.warm(stored, paced=False)
+
+    def _without_foreign_ref(self, m: Message) -> Message:
+        """``m`` without its ``meta["ref"]`` when that names an output this session does not own.
+
+        A ref in an added message is contextfold's own bookkeeping (a message coming back from a framework's
+        history); one this session never stored (another session's output, a made-up id) must not let widening,
+        masking or restoring read that output into this session (issue 21 §4: 1,206 lines of another session's
+        output appeared in a view). Its text stays as it came.
+        """
+        ref = m.meta.get("ref")
+        if ref is None or self.cache is None or (isinstance(ref, str) and self.cache.owns(ref)):
+            return m
+        return m.with_meta(ref=None)
 
     def _warn_if_large(self, m: Message) -> None:
         """An input over ``policy.large_input_bytes`` (256 KB) is logged and reported (004 §2): usually a mistake."""
@@ -1139,7 +1152,7 @@ class ContextManager:
                 raise ValueError("adopt: the manager already holds messages; adopt on a fresh manager")
             from ..provider_context import mark
 
-            stored = [mark(m) for m in messages]
+            stored = [self._without_foreign_ref(mark(m)) for m in messages]
             self._view.replace(stored)  # (not append: "aborted" placeholders must be known, for late results)
             self._provider_items.note(stored)
             versions = [int(m.meta.get("summary_version", 0)) for m in stored if m.kind == "summary"]
