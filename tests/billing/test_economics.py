@@ -61,6 +61,10 @@ def test_the_reusable_head_is_what_each_provider_still_reads() -> None:
     assert reusable_head(ANTHROPIC, change_at=800, pinned=1_250) == 0  # the change is inside the head
     assert reusable_head(OPENAI, change_at=1_000, pinned=0) == 0
     assert reusable_head(NONE, change_at=5_000, pinned=1_250) == 0
+    # A change within the 20 content blocks Anthropic looks back from the last breakpoint finds an earlier entry.
+    assert reusable_head(ANTHROPIC, change_at=5_000, pinned=1_250, parts_after=20) == 5_000
+    assert reusable_head(ANTHROPIC, change_at=5_000, pinned=1_250, parts_after=21) == 1_250
+    assert reusable_head(OPENAI, change_at=5_000, pinned=900, parts_after=500) == 5_000
 
 
 @settings(max_examples=200, deadline=None)

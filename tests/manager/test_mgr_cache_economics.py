@@ -3,6 +3,8 @@ invalidates, up to the hard threshold, which always acts; every verdict is an ev
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from contextfold import ContextManager
@@ -81,27 +83,43 @@ def test_cache_aware_off_acts_on_the_thresholds_alone() -> None:
     assert sink.of_type(CacheDecision) == []
 
 
-def test_at_anthropic_prices_the_answered_output_is_not_widened_two_calls_in_a_row() -> None:
-    cm, sink = manager(cache_pricing="claude-sonnet-4")
-    widened = []
-    for n in range(3):
+def listings(cm: ContextManager, turns: int) -> list[list[str]]:
+    """The fingerprints of the view sent after each of ``turns`` turns that each read a long listing."""
+    sent = []
+    for n in range(turns):
         cm.add([Message.assistant(f"step {n}", [ToolCall(f"v{n}", "view", f'{{"path": "m{n}.py"}}')]),
                 Message.tool(f"v{n}", LISTING.replace("value", f"value{n}"))])
         cm.prepare()
-        widened.append(any(m.meta.get(WIDENED_META) for m in cm.messages()))
-    # The call after a wider one shows its output as written, so that the next call reads the cache entry the
-    # call before made; then the next one is widened again.
-    assert widened == [True, False, True]
-    skipped = decisions(sink, "widen")
-    assert len(skipped) == 1 and not skipped[0].applied and "previous call showed a wider output" in skipped[0].reason
-    # OpenAI reads everything before a wider output whatever came before: every call is widened.
+        sent.append([m.fingerprint() for m in cm.messages()])
+    return sent
+
+
+def test_at_anthropic_prices_a_wider_output_stays_when_putting_it_back_costs_more_than_it_saves() -> None:
+    cm, sink = manager(cache_pricing="claude-sonnet-4")
+    sent = listings(cm, 4)
+    # Putting a listing back would write everything from it on again at 1.25x, to save reading ~1,700 tokens at
+    # 0.1x per call: each request only appends to the one before, which the provider reads from its cache whole.
+    for before, after in itertools.pairwise(sent):
+        assert after[:len(before)] == before
+    # The call after a wider one still shows its output as written (`CacheEconomics.may_widen`), so the
+    # first and the third listing are wider, and both stay.
+    assert [bool(m.meta.get(WIDENED_META)) for m in cm.messages() if m.role == "tool"] == [True, False, True, False]
+    kept = decisions(sink, "narrow")
+    assert len(kept) == 2 and not any(d.applied for d in kept)
+    assert all(d.invalidation_cost > d.expected_saving and d.pricing == "claude-sonnet-4" for d in kept)
+    assert "previous call showed a wider output" in decisions(sink, "widen")[0].reason
+    # At OpenAI's prices (cached input at half price, writing free) putting it back pays at once: only the output
+    # being answered is wider.
     openai, openai_sink = manager()
-    for n in range(3):
-        openai.add([Message.assistant(f"step {n}", [ToolCall(f"v{n}", "view", f'{{"path": "m{n}.py"}}')]),
-                    Message.tool(f"v{n}", LISTING.replace("value", f"value{n}"))])
-        openai.prepare()
-        assert any(m.meta.get(WIDENED_META) for m in openai.messages())
-    assert decisions(openai_sink, "widen") == []
+    listings(openai, 3)
+    assert sum(bool(m.meta.get(WIDENED_META)) for m in openai.messages()) == 1
+    put_back = decisions(openai_sink, "narrow")
+    assert len(put_back) == 2 and all(d.applied and d.pricing == "gpt-4o" for d in put_back)
+    # Without cache awareness, every wider output goes back as soon as the agent moves on.
+    plain, plain_sink = manager(cache_pricing="claude-sonnet-4", cache_aware=False)
+    listings(plain, 3)
+    assert sum(bool(m.meta.get(WIDENED_META)) for m in plain.messages()) == 1
+    assert plain_sink.of_type(CacheDecision) == []
 
 
 def test_a_soft_compaction_due_joins_the_masking_the_hard_threshold_forces() -> None:

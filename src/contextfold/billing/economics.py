@@ -63,17 +63,20 @@ class RewriteVerdict:
                 f"{self.invalidation_cost:,.0f} for the {self.invalidated_tokens:,} cached tokens it invalidates")
 
 
-def reusable_head(rates: CacheRates, *, change_at: int, pinned: int) -> int:
+def reusable_head(rates: CacheRates, *, change_at: int, pinned: int, parts_after: int | None = None) -> int:
     """Tokens before a rewrite the provider still serves from its cache.
 
     ``change_at``: tokens of the view before the first message the rewrite changes; ``pinned``: tokens of the pinned
     head (system prompt, tools), where the modelled Anthropic client puts its first breakpoint. OpenAI reads any
     prefix; Anthropic only an entry a breakpoint made, which for a change deep in the history is the pinned head.
+    ``parts_after``: content blocks from the change to the end of the view, when known: a change within Anthropic's
+    lookback of the last breakpoint still finds the entry an earlier request made there (about ``change_at``).
     Prefixes under the model's minimum are never cached.
     """
     if rates.scheme == "none":
         return 0
-    head = change_at if rates.scheme == "automatic" else min(pinned, change_at)
+    within_lookback = parts_after is not None and parts_after <= rates.lookback_blocks
+    head = change_at if rates.scheme == "automatic" or within_lookback else min(pinned, change_at)
     return head if head >= rates.min_cacheable_tokens else 0
 
 

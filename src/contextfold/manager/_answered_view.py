@@ -4,7 +4,8 @@ Write-time truncation cuts a big output to a view sized for a history of many ou
 about to answer is the one it reads most closely (the line numbers it pages to next, the values it copies), so
 while it is answered it is shown wider, whole when it fits, within the room the window has left. As soon as the
 agent moves on (a new turn is added) it goes back to its standard view, so the wider view is paid for in one call
-only and never reaches the history that masking and compaction decide on.
+only and never reaches the history that masking and compaction decide on, unless putting it back would cost more
+prompt cache than reading it again saves (the manager's ``CacheEconomics`` keeps it then, as part of the history).
 
 :func:`widen_answered` and :func:`narrowed` are pure over the view and the cache; :class:`AnsweredWidening` is the
 part the manager holds: it widens after the policy ran, remembers each standard view, and narrows when a new turn
@@ -13,7 +14,7 @@ arrives (or before the next decision).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..answered import answered_indices
@@ -135,14 +136,25 @@ class AnsweredWidening:
             self._standard[str(message.meta.get("id"))] = tail[i]
             view.replace_at(index, message)
 
-    def narrow(self, view: View) -> None:
-        """Put every widened output of ``view`` back in its standard view."""
+    def narrow(self, view: View, keep: Callable[[int, Message, Message], bool] | None = None) -> int:
+        """Put every widened output of ``view`` back in its standard view; returns how many went back.
+
+        ``keep(index, wide, standard)`` may keep one wider for good instead: putting it back rewrites the history
+        from it on, which with prompt caching can cost more than reading the wider view again (``CacheEconomics``).
+        A kept output is part of the history from then on, as if it had been written at that size.
+        """
         raw = view.raw
+        put_back = 0
         for index in range(len(raw) - 1, -1, -1):
             if not self._standard:
                 break
             m = raw[index]
-            if m.meta.get(WIDENED_META):
-                standard = self._standard.pop(str(m.meta.get("id")), None)
+            key = str(m.meta.get("id"))
+            if m.meta.get(WIDENED_META) and key in self._standard:
+                standard = self._standard.pop(key)
+                if keep is not None and keep(index, m, standard):
+                    continue
                 view.replace_at(index, narrowed(m, self.cache, standard))
+                put_back += 1
         self._standard.clear()
+        return put_back

@@ -67,17 +67,48 @@ class CacheEconomics:
     def weigh(self, view: Sequence[Message], *, action: str, change_at_index: int, freed: int, tokens: int,
               pinned: int, hard: int) -> RewriteVerdict:
         """The verdict on a rewrite of ``view`` from message ``change_at_index`` on, freeing ``freed`` tokens."""
+        change_at = sum(self._counter.count_message(m) for m in view[:change_at_index])
+        return self._weigh_at(change_at, None, action=action, freed=freed, tokens=tokens, pinned=pinned, hard=hard)
+
+    def _weigh_at(self, change_at: int, parts_after: int | None, *, action: str, freed: int, tokens: int,
+                  pinned: int, hard: int) -> RewriteVerdict:
         from ..billing.economics import RewriteCase, reusable_head, weigh_rewrite
 
         rates = self.rates
-        change_at = sum(self._counter.count_message(m) for m in view[:change_at_index])
-        case = RewriteCase(tokens=tokens, freed=freed, reusable=reusable_head(rates, change_at=change_at,
-                                                                             pinned=pinned),
-                           growth_per_turn=self.growth_per_turn, turns_so_far=self.calls, hard=hard)
+        reusable = reusable_head(rates, change_at=change_at, pinned=pinned, parts_after=parts_after)
+        case = RewriteCase(tokens=tokens, freed=freed, reusable=reusable, growth_per_turn=self.growth_per_turn,
+                           turns_so_far=self.calls, hard=hard)
         verdict = weigh_rewrite(rates, case)
         self.waited = not verdict.act
         self._emit(action, verdict, tokens=tokens, freed=freed, applied=verdict.act, forced=False)
         return verdict
+
+    def keeps_wide(self, view: Sequence[Message], index: int, wide: Message, standard: Message, *, tokens: int,
+                   pinned: int, hard: int) -> bool:
+        """Whether the answered output shown wider at ``view[index]`` stays wider now that the agent moved on.
+
+        Putting it back is a rewrite like the others: from that message on, the next request is paid again (fresh
+        at OpenAI, written at Anthropic), and it saves reading the difference in every later call until the hard
+        threshold. Right after the call, a small output put back at OpenAI's prices pays at once; at Anthropic's,
+        re-writing the standard view at 1.25x costs more than reading the wider one at 0.1x for ten or so calls,
+        and a view near the hard threshold has fewer than that left (lm32b @ 16K: 125 put-backs were ~0.1 of the
+        unmanaged history's bill). A kept output is part of the history from then on; a later rewrite masks or
+        summarizes it like any other.
+        """
+        if not self.enabled or self.rates.scheme == "none":
+            return False
+        freed = self._counter.count_message(wide) - self._counter.count_message(standard)
+        if freed <= 0:
+            return False
+        after = view[index:]
+        change_at = max(0, tokens - sum(self._counter.count_message(m) for m in after))
+        parts = sum(max(1, (len(m.content) if isinstance(m.content, tuple) else int(bool(m.content)))
+                        + len(m.tool_calls)) for m in after)
+        waited = self.waited
+        verdict = self._weigh_at(change_at, parts, action="narrow", freed=freed, tokens=tokens, pinned=pinned,
+                                 hard=hard)
+        self.waited = waited  # a put-back weighed is not a compaction waiting
+        return not verdict.act
 
     def forced(self, action: str, *, tokens: int, freed: int) -> None:
         """Record a rewrite the hard threshold (or the message cap) forces, whatever it costs."""

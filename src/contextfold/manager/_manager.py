@@ -251,7 +251,9 @@ class ContextManager:
             incoming = coerce_messages(messages, format=format, start=len(self._view),
                                        protected_flag=self.policy.protected_flag)
             if self._widening is not None and self._widening.active and any(m.role != "tool" for m in incoming):
-                self._widening.narrow(self._view)  # a new turn: the outputs it follows are no longer being answered
+                # A new turn: the outputs it follows are no longer being answered (unless putting one back would cost
+                # more prompt cache than it saves: then it stays, as part of the history).
+                self._widening.narrow(self._view, keep=self._keeps_wide)
             stored: list[Message] = []
             cut: dict[str, str] = {}  # ref -> the whole output, for the outputs cut at write time
             # The sequence moves only once every message is in: a failed add leaves no gap and no half-added batch.
@@ -839,6 +841,13 @@ class ContextManager:
             return CompactionReport.unchanged(stats.tokens_before, stats.messages_before,
                                               (time.perf_counter() - started) * 1000)
         return self._apply(view, result, started)
+
+    def _keeps_wide(self, index: int, wide: Message, standard: Message) -> bool:
+        """Whether the wider answered output at ``index`` of the history stays (``CacheEconomics.keeps_wide``)."""
+        tokens, _, _ = self._view.totals()
+        return self._economics.keeps_wide(self._view.raw, index, wide, standard,
+                                          tokens=self._grounded(tokens + self._tool_tokens),
+                                          pinned=sum(self._view.pinned_tokens()), hard=self.budgets.hard)
 
     def _soft_pays(self, view: list[Message], result: CompactionResult) -> bool:
         """Whether an automatic soft compaction pays for the prompt cache it invalidates (``CacheEconomics``)."""

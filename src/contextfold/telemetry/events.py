@@ -305,8 +305,9 @@ class CacheMasked(Event):
 class CacheDecision(Event):
     """Whether a rewrite of the history was worth the provider's prompt cache it invalidates (issue 25).
 
-    The rewrite is a masking batch, a soft compaction or a wider answered output (``action``); the figures are in
-    units of one fresh input token at ``pricing``'s rates.
+    The rewrite is a masking batch, a soft compaction, a wider answered output or putting one back (``action``:
+    ``mask``, ``soft``, ``widen``, ``narrow``); the figures are in units of one fresh input token at ``pricing``'s
+    rates.
 
     ``applied`` is False when it waits (the saving over ``horizon_turns`` does not pay the invalidation cost);
     ``forced`` when the view is over the hard threshold, which acts whatever the cost.
