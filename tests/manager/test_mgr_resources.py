@@ -16,7 +16,7 @@ from contextfold.manager import ContextManager
 from contextfold.messages import Message, ToolCall
 from contextfold.stores.archive_fs import FilesystemArchiveStore
 
-MANAGERS = 300
+MANAGERS = 100
 
 
 def open_fds() -> int:
@@ -30,7 +30,7 @@ def big_turn() -> list[Message]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to count file descriptors")
-def test_closing_300_managers_releases_every_descriptor_and_thread(tmp_path: Path,
+def test_closing_100_managers_releases_every_descriptor_and_thread(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     warm = ContextManager("gpt-4o", session_id="warm")  # loads the tokenizer and imports once

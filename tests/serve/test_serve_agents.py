@@ -11,6 +11,7 @@ from contextfold.testing import Reply, ScriptedLLMServer, ScriptedToolCall
 agents = pytest.importorskip("agents", reason="the openai-agents extra is not installed")
 from agents import Agent, RunConfig, Runner, function_tool, set_tracing_disabled  # noqa: E402
 from agents.models.openai_provider import OpenAIProvider  # noqa: E402
+from openai import AsyncOpenAI  # noqa: E402
 
 set_tracing_disabled(True)
 
@@ -29,7 +30,10 @@ def test_an_agent_reads_page_after_page_through_the_proxy(upstream: ScriptedLLMS
     upstream.push(*(Reply.calling(ScriptedToolCall("read_page", {"page": p}, id=f"call_p{p}")) for p in range(pages)),
                   "unit_7.c failed to link.")
     before = len(upstream.requests)
-    provider = OpenAIProvider(base_url=proxy.url + "/v1", api_key="sk-agents-caller", use_responses=use_responses)
+    # A client of its own: the provider's default is one process-wide HTTP client whose pooled connections belong
+    # to the event loop of an earlier run_sync, and closing one of them on a later loop raises "Event loop is closed".
+    client = AsyncOpenAI(base_url=proxy.url + "/v1", api_key="sk-agents-caller")
+    provider = OpenAIProvider(openai_client=client, use_responses=use_responses)
     agent = Agent(name="builder", instructions="Read the log, then say what failed.", tools=[read_page], model=MODEL)
     result = Runner.run_sync(agent, opening, max_turns=pages + 3, run_config=RunConfig(model_provider=provider))
     assert result.final_output == "unit_7.c failed to link."
