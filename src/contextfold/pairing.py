@@ -184,10 +184,15 @@ def _check_call(call: object, index: int, k: int) -> None:
         raise InvalidHistory("arguments must be a JSON string", index=index, field=f"{where}.arguments")
     if call.arguments:
         try:
-            json.loads(call.arguments)
-        except ValueError as exc:
+            value = json.loads(call.arguments)
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser's own limit
             raise InvalidHistory(f"arguments of {call.id!r} are not valid JSON ({exc})", index=index,
                                  field=f"{where}.arguments") from None
+        if not isinstance(value, dict):
+            # A tool's arguments are its parameters object; Anthropic and Gemini take nothing else, so such a call
+            # would make the view unsendable there.
+            raise InvalidHistory(f"arguments of {call.id!r} must be a JSON object (the tool's parameters), got "
+                                 f"{type(value).__name__}", index=index, field=f"{where}.arguments")
 
 
 # -- invariants, one function each ---------------------------------------------------------------------------------

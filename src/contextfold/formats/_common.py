@@ -140,8 +140,9 @@ def json_arguments(value: Any, index: int, field: str, *, allow_empty: bool) -> 
         return text
     try:
         json.loads(text)
-    except ValueError as exc:
-        raise InvalidHistory(f"arguments are not valid JSON ({exc.args[0]})", index=index, field=field) from None
+    except (ValueError, RecursionError) as exc:
+        reason = exc.args[0] if isinstance(exc, ValueError) else "arrays or objects nested too deeply to read"
+        raise InvalidHistory(f"arguments are not valid JSON ({reason})", index=index, field=field) from None
     return text
 
 

@@ -76,6 +76,9 @@ def _decode_assistant(raw: Mapping[str, Any], content: str | tuple[Part, ...], i
     calls: list[ToolCall] = []
     order = ""
     for k, (block, part) in enumerate(zip(blocks, content, strict=True)):
+        if block.get("type") == "tool_result":
+            raise InvalidHistory("an assistant turn cannot hold a tool_result block (results go in the next user "
+                                 "turn)", index=index, field=f"content[{k}].type")
         if block.get("type") == "tool_use":
             calls.append(_decode_use(block, index, f"content[{k}]"))
             order += "t"
@@ -115,6 +118,7 @@ def _decode_user(raw: Mapping[str, Any], index: int, *, after_tool: bool) -> lis
     if isinstance(content, str) or not any(
         isinstance(b, Mapping) and b.get("type") == "tool_result" for b in (content or ())
     ):
+        _no_tool_use(content, index)
         parts = decode_blocks(content, index, "content")
         own = {"own_turn": True} if after_tool and not isinstance(parts, str) else None
         return [Message("user", parts, extra=make_extra(NAME, raw, _TURN_KEYS, own))]
@@ -140,6 +144,14 @@ def _decode_user(raw: Mapping[str, Any], index: int, *, after_tool: bool) -> lis
     if order != "t" * len(results) + "p" * len(rest):
         hints = {"order": order}
     return [*results, Message("user", tuple(rest), extra=make_extra(NAME, {}, (), hints))]
+
+
+def _no_tool_use(content: Any, index: int) -> None:
+    """A user turn holding a ``tool_use`` block is refused: only the assistant calls tools."""
+    for k, block in enumerate(content if isinstance(content, list) else ()):
+        if isinstance(block, Mapping) and block.get("type") == "tool_use":
+            raise InvalidHistory("a user turn cannot hold a tool_use block (only the assistant calls tools)",
+                                 index=index, field=f"content[{k}].type")
 
 
 def _with_hint(message: Message, key: str, value: Any) -> Message:

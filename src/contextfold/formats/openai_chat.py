@@ -99,7 +99,10 @@ def decode_message(raw: Mapping[str, Any], index: int = 0) -> Message:
         name=name,
         extra=make_extra(NAME, raw, modelled),
     )
-    hints = empty_hints(raw, encode_message(message), modelled)
+    # A tool result of null content (a framework's tool that returned None) is sent as "": the API refuses null
+    # there, so that spelling is not kept for the round trip.
+    hinted = tuple(k for k in modelled if not (k == "content" and role == "tool" and raw.get("content") is None))
+    hints = empty_hints(raw, encode_message(message), hinted)
     if hints:
         message = replace(message, extra=make_extra(NAME, raw, modelled, hints))
     return message

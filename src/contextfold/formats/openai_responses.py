@@ -98,8 +98,13 @@ def decode(items: Iterable[Mapping[str, Any]]) -> list[Message]:
             out.append(_decode_message(raw_items[i], i))
         elif kind == "function_call_output":
             out.append(_decode_output(raw_items[i], i))
-        else:
+        elif kind in _OPAQUE_TYPES:
             out.append(_decode_opaque(raw_items[i], i))
+        else:
+            # Kept, it would make every later request fail validate() (and the API): refused here, by name.
+            raise InvalidHistory(f"unknown item type {kind!r}; the Responses item types contextfold reads are "
+                                 f"message, function_call, function_call_output, reasoning and "
+                                 f"{', '.join(sorted(_OPAQUE_TYPES))}", index=i, field="type")
         i += 1
     return out
 
@@ -211,7 +216,29 @@ def encode(messages: Iterable[Message]) -> list[dict[str, Any]]:
             item.update((k, v) for k, v in passthrough.items() if k not in item)
             apply_hints(item, hints, constant=("type",))
             out.append(item)
-    return out
+    return _without_orphan_reasoning(out)
+
+
+def _without_orphan_reasoning(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``items`` without reasoning items that nothing they produced follows (the API refuses those).
+
+    A response cut short (or a history that ends in one) leaves reasoning with no message or call after it: it
+    stays in the view and the archive, but no request can carry it.
+    """
+    kept: list[dict[str, Any]] = []
+    produced = False  # whether an item a reasoning chain can precede follows the position being looked at
+    for item in reversed(items):
+        kind = item.get("type") or ("message" if "role" in item else None)
+        if kind == "message" and item.get("role") == "assistant":
+            kind = "assistant"
+        if kind == "reasoning":
+            if produced:
+                kept.append(item)
+            continue
+        produced = kind in _STAGE
+        kept.append(item)
+    kept.reverse()
+    return kept
 
 
 def encode_request(messages: Iterable[Message]) -> dict[str, Any]:
