@@ -363,14 +363,14 @@ class ToolOutputCache:
         return message.with_content(view).with_meta(ref=ref.id, kind="truncated", original_bytes=ref.byte_size)
 
     def shrink(self, message: Message, max_tokens: int) -> Message:
-        """A tool result re-cut to a view of at most about ``max_tokens`` (head, tail and the reading note).
+        """A tool result (or a user request) re-cut to a view of at most about ``max_tokens`` (head, tail, note).
 
-        For the results the model is answering when they alone would overflow the view: they must stay in it with
-        real content (:mod:`contextfold.answered`), so they are cut harder instead of leaving. The whole output is
-        cached first (or already is, under the message's ``ref``); protected and non-text results come back as
+        For the messages the model is answering when they alone would overflow the view: they must stay in it with
+        real content (:mod:`contextfold.answered`), so they are cut harder instead of leaving. The whole text is
+        cached first (or already is, under the message's ``ref``); protected and non-text messages come back as
         they are.
         """
-        if message.role != "tool" or message.protected:
+        if message.role not in ("tool", "user") or message.protected:
             return message
         ref_id = message.meta.get("ref")
         if isinstance(ref_id, str) and self.contains(ref_id):
@@ -394,6 +394,10 @@ class ToolOutputCache:
         )
         if self.counter.count(view) >= self.counter.count(message.text):
             return message
+        if message.role == "user":
+            # The reading note is written for tool outputs; the same ref reads the user's own text.
+            head, sep, note = view.rpartition("\n")
+            view = head + sep + note.replace("[tool output ", "[your message ", 1)
         return message.with_content(view).with_meta(ref=ref.id, kind="truncated", original_bytes=ref.byte_size)
 
     def process_all(self, messages: Iterable[Message]) -> list[Message]:

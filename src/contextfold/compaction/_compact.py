@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
+from ..answered import answered_indices
 from ..errors import ConfigError, ContextfoldError, InsufficientBudget, SummarizerError
 from ..messages import EMPTY, Message, freeze
 from ..pairing import check_messages, for_summarizer, normalize
@@ -181,6 +182,7 @@ def plan_compaction(
                 f"the compacted view keeps {chosen.message_count} messages, over the limit of {max_messages} "
                 f"(message cap {policy.emergency_message_count}): pinned and protected messages alone number "
                 f"{len(part.fixed_indices())}; raise emergency_message_count or unpin messages")
+        _refuse_to_drop_the_request(view, part, chosen, budget + overhead, overhead)
         if chosen.keep is not None and (chosen.keep != keep or chosen.reserve != reserve):
             k = chosen.keep
             warnings.append(
@@ -293,6 +295,30 @@ def compact(
         summarized=tuple(summarized),
         retain_message=retain_msg,
     )
+
+
+def _refuse_to_drop_the_request(view: Sequence[Message], part: Partition, chosen: Layout, budget: int,
+                                overhead: int) -> None:
+    """Raise when the layout fits only by dropping the user request being answered (the fit's last resort).
+
+    A view without the request makes the model answer a summary: better a clear error. (The manager cuts such a
+    request to a view with its ref first when it has a tool output cache; this is what is left without one.)
+    ``budget`` is the whole request's, ``overhead`` what a request costs besides its messages.
+    """
+    if chosen.keep is None or chosen.keep.answered:
+        return
+    staying = {*chosen.front, *chosen.user_block, *chosen.kept}
+    for i in answered_indices(view):
+        # What the smallest view would take with the request in it: pinned and protected messages, the least
+        # summary, the request. (A request dropped for the message cap alone fits in tokens: not this error.)
+        needed = chosen.estimated_tokens + part.tokens[i] + overhead
+        if view[i].role == "user" and view[i].kind is None and i not in staying and needed > budget:
+            raise InsufficientBudget(
+                f"the user message being answered (message {i}) takes {part.tokens[i]:,} tokens; with the pinned "
+                f"messages and the least summary the view would need {needed:,} of a {budget:,}-token budget, so "
+                "it would leave the view: shorten it, use a model with a larger window, or give the manager a tool "
+                "output cache (store=...), which keeps it cut to a view whose full text is readable by ref",
+                needed=needed, budget=budget)
 
 
 def _warns_after(done: int, first: int) -> bool:

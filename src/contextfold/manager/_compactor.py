@@ -210,14 +210,16 @@ class Compactor:
         Compaction keeps the answered unit whole unless nothing else fits; a unit bigger than the budget (26 search
         results the model is about to read) would then leave the view altogether, replaced by a summary of a few
         dozen tokens. Cutting each result to an equal share keeps real content of every one, each readable in full
-        by its ref. Without a tool output cache, or when the shares would be stubs, ``view`` itself comes back.
+        by its ref. The answered user request is cut the same way (head, tail and the ref of the whole text): a
+        42 KB paste at 8K used to leave the view without a word, and the model answered a summary. Without a tool
+        output cache, or when the shares would be stubs, ``view`` itself comes back.
         """
         from ..answered import answered_indices
         from ..archive import with_layout
 
         if self.cache is None:
             return view
-        results = [i for i in answered_indices(view) if view[i].role == "tool" and not view[i].protected]
+        results = [i for i in answered_indices(view) if _cuttable(view[i])]
         if not results:
             return view
         allowance = budget // ANSWERED_BUDGET_DIVISOR
@@ -319,6 +321,11 @@ def compact_after_boundary(view: Sequence[Message], *, policy: Policy, counter: 
                     messages_before=result.stats.messages_before + len(head),
                     messages_after=result.stats.messages_after + len(head), budget=budget)
     return replace(result, messages=[*head, *result.messages], stats=stats)
+
+
+def _cuttable(m: Message) -> bool:
+    """An answered message compaction may cut to a view: a tool result, or the user's own request (not protected)."""
+    return not m.protected and (m.role == "tool" or (m.role == "user" and m.kind is None))
 
 
 def with_tail(result: CompactionResult, tail: Sequence[Message]) -> CompactionResult:

@@ -799,8 +799,9 @@ class ContextManager:
             recut = sum(1 for old, new in zip(view, shrunk, strict=True) if old is not new)
             before_recut = view
             self._view.replace(shrunk)
-            recut_note = (f"the {recut} tool results being answered took over half of the compaction budget "
-                          f"({budget:,} tokens): each was cut to a shorter view, readable in full by its ref")
+            recut_note = (f"the {recut} answered message{'s' if recut != 1 else ''} (tool results or the user's "
+                          f"request) took over half of the compaction budget ({budget:,} tokens): each was cut to a "
+                          "shorter view, readable in full by its ref")
             view = self._view.normalized()
             # the dry run was of the old view
             budget, plan = self._compactor.target(view, kind, reserved, low=self._economics.aims_low)
