@@ -356,6 +356,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read: {exc}", source=source) from None
     try:
+        _check_yaml_shape(text, source)
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -371,6 +372,93 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     if bad:
         raise ConfigError(f"keys must be strings, got {bad[0]!r}", source=source)
     return data
+
+
+# A settings file is a few levels deep; past this it is a mistake or an attack (PyYAML and every later walk recurse).
+MAX_CONFIG_DEPTH = 32
+# Values a file may expand to through YAML aliases ("billion laughs": nine aliases of nine aliases of ...).
+MAX_CONFIG_VALUES = 100_000
+# Python refuses to turn longer digit strings into an int (sys.get_int_max_str_digits()); say so by field instead.
+_LONG_INT_RE = re.compile(r"[-+]?[0-9][0-9_]{4299,}")
+
+
+@dataclass(slots=True)
+class _YamlFrame:
+    """An open mapping or sequence while :func:`_check_yaml_shape` walks the events."""
+
+    path: str
+    is_map: bool
+    is_key: bool  # a mapping or sequence used as a key (complex key): not a value of the parent
+    anchor: str | None
+    expecting_key: bool = True
+    key: str = ""
+    index: int = 0
+    values: int = 1  # itself and everything in it
+
+    def value_path(self) -> str:
+        if self.is_map:
+            return f"{self.path}.{self.key}" if self.path else self.key
+        return f"{self.path}[{self.index}]"
+
+
+def _check_yaml_shape(text: str, source: str) -> None:
+    """Refuse, naming the field, YAML that loading would turn into a RecursionError, a ValueError or a huge object.
+
+    Walks the parser's event stream (which never recurses) before ``safe_load`` builds anything: nesting deeper than
+    :data:`MAX_CONFIG_DEPTH`, an integer too long for Python to convert, aliases expanding past
+    :data:`MAX_CONFIG_VALUES` values.
+    """
+    import yaml
+
+    stack: list[_YamlFrame] = []
+    sizes: dict[str, int] = {}  # anchor -> how many values the anchored node stands for
+    total = 0
+
+    def add_value(count: int) -> None:
+        nonlocal total
+        total += count
+        if total > MAX_CONFIG_VALUES:
+            where = stack[-1].value_path() if stack else ""
+            raise ConfigError(f"expands to more than {MAX_CONFIG_VALUES:,} values (YAML aliases of aliases)",
+                              field=where or None, source=source)
+        if stack:
+            top = stack[-1]
+            top.values += count
+            if top.is_map:
+                top.expecting_key = True
+            else:
+                top.index += 1
+
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        top = stack[-1] if stack else None
+        is_key = top is not None and top.is_map and top.expecting_key
+        if isinstance(event, yaml.ScalarEvent | yaml.AliasEvent) and is_key:
+            assert top is not None
+            top.key = event.value if isinstance(event, yaml.ScalarEvent) else f"*{event.anchor}"
+            top.expecting_key = False
+        elif isinstance(event, yaml.ScalarEvent):
+            if event.style is None and _LONG_INT_RE.fullmatch(event.value.strip()):
+                raise ConfigError(f"a number of {len(event.value):,} characters, longer than Python reads "
+                                  "(4,300 digits)", field=(top.value_path() if top else "") or None, source=source)
+            if event.anchor:
+                sizes[event.anchor] = 1
+            add_value(1)
+        elif isinstance(event, yaml.AliasEvent):
+            add_value(sizes.get(event.anchor or "", 1))
+        elif isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
+            path = "" if top is None else (f"{top.path}.?" if is_key else top.value_path())
+            if len(stack) >= MAX_CONFIG_DEPTH:
+                raise ConfigError(f"nested more than {MAX_CONFIG_DEPTH} levels deep", field=path or None,
+                                  source=source)
+            stack.append(_YamlFrame(path, isinstance(event, yaml.MappingStartEvent), is_key, event.anchor))
+        elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+            frame = stack.pop()
+            if frame.anchor:
+                sizes[frame.anchor] = frame.values
+            if frame.is_key:
+                stack[-1].expecting_key = False  # the parent reads this key's value next
+            else:
+                add_value(frame.values)
 
 
 def _from_env(env: Mapping[str, str]) -> tuple[list[tuple[str, str, Any]], list[str]]:
@@ -434,7 +522,7 @@ def _env_value(raw: str) -> Any:
 
         try:
             return json.loads(raw)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's limit: pydantic names the field
             return raw
     return raw
 
