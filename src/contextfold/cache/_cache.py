@@ -309,7 +309,7 @@ class ToolOutputCache:
         this cache deleted itself (gc, retention) are forgotten with them.
         """
         with self._lock:
-            known = ref_id in self._refs or ref_id in self._claimed
+            known = ref_id in self._refs or ref_id in self._claimed or ref_id in self._owned
         return known and not self.store.exists(ref_id)
 
     # -- write-time caching -----------------------------------------------------------------------------------
