@@ -16,8 +16,9 @@ import stat
 import time
 from pathlib import Path
 
-__all__ = ["DIR_MODE", "FILE_MODE", "GITIGNORE_NAME", "TEMP_PREFIX", "PrivateFolder", "UnsafePath", "append_bytes",
-           "check_private_file", "private_dir", "private_file", "remove_orphan_temps", "rotate"]
+__all__ = ["DIR_MODE", "FILE_MODE", "GITIGNORE_NAME", "MAX_INPUT_BYTES", "TEMP_PREFIX", "InputTooLarge",
+           "PrivateFolder", "UnsafePath", "append_bytes", "check_private_file", "private_dir", "private_file",
+           "read_input", "remove_orphan_temps", "rotate"]
 
 _log = logging.getLogger(__name__)
 
@@ -391,5 +392,59 @@ def check_private_file(path: Path) -> None:
             raise UnsafePath(f"{path} has {info.st_nlink} hard links; contextfold uses only files it made")
         if info.st_mode & _SHARED_BITS:
             os.fchmod(fd, FILE_MODE)
+    finally:
+        os.close(fd)
+
+
+# The most a command reads from one input file: recorded sessions are megabytes; more is a mistake (or /dev/zero).
+MAX_INPUT_BYTES = 512 * 1024 * 1024
+_READ_CHUNK = 1024 * 1024
+
+
+class InputTooLarge(OSError):
+    """An input file over :data:`MAX_INPUT_BYTES`: reading it whole would exhaust memory."""
+
+
+def read_input(path: str | os.PathLike[str], *, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of a file a user named as input, refusing what would hang or exhaust memory.
+
+    A regular file is read up to ``limit`` bytes; a pipe or FIFO too (``<(command)`` works), but a FIFO nobody
+    writes to reads as empty instead of waiting forever; a device (``/dev/zero``, a terminal) or a socket is refused.
+
+    Raises:
+        IsADirectoryError, FileNotFoundError, PermissionError: as ``open`` does.
+        UnsafePath: not a regular file or a pipe.
+        InputTooLarge: over ``limit`` bytes.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # non-blocking: opening a FIFO never waits
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a folder", str(path))
+        if not (stat.S_ISREG(info.st_mode) or stat.S_ISFIFO(info.st_mode)):
+            device = stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
+            kind = "a device" if device else "a socket or special file"
+            raise UnsafePath(f"{kind}, not a regular file: give a file (or a pipe) to read")
+        if stat.S_ISREG(info.st_mode) and info.st_size > limit:
+            raise InputTooLarge(f"{info.st_size:,} bytes, over the {limit:,} a command reads")
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            try:
+                chunk = os.read(fd, _READ_CHUNK)
+            except BlockingIOError:  # a writer is connected but has not written yet: wait for it
+                import select
+
+                select.select([fd], [], [])
+                continue
+            if not chunk:  # end of file, or a FIFO with no writer
+                if size == 0 and stat.S_ISFIFO(info.st_mode):
+                    raise UnsafePath("a FIFO nothing was written to (contextfold reads what a writer already "
+                                     "sends; it does not wait for one)")
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > limit:
+                raise InputTooLarge(f"more than the {limit:,} bytes a command reads")
+            chunks.append(chunk)
     finally:
         os.close(fd)

@@ -30,14 +30,17 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _read(source: str) -> str:
+    from .._files import read_input
     from ..report import ReportInputError
 
     try:
-        return sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+        return sys.stdin.read() if source == "-" else read_input(source).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ReportInputError(f"{_name(source)}: not UTF-8 text (byte {exc.start})") from None
     except FileNotFoundError:
         raise NotFound(f"{source}: no such file") from None
+    except OSError as exc:  # a folder, a device, a file too large to read
+        raise ReportInputError(f"{source}: {exc.strerror or exc}") from None
 
 
 def _name(source: str) -> str:

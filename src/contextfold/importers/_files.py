@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .._files import read_input
 from ..errors import InvalidHistory
 from ..formats._common import check_nesting, json_problem
 from ._session import RecordedSession, SessionFileError, Source
@@ -68,7 +69,7 @@ def _detect(data: Any, path: Path) -> Source:
 
 def _read_text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return read_input(path).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SessionFileError(path, f"not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
