@@ -114,8 +114,8 @@ def test_rotate_keeps_nothing_when_asked(tmp_path: Path) -> None:
 
 
 def test_managers_computing_in_the_background_share_the_workers() -> None:
-    # A thread per manager (issue 21 §5: 200 managers dropped without close() left 402 threads). (No archive:
-    # its events file still has a telemetry thread per manager.)
+    # A thread per manager (issue 21 §5: 200 managers dropped without close() left 402 threads). (No archive: its
+    # events file is the next test's.)
     before = threading.active_count()
     managers = []
     for n in range(20):
@@ -129,3 +129,22 @@ def test_managers_computing_in_the_background_share_the_workers() -> None:
     assert threading.active_count() - before <= 2  # the shared workers (WORKERS), whatever the managers
     for cm in managers:
         cm.close()
+
+
+def test_idle_managers_hold_no_thread_of_their_own_for_their_archive_events() -> None:
+    # Issue 22: the archive's events file had a telemetry thread per manager (1,000 idle managers, 1,000 threads).
+    first = ContextManager("gpt-4o", store="memory", archive="memory", session_id="first")
+    first.add([Message.user("task"), Message.assistant("ok")])
+    first.prepare()  # (started what a process starts once: the shared telemetry thread, the tokenizer's loading)
+    before = threading.active_count()
+    managers = []
+    for n in range(25):
+        cm = ContextManager("gpt-4o", store="memory", archive="memory", session_id=f"idle{n}")
+        cm.add([Message.user(f"task {n}"), Message.assistant("ok")])
+        cm.prepare()
+        managers.append(cm)
+    assert threading.active_count() == before
+    for cm in [first, *managers]:
+        cm.close()
+    events = managers[7].archive.events("idle7")  # each manager's events still reach its own session's file
+    assert events and {e["session_id"] for e in events} == {"idle7"}

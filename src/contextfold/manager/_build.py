@@ -5,6 +5,7 @@ Kept apart from :mod:`contextfold.manager` so that the runtime reads as the flow
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -199,8 +200,9 @@ def _telemetry(telemetry: Any, redactor: Any, archive: Any, session_id: str) -> 
             raise ConfigError(f"expected a Telemetry sink or exporter names, got {type(item).__name__}",
                               field="telemetry")
     if archive is not None:
+        # On the process's one shared telemetry thread: 1,000 idle managers hold no thread of their own (issue 22).
         sinks.append(BatchProcessor(ArchiveEventsExporter(archive, session_id), redact=redact,
-                                    flush_timeout_s=DURABLE_FLUSH_TIMEOUT_S))
+                                    flush_timeout_s=DURABLE_FLUSH_TIMEOUT_S, shared_worker=True))
     return FanoutTelemetry(sinks)
 
 
@@ -242,8 +244,9 @@ def _policy(policy: Policy | Mapping[str, Any] | None) -> Policy:
 
     if policy is None:
         # The defaults are valid by construction (tests/test_cold_start.py checks it): skipping validation skips
-        # building the validator, most of a default manager's start-up time.
-        return Policy.model_construct()
+        # building the validator, most of a default manager's start-up time. Built once: a Policy is frozen, so
+        # every default manager shares the one instance (issue 22: construction in a few ms).
+        return _default_policy()
     if isinstance(policy, Policy):
         return policy
     if isinstance(policy, Mapping):
@@ -256,6 +259,13 @@ def _policy(policy: Policy | Mapping[str, Any] | None) -> Policy:
             path = ".".join(str(p) for p in first["loc"])
             raise ConfigError(first["msg"], field=f"policy.{path}" if path else "policy") from None
     raise ConfigError(f"expected a Policy or a mapping, got {type(policy).__name__}", field="policy")
+
+
+@functools.cache
+def _default_policy() -> Policy:
+    from ..compaction import Policy
+
+    return Policy.model_construct()
 
 
 def cache_budget(window: int, tool_budget: int) -> int:

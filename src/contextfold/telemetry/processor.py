@@ -4,6 +4,10 @@
 full the event is dropped and counted. A background thread turns events into dicts, applies the redaction hook,
 and hands batches to the exporter; exporter failures are counted and logged, never raised. The processor owns
 the lifecycle (``flush``, ``shutdown``); the exporter only exports (see STYLE.md point 4).
+
+The thread is the processor's own, or (``shared_worker=True``) one thread of the process that exports for every
+processor sharing it: a manager's archive events file uses that one, so that 1,000 idle managers hold no thread of
+their own (issue 22). A thread sleeps until a processor it serves has events due, with no timer while none has.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -98,6 +103,9 @@ class BatchProcessor:
         schedule_delay_s: the longest an event waits for a batch to fill.
         redact: applied to every event dict before export; if it raises, that event is dropped and counted.
         flush_timeout_s: the default patience of flush() and shutdown().
+        shared_worker: export on the process's one shared telemetry thread instead of a thread of its own. Only
+            for exporters that cannot freeze (a local file, the archive): an export that hangs holds up every
+            processor sharing the thread.
 
     Example::
 
@@ -116,6 +124,7 @@ class BatchProcessor:
         schedule_delay_s: float = DEFAULT_SCHEDULE_DELAY_S,
         redact: Redactor | None = None,
         flush_timeout_s: float = DEFAULT_FLUSH_TIMEOUT_S,
+        shared_worker: bool = False,
     ) -> None:
         if max_queue < 1:
             raise ValueError(f"BatchProcessor: max_queue: must be at least 1, got {max_queue}")
@@ -136,7 +145,7 @@ class BatchProcessor:
         self._early_wake = max(1, int(max_queue * _EARLY_WAKE_FRACTION))
         self._queue: deque[Event | Mapping[str, Any]] = deque()
         self._lock = threading.Lock()
-        self._wakeup = threading.Event()
+        self._finished = threading.Event()  # set once the worker has handled the shutdown (every counter final)
         self._flush_waiters: list[threading.Event] = []
         self._stopping = False
         self._accepted = 0
@@ -147,9 +156,9 @@ class BatchProcessor:
         self._abandoned = 0
         self._in_flight = 0
         self._stalled = False  # a flush ran out of time and none has finished in time since
-        # Started here, not on the first emit, so that no emit() ever pays for starting a thread.
-        self._thread = threading.Thread(target=self._run, name="contextfold-telemetry", daemon=True)
-        self._thread.start()
+        # Started here (or the shared one joined), not on the first emit, so that no emit() pays for starting a thread.
+        self._worker = _shared_worker() if shared_worker else _Worker(shared=False)
+        self._worker.attach()
         atexit.register(self._at_exit)
 
     # ---- the agent's side: cheap, never blocking on I/O ----
@@ -162,14 +171,15 @@ class BatchProcessor:
                 return
             self._queue.append(event)
             self._accepted += 1
-            pressing = len(self._queue) >= self._early_wake
-        if pressing and not self._wakeup.is_set():
-            self._wakeup.set()
+            queued = len(self._queue)
+        # The worker hears of a queue only when it stops being empty (due after the batch delay) and when it fills up
+        # to the early-wake mark (due now): no wake-up per event.
+        if queued == 1 or queued == self._early_wake:
+            self._worker.schedule(self, now=queued >= self._early_wake)
 
     def wake(self) -> None:
         """Export what is queued now instead of after the batch delay; returns at once (a compaction completed)."""
-        if not self._wakeup.is_set():
-            self._wakeup.set()
+        self._worker.schedule(self, now=True)
 
     @property
     def dropped(self) -> int:
@@ -206,16 +216,15 @@ class BatchProcessor:
         :data:`STALLED_GRACE_S` at most, until one finishes in time again: an exporter stuck on a frozen server
         (each request running into its own timeout) must not make every flush wait the whole deadline again.
         """
-        if threading.current_thread() is self._thread:
-            # An exporter that flushes from inside export() would wait for itself.
+        if threading.current_thread() is self._worker.thread:
+            # An exporter that flushes from inside export() would wait for itself (or for its neighbour's export).
             return False
         patience = self.flush_timeout_s if timeout is None else timeout
         if self.stalled:
             patience = min(patience, STALLED_GRACE_S)
         done = self.begin_flush()
         if done is None:
-            self._thread.join(patience)
-            return not self._thread.is_alive()
+            return self._finished.wait(patience)
         finished = done.wait(patience)
         with self._lock:
             self._stalled = not finished
@@ -232,7 +241,7 @@ class BatchProcessor:
             if self._stopping:
                 return None
             self._flush_waiters.append(done)
-        self._wakeup.set()
+        self._worker.schedule(self, now=True)
         return done
 
     def shutdown(self, timeout: float | None = None) -> bool:
@@ -248,9 +257,8 @@ class BatchProcessor:
             already = self._stopping
             self._stopping = True
         atexit.unregister(self._at_exit)
-        self._wakeup.set()
-        self._thread.join(min(patience, STALLED_GRACE_S) if stalled else patience)
-        finished = not self._thread.is_alive()
+        self._worker.schedule(self, now=True)
+        finished = self._finished.wait(min(patience, STALLED_GRACE_S) if stalled else patience)
         if not finished:
             self._give_up()
         if not already and finished:
@@ -261,9 +269,8 @@ class BatchProcessor:
         return finished
 
     def join(self, timeout: float | None = None) -> bool:
-        """Wait for the worker thread to end after shutdown(); whether it has (then every counter is final)."""
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+        """Wait for the worker to finish with this processor after shutdown(); whether it has (every counter final)."""
+        return self._finished.wait(timeout)
 
     def _give_up(self) -> None:
         """Abandon what is queued and abort the export in progress, so that a frozen exporter cannot hold us."""
@@ -285,24 +292,23 @@ class BatchProcessor:
     def _at_exit(self) -> None:
         self.shutdown()
 
-    # ---- the worker thread ----
+    # ---- on the worker thread ----
 
-    def _run(self) -> None:
-        while True:
-            self._wakeup.wait(self._delay)
-            self._wakeup.clear()
+    def _step(self) -> bool:
+        """Export what is queued, answer the flushes asked before; True once the processor is finished (shut down)."""
+        with self._lock:
+            waiters, self._flush_waiters = self._flush_waiters, []
+            stopping = self._stopping
+        self._drain()
+        for waiter in waiters:
+            waiter.set()
+        if stopping:
             with self._lock:
-                waiters, self._flush_waiters = self._flush_waiters, []
-                stopping = self._stopping
-            self._drain()
-            for waiter in waiters:
+                late, self._flush_waiters = self._flush_waiters, []
+            for waiter in late:
                 waiter.set()
-            if stopping:
-                with self._lock:
-                    late, self._flush_waiters = self._flush_waiters, []
-                for waiter in late:
-                    waiter.set()
-                return
+            self._finished.set()
+        return stopping
 
     def _drain(self) -> None:
         """Export everything queued at this moment, batch by batch."""
@@ -372,6 +378,70 @@ class BatchProcessor:
         _audit.info("export exporter=%s destination=%s events=%d sessions=%s outcome=%s",
                     type(self.exporter).__name__, _destination(self.exporter), len(batch), ",".join(sessions),
                     outcome)
+
+
+class _Worker:
+    """The thread that exports for processors: one processor's own, or the one every shared processor uses.
+
+    A processor is due ``schedule_delay_s`` after its queue stopped being empty, or at once when asked (a flush, a
+    wake, a shutdown, a queue filling up); the thread sleeps until the earliest due one. A processor's own thread
+    ends with its processor; the shared one lives as long as the process (a daemon, asleep while nothing is due).
+    """
+
+    def __init__(self, *, shared: bool) -> None:
+        self._shared = shared
+        self._lock = threading.Lock()
+        self._due: dict[BatchProcessor, float] = {}  # processor -> when (time.monotonic()) it is to be served
+        self._wakeup = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def attach(self) -> None:
+        """A processor starts using this worker: start the thread if it is not running."""
+        with self._lock:
+            if self.thread is None:
+                name = "contextfold-telemetry-shared" if self._shared else "contextfold-telemetry"
+                self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+                self.thread.start()
+
+    def schedule(self, processor: BatchProcessor, *, now: bool) -> None:
+        """Serve ``processor`` after its batch delay, or as soon as possible (``now``)."""
+        due = 0.0 if now else time.monotonic() + processor._delay
+        with self._lock:
+            earlier = self._due.get(processor)
+            if earlier is not None and earlier <= due:
+                return
+            self._due[processor] = due
+        self._wakeup.set()
+
+    def _run(self) -> None:
+        while True:
+            self._wakeup.clear()  # (before reading what is due: a schedule() after this point wakes the wait below)
+            with self._lock:
+                moment = time.monotonic()
+                ready = [p for p, due in self._due.items() if due <= moment]
+                for processor in ready:
+                    del self._due[processor]
+                timeout = min(self._due.values()) - moment if self._due else None
+            if not ready:
+                self._wakeup.wait(timeout)
+                continue
+            for processor in ready:
+                if processor._step() and not self._shared:
+                    with self._lock:
+                        self.thread = None
+                    return
+
+
+_shared: _Worker | None = None
+_shared_lock = threading.Lock()
+
+
+def _shared_worker() -> _Worker:
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = _Worker(shared=True)
+        return _shared
 
 
 def _destination(exporter: object) -> str:
