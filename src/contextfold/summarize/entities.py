@@ -77,7 +77,8 @@ _NUMBER = re.compile(
     r"|\bv?\d+\.\d+\.\d+(?:[.-]\w+)?\b"  # versions
     rf"|\b\d[\d,]*(?:\.\d+)?\s?(?:{_UNITS})(?![\w])"  # quantities with a unit
 )
-_FLAG = re.compile(r"(?<![\w-])--[A-Za-z][\w-]+")
+# (The look-behind after the literal "--": the engine skips to each "--" instead of trying every position.)
+_FLAG = re.compile(r"--(?<![\w-]--)[A-Za-z][\w-]+")
 
 _ORDINAL = re.compile(r"\d+(?:st|nd|rd|th|s)", re.IGNORECASE)
 
@@ -371,7 +372,12 @@ def extract_entities(text: str) -> set[str]:
 
 
 # Bare numbers of three digits or more (amounts, counts, ids), whole words, not part of a version or an amount.
-_BARE_NUMBER = re.compile(r"(?<![\w.$-])\d{3,}(?:\.\d+)?(?![\w]|[.,]\d)")
+# (Starting with a digit, its look-behind after it: the engine skips to the next digit instead of trying every
+# position.)
+_BARE_NUMBER = re.compile(r"\d(?<![\w.$-]\d)\d{2,}(?:\.\d+)?(?![\w]|[.,]\d)")
+# Bare numbers by text, like the entities (a tool output's are read by its reading and by its digest material).
+_NUMBERS_CACHE_BYTES = 16 * 1024 * 1024
+_numbers_cache: TextMemo[tuple[str, ...]] = TextMemo(_NUMBERS_CACHE_BYTES)
 # The line-number column of a numbered listing (``cat -n``, SWE-agent's file viewer, grep -n).
 _LISTING_PREFIX = re.compile(r"^\s*\d+[\t ]", re.MULTILINE)
 
@@ -384,8 +390,15 @@ def bare_numbers(text: str) -> list[str]:
 
     >>> bare_numbers("   120\tx = 4096  # v1.2.3, 12 items, 306.5")
     ['4096', '306.5']
+
+    Like the entities, a huge text is read at its two ends, and the result is remembered by text.
     """
-    return _BARE_NUMBER.findall(_LISTING_PREFIX.sub(" ", text))
+    key = text_key(text)
+    cached = _numbers_cache.get(key)
+    if cached is None:
+        cached = tuple(_BARE_NUMBER.findall(_LISTING_PREFIX.sub(" ", _readable(text))))
+        _numbers_cache.put(key, cached, size_of_strings(cached))
+    return list(cached)
 
 
 def _blank(text: str, spans: list[tuple[int, int]]) -> str:
