@@ -247,3 +247,23 @@ def test_a_failing_compaction_degrades_instead_of_ending_the_run(server: Scripte
     strict = ContextfoldHistoryProcessor(degrading_manager("pai-strict", RecordingTelemetry()), strict=True)
     with pytest.raises(Exception, match=r"summary model is down|circuit|budget"):
         make_agent(server, strict).run_sync("Why does the build fail?")
+
+
+def test_a_new_manager_over_a_persisted_history_counts_it_by_its_own_view(server: ScriptedLLMServer) -> None:
+    # issue 21 §3: the history's first reply carries the usage of a request a previous manager sent; fed to a new
+    # manager before it prepared anything, it was taken as the size of the new view (5,608 tokens believed for a
+    # first request of 4,220 before the fix).
+    history: list[pm.ModelMessage] = []
+    for run in range(2):
+        server.push(*run_script(run))
+        question = f"question {run}" + (": " + "the build of module alpha fails at link time " * 150 if not run else "")
+        history = make_agent(server, ContextfoldHistoryProcessor(roomy_manager("pai-old"))).run_sync(
+            question, message_history=history).all_messages()
+    tel = RecordingTelemetry()
+    cm = roomy_manager("pai-new", telemetry=tel)
+    server.push(*run_script(2))
+    sent = len(server.requests)
+    make_agent(server, ContextfoldHistoryProcessor(cm)).run_sync("question 2", message_history=history)
+    first = next(e for e in tel.events if getattr(e, "event", None) == "prepare")
+    # Our count of the first request this manager sent (the provider counts the tool schema and framing too).
+    assert first.attributes["tokens"] <= server.requests[sent].input_tokens

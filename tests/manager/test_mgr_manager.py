@@ -149,7 +149,7 @@ def test_a_view_the_provider_counts_over_hard_is_never_sent_silently(tmp_path: P
     cm = ContextManager("gpt-4o", max_context_tokens=2_000, store="memory", archive="memory", policy=policy)
     cm.counter.wait_exact()
     cm.add([Message.system("You are a careful agent. " + "Follow the house rules. " * 140), Message.user("Go on.")])
-    cm.record_usage({"prompt_tokens": int(cm.tokens() * 1.6), "completion_tokens": 0})
+    cm.record_usage({"prompt_tokens": int(cm.tokens() * 1.6), "completion_tokens": 0}, of_current_view=True)
     cm.add([Message.system("Be brief.")])
     counted = cm.counter.count_messages(cm.messages())
     assert counted < cm.budgets.hard < cm.tokens()
@@ -168,7 +168,7 @@ def test_a_provider_count_no_compaction_can_meet_is_set_aside_with_a_warning() -
     cm.counter.wait_exact()
     cm.add([Message.system("Be brief."), Message.user("Summarize the quarterly report " * 40)])
     counted = cm.tokens()
-    cm.record_usage({"prompt_tokens": counted * 8, "completion_tokens": 0})
+    cm.record_usage({"prompt_tokens": counted * 8, "completion_tokens": 0}, of_current_view=True)
     assert cm.tokens() == counted * 8 > cm.budgets.hard
     cm.prepare()
     assert cm.tokens() == counted and cm.compactions == 0

@@ -179,6 +179,9 @@ class ContextManager:
         self._unwarmed: list[Message] = []  # messages added that no background warming has read yet
         self._reading = False  # past half the soft threshold: add() reads what it adds (see _read_on_add)
         self._grounding: tuple[int, int, int] | None = None  # (view version, messages sent, reported - counted)
+        # The version of the view this manager last prepared: a usage report grounds only that view (an older
+        # reply's usage fed by an adapter to a new manager over a persisted history is of a view it never sent).
+        self._prepared_version: int | None = None
         self.last_plan: Plan | None = None
         self._closed = False
         self.usage_total = TokenUsage()
@@ -420,6 +423,7 @@ class ContextManager:
                                          limit=limit)
                 self._economics.previous_transient = self._widening.active
             tokens, _, count = self._view.totals()
+            self._prepared_version = self._view.version
             span.set(tokens=self._grounded(tokens + self._tool_tokens), messages=count,
                      window=self.budgets.window, compactions=self._compactions, maskings=self._maskings)
 
@@ -1095,8 +1099,14 @@ class ContextManager:
             return len(removed)
 
     # -- usage ----------------------------------------------------------------------------------------------------
-    def record_usage(self, usage: Any) -> TokenUsage:
-        """Record what the provider reported for the call made with the last prepared view."""
+    def record_usage(self, usage: Any, *, of_current_view: bool = False) -> TokenUsage:
+        """Record what the provider reported for the call made with the last prepared view.
+
+        The reported prompt size grounds later counts only when it is of the view this manager last prepared
+        (appends since are fine; a rewrite is not): a usage report counts for the view it was reported on, never
+        for one this manager did not send. ``of_current_view=True``: the caller knows the report is of the view as
+        it stands (a manager rebuilt from the stored view a reply answered, as the proxy does).
+        """
         from ..telemetry import UsageRecorded
         from ..tokens import TokenUsage
 
@@ -1106,7 +1116,7 @@ class ContextManager:
             self.usage_total = self.usage_total + parsed
             tokens, _, count = self._view.totals()
             counted = tokens + self._tool_tokens
-            if parsed.prompt_tokens > 0:
+            if parsed.prompt_tokens > 0 and (of_current_view or self._prepared_version == self._view.version):
                 self._grounding = (self._view.version, count, parsed.prompt_tokens - counted)
             self.tracer.emit(UsageRecorded(session_id=self.session_id, model=self.model.name,
                                            input_tokens=parsed.input, output_tokens=parsed.output,
@@ -1263,9 +1273,9 @@ class ContextManager:
 
         return await asyncio.to_thread(self.compact, force=force, instructions=instructions, kind=kind)
 
-    async def arecord_usage(self, usage: Any) -> TokenUsage:
+    async def arecord_usage(self, usage: Any, *, of_current_view: bool = False) -> TokenUsage:
         """Async :meth:`record_usage` (no I/O: runs inline)."""
-        return self.record_usage(usage)
+        return self.record_usage(usage, of_current_view=of_current_view)
 
     def __enter__(self) -> ContextManager:
         return self

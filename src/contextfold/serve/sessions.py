@@ -281,7 +281,8 @@ def _ground(cm: ContextManager, marks: Mapping[str, str], version: int) -> None:
     """
     usage = json.loads(marks.get("usage", "null"))
     if isinstance(usage, dict) and usage.get("version") == version - 1 and isinstance(usage.get("prompt"), int):
-        cm.record_usage({"prompt_tokens": usage["prompt"], "completion_tokens": 0, "total_tokens": usage["prompt"]})
+        cm.record_usage({"prompt_tokens": usage["prompt"], "completion_tokens": 0, "total_tokens": usage["prompt"]},
+                        of_current_view=True)
 
 
 def _converter(turn: Turn, wire: Any) -> Any:
