@@ -7,12 +7,14 @@ import json
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from contextfold.messages import Message, TextPart, ThinkingPart, ToolCall
 from contextfold.redact import BUILTIN_PATTERNS, Redactor, marker
 from contextfold.redact._pattern import filler as template_filler
+from contextfold.redact._pattern import is_placeholder
+from contextfold.redact.rules import _NAME_LIKE, _names_a_secret
 
 _ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 _UPPER_NUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -49,9 +51,14 @@ SECRETS: dict[str, st.SearchStrategy[tuple[str, str, str]]] = {
         "jwt",
         st.tuples(_s(_ALNUM, 20), _s(_ALNUM, 30), _s(_ALNUM + "_-", 43)).map(lambda t: f"eyJ{t[0]}.eyJ{t[1]}.{t[2]}"),
     ),
-    # (Not "$NAME", "${", "$(": those are references to a variable, not a password.)
+    # (Not "$NAME", "${", "$(": those are references to a variable, not a password. Nor a value that reads as a
+    # variable's name holding a secret's name as a word, `SecretA00A00`: rules.py says why no rule can tell them.
+    # Nor a YAML tag's word, `!AbcDefGhij`: `password: !vault` names where the value is. Nor lower-case letters
+    # alone: `f(password=name)` passes a variable.)
     "password": _ctx(
-        "password", "password={}", _s(_ALNUM + "!#$%^*", 12).filter(lambda v: not re.match(r"\$[A-Za-z_{(]", v))
+        "password", "password={}", _s(_ALNUM + "!#$%^*", 12).filter(
+            lambda v: not re.match(r"\$[A-Za-z_{(]", v) and not (_NAME_LIKE.fullmatch(v) and _names_a_secret(v))
+            and not is_placeholder(v) and not (v.isalpha() and v.islower()))
     ),
     "password_json": _ctx("password", '"password": "{}"', _s(_ALNUM + " !#", 12).map(str.strip).filter(bool)),
     "api_key": _ctx("api_key", "api_key: {}", _s(_ALNUM, 24)),
@@ -101,6 +108,7 @@ def _kinds_covered() -> set[str]:
     ),
     _FILLER,
 )
+@example([("", " ", ("password", "password=!AAAAAAAAAAB", "!AAAAAAAAAAB"), " ")], "")  # not a YAML tag
 def test_planted_secrets_never_survive_and_nothing_else_changes(
     pieces: list[tuple[str, str, tuple[str, str, str]]], tail: str
 ) -> None:
@@ -222,32 +230,47 @@ def _strings(obj: object) -> list[str]:
     return []
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(st.lists(st.tuples(_FILLER, st.one_of(*SECRETS.values())), min_size=1, max_size=4))
+@example([("", ("password", "password=Qz7!pK2m#x9", "Qz7!pK2m#x9"))])
 def test_archive_files_never_hold_planted_secrets(planted: list[tuple[str, tuple[str, str, str]]]) -> None:
-    from contextfold.archive import Archive, MemoryArchiveStore
+    """A real session's archive (transcript, the summary its summarizer wrote, events): no planted secret.
+
+    Each secret is planted in context once (a user message, a tool call's arguments, a tool output) and its value
+    is then repeated bare by the assistant: the summary and the transcript must hold neither (issue 21: the test
+    used to archive a summary written by hand, which no summarizer would write).
+    """
+    from contextfold.archive import MemoryArchiveStore
+    from contextfold.manager import ContextManager
 
     store = MemoryArchiveStore()
-    archive = Archive(store)
     texts = [f"{filler} {secret} {filler}" for filler, (_, secret, _) in planted]
-    messages = [
-        Message.user(texts[0]),
-        Message.assistant("", [ToolCall("c1", "bash", json.dumps({"cmd": t})) for t in texts]),
-        *(Message.tool("c1", t, name="bash") for t in texts),
-    ]
-    n = archive.archive_transcript("s", messages)
-    archive.archive_summary("s", n, {"summary": " ".join(texts), "retain": texts})
-    archive.append_events("s", [{"type": "compact.summary_created", "data": {"summary": t}} for t in texts])
+    values = [value for _, (_, _, value) in planted]
+    cm = ContextManager("gpt-4o", store="memory", archive=store, session_id="s",
+                        policy={"keep_recent_turns": 1, "retain_last_turns": 0})
+    try:
+        cm.add([
+            Message.user(texts[0]),
+            Message.assistant("", [ToolCall(f"c{i}", "bash", json.dumps({"cmd": t})) for i, t in enumerate(texts)]),
+            *(Message.tool(f"c{i}", t, name="bash") for i, t in enumerate(texts)),
+            Message.assistant("Using " + ", ".join(values) + " now."),
+            *(m for i in range(3) for m in (Message.user(f"next {i}"), Message.assistant(f"done {i}"))),
+        ])
+        report = cm.compact()
+        cm.archive_view()
+    finally:
+        cm.close()
+    assert report.summary is not None
     decoded: list[str] = []
     for name in store.names("s"):
         raw = (store.read("s", name) or b"").decode()
         docs = [json.loads(raw)] if name.endswith(".json") else [json.loads(line) for line in raw.splitlines()]
         decoded += [raw, *(s for d in docs for s in _strings(d))]
         # Tool-call arguments are JSON inside JSON: decode them too.
-        decoded += [s for d in docs for s in _strings(d) if s.startswith("{")]
         decoded += [v for d in docs for s in _strings(d) if s.startswith('{"cmd"') for v in _strings(json.loads(s))]
+    assert any(name.startswith("summary-") for name in store.names("s"))
     fillers = "\x00".join(f for f, _ in planted)
-    for _, (_, _, value) in planted:
+    for value in values:
         assert all(value not in s for s in decoded) or value in fillers
 
 

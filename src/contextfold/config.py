@@ -75,6 +75,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "STORE": ("storage.store", "str"),
     "ARCHIVE": ("storage.archive", "str"),
     "REDACTION": ("redaction.enabled", "str"),
+    "PERSONAL_DATA": ("redaction.personal_data", "str"),
     "EXPORTERS": ("telemetry.exporters", "list"),
     "JSONL_PATH": ("telemetry.jsonl_path", "str"),
     "ARIADNE_URL": ("telemetry.ariadne_url", "str"),
@@ -200,13 +201,18 @@ class ToolOutputSettings(_Section):
 
 
 class RedactionSettings(_Section):
-    """Secret redaction before export and archiving (on by default)."""
+    """Secret redaction before export and archiving (on by default).
+
+    ``personal_data``: where e-mail addresses, phone and card numbers are redacted as well: ``telemetry`` (the
+    default: what exporters send out of the process), ``everywhere`` (the archive too), ``nowhere``.
+    """
 
     enabled: bool = True
     patterns: dict[str, str] = Field(default_factory=dict)
     builtin: bool = True
     disabled: tuple[str, ...] = ()
     apply_to_model: bool = False
+    personal_data: Literal["telemetry", "everywhere", "nowhere"] = "telemetry"
 
     @field_validator("patterns", mode="before")
     @classmethod
@@ -237,6 +243,7 @@ class RedactionSettings(_Section):
             disabled=self.disabled,
             callback=callback,
             apply_to_model=self.apply_to_model,
+            personal_data=self.personal_data,
         )
 
 

@@ -6,11 +6,12 @@ truncates, masks and compacts, with every exporter on (console to a captured str
 loopback HTTP server, OpenTelemetry over OTLP/HTTP to a loopback receiver), the archive on disk, and Python
 logging captured at DEBUG.
 
-"Nothing else changes" is checked against a twin run of the same input with ``redact=False``: redaction never
-feeds back into decisions, so the twin makes the same compactions, and every output of the redacted run must be
-exactly the twin's output passed through the redactor. The twin's outputs do hold the secrets, so the leak check
-can fail. Around each planted secret, the text between its sentinels must read as the context with only the
-secret replaced by a marker.
+A twin run of the same input with ``redact=False`` shows that the leak check can fail (its outputs hold the
+secrets). Since issue 21 the text contextfold writes itself (summaries, digests) is redacted before it is stored,
+so the twin's views (and with their sizes, its later decisions) may differ; "nothing else changes" is checked where
+it holds: around each planted secret in the agent's own archived messages, the text between its sentinels reads as
+the context with only the secret replaced by a marker (``tests/e2e/test_e2e_secrets.py`` checks the innocent
+corpus and every egress).
 """
 
 from __future__ import annotations
@@ -378,7 +379,6 @@ def test_planted_secrets_never_leave_and_nothing_else_changes(
     otlp.take()
     messages, plants = build_session(spec)
     assert {p.kind for p in plants} == set(KINDS)
-    redactor = Redactor()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         console = io.StringIO()
@@ -393,8 +393,7 @@ def test_planted_secrets_never_leave_and_nothing_else_changes(
         # The session did what the issue asks to cover: write-time truncation, masking and compaction.
         assert run.truncations >= 1 and run.maskings + run.compactions >= 1 and run.compactions >= 1
 
-        # What the model sees is unchanged by redaction, secrets included.
-        assert run.prepared == twin.prepared
+        # What the model sees keeps the secrets of the agent's own messages (only generated text is redacted).
         seen = json.dumps(run.prepared)
         assert any(v in seen for p in plants for v in p.values())
 
@@ -432,15 +431,8 @@ def test_planted_secrets_never_leave_and_nothing_else_changes(
                                 for span in ss.spans if not _tried_only(span))
         assert otel_records == len([e for e in events if e["name"] != "session.trace"])
 
-        # Nothing else changes: each output is the twin's output, redacted. The redactor remembers the secrets it
-        # finds (a summary lists them without their context), so it reads the twin in the order the manager wrote.
+        # The archive's copy of the events is the exporters' (times from the fixed clock, ids apart).
         sid = "fuzz-session"
-        assert run.archive.transcript_numbers(sid) == twin.archive.transcript_numbers(sid)
-        for n, transcript in twin.archive.transcripts(sid):
-            assert run.archive.transcript(sid, n) == redactor.redact_messages(transcript)
-            assert _steady(run.archive.summary(sid, n)) == _steady(redactor.redact_obj(twin.archive.summary(sid, n)))
-        twin_events = [redactor.redact_obj(e) for e in _events(twin.jsonl, drop_config_warning=True)]
-        assert _steady(events) == _steady(twin_events)
         archived_events = [{k: v for k, v in e.items() if k not in ("span_id", "parent_id")}
                            for e in run.archive.events(sid)]
         assert _steady(archived_events) == _steady(events)

@@ -23,7 +23,7 @@ from ..messages import Message, TextPart, ToolCall
 from ..tokens import EstimatingCounter, MessageCounter, TokenCounter
 from . import retrieval
 from ._line_index import build_line_index, count_lines, index_key, stored_line_count
-from ._view import render_view
+from ._view import SecretGuard, cut_guard, render_view
 from .owners import (
     OWNER_INFIX,
     Retention,
@@ -193,6 +193,8 @@ class ToolOutputCache:
         # Whether the agent has the retrieval tools: the notes of cut outputs name them only then (an adapter that
         # does not give the agent the tools turns this off, so the model is never told to call a missing tool).
         self.names_retrieval_tools = True
+        # The session's redactor, when it has one: views never cut a secret in two, digests never quote one.
+        self.secrets: SecretGuard | None = None
 
     # -- storing ----------------------------------------------------------------------------------------------
     def put(self, text: str | bytes) -> ToolOutputRef:
@@ -344,6 +346,7 @@ class ToolOutputCache:
             marker_unit="chars" if self.config.unit == "bytes" else "tokens",
             header=self.config.header,
             name_tools=self.names_retrieval_tools,
+            secrets=self.secrets,
         )
 
     def process(self, message: Message) -> Message:
@@ -391,6 +394,7 @@ class ToolOutputCache:
             max_lines=self.config.max_message_lines,
             marker_unit="chars" if self.config.unit == "bytes" else "tokens",
             name_tools=self.names_retrieval_tools,
+            secrets=self.secrets,
         )
         if self.counter.count(view) >= self.counter.count(message.text):
             return message
@@ -415,7 +419,8 @@ class ToolOutputCache:
         ref = self._owned_ref(ref_id)
         self.store.touch(ref_id)
         return retrieval.read_lines(
-            self.store, ref, offset, limit, max_line_length=self.config.max_line_length, max_bytes=max_bytes
+            self.store, ref, offset, limit, max_line_length=self.config.max_line_length, max_bytes=max_bytes,
+            guard=cut_guard(self.secrets),
         )
 
     def grep(
@@ -432,6 +437,7 @@ class ToolOutputCache:
             context=context,
             max_matches=max_matches,
             max_line_length=self.config.max_line_length,
+            guard=cut_guard(self.secrets),
         )
 
     def ref_ids(self) -> list[str]:
@@ -448,6 +454,8 @@ class ToolOutputCache:
         from .masking import mask_tool_outputs
 
         options.setdefault("budget_tokens", self.config.budget_tokens(self.context_window))
+        if self.secrets is not None:
+            options.setdefault("secrets", self.secrets)
         return mask_tool_outputs(messages, counter=counter, cache=self, **options)
 
     # -- garbage collection -----------------------------------------------------------------------------------

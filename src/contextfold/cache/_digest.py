@@ -118,7 +118,7 @@ def _rank(text: str) -> tuple[str, ...]:
 
 
 def output_digest(text: str, *, budget_tokens: int, counter: TokenCounter, known: str = "",
-                  material: Sequence[str] | None = None) -> str:
+                  material: Sequence[str] | None = None, allow: Callable[[str], bool] | None = None) -> str:
     """The digest of ``text``: ranked items joined by :data:`DIGEST_SEPARATOR`, at most ``budget_tokens`` tokens.
 
     ``known`` is text that stays in view beside the placeholder (the call's arguments): items it contains are
@@ -134,6 +134,8 @@ def output_digest(text: str, *, budget_tokens: int, counter: TokenCounter, known
     misses = 0
     for value in ranked:
         if known and value in known:
+            continue
+        if allow is not None and not allow(value):
             continue
         cost = counter.count(value) + (separator_tokens if items else 0)
         if spent + cost > budget_tokens:

@@ -6,8 +6,8 @@ Split from :mod:`contextfold.cache`, which builds views through :func:`render_vi
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Protocol
 
 from ..truncate import cut_by_chars, is_few_long_lines, shape_json
 from ..truncate._text import cap_lines
@@ -16,7 +16,38 @@ if TYPE_CHECKING:
     from ..tokens import TokenCounter
     from .refs import ToolOutputRef
 
-__all__ = ["render_view"]
+__all__ = ["SecretGuard", "cut_guard", "render_view"]
+
+
+class SecretGuard(Protocol):
+    """What the cache needs to keep secrets whole in what it writes (:class:`~contextfold.redact.Redactor` has it).
+
+    A view that cuts a secret in two leaves a piece no rule recognises, and a digest or an outline that quotes a
+    value bare repeats it without the context that made it recognisable.
+    """
+
+    def safe_cut(self, text: str, at: int, *, keep_head: bool = True) -> int:
+        """``at``, or the edge of the secret ``at`` would split (its start when the head is kept)."""
+        ...
+
+    def blank(self, text: str) -> str:
+        """``text`` with every secret (found or remembered) replaced by spaces."""
+        ...
+
+    def mentions_secret(self, text: str) -> bool:
+        """Whether ``text`` (a word a digest would list) holds a secret or a piece of a remembered one."""
+        ...
+
+    def learn_text(self, text: str) -> None:
+        """Remember the secrets ``text`` holds (a JSON output whose strings are cut without their keys)."""
+        ...
+
+
+def cut_guard(secrets: SecretGuard | None) -> Callable[[str, int, bool], int] | None:
+    """The cut guard of ``secrets`` (None without them): where a line, a string or a head may be cut."""
+    if secrets is None:
+        return None
+    return lambda text, at, keep_head: secrets.safe_cut(text, at, keep_head=keep_head)
 
 # -- the in-context view ----------------------------------------------------------------------------------------
 # Not truncate_text: the view must be cut at line boundaries and name the omitted line range, so that the model can
@@ -55,6 +86,7 @@ def render_view(
     marker_unit: str = "tokens",
     header: bool = False,
     name_tools: bool = True,
+    secrets: SecretGuard | None = None,
 ) -> str:
     r"""Cut lines longer than ``max_line_length``, keep head and tail within both caps, and add the reading note.
 
@@ -65,14 +97,19 @@ def render_view(
     model to call a tool it does not have. Outputs of a few long lines (minified JSON, one-line API responses,
     base64) are cut by structure instead (see :mod:`contextfold.truncate.shape`): cutting them by lines would
     keep nothing. The omitted range gets an outline (definitions, elisions, errors with their line numbers).
+    With ``secrets``, no cut (of a long line, an outline entry, a JSON string, the head or tail by characters) falls
+    inside a secret: the piece would be recognised by nothing.
     """
-    lines = _CutLines(_split_lines(text), max_line_length)
+    guard = cut_guard(secrets)
+    lines = _CutLines(_split_lines(text), max_line_length, guard)
     lines.max_lines = max_lines
     byte_budget = max(0, max_bytes - VIEW_NOTE_RESERVE_BYTES)
     token_budget = max(0, max_tokens - VIEW_NOTE_RESERVE_TOKENS)
     few_long_lines = max_lines is None and is_few_long_lines(text, max_line_length)
     if few_long_lines:
-        shaped = _json_view(text, ref, byte_budget, token_budget, counter, name_tools)
+        if secrets is not None:
+            secrets.learn_text(text)  # (a JSON string is cut without its key: what the key says must be known)
+        shaped = _json_view(text, ref, byte_budget, token_budget, counter, name_tools, guard)
         if shaped is not None:
             return shaped
     view = ""
@@ -82,14 +119,14 @@ def render_view(
         head, tail = _head_tail(lines, byte_budget - outline_bytes, token_budget - outline_tokens, counter)
         if max_lines is None and (head + tail == 0 or (few_long_lines and head + tail < len(lines))):
             # Whole lines would leave out most of the output (or all of it): cut by characters instead.
-            return _char_view(text, ref, byte_budget, token_budget, counter, name_tools)
-        outline = _outline(lines, head, len(lines) - tail, outline_bytes, outline_tokens, counter)
+            return _char_view(text, ref, byte_budget, token_budget, counter, name_tools, guard)
+        outline = _outline(lines, head, len(lines) - tail, outline_bytes, outline_tokens, counter, guard)
         spent_bytes, spent_tokens = _outline_cost(outline, counter)
         if spent_bytes < outline_bytes or spent_tokens < outline_tokens:
             # The outline took less than its share (often nothing: plain logs): head and tail get the rest.
             # A wider head and tail only shrink the omitted range, so its outline can only take less again.
             head, tail = _head_tail(lines, byte_budget - spent_bytes, token_budget - spent_tokens, counter)
-            outline = _outline(lines, head, len(lines) - tail, spent_bytes, spent_tokens, counter)
+            outline = _outline(lines, head, len(lines) - tail, spent_bytes, spent_tokens, counter, guard)
         view = _assemble(lines, head, tail, ref, _omitted(lines, head, tail, marker_unit, counter), name_tools,
                          outline)
         if header:
@@ -104,9 +141,10 @@ def render_view(
 class _CutLines:
     """The lines of an output, each cut at the line limit on first use (a huge output is never cut whole)."""
 
-    def __init__(self, raw: list[str], limit: int) -> None:
+    def __init__(self, raw: list[str], limit: int, guard: Callable[[str, int, bool], int] | None = None) -> None:
         self.raw = raw
         self.limit = limit
+        self.guard = guard
         self.max_lines: int | None = None
         self._cut: dict[int, tuple[str, int, int]] = {}
 
@@ -122,7 +160,7 @@ class _CutLines:
         if hit is None or (counter is not None and hit[2] < 0):
             # The same per-line cut (and marker) as truncate_text, one line at a time: a huge output is never
             # cut whole when only its head and tail are shown.
-            line, _ = cap_lines(self.raw[i], self.limit)
+            line, _ = cap_lines(self.raw[i], self.limit, self.guard)
             tokens = counter.count(line) + 1 if counter is not None else -1
             hit = (line, len(line.encode("utf-8", "surrogatepass")) + 1, tokens)
             self._cut[i] = hit
@@ -190,20 +228,20 @@ _JSON_NOTE = "JSON shortened by structure: every key kept, long arrays and strin
 
 
 def _json_view(text: str, ref: ToolOutputRef, byte_budget: int, token_budget: int, counter: TokenCounter,
-               name_tools: bool) -> str | None:
+               name_tools: bool, guard: Callable[[str, int, bool], int] | None = None) -> str | None:
     def fits(candidate: str) -> bool:
         nbytes = len(candidate.encode("utf-8", "surrogatepass"))
         return nbytes <= byte_budget and counter.count(candidate) <= token_budget
 
-    body = shape_json(text, fits)
+    body = shape_json(text, fits, guard)
     if body is None:
         return None
     return f"{body}\n{_note(ref, _JSON_NOTE, name_tools)}"
 
 
 def _char_view(text: str, ref: ToolOutputRef, byte_budget: int, token_budget: int, counter: TokenCounter,
-               name_tools: bool) -> str:
-    body = cut_by_chars(text, max_tokens=token_budget, max_bytes=byte_budget, counter=counter)
+               name_tools: bool, guard: Callable[[str, int, bool], int] | None = None) -> str:
+    body = cut_by_chars(text, max_tokens=token_budget, max_bytes=byte_budget, counter=counter, guard=guard)
     return f"{body}\n{_note(ref, 'middle cut by characters where marked', name_tools)}"
 
 
@@ -226,7 +264,7 @@ _ELISION = re.compile(r"^\s*(\d+)\s+\.\.\. eliding lines (\d+)-(\d+) \.\.\.\s*$"
 
 
 def _outline(lines: _CutLines, start: int, stop: int, byte_budget: int, token_budget: int,
-             counter: TokenCounter) -> list[str]:
+             counter: TokenCounter, guard: Callable[[str, int, bool], int] | None = None) -> list[str]:
     """Outline lines of the omitted range ``[start, stop)``, in order, within both budgets.
 
     Each entry is a matching line, its numbered-listing padding dropped and cut at :data:`OUTLINE_LINE_CHARS`. An
@@ -255,7 +293,8 @@ def _outline(lines: _CutLines, start: int, stop: int, byte_budget: int, token_bu
             spent_tokens += extra_tokens
             previous_number = -2
             continue
-        line = line if len(line) <= OUTLINE_LINE_CHARS else line[:OUTLINE_LINE_CHARS] + "…"
+        if len(line) > OUTLINE_LINE_CHARS:
+            line = line[: guard(line, OUTLINE_LINE_CHARS, True) if guard is not None else OUTLINE_LINE_CHARS] + "…"
         nbytes = len(line.encode("utf-8", "surrogatepass")) + 1
         ntokens = counter.count(line) + 1
         if spent_bytes + nbytes > byte_budget or spent_tokens + ntokens > token_budget:

@@ -20,6 +20,7 @@ from ._digest import digest_material, output_digest, ref_material
 
 if TYPE_CHECKING:
     from ..tokens import MessageCounter
+    from ._view import SecretGuard
     from .refs import ToolOutputRef
 
 __all__ = [
@@ -97,6 +98,7 @@ def mask_tool_outputs(
     clear_at_least: int = DEFAULT_CLEAR_AT_LEAST,
     clear_tool_inputs: bool = False,
     digest_tokens: int = 0,
+    secrets: SecretGuard | None = None,
 ) -> MaskResult:
     """Mask the oldest eligible tool outputs until tool-output tokens are within ``budget_tokens``.
 
@@ -107,7 +109,8 @@ def mask_tool_outputs(
     ``keep_tool_io_pairs`` results. Each output is put in ``cache`` before it is masked (a truncated output already
     is, under its ``ref``). With ``clear_tool_inputs``, the arguments of the masked outputs' calls are stored and
     replaced too. With ``digest_tokens``, each placeholder keeps a digest of that many tokens at most: the names,
-    ids and numbers of the output most likely needed again (:func:`~contextfold.output_digest.output_digest`).
+    ids and numbers of the output most likely needed again (:func:`~contextfold.output_digest.output_digest`),
+    none of which holds one of ``secrets`` (the session's) or a piece of one: a digest never lists a value bare.
 
     Raises:
         InvalidHistory: a message that is not a ``Message``.
@@ -138,7 +141,7 @@ def mask_tool_outputs(
         if freed >= target:
             break
         original = view[i]
-        replacement = _mask_one(original, cache, digest_tokens, arguments.get(i, ""), counter)
+        replacement = _mask_one(original, cache, digest_tokens, arguments.get(i, ""), counter, secrets)
         freed += counter.count_message(original) - counter.count_message(replacement)
         view[i] = replacement
         masked.append(i)
@@ -203,7 +206,7 @@ def _text_of(message: Message) -> str | None:
 
 
 def _mask_one(message: Message, cache: OutputStore, digest_tokens: int = 0, known: str = "",
-              counter: MessageCounter | None = None) -> Message:
+              counter: MessageCounter | None = None, secrets: SecretGuard | None = None) -> Message:
     ref_id = message.meta.get("ref")
     if not (isinstance(ref_id, str) and cache.contains(ref_id)):
         text = _text_of(message)
@@ -218,11 +221,16 @@ def _mask_one(message: Message, cache: OutputStore, digest_tokens: int = 0, know
     if digest_tokens and counter is not None:
         # The whole output, not its write-time view: what the view cut is exactly what the digest can bring back.
         # Its material was read when the output was added (issue 22): the stored output is read again only if not.
+        # With the session's secrets, an output in hand is read with them blanked, and a stored one's items are
+        # shown only when they hold no secret and no piece of one: a digest never lists a value bare.
         stored = ref_id
-        material = (digest_material(text) if text is not None
-                    else ref_material(stored, lambda: cache.get(stored)))
+        if text is not None:
+            material = digest_material(secrets.blank(text) if secrets is not None else text)
+        else:
+            material = ref_material(stored, lambda: cache.get(stored))
+        allow = (lambda item: not secrets.mentions_secret(item)) if secrets is not None else None
         digest = output_digest("", budget_tokens=digest_tokens, counter=counter.counter, known=known,
-                               material=material)
+                               material=material, allow=allow)
     placeholder = masked_placeholder(ref_id, digest)
     return message.with_content(placeholder).with_meta(kind="masked", ref=ref_id, **extra_meta)
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 from ..errors import RefNotFound, StoreError
 from ..formats.tool_schemas import tool_schema
 from ..messages import Message, ToolCall
+from ..truncate import CutGuard
 from ..untrusted import UntrustedPattern, answer_safely, decode_arguments
 
 # The line index and line streaming live in retrieval_index; the names are re-exported here, where they always were.
@@ -68,14 +69,15 @@ UTF8_MAX_BYTES = 4
 # -- reading a slice ----------------------------------------------------------------------------------------------
 
 
-def _display(raw: bytes, length: int, max_line_length: int) -> str:
+def _display(raw: bytes, length: int, max_line_length: int, guard: CutGuard | None = None) -> str:
     cut = length > len(raw)
     text = raw.decode("utf-8", "ignore" if cut else "replace")
     if text.endswith("\r"):
         text = text[:-1]
     if len(text) > max_line_length or cut:
-        shown = text[:max_line_length]
-        return f"{shown}… [line cut: {length:,} bytes]"
+        # (the cut never falls inside a secret the guard knows: a piece of one would be recognised by nothing)
+        at = guard(text, max_line_length, True) if guard is not None else max_line_length
+        return f"{text[:at]}… [line cut: {length:,} bytes]"
     return text
 
 
@@ -107,6 +109,7 @@ def read_lines(
     *,
     max_line_length: int,
     max_bytes: int | None = None,
+    guard: CutGuard | None = None,
 ) -> ReadResult:
     """Read ``limit`` lines from 1-based ``offset``, touching only the chunks that hold them.
 
@@ -129,7 +132,7 @@ def read_lines(
     lines: list[str] = []
     spent = 0
     for raw, length in stream_lines(store, ref.id, start, ref.byte_size, keep=max_line_length * UTF8_MAX_BYTES):
-        line = _display(raw, length, max_line_length)
+        line = _display(raw, length, max_line_length, guard)
         if max_bytes is not None:
             spent += len(line.encode("utf-8", "surrogatepass")) + 12  # the number column and newline
             if lines and spent > max_bytes:
@@ -207,6 +210,7 @@ def grep_refs(
     context: int = 0,
     max_matches: int | None = None,
     max_line_length: int,
+    guard: CutGuard | None = None,
 ) -> GrepResult:
     """Search ``refs`` line by line for the regular expression ``pattern``, streaming each output.
 
@@ -234,7 +238,7 @@ def grep_refs(
         lines = stream_lines(store, ref.id, 0, ref.byte_size, keep=GREP_LINE_BYTES)
         for n, (raw, length) in enumerate(lines, start=1):
             text = raw.decode("utf-8", "replace")
-            shown = _display(raw, length, max_line_length)
+            shown = _display(raw, length, max_line_length, guard)
             for o in open_:
                 o.after.append((n, shown))
             done.extend(o.close() for o in open_ if len(o.after) >= context)

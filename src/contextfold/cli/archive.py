@@ -1,4 +1,8 @@
-"""``contextfold archive restore``: a session's full original history, rebuilt from its archive."""
+"""``contextfold archive restore``: a session's full original history, rebuilt from its archive.
+
+The tool outputs read back from the store are redacted like the archive (the session's secret memory is in the
+store beside them) unless ``--no-redact`` asks for them as they are.
+"""
 
 from __future__ import annotations
 
@@ -41,6 +45,9 @@ def register(subparsers: Subparsers) -> None:
     restore.add_argument("--to", choices=WIRE_FORMATS, default="openai_chat",
                          help="wire format to write (default: openai_chat)")
     restore.add_argument("-o", "--out", default="-", metavar="OUT", help="the file to write (default: stdout)")
+    restore.add_argument("--no-redact", action="store_true",
+                         help="write the tool outputs read back from the store as they are (by default they are "
+                         "redacted like the archive, with every secret the session saw)")
     restore.set_defaults(handler=run_restore)
     parser.set_defaults(handler=_usage)
 
@@ -77,8 +84,14 @@ def run_restore(args: argparse.Namespace) -> int:
     missing = local_store_missing(args.store)
     if missing is None:
         # The session's own cache: an archived line naming another session's ref stays a view (issue 21 §4).
-        cache = ToolOutputCache(open_blob_store(args.store), session_id=session_id)
+        store = open_blob_store(args.store)
+        cache = ToolOutputCache(store, session_id=session_id)
         history = archive.restore_history(session_id, resolve_ref=cache.get, on_bad_line=_skipped)
+        if not args.no_redact:
+            # The outputs read back from the store are whole: redacted like the archive, with the session's memory.
+            from ..redact import Redactor, SecretMemory
+
+            history = Redactor(memory=SecretMemory(store, session_id)).redact_messages(history)
     else:  # restore what the archive has rather than create an empty store to read nothing from
         sys.stderr.write(f"contextfold: warning: {missing}: masked and truncated outputs stay as their views\n")
         history = archive.restore_history(session_id, on_bad_line=_skipped)

@@ -55,6 +55,8 @@ OTLP_TIMEOUT_S = 2.0
 _FLUSH_TIMEOUT_MS = 3000
 # Backends commonly cap attribute values at a few KB; a summary's text is cut here instead of by them.
 MAX_ATTRIBUTE_CHARS = 8192
+# Sessions whose own redactor a shared sink keeps (see OtelTelemetry.redact_with); the oldest go first.
+_SESSION_REDACTORS = 1024
 _TRACE_ID_HEX = 32
 _SPAN_ID_HEX = 16
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -208,9 +210,26 @@ class OtelTelemetry:
         self.provider = tracer_provider
         self._tracer = tracer_provider.get_tracer(_SCOPE)
         self._redact = redact
+        self._by_session: OrderedDict[str, Callable[[dict[str, Any]], dict[str, Any]]] = OrderedDict()
         self._lock = threading.Lock()
         # our span id -> (OTel span, the context token that made it current)
         self._open: OrderedDict[str, tuple[otel_trace.Span, object]] = OrderedDict()
+
+    def redact_with(self, redact: Callable[[dict[str, Any]], dict[str, Any]], session_id: str | None = None) -> None:
+        """Redact the events of ``session_id`` with ``redact`` (a manager gives its session's redactor).
+
+        A sink shared by many sessions redacts each session's events with that session's redactor; the events of
+        sessions that gave none go through the hook the sink was built with.
+        """
+        with self._lock:
+            if session_id is None:
+                if self._redact is None:
+                    self._redact = redact
+                return
+            self._by_session[session_id] = redact
+            self._by_session.move_to_end(session_id)
+            while len(self._by_session) > _SESSION_REDACTORS:
+                self._by_session.popitem(last=False)
 
     def span_started(self, span: Any) -> None:
         """Start an OTel span for a contextfold span, under the span active now, and make it the active one."""
@@ -243,8 +262,10 @@ class OtelTelemetry:
     def emit(self, event: Any) -> None:
         """End the span an event closes, or record an instant event on the span it happened in."""
         record = event.to_dict()
-        if self._redact is not None:
-            record = self._redact(record)
+        with self._lock:
+            redact = self._by_session.get(str(record.get("session_id"))) or self._redact
+        if redact is not None:
+            record = redact(record)
         with self._lock:
             entry = self._open.pop(record["span_id"], None)
             parent = self._open.get(record.get("parent_id") or "") if entry is None else None

@@ -31,11 +31,13 @@ class Archiver:
         redactor: The session's :class:`~contextfold.redact.Redactor`, or None (redaction off).
         session_id: The session's archive folder.
         tracer: Where the ``compact.archive`` spans and ``compact.pruned_messages`` events go.
+        secrets: The session's :class:`~contextfold.manager._secrets.SessionSecrets`, caught up before each write.
     """
 
-    def __init__(self, archive: Any, redactor: Any, session_id: str, tracer: Tracer) -> None:
+    def __init__(self, archive: Any, redactor: Any, session_id: str, tracer: Tracer, secrets: Any = None) -> None:
         self.archive = archive
         self.redactor = redactor
+        self.secrets = secrets  # (SessionSecrets: learned up to date before anything is written)
         self.session_id = session_id
         self.tracer = tracer
         self.transcripts = 0  # transcripts written (or, without an archive, that would have been)
@@ -51,6 +53,8 @@ class Archiver:
 
     def _write(self, view: list[Message]) -> int:
         self.transcripts += 1
+        if self.secrets is not None:
+            self.secrets.catch_up()
         if self.archive is None:
             if self.redactor is not None:  # no archive to redact, but the redactor must still learn the secrets
                 self._redact_view(view)  # that summaries may repeat without their context
@@ -74,8 +78,12 @@ class Archiver:
 
         if not messages:
             return
+        if self.secrets is not None:
+            self.secrets.catch_up()
         if self.archive is not None:
-            self.archive.archive_transcript(self.session_id, messages)
+            same = self.redactor is not None and getattr(self.archive, "redactor", None) is self.redactor
+            redacted = self.redactor.redact_messages(messages) if self.redactor is not None else messages
+            self.archive.archive_transcript(self.session_id, redacted, redacted=same)
         self.tracer.emit(MessagesPruned(session_id=self.session_id, count=len(messages),
                                         ids=tuple(str(m.meta.get("id", "")) for m in messages),
                                         kept={"normalization_dropped": len(messages)}))

@@ -6,6 +6,7 @@ Kept apart from :mod:`contextfold.manager` so that the runtime reads as the flow
 from __future__ import annotations
 
 import functools
+import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from ..summarize import Summarizer, SummaryResult
 
 __all__ = ["CompactionReport", "Components", "FanoutTelemetry", "Status", "build_components", "coerce_messages"]
+
+_log = logging.getLogger(__name__)
 
 # Where the embedded defaults keep their files, relative to the working directory.
 DEFAULT_DIR = ".contextfold"
@@ -146,15 +149,46 @@ def build_components(
             warnings.append("redaction is disabled: archived transcripts and events may contain secrets")
     else:
         warnings.append("redaction is disabled: archived transcripts and events may contain secrets")
+    cache = _cache(store, counter, info.context_window, budgets.tool_output_budget, tool_output, session)
+    redactor = _session_redactor(redactor, cache, session)
+    if redactor is not None and cache is not None and hasattr(redactor, "safe_cut"):
+        cache.secrets = redactor  # write-time views never cut a secret in two, digests never quote one
     resolved_archive = _archive(archive, redactor)
     sink = _telemetry(telemetry, redactor, resolved_archive if archive_events else None, session)
+    resolved_summarizer = _summarizer(summarizer)
+    if _custom_strategy(resolved_policy) and resolved_summarizer is None:
+        message = ("policy.strategy is 'custom' but the summarizer is the extractive one, which has no prompt to "
+                   "follow: summaries keep the task_state layout (set summarizer to an LLM, e.g. "
+                   "'openai:gpt-4o-mini', for a custom prompt)")
+        _log.warning(message)
+        warnings.append(message)
     return Components(
         model=info, policy=resolved_policy, budgets=budgets, counter=counter,
-        cache=_cache(store, counter, info.context_window, budgets.tool_output_budget, tool_output, session),
-        summarizer=_summarizer(summarizer),
+        cache=cache,
+        summarizer=resolved_summarizer,
         archive=resolved_archive, tracer=Tracer(session, sink, clock=clock), session_id=session,
         redactor=redactor, clock=clock, warnings=warnings,
     )
+
+
+def _session_redactor(redactor: Any, cache: Any, session_id: str) -> Any:
+    """The redactor as this session uses it: remembering into the session's memory, kept in its blob store.
+
+    A configured redactor handed to many managers stays one per session this way (its patterns and scans are
+    shared); without a cache the memory lives in this process only.
+    """
+    if redactor is None or not hasattr(redactor, "for_session"):
+        return redactor
+    from ..redact import SecretMemory
+
+    store = getattr(cache, "store", None)
+    memory = SecretMemory(store, session_id) if store is not None else SecretMemory()
+    return redactor.for_session(memory)
+
+
+def _custom_strategy(policy: Policy) -> bool:
+    """Whether the policy asks for a custom prompt (which only an LLM summarizer can follow)."""
+    return str(policy.strategy) == "custom" or bool(getattr(policy, "custom_prompt", None))
 
 
 class ArchiveEventsExporter:
@@ -185,6 +219,9 @@ def _telemetry(telemetry: Any, redactor: Any, archive: Any, session_id: str) -> 
     from ..telemetry.processor import DURABLE_FLUSH_TIMEOUT_S
 
     redact = redactor.redact_obj if redactor is not None else None
+    # What exporters send out of the process also drops personal data (unless redaction says otherwise); the
+    # archive's own events file is local, and keeps what the archive keeps.
+    outgoing = redactor.for_telemetry().redact_obj if hasattr(redactor, "for_telemetry") else redact
     sinks: list[Any] = []
     items = [telemetry] if isinstance(telemetry, str) or not isinstance(telemetry, list | tuple) else telemetry
     for item in items:
@@ -193,8 +230,12 @@ def _telemetry(telemetry: Any, redactor: Any, archive: Any, session_id: str) -> 
         if isinstance(item, str):
             from ..exporters import telemetry_sink
 
-            sinks.append(telemetry_sink(item, redact=redact))
+            sinks.append(telemetry_sink(item, redact=outgoing))
         elif callable(getattr(item, "emit", None)):
+            # A sink of contextfold's own built by the caller (an OtelTelemetry on the agent's provider, a
+            # BatchProcessor) without a redaction hook sends events out of the process too: it gets the session's.
+            if outgoing is not None and callable(getattr(item, "redact_with", None)):
+                item.redact_with(outgoing, session_id)
             sinks.append(item)
         else:
             raise ConfigError(f"expected a Telemetry sink or exporter names, got {type(item).__name__}",

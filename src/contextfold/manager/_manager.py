@@ -20,6 +20,7 @@ from ._archiver import Archiver
 from ._cache_economics import CacheEconomics
 from ._compactor import Compactor, protected_names, with_tail
 from ._idle import IdleCompactions
+from ._secrets import SessionSecrets
 from ._spans import CALL_KIND, CALL_SPAN, COMPACT_KIND, MASK_KIND, session_metadata
 
 # Everything else is imported where it is used (issue 15): ``from contextfold import ContextManager`` loads this
@@ -162,7 +163,9 @@ class ContextManager:
         self._seq = 0
         self._archived_seq = 0  # messages added before the last archived transcript
         # The parts: each a concept of its own with its own state; the manager holds the lock and the view.
-        self._archiver = Archiver(self.archive, self.redactor, self.session_id, self.tracer)
+        # The session's secrets: learned before anything of contextfold's own is written, saved to its store.
+        self._secrets = SessionSecrets(self.redactor, self.cache)
+        self._archiver = Archiver(self.archive, self.redactor, self.session_id, self.tracer, self._secrets)
         self._compactor = Compactor(policy=self.policy, budgets=self.budgets, counter=self.counter, cache=self.cache,
                                     tracer=self.tracer, session_id=self.session_id, clock=self._clock)
         self._idle = IdleCompactions()
@@ -277,6 +280,7 @@ class ContextManager:
                     m = _keep_layout(m, processed)
                 stored.append(m)
             self._seq = seq
+            self._secrets.added(stored)
             if len(self._unwarmed) < _MAX_UNWARMED:
                 self._unwarmed.extend(stored[:_MAX_UNWARMED - len(self._unwarmed)])
             stored, orphans = self._view.split_orphans(stored)
@@ -688,6 +692,7 @@ class ContextManager:
         """
         if self.cache is None:
             return "skipped"
+        self._secrets.catch_up()  # a placeholder's digest must not quote a secret found elsewhere in the session
         view = self._view.normalized()
         p = self.policy
         with self.tracer.span("compact.mask", kind=MASK_KIND, budget_tokens=budget_tokens) as span:
@@ -785,6 +790,7 @@ class ContextManager:
         from ._spans import TracedSummarizer
 
         self._count_exactly()
+        self._secrets.catch_up()  # the summary is written from redacted text: every secret of the session known
         view = self._view.normalized()
         # The provider's last usage said the view counts more than we count: the compaction's budget, which it
         # measures with our counter, shrinks by the difference, or "nothing to compact" could leave a view the
@@ -811,7 +817,8 @@ class ContextManager:
             budget, plan = self._compactor.target(view, kind, reserved, low=self._economics.aims_low)
         try:
             result = self._compactor.run(view, kind=kind, budget=budget, plan=plan, instructions=instructions,
-                                         summarizer=TracedSummarizer(self.summarizer, self.tracer),
+                                         summarizer=TracedSummarizer(self._secrets.guard(self.summarizer),
+                                                                     self.tracer),
                                          compaction_count=self._compactions)
         except ContextfoldError:
             if before_recut is not None:
@@ -940,7 +947,9 @@ class ContextManager:
             if self._idle.pending or not automatic or self.paused or self.tokens() < sleep:
                 return None
             snapshot = self._view.normalized()
-            summarizer, budget, count = self.summarizer, self.budgets.hard - self._tool_tokens, self._compactions
+            # (The summary is computed away from the lock: the summarizer learns the whole view's secrets itself.)
+            summarizer = self._secrets.guard(self.summarizer, context=snapshot)
+            budget, count = self.budgets.hard - self._tool_tokens, self._compactions
             return self._idle.start(snapshot, self._view.version, lambda: compact_after_boundary(
                 snapshot, policy=self.policy, counter=self.counter, summarizer=summarizer, budget=budget,
                 kind="soft", compaction_count=count, clock=self._clock))
@@ -1187,6 +1196,21 @@ class ContextManager:
             view = self._view.normalized()
             self._archive_dropped()
             return self._archive_transcript(view) if self.archive is not None else None
+
+    def redact_outgoing(self, value: Any) -> Any:
+        """``value`` (text or JSON-like data) as it may leave the process: redacted like this session's telemetry.
+
+        Every secret the session has seen so far is known (the session's memory is brought up to date first), and
+        personal data goes too unless redaction says ``personal_data="nowhere"``. For what an application builds
+        from the session and sends on (a report, a transcript excerpt). Unchanged when redaction is off.
+        """
+        redactor = self.redactor
+        if redactor is None or not getattr(redactor, "enabled", True):
+            return value
+        with self._lock:
+            self._secrets.catch_up()
+        outgoing = redactor.for_telemetry() if hasattr(redactor, "for_telemetry") else redactor
+        return outgoing.redact_obj(value)
 
     def messages(self) -> list[Message]:
         """The stored view as Message objects, without compacting (a snapshot)."""

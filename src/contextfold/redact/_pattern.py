@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["TOKEN_CHARS", "SecretPattern", "accept_value", "decoded_text", "filler", "is_placeholder", "looks_random",
            "made_up", "pattern", "prefixed", "value_group"]
@@ -46,6 +47,19 @@ class SecretPattern:
     def compile(cls, name: str, pattern: str, flags: int = 0) -> SecretPattern:
         """A pattern from regex source (raises ``re.error`` for invalid syntax)."""
         return cls(name, re.compile(pattern, flags))
+
+    @classmethod
+    def untrusted(cls, name: str, source: str) -> SecretPattern:
+        """A pattern from an operator's regex source, each scan under the time limit model-chosen patterns have.
+
+        A scan past the limit raises :class:`~contextfold.untrusted.regex.PatternTimeout`; the redactor then redacts
+        the whole text it was scanning (it cannot say which part is safe). Raises ``InvalidPattern`` (a
+        ``ValueError``) for invalid syntax.
+        """
+        from ..untrusted.regex import TimedPattern
+
+        timed: Any = TimedPattern(source)
+        return cls(name, timed)
 
     def may_match(self, lowered: str) -> bool:
         """False only when no trigger occurs in ``lowered`` (the text, lower-cased)."""
@@ -155,8 +169,10 @@ _PLACEHOLDER = re.compile(
 _ELLIPSIS = re.compile(r"\.{3}|…|\*{3,}|x{4,}|X{4,}")
 _PLACEHOLDER_WORDS = frozenset({"changeme", "change_me", "change-me", "replaceme", "replace_me", "replace-me",
                                 "redacted", "todo", "tbd", "fixme", "secret", "password"})
-# A YAML tag (`password: !vault |`, CloudFormation's `!Ref DbPassword`): the value is elsewhere.
+# A YAML tag (`password: !vault |`, CloudFormation's `!Ref DbPassword`): the value is elsewhere. A tag is a word
+# (`!GetAZs` at most two capitals in a row): `!AAAAAAAAAAB` is a password.
 _YAML_TAG = re.compile(r"!!?[A-Za-z_][A-Za-z_.:]*")
+_CAPITALS_RUN = re.compile(r"[A-Z]{3}")
 # $NAME, ${NAME}, $(command), `command`: the shell substitutes the value.
 _REFERENCE = re.compile(r"\$[A-Za-z_{(]|`")
 
@@ -166,7 +182,8 @@ def is_placeholder(value: str) -> bool:
     stripped = value.strip()
     return (not stripped or bool(_NULL_LIKE.fullmatch(stripped) or _PLACEHOLDER.fullmatch(stripped))
             or bool(_ELLIPSIS.search(stripped)) or stripped.lower() in _PLACEHOLDER_WORDS
-            or bool(_YAML_TAG.fullmatch(stripped)) or bool(_REFERENCE.match(stripped)) or filler(stripped))
+            or bool(_YAML_TAG.fullmatch(stripped) and not _CAPITALS_RUN.search(stripped))
+            or bool(_REFERENCE.match(stripped)) or filler(stripped))
 
 
 # -- base64 that decodes to text -------------------------------------------------------------------------------------

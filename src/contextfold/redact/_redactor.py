@@ -15,11 +15,13 @@ import bisect
 import copy
 import itertools
 import json
+import logging
 import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ..messages import (
@@ -35,6 +37,8 @@ from ..messages import (
     is_opaque,
 )
 from ..telemetry._pace import GilPacer
+from ..untrusted.regex import PatternTimeout
+from .memory import LEARN_MIN_CHARS, MAX_LEARNED, SecretMemory
 
 if TYPE_CHECKING:
     from .rules import SecretPattern
@@ -42,35 +46,22 @@ if TYPE_CHECKING:
 __all__ = [
     "LEARN_MIN_CHARS",
     "MAX_LEARNED",
+    "PERSONAL_DATA_CHOICES",
     "Finding",
     "Redactor",
     "marker",
 ]
 
-
+_log = logging.getLogger(__name__)
+# Kinds of personal data (contextfold.redact._personal): redacted where asked, never remembered as secrets.
+_PERSONAL_KINDS = frozenset({"email", "phone", "card_number"})
+# What is remembered when remembering is off: nothing, the same object every time.
+_NOTHING: Mapping[str, str] = MappingProxyType({})
 
 # A finding that is exactly a marker is a secret redacted earlier: renaming it (`api_key = "[REDACTED:openai_key]"`
 # seen again by the api_key pattern) would make redaction depend on how many times it ran (the manager redacts a
 # transcript and the archive redacts it again).
 _MARKER_RE = re.compile(r"\[REDACTED:[^\]\n]*\]")
-# A secret, once found, is remembered by its alphanumeric runs of at least this length that mix letters and digits:
-# a summarizer lists identifiers without the `password=` or `Bearer` that made them recognisable, and an agent may
-# repeat a token in prose. Shorter or single-class runs ("password", "localhost") are too common to replace.
-LEARN_MIN_CHARS = 12
-_LEARNABLE_RE = re.compile(rf"[A-Za-z0-9]{{{LEARN_MIN_CHARS},}}")
-# Letter/digit alternations a remembered run needs at least: "Python3Module" or "Version2024" (one word and one
-# number) are names that recur in code; key material switches between letters and digits all along.
-_LEARN_MIN_SWITCHES = 2
-_SWITCH_RE = re.compile(r"(?<=[A-Za-z])(?=[0-9])|(?<=[0-9])(?=[A-Za-z])")
-
-
-def _learnable(run: str) -> bool:
-    """Whether a run of a found secret may be remembered: it mixes letters and digits like generated text does."""
-    return len(_SWITCH_RE.findall(run)) >= _LEARN_MIN_SWITCHES
-# A secret found inside JSON text (tool-call arguments) still has its escapes: `\nMIIE...` must teach `MIIE...`.
-_JSON_ESCAPE_RE = re.compile(r"\\(?:[nrtbf/\"\\]|u[0-9a-fA-F]{4})")
-# Remembered runs kept at most: a redactor shared by many sessions must not grow without bound.
-MAX_LEARNED = 4096
 # Scans remembered by text (issue 15): a transcript archived at compaction is redacted whole, and its messages were
 # mostly scanned already, by an earlier transcript or on the background thread while the agent waited for its model.
 # The findings of a text depend on the text and the patterns only (what was learned is applied after), so they
@@ -212,6 +203,18 @@ class Finding:
     name: str
 
 
+_timed_out: set[str] = set()
+
+
+def _warn_timeout(name: str, chars: int) -> None:
+    """Say once per pattern (and process) that a redaction pattern timed out and what was done about it."""
+    if name in _timed_out:
+        return
+    _timed_out.add(name)
+    _log.warning("redaction pattern %r ran past its time limit on a text of %d characters; the whole text was "
+                 "redacted (the pattern backtracks too much: simplify it)", name, chars)
+
+
 def marker(name: str) -> str:
     """The text a secret of kind ``name`` is replaced with."""
     return f"[REDACTED:{name}]"
@@ -225,6 +228,13 @@ def _secret_span(m: re.Match[str]) -> tuple[int, int]:
     return m.span()
 
 
+# Where personal data (e-mail addresses, phone and card numbers) is redacted too: "telemetry" (the default: what
+# exporters send out of the process), "everywhere" (the archive as well), "nowhere".
+PERSONAL_DATA_CHOICES = ("telemetry", "everywhere", "nowhere")
+# A text is cut around its secrets within this distance of the cut (more than any secret is long).
+_CUT_WINDOW_CHARS = 8192
+
+
 class Redactor:
     """Replaces secrets in text, JSON-like objects and messages.
 
@@ -235,13 +245,20 @@ class Redactor:
     Args:
         enabled: when False every method returns its input unchanged (the caller should emit a warning event).
         patterns: user patterns, ``{name: regex}`` or :class:`SecretPattern` objects, checked with the built-ins.
+            Regexes given as text run on the time-limited engine of :mod:`contextfold.untrusted.regex`; one that
+            runs past the limit on a text redacts that whole text (see :meth:`SecretPattern.untrusted`).
         builtin: whether the built-in patterns are used.
         disabled: names of built-in patterns to skip (for example ``{"url_credentials"}``).
         callback: a last pass over every redacted string, for secrets no regex describes.
         apply_to_model: a flag the context manager reads: redact what the model sees too (off by default).
-        remember: replace later verbatim repeats of every secret found (its runs of ``LEARN_MIN_CHARS`` or more
-            letters and digits), even where no pattern would recognise it. A repeat seen before the secret was
-            first found is not caught.
+        remember: replace later repeats of every secret found (the value, its JSON forms and its long runs of
+            letters and digits, see :mod:`contextfold.redact.memory`), even where no pattern would recognise it.
+        memory: where remembered secrets are kept: a session's :class:`~contextfold.redact.memory.SecretMemory`
+            (a manager gives its redactor the session's, kept in the session's store); a memory of its own when
+            None.
+        personal_data: where e-mail addresses, phone and card numbers are redacted as well (never remembered):
+            ``"telemetry"`` (what :meth:`for_telemetry` redacts: events leaving the process), ``"everywhere"`` (this
+            redactor too: the archive), ``"nowhere"``.
     """
 
     def __init__(
@@ -254,6 +271,8 @@ class Redactor:
         callback: Callable[[str], str] | None = None,
         apply_to_model: bool = False,
         remember: bool = True,
+        memory: SecretMemory | None = None,
+        personal_data: str = "telemetry",
     ) -> None:
         skip = frozenset(disabled)
         if skip:
@@ -262,10 +281,13 @@ class Redactor:
             unknown = skip - {p.name for p in BUILTIN_PATTERNS}
             if unknown:
                 raise ValueError(f"disabled: unknown built-in pattern(s) {sorted(unknown)}")
+        if personal_data not in PERSONAL_DATA_CHOICES:
+            raise ValueError(f"personal_data: expected one of {', '.join(PERSONAL_DATA_CHOICES)}, "
+                             f"got {personal_data!r}")
         if isinstance(patterns, Mapping):
             from .rules import SecretPattern
 
-            user = [SecretPattern.compile(name, rx) for name, rx in patterns.items()]
+            user = [SecretPattern.untrusted(name, rx) for name, rx in patterns.items()]
         else:
             user = list(patterns)
         # The built-in patterns are compiled by the first redaction (see patterns), not by the constructor.
@@ -277,9 +299,32 @@ class Redactor:
         self.callback = callback
         self.apply_to_model = apply_to_model
         self.remember = remember
-        # Copy-on-write: exporter threads read it while the agent's thread learns; readers never see a dict change.
-        self._learned: dict[str, str] = {}
-        self._learn_lock = threading.Lock()
+        self.memory = memory if memory is not None else SecretMemory()
+        self.personal_data = personal_data
+        self._with_personal = personal_data == "everywhere"
+
+    # -- copies sharing what they can ---------------------------------------------------------------------------
+    def for_session(self, memory: SecretMemory) -> Redactor:
+        """This redactor (same patterns, same settings, shared scans) remembering into ``memory``.
+
+        What a manager does with the redactor it is given: the secrets of a session are the session's, even when
+        one configured redactor is handed to many managers.
+        """
+        twin = copy.copy(self)
+        twin.memory = memory
+        return twin
+
+    def for_telemetry(self) -> Redactor:
+        """The redactor for events leaving the process: personal data too, unless ``personal_data="nowhere"``.
+
+        It shares this redactor's memory: a secret either learns is redacted by both.
+        """
+        if self.personal_data == "nowhere" or self._with_personal:
+            return self
+        twin = copy.copy(self)
+        twin._with_personal = True
+        twin._patterns = None  # (resolved again, with the personal-data patterns)
+        return twin
 
     @property
     def patterns(self) -> tuple[SecretPattern, ...]:
@@ -290,19 +335,23 @@ class Redactor:
                 from .rules import BUILTIN_PATTERNS
 
                 chosen = [p for p in BUILTIN_PATTERNS if p.name not in self._skip]
+            if self._with_personal:
+                from ._personal import PERSONAL_PATTERNS
+
+                chosen.extend(PERSONAL_PATTERNS)
             patterns = (*self._user_patterns, *chosen)
             # Which patterns a text needs: each trigger is looked for once (many patterns share "secret", "key"…).
-            self._triggers = tuple(dict.fromkeys(t for p in patterns for t in p.triggers))
+            triggers = tuple(dict.fromkeys(t for p in patterns for t in p.triggers))
             self._pattern_triggers = tuple(frozenset(p.triggers) for p in patterns)
             # For bulk redaction: the triggers less those holding a shorter one (a text with `passw` has `pass`),
             # and what the patterns without triggers need; None when some pattern may match any text.
-            needles = tuple(t for t in self._triggers if not any(o != t and o in t for o in self._triggers))
+            needles = tuple(t for t in triggers if not any(o != t and o in t for o in triggers))
             # A text holds a longer trigger only if it holds a needle inside it: those are looked for only then.
             self._needles = needles
-            self._holding = {n: tuple(t for t in self._triggers if t != n and n in t) for n in needles}
+            self._holding = {n: tuple(t for t in triggers if t != n and n in t) for n in needles}
             needs = tuple(p.needs for p in patterns if not p.triggers and p.needs is not None)
             untested = any(not p.triggers and p.needs is None for p in patterns)
-            separated = any(_PREFILTER_SEPARATOR in t for t in self._triggers)
+            separated = any(_PREFILTER_SEPARATOR in t for t in triggers)
             self._prefilter = None if untested or separated else (needles, needs)
             self._scan_memory = _scan_cache(patterns)
             self._patterns = patterns
@@ -314,22 +363,33 @@ class Redactor:
             self.patterns  # noqa: B018 (resolves the patterns and their cache)
         return self._scan_memory
 
-    def learn(self, secret: str, name: str) -> None:
-        """Remember ``secret`` so that its repeats are redacted as ``name`` (see ``remember``)."""
-        text = _JSON_ESCAPE_RE.sub(" ", secret) if "\\" in secret else secret
-        runs = [r for r in _LEARNABLE_RE.findall(text) if _learnable(r)]
-        if not self.remember or not runs:
-            return
-        with self._learn_lock:
-            fresh = {r: name for r in runs if r not in self._learned}
-            if fresh and len(self._learned) + len(fresh) <= MAX_LEARNED:
-                self._learned = {**self._learned, **fresh}
+    @property
+    def _learned(self) -> Mapping[str, str]:
+        """What is remembered (a new object whenever something is learned; empty when ``remember`` is off)."""
+        return self.memory.table if self.remember else _NOTHING
 
-    def _replace_learned(self, text: str) -> str:
-        learned = self._learned
-        if not learned or len(text) < LEARN_MIN_CHARS:
-            return text
-        return _LEARNABLE_RE.sub(lambda m: marker(learned[m.group()]) if m.group() in learned else m.group(), text)
+    def learn(self, secret: str, name: str) -> None:
+        """Remember ``secret`` so that its repeats are redacted as ``name`` (see ``remember``).
+
+        Personal data is never remembered: an address redacted from an event stays exact in the archive.
+        """
+        if not self.remember or name in _PERSONAL_KINDS:
+            return
+        self.memory.learn(secret, name)
+        if name == "basic_auth" and ":" not in secret:
+            # user:password in base64: the password may also be written out on its own.
+            from ._pattern import decoded_text
+
+            decoded = decoded_text(secret.rstrip("="))
+            password = decoded.partition(":")[2] if decoded is not None else ""
+            if password:
+                self.memory.learn(password, "password")
+
+    def learn_text(self, text: str) -> None:
+        """Remember the secrets the patterns find in ``text`` (a whole tool output whose view shows only part)."""
+        if self.enabled and self.remember and text:
+            for f in self.scan(text):
+                self.learn(text[f.start : f.end], f.name)
 
     # -- text ---------------------------------------------------------------------------------------------------
     def scan(self, text: str) -> list[Finding]:
@@ -353,7 +413,14 @@ class Redactor:
                 continue  # (SecretPattern.may_match, with each trigger looked for once)
             if not triggers and pattern.needs is not None and not pattern.needs.search(lowered):
                 continue  # (what a pattern without triggers needs is cheaper to find than its matches)
-            for m, name in pattern.findings(text, lowered):
+            try:
+                matches = pattern.findings(text, lowered)
+            except PatternTimeout:
+                # A pattern that cannot finish cannot vouch for any part of the text: the whole text is its finding.
+                _warn_timeout(pattern.name, len(text))
+                found.append((0, -len(text), priority, pattern.name))
+                continue
+            for m, name in matches:
                 start, end = _secret_span(m)
                 if end > start and not _MARKER_RE.fullmatch(text, start, end):
                     found.append((start, -(end - start), priority, name))
@@ -366,6 +433,28 @@ class Redactor:
                 last_end = start - neg_len
         return tuple(out)
 
+    def spans(self, text: str) -> list[Finding]:
+        """Every secret in ``text``: what the patterns find (learning it), then what is remembered, without overlaps.
+
+        Remembered secrets are looked for after learning what this text teaches, so a value found in context here
+        is found bare further on in the same text.
+        """
+        findings = self.scan(text)
+        for f in findings:
+            self.learn(text[f.start : f.end], f.name)
+        remembered = self.memory.spans(text) if self.remember else []
+        if not remembered:
+            return findings
+        merged = sorted([*findings, *(Finding(s, e, k) for s, e, k in remembered)],
+                        key=lambda f: (f.start, -f.end))
+        out: list[Finding] = []
+        last_end = -1
+        for f in merged:
+            if f.start >= last_end and not _MARKER_RE.fullmatch(text, f.start, f.end):
+                out.append(f)
+                last_end = f.end
+        return out
+
     def warm(self, messages: Iterable[Message], *, paced: bool = True) -> int:
         """Scan (and remember) every text :meth:`redact_message` will scan in ``messages``, learning nothing.
 
@@ -376,10 +465,9 @@ class Redactor:
         """
         if not self.enabled:
             return 0
-        # A shadow shares the scans but learns into a table of its own, which is dropped.
+        # A shadow shares the scans but learns into a memory of its own, which is dropped.
         shadow = copy.copy(self)
-        shadow._learned = {}
-        shadow._learn_lock = threading.Lock()
+        shadow.memory = SecretMemory()
         shadow.callback = None
         pacer = GilPacer() if paced else None
         done = 0
@@ -394,21 +482,65 @@ class Redactor:
         """``text`` with every secret replaced by its marker; the rest is unchanged."""
         if not self.enabled or not text:
             return text
-        findings = self.scan(text)
-        if not findings:
-            result = self._replace_learned(text)  # (the text itself when nothing was learned: no copy)
+        found = self.spans(text)
+        if not found:
+            result = text
         else:
-            for f in findings:
-                self.learn(text[f.start : f.end], f.name)
             pieces: list[str] = []
             pos = 0
-            for f in findings:
-                pieces.append(self._replace_learned(text[pos : f.start]))
+            for f in found:
+                pieces.append(text[pos : f.start])
                 pieces.append(marker(f.name))
                 pos = f.end
-            pieces.append(self._replace_learned(text[pos:]))
+            pieces.append(text[pos:])
             result = "".join(pieces)
         return self.callback(result) if self.callback is not None else result
+
+    def blank(self, text: str) -> str:
+        """``text`` with every secret replaced by spaces: what a digest or an outline may pick words from."""
+        if not self.enabled or not text:
+            return text
+        found = self.spans(text)
+        if not found:
+            return text
+        pieces: list[str] = []
+        pos = 0
+        for f in found:
+            pieces.append(text[pos : f.start])
+            pieces.append(" " * (f.end - f.start))
+            pos = f.end
+        pieces.append(text[pos:])
+        return "".join(pieces)
+
+    def mentions_secret(self, text: str) -> bool:
+        """Whether ``text`` holds a secret, or shares a piece of :data:`PIECE_CHARS` characters with a remembered one.
+
+        For the words a digest lists from a stored output read before the secret was known: a word that is a piece
+        of a secret, or runs into one, would be recognised by nothing once it stands alone.
+        """
+        if not self.enabled or not text:
+            return False
+        if self.spans(text):
+            return True
+        return self.remember and self.memory.shares_piece(text)
+
+    def safe_cut(self, text: str, at: int, *, keep_head: bool = True) -> int:
+        """Where to cut ``text`` near ``at`` so that no secret is split: ``at``, or the edge of the secret there.
+
+        ``keep_head``: the text before the cut is kept (the cut moves back to the secret's start); otherwise the
+        text after it (the cut moves on to the secret's end). Only the text around ``at`` is read.
+        """
+        if not self.enabled or at <= 0 or at >= len(text):
+            return at
+        offset = max(0, at - _CUT_WINDOW_CHARS)
+        window = text[offset : at + _CUT_WINDOW_CHARS]
+        for f in self.spans(window):
+            start, end = f.start + offset, f.end + offset
+            if start < at < end:
+                return start if keep_head else end
+            if start >= at:
+                break
+        return at
 
     # -- structures ---------------------------------------------------------------------------------------------
     def redact_obj(self, obj: Any) -> Any:
@@ -505,28 +637,55 @@ class Redactor:
         """Whether :meth:`redact_message` is known to return ``m`` itself now (found clean, nothing learned since)."""
         return self.enabled and self.callback is None and not self._learned and self._scans.is_clean(m)
 
-    def redact_messages(self, messages: Iterable[Message]) -> list[Message]:
-        """Every message redacted (see :meth:`redact_message`), the same as one by one, but faster in bulk.
+    def learn_from(self, messages: Iterable[Message]) -> None:
+        """Learn every secret the patterns find in ``messages`` (their texts, arguments, meta and extra).
 
-        A prefilter searches all the messages' text at once for what any pattern needs (its trigger substrings, a
-        base64 run, a remembered secret); a message with none of it comes back as it is, unscanned. When a message
-        teaches a new secret, the ones after it are redacted one by one (the prefilter did not search for it).
+        What a session does before it writes text of its own (a summary, a digest): a value found in context
+        anywhere in the session is then known bare everywhere.
+        """
+        items = list(messages)
+        if not self.enabled or not self.remember or not items:
+            return
+        found = self._suspects(items)
+        for i in range(len(items)) if found is None else sorted(found[0]):
+            self.redact_message(items[i])  # (learning is what redacting a message does on the way)
+
+    def redact_messages(self, messages: Iterable[Message]) -> list[Message]:
+        """Every message redacted, in bulk: first every secret of the batch is learned, then each is redacted.
+
+        The same as :meth:`learn_from` the batch, then :meth:`redact_message` one by one: a value found in context
+        late in the batch is redacted where an earlier message mentions it bare. A prefilter searches all the
+        messages' text at once for what any pattern needs (its trigger substrings, a base64 run) and, once the batch
+        is learned, for what is remembered; a message with none of it comes back as it is, unscanned.
         """
         items = list(messages)
         if not self.enabled:
             return items
-        suspects = self._suspects(items)
-        if suspects is None:
+        found = self._suspects(items)
+        if found is None:
+            if self.remember:
+                for m in items:
+                    self.redact_message(m)
             return [self.redact_message(m) for m in items]
-        learned = self._learned
-        return [self.redact_message(m) if i in suspects or self._learned is not learned else m
+        suspects, texts = found
+        before = self._learned
+        done = {i: self.redact_message(items[i]) for i in sorted(suspects)}
+        if self._learned is not before:
+            done = {}  # (a secret learned on the way may be mentioned in a message redacted before it)
+        remembered = self._remembered_in(texts)
+        if remembered is None:
+            return [done[i] if i in done else self.redact_message(m) for i, m in enumerate(items)]
+        suspects |= remembered
+        return [done[i] if i in done else self.redact_message(m) if i in suspects else m
                 for i, m in enumerate(items)]
 
-    def _suspects(self, items: list[Message]) -> set[int] | None:
-        """Indexes of the messages the prefilter cannot clear, or None when it does not apply."""
+    def _suspects(self, items: list[Message]) -> tuple[set[int], list[str]] | None:
+        """The messages the patterns' prefilter cannot clear, with the texts it searched; None when it cannot work.
+
+        Texts are each message's strings joined, in order (what :meth:`_remembered_in` searches next).
+        """
         self.patterns  # noqa: B018 (resolves the patterns and the prefilter)
-        learned = self._learned
-        if self._prefilter is None or self.callback is not None or len(learned) > _PREFILTER_MAX_LEARNED:
+        if self._prefilter is None or self.callback is not None:
             return None
         needles, needs = self._prefilter
         suspects: set[int] = set()
@@ -538,18 +697,27 @@ class Redactor:
                 strings = []
             texts.append(_PREFILTER_SEPARATOR.join(strings))
         if not texts:
-            return suspects
+            return suspects, texts
         lowered = [t.lower() for t in texts]  # (one by one: lower-casing may change a text's length)
         starts = list(itertools.accumulate((len(t) + 1 for t in lowered[:-1]), initial=0))
         joined = _PREFILTER_SEPARATOR.join(lowered)
         self._search(joined, starts, needles, suspects)
         for need in needs:
-            for found in need.finditer(joined):
-                suspects.add(bisect.bisect_right(starts, found.start()) - 1)
-        if learned:
-            starts = list(itertools.accumulate((len(t) + 1 for t in texts[:-1]), initial=0))
-            self._search(_PREFILTER_SEPARATOR.join(texts), starts, tuple(learned), suspects)
-        return suspects
+            for hit in need.finditer(joined):
+                suspects.add(bisect.bisect_right(starts, hit.start()) - 1)
+        return suspects, texts
+
+    def _remembered_in(self, texts: list[str]) -> set[int] | None:
+        """Indexes of the texts holding a remembered secret, or None when too many are remembered to search."""
+        learned = self._learned
+        if not learned or not texts:
+            return set()
+        if len(learned) > _PREFILTER_MAX_LEARNED:
+            return None
+        starts = list(itertools.accumulate((len(t) + 1 for t in texts[:-1]), initial=0))
+        holding: set[int] = set()
+        self._search(_PREFILTER_SEPARATOR.join(texts), starts, tuple(learned), holding)
+        return holding
 
     @staticmethod
     def _search(joined: str, starts: list[int], needles: Iterable[str], suspects: set[int]) -> None:

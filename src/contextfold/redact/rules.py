@@ -78,6 +78,7 @@ _DIGIT_RUN = re.compile(r"\d{3}")
 # sha256Key and utf8Str switch twice between letters and digits; Key8fG2hJ9kL six times.
 _LETTER_DIGIT_SWITCH = re.compile(r"(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])")
 _WORD_SPLIT = re.compile(r"[_\-:@]+|(?<=[a-z0-9])(?=[A-Z])")
+_NAME_WORD = re.compile(r"[A-Z]?[a-z]*[0-9]*|[A-Z]+[0-9]*|[0-9]+")
 _CODE_FOLLOWERS = ",)}]"
 _REFERENCE = re.compile(r"\$[A-Za-z_{(]")
 # Text after a `key: value` that makes it prose (a docstring's `password: the user's password`), not a setting.
@@ -96,8 +97,10 @@ def _names_a_secret(identifier: str) -> bool:
     """
     if _DIGIT_RUN.search(identifier) or len(_LETTER_DIGIT_SWITCH.findall(identifier)) >= 4:
         return False  # names do not carry three digits in a row, nor switch between letters and digits this often
-    words = _WORD_SPLIT.sub(" ", identifier).lower().split()
-    return any(word in _SECRET_WORDS for word in words)
+    words = _WORD_SPLIT.sub(" ", identifier).split()
+    if not all(_NAME_WORD.fullmatch(word) for word in words):
+        return False  # a word of a name is lower case, capitalized or capitals: `SECREtA00` is made up
+    return any(word.lower() in _SECRET_WORDS for word in words)
 
 
 def _dotted_name(value: str) -> bool:

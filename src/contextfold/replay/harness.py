@@ -373,7 +373,7 @@ class SessionReplayer:
                 continue  # when work happened, not what changed: the report does not list spans
             events.append(_event_entry(event, turn))
         b = self.manager.budgets
-        return {
+        result = {
             "id": self.session.id,
             "source": self.session.source,
             "format": self.format,
@@ -389,6 +389,16 @@ class SessionReplayer:
             "summaries": summaries,
             "error": None,
         }
+        return self._redacted(result)
+
+    def _redacted(self, result: dict[str, Any]) -> dict[str, Any]:
+        """``result`` as it may leave the process: the session's secrets (and personal data) redacted.
+
+        The figures name what the turns mentioned (missing facts, summaries, event payloads): the session's
+        redactor, which has learned every secret of the session by now, redacts them like any other telemetry.
+        """
+        redacted: dict[str, Any] = self.manager.redact_outgoing(result)
+        return redacted
 
 
 def _event_entry(event: Event, turn: int | None) -> dict[str, Any]:

@@ -83,6 +83,8 @@ _FLAG = re.compile(r"--(?<![\w-]--)[A-Za-z][\w-]+")
 _ORDINAL = re.compile(r"\d+(?:st|nd|rd|th|s)", re.IGNORECASE)
 
 _ESCAPE = re.compile(r"\\[nrt]")
+# A redaction marker ([REDACTED:password]) stands for a secret: neither it nor its kind is a name worth keeping.
+_REDACTED = re.compile(r"\[REDACTED:[^\]\n]*\]")
 
 _TRAILING = ".,:;!?'\")]}>"
 
@@ -243,6 +245,8 @@ def _extract(text: str) -> dict[str, list[str]]:
     seen: set[str] = set()
     # JSON-escaped text ("line\\nPython") must not read as the word "nPython".
     work = _ESCAPE.sub("  ", text) if "\\" in text else text
+    if "[REDACTED:" in work:
+        work = _REDACTED.sub(_spaces, work)
     for kind, pattern, accept, literals in _WHOLE_TEXT:
         if any(literal in work for literal in literals):
             work = _read(work, kind, pattern, accept, found, seen, claims=True)
@@ -356,7 +360,7 @@ def _extract_plain(text: str) -> dict[str, list[str]]:
     """What :func:`_extract` computes, by running every rule of ``_RULES`` over the whole text (for the tests)."""
     found: dict[str, list[str]] = {kind: [] for kind in ENTITY_KINDS}
     seen: set[str] = set()
-    work = _ESCAPE.sub("  ", text)
+    work = _REDACTED.sub(_spaces, _ESCAPE.sub("  ", text))
     for kind, pattern, accept, claims in _RULES:
         work = _read(work, kind, pattern, accept, found, seen, claims=claims)
     return found
@@ -399,6 +403,10 @@ def bare_numbers(text: str) -> list[str]:
         cached = tuple(_BARE_NUMBER.findall(_LISTING_PREFIX.sub(" ", _readable(text))))
         _numbers_cache.put(key, cached, size_of_strings(cached))
     return list(cached)
+
+
+def _spaces(match: re.Match[str]) -> str:
+    return " " * len(match.group())
 
 
 def _blank(text: str, spans: list[tuple[int, int]]) -> str:

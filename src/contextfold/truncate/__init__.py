@@ -1,7 +1,8 @@
 """Pure text budgeting: head and tail within a token or byte budget, line caps, and structure-aware cuts.
 
 Contract: :func:`truncate_text` keeps head and tail with a marker saying what was cut (``_text``); outputs of a few
-long lines (minified JSON, one-line responses) are cut by structure or characters instead (``shape``).
+long lines (minified JSON, one-line responses) are cut by structure or characters instead (``shape``). Each cutter
+takes an optional :data:`CutGuard` that keeps a cut out of a secret (``Redactor.safe_cut``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
         DEFAULT_HEAD_RATIO,
         MAX_LINE_LENGTH,
         SERIALIZATION_BUFFER,
+        CutGuard,
         TruncatedText,
         TruncationUnit,
         truncate_text,
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
 
 # name -> the module that defines it, imported on first use (see contextfold._lazy).
 _EXPORTS: dict[str, str] = {
+    "CutGuard": "._text",
     "DEFAULT_HEAD_RATIO": "._text",
     "FEW_LINES": ".shape",
     "MAX_LINE_LENGTH": "._text",
@@ -35,7 +38,16 @@ _EXPORTS: dict[str, str] = {
     "truncate_text": "._text",
 }
 __all__ = [
-    "DEFAULT_HEAD_RATIO", "FEW_LINES", "MAX_LINE_LENGTH", "SERIALIZATION_BUFFER", "TruncatedText", "TruncationUnit",
-    "cut_by_chars", "is_few_long_lines", "shape_json", "truncate_text",
+    "DEFAULT_HEAD_RATIO",
+    "FEW_LINES",
+    "MAX_LINE_LENGTH",
+    "SERIALIZATION_BUFFER",
+    "CutGuard",
+    "TruncatedText",
+    "TruncationUnit",
+    "cut_by_chars",
+    "is_few_long_lines",
+    "shape_json",
+    "truncate_text",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

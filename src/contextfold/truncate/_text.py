@@ -18,12 +18,17 @@ __all__ = [
     "DEFAULT_HEAD_RATIO",
     "MAX_LINE_LENGTH",
     "SERIALIZATION_BUFFER",
+    "CutGuard",
     "TruncatedText",
     "TruncationUnit",
     "truncate_text",
 ]
 
 TruncationUnit: TypeAlias = Literal["none", "bytes", "tokens"]
+# Where a cut may fall: ``guard(text, at, keep_head)`` returns ``at`` or the edge of a secret ``at`` would split
+# (its start when the head is kept, its end when the tail is). Cutting a secret in two leaves a piece that no rule
+# recognises; a guard keeps it whole or leaves it out (:meth:`contextfold.redact.Redactor.safe_cut`).
+CutGuard: TypeAlias = Callable[[str, int, bool], int]
 _UNITS = ("none", "bytes", "tokens")
 
 # Tool outputs are embedded in JSON (escaped quotes, backslashes, \n) and framed by the provider; keeping the text
@@ -143,10 +148,11 @@ def line_count(text: str) -> int:
     return text.count("\n") + (0 if text.endswith("\n") else 1)
 
 
-def cap_lines(text: str, max_line_length: int) -> tuple[str, int]:
+def cap_lines(text: str, max_line_length: int, guard: CutGuard | None = None) -> tuple[str, int]:
     """``text`` with every line longer than ``max_line_length`` characters cut, and how many lines were cut.
 
-    The cut part is replaced by ``…N chars truncated…``; line endings (LF, CRLF) are kept.
+    The cut part is replaced by ``…N chars truncated…``; line endings (LF, CRLF) are kept. ``guard`` moves a cut
+    that would split a secret to the secret's start.
     """
     if len(text) <= max_line_length:
         return text, 0
@@ -155,7 +161,8 @@ def cap_lines(text: str, max_line_length: int) -> tuple[str, int]:
     for i, line in enumerate(lines):
         body, cr = (line[:-1], "\r") if line.endswith("\r") else (line, "")
         if len(body) > max_line_length:
-            lines[i] = f"{body[:max_line_length]}{_marker(len(body) - max_line_length, 'chars')}{cr}"
+            at = guard(body, max_line_length, True) if guard is not None else max_line_length
+            lines[i] = f"{body[:at]}{_marker(len(body) - at, 'chars')}{cr}"
             capped += 1
     return ("\n".join(lines), capped) if capped else (text, 0)
 

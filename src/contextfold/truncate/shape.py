@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..tokens import TokenCounter
-from ._text import _fit_length
+from ._text import CutGuard, _fit_length
 
 __all__ = ["FEW_LINES", "cut_by_chars", "is_few_long_lines", "shape_json"]
 
@@ -49,18 +49,23 @@ def _dropped_chars(n: int) -> str:
     return f"…{n} chars…"
 
 
-def _shrink(value: Any, items: int, string_limit: int) -> Any:
-    """``value`` with arrays over ``items`` + 1 items cut to their first ``items`` and the last; strings cut too."""
+def _shrink(value: Any, items: int, string_limit: int, guard: CutGuard | None = None) -> Any:
+    """``value`` with arrays over ``items`` + 1 items cut to their first ``items`` and the last; strings cut too.
+
+    ``guard`` moves a string's cut that would split a secret to the secret's start.
+    """
     if isinstance(value, dict):
-        return {k: _shrink(v, items, string_limit) for k, v in value.items()}
+        return {k: _shrink(v, items, string_limit, guard) for k, v in value.items()}
     if isinstance(value, list):
         if len(value) > items + 1:
-            head = [_shrink(v, items, string_limit) for v in value[:items]]
-            tail = _shrink(value[-1], items, string_limit)
+            head = [_shrink(v, items, string_limit, guard) for v in value[:items]]
+            tail = _shrink(value[-1], items, string_limit, guard)
             return [*head, _dropped_items(len(value) - items - 1), tail]
-        return [_shrink(v, items, string_limit) for v in value]
+        return [_shrink(v, items, string_limit, guard) for v in value]
     if isinstance(value, str) and len(value) > string_limit:
         keep = max(string_limit - 12, 4)
+        if guard is not None:
+            keep = guard(value, keep, True)
         return value[:keep] + _dropped_chars(len(value) - keep)
     return value
 
@@ -77,13 +82,13 @@ def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def shape_json(text: str, fits: Callable[[str], bool]) -> str | None:
+def shape_json(text: str, fits: Callable[[str], bool], guard: CutGuard | None = None) -> str | None:
     """``text`` parsed as JSON and cut by structure until ``fits`` accepts it.
 
     None when it is not JSON or nothing structured fits (the caller cuts by characters, keeping the head). Every
     key and every number, boolean and short string stays; long strings are shortened (``…N chars…``) and long
     arrays keep as many first items as fit (at least :data:`MIN_HEAD_ITEMS`) plus the last, with
-    ``…N more items…`` in place of the rest.
+    ``…N more items…`` in place of the rest. ``guard`` keeps a string's cut out of any secret it knows.
     """
     stripped = text.strip()
     if not stripped or stripped[0] not in "[{" or len(stripped) > MAX_JSON_CHARS:
@@ -103,7 +108,7 @@ def shape_json(text: str, fits: Callable[[str], bool]) -> str | None:
         best: str | None = None
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            candidate = _dump(_shrink(value, mid, limit))
+            candidate = _dump(_shrink(value, mid, limit, guard))
             if fits(candidate):
                 lo, best = mid, candidate
             else:
@@ -115,10 +120,11 @@ def shape_json(text: str, fits: Callable[[str], bool]) -> str | None:
 
 
 def cut_by_chars(text: str, *, max_tokens: int, max_bytes: int, counter: TokenCounter,
-                 head_share: float = 0.5) -> str:
+                 head_share: float = 0.5, guard: CutGuard | None = None) -> str:
     """Head and tail of ``text`` by characters within both caps, ``…N chars truncated…`` between them.
 
-    Only pieces about the size of the caps are measured, so a huge output is never token-counted whole.
+    Only pieces about the size of the caps are measured, so a huge output is never token-counted whole. ``guard``
+    moves either cut that would split a secret out of it (what is kept only shrinks).
     """
     marker_room = counter.count(f"…{len(text)} chars truncated…") + 1
     tokens = max(0, max_tokens - marker_room)
@@ -132,10 +138,14 @@ def cut_by_chars(text: str, *, max_tokens: int, max_bytes: int, counter: TokenCo
 
     head_room = math.floor(tokens * head_share)
     head_len = _fit_length(text, head_room, measure, from_end=False)
+    if guard is not None:
+        head_len = guard(text, head_len, True)
     rest = text[head_len:]
     tail_room = tokens - (counter.count(text[:head_len]) if head_len else 0)
     nbytes -= len(text[:head_len].encode("utf-8", "surrogatepass"))
     tail_len = _fit_length(rest, tail_room, measure, from_end=True)
+    if guard is not None and 0 < tail_len < len(rest):
+        tail_len = len(rest) - guard(rest, len(rest) - tail_len, False)
     if head_len + tail_len >= len(text):
         return text
     dropped = len(text) - head_len - tail_len

@@ -14,7 +14,7 @@ import re
 import time
 from typing import Any
 
-__all__ = ["PATTERN_TIME_LIMIT_S", "InvalidPattern", "PatternTimeout", "UntrustedPattern"]
+__all__ = ["PATTERN_TIME_LIMIT_S", "InvalidPattern", "PatternTimeout", "TimedPattern", "UntrustedPattern"]
 
 # A grep or history search gives up after this many CPU seconds. A linear pattern scans hundreds of megabytes in
 # that time; only a catastrophically backtracking pattern gets near it.
@@ -77,3 +77,50 @@ class UntrustedPattern:
         return PatternTimeout(
             f"the pattern {self.pattern!r} took more than {self.time_limit_s:g} s and was stopped: it backtracks "
             "too much (nested quantifiers such as (a+)+ or (.*)*); use a simpler pattern or a literal substring")
+
+
+class TimedPattern:
+    """A compiled pattern each of whose scans has the time limit on its own (operator-supplied redaction patterns).
+
+    It reads like a ``re.Pattern`` for :class:`~contextfold.redact.SecretPattern`: ``finditer``, ``match``,
+    ``groupindex``, ``pattern``. A scan past the limit raises :class:`PatternTimeout`; what to do then is the
+    caller's decision (redaction fails closed: the whole text is redacted).
+
+    Raises:
+        InvalidPattern: ``pattern`` is not a valid regular expression.
+    """
+
+    def __init__(self, pattern: str, *, time_limit_s: float | None = None) -> None:
+        import regex
+
+        try:
+            re.compile(pattern)
+            self._compiled: Any = regex.compile(pattern, regex.VERSION0)
+        except (re.error, regex.error, RecursionError, OverflowError) as exc:
+            raise InvalidPattern(pattern, str(exc)) from None
+        self.pattern = pattern
+        self.groupindex: dict[str, int] = dict(self._compiled.groupindex)
+        self.time_limit_s = PATTERN_TIME_LIMIT_S if time_limit_s is None else time_limit_s
+
+    def finditer(self, text: str) -> list[Any]:
+        """Every match in ``text``, all found within the time limit."""
+        try:
+            return list(self._compiled.finditer(text, timeout=self.time_limit_s))
+        except TimeoutError:
+            raise self._timeout() from None
+
+    def match(self, text: str, pos: int = 0) -> Any:
+        """A match at ``pos``, or None."""
+        try:
+            return self._compiled.match(text, pos, timeout=self.time_limit_s)
+        except TimeoutError:
+            raise self._timeout() from None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TimedPattern) and other.pattern == self.pattern
+
+    def __hash__(self) -> int:
+        return hash(("TimedPattern", self.pattern))
+
+    def _timeout(self) -> PatternTimeout:
+        return PatternTimeout(f"the pattern {self.pattern!r} took more than {self.time_limit_s:g} s and was stopped")

@@ -1,0 +1,145 @@
+"""The secrets of a session, learned before contextfold writes text of its own, and kept out of what it writes.
+
+A part the :class:`~contextfold.manager.ContextManager` holds. Messages added are noted; before the manager writes
+anything of its own (a masked output's digest, a summary, an archived transcript), :meth:`SessionSecrets.catch_up`
+learns the secrets of every message noted since, and of the whole outputs that write-time truncation cut, so that
+a value found in context anywhere in the session is redacted wherever it appears bare; what was learned is saved to
+the session's store. Summarizers are handed only redacted text (:class:`SecretSafeSummarizer`): a summary cannot
+repeat a secret it never saw, and what it writes is redacted again before it is stored.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..messages import Message
+    from ..summarize import Summarizer, SummaryRequest, SummaryResult
+
+__all__ = ["MAX_LEARN_SOURCE_CHARS", "SecretSafeSummarizer", "SessionSecrets"]
+
+_log = logging.getLogger(__name__)
+
+# Of a cut output read whole when catching up, at most this many characters: its first and last halves past that
+# (a 100 MB log is not scanned whole; what its view shows comes from its ends).
+MAX_LEARN_SOURCE_CHARS = 4_000_000
+
+
+class SessionSecrets:
+    """What one session's redactor must have learned before anything is written, and when to save it.
+
+    Args:
+        redactor: The session's :class:`~contextfold.redact.Redactor` (remembering into the session's memory), or
+            None when redaction is off (then every method does nothing).
+        cache: The tool output cache the whole text of cut outputs is read from (None: none).
+    """
+
+    def __init__(self, redactor: Any, cache: Any) -> None:
+        self.redactor = redactor if redactor is not None and hasattr(redactor, "learn_from") else None
+        self.cache = cache
+        self._pending: list[Message] = []
+        self._pending_refs: list[str] = []
+        self._lock = threading.Lock()
+
+    def added(self, messages: Sequence[Message]) -> None:
+        """Note messages added to the session (learned from by the next :meth:`catch_up`)."""
+        if self.redactor is None or not messages:
+            return
+        refs = [str(m.meta["ref"]) for m in messages if m.kind == "truncated" and m.meta.get("ref")]
+        with self._lock:
+            self._pending.extend(messages)
+            self._pending_refs.extend(refs)
+
+    def catch_up(self) -> None:
+        """Learn the secrets of everything noted since the last call, then save the memory to the session's store."""
+        if self.redactor is None:
+            return
+        with self._lock:
+            pending, self._pending = self._pending, []
+            refs, self._pending_refs = self._pending_refs, []
+        if pending:
+            self.redactor.learn_from(pending)
+        for ref in dict.fromkeys(refs):
+            text = self._whole_output(ref)
+            if text:
+                self.redactor.learn_text(text)
+        self.save()
+
+    def _whole_output(self, ref: str) -> str:
+        from ..errors import ContextfoldError
+
+        if self.cache is None:
+            return ""
+        try:
+            text = str(self.cache.get(ref))
+        except ContextfoldError:
+            return ""  # (gone from the store: its view is all there is, and it was learned from with its message)
+        if len(text) <= MAX_LEARN_SOURCE_CHARS:
+            return text
+        half = MAX_LEARN_SOURCE_CHARS // 2
+        return text[:half] + "\n" + text[-half:]
+
+    def save(self) -> None:
+        """Write what the memory learned to the session's store; a store that fails is reported, not raised."""
+        if self.redactor is None:
+            return
+        memory = getattr(self.redactor, "memory", None)
+        if memory is None:
+            return
+        try:
+            memory.save()
+        except Exception as exc:  # a store's own error: the session goes on, the memory stays in this process
+            _log.warning("could not save the session's secret memory: %s: %s", type(exc).__name__, exc)
+
+    def redact_text(self, text: str) -> str:
+        """``text`` redacted (as it is when redaction is off)."""
+        return str(self.redactor.redact_text(text)) if self.redactor is not None else text
+
+    def guard(self, summarizer: Summarizer, context: Sequence[Message] = ()) -> Summarizer:
+        """``summarizer`` as it must run in this session: on redacted text, its summary redacted again.
+
+        ``context``: messages to learn from first (the whole view, when the summarizer runs away from the manager's
+        lock, on an idle-compaction thread).
+        """
+        if self.redactor is None:
+            return summarizer
+        return SecretSafeSummarizer(summarizer, self.redactor, context)
+
+
+class SecretSafeSummarizer:
+    """A summarizer that never sees a secret and never writes one.
+
+    The request's messages, earlier summary and verbatim texts are redacted before the wrapped summarizer reads
+    them (an LLM summarizer sends them to a provider; the extractive one lists ids as they stand), and the summary,
+    retained facts and warnings it returns are redacted again: a remembered value an LLM rewrote stays caught.
+    """
+
+    def __init__(self, inner: Summarizer, redactor: Any, context: Sequence[Message] = ()) -> None:
+        self.inner = inner
+        self.redactor = redactor
+        self.context = context
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        """Summarize the redacted request; return the result redacted."""
+        redactor = self.redactor
+        if self.context:
+            redactor.learn_from(self.context)
+        clean = replace(
+            request,
+            messages=tuple(redactor.redact_messages(request.messages)),
+            previous_summary=(redactor.redact_text(request.previous_summary)
+                              if request.previous_summary is not None else None),
+            verbatim=tuple(redactor.redact_text(text) for text in request.verbatim),
+        )
+        result = self.inner.summarize(clean)
+        return replace(result, summary=redactor.redact_text(result.summary),
+                       retain=tuple(redactor.redact_text(fact) for fact in result.retain),
+                       warnings=tuple(redactor.redact_text(w) for w in result.warnings))
+
+    def __getattr__(self, name: str) -> Any:
+        # Anything else a summarizer offers (its counter, a name, a close()) is the wrapped summarizer's.
+        return getattr(self.inner, name)

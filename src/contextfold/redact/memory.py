@@ -1,0 +1,307 @@
+"""A session's secret memory: every value redaction took out of the session's text, remembered for the session.
+
+A summarizer lists a token without the ``password=`` that made it recognisable, a masked output's digest says "it
+mentioned: X", an agent repeats a key in prose: without its context a value matches no rule. So every value a
+rule finds is remembered, and later occurrences of it are redacted wherever they stand. What is remembered for a
+value: the value itself when it is specific enough (:func:`rememberable`), its JSON-escaped and unescaped forms,
+and its long runs of letters and digits that switch between the two (key material reformatted, a PEM body's lines).
+
+The memory of a session lives in the session's blob store beside its tool outputs (under
+``session-secrets.<hash of the session id>``), so a restarted process or another fleet worker with the same store
+redacts what the session saw before. The store holds the values in clear, as it already holds the whole tool
+outputs they came from. A save merges with what is stored: two workers that learn at once both keep theirs, except
+in the instant between one's read and its write (the next save of the other puts its values back).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from .._memo import TextMemo, text_key
+
+if TYPE_CHECKING:
+    from ..cache.blobs import BlobStore
+
+__all__ = [
+    "LEARN_MIN_CHARS", "MAX_LEARNED", "MIN_VALUE_CHARS", "PIECE_CHARS", "SecretMemory", "memory_key", "rememberable",
+]
+
+# A run of letters and digits at least this long that switches between them at least twice is remembered on its own
+# (a PEM body line, a token inside a reformatted value). Shorter or single-class runs are too common.
+LEARN_MIN_CHARS = 12
+_RUN_RE = re.compile(rf"[A-Za-z0-9]{{{LEARN_MIN_CHARS},}}")
+_LEARN_MIN_SWITCHES = 2
+_SWITCH_RE = re.compile(r"(?<=[A-Za-z])(?=[0-9])|(?<=[0-9])(?=[A-Za-z])")
+# A whole value is remembered when it is at least this long and not a plain lower-case word (`postgres` in a test
+# config must not be redacted from every later mention of the database); lower-case values from this length on
+# are specific enough (`mysupersecretjwtsigningkey`).
+MIN_VALUE_CHARS = 6
+_LOWER_WORD_CHARS = 12
+_LOWER_WORD = re.compile(r"[a-z]+")
+# Remembered strings at most: a redactor shared by many sessions must not grow without bound.
+MAX_LEARNED = 4096
+# A secret found inside JSON text (tool-call arguments) still has its escapes: `\nMIIE...` must teach `MIIE...`.
+_JSON_ESCAPE_RE = re.compile(r"\\(?:[nrtbf/\"\\]|u[0-9a-fA-F]{4})")
+_MARKER_RE = re.compile(r"\[REDACTED:[^\]\n]*\]")
+# A word sharing this many consecutive characters with a remembered string is a piece of a secret (the corpus test's
+# measure of a leak: no 5-character piece of a value left).
+PIECE_CHARS = 5
+# What spans() found in a text, by the text's hash: at most this many bytes a session (about 8,000 texts).
+_FOUND_MEMO_BYTES = 2 * 1024 * 1024
+_HIT_BYTES = 64
+# Texts up to this long are searched position by position (see SecretMemory._short_spans), longer ones string by string.
+_SHORT_TEXT_CHARS = 512
+# The store key's prefix: not a ref id, a claim or a line index, so retention and GC leave it alone.
+_KEY_PREFIX = "session-secrets."
+_FORMAT = 1
+
+
+def memory_key(session_id: str) -> str:
+    """The blob-store key of ``session_id``'s secret memory (the session id itself never appears in a key)."""
+    digest = hashlib.blake2b(session_id.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    return _KEY_PREFIX + digest
+
+
+def rememberable(value: str) -> bool:
+    """Whether ``value`` is specific enough to be redacted wherever it occurs later."""
+    stripped = value.strip()
+    if len(stripped) < MIN_VALUE_CHARS or _MARKER_RE.search(stripped):
+        return False
+    return not (_LOWER_WORD.fullmatch(stripped) and len(stripped) < _LOWER_WORD_CHARS)
+
+
+def _learnable_run(run: str) -> bool:
+    return len(_SWITCH_RE.findall(run)) >= _LEARN_MIN_SWITCHES
+
+
+def _unescaped(value: str) -> str | None:
+    """``value`` with its JSON escapes read (an escaped quote becomes a quote), or None when it has none."""
+    if "\\" not in value:
+        return None
+    try:
+        text = json.loads(f'"{value}"')
+    except ValueError:
+        return None
+    return text if isinstance(text, str) and text != value else None
+
+
+def forms(value: str) -> list[str]:
+    """The strings that stand for ``value`` in text: itself, its JSON forms, and its long letter/digit runs."""
+    out: list[str] = []
+    if rememberable(value):
+        out.append(value.strip())
+        unescaped = _unescaped(value.strip())
+        if unescaped is not None and rememberable(unescaped):
+            out.append(unescaped)
+        escaped = json.dumps(value.strip(), ensure_ascii=False)[1:-1]
+        if escaped != value.strip():
+            out.append(escaped)
+    plain = _JSON_ESCAPE_RE.sub(" ", value) if "\\" in value else value
+    out.extend(r for r in _RUN_RE.findall(plain) if _learnable_run(r))
+    return list(dict.fromkeys(out))
+
+
+class SecretMemory:
+    """The secrets of one session: remembered strings and the kind each stands for, optionally kept in a store.
+
+    Copy-on-write: exporter threads read :attr:`table` while the agent's thread learns; readers never see a dict
+    change, and a new table object means something was learned (callers compare identities).
+
+    Args:
+        store: The session's blob store; None keeps the memory in this process only.
+        session_id: Names the session in the store (required with ``store``).
+    """
+
+    def __init__(self, store: BlobStore | None = None, session_id: str | None = None) -> None:
+        if store is not None and session_id is None:
+            raise ValueError("SecretMemory: a store needs the session_id whose secrets it keeps")
+        self._table: dict[str, str] = {}
+        self._values: dict[str, str] = {}  # the values found, as they were (what the store keeps)
+        self._lock = threading.RLock()
+        self._store = store
+        self._key = memory_key(session_id) if session_id is not None else None
+        self._loaded = store is None
+        self._unsaved = False
+        self._order: list[tuple[str, str]] = []  # the table's entries in the order learned (spans' memo counts them)
+        self._found: TextMemo[tuple[int, tuple[tuple[int, int, str], ...]]] = TextMemo(_FOUND_MEMO_BYTES)
+        # The remembered strings by their first PIECE_CHARS characters (spans of short texts).
+        self._by_head: dict[str, list[tuple[str, str]]] = {}
+        # Every piece of PIECE_CHARS characters of the first ``_grams_of`` strings of ``_order`` (shares_piece).
+        self._grams: set[str] = set()
+        self._grams_of = 0
+
+    # -- reading ------------------------------------------------------------------------------------------------
+    @property
+    def table(self) -> Mapping[str, str]:
+        """Remembered string -> the kind of secret it stands for (loads the stored memory on first use)."""
+        if not self._loaded:
+            self._load()
+        return self._table
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def spans(self, text: str) -> list[tuple[int, int, str]]:
+        """``(start, end, kind)`` of every remembered string in ``text``, left to right, without overlaps.
+
+        Where two overlap, the one starting first wins, and of two starting together the longer. The same text is
+        redacted again and again (every transcript, every export): what was found in it is remembered by its hash,
+        and a later call looks only for the strings learned since.
+        """
+        if not self._loaded:
+            self._load()
+        order = self._order
+        learned = len(order)  # (a snapshot: another thread may learn meanwhile; appends never move what is there)
+        if not learned or not text:
+            return []
+        if len(text) <= _SHORT_TEXT_CHARS:
+            return self._short_spans(text)
+        key = text_key(text)
+        searched, hits = self._found.get(key) or (0, ())
+        if searched < learned:
+            more = list(hits)
+            for remembered, kind in order[searched:learned]:
+                at = text.find(remembered)
+                while at >= 0:
+                    more.append((at, -(at + len(remembered)), kind))
+                    at = text.find(remembered, at + 1)
+            hits = tuple(more)
+            self._found.put(key, (learned, hits), _HIT_BYTES * (1 + len(hits)))
+        if not hits:
+            return []
+        out: list[tuple[int, int, str]] = []
+        last = -1
+        for start, neg_end, kind in sorted(hits):
+            if start >= last:
+                out.append((start, -neg_end, kind))
+                last = -neg_end
+        return out
+
+    def _short_spans(self, text: str) -> list[tuple[int, int, str]]:
+        """:meth:`spans` of a short text (an event's field, a word): each position looked up by its first characters.
+
+        Cheaper than looking for each of hundreds of remembered strings in a few dozen characters.
+        """
+        heads = self._by_head
+        out: list[tuple[int, int, str]] = []
+        i, end = 0, len(text) - PIECE_CHARS + 1
+        while i < end:
+            candidates = heads.get(text[i : i + PIECE_CHARS])
+            longest = None
+            if candidates:
+                for remembered, kind in candidates:
+                    if text.startswith(remembered, i) and (longest is None or len(remembered) > len(longest[0])):
+                        longest = (remembered, kind)
+            if longest is None:
+                i += 1
+                continue
+            out.append((i, i + len(longest[0]), longest[1]))
+            i += len(longest[0])
+        return out
+
+    def shares_piece(self, text: str) -> bool:
+        """Whether ``text`` shares :data:`PIECE_CHARS` consecutive characters with a remembered string."""
+        if len(text) < PIECE_CHARS:
+            return False
+        if not self._loaded:
+            self._load()
+        order = self._order
+        if self._grams_of < len(order):
+            with self._lock:  # (the pieces of what was learned since the last call, added once)
+                learned = len(order)
+                for remembered, _ in order[self._grams_of : learned]:
+                    self._grams.update(remembered[i : i + PIECE_CHARS]
+                                       for i in range(len(remembered) - PIECE_CHARS + 1))
+                self._grams_of = max(self._grams_of, learned)
+        grams = self._grams
+        return any(text[i : i + PIECE_CHARS] in grams for i in range(len(text) - PIECE_CHARS + 1))
+
+    def values(self) -> dict[str, str]:
+        """The values learned (each with its kind), as found."""
+        if not self._loaded:
+            self._load()
+        return dict(self._values)
+
+    # -- learning -----------------------------------------------------------------------------------------------
+    def learn(self, value: str, kind: str) -> bool:
+        """Remember ``value`` (see :func:`forms`); True when something new was remembered."""
+        strings = forms(value)
+        if not strings:
+            return False
+        if not self._loaded:
+            self._load()
+        with self._lock:
+            fresh = {s: kind for s in strings if s not in self._table}
+            if not fresh or len(self._table) + len(fresh) > MAX_LEARNED:
+                return False
+            self._table = {**self._table, **fresh}
+            self._order.extend(fresh.items())
+            for remembered, fresh_kind in fresh.items():
+                self._by_head.setdefault(remembered[:PIECE_CHARS], []).append((remembered, fresh_kind))
+            self._values[value] = kind
+            self._unsaved = self._store is not None
+            return True
+
+    def learn_all(self, values: Mapping[str, str]) -> bool:
+        """Remember every ``value -> kind`` of ``values``; True when something new was remembered."""
+        new = False
+        for value, kind in values.items():
+            new = self.learn(value, kind) or new
+        return new
+
+    # -- the store ----------------------------------------------------------------------------------------------
+    def _load(self) -> None:
+        with self._lock:
+            if self._loaded:
+                return
+            self._loaded = True  # (first: learning the stored values must not load again)
+            stored = self._read()
+            for value, kind in stored.items():
+                self.learn(value, kind)
+            self._unsaved = False
+
+    def _read(self) -> dict[str, str]:
+        """The values the store holds for this session ({} when none, or when the stored form is unreadable)."""
+        from ..errors import RefNotFound
+
+        assert self._store is not None and self._key is not None
+        try:
+            raw = self._store.get(self._key)
+        except RefNotFound:
+            return {}
+        try:
+            document: Any = json.loads(raw.decode("utf-8", "surrogatepass"))
+        except (UnicodeDecodeError, ValueError):
+            return {}
+        entries = document.get("secrets") if isinstance(document, dict) else None
+        if not isinstance(entries, list):
+            return {}
+        return {e[0]: e[1] for e in entries
+                if isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and isinstance(e[1], str)}
+
+    def save(self) -> bool:
+        """Write what was learned since the last save to the store, merged with what it holds; True when written."""
+        if self._store is None or not self._unsaved:
+            return False
+        with self._lock:
+            merged = {**self._read(), **self._values}
+            document = {"format": _FORMAT, "secrets": [[v, k] for v, k in merged.items()]}
+            assert self._key is not None
+            self._store.put(self._key, json.dumps(document, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+            self._unsaved = False
+            # What another worker stored meanwhile is known here from now on too.
+            for value, kind in merged.items():
+                if value not in self._values:
+                    self.learn(value, kind)
+            self._unsaved = False
+            return True
+
+    def extend(self, entries: Iterable[tuple[str, str]]) -> None:
+        """Learn ``(value, kind)`` pairs (a copy of another memory's values)."""
+        for value, kind in entries:
+            self.learn(value, kind)

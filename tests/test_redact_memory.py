@@ -1,0 +1,57 @@
+"""The session's secret memory finds what it remembers the same way whatever the text's length and history."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextfold.redact.memory import SecretMemory
+
+# Few letters, so that remembered strings overlap, share heads and repeat in the texts.
+_ALPHABET = "ab1=-"
+_values = st.lists(st.text(_ALPHABET, min_size=6, max_size=14), min_size=1, max_size=8)
+
+
+def _plain_spans(table: dict[str, str], text: str) -> list[tuple[int, int, str]]:
+    """The definition: every occurrence, leftmost first, of two at one place the longer, no overlaps."""
+    found = sorted((at, -(at + len(s)), kind) for s, kind in table.items()
+                   for at in range(len(text)) if text.startswith(s, at))
+    out: list[tuple[int, int, str]] = []
+    last = -1
+    for start, neg_end, kind in found:
+        if start >= last:
+            out.append((start, -neg_end, kind))
+            last = -neg_end
+    return out
+
+
+def _memory(values: list[str]) -> SecretMemory:
+    memory = SecretMemory()
+    for i, value in enumerate(values):
+        memory.learn(value, f"kind{i}")
+    return memory
+
+
+@settings(max_examples=60, deadline=None)
+@given(_values, st.text(_ALPHABET + "x", max_size=1_200))
+def test_spans_of_short_and_long_texts_follow_the_definition(values: list[str], text: str) -> None:
+    memory = _memory(values)
+    assert memory.spans(text) == _plain_spans(dict(memory.table), text)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_values, _values, st.text(_ALPHABET, min_size=513, max_size=700))
+def test_a_text_searched_before_finds_what_was_learned_since(first: list[str], later: list[str], text: str) -> None:
+    memory = _memory(first)
+    memory.spans(text)  # remembered with what the memory knew then
+    for value in later:
+        memory.learn(value, "later")
+    assert memory.spans(text) == _plain_spans(dict(memory.table), text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_values, st.text(_ALPHABET + "x", max_size=40))
+def test_a_word_shares_a_piece_exactly_when_five_characters_of_it_are_remembered(values: list[str], word: str) -> None:
+    memory = _memory(values)
+    pieces = {s[i : i + 5] for s in memory.table for i in range(len(s) - 4)}
+    assert memory.shares_piece(word) == any(word[i : i + 5] in pieces for i in range(len(word) - 4))
