@@ -342,3 +342,39 @@ def test_a_failing_compaction_degrades_instead_of_ending_the_run(server: Scripte
     with pytest.raises(Exception, match=r"summary model is down|circuit|budget"):
         asyncio.run(Runner.run(make_agent(server), "Why does the build fail?", run_config=strict.run_config,
                                max_turns=DEGRADE_TURNS + 5))
+
+
+def test_an_agent_used_as_a_tool_leaves_the_parents_history_alone(server: ScriptedLLMServer) -> None:
+    # issue 21 §3: Agent.as_tool runs the sub-agent with the parent's run config (its input filter and recovering
+    # model): fed to the parent's manager, the sub-agent's history rebuilt it twice per call, and the sub-agent was
+    # sent the parent's view.
+    server.push(Reply.calling(ScriptedToolCall("ask_reviewer", {"input": "Is page 1 the failure?"}, id="call_r")),
+                "yes, page 1", "The reviewer agrees: page 1.")
+    cm = roomy_manager("agents-as-tool")
+    kit = contextfold_run(cm)
+    reviewer = Agent(name="reviewer", instructions="Review the claim.", model=responses_model(server))
+    parent = Agent(name="builder", instructions=INSTRUCTIONS, model=responses_model(server),
+                   tools=[reviewer.as_tool("ask_reviewer", "Ask the reviewer.")])
+    result = asyncio.run(Runner.run(parent, "Where does the build fail?", run_config=kit.run_config,
+                                    hooks=kit.hooks))
+    assert result.final_output == "The reviewer agrees: page 1."
+    assert cm.framework_history.rebuilds == 0
+    first, nested, last = (r.body for r in server.requests)
+    assert nested["instructions"] == "Review the claim."
+    assert [i.get("content") for i in nested["input"]] == ["Is page 1 the failure?"]
+    assert len(last["input"]) == len(first["input"]) + 2  # the parent's view: its call and the reviewer's answer
+    assert [m.role for m in cm.messages()][-2:] == ["assistant", "tool"] and cm.messages()[-1].text == "yes, page 1"
+
+
+def test_a_sub_agent_given_its_own_manager_is_managed_by_it(server: ScriptedLLMServer) -> None:
+    server.push(Reply.calling(ScriptedToolCall("ask_reviewer", {"input": "Is page 1 the failure?"}, id="call_r")),
+                "yes, page 1", "The reviewer agrees: page 1.")
+    cm, sub_cm = roomy_manager("agents-parent"), roomy_manager("agents-reviewer")
+    kit = contextfold_run(cm)
+    reviewer = Agent(name="reviewer", instructions="Review the claim.", model=responses_model(server))
+    tool = reviewer.as_tool("ask_reviewer", "Ask the reviewer.", run_config=contextfold_run(sub_cm).run_config)
+    parent = Agent(name="builder", instructions=INSTRUCTIONS, model=responses_model(server), tools=[tool])
+    asyncio.run(Runner.run(parent, "Where does the build fail?", run_config=kit.run_config, hooks=kit.hooks))
+    assert cm.framework_history.rebuilds == 0 and sub_cm.framework_history.rebuilds == 0
+    assert [m.text for m in sub_cm.messages() if m.role == "user"] == ["Is page 1 the failure?"]
+    assert "Is page 1 the failure?" not in [m.text for m in cm.messages() if m.role == "user"]

@@ -114,6 +114,28 @@ def request_extras(tools: Sequence[Any], handoffs: Sequence[Any],
     return schemas, response_format
 
 
+class _ToolsRunning:
+    """How many of the managed run's tools are running (counted by :class:`ContextfoldHooks`).
+
+    A model call on the manager while one runs comes from a run nested in that tool: ``Agent.as_tool`` runs the
+    sub-agent with the parent's run config (this filter, this recovering model) but not its hooks, and the parent
+    never calls its model while its tools run. The sub-agent's run passes through untouched: fed to the parent's
+    manager, its history replaced the parent's (two rebuilds per call) and it was sent the parent's view.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+def _tools_running(cm: ContextManager) -> _ToolsRunning:
+    return cm.framework_history.slot("openai_agents.tools_running", _ToolsRunning)
+
+
+def _nested(cm: ContextManager) -> bool:
+    """Whether a model call on ``cm`` now belongs to a run nested in a tool of the managed run."""
+    return _tools_running(cm).count > 0
+
+
 class ContextfoldInputFilter:
     """A ``RunConfig.call_model_input_filter`` that sends the manager's view of the history to the model.
 
@@ -153,7 +175,12 @@ class ContextfoldInputFilter:
         return ModelInputData(input=cast("list[Any]", sent), instructions=instructions)
 
     async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
-        """The filter as the SDK calls it; compaction (maybe an LLM summary) runs off the event loop."""
+        """The filter as the SDK calls it; compaction (maybe an LLM summary) runs off the event loop.
+
+        A run nested in one of the managed run's tools (an ``Agent.as_tool`` sub-agent) gets its own items back.
+        """
+        if _nested(self.manager):
+            return ModelInputData(input=list(data.model_data.input), instructions=data.model_data.instructions)
         return await asyncio.to_thread(self.filter, data)
 
 
@@ -227,6 +254,10 @@ class RecoveringModel(Model):
                            previous_response_id: str | None, conversation_id: str | None,
                            prompt: Any) -> Any:
         """The inner model's response; a context-length error shrinks the view and retries."""
+        if _nested(self.manager):  # a sub-agent's call: its input is not the manager's view
+            return await self.inner.get_response(
+                system_instructions, input, model_settings, tools, output_schema, handoffs, tracing,
+                previous_response_id=previous_response_id, conversation_id=conversation_id, prompt=prompt)
         recovery = OverflowRecovery(self.manager, self.max_retries, 0)
         model_settings, managed = self._provider_settings(model_settings)
         input = await self._counted(input, tools, handoffs, output_schema)
@@ -249,6 +280,12 @@ class RecoveringModel(Model):
                               previous_response_id: str | None, conversation_id: str | None,
                               prompt: Any) -> AsyncIterator[Any]:
         """The inner model's stream; an overflow before the first event shrinks the view and retries."""
+        if _nested(self.manager):  # a sub-agent's call: its input is not the manager's view
+            async for event in self.inner.stream_response(
+                    system_instructions, input, model_settings, tools, output_schema, handoffs, tracing,
+                    previous_response_id=previous_response_id, conversation_id=conversation_id, prompt=prompt):
+                yield event
+            return
         recovery = OverflowRecovery(self.manager, self.max_retries, 0)
         model_settings, _ = self._provider_settings(model_settings)
         input = await self._counted(input, tools, handoffs, output_schema)
@@ -315,12 +352,14 @@ class ContextfoldHooks(RunHooks[Any]):
             await self.inner.on_llm_end(context, agent, response)
 
     async def on_llm_start(self, *args: Any, **kwargs: Any) -> None:
-        """Call the inner hook."""
+        """Call the inner hook (the managed run calls its model: none of its tools runs)."""
+        _tools_running(self.manager).count = 0  # a tool that raised never reported its end
         if self.inner is not None:
             await self.inner.on_llm_start(*args, **kwargs)
 
     async def on_agent_start(self, *args: Any, **kwargs: Any) -> None:
         """Call the inner hook."""
+        _tools_running(self.manager).count = 0  # a new run, or a handoff: no tool of the run is running
         if self.inner is not None:
             await self.inner.on_agent_start(*args, **kwargs)
 
@@ -335,12 +374,15 @@ class ContextfoldHooks(RunHooks[Any]):
             await self.inner.on_handoff(*args, **kwargs)
 
     async def on_tool_start(self, *args: Any, **kwargs: Any) -> None:
-        """Call the inner hook."""
+        """Count the tool as running (model calls until it ends are a nested run's), then call the inner hook."""
+        _tools_running(self.manager).count += 1
         if self.inner is not None:
             await self.inner.on_tool_start(*args, **kwargs)
 
     async def on_tool_end(self, *args: Any, **kwargs: Any) -> None:
-        """Call the inner hook."""
+        """Count the tool as ended, then call the inner hook."""
+        running = _tools_running(self.manager)
+        running.count = max(0, running.count - 1)
         if self.inner is not None:
             await self.inner.on_tool_end(*args, **kwargs)
 
