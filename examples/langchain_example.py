@@ -49,7 +49,8 @@ def connect(stack: ExitStack) -> tuple[ChatOpenAI, int | None]:
 def main() -> None:
     with ExitStack() as stack:
         model, window = connect(stack)
-        cm = ContextManager(MODEL, max_context_tokens=window, store="memory", archive="memory")
+        stack.callback(model.root_client.close)  # its HTTP connections, before the server stops
+        cm = stack.enter_context(ContextManager(MODEL, max_context_tokens=window, store="memory", archive="memory"))
         # "before_model" persists the compacted history in the agent state (and its checkpoints);
         # mode="wrap_model_call" would leave the state whole and compact each request only.
         agent = create_agent(model, tools=[read_log], middleware=[ContextfoldMiddleware(cm)],

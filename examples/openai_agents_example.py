@@ -48,7 +48,13 @@ async def main() -> None:
     set_tracing_disabled(True)
     with ExitStack() as stack:
         client, window = connect(stack)
-        cm = ContextManager(MODEL, max_context_tokens=window, store="memory", archive="memory")
+        async with client:  # closes its HTTP connections when the run is over
+            await run(client, window)
+
+
+async def run(client: AsyncOpenAI, window: int | None) -> None:
+    """One agent run over the build log, with contextfold keeping it inside the window."""
+    with ContextManager(MODEL, max_context_tokens=window, store="memory", archive="memory") as cm:
         # One call: the run config (input filter + a model that recovers from overflow), hooks, retrieval tools.
         kit = contextfold_run(cm, model=OpenAIResponsesModel(MODEL, client))
         agent = Agent(name="builder", instructions=f"Read the build log pages 0 to {PAGES - 1}, then summarize.",
@@ -59,6 +65,7 @@ async def main() -> None:
                                   run_config=kit.run_config, hooks=kit.hooks)
         print(result.final_output)
         print(cm.status().line())
+
 
 if __name__ == "__main__":
     asyncio.run(main())

@@ -120,3 +120,15 @@ def test_a_missing_framework_names_the_extra(monkeypatch: pytest.MonkeyPatch, mo
         monkeypatch.delitem(sys.modules, name, raising=False)
     with pytest.raises(MissingExtra, match=rf"pip install 'contextfold\[{extra}\]'"):
         importlib.import_module(module)
+
+
+def test_the_langchain_extra_installs_what_the_readme_example_needs() -> None:
+    # The README builds its LangChain agent with create_agent("openai:gpt-4o", ...), which imports langchain_openai:
+    # 'pip install contextfold[langchain]' must bring it (issue 21 §6).
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert 'create_agent("openai:gpt-4o"' in (root / "README.md").read_text()
+    assert any(dep.split(">")[0].split("=")[0].strip() == "langchain-openai" for dep in extras["langchain"])

@@ -253,14 +253,21 @@ def test_threads_are_bounded(server: ScriptedLLMServer) -> None:
     middleware = ContextfoldMiddleware(manager_options={"store": "memory", "archive": "memory"}, max_threads=2)
     agent = create_agent(model(server), tools=[], system_prompt=PROMPT, middleware=[middleware],
                          checkpointer=InMemorySaver())
+    built = {}
     for thread in ("A", "B", "C"):
         server.push(f"hello {thread}")
         agent.invoke({"messages": [HumanMessage("hi")]}, config={"configurable": {"thread_id": thread}})
+        built[thread] = middleware.conversation_manager(thread)
     assert list(middleware._managers) == ["B", "C"]
+    # The evicted manager was closed (its threads and stores released), not merely dropped (issue 21 §5).
+    assert built["A"]._closed and not built["B"]._closed and not built["C"]._closed
     # A comes back: its manager is rebuilt from the thread's state, nothing duplicated.
     server.push("again")
     agent.invoke({"messages": [HumanMessage("hi again")]}, config={"configurable": {"thread_id": "A"}})
     assert shape(server.requests[-1]) == [f"system {PROMPT[:40]}", "user hi", "assistant hello A", "user hi again"]
+    assert built["B"]._closed  # evicted in turn by A's return
+    middleware.close()
+    assert all(cm._closed for cm in middleware._managers.values())
 
 
 def test_retrieval_round_trip() -> None:

@@ -129,7 +129,8 @@ class ContextfoldMiddleware(AgentMiddleware):
             ``max_context_tokens`` is among them.
         mode: ``"before_model"`` persists the view in the agent state; ``"wrap_model_call"`` sends it per request
             and leaves the state whole.
-        max_threads: Managers kept at most (least recently used first out).
+        max_threads: Managers kept at most (least recently used first out; one the middleware built is closed as it
+            goes, and :meth:`close` closes the rest).
         retrieval_tools: Give the agent the retrieval tools (``tools``); without them, notes on cut outputs say
             what was cut without naming a tool.
         max_retries: Overflow retries per model call.
@@ -157,6 +158,7 @@ class ContextfoldMiddleware(AgentMiddleware):
         self._factory = manager_factory
         self._options = dict(manager_options or {})
         self._managers: OrderedDict[str, ContextManager] = OrderedDict()
+        self._built: set[int] = set()  # ids of the managers in _managers that the middleware built itself
         self._lock = threading.Lock()
         self.updates = 0  # state rewrites returned from before_model
         self.tools: list[BaseTool] = self._retrieval_tools() if retrieval_tools else []
@@ -172,6 +174,7 @@ class ContextfoldMiddleware(AgentMiddleware):
 
     def _resolve(self, thread: str, model: Any) -> ContextManager | None:
         """The manager of ``thread``; None when it must be built from a model that is not known yet."""
+        evicted: list[ContextManager] = []
         with self._lock:
             if self._manager is not None:
                 return self._manager
@@ -183,11 +186,28 @@ class ContextfoldMiddleware(AgentMiddleware):
                     return None
                 else:
                     cm = self._build(thread, model)
+                    self._built.add(id(cm))
                 self._managers[thread] = cm
                 while len(self._managers) > self.max_threads:
-                    self._managers.popitem(last=False)
+                    _, old = self._managers.popitem(last=False)
+                    if id(old) in self._built:
+                        self._built.discard(id(old))
+                        evicted.append(old)
             self._managers.move_to_end(thread)
-            return cm
+        # A manager the middleware built is the middleware's to close: dropped unclosed, each kept its exporter
+        # threads and stores open (issue 21 §5: threads 4 -> 44). Closed outside the lock (it archives and flushes);
+        # one a factory made is the factory's. The thread's state rebuilds it if the thread comes back.
+        for old in evicted:
+            old.close()
+        return cm
+
+    def close(self) -> None:
+        """Close the managers the middleware built (not a ``manager=`` or a factory's); idempotent."""
+        with self._lock:
+            built = [cm for cm in self._managers.values() if id(cm) in self._built]
+            self._built.clear()
+        for cm in built:
+            cm.close()
 
     def _build(self, thread: str, model: Any) -> ContextManager:
         from ..manager import ContextManager
