@@ -67,3 +67,24 @@ def test_bad_input_is_one_line_and_its_exit_code(store: tuple[str, str, str], ca
 def test_an_unknown_store_is_named(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["cache", "grep", "x", "--store", "ftp://nowhere"]) == 3
     assert capsys.readouterr().err.startswith("contextfold: store: unknown blob store 'ftp://nowhere'")
+
+
+def test_read_and_grep_print_what_a_session_of_the_store_remembered_redacted(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The session learned the token in context; the output holds it bare, where no rule would see it.
+    from contextfold.redact import Redactor, SecretMemory
+
+    token = "Zq8vN2kLp4Rt7Wx1"
+    url = f"local://{tmp_path / 'store'}"
+    blobs = open_blob_store(url)
+    memory = SecretMemory(blobs, "s1")
+    Redactor(memory=memory).redact_text(f"password: {token}")
+    memory.save()
+    ref = ToolOutputCache(blobs).put(f"deploy done\nused {token} for the db\n").id
+    blobs.close()
+    for argv in (["cache", "read", ref], ["cache", "grep", "used"]):
+        assert main([*argv, "--store", url]) == 0
+        out = capsys.readouterr().out
+        assert token not in out and "[REDACTED:password]" in out
+        assert main([*argv, "--store", url, "--no-redact"]) == 0
+        assert token in capsys.readouterr().out

@@ -247,6 +247,22 @@ def _cli(root: Path, session_id: str, store: str) -> dict[str, bytes]:
     with contextlib.redirect_stdout(status):
         assert main(["status", "--archive", str(root / "archive"), "--json"]) == 0
     out["cli status"] = status.getvalue().encode()
+    # The store's outputs through `cache grep` (every line of every output) and `cache read` (the largest whole).
+    from contextfold.cache import ToolOutputCache
+    from contextfold.stores import open_blob_store
+
+    blobs = open_blob_store(store)
+    try:
+        cache = ToolOutputCache(blobs)
+        largest = max(cache.ref_ids(), key=lambda ref: len(cache.get(ref)))
+    finally:
+        blobs.close()
+    for name, argv in (("cli cache grep", ["cache", "grep", ".", "--max-matches", "1000000"]),
+                       ("cli cache read", ["cache", "read", largest, "--limit", "1000000"])):
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            assert main([*argv, "--store", store]) == 0
+        out[name] = printed.getvalue().encode()
     return out
 
 

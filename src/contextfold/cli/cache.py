@@ -1,4 +1,8 @@
-"""``contextfold cache``: read and search the full tool outputs that views refer to by ref."""
+"""``contextfold cache``: read and search the full tool outputs that views refer to by ref.
+
+What is printed is redacted (issue 21): by the rules, and with every secret a session of the store remembered
+there; ``--no-redact`` prints the outputs as they are stored.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from .replay import positive_int
 
 if TYPE_CHECKING:
     from ..cache import ToolOutputCache
+    from ..redact import Redactor
 
 __all__ = ["local_store_missing", "register", "run_grep", "run_read"]
 
@@ -27,6 +32,12 @@ def _store_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", default=DEFAULT_STORE, metavar="URL",
                         help=f"the tool output store (default: {DEFAULT_STORE}, i.e. .contextfold/; "
                         "local:///dir, redis://…)")
+
+
+def _redact_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-redact", action="store_true",
+                        help="print the outputs as they are stored (by default secrets are redacted, with every "
+                        "secret a session of the store remembered)")
 
 
 def register(subparsers: Subparsers) -> None:
@@ -45,6 +56,7 @@ def register(subparsers: Subparsers) -> None:
     read.add_argument("--limit", type=positive_int, default=DEFAULT_READ_LIMIT,
                       help=f"number of lines (default: {DEFAULT_READ_LIMIT})")
     _store_argument(read)
+    _redact_argument(read)
     read.set_defaults(handler=run_read)
     grep = commands.add_parser("grep", help="search cached outputs with a regular expression",
                                description="Print the lines matching PATTERN (a Python regular expression) in one "
@@ -55,6 +67,7 @@ def register(subparsers: Subparsers) -> None:
     grep.add_argument("--max-matches", type=positive_int, default=DEFAULT_MAX_MATCHES, metavar="N",
                       help=f"stop after N matches (default: {DEFAULT_MAX_MATCHES})")
     _store_argument(grep)
+    _redact_argument(grep)
     grep.set_defaults(handler=run_grep)
     parser.set_defaults(handler=_usage)
 
@@ -91,8 +104,10 @@ def _cache(url: str) -> ToolOutputCache:
 
 def run_read(args: argparse.Namespace) -> int:
     """Print a slice of a cached output."""
-    result = _cache(args.store).read(args.ref, args.offset, args.limit)
-    sys.stdout.write(result.format() + "\n")
+    cache = _cache(args.store)
+    redactor = _redactor(cache, args)
+    result = cache.read(args.ref, args.offset, args.limit)
+    sys.stdout.write((redactor.redact_text(result.format()) if redactor else result.format()) + "\n")
     return EXIT_OK
 
 
@@ -102,7 +117,22 @@ def run_grep(args: argparse.Namespace) -> int:
         re.compile(args.pattern)
     except re.error as exc:
         raise Usage(f"invalid regular expression {args.pattern!r}: {exc}", field="PATTERN") from None
-    result = _cache(args.store).grep(args.pattern, args.ref, context=max(0, args.context),
-                                     max_matches=args.max_matches)
-    sys.stdout.write(result.format() + "\n")
+    cache = _cache(args.store)
+    redactor = _redactor(cache, args)
+    result = cache.grep(args.pattern, args.ref, context=max(0, args.context), max_matches=args.max_matches)
+    sys.stdout.write((redactor.redact_text(result.format()) if redactor else result.format()) + "\n")
     return EXIT_OK
+
+
+def _redactor(cache: ToolOutputCache, args: argparse.Namespace) -> Redactor | None:
+    """What the printed text goes through: the rules and the store's remembered secrets (None with --no-redact).
+
+    The cache gets it too, so that a long line is never cut inside a secret (a piece of one matches no rule).
+    """
+    if args.no_redact:
+        return None
+    from ..redact import Redactor, SecretMemory
+
+    redactor = Redactor(memory=SecretMemory.of_store(cache.store))
+    cache.secrets = redactor
+    return redactor

@@ -265,24 +265,23 @@ class SecretMemory:
                 self.learn(value, kind)
             self._unsaved = False
 
+    @classmethod
+    def of_store(cls, store: BlobStore) -> SecretMemory:
+        """A memory (kept in this process) of every secret any session of ``store`` remembered there.
+
+        For reading a store's outputs outside any session (``contextfold cache read``): each output may hold what
+        one of the sessions that saw it learned.
+        """
+        memory = cls()
+        for info in store.entries():
+            if info.key.startswith(_KEY_PREFIX):
+                memory.learn_all(_stored_values(store, info.key))
+        return memory
+
     def _read(self) -> dict[str, str]:
         """The values the store holds for this session ({} when none, or when the stored form is unreadable)."""
-        from ..errors import RefNotFound
-
         assert self._store is not None and self._key is not None
-        try:
-            raw = self._store.get(self._key)
-        except RefNotFound:
-            return {}
-        try:
-            document: Any = json.loads(raw.decode("utf-8", "surrogatepass"))
-        except (UnicodeDecodeError, ValueError):
-            return {}
-        entries = document.get("secrets") if isinstance(document, dict) else None
-        if not isinstance(entries, list):
-            return {}
-        return {e[0]: e[1] for e in entries
-                if isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and isinstance(e[1], str)}
+        return _stored_values(self._store, self._key)
 
     def save(self) -> bool:
         """Write what was learned since the last save to the store, merged with what it holds; True when written."""
@@ -305,3 +304,22 @@ class SecretMemory:
         """Learn ``(value, kind)`` pairs (a copy of another memory's values)."""
         for value, kind in entries:
             self.learn(value, kind)
+
+
+def _stored_values(store: BlobStore, key: str) -> dict[str, str]:
+    """The values a stored memory holds ({} when none, or when the stored form is unreadable)."""
+    from ..errors import RefNotFound
+
+    try:
+        raw = store.get(key)
+    except RefNotFound:
+        return {}
+    try:
+        document: Any = json.loads(raw.decode("utf-8", "surrogatepass"))
+    except (UnicodeDecodeError, ValueError):
+        return {}
+    entries = document.get("secrets") if isinstance(document, dict) else None
+    if not isinstance(entries, list):
+        return {}
+    return {e[0]: e[1] for e in entries
+            if isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and isinstance(e[1], str)}
