@@ -10,6 +10,7 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -35,6 +36,7 @@ from _fw_support import (
     scripted_replies,
     shape,
     target_row,
+    thought,
 )
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
@@ -387,3 +389,37 @@ def test_a_failing_compaction_degrades_instead_of_ending_the_run(server: Scripte
     server.push(*scripted_replies(DEGRADE_TURNS))
     with pytest.raises(Exception, match=r"summary model is down|circuit|budget"):
         run(server, ContextfoldMiddleware(degrading_manager("lc-strict", RecordingTelemetry()), strict=True))
+
+
+def test_an_agent_as_a_subgraph_sends_compacted_requests_and_leaves_the_parents_state_in_order(
+        server: ScriptedLLMServer) -> None:
+    # issue 21 §3: as a subgraph, before_model's replacement of the messages came back to the parent merged by id:
+    # nothing left the parent's state, the summaries were appended at its end as messages, and each later turn
+    # started with a rebuild (a rebuild and 2 summaries in the parent's state after 5 turns, before the fix).
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    @tool
+    def read_pages(page: int) -> str:
+        """Read three pages of the build log."""
+        return log_page(page) * 3
+
+    cm = make_manager("lc-subgraph")
+    agent = create_agent(model(server), tools=[read_pages], system_prompt=PROMPT,
+                         middleware=[ContextfoldMiddleware(cm)])
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", agent)
+    graph.add_edge(START, "agent")
+    graph.add_edge("agent", END)
+    parent = graph.compile(checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "t"}, "recursion_limit": 50}
+    expected: list[tuple[str, str]] = []
+    for turn in range(5):
+        server.push(Reply.calling(ScriptedToolCall("read_pages", {"page": turn}, id=f"call_{turn}"),
+                                  text=thought(turn)), f"answer {turn}")
+        state = parent.invoke({"messages": [HumanMessage(f"question {turn}")]}, config=config)
+        expected += [("human", f"question {turn}"), ("ai", thought(turn)), ("tool", log_page(turn) * 3),
+                     ("ai", f"answer {turn}")]
+    assert [(m.type, m.content) for m in state["messages"]] == expected  # whole, in order, no summary in it
+    assert cm.framework_history.rebuilds == 0 and cm.compactions >= 1
+    assert all(r.status == 200 and r.input_tokens <= WINDOW for r in server.requests)
+    assert len(server.requests[-1].items) < len(expected)  # the requests were compacted

@@ -109,6 +109,18 @@ def request_extras(request: ModelRequest) -> tuple[list[dict[str, Any]], dict[st
     return tools, response_format
 
 
+def _in_subgraph() -> bool:
+    """Whether the agent runs as a subgraph of another graph (its tasks' checkpoint namespace is nested).
+
+    LangGraph joins the namespaces of nested graphs with ``|``; the agent's own nodes at the top have one level.
+    """
+    try:
+        config = get_config()
+    except RuntimeError:  # called outside a LangGraph run
+        return False
+    return "|" in str((config.get("configurable") or {}).get("checkpoint_ns") or "")
+
+
 def _thread_id() -> str:
     try:
         config = get_config()
@@ -247,8 +259,12 @@ class ContextfoldMiddleware(AgentMiddleware):
 
     # -- before_model: persist the view in the state --------------------------------------------------------------
     def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Replace the state's messages with the manager's view when it differs from them."""
-        if self.mode != "before_model":
+        """Replace the state's messages with the manager's view when it differs from them.
+
+        Not in a subgraph: its final messages go back to the parent graph merged by id, which would keep every
+        message the view dropped and append the summary at the end. There the view is sent per request only.
+        """
+        if self.mode != "before_model" or _in_subgraph():
             return None
         cm = self._resolve(_thread_id(), None)
         if cm is None:
@@ -264,7 +280,7 @@ class ContextfoldMiddleware(AgentMiddleware):
 
     async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Async :meth:`before_model`; compaction (maybe an LLM summary) runs off the event loop."""
-        if self.mode != "before_model":
+        if self.mode != "before_model" or _in_subgraph():
             return None
         return await asyncio.to_thread(self.before_model, state, runtime)
 
