@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -55,3 +57,18 @@ def test_a_word_shares_a_piece_exactly_when_five_characters_of_it_are_remembered
     memory = _memory(values)
     pieces = {s[i : i + 5] for s in memory.table for i in range(len(s) - 4)}
     assert memory.shares_piece(word) == any(word[i : i + 5] in pieces for i in range(len(word) - 4))
+
+
+def test_a_line_of_a_key_block_is_redacted_without_the_header_that_made_it_recognisable() -> None:
+    # A page or a grep that starts inside a PEM block shows its lines alone; base64's + and / cut them into runs
+    # of letters and digits too short to remember (the e2e secrets test found one in `contextfold cache grep`).
+    from contextfold.redact import Redactor
+
+    body = ["Ab1+Cd2/Ef3+Gh4/Ij5+Kl6/Mn7+Op8/Qr9+St0/Uv1+Wx2/Yz3+aB4/cD5+eF6/", "gH7+iJ8/kL9+mN0/oP1+qR2=="]
+    pem = "-----BEGIN PRIVATE KEY-----\n" + "\n".join(body) + "\n-----END PRIVATE KEY-----"
+    for written in (pem, json.dumps(pem)[1:-1]):  # as it stands in a file, and inside JSON text
+        redactor = Redactor()
+        assert "[REDACTED:private_key]" in redactor.redact_text(f"the key:\n{written}\n")
+        for n, line in enumerate(body, start=2):
+            assert line not in redactor.redact_text(f"tout_0123456789abcdef:{n}:{line}")
+    assert "-----BEGIN PRIVATE KEY-----" in Redactor().redact_text('marker = "-----BEGIN PRIVATE KEY-----"')

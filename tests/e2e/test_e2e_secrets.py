@@ -62,7 +62,7 @@ HEX_FRAGMENT_CHARS = 16
 _HEX_OR_DIGITS = re.compile(r"[0-9a-fA-F]+")
 _MARKER = re.compile(r"\[REDACTED:[^\]\n]*\]")
 # Large outputs: over the write-time caps, so their views are cut, and masked later with a digest.
-LARGE_LINES = 400
+LARGE_LINES = 100
 LONG_LINE_CUT = 2_000  # where a long line is cut (CacheConfig's default max_line_length)
 
 

@@ -48,6 +48,9 @@ MAX_LEARNED = 4096
 # A secret found inside JSON text (tool-call arguments) still has its escapes: `\nMIIE...` must teach `MIIE...`.
 _JSON_ESCAPE_RE = re.compile(r"\\(?:[nrtbf/\"\\]|u[0-9a-fA-F]{4})")
 _MARKER_RE = re.compile(r"\[REDACTED:[^\]\n]*\]")
+# A line of a multi-line secret remembered on its own: 12 characters or more of base64 with letters and digits.
+_LINE_SPLIT_RE = re.compile(r"\s*(?:\n|\\n)\s*")
+_KEY_LINE_RE = re.compile(r"(?=[^\n]*[0-9])(?=[^\n]*[A-Za-z])[A-Za-z0-9+/=_-]{12,}")
 # A word sharing this many consecutive characters with a remembered string is a piece of a secret (the corpus test's
 # measure of a leak: no 5-character piece of a value left).
 PIECE_CHARS = 5
@@ -103,6 +106,10 @@ def forms(value: str) -> list[str]:
             out.append(escaped)
     plain = _JSON_ESCAPE_RE.sub(" ", value) if "\\" in value else value
     out.extend(r for r in _RUN_RE.findall(plain) if _learnable_run(r))
+    # Each line of a key block (a PEM body line), whole: a page or a grep that starts inside the block shows lines
+    # without the header that made them recognisable, and base64's + and / cut them into runs too short to keep.
+    if "\n" in value or "\\n" in value:
+        out.extend(line for line in _LINE_SPLIT_RE.split(value) if _KEY_LINE_RE.fullmatch(line))
     return list(dict.fromkeys(out))
 
 
