@@ -59,8 +59,10 @@ _KEPT_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 _ESCAPE_RE = re.compile(r"_([0-9a-f]{2})")
 MAX_ARCHIVE_KEY_CHARS = 200
 # Kinds the manager creates rather than receives: summaries, retained facts, blocks of kept user messages,
-# placeholders and synthetic outputs for interrupted calls are not part of the original history.
-SYNTHETIC_KINDS = frozenset({"summary", "retain", "user_block", "placeholder", "aborted_output"})
+# placeholders, synthetic outputs for interrupted calls and the notes to the model (compaction receipts, the budget
+# line) are not part of the original history.
+SYNTHETIC_KINDS = frozenset({"summary", "retain", "user_block", "placeholder", "aborted_output", "receipt",
+                             "context_status"})
 # Kinds of a message whose content is a view of an original kept in the tool output cache under meta["ref"].
 _VIEW_KINDS = frozenset({"masked", "truncated"})
 # meta keys a caller may have set on its own messages; everything else in meta is contextfold's bookkeeping.

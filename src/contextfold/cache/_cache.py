@@ -315,8 +315,11 @@ class ToolOutputCache:
         return known and not self.store.exists(ref_id)
 
     # -- write-time caching -----------------------------------------------------------------------------------
-    def needs_view(self, text: str) -> bool:
-        """Whether ``text`` is over the in-context limits (bytes, line length or tokens)."""
+    def needs_view(self, text: str, *, max_tokens: int | None = None) -> bool:
+        """Whether ``text`` is over the in-context limits (bytes, line length or tokens).
+
+        ``max_tokens`` replaces the configured token cap.
+        """
         size = len(text.encode("utf-8", "surrogatepass"))
         if size > self.config.max_message_bytes:
             return True
@@ -326,7 +329,7 @@ class ToolOutputCache:
         lines = self.config.max_message_lines
         if lines is not None and text.count("\n") >= lines and len(text.rstrip("\n").split("\n")) > lines:
             return True
-        token_cap = self.config.message_tokens(self.context_window)
+        token_cap = self.config.message_tokens(self.context_window) if max_tokens is None else max_tokens
         # A token is at least one byte, so only texts longer than the cap in bytes can be over it in tokens.
         return size > token_cap and self.counter.count(text) > token_cap
 
@@ -349,20 +352,22 @@ class ToolOutputCache:
             secrets=self.secrets,
         )
 
-    def process(self, message: Message) -> Message:
+    def process(self, message: Message, *, max_tokens: int | None = None) -> Message:
         """Cache a tool result over the in-context limits and return it with its view; anything else unchanged.
 
         The returned message keeps ``tool_call_id`` and ``name``; its ``meta`` gains ``ref``, ``kind="truncated"``
-        and ``original_bytes``.
+        and ``original_bytes``. ``max_tokens`` replaces the configured token cap for this result (a per-tool cap,
+        ``policy.tools``), before the serialization buffer like the configured one.
         """
         if (not self.config.enabled or self.config.unit == "none" or message.role != "tool"
                 or message.meta.get("ref") is not None):
             return message
         text = _plain_text(message)
-        if text is None or not self.needs_view(text):
+        cap = None if max_tokens is None else max(1, math.floor(max_tokens / self.config.serialization_buffer))
+        if text is None or not self.needs_view(text, max_tokens=cap):
             return message
         ref = self.put(text)
-        view = self.view_for(text, ref)
+        view = self.view_for(text, ref, max_tokens=cap)
         return message.with_content(view).with_meta(ref=ref.id, kind="truncated", original_bytes=ref.byte_size)
 
     def shrink(self, message: Message, max_tokens: int) -> Message:

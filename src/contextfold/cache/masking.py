@@ -99,6 +99,8 @@ def mask_tool_outputs(
     clear_tool_inputs: bool = False,
     digest_tokens: int = 0,
     secrets: SecretGuard | None = None,
+    first: Sequence[int] = (),
+    exempt: Collection[int] = (),
 ) -> MaskResult:
     """Mask the oldest eligible tool outputs until tool-output tokens are within ``budget_tokens``.
 
@@ -111,6 +113,10 @@ def mask_tool_outputs(
     replaced too. With ``digest_tokens``, each placeholder keeps a digest of that many tokens at most: the names,
     ids and numbers of the output most likely needed again (:func:`~contextfold.output_digest.output_digest`),
     none of which holds one of ``secrets`` (the session's) or a piece of one: a digest never lists a value bare.
+    ``first`` and ``exempt`` carry an ordering decided elsewhere (:func:`contextfold.steering.mask_order`): the
+    eligible results in ``first`` go before any other, in that order; the results in ``exempt`` are never masked.
+    Neither makes a result eligible that is not (the answered ones, the last ``keep_tool_io_pairs``, protected or
+    non-text results).
 
     Raises:
         InvalidHistory: a message that is not a ``Message``.
@@ -132,7 +138,8 @@ def mask_tool_outputs(
     if total <= budget_tokens:
         return MaskResult(view, tool_output_tokens=total)
 
-    candidates = _eligible(view, keep_tool_io_pairs, frozenset(exclude_tools), counter, digest_tokens)
+    candidates = _eligible(view, keep_tool_io_pairs, frozenset(exclude_tools), counter, digest_tokens,
+                           first, frozenset(exempt))
     target = max(total - budget_tokens, clear_at_least)
     freed = 0
     masked: list[int] = []
@@ -151,24 +158,28 @@ def mask_tool_outputs(
     changed = set(masked)
     if clear_tool_inputs:
         changed |= _clear_inputs(view, masked, cache)
-    first = min(changed)
-    invalidated = counter.count_messages(messages[first:])
+    first_changed = min(changed)
+    invalidated = counter.count_messages(messages[first_changed:])
     freed_all = counter.count_messages(messages) - counter.count_messages(view)
-    return MaskResult(view, tuple(masked), freed_all, invalidated, tool_output_tokens(view, counter))
+    return MaskResult(view, tuple(sorted(masked)), freed_all, invalidated, tool_output_tokens(view, counter))
 
 
 def _eligible(view: Sequence[Message], keep: int, exclude: frozenset[str], counter: MessageCounter,
-              digest_tokens: int = 0) -> list[int]:
-    """Indices of maskable tool results, oldest first."""
+              digest_tokens: int = 0, first: Sequence[int] = (), exempt: frozenset[int] = frozenset()) -> list[int]:
+    """Indices of maskable tool results: those in ``first`` in its order, then the others oldest first."""
     results = [i for i, m in enumerate(view) if m.role == "tool"]
     recent = set(results[max(0, len(results) - keep) :]) if keep else set()
     # The results the model is answering stay whatever ``keep`` says (keep=0 included).
     recent.update(answered_indices(view))
+    ahead = [i for i in dict.fromkeys(first) if 0 <= i < len(view) and view[i].role == "tool"]
+    ahead_set = set(ahead)
     names = _call_names(view) if exclude else {}
     out = []
-    for i in results:
+    for i in [*ahead, *(i for i in results if i not in ahead_set)]:
         m = view[i]
-        if i in recent or m.protected or m.kind == "masked" or _text_of(m) is None:
+        if i in recent or i in exempt:
+            continue
+        if m.protected or m.kind == "masked" or _text_of(m) is None:
             continue
         if exclude and (names.get(i) or m.name) in exclude:
             continue

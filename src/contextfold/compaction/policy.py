@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from ..errors import ConfigError
 from ..messages import EMPTY, Role, freeze
+from ..steering.tool_policy import ToolPolicy, parse_tool_policies
 
 __all__ = [
     "DEFAULT_CLEAR_AT_LEAST",
@@ -35,6 +36,9 @@ __all__ = [
 ]
 
 Strategy: TypeAlias = Literal["task_state", "brief", "decision_log", "code_delta", "custom"]
+# When the model gets the one-line context status (issue 24): never, when something was masked or summarized since
+# its last turn, or on every call.
+ContextStatus: TypeAlias = Literal["off", "changes", "always"]
 
 # Compact when 85% of the window is used: late enough that short sessions never pay for a summary, early enough
 # that the next turn's tool output and the reply still fit.
@@ -206,6 +210,20 @@ class Policy(BaseModel):
     cache_pricing: str | None = Field(
         default=None, min_length=1,
         description="the model whose prompt-cache scheme and prices those decisions use (None: the manager's model)")
+    # -- what the agent sees of its context, per-tool rules (issue 24, contextfold.steering) ------------------------
+    tools: dict[str, ToolPolicy] = Field(
+        default_factory=dict,
+        description="tool name or glob -> max_tokens, keep_whole, never_mask, mask_after_turns, summarize, "
+                    "protected, resource (superseded reads); later entries override what they set")
+    superseded_reads: bool = Field(
+        default=True, description="mask first the outputs of reads a later read of the same resource (same or wider "
+                                  "range) or an edit of it superseded")
+    context_status: ContextStatus = Field(
+        default="off", description="a one-line context status after the history: off, changes (when something was "
+                                   "masked or summarized since the model's last turn) or always")
+    compaction_receipt: bool = Field(
+        default=True, description="after a compaction, a short note after the summary says how many messages it "
+                                  "replaced and which tool finds them")
 
     # -- the answered output -------------------------------------------------------------------------------------
     answered_output_tokens: int | None = Field(
@@ -271,6 +289,12 @@ class Policy(BaseModel):
         if isinstance(value, int) and value < 0:
             raise ValueError("must be 'all' or a number of turns, at least 0")
         return value
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tool_policies(cls, value: object) -> object:
+        # A mapping, a list of entries with a "tool" key, or (from the environment) the JSON text of either.
+        return parse_tool_policies(value)
 
     @field_validator("protected_tools", "exclude_tools", "roles_never_prune", mode="before")
     @classmethod

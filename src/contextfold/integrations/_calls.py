@@ -107,21 +107,24 @@ MAX_RETRIEVAL_ROUNDS = 8
 
 
 def with_retrieval_tools(cm: ContextManager, kwargs: dict[str, Any], format: str, *, enabled: bool,
-                         where: str) -> dict[str, Any]:
-    """``kwargs`` with the retrieval tools added to ``tools=`` (when ``enabled``); tells the manager either way.
+                         where: str, compact: bool = False) -> dict[str, Any]:
+    """``kwargs`` with the retrieval tools (``enabled``) and ``compact_context`` (``compact``) in ``tools=``.
 
-    A note on a cut output names the tools only when the model has them: opted in, or already in ``tools=``.
+    The manager is told either way. A note on a cut output names the tools only when the model has them: opted
+    in, or already in ``tools=``.
     """
     from ..formats.tool_schemas import tool_schema
     from ._retrieval import TOOL_NAMES, offer, tool_specs
 
     tools = list(kwargs.get("tools") or ())
     names = {_tool_name(t) for t in tools}
-    if enabled:
-        tools += [tool_schema(format, s.name, s.description, s.parameters) for s in tool_specs(cm)
-                  if s.name not in names]
+    if enabled or compact:
+        specs = [s for s in tool_specs(cm, compact=compact) if enabled or s.name not in TOOL_NAMES]
+        added = [s for s in specs if s.name not in names]
+        tools += [tool_schema(format, s.name, s.description, s.parameters) for s in added]
+        names |= {s.name for s in added}
         kwargs = {**kwargs, "tools": tools}
-    offer(cm, enabled or set(TOOL_NAMES[:2]) <= names)
+    offer(cm, enabled or set(TOOL_NAMES[:2]) <= names, names)
     return kwargs
 
 
@@ -132,13 +135,15 @@ def _tool_name(tool: Any) -> Any:
     return getattr(tool, "name", None)
 
 
-def retrieval_results(cm: ContextManager, items: list[dict[str, Any]], format: str) -> list[dict[str, Any]] | None:
-    """The answers to a reply whose tool calls are all retrieval calls, as items to add; None otherwise.
+def retrieval_results(cm: ContextManager, items: list[dict[str, Any]], format: str,
+                      compact: bool = False) -> list[dict[str, Any]] | None:
+    """The answers to a reply whose tool calls are all ours, as items to add; None otherwise.
 
-    A reply that also calls the caller's own tools goes back to the caller whole (its loop answers every call;
-    ``cm.cache.execute_tool_call`` answers the retrieval ones).
+    Ours: the retrieval calls, and ``compact_context`` with ``compact``. A reply that also calls the caller's own
+    tools goes back to the caller whole (its loop answers every call; ``cm.cache.execute_tool_call`` answers the
+    retrieval ones).
     """
-    from ._retrieval import TOOL_NAMES, answer
+    from ._retrieval import answer, answered_names
 
     calls: list[tuple[str, str, Any]] = []  # (id, name, arguments)
     for item in items:
@@ -150,7 +155,7 @@ def retrieval_results(cm: ContextManager, items: list[dict[str, Any]], format: s
         elif format == "anthropic":
             calls += [(b["id"], b["name"], b.get("input")) for b in item.get("content") or ()
                       if isinstance(b, Mapping) and b.get("type") == "tool_use"]
-    if not calls or any(name not in TOOL_NAMES for _, name, _ in calls):
+    if not calls or any(name not in answered_names(compact) for _, name, _ in calls):
         return None
     answers = [(call_id, answer(cm, name, arguments, call_id)) for call_id, name, arguments in calls]
     if format == "openai_chat":
@@ -161,8 +166,11 @@ def retrieval_results(cm: ContextManager, items: list[dict[str, Any]], format: s
                                          for call_id, text in answers]}]
 
 
-def check_retrieval(retrieval_tools: bool, add_reply: bool, where: str) -> None:
+def check_retrieval(retrieval_tools: bool, add_reply: bool, where: str, compact_tool: bool = False) -> None:
     """The wrapper answers retrieval calls in the history, so it must add the replies to it."""
     if retrieval_tools and not add_reply:
         raise ConfigError("retrieval_tools=True answers the model's retrieval calls in the history, which needs "
                           "add_reply=True", field=f"{where}.retrieval_tools")
+    if compact_tool and not add_reply:
+        raise ConfigError("compact_tool=True answers the model's compact_context calls in the history, which needs "
+                          "add_reply=True", field=f"{where}.compact_tool")

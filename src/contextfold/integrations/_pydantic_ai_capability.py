@@ -7,6 +7,7 @@ module keeps working with 1.x (``history_processors=[processor]``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,7 @@ try:
     from pydantic_ai import RunContext
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.exceptions import RetryModelRequest
-    from pydantic_ai.messages import ModelRequest
+    from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
     from pydantic_ai.tools import Tool
     from pydantic_ai.toolsets import FunctionToolset
 except ImportError as exc:  # pragma: no cover - exercised only without the extra (or with pydantic-ai 1.x)
@@ -80,12 +81,12 @@ class ContextfoldCapability(AbstractCapability[Any]):
                                    request_context: ModelRequestContext) -> ModelRequestContext:
         """Send the manager's view; it becomes the run's history."""
         names = {t.name for t in request_context.model_request_parameters.function_tools}
-        offer(self.processor.manager, set(TOOL_NAMES[:2]) <= names)
+        offer(self.processor.manager, set(TOOL_NAMES[:2]) <= names, names)
         tools, instructions, response_format = request_extras(request_context)
         await asyncio.to_thread(self.processor.manager.set_request_extras, tools=tools, instructions=instructions,
                                 response_format=response_format)
         messages = await self.processor(ctx, list(request_context.messages))
-        request_context.messages = list(messages)
+        request_context.messages = self._with_status(messages)
         ctx.messages[:] = messages
         self._recoveries.pop((ctx.run_id, ctx.run_step), None)
         return request_context
@@ -95,9 +96,17 @@ class ContextfoldCapability(AbstractCapability[Any]):
         """A retry after an overflow sends the view as recovery shrank it."""
         if (ctx.run_id, ctx.run_step) in self._recoveries:
             view = await asyncio.to_thread(self.processor.view)
-            request_context.messages = list(view)
+            request_context.messages = self._with_status(view)
             ctx.messages[:] = view
         return request_context
+
+    def _with_status(self, messages: list[ModelMessage]) -> list[ModelMessage]:
+        """``messages`` with the budget line (when on) in the last request: this request only, never the history."""
+        status = self.processor.manager.status_message()
+        last = messages[-1] if messages else None
+        if status is None or not isinstance(last, ModelRequest):
+            return list(messages)
+        return [*messages[:-1], dataclasses.replace(last, parts=[*last.parts, UserPromptPart(status.text)])]
 
     async def on_model_request_error(self, ctx: RunContext[Any], *, request_context: ModelRequestContext,
                                      error: Exception) -> ModelResponse:
@@ -153,11 +162,14 @@ class ContextfoldCapability(AbstractCapability[Any]):
 
     def get_toolset(self) -> Any:
         """The retrieval tools, answered from the processor's manager."""
-        if not self.processor.retrieval_tools:
+        processor = self.processor
+        if not processor.retrieval_tools and not processor.compact_tool:
             return None
-        manager = self.processor.manager
+        manager = processor.manager
         tools: list[Tool[Any]] = []
-        for spec in tool_specs(manager):
+        for spec in tool_specs(manager, compact=processor.compact_tool):
+            if not processor.retrieval_tools and spec.name in TOOL_NAMES:
+                continue
             async def run(_name: str = spec.name, **arguments: Any) -> str:
                 return await asyncio.to_thread(answer, manager, _name, arguments)
 

@@ -126,22 +126,26 @@ class AnthropicClient:
         client: The SDK client; None builds ``anthropic.Anthropic(**client_options)``.
         recovery_retries: Overflow retries per call (the SDK's own retries on 429/5xx are separate).
         add_reply: Append the model's reply to the history after each call.
+        retrieval_tools: Give the model the retrieval tools and answer its calls to them inside the call.
+        compact_tool: Give the model ``compact_context`` (it compacts its own context) and answer it the same way.
         client_options: Passed to ``anthropic.Anthropic`` when ``client`` is None.
     """
 
     def __init__(self, client: Any = None, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
-                 retrieval_tools: bool = False, **client_options: Any) -> None:
-        check_retrieval(retrieval_tools, add_reply, "AnthropicClient")
+                 retrieval_tools: bool = False, compact_tool: bool = False, **client_options: Any) -> None:
+        check_retrieval(retrieval_tools, add_reply, "AnthropicClient", compact_tool)
         self.client = client if client is not None else _sdk().Anthropic(**client_options)
         self.recovery_retries = recovery_retries
         self.add_reply = add_reply
         self.retrieval_tools = retrieval_tools
+        self.compact_tool = compact_tool
 
     def messages(self, cm: ContextManager, **kwargs: Any) -> Any:
         """``client.messages.create(system=…, messages=<the view>, **kwargs)``; returns the SDK's Message."""
         reject(kwargs, ("messages",), "messages")
         stream = streaming(kwargs, self.retrieval_tools, "messages")
-        kwargs = with_retrieval_tools(cm, kwargs, "anthropic", enabled=self.retrieval_tools, where="messages")
+        kwargs = with_retrieval_tools(cm, kwargs, "anthropic", enabled=self.retrieval_tools, where="messages",
+                                      compact=self.compact_tool)
         count_extras(cm, kwargs)
         if stream:
             return self._stream(cm, kwargs)
@@ -149,7 +153,8 @@ class AnthropicClient:
             reply = self._call(cm, kwargs)
             items = _items(reply)
             finish(cm, getattr(reply, "usage", None), items, format="anthropic", add_reply=self.add_reply)
-            answers = retrieval_results(cm, items, "anthropic") if self.retrieval_tools else None
+            answers = (retrieval_results(cm, items, "anthropic", self.compact_tool)
+                       if self.retrieval_tools or self.compact_tool else None)
             if answers is None:
                 break
             cm.add(answers, format="anthropic")
@@ -190,18 +195,20 @@ class AsyncAnthropicClient:
     """The async twin of :class:`AnthropicClient`, over ``anthropic.AsyncAnthropic``."""
 
     def __init__(self, client: Any = None, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
-                 retrieval_tools: bool = False, **client_options: Any) -> None:
-        check_retrieval(retrieval_tools, add_reply, "AsyncAnthropicClient")
+                 retrieval_tools: bool = False, compact_tool: bool = False, **client_options: Any) -> None:
+        check_retrieval(retrieval_tools, add_reply, "AsyncAnthropicClient", compact_tool)
         self.client = client if client is not None else _sdk().AsyncAnthropic(**client_options)
         self.recovery_retries = recovery_retries
         self.add_reply = add_reply
         self.retrieval_tools = retrieval_tools
+        self.compact_tool = compact_tool
 
     async def messages(self, cm: ContextManager, **kwargs: Any) -> Any:
         """Async :meth:`AnthropicClient.messages`."""
         reject(kwargs, ("messages",), "messages")
         stream = streaming(kwargs, self.retrieval_tools, "messages")
-        kwargs = with_retrieval_tools(cm, kwargs, "anthropic", enabled=self.retrieval_tools, where="messages")
+        kwargs = with_retrieval_tools(cm, kwargs, "anthropic", enabled=self.retrieval_tools, where="messages",
+                                      compact=self.compact_tool)
         count_extras(cm, kwargs)
         if stream:
             return await self._stream(cm, kwargs)
@@ -209,7 +216,8 @@ class AsyncAnthropicClient:
             reply = await self._call(cm, kwargs)
             items = _items(reply)
             await afinish(cm, getattr(reply, "usage", None), items, format="anthropic", add_reply=self.add_reply)
-            answers = retrieval_results(cm, items, "anthropic") if self.retrieval_tools else None
+            answers = (retrieval_results(cm, items, "anthropic", self.compact_tool)
+                       if self.retrieval_tools or self.compact_tool else None)
             if answers is None:
                 break
             await cm.aadd(answers, format="anthropic")
@@ -250,12 +258,13 @@ class AsyncAnthropicClient:
 
 
 def wrap_anthropic(client: Any, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
-                   retrieval_tools: bool = False) -> AnthropicClient | AsyncAnthropicClient:
+                   retrieval_tools: bool = False,
+                   compact_tool: bool = False) -> AnthropicClient | AsyncAnthropicClient:
     """Wrap an ``anthropic.Anthropic`` or ``anthropic.AsyncAnthropic`` (Bedrock/Vertex ones too) to match."""
     _sdk()
     # The SDK's async clients (AsyncAnthropic, AsyncAnthropicBedrock, AsyncAnthropicVertex) share only the prefix.
     if type(client).__name__.startswith("Async"):
         return AsyncAnthropicClient(client, recovery_retries=recovery_retries, add_reply=add_reply,
-                                    retrieval_tools=retrieval_tools)
+                                    retrieval_tools=retrieval_tools, compact_tool=compact_tool)
     return AnthropicClient(client, recovery_retries=recovery_retries, add_reply=add_reply,
-                           retrieval_tools=retrieval_tools)
+                           retrieval_tools=retrieval_tools, compact_tool=compact_tool)

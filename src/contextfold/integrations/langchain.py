@@ -30,7 +30,7 @@ import asyncio
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ConfigError, MissingExtra
 from ..manager.reconcile import content_key, pin_head, rebase, reconcile, unpinned
@@ -43,7 +43,7 @@ try:
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
     from langchain.agents.structured_output import AutoStrategy, ProviderStrategy, ToolStrategy
     from langchain_core.exceptions import ContextOverflowError as LangChainOverflow
-    from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
     from langchain_core.tools import BaseTool, StructuredTool
     from langchain_core.utils.function_calling import convert_to_openai_tool
     from langgraph.config import get_config
@@ -145,6 +145,7 @@ class ContextfoldMiddleware(AgentMiddleware):
             goes, and :meth:`close` closes the rest).
         retrieval_tools: Give the agent the retrieval tools (``tools``); without them, notes on cut outputs say
             what was cut without naming a tool.
+        compact_tool: Give the agent ``compact_context`` too (it compacts its own context, as ``/compact``).
         max_retries: Overflow retries per model call.
         strict: Raise when preparing the view fails instead of sending the smallest valid view.
     """
@@ -153,7 +154,7 @@ class ContextfoldMiddleware(AgentMiddleware):
                  manager_factory: Callable[[str], ContextManager] | None = None,
                  manager_options: Mapping[str, Any] | None = None, mode: Mode = "before_model",
                  max_threads: int = DEFAULT_MAX_THREADS, retrieval_tools: bool = True,
-                 max_retries: int = DEFAULT_MAX_RETRIES, strict: bool = False) -> None:
+                 max_retries: int = DEFAULT_MAX_RETRIES, strict: bool = False, compact_tool: bool = False) -> None:
         super().__init__()
         if manager is not None and manager_factory is not None:
             raise ConfigError("pass at most one of manager= and manager_factory=", field="ContextfoldMiddleware")
@@ -173,7 +174,8 @@ class ContextfoldMiddleware(AgentMiddleware):
         self._built: set[int] = set()  # ids of the managers in _managers that the middleware built itself
         self._lock = threading.Lock()
         self.updates = 0  # state rewrites returned from before_model
-        self.tools: list[BaseTool] = self._retrieval_tools() if retrieval_tools else []
+        self.compact_tool = compact_tool
+        self.tools: list[BaseTool] = self._retrieval_tools(retrieval_tools, compact_tool)
 
     # -- managers -------------------------------------------------------------------------------------------------
     def conversation_manager(self, thread_id: str = DEFAULT_THREAD) -> ContextManager:
@@ -290,17 +292,19 @@ class ContextfoldMiddleware(AgentMiddleware):
                  for t in request.tools}
         tools, response_format = request_extras(request)
         with cm.framework_history.lock:
-            offer(cm, set(TOOL_NAMES[:2]) <= names)
+            offer(cm, set(TOOL_NAMES[:2]) <= names, names)
             cm.set_request_extras(tools=tools, response_format=response_format)  # counted with the view
             system = request.system_message
             if system is not None and system.text:
                 pin_head(cm, SYSTEM_PROMPT_ID, system.text)
             extra = _provider_settings(cm, request)  # before the view: it tells the manager who compacts
-            view = self._view(cm, list(request.messages))
+            view: list[Any] = self._view(cm, list(request.messages))
+            status = cm.status_message()  # the budget line, when on: this request only, never the agent state
+            if status is not None:
+                view = [*view, HumanMessage(content=status.text)]
         if extra:
-            return request.override(messages=cast("list[Any]", view), model_settings={**request.model_settings,
-                                                                                     **extra})
-        return request.override(messages=cast("list[Any]", view))
+            return request.override(messages=view, model_settings={**request.model_settings, **extra})
+        return request.override(messages=view)
 
     def _manager_for(self, request: ModelRequest) -> ContextManager:
         cm = self._resolve(_thread_id(), request.model)
@@ -336,9 +340,11 @@ class ContextfoldMiddleware(AgentMiddleware):
                 await asyncio.to_thread(recovery.shrink, info, exc)
 
     # -- the retrieval tools --------------------------------------------------------------------------------------
-    def _retrieval_tools(self) -> list[BaseTool]:
+    def _retrieval_tools(self, retrieval: bool, compact: bool) -> list[BaseTool]:
         tools: list[BaseTool] = []
-        for spec in tool_specs():
+        for spec in tool_specs(compact=compact):
+            if not retrieval and spec.name in TOOL_NAMES:
+                continue
             def run(_name: str = spec.name, **arguments: Any) -> str:
                 cm = self._resolve(_thread_id(), None)
                 if cm is None:

@@ -70,7 +70,7 @@ def _closer(events: Any) -> Any:
 
 
 def completion(cm: ContextManager, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
-               retrieval_tools: bool = False, **kwargs: Any) -> Any:
+               retrieval_tools: bool = False, compact_tool: bool = False, **kwargs: Any) -> Any:
     """``litellm.completion(messages=<the view>, **kwargs)``: prepare, call, recover, record usage, add the reply.
 
     Args:
@@ -78,13 +78,15 @@ def completion(cm: ContextManager, *, recovery_retries: int = DEFAULT_MAX_RETRIE
         recovery_retries: Overflow retries (litellm's own ``num_retries`` on transient errors are separate).
         add_reply: Append the model's reply to the history.
         retrieval_tools: Add the retrieval tools to ``tools=`` and answer the model's calls to them inside the call.
+        compact_tool: Add ``compact_context`` (the agent compacts its own context) and answer it the same way.
         kwargs: Passed to ``litellm.completion`` (``model``, ``tools``, ``api_base``, …), except ``messages``.
     """
     litellm = _sdk()
     reject(kwargs, ("messages",), "completion")
-    check_retrieval(retrieval_tools, add_reply, "completion")
+    check_retrieval(retrieval_tools, add_reply, "completion", compact_tool)
     stream = streaming(kwargs, retrieval_tools, "completion")
-    kwargs = with_retrieval_tools(cm, kwargs, "openai_chat", enabled=retrieval_tools, where="completion")
+    kwargs = with_retrieval_tools(cm, kwargs, "openai_chat", enabled=retrieval_tools, where="completion",
+                                  compact=compact_tool)
     count_extras(cm, kwargs)
     if stream:
         kwargs = {"stream_options": {"include_usage": True}, **kwargs}
@@ -100,7 +102,8 @@ def completion(cm: ContextManager, *, recovery_retries: int = DEFAULT_MAX_RETRIE
                                       format="openai_chat", max_retries=recovery_retries)
         items = _items(response)
         finish(cm, getattr(response, "usage", None), items, format="openai_chat", add_reply=add_reply)
-        answers = retrieval_results(cm, items, "openai_chat") if retrieval_tools else None
+        answers = (retrieval_results(cm, items, "openai_chat", compact_tool)
+                   if retrieval_tools or compact_tool else None)
         if answers is None:
             break
         cm.add(answers, format="openai_chat")
@@ -108,13 +111,14 @@ def completion(cm: ContextManager, *, recovery_retries: int = DEFAULT_MAX_RETRIE
 
 
 async def acompletion(cm: ContextManager, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
-                      retrieval_tools: bool = False, **kwargs: Any) -> Any:
+                      retrieval_tools: bool = False, compact_tool: bool = False, **kwargs: Any) -> Any:
     """Async :func:`completion` over ``litellm.acompletion``."""
     litellm = _sdk()
     reject(kwargs, ("messages",), "acompletion")
-    check_retrieval(retrieval_tools, add_reply, "acompletion")
+    check_retrieval(retrieval_tools, add_reply, "acompletion", compact_tool)
     stream = streaming(kwargs, retrieval_tools, "acompletion")
-    kwargs = with_retrieval_tools(cm, kwargs, "openai_chat", enabled=retrieval_tools, where="acompletion")
+    kwargs = with_retrieval_tools(cm, kwargs, "openai_chat", enabled=retrieval_tools, where="acompletion",
+                                  compact=compact_tool)
     count_extras(cm, kwargs)
     if stream:
         kwargs = {"stream_options": {"include_usage": True}, **kwargs}
@@ -138,7 +142,8 @@ async def acompletion(cm: ContextManager, *, recovery_retries: int = DEFAULT_MAX
                                              format="openai_chat", max_retries=recovery_retries)
         items = _items(response)
         await afinish(cm, getattr(response, "usage", None), items, format="openai_chat", add_reply=add_reply)
-        answers = retrieval_results(cm, items, "openai_chat") if retrieval_tools else None
+        answers = (retrieval_results(cm, items, "openai_chat", compact_tool)
+                   if retrieval_tools or compact_tool else None)
         if answers is None:
             break
         await cm.aadd(answers, format="openai_chat")

@@ -87,7 +87,11 @@ def _items(cm: ContextManager, view: Sequence[Message]) -> list[dict[str, Any]]:
 
 
 def _sent_view(cm: ContextManager, *, strict: bool) -> list[dict[str, Any]]:
-    return copy.deepcopy(_items(cm, prepare_messages(cm, strict=strict, where="openai_agents")))
+    items = _items(cm, prepare_messages(cm, strict=strict, where="openai_agents"))
+    status = cm.status_message()  # the budget line, when on: last, for this call only (never the SDK's history)
+    if status is not None:
+        items += openai_responses.encode([status])
+    return copy.deepcopy(items)
 
 
 def request_extras(tools: Sequence[Any], handoffs: Sequence[Any],
@@ -167,7 +171,7 @@ class ContextfoldInputFilter:
         items = [_plain(item) for item in data.model_data.input]
         with cm.framework_history.lock:
             # A note on a cut output names the retrieval tools only when this agent has them.
-            offer(cm, set(TOOL_NAMES[:2]) <= agent_tools)
+            offer(cm, set(TOOL_NAMES[:2]) <= agent_tools, agent_tools)
             if self.count_instructions and instructions:
                 pin_head(cm, INSTRUCTIONS_ID, instructions)
             reconcile(cm, SOURCE, items, key=_key, convert=_decode)
@@ -184,10 +188,14 @@ class ContextfoldInputFilter:
         return await asyncio.to_thread(self.filter, data)
 
 
-def retrieval_tools(manager: ContextManager) -> list[FunctionTool]:
-    """``tool_output_cache``, ``tool_output_cache_grep`` and ``history_search`` as the SDK's ``FunctionTool``s."""
+def retrieval_tools(manager: ContextManager, *, compact_tool: bool = False) -> list[FunctionTool]:
+    """``tool_output_cache``, ``tool_output_cache_grep`` and ``history_search`` as the SDK's ``FunctionTool``s.
+
+    ``compact_tool`` adds ``compact_context``: the agent compacts its own context (the same compaction as
+    ``/compact``), with optional instructions of what to keep.
+    """
     tools: list[FunctionTool] = []
-    for spec in tool_specs(manager):
+    for spec in tool_specs(manager, compact=compact_tool):
         async def invoke(_context: Any, arguments: str, _name: str = spec.name) -> str:
             return await asyncio.to_thread(answer, manager, _name, arguments)
 
@@ -402,7 +410,7 @@ class ContextfoldKit:
 
 def contextfold_run(manager: ContextManager, *, hooks: RunHooks[Any] | None = None,
                     run_config: RunConfig | None = None, model: Model | None = None, strict: bool = False,
-                    max_retries: int = DEFAULT_MAX_RETRIES) -> ContextfoldKit:
+                    max_retries: int = DEFAULT_MAX_RETRIES, compact_tool: bool = False) -> ContextfoldKit:
     """The run configuration, hooks and retrieval tools that keep an SDK run inside its window.
 
     Args:
@@ -414,6 +422,7 @@ def contextfold_run(manager: ContextManager, *, hooks: RunHooks[Any] | None = No
             :class:`RecoveringModel` or pass it here.
         strict: Raise when preparing the view fails instead of sending the smallest valid view.
         max_retries: Overflow retries per model call.
+        compact_tool: Add ``compact_context`` to ``kit.tools`` (the agent compacts its own context).
     """
     base = run_config or RunConfig()
     chosen = model if model is not None else base.model
@@ -423,7 +432,8 @@ def contextfold_run(manager: ContextManager, *, hooks: RunHooks[Any] | None = No
         base, model=chosen,
         call_model_input_filter=ContextfoldInputFilter(manager, strict=strict),
         model_provider=RecoveringModelProvider(manager, base.model_provider, max_retries=max_retries, strict=strict))
-    return ContextfoldKit(run_config=config, hooks=ContextfoldHooks(manager, hooks), tools=retrieval_tools(manager))
+    return ContextfoldKit(run_config=config, hooks=ContextfoldHooks(manager, hooks),
+                          tools=retrieval_tools(manager, compact_tool=compact_tool))
 
 
 class ContextfoldSession:

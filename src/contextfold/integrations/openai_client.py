@@ -132,22 +132,25 @@ class OpenAIClient:
         recovery_retries: Overflow retries per call (the SDK's own retries on 429/5xx are separate).
         add_reply: Append the model's reply to the history after each call.
         retrieval_tools: Give the model the retrieval tools and answer its calls to them inside the call.
+        compact_tool: Give the model ``compact_context`` (it compacts its own context) and answer it the same way.
         client_options: Passed to ``openai.OpenAI`` when ``client`` is None.
     """
 
     def __init__(self, client: Any = None, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
-                 retrieval_tools: bool = False, **client_options: Any) -> None:
-        check_retrieval(retrieval_tools, add_reply, "OpenAIClient")
+                 retrieval_tools: bool = False, compact_tool: bool = False, **client_options: Any) -> None:
+        check_retrieval(retrieval_tools, add_reply, "OpenAIClient", compact_tool)
         self.client = client if client is not None else _sdk().OpenAI(**client_options)
         self.recovery_retries = recovery_retries
         self.add_reply = add_reply
         self.retrieval_tools = retrieval_tools
+        self.compact_tool = compact_tool
 
     def chat(self, cm: ContextManager, **kwargs: Any) -> Any:
         """``client.chat.completions.create(messages=<the view>, **kwargs)``; returns the SDK's ChatCompletion."""
         reject(kwargs, ("messages",), "chat")
         stream = streaming(kwargs, self.retrieval_tools, "chat")
-        kwargs = with_retrieval_tools(cm, kwargs, "openai_chat", enabled=self.retrieval_tools, where="chat")
+        kwargs = with_retrieval_tools(cm, kwargs, "openai_chat", enabled=self.retrieval_tools, where="chat",
+                                      compact=self.compact_tool)
         count_extras(cm, kwargs)
         create = self.client.chat.completions.create
         if stream:
@@ -163,7 +166,8 @@ class OpenAIClient:
                                           max_retries=self.recovery_retries)
             items = _chat_items(response)
             finish(cm, getattr(response, "usage", None), items, format="openai_chat", add_reply=self.add_reply)
-            answers = retrieval_results(cm, items, "openai_chat") if self.retrieval_tools else None
+            answers = (retrieval_results(cm, items, "openai_chat", self.compact_tool)
+                       if self.retrieval_tools or self.compact_tool else None)
             if answers is None:
                 break
             cm.add(answers, format="openai_chat")
@@ -174,7 +178,7 @@ class OpenAIClient:
         reject(kwargs, ("input", "previous_response_id"), "responses")
         stream = streaming(kwargs, self.retrieval_tools, "responses")
         kwargs = with_retrieval_tools(cm, kwargs, "openai_responses", enabled=self.retrieval_tools,
-                                      where="responses")
+                                      where="responses", compact=self.compact_tool)
         count_extras(cm, kwargs)
         create = self.client.responses.create
         if stream:
@@ -192,7 +196,8 @@ class OpenAIClient:
             response = _responses_call(cm, create, kwargs, self.recovery_retries)
             items = _responses_items(response)
             finish(cm, getattr(response, "usage", None), items, format="openai_responses", add_reply=self.add_reply)
-            answers = retrieval_results(cm, items, "openai_responses") if self.retrieval_tools else None
+            answers = (retrieval_results(cm, items, "openai_responses", self.compact_tool)
+                       if self.retrieval_tools or self.compact_tool else None)
             if answers is None:
                 break
             cm.add(answers, format="openai_responses")
@@ -203,18 +208,20 @@ class AsyncOpenAIClient:
     """The async twin of :class:`OpenAIClient`, over ``openai.AsyncOpenAI``."""
 
     def __init__(self, client: Any = None, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
-                 retrieval_tools: bool = False, **client_options: Any) -> None:
-        check_retrieval(retrieval_tools, add_reply, "AsyncOpenAIClient")
+                 retrieval_tools: bool = False, compact_tool: bool = False, **client_options: Any) -> None:
+        check_retrieval(retrieval_tools, add_reply, "AsyncOpenAIClient", compact_tool)
         self.client = client if client is not None else _sdk().AsyncOpenAI(**client_options)
         self.recovery_retries = recovery_retries
         self.add_reply = add_reply
         self.retrieval_tools = retrieval_tools
+        self.compact_tool = compact_tool
 
     async def chat(self, cm: ContextManager, **kwargs: Any) -> Any:
         """Async :meth:`OpenAIClient.chat`."""
         reject(kwargs, ("messages",), "chat")
         stream = streaming(kwargs, self.retrieval_tools, "chat")
-        kwargs = with_retrieval_tools(cm, kwargs, "openai_chat", enabled=self.retrieval_tools, where="chat")
+        kwargs = with_retrieval_tools(cm, kwargs, "openai_chat", enabled=self.retrieval_tools, where="chat",
+                                      compact=self.compact_tool)
         count_extras(cm, kwargs)
         create = self.client.chat.completions.create
         if stream:
@@ -233,7 +240,8 @@ class AsyncOpenAIClient:
             items = _chat_items(response)
             await afinish(cm, getattr(response, "usage", None), items, format="openai_chat",
                           add_reply=self.add_reply)
-            answers = retrieval_results(cm, items, "openai_chat") if self.retrieval_tools else None
+            answers = (retrieval_results(cm, items, "openai_chat", self.compact_tool)
+                       if self.retrieval_tools or self.compact_tool else None)
             if answers is None:
                 break
             await cm.aadd(answers, format="openai_chat")
@@ -244,7 +252,7 @@ class AsyncOpenAIClient:
         reject(kwargs, ("input", "previous_response_id"), "responses")
         stream = streaming(kwargs, self.retrieval_tools, "responses")
         kwargs = with_retrieval_tools(cm, kwargs, "openai_responses", enabled=self.retrieval_tools,
-                                      where="responses")
+                                      where="responses", compact=self.compact_tool)
         count_extras(cm, kwargs)
         create = self.client.responses.create
         if stream:
@@ -263,7 +271,8 @@ class AsyncOpenAIClient:
             items = _responses_items(response)
             await afinish(cm, getattr(response, "usage", None), items, format="openai_responses",
                           add_reply=self.add_reply)
-            answers = retrieval_results(cm, items, "openai_responses") if self.retrieval_tools else None
+            answers = (retrieval_results(cm, items, "openai_responses", self.compact_tool)
+                       if self.retrieval_tools or self.compact_tool else None)
             if answers is None:
                 break
             await cm.aadd(answers, format="openai_responses")
@@ -271,12 +280,12 @@ class AsyncOpenAIClient:
 
 
 def wrap_openai(client: Any, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
-                retrieval_tools: bool = False) -> OpenAIClient | AsyncOpenAIClient:
+                retrieval_tools: bool = False, compact_tool: bool = False) -> OpenAIClient | AsyncOpenAIClient:
     """Wrap an ``openai.OpenAI`` or ``openai.AsyncOpenAI`` (Azure's included) in the matching wrapper."""
     _sdk()
     # AsyncOpenAI and AsyncAzureOpenAI; compatible clients of other packages follow the same naming.
     if type(client).__name__.startswith("Async"):
         return AsyncOpenAIClient(client, recovery_retries=recovery_retries, add_reply=add_reply,
-                                 retrieval_tools=retrieval_tools)
+                                 retrieval_tools=retrieval_tools, compact_tool=compact_tool)
     return OpenAIClient(client, recovery_retries=recovery_retries, add_reply=add_reply,
-                        retrieval_tools=retrieval_tools)
+                        retrieval_tools=retrieval_tools, compact_tool=compact_tool)

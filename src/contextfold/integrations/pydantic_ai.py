@@ -300,16 +300,18 @@ class ContextfoldHistoryProcessor:
 
     Args:
         manager: The manager of this conversation.
+        compact_tool: The capability gives the agent ``compact_context`` too (it compacts its own context).
         retrieval_tools: The capability gives the agent the retrieval tools; without them, notes on cut outputs
             say what was cut without naming a tool.
         max_retries: Overflow retries per model request (through the capability).
         strict: Raise when preparing the view fails instead of sending the smallest valid view.
     """
 
-    def __init__(self, manager: ContextManager, *, retrieval_tools: bool = True,
+    def __init__(self, manager: ContextManager, *, retrieval_tools: bool = True, compact_tool: bool = False,
                  max_retries: int = DEFAULT_MAX_RETRIES, strict: bool = False) -> None:
         self.manager = manager
         self.retrieval_tools = retrieval_tools
+        self.compact_tool = compact_tool
         self.max_retries = max_retries
         self.strict = strict
         self.rewrites = 0  # calls whose returned history differed from the one received

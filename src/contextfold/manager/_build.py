@@ -43,6 +43,7 @@ class CompactionReport:
     compacted: int
     duration_ms: float
     summary: SummaryResult | None = None
+    kept: Mapping[str, int] = field(default_factory=dict)  # messages kept per layer (CompactionStats.kept)
 
     @classmethod
     def unchanged(cls, tokens: int, messages: int, duration_ms: float = 0.0) -> CompactionReport:

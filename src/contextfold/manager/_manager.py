@@ -121,6 +121,7 @@ class ContextManager:
         archive_events: bool = True,
         defer_soft: bool = False,
     ) -> None:
+        from ..steering import Steering, schema_tool_names
         from ..telemetry import CompactWarning
         from ..tokens import TokenUsage
         from ._answered_view import AnsweredWidening
@@ -152,11 +153,13 @@ class ContextManager:
         self.defer_soft = defer_soft
         self.tools: list[Mapping[str, Any]] = list(tools)
         # What every request carries beside the messages (tool schemas, instructions sent in their own field, a
-        # response-format schema): counted against the window with the view. `_tool_tokens` is their total.
+        # response-format schema): counted against the window with the view. `_extra_tokens` is their total.
         self._instructions: str | None = None
         self._response_format: Mapping[str, Any] | None = None
         self._extras_key: str | None = None
-        self._tool_tokens = self.counter.count_tools(self.tools) if self.tools else 0
+        self._extra_tokens = self.counter.count_tools(self.tools) if self.tools else 0
+        # What the agent sees of its own context (issue 24): per-tool rules, masking order, budget line, receipts.
+        self.steering = Steering(self.policy, self.counter, schema_tool_names(self.tools))
         self._tools_revision = self.counter.revision  # counted again when the counter's counts change
         self._view = View(self.counter)
         self._lock = threading.RLock()
@@ -172,6 +175,7 @@ class ContextManager:
         # Whether a masking batch, a soft compaction or a wider answered output pays for the prompt cache it costs.
         self._economics = CacheEconomics(policy=self.policy, model=self.model, counter=self.counter,
                                          tracer=self.tracer, session_id=self.session_id)
+        self._status_uncounted = 0  # tokens of the last budget line sent that decisions did not count
         # Ids must not repeat across managers of one session (a restarted process, another worker): the archive
         # merges transcripts by id, so a second "s1:1" would hide the first. A per-manager nonce keeps them apart.
         # Pass message_id_prefix for reproducible ids (a replay), when one process owns the session for good.
@@ -269,7 +273,7 @@ class ContextManager:
                 m = self._without_foreign_ref(mark(m.with_meta(id=m.meta.get("id") or f"{self._id_prefix}:{seq}")))
                 self._warn_if_large(m)
                 if m.role == "tool" and self.cache is not None and not m.protected:  # protected: byte for byte
-                    processed = self.cache.process(m)
+                    processed = self._write_time_view(m, incoming)
                     if processed is not m and processed.meta.get("ref"):
                         cut[str(processed.meta["ref"])] = m.text
                         # surrogatepass: a lone surrogate is stored as it came; measuring it must not fail.
@@ -281,6 +285,7 @@ class ContextManager:
                 stored.append(m)
             self._seq = seq
             self._secrets.added(stored)
+            self._note_steering(stored)
             if len(self._unwarmed) < _MAX_UNWARMED:
                 self._unwarmed.extend(stored[:_MAX_UNWARMED - len(self._unwarmed)])
             stored, orphans = self._view.split_orphans(stored)
@@ -352,6 +357,19 @@ class ContextManager:
             return m
         return m.with_meta(ref=None)
 
+    def _write_time_view(self, m: Message, batch: Sequence[Message]) -> Message:
+        """The tool result as the view keeps it: cut at write time under its tool's rule (``policy.tools``)."""
+        assert self.cache is not None
+        keep_whole, max_tokens = self.steering.write_rule(m, batch, self._view.raw)
+        processed: Message = m if keep_whole else self.cache.process(m, max_tokens=max_tokens)
+        return processed
+
+    def _note_steering(self, stored: Sequence[Message]) -> None:
+        """Tell the steering part what arrived; a tool whose outputs must not be summarized gets protected."""
+        protected = self.steering.note_added(stored, self.policy.protected_tools)
+        if protected is not None:
+            self._compactor.policy = self.policy.model_copy(update={"protected_tools": protected})
+
     def _warn_if_large(self, m: Message) -> None:
         """An input over ``policy.large_input_bytes`` (256 KB) is logged and reported (004 §2): usually a mistake."""
         limit = self.policy.large_input_bytes
@@ -373,7 +391,8 @@ class ContextManager:
 
         A list of messages/items for OpenAI Chat and Responses; the request fragment for Anthropic
         (``{"system", "messages"}``) and Gemini (``{"system_instruction", "contents"}``). Compacts first when
-        the policy says so; raises InsufficientBudget when even full compaction cannot fit.
+        the policy says so; raises InsufficientBudget when even full compaction cannot fit. With
+        ``policy.context_status`` on, the budget line (:meth:`status_message`) comes last.
         """
         from ..formats import get_format
 
@@ -383,18 +402,53 @@ class ContextManager:
             self._provider_items.report_drops(self._view, format)
             if self._view.dropped:  # what normalization removed for good goes to the archive now, not "later"
                 self._archive_dropped()
+            status = self._status_after_view(sending=True)
+            tail = [status] if status is not None else []
             if self._redacts_model_input():
                 # Configured (Redactor(apply_to_model=True)): the model sees the redacted view, encoded afresh.
-                view = self.redactor.redact_messages(self._view.normalized())
+                view = [*self.redactor.redact_messages(self._view.normalized()), *tail]
                 return wire.encode(view) if format in ("openai_chat", "openai_responses") else wire.encode_request(view)
             # The agent calls the model next and waits for it: the moment to load the exact tokenizer, if needed.
             self.counter.preload()
             if format in ("openai_chat", "openai_responses"):
-                return self._view.encoded(wire)
-            return wire.encode_request(self._view.normalized())
+                # The budget line changes on every call: last, after every cached block, so the prefix stays cached.
+                return [*self._view.encoded(wire), *wire.encode(tail)] if tail else self._view.encoded(wire)
+            return wire.encode_request([*self._view.normalized(), *tail])
+
+    def status_message(self) -> Message | None:
+        """The budget line for the view as prepared, or None (``policy.context_status`` off, nothing to say).
+
+        A ``user`` message that goes last in the request and never into the history: adapters that keep the view
+        as the framework's history (:meth:`prepare_messages`) add it to the request they send. Its tokens are
+        counted in every decision while the line is on.
+        """
+        with self._lock:
+            return self._status_after_view(sending=True)
+
+    def _status_after_view(self, *, sending: bool = False) -> Message | None:
+        if sending:
+            self._status_uncounted = 0
+        if not self.steering.has_line:
+            return None  # (before reading the view: most calls have nothing to say)
+        view = self._view.normalized()
+        if not view or view[-1].role == "assistant":
+            return None  # nothing to send, or a prefill the model continues: a note after it would cut it off
+        # The figure the model reads is exact: the first line waits for a tokenizer still loading (byte upper bounds
+        # can be 4x the count), once per process.
+        self._count_exactly()
+        tokens, _, _ = self._view.totals()
+        status = self.steering.status(tokens + self._extra_tokens, self._grounded, window=self.budgets.window)
+        if status is not None and sending:
+            self.steering.told()
+            # A line decisions did not count (``changes``) is in the provider's next usage report: record_usage knows.
+            self._status_uncounted = 0 if self.steering.decision_reserve else self.counter.count_message(status)
+        return status
 
     def prepare_messages(self) -> list[Message]:
-        """The view as Message objects (for framework adapters), compacting first when the policy says so."""
+        """The view as Message objects (for framework adapters), compacting first when the policy says so.
+
+        The budget line is not among them (it never enters a history): see :meth:`status_message`.
+        """
         with foreground, self._lock:
             self._prepare_view()
             view = self._view.normalized()
@@ -419,11 +473,12 @@ class ContextManager:
                 rewrote = (self._compactions, self._maskings) != rewrites
                 if self._economics.may_widen(self._view, rewrote=rewrote):
                     tokens, _, _ = self._view.totals()
+                    line = self.steering.status_reserve - self.steering.decision_reserve  # a line may follow the view
                     limit = self._widening.limit(self.policy.answered_output_tokens, self.budgets.window)
                     if self.policy.answered_output_tokens is None:
                         limit = self._economics.widen_limit(limit, self._widening.cap(self.budgets.window))
                     self._widening.widen(self._view,
-                                         room=self.budgets.hard - self._grounded(tokens + self._tool_tokens),
+                                         room=self.budgets.hard - self._grounded(tokens + self._tool_tokens) - line,
                                          limit=limit)
                 self._economics.previous_transient = self._widening.active
             tokens, _, count = self._view.totals()
@@ -435,11 +490,18 @@ class ContextManager:
         return self.redactor is not None and bool(getattr(self.redactor, "apply_to_model", False))
 
     def tokens(self) -> int:
-        """Tokens of the view as it would be sent now (tool schemas included), grounded in reported usage."""
+        """Tokens of the view as it would be sent now (tool schemas and budget line included), grounded in usage.
+
+        Decisions may count the budget line at its longest (``Steering.decision_reserve``); this is what goes out.
+        """
         with self._lock:
             self._count_exactly()
             tokens, _, _ = self._view.totals()
-            return self._grounded(tokens + self._tool_tokens)
+            sent = tokens + self._extra_tokens
+            if self.steering.status_on:
+                status = self._status_after_view()
+                sent += self.counter.count_message(status) if status is not None else 0
+            return self._grounded(sent)
 
     def _grounded(self, counted: int) -> int:
         g = self._grounding
@@ -471,8 +533,17 @@ class ContextManager:
     def _count_tools(self) -> None:
         """Count the request extras again when the counter's counts changed (exact tokenizer arrived, recalibrated)."""
         if self._tools_revision != self.counter.revision:
-            self._tool_tokens = self._extras_tokens()
+            self._extra_tokens = self._extras_tokens()
             self._tools_revision = self.counter.revision
+
+    @property
+    def _tool_tokens(self) -> int:
+        """Tokens a request carries besides the view, as decisions count them.
+
+        The request extras (tool schemas, instructions in their own field, a response format), and the budget line at
+        its longest when it goes out on every call (``always``).
+        """
+        return self._extra_tokens + self.steering.decision_reserve
 
     def _extras_tokens(self) -> int:
         import json
@@ -492,7 +563,7 @@ class ContextManager:
         """Tokens of what every request carries beside the messages (see :meth:`set_request_extras`)."""
         with self._lock:
             self._count_tools()
-            return self._tool_tokens
+            return self._extra_tokens
 
     def set_request_extras(self, *, tools: Sequence[Mapping[str, Any]] = (), instructions: str | None = None,
                            response_format: Mapping[str, Any] | None = None) -> bool:
@@ -507,6 +578,7 @@ class ContextManager:
         import json
 
         from ..errors import ConfigError
+        from ..steering import schema_tool_names
 
         if instructions is not None and not isinstance(instructions, str):
             raise ConfigError(f"must be a string, got {type(instructions).__name__}", field="instructions")
@@ -523,10 +595,11 @@ class ContextManager:
                 return False
             self._extras_key = key
             self.tools, self._instructions, self._response_format = listed, instructions or None, response_format
-            before = self._tool_tokens
-            self._tool_tokens = self._extras_tokens()
+            self.steering.declared_tools = schema_tool_names(listed)  # the notes name only tools the agent has
+            before = self._extra_tokens
+            self._extra_tokens = self._extras_tokens()
             self._tools_revision = self.counter.revision
-            return self._tool_tokens != before
+            return self._extra_tokens != before
 
     def _run_policy(self) -> None:
         from ..compaction import Action, decide
@@ -538,11 +611,13 @@ class ContextManager:
         self.last_plan = plan
         system, developer = self._view.pinned_tokens()
         self.tracer.emit(TokenEstimate(session_id=self.session_id, messages=tokens - system - developer,
-                                       tools_schema=self._tool_tokens, system=system, developer=developer,
+                                       tools_schema=self._extra_tokens,
+                                       system=system, developer=developer,
                                        model=self.model.name, context_window=self.budgets.window))
         if self._unwarmed and total >= self.budgets.soft * _WARM_AT_SHARE_OF_SOFT:
             self._warm_for_compaction()
         if plan.action is Action.NONE:
+            self._mask_due()
             return
         self.tracer.emit(TriggerDecision(session_id=self.session_id, triggered=True, action=str(plan.action),
                                          reason=plan.reason, tokens=total, threshold_tokens=self._threshold(plan),
@@ -682,7 +757,7 @@ class ContextManager:
                           forced=forced)
 
     def _mask(self, budget_tokens: int, *, required: int = 0, total: int | None = None,
-              forced: bool = True) -> str:
+              forced: bool = True, only_due: bool = False) -> str:
         """Mask old tool outputs down to ``budget_tokens``; skip it when it would free less than ``required``.
 
         Every masking rewrites the middle of the history and so costs the provider's prompt cache from there on:
@@ -695,12 +770,21 @@ class ContextManager:
         self._secrets.catch_up()  # a placeholder's digest must not quote a secret found elsewhere in the session
         view = self._view.normalized()
         p = self.policy
+        # Which outputs go first (superseded reads, per-tool turns) and which stay (per-tool rules): steering's call.
+        order = self.steering.mask_order(view)
+        if only_due:  # the outputs whose tool's turns have passed, and nothing else
+            from ..steering import MaskOrder
+
+            due = set(order.due)
+            order = MaskOrder(order.due, frozenset(i for i, m in enumerate(view) if m.role == "tool" and i not in due))
         with self.tracer.span("compact.mask", kind=MASK_KIND, budget_tokens=budget_tokens) as span:
             result = self.cache.mask(
                 view, counter=self.counter, budget_tokens=budget_tokens,
-                keep_tool_io_pairs=p.keep_tool_io_pairs, exclude_tools=(*p.exclude_tools, *p.protected_tools),
+                # A tool's own mask_after_turns is more specific than the session-wide keep count.
+                keep_tool_io_pairs=0 if only_due else p.keep_tool_io_pairs,
+                exclude_tools=(*p.exclude_tools, *p.protected_tools),
                 clear_at_least=p.clear_at_least, clear_tool_inputs=p.clear_tool_inputs,
-                digest_tokens=p.mask_digest_tokens,
+                digest_tokens=p.mask_digest_tokens, first=order.first, exempt=order.exempt,
             )
             if not result.masked_indices or result.tokens_freed < required:
                 span.drop()  # nothing applied: the view did not change, so there is nothing to show
@@ -718,6 +802,21 @@ class ContextManager:
             self._apply_mask(view, result)
             return "applied"
 
+    def _mask_due(self) -> None:
+        """Mask the outputs whose tool's ``mask_after_turns`` passed, once they free ``clear_at_least`` together.
+
+        Batched like any masking (each pass costs the provider's cached prefix from the first change on).
+        """
+        if self.cache is None or not self.policy.enabled or not self.steering.policies.turn_rules:
+            return
+        view = self._view.normalized()
+        due = self.steering.mask_order(view).due
+        if not due:
+            return
+        due_tokens = sum(self.counter.count_message(view[i]) for i in due)
+        if due_tokens >= self.policy.clear_at_least:
+            self._mask(0, required=self.policy.clear_at_least, only_due=True)
+
     def _apply_mask(self, view: list[Message], result: Any) -> None:
         from ..telemetry import CacheMasked
 
@@ -726,6 +825,7 @@ class ContextManager:
             masked[i] = _keep_layout(view[i], masked[i])
         self._view.replace(masked)
         self._maskings += 1
+        self.steering.note_masked(len(result.masked_indices), result.tokens_freed)
         self.tracer.emit(CacheMasked(session_id=self.session_id, count=len(result.masked_indices),
                                      refs=tuple(str(result.messages[i].meta.get("ref", ""))
                                                 for i in result.masked_indices),
@@ -785,13 +885,15 @@ class ContextManager:
     def _compact_in_span(self, kind: str, *, instructions: str | None, started: float,
                          automatic: bool, joined: bool = False) -> CompactionReport:
         from ..errors import ContextfoldError
+        from ..steering import without_receipts
         from ..telemetry import CompactWarning
         from ._build import CompactionReport
         from ._spans import TracedSummarizer
 
         self._count_exactly()
         self._secrets.catch_up()  # the summary is written from redacted text: every secret of the session known
-        view = self._view.normalized()
+        found = self._view.normalized()
+        view = without_receipts(found)  # the last compaction's receipt: replaced by this one's, never summarized
         # The provider's last usage said the view counts more than we count: the compaction's budget, which it
         # measures with our counter, shrinks by the difference, or "nothing to compact" could leave a view the
         # provider counts over hard (a property test found 1,001 over 1,000 after a usage 1.6x our count).
@@ -799,7 +901,8 @@ class ContextManager:
         # (overflow recovery reports the provider's figure; compaction must still have room to work).
         tokens, _, _ = self._view.totals()
         undercount = max(0, self._grounded(tokens + self._tool_tokens) - (tokens + self._tool_tokens))
-        reserved = self._tool_tokens + min(undercount, max(0, self.budgets.hard - self._tool_tokens) // 2)
+        reserved = (self._tool_tokens + self.steering.compaction_reserve
+                    + min(undercount, max(0, self.budgets.hard - self._tool_tokens) // 2))
         budget, plan = self._compactor.target(view, kind, reserved, low=self._economics.aims_low)
         shrunk = self._compactor.shrink_answered(view, budget)
         before_recut: list[Message] | None = None
@@ -807,7 +910,7 @@ class ContextManager:
         if shrunk is not view:
             # Every full output is in the tool output cache under its ref: the harder cut loses nothing.
             recut = sum(1 for old, new in zip(view, shrunk, strict=True) if old is not new)
-            before_recut = view
+            before_recut = found
             self._view.replace(shrunk)
             recut_note = (f"the {recut} answered message{'s' if recut != 1 else ''} (tool results or the user's "
                           f"request) took over half of the compaction budget ({budget:,} tokens): each was cut to a "
@@ -875,12 +978,17 @@ class ContextManager:
 
     def _apply(self, view: list[Message], result: CompactionResult, started: float) -> CompactionReport:
         """Replace ``view`` by the compacted one: the hook first, then the transcript archived, then the events."""
+        from ..steering import insert_receipt
         from ..telemetry import CompactWarning, MessagesPruned, SummaryCreated
         from ._build import CompactionReport
 
         self._run_before_compaction(result)
         number = self._archive_transcript(view)
-        self._view.replace(result.messages)
+        covered = result.summary_message.meta.get("compacted_count") if result.summary_message is not None else None
+        receipt = self.steering.receipt(result.summarized or result.removed,
+                                        covered if isinstance(covered, int) else None)
+        self._view.replace(insert_receipt(result.messages, receipt) if receipt is not None else result.messages)
+        self.steering.note_compacted(result.stats.compacted_count)
         self._compactions += 1
         self._compactor.floor = result.stats.tokens_after + self._tool_tokens
         stats = result.stats
@@ -901,7 +1009,7 @@ class ContextManager:
             self.tracer.emit(CompactWarning(session_id=self.session_id, message=warning, code="compaction"))
         duration = (time.perf_counter() - started) * 1000
         return CompactionReport(stats.tokens_before, stats.tokens_after, stats.messages_before, stats.messages_after,
-                                stats.compacted_count, duration, result.summary)
+                                stats.compacted_count, duration, result.summary, kept=dict(stats.kept))
 
     def _run_before_compaction(self, result: CompactionResult) -> None:
         """The application's pre-compaction hook (002: consolidate facts before messages leave the view).
@@ -946,12 +1054,16 @@ class ContextManager:
             automatic = self.policy.enabled and self.policy.auto
             if self._idle.pending or not automatic or self.paused or self.tokens() < sleep:
                 return None
+            from ..steering import without_receipts
+
             snapshot = self._view.normalized()
+            compactable = without_receipts(snapshot)  # the last receipt is replaced by the new one, not summarized
             # (The summary is computed away from the lock: the summarizer learns the whole view's secrets itself.)
-            summarizer = self._secrets.guard(self.summarizer, context=snapshot)
-            budget, count = self.budgets.hard - self._tool_tokens, self._compactions
+            summarizer, count = self._secrets.guard(self.summarizer, context=snapshot), self._compactions
+            budget = self.budgets.hard - self._tool_tokens - self.steering.compaction_reserve
+            policy = self._compactor.policy  # per-tool rules included (summarize: false)
             return self._idle.start(snapshot, self._view.version, lambda: compact_after_boundary(
-                snapshot, policy=self.policy, counter=self.counter, summarizer=summarizer, budget=budget,
+                compactable, policy=policy, counter=self.counter, summarizer=summarizer, budget=budget,
                 kind="soft", compaction_count=count, clock=self._clock))
 
     def _apply_idle_result(self) -> None:
@@ -1124,7 +1236,7 @@ class ContextManager:
             self._count_exactly()  # the grounding offset must be against exact counts
             self.usage_total = self.usage_total + parsed
             tokens, _, count = self._view.totals()
-            counted = tokens + self._tool_tokens
+            counted = tokens + self._tool_tokens + self._status_uncounted
             if parsed.prompt_tokens > 0 and (of_current_view or self._prepared_version == self._view.version):
                 self._grounding = (self._view.version, count, parsed.prompt_tokens - counted)
             self.tracer.emit(UsageRecorded(session_id=self.session_id, model=self.model.name,
