@@ -70,10 +70,11 @@ def test_the_order_never_makes_a_recent_or_answered_output_eligible() -> None:
 
 def manager(**policy: object) -> ContextManager:
     # Outputs stay whole at write time (~1,900 tokens each); tool outputs over 5,800 tokens are masked: of four
-    # outputs, one has to go.
+    # outputs, one has to go. Masking on the thresholds alone (cache_aware off): which output goes is the question
+    # here, not whether a masking of ~1,900 tokens pays for the prompt cache it costs.
     return ContextManager("gpt-4o", max_context_tokens=16_000, store="memory", archive="memory", session_id="sup",
                           policy={"clear_at_least": 0, "keep_tool_io_pairs": 1, "tool_output_budget_tokens": 5_800,
-                                  **policy},
+                                  "cache_aware": False, **policy},
                           tool_output={"max_message_tokens": 4_000}, telemetry=RecordingTelemetry())
 
 
