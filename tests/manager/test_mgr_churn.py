@@ -92,3 +92,23 @@ def test_a_hard_compaction_of_many_short_requests_leaves_room_to_grow() -> None:
     assert requests[-1] == "request 399: please continue with part 11"
     assert sum(cm.counter.count_message(m) for m in cm.messages() if m.role == "user" and m.kind is None) \
         <= cm.budgets.hard // 2
+
+
+def test_an_agent_reading_45_pages_at_12k_masks_instead_of_compacting() -> None:
+    # Issue 21 §6: an agent reading 45 log pages (~3 KB each) at 12K compacted 22 times with 0 maskings, and warned
+    # "compacted N times" on almost every one. Old pages are what masking is for: the view stays under the window
+    # with their digests, and no summary is written.
+    telemetry = RecordingTelemetry()
+    cm = manager(12_000, telemetry)
+    cm.add([Message.system("Read the build log pages, then summarize."), Message.user("Why does the build fail?")])
+    for page in range(45):
+        cm.prepare()
+        call = ToolCall(f"c{page}", "read_log", json.dumps({"page": page}))
+        log = "\n".join(f"line {i}: compiling module_{page}_{i} ... ok" for i in range(80))
+        cm.add([Message.assistant("", [call]), Message.tool(call.id, f"build log page {page}\n{log}", name="read_log")])
+    cm.prepare()
+    status = cm.status()
+    assert cm.compactions <= 2, compactions(telemetry)
+    assert status.maskings >= 10
+    assert cm.tokens() <= cm.budgets.hard
+    assert not [e for e in telemetry.events if "compacted" in getattr(e, "message", "") and "times" in e.message]
