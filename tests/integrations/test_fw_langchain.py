@@ -97,6 +97,8 @@ def test_before_model_persists_the_compacted_history(server: ScriptedLLMServer) 
     # Every request carries the system prompt once, first.
     assert all(r.items[0] == {"role": "system", "content": PROMPT} for r in server.requests)
     assert cm.usage_total.input > 0
+    # The final reply is the manager's too (issue 21 §6: status() and the archive missed the answer).
+    assert cm.messages()[-1].role == "assistant" and cm.messages()[-1].text == FINAL_ANSWER
 
 
 def test_wrap_model_call_keeps_the_state_whole(server: ScriptedLLMServer) -> None:
@@ -109,6 +111,7 @@ def test_wrap_model_call_keeps_the_state_whole(server: ScriptedLLMServer) -> Non
     assert middleware.updates == 0
     outputs = [m.content for m in state["messages"] if isinstance(m, ToolMessage)]
     assert outputs == [log_page(p) for p in range(TURNS)]
+    assert cm.messages()[-1].role == "assistant" and cm.messages()[-1].text == FINAL_ANSWER
 
 
 def test_without_the_middleware_the_same_run_overflows(server: ScriptedLLMServer) -> None:
@@ -138,6 +141,7 @@ def test_async_agent_and_a_manager_per_thread(server: ScriptedLLMServer) -> None
     assert state["messages"][-1].content == FINAL_ANSWER
     assert list(managers) == ["async-thread"]
     assert_scenario_held(server, middleware.conversation_manager("async-thread"), turns)
+    assert middleware.conversation_manager("async-thread").messages()[-1].text == FINAL_ANSWER
 
 
 def test_conversion_round_trips_and_keeps_unchanged_originals() -> None:

@@ -83,6 +83,8 @@ def test_fifty_tool_turns_finish_inside_the_window(server: ScriptedLLMServer) ->
     # The system prompt survives compaction and leads every request.
     assert all(r.items[0] == {"role": "system", "content": PROMPT} for r in server.requests)
     assert cm.usage_total.input > 0
+    # The final reply is the manager's too (issue 21 §6: status() and the archive missed the answer).
+    assert cm.messages()[-1].role == "assistant" and cm.messages()[-1].text == FINAL_ANSWER
 
 
 def test_without_the_processor_the_same_run_overflows(server: ScriptedLLMServer) -> None:
@@ -178,6 +180,9 @@ def test_three_runs_with_a_new_processor_each_time(server: ScriptedLLMServer) ->
     assert not server.invalid_requests and cm.framework_history.rebuilds == 0
     # pydantic-ai keeps the processed history: each message once (system+question, call, output, answer per run).
     assert len(history) == 1 + 4 * 3 - 1
+    # Every run's answer reached the manager once, the last one included.
+    assert [m.text for m in cm.messages() if m.role == "assistant" and m.text.startswith("answer ")] == \
+        ["answer 0", "answer 1", "answer 2"]
 
 
 def test_retrieval_round_trip() -> None:

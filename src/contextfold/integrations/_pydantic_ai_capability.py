@@ -26,6 +26,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise MissingExtra("the pydantic-ai capability", "pydantic-ai", module="pydantic_ai") from exc
 
 if TYPE_CHECKING:
+    from pydantic_ai import AgentRunResult
     from pydantic_ai.messages import ModelResponse
     from pydantic_ai.models import ModelRequestContext
 
@@ -159,6 +160,14 @@ class ContextfoldCapability(AbstractCapability[Any]):
             key = "content" if settings.api == "anthropic" else "output"
             manager.provider_context.observe(settings.api, {key: compactions, "usage": usage})
         return response
+
+    async def after_run(self, ctx: RunContext[Any], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
+        """Record the run's final reply: no model request follows it, so the history processor never sees it.
+
+        Without it ``cm.status()``, the archive and the report of a finished run missed the answer the user got.
+        """
+        await asyncio.to_thread(self.processor.record, list(result.all_messages()))
+        return result
 
     def get_toolset(self) -> Any:
         """The retrieval tools, answered from the processor's manager."""

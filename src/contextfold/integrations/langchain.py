@@ -242,6 +242,13 @@ class ContextfoldMiddleware(AgentMiddleware):
     # -- the view -------------------------------------------------------------------------------------------------
     def _view(self, cm: ContextManager, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         """Feed what is new, prepare (compacting when due), and return the view as LangChain messages."""
+        origins = self._feed(cm, messages)
+        view: list[Message] = prepare_messages(cm, strict=self.strict, where="langchain middleware")
+        return to_langchain(unpinned(cm, view), origins)
+
+    @staticmethod
+    def _feed(cm: ContextManager, messages: Sequence[BaseMessage]) -> Origins:
+        """Add to ``cm`` what is new in ``messages`` (with the usage of the reply that answered its view)."""
         origins = cm.framework_history.slot(ORIGINS_SLOT, Origins)
 
         def record_usage(fresh: Sequence[BaseMessage]) -> None:
@@ -256,8 +263,24 @@ class ContextfoldMiddleware(AgentMiddleware):
 
         reconcile(cm, SOURCE, list(messages), key=_key, convert=lambda fresh: from_langchain(fresh, origins),
                   before_add=record_usage)
-        view: list[Message] = prepare_messages(cm, strict=self.strict, where="langchain middleware")
-        return to_langchain(unpinned(cm, view), origins)
+        return origins
+
+    # -- after_agent: the final reply -------------------------------------------------------------------------
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Record the run's final reply in the manager (no model call follows it, so nothing else would).
+
+        Without it ``cm.status()``, the archive and the report of a finished run missed the answer the user got.
+        """
+        cm = self._resolve(_thread_id(), None)
+        if cm is None:
+            return None
+        with cm.framework_history.lock:
+            self._feed(cm, list(state["messages"]))
+        return None
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Async :meth:`after_agent`."""
+        return await asyncio.to_thread(self.after_agent, state, runtime)
 
     # -- before_model: persist the view in the state --------------------------------------------------------------
     def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:

@@ -351,6 +351,14 @@ class ContextfoldHistoryProcessor:
                 self.rewrites += 1
             return view
 
+    def record(self, messages: list[pm.ModelMessage]) -> None:
+        """Feed the messages the manager has not seen without preparing a view (the run's final reply)."""
+        cm = self.manager
+        origins = cm.framework_history.slot(ORIGINS_SLOT, Origins)
+        with cm.framework_history.lock:
+            reconcile(cm, SOURCE, messages, key=_key, convert=lambda fresh: from_pydantic_ai(fresh, origins),
+                      before_add=self._record_usage)
+
     def view(self) -> list[pm.ModelMessage]:
         """The manager's view as pydantic-ai messages (compacting when due); it is the run's history from now."""
         cm = self.manager
