@@ -137,10 +137,17 @@ def _prose(text: str) -> str:
     return "\n".join(kept)[:_DATA_HEAVY_CHARS]
 
 
+# What _is_data reads of one text at most (issue 22: bounded work on a huge message).
+_MAX_SAMPLE_CHARS = 400_000
+
+
 def _is_data(text: str) -> bool:
     if len(text) <= _DATA_HEAVY_CHARS // 4 or not text.strip():
         return False  # (short text is never data: the last test below, checked first to skip reading the lines)
-    lines = [line for line in text.splitlines() if line.strip()]
+    # The share of data lines is taken from the two ends of a huge text (a 10 MB log reads the same as its ends).
+    half = _MAX_SAMPLE_CHARS // 2
+    sample = text if len(text) <= _MAX_SAMPLE_CHARS else f"{text[:half]}\n{text[-half:]}"
+    lines = [line for line in sample.splitlines() if line.strip()]
     data_lines = sum(1 for line in lines if _DATA.search(line))
     if "```" in text and len(text) > _DATA_HEAVY_CHARS:
         return True

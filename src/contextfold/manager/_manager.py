@@ -272,8 +272,8 @@ class ContextManager:
                 seq += 1
                 m = self._without_foreign_ref(mark(m.with_meta(id=m.meta.get("id") or f"{self._id_prefix}:{seq}")))
                 self._warn_if_large(m)
-                if m.role == "tool" and self.cache is not None and not m.protected:  # protected: byte for byte
-                    processed = self._write_time_view(m, incoming)
+                if self.cache is not None and not m.protected:  # protected: byte for byte
+                    processed = self._write_time_view(m, incoming) if m.role == "tool" else self._cut_if_never_sent(m)
                     if processed is not m and processed.meta.get("ref"):
                         cut[str(processed.meta["ref"])] = m.text
                         # surrogatepass: a lone surrogate is stored as it came; measuring it must not fail.
@@ -369,6 +369,26 @@ class ContextManager:
         protected = self.steering.note_added(stored, self.policy.protected_tools)
         if protected is not None:
             self._compactor.policy = self.policy.model_copy(update={"protected_tools": protected})
+
+    def _cut_if_never_sent(self, m: Message) -> Message:
+        """A user message over the large-input limit and the whole window, cut to head, tail and ref at once.
+
+        It could never be sent whole, and kept whole every later step would read all of it: a 10 MB paste made the
+        next ``prepare()`` take 6.5 s, 50 MB 25-32 s and 1.6 GB (issue 22). Cut as it arrives, like a tool output
+        at the write-time cap, the view, the summary and the archive read a few thousand tokens; the whole text is
+        readable by its ref. Anything smaller stays whole (a compaction may still cut the request it answers).
+        """
+        window, limit = self.budgets.window, self.policy.large_input_bytes
+        text = m.text
+        # (A character takes at most four bytes, a token at least one: most messages are ruled out by their length.)
+        if (self.cache is None or m.role != "user" or m.kind is not None or 4 * len(text) <= max(window, limit)
+                or m.meta.get("ref") is not None or len(text.encode("utf-8", "surrogatepass")) <= limit):
+            return m
+        # The tokenizer's count (sampled past a length), not a provisional count in bytes, which would overstate it.
+        if int(self.counter.counter.count(text)) <= window:
+            return m
+        cut: Message = self.cache.shrink(m, self.cache.config.message_tokens(self.cache.context_window))
+        return cut
 
     def _warn_if_large(self, m: Message) -> None:
         """An input over ``policy.large_input_bytes`` (256 KB) is logged and reported (004 §2): usually a mistake."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from .._memo import TextMemo, size_of_strings, text_key
 from ..answered import without_notes
 from ..messages import Message
-from .entities import bare_numbers, extract_entities_by_kind
+from .entities import bare_numbers, extract_entities_by_kind, readable
 
 __all__ = ["Digest", "EntityStat", "MessageReading", "digest_messages", "is_read", "read_message", "split_sentences"]
 
@@ -389,7 +389,8 @@ def _read_tool_output(text: str) -> MessageReading:
 def _read_user(text: str) -> MessageReading:
     mentions = _Mentions()
     mentions.entities(text, "user")
-    constraints = tuple(sentence for sentence in split_sentences(text)
+    # (Constraints are looked for where the entities are: in all of it, or at the two ends of a huge paste.)
+    constraints = tuple(sentence for sentence in split_sentences(readable(text))
                         if len(sentence) <= MAX_SENTENCE_CHARS and _CONSTRAINT.search(sentence))
     return MessageReading(mentions=tuple(mentions.items), request=text.strip(), constraints=constraints)
 

@@ -17,7 +17,9 @@ from collections.abc import Callable, Iterable
 from .._memo import TextMemo, size_of_strings, text_key
 from ..telemetry._pace import GilPacer
 
-__all__ = ["ENTITY_KINDS", "bare_numbers", "extract_entities", "extract_entities_by_kind", "warm_entities"]
+__all__ = [
+    "ENTITY_KINDS", "bare_numbers", "extract_entities", "extract_entities_by_kind", "readable", "warm_entities",
+]
 
 # Results by text (its hash: the text itself is not kept), least recently used dropped first once they hold this
 # many bytes. Extraction costs ~0.3 µs per character (15 rules); a message is read when it is added (issue 22), and
@@ -206,13 +208,13 @@ def _cached_entities(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     key = text_key(text)
     cached = _cache.get(key)
     if cached is None:
-        found = _extract(_readable(text))
+        found = _extract(readable(text))
         cached = tuple((kind, tuple(values)) for kind, values in found.items())
         _cache.put(key, cached, sum(size_of_strings(values) for _, values in cached))
     return cached
 
 
-def _readable(text: str) -> str:
+def readable(text: str) -> str:
     """What extraction reads of ``text``: all of it, or its two ends (joined at a line break) when it is huge."""
     if len(text) <= MAX_READ_HEAD_CHARS + MAX_READ_TAIL_CHARS:
         return text
@@ -400,7 +402,7 @@ def bare_numbers(text: str) -> list[str]:
     key = text_key(text)
     cached = _numbers_cache.get(key)
     if cached is None:
-        cached = tuple(_BARE_NUMBER.findall(_LISTING_PREFIX.sub(" ", _readable(text))))
+        cached = tuple(_BARE_NUMBER.findall(_LISTING_PREFIX.sub(" ", readable(text))))
         _numbers_cache.put(key, cached, size_of_strings(cached))
     return list(cached)
 
