@@ -40,7 +40,15 @@ def without_notes(text: str) -> str:
     A masked placeholder's digest stays: it lists names of the output itself. What remains is what a summary may
     quote from the output; the notes only name refs and the retrieval tools.
     """
-    return _INLINE_MARK.sub("", _NOTE_LINE.sub("", _PLACEHOLDER_DIGEST.sub(r"\1", text)))
+    # Each pattern runs only on a text holding its literal: most outputs have no note, and a pattern anchored at line
+    # starts is tried at every position of the text (a third of a tool output's reading at add, issue 22).
+    if "[tool output trimmed; ref=tout_" in text:
+        text = _PLACEHOLDER_DIGEST.sub(r"\1", text)
+    if "[... " in text or "[tool output " in text or "Total output lines: " in text:
+        text = _NOTE_LINE.sub("", text)
+    if " truncated…" in text:
+        text = _INLINE_MARK.sub("", text)
+    return text
 
 
 def answered_indices(messages: Sequence[Message]) -> tuple[int, ...]:
