@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+import pytest
+
 from contextfold import _background
 from contextfold.manager import ContextManager
 from contextfold.messages import Message, ToolCall
@@ -63,3 +65,24 @@ def test_a_secret_learned_in_a_transcript_is_redacted_in_later_messages_add_foun
     cm.compact()
     archived = "".join(m.text for _, messages in cm.archive.transcripts("warm") for m in messages)
     assert value not in archived
+
+
+
+def test_a_bulk_add_reads_ahead_only_what_a_compaction_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 22: an add() of a 100,000-message history read every message ahead, while a compaction reads the first
+    # 200 and the newest 2,800 of what it summarizes (and the archive redacts in bulk).
+    from contextfold.manager import _manager
+    from contextfold.summarize.digest import MAX_READ_MESSAGES, READ_HEAD_MESSAGES, is_read
+
+    assert (_manager._READ_AHEAD_MAX, _manager._READ_AHEAD_HEAD) == (MAX_READ_MESSAGES, READ_HEAD_MESSAGES)
+    monkeypatch.setattr(_manager, "_READ_AHEAD_MAX", 30)  # (the same bounds, smaller: a cheap test)
+    monkeypatch.setattr(_manager, "_READ_AHEAD_HEAD", 5)
+    nonce = datetime.now(UTC).isoformat()  # texts no other test has read (the readings are remembered by text)
+    history = [Message.user(f"{nonce} request {i}: check /srv/app/part_{i}.py " + "and more " * 40)
+               for i in range(80)]
+    cm = ContextManager(model="gpt-4o", max_context_tokens=4_000, store="memory", archive="memory",
+                        policy={"auto": False, "emergency_message_count": 1_000_000})
+    cm.add(history)
+    read = [i for i, m in enumerate(cm.messages()) if is_read(m)]
+    assert read == [*range(5), *range(80 - 25, 80)]
+    cm.close()

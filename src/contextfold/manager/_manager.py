@@ -287,7 +287,7 @@ class ContextManager:
             self._secrets.added(stored)
             self._note_steering(stored)
             if len(self._unwarmed) < _MAX_UNWARMED:
-                self._unwarmed.extend(stored[:_MAX_UNWARMED - len(self._unwarmed)])
+                self._unwarmed.extend(_worth_reading(stored)[:_MAX_UNWARMED - len(self._unwarmed)])
             stored, orphans = self._view.split_orphans(stored)
             if orphans:
                 self._view.dropped.extend(orphans)
@@ -302,7 +302,7 @@ class ContextManager:
             # the GIL, and a background thread taking it then would hold the model call up (issue 15, p99).
             for m in stored:
                 self._economics.added_tokens += self.counter.count_message(m)
-            self._read_on_add(stored, cut)
+            self._read_on_add(_worth_reading(stored), cut)
             if any(m.role == "tool" for m in stored):
                 self.check("after tool execution")
 
@@ -1438,6 +1438,20 @@ class ContextManager:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# A compaction reads at most the first 200 and the newest 2,800 messages of what it summarizes (summarize/digest.py,
+# MAX_READ_MESSAGES), and the archive redacts a history in bulk (Redactor.redact_messages). Of one add() of more
+# (a resumed or imported history of 100,000 messages), reading every message ahead would cost more than both.
+_READ_AHEAD_HEAD = 200
+_READ_AHEAD_MAX = 3_000
+
+
+def _worth_reading(batch: list[Message]) -> list[Message]:
+    """The messages of one add() worth reading ahead of a compaction: all of them, or the two ends of a bulk add."""
+    if len(batch) <= _READ_AHEAD_MAX:
+        return batch
+    return [*batch[:_READ_AHEAD_HEAD], *batch[-(_READ_AHEAD_MAX - _READ_AHEAD_HEAD):]]
 
 
 def _keep_layout(original: Message, view: Message) -> Message:
