@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 HERE = Path(__file__).resolve().parent
 
 # Far above any history measured here, so that the policy always answers "nothing to do" (the case measured).
-BIG_WINDOW = 10_000_000
+BIG_WINDOW = 100_000_000
 # Same reason for the two other triggers: the message cap (emergency compaction) and the tool-output budget (masking).
 NO_MESSAGE_CAP = 10_000_000
 NO_TOOL_BUDGET = 100_000_000
