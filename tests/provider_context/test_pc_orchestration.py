@@ -80,8 +80,10 @@ def test_provider_mode_leaves_clearing_to_the_provider_and_reads_what_it_cleared
 
 
 def test_contextfold_alone_masks_the_same_session() -> None:
+    # Under hard, the cache-aware policy (issue 25) lets a masking wait while what it frees does not pay for the
+    # cached prefix it invalidates, which at Anthropic's prices it does not here: off, to compare the ladders.
     with server() as llm:
-        session = run_session(llm, "anthropic", turns=16, lines=250)
+        session = run_session(llm, "anthropic", turns=16, lines=250, policy=Policy(cache_aware=False))
     assert session.cm.maskings > 0
 
 
