@@ -57,7 +57,8 @@ PIECE_CHARS = 5
 # What spans() found in a text, by the text's hash: at most this many bytes a session (about 8,000 texts).
 _FOUND_MEMO_BYTES = 2 * 1024 * 1024
 _HIT_BYTES = 64
-# Texts up to this long are searched position by position (see SecretMemory._short_spans), longer ones string by string.
+# Texts up to this long are first searched position by position (SecretMemory._short_hits), longer ones string by
+# string.
 _SHORT_TEXT_CHARS = 512
 # The store key's prefix: not a ref id, a claim or a line index, so retention and GC leave it alone.
 _KEY_PREFIX = "session-secrets."
@@ -166,17 +167,18 @@ class SecretMemory:
         learned = len(order)  # (a snapshot: another thread may learn meanwhile; appends never move what is there)
         if not learned or not text:
             return []
-        if len(text) <= _SHORT_TEXT_CHARS:
-            return self._short_spans(text)
         key = text_key(text)
         searched, hits = self._found.get(key) or (0, ())
         if searched < learned:
-            more = list(hits)
-            for remembered, kind in order[searched:learned]:
-                at = text.find(remembered)
-                while at >= 0:
-                    more.append((at, -(at + len(remembered)), kind))
-                    at = text.find(remembered, at + 1)
+            if not searched and len(text) <= _SHORT_TEXT_CHARS:
+                more = self._short_hits(text)
+            else:
+                more = list(hits)
+                for remembered, kind in order[searched:learned]:
+                    at = text.find(remembered)
+                    while at >= 0:
+                        more.append((at, -(at + len(remembered)), kind))
+                        at = text.find(remembered, at + 1)
             hits = tuple(more)
             self._found.put(key, (learned, hits), _HIT_BYTES * (1 + len(hits)))
         if not hits:
@@ -189,26 +191,19 @@ class SecretMemory:
                 last = -neg_end
         return out
 
-    def _short_spans(self, text: str) -> list[tuple[int, int, str]]:
-        """:meth:`spans` of a short text (an event's field, a word): each position looked up by its first characters.
+    def _short_hits(self, text: str) -> list[tuple[int, int, str]]:
+        """Every remembered string in a short text (an event's field, a word) as ``(start, -end, kind)``.
 
-        Cheaper than looking for each of hundreds of remembered strings in a few dozen characters.
+        Each position is looked up by its first characters: cheaper than looking for each of hundreds of remembered
+        strings in a few dozen characters. (A string learned meanwhile may be found twice: a duplicate is harmless.)
         """
         heads = self._by_head
         out: list[tuple[int, int, str]] = []
-        i, end = 0, len(text) - PIECE_CHARS + 1
-        while i < end:
+        for i in range(len(text) - PIECE_CHARS + 1):
             candidates = heads.get(text[i : i + PIECE_CHARS])
-            longest = None
             if candidates:
-                for remembered, kind in candidates:
-                    if text.startswith(remembered, i) and (longest is None or len(remembered) > len(longest[0])):
-                        longest = (remembered, kind)
-            if longest is None:
-                i += 1
-                continue
-            out.append((i, i + len(longest[0]), longest[1]))
-            i += len(longest[0])
+                out.extend((i, -(i + len(remembered)), kind) for remembered, kind in candidates
+                           if text.startswith(remembered, i))
         return out
 
     def shares_piece(self, text: str) -> bool:
