@@ -42,27 +42,19 @@ MAX_ANSWER_CHARS = 40_000
 MAX_PATTERN_CHARS = 1_000
 ROLE_NAMES = ("system", "developer", "user", "assistant", "tool")
 
+# Sent with every request: kept short (see the retrieval tools' declarations in contextfold.cache.retrieval).
 _DESCRIPTION = (
-    "Search the earlier parts of this conversation that were summarized or removed from your context. "
-    "Give a regular expression (Python syntax); returns matching lines as #message-index role: text. "
-    "Use it to recover exact details (file paths, error messages, ids, user instructions) that a summary dropped."
+    "Regex search (Python syntax) in the earlier parts of this conversation that were summarized or removed; "
+    "returns #index role: text lines. Recovers exact details a summary dropped (paths, errors, ids, instructions)."
 )
 _PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "pattern": {"type": "string", "description": "Regular expression to search for."},
-        "role": {
-            "type": "string",
-            "enum": list(ROLE_NAMES),
-            "description": "Only search messages of this role. Default: all.",
-        },
-        "ignore_case": {"type": "boolean", "description": "Case-insensitive match. Default true."},
-        "max_results": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": MAX_RESULTS,
-            "description": f"Stop after this many matching lines. Default {DEFAULT_MAX_RESULTS}.",
-        },
+        "pattern": {"type": "string"},
+        "role": {"type": "string", "enum": list(ROLE_NAMES), "description": "Default: all."},
+        "ignore_case": {"type": "boolean", "description": "Default true."},
+        "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS,
+                        "description": f"Default {DEFAULT_MAX_RESULTS}."},
     },
     "required": ["pattern"],
     "additionalProperties": False,

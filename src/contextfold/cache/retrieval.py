@@ -265,25 +265,21 @@ def grep_refs(
 
 # -- the tools ----------------------------------------------------------------------------------------------------
 
+# Every request carries these declarations: each word is paid on every call (issue 21 §6: the three retrieval tools
+# took ~630 tokens a request). What a name or a type already says is not repeated.
 _READ_DESCRIPTION = (
-    "Read a tool output that was cut or trimmed from the conversation. Pass the ref id shown in the output "
-    "(ref=tout_...). Returns numbered lines like a file read; use offset and limit to page through it."
+    "Read a cut or trimmed tool output by the ref it shows (ref=tout_...): numbered lines; page with offset and limit."
 )
 _GREP_DESCRIPTION = (
-    "Search cached tool outputs with a regular expression (Python syntax). Give ref_id to search one output, "
-    "or leave it out to search every cached output. Returns ref:line:text for each match."
+    "Regex search (Python syntax) in cached tool outputs: one (ref_id) or all. Returns ref:line:text per match."
 )
 _READ_PARAMETERS: dict[str, object] = {
     "type": "object",
     "properties": {
-        "ref_id": {"type": "string", "description": "The ref id of the output, e.g. tout_0123456789abcdef."},
-        "offset": {"type": "integer", "minimum": 1, "description": "First line to read (1-based). Default 1."},
-        "limit": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": MAX_READ_LIMIT,
-            "description": f"Number of lines to read. Default {DEFAULT_READ_LIMIT}.",
-        },
+        "ref_id": {"type": "string"},
+        "offset": {"type": "integer", "minimum": 1, "description": "First line, 1-based."},
+        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_READ_LIMIT,
+                  "description": f"Default {DEFAULT_READ_LIMIT}."},
     },
     "required": ["ref_id"],
     "additionalProperties": False,
@@ -291,20 +287,12 @@ _READ_PARAMETERS: dict[str, object] = {
 _GREP_PARAMETERS: dict[str, object] = {
     "type": "object",
     "properties": {
-        "pattern": {"type": "string", "description": "Regular expression to search for."},
-        "ref_id": {"type": "string", "description": "Search only this output. Default: every cached output."},
-        "context": {
-            "type": "integer",
-            "minimum": 0,
-            "maximum": MAX_GREP_CONTEXT,
-            "description": "Lines of context before and after each match. Default 0.",
-        },
-        "max_matches": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": MAX_GREP_MATCHES,
-            "description": f"Stop after this many matches. Default {DEFAULT_GREP_MATCHES}.",
-        },
+        "pattern": {"type": "string"},
+        "ref_id": {"type": "string", "description": "Default: all outputs."},
+        "context": {"type": "integer", "minimum": 0, "maximum": MAX_GREP_CONTEXT,
+                    "description": "Lines around each match."},
+        "max_matches": {"type": "integer", "minimum": 1, "maximum": MAX_GREP_MATCHES,
+                        "description": f"Default {DEFAULT_GREP_MATCHES}."},
     },
     "required": ["pattern"],
     "additionalProperties": False,
