@@ -279,6 +279,6 @@ def test_the_retrieval_tools_declarations_stay_cheap() -> None:
     assert counter_for_model("gpt-4o").count_tools(tools) <= 430
     read, grep, search = (t["function"] for t in tools)  # type: ignore[index]
     assert "ref=tout_" in read["description"] and "offset and limit" in read["description"]
-    assert "Default 200." == read["parameters"]["properties"]["limit"]["description"]
+    assert read["parameters"]["properties"]["limit"]["description"] == "Default 200."
     assert grep["parameters"]["required"] == ["pattern"] and "ref:line:text" in grep["description"]
     assert "summarized or removed" in search["description"]
