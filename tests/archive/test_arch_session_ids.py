@@ -88,3 +88,21 @@ def test_the_encoding_is_reversible_path_safe_and_never_collides_with_a_plain_id
     store = MemoryArchiveStore()
     Archive(store).archive_summary(session_id, 1, {"summary": "s"})
     assert Archive(store).sessions() == [session_id]
+
+
+@pytest.mark.parametrize("session_id", ["user@example.com", "org:42"])
+def test_through_an_adapters_degrade_path_such_a_session_compacts_instead_of_degrading(session_id: str) -> None:
+    # Before, the archive's ValueError at the first compaction was caught by the adapters' degrade path: the
+    # session was sent the smallest valid view, with a warning, at every turn, and never compacted.
+    from contextfold.integrations._degrade import DEGRADED_CODE, prepare_messages
+    from contextfold.telemetry import CompactWarning, RecordingTelemetry
+
+    telemetry = RecordingTelemetry()
+    cm = ContextManager("gpt-4o", max_context_tokens=8_000, store="memory", archive="memory",
+                        session_id=session_id, telemetry=telemetry)
+    cm.add(history())
+    view = prepare_messages(cm, strict=False, where="test adapter")
+    assert cm.compactions == 1 and any(m.kind == "summary" for m in cm.messages())
+    assert view[-1].text == "reply 29"  # the newest messages are sent
+    assert not [e for e in telemetry.events if isinstance(e, CompactWarning) and e.code == DEGRADED_CODE]
+    cm.close()
