@@ -419,10 +419,11 @@ def _summary_entry(event: SummaryCreated, turn: int | None) -> dict[str, Any]:
     }
 
 
-def replay_session(session: RecordedSession, options: ReplayOptions | None = None) -> dict[str, Any]:
+def replay_session(session: RecordedSession, options: ReplayOptions | None = None, *,
+                   on_turn: Callable[[TurnMetrics], None] | None = None) -> dict[str, Any]:
     """Replay ``session`` and return its result (see :meth:`SessionReplayer.run`); the manager is closed after."""
     replayer = SessionReplayer(session, options)
     try:
-        return replayer.run()
+        return replayer.run(on_turn)
     finally:
         replayer.manager.close()

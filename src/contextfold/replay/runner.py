@@ -6,6 +6,7 @@ come back as plain dicts; :func:`~contextfold.replay.metrics.aggregate` turns th
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import sys
@@ -25,6 +26,8 @@ __all__ = ["Progress", "default_jobs", "run_replay", "summary_table"]
 
 # The progress bar's width in characters: fits an 80-column terminal with the counts beside it.
 BAR_WIDTH = 30
+# Within a session replayed in this process, the line is redrawn every this many turns.
+TURN_STEP = 100
 # Up to this many sessions the table lists each; beyond, one row per data source keeps it readable.
 MAX_SESSION_ROWS = 12
 
@@ -77,6 +80,17 @@ class Progress:
         self.stream.write(f"\r[{bar}] {self.done}/{self.total} sessions, {self.turns} turns{failed}, {elapsed:.0f}s")
         self.stream.flush()
 
+    def turn(self, session_id: str, turns: int) -> None:
+        """Redraw within a session replayed in this process: a session of 100,000 turns shows it is moving.
+
+        Drawn every :data:`TURN_STEP` turns (and for the first), so the bar costs nothing per turn.
+        """
+        if not self.enabled or (turns != 1 and turns % TURN_STEP):
+            return
+        elapsed = time.perf_counter() - self._started
+        self.stream.write(f"\r{self.done}/{self.total} sessions; {session_id}: {turns:,} turns, {elapsed:.0f}s")
+        self.stream.flush()
+
     def close(self) -> None:
         """End the bar's line."""
         if self.enabled and self.done:
@@ -119,12 +133,24 @@ def _replay_task(task: _Task, options: ReplayOptions) -> dict[str, Any]:
         return _failed(task.id, task.source, exc)
 
 
+def _turn_reporter(progress: Progress, session_id: str) -> Callable[[Any], None]:
+    """A per-turn callback that shows the turns of ``session_id`` replayed so far on ``progress``."""
+    counter = itertools.count(1)
+
+    def on_turn(_metrics: Any) -> None:
+        progress.turn(session_id, next(counter))
+
+    return on_turn
+
+
 def _run_here(sessions: Sequence[RecordedSession], options: ReplayOptions,
-              done: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
+              done: Callable[[dict[str, Any]], None],
+              progress: Progress | None = None) -> list[dict[str, Any]]:
     results = []
     for session in sessions:
+        on_turn = _turn_reporter(progress, session.id) if progress is not None and progress.enabled else None
         try:
-            result = replay_session(session, options)
+            result = replay_session(session, options, on_turn=on_turn)
         except Exception as exc:  # same contract as the workers
             result = _failed(session.id, session.source, exc)
         done(result)
@@ -171,7 +197,8 @@ def run_replay(
             progress.update(result)
 
     try:
-        results = _run_here(sessions, options, done) if workers == 1 else _run_pool(sessions, options, workers, done)
+        results = (_run_here(sessions, options, done, progress) if workers == 1
+                   else _run_pool(sessions, options, workers, done))
     finally:
         if progress is not None:
             progress.close()
