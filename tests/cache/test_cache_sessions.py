@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from contextfold.cache import GREP_TOOL, READ_TOOL, Retention, ToolOutputCache, owner_key, owner_tag
+from contextfold.errors import StoreError
 from contextfold.manager import ContextManager
 from contextfold.messages import Message, ToolCall
 from contextfold.stores.local import LocalBlobStore
@@ -134,3 +135,30 @@ def test_retention_runs_by_itself_every_so_many_new_outputs() -> None:
     assert store.exists(stale)
     cache.put(big_output("2"))  # the third new output triggers retention
     assert not store.exists(stale)
+
+
+class ClaimFailsOnce(MemoryBlobStore):
+    """A store that is unavailable once, exactly when the first owner claim is written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def put(self, key: str, data: bytes) -> None:
+        if ".owner." in key and not self.failed:
+            self.failed = True
+            raise StoreError("injected: the store is unavailable")
+        super().put(key, data)
+
+
+def test_a_put_retried_after_its_claim_failed_is_owned() -> None:
+    # The soak found it: the output was written, its claim was not, and the retried put returned early without
+    # claiming; the session then did not own its own output, and masking stored the cut view as a new output.
+    store = ClaimFailsOnce()
+    cache = ToolOutputCache(store, session_id="s")
+    text = big_output("retried")
+    with pytest.raises(StoreError):
+        cache.put(text)
+    ref = cache.put(text)
+    assert store.failed and cache.owns(ref.id) and cache.contains(ref.id)
+    assert ToolOutputCache(store, session_id="s").owns(ref.id)  # the claim is in the store, not only in memory

@@ -68,8 +68,10 @@ _VIEW_KINDS = frozenset({"masked", "truncated"})
 # meta keys a caller may have set on its own messages; everything else in meta is contextfold's bookkeeping.
 DEFAULT_KEEP_META = ("protected", "label")
 # meta keys the manager, the cache and masking add to an original message: its stable id, what kind of view it
-# became, the ref of its full text and the size and part layout of that text. keep_meta=None drops only these.
-BOOKKEEPING_META = frozenset({"id", "kind", "ref", "original_bytes", "content_parts"})
+# became, the ref of its full text and the size and part layout of that text, and the mark of an answered output
+# shown wider than its write-time view (manager._answered_view.WIDENED_META; archived when the view is, since a
+# wider output may now stay). keep_meta=None drops only these.
+BOOKKEEPING_META = frozenset({"id", "kind", "ref", "original_bytes", "content_parts", "widened"})
 # meta key under which a view of a multi-part tool output keeps the layout of its parts (see parts_skeleton):
 # the cache stores only the joined text, so without it a restore would return one string instead of the parts.
 PARTS_META = "content_parts"

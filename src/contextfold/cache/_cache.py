@@ -204,6 +204,10 @@ class ToolOutputCache:
         known = self._refs.get(ref_id)
         if known is not None and self.store.exists(ref_id):
             self.store.touch(ref_id)
+            # Claimed again (a no-op when recent): a put whose claim failed after the output was written, retried
+            # by the caller, must not leave an output this session wrote but does not own (masking would then store
+            # its cut view as a new output, and the full text would be lost to restore).
+            self._claim(ref_id)
             return known
         line_count = count_lines(data)
         if self.store.size(ref_id) != len(data):
