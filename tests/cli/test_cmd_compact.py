@@ -102,3 +102,25 @@ def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert err.startswith(f"contextfold: {bad}: record 1 (line 2): content") and err.count("\n") == 1
     assert main(["compact", str(bad)]) == 2
     assert "the following arguments are required: -o/--out" in capsys.readouterr().err
+
+
+def test_the_compacted_history_written_holds_no_secret_the_session_saw(tmp_path: Path) -> None:
+    # The password is recognised only in its context (early, summarized away); a recent turn repeats it bare and
+    # stays verbatim in the view. The file is redacted like the archive unless --no-redact asks for the model's view.
+    secret = "Qz7-vault-Tr0ub4dor-93k"
+    history: list[dict[str, str]] = [{"role": "system", "content": "You fix deployments."},
+                                     {"role": "user", "content": f"The staging DB password: {secret}"}]
+    for turn in range(30):
+        history += [{"role": "assistant", "content": f"step {turn}: " + "checking the migration logs " * 40},
+                    {"role": "user", "content": f"ok {turn}, go on"}]
+    history += [{"role": "assistant", "content": f"Connecting with {secret} now."}]
+    source = tmp_path / "deploy.traj"
+    source.write_text(json.dumps({"history": history}), encoding="utf-8")
+    written = {}
+    for flag in ([], ["--no-redact"]):
+        out = tmp_path / f"out{len(flag)}.jsonl"
+        assert main(["compact", str(source), "-o", str(out), "--window", "4000", "--store", "memory",
+                     "--archive", str(tmp_path / f"archive{len(flag)}"), *flag]) == 0
+        written[bool(flag)] = out.read_text(encoding="utf-8")
+    assert "Connecting with" in written[False] and secret not in written[False]
+    assert f"Connecting with {secret} now." in written[True]

@@ -48,6 +48,9 @@ def register(subparsers: Subparsers) -> None:
                         help=f"where full tool outputs are kept (default: {DEFAULT_STORE}, i.e. .contextfold/)")
     parser.add_argument("--archive", default=DEFAULT_ARCHIVE, metavar="DIR",
                         help=f"where the pre-compaction transcript is archived (default: {DEFAULT_ARCHIVE})")
+    parser.add_argument("--no-redact", action="store_true",
+                        help="write the compacted history as the model would see it (default: redacted like the "
+                             "archive, with every secret the session saw)")
     parser.set_defaults(handler=run)
 
 
@@ -78,7 +81,14 @@ def run(args: argparse.Namespace) -> int:
                         archive=args.archive, session_id=manager_session_id(session.id)) as cm:
         cm.add(session.messages)
         report = cm.compact(instructions=args.instructions)
-        items = get_format(target).encode(cm.messages())
+        history = cm.messages()
+        redactor = cm.redactor
+        if not args.no_redact and redactor is not None:
+            # A file the command writes, like the archive: the recent turns are kept verbatim in the view, and a
+            # secret redaction took out anywhere in the session (the compaction brought its memory up to date) is
+            # taken out of them too.
+            history = redactor.redact_messages(history)
+        items = get_format(target).encode(history)
     text = json_lines(items)
     if args.out == "-":
         sys.stdout.write(text)
