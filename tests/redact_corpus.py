@@ -433,6 +433,11 @@ CODE_ISSUE_21: tuple[Code, ...] = (
     Code("AWS ARN and ids", "arn:aws:iam::123456789012:role/deploy\ni-0abcd1234efgh5678\nsubnet-0bb1c79de3EXAMPLE\n"),
     Code("markdown about tokens", "## Tokens\nA token is created with `create_token(user)` and revoked with "
          "`revoke_token(token_id)`. Passwords are never logged.\n"),
+    # A recorded SWE-agent session's test script printed these; remembered as a password, "Content-Length" was then
+    # redacted from every later file listing and reply of the session.
+    Code("test status lines", "PASS: Content-Length header is NOT present in GET request.\nPASS: test_eof\n"
+         "FAIL: test_empty_body\nPass: Content-Type kept\n"),
+    Code("test status lines in JSON", '{"file_text": "print(\\"\\\\nPASS: Content-Length header is absent.\\")"}\n'),
 )
 
 CODE: tuple[Code, ...] = (

@@ -114,6 +114,17 @@ def weak_value_ok(key: str, value: str) -> bool:
     return key.isupper() or made_up(value)
 
 
+def _standalone(text: str, start: int) -> bool:
+    """Whether the key at ``start`` is a word of its own (not the last part of a name such as ``DB_PASS``).
+
+    An escaped line break or tab before it (a backslash and ``n`` before ``PASS:`` in a JSON string) counts as a
+    boundary.
+    """
+    if start == 0 or text[start - 2 : start] in ("\\n", "\\r", "\\t"):
+        return True
+    return not (text[start - 1].isalnum() or text[start - 1] in "_-.")
+
+
 def _accept_assignment(weak: bool) -> Callable[[re.Match[str]], bool]:
     def accept(m: re.Match[str]) -> bool:
         found = value_group(m)
@@ -147,6 +158,8 @@ def _accept_assignment(weak: bool) -> Callable[[re.Match[str]], bool]:
                 return False  # Args: password: the password to log in with
             if _COLON_WORDS.fullmatch(value):
                 return False  # check_token:WARNING:expired
+            if weak and sep == ":" and key in ("PASS", "Pass") and _standalone(text, m.start("key")):
+                return False  # a test's status line (PASS: Content-Length header is absent), not DB_PASS: x
         return not weak or (weak_value_ok(key, value) and not _PATH.fullmatch(value))
 
     return accept
