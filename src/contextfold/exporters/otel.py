@@ -29,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..errors import MissingExtra
+from ..telemetry._session_redaction import SessionRedaction
 from .base import BaseExporter, Batch
 
 try:
@@ -55,8 +56,6 @@ OTLP_TIMEOUT_S = 2.0
 _FLUSH_TIMEOUT_MS = 3000
 # Backends commonly cap attribute values at a few KB; a summary's text is cut here instead of by them.
 MAX_ATTRIBUTE_CHARS = 8192
-# Sessions whose own redactor a shared sink keeps (see OtelTelemetry.redact_with); the oldest go first.
-_SESSION_REDACTORS = 1024
 _TRACE_ID_HEX = 32
 _SPAN_ID_HEX = 16
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -209,8 +208,7 @@ class OtelTelemetry:
                                else otel_trace.get_tracer_provider())
         self.provider = tracer_provider
         self._tracer = tracer_provider.get_tracer(_SCOPE)
-        self._redact = redact
-        self._by_session: OrderedDict[str, Callable[[dict[str, Any]], dict[str, Any]]] = OrderedDict()
+        self._redaction: SessionRedaction[Callable[[dict[str, Any]], dict[str, Any]]] = SessionRedaction(redact)
         self._lock = threading.Lock()
         # our span id -> (OTel span, the context token that made it current)
         self._open: OrderedDict[str, tuple[otel_trace.Span, object]] = OrderedDict()
@@ -222,14 +220,7 @@ class OtelTelemetry:
         sessions that gave none go through the hook the sink was built with.
         """
         with self._lock:
-            if session_id is None:
-                if self._redact is None:
-                    self._redact = redact
-                return
-            self._by_session[session_id] = redact
-            self._by_session.move_to_end(session_id)
-            while len(self._by_session) > _SESSION_REDACTORS:
-                self._by_session.popitem(last=False)
+            self._redaction.register(redact, session_id)
 
     def span_started(self, span: Any) -> None:
         """Start an OTel span for a contextfold span, under the span active now, and make it the active one."""
@@ -263,7 +254,7 @@ class OtelTelemetry:
         """End the span an event closes, or record an instant event on the span it happened in."""
         record = event.to_dict()
         with self._lock:
-            redact = self._by_session.get(str(record.get("session_id"))) or self._redact
+            redact = self._redaction.for_session(record.get("session_id"))
         if redact is not None:
             record = redact(record)
         with self._lock:

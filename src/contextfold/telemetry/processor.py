@@ -16,12 +16,13 @@ import atexit
 import logging
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ._pace import GilPacer
+from ._session_redaction import SessionRedaction
 from .events import Event
 from .exporter import Exporter, shutdown_exporter
 
@@ -64,8 +65,6 @@ DURABLE_FLUSH_TIMEOUT_S = 10.0
 # How long a flush or shutdown still waits for an exporter a flush already gave up on: enough for an export that was
 # about to finish anyway, small next to DEFAULT_FLUSH_TIMEOUT_S so that finish() + close() stay near one deadline.
 STALLED_GRACE_S = 0.02
-# Sessions whose own redactor a shared processor keeps (see BatchProcessor.redact_with); the oldest go first.
-SESSION_REDACTORS = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +137,7 @@ class BatchProcessor:
         self._max_queue = max_queue
         self._max_batch = max_batch
         self._delay = schedule_delay_s
-        self._redact = redact
-        self._by_session: OrderedDict[str, Redactor] = OrderedDict()  # (see redact_with)
+        self._redaction: SessionRedaction[Redactor] = SessionRedaction(redact)  # (see redact_with)
         if flush_timeout_s < 0:
             raise ValueError(f"BatchProcessor: flush_timeout_s: must not be negative, got {flush_timeout_s}")
         self.flush_timeout_s = flush_timeout_s
@@ -171,25 +169,17 @@ class BatchProcessor:
 
         A processor shared by many sessions (a fleet worker's) redacts each session's events with that session's
         redactor, which knows that session's secrets; the events of sessions that gave none go through the hook
-        the processor was built with. The most recent sessions are kept (``SESSION_REDACTORS``).
+        the processor was built with. The most recent sessions are kept (``SESSION_REDACTORS`` of
+        :mod:`._session_redaction`).
         """
         with self._lock:
-            if session_id is None:
-                if self._redact is None:
-                    self._redact = redact
-                return
-            self._by_session[session_id] = redact
-            self._by_session.move_to_end(session_id)
-            while len(self._by_session) > SESSION_REDACTORS:
-                self._by_session.popitem(last=False)
+            self._redaction.register(redact, session_id)
 
     def _redactor_for(self, record: Mapping[str, Any]) -> Redactor | None:
-        if self._by_session:
-            with self._lock:
-                found = self._by_session.get(str(record.get("session_id")))
-            if found is not None:
-                return found
-        return self._redact
+        if not self._redaction.has_sessions():
+            return self._redaction.default
+        with self._lock:
+            return self._redaction.for_session(record.get("session_id"))
 
     def emit(self, event: Event | Mapping[str, Any]) -> None:
         """Queue one event (an :class:`~contextfold.telemetry.Event` or an event dict); drop it if the queue is full."""
