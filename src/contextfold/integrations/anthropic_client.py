@@ -80,8 +80,8 @@ def _holds_compaction(view: dict[str, Any]) -> bool:
                if isinstance(message.get("content"), list))
 
 
-def _create(client: Any, view: dict[str, Any], kwargs: dict[str, Any], settings: RequestSettings | None) -> Any:
-    """``messages.create`` of one request, or the beta endpoint when context management or its blocks need it."""
+def _managed_request(view: dict[str, Any], kwargs: dict[str, Any], settings: RequestSettings | None) -> dict[str, Any]:
+    """One request's keyword arguments: the view, the caller's, the provider's context management and its betas."""
     from ..provider_context import ANTHROPIC_COMPACT_BETA
 
     request = _request(view, kwargs)
@@ -89,6 +89,12 @@ def _create(client: Any, view: dict[str, Any], kwargs: dict[str, Any], settings:
         request = settings.apply(request)
     if _holds_compaction(view) and ANTHROPIC_COMPACT_BETA not in (request.get("betas") or ()):
         request["betas"] = [*(request.get("betas") or ()), ANTHROPIC_COMPACT_BETA]
+    return request
+
+
+def _create(client: Any, view: dict[str, Any], kwargs: dict[str, Any], settings: RequestSettings | None) -> Any:
+    """``messages.create`` of one request, or the beta endpoint when context management or its blocks need it."""
+    request = _managed_request(view, kwargs, settings)
     if request.get("betas"):
         return client.beta.messages.create(**request)
     return client.messages.create(**request)
@@ -97,13 +103,7 @@ def _create(client: Any, view: dict[str, Any], kwargs: dict[str, Any], settings:
 def _stream_manager(client: Any, view: dict[str, Any], kwargs: dict[str, Any],
                     settings: RequestSettings | None) -> Any:
     """The SDK's ``messages.stream`` manager of one request (the beta one when :func:`_create` would use it)."""
-    from ..provider_context import ANTHROPIC_COMPACT_BETA
-
-    request = _request(view, {k: v for k, v in kwargs.items() if k != "stream"})
-    if settings is not None:
-        request = settings.apply(request)
-    if _holds_compaction(view) and ANTHROPIC_COMPACT_BETA not in (request.get("betas") or ()):
-        request["betas"] = [*(request.get("betas") or ()), ANTHROPIC_COMPACT_BETA]
+    request = _managed_request(view, {k: v for k, v in kwargs.items() if k != "stream"}, settings)
     if request.get("betas"):
         return client.beta.messages.stream(**request)
     return client.messages.stream(**request)
