@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import MissingExtra
 from ..recovery import OverflowRecovery, parse_overflow
@@ -30,9 +30,28 @@ if TYPE_CHECKING:
     from pydantic_ai.messages import ModelResponse
     from pydantic_ai.models import ModelRequestContext
 
-    from .pydantic_ai import ContextfoldHistoryProcessor
+    from ..manager import ContextManager
 
-__all__ = ["ContextfoldCapability", "request_extras"]
+__all__ = ["ContextfoldCapability", "HistoryProcessor", "request_extras"]
+
+
+class HistoryProcessor(Protocol):
+    """What the capability uses of :class:`~contextfold.integrations.pydantic_ai.ContextfoldHistoryProcessor`.
+
+    Named here rather than imported: the processor module builds the capability, so importing it back would
+    tie the two modules in a cycle.
+    """
+
+    manager: ContextManager
+    retrieval_tools: bool
+    compact_tool: bool
+    max_retries: int
+
+    async def __call__(self, ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]: ...
+
+    def view(self) -> list[ModelMessage]: ...
+
+    def record(self, messages: list[ModelMessage]) -> None: ...
 
 
 def request_extras(request_context: ModelRequestContext) -> tuple[list[dict[str, Any]], str | None,
@@ -74,7 +93,7 @@ def _api_of(model: Any) -> str:
 class ContextfoldCapability(AbstractCapability[Any]):
     """Processes the history before each model request, gives the retrieval tools, recovers from overflow."""
 
-    processor: ContextfoldHistoryProcessor
+    processor: HistoryProcessor
     # One recovery per request step: its retries count towards the stall guard of that request only.
     _recoveries: dict[tuple[str | None, int], OverflowRecovery] = field(default_factory=dict, repr=False)
 

@@ -21,10 +21,10 @@ if TYPE_CHECKING:
         TiktokenCounter,
         TokenCounter,
         counter_for_model,
-        encoding_for_model,
     )
     from .models import (
         ModelInfo,
+        encoding_for_model,
         get_model,
         guess_provider,
         known_models,
@@ -48,7 +48,7 @@ _EXPORTS: dict[str, str] = {
     "TokenUsage": ".usage",
     "UsageTracker": ".usage",
     "counter_for_model": ".counting",
-    "encoding_for_model": ".counting",
+    "encoding_for_model": ".models",
     "get_model": ".models",
     "guess_provider": ".models",
     "known_models": ".models",

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..messages import DocumentPart, ImagePart, Message, Part, TextPart, ThinkingPart, is_compaction
+from .models import encoding_for_model, guess_provider, lookup_model
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -33,7 +34,6 @@ __all__ = [
     "TiktokenCounter",
     "TokenCounter",
     "counter_for_model",
-    "encoding_for_model",
 ]
 
 
@@ -540,23 +540,6 @@ class MessageCounter:
 
 # ---- choosing a counter for a model ---------------------------------------------------------------------------------
 
-# Name prefixes of OpenAI models, newest encoding first (gpt-4o must win over gpt-4).
-_O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "gpt-oss", "chatgpt-4o", "o1", "o3", "o4", "codex")
-_CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35", "text-embedding-3", "text-embedding-ada-002")
-
-
-def encoding_for_model(model: str) -> str | None:
-    """The tiktoken encoding of an OpenAI model name (``o200k_base``/``cl100k_base``), or None for others."""
-    from .models import normalize_name
-
-    name = normalize_name(model)
-    if name.startswith(_O200K_PREFIXES):
-        return "o200k_base"
-    if name.startswith(_CL100K_PREFIXES):
-        return "cl100k_base"
-    return None
-
-
 def counter_for_model(model: str, *, format: str | None = None, lazy: bool = False) -> MessageCounter:
     """A message counter for ``model``: exact for OpenAI models, an estimate (by provider) otherwise.
 
@@ -565,8 +548,6 @@ def counter_for_model(model: str, *, format: str | None = None, lazy: bool = Fal
     ``lazy`` loads an exact tokenizer on a background thread, counting byte upper bounds meanwhile (see
     :class:`MessageCounter`).
     """
-    from .models import guess_provider, lookup_model
-
     info = lookup_model(model, with_prices=False)
     tokenizer = info.tokenizer if info is not None else encoding_for_model(model)
     provider = info.provider if info is not None else guess_provider(model)

@@ -17,6 +17,7 @@ from ..errors import UnknownModel
 
 __all__ = [
     "ModelInfo",
+    "encoding_for_model",
     "get_model",
     "guess_provider",
     "known_models",
@@ -369,14 +370,27 @@ def _builtin(key: str) -> ModelInfo | None:
     return None
 
 
+# Name prefixes of OpenAI models, newest encoding first (gpt-4o must win over gpt-4).
+_O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "gpt-oss", "chatgpt-4o", "o1", "o3", "o4", "codex")
+_CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35", "text-embedding-3", "text-embedding-ada-002")
+
+
+def encoding_for_model(model: str) -> str | None:
+    """The tiktoken encoding of an OpenAI model name (``o200k_base``/``cl100k_base``), or None for others."""
+    name = normalize_name(model)
+    if name.startswith(_O200K_PREFIXES):
+        return "o200k_base"
+    if name.startswith(_CL100K_PREFIXES):
+        return "cl100k_base"
+    return None
+
+
 # A model only known by its window: reserve a quarter of it for the reply, at most 8k (typical default cap).
 _GUESSED_OUTPUT_SHARE = 4
 _GUESSED_MAX_OUTPUT = 8_192
 
 
 def _guessed_tokenizer(name: str) -> str:
-    from .counting import encoding_for_model
-
     encoding = encoding_for_model(name)
     if encoding is not None:
         return encoding
