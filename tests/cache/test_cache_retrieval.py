@@ -268,17 +268,3 @@ def test_executor_never_raises(name: str, arguments: str) -> None:
     assert answer.text
 
 
-def test_the_retrieval_tools_declarations_stay_cheap() -> None:
-    # Sent with every request (issue 21 §6: the three declarations took ~630 tokens, 551 by count_tools). Trimmed
-    # to what a name and a type do not already say; what the model needs stays: the ref form, paging, defaults.
-    from contextfold.archive.search import history_search_schema
-    from contextfold.cache.retrieval import retrieval_tool_schemas
-    from contextfold.tokens import counter_for_model
-
-    tools = [*retrieval_tool_schemas(), history_search_schema()]
-    assert counter_for_model("gpt-4o").count_tools(tools) <= 430
-    read, grep, search = (t["function"] for t in tools)  # type: ignore[index]
-    assert "ref=tout_" in read["description"] and "offset and limit" in read["description"]
-    assert read["parameters"]["properties"]["limit"]["description"] == "Default 200."
-    assert grep["parameters"]["required"] == ["pattern"] and "ref:line:text" in grep["description"]
-    assert "summarized or removed" in search["description"]

@@ -42,23 +42,17 @@ MAX_ANSWER_CHARS = 40_000
 MAX_PATTERN_CHARS = 1_000
 ROLE_NAMES = ("system", "developer", "user", "assistant", "tool")
 
-# Sent with every request: kept short (see the retrieval tools' declarations in contextfold.cache.retrieval).
+# Sent with every request: kept short (see the retrieval tools' declarations in contextfold.cache.retrieval); the
+# undeclared knobs (ignore_case, max_results) are still accepted, a wrong role is answered with the valid ones.
 _DESCRIPTION = (
-    "Regex search (Python syntax) in the earlier parts of this conversation that were summarized or removed; "
-    "returns #index role: text lines. Recovers exact details a summary dropped (paths, errors, ids, instructions)."
+    "Regex search in turns that were summarized or removed, for details a summary dropped; returns #index role: text."
 )
 _PARAMETERS: dict[str, Any] = {
     "type": "object",
-    "properties": {
-        "pattern": {"type": "string"},
-        "role": {"type": "string", "enum": list(ROLE_NAMES), "description": "Default: all."},
-        "ignore_case": {"type": "boolean", "description": "Default true."},
-        "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS,
-                        "description": f"Default {DEFAULT_MAX_RESULTS}."},
-    },
+    "properties": {"pattern": {"type": "string"}, "role": {"type": "string"}},
     "required": ["pattern"],
-    "additionalProperties": False,
 }
+_ACCEPTED = ("pattern", "role", "ignore_case", "max_results")
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,10 +252,9 @@ class HistorySearchTool:
         args = decode_arguments(call)
         if isinstance(args, str):
             return args
-        allowed = _PARAMETERS["properties"]
-        unknown = sorted(set(args) - set(allowed))
+        unknown = sorted(set(args) - set(_ACCEPTED))
         if unknown:
-            return f"error: {HISTORY_SEARCH_TOOL} does not take {', '.join(unknown)}; it takes {', '.join(allowed)}"
+            return f"error: {HISTORY_SEARCH_TOOL} does not take {', '.join(unknown)}; it takes {', '.join(_ACCEPTED)}"
         pattern, role = args.get("pattern"), args.get("role")
         ignore_case, max_results = args.get("ignore_case", True), args.get("max_results", DEFAULT_MAX_RESULTS)
         if not isinstance(pattern, str) or not pattern:

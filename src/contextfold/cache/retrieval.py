@@ -266,36 +266,26 @@ def grep_refs(
 # -- the tools ----------------------------------------------------------------------------------------------------
 
 # Every request carries these declarations: each word is paid on every call (issue 21 §6: the three retrieval tools
-# took ~630 tokens a request). What a name or a type already says is not repeated.
-_READ_DESCRIPTION = (
-    "Read a cut or trimmed tool output by the ref it shows (ref=tout_...): numbered lines; page with offset and limit."
-)
-_GREP_DESCRIPTION = (
-    "Regex search (Python syntax) in cached tool outputs: one (ref_id) or all. Returns ref:line:text per match."
-)
+# took ~630 tokens a request; 247 by count_tools for gpt-4o now, history_search included). Declared: what the model
+# needs to use a tool well (the ref form, paging, what an answer looks like). Not declared, still accepted: the rarely
+# useful knobs (grep's max_matches) and bounds the executor enforces anyway (it clamps or answers what to fix);
+# ``additionalProperties`` too, since an unknown argument gets an answer naming the ones taken.
+_READ_DESCRIPTION = "Page through a cut tool output (ref=tout_...) as numbered lines; limit defaults to 200."
+_GREP_DESCRIPTION = "Regex search in cut tool outputs (one ref_id or all); returns ref:line:text."
 _READ_PARAMETERS: dict[str, object] = {
     "type": "object",
-    "properties": {
-        "ref_id": {"type": "string"},
-        "offset": {"type": "integer", "minimum": 1, "description": "First line, 1-based."},
-        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_READ_LIMIT,
-                  "description": f"Default {DEFAULT_READ_LIMIT}."},
-    },
+    "properties": {"ref_id": {"type": "string"}, "offset": {"type": "integer"}, "limit": {"type": "integer"}},
     "required": ["ref_id"],
-    "additionalProperties": False,
 }
 _GREP_PARAMETERS: dict[str, object] = {
     "type": "object",
-    "properties": {
-        "pattern": {"type": "string"},
-        "ref_id": {"type": "string", "description": "Default: all outputs."},
-        "context": {"type": "integer", "minimum": 0, "maximum": MAX_GREP_CONTEXT,
-                    "description": "Lines around each match."},
-        "max_matches": {"type": "integer", "minimum": 1, "maximum": MAX_GREP_MATCHES,
-                        "description": f"Default {DEFAULT_GREP_MATCHES}."},
-    },
+    "properties": {"pattern": {"type": "string"}, "ref_id": {"type": "string"}, "context": {"type": "integer"}},
     "required": ["pattern"],
-    "additionalProperties": False,
+}
+# What each executor takes: the declared arguments and the undeclared ones above.
+_ACCEPTED: dict[str, tuple[str, ...]] = {
+    READ_TOOL: ("ref_id", "offset", "limit"),
+    GREP_TOOL: ("pattern", "ref_id", "context", "max_matches"),
 }
 _TOOLS = ((READ_TOOL, _READ_DESCRIPTION, _READ_PARAMETERS), (GREP_TOOL, _GREP_DESCRIPTION, _GREP_PARAMETERS))
 
@@ -335,12 +325,10 @@ def _answer(cache: OutputReader, call: ToolCall) -> str:
     args = decode_arguments(call)
     if isinstance(args, str):
         return args
-    allowed = _READ_PARAMETERS if call.name == READ_TOOL else _GREP_PARAMETERS
-    properties = allowed["properties"]
-    assert isinstance(properties, dict)
-    unknown = sorted(set(args) - set(properties))
+    accepted = _ACCEPTED[call.name]
+    unknown = sorted(set(args) - set(accepted))
     if unknown:
-        return f"error: {call.name} does not take {', '.join(unknown)}; it takes {', '.join(properties)}"
+        return f"error: {call.name} does not take {', '.join(unknown)}; it takes {', '.join(accepted)}"
     try:
         if call.name == READ_TOOL:
             ref_id = args.get("ref_id")
@@ -360,7 +348,7 @@ def _answer(cache: OutputReader, call: ToolCall) -> str:
         result = cache.grep(
             pattern,
             ref_arg or None,
-            context=_int_arg(args, "context", 0) or 0,
+            context=min(_int_arg(args, "context", 0) or 0, MAX_GREP_CONTEXT),  # undeclared bound: clamped
             max_matches=_int_arg(args, "max_matches", None),
         )
         return result.format()
