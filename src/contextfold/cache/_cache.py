@@ -195,6 +195,7 @@ class ToolOutputCache:
         self.names_retrieval_tools = True
         # The session's redactor, when it has one: views never cut a secret in two, digests never quote one.
         self.secrets: SecretGuard | None = None
+        self._losses_seen = 0  # the store's losses() at the last look for lost refs
 
     # -- storing ----------------------------------------------------------------------------------------------
     def put(self, text: str | bytes) -> ToolOutputRef:
@@ -317,6 +318,26 @@ class ToolOutputCache:
         with self._lock:
             known = ref_id in self._refs or ref_id in self._claimed or ref_id in self._owned
         return known and not self.store.exists(ref_id)
+
+    def newly_lost(self, ref_ids: Callable[[], Iterable[str]]) -> set[str]:
+        """The refs among ``ref_ids()`` the store lost since the last call: empty, and free, unless it reports a loss.
+
+        Asked before every model call: the store's ``losses()`` counter is read without a round trip; only when it
+        moved (a Redis without persistence restarted) are the refs listed (``ref_ids`` is called) and checked, in
+        one batched call.
+        """
+        losses = getattr(self.store, "losses", None)
+        if not callable(losses):
+            return set()  # a store of an older protocol: a read still says the output is gone
+        seen = losses()
+        if seen == self._losses_seen:
+            return set()
+        self._losses_seen = seen
+        wanted = sorted({r for r in ref_ids() if is_ref_id(r)})
+        if not wanted:
+            return set()
+        missing = getattr(self.store, "missing", None)
+        return set(missing(wanted)) if callable(missing) else {r for r in wanted if not self.store.exists(r)}
 
     # -- write-time caching -----------------------------------------------------------------------------------
     def needs_view(self, text: str, *, max_tokens: int | None = None) -> bool:

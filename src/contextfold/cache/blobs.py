@@ -10,7 +10,7 @@ the backends in :mod:`contextfold.stores` implement it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -81,3 +81,15 @@ class BlobStore(Protocol):
     def close(self) -> None:
         """Release connections and files (a no-op by default)."""
         return None
+
+    def losses(self) -> int:
+        """How many times the store may have lost what it held since it was opened (a server that restarted empty).
+
+        Asked before every model call, so it must be cheap: no round trip per call (a counter the backend keeps).
+        0, the default, for a store that never forgets on its own.
+        """
+        return 0
+
+    def missing(self, keys: Sequence[str]) -> set[str]:
+        """The keys among ``keys`` the store does not hold (a backend with a network answers in one round trip)."""
+        return {key for key in keys if not self.exists(key)}

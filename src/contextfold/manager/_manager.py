@@ -20,6 +20,7 @@ from ._archiver import Archiver
 from ._cache_economics import CacheEconomics
 from ._compactor import Compactor, protected_names, with_tail
 from ._idle import IdleCompactions
+from ._lost_refs import mark_lost_refs
 from ._secrets import SessionSecrets
 from ._spans import CALL_KIND, CALL_SPAN, COMPACT_KIND, MASK_KIND, session_metadata
 
@@ -483,6 +484,8 @@ class ContextManager:
                 self._apply_stored_limit()
             rewrites = (self._compactions, self._maskings)
             self._apply_idle_result()
+            if self.cache is not None:
+                mark_lost_refs(self._view, self.cache)  # free unless the store reports a loss (a Redis restart)
             if self._widening is not None and self._widening.active:
                 self._widening.narrow(self._view)  # decide on the view the history holds, never on a widened one
             self._provider_items.clear_old_reasoning(self._view, policy=self.policy, budgets=self.budgets,

@@ -15,8 +15,10 @@ reach keys they compute).
 
 from __future__ import annotations
 
+import threading
 import uuid
-from collections.abc import Iterator
+import weakref
+from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -165,10 +167,83 @@ class RedisBlobStore(BlobStore):
             raise StoreError(f"bad Redis URL {url!r}: {exc}") from exc
         self._lru = f"{self.prefix}:lru"
         self._clock = f"{self.prefix}:clock"
+        # A Redis without persistence that restarts comes back empty: the refs the views still show are gone. Every
+        # new connection asks the server's run id (one command per connection, not per call); a new run id counts a
+        # possible loss (see losses()).
+        self._run_id: str | None = None
+        self._losses = 0
+        self._probe_lock = threading.Lock()
+        self._watch_restarts()
         self._commit = self._client.register_script(_COMMIT)
         self._read = self._client.register_script(_READ)
         self._delete = self._client.register_script(_DELETE)
         self._touch = self._client.register_script(_TOUCH)
+
+    # -- restarts -----------------------------------------------------------------------------------------------------
+    def _watch_restarts(self) -> None:
+        """Hook the pool's connect step (redis-py's ``redis_connect_func``) to read the run id of each connection."""
+        kwargs = getattr(self._client.connection_pool, "connection_kwargs", None)
+        if not isinstance(kwargs, dict):
+            return  # a pool of another kind: losses are found when a ref is read, as before
+        previous = kwargs.get("redis_connect_func")
+        store = weakref.ref(self)  # a caller's client may outlive this store
+
+        def on_connect(connection: Any) -> None:
+            if previous is not None:
+                previous(connection)
+            else:
+                connection.on_connect()
+            alive = store()
+            if alive is not None:
+                alive._saw_server(connection)
+
+        kwargs["redis_connect_func"] = on_connect
+
+    def _saw_server(self, connection: Any) -> None:
+        try:
+            connection.send_command("INFO", "server")
+            info = connection.read_response()
+        except import_redis().ResponseError:
+            return  # INFO refused (an ACL, a renamed command): losses are found when a ref is read
+        text = info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
+        run_id = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("run_id:")),
+                      None)
+        if run_id is None:
+            return
+        with self._probe_lock:
+            if self._run_id is not None and run_id != self._run_id:
+                self._losses += 1
+            self._run_id = run_id
+
+    def losses(self) -> int:
+        """Server restarts seen since this store was opened (each may have emptied a Redis without persistence).
+
+        No round trip: an idle connection of the pool is taken and given back, and the pool replaces one the server
+        closed (a local poll of its socket); the new connection's run id tells a restart apart from a dropped link.
+        """
+        pool = self._client.connection_pool
+        try:
+            try:
+                connection = pool.get_connection()
+            except TypeError:  # redis-py before 5.3 wants a command name
+                connection = pool.get_connection("PING")
+            pool.release(connection)
+        except self._errors:
+            pass  # the server is down: the next command says so; a loss is counted once it is back
+        return self._losses
+
+    def missing(self, keys: Sequence[str]) -> set[str]:
+        """The keys among ``keys`` the store does not hold, in one round trip."""
+        if not keys:
+            return set()
+        try:
+            pipe = self._client.pipeline(transaction=False)
+            for key in keys:
+                pipe.exists(self._meta(key))
+            found = pipe.execute()
+        except self._errors as exc:
+            raise self._fail("check", None, exc) from exc
+        return {key for key, present in zip(keys, found, strict=True) if not present}
 
     # -- keys ---------------------------------------------------------------------------------------------------------
     def _meta(self, key: str) -> str:
