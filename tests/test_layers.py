@@ -3,8 +3,8 @@ itself back through others (no cycles).
 
 The graph is read from the source with ``ast``: every ``import`` and ``from … import`` of a contextfold module, at
 module level or inside ``if TYPE_CHECKING:``, resolved through the packages' lazy export maps to the module that
-defines each name. Imports inside functions are deliberate deferrals (an optional backend, a heavy module): they may reach an edge
-only from the composition root, and they may not close a cycle either.
+defines each name. Imports inside functions are deliberate deferrals (an optional backend, a heavy module): they may
+reach an edge only from the composition root, and they may not close a cycle either.
 """
 
 from __future__ import annotations
