@@ -21,6 +21,7 @@ from ._cache_economics import CacheEconomics
 from ._compactor import Compactor, protected_names, with_tail
 from ._idle import IdleCompactions
 from ._lost_refs import mark_lost_refs
+from ._request_extras import RequestExtras
 from ._secrets import SessionSecrets
 from ._spans import CALL_KIND, CALL_SPAN, COMPACT_KIND, MASK_KIND, session_metadata
 
@@ -152,16 +153,10 @@ class ContextManager:
         self._clock = parts.clock
         self.background = background
         self.defer_soft = defer_soft
-        self.tools: list[Mapping[str, Any]] = list(tools)
-        # What every request carries beside the messages (tool schemas, instructions sent in their own field, a
-        # response-format schema): counted against the window with the view. `_extra_tokens` is their total.
-        self._instructions: str | None = None
-        self._response_format: Mapping[str, Any] | None = None
-        self._extras_key: str | None = None
-        self._extra_tokens = self.counter.count_tools(self.tools) if self.tools else 0
+        # What every request carries beside the messages, counted against the window with the view.
+        self._extras = RequestExtras(self.counter, tools)
         # What the agent sees of its own context (issue 24): per-tool rules, masking order, budget line, receipts.
-        self.steering = Steering(self.policy, self.counter, schema_tool_names(self.tools))
-        self._tools_revision = self.counter.revision  # counted again when the counter's counts change
+        self.steering = Steering(self.policy, self.counter, schema_tool_names(self._extras.tools))
         self._view = View(self.counter)
         self._lock = threading.RLock()
         self._seq = 0
@@ -458,7 +453,7 @@ class ContextManager:
         # can be 4x the count), once per process.
         self._count_exactly()
         tokens, _, _ = self._view.totals()
-        status = self.steering.status(tokens + self._extra_tokens, self._grounded, window=self.budgets.window)
+        status = self.steering.status(tokens + self._extras.tokens, self._grounded, window=self.budgets.window)
         if status is not None and sending:
             self.steering.told()
             # A line decisions did not count (``changes``) is in the provider's next usage report: record_usage knows.
@@ -520,7 +515,7 @@ class ContextManager:
         with self._lock:
             self._count_exactly()
             tokens, _, _ = self._view.totals()
-            sent = tokens + self._extra_tokens
+            sent = tokens + self._extras.tokens
             if self.steering.status_on:
                 status = self._status_after_view()
                 sent += self.counter.count_message(status) if status is not None else 0
@@ -536,7 +531,6 @@ class ContextManager:
         """The policy's decision now, with (view tokens, grounded total, tool-output tokens, message count)."""
         from ..compaction import Action, decide
 
-        self._count_tools()
         tokens, tool_tokens, count = self._view.totals()
         total = self._grounded(tokens + self._tool_tokens)
         plan = self.provider_context.gate(decide(total, count, tool_tokens, self.budgets, self._effective_policy()),
@@ -551,13 +545,6 @@ class ContextManager:
         """Wait for the exact tokenizer (a lazy counter counts byte upper bounds while it loads)."""
         if self.counter.provisional:
             self.counter.wait_exact()
-        self._count_tools()
-
-    def _count_tools(self) -> None:
-        """Count the request extras again when the counter's counts changed (exact tokenizer arrived, recalibrated)."""
-        if self._tools_revision != self.counter.revision:
-            self._extra_tokens = self._extras_tokens()
-            self._tools_revision = self.counter.revision
 
     @property
     def _tool_tokens(self) -> int:
@@ -566,27 +553,13 @@ class ContextManager:
         The request extras (tool schemas, instructions in their own field, a response format), and the budget line at
         its longest when it goes out on every call (``always``).
         """
-        return self._extra_tokens + self.steering.decision_reserve
-
-    def _extras_tokens(self) -> int:
-        import json
-
-        from ..messages import Message
-
-        total = self.counter.count_tools(self.tools) if self.tools else 0
-        if self._instructions:
-            total += self.counter.count_message(Message("system", self._instructions))
-        if self._response_format:
-            total += self.counter.counter.count(json.dumps(self._response_format, ensure_ascii=False,
-                                                           separators=(",", ":"), sort_keys=True, default=str))
-        return total
+        return self._extras.tokens + self.steering.decision_reserve
 
     @property
     def request_extras_tokens(self) -> int:
         """Tokens of what every request carries beside the messages (see :meth:`set_request_extras`)."""
         with self._lock:
-            self._count_tools()
-            return self._extra_tokens
+            return self._extras.tokens
 
     def set_request_extras(self, *, tools: Sequence[Mapping[str, Any]] = (), instructions: str | None = None,
                            response_format: Mapping[str, Any] | None = None) -> bool:
@@ -598,31 +571,19 @@ class ContextManager:
         sent). Adapters and client wrappers call it with what they send; call it yourself when you call
         ``prepare()`` and pass these to the API. Returns True when their token count changed.
         """
-        import json
-
-        from ..errors import ConfigError
         from ..steering import schema_tool_names
 
-        if instructions is not None and not isinstance(instructions, str):
-            raise ConfigError(f"must be a string, got {type(instructions).__name__}", field="instructions")
-        if response_format is not None and not isinstance(response_format, Mapping):
-            raise ConfigError(f"must be a JSON schema mapping, got {type(response_format).__name__}",
-                              field="response_format")
-        listed = list(tools)
-        for i, tool in enumerate(listed):
-            if not isinstance(tool, Mapping):
-                raise ConfigError(f"must be a tool schema mapping, got {type(tool).__name__}", field=f"tools[{i}]")
-        key = json.dumps([listed, instructions, response_format], sort_keys=True, default=repr)
         with self._lock:
-            if key == self._extras_key:
+            before = self._extras.tokens
+            if not self._extras.set(tools=tools, instructions=instructions, response_format=response_format):
                 return False
-            self._extras_key = key
-            self.tools, self._instructions, self._response_format = listed, instructions or None, response_format
-            self.steering.declared_tools = schema_tool_names(listed)  # the notes name only tools the agent has
-            before = self._extra_tokens
-            self._extra_tokens = self._extras_tokens()
-            self._tools_revision = self.counter.revision
-            return self._extra_tokens != before
+            self.steering.declared_tools = schema_tool_names(self._extras.tools)  # notes name only tools it has
+            return self._extras.tokens != before
+
+    @property
+    def tools(self) -> list[Mapping[str, Any]]:
+        """The tool schemas every request carries (``tools=`` at construction, or the last ``set_request_extras``)."""
+        return self._extras.tools
 
     def _run_policy(self) -> None:
         from ..compaction import Action, decide
@@ -634,7 +595,7 @@ class ContextManager:
         self.last_plan = plan
         system, developer = self._view.pinned_tokens()
         self.tracer.emit(TokenEstimate(session_id=self.session_id, messages=tokens - system - developer,
-                                       tools_schema=self._extra_tokens,
+                                       tools_schema=self._extras.tokens,
                                        system=system, developer=developer,
                                        model=self.model.name, context_window=self.budgets.window))
         if self._unwarmed and total >= self.budgets.soft * _WARM_AT_SHARE_OF_SOFT:
