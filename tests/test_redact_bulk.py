@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from redact_corpus import CODE, SECRETS
@@ -122,3 +123,44 @@ def test_keys_the_prefilter_cannot_read_go_the_slow_way() -> None:
         out = Redactor().redact_messages([message])
         assert out == [Redactor().redact_message(message)]
         assert "hunter2value" not in str(out[0]) and "swordfish9value" not in str(out[0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(_messages, max_size=12), st.lists(st.integers(0, 12), max_size=3))
+def test_redacting_a_history_in_steps_gives_what_one_batch_gives(batch: list[Message], cuts: list[int]) -> None:
+    # Issue 22: a redactor keeps each message it redacted and, asked again, looks in it only for the secrets learned
+    # since. A history redacted as it grows (each transcript the whole view again) must come out as one batch does.
+    stepped = Redactor()
+    for cut in sorted(min(cut, len(batch)) for cut in cuts):
+        stepped.redact_messages(batch[:cut])
+        if cut:
+            stepped.redact_message(batch[cut - 1])
+    assert stepped.redact_messages(batch) == Redactor().redact_messages(batch)
+
+
+def test_a_batch_redacted_again_is_not_scanned_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    redactor = Redactor()
+    batch = [Message.user(f"step {i}: the token is in the config") for i in range(20)]
+    batch.append(Message.user(f"export GITHUB_TOKEN={_GITHUB}"))
+    first = redactor.redact_messages(batch)
+    scanned: list[str] = []
+    original = Redactor.redact_text
+    monkeypatch.setattr(Redactor, "redact_text", lambda self, text: scanned.append(text) or original(self, text))
+    assert redactor.redact_messages(batch) == first
+    assert scanned == []
+
+
+def test_a_secret_learned_later_is_looked_for_only_in_what_was_redacted_before(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    value = "Zq8vK3mN9pL2xR7t"
+    redactor = Redactor()
+    batch = [Message.user(f"step {i}: the key is in the config") for i in range(20)]
+    batch.append(Message.user(f"I will use {value} from now on."))
+    assert redactor.redact_messages(batch) == batch  # a bare value is nothing without its context
+    redactor.redact_text(f"DB_PASSWORD={value}")
+    scanned: list[str] = []
+    original = Redactor.redact_text
+    monkeypatch.setattr(Redactor, "redact_text", lambda self, text: scanned.append(text) or original(self, text))
+    out = redactor.redact_messages(batch)
+    assert out[:-1] == batch[:-1] and out[-1].text == "I will use [REDACTED:password] from now on."
+    assert scanned == [batch[-1].text]  # the one message that mentions it, and no other

@@ -1,8 +1,8 @@
 """The archiver: what leaves a session's view goes to its archive first, redacted once.
 
 A part the :class:`~contextfold.manager.ContextManager` holds. It writes pre-compaction transcripts (in a
-``compact.archive`` span), summaries and what normalization dropped, and remembers the messages it redacted, so
-that the next transcript (most of which was archived before) does not scan them again.
+``compact.archive`` span), summaries and what normalization dropped. The session's redactor keeps each message it
+redacted (issue 22), so the next transcript (most of which was archived before) is not scanned again.
 """
 
 from __future__ import annotations
@@ -17,11 +17,6 @@ if TYPE_CHECKING:
     from ..telemetry import Tracer
 
 __all__ = ["Archiver"]
-
-# Redacted messages remembered for the next transcript: more than a view holds after compacting (its message cap
-# is 500 by default), so only what left goes.
-REDACT_MEMO_SIZE = 20_000
-
 
 class Archiver:
     """Writes one session's transcripts, summaries and dropped messages to its archive, redacted.
@@ -41,8 +36,6 @@ class Archiver:
         self.session_id = session_id
         self.tracer = tracer
         self.transcripts = 0  # transcripts written (or, without an archive, that would have been)
-        self._memo: dict[int, tuple[Message, Message]] = {}  # id(message) -> (message, redacted)
-        self._memo_learned: object = None  # the redactor's learned-secrets table the memo was made with
 
     def transcript(self, view: list[Message]) -> int:
         """Archive ``view`` as the next pre-compaction transcript; returns its number."""
@@ -100,53 +93,10 @@ class Archiver:
         return self.redactor.redact_text(text) if self.redactor is not None else text
 
     def _redact_view(self, view: Sequence[Message]) -> list[Message]:
-        """``view`` redacted, reusing what earlier transcripts redacted: most of a view was archived before.
+        """``view`` redacted.
 
-        Messages are immutable, so one redacted before is redacted the same way again, as long as the redactor
-        learned no new secret meanwhile (a remembered secret changes the output): then everything is redone.
+        The redactor keeps what it redacted (most of a view was redacted when added or read ahead, or archived
+        before) and looks in those messages only for the secrets learned since.
         """
-        memo = self._memo
-        learned = getattr(self.redactor, "_learned", None)
-        if learned is None or learned is not self._memo_learned:
-            memo.clear()
-        out = self._redact_view_once(view, learned, clean_first=True)
-        if getattr(self.redactor, "_learned", None) is not learned:
-            # A secret was learned from this view: a message found clean before may repeat it. Again, scanning all.
-            memo.clear()
-            learned = getattr(self.redactor, "_learned", None)
-            out = self._redact_view_once(view, learned, clean_first=False)
-        return out
-
-    def _redact_view_once(self, view: Sequence[Message], learned: object, *, clean_first: bool) -> list[Message]:
-        memo = self._memo
-        known: list[Message | None] = []
-        fresh: list[Message] = []
-        # Messages add() scanned and found clean (issue 22) need no redaction, nor the batch's prefilter.
-        is_clean = getattr(self.redactor, "is_clean", None) if clean_first else None
-        for m in view:
-            entry = memo.get(id(m))
-            if entry is not None and entry[0] is m:
-                known.append(entry[1])
-            elif is_clean is not None and is_clean(m):
-                known.append(m)
-            else:
-                known.append(None)
-                fresh.append(m)
-        # The rest in one batch (redact_messages prefilters the lot), in order, as one by one would.
-        redacted: list[Message] = self.redactor.redact_messages(fresh) if fresh else []
-        done = iter(redacted)
-        out = [next(done) if m is None else m for m in known]
-        # Only the newest are remembered: the next transcript is the view after this compaction, its tail.
-        for original, result in zip(fresh[-REDACT_MEMO_SIZE:], redacted[-REDACT_MEMO_SIZE:], strict=True):
-            memo[id(original)] = (original, result)
-        if len(memo) > REDACT_MEMO_SIZE:  # keep the memo to about one view: drop what left the view
-            kept = {id(m) for m in view}
-            for key in [k for k in memo if k not in kept]:
-                del memo[key]
-        # Learning replaces the redactor's copy-on-write table. A secret learned during this view may repeat in
-        # messages redacted before it was found: then nothing is remembered, and the next transcript redoes all.
-        after = getattr(self.redactor, "_learned", None)
-        if after is not learned:
-            memo.clear()
-        self._memo_learned = after
-        return out
+        redacted: list[Message] = self.redactor.redact_messages(view)
+        return redacted

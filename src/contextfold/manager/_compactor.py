@@ -53,7 +53,8 @@ def warm_for_compaction(messages: Sequence[Message], counter: Any, redactor: Any
     - ``counter``: the extractive summarizer's token counter, or None (another summarizer): count the tokens of
       each message's entities as the summary's budget will (short counts are cached; the messages were read when
       added, see ``ContextManager._read_on_add``);
-    - ``redactor``: scan what the archived transcript will redact (findings are cached by text, nothing learned);
+    - ``redactor``: redact what the archived transcript and the summary will redact (learning the secrets found;
+      each result is kept, so the compaction looks only for what is learned after);
     - ``archived``: serialize the messages the transcript will hold unchanged (lines are cached by message);
     - ``outputs``: the tool output cache when masked outputs keep digests: read each output's digest material.
 
@@ -87,7 +88,7 @@ def warm_for_compaction(messages: Sequence[Message], counter: Any, redactor: Any
                     digest_material(m.content)
                 pacer.tick()
     if redactor is not None:
-        redactor.warm(messages)
+        redactor.redact_ahead(messages)
     if archived:
         for m in messages:
             if redactor is None or redactor.is_clean(m):  # (a redacted message is a new one, serialized then)

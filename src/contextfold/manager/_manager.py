@@ -337,8 +337,8 @@ class ContextManager:
                     remember_ref_material(ref, cut[ref])
                 elif isinstance(m.content, str):
                     digest_material(m.content)
-        if self.redactor is not None and hasattr(self.redactor, "warm"):
-            self.redactor.warm(stored, paced=False)
+        if self.redactor is not None and hasattr(self.redactor, "redact_ahead"):
+            self.redactor.redact_ahead(stored, paced=False)  # (each message redacted once, the result kept)
 
     def _without_foreign_ref(self, m: Message) -> Message:
         """``m`` without its ``meta["ref"]`` when that names an output this session does not own.
@@ -715,7 +715,7 @@ class ContextManager:
         messages, self._unwarmed = self._unwarmed, []
         # An LLM summarizer extracts no entities; the extractive one weighs them with its counter.
         entities = self.summarizer.counter if isinstance(self.summarizer, ExtractiveSummarizer) else None
-        redactor = self.redactor if self.redactor is not None and hasattr(self.redactor, "warm") else None
+        redactor = self.redactor if self.redactor is not None and hasattr(self.redactor, "redact_ahead") else None
         archived = self.archive is not None
         # Digest material of outputs added before add() started reading (see _read_on_add).
         outputs = self.cache if self.cache is not None and self.policy.mask_digest_tokens else None

@@ -131,6 +131,42 @@ def _scan_cache(patterns: tuple[SecretPattern, ...]) -> _ScanCache:
         return _ScanCache()
 
 
+# Messages a redactor redacted, with the result, remembered (issue 22): a session's messages are redacted for its
+# secrets' learning, for the summarizer and for every transcript the archive keeps, and each of those used to scan
+# the whole view again. An entry holds the memory's generation it was made at; a string remembered since needs
+# only that string looked for (SecretMemory.learned_since). Bounded: about 40 MB at the cap, the oldest dropped.
+_LEDGER_ENTRIES = 250_000
+# A message redacted while something was learned is redone at most this many times in a row (the secrets a message
+# teaches are redacted where the message itself mentions them earlier); past that, its entry's generation is the
+# one before the last pass, so the next use checks again.
+_MAX_PASSES = 3
+
+
+class _Ledger:
+    """``id(message) -> (message, redacted, generation)``; the message is kept so that its id stays its own."""
+
+    __slots__ = ("_entries", "_lock")
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[Message, Message, int]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, m: Message) -> tuple[Message, Message, int] | None:
+        entry = self._entries.get(id(m))
+        return entry if entry is not None and entry[0] is m else None
+
+    def put(self, m: Message, redacted: Message, generation: int) -> None:
+        with self._lock:
+            entries = self._entries
+            entries[id(m)] = (m, redacted, generation)
+            if len(entries) > _LEDGER_ENTRIES:  # the oldest quarter: the start of a long session, compacted away
+                for key in list(itertools.islice(entries, len(entries) // 4)):
+                    del entries[key]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
 # The batch prefilter of redact_messages (issue 12: a 100,000-message transcript spent 4.5 s redacting text by text):
 # past this many remembered secrets it is not used (each one is searched for on its own) ...
 _PREFILTER_MAX_LEARNED = 64
@@ -192,6 +228,17 @@ def _walk(obj: Any, out: list[str]) -> bool:
         elif isinstance(item, list | tuple):
             stack.extend(item)
     return True
+
+
+def _mentions_any(m: Message, strings: list[str]) -> bool:
+    """Whether one of ``strings`` is in a string :meth:`Redactor.redact_message` reads in ``m`` (True when unsure)."""
+    if not strings:
+        return False
+    surface = _surface(m)
+    if surface is None:
+        return True
+    text = surface[0] if len(surface) == 1 else _PREFILTER_SEPARATOR.join(surface)
+    return any(s in text for s in strings)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -302,6 +349,7 @@ class Redactor:
         self.memory = memory if memory is not None else SecretMemory()
         self.personal_data = personal_data
         self._with_personal = personal_data == "everywhere"
+        self._ledger = _Ledger()
 
     # -- copies sharing what they can ---------------------------------------------------------------------------
     def for_session(self, memory: SecretMemory) -> Redactor:
@@ -312,6 +360,7 @@ class Redactor:
         """
         twin = copy.copy(self)
         twin.memory = memory
+        twin._ledger = _Ledger()  # (what it redacted depends on the memory)
         return twin
 
     def for_telemetry(self) -> Redactor:
@@ -324,6 +373,7 @@ class Redactor:
         twin = copy.copy(self)
         twin._with_personal = True
         twin._patterns = None  # (resolved again, with the personal-data patterns)
+        twin._ledger = _Ledger()
         return twin
 
     @property
@@ -469,6 +519,7 @@ class Redactor:
         shadow = copy.copy(self)
         shadow.memory = SecretMemory()
         shadow.callback = None
+        shadow._ledger = _Ledger()
         pacer = GilPacer() if paced else None
         done = 0
         for m in messages:
@@ -612,12 +663,36 @@ class Redactor:
         return part
 
     def redact_message(self, m: Message) -> Message:
-        """``m`` with secrets redacted in its text, tool-call arguments, meta and extra."""
+        """``m`` with secrets redacted in its text, tool-call arguments, meta and extra.
+
+        Each message is redacted once and the result kept (with a callback: every time): asked again, the redactor
+        looks in it only for the secrets learned since (see :meth:`_recall`). A secret the message itself teaches is
+        redacted wherever the message mentions it, also before the part that taught it.
+        """
         if not self.enabled:
             return m
+        if self.callback is None:
+            known = self._recall(m)
+            if known is not None:
+                return known
         plain = self.callback is None and not self._learned  # then a message found clean before is clean again
         if plain and self._scans.is_clean(m):
+            self._ledger.put(m, m, 0)
             return m
+        for _ in range(_MAX_PASSES):
+            generation = self._generation()
+            out = self._redact_fields(m)
+            if self._generation() == generation:
+                break
+        if out == m:
+            out = m  # (the same object: a caller may ask whether anything changed by identity)
+            if plain and not self._learned:
+                self._scans.mark_clean(m)
+        if self.callback is None:
+            self._ledger.put(m, out, generation)
+        return out
+
+    def _redact_fields(self, m: Message) -> Message:
         content: str | tuple[Part, ...] = (
             self.redact_text(m.content) if isinstance(m.content, str) else tuple(map(self._redact_part, m.content))
         )
@@ -626,16 +701,57 @@ class Redactor:
             for c in m.tool_calls
         )
         meta, extra = freeze(self.redact_obj(m.meta)), freeze(self.redact_obj(m.extra))
-        out = replace(m, content=content, tool_calls=calls, meta=meta, extra=extra)
-        if out != m:
+        return replace(m, content=content, tool_calls=calls, meta=meta, extra=extra)
+
+    def _generation(self) -> int:
+        return self.memory.generation if self.remember else 0
+
+    def _recall(self, m: Message) -> Message | None:
+        """What ``m`` redacts to, when it was redacted before and no secret learned since occurs in it; else None.
+
+        The result of a redaction depends on the message, the patterns and which remembered strings occur in the
+        message's strings; the memory only grows, so when none of the strings learned since occurs, the result
+        stands (and is marked as made now).
+        """
+        entry = self._ledger.get(m)
+        if entry is None:
+            return None
+        _, out, seen = entry
+        now = self._generation()
+        if seen == now:
             return out
-        if plain and not self._learned:
-            self._scans.mark_clean(m)
-        return m
+        if _mentions_any(m, self.memory.learned_since(seen)):
+            return None
+        self._ledger.put(m, out, now)
+        return out
 
     def is_clean(self, m: Message) -> bool:
         """Whether :meth:`redact_message` is known to return ``m`` itself now (found clean, nothing learned since)."""
-        return self.enabled and self.callback is None and not self._learned and self._scans.is_clean(m)
+        if not self.enabled or self.callback is not None:
+            return False
+        known = self._recall(m)
+        if known is not None:
+            return known is m
+        return not self._learned and self._scans.is_clean(m)
+
+    def redact_ahead(self, messages: Iterable[Message], *, paced: bool = True) -> int:
+        """Redact ``messages`` (learning their secrets) and keep the results for the transcripts and summaries to come.
+
+        What a session does with each message as it is read (``add()`` past half the soft threshold, the background
+        read-ahead while the agent waits for its model): a compaction then finds every message redacted and looks
+        only for what was learned since. Paced, it leaves the GIL to other threads between messages; returns how
+        many messages were looked at.
+        """
+        if not self.enabled:
+            return 0
+        pacer = GilPacer() if paced else None
+        done = 0
+        for m in messages:
+            self.redact_message(m)
+            done += 1
+            if pacer is not None:
+                pacer.tick()
+        return done
 
     def learn_from(self, messages: Iterable[Message]) -> None:
         """Learn every secret the patterns find in ``messages`` (their texts, arguments, meta and extra).
@@ -643,7 +759,7 @@ class Redactor:
         What a session does before it writes text of its own (a summary, a digest): a value found in context
         anywhere in the session is then known bare everywhere.
         """
-        items = list(messages)
+        items = [m for m in messages if self._ledger.get(m) is None]  # (a message redacted before was learned from)
         if not self.enabled or not self.remember or not items:
             return
         found = self._suspects(items)
@@ -661,6 +777,26 @@ class Redactor:
         items = list(messages)
         if not self.enabled:
             return items
+        if self.callback is not None:
+            return self._redact_batch(items)
+        # Messages redacted before come back from the ledger; the others are redacted in bulk, then recorded.
+        start = self._generation()
+        out: list[Message | None] = [self._recall(m) for m in items]
+        fresh = [i for i, known in enumerate(out) if known is None]
+        if fresh:
+            for i, redacted in zip(fresh, self._redact_batch([items[i] for i in fresh]), strict=True):
+                out[i] = redacted
+        for _ in range(_MAX_PASSES):
+            if self._generation() == start:
+                break
+            # A secret learned on the way may be mentioned in a message redacted before it: each is checked for
+            # the strings learned since, and redone only where one occurs.
+            start = self._generation()
+            out = [self.redact_message(m) for m in items]
+        return [m if redacted is None else redacted for m, redacted in zip(items, out, strict=True)]
+
+    def _redact_batch(self, items: list[Message]) -> list[Message]:
+        """:meth:`redact_messages` of messages not redacted before: learn the batch, then redact, prefiltered."""
         found = self._suspects(items)
         if found is None:
             if self.remember:
@@ -672,12 +808,22 @@ class Redactor:
         done = {i: self.redact_message(items[i]) for i in sorted(suspects)}
         if self._learned is not before:
             done = {}  # (a secret learned on the way may be mentioned in a message redacted before it)
+        generation = self._generation()
         remembered = self._remembered_in(texts)
         if remembered is None:
             return [done[i] if i in done else self.redact_message(m) for i, m in enumerate(items)]
         suspects |= remembered
-        return [done[i] if i in done else self.redact_message(m) if i in suspects else m
-                for i, m in enumerate(items)]
+        out: list[Message] = []
+        for i, m in enumerate(items):
+            if i in done:
+                out.append(done[i])
+            elif i in suspects:
+                out.append(self.redact_message(m))
+            else:
+                out.append(m)  # (no trigger, nothing remembered in it: clean at this generation)
+                if self.callback is None:
+                    self._ledger.put(m, m, generation)
+        return out
 
     def _suspects(self, items: list[Message]) -> tuple[set[int], list[str]] | None:
         """The messages the patterns' prefilter cannot clear, with the texts it searched; None when it cannot work.

@@ -154,6 +154,21 @@ class SecretMemory:
     def __len__(self) -> int:
         return len(self.table)
 
+    @property
+    def generation(self) -> int:
+        """How many strings were remembered so far; it only grows.
+
+        A redaction made at a generation still holds unless a string remembered since (:meth:`learned_since`)
+        occurs in what was redacted.
+        """
+        if not self._loaded:
+            self._load()
+        return len(self._order)
+
+    def learned_since(self, generation: int) -> list[str]:
+        """The strings remembered after :attr:`generation` was ``generation``, oldest first."""
+        return [remembered for remembered, _ in self._order[generation:]]
+
     def spans(self, text: str) -> list[tuple[int, int, str]]:
         """``(start, end, kind)`` of every remembered string in ``text``, left to right, without overlaps.
 

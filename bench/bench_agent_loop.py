@@ -1,0 +1,140 @@
+"""The agent loop of the recorded SWE-agent sessions, turn by turn: what masking turns and the read-ahead cost.
+
+Issue 22's bars: a ``prepare()`` that masks takes at most 2 ms at the 99th percentile in the lm32b agent loop at a
+16K window, and the background read-ahead (what the background thread reads while the agent waits for its model:
+entities, secrets, digest material, archive lines) costs at most 150 ms of CPU per million tokens.
+
+Each recorded session is replayed as an agent would run it: the messages before an assistant turn are added, then
+``prepare()`` is timed (wall, and this thread's CPU time), then the background thread is given the time a model call
+would take (``_background.wait_idle()``, not timed), then the recorded answer joins the history. Turns are sorted by
+what ``prepare()`` did: masked (``maskings`` grew, no compaction), compacted, or neither. The read-ahead's CPU is the
+thread CPU time spent inside ``warm_for_compaction`` on the background thread; it is divided by the tokens of every
+message added to the sessions (what there is to read).
+
+Each tree runs in its own interpreter; with ``--baseline`` the trees alternate run by run (the same load of the
+moment). Figures pool the turns of every run; the spread of the per-run medians is printed too.
+
+Run: python bench/bench_agent_loop.py [--baseline /tmp/perf-base/src] [--runs 5] [--window 16000] [--sessions 69]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories" / "sweagent-lm32b"
+
+_CHILD = r"""
+import gc, json, sys, threading, time
+from pathlib import Path
+from contextfold import _background
+from contextfold.importers import load_sessions
+from contextfold.manager import ContextManager, _compactor
+
+window, limit = {window}, {sessions}
+ahead = {{"cpu": 0.0, "messages": 0}}
+_original = _compactor.warm_for_compaction
+def warm_for_compaction(messages, *args, **kwargs):
+    c0 = time.thread_time()
+    try:
+        return _original(messages, *args, **kwargs)
+    finally:
+        ahead["cpu"] += time.thread_time() - c0
+        ahead["messages"] += len(messages)
+_compactor.warm_for_compaction = warm_for_compaction
+
+turns = {{"masked": [], "compacted": [], "plain": []}}
+cpu = {{"masked": [], "compacted": [], "plain": []}}
+added_tokens = 0
+sessions = sorted(load_sessions(Path({data!r})), key=lambda s: s.id)[:limit]
+for n, session in enumerate(sessions):
+    cm = ContextManager("gpt-4o", max_context_tokens=window, store="memory", archive="memory",
+                        session_id=f"loop-{{n}}")
+    cm.counter.wait_exact()
+    added = 0
+    messages = session.messages
+    for index, answer in enumerate(messages):
+        if answer.role != "assistant":
+            continue
+        pending = messages[added:index]
+        if pending:
+            added_tokens += sum(cm.counter.count_message(m) for m in pending)
+            cm.add(pending)
+            added = index
+        maskings, compactions = cm.maskings, cm.compactions
+        gc.collect()  # (a collection set off by the replay's own garbage is not the turn's)
+        c0, t0 = time.thread_time(), time.perf_counter()
+        cm.prepare()
+        wall, used = (time.perf_counter() - t0) * 1000, (time.thread_time() - c0) * 1000
+        kind = "compacted" if cm.compactions > compactions else "masked" if cm.maskings > maskings else "plain"
+        turns[kind].append(wall)
+        cpu[kind].append(used)
+        _background.wait_idle()  # the model call: the read-ahead runs now
+        added_tokens += cm.counter.count_message(answer)
+        cm.add(answer)
+        added = index + 1
+    cm.close()
+print(json.dumps({{"turns": turns, "cpu": cpu, "ahead_cpu": ahead["cpu"], "ahead_messages": ahead["messages"],
+                  "added_tokens": added_tokens}}))
+"""
+
+
+def run(src: str, window: int, sessions: int) -> dict[str, object]:
+    env = {**os.environ, "PYTHONPATH": src}
+    code = _CHILD.format(window=window, sessions=sessions, data=str(DATA))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise SystemExit(done.stderr[-3000:])
+    figures: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--baseline", default=None, help="another tree's src directory, measured alternately")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--window", type=int, default=16_000)
+    parser.add_argument("--sessions", type=int, default=69, help="the first N lm32b sessions by id")
+    args = parser.parse_args()
+    here = str(Path(__file__).resolve().parents[1] / "src")
+    trees = [("this tree", here)] + ([("baseline", args.baseline)] if args.baseline else [])
+    results: dict[str, list[dict[str, object]]] = {label: [] for label, _ in trees}
+    loads = []
+    for _ in range(args.runs):
+        for label, src in trees:
+            loads.append(os.getloadavg()[0])
+            results[label].append(run(src, args.window, args.sessions))
+    print(f"window {args.window}, {args.sessions} sessions, {args.runs} runs; load average (1 min) during the runs: "
+          f"{min(loads):.1f}-{max(loads):.1f}")
+    print(f"{'tree':<10} | {'turns':<9} | {'count':>5} | {'wall p50 ms':>11} | {'wall p99 ms':>11} | "
+          f"{'CPU p50 ms':>10} | {'CPU p99 ms':>10} | {'per-run wall p99 ms':<28}")
+    for label, runs in results.items():
+        for kind in ("masked", "compacted", "plain"):
+            wall = [w for r in runs for w in r["turns"][kind]]  # type: ignore[index]
+            used = [c for r in runs for c in r["cpu"][kind]]  # type: ignore[index]
+            per_run = [percentile(r["turns"][kind], 0.99) for r in runs]  # type: ignore[index]
+            print(f"{label:<10} | {kind:<9} | {len(wall) // len(runs):>5} | {percentile(wall, 0.5):>11.2f} | "
+                  f"{percentile(wall, 0.99):>11.2f} | {percentile(used, 0.5):>10.2f} | "
+                  f"{percentile(used, 0.99):>10.2f} | {' '.join(f'{p:.2f}' for p in per_run)}")
+    print(f"{'tree':<10} | read-ahead CPU ms per 1M tokens added (median of runs, min-max) | messages read per run")
+    for label, runs in results.items():
+        rates = [float(r["ahead_cpu"]) * 1000 / (float(r["added_tokens"]) / 1e6)  # type: ignore[arg-type]
+                 for r in runs]
+        print(f"{label:<10} | {statistics.median(rates):>8.0f} ({min(rates):.0f}-{max(rates):.0f}) of "
+              f"{float(runs[0]['added_tokens']) / 1e6:.2f}M tokens | {runs[0]['ahead_messages']}")
+
+
+if __name__ == "__main__":
+    main()
