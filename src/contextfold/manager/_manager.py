@@ -21,9 +21,10 @@ from ._cache_economics import CacheEconomics
 from ._compactor import Compactor, protected_names, with_tail
 from ._idle import IdleCompactions
 from ._lost_refs import mark_lost_refs
+from ._masking import Masking, keep_layout
 from ._request_extras import RequestExtras
 from ._secrets import SessionSecrets
-from ._spans import CALL_KIND, CALL_SPAN, COMPACT_KIND, MASK_KIND, session_metadata
+from ._spans import CALL_KIND, CALL_SPAN, COMPACT_KIND, session_metadata
 
 # Everything else is imported where it is used (issue 15): ``from contextfold import ContextManager`` loads this
 # module, its two mixins and the span names; building a manager loads what a turn needs; compaction, summarizing,
@@ -42,8 +43,6 @@ __all__ = ["ContextManager"]
 
 _log = logging.getLogger(__name__)
 
-# Masking to get under the soft threshold aims at 80% of it, so that the next turns do not mask again at once.
-MASK_HEADROOM = 0.8
 # Compaction actions by strength: a compaction is stuck when the view still calls for one at least as strong.
 # (Keyed by the actions' values: Action is a StrEnum, and the policy module is imported only when first needed.)
 _COMPACTION_RANK = {"soft": 1, "hard": 2, "emergency": 3}
@@ -171,13 +170,15 @@ class ContextManager:
         # Whether a masking batch, a soft compaction or a wider answered output pays for the prompt cache it costs.
         self._economics = CacheEconomics(policy=self.policy, model=self.model, counter=self.counter,
                                          tracer=self.tracer, session_id=self.session_id)
+        self._masking = Masking(cache=self.cache, view=self._view, counter=self.counter, policy=self.policy,
+                                steering=self.steering, economics=self._economics, secrets=self._secrets,
+                                tracer=self.tracer, session_id=self.session_id)
         self._status_uncounted = 0  # tokens of the last budget line sent that decisions did not count
         # Ids must not repeat across managers of one session (a restarted process, another worker): the archive
         # merges transcripts by id, so a second "s1:1" would hide the first. A per-manager nonce keeps them apart.
         # Pass message_id_prefix for reproducible ids (a replay), when one process owns the session for good.
         self._id_prefix = message_id_prefix or f"{self.session_id}:{uuid.uuid4().hex[:_ID_NONCE_HEX]}"
         self._compactions = 0
-        self._maskings = 0
         self.before_compaction = before_compaction
         self._unwarmed: list[Message] = []  # messages added that no background warming has read yet
         self._reading = False  # past half the soft threshold: add() reads what it adds (see _read_on_add)
@@ -277,7 +278,7 @@ class ContextManager:
                                                         bytes=len(m.text.encode("utf-8", "surrogatepass")),
                                                         kept_bytes=len(processed.text.encode("utf-8", "surrogatepass")),
                                                         tool_name=m.name))
-                    m = _keep_layout(m, processed)
+                    m = keep_layout(m, processed)
                 stored.append(m)
             self._seq = seq
             self._secrets.added(stored)
@@ -477,7 +478,7 @@ class ContextManager:
         with self.tracer.span(CALL_SPAN, kind=CALL_KIND, call=self._calls, model=self.model.name) as span:
             if self._calls == 1:
                 self._apply_stored_limit()
-            rewrites = (self._compactions, self._maskings)
+            rewrites = (self._compactions, self._masking.count)
             self._apply_idle_result()
             if self.cache is not None:
                 mark_lost_refs(self._view, self.cache)  # free unless the store reports a loss (a Redis restart)
@@ -488,7 +489,7 @@ class ContextManager:
                                                      archive=self._archive_transcript)
             self._run_policy()
             if self._widening is not None:
-                rewrote = (self._compactions, self._maskings) != rewrites
+                rewrote = (self._compactions, self._masking.count) != rewrites
                 if self._economics.may_widen(self._view, rewrote=rewrote):
                     tokens, _, _ = self._view.totals()
                     line = self.steering.status_reserve - self.steering.decision_reserve  # a line may follow the view
@@ -502,7 +503,7 @@ class ContextManager:
             tokens, _, count = self._view.totals()
             self._prepared_version = self._view.version
             span.set(tokens=self._grounded(tokens + self._tool_tokens), messages=count,
-                     window=self.budgets.window, compactions=self._compactions, maskings=self._maskings)
+                     window=self.budgets.window, compactions=self._compactions, maskings=self._masking.count)
 
     def _redacts_model_input(self) -> bool:
         return self.redactor is not None and bool(getattr(self.redactor, "apply_to_model", False))
@@ -601,7 +602,7 @@ class ContextManager:
         if self._unwarmed and total >= self.budgets.soft * _WARM_AT_SHARE_OF_SOFT:
             self._warm_for_compaction()
         if plan.action is Action.NONE:
-            self._mask_due()
+            self._masking.due(self.budgets)
             return
         self.tracer.emit(TriggerDecision(session_id=self.session_id, triggered=True, action=str(plan.action),
                                          reason=plan.reason, tokens=total, threshold_tokens=self._threshold(plan),
@@ -611,10 +612,11 @@ class ContextManager:
             # budget, and when the view is over soft, far enough to get it back under soft with some headroom.
             forced = total > self.budgets.hard
             if plan.action is Action.MASK:
-                masked = self._mask(self.budgets.tool_output_budget, required=self.policy.clear_at_least,
-                                    total=total, forced=forced)
+                masked = self._masking.mask(self.budgets.tool_output_budget, self.budgets,
+                                            required=self.policy.clear_at_least, total=total, forced=forced)
             else:
-                masked = self._mask_before_summary(total, tool_tokens)
+                masked = self._masking.before_summary(total, tool_tokens, self.budgets,
+                                                      min_saving=self._compactor.min_saving(total))
             if masked == "waits":
                 return  # under hard, a rewrite that does not pay for the cache waits; a summary would cost more
             tokens, tool_tokens, count = self._view.totals()
@@ -726,95 +728,6 @@ class ContextManager:
         if self.paused and self.policy.auto:
             return self.policy.model_copy(update={"auto": False})
         return self.policy
-
-    def _mask_before_summary(self, total: int, tool_tokens: int) -> str:
-        """Mask before a compaction summarizes: far enough to get the view back under soft with some headroom.
-
-        A summary breaks the prompt cache too and loses what it drops, so a masking that does the job is worth
-        what a soft compaction must save (``Compactor.min_saving``), not ``clear_at_least``: in small windows the
-        larger figure let the summary win every time.
-        """
-        wanted = total - int(self.budgets.soft * MASK_HEADROOM)
-        budget = min(self.budgets.tool_output_budget, max(0, tool_tokens - wanted))
-        forced = total > self.budgets.hard
-        return self._mask(budget, required=0 if forced else self._compactor.min_saving(total), total=total,
-                          forced=forced)
-
-    def _mask(self, budget_tokens: int, *, required: int = 0, total: int | None = None,
-              forced: bool = True, only_due: bool = False) -> str:
-        """Mask old tool outputs down to ``budget_tokens``; skip it when it would free less than ``required``.
-
-        Every masking rewrites the middle of the history and so costs the provider's prompt cache from there on:
-        under the hard threshold it is only worth doing in batches of at least ``required`` tokens, and, when
-        ``forced`` is off, only when what it frees pays for the cache it invalidates (``CacheEconomics``).
-        Returns ``"applied"``, ``"skipped"`` (nothing to mask or too little) or ``"waits"`` (it would not pay).
-        """
-        if self.cache is None:
-            return "skipped"
-        self._secrets.catch_up()  # a placeholder's digest must not quote a secret found elsewhere in the session
-        view = self._view.normalized()
-        p = self.policy
-        # Which outputs go first (superseded reads, per-tool turns) and which stay (per-tool rules): steering's call.
-        order = self.steering.mask_order(view)
-        if only_due:  # the outputs whose tool's turns have passed, and nothing else
-            from ..steering import MaskOrder
-
-            due = set(order.due)
-            order = MaskOrder(order.due, frozenset(i for i, m in enumerate(view) if m.role == "tool" and i not in due))
-        with self.tracer.span("compact.mask", kind=MASK_KIND, budget_tokens=budget_tokens) as span:
-            result = self.cache.mask(
-                view, counter=self.counter, budget_tokens=budget_tokens,
-                # A tool's own mask_after_turns is more specific than the session-wide keep count.
-                keep_tool_io_pairs=0 if only_due else p.keep_tool_io_pairs,
-                exclude_tools=(*p.exclude_tools, *p.protected_tools),
-                clear_at_least=p.clear_at_least, clear_tool_inputs=p.clear_tool_inputs,
-                digest_tokens=p.mask_digest_tokens, first=order.first, exempt=order.exempt,
-            )
-            if not result.masked_indices or result.tokens_freed < required:
-                span.drop()  # nothing applied: the view did not change, so there is nothing to show
-                return "skipped"
-            if total is not None and self._economics.enabled:
-                if forced:
-                    self._economics.forced("mask", tokens=total, freed=result.tokens_freed)
-                elif not self._economics.weigh(view, action="mask", change_at_index=min(result.masked_indices),
-                                               freed=result.tokens_freed, tokens=total,
-                                               pinned=sum(self._view.pinned_tokens()),
-                                               hard=self.budgets.hard).act:
-                    span.drop()
-                    return "waits"
-            span.set(masked=len(result.masked_indices), tokens_freed=result.tokens_freed)
-            self._apply_mask(view, result)
-            return "applied"
-
-    def _mask_due(self) -> None:
-        """Mask the outputs whose tool's ``mask_after_turns`` passed, once they free ``clear_at_least`` together.
-
-        Batched like any masking (each pass costs the provider's cached prefix from the first change on).
-        """
-        if self.cache is None or not self.policy.enabled or not self.steering.policies.turn_rules:
-            return
-        view = self._view.normalized()
-        due = self.steering.mask_order(view).due
-        if not due:
-            return
-        due_tokens = sum(self.counter.count_message(view[i]) for i in due)
-        if due_tokens >= self.policy.clear_at_least:
-            self._mask(0, required=self.policy.clear_at_least, only_due=True)
-
-    def _apply_mask(self, view: list[Message], result: Any) -> None:
-        from ..telemetry import CacheMasked
-
-        masked = list(result.messages)
-        for i in result.masked_indices:
-            masked[i] = _keep_layout(view[i], masked[i])
-        self._view.replace(masked)
-        self._maskings += 1
-        self.steering.note_masked(len(result.masked_indices), result.tokens_freed)
-        self.tracer.emit(CacheMasked(session_id=self.session_id, count=len(result.masked_indices),
-                                     refs=tuple(str(result.messages[i].meta.get("ref", ""))
-                                                for i in result.masked_indices),
-                                     tokens_freed=result.tokens_freed,
-                                     prefix_tokens_invalidated=result.prefix_tokens_invalidated))
 
     def check(self, where: str = "check") -> Plan:
         """Decide without acting: the event says what the policy would do.
@@ -1245,7 +1158,7 @@ class ContextManager:
                           tokens=tokens, usage_pct=round(100 * tokens / self.budgets.window, 1),
                           messages=len(view), pinned=pinned, summary_version=version,
                           recent=len(view) - pinned - len(summaries), compactions=self._compactions,
-                          maskings=self._maskings, paused=self.paused)
+                          maskings=self._masking.count, paused=self.paused)
 
     @property
     def compactions(self) -> int:
@@ -1255,7 +1168,7 @@ class ContextManager:
     @property
     def maskings(self) -> int:
         """Masking passes applied in this session."""
-        return self._maskings
+        return self._masking.count
 
     def stored_messages(self) -> list[Message]:
         """The messages to persist to continue this session elsewhere (:meth:`adopt`).
@@ -1417,14 +1330,3 @@ def _worth_reading(batch: list[Message]) -> list[Message]:
         return batch
     return [*batch[:_READ_AHEAD_HEAD], *batch[-(_READ_AHEAD_MAX - _READ_AHEAD_HEAD):]]
 
-
-def _keep_layout(original: Message, view: Message) -> Message:
-    """``view`` remembering the part layout of ``original`` (see :func:`contextfold.archive.with_layout`).
-
-    The archive is imported only for multi-part messages: most turns never need it.
-    """
-    if view is original or isinstance(original.content, str):
-        return view
-    from ..archive import with_layout
-
-    return with_layout(original, view)

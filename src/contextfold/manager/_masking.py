@@ -1,0 +1,151 @@
+"""Masking old tool outputs in the view: which go first, how far, and whether a batch pays for the cache it breaks.
+
+Masking replaces old tool outputs by a placeholder (a digest and the ref that reads the output back): nothing is
+lost. It rewrites the middle of the history, so the provider's cached prefix is lost from the first masked message
+on. Hence the batching rules: a masking happens only when it frees at least ``required`` tokens (``clear_at_least``
+on a plain masking turn; before a summary, what a soft compaction would have to save), and, under the hard
+threshold, only when what it frees pays for the cache it invalidates (``CacheEconomics``); over hard it is forced.
+Which outputs go first and which stay is steering's call (superseded reads, per-tool turn rules, protected tools).
+
+The manager holds the lock and decides when to mask (its turn flow); this module does the masking and keeps count.
+Imports are deferred: ``from contextfold import ContextManager`` loads this module and nothing else of the library's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from ._spans import MASK_KIND
+
+if TYPE_CHECKING:
+    from ..cache import ToolOutputCache
+    from ..compaction import Budgets, Policy
+    from ..messages import Message
+    from ..steering import Steering
+    from ..telemetry import Tracer
+    from ..tokens import MessageCounter
+    from ._cache_economics import CacheEconomics
+    from ._secrets import SessionSecrets
+    from ._view import View
+
+__all__ = ["MASK_HEADROOM", "Masking", "keep_layout"]
+
+# Masking to get under the soft threshold aims at 80% of it, so that the next turns do not mask again at once.
+MASK_HEADROOM = 0.8
+
+Outcome = Literal["applied", "skipped", "waits"]
+
+
+class Masking:
+    """The masking of one session's view (see the module docstring); ``count`` is the passes applied."""
+
+    def __init__(self, *, cache: ToolOutputCache | None, view: View, counter: MessageCounter, policy: Policy,
+                 steering: Steering, economics: CacheEconomics, secrets: SessionSecrets, tracer: Tracer,
+                 session_id: str) -> None:
+        self.cache = cache
+        self._view = view
+        self._counter = counter
+        self._policy = policy
+        self._steering = steering
+        self._economics = economics
+        self._secrets = secrets
+        self._tracer = tracer
+        self._session_id = session_id
+        self.count = 0
+
+    def before_summary(self, total: int, tool_tokens: int, budgets: Budgets, *, min_saving: int) -> Outcome:
+        """Mask before a compaction summarizes: far enough to get the view back under soft with some headroom.
+
+        A summary breaks the prompt cache too and loses what it drops, so a masking that does the job is worth
+        what a soft compaction must save (``min_saving``), not ``clear_at_least``: in small windows the larger
+        figure let the summary win every time.
+        """
+        wanted = total - int(budgets.soft * MASK_HEADROOM)
+        budget = min(budgets.tool_output_budget, max(0, tool_tokens - wanted))
+        forced = total > budgets.hard
+        return self.mask(budget, budgets, required=0 if forced else min_saving, total=total, forced=forced)
+
+    def mask(self, budget_tokens: int, budgets: Budgets, *, required: int = 0, total: int | None = None,
+             forced: bool = True, only_due: bool = False) -> Outcome:
+        """Mask old tool outputs down to ``budget_tokens``; skip it when it would free less than ``required``.
+
+        When ``forced`` is off, only when what it frees pays for the cache it invalidates. Returns ``"applied"``,
+        ``"skipped"`` (nothing to mask or too little) or ``"waits"`` (it would not pay).
+        """
+        if self.cache is None:
+            return "skipped"
+        self._secrets.catch_up()  # a placeholder's digest must not quote a secret found elsewhere in the session
+        view = self._view.normalized()
+        p = self._policy
+        # Which outputs go first (superseded reads, per-tool turns) and which stay (per-tool rules): steering's call.
+        order = self._steering.mask_order(view)
+        if only_due:  # the outputs whose tool's turns have passed, and nothing else
+            from ..steering import MaskOrder
+
+            due = set(order.due)
+            order = MaskOrder(order.due, frozenset(i for i, m in enumerate(view) if m.role == "tool" and i not in due))
+        with self._tracer.span("compact.mask", kind=MASK_KIND, budget_tokens=budget_tokens) as span:
+            result = self.cache.mask(
+                view, counter=self._counter, budget_tokens=budget_tokens,
+                # A tool's own mask_after_turns is more specific than the session-wide keep count.
+                keep_tool_io_pairs=0 if only_due else p.keep_tool_io_pairs,
+                exclude_tools=(*p.exclude_tools, *p.protected_tools),
+                clear_at_least=p.clear_at_least, clear_tool_inputs=p.clear_tool_inputs,
+                digest_tokens=p.mask_digest_tokens, first=order.first, exempt=order.exempt,
+            )
+            if not result.masked_indices or result.tokens_freed < required:
+                span.drop()  # nothing applied: the view did not change, so there is nothing to show
+                return "skipped"
+            if total is not None and self._economics.enabled:
+                if forced:
+                    self._economics.forced("mask", tokens=total, freed=result.tokens_freed)
+                elif not self._economics.weigh(view, action="mask", change_at_index=min(result.masked_indices),
+                                               freed=result.tokens_freed, tokens=total,
+                                               pinned=sum(self._view.pinned_tokens()), hard=budgets.hard).act:
+                    span.drop()
+                    return "waits"
+            span.set(masked=len(result.masked_indices), tokens_freed=result.tokens_freed)
+            self._apply(view, result)
+            return "applied"
+
+    def due(self, budgets: Budgets) -> None:
+        """Mask the outputs whose tool's ``mask_after_turns`` passed, once they free ``clear_at_least`` together.
+
+        Batched like any masking (each pass costs the provider's cached prefix from the first change on).
+        """
+        if self.cache is None or not self._policy.enabled or not self._steering.policies.turn_rules:
+            return
+        view = self._view.normalized()
+        due = self._steering.mask_order(view).due
+        if not due:
+            return
+        due_tokens = sum(self._counter.count_message(view[i]) for i in due)
+        if due_tokens >= self._policy.clear_at_least:
+            self.mask(0, budgets, required=self._policy.clear_at_least, only_due=True)
+
+    def _apply(self, view: list[Message], result: Any) -> None:
+        from ..telemetry import CacheMasked
+
+        masked = list(result.messages)
+        for i in result.masked_indices:
+            masked[i] = keep_layout(view[i], masked[i])
+        self._view.replace(masked)
+        self.count += 1
+        self._steering.note_masked(len(result.masked_indices), result.tokens_freed)
+        self._tracer.emit(CacheMasked(session_id=self._session_id, count=len(result.masked_indices),
+                                      refs=tuple(str(result.messages[i].meta.get("ref", ""))
+                                                 for i in result.masked_indices),
+                                      tokens_freed=result.tokens_freed,
+                                      prefix_tokens_invalidated=result.prefix_tokens_invalidated))
+
+
+def keep_layout(original: Message, view: Message) -> Message:
+    """``view`` remembering the part layout of ``original`` (see :func:`contextfold.archive.with_layout`).
+
+    The archive is imported only for multi-part messages: most turns never need it.
+    """
+    if view is original or isinstance(original.content, str):
+        return view
+    from ..archive import with_layout
+
+    return with_layout(original, view)
