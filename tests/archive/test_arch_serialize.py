@@ -168,8 +168,8 @@ def test_lines_remembered_by_message_are_the_lines_computed_afresh() -> None:
     assert _json.loads(fresh.split("\n")[2])["meta"] == {"id": "x", "ref": "tout_1"}
 
 
-# The common shape the line writer encodes directly (text content, meta of strings, no extra), with the characters
-# JSON must escape and lone surrogates.
+# The common shape the line writer encodes directly (text content, no extra; ``messages`` adds structured meta values),
+# with the characters JSON must escape and lone surrogates.
 _awkward_text = st.text(alphabet=st.characters(codec=None), max_size=30) | st.sampled_from(
     ['quote " and \\ back', "tab\tnew\nline\x00nul", "lone \ud800 surrogate", "ünïcödé ✓"])
 _plain_messages = st.builds(

@@ -251,3 +251,27 @@ def test_a_log_keeps_its_errors_in_the_outline() -> None:
     cache = ToolOutputCache(MemoryBlobStore(), CacheConfig(max_message_tokens=800), counter=COUNTER)
     view = cache.view_for(text, cache.put(text))
     assert outline_of(view) == ["Traceback (most recent call last):", "ValueError: bad input at row 17"]
+
+
+def test_a_view_rendered_again_after_a_secret_was_learned_does_not_cut_that_secret() -> None:
+    """Views are remembered by ref (a bulk add meets the same outputs again), but not across what the redactor learns.
+
+    The first view cuts a long line through a value nothing recognises yet; once the session has learned that value,
+    the same output is rendered anew and the cut moves to the secret's start (no piece of it is left).
+    """
+    from contextfold.redact import Redactor
+
+    secret = "Zq8Kx3Vm7Wp2Rt9Yb4Nc6Hd"
+    line = "x" * 1990 + secret + "y" * 500
+    text = "\n".join([line] + [f"line {i}" for i in range(20)])
+    redactor = Redactor()
+    cache = ToolOutputCache(MemoryBlobStore(), CacheConfig(max_line_length=2000))
+    cache.secrets = redactor
+    first = cache.process(Message.tool("t1", text))
+    assert secret[:10] in first.text  # cut at 2,000 characters, inside the value
+    again = cache.process(Message.tool("t2", text))
+    assert again.text == first.text  # nothing learned: the same view (remembered)
+    redactor.learn(secret, "password")
+    after = cache.process(Message.tool("t3", text))
+    assert after.meta["ref"] == first.meta["ref"]
+    assert secret[:10] not in after.text

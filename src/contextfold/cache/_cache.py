@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._memo import STRING_OVERHEAD_BYTES, TextMemo
 from ..errors import ConfigError, RefNotFound
 from ..messages import Message, TextPart, ToolCall
 from ..tokens import EstimatingCounter, MessageCounter, TokenCounter
@@ -75,6 +76,8 @@ NO_TOKEN_CAP = 1 << 62
 
 # A session's claim on an output is rewritten at most this often (it only has to be fresher than Retention.live_s).
 CLAIM_REFRESH_S = 600
+# Rendered write-time views kept by ref (issue 22): a bulk add of a long history meets the same outputs again.
+VIEW_MEMO_BYTES = 4 << 20
 @dataclass(frozen=True, slots=True)
 class CacheConfig:
     """When a tool output is cut at write time, and how much the view may hold.
@@ -196,6 +199,7 @@ class ToolOutputCache:
         # The session's redactor, when it has one: views never cut a secret in two, digests never quote one.
         self.secrets: SecretGuard | None = None
         self._losses_seen = 0  # the store's losses() at the last look for lost refs
+        self._views: TextMemo[str] = TextMemo(max_bytes=VIEW_MEMO_BYTES)
 
     # -- storing ----------------------------------------------------------------------------------------------
     def put(self, text: str | bytes) -> ToolOutputRef:
@@ -349,7 +353,7 @@ class ToolOutputCache:
         if size > self.config.max_message_bytes:
             return True
         limit = self.config.max_line_length
-        if len(text) > limit and any(len(line) > limit for line in text.split("\n")):
+        if len(text) > limit and max(map(len, text.split("\n"))) > limit:
             return True
         lines = self.config.max_message_lines
         if lines is not None and text.count("\n") >= lines and len(text.rstrip("\n").split("\n")) > lines:
@@ -363,19 +367,38 @@ class ToolOutputCache:
 
         ``max_tokens`` replaces the configured per-output cap (a wider view of the output being answered).
         """
-        return render_view(
-            text,
-            ref,
-            max_bytes=self.config.max_message_bytes,
-            max_tokens=self.config.message_tokens(self.context_window) if max_tokens is None else max_tokens,
-            max_line_length=self.config.max_line_length,
-            counter=self.counter,
-            max_lines=self.config.max_message_lines,
-            marker_unit="chars" if self.config.unit == "bytes" else "tokens",
-            header=self.config.header,
-            name_tools=self.names_retrieval_tools,
-            secrets=self.secrets,
-        )
+        cap = self.config.message_tokens(self.context_window) if max_tokens is None else max_tokens
+        # A ref names its content, so the same ref at the same cap renders the same view while the counter, the
+        # notes and the secrets it must not cut stay the same (an output that comes back is rendered once).
+        key = (ref.id, cap, self.names_retrieval_tools, id(self.counter), self._secrets_state())
+        view = self._views.get(key) if key[-1] is not None else None
+        if view is None:
+            view = render_view(
+                text,
+                ref,
+                max_bytes=self.config.max_message_bytes,
+                max_tokens=cap,
+                max_line_length=self.config.max_line_length,
+                counter=self.counter,
+                max_lines=self.config.max_message_lines,
+                marker_unit="chars" if self.config.unit == "bytes" else "tokens",
+                header=self.config.header,
+                name_tools=self.names_retrieval_tools,
+                secrets=self.secrets,
+            )
+            if key[-1] is not None:
+                self._views.put(key, view, len(view) + STRING_OVERHEAD_BYTES)
+        return view
+
+    def _secrets_state(self) -> tuple[int, int] | None:
+        """What the secrets guard knows, as far as a view depends on it; None when that cannot be told."""
+        if self.secrets is None:
+            return (0, 0)
+        remembered = getattr(self.secrets, "memory", None)
+        try:
+            return (id(self.secrets), len(remembered)) if remembered is not None else None
+        except TypeError:
+            return None
 
     def process(self, message: Message, *, max_tokens: int | None = None) -> Message:
         """Cache a tool result over the in-context limits and return it with its view; anything else unchanged.

@@ -193,19 +193,19 @@ class TiktokenCounter:
         if not text:
             return 0
         short = len(text) <= _SHORT_TEXT_CHARS
-        if short:
-            memo = _SHORT_COUNTS.setdefault(self.encoding_name, {})
-            n = memo.get(text)
-            if n is not None:
-                return n
+        # Long texts are remembered by hash and length, never kept alive (see contextfold._memo).
+        key: str | tuple[int, int] = text if short else (hash(text), len(text))
+        memo = (_SHORT_COUNTS if short else _LONG_COUNTS).setdefault(self.encoding_name, {})
+        n = memo.get(key)
+        if n is not None:
+            return n
         enc = _ENCODINGS.get(self.encoding_name) or _load_encoding(self.encoding_name)
         if len(text) > EXACT_COUNT_MAX_CHARS:
             return _sampled_count(enc, text)
         n = len(enc.encode_ordinary(text))
-        if short:
-            if len(memo) >= _SHORT_COUNTS_MAX:
-                memo.clear()  # (a wholesale reset: cheaper than LRU bookkeeping on every count)
-            memo[text] = n
+        if len(memo) >= (_SHORT_COUNTS_MAX if short else _LONG_COUNTS_MAX):
+            memo.clear()  # (a wholesale reset: cheaper than LRU bookkeeping on every count)
+        memo[key] = n
         return n
 
     def __repr__(self) -> str:
@@ -217,7 +217,12 @@ class TiktokenCounter:
 # ahead on the background thread); a call into the encoder costs ~100 times a dictionary look-up.
 _SHORT_TEXT_CHARS = 256
 _SHORT_COUNTS_MAX = 65_536
-_SHORT_COUNTS: dict[str, dict[str, int]] = {}
+_SHORT_COUNTS: dict[str, dict[str | tuple[int, int], int]] = {}
+# ... and of long ones (issue 22): write-time truncation counts a tool output to decide whether to cut it, and the
+# message count then counts the same text again when it stays whole; an output that comes back (the same file read
+# twice, a repeated test run) is counted once. ~100 bytes an entry.
+_LONG_COUNTS_MAX = 16_384
+_LONG_COUNTS: dict[str, dict[str | tuple[int, int], int]] = {}
 
 # Texts longer than this are counted from samples (see TiktokenCounter.count): 1 MB is ~8 windows of 32K tokens.
 EXACT_COUNT_MAX_CHARS = 1_000_000
