@@ -28,7 +28,7 @@ from .rates import CacheRates
 
 __all__ = ["Block", "Breakpoints", "PromptCache", "RequestBill", "blocks_of"]
 
-Breakpoints: TypeAlias = Literal["pinned_and_last", "last"]
+Breakpoints: TypeAlias = Literal["pinned_and_last", "last", "marked"]
 # Expired entries are swept when the table grows past this many (a session's requests rarely hold more).
 _SWEEP_AT = 50_000
 
@@ -43,12 +43,14 @@ class Block:
         parts: Content blocks it makes on Anthropic's wire (text, each tool call, each tool result): the unit of the
             20-block lookback.
         pinned: Part of the stable head (system prompt, tools), after which a client puts its first breakpoint.
+        breakpoint: The request marks this block with ``cache_control`` (read by ``breakpoints="marked"``).
     """
 
     key: str
     tokens: int
     parts: int = 1
     pinned: bool = False
+    breakpoint: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,101 +100,111 @@ class PromptCache:
     >>> second = cache.bill([Block("system", 1_500), Block("user", 20), Block("reply", 40)], at=20.0)
     >>> first.cache_read, second.cache_read
     (0, 1408)
+
+    :meth:`extend` bills a request that is the previous one plus some blocks (a history that only grows) in time
+    proportional to the blocks added, with the same figures :meth:`bill` gives for the whole request.
     """
 
     def __init__(self, rates: CacheRates, *, breakpoints: Breakpoints = "pinned_and_last") -> None:
-        if breakpoints not in ("pinned_and_last", "last"):
-            raise ValueError(f"breakpoints: expected 'pinned_and_last' or 'last', got {breakpoints!r}")
+        if breakpoints not in ("pinned_and_last", "last", "marked"):
+            raise ValueError(f"breakpoints: expected 'pinned_and_last', 'last' or 'marked', got {breakpoints!r}")
         self.rates = rates
         self.breakpoints = breakpoints
         self._entries: dict[bytes, float] = {}  # prefix hash -> time it expires
-        self._keys: list[str] = []  # the previous request's block keys and prefix hashes, reused while equal
-        self._hashes: list[bytes] = []
+        # The previous request: its blocks, prefix hashes, running token totals, last pinned and marked blocks.
+        self._request_of = _Request()
+        # Automatic caching stores every prefix of every request: rather than one entry per prefix per request, the
+        # previous request's prefixes are one run that lives until this time (older requests' are in _entries).
+        self._run_expires = float("-inf")
 
     def bill(self, blocks: Sequence[Block], at: float) -> RequestBill:
         """Bill the request ``blocks`` sent at time ``at`` (seconds, non-decreasing) and update the cache."""
-        return self._request(blocks, at, commit=True)
+        request, shared = self._request_of.followed_by(blocks)
+        return self._bill(request, shared, at, commit=True)
 
     def preview(self, blocks: Sequence[Block], at: float) -> RequestBill:
         """What :meth:`bill` would charge, without changing the cache."""
-        return self._request(blocks, at, commit=False)
+        request, shared = self._request_of.followed_by(blocks)
+        return self._bill(request, shared, at, commit=False)
 
-    def _prefix_hashes(self, blocks: Sequence[Block], commit: bool) -> list[bytes]:
-        shared = 0
-        for old, new in zip(self._keys, blocks, strict=False):
-            if old != new.key:
-                break
-            shared += 1
-        hashes = self._hashes[:shared]
-        previous = hashes[-1] if hashes else b""
-        for b in blocks[shared:]:
-            previous = _chain(previous, b.key)
-            hashes.append(previous)
-        if commit:
-            self._keys = [b.key for b in blocks]
-            self._hashes = hashes
-        return hashes
+    def extend(self, added: Sequence[Block], at: float) -> RequestBill:
+        """Bill the previous request followed by ``added`` (like :meth:`bill`), in O(len(added)) time."""
+        request = self._request_of
+        shared = len(request.blocks)
+        request.append(added)
+        return self._bill(request, shared, at, commit=True)
 
     def _alive(self, key: bytes, at: float) -> bool:
         expires = self._entries.get(key)
         return expires is not None and expires >= at
 
-    def _request(self, blocks: Sequence[Block], at: float, *, commit: bool) -> RequestBill:
+    def _bill(self, request: _Request, shared: int, at: float, *, commit: bool) -> RequestBill:
         rates = self.rates
-        total = sum(b.tokens for b in blocks)
-        if rates.scheme == "none" or not blocks:
-            return RequestBill(total, 0, 0, total, float(total), rates.usd(total, 0, 0))
-        hashes = self._prefix_hashes(blocks, commit)
-        cumulative: list[int] = []
-        running = 0
-        for b in blocks:
-            running += b.tokens
-            cumulative.append(running)
-        if rates.scheme == "automatic":
-            read, write, stored = self._automatic(hashes, cumulative, at)
-        else:
-            read, write, stored = self._breakpoints(blocks, hashes, cumulative, at)
-        fresh = total - read - write
+        total = request.cumulative[-1] if request.cumulative else 0
+        read = write = 0
+        stored: list[int] = []
+        if rates.scheme == "automatic" and request.blocks:
+            read = self._automatic(request, shared, at)
+        elif rates.scheme == "breakpoints" and request.blocks:
+            read, write, stored = self._breakpoints(request, at)
         if commit:
-            expires = at + rates.lifetime_s
-            for i in stored:
-                self._entries[hashes[i]] = expires
-            if len(self._entries) > _SWEEP_AT:
-                self._entries = {k: t for k, t in self._entries.items() if t >= at}
+            self._commit(request, shared, at, stored)
+        fresh = total - read - write
         return RequestBill(total, read, write, fresh, rates.units(fresh, read, write), rates.usd(fresh, read, write))
 
-    def _automatic(self, hashes: list[bytes], cumulative: list[int],
-                   at: float) -> tuple[int, int, list[int]]:
+    def _commit(self, request: _Request, shared: int, at: float, stored: list[int]) -> None:
+        """Make ``request`` the previous one: store its entries (all its prefixes, or those ``stored``)."""
+        rates = self.rates
+        expires = at + rates.lifetime_s
+        previous = self._request_of
+        if rates.scheme == "automatic":
+            dropped = previous.hashes[shared:] if previous is not request else ()
+            if self._run_expires >= at:  # the previous request's prefixes this one does not have stay alive
+                for h in dropped:
+                    self._entries[h] = max(self._entries.get(h, self._run_expires), self._run_expires)
+            if request.blocks:
+                self._run_expires = expires
+        else:
+            for i in stored:
+                self._entries[request.hashes[i]] = expires
+        if len(self._entries) > _SWEEP_AT:
+            self._entries = {k: t for k, t in self._entries.items() if t >= at}
+        self._request_of = request
+
+    def _automatic(self, request: _Request, shared: int, at: float) -> int:
         """OpenAI: the longest live prefix is read (rounded down to the increment); every prefix becomes an entry."""
         rates = self.rates
         # Every stored prefix was stored with all its shorter prefixes and refreshed with them, so the live ones of
-        # this request are a leading run.
-        hit = -1
-        for i, h in enumerate(hashes):
-            if not self._alive(h, at):
+        # this request are a leading run: the prefixes shared with the previous request live as long as its run
+        # (every other entry expires no later), then older entries may go on.
+        hit, start = (shared - 1, shared) if shared and self._run_expires >= at else (-1, 0)
+        for i in range(start, len(request.hashes)):
+            if not self._alive(request.hashes[i], at):
                 break
             hit = i
         read = 0
+        cumulative = request.cumulative
         if hit >= 0 and cumulative[hit] >= rates.min_cacheable_tokens:
             over = cumulative[hit] - rates.min_cacheable_tokens
             read = rates.min_cacheable_tokens + over - over % rates.increment_tokens
-        # Every prefix is kept, short ones too: a hit is the longest live run, counted only from the minimum up.
-        return read, 0, list(range(len(cumulative)))
+        return read
 
-    def _breakpoint_positions(self, blocks: Sequence[Block]) -> list[int]:
-        last = len(blocks) - 1
+    def _breakpoint_positions(self, request: _Request) -> list[int]:
+        last = len(request.blocks) - 1
+        if self.breakpoints == "marked":
+            return list(request.marked)
         positions = [last]
-        if self.breakpoints == "pinned_and_last":
-            pinned = [i for i, b in enumerate(blocks) if b.pinned]
-            if pinned and pinned[-1] != last:
-                positions.insert(0, pinned[-1])
+        if self.breakpoints == "pinned_and_last" and 0 <= request.pinned_last != last:
+            positions.insert(0, request.pinned_last)
         return positions
 
-    def _breakpoints(self, blocks: Sequence[Block], hashes: list[bytes], cumulative: list[int],
-                     at: float) -> tuple[int, int, list[int]]:
+    def _breakpoints(self, request: _Request, at: float) -> tuple[int, int, list[int]]:
         """Anthropic: read the longest entry within the lookback of a breakpoint, write up to the last breakpoint."""
         rates = self.rates
-        positions = self._breakpoint_positions(blocks)
+        positions = self._breakpoint_positions(request)
+        if not positions:  # no cache_control anywhere: nothing is read or written
+            return 0, 0, []
+        blocks, hashes, cumulative = request.blocks, request.hashes, request.cumulative
         hit = -1
         for p in positions:
             walked = 0
@@ -206,8 +218,52 @@ class PromptCache:
         read = cumulative[hit] if hit >= 0 else 0
         last = positions[-1]
         cacheable = cumulative[last] >= rates.min_cacheable_tokens
-        write = cumulative[last] - read if cacheable else 0
+        write = max(0, cumulative[last] - read) if cacheable else 0
         stored = [p for p in positions if cumulative[p] >= rates.min_cacheable_tokens]
         if hit >= 0:
             stored.append(hit)  # a read refreshes the entry it read
         return read, write, stored
+
+
+class _Request:
+    """A request as the cache keeps it: blocks, the chain hash of each prefix, running token totals, breakpoints."""
+
+    __slots__ = ("blocks", "cumulative", "hashes", "marked", "pinned_last")
+
+    def __init__(self) -> None:
+        self.blocks: list[Block] = []
+        self.hashes: list[bytes] = []
+        self.cumulative: list[int] = []
+        self.pinned_last = -1
+        self.marked: list[int] = []
+
+    def followed_by(self, blocks: Sequence[Block]) -> tuple[_Request, int]:
+        """The request ``blocks`` and how many leading blocks it shares with this one (their hashes are reused)."""
+        shared = 0
+        for old, new in zip(self.blocks, blocks, strict=False):
+            if old.key != new.key:
+                break
+            shared += 1
+        request = _Request()
+        request.hashes = self.hashes[:shared]
+        request.append(blocks, hashed=shared)
+        return request, shared
+
+    def append(self, blocks: Sequence[Block], *, hashed: int = 0) -> None:
+        """Add ``blocks`` at the end (the first ``hashed`` of them already have their hash in ``hashes``)."""
+        running = self.cumulative[-1] if self.cumulative else 0
+        previous = self.hashes[-1] if self.hashes else b""
+        for offset, b in enumerate(blocks):
+            index = len(self.blocks)
+            self.blocks.append(b)
+            running += b.tokens
+            self.cumulative.append(running)
+            if offset >= hashed:
+                previous = _chain(previous, b.key)
+                self.hashes.append(previous)
+            else:
+                previous = self.hashes[index]
+            if b.pinned:
+                self.pinned_last = index
+            if b.breakpoint:
+                self.marked.append(index)

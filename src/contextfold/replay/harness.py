@@ -160,7 +160,9 @@ class _State:
     boundary: int | None = None  # messages added when the latest compaction happened
     last_seen: dict[str, int] = field(default_factory=dict)  # entity -> index of the last message holding it
     outputs: dict[str, str] = field(default_factory=dict)  # ref -> full cached output
-    raw_blocks: list[Block] = field(default_factory=list)  # the unmanaged history as a request, message by message
+    # the unmanaged history's messages added since its last request, as blocks (the history only grows: each request
+    # is billed as the previous one plus these, in time proportional to them)
+    raw_pending: list[Block] = field(default_factory=list)
 
 
 class SessionReplayer:
@@ -223,7 +225,7 @@ class SessionReplayer:
         if not pending:
             return
         count = self.manager.counter.count_message
-        st.raw_blocks.extend(blocks_of(pending, count))
+        st.raw_pending.extend(blocks_of(pending, count))
         for offset, m in enumerate(pending):
             st.raw_tokens += count(m)
             for entity in turn_entities(m):
@@ -270,7 +272,8 @@ class SessionReplayer:
         if rest > 0:  # tool schemas, reply priming, the provider's grounding: sent after the messages, never cached
             blocks.append(Block(f"rest:{rest}", rest))
         bills = self._meter.request(blocks)
-        unmanaged = self._unmanaged_meter.request(st.raw_blocks)
+        unmanaged = self._unmanaged_meter.extend(st.raw_pending)
+        st.raw_pending = []
         output_cost = cm.model.cost(output=output_tokens)
         model_bill, model_unmanaged = bills["model"], unmanaged["model"]
 

@@ -1,0 +1,135 @@
+"""Billing a history that only grows costs O(new blocks) per request and gives the same figures as billing it whole.
+
+The reference below is the prompt-cache model written the plain way (every prefix of every request hashed and
+stored again, every lookup from the first block): :class:`PromptCache` must agree with it on every request, through
+``bill``, ``preview`` and ``extend`` mixed in any order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextfold.billing import Block, PromptCache, SessionMeter, cache_rates
+from contextfold.billing.rates import CacheRates
+
+OPENAI = cache_rates("gpt-4o")
+ANTHROPIC = cache_rates("claude-sonnet-4")
+
+
+class PlainCache:
+    """The same rules, recomputed from scratch for every request (quadratic over a session)."""
+
+    def __init__(self, rates: CacheRates, breakpoints: str) -> None:
+        self.rates, self.breakpoints = rates, breakpoints
+        self.entries: dict[bytes, float] = {}
+
+    def bill(self, blocks: Sequence[Block], at: float) -> tuple[int, int, int]:
+        rates = self.rates
+        if not blocks:
+            return 0, 0, 0
+        hashes, previous = [], b""
+        for b in blocks:
+            previous = hashlib.blake2b(previous + b.key.encode(), digest_size=16).digest()
+            hashes.append(previous)
+        cumulative = [sum(b.tokens for b in blocks[: i + 1]) for i in range(len(blocks))]
+
+        def alive(i: int) -> bool:
+            return self.entries.get(hashes[i], float("-inf")) >= at
+
+        if rates.scheme == "automatic":
+            hit = -1
+            while hit + 1 < len(blocks) and alive(hit + 1):
+                hit += 1
+            read = 0
+            if hit >= 0 and cumulative[hit] >= rates.min_cacheable_tokens:
+                over = cumulative[hit] - rates.min_cacheable_tokens
+                read = cumulative[hit] - over % rates.increment_tokens
+            for h in hashes:
+                self.entries[h] = at + rates.lifetime_s
+            return read, 0, cumulative[-1] - read
+        if self.breakpoints == "marked":
+            positions = [i for i, b in enumerate(blocks) if b.breakpoint]
+        else:
+            pinned = [i for i, b in enumerate(blocks) if b.pinned]
+            positions = sorted({len(blocks) - 1, *pinned[-1:]})
+        if not positions:
+            return 0, 0, cumulative[-1]
+        hit = -1
+        for p in positions:
+            walked, i = 0, p
+            while i > hit and walked <= rates.lookback_blocks:
+                if alive(i):
+                    hit = i
+                    break
+                walked += blocks[i].parts
+                i -= 1
+        read = cumulative[hit] if hit >= 0 else 0
+        end = cumulative[positions[-1]]
+        write = end - read if end >= rates.min_cacheable_tokens else 0
+        for i in [p for p in positions if cumulative[p] >= rates.min_cacheable_tokens] + ([hit] if hit >= 0 else []):
+            self.entries[hashes[i]] = at + rates.lifetime_s
+        return read, write, cumulative[-1] - read - write
+
+
+# A step: append some blocks (extend, or bill the whole request), rewrite from a block on, or preview; and a gap.
+_block = st.builds(Block, key=st.sampled_from("abc"), tokens=st.integers(0, 900), parts=st.integers(1, 4),
+                   pinned=st.booleans(), breakpoint=st.booleans())
+_step = st.tuples(st.sampled_from(["extend", "bill", "rewrite", "preview"]), st.lists(_block, max_size=6),
+                  st.integers(0, 8), st.sampled_from([0.0, 30.0, 200.0, 400.0]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps=st.lists(_step, min_size=1, max_size=25),
+       setup=st.sampled_from([(OPENAI, "pinned_and_last"), (ANTHROPIC, "pinned_and_last"), (ANTHROPIC, "last"),
+                              (ANTHROPIC, "marked")]))
+def test_every_way_of_billing_agrees_with_the_plain_model(steps: list[tuple[str, list[Block], int, float]],
+                                                           setup: tuple[CacheRates, str]) -> None:
+    rates, breakpoints = setup
+    cache, plain = PromptCache(rates, breakpoints=breakpoints), PlainCache(rates, breakpoints)  # type: ignore[arg-type]
+    request: list[Block] = []
+    at = 0.0
+    for verb, blocks, keep, gap in steps:
+        at += gap
+        if verb == "preview":
+            candidate = request[:keep] + blocks
+            got = cache.preview(candidate, at)
+            scratch = PlainCache(rates, breakpoints)
+            scratch.entries = dict(plain.entries)
+            assert (got.cache_read, got.cache_write, got.fresh) == scratch.bill(candidate, at)
+            continue
+        request = request + blocks if verb in ("extend", "bill") else request[:keep] + blocks
+        got = cache.extend(blocks, at) if verb == "extend" else cache.bill(request, at)
+        assert got.tokens == sum(b.tokens for b in request)
+        assert (got.cache_read, got.cache_write, got.fresh) == plain.bill(request, at), (verb, len(request))
+
+
+def test_a_growing_history_billed_by_extend_matches_billing_it_whole() -> None:
+    """A 400-call session: the same bill per request, whole or extended, at both providers."""
+    head = [Block("system", 1_300, pinned=True)]
+    whole, grown = SessionMeter(), SessionMeter()
+    history = list(head)
+    grown.extend(head)
+    whole.request(history)
+    for n in range(400):
+        added = [Block(f"call{n}", 40 + n % 7, parts=2), Block(f"result{n}", 200 + 37 * (n % 11))]
+        history += added
+        assert whole.request(history) == grown.extend(added)
+    for provider in ("openai", "anthropic"):
+        assert whole.bills[provider] == grown.bills[provider]
+        assert whole.bills[provider].cache_read > 0
+
+
+def test_a_prefix_a_rewrite_dropped_is_read_again_while_it_lives() -> None:
+    """OpenAI keeps every prefix it saw: a request that goes back to one an earlier request had reads it."""
+    cache = PromptCache(OPENAI)
+    first = [Block("system", 1_100), Block("wide", 600), Block("reply", 300)]
+    cache.bill(first, 0.0)
+    cache.extend([Block("next", 50)], 30.0)
+    narrowed = cache.bill([*first[:1], Block("narrow", 100)], 60.0)
+    back = cache.bill([*first, Block("again", 10)], 90.0)
+    assert narrowed.cache_read == 1_024
+    assert back.cache_read == 1_024 + 896  # 2,000 cached tokens, in steps of 128 past the first 1,024
