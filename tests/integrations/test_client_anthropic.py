@@ -110,7 +110,9 @@ def test_system_keyword_is_used_when_the_manager_has_none(tmp_path: Path) -> Non
     with ScriptedLLMServer(["x"]) as server:
         AnthropicClient(anthropic.Anthropic(base_url=server.url, api_key="t", max_retries=0)).messages(
             cm, model="m", max_tokens=10, system="rules")
-    assert server.requests[0].body["system"] == "rules"
+    # the caller's system prompt is the pinned head: contextfold's first breakpoint goes on it
+    assert server.requests[0].body["system"] == [{"type": "text", "text": "rules",
+                                                  "cache_control": {"type": "ephemeral"}}]
 
 
 def test_a_huge_single_request_fails_clearly(tmp_path: Path) -> None:

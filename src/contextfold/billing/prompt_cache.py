@@ -19,7 +19,7 @@ An entry lives ``lifetime_s`` after its last use (a read refreshes it).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
@@ -73,17 +73,21 @@ class RequestBill:
         return self.cache_read / self.tokens if self.tokens else 0.0
 
 
-def blocks_of(messages: Sequence[Message], count: Callable[[Message], int]) -> list[Block]:
+def blocks_of(messages: Sequence[Message], count: Callable[[Message], int], *,
+              marks: Collection[int] = ()) -> list[Block]:
     """The blocks of a request made of ``messages``, counted with ``count`` (a ``MessageCounter.count_message``).
 
-    The leading system and developer messages are the pinned head.
+    The leading system and developer messages are the pinned head; the messages at ``marks`` carry a breakpoint
+    (``breakpoints.breakpoint_indices``). A mark is not part of a block's key: Anthropic matches prefixes by their
+    content, wherever the marks are.
     """
     blocks: list[Block] = []
     head = True
-    for m in messages:
+    marks = set(marks)
+    for i, m in enumerate(messages):
         head = head and m.role in ("system", "developer")
         parts = len(m.content) if isinstance(m.content, tuple) else int(bool(m.content))
-        blocks.append(Block(m.fingerprint(), count(m), max(1, parts + len(m.tool_calls)), head))
+        blocks.append(Block(m.fingerprint(), count(m), max(1, parts + len(m.tool_calls)), head, i in marks))
     return blocks
 
 

@@ -13,6 +13,11 @@ With ``Policy(compactor="provider")`` or ``"both"`` each call goes through ``cli
 ``context_management`` (clearing old tool results and thinking, and server-side compaction, sized from the policy:
 ``contextfold.provider_context``) and the betas it needs; what the provider cleared and compacted is read from the
 reply. A history holding a compaction block always gets the compaction beta, which the provider requires.
+
+Prompt caching: unless the caller placed ``cache_control`` anywhere (top level, tools, system, a message), each
+request carries contextfold's breakpoints (``cache_breakpoints=False`` turns them off): after the pinned head (the
+system prompt, or the last tool without one), after the latest summary (a masking batch then keeps it cached), and
+on the last history message, before the budget line (``contextfold.billing.breakpoints``). The replay bills these.
 """
 
 from __future__ import annotations
@@ -80,11 +85,44 @@ def _holds_compaction(view: dict[str, Any]) -> bool:
                if isinstance(message.get("content"), list))
 
 
-def _managed_request(view: dict[str, Any], kwargs: dict[str, Any], settings: RequestSettings | None) -> dict[str, Any]:
+def _caller_caches(kwargs: dict[str, Any]) -> bool:
+    """Whether the caller placed its own ``cache_control`` (top level, on a tool or in the system prompt)."""
+    if "cache_control" in kwargs:
+        return True
+    system = kwargs.get("system")
+    blocks = [*(kwargs.get("tools") or ()), *(system if isinstance(system, list) else ())]
+    return any(isinstance(b, dict) and "cache_control" in b for b in blocks)
+
+
+def _mark_head(request: dict[str, Any]) -> dict[str, Any]:
+    """A breakpoint on the system prompt's last block (or the last tool, without one) when the view had none.
+
+    The Messages API renders tools, then system, then messages: this prefix survives every rewrite of the history.
+    """
+    from ..billing.breakpoints import EPHEMERAL
+
+    system = request.get("system")
+    if isinstance(system, str) and system:
+        return {**request, "system": [{"type": "text", "text": system, "cache_control": dict(EPHEMERAL)}]}
+    if isinstance(system, list) and system:
+        last = system[-1]
+        if isinstance(last, dict) and "cache_control" not in last:
+            return {**request, "system": [*system[:-1], {**last, "cache_control": dict(EPHEMERAL)}]}
+        return request
+    tools = request.get("tools")
+    if not system and isinstance(tools, list) and tools and isinstance(tools[-1], dict):
+        return {**request, "tools": [*tools[:-1], {**tools[-1], "cache_control": dict(EPHEMERAL)}]}
+    return request
+
+
+def _managed_request(view: dict[str, Any], kwargs: dict[str, Any], settings: RequestSettings | None, *,
+                     breakpoints: bool = False) -> dict[str, Any]:
     """One request's keyword arguments: the view, the caller's, the provider's context management and its betas."""
     from ..provider_context import ANTHROPIC_COMPACT_BETA
 
     request = _request(view, kwargs)
+    if breakpoints:
+        request = _mark_head(request)
     if settings is not None:
         request = settings.apply(request)
     if _holds_compaction(view) and ANTHROPIC_COMPACT_BETA not in (request.get("betas") or ()):
@@ -92,18 +130,20 @@ def _managed_request(view: dict[str, Any], kwargs: dict[str, Any], settings: Req
     return request
 
 
-def _create(client: Any, view: dict[str, Any], kwargs: dict[str, Any], settings: RequestSettings | None) -> Any:
+def _create(client: Any, view: dict[str, Any], kwargs: dict[str, Any], settings: RequestSettings | None, *,
+            breakpoints: bool = False) -> Any:
     """``messages.create`` of one request, or the beta endpoint when context management or its blocks need it."""
-    request = _managed_request(view, kwargs, settings)
+    request = _managed_request(view, kwargs, settings, breakpoints=breakpoints)
     if request.get("betas"):
         return client.beta.messages.create(**request)
     return client.messages.create(**request)
 
 
 def _stream_manager(client: Any, view: dict[str, Any], kwargs: dict[str, Any],
-                    settings: RequestSettings | None) -> Any:
+                    settings: RequestSettings | None, *, breakpoints: bool = False) -> Any:
     """The SDK's ``messages.stream`` manager of one request (the beta one when :func:`_create` would use it)."""
-    request = _managed_request(view, {k: v for k, v in kwargs.items() if k != "stream"}, settings)
+    request = _managed_request(view, {k: v for k, v in kwargs.items() if k != "stream"}, settings,
+                               breakpoints=breakpoints)
     if request.get("betas"):
         return client.beta.messages.stream(**request)
     return client.messages.stream(**request)
@@ -128,17 +168,20 @@ class AnthropicClient:
         add_reply: Append the model's reply to the history after each call.
         retrieval_tools: Give the model the retrieval tools and answer its calls to them inside the call.
         compact_tool: Give the model ``compact_context`` (it compacts its own context) and answer it the same way.
+        cache_breakpoints: Place contextfold's prompt-cache breakpoints (see the module) unless the call has its own.
         client_options: Passed to ``anthropic.Anthropic`` when ``client`` is None.
     """
 
     def __init__(self, client: Any = None, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
-                 retrieval_tools: bool = False, compact_tool: bool = False, **client_options: Any) -> None:
+                 retrieval_tools: bool = False, compact_tool: bool = False, cache_breakpoints: bool = True,
+                 **client_options: Any) -> None:
         check_retrieval(retrieval_tools, add_reply, "AnthropicClient", compact_tool)
         self.client = client if client is not None else _sdk().Anthropic(**client_options)
         self.recovery_retries = recovery_retries
         self.add_reply = add_reply
         self.retrieval_tools = retrieval_tools
         self.compact_tool = compact_tool
+        self.cache_breakpoints = cache_breakpoints
 
     def messages(self, cm: ContextManager, **kwargs: Any) -> Any:
         """``client.messages.create(system=…, messages=<the view>, **kwargs)``; returns the SDK's Message."""
@@ -162,16 +205,18 @@ class AnthropicClient:
 
     def _call(self, cm: ContextManager, kwargs: dict[str, Any]) -> Any:
         settings = _settings(cm, kwargs)
+        marks = self.cache_breakpoints and not _caller_caches(kwargs)
         try:
-            reply = call_with_recovery(cm, lambda view: _create(self.client, view, kwargs, settings),
+            reply = call_with_recovery(cm, lambda view: _create(self.client, view, kwargs, settings, breakpoints=marks),
                                        format="anthropic", max_retries=self.recovery_retries,
-                                       reply_tokens=_reply_tokens(kwargs))
+                                       reply_tokens=_reply_tokens(kwargs), cache_breakpoints=marks)
         except Exception as exc:
             if settings is None or not refused_settings(exc):
                 raise
             cm.provider_context.unavailable("anthropic", str(exc))
-            return call_with_recovery(cm, lambda view: _create(self.client, view, kwargs, None), format="anthropic",
-                                      max_retries=self.recovery_retries, reply_tokens=_reply_tokens(kwargs))
+            return call_with_recovery(cm, lambda view: _create(self.client, view, kwargs, None, breakpoints=marks),
+                                      format="anthropic", max_retries=self.recovery_retries,
+                                      reply_tokens=_reply_tokens(kwargs), cache_breakpoints=marks)
         if settings is not None:
             cm.provider_context.observe("anthropic", reply)
         return reply
@@ -179,9 +224,11 @@ class AnthropicClient:
     def _stream(self, cm: ContextManager, kwargs: dict[str, Any]) -> ManagedStream:
         """The stream opened inside the recovery loop (the provider refuses an overflow before the first event)."""
         settings = _settings(cm, kwargs)
-        opened = call_with_recovery(cm, lambda view: _stream_manager(self.client, view, kwargs, settings).__enter__(),
-                                    format="anthropic", max_retries=self.recovery_retries,
-                                    reply_tokens=_reply_tokens(kwargs))
+        marks = self.cache_breakpoints and not _caller_caches(kwargs)
+        opened = call_with_recovery(
+            cm, lambda view: _stream_manager(self.client, view, kwargs, settings, breakpoints=marks).__enter__(),
+            format="anthropic", max_retries=self.recovery_retries, reply_tokens=_reply_tokens(kwargs),
+            cache_breakpoints=marks)
 
         def done(reply: Any) -> None:
             if settings is not None:
@@ -195,13 +242,15 @@ class AsyncAnthropicClient:
     """The async twin of :class:`AnthropicClient`, over ``anthropic.AsyncAnthropic``."""
 
     def __init__(self, client: Any = None, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
-                 retrieval_tools: bool = False, compact_tool: bool = False, **client_options: Any) -> None:
+                 retrieval_tools: bool = False, compact_tool: bool = False, cache_breakpoints: bool = True,
+                 **client_options: Any) -> None:
         check_retrieval(retrieval_tools, add_reply, "AsyncAnthropicClient", compact_tool)
         self.client = client if client is not None else _sdk().AsyncAnthropic(**client_options)
         self.recovery_retries = recovery_retries
         self.add_reply = add_reply
         self.retrieval_tools = retrieval_tools
         self.compact_tool = compact_tool
+        self.cache_breakpoints = cache_breakpoints
 
     async def messages(self, cm: ContextManager, **kwargs: Any) -> Any:
         """Async :meth:`AnthropicClient.messages`."""
@@ -225,17 +274,18 @@ class AsyncAnthropicClient:
 
     async def _call(self, cm: ContextManager, kwargs: dict[str, Any]) -> Any:
         settings = _settings(cm, kwargs)
+        marks = self.cache_breakpoints and not _caller_caches(kwargs)
         try:
-            reply = await acall_with_recovery(cm, lambda view: _create(self.client, view, kwargs, settings),
-                                              format="anthropic", max_retries=self.recovery_retries,
-                                              reply_tokens=_reply_tokens(kwargs))
+            reply = await acall_with_recovery(
+                cm, lambda view: _create(self.client, view, kwargs, settings, breakpoints=marks), format="anthropic",
+                max_retries=self.recovery_retries, reply_tokens=_reply_tokens(kwargs), cache_breakpoints=marks)
         except Exception as exc:
             if settings is None or not refused_settings(exc):
                 raise
             cm.provider_context.unavailable("anthropic", str(exc))
-            return await acall_with_recovery(cm, lambda view: _create(self.client, view, kwargs, None),
-                                             format="anthropic", max_retries=self.recovery_retries,
-                                             reply_tokens=_reply_tokens(kwargs))
+            return await acall_with_recovery(
+                cm, lambda view: _create(self.client, view, kwargs, None, breakpoints=marks), format="anthropic",
+                max_retries=self.recovery_retries, reply_tokens=_reply_tokens(kwargs), cache_breakpoints=marks)
         if settings is not None:
             cm.provider_context.observe("anthropic", reply)
         return reply
@@ -243,9 +293,11 @@ class AsyncAnthropicClient:
     async def _stream(self, cm: ContextManager, kwargs: dict[str, Any]) -> AsyncManagedStream:
         """Async :meth:`AnthropicClient._stream`."""
         settings = _settings(cm, kwargs)
+        marks = self.cache_breakpoints and not _caller_caches(kwargs)
         opened = await acall_with_recovery(
-            cm, lambda view: _stream_manager(self.client, view, kwargs, settings).__aenter__(), format="anthropic",
-            max_retries=self.recovery_retries, reply_tokens=_reply_tokens(kwargs))
+            cm, lambda view: _stream_manager(self.client, view, kwargs, settings, breakpoints=marks).__aenter__(),
+            format="anthropic", max_retries=self.recovery_retries, reply_tokens=_reply_tokens(kwargs),
+            cache_breakpoints=marks)
 
         async def done(reply: Any) -> None:
             if settings is not None:
@@ -258,13 +310,15 @@ class AsyncAnthropicClient:
 
 
 def wrap_anthropic(client: Any, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,
-                   retrieval_tools: bool = False,
-                   compact_tool: bool = False) -> AnthropicClient | AsyncAnthropicClient:
+                   retrieval_tools: bool = False, compact_tool: bool = False,
+                   cache_breakpoints: bool = True) -> AnthropicClient | AsyncAnthropicClient:
     """Wrap an ``anthropic.Anthropic`` or ``anthropic.AsyncAnthropic`` (Bedrock/Vertex ones too) to match."""
     _sdk()
     # The SDK's async clients (AsyncAnthropic, AsyncAnthropicBedrock, AsyncAnthropicVertex) share only the prefix.
     if type(client).__name__.startswith("Async"):
         return AsyncAnthropicClient(client, recovery_retries=recovery_retries, add_reply=add_reply,
-                                    retrieval_tools=retrieval_tools, compact_tool=compact_tool)
+                                    retrieval_tools=retrieval_tools, compact_tool=compact_tool,
+                                    cache_breakpoints=cache_breakpoints)
     return AnthropicClient(client, recovery_retries=recovery_retries, add_reply=add_reply,
-                           retrieval_tools=retrieval_tools, compact_tool=compact_tool)
+                           retrieval_tools=retrieval_tools, compact_tool=compact_tool,
+                           cache_breakpoints=cache_breakpoints)

@@ -403,13 +403,15 @@ class ContextManager:
             self.tracer.emit(CompactWarning(session_id=self.session_id, message=message, code="large_input"))
 
     # -- preparing ------------------------------------------------------------------------------------------------
-    def prepare(self, format: str = "openai_chat") -> Any:
+    def prepare(self, format: str = "openai_chat", *, cache_breakpoints: bool = False) -> Any:
         """The view to send, in ``format``.
 
         A list of messages/items for OpenAI Chat and Responses; the request fragment for Anthropic
         (``{"system", "messages"}``) and Gemini (``{"system_instruction", "contents"}``). Compacts first when
         the policy says so; raises InsufficientBudget when even full compaction cannot fit. With
-        ``policy.context_status`` on, the budget line (:meth:`status_message`) comes last.
+        ``policy.context_status`` on, the budget line (:meth:`status_message`) comes last. ``cache_breakpoints``
+        (Anthropic): ``cache_control`` on the pinned head, the latest summary and the last history message
+        (:func:`contextfold.billing.breakpoints.mark_breakpoints`), unless a message already carries one.
         """
         from ..formats import get_format
 
@@ -424,13 +426,16 @@ class ContextManager:
             if self._redacts_model_input():
                 # Configured (Redactor(apply_to_model=True)): the model sees the redacted view, encoded afresh.
                 view = [*self.redactor.redact_messages(self._view.normalized()), *tail]
-                return wire.encode(view) if format in ("openai_chat", "openai_responses") else wire.encode_request(view)
+                if format in ("openai_chat", "openai_responses"):
+                    return wire.encode(view)
+                return wire.encode_request(_with_breakpoints(view) if cache_breakpoints else view)
             # The agent calls the model next and waits for it: the moment to load the exact tokenizer, if needed.
             self.counter.preload()
             if format in ("openai_chat", "openai_responses"):
                 # The budget line changes on every call: last, after every cached block, so the prefix stays cached.
                 return [*self._view.encoded(wire), *wire.encode(tail)] if tail else self._view.encoded(wire)
-            return wire.encode_request([*self._view.normalized(), *tail])
+            request = [*self._view.normalized(), *tail]
+            return wire.encode_request(_with_breakpoints(request) if cache_breakpoints else request)
 
     def status_message(self) -> Message | None:
         """The budget line for the view as prepared, or None (``policy.context_status`` off, nothing to say).
@@ -1287,11 +1292,11 @@ class ContextManager:
 
         await asyncio.to_thread(self.add, messages, format=format)
 
-    async def aprepare(self, format: str = "openai_chat") -> Any:
+    async def aprepare(self, format: str = "openai_chat", *, cache_breakpoints: bool = False) -> Any:
         """Async :meth:`prepare` (summarization runs on a worker thread, never on the event loop)."""
         import asyncio
 
-        return await asyncio.to_thread(self.prepare, format)
+        return await asyncio.to_thread(self.prepare, format, cache_breakpoints=cache_breakpoints)
 
     async def aprepare_messages(self) -> list[Message]:
         """Async :meth:`prepare_messages`."""
@@ -1330,3 +1335,9 @@ def _worth_reading(batch: list[Message]) -> list[Message]:
         return batch
     return [*batch[:_READ_AHEAD_HEAD], *batch[-(_READ_AHEAD_MAX - _READ_AHEAD_HEAD):]]
 
+
+def _with_breakpoints(messages: list[Message]) -> list[Message]:
+    """The request's messages with contextfold's cache breakpoints, unless the caller placed its own."""
+    from ..billing.breakpoints import carries_marks, mark_breakpoints
+
+    return messages if carries_marks(messages) else mark_breakpoints(messages)

@@ -79,6 +79,7 @@ def call_with_recovery(
     format: str = "openai_chat",
     max_retries: int = DEFAULT_MAX_RETRIES,
     reply_tokens: int = 0,
+    cache_breakpoints: bool = False,
 ) -> T:
     """Call the model with the prepared view; on a context-length error, shrink the view and retry.
 
@@ -92,6 +93,7 @@ def call_with_recovery(
         max_retries: Retries after the first call (so at most ``max_retries + 1`` calls).
         reply_tokens: What the request reserves for the reply when the provider counts it against the window
             (Anthropic's ``max_tokens``): a retry leaves room for it even when the error does not mention it.
+        cache_breakpoints: Passed to ``cm.prepare`` (Anthropic: contextfold places the ``cache_control`` marks).
 
     Raises:
         RecoveryFailed: retries exhausted, the stall guard fired, or compaction is off (``Policy(auto=False)``
@@ -99,7 +101,7 @@ def call_with_recovery(
         Exception: any error that is not a context-length error, unchanged.
     """
     recovery = OverflowRecovery(cm, max_retries, reply_tokens)
-    view = cm.prepare(format)
+    view = cm.prepare(format, cache_breakpoints=cache_breakpoints)
     while True:
         try:
             return call(view)
@@ -108,7 +110,7 @@ def call_with_recovery(
             if info is None:
                 raise
             recovery.shrink(info, exc)
-        view = cm.prepare(format)
+        view = cm.prepare(format, cache_breakpoints=cache_breakpoints)
 
 
 async def acall_with_recovery(
@@ -118,10 +120,11 @@ async def acall_with_recovery(
     format: str = "openai_chat",
     max_retries: int = DEFAULT_MAX_RETRIES,
     reply_tokens: int = 0,
+    cache_breakpoints: bool = False,
 ) -> T:
     """Async :func:`call_with_recovery`: ``call`` is a coroutine function; compaction runs on a worker thread."""
     recovery = OverflowRecovery(cm, max_retries, reply_tokens)
-    view = await cm.aprepare(format)
+    view = await cm.aprepare(format, cache_breakpoints=cache_breakpoints)
     while True:
         try:
             return await call(view)
@@ -130,7 +133,7 @@ async def acall_with_recovery(
             if info is None:
                 raise
             await asyncio.to_thread(recovery.shrink, info, exc)
-        view = await cm.aprepare(format)
+        view = await cm.aprepare(format, cache_breakpoints=cache_breakpoints)
 
 
 class OverflowRecovery:

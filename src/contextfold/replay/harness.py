@@ -22,6 +22,7 @@ from typing import Any
 
 from ..answered import answered_in_view
 from ..billing import DEFAULT_CALL_INTERVAL_S, Block, SessionMeter, blocks_of, cache_rates, reference_rates
+from ..billing.breakpoints import breakpoint_indices
 from ..errors import ContextfoldError
 from ..formats import get_format
 from ..importers._session import RecordedSession
@@ -194,7 +195,9 @@ class SessionReplayer:
         self.manager.counter.wait_exact()
         # The views and the unmanaged history, billed at the reference providers' rates and at the model's own.
         rates = {**reference_rates(), "model": cache_rates(self.manager.model)}
-        self._meter = SessionMeter(rates, self.options.call_interval_s)
+        # contextfold's views carry the marks its Anthropic client puts (billing.breakpoints); the unmanaged
+        # history, a client's usual two: after the pinned head and on the last block.
+        self._meter = SessionMeter(rates, self.options.call_interval_s, breakpoints="marked")
         self._unmanaged_meter = SessionMeter(rates, self.options.call_interval_s)
         self._state = _State()
         self._event_turns: list[tuple[int, int]] = []  # (first event index, turn)
@@ -267,7 +270,7 @@ class SessionReplayer:
         view_tokens = cm.tokens()
         st.sent += view_tokens
         st.sent_baseline += st.raw_tokens
-        blocks = blocks_of(view, cm.counter.count_message)
+        blocks = blocks_of(view, cm.counter.count_message, marks=breakpoint_indices(view))
         rest = view_tokens - sum(b.tokens for b in blocks)
         if rest > 0:  # tool schemas, reply priming, the provider's grounding: sent after the messages, never cached
             blocks.append(Block(f"rest:{rest}", rest))

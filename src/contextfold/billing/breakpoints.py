@@ -1,0 +1,110 @@
+"""Where a request to a breakpoint cache (Anthropic) puts its ``cache_control`` marks: :func:`breakpoint_indices`.
+
+Anthropic caches only the prefixes a request marks (at most 4 marks), and a lookup walks back at most 20 content
+blocks from each mark to find an entry an earlier request made. contextfold's view has three prefixes worth an
+entry, and its Anthropic client marks them (``contextfold.integrations.anthropic_client``); the replay bills the
+same marks (``Block.breakpoint``, ``PromptCache(breakpoints="marked")``):
+
+- the pinned head (tools, system prompt: the Messages API renders tools first, so a mark on the system prompt's last
+  block caches both): it survives every rewrite of the history;
+- the latest summary, or the compaction receipt right after it: a masking batch changes only outputs after it, so
+  with this mark the head and the summary are read, not written again, after a masking (the 20-block lookback from
+  the last mark would not reach back to it);
+- the last message of the history: the whole request is read by the next one. The budget line
+  (``policy.context_status``), sent last, changes every call: the mark goes on the message before it, so the line
+  costs its own tokens and nothing more.
+
+A mark that would repeat another (a view that is only a head, a summary that is the last message) is not made
+twice, so a request carries at most 3 and leaves the client one of Anthropic's 4.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from types import MappingProxyType
+from typing import Any
+
+from ..messages import DocumentPart, ImagePart, Message, TextPart, UnknownPart
+
+__all__ = ["EPHEMERAL", "breakpoint_indices", "carries_marks", "mark_breakpoints"]
+
+_HEAD_ROLES = ("system", "developer")
+_STATUS_KIND = "context_status"  # steering.notes.STATUS_KIND (billing does not import steering)
+_STABLE_KINDS = ("summary", "receipt")
+
+
+def breakpoint_indices(messages: Sequence[Message]) -> list[int]:
+    """The indices of ``messages`` whose last block a request marks, ascending (see the module)."""
+    marks: list[int] = []
+    head = 0
+    while head < len(messages) and messages[head].role in _HEAD_ROLES:
+        head += 1
+    if head:
+        marks.append(head - 1)
+    last = len(messages) - 1
+    while last >= head and messages[last].kind == _STATUS_KIND:
+        last -= 1
+    stable = next((i for i in range(last, head - 1, -1) if messages[i].kind in _STABLE_KINDS), None)
+    if stable is not None:
+        # The receipt follows its summary: the mark goes after both.
+        while stable + 1 <= last and messages[stable + 1].kind in _STABLE_KINDS:
+            stable += 1
+        marks.append(stable)
+    if last >= head and (not marks or marks[-1] != last):
+        marks.append(last)
+    return marks
+
+
+EPHEMERAL: Mapping[str, Any] = MappingProxyType({"type": "ephemeral"})
+# Parts a cache_control may sit on (Anthropic refuses it on thinking blocks).
+_MARKABLE = (TextPart, ImagePart, DocumentPart, UnknownPart)
+
+
+def carries_marks(messages: Sequence[Message]) -> bool:
+    """Whether any message already carries a ``cache_control`` (the caller's own breakpoints: left as they are)."""
+    for m in messages:
+        if "cache_control" in m.extra or any("cache_control" in c.extra for c in m.tool_calls):
+            return True
+        if isinstance(m.content, tuple) and any(getattr(p, "cache_control", None) is not None for p in m.content):
+            return True
+    return False
+
+
+def mark_breakpoints(messages: Sequence[Message], control: Mapping[str, Any] = EPHEMERAL) -> list[Message]:
+    """``messages`` with ``control`` on the last block of each message :func:`breakpoint_indices` names.
+
+    The copies are for the wire only (the history keeps its messages): a tool result carries the mark on its
+    ``tool_result`` block, an assistant turn with tool calls on its last ``tool_use``, text on its last markable
+    part (a plain string becomes one text part). A message with nothing markable (thinking only) gets none.
+    """
+    out = list(messages)
+    for i in breakpoint_indices(messages):
+        out[i] = _marked(messages[i], control)
+    return out
+
+
+def _marked(message: Message, control: Mapping[str, Any]) -> Message:
+    if message.role == "tool":
+        return replace(message, extra=_with_control(message.extra, control))
+    if message.tool_calls and message.role == "assistant":
+        last = message.tool_calls[-1]
+        calls = (*message.tool_calls[:-1], replace(last, extra=_with_control(last.extra, control)))
+        return replace(message, tool_calls=calls)
+    if isinstance(message.content, str):
+        return replace(message, content=(TextPart(message.content, cache_control=control),)) if message.content \
+            else message
+    parts = list(message.content)
+    for j in range(len(parts) - 1, -1, -1):
+        part = parts[j]
+        if isinstance(part, _MARKABLE) and not (isinstance(part, TextPart) and not part.text):
+            parts[j] = replace(part, cache_control=control)
+            return replace(message, content=tuple(parts))
+    return message
+
+
+def _with_control(extra: Mapping[str, Any], control: Mapping[str, Any]) -> Mapping[str, Any]:
+    # Extras another format decoded are not sent to Anthropic (formats._common.split_extra): only the mark goes.
+    wire = extra.get("_wire")
+    kept = dict(extra) if not isinstance(wire, Mapping) or wire.get("format") == "anthropic" else {}
+    return MappingProxyType({**kept, "cache_control": dict(control)})

@@ -1,0 +1,97 @@
+"""The Anthropic client places contextfold's prompt-cache breakpoints, the ones the replay bills (issue 25).
+
+Through the real anthropic SDK against the scripted server: the request carries ``cache_control`` after the pinned
+head, after the latest summary (with its receipt) and on the last history message, never on the budget line; a
+caller's own ``cache_control`` anywhere leaves the request as it is; ``cache_breakpoints=False`` turns it off.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anthropic
+
+from contextfold.billing import blocks_of
+from contextfold.billing.breakpoints import breakpoint_indices
+from contextfold.integrations.anthropic_client import AnthropicClient
+from contextfold.manager import ContextManager
+from contextfold.messages import Message
+from contextfold.testing.server import ScriptedLLMServer
+
+EPHEMERAL = {"type": "ephemeral"}
+TOOLS = [{"name": "bash", "description": "run a command",
+          "input_schema": {"type": "object", "properties": {"cmd": {"type": "string"}}}}]
+
+
+def compacted_session(tmp_path: Path, **policy: Any) -> ContextManager:
+    """System prompt, a summary of 6 tool turns with its receipt, then 2 tool turns after it."""
+    cm = ContextManager("gpt-4o", max_context_tokens=60_000, store="memory", archive=str(tmp_path / "a"),
+                        session_id="s", policy=policy or None)
+    cm.add([Message.system("You are a coding agent."), Message.user("fix the parser")])
+    for i in range(8):
+        if i == 6:
+            cm.compact(force=True)
+        cm.add([{"role": "assistant", "content": [{"type": "tool_use", "id": f"toolu_{i}", "name": "bash",
+                                                   "input": {"cmd": f"cat f{i}.py"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}",
+                                              "content": f"line {i}: value = {i * 7}"}]}], format="anthropic")
+    return cm
+
+
+def marks_of(body: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(where, the marked block's text or id) of every cache_control in a request body."""
+    found: list[tuple[str, Any]] = []
+    for block in body.get("system") if isinstance(body.get("system"), list) else ():
+        if "cache_control" in block:
+            found.append(("system", block["text"]))
+    for message in body["messages"]:
+        for block in message["content"] if isinstance(message["content"], list) else ():
+            if "cache_control" in block:
+                assert block["cache_control"] == EPHEMERAL
+                found.append((block["type"], block.get("text") or block.get("tool_use_id") or block.get("id")))
+    return found
+
+
+def send(cm: ContextManager, **options: Any) -> dict[str, Any]:
+    kwargs = options.pop("kwargs", {})
+    with ScriptedLLMServer(["ok"], validator="formats") as server:
+        AnthropicClient(anthropic.Anthropic(base_url=server.url, api_key="t", max_retries=0), **options).messages(
+            cm, model="claude-test", max_tokens=50, **{"tools": TOOLS, **kwargs})
+    assert not server.invalid_requests
+    body: dict[str, Any] = server.requests[0].body
+    return body
+
+
+def test_the_request_marks_the_head_the_summary_and_the_last_history_message(tmp_path: Path) -> None:
+    cm = compacted_session(tmp_path, context_status="always")
+    view = cm.messages()
+    receipt = next(m for m in view if m.kind == "receipt")
+    body = send(cm)
+    assert marks_of(body) == [("system", "You are a coding agent."), ("text", receipt.text),
+                              ("tool_result", "toolu_7")]
+    # the budget line, sent last, carries no mark: the next request reads everything before it
+    assert body["messages"][-1]["content"].startswith("[context: ")
+    # the replay bills the same three marks
+    blocks = blocks_of(view, lambda m: 1, marks=breakpoint_indices(view))
+    assert [i for i, b in enumerate(blocks) if b.breakpoint] == [0, view.index(receipt), len(view) - 1]
+    after = cm.messages()  # the history keeps its messages unmarked (and gains the reply)
+    parts = [p for m in after if isinstance(m.content, tuple) for p in m.content]
+    assert after[:-1] == view and not any(getattr(p, "cache_control", None) for p in parts)
+
+
+def test_a_callers_own_cache_control_is_left_alone(tmp_path: Path) -> None:
+    cm = compacted_session(tmp_path)
+    top = send(cm, kwargs={"cache_control": EPHEMERAL})
+    assert top["cache_control"] == EPHEMERAL and marks_of(top) == []
+    tools = [{**TOOLS[0], "cache_control": EPHEMERAL}]
+    assert marks_of(send(cm, kwargs={"tools": tools})) == []
+    assert marks_of(send(cm, cache_breakpoints=False)) == []
+
+
+def test_without_a_system_message_the_callers_system_prompt_is_the_head(tmp_path: Path) -> None:
+    cm = ContextManager("gpt-4o", max_context_tokens=60_000, store="memory", archive=str(tmp_path / "a"),
+                        session_id="s")
+    cm.add(Message.user("hi"))
+    body = send(cm, kwargs={"system": "rules"})
+    assert marks_of(body) == [("system", "rules"), ("text", "hi")]
