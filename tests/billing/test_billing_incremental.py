@@ -54,7 +54,7 @@ class PlainCache:
         if self.breakpoints == "marked":
             positions = [i for i, b in enumerate(blocks) if b.breakpoint]
         else:
-            pinned = [i for i, b in enumerate(blocks) if b.pinned]
+            pinned = [i for i, b in enumerate(blocks) if b.pinned] if self.breakpoints == "pinned_and_last" else []
             positions = sorted({len(blocks) - 1, *pinned[-1:]})
         if not positions:
             return 0, 0, cumulative[-1]
