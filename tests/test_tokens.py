@@ -424,3 +424,17 @@ def test_short_texts_are_counted_once_and_the_same_as_the_encoder_counts_them() 
     assert [counter.count(t) for t in texts] == counts
     memo = _SHORT_COUNTS["o200k_base"]
     assert "x" * 256 in memo and "y" * 257 not in memo
+
+
+def test_a_remembered_count_is_only_reused_for_what_counts_the_same() -> None:
+    # Counts are remembered by role, name, the text's hash and length and the calls' names and arguments (not by
+    # the fingerprint's canonical JSON, issue 22): ids and meta share a count, everything counted does not.
+    counter = MessageCounter(TiktokenCounter())
+    call = Message.assistant("x", [ToolCall("c1", "bash", '{"cmd": "ls"}')], meta={"id": "a"})
+    same = Message.assistant("x", [ToolCall("c2", "bash", '{"cmd": "ls"}')], meta={"id": "b"})
+    longer = Message.assistant("x", [ToolCall("c1", "bash", '{"cmd": "ls -la /tmp/some/where"}')])
+    assert counter.count_message(same) == counter.count_message(call)
+    assert counter.count_message(longer) > counter.count_message(call)
+    named = Message.tool("c1", "the same output", name="bash")
+    assert counter.count_message(named) > counter.count_message(Message.tool("c1", "the same output"))
+    assert counter.count_message(Message.user("a b c")) < counter.count_message(Message.user("a b c d"))
