@@ -31,7 +31,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +119,7 @@ class Scorer:
             tau = s.source == "tau_bench"
             policy_text = next((m.text for m in s.messages if m.role == "system"), "") if tau else ""
             raw = 0
+            billed = 0  # messages of the unmanaged history already billed: it only grows (SessionMeter.extend)
             for index, message in enumerate(s.messages):
                 if message.role == "assistant" and index:
                     history = list(s.messages[:index])
@@ -134,7 +135,10 @@ class Scorer:
                     score.baseline += raw
                     score.over_window += window is not None and sent > window
                     meter.request(blocks_of(view, count))
-                    unmanaged.request(blocks_of(history, count))
+                    added = blocks_of(history, count)[billed:] if not billed else [
+                        replace(b, pinned=False) for b in blocks_of(history[billed:], count)]
+                    unmanaged.extend(added)
+                    billed = index
                     text = "\n".join(message_search_text(m) for m in view)
                     needed = [f for f in facts[index] if f in seen]
                     present = [f for f in needed if contains_fact(text, f)]
