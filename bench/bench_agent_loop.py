@@ -8,8 +8,9 @@ Each recorded session is replayed as an agent would run it: the messages before 
 ``prepare()`` is timed (wall, and this thread's CPU time), then the background thread is given the time a model call
 would take (``_background.wait_idle()``, not timed), then the recorded answer joins the history. Turns are sorted by
 what ``prepare()`` did: masked (``maskings`` grew, no compaction), compacted, or neither. The read-ahead's CPU is the
-thread CPU time spent inside ``warm_for_compaction`` on the background thread; it is divided by the tokens of every
-message added to the sessions (what there is to read).
+thread CPU time of every job the background thread runs (``_background.submit``: entities, secrets, digest
+material, transcript lines); it is divided by the tokens of every message added to the sessions (what there is to
+read).
 
 Each tree runs in its own interpreter; with ``--baseline`` the trees alternate run by run (the same load of the
 moment). Figures pool the turns of every run; the spread of the per-run medians is printed too.
@@ -34,19 +35,21 @@ import gc, json, sys, threading, time
 from pathlib import Path
 from contextfold import _background
 from contextfold.importers import load_sessions
-from contextfold.manager import ContextManager, _compactor
+from contextfold.manager import ContextManager
 
 window, limit = {window}, {sessions}
-ahead = {{"cpu": 0.0, "messages": 0}}
-_original = _compactor.warm_for_compaction
-def warm_for_compaction(messages, *args, **kwargs):
-    c0 = time.thread_time()
-    try:
-        return _original(messages, *args, **kwargs)
-    finally:
-        ahead["cpu"] += time.thread_time() - c0
-        ahead["messages"] += len(messages)
-_compactor.warm_for_compaction = warm_for_compaction
+ahead = {{"cpu": 0.0, "jobs": 0}}
+_submit = _background.submit
+def submit(job, *args):
+    def timed(*args):
+        c0 = time.thread_time()
+        try:
+            return job(*args)
+        finally:
+            ahead["cpu"] += time.thread_time() - c0
+            ahead["jobs"] += 1
+    return _submit(timed, *args)
+_background.submit = submit
 
 turns = {{"masked": [], "compacted": [], "plain": []}}
 cpu = {{"masked": [], "compacted": [], "plain": []}}
@@ -79,7 +82,7 @@ for n, session in enumerate(sessions):
         cm.add(answer)
         added = index + 1
     cm.close()
-print(json.dumps({{"turns": turns, "cpu": cpu, "ahead_cpu": ahead["cpu"], "ahead_messages": ahead["messages"],
+print(json.dumps({{"turns": turns, "cpu": cpu, "ahead_cpu": ahead["cpu"], "ahead_jobs": ahead["jobs"],
                   "added_tokens": added_tokens}}))
 """
 
@@ -128,12 +131,12 @@ def main() -> None:
             print(f"{label:<10} | {kind:<9} | {len(wall) // len(runs):>5} | {percentile(wall, 0.5):>11.2f} | "
                   f"{percentile(wall, 0.99):>11.2f} | {percentile(used, 0.5):>10.2f} | "
                   f"{percentile(used, 0.99):>10.2f} | {' '.join(f'{p:.2f}' for p in per_run)}")
-    print(f"{'tree':<10} | read-ahead CPU ms per 1M tokens added (median of runs, min-max) | messages read per run")
+    print(f"{'tree':<10} | read-ahead CPU ms per 1M tokens added (median of runs, min-max) | jobs per run")
     for label, runs in results.items():
         rates = [float(r["ahead_cpu"]) * 1000 / (float(r["added_tokens"]) / 1e6)  # type: ignore[arg-type]
                  for r in runs]
         print(f"{label:<10} | {statistics.median(rates):>8.0f} ({min(rates):.0f}-{max(rates):.0f}) of "
-              f"{float(runs[0]['added_tokens']) / 1e6:.2f}M tokens | {runs[0]['ahead_messages']}")
+              f"{float(runs[0]['added_tokens']) / 1e6:.2f}M tokens | {runs[0]['ahead_jobs']}")
 
 
 if __name__ == "__main__":

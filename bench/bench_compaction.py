@@ -8,9 +8,10 @@ tokens, wall and CPU (of the calling thread), and the process CPU of ``add()`` +
 moved from compaction to ``add()``, issue 22: the sum must not grow): cold (the compaction reads every message
 itself) and warm (one ``prepare()`` first; the time the background thread takes to read the messages — entities
 extracted, secrets scanned — while an agent would wait for its model, is shown apart).
-``--baseline SRC`` measures another source tree in the same run (in a subprocess), for the ratio.
+``--baseline SRC`` measures another source tree in the same run (in a subprocess), for the ratio; ``--runs N``
+repeats the trees alternately and ends with the medians.
 
-Run: python bench/bench_compaction.py [--outputs 2000] [--baseline /work/main/src]
+Run: python bench/bench_compaction.py [--outputs 2000] [--baseline /work/main/src] [--runs 5]
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -109,10 +111,21 @@ def run(src: str, outputs: int, warm: bool) -> dict[str, float]:
     return figures
 
 
+def _row(label: str, f: dict[str, float]) -> None:
+    per_million = f["seconds"] * 1000 / (f["tokens"] / 1e6)
+    cpu_per_million = f.get("cpu", float("nan")) * 1000 / (f["tokens"] / 1e6)
+    together_per_million = f["add_compact_cpu"] * 1000 / (f["tokens"] / 1e6)
+    print(f"{label:<10} | {int(f['tokens']):>9} | {f['seconds']:>11.2f} | {f.get('cpu', float('nan')):>6.2f} | "
+          f"{f['entities']:>10.2f} | {f['redact']:>11.2f} | {per_million:>16.0f} | {cpu_per_million:>13.0f} | "
+          f"{f['warm']:>9.2f} | {f['add_cpu']:>11.2f} | {together_per_million:>25.0f} | "
+          f"{int(f['compacted'])} -> {int(f['after'])}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--outputs", type=int, default=2_000)
     parser.add_argument("--baseline", default=None)
+    parser.add_argument("--runs", type=int, default=1)
     args = parser.parse_args()
     here = str(Path(__file__).resolve().parents[1] / "src")
     trees = [("this tree", here, False), ("this, warm", here, True)]
@@ -122,21 +135,24 @@ def main() -> None:
     print(f"{'tree':<10} | {'tokens':>9} | {'compact() s':>11} | {'CPU s':>6} | {'entities s':>10} | "
           f"{'redaction s':>11} | {'ms per 1M tokens':>16} | {'CPU ms per 1M':>13} | {'warm-up s':>9} | "
           f"{'add() CPU s':>11} | {'add+compact CPU ms per 1M':>25} | compacted -> tokens after")
-    rows = {}
-    for label, src, warm in trees:
-        f = rows[label] = run(src, args.outputs, warm)
-        per_million = f["seconds"] * 1000 / (f["tokens"] / 1e6)
-        cpu_per_million = f.get("cpu", float("nan")) * 1000 / (f["tokens"] / 1e6)
-        together_per_million = f["add_compact_cpu"] * 1000 / (f["tokens"] / 1e6)
-        print(f"{label:<10} | {int(f['tokens']):>9} | {f['seconds']:>11.2f} | {f.get('cpu', float('nan')):>6.2f} | "
-              f"{f['entities']:>10.2f} | {f['redact']:>11.2f} | {per_million:>16.0f} | {cpu_per_million:>13.0f} | "
-              f"{f['warm']:>9.2f} | {f['add_cpu']:>11.2f} | {together_per_million:>25.0f} | "
-              f"{int(f['compacted'])} -> {int(f['after'])}")
+    runs: dict[str, list[dict[str, float]]] = {label: [] for label, _, _ in trees}
+    for _ in range(args.runs):
+        for label, src, warm in trees:
+            runs[label].append(run(src, args.outputs, warm))
+            _row(label, runs[label][-1])
+    rows = runs
+    if args.runs > 1:
+        print(f"medians of {args.runs} runs (load average now: {' '.join(f'{x:.1f}' for x in os.getloadavg())})")
+        rows = {label: [{key: statistics.median(r[key] for r in found) for key in found[0]}]
+                for label, found in runs.items()}
+        for label, found in rows.items():
+            _row(label, found[0])
     if args.baseline:
-        ratio = rows["baseline"]["seconds"] / rows["this tree"]["seconds"]
+        base, this = rows["baseline"][-1], rows["this tree"][-1]
+        ratio = base["seconds"] / this["seconds"]
         print(f"ratio (baseline / this tree, compact()): {ratio:.1f}x")
         # What moved from compact() to add() (issue 22: each message read once, when added) must not cost more.
-        total = rows["baseline"]["add_compact_cpu"] / rows["this tree"]["add_compact_cpu"]
+        total = base["add_compact_cpu"] / this["add_compact_cpu"]
         print(f"ratio (baseline / this tree, add() + compact() CPU of the process): {total:.2f}x")
 
 

@@ -160,8 +160,9 @@ def mask_tool_outputs(
         changed |= _clear_inputs(view, masked, cache)
     first_changed = min(changed)
     invalidated = counter.count_messages(messages[first_changed:])
-    freed_all = counter.count_messages(messages) - counter.count_messages(view)
-    return MaskResult(view, tuple(sorted(masked)), freed_all, invalidated, tool_output_tokens(view, counter))
+    # Only the changed messages differ (the rest are the same objects): the view is not counted again, twice.
+    freed_all = sum(counter.count_message(messages[i]) - counter.count_message(view[i]) for i in changed)
+    return MaskResult(view, tuple(sorted(masked)), freed_all, invalidated, total - freed)
 
 
 def _eligible(view: Sequence[Message], keep: int, exclude: frozenset[str], counter: MessageCounter,
@@ -174,6 +175,8 @@ def _eligible(view: Sequence[Message], keep: int, exclude: frozenset[str], count
     ahead = [i for i in dict.fromkeys(first) if 0 <= i < len(view) and view[i].role == "tool"]
     ahead_set = set(ahead)
     names = _call_names(view) if exclude else {}
+    # A placeholder's tokens depend on the result's name only (role and content are the same for all).
+    placeholder_tokens: dict[str | None, int] = {}
     out = []
     for i in [*ahead, *(i for i in results if i not in ahead_set)]:
         m = view[i]
@@ -184,7 +187,10 @@ def _eligible(view: Sequence[Message], keep: int, exclude: frozenset[str], count
         if exclude and (names.get(i) or m.name) in exclude:
             continue
         # An output no longer than its placeholder would cost tokens to mask (ref ids all have the same length).
-        if counter.count_message(m) <= counter.count_message(m.with_content(_PLACEHOLDER_SHAPE)) + digest_tokens:
+        shape = placeholder_tokens.get(m.name)
+        if shape is None:
+            shape = placeholder_tokens[m.name] = counter.count_message(m.with_content(_PLACEHOLDER_SHAPE))
+        if counter.count_message(m) <= shape + digest_tokens:
             continue
         out.append(i)
     return out

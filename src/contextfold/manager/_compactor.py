@@ -42,6 +42,9 @@ ANSWERED_BUDGET_DIVISOR = 2
 # Below this many tokens per answered result a re-cut view would be little more than its reading note (the view
 # keeps about 200 tokens for notes): the results are then left to the compaction's last resort.
 MIN_ANSWERED_SHARE_TOKENS = 320
+# Of a tool output's digest material, the read-ahead scans this many first items for secrets (a digest of the default
+# 40 tokens lists about a dozen; items that do not fit are skipped for shorter ones further down).
+DIGEST_ITEMS_SCANNED_AHEAD = 32
 # After this many compactions failing in a row, automatic compaction pauses (circuit breaker).
 CIRCUIT_BREAKER_FAILURES = 3
 
@@ -83,9 +86,14 @@ def warm_for_compaction(messages: Sequence[Message], counter: Any, redactor: Any
             if m.role == "tool" and not m.protected and isinstance(m.content, str):
                 ref = m.meta.get("ref")
                 if isinstance(ref, str) and outputs.contains(ref):
-                    ref_material(ref, partial(outputs.get, ref))
+                    material = ref_material(ref, partial(outputs.get, ref))
                 else:
-                    digest_material(m.content)
+                    material = digest_material(m.content)
+                if redactor is not None:
+                    # The items a digest most likely lists are checked for secrets then: scanned now, the masking
+                    # turn finds the scans done (issue 22: a masking turn scanned ~40 items).
+                    for item in material[:DIGEST_ITEMS_SCANNED_AHEAD]:
+                        redactor.mentions_secret(item)
                 pacer.tick()
     if redactor is not None:
         redactor.redact_ahead(messages)

@@ -327,17 +327,9 @@ class ContextManager:
 
             for m in stored:
                 read_message(m)
-        if self.cache is not None and self.policy.mask_digest_tokens:
-            from ..cache._digest import digest_material, remember_ref_material
-
-            for m in stored:
-                if m.role != "tool" or m.protected:
-                    continue
-                ref = m.meta.get("ref")
-                if isinstance(ref, str) and ref in cut:
-                    remember_ref_material(ref, cut[ref])
-                elif isinstance(m.content, str):
-                    digest_material(m.content)
+        # (A tool output's digest material is read when it is first masked, or ahead of that by the background
+        # thread when masking is automatic: most outputs of a session that compacts are never masked.)
+        self._secrets.learn_outputs(cut)  # the whole outputs cut at write time: scanned now, not on a masking turn
         if self.redactor is not None and hasattr(self.redactor, "redact_ahead"):
             self.redactor.redact_ahead(stored, paced=False)  # (each message redacted once, the result kept)
 
@@ -724,10 +716,14 @@ class ContextManager:
         entities = self.summarizer.counter if isinstance(self.summarizer, ExtractiveSummarizer) else None
         redactor = self.redactor if self.redactor is not None and hasattr(self.redactor, "redact_ahead") else None
         archived = self.archive is not None
-        # Digest material of outputs added before add() started reading (see _read_on_add).
-        outputs = self.cache if self.cache is not None and self.policy.mask_digest_tokens else None
+        # Tool outputs' digest material only when masking is automatic: the coming maskings digest them (add()
+        # never reads it: most outputs of a session that only compacts are never masked).
+        masks = self.cache is not None and self.policy.mask_digest_tokens and self.policy.auto
+        outputs = self.cache if masks else None
         if entities is not None or redactor is not None or archived or outputs is not None:
             _background.submit(warm_for_compaction, messages, entities, redactor, archived, outputs)
+        if redactor is not None:
+            _background.submit(self._secrets.read_ahead)  # whole outputs cut before add() started reading
 
     def _effective_policy(self) -> Policy:
         if self.paused and self.policy.auto:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +43,9 @@ class SessionSecrets:
         self.cache = cache
         self._pending: list[Message] = []
         self._pending_refs: list[str] = []
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # (the pending lists)
+        # Held while learning: a catch-up returns only once what the background thread took is learned too.
+        self._learning = threading.Lock()
 
     def added(self, messages: Sequence[Message]) -> None:
         """Note messages added to the session (learned from by the next :meth:`catch_up`)."""
@@ -58,16 +60,44 @@ class SessionSecrets:
         """Learn the secrets of everything noted since the last call, then save the memory to the session's store."""
         if self.redactor is None:
             return
-        with self._lock:
-            pending, self._pending = self._pending, []
-            refs, self._pending_refs = self._pending_refs, []
-        if pending:
-            self.redactor.learn_from(pending)
+        with self._learning:
+            with self._lock:
+                pending, self._pending = self._pending, []
+                refs, self._pending_refs = self._pending_refs, []
+            if pending:
+                self.redactor.learn_from(pending)  # (what add() or the read-ahead redacted is not read again)
+            self._learn_stored(refs)
+        self.save()
+
+    def learn_outputs(self, outputs: Mapping[str, str]) -> None:
+        """Learn the secrets of whole outputs cut at write time (``ref -> text``) now: the catch-up skips them.
+
+        What ``add()`` does past half the soft threshold, with the texts in hand: a masking turn then does not scan
+        them.
+        """
+        if self.redactor is None or not outputs:
+            return
+        with self._learning:
+            for text in outputs.values():
+                self.redactor.learn_text(_capped(text))
+            with self._lock:
+                self._pending_refs = [ref for ref in self._pending_refs if ref not in outputs]
+
+    def read_ahead(self) -> None:
+        """Learn the whole outputs noted since the last catch-up (the background thread, while the agent waits)."""
+        if self.redactor is None:
+            return
+        with self._learning:
+            with self._lock:
+                refs, self._pending_refs = self._pending_refs, []
+            self._learn_stored(refs)
+
+    def _learn_stored(self, refs: list[str]) -> None:
+        assert self.redactor is not None
         for ref in dict.fromkeys(refs):
             text = self._whole_output(ref)
             if text:
                 self.redactor.learn_text(text)
-        self.save()
 
     def _whole_output(self, ref: str) -> str:
         from ..errors import ContextfoldError
@@ -78,10 +108,7 @@ class SessionSecrets:
             text = str(self.cache.get(ref))
         except ContextfoldError:
             return ""  # (gone from the store: its view is all there is, and it was learned from with its message)
-        if len(text) <= MAX_LEARN_SOURCE_CHARS:
-            return text
-        half = MAX_LEARN_SOURCE_CHARS // 2
-        return text[:half] + "\n" + text[-half:]
+        return _capped(text)
 
     def save(self) -> None:
         """Write what the memory learned to the session's store; a store that fails is reported, not raised."""
@@ -108,6 +135,13 @@ class SessionSecrets:
         if self.redactor is None:
             return summarizer
         return SecretSafeSummarizer(summarizer, self.redactor, context)
+
+
+def _capped(text: str) -> str:
+    if len(text) <= MAX_LEARN_SOURCE_CHARS:
+        return text
+    half = MAX_LEARN_SOURCE_CHARS // 2
+    return text[:half] + "\n" + text[-half:]
 
 
 class SecretSafeSummarizer:

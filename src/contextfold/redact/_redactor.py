@@ -38,6 +38,7 @@ from ..messages import (
 )
 from ..telemetry._pace import GilPacer
 from ..untrusted.regex import PatternTimeout
+from ._triggers import TriggerFinder
 from .memory import LEARN_MIN_CHARS, MAX_LEARNED, SecretMemory
 
 if TYPE_CHECKING:
@@ -390,19 +391,21 @@ class Redactor:
 
                 chosen.extend(PERSONAL_PATTERNS)
             patterns = (*self._user_patterns, *chosen)
-            # Which patterns a text needs: each trigger is looked for once (many patterns share "secret", "key"…).
+            # Which patterns a text needs: the triggers it holds, all found at once (many patterns share "secret",
+            # "key"…), each naming the patterns it lets run; patterns without triggers run when their needs is met.
             triggers = tuple(dict.fromkeys(t for p in patterns for t in p.triggers))
-            self._pattern_triggers = tuple(frozenset(p.triggers) for p in patterns)
-            # For bulk redaction: the triggers less those holding a shorter one (a text with `passw` has `pass`),
-            # and what the patterns without triggers need; None when some pattern may match any text.
-            needles = tuple(t for t in triggers if not any(o != t and o in t for o in triggers))
-            # A text holds a longer trigger only if it holds a needle inside it: those are looked for only then.
-            self._needles = needles
-            self._holding = {n: tuple(t for t in triggers if t != n and n in t) for n in needles}
+            self._triggers = TriggerFinder(triggers)
+            by_trigger: dict[str, list[int]] = {t: [] for t in triggers}
+            for priority, p in enumerate(patterns):
+                for t in dict.fromkeys(p.triggers):
+                    by_trigger[t].append(priority)
+            self._by_trigger = {t: tuple(indexes) for t, indexes in by_trigger.items()}
+            self._untriggered = tuple(i for i, p in enumerate(patterns) if not p.triggers)
+            # For bulk redaction: what the patterns without triggers need; None when some pattern may match any text.
             needs = tuple(p.needs for p in patterns if not p.triggers and p.needs is not None)
             untested = any(not p.triggers and p.needs is None for p in patterns)
             separated = any(_PREFILTER_SEPARATOR in t for t in triggers)
-            self._prefilter = None if untested or separated else (needles, needs)
+            self._prefilter = None if untested or separated else (self._triggers.needles, needs)
             self._scan_memory = _scan_cache(patterns)
             self._patterns = patterns
         return self._patterns
@@ -454,14 +457,13 @@ class Redactor:
         found: list[tuple[int, int, int, str]] = []
         patterns = self.patterns
         lowered = text.lower()
-        present = {t for t in self._needles if t in lowered}
-        for needle in tuple(present):
-            present.update(t for t in self._holding[needle] if t not in present and t in lowered)
-        for priority, pattern in enumerate(patterns):
-            triggers = self._pattern_triggers[priority]
-            if triggers and present.isdisjoint(triggers):
-                continue  # (SecretPattern.may_match, with each trigger looked for once)
-            if not triggers and pattern.needs is not None and not pattern.needs.search(lowered):
+        by_trigger = self._by_trigger
+        runs = set(self._untriggered)
+        for trigger in self._triggers.present(lowered):
+            runs.update(by_trigger[trigger])  # (SecretPattern.may_match, with each trigger looked for once)
+        for priority in sorted(runs):
+            pattern = patterns[priority]
+            if not pattern.triggers and pattern.needs is not None and not pattern.needs.search(lowered):
                 continue  # (what a pattern without triggers needs is cheaper to find than its matches)
             try:
                 matches = pattern.findings(text, lowered)
@@ -847,7 +849,11 @@ class Redactor:
         lowered = [t.lower() for t in texts]  # (one by one: lower-casing may change a text's length)
         starts = list(itertools.accumulate((len(t) + 1 for t in lowered[:-1]), initial=0))
         joined = _PREFILTER_SEPARATOR.join(lowered)
-        self._search(joined, starts, needles, suspects)
+        finder = self._triggers
+        if finder.one_pass:  # (one pass per text; the matches of a text that holds many are not all wanted)
+            suspects.update(i for i, text in enumerate(lowered) if i not in suspects and finder.holds_any(text))
+        else:
+            self._search(joined, starts, needles, suspects)
         for need in needs:
             for hit in need.finditer(joined):
                 suspects.add(bisect.bisect_right(starts, hit.start()) - 1)

@@ -1,0 +1,79 @@
+"""Which of the patterns' trigger substrings a text holds: one pass over the text, when the library is installed.
+
+Every scan asks which of the ~120 lower-case triggers (``password``, ``ghp_``, ``-----begin`` …) occur in the text, to
+run only the patterns that can match. Looking for each one in turn reads the text ~120 times (~85% of scanning a
+text without secrets, and most of a short one's). An Aho-Corasick automaton (``ahocorasick-rs``, the optional extra
+``contextfold[fast]``) finds all of them in one pass; without it, each is looked for in turn as before, with the
+same result (``tests/test_redact_triggers.py`` checks both on the corpora).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["TriggerFinder", "automaton_available"]
+
+
+def _automaton(triggers: Sequence[str]) -> Any:
+    try:
+        import ahocorasick_rs
+    except ImportError:
+        return None
+    return ahocorasick_rs.AhoCorasick(list(triggers))
+
+
+def automaton_available() -> bool:
+    """Whether the one-pass search is installed (``pip install 'contextfold[fast]'``)."""
+    try:
+        import ahocorasick_rs  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class TriggerFinder:
+    """The triggers a lower-cased text holds.
+
+    Args:
+        triggers: The lower-case substrings, none empty.
+        one_pass: Use the automaton when it is installed (False: always look for each in turn).
+    """
+
+    def __init__(self, triggers: Sequence[str], *, one_pass: bool = True) -> None:
+        self.triggers = tuple(dict.fromkeys(triggers))
+        # Without the automaton: the triggers holding no shorter one are looked for, and a longer one only inside
+        # a text holding a trigger it contains (a text with `passw` has `pass`).
+        triggers = self.triggers
+        self.needles = tuple(t for t in triggers if not any(o != t and o in t for o in triggers))
+        self._holding = {n: tuple(t for t in triggers if t != n and n in t) for n in self.needles}
+        self._automaton = _automaton(triggers) if one_pass and triggers else None
+
+    @property
+    def one_pass(self) -> bool:
+        """Whether the automaton is in use."""
+        return self._automaton is not None
+
+    def present(self, lowered: str) -> set[str]:
+        """Every trigger that occurs in ``lowered``."""
+        if self._automaton is not None:
+            triggers = self.triggers
+            try:
+                found = self._automaton.find_matches_as_indexes(lowered, overlapping=True)
+            except UnicodeEncodeError:
+                pass  # (a lone surrogate cannot be handed to the library: looked for in turn)
+            else:
+                return {triggers[i] for i, _, _ in found}
+        present = {t for t in self.needles if t in lowered}
+        for needle in tuple(present):
+            present.update(t for t in self._holding[needle] if t not in present and t in lowered)
+        return present
+
+    def holds_any(self, lowered: str) -> bool:
+        """Whether ``lowered`` holds at least one trigger."""
+        if self._automaton is not None:
+            try:
+                return bool(self._automaton.find_matches_as_indexes(lowered))
+            except UnicodeEncodeError:
+                pass  # (a lone surrogate, as above)
+        return any(t in lowered for t in self.needles)
