@@ -133,3 +133,25 @@ def test_a_prefix_a_rewrite_dropped_is_read_again_while_it_lives() -> None:
     back = cache.bill([*first, Block("again", 10)], 90.0)
     assert narrowed.cache_read == 1_024
     assert back.cache_read == 1_024 + 896  # 2,000 cached tokens, in steps of 128 past the first 1,024
+
+
+def test_blocks_of_remembers_a_message_it_counted_and_gives_the_same_blocks() -> None:
+    from contextfold.billing import blocks_of
+    from contextfold.messages import Message
+
+    counted: list[str] = []
+
+    def count(m: Message) -> int:
+        counted.append(m.text)
+        return len(m.text)
+
+    system, first, second = Message.system("rules"), Message.user("hello"), Message.assistant("hi there")
+    memo: dict[int, tuple[Message, str, int, int]] = {}
+    one = blocks_of([system, first], count, memo=memo)
+    two = blocks_of([system, first, second], count, marks=[0, 2], memo=memo)
+    assert counted == ["rules", "hello", "hi there"]  # each message object counted once
+    assert one == blocks_of([system, first], count)
+    assert two == blocks_of([system, first, second], count, marks=[0, 2])
+    assert [b.breakpoint for b in two] == [True, False, True] and [b.pinned for b in two] == [True, False, False]
+    equal_but_new = Message.user("hello")  # another object: counted afresh, same block
+    assert blocks_of([system, equal_but_new], count, memo=memo) == one and counted[-1] == "hello"

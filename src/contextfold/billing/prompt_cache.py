@@ -73,21 +73,30 @@ class RequestBill:
         return self.cache_read / self.tokens if self.tokens else 0.0
 
 
-def blocks_of(messages: Sequence[Message], count: Callable[[Message], int], *,
-              marks: Collection[int] = ()) -> list[Block]:
+def blocks_of(messages: Sequence[Message], count: Callable[[Message], int], *, marks: Collection[int] = (),
+              memo: dict[int, tuple[Message, str, int, int]] | None = None) -> list[Block]:
     """The blocks of a request made of ``messages``, counted with ``count`` (a ``MessageCounter.count_message``).
 
     The leading system and developer messages are the pinned head; the messages at ``marks`` carry a breakpoint
     (``breakpoints.breakpoint_indices``). A mark is not part of a block's key: Anthropic matches prefixes by their
-    content, wherever the marks are.
+    content, wherever the marks are. ``memo`` (by message identity, the message kept with its figures) spares a
+    caller that bills the same message objects call after call their fingerprints and counts; the caller prunes it.
     """
     blocks: list[Block] = []
     head = True
     marks = set(marks)
     for i, m in enumerate(messages):
         head = head and m.role in ("system", "developer")
-        parts = len(m.content) if isinstance(m.content, tuple) else int(bool(m.content))
-        blocks.append(Block(m.fingerprint(), count(m), max(1, parts + len(m.tool_calls)), head, i in marks))
+        known = memo.get(id(m)) if memo is not None else None
+        if known is not None and known[0] is m:
+            _, key, tokens, parts = known
+        else:
+            parts = max(1, (len(m.content) if isinstance(m.content, tuple) else int(bool(m.content)))
+                        + len(m.tool_calls))
+            key, tokens = m.fingerprint(), count(m)
+            if memo is not None:
+                memo[id(m)] = (m, key, tokens, parts)
+        blocks.append(Block(key, tokens, parts, head, i in marks))
     return blocks
 
 

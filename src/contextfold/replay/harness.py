@@ -164,6 +164,8 @@ class _State:
     # the unmanaged history's messages added since its last request, as blocks (the history only grows: each request
     # is billed as the previous one plus these, in time proportional to them)
     raw_pending: list[Block] = field(default_factory=list)
+    # the last view's messages, by identity, with their block figures (the next view shares most of them)
+    view_blocks: dict[int, tuple[Message, str, int, int]] = field(default_factory=dict)
 
 
 class SessionReplayer:
@@ -270,7 +272,8 @@ class SessionReplayer:
         view_tokens = cm.tokens()
         st.sent += view_tokens
         st.sent_baseline += st.raw_tokens
-        blocks = blocks_of(view, cm.counter.count_message, marks=breakpoint_indices(view))
+        blocks = blocks_of(view, cm.counter.count_message, marks=breakpoint_indices(view), memo=st.view_blocks)
+        st.view_blocks = {id(m): st.view_blocks[id(m)] for m in view}  # only this view's messages stay remembered
         rest = view_tokens - sum(b.tokens for b in blocks)
         if rest > 0:  # tool schemas, reply priming, the provider's grounding: sent after the messages, never cached
             blocks.append(Block(f"rest:{rest}", rest))
