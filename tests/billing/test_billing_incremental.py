@@ -155,3 +155,27 @@ def test_blocks_of_remembers_a_message_it_counted_and_gives_the_same_blocks() ->
     assert [b.breakpoint for b in two] == [True, False, True] and [b.pinned for b in two] == [True, False, False]
     equal_but_new = Message.user("hello")  # another object: counted afresh, same block
     assert blocks_of([system, equal_but_new], count, memo=memo) == one and counted[-1] == "hello"
+
+
+def test_an_anchor_mark_keeps_the_previous_request_in_reach_after_a_turn_of_many_blocks() -> None:
+    """A dozen parallel tool calls add 24 blocks: past the last mark's 20-block lookback, not past the anchor's."""
+    from contextfold.billing import blocks_of
+    from contextfold.billing.breakpoints import breakpoint_indices
+    from contextfold.messages import Message, ToolCall
+
+    def count(m: Message) -> int:
+        return 1_500 if m.role == "system" else 100
+
+    before = [Message.system("rules"), Message.user("task"),
+              Message.assistant("", [ToolCall("t0", "f", "{}")]), Message("tool", "o", tool_call_id="t0")]
+    calls = [ToolCall(f"p{i}", "f", "{}") for i in range(12)]
+    results = [Message("tool", f"r{i}", tool_call_id=f"p{i}") for i in range(12)]
+    after = [*before, Message.assistant("", calls), *results]
+    marks = breakpoint_indices(after)
+    assert marks[0] == 0 and marks[-1] == len(after) - 1 and len(marks) == 3  # head, anchor, last
+    marked, usual = PromptCache(ANTHROPIC, breakpoints="marked"), PromptCache(ANTHROPIC)
+    for cache, marking in ((marked, breakpoint_indices), (usual, lambda _: [])):
+        cache.bill(blocks_of(before, count, marks=marking(before)), 0.0)
+    second = marked.bill(blocks_of(after, count, marks=marks), 30.0)
+    assert second.cache_read == 1_800  # everything the previous request sent
+    assert usual.bill(blocks_of(after, count), 30.0).cache_read == 1_500  # only the system prompt

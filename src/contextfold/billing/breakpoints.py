@@ -12,10 +12,14 @@ same marks (``Block.breakpoint``, ``PromptCache(breakpoints="marked")``):
   the last mark would not reach back to it);
 - the last message of the history: the whole request is read by the next one. The budget line
   (``policy.context_status``), sent last, changes every call: the mark goes on the message before it, so the line
-  costs its own tokens and nothing more.
+  costs its own tokens and nothing more;
+- an anchor about :data:`ANCHOR_BLOCKS` content blocks before the last mark: a turn that adds more than 20 blocks
+  (a dozen parallel tool calls and their results) puts the previous request's entry out of the last mark's reach,
+  and the request would write everything after the pinned head again; from the anchor it is in reach for up to
+  ~35 blocks of growth. Its prefix is part of what the last mark writes anyway: it costs nothing.
 
 A mark that would repeat another (a view that is only a head, a summary that is the last message) is not made
-twice, so a request carries at most 3 and leaves the client one of Anthropic's 4.
+twice, so a request carries at most 4, Anthropic's limit (a caller's own marks switch contextfold's off).
 """
 
 from __future__ import annotations
@@ -27,9 +31,12 @@ from typing import Any
 
 from ..messages import DocumentPart, ImagePart, Message, TextPart, UnknownPart
 
-__all__ = ["EPHEMERAL", "breakpoint_indices", "carries_marks", "mark_breakpoints"]
+__all__ = ["ANCHOR_BLOCKS", "EPHEMERAL", "breakpoint_indices", "carries_marks", "mark_breakpoints"]
 
 _HEAD_ROLES = ("system", "developer")
+# Anthropic's lookup walks back at most 20 blocks from a mark (billing.rates.ANTHROPIC_LOOKBACK_BLOCKS): the anchor
+# sits well inside that from the last mark, so the two reaches overlap.
+ANCHOR_BLOCKS = 15
 _STATUS_KIND = "context_status"  # steering.notes.STATUS_KIND (billing does not import steering)
 _STABLE_KINDS = ("summary", "receipt")
 
@@ -52,8 +59,30 @@ def breakpoint_indices(messages: Sequence[Message]) -> list[int]:
             stable += 1
         marks.append(stable)
     if last >= head and (not marks or marks[-1] != last):
+        anchor = _anchor(messages, last, after=marks[-1] if marks else head - 1)
+        if anchor is not None:
+            marks.append(anchor)
         marks.append(last)
     return marks
+
+
+def _anchor(messages: Sequence[Message], last: int, *, after: int) -> int | None:
+    """The last message ending at least ``ANCHOR_BLOCKS`` content blocks before ``messages[last]`` ends.
+
+    None when that message is not after the mark at ``after``.
+    """
+    walked = 0
+    for i in range(last, after, -1):
+        if walked >= ANCHOR_BLOCKS:
+            return i
+        walked += _parts(messages[i])
+    return None
+
+
+def _parts(message: Message) -> int:
+    """Content blocks of a message on Anthropic's wire (as ``blocks_of`` counts them)."""
+    content = message.content
+    return max(1, (len(content) if isinstance(content, tuple) else int(bool(content))) + len(message.tool_calls))
 
 
 EPHEMERAL: Mapping[str, Any] = MappingProxyType({"type": "ephemeral"})

@@ -16,8 +16,9 @@ reply. A history holding a compaction block always gets the compaction beta, whi
 
 Prompt caching: unless the caller placed ``cache_control`` anywhere (top level, tools, system, a message), each
 request carries contextfold's breakpoints (``cache_breakpoints=False`` turns them off): after the pinned head (the
-system prompt, or the last tool without one), after the latest summary (a masking batch then keeps it cached), and
-on the last history message, before the budget line (``contextfold.billing.breakpoints``). The replay bills these.
+system prompt, or the last tool without one), after the latest summary (a masking batch then keeps it cached), 15
+blocks before the end (a turn of many parallel tool calls leaves the previous request in reach), and on the last
+history message, before the budget line (``contextfold.billing.breakpoints``). The replay bills these.
 """
 
 from __future__ import annotations
