@@ -366,6 +366,40 @@ def test_an_agent_used_as_a_tool_leaves_the_parents_history_alone(server: Script
     assert [m.role for m in cm.messages()][-2:] == ["assistant", "tool"] and cm.messages()[-1].text == "yes, page 1"
 
 
+@pytest.mark.parametrize("model_in", ["agents", "kit"])
+def test_an_agent_used_as_a_tool_leaves_the_parents_history_alone_without_the_hooks(server: ScriptedLLMServer,
+                                                                                    model_in: str) -> None:
+    # issue 21 §3, "right by default": a user who passes only run_config (no hooks=kit.hooks). On main the sub-agent's
+    # history rebuilt the parent's twice per call and the sub-agent was sent the parent's view. model_in="kit": both
+    # agents run on the kit's RecoveringModel, which must pass the sub-agent's call through too.
+    server.push(Reply.calling(ScriptedToolCall("ask_reviewer", {"input": "Is page 1 the failure?"}, id="call_r")),
+                "yes, page 1", "The reviewer agrees: page 1.", "Then fix page 1.")
+    cm = roomy_manager(f"agents-as-tool-no-hooks-{model_in}")
+    own = model_in == "agents"
+    kit = contextfold_run(cm) if own else contextfold_run(cm, model=responses_model(server))
+    reviewer = Agent(name="reviewer", instructions="Review the claim.",
+                     **({"model": responses_model(server)} if own else {}))  # type: ignore[arg-type]
+    parent = Agent(name="builder", instructions=INSTRUCTIONS, tools=[reviewer.as_tool("ask_reviewer", "Ask.")],
+                   **({"model": responses_model(server)} if own else {}))  # type: ignore[arg-type]
+
+    async def two_runs() -> tuple[str, str]:
+        first = await Runner.run(parent, "Where does the build fail?", run_config=kit.run_config)
+        # The next turn, in a task of its own while this one still runs: it continues the conversation, so it is
+        # managed (not taken for a nested run).
+        follow_up = [*first.to_input_list(), {"role": "user", "content": "And now?"}]
+        second = await asyncio.create_task(Runner.run(parent, follow_up, run_config=kit.run_config))
+        return str(first.final_output), str(second.final_output)
+
+    assert asyncio.run(two_runs()) == ("The reviewer agrees: page 1.", "Then fix page 1.")
+    assert cm.framework_history.rebuilds == 0
+    first, nested, last, follow_up = (r.body for r in server.requests)
+    assert nested["instructions"] == "Review the claim."
+    assert [i.get("content") for i in nested["input"]] == ["Is page 1 the failure?"]
+    assert len(last["input"]) == len(first["input"]) + 2  # the parent's view: its call and the reviewer's answer
+    assert len(follow_up["input"]) == len(last["input"]) + 2  # its reply and the new question
+    assert [m.text for m in cm.messages() if m.role == "user"] == ["Where does the build fail?", "And now?"]
+
+
 def test_a_sub_agent_given_its_own_manager_is_managed_by_it(server: ScriptedLLMServer) -> None:
     server.push(Reply.calling(ScriptedToolCall("ask_reviewer", {"input": "Is page 1 the failure?"}, id="call_r")),
                 "yes, page 1", "The reviewer agrees: page 1.")

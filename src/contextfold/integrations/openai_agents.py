@@ -24,6 +24,7 @@ keep the compacted history between runs, use :class:`ContextfoldSession`. Needs 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import copy
 import dataclasses
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -135,9 +136,66 @@ def _tools_running(cm: ContextManager) -> _ToolsRunning:
     return cm.framework_history.slot("openai_agents.tools_running", _ToolsRunning)
 
 
-def _nested(cm: ContextManager) -> bool:
-    """Whether a model call on ``cm`` now belongs to a run nested in a tool of the managed run."""
-    return _tools_running(cm).count > 0
+# The task that runs each manager's run (its filter was last called there), as seen from the current task. The SDK
+# runs a tool in a task of its own, created by the run's task, so a task started under a run inherits this value:
+# an ``Agent.as_tool`` sub-agent, run with the parent's run config inside that tool, finds its parent's task here.
+_RUN_TASKS: contextvars.ContextVar[dict[int, asyncio.Task[Any]] | None] = contextvars.ContextVar(
+    "contextfold_openai_agents_run_tasks", default=None)  # (a dict is never mutated: replaced on each claim)
+
+
+def _nested(cm: ContextManager, items: Sequence[Any] | None = None) -> bool:
+    """Whether a model call on ``cm`` now belongs to a run nested in a tool of the managed run.
+
+    Told by the hooks (``kit.hooks`` count the tools running), or without them: the call comes from a task started
+    while the managed run's task is still running (it awaits its tools), and its items do not extend the history
+    the manager was fed (a sub-agent's own input). A new run that continues the conversation is never nested.
+    """
+    if _tools_running(cm).count > 0:
+        return True
+    owner = (_RUN_TASKS.get() or {}).get(id(cm))
+    if owner is None or owner.done() or owner is _current_task():
+        return False
+    return items is not None and not _extends(cm, items)
+
+
+# The managers whose filter, last called in this task (or the one that created it), let a nested run's items pass:
+# that run's model call, in the same task or one the SDK starts for it (a timeout, a stream), passes them too.
+_PASSED_THROUGH: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar(
+    "contextfold_openai_agents_passed_through", default=frozenset())
+
+
+def _model_call_nested(cm: ContextManager) -> bool:
+    """Whether the model call now made with ``cm``'s recovering model is a nested run's (its filter said so)."""
+    return _tools_running(cm).count > 0 or id(cm) in _PASSED_THROUGH.get()
+
+
+def _filtered(cm: ContextManager, *, passed_through: bool) -> None:
+    marked = _PASSED_THROUGH.get()
+    if passed_through != (id(cm) in marked):
+        _PASSED_THROUGH.set(marked | {id(cm)} if passed_through else marked - {id(cm)})
+
+
+def _current_task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no running loop (a synchronous caller)
+        return None
+
+
+def _claim_run(cm: ContextManager) -> None:
+    """Record the current task as the one running ``cm``'s run (see :data:`_RUN_TASKS`)."""
+    task = _current_task()
+    tasks = _RUN_TASKS.get() or {}
+    if task is not None and tasks.get(id(cm)) is not task:
+        _RUN_TASKS.set({**tasks, id(cm): task})
+
+
+def _extends(cm: ContextManager, items: Sequence[Any]) -> bool:
+    """Whether ``items`` start with the history the manager was fed."""
+    known = cm.framework_history.known(SOURCE)
+    if not known:
+        return False
+    return len(items) >= len(known) and all(_key(_plain(item)) == k for item, k in zip(items, known, strict=False))
 
 
 class ContextfoldInputFilter:
@@ -183,8 +241,11 @@ class ContextfoldInputFilter:
 
         A run nested in one of the managed run's tools (an ``Agent.as_tool`` sub-agent) gets its own items back.
         """
-        if _nested(self.manager):
+        if _nested(self.manager, data.model_data.input):
+            _filtered(self.manager, passed_through=True)
             return ModelInputData(input=list(data.model_data.input), instructions=data.model_data.instructions)
+        _filtered(self.manager, passed_through=False)
+        _claim_run(self.manager)
         return await asyncio.to_thread(self.filter, data)
 
 
@@ -262,7 +323,7 @@ class RecoveringModel(Model):
                            previous_response_id: str | None, conversation_id: str | None,
                            prompt: Any) -> Any:
         """The inner model's response; a context-length error shrinks the view and retries."""
-        if _nested(self.manager):  # a sub-agent's call: its input is not the manager's view
+        if _model_call_nested(self.manager):  # a sub-agent's call: its input is not the manager's view
             return await self.inner.get_response(
                 system_instructions, input, model_settings, tools, output_schema, handoffs, tracing,
                 previous_response_id=previous_response_id, conversation_id=conversation_id, prompt=prompt)
@@ -288,7 +349,7 @@ class RecoveringModel(Model):
                               previous_response_id: str | None, conversation_id: str | None,
                               prompt: Any) -> AsyncIterator[Any]:
         """The inner model's stream; an overflow before the first event shrinks the view and retries."""
-        if _nested(self.manager):  # a sub-agent's call: its input is not the manager's view
+        if _model_call_nested(self.manager):  # a sub-agent's call: its input is not the manager's view
             async for event in self.inner.stream_response(
                     system_instructions, input, model_settings, tools, output_schema, handoffs, tracing,
                     previous_response_id=previous_response_id, conversation_id=conversation_id, prompt=prompt):
