@@ -115,9 +115,9 @@ def _decode_use(block: Mapping[str, Any], index: int, field: str) -> ToolCall:
 
 def _decode_user(raw: Mapping[str, Any], index: int, *, after_tool: bool) -> list[Message]:
     content = raw.get("content")
-    if isinstance(content, str) or not any(
-        isinstance(b, Mapping) and b.get("type") == "tool_result" for b in (content or ())
-    ):
+    if not isinstance(content, list | tuple) or not any(
+        isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content
+    ):  # (a string, or what decode_blocks refuses by name: a number, a mapping, null)
         _no_tool_use(content, index)
         parts = decode_blocks(content, index, "content")
         own = {"own_turn": True} if after_tool and not isinstance(parts, str) else None

@@ -75,7 +75,9 @@ def offer(cm: ContextManager, offered: bool, names: Iterable[Any] | None = None)
 
 def answer(cm: ContextManager, name: str, arguments: str | Mapping[str, Any] | None, call_id: str = "call") -> str:
     """The result text of a retrieval tool call; a bad call gets a text saying what to fix, never an exception."""
-    raw = arguments if isinstance(arguments, str) else json.dumps(dict(arguments or {}))
+    raw = _arguments_text(name, arguments)
+    if raw.startswith("error: "):
+        return raw
     call = ToolCall(call_id, name, raw or "{}")
     if name == COMPACT_CONTEXT_TOOL:
         steering = cm.steering
@@ -93,6 +95,22 @@ def answer(cm: ContextManager, name: str, arguments: str | Mapping[str, Any] | N
             return f"error: {name} is not available: this session keeps no tool output cache"
         return str(cm.cache.execute_tool_call(call).text)
     return f"error: unknown tool {name!r}; the retrieval tools are {', '.join(AGENT_TOOL_NAMES)}"
+
+
+def _arguments_text(name: str, arguments: Any) -> str:
+    """The arguments as the JSON text a provider sends, or an ``error: …`` text when they cannot be one.
+
+    LangChain and pydantic-ai hand over a mapping the model's JSON was parsed into, or a framework put anything in
+    (bytes, sets, objects, nesting past the encoder's recursion): the model is told, nothing raises.
+    """
+    if isinstance(arguments, str):
+        return arguments
+    try:
+        return json.dumps(dict(arguments or {}))
+    except RecursionError:
+        return f"error: the arguments of {name} are nested too deeply; send a flat JSON object"
+    except (TypeError, ValueError) as exc:
+        return f"error: the arguments of {name} must be a JSON object ({exc})"
 
 
 def _report_bad_line(cm: ContextManager, problem: str) -> None:

@@ -86,15 +86,25 @@ def _user_content(content: Any) -> str | tuple[Part, ...]:
     return tuple(parts)
 
 
-def _request_part(part: Any, key: str, index: int) -> Message | None:
+def _text_field(value: Any, index: int, field: str, *, nonempty: bool = False) -> str:
+    """``value`` when it is a string (a non-empty one with ``nonempty``); pydantic-ai's dataclasses take anything."""
+    if not isinstance(value, str) or (nonempty and not value):
+        wanted = "a non-empty string" if nonempty else "a string"
+        raise InvalidHistory(f"expected {wanted}, got {type(value).__name__} {str(value)[:40]!r}", index=index,
+                             field=field)
+    return value
+
+
+def _request_part(part: Any, key: str, index: int, k: int = 0) -> Message | None:
     meta = {"id": key}
     if isinstance(part, pm.SystemPromptPart):
-        return Message("system", part.content, meta=meta)
+        return Message("system", _text_field(part.content, index, f"parts[{k}].content"), meta=meta)
     if isinstance(part, pm.UserPromptPart):
         return Message("user", _user_content(part.content), meta=meta)
     if isinstance(part, pm.ToolReturnPart):
-        return Message("tool", part.model_response_str(), tool_call_id=part.tool_call_id, name=part.tool_name,
-                       meta=meta)
+        call_id = _text_field(part.tool_call_id, index, f"parts[{k}].tool_call_id", nonempty=True)
+        name = _text_field(part.tool_name, index, f"parts[{k}].tool_name", nonempty=True)
+        return Message("tool", part.model_response_str(), tool_call_id=call_id, name=name, meta=meta)
     if isinstance(part, pm.RetryFeedbackPart):
         return Message("user", part.model_response(), meta=meta)
     if isinstance(part, pm.RetryPromptPart):  # legacy histories
@@ -105,16 +115,24 @@ def _request_part(part: Any, key: str, index: int) -> Message | None:
     return None
 
 
-def _response(message: pm.ModelResponse, key: str) -> Message:
+def _response(message: pm.ModelResponse, key: str, index: int = 0) -> Message:
     content: list[Part] = []
     calls: list[ToolCall] = []
-    for part in message.parts:
+    for k, part in enumerate(message.parts):
         if isinstance(part, pm.TextPart):
-            content.append(TextPart(part.content))
+            content.append(TextPart(_text_field(part.content, index, f"parts[{k}].content")))
         elif isinstance(part, pm.ThinkingPart):
-            content.append(ThinkingPart(part.content, signature=part.signature))
+            content.append(ThinkingPart(_text_field(part.content, index, f"parts[{k}].content"),
+                                        signature=part.signature))
         elif isinstance(part, pm.ToolCallPart):
-            calls.append(ToolCall(part.tool_call_id, part.tool_name, part.args_as_json_str()))
+            call_id = _text_field(part.tool_call_id, index, f"parts[{k}].tool_call_id", nonempty=True)
+            name = _text_field(part.tool_name, index, f"parts[{k}].tool_name", nonempty=True)
+            try:
+                arguments = part.args_as_json_str()
+            except (TypeError, ValueError) as exc:  # args neither a JSON string nor a JSON-able mapping
+                raise InvalidHistory(f"tool call {call_id!r}: args cannot be read as JSON ({exc})", index=index,
+                                     field=f"parts[{k}].args") from None
+            calls.append(ToolCall(call_id, name, arguments))
         elif isinstance(part, pm.CompactionPart) and part.provider_name is not None:
             # A provider's compaction: a boundary of the view (contextfold.provider_context), counted as its summary.
             content.append(_compaction(part))
@@ -142,7 +160,7 @@ def from_pydantic_ai(messages: Sequence[pm.ModelMessage], origins: Origins | Non
         serial = next(origins.serials)
         if isinstance(message, pm.ModelResponse):
             key = f"pai:{serial}"
-            converted = _response(message, key)
+            converted = _response(message, key, index)
             origins.parts[key] = (message, converted.fingerprint())
             origins.responses[(key, converted.fingerprint())] = message
             out.append(converted)
@@ -154,7 +172,7 @@ def from_pydantic_ai(messages: Sequence[pm.ModelMessage], origins: Origins | Non
         extra: list[Any] = []
         for k, part in enumerate(message.parts):
             key = f"pai:{serial}:{k}"
-            converted_part = _request_part(part, key, index)
+            converted_part = _request_part(part, key, index, k)
             if converted_part is None:
                 extra.append(part)
                 continue

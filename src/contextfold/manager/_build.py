@@ -427,6 +427,7 @@ def _coerce(
         return [m for i, item in enumerate(items) for m in _coerce([item], format=format, start=start + i)]
     from ..formats import detect_format, get_format
     from ..formats._common import check_nesting
+    from ..formats.intake import check_intake
 
     dicts: list[Mapping[str, Any]] = []
     for i, item in enumerate(items):
@@ -434,7 +435,9 @@ def _coerce(
             raise InvalidHistory(f"expected a Message or a dict, got {type(item).__name__}", index=start + i)
         check_nesting(item, index=start + i)
         dicts.append(item)
-    wire = get_format(format or detect_format(dicts))
+    name = format or detect_format(dicts)
+    wire = get_format(name)
+    check_intake(name, dicts, start=start)  # what no request could carry is refused here, by field
     try:
         decoded = wire.decode(dicts)
     except InvalidHistory as exc:

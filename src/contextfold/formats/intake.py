@@ -1,0 +1,70 @@
+"""What a manager refuses at ``add`` that a codec keeps: one message the format's own validator would refuse.
+
+The codecs round-trip every spelling they can read, sendable or not (``formats`` tests keep each spelling of
+nothing), so that a conversion changes nothing it need not. A manager is different: what it accepts goes into every
+later request, and a message the API refuses would make each of them fail long after the call that brought it
+(issue 21 §4: malformed messages accepted, then an invalid view). :func:`check_intake` runs the checks of the
+format's validator that concern one message alone (content present and well typed, text blocks not blank, call
+arguments JSON) and raises :class:`~contextfold.errors.InvalidHistory` naming the message and the field; the
+checks across messages (pairing, order) stay the manager's, which repairs what it can.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import InvalidHistory
+from ._common import expect_list, expect_mapping, expect_str, json_arguments, role_of
+from .openai_chat import _check_content
+
+__all__ = ["check_intake"]
+
+
+def check_intake(format: str, items: Sequence[Mapping[str, Any]], *, start: int = 0) -> None:
+    """Raise :class:`InvalidHistory` for the first of ``items`` (``format`` dicts) no request could carry."""
+    check = _CHECKS.get(format)
+    if check is None:
+        return
+    for offset, raw in enumerate(items):
+        try:
+            check(raw, offset)
+        except InvalidHistory as exc:
+            raise InvalidHistory(exc.problem, index=start + offset, field=exc.field) from None
+
+
+def _chat(raw: Mapping[str, Any], index: int) -> None:
+    role = raw.get("role")
+    calls = raw.get("tool_calls") if role == "assistant" else None
+    if role == "tool" and raw.get("content") is None:
+        return  # a tool that returned nothing: sent as "" (see openai_chat.decode_message)
+    _check_content(raw, index, has_calls=bool(calls))
+    for k, call in enumerate(calls if isinstance(calls, list) else ()):
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if isinstance(function, Mapping):
+            json_arguments(function.get("arguments"), index, f"tool_calls[{k}].function.arguments",
+                           allow_empty=False)
+
+
+def _responses(raw: Mapping[str, Any], index: int) -> None:
+    if raw.get("type") == "function_call":
+        json_arguments(raw.get("arguments"), index, "arguments", allow_empty=False)
+
+
+def _anthropic(raw: Mapping[str, Any], index: int) -> None:
+    role = role_of(raw)
+    content = raw.get("content")
+    if role == "user" and isinstance(content, str) and not content.strip():
+        raise InvalidHistory("content must not be empty", index=index, field="content")
+    if role not in ("user", "assistant") or not isinstance(content, list):
+        return  # (a string reply, or a shape decode refuses by name)
+    if role == "user" and not content:
+        raise InvalidHistory("content must not be empty", index=index, field="content")
+    for k, block in enumerate(expect_list(content, index, "content")):
+        block = expect_mapping(block, index, f"content[{k}]")
+        if block.get("type") == "text" and not expect_str(block.get("text"), index, f"content[{k}].text").strip():
+            raise InvalidHistory("text content blocks must contain non-whitespace text", index=index,
+                                 field=f"content[{k}].text")
+
+
+_CHECKS = {"openai_chat": _chat, "openai_responses": _responses, "anthropic": _anthropic}
