@@ -395,6 +395,53 @@ def test_a_failing_compaction_degrades_instead_of_ending_the_run(server: Scripte
         run(server, ContextfoldMiddleware(degrading_manager("lc-strict", RecordingTelemetry()), strict=True))
 
 
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_an_agent_in_a_compacting_node_keeps_the_parents_state_bounded(server: ScriptedLLMServer,
+                                                                       asynchronous: bool) -> None:
+    # issue 21 §3: added directly as a subgraph, the agent's requests are compacted but the parent's state keeps
+    # every message (LangGraph merges a subgraph's messages by id; 24 after 6 turns, growing 4 a turn). Run through
+    # compacting_node, the parent's messages are the manager's view and the reply: bounded, as at the top.
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    from contextfold.integrations.langchain import compacting_node
+
+    @tool
+    def read_pages(page: int) -> str:
+        """Read three pages of the build log."""
+        return log_page(page) * 3
+
+    cm = make_manager(f"lc-compacting-node-{asynchronous}")
+    agent = create_agent(model(server), tools=[read_pages], system_prompt=PROMPT,
+                         middleware=[ContextfoldMiddleware(cm)])
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", compacting_node(agent))
+    graph.add_edge(START, "agent")
+    graph.add_edge("agent", END)
+    parent = graph.compile(checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "t"}, "recursion_limit": 50}
+    sizes: list[int] = []
+
+    async def turns() -> Any:  # one event loop for all turns: the chat model's async client is bound to it
+        state: Any = None
+        for turn in range(6):
+            server.push(Reply.calling(ScriptedToolCall("read_pages", {"page": turn}, id=f"call_{turn}"),
+                                      text=thought(turn)), f"answer {turn}")
+            question = {"messages": [HumanMessage(f"question {turn}")]}
+            state = await parent.ainvoke(question, config=config) if asynchronous else \
+                parent.invoke(question, config=config)
+            sizes.append(len(state["messages"]))
+            assert state["messages"][-1].content == f"answer {turn}"
+        return state
+
+    state = asyncio.run(turns())
+    assert cm.framework_history.rebuilds == 0 and cm.compactions >= 1 and not server.invalid_requests
+    assert all(r.status == 200 and r.input_tokens <= WINDOW for r in server.requests)
+    # The parent's state is what the agent last sent (its view, without the system prompt) and the reply.
+    sent = [m for m in server.requests[-1].items if m["role"] != "system"]
+    assert [m.content for m in state["messages"][:-1]] == [m["content"] or "" for m in sent]
+    assert max(sizes) < 6 * 4 and sizes[-1] < 6 * 4  # whole, it would be 4 messages a turn: 24
+
+
 def test_an_agent_as_a_subgraph_sends_compacted_requests_and_leaves_the_parents_state_in_order(
         server: ScriptedLLMServer) -> None:
     # issue 21 §3: as a subgraph, before_model's replacement of the messages came back to the parent merged by id:

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from ..manager import ContextManager
     from ..messages import Message
 
-__all__ = ["ContextfoldMiddleware", "Mode", "request_extras"]
+__all__ = ["ContextfoldMiddleware", "Mode", "compacting_node", "request_extras"]
 
 Mode = Literal["before_model", "wrap_model_call"]
 _MODES: tuple[str, ...] = ("before_model", "wrap_model_call")
@@ -68,6 +68,9 @@ ORIGINS_SLOT = "langchain:origins"
 SYSTEM_PROMPT_ID = "langchain:system_prompt"
 # Managers kept per middleware (one per thread): enough for a busy server, bounded for a long-lived one.
 DEFAULT_MAX_THREADS = 256
+# The configurable key compacting_node sets for the agent it runs: the parent takes the agent's final messages
+# wholesale, so the middleware may replace the agent's state as at the top (see _in_subgraph).
+PARENT_TAKES_VIEW = "contextfold_parent_takes_view"
 
 
 def _key(message: BaseMessage) -> str:
@@ -110,15 +113,49 @@ def request_extras(request: ModelRequest) -> tuple[list[dict[str, Any]], dict[st
 
 
 def _in_subgraph() -> bool:
-    """Whether the agent runs as a subgraph of another graph (its tasks' checkpoint namespace is nested).
+    """Whether the agent runs as a subgraph whose final messages the parent merges by id into its own.
 
-    LangGraph joins the namespaces of nested graphs with ``|``; the agent's own nodes at the top have one level.
+    LangGraph joins the namespaces of nested graphs with ``|``; the agent's own nodes at the top have one level. A
+    subgraph run by :func:`compacting_node` is not one: its parent takes the final messages as they are.
     """
     try:
         config = get_config()
     except RuntimeError:  # called outside a LangGraph run
         return False
-    return "|" in str((config.get("configurable") or {}).get("checkpoint_ns") or "")
+    configurable = config.get("configurable") or {}
+    return "|" in str(configurable.get("checkpoint_ns") or "") and not configurable.get(PARENT_TAKES_VIEW)
+
+
+def compacting_node(agent: Any) -> Any:
+    """A parent graph's node that runs ``agent`` (``create_agent`` with the middleware) and keeps the parent compacted.
+
+    The agent's final messages (the manager's view and the reply) replace the parent's, so its state and
+    checkpoints stay bounded as the agent's own do at the top.
+
+    ``graph.add_node("agent", compacting_node(agent))`` instead of ``graph.add_node("agent", agent)``. Added directly,
+    the agent's requests are compacted but the parent keeps every message: LangGraph merges a subgraph's final
+    messages into the parent's by id, and nothing in a merge removes one. The parent's ``messages`` key must use
+    ``add_messages`` (``MessagesState`` does). Other keys of the agent's final state that the parent has are passed
+    on as they are.
+    """
+    from langchain_core.runnables import RunnableLambda
+
+    def config_for(config: Any) -> dict[str, Any]:
+        configurable = {**(config.get("configurable") or {}), PARENT_TAKES_VIEW: True}
+        return {**config, "configurable": configurable}
+
+    def update(state: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
+        out = {k: v for k, v in result.items() if k != "messages" and k in state}
+        out["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *result["messages"]]
+        return out
+
+    def run(state: Mapping[str, Any], config: Any) -> dict[str, Any]:
+        return update(state, agent.invoke(state, config_for(config)))
+
+    async def arun(state: Mapping[str, Any], config: Any) -> dict[str, Any]:
+        return update(state, await agent.ainvoke(state, config_for(config)))
+
+    return RunnableLambda(run, afunc=arun, name=str(getattr(agent, "name", None) or "agent"))
 
 
 def _thread_id() -> str:
