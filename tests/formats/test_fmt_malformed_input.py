@@ -115,3 +115,63 @@ def test_a_chat_tool_result_of_null_content_is_sent_as_an_empty_string() -> None
     CHAT.validate(request)
     assert request[-1] == {"role": "tool", "tool_call_id": "c", "content": ""}
     cm.close()
+
+
+# -- found by the generated corpus (test_fmt_malformed_properties.py), pinned here one by one -----------------------
+@pytest.mark.parametrize(
+    ("format", "items", "index", "field", "match"),
+    [
+        ("openai_chat", [{"role": "system"}, {"role": "user", "content": "q"}], 0, "content",
+         "content is required"),
+        ("openai_chat", [{"role": "user", "content": [{"type": "", "text": "q"}]}], 0, "content[0].type",
+         "must not be empty"),
+        ("openai_chat", _chat(""), 1, "tool_calls[0].function.arguments", "not valid JSON"),
+        ("openai_responses", [{"type": "message", "role": "user", "content": "q"},
+                              {"type": "function_call", "call_id": "c", "name": "f", "arguments": ""},
+                              {"type": "function_call_output", "call_id": "c", "output": "r"}],
+         1, "arguments", "not valid JSON"),
+        ("anthropic", [{"role": "user", "content": "q"},
+                       {"role": "assistant", "content": [{"type": "text", "text": " "},
+                                                         {"type": "text", "text": "x"}]},
+                       {"role": "user", "content": "n"}], 1, "content[0].text", "non-whitespace"),
+        ("anthropic", [{"role": "user", "content": " "}], 0, "content", "must not be empty"),
+        ("anthropic", [{"role": "user", "content": 5}], 0, "content", "expected a string or an array"),
+        ("anthropic", [{"role": "user", "content": True}], 0, "content", "expected a string or an array"),
+    ],
+)
+def test_a_message_no_request_could_carry_is_refused_at_add_by_field(format: str, items: list[dict[str, Any]],
+                                                                     index: int, field: str, match: str) -> None:
+    # Each was accepted (or raised TypeError) and then made every request of the session invalid.
+    cm = ContextManager("gpt-4o", max_context_tokens=8_000)
+    with pytest.raises(InvalidHistory, match=match) as caught:
+        cm.add(items, format=format)
+    assert (caught.value.index, caught.value.field) == (index, field)
+    assert cm.messages() == []
+    cm.close()
+
+
+def test_broken_pydantic_ai_parts_are_refused_by_field() -> None:
+    pm = pytest.importorskip("pydantic_ai.messages")
+    from contextfold.integrations.pydantic_ai import from_pydantic_ai
+
+    for part, field in [(pm.TextPart(content=None), "parts[0].content"),
+                        (pm.ToolCallPart(tool_name="f", args=5, tool_call_id="c"), "parts[0].args"),
+                        (pm.ToolCallPart(tool_name="f", args={"b": object()}, tool_call_id="c"), "parts[0].args"),
+                        (pm.ToolCallPart(tool_name=None, args={}, tool_call_id="c"), "parts[0].tool_name"),
+                        (pm.ToolCallPart(tool_name="f", args={}, tool_call_id=7), "parts[0].tool_call_id")]:
+        with pytest.raises(InvalidHistory) as caught:  # was: TypeError
+            from_pydantic_ai([pm.ModelRequest(parts=[pm.UserPromptPart(content="q")]), pm.ModelResponse(parts=[part])])
+        assert (caught.value.index, caught.value.field) == (1, field)
+
+
+def test_tool_call_arguments_no_json_can_hold_get_a_tool_result() -> None:
+    from contextfold.integrations._retrieval import answer
+
+    cm = ContextManager("gpt-4o", max_context_tokens=8_000, store="memory")
+    deep: Any = 1
+    for _ in range(5_000):
+        deep = {"k": deep}
+    for arguments in ({"pattern": b"x"}, {"ref_id": {1}}, {"instructions": deep}):
+        text = answer(cm, "tool_output_cache_grep", arguments)  # was: TypeError / RecursionError
+        assert text.startswith("error: the arguments of tool_output_cache_grep"), text
+    cm.close()
