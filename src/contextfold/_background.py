@@ -17,6 +17,10 @@ __all__ = ["MAX_PENDING", "submit", "wait_idle"]
 # A job is a batch of texts of one turn or so; 64 pending batches means the thread is far behind: drop, not grow.
 MAX_PENDING = 64
 
+# How long a job waits at most for the agent's calls in progress to end before it starts anyway (calls that never
+# pause, a benchmark's loop, must not keep the read-ahead from ever running).
+JOB_START_WAIT_S = 0.02
+
 _jobs: queue.Queue[tuple[Callable[..., Any], tuple[Any, ...]]] = queue.Queue(MAX_PENDING)
 _start_lock = threading.Lock()
 _thread: threading.Thread | None = None
@@ -42,8 +46,13 @@ def wait_idle() -> None:
 
 
 def _run() -> None:
+    from .telemetry._pace import wait_for_foreground
+
     while True:
         job, args = _jobs.get()
+        # A job prepare() submits starts once prepare() has returned: woken at once, this thread would take the GIL
+        # from the agent's call for up to a switch interval before its first pause (issue 22, masking turns).
+        wait_for_foreground(JOB_START_WAIT_S)
         try:
             job(*args)
         except Exception:  # best effort: a failed warm-up only means a slower compaction later

@@ -104,3 +104,20 @@ def test_a_compaction_redacts_no_message_add_redacted(monkeypatch: pytest.Monkey
     assert report.compacted and redacted == []
     archived = "".join(m.text for _, messages in cm.archive.transcripts("warm") for m in messages)
     assert _SECRET not in archived and "[REDACTED:openai_key]" in archived
+
+
+def test_a_job_submitted_during_an_agent_call_starts_once_the_call_returns(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 22: prepare() submits the read-ahead; woken at once, the background thread took the GIL whenever the
+    # call gave it up (the tokenizer, a lock) and kept it for a switch interval before its first pause.
+    import threading
+
+    from contextfold.telemetry._pace import foreground
+
+    monkeypatch.setattr(_background, "JOB_START_WAIT_S", 60.0)
+    order: list[str] = []
+    with foreground:
+        _background.submit(order.append, "job")
+        threading.Event().wait(0.05)  # the call gives the GIL up, as the tokenizer does (not a synchronisation)
+        order.append("call returns")
+    _background.wait_idle()
+    assert order == ["call returns", "job"]

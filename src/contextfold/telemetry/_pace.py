@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 
-__all__ = ["FOREGROUND_WAIT_S", "PAUSE_S", "SLICE_S", "GilPacer", "foreground"]
+__all__ = ["FOREGROUND_WAIT_S", "PAUSE_S", "SLICE_S", "GilPacer", "foreground", "wait_for_foreground"]
 
 # Work at most this long before pausing: an agent's prepare() is ~0.2 ms, so 0.5 ms keeps its p99 under 1 ms.
 SLICE_S = 0.0005
@@ -45,6 +45,16 @@ class _Foreground:
 
 
 foreground = _Foreground()  # (one object for every call: it holds no state of its own)
+
+
+def wait_for_foreground(limit_s: float) -> None:
+    """Wait (without the GIL) until no agent-facing call is in progress, for ``limit_s`` at most."""
+    deadline = time.perf_counter() + limit_s
+    while _active:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return
+        _idle.wait(left)
 
 
 class GilPacer:
