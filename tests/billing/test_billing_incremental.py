@@ -82,7 +82,7 @@ _step = st.tuples(st.sampled_from(["extend", "bill", "rewrite", "preview"]), st.
                   st.integers(0, 8), st.sampled_from([0.0, 30.0, 200.0, 400.0]))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(steps=st.lists(_step, min_size=1, max_size=25),
        setup=st.sampled_from([(OPENAI, "pinned_and_last"), (ANTHROPIC, "pinned_and_last"), (ANTHROPIC, "last"),
                               (ANTHROPIC, "marked")]))
