@@ -175,3 +175,20 @@ def test_tool_call_arguments_no_json_can_hold_get_a_tool_result() -> None:
         text = answer(cm, "tool_output_cache_grep", arguments)  # was: TypeError / RecursionError
         assert text.startswith("error: the arguments of tool_output_cache_grep"), text
     cm.close()
+
+
+def test_a_chat_tool_call_without_type_is_sent_as_a_function_call_and_another_type_is_refused() -> None:
+    items = _chat('{"a": 1}')
+    del items[1]["tool_calls"][0]["type"]
+    cm = ContextManager("gpt-4o", max_context_tokens=8_000)
+    cm.add(items)
+    request = cm.prepare()
+    CHAT.validate(request)  # was: "tool_calls[0].type: type must be 'function', got None"
+    assert request[1]["tool_calls"][0]["type"] == "function"
+    cm.close()
+    items[1]["tool_calls"][0]["type"] = "tool"
+    other = ContextManager("gpt-4o", max_context_tokens=8_000)
+    with pytest.raises(InvalidHistory, match="type must be 'function'") as caught:
+        other.add(items)
+    assert (caught.value.index, caught.value.field) == (1, "tool_calls[0].type")
+    other.close()

@@ -105,7 +105,7 @@ def broken(draw: st.DrawFn, base: Any) -> tuple[Any, tuple[tuple[Any, ...], ...]
         for step in path[:-1]:
             holder = holder[step]
         mode = draw(st.sampled_from(["set", "set", "delete", "extra"]))
-        odd = draw(ODD)
+        odd = copy.deepcopy(draw(ODD))  # (st.just hands out one object: a later break must not change it)
         if mode == "delete":
             del holder[path[-1]]
         elif mode == "extra" and isinstance(holder[path[-1]], dict):

@@ -21,16 +21,34 @@ from .openai_chat import _check_content
 __all__ = ["check_intake"]
 
 
-def check_intake(format: str, items: Sequence[Mapping[str, Any]], *, start: int = 0) -> None:
-    """Raise :class:`InvalidHistory` for the first of ``items`` (``format`` dicts) no request could carry."""
+def check_intake(format: str, items: Sequence[Mapping[str, Any]], *, start: int = 0) -> list[Mapping[str, Any]]:
+    """``items`` (``format`` dicts) as the manager takes them; InvalidHistory for the first no request could carry.
+
+    One omission is filled in rather than refused, as it has one meaning: a Chat tool call without ``type`` is a
+    ``function`` call (the API wants the word; the codec would keep it absent).
+    """
     check = _CHECKS.get(format)
     if check is None:
-        return
+        return list(items)
+    out: list[Mapping[str, Any]] = []
     for offset, raw in enumerate(items):
+        if format == "openai_chat":
+            raw = _typed_calls(raw)
         try:
             check(raw, offset)
         except InvalidHistory as exc:
             raise InvalidHistory(exc.problem, index=start + offset, field=exc.field) from None
+        out.append(raw)
+    return out
+
+
+def _typed_calls(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    calls = raw.get("tool_calls")
+    if raw.get("role") != "assistant" or not isinstance(calls, list) or \
+            all(not isinstance(c, Mapping) or "type" in c for c in calls):
+        return raw
+    typed = [{"type": "function", **c} if isinstance(c, Mapping) and "type" not in c else c for c in calls]
+    return {**raw, "tool_calls": typed}
 
 
 def _chat(raw: Mapping[str, Any], index: int) -> None:
@@ -40,6 +58,9 @@ def _chat(raw: Mapping[str, Any], index: int) -> None:
         return  # a tool that returned nothing: sent as "" (see openai_chat.decode_message)
     _check_content(raw, index, has_calls=bool(calls))
     for k, call in enumerate(calls if isinstance(calls, list) else ()):
+        if isinstance(call, Mapping) and call.get("type") != "function":
+            raise InvalidHistory(f"type must be 'function', got {call.get('type')!r}", index=index,
+                                 field=f"tool_calls[{k}].type")
         function = call.get("function") if isinstance(call, Mapping) else None
         if isinstance(function, Mapping):
             json_arguments(function.get("arguments"), index, f"tool_calls[{k}].function.arguments",

@@ -437,7 +437,7 @@ def _coerce(
         dicts.append(item)
     name = format or detect_format(dicts)
     wire = get_format(name)
-    check_intake(name, dicts, start=start)  # what no request could carry is refused here, by field
+    dicts = check_intake(name, dicts, start=start)  # what no request could carry is refused here, by field
     try:
         decoded = wire.decode(dicts)
     except InvalidHistory as exc:
