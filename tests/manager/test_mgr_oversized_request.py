@@ -56,3 +56,19 @@ def test_without_a_tool_output_cache_it_is_a_clear_error_not_a_silent_drop() -> 
         cm.prepare()
     assert json.dumps(cm.messages()[-1].text) == json.dumps(REQUEST)  # the view is as it was
     cm.close()
+
+
+def test_a_request_of_a_role_the_policy_never_prunes_is_never_cut() -> None:
+    # Found by the property test (a 1,700-character user message at a 2,000-token window with roles_never_prune
+    # including "user"): the answered request was cut to head, tail and ref although the policy pins user messages.
+    from contextfold.compaction import Policy
+
+    policy = Policy(roles_never_prune=("system", "developer", "user"), trigger_pct=0.5, soft_pct=0.3,
+                    hard_cap_buffer=0, keep_recent_turns=0, summary_max_tokens=100)
+    request = " ".join(f"step {i} of the plan" for i in range(110))
+    cm = ContextManager("gpt-4o", max_context_tokens=2_000, policy=policy, store="memory", archive="memory")
+    cm.add([{"role": "user", "content": "fix"}, {"role": "assistant", "content": "fix"},
+            {"role": "user", "content": request}])
+    view = cm.prepare_messages()
+    assert view[-1].text == request and "ref" not in view[-1].meta
+    cm.close()

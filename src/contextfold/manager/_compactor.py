@@ -220,7 +220,8 @@ class Compactor:
         results the model is about to read) would then leave the view altogether, replaced by a summary of a few
         dozen tokens. Cutting each result to an equal share keeps real content of every one, each readable in full
         by its ref. The answered user request is cut the same way (head, tail and the ref of the whole text): a
-        42 KB paste at 8K used to leave the view without a word, and the model answered a summary. Without a tool
+        42 KB paste at 8K used to leave the view without a word, and the model answered a summary. A message of a
+        role the policy never prunes is not cut. Without a tool
         output cache, or when the shares would be stubs, ``view`` itself comes back.
         """
         from ..answered import answered_indices
@@ -228,7 +229,8 @@ class Compactor:
 
         if self.cache is None:
             return view
-        results = [i for i in answered_indices(view) if _cuttable(view[i])]
+        pinned_roles = tuple(self.policy.roles_never_prune)
+        results = [i for i in answered_indices(view) if _cuttable(view[i], pinned_roles)]
         if not results:
             return view
         allowance = budget // ANSWERED_BUDGET_DIVISOR
@@ -332,9 +334,15 @@ def compact_after_boundary(view: Sequence[Message], *, policy: Policy, counter: 
     return replace(result, messages=[*head, *result.messages], stats=stats)
 
 
-def _cuttable(m: Message) -> bool:
-    """An answered message compaction may cut to a view: a tool result, or the user's own request (not protected)."""
-    return not m.protected and (m.role == "tool" or (m.role == "user" and m.kind is None))
+def _cuttable(m: Message, pinned_roles: tuple[str, ...]) -> bool:
+    """An answered message compaction may cut to a view: a tool result, or the user's own request.
+
+    Not a protected message, and not one of a role the policy never prunes (``roles_never_prune=("user", ...)``):
+    such a message stays as it is, and a compaction that cannot fit it says so (InsufficientBudget).
+    """
+    if m.protected or m.role in pinned_roles:
+        return False
+    return m.role == "tool" or (m.role == "user" and m.kind is None)
 
 
 def with_tail(result: CompactionResult, tail: Sequence[Message]) -> CompactionResult:
