@@ -24,8 +24,9 @@ __all__ = ["check_intake"]
 def check_intake(format: str, items: Sequence[Mapping[str, Any]], *, start: int = 0) -> list[Mapping[str, Any]]:
     """``items`` (``format`` dicts) as the manager takes them; InvalidHistory for the first no request could carry.
 
-    One omission is filled in rather than refused, as it has one meaning: a Chat tool call without ``type`` is a
-    ``function`` call (the API wants the word; the codec would keep it absent).
+    Two omissions are filled in rather than refused, as each has one meaning: a Chat tool call without ``type`` is
+    a ``function`` call (the API wants the word; the codec would keep it absent), and empty call arguments are no
+    arguments, ``{}`` (OpenAI itself answers ``""`` for a tool without parameters; some gateways refuse it back).
     """
     check = _CHECKS.get(format)
     if check is None:
@@ -34,6 +35,8 @@ def check_intake(format: str, items: Sequence[Mapping[str, Any]], *, start: int 
     for offset, raw in enumerate(items):
         if format == "openai_chat":
             raw = _typed_calls(raw)
+        elif format == "openai_responses" and raw.get("type") == "function_call" and raw.get("arguments") == "":
+            raw = {**raw, "arguments": "{}"}
         try:
             check(raw, offset)
         except InvalidHistory as exc:
@@ -45,10 +48,22 @@ def check_intake(format: str, items: Sequence[Mapping[str, Any]], *, start: int 
 def _typed_calls(raw: Mapping[str, Any]) -> Mapping[str, Any]:
     calls = raw.get("tool_calls")
     if raw.get("role") != "assistant" or not isinstance(calls, list) or \
-            all(not isinstance(c, Mapping) or "type" in c for c in calls):
+            all(not isinstance(c, Mapping) or ("type" in c and _arguments_given(c)) for c in calls):
         return raw
-    typed = [{"type": "function", **c} if isinstance(c, Mapping) and "type" not in c else c for c in calls]
-    return {**raw, "tool_calls": typed}
+    return {**raw, "tool_calls": [_typed_call(c) if isinstance(c, Mapping) else c for c in calls]}
+
+
+def _arguments_given(call: Mapping[str, Any]) -> bool:
+    function = call.get("function")
+    return not isinstance(function, Mapping) or function.get("arguments") != ""
+
+
+def _typed_call(call: Mapping[str, Any]) -> Mapping[str, Any]:
+    typed = {"type": "function", **call}
+    function = call.get("function")
+    if isinstance(function, Mapping) and function.get("arguments") == "":
+        typed["function"] = {**function, "arguments": "{}"}
+    return typed
 
 
 def _chat(raw: Mapping[str, Any], index: int) -> None:

@@ -303,8 +303,8 @@ def _missing_result(pending: Mapping[str, int]) -> None:
 def _check_content(raw: Mapping[str, Any], index: int, *, has_calls: bool) -> None:
     content = raw.get("content")
     if content is None:
-        if raw.get("role") == "assistant" and (has_calls or raw.get("refusal")):
-            return
+        if raw.get("role") == "assistant" and (has_calls or raw.get("refusal") or raw.get("audio")):
+            return  # (an audio reply carries its content in ``audio``)
         raise InvalidHistory("content is required", index=index, field="content")
     if isinstance(content, str):
         return
