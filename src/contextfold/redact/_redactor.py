@@ -135,37 +135,99 @@ def _scan_cache(patterns: tuple[SecretPattern, ...]) -> _ScanCache:
 # Messages a redactor redacted, with the result, remembered (issue 22): a session's messages are redacted for its
 # secrets' learning, for the summarizer and for every transcript the archive keeps, and each of those used to scan
 # the whole view again. An entry holds the memory's generation it was made at; a string remembered since needs
-# only that string looked for (SecretMemory.learned_since). Bounded: about 40 MB at the cap, the oldest dropped.
+# only that string looked for (SecretMemory.learned_since). Entries are found by content: a message equal field for
+# field to one redacted before (role, text, parts, calls, ids, meta and extra; compared, not hashed) but for its
+# ``meta["id"]`` (the manager numbers every message it is given) redacts to the same, with its own id redacted on
+# its own (a mapping's items are redacted independently). So a history that repeats a message (the same output read
+# again, sessions replayed one after another) scans it once. Bounded: about 40 MB at the cap, the oldest dropped.
 _LEDGER_ENTRIES = 250_000
 # A message redacted while something was learned is redone at most this many times in a row (the secrets a message
 # teaches are redacted where the message itself mentions them earlier); past that, its entry's generation is the
 # one before the last pass, so the next use checks again.
 _MAX_PASSES = 3
+_ID = "id"
+
+
+def _same_but_id(a: Message, b: Message) -> bool:
+    """Whether ``a`` and ``b`` are equal in every field but ``meta["id"]`` (which both have or both lack)."""
+    if not (a.role == b.role and a.content == b.content and a.tool_calls == b.tool_calls
+            and a.tool_call_id == b.tool_call_id and a.name == b.name and a.extra == b.extra):
+        return False
+    meta_a, meta_b = a.meta, b.meta
+    if len(meta_a) != len(meta_b) or ((_ID in meta_a) != (_ID in meta_b)):
+        return False
+    missing = object()
+    return all(key == _ID or meta_b.get(key, missing) == value for key, value in meta_a.items())
+
+
+class _SameMessage:
+    """A ledger key: equal to another when the messages are equal in every field but their ``meta["id"]``.
+
+    The hash reads only strings (whose hashes Python keeps with them), so a key costs little more than a tuple;
+    equality compares the fields themselves, so two messages share an entry only when their content is identical.
+    """
+
+    __slots__ = ("_hash", "message")
+
+    def __init__(self, m: Message) -> None:
+        self.message = m
+        content = m.content
+        self._hash = hash((
+            m.role,
+            content if isinstance(content, str) else tuple(getattr(p, "text", None) for p in content),
+            tuple(c.arguments for c in m.tool_calls),
+            m.tool_call_id,
+            m.name,
+            len(m.meta),
+            len(m.extra),
+        ))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _SameMessage) and (
+            other.message is self.message or _same_but_id(self.message, other.message))
+
+
+def _bounded_put(entries: dict[Any, tuple[Message, Message, int]], key: object,
+                 entry: tuple[Message, Message, int]) -> None:
+    entries[key] = entry
+    if len(entries) > _LEDGER_ENTRIES:  # the oldest quarter: the start of a long session, compacted away
+        for stale in list(itertools.islice(entries, len(entries) // 4)):
+            del entries[stale]
 
 
 class _Ledger:
-    """``id(message) -> (message, redacted, generation)``; the message is kept so that its id stays its own."""
+    """What messages redacted to: ``(message, redacted, generation)`` by the message object, and by its content.
 
-    __slots__ = ("_entries", "_lock")
+    A message is found by itself first (each message of a view is looked up again by every transcript), then by
+    content (see :class:`_SameMessage`): the entry found that way belongs to an equal message, whose redaction
+    :meth:`Redactor._recall` adapts to this one's id and records for this object.
+    """
+
+    __slots__ = ("_by_content", "_by_object", "_lock")
 
     def __init__(self) -> None:
-        self._entries: dict[int, tuple[Message, Message, int]] = {}
+        self._by_object: dict[int, tuple[Message, Message, int]] = {}  # (the message kept: its id stays its own)
+        self._by_content: dict[_SameMessage, tuple[Message, Message, int]] = {}
         self._lock = threading.Lock()
 
     def get(self, m: Message) -> tuple[Message, Message, int] | None:
-        entry = self._entries.get(id(m))
-        return entry if entry is not None and entry[0] is m else None
+        entry = self._by_object.get(id(m))
+        if entry is not None and entry[0] is m:
+            return entry
+        return self._by_content.get(_SameMessage(m))
 
     def put(self, m: Message, redacted: Message, generation: int) -> None:
+        entry = (m, redacted, generation)
+        key = _SameMessage(m)
         with self._lock:
-            entries = self._entries
-            entries[id(m)] = (m, redacted, generation)
-            if len(entries) > _LEDGER_ENTRIES:  # the oldest quarter: the start of a long session, compacted away
-                for key in list(itertools.islice(entries, len(entries) // 4)):
-                    del entries[key]
+            _bounded_put(self._by_object, id(m), entry)
+            _bounded_put(self._by_content, key, entry)
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._by_object)
 
 
 # The batch prefilter of redact_messages (issue 12: a 100,000-message transcript spent 4.5 s redacting text by text):
@@ -718,14 +780,33 @@ class Redactor:
         entry = self._ledger.get(m)
         if entry is None:
             return None
-        _, out, seen = entry
+        original, out, seen = entry
         now = self._generation()
-        if seen == now:
-            return out
-        if _mentions_any(m, self.memory.learned_since(seen)):
+        if seen != now and _mentions_any(m, self.memory.learned_since(seen)):
             return None
-        self._ledger.put(m, out, now)
+        if original is not m:
+            transplanted = self._transplant(m, original, out)
+            if transplanted is None or self._generation() != now:
+                return None  # (its id taught a secret: the whole message is redone, as any message that teaches)
+            out = transplanted
+        if seen != now or original is not m:
+            self._ledger.put(m, out, now)
         return out
+
+    def _transplant(self, m: Message, original: Message, redacted: Message) -> Message | None:
+        """``m`` redacted, from ``original``'s redaction: the same but for ``meta["id"]``, redacted here on its own."""
+        if redacted is not original and redacted == original:
+            return None  # (an entry this redactor does not make: redone rather than guessed)
+        clean = redacted is original
+        if _ID not in m.meta:
+            return m if clean else redacted
+        own = m.meta[_ID]
+        own_redacted = self._redact_item(_ID, own)
+        if clean and own_redacted == own:
+            return m
+        base = m if clean else redacted
+        meta = {key: (own_redacted if key == _ID else base.meta[key]) for key in m.meta}
+        return replace(base, meta=freeze(meta))
 
     def is_clean(self, m: Message) -> bool:
         """Whether :meth:`redact_message` is known to return ``m`` itself now (found clean, nothing learned since)."""
@@ -761,12 +842,17 @@ class Redactor:
         What a session does before it writes text of its own (a summary, a digest): a value found in context
         anywhere in the session is then known bare everywhere.
         """
-        items = [m for m in messages if self._ledger.get(m) is None]  # (a message redacted before was learned from)
+        # A message redacted before was learned from (one like it but for its id: only its id is read, by _recall).
+        items = [m for m in messages if not self._learned_from(m)]
         if not self.enabled or not self.remember or not items:
             return
         found = self._suspects(items)
         for i in range(len(items)) if found is None else sorted(found[0]):
             self.redact_message(items[i])  # (learning is what redacting a message does on the way)
+
+    def _learned_from(self, m: Message) -> bool:
+        entry = self._ledger.get(m)
+        return entry is not None and (entry[0] is m or self._recall(m) is not None)
 
     def redact_messages(self, messages: Iterable[Message]) -> list[Message]:
         """Every message redacted, in bulk: first every secret of the batch is learned, then each is redacted.

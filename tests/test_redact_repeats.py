@@ -1,0 +1,91 @@
+"""A message equal to one redacted before but for its ``meta["id"]`` reuses that redaction (issue 22).
+
+The manager numbers every message it is given, so a history that repeats a tool output holds distinct objects
+with distinct ids. Their redaction is reused only for identical content: the result must be exactly what a
+redactor that never saw the first copy makes (with the same secrets remembered), the copy's own id redacted on its
+own, and any other difference (a meta value, a secret learned since) means a redaction of its own.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from redact_corpus import CODE, SECRETS
+
+from contextfold.messages import Message, ToolCall
+from contextfold.redact import Redactor
+from contextfold.redact._redactor import _Ledger
+
+TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+
+
+def _messages(copy: int) -> list[Message]:
+    out: list[Message] = []
+    for i, item in enumerate([*CODE[::4], *SECRETS[::2]]):  # (a sample: each case under a second)
+        args = json.dumps({"cmd": f"cat file_{i}", "note": item.text[:80]})
+        out.append(Message("assistant", "", (ToolCall(f"c{i}", "bash", args),), meta={"id": f"s:{copy}:{2 * i}"}))
+        out.append(Message("tool", item.text, tool_call_id=f"c{i}", name="bash",
+                           meta={"id": f"s:{copy}:{2 * i + 1}", "label": item.label}))
+    return out
+
+
+def _fresh_ledger(r: Redactor) -> Redactor:
+    r._ledger = _Ledger()
+    return r
+
+
+@pytest.mark.parametrize("bulk", [False, True])
+def test_copies_redact_exactly_as_without_the_ledger_and_are_not_scanned_again(
+        bulk: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    first, copies = _messages(0), _messages(1)
+    reused, oracle = Redactor(), Redactor()
+    for r in (reused, oracle):
+        r.redact_messages(first)
+    _fresh_ledger(oracle)
+    walked = 0
+    real = Redactor._redact_fields
+
+    def counting(self: Redactor, m: Message) -> Message:
+        nonlocal walked
+        walked += self is reused
+        return real(self, m)
+
+    monkeypatch.setattr(Redactor, "_redact_fields", counting)
+    got = reused.redact_messages(copies) if bulk else [reused.redact_message(m) for m in copies]
+    expected = oracle.redact_messages(copies) if bulk else [oracle.redact_message(m) for m in copies]
+    assert got == expected
+    assert [m.meta["id"] for m in got] == [m.meta["id"] for m in copies]  # each copy keeps its own id
+    assert reused._learned == oracle._learned
+    assert walked == 0  # (the oracle, with no ledger, walks the copies it cannot clear)
+
+
+def test_a_copy_whose_id_holds_a_secret_has_it_redacted_and_learned() -> None:
+    r = Redactor()
+    original = Message.tool("c1", "nothing to see", meta={"id": "plain"})
+    copy = Message.tool("c1", "nothing to see", meta={"id": f"token {TOKEN}"})
+    assert r.redact_message(original) is original
+    redacted = r.redact_message(copy)
+    assert TOKEN not in redacted.meta["id"] and "[REDACTED:" in redacted.meta["id"]
+    assert redacted.content == "nothing to see"
+    assert TOKEN in r.memory.values()
+    assert r.redact_message(original) is original  # (the first one is still itself)
+
+
+def test_a_copy_with_another_meta_value_is_redacted_on_its_own() -> None:
+    r = Redactor()
+    original = Message.tool("c1", "output", meta={"id": "a", "note": "fine"})
+    other = Message.tool("c1", "output", meta={"id": "b", "note": f"password={TOKEN}"})
+    assert r.redact_message(original) is original
+    note = r.redact_message(other).meta["note"]
+    assert TOKEN not in note and note.startswith("password=[REDACTED:")
+
+
+def test_a_copy_mentioning_a_secret_learned_since_is_redacted() -> None:
+    r = Redactor()
+    original = Message.tool("c1", f"echo {TOKEN[4:]}", meta={"id": "a"})
+    copy = Message.tool("c1", f"echo {TOKEN[4:]}", meta={"id": "b"})
+    assert r.redact_message(original) is original  # (the bare run is not recognised by any pattern)
+    r.redact_text(f"export GITHUB_TOKEN={TOKEN}")  # learned: its long runs are now remembered
+    assert TOKEN[4:] not in r.redact_message(copy).text
+    assert TOKEN[4:] not in r.redact_message(original).text
