@@ -95,3 +95,41 @@ def test_without_a_system_message_the_callers_system_prompt_is_the_head(tmp_path
     cm.add(Message.user("hi"))
     body = send(cm, kwargs={"system": "rules"})
     assert marks_of(body) == [("system", "rules"), ("text", "hi")]
+
+
+def test_marks_the_caller_put_in_the_history_switch_contextfold_s_off_and_no_request_carries_five(
+        tmp_path: Path) -> None:
+    # A review found 5 marks on the wire (Anthropic refuses more than 4): four caller marks in the messages, and
+    # contextfold still marked the caller's system prompt. And marks on blocks contextfold keeps verbatim
+    # (documents with a text source, search results) went unseen, so contextfold added its own: 6.
+    marked = {"cache_control": EPHEMERAL}
+    cm = ContextManager("gpt-4o", max_context_tokens=60_000, store="memory", archive=str(tmp_path / "a"),
+                        session_id="s")
+    cm.add([{"role": "user", "content": [{"type": "text", "text": "part 1", **marked},
+                                         {"type": "text", "text": "part 2", **marked}]},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": [{"type": "text", "text": "part 3", **marked},
+                                         {"type": "text", "text": "part 4", **marked}]}], format="anthropic")
+    body = send(cm, kwargs={"system": "You are terse."})
+    assert body["system"] == "You are terse." and len(marks_of(body)) == 4
+    documents = ContextManager("gpt-4o", max_context_tokens=60_000, store="memory", archive=str(tmp_path / "b"),
+                               session_id="s")
+    document = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "doc"}, **marked}
+    history: list[dict[str, Any]] = [{"role": "user", "content": [document, {"type": "text", "text": "read it"}]},
+                                     {"role": "assistant", "content": "ok"}]
+    for i in range(12):
+        history += [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}]
+    documents.add([*history, {"role": "user", "content": "last"}], format="anthropic")
+    request = documents.prepare("anthropic", cache_breakpoints=True)
+    assert str(request).count("cache_control") == 1  # the caller's, and none of ours
+
+
+def test_a_message_ending_in_a_block_kept_verbatim_is_marked_where_the_mark_reaches_the_wire() -> None:
+    from contextfold.billing.breakpoints import mark_breakpoints
+    from contextfold.messages import TextPart, UnknownPart
+
+    result = {"type": "search_result", "source": "s", "title": "t", "content": [{"type": "text", "text": "x"}]}
+    message = Message("user", (TextPart("see"), UnknownPart(result, format="anthropic")))
+    (marked,) = mark_breakpoints([message])
+    assert isinstance(marked.content, tuple)
+    assert marked.content[0] == TextPart("see", cache_control=EPHEMERAL) and marked.content[1] == message.content[1]

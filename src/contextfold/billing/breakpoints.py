@@ -86,8 +86,9 @@ def _parts(message: Message) -> int:
 
 
 EPHEMERAL: Mapping[str, Any] = MappingProxyType({"type": "ephemeral"})
-# Parts a cache_control may sit on (Anthropic refuses it on thinking blocks).
-_MARKABLE = (TextPart, ImagePart, DocumentPart, UnknownPart)
+# Parts a cache_control may sit on (Anthropic refuses it on thinking blocks). Not a block contextfold does not model
+# (UnknownPart): the codec sends it back exactly as it came, so a mark set on the part would never reach the wire.
+_MARKABLE = (TextPart, ImagePart, DocumentPart)
 
 
 def carries_marks(messages: Sequence[Message]) -> bool:
@@ -95,9 +96,16 @@ def carries_marks(messages: Sequence[Message]) -> bool:
     for m in messages:
         if "cache_control" in m.extra or any("cache_control" in c.extra for c in m.tool_calls):
             return True
-        if isinstance(m.content, tuple) and any(getattr(p, "cache_control", None) is not None for p in m.content):
+        if isinstance(m.content, tuple) and any(_part_marked(p) for p in m.content):
             return True
     return False
+
+
+def _part_marked(part: Any) -> bool:
+    # A block contextfold does not model keeps the caller's mark in its raw data.
+    if isinstance(part, UnknownPart):
+        return isinstance(part.data, Mapping) and "cache_control" in part.data
+    return getattr(part, "cache_control", None) is not None
 
 
 def mark_breakpoints(messages: Sequence[Message], control: Mapping[str, Any] = EPHEMERAL) -> list[Message]:

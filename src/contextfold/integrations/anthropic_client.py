@@ -80,6 +80,10 @@ def _items(message: Any) -> list[dict[str, Any]]:
     return [{"role": "assistant", "content": content}] if content else []
 
 
+# Anthropic refuses a request carrying more cache_control marks than this.
+_MAX_MARKS = 4
+
+
 def _holds_compaction(view: dict[str, Any]) -> bool:
     return any(isinstance(block, dict) and block.get("type") == "compaction"
                for message in view.get("messages") or () for block in message.get("content") or ()
@@ -95,12 +99,29 @@ def _caller_caches(kwargs: dict[str, Any]) -> bool:
     return any(isinstance(b, dict) and "cache_control" in b for b in blocks)
 
 
+def _ours_to_mark(cm: ContextManager, kwargs: dict[str, Any]) -> bool:
+    """Whether contextfold places the breakpoints: not when the caller placed any, in the call or in the history."""
+    from ..billing.breakpoints import carries_marks
+
+    return not _caller_caches(kwargs) and not carries_marks(cm.messages())
+
+
+def _marks_in(messages: Any) -> int:
+    """``cache_control`` marks on the content blocks of wire messages."""
+    return sum(1 for message in messages or () if isinstance(message, dict) and isinstance(message.get("content"), list)
+               for block in message["content"] if isinstance(block, dict) and "cache_control" in block)
+
+
 def _mark_head(request: dict[str, Any]) -> dict[str, Any]:
     """A breakpoint on the system prompt's last block (or the last tool, without one) when the view had none.
 
     The Messages API renders tools, then system, then messages: this prefix survives every rewrite of the history.
+    Never a fifth mark: Anthropic refuses a request with more than 4.
     """
     from ..billing.breakpoints import EPHEMERAL
+
+    if _marks_in(request.get("messages")) >= _MAX_MARKS:
+        return request
 
     system = request.get("system")
     if isinstance(system, str) and system:
@@ -206,7 +227,7 @@ class AnthropicClient:
 
     def _call(self, cm: ContextManager, kwargs: dict[str, Any]) -> Any:
         settings = _settings(cm, kwargs)
-        marks = self.cache_breakpoints and not _caller_caches(kwargs)
+        marks = self.cache_breakpoints and _ours_to_mark(cm, kwargs)
         try:
             reply = call_with_recovery(cm, lambda view: _create(self.client, view, kwargs, settings, breakpoints=marks),
                                        format="anthropic", max_retries=self.recovery_retries,
@@ -225,7 +246,7 @@ class AnthropicClient:
     def _stream(self, cm: ContextManager, kwargs: dict[str, Any]) -> ManagedStream:
         """The stream opened inside the recovery loop (the provider refuses an overflow before the first event)."""
         settings = _settings(cm, kwargs)
-        marks = self.cache_breakpoints and not _caller_caches(kwargs)
+        marks = self.cache_breakpoints and _ours_to_mark(cm, kwargs)
         opened = call_with_recovery(
             cm, lambda view: _stream_manager(self.client, view, kwargs, settings, breakpoints=marks).__enter__(),
             format="anthropic", max_retries=self.recovery_retries, reply_tokens=_reply_tokens(kwargs),
@@ -275,7 +296,7 @@ class AsyncAnthropicClient:
 
     async def _call(self, cm: ContextManager, kwargs: dict[str, Any]) -> Any:
         settings = _settings(cm, kwargs)
-        marks = self.cache_breakpoints and not _caller_caches(kwargs)
+        marks = self.cache_breakpoints and _ours_to_mark(cm, kwargs)
         try:
             reply = await acall_with_recovery(
                 cm, lambda view: _create(self.client, view, kwargs, settings, breakpoints=marks), format="anthropic",
@@ -294,7 +315,7 @@ class AsyncAnthropicClient:
     async def _stream(self, cm: ContextManager, kwargs: dict[str, Any]) -> AsyncManagedStream:
         """Async :meth:`AnthropicClient._stream`."""
         settings = _settings(cm, kwargs)
-        marks = self.cache_breakpoints and not _caller_caches(kwargs)
+        marks = self.cache_breakpoints and _ours_to_mark(cm, kwargs)
         opened = await acall_with_recovery(
             cm, lambda view: _stream_manager(self.client, view, kwargs, settings, breakpoints=marks).__aenter__(),
             format="anthropic", max_retries=self.recovery_retries, reply_tokens=_reply_tokens(kwargs),
