@@ -11,12 +11,14 @@
   the first ``prepare()`` (which compacts), and the peak resident memory of the process. The 3,388 messages of the
   69 sessions come back ~30 times: what contextfold remembers by content (counts, views, readings, redactions) is
   computed for the first pass only, so a history of 100,000 distinct messages costs more than this figure.
+- ``distinct`` (not run by default): the same, each pass's texts made its own (a line naming the pass appended to
+  every text content), so nothing is remembered from one pass to the next: what a history of distinct messages costs.
 
 Each figure is a median over ``--runs`` interpreters (each run's figures are printed as it ends, with the load
 average); the trees alternate run by run. CPU time is ``time.process_time`` (all threads); peak memory is
 ``ru_maxrss``. Nothing here asserts on time.
 
-Run: python bench/bench_scale.py [--base /tmp/perf-base/src] [--runs 5] [--only construct idle huge recorded]
+Run: python bench/bench_scale.py [--base /tmp/perf-base/src] [--runs 5] [--only construct idle huge recorded distinct]
 """
 
 from __future__ import annotations
@@ -98,11 +100,19 @@ import json, resource, time
 from pathlib import Path
 from contextfold.importers import load_sessions
 from contextfold.manager import ContextManager
+from dataclasses import replace
 sessions = load_sessions(Path({data!r}))
 history = []
+passes = 0
 while len(history) < 100_000:
     for s in sessions:
-        history.extend(m for m in s.messages if not (m.role == "system" and history))
+        for m in s.messages:
+            if m.role == "system" and history:
+                continue
+            if {distinct} and passes and isinstance(m.content, str):  # each pass's texts its own
+                m = replace(m, content=f"{{m.content}}\n(pass {{passes}})")
+            history.append(m)
+    passes += 1
 history = history[:100_000]
 cm = ContextManager("gpt-4o", store="memory", archive="memory", session_id="recorded")
 cm.tokens()
@@ -142,7 +152,9 @@ def main() -> None:
     if "huge" in args.only:
         jobs += [(f"huge {mb} MB", _HUGE.format(size=mb * 1_000_000)) for mb in args.huge_mb]
     if "recorded" in args.only:
-        jobs.append(("recorded 100k", _RECORDED.format(data=str(DATA))))
+        jobs.append(("recorded 100k", _RECORDED.format(data=str(DATA), distinct=False)))
+    if "distinct" in args.only:
+        jobs.append(("distinct 100k", _RECORDED.format(data=str(DATA), distinct=True)))
     print(f"load average at start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
     for r in range(args.runs):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -34,6 +34,7 @@ from .messages import (
 
 __all__ = [
     "dumps_messages",
+    "encode_messages",
     "iter_messages_jsonl",
     "json_text",
     "loads_messages",
@@ -249,22 +250,34 @@ def json_text(value: Any, **options: Any) -> str:
 
 def dumps_messages(messages: Iterable[Message]) -> str:
     """Messages as JSON Lines: one compact object per line, each line ending in a newline."""
+    return "".join(_message_lines(messages))
+
+
+def encode_messages(messages: Iterable[Message]) -> bytes:
+    """:func:`dumps_messages` encoded as UTF-8, each line as it is made.
+
+    What the archive writes (issue 22): the text of a 100,000-message transcript (~260 MB), its lines and its bytes
+    were all held at once; encoded line by line, the lines' text goes as it is encoded.
+    """
+    return b"".join(line.encode() for line in _message_lines(messages))
+
+
+def _message_lines(messages: Iterable[Message]) -> Iterator[str]:
+    """Each message's line, remembered or made (and the newest made remembered once all are given)."""
     items = list(messages)
     with _lines_lock:
         known = [_lines.get(id(m)) for m in items]
-    out: list[str] = []
-    fresh: list[tuple[Message, str]] = []
-    for m, entry in zip(items, known, strict=True):
-        if entry is not None and entry[0] is m:
-            out.append(entry[1])
-        else:
-            line = _encode_line(m)
-            out.append(line)
-            fresh.append((m, line))
     # Only the newest are remembered: they are the ones a later transcript (the view after compaction) holds, and
     # remembering a 100,000-message transcript would only push each entry out again.
-    _remember_lines(fresh[-_LINE_CACHE_ENTRIES:])
-    return "".join(out)
+    fresh: deque[tuple[Message, str]] = deque(maxlen=_LINE_CACHE_ENTRIES)
+    for m, entry in zip(items, known, strict=True):
+        if entry is not None and entry[0] is m:
+            yield entry[1]
+        else:
+            line = _encode_line(m)
+            fresh.append((m, line))
+            yield line
+    _remember_lines(fresh)
 
 
 # Lines by message (issue 15): a compaction archives the whole view, most of which an earlier transcript archived

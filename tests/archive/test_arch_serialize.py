@@ -191,3 +191,7 @@ def test_lines_written_directly_are_the_lines_of_the_json_form(batch: list[Messa
     expected = "".join(json_text(message_to_dict(m), separators=(",", ":")) + "\n" for m in batch)
     assert dumps_messages(batch) == expected
     assert loads_messages(expected) == batch
+    # What the archive writes: the same text, encoded line by line (issue 22: the text is not held whole).
+    from contextfold.serialize import encode_messages
+
+    assert encode_messages(batch) == expected.encode()

@@ -22,7 +22,7 @@ from ..cache.refs import ref_id_for
 from ..errors import InvalidHistory, RefNotFound, StoreError
 from ..messages import Message, TextPart, ToolCall, freeze
 from ..redact import Redactor
-from ..serialize import dumps_messages, json_text, loads_messages, message_from_line, part_from_dict, part_to_dict
+from ..serialize import encode_messages, json_text, loads_messages, message_from_line, part_from_dict, part_to_dict
 
 __all__ = [
     "BOOKKEEPING_META",
@@ -376,7 +376,7 @@ class Archive:
         skipping the messages it redacted for an earlier transcript).
         """
         key = archive_key(session_id)
-        data = dumps_messages(messages if redacted else self.redactor.redact_messages(messages)).encode()
+        data = encode_messages(messages if redacted else self.redactor.redact_messages(messages))
         n = self._next_number(session_id)
         for _ in range(_MAX_NUMBER_RETRIES):
             try:
