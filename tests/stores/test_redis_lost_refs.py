@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import require_binary
@@ -108,5 +109,37 @@ def test_a_restart_that_kept_the_outputs_adds_no_note(tmp_path: Path) -> None:
         store._client.connection_pool.disconnect()  # a dropped link, same server: its run id has not changed
         assert tool_texts(cm.prepare("openai_chat")) == before
         assert store.losses() == 0 and exists_calls(server) == 0
+        cm.close()
+        store.close()
+
+
+def test_a_store_that_fails_during_the_look_costs_no_turn_and_is_looked_at_again(tmp_path: Path) -> None:
+    # A review found the check's StoreError escaping prepare() and the loss then never looked at again (the seen
+    # count was taken before the look). The failure is injected in the one call it concerns: the server dropping
+    # again between the reconnect and the EXISTS pipeline.
+    require_binary("redis-server")
+    from contextfold.errors import StoreError
+    from contextfold.stores.redis_blob import RedisBlobStore
+
+    class DropsOnce(RedisBlobStore):
+        dropped = False
+
+        def missing(self, keys: Any) -> set[str]:
+            if not self.dropped:
+                self.dropped = True
+                raise StoreError("connection lost during the look")
+            return super().missing(keys)
+
+    with RedisServer(tmp_path) as server:
+        store = DropsOnce(server.url)
+        cm = ContextManager("gpt-4o", max_context_tokens=16_000, store=store, session_id="s", archive="memory")
+        cm.add([Message.user("why does the build fail?"),
+                Message.assistant("", [ToolCall("c1", "bash", json.dumps({"cmd": "make"}))]),
+                Message.tool("c1", LOG, name="bash"), Message.user("and now?")])
+        cm.prepare("openai_chat")
+        server.restart()
+        first = tool_texts(cm.prepare("openai_chat"))  # was: StoreError out of prepare()
+        assert "no longer stored" not in first[0] and store.dropped
+        assert "no longer stored" in tool_texts(cm.prepare("openai_chat"))[0]  # looked at again
         cm.close()
         store.close()

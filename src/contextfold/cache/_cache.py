@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._memo import STRING_OVERHEAD_BYTES, TextMemo
-from ..errors import ConfigError, RefNotFound
+from ..errors import ConfigError, RefNotFound, StoreError
 from ..messages import Message, TextPart, ToolCall
 from ..tokens import EstimatingCounter, MessageCounter, TokenCounter
 from . import retrieval
@@ -333,15 +333,20 @@ class ToolOutputCache:
         losses = getattr(self.store, "losses", None)
         if not callable(losses):
             return set()  # a store of an older protocol: a read still says the output is gone
-        seen = losses()
-        if seen == self._losses_seen:
+        try:
+            seen = losses()
+            if seen == self._losses_seen:
+                return set()
+            wanted = sorted({r for r in ref_ids() if is_ref_id(r)})
+            missing = getattr(self.store, "missing", None)
+            gone = (set(missing(wanted)) if callable(missing) else {r for r in wanted if not self.store.exists(r)}) \
+                if wanted else set()
+        except StoreError:
+            # The store went away again while we looked: the note is a courtesy, the turn goes on, and the look is
+            # taken again at the next call (a read of a lost ref still says it is gone).
             return set()
         self._losses_seen = seen
-        wanted = sorted({r for r in ref_ids() if is_ref_id(r)})
-        if not wanted:
-            return set()
-        missing = getattr(self.store, "missing", None)
-        return set(missing(wanted)) if callable(missing) else {r for r in wanted if not self.store.exists(r)}
+        return gone
 
     # -- write-time caching -----------------------------------------------------------------------------------
     def needs_view(self, text: str, *, max_tokens: int | None = None) -> bool:
