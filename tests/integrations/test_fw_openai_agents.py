@@ -400,6 +400,69 @@ def test_an_agent_used_as_a_tool_leaves_the_parents_history_alone_without_the_ho
     assert [m.text for m in cm.messages() if m.role == "user"] == ["Where does the build fail?", "And now?"]
 
 
+@pytest.mark.parametrize("model_in", ["agents", "kit"])
+def test_a_new_run_from_a_child_task_after_a_run_that_used_tools_is_managed(model_in: str) -> None:
+    # Review of the as_tool pass-through: from its second turn the SDK runs a run in the caller's task, so the
+    # record of the task running the manager's run outlived Runner.run; a later run started from a task of the
+    # caller (asyncio.wait_for on 3.11, create_task, gather) whose input does not extend the manager's history was
+    # taken for a nested run and sent unmanaged: never fed, its 100 KB output never cut. (A server as roomy as the
+    # manager thinks gpt-4o is: the whole output fits, so on main the run ends and the assertions say what went.)
+    with ScriptedLLMServer(context_window=128_000, validator="formats") as server:
+        follow_up_after_a_run_with_tools(server, model_in)
+
+
+def follow_up_after_a_run_with_tools(server: ScriptedLLMServer, model_in: str) -> None:
+    server.push(Reply.calling(ScriptedToolCall("read_log", {"page": 1}, id="call_1")), "Page 1 failed.",
+                "The report is fine.")
+    cm = roomy_manager(f"agents-follow-up-in-a-task-{model_in}")
+    own = model_in == "agents"
+    kit = contextfold_run(cm) if own else contextfold_run(cm, model=responses_model(server))
+    agent = Agent(name="builder", instructions=INSTRUCTIONS, tools=[read_log, read_big],
+                  **({"model": responses_model(server)} if own else {}))  # type: ignore[arg-type]
+    new_conversation = [{"role": "user", "content": "Is the report fine?"},
+                        {"type": "function_call", "call_id": "c9", "name": "read_big", "arguments": "{}"},
+                        {"type": "function_call_output", "call_id": "c9", "output": big_output()}]
+
+    async def two_runs() -> str:
+        await Runner.run(agent, "Where does the build fail?", run_config=kit.run_config)
+        second = await asyncio.create_task(Runner.run(agent, new_conversation,  # type: ignore[arg-type]
+                                                      run_config=kit.run_config))
+        return str(second.final_output)
+
+    assert asyncio.run(two_runs()) == "The report is fine."
+    assert [m.text for m in cm.messages() if m.role == "user"] == ["Is the report fine?"]
+    assert cm.framework_history.rebuilds == 1  # a history that does not extend the manager's replaces it
+    sent = server.requests[-1].body["input"]
+    assert [i.get("role") or i.get("type") for i in sent] == ["user", "function_call", "function_call_output"]
+    assert len(sent[2]["output"]) * 1.5 < len(big_output()) and "ref=tout_" in sent[2]["output"]
+
+
+def test_a_nested_run_that_ends_leaves_the_parents_run_in_progress(server: ScriptedLLMServer) -> None:
+    # The end of a run nested in a tool (its final output) is not its parent's: a second nested run in the same tool
+    # still passes through, without the hooks.
+    server.push(Reply.calling(ScriptedToolCall("ask_twice", {"question": "Page 1?"}, id="call_t")),
+                "first opinion", "second opinion", "Both agree.")
+    cm = roomy_manager("agents-two-nested-runs")
+    kit = contextfold_run(cm)
+    reviewer = Agent(name="reviewer", instructions="Review the claim.", model=responses_model(server))
+
+    @function_tool
+    async def ask_twice(question: str) -> str:
+        """Ask the reviewer twice."""
+        first = await Runner.run(reviewer, question, run_config=kit.run_config)
+        second = await Runner.run(reviewer, f"Sure? {question}", run_config=kit.run_config)
+        return f"{first.final_output}; {second.final_output}"
+
+    parent = Agent(name="builder", instructions=INSTRUCTIONS, model=responses_model(server), tools=[ask_twice])
+    asyncio.run(Runner.run(parent, "Where does the build fail?", run_config=kit.run_config))
+    assert cm.framework_history.rebuilds == 0
+    _, nested_1, nested_2, last = (r.body for r in server.requests)
+    assert [i.get("content") for i in nested_1["input"]] == ["Page 1?"]
+    assert [i.get("content") for i in nested_2["input"]] == ["Sure? Page 1?"]
+    assert last["input"][-1]["output"] == "first opinion; second opinion"
+    assert [m.text for m in cm.messages() if m.role == "user"] == ["Where does the build fail?"]
+
+
 def test_a_sub_agent_given_its_own_manager_is_managed_by_it(server: ScriptedLLMServer) -> None:
     server.push(Reply.calling(ScriptedToolCall("ask_reviewer", {"input": "Is page 1 the failure?"}, id="call_r")),
                 "yes, page 1", "The reviewer agrees: page 1.")

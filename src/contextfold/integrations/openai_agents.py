@@ -7,10 +7,12 @@
     agent = Agent(name="builder", tools=[*my_tools, *kit.tools], ...)
     result = await Runner.run(agent, "fix the build", run_config=kit.run_config, hooks=kit.hooks)
 
-``kit.run_config`` carries the input filter (the manager's view goes to the model instead of the whole history)
-and a model provider whose models recover from a context-length error within the run (compact, retry, at most 3
-times, stall guard, circuit breaker). ``kit.hooks`` grounds the manager in the usage each call reports and calls
-your hooks too. ``kit.tools`` are ``tool_output_cache``, ``tool_output_cache_grep`` and ``history_search``.
+``kit.run_config`` carries the input filter (the manager's view goes to the model instead of the whole history),
+a model provider whose models recover from a context-length error within the run (compact, retry, at most 3
+times, stall guard, circuit breaker) and an output guardrail that never trips (``contextfold_run_end``: it marks
+the end of a run, so a run nested in a tool, ``Agent.as_tool``, is told from a later one). ``kit.hooks`` grounds
+the manager in the usage each call reports and calls your hooks too. ``kit.tools`` are ``tool_output_cache``,
+``tool_output_cache_grep`` and ``history_search``.
 
 With ``Policy(compactor="provider")`` or ``"both"`` a Responses model's calls carry ``ModelSettings.
 context_management`` (server-side compaction at the hard threshold, ``contextfold.provider_context``) unless you
@@ -39,6 +41,7 @@ from ._degrade import prepare_messages
 from ._retrieval import TOOL_NAMES, answer, offer, tool_specs
 
 try:
+    from agents.guardrail import GuardrailFunctionOutput, OutputGuardrail
     from agents.lifecycle import RunHooks
     from agents.models.interface import Model, ModelProvider
     from agents.models.multi_provider import MultiProvider
@@ -136,24 +139,40 @@ def _tools_running(cm: ContextManager) -> _ToolsRunning:
     return cm.framework_history.slot("openai_agents.tools_running", _ToolsRunning)
 
 
-# The task that runs each manager's run (its filter was last called there), as seen from the current task. The SDK
+@dataclasses.dataclass(eq=False)
+class _RunClaim:
+    """The task running a manager's run, and whether that run has produced its final output.
+
+    Mutable on purpose: the run's end is seen by an output guardrail, which the SDK runs in a task of its own; that
+    task shares this object with the run's context, never the context itself.
+    """
+
+    task: asyncio.Task[Any]
+    ended: bool = False
+
+
+# Each manager's run in progress (its filter was last called in ``task``), as seen from the current task. The SDK
 # runs a tool in a task of its own, created by the run's task, so a task started under a run inherits this value:
-# an ``Agent.as_tool`` sub-agent, run with the parent's run config inside that tool, finds its parent's task here.
-_RUN_TASKS: contextvars.ContextVar[dict[int, asyncio.Task[Any]] | None] = contextvars.ContextVar(
-    "contextfold_openai_agents_run_tasks", default=None)  # (a dict is never mutated: replaced on each claim)
+# an ``Agent.as_tool`` sub-agent, run with the parent's run config inside that tool, finds its parent's claim here.
+# From its second turn on the SDK runs a run in the caller's own task, so the claim stays in the caller's context
+# after ``Runner.run`` returns: the run's final output ends it (``_RunEnd``), or a later run from a task the caller
+# starts (``wait_for``, ``create_task``, ``gather``) would be taken for a nested one and sent unmanaged.
+_RUN_CLAIMS: contextvars.ContextVar[dict[int, _RunClaim] | None] = contextvars.ContextVar(
+    "contextfold_openai_agents_run_claims", default=None)  # (a dict is never mutated: replaced on each claim)
 
 
 def _nested(cm: ContextManager, items: Sequence[Any] | None = None) -> bool:
     """Whether a model call on ``cm`` now belongs to a run nested in a tool of the managed run.
 
     Told by the hooks (``kit.hooks`` count the tools running), or without them: the call comes from a task started
-    while the managed run's task is still running (it awaits its tools), and its items do not extend the history
-    the manager was fed (a sub-agent's own input). A new run that continues the conversation is never nested.
+    while the managed run's task is still running that run (it awaits its tools: no final output yet), and its items
+    do not extend the history the manager was fed (a sub-agent's own input). A new run that continues the
+    conversation is never nested, nor is any run once the managed one has produced its final output.
     """
     if _tools_running(cm).count > 0:
         return True
-    owner = (_RUN_TASKS.get() or {}).get(id(cm))
-    if owner is None or owner.done() or owner is _current_task():
+    claim = (_RUN_CLAIMS.get() or {}).get(id(cm))
+    if claim is None or claim.ended or claim.task.done() or claim.task is _current_task():
         return False
     return items is not None and not _extends(cm, items)
 
@@ -183,11 +202,46 @@ def _current_task() -> asyncio.Task[Any] | None:
 
 
 def _claim_run(cm: ContextManager) -> None:
-    """Record the current task as the one running ``cm``'s run (see :data:`_RUN_TASKS`)."""
+    """Record the current task as the one running ``cm``'s run (see :data:`_RUN_CLAIMS`); a new claim per run."""
     task = _current_task()
-    tasks = _RUN_TASKS.get() or {}
-    if task is not None and tasks.get(id(cm)) is not task:
-        _RUN_TASKS.set({**tasks, id(cm): task})
+    claims = _RUN_CLAIMS.get() or {}
+    claim = claims.get(id(cm))
+    if task is not None and (claim is None or claim.task is not task or claim.ended):
+        _RUN_CLAIMS.set({**claims, id(cm): _RunClaim(task)})
+
+
+class _LastFilterCall:
+    """Whether the manager's filter passed the items of its last call through (a nested run's call).
+
+    The parent never calls its model while its tools run, so when a run using the kit's config produces its final
+    output, the last filter call on the manager was that run's: passed through for a nested run, managed for the
+    managed run. (The SDK checks a run's final output in a task its run loop starts, which does not see the
+    context of the task a run's first turn ran in: a context variable set by the filter cannot tell.)
+    """
+
+    def __init__(self) -> None:
+        self.passed_through = False
+
+
+def _last_filter_call(cm: ContextManager) -> _LastFilterCall:
+    return cm.framework_history.slot("openai_agents.last_filter_call", _LastFilterCall)
+
+
+class _RunEnd:
+    """An output guardrail that never trips: it ends the claim on the manager when a run produces its final output.
+
+    A nested run's end ends none (see :class:`_LastFilterCall`). It shows in ``result.output_guardrail_results``.
+    """
+
+    def __init__(self, manager: ContextManager) -> None:
+        self.manager = manager
+
+    async def __call__(self, _context: Any, _agent: Any, _output: Any) -> GuardrailFunctionOutput:
+        if not _last_filter_call(self.manager).passed_through:
+            claim = (_RUN_CLAIMS.get() or {}).get(id(self.manager))
+            if claim is not None:
+                claim.ended = True
+        return GuardrailFunctionOutput(output_info=None, tripwire_triggered=False)
 
 
 def _extends(cm: ContextManager, items: Sequence[Any]) -> bool:
@@ -243,8 +297,10 @@ class ContextfoldInputFilter:
         """
         if _nested(self.manager, data.model_data.input):
             _filtered(self.manager, passed_through=True)
+            _last_filter_call(self.manager).passed_through = True
             return ModelInputData(input=list(data.model_data.input), instructions=data.model_data.instructions)
         _filtered(self.manager, passed_through=False)
+        _last_filter_call(self.manager).passed_through = False
         _claim_run(self.manager)
         return await asyncio.to_thread(self.filter, data)
 
@@ -492,6 +548,8 @@ def contextfold_run(manager: ContextManager, *, hooks: RunHooks[Any] | None = No
     config = dataclasses.replace(
         base, model=chosen,
         call_model_input_filter=ContextfoldInputFilter(manager, strict=strict),
+        output_guardrails=[*(base.output_guardrails or ()),
+                           OutputGuardrail(_RunEnd(manager), name="contextfold_run_end")],
         model_provider=RecoveringModelProvider(manager, base.model_provider, max_retries=max_retries, strict=strict))
     return ContextfoldKit(run_config=config, hooks=ContextfoldHooks(manager, hooks),
                           tools=retrieval_tools(manager, compact_tool=compact_tool))
