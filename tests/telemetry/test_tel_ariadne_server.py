@@ -41,6 +41,9 @@ def test_a_session_arrives_whole_and_nested_with_durations(ariadne: AriadneServe
     cm = session_manager([recording, f"ariadne:{ariadne.url}"], session_id=session_id)
     processor = cm.tracer.telemetry.sinks[1]  # type: ignore[attr-defined]
     run_session(cm)
+    # The session's events are exported before close(), whose flush keeps a 1 s deadline: under a loaded CI the
+    # export of ~320 events outran it (66 aborted). Waiting here is on the flush's own event, not a sleep.
+    assert processor.flush(timeout=60)
     cm.close()
     stats = processor.exporter.stats()
     emitted = recording.events
