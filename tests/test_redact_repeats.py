@@ -89,3 +89,18 @@ def test_a_copy_mentioning_a_secret_learned_since_is_redacted() -> None:
     r.redact_text(f"export GITHUB_TOKEN={TOKEN}")  # learned: its long runs are now remembered
     assert TOKEN[4:] not in r.redact_message(copy).text
     assert TOKEN[4:] not in r.redact_message(original).text
+
+
+def test_learning_from_copies_clears_their_ids_in_bulk_and_still_finds_a_secret_in_one() -> None:
+    r, oracle = Redactor(), Redactor()
+    originals = [Message.tool(f"c{i}", f"output {i}", meta={"id": f"s:0:{i}"}) for i in range(20)]
+    copies = [Message.tool(f"c{i}", f"output {i}", meta={"id": f"s:1:{i}"}) for i in range(20)]
+    copies[7] = Message.tool("c7", "output 7", meta={"id": f"password={TOKEN}"})
+    for each in (r, oracle):
+        each.learn_from(originals)
+    r.learn_from(copies)  # (the copies are found by content: only their ids are read)
+    _fresh_ledger(oracle).learn_from(copies)
+    assert r._learned == oracle._learned and TOKEN in r.memory.values()
+    assert [r.redact_message(m) for m in copies] == [oracle.redact_message(m) for m in copies]
+    assert r.redact_message(copies[3]) is copies[3]
+    assert TOKEN not in r.redact_message(copies[7]).meta["id"]

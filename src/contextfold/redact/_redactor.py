@@ -770,7 +770,7 @@ class Redactor:
     def _generation(self) -> int:
         return self.memory.generation if self.remember else 0
 
-    def _recall(self, m: Message) -> Message | None:
+    def _recall(self, m: Message, clean_ids: frozenset[str] = frozenset()) -> Message | None:
         """What ``m`` redacts to, when it was redacted before and no secret learned since occurs in it; else None.
 
         The result of a redaction depends on the message, the patterns and which remembered strings occur in the
@@ -785,7 +785,7 @@ class Redactor:
         if seen != now and _mentions_any(m, self.memory.learned_since(seen)):
             return None
         if original is not m:
-            transplanted = self._transplant(m, original, out)
+            transplanted = self._transplant(m, original, out, clean_ids)
             if transplanted is None or self._generation() != now:
                 return None  # (its id taught a secret: the whole message is redone, as any message that teaches)
             out = transplanted
@@ -793,15 +793,19 @@ class Redactor:
             self._ledger.put(m, out, now)
         return out
 
-    def _transplant(self, m: Message, original: Message, redacted: Message) -> Message | None:
-        """``m`` redacted, from ``original``'s redaction: the same but for ``meta["id"]``, redacted here on its own."""
+    def _transplant(self, m: Message, original: Message, redacted: Message,
+                    clean_ids: frozenset[str] = frozenset()) -> Message | None:
+        """``m`` redacted, from ``original``'s redaction: the same but for ``meta["id"]``, redacted here on its own.
+
+        ``clean_ids``: ids known to redact to themselves now (:meth:`_clean_ids`), not scanned again.
+        """
         if redacted is not original and redacted == original:
             return None  # (an entry this redactor does not make: redone rather than guessed)
         clean = redacted is original
         if _ID not in m.meta:
             return m if clean else redacted
         own = m.meta[_ID]
-        own_redacted = self._redact_item(_ID, own)
+        own_redacted = own if own in clean_ids else self._redact_item(_ID, own)
         if clean and own_redacted == own:
             return m
         base = m if clean else redacted
@@ -842,17 +846,41 @@ class Redactor:
         What a session does before it writes text of its own (a summary, a digest): a value found in context
         anywhere in the session is then known bare everywhere.
         """
-        # A message redacted before was learned from (one like it but for its id: only its id is read, by _recall).
-        items = [m for m in messages if not self._learned_from(m)]
-        if not self.enabled or not self.remember or not items:
+        if not self.enabled or not self.remember:
+            return
+        # A message redacted before was learned from; one like it but for its id needs only its id read (_recall),
+        # and the ids of many such messages are first cleared in bulk (a repeated history: each has an id of its own).
+        batch = list(messages)
+        entries = [self._ledger.get(m) for m in batch]
+        clean_ids = self._clean_ids([m.meta.get(_ID) for m, entry in zip(batch, entries, strict=True)
+                                     if entry is not None and entry[0] is not m])
+        items = [m for m, entry in zip(batch, entries, strict=True)
+                 if entry is None or (entry[0] is not m and self._recall(m, clean_ids) is None)]
+        if not items:
             return
         found = self._suspects(items)
         for i in range(len(items)) if found is None else sorted(found[0]):
             self.redact_message(items[i])  # (learning is what redacting a message does on the way)
 
-    def _learned_from(self, m: Message) -> bool:
-        entry = self._ledger.get(m)
-        return entry is not None and (entry[0] is m or self._recall(m) is not None)
+    def _clean_ids(self, ids: list[Any]) -> frozenset[str]:
+        """Of ``ids`` (``meta["id"]`` values), the strings the prefilter shows redact to themselves, learning nothing.
+
+        Such an id holds no pattern's trigger or need (so no pattern finds anything in it), no remembered string,
+        and its key does not name a secret (see :meth:`_redact_item`).
+        """
+        texts = [text for text in dict.fromkeys(ids) if isinstance(text, str) and text]
+        self.patterns  # noqa: B018 (resolves the patterns and the prefilter)
+        if len(texts) < 2 or self._prefilter is None or self.callback is not None:
+            return frozenset()
+        from .rules import SECRET_KEY
+
+        if SECRET_KEY.fullmatch(_ID):
+            return frozenset()
+        suspects: set[int] = set()
+        self._suspect_texts(texts, suspects)
+        remember = self.remember
+        return frozenset(text for i, text in enumerate(texts)
+                         if i not in suspects and not (remember and self.memory.spans(text)))
 
     def redact_messages(self, messages: Iterable[Message]) -> list[Message]:
         """Every message redacted, in bulk: first every secret of the batch is learned, then each is redacted.
@@ -921,7 +949,6 @@ class Redactor:
         self.patterns  # noqa: B018 (resolves the patterns and the prefilter)
         if self._prefilter is None or self.callback is not None:
             return None
-        needles, needs = self._prefilter
         suspects: set[int] = set()
         texts: list[str] = []
         for i, m in enumerate(items):
@@ -930,8 +957,14 @@ class Redactor:
                 suspects.add(i)
                 strings = []
             texts.append(_PREFILTER_SEPARATOR.join(strings))
-        if not texts:
-            return suspects, texts
+        if texts:
+            self._suspect_texts(texts, suspects)
+        return suspects, texts
+
+    def _suspect_texts(self, texts: list[str], suspects: set[int]) -> None:
+        """Add to ``suspects`` the index of every text holding a pattern's trigger or need (the prefilter's search)."""
+        assert self._prefilter is not None
+        needles, needs = self._prefilter
         lowered = [t.lower() for t in texts]  # (one by one: lower-casing may change a text's length)
         starts = list(itertools.accumulate((len(t) + 1 for t in lowered[:-1]), initial=0))
         joined = _PREFILTER_SEPARATOR.join(lowered)
@@ -943,7 +976,6 @@ class Redactor:
         for need in needs:
             for hit in need.finditer(joined):
                 suspects.add(bisect.bisect_right(starts, hit.start()) - 1)
-        return suspects, texts
 
     def _remembered_in(self, texts: list[str]) -> set[int] | None:
         """Indexes of the texts holding a remembered secret, or None when too many are remembered to search."""
