@@ -15,7 +15,7 @@ from redact_corpus import CODE, SECRETS
 
 from contextfold.messages import Message, ToolCall
 from contextfold.redact import Redactor
-from contextfold.redact._redactor import _Ledger
+from contextfold.redact._ledger import Ledger
 
 TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 
@@ -31,7 +31,7 @@ def _messages(copy: int) -> list[Message]:
 
 
 def _fresh_ledger(r: Redactor) -> Redactor:
-    r._ledger = _Ledger()
+    r._ledger = Ledger()
     return r
 
 

@@ -38,6 +38,7 @@ from ..messages import (
 )
 from ..telemetry._pace import GilPacer
 from ..untrusted.regex import PatternTimeout
+from ._ledger import ID_KEY, MAX_PASSES, SEPARATOR, Ledger, mentions_any, surface
 from ._triggers import TriggerFinder
 from .memory import LEARN_MIN_CHARS, MAX_LEARNED, SecretMemory
 
@@ -132,176 +133,10 @@ def _scan_cache(patterns: tuple[SecretPattern, ...]) -> _ScanCache:
         return _ScanCache()
 
 
-# Messages a redactor redacted, with the result, remembered (issue 22): a session's messages are redacted for its
-# secrets' learning, for the summarizer and for every transcript the archive keeps, and each of those used to scan
-# the whole view again. An entry holds the memory's generation it was made at; a string remembered since needs
-# only that string looked for (SecretMemory.learned_since). Entries are found by content: a message equal field for
-# field to one redacted before (role, text, parts, calls, ids, meta and extra; compared, not hashed) but for its
-# ``meta["id"]`` (the manager numbers every message it is given) redacts to the same, with its own id redacted on
-# its own (a mapping's items are redacted independently). So a history that repeats a message (the same output read
-# again, sessions replayed one after another) scans it once. Bounded: about 40 MB at the cap, the oldest dropped.
-_LEDGER_ENTRIES = 250_000
-# A message redacted while something was learned is redone at most this many times in a row (the secrets a message
-# teaches are redacted where the message itself mentions them earlier); past that, its entry's generation is the
-# one before the last pass, so the next use checks again.
-_MAX_PASSES = 3
-_ID = "id"
-
-
-def _same_but_id(a: Message, b: Message) -> bool:
-    """Whether ``a`` and ``b`` are equal in every field but ``meta["id"]`` (which both have or both lack)."""
-    if not (a.role == b.role and a.content == b.content and a.tool_calls == b.tool_calls
-            and a.tool_call_id == b.tool_call_id and a.name == b.name and a.extra == b.extra):
-        return False
-    meta_a, meta_b = a.meta, b.meta
-    if len(meta_a) != len(meta_b) or ((_ID in meta_a) != (_ID in meta_b)):
-        return False
-    missing = object()
-    return all(key == _ID or meta_b.get(key, missing) == value for key, value in meta_a.items())
-
-
-class _SameMessage:
-    """A ledger key: equal to another when the messages are equal in every field but their ``meta["id"]``.
-
-    The hash reads only strings (whose hashes Python keeps with them), so a key costs little more than a tuple;
-    equality compares the fields themselves, so two messages share an entry only when their content is identical.
-    """
-
-    __slots__ = ("_hash", "message")
-
-    def __init__(self, m: Message) -> None:
-        self.message = m
-        content = m.content
-        self._hash = hash((
-            m.role,
-            content if isinstance(content, str) else tuple(getattr(p, "text", None) for p in content),
-            tuple(c.arguments for c in m.tool_calls),
-            m.tool_call_id,
-            m.name,
-            len(m.meta),
-            len(m.extra),
-        ))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _SameMessage) and (
-            other.message is self.message or _same_but_id(self.message, other.message))
-
-
-def _bounded_put(entries: dict[Any, tuple[Message, Message, int]], key: object,
-                 entry: tuple[Message, Message, int]) -> None:
-    entries[key] = entry
-    if len(entries) > _LEDGER_ENTRIES:  # the oldest quarter: the start of a long session, compacted away
-        for stale in list(itertools.islice(entries, len(entries) // 4)):
-            del entries[stale]
-
-
-class _Ledger:
-    """What messages redacted to: ``(message, redacted, generation)`` by the message object, and by its content.
-
-    A message is found by itself first (each message of a view is looked up again by every transcript), then by
-    content (see :class:`_SameMessage`): the entry found that way belongs to an equal message, whose redaction
-    :meth:`Redactor._recall` adapts to this one's id and records for this object.
-    """
-
-    __slots__ = ("_by_content", "_by_object", "_lock")
-
-    def __init__(self) -> None:
-        self._by_object: dict[int, tuple[Message, Message, int]] = {}  # (the message kept: its id stays its own)
-        self._by_content: dict[_SameMessage, tuple[Message, Message, int]] = {}
-        self._lock = threading.Lock()
-
-    def get(self, m: Message) -> tuple[Message, Message, int] | None:
-        entry = self._by_object.get(id(m))
-        if entry is not None and entry[0] is m:
-            return entry
-        return self._by_content.get(_SameMessage(m))
-
-    def put(self, m: Message, redacted: Message, generation: int) -> None:
-        entry = (m, redacted, generation)
-        key = _SameMessage(m)
-        with self._lock:
-            _bounded_put(self._by_object, id(m), entry)
-            _bounded_put(self._by_content, key, entry)
-
-    def __len__(self) -> int:
-        return len(self._by_object)
-
-
 # The batch prefilter of redact_messages (issue 12: a 100,000-message transcript spent 4.5 s redacting text by text):
-# past this many remembered secrets it is not used (each one is searched for on its own) ...
+# past this many remembered secrets it is not used (each one is searched for on its own); texts are joined by
+# SEPARATOR (contextfold.redact._ledger).
 _PREFILTER_MAX_LEARNED = 64
-# ... and in the string it searches, texts are joined by this: no trigger holds it, and no run crosses it.
-_PREFILTER_SEPARATOR = "\x00"
-
-
-def _surface(m: Message) -> list[str] | None:
-    """Every string :meth:`Redactor.redact_message` reads in ``m`` (mapping keys too), or None when unsure.
-
-    None for what the prefilter cannot vouch for: JSON arguments with escapes or non-ASCII text (a decoded value or
-    key is then not a substring of the text), and non-ASCII mapping keys (``ſecret`` matches the secret-key rule
-    case-insensitively but holds no trigger once lower-cased).
-    """
-    out: list[str] = []
-    if isinstance(m.content, str):
-        out.append(m.content)
-    else:
-        for part in m.content:
-            if is_opaque(part):
-                continue  # a provider's state is never redacted (see _redact_part), so never searched either
-            if isinstance(part, TextPart):
-                out.append(part.text)
-                if part.extra and not _walk(part.extra, out):
-                    return None
-            elif isinstance(part, ThinkingPart):
-                out.append(part.text)
-            elif isinstance(part, ImagePart | DocumentPart):
-                if part.url:
-                    out.append(part.url)
-            elif isinstance(part, UnknownPart) and not _walk(part.data, out):
-                return None
-    for call in m.tool_calls:
-        if "\\" in call.arguments or not call.arguments.isascii():
-            return None
-        out.append(call.arguments)
-        if call.extra and not _walk(call.extra, out):
-            return None
-    for mapping in (m.meta, m.extra):
-        if mapping and not _walk(mapping, out):
-            return None
-    return out
-
-
-def _walk(obj: Any, out: list[str]) -> bool:
-    """Append the strings of a JSON-like ``obj`` (keys and values) to ``out``; False on a non-ASCII key."""
-    stack = [obj]
-    while stack:  # (a mapping of strings, as meta mostly is, goes through the first branch of each item)
-        item = stack.pop()
-        if isinstance(item, str):
-            out.append(item)
-        elif isinstance(item, Mapping):
-            for key, value in item.items():
-                if isinstance(key, str):
-                    if not key.isascii():
-                        return False
-                    out.append(key)
-                stack.append(value)
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-    return True
-
-
-def _mentions_any(m: Message, strings: list[str]) -> bool:
-    """Whether one of ``strings`` is in a string :meth:`Redactor.redact_message` reads in ``m`` (True when unsure)."""
-    if not strings:
-        return False
-    surface = _surface(m)
-    if surface is None:
-        return True
-    text = surface[0] if len(surface) == 1 else _PREFILTER_SEPARATOR.join(surface)
-    return any(s in text for s in strings)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -412,7 +247,7 @@ class Redactor:
         self.memory = memory if memory is not None else SecretMemory()
         self.personal_data = personal_data
         self._with_personal = personal_data == "everywhere"
-        self._ledger = _Ledger()
+        self._ledger = Ledger()
 
     # -- copies sharing what they can ---------------------------------------------------------------------------
     def for_session(self, memory: SecretMemory) -> Redactor:
@@ -423,7 +258,7 @@ class Redactor:
         """
         twin = copy.copy(self)
         twin.memory = memory
-        twin._ledger = _Ledger()  # (what it redacted depends on the memory)
+        twin._ledger = Ledger()  # (what it redacted depends on the memory)
         return twin
 
     def for_telemetry(self) -> Redactor:
@@ -436,7 +271,7 @@ class Redactor:
         twin = copy.copy(self)
         twin._with_personal = True
         twin._patterns = None  # (resolved again, with the personal-data patterns)
-        twin._ledger = _Ledger()
+        twin._ledger = Ledger()
         return twin
 
     @property
@@ -466,7 +301,7 @@ class Redactor:
             # For bulk redaction: what the patterns without triggers need; None when some pattern may match any text.
             needs = tuple(p.needs for p in patterns if not p.triggers and p.needs is not None)
             untested = any(not p.triggers and p.needs is None for p in patterns)
-            separated = any(_PREFILTER_SEPARATOR in t for t in triggers)
+            separated = any(SEPARATOR in t for t in triggers)
             self._prefilter = None if untested or separated else (self._triggers.needles, needs)
             self._scan_memory = _scan_cache(patterns)
             self._patterns = patterns
@@ -583,7 +418,7 @@ class Redactor:
         shadow = copy.copy(self)
         shadow.memory = SecretMemory()
         shadow.callback = None
-        shadow._ledger = _Ledger()
+        shadow._ledger = Ledger()
         pacer = GilPacer() if paced else None
         done = 0
         for m in messages:
@@ -743,7 +578,7 @@ class Redactor:
         if plain and self._scans.is_clean(m):
             self._ledger.put(m, m, 0)
             return m
-        for _ in range(_MAX_PASSES):
+        for _ in range(MAX_PASSES):
             generation = self._generation()
             out = self._redact_fields(m)
             if self._generation() == generation:
@@ -782,7 +617,7 @@ class Redactor:
             return None
         original, out, seen = entry
         now = self._generation()
-        if seen != now and _mentions_any(m, self.memory.learned_since(seen)):
+        if seen != now and mentions_any(m, self.memory.learned_since(seen)):
             return None
         if original is not m:
             transplanted = self._transplant(m, original, out, clean_ids)
@@ -802,14 +637,14 @@ class Redactor:
         if redacted is not original and redacted == original:
             return None  # (an entry this redactor does not make: redone rather than guessed)
         clean = redacted is original
-        if _ID not in m.meta:
+        if ID_KEY not in m.meta:
             return m if clean else redacted
-        own = m.meta[_ID]
-        own_redacted = own if own in clean_ids else self._redact_item(_ID, own)
+        own = m.meta[ID_KEY]
+        own_redacted = own if own in clean_ids else self._redact_item(ID_KEY, own)
         if clean and own_redacted == own:
             return m
         base = m if clean else redacted
-        meta = {key: (own_redacted if key == _ID else base.meta[key]) for key in m.meta}
+        meta = {key: (own_redacted if key == ID_KEY else base.meta[key]) for key in m.meta}
         return replace(base, meta=freeze(meta))
 
     def is_clean(self, m: Message) -> bool:
@@ -852,7 +687,7 @@ class Redactor:
         # and the ids of many such messages are first cleared in bulk (a repeated history: each has an id of its own).
         batch = list(messages)
         entries = [self._ledger.get(m) for m in batch]
-        clean_ids = self._clean_ids([m.meta.get(_ID) for m, entry in zip(batch, entries, strict=True)
+        clean_ids = self._clean_ids([m.meta.get(ID_KEY) for m, entry in zip(batch, entries, strict=True)
                                      if entry is not None and entry[0] is not m])
         items = [m for m, entry in zip(batch, entries, strict=True)
                  if entry is None or (entry[0] is not m and self._recall(m, clean_ids) is None)]
@@ -874,7 +709,7 @@ class Redactor:
             return frozenset()
         from .rules import SECRET_KEY
 
-        if SECRET_KEY.fullmatch(_ID):
+        if SECRET_KEY.fullmatch(ID_KEY):
             return frozenset()
         suspects: set[int] = set()
         self._suspect_texts(texts, suspects)
@@ -902,7 +737,7 @@ class Redactor:
         if fresh:
             for i, redacted in zip(fresh, self._redact_batch([items[i] for i in fresh]), strict=True):
                 out[i] = redacted
-        for _ in range(_MAX_PASSES):
+        for _ in range(MAX_PASSES):
             if self._generation() == start:
                 break
             # A secret learned on the way may be mentioned in a message redacted before it: each is checked for
@@ -952,11 +787,11 @@ class Redactor:
         suspects: set[int] = set()
         texts: list[str] = []
         for i, m in enumerate(items):
-            strings = _surface(m)
+            strings = surface(m)
             if strings is None:
                 suspects.add(i)
                 strings = []
-            texts.append(_PREFILTER_SEPARATOR.join(strings))
+            texts.append(SEPARATOR.join(strings))
         if texts:
             self._suspect_texts(texts, suspects)
         return suspects, texts
@@ -967,7 +802,7 @@ class Redactor:
         needles, needs = self._prefilter
         lowered = [t.lower() for t in texts]  # (one by one: lower-casing may change a text's length)
         starts = list(itertools.accumulate((len(t) + 1 for t in lowered[:-1]), initial=0))
-        joined = _PREFILTER_SEPARATOR.join(lowered)
+        joined = SEPARATOR.join(lowered)
         finder = self._triggers
         if finder.one_pass:  # (one pass per text; the matches of a text that holds many are not all wanted)
             suspects.update(i for i, text in enumerate(lowered) if i not in suspects and finder.holds_any(text))
@@ -986,7 +821,7 @@ class Redactor:
             return None
         starts = list(itertools.accumulate((len(t) + 1 for t in texts[:-1]), initial=0))
         holding: set[int] = set()
-        self._search(_PREFILTER_SEPARATOR.join(texts), starts, tuple(learned), holding)
+        self._search(SEPARATOR.join(texts), starts, tuple(learned), holding)
         return holding
 
     @staticmethod

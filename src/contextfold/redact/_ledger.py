@@ -1,0 +1,186 @@
+"""What a redactor remembers of the messages it redacted (issue 22), and the strings it reads in a message.
+
+A session's messages are redacted for the learning of its secrets, for the summarizer and for every transcript the
+archive keeps; the :class:`Ledger` keeps each result so that none of those scans a message twice, and
+:func:`mentions_any` tells whether a message redacted earlier holds a secret learned since (then only it is redone).
+:func:`surface` lists what redaction reads in a message (texts, arguments, mapping keys and values): the ledger's
+re-check and the batch prefilter of ``Redactor.redact_messages`` search it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from ..messages import DocumentPart, ImagePart, Message, TextPart, ThinkingPart, UnknownPart, is_opaque
+
+__all__ = ["ID_KEY", "LEDGER_ENTRIES", "MAX_PASSES", "SEPARATOR", "Ledger", "SameMessage", "mentions_any", "surface"]
+
+# Texts joined for one search are separated by this: no trigger holds it, and no run crosses it.
+SEPARATOR = "\x00"
+
+# Messages a redactor redacted, with the result, remembered (issue 22): a session's messages are redacted for its
+# secrets' learning, for the summarizer and for every transcript the archive keeps, and each of those used to scan
+# the whole view again. An entry holds the memory's generation it was made at; a string remembered since needs
+# only that string looked for (SecretMemory.learned_since). Entries are found by content: a message equal field for
+# field to one redacted before (role, text, parts, calls, ids, meta and extra; compared, not hashed) but for its
+# ``meta["id"]`` (the manager numbers every message it is given) redacts to the same, with its own id redacted on
+# its own (a mapping's items are redacted independently). So a history that repeats a message (the same output read
+# again, sessions replayed one after another) scans it once. Bounded: about 40 MB at the cap, the oldest dropped.
+LEDGER_ENTRIES = 250_000
+# A message redacted while something was learned is redone at most this many times in a row (the secrets a message
+# teaches are redacted where the message itself mentions them earlier); past that, its entry's generation is the
+# one before the last pass, so the next use checks again.
+MAX_PASSES = 3
+ID_KEY = "id"
+
+
+def _same_but_id(a: Message, b: Message) -> bool:
+    """Whether ``a`` and ``b`` are equal in every field but ``meta["id"]`` (which both have or both lack)."""
+    if not (a.role == b.role and a.content == b.content and a.tool_calls == b.tool_calls
+            and a.tool_call_id == b.tool_call_id and a.name == b.name and a.extra == b.extra):
+        return False
+    meta_a, meta_b = a.meta, b.meta
+    if len(meta_a) != len(meta_b) or ((ID_KEY in meta_a) != (ID_KEY in meta_b)):
+        return False
+    missing = object()
+    return all(key == ID_KEY or meta_b.get(key, missing) == value for key, value in meta_a.items())
+
+
+class SameMessage:
+    """A ledger key: equal to another when the messages are equal in every field but their ``meta["id"]``.
+
+    The hash reads only strings (whose hashes Python keeps with them), so a key costs little more than a tuple;
+    equality compares the fields themselves, so two messages share an entry only when their content is identical.
+    """
+
+    __slots__ = ("_hash", "message")
+
+    def __init__(self, m: Message) -> None:
+        self.message = m
+        content = m.content
+        self._hash = hash((
+            m.role,
+            content if isinstance(content, str) else tuple(getattr(p, "text", None) for p in content),
+            tuple(c.arguments for c in m.tool_calls),
+            m.tool_call_id,
+            m.name,
+            len(m.meta),
+            len(m.extra),
+        ))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SameMessage) and (
+            other.message is self.message or _same_but_id(self.message, other.message))
+
+
+def _bounded_put(entries: dict[Any, tuple[Message, Message, int]], key: object,
+                 entry: tuple[Message, Message, int]) -> None:
+    entries[key] = entry
+    if len(entries) > LEDGER_ENTRIES:  # the oldest quarter: the start of a long session, compacted away
+        for stale in list(itertools.islice(entries, len(entries) // 4)):
+            del entries[stale]
+
+
+class Ledger:
+    """What messages redacted to: ``(message, redacted, generation)`` by the message object, and by its content.
+
+    A message is found by itself first (each message of a view is looked up again by every transcript), then by
+    content (see :class:`SameMessage`): the entry found that way belongs to an equal message, whose redaction
+    ``Redactor._recall`` adapts to this one's id and records for this object.
+    """
+
+    __slots__ = ("_by_content", "_by_object", "_lock")
+
+    def __init__(self) -> None:
+        self._by_object: dict[int, tuple[Message, Message, int]] = {}  # (the message kept: its id stays its own)
+        self._by_content: dict[SameMessage, tuple[Message, Message, int]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, m: Message) -> tuple[Message, Message, int] | None:
+        entry = self._by_object.get(id(m))
+        if entry is not None and entry[0] is m:
+            return entry
+        return self._by_content.get(SameMessage(m))
+
+    def put(self, m: Message, redacted: Message, generation: int) -> None:
+        entry = (m, redacted, generation)
+        key = SameMessage(m)
+        with self._lock:
+            _bounded_put(self._by_object, id(m), entry)
+            _bounded_put(self._by_content, key, entry)
+
+    def __len__(self) -> int:
+        return len(self._by_object)
+
+
+def surface(m: Message) -> list[str] | None:
+    """Every string ``Redactor.redact_message`` reads in ``m`` (mapping keys too), or None when unsure.
+
+    None for what the prefilter cannot vouch for: JSON arguments with escapes or non-ASCII text (a decoded value or
+    key is then not a substring of the text), and non-ASCII mapping keys (``ſecret`` matches the secret-key rule
+    case-insensitively but holds no trigger once lower-cased).
+    """
+    out: list[str] = []
+    if isinstance(m.content, str):
+        out.append(m.content)
+    else:
+        for part in m.content:
+            if is_opaque(part):
+                continue  # a provider's state is never redacted (see _redact_part), so never searched either
+            if isinstance(part, TextPart):
+                out.append(part.text)
+                if part.extra and not _walk(part.extra, out):
+                    return None
+            elif isinstance(part, ThinkingPart):
+                out.append(part.text)
+            elif isinstance(part, ImagePart | DocumentPart):
+                if part.url:
+                    out.append(part.url)
+            elif isinstance(part, UnknownPart) and not _walk(part.data, out):
+                return None
+    for call in m.tool_calls:
+        if "\\" in call.arguments or not call.arguments.isascii():
+            return None
+        out.append(call.arguments)
+        if call.extra and not _walk(call.extra, out):
+            return None
+    for mapping in (m.meta, m.extra):
+        if mapping and not _walk(mapping, out):
+            return None
+    return out
+
+
+def _walk(obj: Any, out: list[str]) -> bool:
+    """Append the strings of a JSON-like ``obj`` (keys and values) to ``out``; False on a non-ASCII key."""
+    stack = [obj]
+    while stack:  # (a mapping of strings, as meta mostly is, goes through the first branch of each item)
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, Mapping):
+            for key, value in item.items():
+                if isinstance(key, str):
+                    if not key.isascii():
+                        return False
+                    out.append(key)
+                stack.append(value)
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return True
+
+
+def mentions_any(m: Message, strings: list[str]) -> bool:
+    """Whether one of ``strings`` is in a string ``Redactor.redact_message`` reads in ``m`` (True when unsure)."""
+    if not strings:
+        return False
+    strings_read = surface(m)
+    if strings_read is None:
+        return True
+    text = strings_read[0] if len(strings_read) == 1 else SEPARATOR.join(strings_read)
+    return any(s in text for s in strings)
