@@ -7,6 +7,10 @@ overflowing event queue must drain), and the ids.
 
 from __future__ import annotations
 
+import threading
+
+import pytest
+
 from contextfold.manager import ContextManager
 from contextfold.telemetry import _pace
 from contextfold.telemetry._clock import new_span_id, new_trace_id
@@ -19,6 +23,32 @@ def test_the_foreground_marker_nests_and_clears() -> None:
             assert len(_pace._active) == 2 and not _pace._idle.is_set()
         assert not _pace._idle.is_set()
     assert not _pace._active and _pace._idle.is_set()
+
+
+def test_a_call_entering_while_another_leaves_keeps_the_marker_busy(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The interleaving a review found, made deterministic: call A leaves, sees no call left, and before A sets the
+    # idle event call B (another thread) enters and clears it; A's set then said "idle" while B ran, and every
+    # background wait spun on an event already set (up to 20 ms, holding the GIL between checks).
+    class EnteredBeforeSet(threading.Event):
+        armed = False
+
+        def set(self) -> None:
+            if self.armed:
+                self.armed = False
+                _pace.foreground.__enter__()  # B, between A's check and A's set
+            super().set()
+
+    idle = EnteredBeforeSet()
+    idle.set()
+    monkeypatch.setattr(_pace, "_idle", idle)
+    _pace.foreground.__enter__()  # A
+    idle.armed = True
+    _pace.foreground.__exit__(None, None, None)  # A leaves; B enters inside
+    try:
+        assert _pace._active == [1] and not idle.is_set()  # B runs: not idle
+    finally:
+        _pace.foreground.__exit__(None, None, None)  # B leaves
+    assert not _pace._active and idle.is_set()
 
 
 def test_a_pacer_that_must_not_defer_works_through_the_foreground() -> None:

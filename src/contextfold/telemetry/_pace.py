@@ -42,6 +42,10 @@ class _Foreground:
         _active.pop()
         if not _active:
             _idle.set()
+            if _active:
+                # A call on another thread entered between the check and the set: it runs, so not idle (set, the
+                # event made background waits spin until their deadline).
+                _idle.clear()
 
 
 foreground = _Foreground()  # (one object for every call: it holds no state of its own)
