@@ -378,22 +378,26 @@ class ToolOutputCache:
         key = (ref.id, cap, self.names_retrieval_tools, id(self.counter), self._secrets_state())
         view = self._views.get(key) if key[-1] is not None else None
         if view is None:
-            view = render_view(
-                text,
-                ref,
-                max_bytes=self.config.max_message_bytes,
-                max_tokens=cap,
-                max_line_length=self.config.max_line_length,
-                counter=self.counter,
-                max_lines=self.config.max_message_lines,
-                marker_unit="chars" if self.config.unit == "bytes" else "tokens",
-                header=self.config.header,
-                name_tools=self.names_retrieval_tools,
-                secrets=self.secrets,
-            )
+            view = self._render(text, ref, cap, header=self.config.header)
             if key[-1] is not None:
                 self._views.put(key, view, len(view) + STRING_OVERHEAD_BYTES)
         return view
+
+    def _render(self, text: str, ref: ToolOutputRef, max_tokens: int, *, header: bool = False) -> str:
+        """The cut view of ``text`` under ``ref`` at ``max_tokens``, by this cache's limits, notes and secrets."""
+        return render_view(
+            text,
+            ref,
+            max_bytes=self.config.max_message_bytes,
+            max_tokens=max_tokens,
+            max_line_length=self.config.max_line_length,
+            counter=self.counter,
+            max_lines=self.config.max_message_lines,
+            marker_unit="chars" if self.config.unit == "bytes" else "tokens",
+            header=header,
+            name_tools=self.names_retrieval_tools,
+            secrets=self.secrets,
+        )
 
     def _secrets_state(self) -> tuple[int, int] | None:
         """What the secrets guard knows, as far as a view depends on it; None when that cannot be told."""
@@ -442,18 +446,7 @@ class ToolOutputCache:
             if plain is None:
                 return message
             text, ref = plain, self.put(plain)
-        view = render_view(
-            text,
-            ref,
-            max_bytes=self.config.max_message_bytes,
-            max_tokens=max_tokens,
-            max_line_length=self.config.max_line_length,
-            counter=self.counter,
-            max_lines=self.config.max_message_lines,
-            marker_unit="chars" if self.config.unit == "bytes" else "tokens",
-            name_tools=self.names_retrieval_tools,
-            secrets=self.secrets,
-        )
+        view = self._render(text, ref, max_tokens)
         if self.counter.count(view) >= self.counter.count(message.text):
             return message
         if message.role == "user":

@@ -419,14 +419,7 @@ class Redactor:
         shadow.memory = SecretMemory()
         shadow.callback = None
         shadow._ledger = Ledger()
-        pacer = GilPacer() if paced else None
-        done = 0
-        for m in messages:
-            shadow.redact_message(m)
-            done += 1
-            if pacer is not None:
-                pacer.tick()
-        return done
+        return shadow.redact_ahead(messages, paced=paced)
 
     def redact_text(self, text: str) -> str:
         """``text`` with every secret replaced by its marker; the rest is unchanged."""
