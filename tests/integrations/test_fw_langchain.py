@@ -410,7 +410,9 @@ def test_an_agent_in_a_compacting_node_keeps_the_parents_state_bounded(server: S
         """Read three pages of the build log."""
         return log_page(page) * 3
 
-    cm = make_manager(f"lc-compacting-node-{asynchronous}")
+    telemetry = RecordingTelemetry()
+    cm = ContextManager(model="gpt-4o", max_context_tokens=WINDOW, store="memory", archive="memory",
+                        session_id=f"lc-compacting-node-{asynchronous}", telemetry=telemetry)
     agent = create_agent(model(server), tools=[read_pages], system_prompt=PROMPT,
                          middleware=[ContextfoldMiddleware(cm)])
     graph = StateGraph(MessagesState)
@@ -440,6 +442,7 @@ def test_an_agent_in_a_compacting_node_keeps_the_parents_state_bounded(server: S
     sent = [m for m in server.requests[-1].items if m["role"] != "system"]
     assert [m.content for m in state["messages"][:-1]] == [m["content"] or "" for m in sent]
     assert max(sizes) < 6 * 4 and sizes[-1] < 6 * 4  # whole, it would be 4 messages a turn: 24
+    assert not [e for e in telemetry.events if getattr(e, "code", "") == "subgraph_state_unbounded"]
 
 
 def test_an_agent_as_a_subgraph_sends_compacted_requests_and_leaves_the_parents_state_in_order(
@@ -454,7 +457,9 @@ def test_an_agent_as_a_subgraph_sends_compacted_requests_and_leaves_the_parents_
         """Read three pages of the build log."""
         return log_page(page) * 3
 
-    cm = make_manager("lc-subgraph")
+    telemetry = RecordingTelemetry()
+    cm = ContextManager(model="gpt-4o", max_context_tokens=WINDOW, store="memory", archive="memory",
+                        session_id="lc-subgraph", telemetry=telemetry)
     agent = create_agent(model(server), tools=[read_pages], system_prompt=PROMPT,
                          middleware=[ContextfoldMiddleware(cm)])
     graph = StateGraph(MessagesState)
@@ -474,3 +479,6 @@ def test_an_agent_as_a_subgraph_sends_compacted_requests_and_leaves_the_parents_
     assert cm.framework_history.rebuilds == 0 and cm.compactions >= 1
     assert all(r.status == 200 and r.input_tokens <= WINDOW for r in server.requests)
     assert len(server.requests[-1].items) < len(expected)  # the requests were compacted
+    # The operator is told, once, that the parent's state grows and which node keeps it bounded.
+    told = [e for e in telemetry.events if getattr(e, "code", "") == "subgraph_state_unbounded"]
+    assert len(told) == 1 and "compacting_node(agent)" in told[0].message

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..errors import ConfigError, MissingExtra
 from ..manager.reconcile import content_key, pin_head, rebase, reconcile, unpinned
 from ..recovery import DEFAULT_MAX_RETRIES, OverflowInfo, OverflowRecovery, parse_overflow
+from ..telemetry import CompactWarning
 from ._degrade import prepare_messages
 from ._langchain_convert import Origins, from_langchain, to_langchain
 from ._retrieval import TOOL_NAMES, answer, offer, tool_specs
@@ -71,6 +73,8 @@ DEFAULT_MAX_THREADS = 256
 # The configurable key compacting_node sets for the agent it runs: the parent takes the agent's final messages
 # wholesale, so the middleware may replace the agent's state as at the top (see _in_subgraph).
 PARENT_TAKES_VIEW = "contextfold_parent_takes_view"
+# The warning's code when the agent runs as a subgraph whose parent keeps every message (use compacting_node).
+SUBGRAPH_STATE_CODE = "subgraph_state_unbounded"
 
 
 def _key(message: BaseMessage) -> str:
@@ -211,6 +215,7 @@ class ContextfoldMiddleware(AgentMiddleware):
         self._built: set[int] = set()  # ids of the managers in _managers that the middleware built itself
         self._lock = threading.Lock()
         self.updates = 0  # state rewrites returned from before_model
+        self._told_subgraph: weakref.WeakSet[ContextManager] = weakref.WeakSet()  # managers told the parent grows
         self.compact_tool = compact_tool
         self.tools: list[BaseTool] = self._retrieval_tools(retrieval_tools, compact_tool)
 
@@ -347,10 +352,28 @@ class ContextfoldMiddleware(AgentMiddleware):
         return await asyncio.to_thread(self.before_model, state, runtime)
 
     # -- wrap_model_call: the view per request, and overflow recovery ---------------------------------------------
+    def _tell_if_parent_grows(self, cm: ContextManager) -> None:
+        """Warn once per manager that the parent graph's state keeps every message (the agent runs as a subgraph).
+
+        The mode asked for a compacted state, and a subgraph cannot give its parent one (see :func:`_in_subgraph`);
+        whether the agent is a node of its own or called inside a user's node function looks the same from inside,
+        so the operator is told which node to use rather than the parent's state being changed behind them.
+        """
+        if self.mode != "before_model" or cm in self._told_subgraph or not _in_subgraph():
+            return
+        self._told_subgraph.add(cm)
+        cm.tracer.emit(CompactWarning(
+            session_id=cm.session_id, code=SUBGRAPH_STATE_CODE,
+            message="the agent runs as a subgraph: its requests are compacted, but the parent graph's state keeps "
+                    "every message and grows with the conversation (LangGraph merges a subgraph's messages into the "
+                    "parent's by id); add the agent with graph.add_node(name, compacting_node(agent)) to keep the "
+                    "parent's state bounded too"))
+
     def _request_with_view(self, cm: ContextManager, request: ModelRequest) -> ModelRequest:
         names = {getattr(t, "name", None) or (t.get("name") if isinstance(t, Mapping) else None)
                  for t in request.tools}
         tools, response_format = request_extras(request)
+        self._tell_if_parent_grows(cm)
         with cm.framework_history.lock:
             offer(cm, set(TOOL_NAMES[:2]) <= names, names)
             cm.set_request_extras(tools=tools, response_format=response_format)  # counted with the view
