@@ -104,3 +104,27 @@ def test_learning_from_copies_clears_their_ids_in_bulk_and_still_finds_a_secret_
     assert [r.redact_message(m) for m in copies] == [oracle.redact_message(m) for m in copies]
     assert r.redact_message(copies[3]) is copies[3]
     assert TOKEN not in r.redact_message(copies[7]).meta["id"]
+
+
+def test_a_learned_history_is_redacted_from_the_ledger_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 22: learn_from recorded only the messages that held a trigger, and recalled copies before the batch's
+    # secrets were learned; the summarizer's request then scanned the rest again (~26% of the first prepare() of
+    # 100,000 recorded messages). The bare value is mentioned before the message that teaches it, in every copy.
+    value = TOKEN.removeprefix("ghp_")
+    history = [
+        Message(role, text, meta={"id": f"s:{copy}:{i}"})
+        for copy in range(3)
+        for i, (role, text) in enumerate([("user", f"keep {value} for later"), ("tool", f"export GH_TOKEN={TOKEN}"),
+                                          *(("tool", item.text) for item in [*CODE[::6], *SECRETS[::4]])])
+    ]
+    learned = Redactor()
+    learned.learn_from(history)
+    oracle = Redactor(callback=lambda text: text)  # (a callback: no ledger, every message redacted whole)
+    oracle.learn_from(history)
+    expected = [oracle.redact_message(m) for m in history]
+    monkeypatch.setattr(Redactor, "_redact_fields", lambda self, m: pytest.fail(f"{m.meta['id']} scanned again"))
+    monkeypatch.setattr(Redactor, "_suspects", lambda self, items: pytest.fail("a batch scanned again"))
+    got = learned.redact_messages(history)
+    assert got == expected
+    assert all(value not in m.text for m in got) and got[0].text.startswith("keep [REDACTED:")
+    assert learned._learned == oracle._learned

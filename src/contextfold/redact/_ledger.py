@@ -46,7 +46,11 @@ def _same_but_id(a: Message, b: Message) -> bool:
     if len(meta_a) != len(meta_b) or ((ID_KEY in meta_a) != (ID_KEY in meta_b)):
         return False
     missing = object()
-    return all(key == ID_KEY or meta_b.get(key, missing) == value for key, value in meta_a.items())
+    # (A loop, not all() over a generator: this runs for every copy of a bulk add.)
+    for key, value in meta_a.items():  # noqa: SIM110
+        if key != ID_KEY and meta_b.get(key, missing) != value:
+            return False
+    return True
 
 
 class SameMessage:
@@ -61,10 +65,11 @@ class SameMessage:
     def __init__(self, m: Message) -> None:
         self.message = m
         content = m.content
+        calls = m.tool_calls
         self._hash = hash((
             m.role,
-            content if isinstance(content, str) else tuple(getattr(p, "text", None) for p in content),
-            tuple(c.arguments for c in m.tool_calls),
+            content if isinstance(content, str) else tuple([getattr(p, "text", None) for p in content]),
+            tuple([c.arguments for c in calls]) if calls else (),
             m.tool_call_id,
             m.name,
             len(m.meta),
@@ -102,15 +107,22 @@ class Ledger:
         self._by_content: dict[SameMessage, tuple[Message, Message, int]] = {}
         self._lock = threading.Lock()
 
-    def get(self, m: Message) -> tuple[Message, Message, int] | None:
+    def recorded(self, m: Message) -> bool:
+        """Whether ``m`` itself has an entry (not only a message equal to it)."""
+        entry = self._by_object.get(id(m))
+        return entry is not None and entry[0] is m
+
+    def get(self, m: Message, key: SameMessage | None = None) -> tuple[Message, Message, int] | None:
+        """``m``'s entry, by itself or else by content (``key``: ``SameMessage(m)``, when the caller has it)."""
         entry = self._by_object.get(id(m))
         if entry is not None and entry[0] is m:
             return entry
-        return self._by_content.get(SameMessage(m))
+        return self._by_content.get(SameMessage(m) if key is None else key)
 
-    def put(self, m: Message, redacted: Message, generation: int) -> None:
+    def put(self, m: Message, redacted: Message, generation: int, key: SameMessage | None = None) -> None:
         entry = (m, redacted, generation)
-        key = SameMessage(m)
+        if key is None:
+            key = SameMessage(m)
         with self._lock:
             _bounded_put(self._by_object, id(m), entry)
             _bounded_put(self._by_content, key, entry)

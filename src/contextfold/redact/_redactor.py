@@ -38,7 +38,7 @@ from ..messages import (
 )
 from ..telemetry._pace import GilPacer
 from ..untrusted.regex import PatternTimeout
-from ._ledger import ID_KEY, MAX_PASSES, SEPARATOR, Ledger, mentions_any, surface
+from ._ledger import ID_KEY, MAX_PASSES, SEPARATOR, Ledger, SameMessage, mentions_any, surface
 from ._triggers import TriggerFinder
 from .memory import LEARN_MIN_CHARS, MAX_LEARNED, SecretMemory
 
@@ -598,14 +598,15 @@ class Redactor:
     def _generation(self) -> int:
         return self.memory.generation if self.remember else 0
 
-    def _recall(self, m: Message, clean_ids: frozenset[str] = frozenset()) -> Message | None:
+    def _recall(self, m: Message, clean_ids: frozenset[str] = frozenset(),
+                key: SameMessage | None = None) -> Message | None:
         """What ``m`` redacts to, when it was redacted before and no secret learned since occurs in it; else None.
 
         The result of a redaction depends on the message, the patterns and which remembered strings occur in the
         message's strings; the memory only grows, so when none of the strings learned since occurs, the result
-        stands (and is marked as made now).
+        stands (and is marked as made now). ``key``: ``SameMessage(m)``, when the caller made it.
         """
-        entry = self._ledger.get(m)
+        entry = self._ledger.get(m, key)
         if entry is None:
             return None
         original, out, seen = entry
@@ -618,7 +619,7 @@ class Redactor:
                 return None  # (its id taught a secret: the whole message is redone, as any message that teaches)
             out = transplanted
         if seen != now or original is not m:
-            self._ledger.put(m, out, now)
+            self._ledger.put(m, out, now, key)
         return out
 
     def _transplant(self, m: Message, original: Message, redacted: Message,
@@ -676,19 +677,34 @@ class Redactor:
         """
         if not self.enabled or not self.remember:
             return
-        # A message redacted before was learned from; one like it but for its id needs only its id read (_recall),
-        # and the ids of many such messages are first cleared in bulk (a repeated history: each has an id of its own).
-        batch = list(messages)
-        entries = [self._ledger.get(m) for m in batch]
-        clean_ids = self._clean_ids([m.meta.get(ID_KEY) for m, entry in zip(batch, entries, strict=True)
-                                     if entry is not None and entry[0] is not m])
-        items = [m for m, entry in zip(batch, entries, strict=True)
-                 if entry is None or (entry[0] is not m and self._recall(m, clean_ids) is None)]
-        if not items:
-            return
-        found = self._suspects(items)
-        for i in range(len(items)) if found is None else sorted(found[0]):
-            self.redact_message(items[i])  # (learning is what redacting a message does on the way)
+        # A message redacted before was learned from. Of the others, one message per content is read (a repeated
+        # history's copies are equal but for their ids), redacted in bulk and recorded, clean ones too: the
+        # summarizer's request and the transcript then find every message in the ledger, at the generation reached
+        # here. The copies come after, once the batch's secrets are known (an entry recalled before a secret is
+        # learned would need that secret looked for in it again), needing only their ids read, cleared in bulk.
+        firsts: set[SameMessage] = set()
+        fresh: list[Message] = []
+        copies: list[Message] = []
+        ledger = self._ledger
+        copy_keys: list[SameMessage] = []
+        for m in messages:
+            if ledger.recorded(m):
+                continue
+            key = SameMessage(m)
+            if ledger.get(m, key) is None and key not in firsts:
+                firsts.add(key)
+                fresh.append(m)
+            else:
+                copies.append(m)
+                copy_keys.append(key)
+        del firsts
+        if fresh:
+            self._redact_batch(fresh)  # (learning is what redacting a message does on the way)
+        if copies:
+            clean_ids = self._clean_ids([m.meta.get(ID_KEY) for m in copies])
+            for m, key in zip(copies, copy_keys, strict=True):
+                if self._recall(m, clean_ids, key) is None:
+                    self.redact_message(m)
 
     def _clean_ids(self, ids: list[Any]) -> frozenset[str]:
         """Of ``ids`` (``meta["id"]`` values), the strings the prefilter shows redact to themselves, learning nothing.
@@ -705,10 +721,13 @@ class Redactor:
         if SECRET_KEY.fullmatch(ID_KEY):
             return frozenset()
         suspects: set[int] = set()
-        self._suspect_texts(texts, suspects)
-        remember = self.remember
-        return frozenset(text for i, text in enumerate(texts)
-                         if i not in suspects and not (remember and self.memory.spans(text)))
+        self._suspect_texts(texts, suspects, joined=True)
+        if self.remember:
+            remembered = self._remembered_in(texts)
+            if remembered is None:  # (too many remembered strings to look for each in the joined ids)
+                remembered = {i for i, text in enumerate(texts) if i not in suspects and self.memory.spans(text)}
+            suspects |= remembered
+        return frozenset(text for i, text in enumerate(texts) if i not in suspects)
 
     def redact_messages(self, messages: Iterable[Message]) -> list[Message]:
         """Every message redacted, in bulk: first every secret of the batch is learned, then each is redacted.
@@ -789,20 +808,26 @@ class Redactor:
             self._suspect_texts(texts, suspects)
         return suspects, texts
 
-    def _suspect_texts(self, texts: list[str], suspects: set[int]) -> None:
-        """Add to ``suspects`` the index of every text holding a pattern's trigger or need (the prefilter's search)."""
+    def _suspect_texts(self, texts: list[str], suspects: set[int], *, joined: bool = False) -> None:
+        """Add to ``suspects`` the index of every text holding a pattern's trigger or need (the prefilter's search).
+
+        ``joined``: the texts are short (ids): the automaton reads them joined, in one call.
+        """
         assert self._prefilter is not None
         needles, needs = self._prefilter
         lowered = [t.lower() for t in texts]  # (one by one: lower-casing may change a text's length)
         starts = list(itertools.accumulate((len(t) + 1 for t in lowered[:-1]), initial=0))
-        joined = SEPARATOR.join(lowered)
+        joined_text = SEPARATOR.join(lowered)
         finder = self._triggers
-        if finder.one_pass:  # (one pass per text; the matches of a text that holds many are not all wanted)
+        positions = finder.positions(joined_text) if joined else None
+        if positions is not None:
+            suspects.update(bisect.bisect_right(starts, at) - 1 for at in positions)
+        elif finder.one_pass:  # (one pass per text; the matches of a text that holds many are not all wanted)
             suspects.update(i for i, text in enumerate(lowered) if i not in suspects and finder.holds_any(text))
         else:
-            self._search(joined, starts, needles, suspects)
+            self._search(joined_text, starts, needles, suspects)
         for need in needs:
-            for hit in need.finditer(joined):
+            for hit in need.finditer(joined_text):
                 suspects.add(bisect.bisect_right(starts, hit.start()) - 1)
 
     def _remembered_in(self, texts: list[str]) -> set[int] | None:

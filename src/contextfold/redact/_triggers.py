@@ -77,3 +77,16 @@ class TriggerFinder:
             except UnicodeEncodeError:
                 pass  # (a lone surrogate, as above)
         return any(t in lowered for t in self.needles)
+
+    def positions(self, lowered: str) -> list[int] | None:
+        """Where triggers start in ``lowered`` (not overlapping), or None without the automaton or on a surrogate.
+
+        For many short texts joined by a separator no trigger holds (a batch of message ids): one call instead of
+        one per text; every text holding a trigger has a position in it.
+        """
+        if self._automaton is None:
+            return None
+        try:
+            return [start for _, start, _ in self._automaton.find_matches_as_indexes(lowered)]
+        except UnicodeEncodeError:
+            return None
