@@ -14,6 +14,7 @@ import os
 import secrets
 import stat
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 __all__ = ["DIR_MODE", "FILE_MODE", "GITIGNORE_NAME", "MAX_INPUT_BYTES", "TEMP_PREFIX", "InputTooLarge",
@@ -285,16 +286,19 @@ class PrivateFolder:
         with os.fdopen(fd, "rb") as fh:
             return fh.read()
 
-    def write(self, name: str, data: bytes, *, exclusive: bool = False, fsync: bool = True) -> None:
-        """Write ``name`` atomically: a 0600 temporary file in this folder, renamed over ``name``.
+    def write(self, name: str, data: bytes | Iterable[bytes], *, exclusive: bool = False, fsync: bool = True) -> int:
+        """Write ``name`` atomically: a 0600 temporary file in this folder, renamed over ``name``; returns the size.
 
         A link at ``name`` is replaced, never followed. ``exclusive``: FileExistsError when ``name`` exists.
+        ``data``: the bytes, or pieces of them written as they come (a transcript streamed as it is encoded).
         """
         temp = f"{TEMP_PREFIX}{secrets.token_hex(8)}"
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, FILE_MODE, dir_fd=self.fd)
+        size = 0
         try:
             with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
+                for chunk in (data,) if isinstance(data, bytes | bytearray | memoryview) else data:
+                    size += fh.write(chunk)
                 if fsync:
                     fh.flush()
                     os.fsync(fh.fileno())
@@ -308,6 +312,7 @@ class PrivateFolder:
                 os.unlink(temp, dir_fd=self.fd)
         if fsync:
             self.sync()
+        return size
 
     def append(self, name: str, data: bytes, *, fsync: bool, max_bytes: int | None = None, keep: int = 0) -> None:
         """Append ``data`` to ``name`` (created 0600) with one ``O_APPEND`` write.

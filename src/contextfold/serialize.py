@@ -15,7 +15,7 @@ import json
 import re
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from .errors import InvalidHistory
@@ -254,12 +254,30 @@ def dumps_messages(messages: Iterable[Message]) -> str:
 
 
 def encode_messages(messages: Iterable[Message]) -> bytes:
-    """:func:`dumps_messages` encoded as UTF-8, each line as it is made.
+    """:func:`dumps_messages` encoded as UTF-8 (the pieces of :func:`encode_message_chunks`, joined)."""
+    return b"".join(encode_message_chunks(messages))
 
-    What the archive writes (issue 22): the text of a 100,000-message transcript (~260 MB), its lines and its bytes
-    were all held at once; encoded line by line, the lines' text goes as it is encoded.
+
+# The size of the pieces encode_message_chunks yields, in characters of JSON text.
+_CHUNK_CHARS = 1 << 20
+
+
+def encode_message_chunks(messages: Iterable[Message]) -> Iterator[bytes]:
+    """:func:`dumps_messages` encoded as UTF-8, in pieces of about a megabyte of whole lines, each as it is made.
+
+    What the archive streams to a store that takes pieces (issue 22): a 100,000-message transcript is ~260 MB, and
+    its lines' bytes and the joined whole were held at once, and a store's copy of that on top.
     """
-    return b"".join(line.encode() for line in _message_lines(messages))
+    pending: list[str] = []
+    size = 0
+    for line in _message_lines(messages):
+        pending.append(line)
+        size += len(line)
+        if size >= _CHUNK_CHARS:
+            yield "".join(pending).encode()
+            pending, size = [], 0
+    if pending:
+        yield "".join(pending).encode()
 
 
 def _message_lines(messages: Iterable[Message]) -> Iterator[str]:
@@ -270,14 +288,43 @@ def _message_lines(messages: Iterable[Message]) -> Iterator[str]:
     # Only the newest are remembered: they are the ones a later transcript (the view after compaction) holds, and
     # remembering a 100,000-message transcript would only push each entry out again.
     fresh: deque[tuple[Message, str]] = deque(maxlen=_LINE_CACHE_ENTRIES)
+    repeats = _Repeats()
     for m, entry in zip(items, known, strict=True):
         if entry is not None and entry[0] is m:
             yield entry[1]
         else:
-            line = _encode_line(m)
+            line = _encode_line(m, repeats)
             fresh.append((m, line))
             yield line
     _remember_lines(fresh)
+
+
+class _Repeats:
+    """The JSON of values met more than once in one transcript, by the value object (issue 22).
+
+    A history that repeats an output holds the same text object in each copy (only the message's id differs): its
+    JSON is made once. A value is kept (not its JSON) the first time, so a transcript of distinct texts holds no
+    second copy of them; the JSON is remembered from the second time on.
+    """
+
+    __slots__ = ("_json", "_seen")
+
+    def __init__(self) -> None:
+        self._seen: dict[int, object] = {}
+        self._json: dict[int, tuple[object, str]] = {}
+
+    def encode(self, value: Any, make: Callable[[Any], str]) -> str:
+        """``make(value)``, or what it made for this object before."""
+        key = id(value)
+        known = self._json.get(key)
+        if known is not None and known[0] is value:
+            return known[1]
+        text = make(value)
+        if self._seen.get(key) is value:
+            self._json[key] = (value, text)
+        else:
+            self._seen[key] = value  # (kept: its id cannot be another value's while this transcript is made)
+        return text
 
 
 # Lines by message (issue 15): a compaction archives the whole view, most of which an earlier transcript archived
@@ -290,13 +337,16 @@ _lines_chars = 0
 _lines_lock = threading.Lock()
 
 
+# Texts shorter than this are encoded again rather than looked up (a lookup costs about as much).
+_REPEAT_MIN_CHARS = 256
+
 # One encoder for every line: json.dumps with options builds a new encoder per call (a third of the time of a line).
 _LINE_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
-def _encode_line(m: Message) -> str:
+def _encode_line(m: Message, repeats: _Repeats | None = None) -> str:
     """``m`` as one line of JSON Lines, lone surrogates escaped (see :func:`json_text`)."""
-    text = _encode_plain(m)
+    text = _encode_plain(m, repeats)
     if text is None:
         text = _LINE_ENCODER.encode(message_to_dict(m))
     if not text.isascii() and _has_surrogate(text):
@@ -316,18 +366,20 @@ def _has_surrogate(text: str) -> bool:
     return False
 
 
-def _encode_plain(m: Message) -> str | None:
+def _encode_plain(m: Message, repeats: _Repeats | None = None) -> str | None:
     """The JSON of :func:`message_to_dict` written directly, for the common shape (else None).
 
     The common shape: text content, no ``extra`` anywhere, ``meta`` with string keys. Most of a long transcript is that,
     and building the dict to encode it cost twice as much as the text (tests/archive/test_arch_serialize.py
-    compares the two).
+    compares the two). ``repeats``: the JSON of texts and meta values met before in the same transcript.
     """
     content = m.content
     if type(content) is not str or m.extra:
         return None
     encode = _LINE_ENCODER.encode  # (a str goes straight to the C string encoder)
-    pieces = ['{"role":', encode(m.role), ',"content":', encode(content)]
+    content_json = encode(content) if repeats is None or len(content) < _REPEAT_MIN_CHARS else \
+        repeats.encode(content, encode)
+    pieces = ['{"role":', encode(m.role), ',"content":', content_json]
     if m.tool_calls:
         calls: list[str] = []
         for call in m.tool_calls:
@@ -346,10 +398,21 @@ def _encode_plain(m: Message) -> str | None:
             if type(key) is not str:
                 return None
             # (A structured value, e.g. an importer's source_extra, the same as in the dict: one encoder for both.)
-            items.append(f"{encode(key)}:{encode(value if type(value) is str else _plain(value))}")
+            if type(value) is str:
+                value_json = encode(value) if repeats is None or len(value) < _REPEAT_MIN_CHARS else \
+                    repeats.encode(value, encode)
+                items.append(f"{encode(key)}:{value_json}")
+            elif repeats is None:
+                items.append(f"{encode(key)}:{encode(_plain(value))}")
+            else:
+                items.append(f"{encode(key)}:{repeats.encode(value, _plain_json)}")
         pieces += [',"meta":{', ",".join(items), "}"]
     pieces.append("}")
     return "".join(pieces)
+
+
+def _plain_json(value: Any) -> str:
+    return _LINE_ENCODER.encode(_plain(value))
 
 
 def message_line(m: Message) -> str:

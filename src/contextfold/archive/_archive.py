@@ -22,7 +22,15 @@ from ..cache.refs import ref_id_for
 from ..errors import InvalidHistory, RefNotFound, StoreError
 from ..messages import Message, TextPart, ToolCall, freeze
 from ..redact import Redactor
-from ..serialize import encode_messages, json_text, loads_messages, message_from_line, part_from_dict, part_to_dict
+from ..serialize import (
+    encode_message_chunks,
+    encode_messages,
+    json_text,
+    loads_messages,
+    message_from_line,
+    part_from_dict,
+    part_to_dict,
+)
 
 __all__ = [
     "BOOKKEEPING_META",
@@ -85,6 +93,9 @@ _MAX_NUMBER_RETRIES = 16
 class ArchiveStore(Protocol):
     """Named files per session. Writes replace whole files atomically; ``append`` adds to one.
 
+    A store may also offer ``write_chunks(session_id, name, chunks, *, exclusive=False) -> int``: :meth:`write` of
+    the pieces joined, taking them as they come (returns the size); the archive streams transcripts to it.
+
     Example:
         >>> from contextfold.stores.archive_fs import FilesystemArchiveStore
         >>> import tempfile
@@ -138,6 +149,24 @@ class MemoryArchiveStore:
             if exclusive and key in self._files:
                 raise FileExistsError(f"{session_id}/{name}")
             self._files[key] = bytearray(data)
+
+    def write_chunks(self, session_id: str, name: str, chunks: Iterable[bytes], *, exclusive: bool = False) -> int:
+        """Store the pieces of ``chunks`` as ``name`` (as :meth:`write` their join would); returns the size.
+
+        The pieces go into the store's own buffer as they come: no whole copy of the file is made besides it.
+        """
+        key = (validate_session_id(session_id), name)
+        with self._lock:
+            if exclusive and key in self._files:
+                raise FileExistsError(f"{session_id}/{name}")
+        buffer = bytearray()
+        for chunk in chunks:
+            buffer += chunk
+        with self._lock:
+            if exclusive and key in self._files:
+                raise FileExistsError(f"{session_id}/{name}")
+            self._files[key] = buffer
+        return len(buffer)
 
     def read(self, session_id: str, name: str) -> bytes | None:
         """The stored bytes, or None."""
@@ -376,12 +405,20 @@ class Archive:
         skipping the messages it redacted for an earlier transcript).
         """
         key = archive_key(session_id)
-        data = encode_messages(messages if redacted else self.redactor.redact_messages(messages))
+        lines = messages if redacted else self.redactor.redact_messages(messages)
+        # A store that takes the transcript in pieces gets it as it is encoded (issue 22: ~260 MB at 100,000
+        # messages, held twice to join it, and once more in a store's copy).
+        streams = getattr(self.store, "write_chunks", None)
+        data = b"" if callable(streams) else encode_messages(lines)
         n = self._next_number(session_id)
         for _ in range(_MAX_NUMBER_RETRIES):
             try:
-                self.store.write(key, transcript_name(n), data, exclusive=True)
-                _audit_write(self.store, key, transcript_name(n), len(messages), len(data))
+                if callable(streams):
+                    size = int(streams(key, transcript_name(n), encode_message_chunks(lines), exclusive=True))
+                else:
+                    self.store.write(key, transcript_name(n), data, exclusive=True)
+                    size = len(data)
+                _audit_write(self.store, key, transcript_name(n), len(messages), size)
                 return n
             except FileExistsError:
                 n += 1

@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from .._files import TEMP_PREFIX, PrivateFolder, private_file
@@ -86,6 +87,19 @@ class FilesystemArchiveStore:
             assert folder is not None  # created
             with folder:
                 folder.write(name, data, exclusive=exclusive, fsync=self.fsync)
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            raise StoreError(f"archive {target}: cannot write: {exc}") from exc
+
+    def write_chunks(self, session_id: str, name: str, chunks: Iterable[bytes], *, exclusive: bool = False) -> int:
+        """:meth:`write` of the pieces of ``chunks`` joined, each written as it comes; returns the size."""
+        target = self._dir(session_id) / _check_name(name)
+        try:
+            folder = self._folder(session_id, create=True)
+            assert folder is not None  # created
+            with folder:
+                return folder.write(name, chunks, exclusive=exclusive, fsync=self.fsync)
         except FileExistsError:
             raise
         except OSError as exc:
