@@ -14,9 +14,14 @@ caching:
   alone in every call (a view no agent can work with), and the unmanaged history unchanged while it is under the
   soft threshold, then that floor;
 - with ``--sweep``: the soft threshold lowered (``soft_pct`` 0.45, 0.3) at OpenAI's rates, where acting earlier
-  pays: bill and recall.
+  pays: bill and recall;
+- with ``--frontier``: the recall-bill frontier of the policy's knobs, at each provider's rates with the policy priced
+  for it: every combination of the soft threshold (``soft_pct``), a tool-output budget (none, or a quarter of the
+  hard threshold), and the masking batch (``clear_at_least`` 2,000 and 4 pairs kept, or 500 and 2), its recall and
+  bill, the points no other combination beats on both marked, and the cheapest at the issue's table recall. What an
+  oracle could do at all is ``bench_bill_bound.py``.
 
-    PYTHONPATH=src python bench/bench_bill.py [--sources lm32b,tau,claude] [--jobs N] [--sweep]
+    PYTHONPATH=src python bench/bench_bill.py [--sources lm32b,tau,claude] [--jobs N] [--sweep] [--frontier]
 """
 
 from __future__ import annotations
@@ -48,6 +53,10 @@ BARS = {"openai": 0.60, "anthropic": 0.80}
 # rounding: OpenAI reads in steps of 128 tokens).
 LOST_AT_LEAST = 200
 SWEEP_SOFT_PCT = (0.45, 0.3)
+# The issue's table: the recall (project's metric) a policy must not fall below, per set.
+TABLE_RECALL = {"lm32b": 0.972, "claude": 0.992, "tau": 0.934}
+FRONTIER_SOFT_PCT = (0.6, 0.45, 0.3, 0.2)
+FRONTIER_BATCHES = ((2_000, 4), (500, 2))  # (clear_at_least, keep_tool_io_pairs)
 
 
 def where(result: Mapping[str, Any], provider: str) -> dict[str, tuple[int, float]]:
@@ -105,7 +114,29 @@ def replay(sessions: Sequence[RecordedSession], window: int, policy: Policy, job
     return run_replay(sessions, ReplayOptions(window=window, policy=policy.model_dump(mode="json")), jobs=jobs)
 
 
-def report(name: str, jobs: int, sweep: bool) -> None:
+def frontier(name: str, sessions: Sequence[RecordedSession], window: int, jobs: int) -> None:
+    """The knobs' recall-bill frontier at each provider's rates (see the module docstring)."""
+    hard = Policy().budgets(window).hard
+    for provider, model in REFERENCE_MODELS.items():
+        rows: list[tuple[str, float, float]] = []
+        for soft_pct in FRONTIER_SOFT_PCT:
+            for budget in (None, hard // 4):
+                for clear, keep in FRONTIER_BATCHES:
+                    knobs: dict[str, Any] = {"soft_pct": soft_pct, "tool_output_budget_tokens": budget,
+                                             "clear_at_least": clear, "keep_tool_io_pairs": keep}
+                    result = replay(sessions, window, Policy(cache_pricing=model, **knobs), jobs)
+                    label = ", ".join(f"{k} {v}" for k, v in knobs.items())
+                    rows.append((label, result["needed_fact_recall"], result["bill"][provider]["ratio"]))
+        print(f"\n{name}, {provider} rates (bar {BARS[provider]}; table recall {100 * TABLE_RECALL[name]:.1f}%):\n")
+        print("| knobs | recall | bill | on the frontier |\n|---|---|---|---|")
+        for label, recall, bill in sorted(rows, key=lambda r: r[2]):
+            beaten = any(r >= recall and b <= bill and (r, b) != (recall, bill) for _l, r, b in rows)
+            print(f"| {label} | {100 * recall:.2f}% | {bill:.3f} | {'' if beaten else 'yes'} |")
+        fitting = [b for _l, r, b in rows if r >= TABLE_RECALL[name]]
+        print(f"\nCheapest at the table's recall: {min(fitting):.3f}" if fitting else "\nNone at the table's recall")
+
+
+def report(name: str, jobs: int, sweep: bool, with_frontier: bool = False) -> None:
     path, window = SOURCES[name]
     sessions = load_sessions(DATA / path)
     started = time.perf_counter()
@@ -134,6 +165,8 @@ def report(name: str, jobs: int, sweep: bool) -> None:
             print(f"| {pct} | {100 * result['needed_fact_recall']:.2f}% | "
                   f"{result['tokens_sent'] / result['tokens_sent_baseline']:.3f}× | "
                   f"{result['bill']['openai']['ratio']:.3f} |")
+    if with_frontier:
+        frontier(name, sessions, window, jobs)
     print(f"  {name}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
 
 
@@ -142,9 +175,10 @@ def main() -> int:
     parser.add_argument("--sources", default="lm32b,claude,tau")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--sweep", action="store_true", help="also lower the soft threshold at OpenAI's rates")
+    parser.add_argument("--frontier", action="store_true", help="also sweep the policy's knobs at both rates")
     args = parser.parse_args()
     for name in args.sources.split(","):
-        report(name, args.jobs, args.sweep)
+        report(name, args.jobs, args.sweep, args.frontier)
     return 0
 
 

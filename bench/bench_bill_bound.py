@@ -1,0 +1,454 @@
+"""The least bill a clairvoyant view policy could pay at a given recall (issue 25): a bound, and what reaches it.
+
+contextfold's bill is measured against the unmanaged history's (``bench_bill.py``). Whether the issue's bars
+(Anthropic <= 0.80x, OpenAI <= 0.60x) can be met at the table's recall is a question about every possible policy,
+not about contextfold's knobs. This bench answers it for a precisely defined family of views, with an oracle that
+knows the whole session, by dynamic programming.
+
+**The family ("kept suffix, masked outputs").** At each model call (each recorded assistant message ``i``; the view
+is built from ``messages[:i]``) the view is
+
+    pinned head (leading system/developer messages) + messages[c:i], where the tool outputs at indices <= k are
+    replaced by a placeholder of ``--placeholder`` tokens (no facts)
+
+for a start ``c`` (a non-tool message: a view never opens on an orphan tool result) and a masking point ``k``
+(a tool index, or none). The view must contain the previous recorded answer and everything after it (``c`` and
+``k`` not past it: the agent sees its latest step and every new output unmasked), and fit the window less the
+reply reserve contextfold uses (14,500 of 16K; 3,200 of 4K); when no view does (one message over the window), the
+smallest allowed view is taken. Any ``(c, k)`` may follow any other: a view that keeps ``(c, k)`` only appends (the
+whole previous request is a cached prefix); a change is a rewrite. This contains sliding windows, observation
+masking and every mix of the two chosen with foresight, per call. It does NOT contain summaries or digests (a fact
+only counts where its original message is shown whole), nor keeping an old message while dropping a newer one.
+
+**The recall** is the project's metric (``replay.harness``): the facts a recorded answer uses
+(``metrics.turn_entities``) that occurred in an earlier message, found as whole words (``contains_fact``) in the
+view; here a fact is in the view when the head or a shown (not masked) message holds it. Needed facts do not
+depend on the policy, so recall here and in ``bench_bill.py`` share a denominator.
+
+**The cost model in the DP**, per call, with ``P`` the tokens the request shares with the previous request as a
+prefix and ``V`` its tokens (units of one fresh input token, as ``contextfold.billing``):
+
+- OpenAI (gpt-4o): ``P`` is read at 0.5 (from 1,024 tokens, in steps of 128), the rest fresh at 1.
+- Anthropic (Claude Sonnet 4, 5-minute writes): ``P`` read at 0.1 (from 1,024 tokens), the rest written at 1.25
+  (fresh at 1 in a session's last call; a request under 1,024 tokens is all fresh). This is optimistic for the
+  oracle: an entry is assumed at every prefix the previous request had (the real client marks at most four, and a
+  lookup walks back 20 blocks), and a client is assumed to mark the last block of each request (as contextfold's
+  and Anthropic's guidance do), so the premium is paid on new tokens even before a rewrite the oracle foresees.
+- Calls are 30 s apart (as the replay): nothing expires.
+
+**The bound.** For a price ``lam`` per fact found, the DP finds, per session exactly over the family and cost
+model above, the views minimizing ``bill - lam * facts found``: ``g(lam)``. For any policy of the family with
+``F`` facts found, ``bill >= g(lam) + lam * F`` for every ``lam``, so ``max over lam of (sum of g) + lam * F`` is
+a lower bound on the family's bill at that recall (the Lagrangian dual; the bound is exact at the frontier's
+convex corners). Each ``lam``'s views are also billed with the replay's own cache simulation
+(``PromptCache``, the unmanaged history's two marks) and checked for recall on the joined text: those are
+achievable points of the family (with foresight), printed beside the bound.
+
+**The bound over every policy** (summaries, digests, any rewriting) assumes only that each request sends the pinned
+head (system prompt; the task too unless ``--drop-task``) and the previous answer with everything after it, as they
+are (the tool results must follow the calls they answer, and the agent must see its latest step): the head is read
+at the read price after the first call (whatever its size), all the rest at the fresh price (below Anthropic's
+write price), and each needed fact the request does not hold in those messages costs at least its own tokens at the
+read price (a summary can carry nothing for less), the cheapest facts first. It is far below the family's bound:
+the gap is what an ideal summary, knowing which facts the future needs and holding nothing else, could save.
+
+**Rules without foresight** are billed the same way for comparison: the last N answered outputs shown, older ones
+masked (the masking moves one output per call), the oldest messages dropped only to fit.
+
+The task (the first user message, when it follows the system prompt) is pinned with the head by default: without
+it the oracle drops it whenever no fact of it is needed next, which no agent would survive (``--drop-task`` lets it).
+lm32b is left out by default (its bars are met, and the DP takes ~20 min there).
+
+    PYTHONPATH=src python bench/bench_bill_bound.py [--sources claude,tau] [--placeholder 16] [--drop-task]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from contextfold.billing import Block, PromptCache, SessionMeter, blocks_of, cache_rates
+from contextfold.compaction import Policy
+from contextfold.importers._files import load_sessions
+from contextfold.importers._session import RecordedSession
+from contextfold.replay.metrics import contains_fact, message_search_text, turn_entities
+from contextfold.tokens import MessageCounter, TiktokenCounter
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "trajectories"
+SOURCES = {
+    "lm32b": ("sweagent-lm32b", 16_000),
+    "claude": ("sweagent-claude4sonnet", 16_000),
+    "tau": ("taubench-airline/gpt-4o-airline.json", 4_000),
+}
+# The issue's table (recall of the project's metric a policy must not fall below) and bars.
+TABLE_RECALL = {"lm32b": 0.972, "claude": 0.992, "tau": 0.934}
+BARS = {"openai": 0.60, "anthropic": 0.80}
+MODELS = {"openai": "gpt-4o", "anthropic": "claude-sonnet-4"}
+INTERVAL_S = 30.0
+# Prices of one fact found, units of one fresh input token: 0 (bill alone) up to "keep everything that fits".
+LAMBDAS = (0.0, *(round(10 ** (e / 6), 3) for e in range(-6, 31)))
+NONE = -1  # no output masked
+Fact = tuple[bool, int, int]  # (in the head, last non-tool message holding it, last tool output holding it)
+State = tuple[int, int]  # (c, k)
+
+
+@dataclass(slots=True)
+class SessionModel:
+    """One recorded session as the DP sees it (tokens per message, calls, facts each call needs)."""
+
+    head: int
+    n_head: int
+    shown: list[int]  # tokens of each message shown whole
+    masked: list[int]  # tokens of each message when masked (tool outputs), else shown
+    tool: list[bool]
+    calls: list[int]  # index of each recorded answer
+    facts: list[list[Fact]]  # per call
+    fact_tokens: list[list[int]]  # per call, per fact: its own tokens
+    keys: list[str]
+    limit: int
+
+    def prefix(self) -> tuple[list[int], list[int]]:
+        whole, saved = [0], [0]
+        for i, w in enumerate(self.shown):
+            whole.append(whole[-1] + w)
+            saved.append(saved[-1] + (w - self.masked[i] if self.tool[i] else 0))
+        return whole, saved
+
+
+def model_session(session: RecordedSession, counter: MessageCounter, window: int, placeholder: int,
+                  pin_task: bool) -> SessionModel:
+    messages = session.messages
+    n_head = 0
+    while n_head < len(messages) and messages[n_head].role in ("system", "developer"):
+        n_head += 1
+    if pin_task and n_head < len(messages) and messages[n_head].role == "user":
+        n_head += 1  # the task: always shown, as part of the pinned head
+    shown = [counter.count_message(m) for m in messages]
+    tool = [m.role == "tool" for m in messages]
+    masked = [min(w, placeholder) if t else w for w, t in zip(shown, tool, strict=True)]
+    texts = [message_search_text(m) for m in messages]
+    head_text = "\n".join(texts[:n_head])
+    calls, facts, fact_tokens = [], [], []
+    seen: set[str] = set()
+    added = 0
+    for i, m in enumerate(messages):
+        if m.role != "assistant" or not i:
+            continue
+        for j in range(added, i):
+            seen.update(turn_entities(messages[j]))
+        added = i
+        needed = sorted(e for e in turn_entities(m) if e in seen)
+        row: list[Fact] = []
+        for e in needed:
+            last_plain = last_tool = -1
+            for j in range(i - 1, n_head - 1, -1):
+                if tool[j] and last_tool < 0 and contains_fact(texts[j], e):
+                    last_tool = j
+                elif not tool[j] and last_plain < 0 and contains_fact(texts[j], e):
+                    last_plain = j
+                if last_tool >= 0 and last_plain >= 0:
+                    break
+            row.append((contains_fact(head_text, e), last_plain, last_tool))
+        calls.append(i)
+        facts.append(row)
+        fact_tokens.append([counter.counter.count(e) for e in needed])
+    budgets = Policy().budgets(window)
+    return SessionModel(sum(shown[:n_head]), n_head, shown, masked, tool, calls, facts, fact_tokens,
+                        [m.fingerprint() for m in messages], window - budgets.reply_reserve)
+
+
+def found(row: Sequence[Fact], c: int, k: int) -> int:
+    return sum(1 for in_head, plain, out in row if in_head or plain >= c or (out >= c and out > k))
+
+
+class Prices:
+    """A provider's cost model for the DP (see the module docstring)."""
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+
+    def cost(self, shared: int, tokens: int, last: bool) -> float:
+        if self.provider == "openai":
+            read = 0 if shared < 1024 else 1024 + (shared - 1024) // 128 * 128
+            return 0.5 * read + (tokens - read)
+        if tokens < 1024:
+            return float(tokens)
+        read = shared if shared >= 1024 else 0
+        return 0.1 * read + (1.0 if last else 1.25) * (tokens - read)
+
+
+def solve(s: SessionModel, prices: Prices, lam: float) -> tuple[float, int, list[State]]:
+    """The views minimizing bill - lam * facts found: (modelled bill, facts found, the (c, k) of each call)."""
+    whole, saved = s.prefix()
+    tools = [j for j, t in enumerate(s.tool) if t]
+
+    def tokens(i: int, c: int, k: int) -> int:
+        return s.head + whole[i] - whole[c] - (saved[k + 1] - saved[c] if k >= c else 0)
+
+    def first_tool_after(j: int) -> int:
+        for t in tools:
+            if t > j:
+                return t
+        return len(s.shown)
+
+    previous: dict[State, float] = {}
+    prev_bill: dict[State, float] = {}
+    back: list[dict[State, State | None]] = []
+    for t, i in enumerate(s.calls):
+        last = t == len(s.calls) - 1
+        reach = s.calls[t - 1] if t else max((j for j in range(s.n_head, i) if not s.tool[j]), default=i)
+        starts = [c for c in range(s.n_head, reach + 1) if not s.tool[c]]
+        states = [(c, k) for c in starts for k in (NONE, *(j for j in tools if c < j < reach))]
+        sizes = {st: tokens(i, *st) for st in states}
+        fits = [st for st in states if sizes[st] <= s.limit]
+        if not fits:
+            least = min(sizes.values())
+            fits = [st for st in states if sizes[st] == least]
+        current: dict[State, float] = {}
+        cur_bill: dict[State, float] = {}
+        links: dict[State, State | None] = {}
+        best_prev = min(previous, key=previous.__getitem__) if previous else None
+        for st in fits:
+            c, k = st
+            v = sizes[st]
+            options: list[tuple[float, State | None]]
+            if best_prev is None:
+                options = [(prices.cost(0, v, last), None)]
+            else:
+                options = [(prices.cost(s.head, v, last), best_prev)]
+                for (pc, pk), _value in previous.items():
+                    if pc != c:
+                        continue
+                    if pk == k:
+                        shared = tokens(s.calls[t - 1], c, k)
+                    else:
+                        low = min(pk, k)
+                        d = first_tool_after(c - 1 if low == NONE else low)
+                        shared = s.head + whole[d] - whole[c] - (saved[low + 1] - saved[c] if low >= c else 0)
+                    options.append((prices.cost(shared, v, last), (pc, pk)))
+            step, link = min(options, key=lambda o: o[0] + (previous[o[1]] if o[1] is not None else 0.0))
+            base = previous[link] if link is not None else 0.0
+            base_bill = prev_bill[link] if link is not None else 0.0
+            current[st] = base + step - lam * found(s.facts[t], c, k)
+            cur_bill[st] = base_bill + step
+            links[st] = link
+        back.append(links)
+        previous, prev_bill = current, cur_bill
+    end = min(previous, key=previous.__getitem__)
+    path: list[State] = [end]
+    for links in reversed(back[1:]):
+        prior = links[path[-1]]
+        assert prior is not None
+        path.append(prior)
+    path.reverse()
+    facts = sum(found(row, *st) for row, st in zip(s.facts, path, strict=True))
+    return prev_bill[end], facts, path
+
+
+def universal(models: Sequence[SessionModel], provider: str, recall: float) -> float:
+    """A bound on every policy, summaries included (units): see "the universal bound" in the module docstring."""
+    read = 0.5 if provider == "openai" else 0.1
+    units = 0.0
+    carried: list[float] = []  # what each fact outside the mandatory content costs at least
+    needed = 0
+    inside = 0
+    for s in models:
+        whole, _ = s.prefix()
+        for t, i in enumerate(s.calls):
+            reach = s.calls[t - 1] if t else s.n_head
+            head_read = read if t else 1.0  # (the 1,024-token minimum is left out: a bound)
+            units += head_read * s.head + 1.0 * (whole[i] - whole[reach])
+            for (in_head, plain, out), tokens in zip(s.facts[t], s.fact_tokens[t], strict=True):
+                needed += 1
+                if in_head or plain >= reach or out >= reach:
+                    inside += 1
+                else:
+                    carried.append(read * tokens)
+    short = max(0, math.ceil(recall * needed) - inside)
+    if short > len(carried):
+        return math.inf
+    return units + sum(sorted(carried)[:short])
+
+
+def _views(session: RecordedSession, s: SessionModel, path: Sequence[State]) -> list[tuple[list[Block], str]]:
+    """The request of each call of ``path``: its blocks and the text its facts are found in."""
+    out = []
+    messages = session.messages
+    for i, (c, k) in zip(s.calls, path, strict=True):
+        blocks = [Block(s.keys[j], s.shown[j], pinned=True) for j in range(s.n_head)]
+        texts = [message_search_text(m) for m in messages[: s.n_head]]
+        for j in range(c, i):
+            if s.tool[j] and j <= k:
+                blocks.append(Block(f"masked:{s.keys[j]}", s.masked[j]))
+            else:
+                blocks.append(Block(s.keys[j], s.shown[j]))
+                texts.append(message_search_text(messages[j]))
+        out.append((blocks, "\n".join(texts)))
+    return out
+
+
+def _common(a: Sequence[Block], b: Sequence[Block]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x.key != y.key:
+            break
+        n += 1
+    return n
+
+
+def rebill(session: RecordedSession, s: SessionModel, path: Sequence[State], provider: str) -> tuple[float, int]:
+    """The views of ``path`` billed by the replay's cache simulation, and their facts found on the joined text.
+
+    At Anthropic's rates each request carries the four marks a client with the oracle's foresight would put: after
+    the pinned head, at the end of the prefix it shares with the previous request (so the lookup finds that entry
+    without walking back), at the end of the prefix it will share with the next request (so that entry exists),
+    and on its last block.
+    """
+    rates = cache_rates(MODELS[provider])
+    marked = rates.scheme == "breakpoints"
+    cache = PromptCache(rates, breakpoints="marked" if marked else "pinned_and_last")
+    views = _views(session, s, path)
+    units = 0.0
+    facts = 0
+    seen: set[str] = set()
+    added = 0
+    for t, (i, (blocks, text)) in enumerate(zip(s.calls, views, strict=True)):
+        if marked:
+            marks = {s.n_head - 1, len(blocks) - 1}
+            if t:
+                marks.add(_common(views[t - 1][0], blocks) - 1)
+            if t + 1 < len(views):
+                marks.add(_common(blocks, views[t + 1][0]) - 1)
+            blocks = [Block(b.key, b.tokens, b.parts, b.pinned, n in marks) for n, b in enumerate(blocks)]
+        units += cache.bill(blocks, at=t * INTERVAL_S).units
+        messages = session.messages
+        for j in range(added, i):
+            seen.update(turn_entities(messages[j]))
+        added = i
+        facts += sum(1 for e in turn_entities(messages[i]) if e in seen and contains_fact(text, e))
+    return units, facts
+
+
+def rolling(s: SessionModel, keep: int | None) -> list[State]:
+    """A rule without foresight: every tool output but the last ``keep`` answered ones masked from the call after it
+    leaves them (None: nothing masked), the oldest messages dropped when the view would not fit (fewest dropped)."""
+    whole, saved = s.prefix()
+    path: list[State] = []
+    c = s.n_head
+    for t, i in enumerate(s.calls):
+        reach = s.calls[t - 1] if t else max((j for j in range(s.n_head, i) if not s.tool[j]), default=i)
+        answered = [j for j in range(s.n_head, reach) if s.tool[j]]
+        k = NONE if keep is None or len(answered) <= keep else answered[len(answered) - keep - 1]
+
+        def size(start: int, k: int = k, i: int = i) -> int:
+            return s.head + whole[i] - whole[start] - (saved[k + 1] - saved[start] if k >= start else 0)
+
+        starts = [x for x in range(c, reach + 1) if not s.tool[x]] or [reach]
+        c = next((x for x in starts if size(x) <= s.limit), starts[-1])
+        path.append((c, k if k > c else NONE))
+    return path
+
+
+def unmanaged(sessions: Sequence[RecordedSession], counter: MessageCounter) -> dict[str, float]:
+    totals = dict.fromkeys(MODELS, 0.0)
+    for session in sessions:
+        meter = SessionMeter({p: cache_rates(m) for p, m in MODELS.items()}, INTERVAL_S)
+        for i, m in enumerate(session.messages):
+            if m.role == "assistant" and i:
+                meter.request(blocks_of(session.messages[:i], counter.count_message))
+        for p, bill in meter.bills.items():
+            totals[p] += bill.units
+    return totals
+
+
+def report(name: str, placeholder: int, pin_task: bool) -> None:
+    path, window = SOURCES[name]
+    sessions = load_sessions(DATA / path)
+    counter = MessageCounter(TiktokenCounter("o200k_base"))
+    started = time.process_time()
+    models = [model_session(x, counter, window, placeholder, pin_task) for x in sessions]
+    needed = sum(len(row) for m in models for row in m.facts)
+    reference = unmanaged(sessions, counter)
+    print(f"\n### {name} @ {window // 1000}K ({len(sessions)} sessions, {needed:,} facts needed, "
+          f"placeholder {placeholder} tokens, {'task pinned' if pin_task else 'task may be dropped'})\n")
+    for provider in MODELS:
+        prices = Prices(provider)
+        dual: list[tuple[float, float]] = []  # (lam, sum of g)
+        rows = []
+        for lam in LAMBDAS:
+            bill = g = 0.0
+            facts = exact_facts = 0
+            exact = 0.0
+            for x, m in zip(sessions, models, strict=True):
+                b, f, chosen = solve(m, prices, lam)
+                bill += b
+                facts += f
+                g += b - lam * f
+                u, ef = rebill(x, m, chosen, provider)
+                exact += u
+                exact_facts += ef
+            dual.append((lam, g))
+            rows.append((lam, facts / needed, bill / reference[provider], exact_facts / needed,
+                         exact / reference[provider]))
+        print(f"{provider} ({MODELS[provider]}), bar {BARS[provider]}:\n")
+        print("| price of a fact (units) | recall (DP) | bill (DP model) | recall (re-checked) | "
+              "bill (replay's cache simulation) |\n|---|---|---|---|---|")
+        shown_rows = [r for n, r in enumerate(rows) if n == 0 or r[1] != rows[n - 1][1]]
+        for lam, rec, b, erec, eb in shown_rows:
+            print(f"| {lam:g} | {100 * rec:.2f}% | {b:.3f} | {100 * erec:.2f}% | {eb:.3f} |")
+        print()
+        best_recall = max(r for _lam, r, _b, _er, _eb in rows)
+        for target in sorted({TABLE_RECALL[name], 0.90, 0.95, 0.97, 0.99}):
+            if target > best_recall:
+                print(f"- recall >= {100 * target:.1f}%: no view of the family reaches it (its best: "
+                      f"{100 * best_recall:.2f}%)")
+                continue
+            bound = max(g + lam * target * needed for lam, g in dual) / reference[provider]
+            reach = [eb for _lam, _r, _b, erec, eb in rows if erec >= target]
+            best = f"{min(reach):.3f}" if reach else "none of the points"
+            print(f"- recall >= {100 * target:.1f}%: bill >= {bound:.3f} (bound over the family; over every policy: "
+                  f"{universal(models, provider, target) / reference[provider]:.3f}); cheapest point found at that "
+                  f"recall: {best}")
+        print()
+    print("Rules without foresight (the last N answered outputs shown, older ones masked, the oldest messages dropped "
+          "only to fit; Anthropic billed with the same four marks):\n")
+    print("| outputs kept | recall | bill, OpenAI rates | bill, Anthropic rates |\n|---|---|---|---|")
+    for keep in (None, 8, 6, 4, 3, 2, 1, 0):
+        cells = []
+        recall = 0.0
+        for provider in MODELS:
+            units = 0.0
+            facts = 0
+            for x, m in zip(sessions, models, strict=True):
+                u, f = rebill(x, m, rolling(m, keep), provider)
+                units += u
+                facts += f
+            recall = facts / needed
+            cells.append(f"{units / reference[provider]:.3f}")
+        print(f"| {'all' if keep is None else keep} | {100 * recall:.2f}% | {' | '.join(cells)} |")
+    print(f"  {name}: {time.process_time() - started:.0f} s CPU", file=sys.stderr)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sources", default="claude,tau")
+    parser.add_argument("--placeholder", type=int, default=16,
+                        help="tokens a masked output's placeholder takes (it keeps no facts)")
+    parser.add_argument("--drop-task", action="store_true",
+                        help="let the oracle drop the first user message (the task) like any other: by default it is "
+                             "pinned with the system prompt, since no agent works without its task")
+    args = parser.parse_args()
+    if args.placeholder < 0:
+        parser.error("--placeholder: must not be negative")
+    for name in args.sources.split(","):
+        report(name, args.placeholder, not args.drop_task)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
