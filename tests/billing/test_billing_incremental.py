@@ -172,10 +172,38 @@ def test_an_anchor_mark_keeps_the_previous_request_in_reach_after_a_turn_of_many
     results = [Message("tool", f"r{i}", tool_call_id=f"p{i}") for i in range(12)]
     after = [*before, Message.assistant("", calls), *results]
     marks = breakpoint_indices(after)
-    assert marks[0] == 0 and marks[-1] == len(after) - 1 and len(marks) == 3  # head, anchor, last
+    # head, the prefix the next masking keeps (the task: the first output's turn follows it), anchor, last
+    assert marks == [0, 1, 3, len(after) - 1]
     marked, usual = PromptCache(ANTHROPIC, breakpoints="marked"), PromptCache(ANTHROPIC)
     for cache, marking in ((marked, breakpoint_indices), (usual, lambda _: [])):
         cache.bill(blocks_of(before, count, marks=marking(before)), 0.0)
     second = marked.bill(blocks_of(after, count, marks=marks), 30.0)
     assert second.cache_read == 1_800  # everything the previous request sent
     assert usual.bill(blocks_of(after, count), 30.0).cache_read == 1_500  # only the system prompt
+
+
+def test_a_second_masking_batch_reads_the_outputs_the_first_one_masked() -> None:
+    """The mark before the first output not masked yet keeps what the next masking batch cannot change cached."""
+    from contextfold.billing import blocks_of
+    from contextfold.billing.breakpoints import breakpoint_indices
+    from contextfold.messages import Message, ToolCall
+
+    def count(m: Message) -> int:
+        return 1_500 if m.role == "system" else 100
+
+    def turn(i: int, masked: bool) -> list[Message]:
+        output = Message("tool", f"[output {i} masked]" if masked else f"output {i}", tool_call_id=f"t{i}")
+        return [Message.assistant("", [ToolCall(f"t{i}", "f", "{}")]),
+                output.with_meta(kind="masked") if masked else output]
+
+    head = [Message.system("rules"), Message.user("task")]
+    first = [*head, *turn(0, True), *turn(1, False), *turn(2, False)]
+    second = [*head, *turn(0, True), *turn(1, True), *turn(2, False)]  # the next batch masks output 1
+    # after the task, the masked output 0 and its call; before the call of output 1, the first not masked
+    assert breakpoint_indices(first) == [0, 3, 7]
+    assert breakpoint_indices(second) == [0, 5, 7]
+    cache = PromptCache(ANTHROPIC, breakpoints="marked")
+    cache.bill(blocks_of(first, count, marks=breakpoint_indices(first)), 0.0)
+    bill = cache.bill(blocks_of(second, count, marks=breakpoint_indices(second)), 30.0)
+    assert bill.cache_read == 1_800  # the system prompt, the task, output 0's call and placeholder
+    assert bill.cache_write == 400

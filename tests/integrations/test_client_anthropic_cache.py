@@ -1,7 +1,8 @@
 """The Anthropic client places contextfold's prompt-cache breakpoints, the ones the replay bills (issue 25).
 
 Through the real anthropic SDK against the scripted server: the request carries ``cache_control`` after the pinned
-head, after the latest summary (with its receipt) and on the last history message, never on the budget line; a
+head, after the latest summary (with its receipt, and on up to the first output not masked yet) and on the last
+history message, never on the budget line; a
 caller's own ``cache_control`` anywhere leaves the request as it is; ``cache_breakpoints=False`` turns it off.
 """
 
@@ -66,15 +67,18 @@ def send(cm: ContextManager, **options: Any) -> dict[str, Any]:
 def test_the_request_marks_the_head_the_summary_and_the_last_history_message(tmp_path: Path) -> None:
     cm = compacted_session(tmp_path, context_status="always")
     view = cm.messages()
-    receipt = next(m for m in view if m.kind == "receipt")
+    request = next(i for i, m in enumerate(view) if m.text == "fix the parser")
+    assert view[request - 1].kind == "receipt"  # the summary, its receipt, then the request the summary kept
     body = send(cm)
-    assert marks_of(body) == [("system", "You are a coding agent."), ("text", receipt.text),
+    # the second mark covers the summary and its receipt and goes on as far as a masking batch cannot change: up to
+    # the turn of the first output not masked yet (here the request right after them)
+    assert marks_of(body) == [("system", "You are a coding agent."), ("text", "fix the parser"),
                               ("tool_result", "toolu_7")]
     # the budget line, sent last, carries no mark: the next request reads everything before it
     assert body["messages"][-1]["content"].startswith("[context: ")
     # the replay bills the same three marks
     blocks = blocks_of(view, lambda m: 1, marks=breakpoint_indices(view))
-    assert [i for i, b in enumerate(blocks) if b.breakpoint] == [0, view.index(receipt), len(view) - 1]
+    assert [i for i, b in enumerate(blocks) if b.breakpoint] == [0, request, len(view) - 1]
     after = cm.messages()  # the history keeps its messages unmarked (and gains the reply)
     parts = [p for m in after if isinstance(m.content, tuple) for p in m.content]
     assert after[:-1] == view and not any(getattr(p, "cache_control", None) for p in parts)
