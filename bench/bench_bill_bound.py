@@ -15,10 +15,11 @@ for a start ``c`` (a non-tool message: a view never opens on an orphan tool resu
 (a tool index, or none). The view must contain the previous recorded answer and everything after it (``c`` and
 ``k`` not past it: the agent sees its latest step and every new output unmasked), and fit the window less the
 reply reserve contextfold uses (14,500 of 16K; 3,200 of 4K); when no view does (one message over the window), the
-smallest allowed view is taken. Any ``(c, k)`` may follow any other: a view that keeps ``(c, k)`` only appends (the
-whole previous request is a cached prefix); a change is a rewrite. This contains sliding windows, observation
-masking and every mix of the two chosen with foresight, per call. It does NOT contain summaries or digests (a fact
-only counts where its original message is shown whole), nor keeping an old message while dropping a newer one.
+smallest allowed view is taken. Nothing dropped or masked comes back: ``c`` never decreases, nor ``k`` while ``c``
+stays. A view that keeps ``(c, k)`` only appends (the whole previous request is a cached prefix); a change is a
+rewrite. This contains sliding windows, observation masking and every mix of the two chosen with foresight, per
+call. It does NOT contain summaries or digests (a fact only counts where its original message is shown whole),
+keeping an old message while dropping a newer one, or showing a masked output again.
 
 **The recall** is the project's metric (``replay.harness``): the facts a recorded answer uses
 (``metrics.turn_entities``) that occurred in an earlier message, found as whole words (``contains_fact``) in the
@@ -34,7 +35,8 @@ prefix and ``V`` its tokens (units of one fresh input token, as ``contextfold.bi
   oracle: an entry is assumed at every prefix the previous request had (the real client marks at most four, and a
   lookup walks back 20 blocks), and a client is assumed to mark the last block of each request (as contextfold's
   and Anthropic's guidance do), so the premium is paid on new tokens even before a rewrite the oracle foresees.
-- Calls are 30 s apart (as the replay): nothing expires.
+- Calls are 30 s apart (as the replay): nothing expires. Since nothing comes back, no earlier request shares a
+  longer prefix with a view than the one just before it, so pricing that prefix alone is exact.
 
 **The bound.** For a price ``lam`` per fact found, the DP finds, per session exactly over the family and cost
 model above, the views minimizing ``bill - lam * facts found``: ``g(lam)``. For any policy of the family with
@@ -65,6 +67,7 @@ lm32b is left out by default (its bars are met, and the DP takes ~20 min there).
 from __future__ import annotations
 
 import argparse
+import bisect
 import math
 import sys
 import time
@@ -198,6 +201,7 @@ def solve(s: SessionModel, prices: Prices, lam: float) -> tuple[float, int, list
 
     previous: dict[State, float] = {}
     prev_bill: dict[State, float] = {}
+    previous_ks: dict[int, list[int]] = {}
     back: list[dict[State, State | None]] = []
     for t, i in enumerate(s.calls):
         last = t == len(s.calls) - 1
@@ -212,33 +216,48 @@ def solve(s: SessionModel, prices: Prices, lam: float) -> tuple[float, int, list
         current: dict[State, float] = {}
         cur_bill: dict[State, float] = {}
         links: dict[State, State | None] = {}
-        best_prev = min(previous, key=previous.__getitem__) if previous else None
+        # Nothing dropped or masked comes back (c and, at the same c, k never decrease): then the previous request
+        # shares the longest prefix with this one of all earlier requests, and pricing that prefix alone is exact.
+        by_start: list[tuple[int, float, State]] = []  # (c, least value of any state with a start <= c, that state)
+        for st_prev in sorted(previous):
+            value = previous[st_prev]
+            if not by_start or value < by_start[-1][1]:
+                by_start.append((st_prev[0], value, st_prev))
+            else:
+                by_start.append((st_prev[0], by_start[-1][1], by_start[-1][2]))
         for st in fits:
             c, k = st
             v = sizes[st]
-            options: list[tuple[float, State | None]]
-            if best_prev is None:
-                options = [(prices.cost(0, v, last), None)]
+            options: list[tuple[float, State | None]] = []
+            if not previous:
+                options.append((prices.cost(0, v, last), None))
             else:
-                options = [(prices.cost(s.head, v, last), best_prev)]
-                for (pc, pk), _value in previous.items():
-                    if pc != c:
+                earlier = bisect.bisect_left(by_start, (c,)) - 1  # the best state with a start before c
+                if earlier >= 0:
+                    options.append((prices.cost(s.head, v, last), by_start[earlier][2]))
+                for pk in previous_ks.get(c, ()):
+                    if pk > k:
                         continue
                     if pk == k:
                         shared = tokens(s.calls[t - 1], c, k)
                     else:
-                        low = min(pk, k)
-                        d = first_tool_after(c - 1 if low == NONE else low)
-                        shared = s.head + whole[d] - whole[c] - (saved[low + 1] - saved[c] if low >= c else 0)
-                    options.append((prices.cost(shared, v, last), (pc, pk)))
+                        d = first_tool_after(c - 1 if pk == NONE else pk)
+                        shared = s.head + whole[d] - whole[c] - (saved[pk + 1] - saved[c] if pk >= c else 0)
+                    options.append((prices.cost(shared, v, last), (c, pk)))
+            if not options:
+                continue
             step, link = min(options, key=lambda o: o[0] + (previous[o[1]] if o[1] is not None else 0.0))
             base = previous[link] if link is not None else 0.0
             base_bill = prev_bill[link] if link is not None else 0.0
             current[st] = base + step - lam * found(s.facts[t], c, k)
             cur_bill[st] = base_bill + step
             links[st] = link
+        assert current, "no view of the family follows the previous ones"
         back.append(links)
         previous, prev_bill = current, cur_bill
+        previous_ks = {}
+        for c, k in previous:
+            previous_ks.setdefault(c, []).append(k)
     end = min(previous, key=previous.__getitem__)
     path: list[State] = [end]
     for links in reversed(back[1:]):
