@@ -17,8 +17,9 @@ reply. A history holding a compaction block always gets the compaction beta, whi
 Prompt caching: unless the caller placed ``cache_control`` anywhere (top level, tools, system, a message), each
 request carries contextfold's breakpoints (``cache_breakpoints=False`` turns them off): after the pinned head (the
 system prompt, or the last tool without one), after what the next masking batch keeps (the latest summary and the
-outputs masked before, up to the turn of the first output not masked yet), 15 blocks before the end (a turn of many parallel tool calls leaves the previous request in reach), and on the last
-history message, before the budget line (``contextfold.billing.breakpoints``). The replay bills these.
+outputs masked before, up to the turn of the first output not masked yet), 15 blocks before the end (a turn of
+many parallel tool calls leaves the previous request in reach), and on the last history message, before the budget
+line (``contextfold.billing.breakpoints``). The replay bills these.
 """
 
 from __future__ import annotations
