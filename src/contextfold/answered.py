@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 
 from .messages import Message
-from .pairing import pair_list
+from .pairing import ToolPair, pair_list
 
 __all__ = ["answered_in_view", "answered_indices", "has_real_content", "without_notes"]
 
@@ -31,7 +31,8 @@ MIN_REAL_CONTENT_CHARS = 40
 
 
 # A masked placeholder that carries a digest: the digest is the output's content, the rest a note about it.
-_PLACEHOLDER_DIGEST = re.compile(r"^\[tool output trimmed; ref=tout_[0-9a-f]{16}; it mentioned: (.*)\]$", re.MULTILINE)
+_PLACEHOLDER_DIGEST = re.compile(
+    r"^\[tool output trimmed; ref=tout_[0-9a-f]{16}; (?:it|its first and last lines) mentioned: (.*)\]$", re.MULTILINE)
 
 
 def without_notes(text: str) -> str:
@@ -51,11 +52,12 @@ def without_notes(text: str) -> str:
     return text
 
 
-def answered_indices(messages: Sequence[Message]) -> tuple[int, ...]:
+def answered_indices(messages: Sequence[Message], pairs: Sequence[ToolPair] | None = None) -> tuple[int, ...]:
     """Indices of the answered message(s) in ``messages`` (empty when there is none).
 
     When the history ends in tool results, that is the assistant message holding the latest tool calls and every
     result of those calls; otherwise the latest user message (SWE-agent's ``OBSERVATION:`` messages included).
+    ``pairs``: ``pair_list(messages)``, when the caller has it.
     """
     last = len(messages) - 1
     while last >= 0 and messages[last].role in ("system", "developer"):
@@ -63,7 +65,7 @@ def answered_indices(messages: Sequence[Message]) -> tuple[int, ...]:
     if last < 0:
         return ()
     if messages[last].role == "tool":
-        pairs = pair_list(messages)
+        pairs = pair_list(messages) if pairs is None else pairs
         answered = next((p for p in reversed(pairs) if p.result_index == last), None)
         if answered is not None:
             call_index = answered.call_index

@@ -254,7 +254,7 @@ def test_cache_mask_uses_the_configured_budget() -> None:
 
 
 def test_a_placeholder_keeps_a_digest_of_what_it_replaced_within_its_budget() -> None:
-    listing = "\n".join(f"{n:6d}\t    total_{n} = 0" for n in range(1, 400))
+    listing = "\n".join(f"{n:6d}\t    total_{n} = 0" for n in range(1, 300))  # (read whole: under the windows)
     listing += "\n   400\tdef settle_account(ledger):\n   401\t    raise LedgerError('ACC-7731')"
     msgs = [
         Message.system("s"),
@@ -275,3 +275,38 @@ def test_a_placeholder_keeps_a_digest_of_what_it_replaced_within_its_budget() ->
     bare = COUNTER.count_message(msgs[3].with_content(masked_placeholder(ref)))
     assert COUNTER.count_message(result.messages[3]) <= bare + 24 + 2
     assert cache.get(ref) == listing
+
+
+def test_the_digest_of_a_long_output_reads_its_two_ends_and_says_so() -> None:
+    # Issue 22: a digest is a few dozen tokens; reading all of a 70K-character output for it was most of the
+    # read-ahead. Its first and last lines are read (whole lines), the middle is left to the ref.
+    from contextfold.cache import _digest
+
+    head = "\n".join(f"/srv/head/module_{n}.py: ok" for n in range(40))
+    middle = "\n".join(f"middle_name_{n} = {n}" for n in range(5_000))
+    tail = "\n".join(["FAILED tests/test_tail.py::test_settle", "TailError: ACC-7731"])
+    text = f"{head}\n{middle}\n{tail}"
+    source, partial = _digest.digest_source(text)
+    assert partial and len(source) <= _digest.DIGEST_HEAD_CHARS + _digest.DIGEST_TAIL_CHARS + 1
+    assert source.startswith(head) and source.endswith(tail)
+    assert all(line in text.splitlines() for line in source.splitlines())  # whole lines only
+    msgs = [
+        Message.system("s"),
+        Message.assistant("", [ToolCall("c1", "bash", '{"cmd": "make test"}')]),
+        Message.tool("c1", text),
+        Message.assistant("", [ToolCall("c2", "bash", '{"cmd": "ls"}')]),
+        Message.tool("c2", "ok"),
+    ]
+    cache = ToolOutputCache(MemoryBlobStore())
+    result = mask_tool_outputs(msgs, budget_tokens=0, counter=COUNTER, cache=cache, keep_tool_io_pairs=0,
+                               clear_at_least=0, digest_tokens=24)
+    placeholder = result.messages[2].text
+    ref = result.messages[2].meta["ref"]
+    assert placeholder.startswith(f"[tool output trimmed; ref={ref}; its first and last lines mentioned: ")
+    assert "/srv/head/module_0.py" in placeholder and "middle_name" not in placeholder
+    assert cache.get(ref) == text  # the whole output stays readable
+    material = _digest.digest_material(text)
+    assert material.partial and {"TailError", "ACC-7731", "/srv/head/module_39.py"} <= set(material.items)
+    assert not {"middle_name_2500", "2500"} & set(material.items)  # (the middle, far from both windows)
+    short = _digest.digest_material("/srv/a.py failed")
+    assert not short.partial and "/srv/a.py" in short.items

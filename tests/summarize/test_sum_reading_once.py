@@ -136,7 +136,7 @@ def test_last_lines_are_those_of_splitlines(pieces: list[str], count: int) -> No
 
 def _digest_plainly(text: str, budget_tokens: int, known: str) -> str:
     """The masked output's digest as it was computed before its material was remembered (filter, then rank)."""
-    source = text[:_digest.MAX_DIGEST_SOURCE_CHARS]
+    source, _ = _digest.digest_source(text)
     mentions = _digest._mention_counts(source)
     ranked = []
     for value, (kind, order) in _digest._candidates(source).items():

@@ -15,17 +15,23 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple
 
 from .._memo import TextMemo, size_of_strings, text_key
 from ..summarize.entities import bare_numbers, extract_entities_by_kind
 from ..tokens import TokenCounter
 
-__all__ = ["DIGEST_SEPARATOR", "digest_material", "output_digest", "ref_material", "remember_ref_material"]
+__all__ = ["DIGEST_SEPARATOR", "Material", "digest_material", "digest_source", "output_digest", "ref_material",
+           "remember_ref_material"]
 
 # Items are joined by this: short, and never part of a name, a path or a number.
 DIGEST_SEPARATOR = ", "
-# Only the start of a huge output is read: the digest is a few dozen tokens, and extraction costs ~1 µs a character.
-MAX_DIGEST_SOURCE_CHARS = 200_000
+# Of a long output, only its two ends are read (whole lines): the digest is a few dozen tokens, extraction costs ~1 µs
+# a character, and the whole output stays readable by its ref (issue 22: reading whole cut outputs, up to 70K
+# characters in the recorded SWE-agent sessions, was most of the read-ahead). The head weighs more: listings,
+# search results and logs put what was asked for first; the tail holds the outcome (a test summary, an error).
+DIGEST_HEAD_CHARS = 6_000
+DIGEST_TAIL_CHARS = 2_000
 # Items that do not fit are skipped for shorter ones further down, up to this many (a bound on the counting).
 MAX_MISSES = 8
 # How much one mention weighs, by kind: what an agent needs again by exact spelling weighs most. Definitions carry
@@ -79,23 +85,35 @@ def _mention_counts(text: str) -> Counter[str]:
     return Counter(word.rstrip(".") for word in _WORD_SPLIT.split(text) if word)
 
 
+class Material(NamedTuple):
+    """A digest's candidates, best first, and whether they come from the output's two ends only."""
+
+    items: tuple[str, ...]
+    partial: bool = False
+
+
 # Digest material by output (its ref, or its text's hash; see contextfold._memo), least recently used dropped first.
 _MATERIAL_MEMO_BYTES = 32 * 1024 * 1024
-_materials: TextMemo[tuple[str, ...]] = TextMemo(_MATERIAL_MEMO_BYTES)
+_materials: TextMemo[Material] = TextMemo(_MATERIAL_MEMO_BYTES)
 
 
-def digest_material(text: str) -> tuple[str, ...]:
+def _size(material: Material) -> int:
+    return size_of_strings(material.items)
+
+
+def digest_material(text: str) -> Material:
     """The digest's candidates of ``text``, best first (remembered by text): what :func:`output_digest` picks from.
 
     Ranked by kind × whole-word mentions, then by first appearance; the output's own call is not known yet, so
-    nothing is left out here.
+    nothing is left out here. A text over :data:`DIGEST_HEAD_CHARS` + :data:`DIGEST_TAIL_CHARS` characters is read
+    at its two ends (``partial``).
     """
-    return _materials.get_or_compute(text_key(text), lambda: _rank(text), size_of_strings)
+    return _materials.get_or_compute(text_key(text), lambda: _rank(text), _size)
 
 
-def ref_material(ref_id: str, load: Callable[[], str]) -> tuple[str, ...]:
+def ref_material(ref_id: str, load: Callable[[], str]) -> Material:
     """:func:`digest_material` of the output stored under ``ref_id`` (``load()`` reads it only when not remembered)."""
-    return _materials.get_or_compute(("ref", ref_id), lambda: _rank(load()), size_of_strings)
+    return _materials.get_or_compute(("ref", ref_id), lambda: _rank(load()), _size)
 
 
 def remember_ref_material(ref_id: str, text: str) -> None:
@@ -103,8 +121,19 @@ def remember_ref_material(ref_id: str, text: str) -> None:
     ref_material(ref_id, lambda: text)
 
 
-def _rank(text: str) -> tuple[str, ...]:
-    source = text[:MAX_DIGEST_SOURCE_CHARS]
+def digest_source(text: str) -> tuple[str, bool]:
+    """What a digest reads of ``text``: all of it, or its first and last whole lines within the two windows."""
+    if len(text) <= DIGEST_HEAD_CHARS + DIGEST_TAIL_CHARS:
+        return text, False
+    head_end = text.rfind("\n", 0, DIGEST_HEAD_CHARS)
+    head = text[: head_end if head_end > 0 else DIGEST_HEAD_CHARS]
+    tail_start = text.find("\n", len(text) - DIGEST_TAIL_CHARS)
+    tail = text[tail_start + 1 if tail_start >= 0 else len(text) - DIGEST_TAIL_CHARS :]
+    return f"{head}\n{tail}", True
+
+
+def _rank(text: str) -> Material:
+    source, partial = digest_source(text)
     ranked = []
     mentions = _mention_counts(source)
     for value, (kind, order) in _candidates(source).items():
@@ -114,7 +143,7 @@ def _rank(text: str) -> tuple[str, ...]:
         score = KIND_WEIGHTS.get(kind, 1.0) * max(1, mentions.get(name, 0))
         ranked.append((-score, order, value))
     ranked.sort()
-    return tuple(value for _, _, value in ranked)
+    return Material(tuple(value for _, _, value in ranked), partial)
 
 
 def output_digest(text: str, *, budget_tokens: int, counter: TokenCounter, known: str = "",
@@ -127,7 +156,7 @@ def output_digest(text: str, *, budget_tokens: int, counter: TokenCounter, known
     """
     if budget_tokens <= 0 or (material is None and not text):
         return ""
-    ranked = digest_material(text) if material is None else material
+    ranked = digest_material(text).items if material is None else material
     items: list[str] = []
     spent = 0
     separator_tokens = counter.count(DIGEST_SEPARATOR)

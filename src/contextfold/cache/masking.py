@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from ..answered import answered_indices
 from ..errors import InvalidHistory
 from ..messages import Message
-from ..pairing import pair_list
+from ..pairing import ToolPair, pair_list
 from ._digest import digest_material, output_digest, ref_material
 
 if TYPE_CHECKING:
@@ -55,10 +55,14 @@ class OutputStore(Protocol):
 _PLACEHOLDER_SHAPE = "[tool output trimmed; ref=tout_0000000000000000]"
 
 
-def masked_placeholder(ref_id: str, digest: str = "") -> str:
-    """What a masked tool output reads like in the context (with the digest of what it replaces, when given)."""
+def masked_placeholder(ref_id: str, digest: str = "", *, partial: bool = False) -> str:
+    """What a masked tool output reads like in the context (with the digest of what it replaces, when given).
+
+    ``partial``: the digest was read from the output's first and last lines only (a long output), and says so.
+    """
     if digest:
-        return f"[tool output trimmed; ref={ref_id}; it mentioned: {digest}]"
+        read = "its first and last lines" if partial else "it"
+        return f"[tool output trimmed; ref={ref_id}; {read} mentioned: {digest}]"
     return f"[tool output trimmed; ref={ref_id}]"
 
 
@@ -138,12 +142,14 @@ def mask_tool_outputs(
     if total <= budget_tokens:
         return MaskResult(view, tool_output_tokens=total)
 
+    # Paired once: masking changes contents and arguments, never which result answers which call.
+    pairs = pair_list(view)
     candidates = _eligible(view, keep_tool_io_pairs, frozenset(exclude_tools), counter, digest_tokens,
-                           first, frozenset(exempt))
+                           first, frozenset(exempt), pairs)
     target = max(total - budget_tokens, clear_at_least)
     freed = 0
     masked: list[int] = []
-    arguments = _call_arguments(view) if digest_tokens and candidates else {}
+    arguments = _call_arguments(view, pairs) if digest_tokens and candidates else {}
     for i in candidates:
         if freed >= target:
             break
@@ -157,7 +163,7 @@ def mask_tool_outputs(
 
     changed = set(masked)
     if clear_tool_inputs:
-        changed |= _clear_inputs(view, masked, cache)
+        changed |= _clear_inputs(view, masked, cache, pairs)
     first_changed = min(changed)
     invalidated = counter.count_messages(messages[first_changed:])
     # Only the changed messages differ (the rest are the same objects): the view is not counted again, twice.
@@ -166,15 +172,17 @@ def mask_tool_outputs(
 
 
 def _eligible(view: Sequence[Message], keep: int, exclude: frozenset[str], counter: MessageCounter,
-              digest_tokens: int = 0, first: Sequence[int] = (), exempt: frozenset[int] = frozenset()) -> list[int]:
+              digest_tokens: int = 0, first: Sequence[int] = (), exempt: frozenset[int] = frozenset(),
+              pairs: Sequence[ToolPair] | None = None) -> list[int]:
     """Indices of maskable tool results: those in ``first`` in its order, then the others oldest first."""
+    pairs = pair_list(view) if pairs is None else pairs
     results = [i for i, m in enumerate(view) if m.role == "tool"]
     recent = set(results[max(0, len(results) - keep) :]) if keep else set()
     # The results the model is answering stay whatever ``keep`` says (keep=0 included).
-    recent.update(answered_indices(view))
+    recent.update(answered_indices(view, pairs))
     ahead = [i for i in dict.fromkeys(first) if 0 <= i < len(view) and view[i].role == "tool"]
     ahead_set = set(ahead)
-    names = _call_names(view) if exclude else {}
+    names = _call_names(pairs) if exclude else {}
     # A placeholder's tokens depend on the result's name only (role and content are the same for all).
     placeholder_tokens: dict[str | None, int] = {}
     out = []
@@ -196,15 +204,15 @@ def _eligible(view: Sequence[Message], keep: int, exclude: frozenset[str], count
     return out
 
 
-def _call_names(view: Sequence[Message]) -> dict[int, str]:
+def _call_names(pairs: Sequence[ToolPair]) -> dict[int, str]:
     """Tool name of each paired result, from the call that asked for it."""
-    return {p.result_index: p.name for p in pair_list(view) if p.result_index is not None}
+    return {p.result_index: p.name for p in pairs if p.result_index is not None}
 
 
-def _call_arguments(view: Sequence[Message]) -> dict[int, str]:
+def _call_arguments(view: Sequence[Message], pairs: Sequence[ToolPair]) -> dict[int, str]:
     """Arguments of the call that asked for each paired result: what stays in view beside its placeholder."""
     out: dict[int, str] = {}
-    for p in pair_list(view):
+    for p in pairs:
         if p.result_index is None:
             continue
         call = next((c for c in view[p.call_index].tool_calls if c.id == p.call_id), None)
@@ -235,6 +243,7 @@ def _mask_one(message: Message, cache: OutputStore, digest_tokens: int = 0, know
         text = None
         extra_meta = {}
     digest = ""
+    partial = False
     if digest_tokens and counter is not None:
         # The whole output, not its write-time view: what the view cut is exactly what the digest can bring back.
         # Its material was read when the output was added (issue 22): the stored output is read again only if not.
@@ -247,16 +256,18 @@ def _mask_one(message: Message, cache: OutputStore, digest_tokens: int = 0, know
             material = ref_material(stored, lambda: cache.get(stored))
         allow = (lambda item: not secrets.mentions_secret(item)) if secrets is not None else None
         digest = output_digest("", budget_tokens=digest_tokens, counter=counter.counter, known=known,
-                               material=material, allow=allow)
-    placeholder = masked_placeholder(ref_id, digest)
+                               material=material.items, allow=allow)
+        partial = material.partial
+    placeholder = masked_placeholder(ref_id, digest, partial=partial)
     return message.with_content(placeholder).with_meta(kind="masked", ref=ref_id, **extra_meta)
 
 
-def _clear_inputs(view: list[Message], masked: Sequence[int], cache: OutputStore) -> set[int]:
+def _clear_inputs(view: list[Message], masked: Sequence[int], cache: OutputStore,
+                  pairs: Sequence[ToolPair]) -> set[int]:
     """Store and replace the arguments of the calls whose outputs were masked; the changed indices."""
     wanted = {view[i].tool_call_id for i in masked if view[i].tool_call_id is not None}
     changed: set[int] = set()
-    for pair in pair_list(view):
+    for pair in pairs:
         call_id, call_index = pair.call_id, pair.call_index
         if call_id not in wanted:
             continue

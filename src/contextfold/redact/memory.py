@@ -236,6 +236,8 @@ class SecretMemory:
                                        for i in range(len(remembered) - PIECE_CHARS + 1))
                 self._grams_of = max(self._grams_of, learned)
         grams = self._grams
+        if not grams:
+            return False  # (nothing remembered: most sessions; every word a digest lists is asked)
         return any(text[i : i + PIECE_CHARS] in grams for i in range(len(text) - PIECE_CHARS + 1))
 
     def values(self) -> dict[str, str]:

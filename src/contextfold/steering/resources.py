@@ -261,6 +261,25 @@ def _arguments(raw: str) -> Any:
         return None
 
 
+# What a call's arguments access, by rule and raw arguments: every masking turn orders the whole view again, and
+# parsing each call's JSON was most of it (issue 22, masking turns). Bounded: cleared when full.
+_ACCESS_MEMO_MAX = 8_192
+_access_memo: dict[tuple[int, str], tuple[ResourceRule, Access | None]] = {}
+
+
+def _access_of_call(rule: ResourceRule, raw: str) -> Access | None:
+    """:func:`access_of` a call's raw ``arguments`` (remembered: the same rule and arguments access the same)."""
+    key = (id(rule), raw)
+    known = _access_memo.get(key)
+    if known is not None and known[0] is rule:  # (the rule itself is kept: an id is never taken for another's)
+        return known[1]
+    access = access_of(rule, _arguments(raw))
+    if len(_access_memo) >= _ACCESS_MEMO_MAX:
+        _access_memo.clear()
+    _access_memo[key] = (rule, access)
+    return access
+
+
 def _changed_by(edit: Access, read: Access, output: Message) -> bool:
     """Whether ``edit`` changed what the read with ``output`` shows."""
     if edit.changed_text is not None:
@@ -291,7 +310,7 @@ def superseded_reads(messages: Sequence[Message], rule_for: Callable[[str], Reso
         call = next((c for c in messages[pair.call_index].tool_calls if c.id == pair.call_id), None)
         if call is None:
             continue
-        access = access_of(rule, _arguments(call.arguments))
+        access = _access_of_call(rule, call.arguments)
         if access is None:
             continue
         earlier = reads.get(access.key, [])
