@@ -47,8 +47,9 @@ convex corners). Each ``lam``'s views are also billed with the replay's own cach
 achievable points of the family (with foresight), printed beside the bound.
 
 **The bound over every policy** (summaries, digests, any rewriting) assumes only that each request sends the pinned
-head (system prompt; the task too unless ``--drop-task``) and the previous answer with everything after it, as they
-are (the tool results must follow the calls they answer, and the agent must see its latest step): the head is read
+head (system prompt; the task too unless ``--drop-task``) and the previous answer with everything after it (the
+tool results must follow the calls they answer, and the agent must see its latest step), whole or cut at write time
+as ``--outputs`` says: the head is read
 at the read price after the first call (whatever its size), all the rest at the fresh price (below Anthropic's
 write price), and each needed fact the request does not hold in those messages costs at least its own tokens at the
 read price (a summary can carry nothing for less), the cheapest facts first. It is far below the family's bound:
@@ -57,11 +58,18 @@ the gap is what an ideal summary, knowing which facts the future needs and holdi
 **Rules without foresight** are billed the same way for comparison: the last N answered outputs shown, older ones
 masked (the masking moves one output per call), the oldest messages dropped only to fit.
 
+**Outputs** (``--outputs``): a policy may send a large new output whole or cut at write time, as contextfold does
+(head, tail and a ref; the cut part's facts are not in the view). ``recorded`` shows every message as recorded,
+``cut`` as contextfold keeps it at the window before any masking; the default, ``relaxed``, gives each message the
+tokens of its cut form and the facts of its recorded form, so its bound holds for every mix of the two (its
+re-billed points are then not views anyone could send, and its recall re-check counts the recorded text).
+
 The task (the first user message, when it follows the system prompt) is pinned with the head by default: without
 it the oracle drops it whenever no fact of it is needed next, which no agent would survive (``--drop-task`` lets it).
 lm32b is left out by default (its bars are met, and the DP takes ~20 min there).
 
     PYTHONPATH=src python bench/bench_bill_bound.py [--sources claude,tau] [--placeholder 16] [--drop-task]
+        [--outputs relaxed|cut|recorded]
 """
 
 from __future__ import annotations
@@ -79,6 +87,8 @@ from contextfold.billing import Block, PromptCache, SessionMeter, blocks_of, cac
 from contextfold.compaction import Policy
 from contextfold.importers._files import load_sessions
 from contextfold.importers._session import RecordedSession
+from contextfold.manager import ContextManager
+from contextfold.messages import Message
 from contextfold.replay.metrics import contains_fact, message_search_text, turn_entities
 from contextfold.tokens import MessageCounter, TiktokenCounter
 
@@ -96,6 +106,8 @@ INTERVAL_S = 30.0
 # Prices of one fact found, units of one fresh input token: 0 (bill alone) up to "keep everything that fits".
 LAMBDAS = (0.0, *(round(10 ** (e / 6), 3) for e in range(-6, 31)))
 NONE = -1  # no output masked
+OUTPUTS = {"recorded": "as recorded", "cut": "cut at write time as contextfold does",
+           "relaxed": "relaxed (tokens of the write-time cut, facts of the recording)"}
 Fact = tuple[bool, int, int]  # (in the head, last non-tool message holding it, last tool output holding it)
 State = tuple[int, int]  # (c, k)
 
@@ -113,6 +125,7 @@ class SessionModel:
     facts: list[list[Fact]]  # per call
     fact_tokens: list[list[int]]  # per call, per fact: its own tokens
     keys: list[str]
+    texts: list[str]  # what a fact is found in, per message shown whole
     limit: int
 
     def prefix(self) -> tuple[list[int], list[int]]:
@@ -123,18 +136,32 @@ class SessionModel:
         return whole, saved
 
 
+def write_time_views(session: RecordedSession, window: int) -> list[Message]:
+    """The session's messages as contextfold keeps them at ``window`` before any masking or compaction (large tool
+    outputs cut at write time, the rest as recorded): one per recorded message."""
+    manager = ContextManager("gpt-4o", max_context_tokens=window, policy={"enabled": False}, store="memory",
+                             archive=None)
+    manager.add(list(session.messages))
+    views = manager.messages()
+    if len(views) != len(session.messages):
+        raise RuntimeError(f"{session.id}: {len(views)} kept messages for {len(session.messages)} recorded")
+    return views
+
+
 def model_session(session: RecordedSession, counter: MessageCounter, window: int, placeholder: int,
-                  pin_task: bool) -> SessionModel:
+                  pin_task: bool, outputs: str) -> SessionModel:
     messages = session.messages
+    shown_as = write_time_views(session, window) if outputs != "recorded" else messages
+    read_as = shown_as if outputs == "cut" else messages  # "relaxed": cut outputs' tokens, recorded outputs' facts
     n_head = 0
     while n_head < len(messages) and messages[n_head].role in ("system", "developer"):
         n_head += 1
     if pin_task and n_head < len(messages) and messages[n_head].role == "user":
         n_head += 1  # the task: always shown, as part of the pinned head
-    shown = [counter.count_message(m) for m in messages]
+    shown = [counter.count_message(m) for m in shown_as]
     tool = [m.role == "tool" for m in messages]
     masked = [min(w, placeholder) if t else w for w, t in zip(shown, tool, strict=True)]
-    texts = [message_search_text(m) for m in messages]
+    texts = [message_search_text(m) for m in read_as]
     head_text = "\n".join(texts[:n_head])
     calls, facts, fact_tokens = [], [], []
     seen: set[str] = set()
@@ -162,7 +189,7 @@ def model_session(session: RecordedSession, counter: MessageCounter, window: int
         fact_tokens.append([counter.counter.count(e) for e in needed])
     budgets = Policy().budgets(window)
     return SessionModel(sum(shown[:n_head]), n_head, shown, masked, tool, calls, facts, fact_tokens,
-                        [m.fingerprint() for m in messages], window - budgets.reply_reserve)
+                        [m.fingerprint() for m in shown_as], texts, window - budgets.reply_reserve)
 
 
 def found(row: Sequence[Fact], c: int, k: int) -> int:
@@ -297,16 +324,15 @@ def universal(models: Sequence[SessionModel], provider: str, recall: float) -> f
 def _views(session: RecordedSession, s: SessionModel, path: Sequence[State]) -> list[tuple[list[Block], str]]:
     """The request of each call of ``path``: its blocks and the text its facts are found in."""
     out = []
-    messages = session.messages
     for i, (c, k) in zip(s.calls, path, strict=True):
         blocks = [Block(s.keys[j], s.shown[j], pinned=True) for j in range(s.n_head)]
-        texts = [message_search_text(m) for m in messages[: s.n_head]]
+        texts = s.texts[: s.n_head]
         for j in range(c, i):
             if s.tool[j] and j <= k:
                 blocks.append(Block(f"masked:{s.keys[j]}", s.masked[j]))
             else:
                 blocks.append(Block(s.keys[j], s.shown[j]))
-                texts.append(message_search_text(messages[j]))
+                texts.append(s.texts[j])
         out.append((blocks, "\n".join(texts)))
     return out
 
@@ -385,16 +411,17 @@ def unmanaged(sessions: Sequence[RecordedSession], counter: MessageCounter) -> d
     return totals
 
 
-def report(name: str, placeholder: int, pin_task: bool) -> None:
+def report(name: str, placeholder: int, pin_task: bool, outputs: str) -> None:
     path, window = SOURCES[name]
     sessions = load_sessions(DATA / path)
     counter = MessageCounter(TiktokenCounter("o200k_base"))
     started = time.process_time()
-    models = [model_session(x, counter, window, placeholder, pin_task) for x in sessions]
+    models = [model_session(x, counter, window, placeholder, pin_task, outputs) for x in sessions]
     needed = sum(len(row) for m in models for row in m.facts)
     reference = unmanaged(sessions, counter)
     print(f"\n### {name} @ {window // 1000}K ({len(sessions)} sessions, {needed:,} facts needed, "
-          f"placeholder {placeholder} tokens, {'task pinned' if pin_task else 'task may be dropped'})\n")
+          f"placeholder {placeholder} tokens, {'task pinned' if pin_task else 'task may be dropped'}, "
+          f"outputs {OUTPUTS[outputs]})\n")
     for provider in MODELS:
         prices = Prices(provider)
         dual: list[tuple[float, float]] = []  # (lam, sum of g)
@@ -461,11 +488,15 @@ def main() -> int:
     parser.add_argument("--drop-task", action="store_true",
                         help="let the oracle drop the first user message (the task) like any other: by default it is "
                              "pinned with the system prompt, since no agent works without its task")
+    parser.add_argument("--outputs", choices=tuple(OUTPUTS), default="relaxed",
+                        help="messages as recorded, as contextfold keeps them at write time (large outputs cut), or "
+                             "relaxed: a cut output's tokens with the recorded output's facts (a bound over every "
+                             "mix of the two; its re-billed points are not views anyone can send)")
     args = parser.parse_args()
     if args.placeholder < 0:
         parser.error("--placeholder: must not be negative")
     for name in args.sources.split(","):
-        report(name, args.placeholder, not args.drop_task)
+        report(name, args.placeholder, not args.drop_task, args.outputs)
     return 0
 
 
