@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from redact_corpus import CODE, SECRETS
 
 from contextfold.messages import Message, ToolCall
@@ -59,3 +61,20 @@ def test_scans_are_shared_with_the_shadow_and_bounded() -> None:
     redactor = Redactor()
     redactor.warm([Message.user("nothing secret here")])
     assert redactor._scans.get("nothing secret here") == ()
+
+
+# The words a digest may list: secrets' values and their text (the patterns' own context), code and its words.
+_WORDS = sorted({w for s in SECRETS for w in (*s.values, s.text[:60], *s.text.split()[:6])}
+                | {w for c in CODE for w in c.text.split()[:8]})
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_WORDS), st.text(max_size=30)), max_size=24))
+def test_words_scanned_in_bulk_are_found_as_when_scanned_one_by_one(words: list[str]) -> None:
+    # Issue 22: the read-ahead scans a digest's items in bulk (the prefilter clears most at once); the masking turn
+    # then reads the scans remembered: they must be what scanning each word alone finds.
+    redactor = Redactor()
+    redactor.scan_words(words)
+    assert not redactor.memory.values()  # (scanning learns nothing)
+    for word in words:
+        assert redactor.scan(word) == list(redactor._scan(word))

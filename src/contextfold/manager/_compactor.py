@@ -93,10 +93,14 @@ def warm_for_compaction(messages: Sequence[Message], counter: Any, redactor: Any
                     blanked = redactor.blank(m.content) if redactor is not None else m.content
                     material = digest_material(blanked)
                 if redactor is not None:
-                    # The items a digest most likely lists are checked for secrets then: scanned now, the masking
-                    # turn finds the scans done (issue 22: a masking turn scanned ~40 items).
-                    for item in material.items[:DIGEST_ITEMS_SCANNED_AHEAD]:
-                        redactor.mentions_secret(item)
+                    # The items a digest most likely lists are checked for secrets then: scanned now (in bulk), the
+                    # masking turn finds the scans done (issue 22: a masking turn scanned ~40 items).
+                    items = material.items[:DIGEST_ITEMS_SCANNED_AHEAD]
+                    if hasattr(redactor, "scan_words"):
+                        redactor.scan_words(items)
+                    else:
+                        for item in items:
+                            redactor.mentions_secret(item)
                 pacer.tick()
     if redactor is not None:
         redactor.redact_ahead(messages)
