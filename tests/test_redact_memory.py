@@ -41,6 +41,14 @@ def test_spans_of_short_and_long_texts_follow_the_definition(values: list[str], 
     assert memory.spans(text) == _plain_spans(dict(memory.table), text)
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.text(_ALPHABET, min_size=6, max_size=14), min_size=12, max_size=16), st.text(_ALPHABET, max_size=11))
+def test_a_short_text_searched_position_by_position_follows_the_definition(values: list[str], text: str) -> None:
+    # More remembered strings than characters: each position is looked up (otherwise a find per string, issue 22).
+    memory = _memory(values)
+    assert memory.spans(text) == _plain_spans(dict(memory.table), text)
+
+
 @settings(max_examples=40, deadline=None)
 @given(_values, _values, st.text(_ALPHABET, min_size=513, max_size=700))
 def test_a_text_searched_before_finds_what_was_learned_since(first: list[str], later: list[str], text: str) -> None:

@@ -725,12 +725,43 @@ class Redactor:
                 copy_keys.append(key)
         del firsts
         if fresh:
-            self._redact_batch(fresh)  # (learning is what redacting a message does on the way)
+            self._learn_fresh(fresh)
         if copies:
             clean_ids = self._clean_ids([m.meta.get(ID_KEY) for m in copies])
             for m, key in zip(copies, copy_keys, strict=True):
                 if self._recall(m, clean_ids, key) is None:
                     self.redact_message(m)
+
+    def _learn_fresh(self, items: list[Message]) -> None:
+        """Learn from messages of content not seen before: redact those the prefilter cannot clear, record the rest.
+
+        A message the prefilter clears holds nothing a pattern finds; recorded as clean when no remembered string
+        occurs in it either (one search of the batch; else redacted), its copies and later redactions need not read
+        it. (Redacting every message of the batch for the record, a secret learned late redone everywhere, cost a
+        quarter more when the messages are all distinct.)
+        """
+        found = self._suspects(items)
+        if found is None:
+            for m in items:
+                self.redact_message(m)  # (learning is what redacting a message does on the way)
+            return
+        suspects, texts = found
+        start = self._generation()
+        for i in sorted(suspects):
+            self.redact_message(items[i])
+        if self._generation() != start:
+            for i in sorted(suspects):  # (one redacted before a secret was learned is redone if it mentions it)
+                self.redact_message(items[i])
+        clear = [i for i in range(len(items)) if i not in suspects]
+        generation = self._generation()
+        remembered = self._remembered_in([texts[i] for i in clear])
+        if remembered is None:
+            return  # (too many strings remembered to search the batch: redacted when first asked)
+        for k, i in enumerate(clear):
+            if k in remembered:
+                self.redact_message(items[i])  # (a remembered string in it: summary and transcript need it redacted)
+            else:
+                self._ledger.put(items[i], items[i], generation)
 
     def _clean_ids(self, ids: list[Any]) -> frozenset[str]:
         """Of ``ids`` (``meta["id"]`` values), the strings the prefilter shows redact to themselves, learning nothing.

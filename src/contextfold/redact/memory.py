@@ -57,8 +57,8 @@ PIECE_CHARS = 5
 # What spans() found in a text, by the text's hash: at most this many bytes a session (about 8,000 texts).
 _FOUND_MEMO_BYTES = 2 * 1024 * 1024
 _HIT_BYTES = 64
-# Texts up to this long are first searched position by position (SecretMemory._short_hits), longer ones string by
-# string.
+# Texts up to this long are first searched position by position (SecretMemory._short_hits) when more strings are
+# remembered than the text has characters; otherwise string by string.
 _SHORT_TEXT_CHARS = 512
 # The store key's prefix: not a ref id, a claim or a line index, so retention and GC leave it alone.
 _KEY_PREFIX = "session-secrets."
@@ -185,7 +185,9 @@ class SecretMemory:
         key = text_key(text)
         searched, hits = self._found.get(key) or (0, ())
         if searched < learned:
-            if not searched and len(text) <= _SHORT_TEXT_CHARS:
+            # Position by position only when there are more strings to look for than positions to look at: with a
+            # few remembered strings, a find each is far cheaper (issue 22: 20% of learning 100,000 distinct messages).
+            if not searched and len(text) <= _SHORT_TEXT_CHARS and learned > len(text):
                 more = self._short_hits(text)
             else:
                 more = list(hits)
