@@ -184,3 +184,23 @@ def test_a_superseded_read_always_has_a_later_covering_read_or_edit(steps: list[
         covered = any(c[0] == "read_file" and c[1]["path"] == args["path"] and c[1].get("start_line", 1) <= lo
                       and c[1].get("end_line", 10**9) >= hi for c in later)
         assert (result_of(n) in found) == (edited or covered), (n, calls)
+
+
+def test_the_access_memo_holds_a_bounded_size_of_arguments() -> None:
+    # Review of e857db0: the memo of each call's access was bounded by entries only (8,192), and keeps its raw
+    # arguments: an edit tool's calls carry whole files, so a long-lived process (a fleet worker, the proxy) kept
+    # hundreds of MB of closed sessions' arguments. It holds at most _ACCESS_MEMO_CHARS characters of them.
+    from contextfold.steering import resources
+
+    resources._access_memo.clear()
+    resources._access_memo_chars = 0
+    body = "x" * 20_000
+    for n in range(600):  # (12 MB of distinct arguments, far fewer calls than the entry bound)
+        raw = json.dumps({"path": f"/srv/f{n}.py", "file_text": body})
+        assert resources._access_of_call(resources.FILE_READ, raw) == resources.access_of(
+            resources.FILE_READ, json.loads(raw))
+    held = sum(len(raw) for _, raw in resources._access_memo)
+    assert 0 < held <= resources._ACCESS_MEMO_CHARS
+    raw = json.dumps({"path": "/srv/again.py"})
+    first = resources._access_of_call(resources.FILE_READ, raw)
+    assert resources._access_of_call(resources.FILE_READ, raw) is first  # (still remembered)

@@ -262,21 +262,30 @@ def _arguments(raw: str) -> Any:
 
 
 # What a call's arguments access, by rule and raw arguments: every masking turn orders the whole view again, and
-# parsing each call's JSON was most of it (issue 22, masking turns). Bounded: cleared when full.
+# parsing each call's JSON was most of it (issue 22, masking turns). Bounded: cleared when full, by entries and by
+# the characters of the arguments it keeps (an edit tool's call carries a whole file: a long-lived process would
+# otherwise keep closed sessions' files).
 _ACCESS_MEMO_MAX = 8_192
+_ACCESS_MEMO_CHARS = 8 * 1024 * 1024
 _access_memo: dict[tuple[int, str], tuple[ResourceRule, Access | None]] = {}
+_access_memo_chars = 0
 
 
 def _access_of_call(rule: ResourceRule, raw: str) -> Access | None:
     """:func:`access_of` a call's raw ``arguments`` (remembered: the same rule and arguments access the same)."""
+    global _access_memo_chars
     key = (id(rule), raw)
     known = _access_memo.get(key)
     if known is not None and known[0] is rule:  # (the rule itself is kept: an id is never taken for another's)
         return known[1]
     access = access_of(rule, _arguments(raw))
-    if len(_access_memo) >= _ACCESS_MEMO_MAX:
+    if len(raw) > _ACCESS_MEMO_CHARS // 16:
+        return access  # (parsed each time: one such call would push out everything else)
+    if len(_access_memo) >= _ACCESS_MEMO_MAX or _access_memo_chars + len(raw) > _ACCESS_MEMO_CHARS:
         _access_memo.clear()
+        _access_memo_chars = 0
     _access_memo[key] = (rule, access)
+    _access_memo_chars += len(raw)
     return access
 
 
