@@ -482,3 +482,30 @@ def test_an_agent_as_a_subgraph_sends_compacted_requests_and_leaves_the_parents_
     # The operator is told, once, that the parent's state grows and which node keeps it bounded.
     told = [e for e in telemetry.events if getattr(e, "code", "") == "subgraph_state_unbounded"]
     assert len(told) == 1 and "compacting_node(agent)" in told[0].message
+
+
+def test_the_subgraph_warning_is_said_once_when_two_requests_race(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Review of b4c7b81: "once per manager" was a check, then an add, unlocked: two model calls of one manager at
+    # the same time (parallel branches of a parent graph on one thread) both passed the check and both warned.
+    import threading
+
+    from contextfold.integrations import langchain as lc
+
+    telemetry = RecordingTelemetry()
+    cm = ContextManager(model="gpt-4o", store="memory", archive="memory", session_id="lc-race", telemetry=telemetry)
+    middleware = ContextfoldMiddleware(cm)
+    both_asking = threading.Barrier(2, timeout=10)
+
+    def in_subgraph() -> bool:
+        both_asking.wait()  # (each request has passed the "told already?" check when the other asks)
+        return True
+
+    monkeypatch.setattr(lc, "_in_subgraph", in_subgraph)
+    threads = [threading.Thread(target=middleware._tell_if_parent_grows, args=(cm,)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    told = [e for e in telemetry.events if getattr(e, "code", "") == lc.SUBGRAPH_STATE_CODE]
+    assert len(told) == 1
+    cm.close()

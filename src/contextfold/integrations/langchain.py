@@ -361,7 +361,10 @@ class ContextfoldMiddleware(AgentMiddleware):
         """
         if self.mode != "before_model" or cm in self._told_subgraph or not _in_subgraph():
             return
-        self._told_subgraph.add(cm)
+        with self._lock:  # (two requests of one manager at once: one warns)
+            if cm in self._told_subgraph:
+                return
+            self._told_subgraph.add(cm)
         cm.tracer.emit(CompactWarning(
             session_id=cm.session_id, code=SUBGRAPH_STATE_CODE,
             message="the agent runs as a subgraph: its requests are compacted, but the parent graph's state keeps "
