@@ -6,6 +6,9 @@ appends one message and times one call:
 
 - ``prepare(format="openai_chat")``: the list sent to the API;
 - ``prepare_messages()``: the Message objects adapters use;
+- with ``--kept``, ``prepare(format="openai_chat")`` again while the caller still holds the list of the call before
+  (``messages = cm.prepare()`` in a loop): that list may not change, so the call builds a new one (a caller that lets
+  go of it before the next call gets the same list back, changed in place: see ``contextfold.manager._handed``);
 - LangChain v1 ``SummarizationMiddleware.before_model`` on the same history (as LangChain messages), in the same
   process, with a fake chat model that is never called because the trigger is never reached.
 
@@ -110,14 +113,25 @@ def measure(step: Callable[[int], Timing], start: int, repeats: int) -> list[Tim
     return [step(i) for i in range(start, start + repeats)]
 
 
-def contextfold_steps(size: int, repeats: int, seed: int) -> dict[str, list[Timing]]:
+KEPT = "prepare(), last list kept"
+
+
+def contextfold_steps(size: int, repeats: int, seed: int, kept: bool = False) -> dict[str, list[Timing]]:
     from contextfold.compaction import Action
 
     results: dict[str, list[Timing]] = {}
+    held: list[Any] = []  # the list of the call before, for KEPT
+
+    def keep(result: Any) -> Any:
+        held[:] = [result]
+        return result
+
     apis: list[tuple[str, Callable[[ContextManager], Any]]] = [
         ("prepare(openai_chat)", lambda cm: cm.prepare(format="openai_chat")),
         ("prepare_messages()", lambda cm: cm.prepare_messages()),
     ]
+    if kept:
+        apis.append((KEPT, lambda cm: keep(cm.prepare(format="openai_chat"))))
     for label, call in apis:
         rng = random.Random(seed)
         cm = manager()
@@ -187,19 +201,19 @@ def profile(size: int, repeats: int, seed: int) -> None:
     pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
 
 
-def child(size: int, calls: int, lc_calls: int, seed: int) -> None:
+def child(size: int, calls: int, lc_calls: int, seed: int, kept: bool = False) -> None:
     """Measure one size in this interpreter (the tree on PYTHONPATH) and print the timings as one JSON line."""
     import contextfold
 
-    rows: dict[str, list[Timing] | str] = dict(contextfold_steps(size, calls, seed))
+    rows: dict[str, list[Timing] | str] = dict(contextfold_steps(size, calls, seed, kept))
     rows["LangChain SummarizationMiddleware"] = langchain_steps(size, min(calls, lc_calls), seed)
     print(json.dumps({"source": str(Path(contextfold.__file__).parent), "rows": rows}))
 
 
-def run_child(src: str, size: int, calls: int, lc_calls: int, seed: int) -> dict[str, Any]:
+def run_child(src: str, size: int, calls: int, lc_calls: int, seed: int, kept: bool = False) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": src}
     args = [sys.executable, __file__, "--child", str(size), "--calls", str(calls), "--lc-calls", str(lc_calls),
-            "--seed", str(seed)]
+            "--seed", str(seed), *(["--kept"] if kept else [])]
     done = subprocess.run(args, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise SystemExit(f"{src} at {size} messages failed:\n{done.stderr[-3000:]}")
@@ -217,12 +231,14 @@ def main() -> None:
     parser.add_argument("--lc-calls", type=int, default=100, help="measured LangChain calls per run and size")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--base", default=None, help="another src directory, measured in the same run")
+    parser.add_argument("--kept", action="store_true",
+                        help="also measure prepare() while the caller holds the list of the call before")
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--profile", type=int, default=None, metavar="SIZE",
                         help="only print a cProfile of prepare() on a session of SIZE messages (this tree)")
     args = parser.parse_args()
     if args.child is not None:
-        child(args.child, args.calls, args.lc_calls, args.seed)
+        child(args.child, args.calls, args.lc_calls, args.seed, args.kept)
         return
     if args.profile:
         profile(args.profile, args.calls, args.seed)
@@ -237,7 +253,7 @@ def main() -> None:
             for label, src in trees if run % 2 == 0 else trees[::-1]:
                 # (LangChain at 100,000 messages takes ~0.3 s a call: fewer calls there)
                 lc_calls = args.lc_calls if size < 100_000 else max(10, args.lc_calls // 5)
-                result = run_child(src, size, args.calls, lc_calls, args.seed + run)
+                result = run_child(src, size, args.calls, lc_calls, args.seed + run, args.kept)
                 for api, timings in result["rows"].items():
                     if isinstance(timings, str):
                         print(f"{size:>9} | {label} | {api}: {timings}")
@@ -275,12 +291,14 @@ def main() -> None:
                       f"{statistics.median(cpu):>8.4f} | {percentile(cpu, 0.99):>8.4f} | "
                       f"{min(runs):>9.3f} - {max(runs):>9.3f} | {len(timings):>5} | {versus:<30} | {ratio}")
     for label, _ in trees:
-        medians = {size: statistics.median(w for w, _ in pooled[(size, label)]["prepare(openai_chat)"])
-                   for size in args.sizes if (size, label) in pooled}
-        if len(medians) > 1:
-            low, high = min(medians), max(medians)
-            print(f"{label}: prepare(openai_chat) median at {high:,} / at {low:,} messages: "
-                  f"{medians[high] / medians[low]:.2f}x")
+        for api in ("prepare(openai_chat)", KEPT):
+            by_size = {size: pooled[(size, label)][api] for size in args.sizes
+                       if api in pooled.get((size, label), {})}
+            if len(by_size) > 1:
+                low, high = min(by_size), max(by_size)
+                wall = statistics.median(w for w, _ in by_size[high]) / statistics.median(w for w, _ in by_size[low])
+                cpu = statistics.median(c for _, c in by_size[high]) / statistics.median(c for _, c in by_size[low])
+                print(f"{label}: {api} median at {high:,} / at {low:,} messages: {wall:.2f}x wall, {cpu:.2f}x CPU")
     print(f"load average at end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 

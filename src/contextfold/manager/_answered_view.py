@@ -123,6 +123,8 @@ class AnsweredWidening:
             return
         # Only the tail is read (O(new messages), issue 22): the answered results and their call are always in it.
         start, tail = view.tail()
+        if not any(widenable(m) for m in tail):
+            return  # (most calls: the tail holds no output cut at write time; answered() is not worth reading then)
         answered = [i - start for i in view.answered() if i >= start]
         if not any(widenable(tail[i]) for i in answered):
             return

@@ -151,7 +151,8 @@ class CacheEconomics:
         from ._answered_view import widenable
 
         start, tail = view.tail()
-        if not any(widenable(tail[i - start]) for i in view.answered() if i >= start):
+        if not any(widenable(m) for m in tail) or not any(widenable(tail[i - start]) for i in view.answered()
+                                                           if i >= start):
             return False  # nothing to widen: nothing to say
         why = "this call rewrote the history" if rewrote else "the previous call showed a wider output too"
         self._emit("widen", None, tokens=0, freed=0, applied=False, forced=False,

@@ -425,7 +425,7 @@ class ContextManager:
             self.counter.preload()
             if format in ("openai_chat", "openai_responses"):
                 # The budget line changes on every call: last, after every cached block, so the prefix stays cached.
-                return [*self._view.encoded(wire), *wire.encode(tail)] if tail else self._view.encoded(wire)
+                return self._view.encoded(wire, wire.encode(tail) if tail else ())
             request = [*self._view.normalized(), *tail]
             return wire.encode_request(_with_breakpoints(request) if cache_breakpoints else request)
 
@@ -465,8 +465,10 @@ class ContextManager:
         """
         with foreground, self._lock:
             self._prepare_view()
-            view = self._view.normalized()
-            return self.redactor.redact_messages(view) if self._redacts_model_input() else view
+            if self._redacts_model_input():
+                redacted: list[Message] = self.redactor.redact_messages(self._view.normalized())
+                return redacted
+            return self._view.handed()
 
     def _prepare_view(self) -> None:
         """Apply a finished background compaction and the policy, inside the model call's span."""
@@ -585,17 +587,15 @@ class ContextManager:
 
     def _run_policy(self) -> None:
         from ..compaction import Action, decide
-        from ..errors import ContextfoldError
         from ..telemetry import TokenEstimate, TriggerDecision
 
         started = time.perf_counter()
         plan, tokens, total, tool_tokens, count = self._plan()
         self.last_plan = plan
         system, developer = self._view.pinned_tokens()
-        self.tracer.emit(TokenEstimate(session_id=self.session_id, messages=tokens - system - developer,
-                                       tools_schema=self._extras.tokens,
-                                       system=system, developer=developer,
-                                       model=self.model.name, context_window=self.budgets.window))
+        self.tracer.emit_new(TokenEstimate, messages=tokens - system - developer, tools_schema=self._extras.tokens,
+                             system=system, developer=developer, model=self.model.name,
+                             context_window=self.budgets.window)
         if self._unwarmed and total >= self.budgets.soft * _WARM_AT_SHARE_OF_SOFT:
             self._warm_for_compaction()
         if plan.action is Action.NONE:
@@ -646,6 +646,8 @@ class ContextManager:
             return
         if plan.action in (Action.HARD, Action.EMERGENCY):
             self._warn_emergency(plan)
+        from ..errors import ContextfoldError
+
         try:
             report = self._compact(str(plan.action), instructions=None, started=started, automatic=True,
                                    joined=joined)
@@ -965,10 +967,10 @@ class ContextManager:
                 kind="soft", compaction_count=count, clock=self._clock))
 
     def _apply_idle_result(self) -> None:
-        from ..telemetry import CompactWarning
-
         if not self._idle.pending:
             return  # (every prepare() asks: reading the whole view for nothing would cost O(history) per call)
+        from ..telemetry import CompactWarning
+
         outcome = self._idle.take(self._view.normalized(), self._view.version)
         if outcome is None:
             return

@@ -16,6 +16,7 @@ from ..answered import answered_indices
 from ..messages import Message
 from ..pairing import normalize, pair_list
 from ..tokens import MessageCounter
+from ._handed import HandedList
 
 __all__ = ["View"]
 
@@ -37,10 +38,14 @@ class View:
         self._settled_pinned = {"system": 0, "developer": 0}
         self._opened = False  # the settled prefix holds a non-system message
         self._settled_last_user = -1  # index of the latest user message in the settled prefix (-1: none)
-        self._encoded: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+        # wire format -> its encodings of the settled prefix, in the list prepare() last returned (see _handed)
+        self._encoded: dict[str, HandedList[dict[str, Any]]] = {}
+        self._handed_messages: HandedList[Message] = HandedList()
         self._call_ids: Counter[str] = Counter()  # ids of the tool calls in the view, to spot orphans on arrival
         self.dropped: list[Message] = []  # messages normalization removed for good, not yet archived
         self._tail_cache: tuple[tuple[int, int, int], list[Message]] | None = None
+        # (the normalized tail counted, the counter revision it was counted with, its totals): see _tail_totals
+        self._tail_counts: tuple[list[Message], int, tuple[int, int, int, int]] | None = None
         # call id -> synthetic "aborted" outputs stored in the view (a late real result takes one's place)
         self._aborted: dict[str, list[Message]] = {}
         # The counter's revision the settled totals were counted with: a lazy counter whose exact tokenizer just
@@ -69,22 +74,13 @@ class View:
 
     def totals(self) -> tuple[int, int, int]:
         """(tokens, tool-output tokens, message count) of :meth:`normalized`, counting only the tail anew."""
-        self._recount_if_stale()
-        self._settle()
-        tail = self._normalized_tail()
-        tokens = self._settled_tokens + sum(self.counter.count_message(m) for m in tail)
-        tool = self._settled_tool_tokens + sum(self.counter.count_message(m) for m in tail if m.role == "tool")
-        return tokens, tool, self._settled + len(tail)
+        tail, (tokens, tool, _, _) = self._tail_totals()
+        return self._settled_tokens + tokens, self._settled_tool_tokens + tool, self._settled + len(tail)
 
     def pinned_tokens(self) -> tuple[int, int]:
         """(system, developer) tokens of :meth:`normalized`, for the token-estimate breakdown."""
-        self._recount_if_stale()
-        self._settle()
-        counts = dict(self._settled_pinned)
-        for m in self._normalized_tail():
-            if m.role in counts:
-                counts[m.role] += self.counter.count_message(m)
-        return counts["system"], counts["developer"]
+        _, (_, _, system, developer) = self._tail_totals()
+        return self._settled_pinned["system"] + system, self._settled_pinned["developer"] + developer
 
     def tail(self) -> tuple[int, list[Message]]:
         """(where the tail starts in :meth:`normalized`, the normalized tail): what changed since the prefix settled.
@@ -109,23 +105,33 @@ class View:
             return tuple(start + i for i in found)
         return (self._settled_last_user,) if self._settled_last_user >= 0 else ()
 
-    def encoded(self, wire: Any) -> list[dict[str, Any]]:
-        """The normalized view in ``wire``'s list form; the settled prefix is encoded once and reused.
+    def encoded(self, wire: Any, extra: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+        """The normalized view in ``wire``'s list form, then ``extra``; the settled prefix is encoded once and reused.
 
         The dicts of the settled prefix are shared between calls: callers must not mutate them. The messages
-        after the latest assistant turn (where one adds ``cache_control``) are fresh dicts on every call.
+        after the latest assistant turn (where one adds ``cache_control``) are fresh dicts on every call. The list
+        is the one returned last time when the caller let go of it unchanged (:mod:`._handed`), a new one otherwise.
 
         Boundaries sit right before assistant messages, where no format merges a message with its neighbour, so
         encoding the prefix and the tail apart gives the same list as encoding the whole.
         """
         self._settle()
-        upto, prefix = self._encoded.get(wire.NAME, (0, []))
-        if upto < self._settled:
-            prefix.extend(wire.encode(self._messages[upto : self._settled]))
-            self._encoded[wire.NAME] = (self._settled, prefix)
-        # One exact allocation (a copy then extend() would over-allocate, and hold two buffers while it grows).
+        handed = self._encoded.get(wire.NAME)
+        if handed is None:
+            handed = self._encoded[wire.NAME] = HandedList()
         tail: list[dict[str, Any]] = wire.encode(self._normalized_tail())
-        return prefix + tail
+        if extra:
+            tail.extend(extra)
+        return handed.hand(self._settled, lambda start, end: wire.encode(self._messages[start:end]), tail)
+
+    def handed(self) -> list[Message]:
+        """:meth:`normalized` for a caller to keep or change: the one returned last time when it was let go unchanged.
+
+        The messages are the view's own (immutable); the list is the caller's until its next call.
+        """
+        self._settle()
+        return self._handed_messages.hand(self._settled, lambda start, end: self._messages[start:end],
+                                          self._normalized_tail())
 
     # -- writing ------------------------------------------------------------------------------------------------------
     def append(self, messages: Iterable[Message]) -> None:
@@ -196,6 +202,7 @@ class View:
         self._opened = False
         self._settled_last_user = -1
         self._encoded.clear()
+        self._handed_messages.reset()
 
     # -- internals ----------------------------------------------------------------------------------------------------
     def _recount_if_stale(self) -> None:
@@ -246,6 +253,33 @@ class View:
     def _awaited(self, call_id: str, before: list[Message]) -> bool:
         tail = [*self._messages[self._settled :], *before]
         return any(p.call_id == call_id and p.result_index is None for p in pair_list(tail))
+
+    def _tail_totals(self) -> tuple[list[Message], tuple[int, int, int, int]]:
+        """(the normalized tail, its (tokens, tool-output tokens, system, developer)), counted once per tail.
+
+        prepare() reads the totals three times (the decision, the estimate, the span): the tail is counted once for
+        each normalized tail (a new list whenever the tail changes) and counter revision.
+        """
+        self._recount_if_stale()
+        self._settle()
+        tail = self._normalized_tail()
+        memo = self._tail_counts
+        if memo is not None and memo[0] is tail and memo[1] == self._counted_revision:
+            return tail, memo[2]
+        count = self.counter.count_message
+        tokens = tool = system = developer = 0
+        for m in tail:
+            n = count(m)
+            tokens += n
+            if m.role == "tool":
+                tool += n
+            elif m.role == "system":
+                system += n
+            elif m.role == "developer":
+                developer += n
+        totals = (tokens, tool, system, developer)
+        self._tail_counts = (tail, self._counted_revision, totals)
+        return tail, totals
 
     def _normalized_tail(self) -> list[Message]:
         # prepare() asks for the tail three times (totals, decision, encoding); normalize it once per state.

@@ -144,6 +144,8 @@ class ToolPolicies:
         self._entries: list[tuple[str, ToolPolicy]] = [*base, *items]
         self._configured = bool(items)
         self._resolved: dict[str, ResolvedToolPolicy] = {}
+        # (entries are frozen and fixed here: read on every prepare(), answered once)
+        self._turn_rules = any(entry.mask_after_turns is not None for _, entry in self._entries)
 
     @property
     def configured(self) -> bool:
@@ -153,7 +155,7 @@ class ToolPolicies:
     @property
     def turn_rules(self) -> bool:
         """Whether some entry sets ``mask_after_turns`` (only then is the view scanned for due outputs)."""
-        return any(entry.mask_after_turns is not None for _, entry in self._entries)
+        return self._turn_rules
 
     def for_tool(self, name: str | None) -> ResolvedToolPolicy:
         """The rules for tool ``name`` (remembered: a session uses a handful of tools)."""

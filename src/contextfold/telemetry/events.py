@@ -75,13 +75,31 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+# Values that are read-only already; most fields of most events are one of these (checked before the ABC look-up).
+_PLAIN: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+
+
 def _freeze(value: Any) -> Any:
     """Make containers read-only so that an emitted event cannot change while it waits in a queue."""
+    if type(value) in _PLAIN:
+        return value
     if isinstance(value, Mapping) and not isinstance(value, MappingProxyType):
         return MappingProxyType({k: _freeze(v) for k, v in value.items()})
     if isinstance(value, list):
         return tuple(_freeze(v) for v in value)
     return value
+
+
+# event class -> the names of its own fields (all but COMMON_FIELDS), read once per class: every event is frozen
+# field by field as it is built, several times per prepare() (issue 22).
+_OWN_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _own_fields(cls: type) -> tuple[str, ...]:
+    names = _OWN_FIELDS.get(cls)
+    if names is None:
+        names = _OWN_FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.name not in COMMON_FIELDS)
+    return names
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,9 +141,11 @@ class Event:
                 f"{self.NAME}: ended_at: {format_time(self.ended_at)} is before started_at "
                 f"{format_time(self.started_at)}"
             )
-        for f in dataclasses.fields(self):
-            if f.name not in COMMON_FIELDS:
-                object.__setattr__(self, f.name, _freeze(getattr(self, f.name)))
+        for name in _own_fields(type(self)):
+            value = getattr(self, name)
+            frozen = _freeze(value)
+            if frozen is not value:
+                object.__setattr__(self, name, frozen)
 
     @property
     def name(self) -> str:

@@ -21,10 +21,11 @@ import itertools
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from datetime import datetime, timedelta
+from types import TracebackType
 from typing import Any, TypeVar
 
 from ._clock import new_span_id, utc_now
@@ -209,10 +210,22 @@ class Tracer:
         A trigger decision that led to nothing (``noop``; by default: one that did not trigger) is folded into a
         count instead (see the module docstring).
         """
-        stamped = self.stamp(event, started_at=started_at, ended_at=ended_at)
+        return self._deliver(self.stamp(event, started_at=started_at, ended_at=ended_at), noop)
+
+    def emit_new(self, cls: type[E], /, **data: Any) -> E:
+        """``emit(cls(**data))`` built once, already stamped: no throwaway ids, times and copy (the per-call events).
+
+        ``data`` holds the event's own fields; the common ones are the tracer's, as :meth:`stamp` sets them.
+        """
+        parent = self.current_span()
+        event = cls(session_id=self.session_id, trace_id=self.trace_id, span_id=self._ids(),
+                    parent_id=parent.span_id if parent is not None else None, started_at=self._clock(), **data)
+        return self._deliver(event, None)
+
+    def _deliver(self, stamped: E, noop: bool | None) -> E:
         if noop is None:
-            noop = isinstance(event, TriggerDecision) and not event.triggered
-        if noop and isinstance(event, TriggerDecision) and not self.keep_noop_decisions:
+            noop = isinstance(stamped, TriggerDecision) and not stamped.triggered
+        if noop and isinstance(stamped, TriggerDecision) and not self.keep_noop_decisions:
             self._fold_noop()
             return stamped
         self._send(stamped)
@@ -227,47 +240,45 @@ class Tracer:
         if span is not None:
             span.count(NOOP_DECISIONS)
 
-    @contextmanager
-    def span(self, name: str, *, kind: str = "", **data: Any) -> Iterator[Span]:
+    def span(self, name: str, *, kind: str = "", **data: Any) -> AbstractContextManager[Span]:
         """Open a span; events emitted inside it get it as parent. An exception marks it failed and propagates.
 
         A root span takes the no-op decisions folded since the previous one (``noop_decisions``).
         """
+        return _OpenSpan(self, name, kind, data)
+
+    def _open(self, name: str, kind: str, data: dict[str, Any]) -> Span:
         parent = self.current_span()
         span = Span(name, self.trace_id, self._ids(), parent.span_id if parent else None, self._clock(), kind)
-        span.set(**data)
+        if data:
+            span.data.update(data)
         if parent is None:
             with self._noop_lock:
                 pending, self._pending_noop = self._pending_noop, 0
             if pending:
                 span.count(NOOP_DECISIONS, pending)
         self._span_started(span)
-        token = _CURRENT_SPAN.set(span)
-        try:
-            yield span
-        except BaseException as exc:
-            span.fail(exc)
-            raise
-        finally:
-            _CURRENT_SPAN.reset(token)
-            end = self._clock()
-            if span.dropped:
-                self._span_dropped(span)
-            else:
-                self._send(
-                    SpanEvent(
-                        event=name,
-                        span_kind=kind,
-                        attributes=dict(span.data),
-                        session_id=self.session_id,
-                        trace_id=self.trace_id,
-                        span_id=span.span_id,
-                        parent_id=span.parent_id,
-                        started_at=span.started_at,
-                        ended_at=max(span.started_at, end),
-                        status=span.status,
-                    )
-                )
+        return span
+
+    def _close(self, span: Span) -> None:
+        end = self._clock()
+        if span.dropped:
+            self._span_dropped(span)
+            return
+        self._send(
+            SpanEvent(
+                event=span.name,
+                span_kind=span.kind,
+                attributes=dict(span.data),
+                session_id=self.session_id,
+                trace_id=self.trace_id,
+                span_id=span.span_id,
+                parent_id=span.parent_id,
+                started_at=span.started_at,
+                ended_at=max(span.started_at, end),
+                status=span.status,
+            )
+        )
 
     # -- the session trace ------------------------------------------------------------------------------------
     def start_session(self, title: str, metadata: Mapping[str, Any]) -> SessionTrace:
@@ -325,3 +336,27 @@ class Tracer:
             # Telemetry must never break the agent: count, log once per failure, carry on.
             self.emit_failures += 1
             _log.exception("contextfold telemetry sink failed on %s", event.name)
+
+
+class _OpenSpan:
+    """The ``with`` block of :meth:`Tracer.span` (a class, not a generator: one opens on every ``prepare()``)."""
+
+    __slots__ = ("_data", "_kind", "_name", "_span", "_token", "_tracer")
+
+    def __init__(self, tracer: Tracer, name: str, kind: str, data: dict[str, Any]) -> None:
+        self._tracer = tracer
+        self._name = name
+        self._kind = kind
+        self._data = data
+
+    def __enter__(self) -> Span:
+        span = self._span = self._tracer._open(self._name, self._kind, self._data)
+        self._token = _CURRENT_SPAN.set(span)
+        return span
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        span = self._span
+        if error is not None:
+            span.fail(error)
+        _CURRENT_SPAN.reset(self._token)
+        self._tracer._close(span)
