@@ -14,6 +14,7 @@ try:  # tests/ is a package (tests/__init__.py) in the repository; plain `confte
     from tests.conftest import all_session_files, require
 except ImportError:  # pragma: no cover
     from conftest import all_session_files, require  # type: ignore[no-redef]
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -200,6 +201,25 @@ def test_merge_appends_new_messages_and_prefers_originals() -> None:
     assert merged == [a, b, c, d, e]
     # The first-seen original wins over a later masked copy as well.
     assert merge_histories([[a, b], [masked_b]]) == [a, b]
+
+
+@pytest.mark.parametrize("ids", [("m1", "m2", "m3"), ("s:0a1b:1", "s:0a1b:2", "s:0a1b:3")])
+def test_a_message_repeating_the_first_after_everything_was_summarized_is_kept(ids: tuple[str, str, str]) -> None:
+    # Found by the manager's property test: a compaction summarized every original, the next view started with a
+    # new message equal to the session's first ("fix" twice), and the merge took it for a new manager re-adding
+    # the history: the second "fix" was lost on restore. Caller ids and the manager's own (one manager) alike.
+    first, again, later = (Message.assistant("fix", meta={"id": ids[0]}), Message.assistant("fix", meta={"id": ids[1]}),
+                           Message.user("go on", meta={"id": ids[2]}))
+    summary = Message.user("<summary/>", meta={"kind": "summary", "id": "s1"})
+    assert merge_histories([[first], [summary], [summary, again, later]]) == [first, again, later]
+
+
+def test_a_new_manager_re_adding_the_history_is_still_merged_once() -> None:
+    first = Message.user("fix the build", meta={"id": "s:0a1b:1"})
+    reply = Message.assistant("ok", meta={"id": "s:0a1b:2"})
+    readded = [first.with_meta(id="s:9f8e:1"), reply.with_meta(id="s:9f8e:2")]
+    new = Message.user("and the tests", meta={"id": "s:9f8e:3"})
+    assert merge_histories([[first, reply], [*readded, new]]) == [first, reply, new]
 
 
 def test_messages_without_ids_are_matched_by_position_best_effort() -> None:

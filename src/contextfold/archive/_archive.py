@@ -330,18 +330,21 @@ def merge_histories(views: Iterable[Sequence[Message]]) -> list[Message]:
     seen in a later view was added after everything in the earlier ones: it goes at the end, in its view's order.
     For each message the most complete version wins: an original over a masked or truncated view of it.
 
-    A view whose first message has an id never seen before comes from a new manager of the same session (ids carry
-    a per-manager nonce); when it starts by repeating the history so far message for message (the same recording
-    compacted again, an application that re-adds its history to a fresh manager), those messages are the ones
-    already merged, not new ones: they are matched by position and content, and only what follows is added.
+    A view whose first message has an id of a manager not seen before comes from a new manager of the same session
+    (the manager's ids carry a per-manager nonce); when it starts by repeating the history so far message for
+    message (the same recording compacted again, an application that re-adds its history to a fresh manager), those
+    messages are the ones already merged, not new ones: they are matched by position and content, and only what
+    follows is added. A new id of a manager already seen (or one the caller gave) is a new message, even when it
+    repeats the first one: a compaction that summarized every original leaves the next view starting with one.
     """
     order: list[tuple[str, ...]] = []
     best: dict[tuple[str, ...], Message] = {}
     alias: dict[tuple[str, ...], tuple[str, ...]] = {}
+    managers: set[str] = set()  # the id namespaces (manager prefixes) of the messages merged so far
     for view in views:
         originals = [m for m in view if m.kind not in SYNTHETIC_KINDS]
         keys = [_identity(m, position) for position, m in enumerate(originals)]
-        if order and keys and keys[0] not in best and keys[0] not in alias:
+        if order and keys and keys[0] not in best and keys[0] not in alias and _from_new_manager(keys[0], managers):
             for position, (key, m) in enumerate(zip(keys, originals, strict=True)):
                 if position >= len(order) or key in best or not _same_original(best[order[position]], m):
                     break
@@ -352,9 +355,29 @@ def merge_histories(views: Iterable[Sequence[Message]]) -> list[Message]:
             if known is None:
                 order.append(key)
                 best[key] = m
+                if key[0] == "id" and (namespace := _id_namespace(key[1])) is not None:
+                    managers.add(namespace)
             elif _is_view(known) and not _is_view(m):
                 best[key] = m
     return [best[k] for k in order]
+
+
+def _id_namespace(message_id: str) -> str | None:
+    """The manager prefix of an id the manager gave (``<prefix>:<n>``); None for an id of another form."""
+    prefix, _, number = message_id.rpartition(":")
+    return prefix if prefix and number.isdigit() else None
+
+
+def _from_new_manager(key: tuple[str, ...], managers: set[str]) -> bool:
+    """Whether a view's first message, not merged before, may come from a manager whose views were not merged yet.
+
+    An id without the manager's ``<prefix>:<n>`` form is the caller's, stable across managers (a re-added history
+    repeats it); a message without an id is told only by position (best effort, as before).
+    """
+    if key[0] != "id":
+        return True
+    namespace = _id_namespace(key[1])
+    return namespace is not None and namespace not in managers
 
 
 def _same_original(a: Message, b: Message) -> bool:
