@@ -141,6 +141,16 @@ def test_each_kind_alone(example: tuple[str, str, str]) -> None:
     assert redactor.redact_text(f"x {planted} y") == f"x {_expected(planted, value, name)} y"
 
 
+def test_a_quoted_value_starting_with_an_exclamation_mark_is_a_password_not_a_yaml_tag() -> None:
+    # Found by test_each_kind_alone at a saved example: '"password": "!AAaAAaAAaAA"' was left whole, taken for a
+    # YAML tag (!Ref, !vault). Only a bare value can be a tag; quoted (JSON, a quoted YAML scalar) it is literal.
+    for text in ('{"password": "!AAaAAaAAaAA"}', "password: '!AAaAAaAAaAA'", 'DB_PASSWORD="!AAaAAaAAaAA"'):
+        assert "AAaAAaAAaAA" not in Redactor().redact_text(text), text
+    assert "AAaAAaAAaAA" not in json.dumps(Redactor().redact_obj({"password": "!AAaAAaAAaAA"}))
+    for text in ("password: !Ref DbPassword", "  password: !vault |", "token: !!str"):
+        assert Redactor().redact_text(text) == text
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -177,12 +177,16 @@ _CAPITALS_RUN = re.compile(r"[A-Z]{3}")
 _REFERENCE = re.compile(r"\$[A-Za-z_{(]|`")
 
 
-def is_placeholder(value: str) -> bool:
-    """Whether a secret-keyed value holds no secret: empty, null-like, a placeholder or a variable reference."""
+def is_placeholder(value: str, *, maybe_tag: bool = True) -> bool:
+    """Whether a secret-keyed value holds no secret: empty, null-like, a placeholder or a variable reference.
+
+    ``maybe_tag``: the value was written bare, where ``!Ref`` or ``!vault`` is a YAML tag, not a value; a quoted
+    ``"!AAaAAa"`` (JSON, a quoted YAML scalar) is a literal string like any other.
+    """
     stripped = value.strip()
     return (not stripped or bool(_NULL_LIKE.fullmatch(stripped) or _PLACEHOLDER.fullmatch(stripped))
             or bool(_ELLIPSIS.search(stripped)) or stripped.lower() in _PLACEHOLDER_WORDS
-            or bool(_YAML_TAG.fullmatch(stripped) and not _CAPITALS_RUN.search(stripped))
+            or bool(maybe_tag and _YAML_TAG.fullmatch(stripped) and not _CAPITALS_RUN.search(stripped))
             or bool(_REFERENCE.match(stripped)) or filler(stripped))
 
 
@@ -223,4 +227,4 @@ def value_group(m: re.Match[str]) -> tuple[str, bool, int] | None:
 def accept_value(m: re.Match[str]) -> bool:
     """A match whose value is not a placeholder, a variable reference or a template's filling."""
     found = value_group(m)
-    return found is not None and not is_placeholder(found[0])
+    return found is not None and not is_placeholder(found[0], maybe_tag=not found[1])

@@ -533,7 +533,8 @@ class Redactor:
 
             m = SECRET_KEY.fullmatch(key)
             weak = m.group("weak") if m is not None else None
-            if m is not None and not is_placeholder(value) and (weak is None or weak_value_ok(weak, value)):
+            if (m is not None and not is_placeholder(value, maybe_tag=False)
+                    and (weak is None or weak_value_ok(weak, value))):
                 name = "password" if m.group("pw") or m.group("wpw") else "api_key"
                 self.learn(value, name)
                 return marker(name)

@@ -133,7 +133,8 @@ def _accept_assignment(weak: bool) -> Callable[[re.Match[str]], bool]:
         value, quoted, end = found
         key, sep = m.group("key"), m.group("sep")
         text = m.string
-        if is_placeholder(value) or _IN_EXPANSION.search(text, max(0, m.start() - 256), m.start()):
+        if is_placeholder(value, maybe_tag=not quoted) or \
+                _IN_EXPANSION.search(text, max(0, m.start() - 256), m.start()):
             return False
         if m.group("v5") is not None and (_NAME_LIKE.fullmatch(value) or not made_up(value)):
             return False  # password={password}: a format field, not ODBC's braces
