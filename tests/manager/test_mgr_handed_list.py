@@ -8,9 +8,7 @@ grows with the history, the list included.
 
 from __future__ import annotations
 
-import gc
 import json
-import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
@@ -166,39 +164,3 @@ def test_a_list_changed_and_let_go_leaves_nothing_in_the_next_request(api: str, 
             assert dump(call(cm, api)) == dump(slow_path(cm, api))  # no new message: the same list again
     finally:
         cm.close()
-
-
-def _peak_with_the_list(history_turns: int, api: str, calls: int = 20) -> int:
-    """The most memory a no-op prepare() holds after a new turn, the list it returns included (least of ``calls``)."""
-    cm = manager()
-    cm.add([m for i in range(history_turns) for m in _turn(i)])
-    call(cm, api)
-    for i in range(history_turns, history_turns + 3):  # warm every per-turn path once
-        cm.add(_turn(i))
-        call(cm, api)
-    cm.tokens()  # waits for the exact tokenizer: its loading thread must not allocate while we measure
-    gc.collect()
-    least: int | None = None
-    tracemalloc.start()
-    try:
-        for i in range(history_turns + 3, history_turns + 3 + calls):
-            cm.add(_turn(i))
-            tracemalloc.reset_peak()
-            start, _ = tracemalloc.get_traced_memory()
-            sent = call(cm, api)
-            _, peak = tracemalloc.get_traced_memory()
-            least = peak - start if least is None else min(least, peak - start)
-            del sent  # the caller lets go before its next call
-    finally:
-        tracemalloc.stop()
-        cm.close()
-    assert least is not None
-    return least
-
-
-@pytest.mark.parametrize("api", ["openai_chat", "messages"])
-def test_a_list_let_go_is_reused_so_nothing_grows_with_the_history(api: str) -> None:
-    # A new list per call holds 8 bytes per message: 2.4 KB at 100 turns, 24 KB at 1,000.
-    small = _peak_with_the_list(100, api)
-    big = _peak_with_the_list(1_000, api)
-    assert big <= small + 2_048, (small, big)
