@@ -17,10 +17,8 @@ import itertools
 import json
 import logging
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +37,7 @@ from ..messages import (
 from ..telemetry._pace import GilPacer
 from ..untrusted.regex import PatternTimeout
 from ._ledger import ID_KEY, MAX_PASSES, SEPARATOR, Ledger, SameMessage, mentions_any, surface
+from ._scans import Finding, ScanCache, scan_cache
 from ._triggers import TriggerFinder
 from .memory import LEARN_MIN_CHARS, MAX_LEARNED, SecretMemory
 
@@ -64,88 +63,10 @@ _NOTHING: Mapping[str, str] = MappingProxyType({})
 # seen again by the api_key pattern) would make redaction depend on how many times it ran (the manager redacts a
 # transcript and the archive redacts it again).
 _MARKER_RE = re.compile(r"\[REDACTED:[^\]\n]*\]")
-# Scans remembered by text (issue 15): a transcript archived at compaction is redacted whole, and its messages were
-# mostly scanned already, by an earlier transcript or on the background thread while the agent waited for its model.
-# The findings of a text depend on the text and the patterns only (what was learned is applied after), so they
-# are kept, up to this many texts and characters: more than a window holds, bounded for huge outputs.
-_SCAN_CACHE_ENTRIES = 16_384
-_SCAN_CACHE_CHARS = 32_000_000
-
-
-class _ScanCache:
-    """Findings by text, and messages found clean, least recently used dropped first.
-
-    Shared by threads, and by a redactor with its warming shadow. A clean message is one :meth:`Redactor.redact_message`
-    returned unchanged while nothing was learned and with no callback: under the same conditions it is unchanged
-    again (its findings are none, the patterns are the redactor's), so it is not walked again.
-    """
-
-    def __init__(self) -> None:
-        self._entries: OrderedDict[str, tuple[Finding, ...]] = OrderedDict()
-        self._chars = 0
-        self._clean: OrderedDict[int, Message] = OrderedDict()  # id -> the message (kept, so the id stays its own)
-        self._lock = threading.Lock()
-
-    def get(self, text: str) -> tuple[Finding, ...] | None:
-        with self._lock:
-            found = self._entries.get(text)
-            if found is not None:
-                self._entries.move_to_end(text)
-            return found
-
-    def put(self, text: str, found: tuple[Finding, ...]) -> None:
-        with self._lock:
-            if text in self._entries:
-                return
-            self._entries[text] = found
-            self._chars += len(text)
-            while len(self._entries) > _SCAN_CACHE_ENTRIES or self._chars > _SCAN_CACHE_CHARS:
-                self._chars -= len(self._entries.popitem(last=False)[0])
-
-    def is_clean(self, m: Message) -> bool:
-        with self._lock:
-            return self._clean.get(id(m)) is m
-
-    def mark_clean(self, m: Message) -> None:
-        with self._lock:
-            self._clean[id(m)] = m
-            if len(self._clean) > _SCAN_CACHE_ENTRIES:
-                self._clean.popitem(last=False)
-
-
-# Redactors with the same patterns share their scans (each manager of a fleet worker's turn builds its own redactor,
-# with the built-in patterns); a few distinct pattern sets are kept, further ones get a cache of their own.
-_SHARED_SCAN_CACHES = 8
-_scan_caches: dict[tuple[SecretPattern, ...], _ScanCache] = {}
-_scan_caches_lock = threading.Lock()
-
-
-def _scan_cache(patterns: tuple[SecretPattern, ...]) -> _ScanCache:
-    try:
-        with _scan_caches_lock:
-            cache = _scan_caches.get(patterns)
-            if cache is None:
-                cache = _ScanCache()
-                if len(_scan_caches) < _SHARED_SCAN_CACHES:
-                    _scan_caches[patterns] = cache
-            return cache
-    except TypeError:  # a user pattern that cannot be hashed (an unhashable accept callable)
-        return _ScanCache()
-
-
 # The batch prefilter of redact_messages (issue 12: a 100,000-message transcript spent 4.5 s redacting text by text):
 # past this many remembered secrets it is not used (each one is searched for on its own); texts are joined by
 # SEPARATOR (contextfold.redact._ledger).
 _PREFILTER_MAX_LEARNED = 64
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Finding:
-    """A secret found at ``text[start:end]``."""
-
-    start: int
-    end: int
-    name: str
 
 
 _timed_out: set[str] = set()
@@ -303,12 +224,12 @@ class Redactor:
             untested = any(not p.triggers and p.needs is None for p in patterns)
             separated = any(SEPARATOR in t for t in triggers)
             self._prefilter = None if untested or separated else (self._triggers.needles, needs)
-            self._scan_memory = _scan_cache(patterns)
+            self._scan_memory = scan_cache(patterns)
             self._patterns = patterns
         return self._patterns
 
     @property
-    def _scans(self) -> _ScanCache:
+    def _scans(self) -> ScanCache:
         if self._patterns is None:
             self.patterns  # noqa: B018 (resolves the patterns and their cache)
         return self._scan_memory
