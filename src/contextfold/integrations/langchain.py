@@ -141,6 +141,11 @@ def compacting_node(agent: Any) -> Any:
     messages into the parent's by id, and nothing in a merge removes one. The parent's ``messages`` key must use
     ``add_messages`` (``MessagesState`` does). Other keys of the agent's final state that the parent has are passed
     on as they are.
+
+    It must be the only node writing ``messages`` in its step: LangGraph folds a step's writes in node order, so a
+    parallel branch's messages folded before this node's replacement are replaced with the rest (and nothing a node
+    returns can both keep messages it never saw and put the view's summary before the messages it kept). Join
+    parallel branches before this node, or give them keys of their own.
     """
     from langchain_core.runnables import RunnableLambda
 
