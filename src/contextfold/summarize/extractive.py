@@ -42,6 +42,12 @@ MAX_PLAN_LINES = 12
 # Entities listed per kind in a retained line asked for by a retain directive ("keep the failing test names").
 MAX_RETAINED_PER_KIND = 25
 _TRUNCATION_MARK = " […] "
+# The least an item costs: an entity its token (a value is never empty) and its separator, any other item its bullet
+# and line end. With less room than this left, a section is full.
+MIN_ITEM_COST = 2
+# Items in a row that do not fit after which a section is taken as full (a shorter one further down might still
+# fit: the last few tokens of a section are not worth counting thousands of names for).
+MAX_MISSES = 32
 # Bare numbers listed at most (the best ranked): a JSON answer holds dozens (every fare of every flight), and
 # listing them all crowded the actions out of the summary.
 MAX_BARE_NUMBERS = 12
@@ -238,9 +244,12 @@ def _take(items: list[_Candidate], budget: _Budget, limit: int, taken: list[_Can
     """Add items that fit within ``limit`` to ``taken`` (best first); return the tokens used in total."""
     used = sum(cost_of(text) for text, _ in taken)
     have = {position for _, position in taken}
+    misses = 0
     for text, position in items:
-        if used >= limit and not truncate:
-            break  # every item costs at least a token (its separator or bullet): none fits any more
+        if not truncate and (limit - used < MIN_ITEM_COST or misses >= MAX_MISSES):
+            # Full, or as good as full. (Walking on counted every one of ~13,000 entities of a 1.6M-token history,
+            # most never counted before, to fill its last token or two: a quarter of a cold compaction, issue 22.)
+            break
         if position in have:
             continue
         cost = cost_of(text)
@@ -248,7 +257,10 @@ def _take(items: list[_Candidate], budget: _Budget, limit: int, taken: list[_Can
             taken.append((text, position))
             have.add(position)
             used += cost
-        elif truncate:
+            misses = 0
+        elif not truncate:
+            misses += 1  # a shorter item further down may still fit
+        else:
             cut = budget.truncate(text, limit - used - 2)
             if cut is not None:
                 taken.append((cut, position))
