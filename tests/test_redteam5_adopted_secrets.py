@@ -100,9 +100,6 @@ def test_a_proxy_request_that_wrote_nothing_still_teaches_the_session_its_secret
     assert leaked == []
 
 
-@pytest.mark.xfail(strict=True, reason="manager/_manager.py: stored_messages() (l.1176) saves the view without "
-                   "learning what was added since the last write, and adopt() (l.1185) never notes the adopted "
-                   "messages for learning; callers (fleet, serve) now catch up themselves, a direct caller does not")
 def test_a_manager_that_adopts_a_view_knows_the_secrets_of_the_step_that_stored_it(tmp_path: Path) -> None:
     from contextfold.manager import ContextManager
 

@@ -1177,9 +1177,11 @@ class ContextManager:
         """The messages to persist to continue this session elsewhere (:meth:`adopt`).
 
         The view as stored: its tail is not normalized yet, so a call waiting for its result has no "aborted"
-        placeholder.
+        placeholder. The session's secret memory is brought up to date and saved first: the manager that adopts
+        these messages never reads them (nor the whole outputs their write-time views cut) for secrets again.
         """
         with self._lock:
+            self._secrets.catch_up()
             return list(self._view.raw)
 
     def adopt(self, messages: Sequence[Message]) -> None:
