@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +50,8 @@ __all__ = ["MAX_ATTEMPTS", "SOURCE", "Backend", "Conflict", "Turn", "open_turn",
 SOURCE = "serve"
 # Attempts of one turn before the request fails: a conflict needs one redo in practice; a restarting Redis a few.
 MAX_ATTEMPTS = 8
+# Message counters kept at once, least recently used dropped (Backend.counter): a few models per deployment.
+MAX_COUNTERS = 32
 # Hex digits of the part of a message id that tells two requests' items apart.
 _ID_DIGEST_HEX = 10
 
@@ -70,7 +74,8 @@ class Backend:
     sessions: MarkedSessionStore = field(init=False)
     blobs: Any = field(init=False)
     archive: Archive = field(init=False)
-    _counters: dict[str, MessageCounter] = field(init=False, default_factory=dict)
+    _counters: OrderedDict[str, MessageCounter] = field(init=False, default_factory=OrderedDict)
+    _counters_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         from ..archive import Archive
@@ -106,12 +111,29 @@ class Backend:
                          "(--window MODEL=TOKENS or --default-window TOKENS)", "model")
 
     def counter(self, model: str) -> MessageCounter:
-        """One message counter per model for the whole instance (its cache survives between requests)."""
-        counter = self._counters.get(model)
-        if counter is None:
-            from ..tokens import counter_for_model
+        """One message counter per model for the instance (its cache survives between requests).
 
-            counter = self._counters.setdefault(model, counter_for_model(model))
+        Keyed by the registry's model (``gpt-4o-mini-<suffix>`` counts as ``gpt-4o-mini``), and only the
+        :data:`MAX_COUNTERS` most recently used are kept: the name is the client's, and a counter's cache grows to
+        megabytes, so one kept per name sent would grow the instance without bound.
+        """
+        from ..tokens.models import lookup_model
+
+        info = lookup_model(model, with_prices=False)
+        key = info.name if info is not None else model
+        with self._counters_lock:
+            counter = self._counters.get(key)
+            if counter is not None:
+                self._counters.move_to_end(key)
+                return counter
+        from ..tokens import counter_for_model
+
+        made = counter_for_model(key)
+        with self._counters_lock:
+            counter = self._counters.setdefault(key, made)
+            self._counters.move_to_end(key)
+            while len(self._counters) > MAX_COUNTERS:
+                self._counters.popitem(last=False)
         return counter
 
     def manager(self, session_id: str, model: str, *, id_prefix: str,
