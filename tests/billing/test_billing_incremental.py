@@ -207,3 +207,44 @@ def test_a_second_masking_batch_reads_the_outputs_the_first_one_masked() -> None
     bill = cache.bill(blocks_of(second, count, marks=breakpoint_indices(second)), 30.0)
     assert bill.cache_read == 1_800  # the system prompt, the task, output 0's call and placeholder
     assert bill.cache_write == 400
+
+
+def test_a_batch_past_outputs_masking_never_takes_reads_up_to_the_first_it_could() -> None:
+    """Issue 25: the second mark goes past settled outputs (too small to mask), and the request a batch rewrote
+    marks where the previous request's second mark was (the bridge), so a batch of 22 blocks still reads it."""
+    from contextfold.billing import blocks_of
+    from contextfold.billing.breakpoints import breakpoint_indices
+    from contextfold.messages import Message, ToolCall
+
+    def count(m: Message) -> int:
+        return 1_500 if m.role == "system" else 100
+
+    def view(masked: set[int], outputs: int = 16) -> list[Message]:
+        out = [Message.system("rules"), Message.user("task")]
+        for i in range(outputs):
+            text = f"[output {i} masked]" if i in masked else f"output {i}"
+            result = Message("tool", text, tool_call_id=f"t{i}")
+            out += [Message.assistant("", [ToolCall(f"t{i}", "f", "{}")]),
+                    result.with_meta(kind="masked") if i in masked else result]
+        return out
+
+    def result(i: int) -> int:
+        return 3 + 2 * i  # the index of output i in a view
+
+    settled = {result(1), result(2)}  # outputs 1 and 2 are smaller than a placeholder
+    first, second = view({0}), view({0, *range(3, 14)})  # the batch masks outputs 3-13: 22 blocks
+    # first: the head, the last message before output 3's turn (output 2's result), the anchor 15 blocks before
+    # the last, the last
+    assert breakpoint_indices(first, settled=settled) == [0, result(2), len(first) - 16, len(first) - 1]
+    # second: the bridge where that mark was, the first output the next batch can take (14), the last
+    marks = breakpoint_indices(second, settled=settled, bridge=result(2))
+    assert marks == [0, result(2), result(13), len(second) - 1]
+    cache = PromptCache(ANTHROPIC, breakpoints="marked")
+    cache.bill(blocks_of(first, count, marks=breakpoint_indices(first, settled=settled)), 0.0)
+    bill = cache.bill(blocks_of(second, count, marks=marks), 30.0)
+    assert bill.cache_read == 1_500 + 100 + 6 * 100  # the head, the task, outputs 0-2 and their calls
+    # without the bridge the batch's 22 blocks put that entry out of reach: only the head is read
+    cache = PromptCache(ANTHROPIC, breakpoints="marked")
+    cache.bill(blocks_of(first, count, marks=breakpoint_indices(first, settled=settled)), 0.0)
+    unbridged = breakpoint_indices(second, settled=settled)
+    assert cache.bill(blocks_of(second, count, marks=unbridged), 30.0).cache_read == 1_500

@@ -25,6 +25,11 @@ TOOLS = [{"name": "bash", "description": "run a command",
           "input_schema": {"type": "object", "properties": {"cmd": {"type": "string"}}}}]
 
 
+def lines(name: str, n: int) -> str:
+    """An output of ``n`` distinct lines (write-time truncation keeps it whole in a 60K window)."""
+    return "\n".join(f"{name}{i} = {i * 37}" for i in range(n))
+
+
 def compacted_session(tmp_path: Path, **policy: Any) -> ContextManager:
     """System prompt, a summary of 6 tool turns with its receipt, then 2 tool turns after it."""
     cm = ContextManager("gpt-4o", max_context_tokens=60_000, store="memory", archive=str(tmp_path / "a"),
@@ -36,7 +41,7 @@ def compacted_session(tmp_path: Path, **policy: Any) -> ContextManager:
         cm.add([{"role": "assistant", "content": [{"type": "tool_use", "id": f"toolu_{i}", "name": "bash",
                                                    "input": {"cmd": f"cat f{i}.py"}}]},
                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}",
-                                              "content": f"line {i}: value = {i * 7}"}]}], format="anthropic")
+                                              "content": lines(f"f{i}.line", 12)}]}], format="anthropic")
     return cm
 
 
@@ -137,3 +142,40 @@ def test_a_message_ending_in_a_block_kept_verbatim_is_marked_where_the_mark_reac
     (marked,) = mark_breakpoints([message])
     assert isinstance(marked.content, tuple)
     assert marked.content[0] == TextPart("see", cache_control=EPHEMERAL) and marked.content[1] == message.content[1]
+
+
+def test_the_second_mark_goes_past_outputs_masking_will_never_take(tmp_path: Path) -> None:
+    """Issue 25: the mark stopped at the first output not masked yet, even one no masking batch would ever change.
+
+    Output 0 is masked; output 1 is smaller than its placeholder, output 2 comes from an excluded tool and output
+    3 from a tool whose policy says never mask: a masking batch changes none of them, so the mark goes on to the
+    turn of output 4, the first one a batch can take (it used to sit on output 0's placeholder). The request the
+    batch rewrote also marks where the previous request's mark was, so that it reads that entry.
+    """
+    cm = ContextManager("gpt-4o", max_context_tokens=60_000, store="memory", archive=str(tmp_path / "a"),
+                        session_id="s", policy={"tool_output_budget_tokens": 520, "mask_digest_tokens": 0,
+                                                "clear_at_least": 0, "keep_tool_io_pairs": 1, "cache_aware": False,
+                                                "exclude_tools": ["read_config"],
+                                                "tools": {"lint": {"never_mask": True}}})
+    cm.add([Message.system("You are a coding agent."), Message.user("fix the parser")])
+    outputs = [("bash", "cat f0.py", lines("x", 25)), ("bash", "true", "ok"),
+               ("read_config", "cfg", lines("key", 25)), ("lint", "f.py", lines("f.py:W291 line", 25)),
+               ("bash", "cat f4.py", lines("y", 25)), ("bash", "cat f5.py", lines("z", 25))]
+    for i, (tool, arg, text) in enumerate(outputs):
+        cm.add([{"role": "assistant", "content": [{"type": "tool_use", "id": f"toolu_{i}", "name": tool,
+                                                   "input": {"cmd": arg}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}",
+                                              "content": text}]}], format="anthropic")
+    body = send(cm)  # the request's prepare masks output 0 (one batch, nothing else)
+    view = cm.messages()  # and the reply
+    assert [m.tool_call_id for m in view if m.kind == "masked"] == ["toolu_0"]
+    # the head; the last message before the batch's turn (the previous request's second mark was there: this
+    # request reads it); the last message before output 4's turn (output 3's result); the last history message
+    assert marks_of(body) == [("system", "You are a coding agent."), ("text", "fix the parser"),
+                              ("tool_result", "toolu_3"), ("tool_result", "toolu_5")]
+    # the replay bills the marks the request carried (the reply has joined the view since: it is the last now)
+    assert [view[i].tool_call_id or view[i].text for i in cm.breakpoint_indices()[:-1]] == [
+        "You are a coding agent.", "fix the parser", "toolu_3"]
+    # the next request masks nothing: no bridge, the anchor's place is free again
+    assert marks_of(send(cm)) == [("system", "You are a coding agent."), ("tool_result", "toolu_3"),
+                                  ("text", "ok")]

@@ -7,12 +7,20 @@ same marks (``Block.breakpoint``, ``PromptCache(breakpoints="marked")``):
 
 - the pinned head (tools, system prompt: the Messages API renders tools first, so a mark on the system prompt's last
   block caches both): it survives every rewrite of the history;
-- what the next masking batch keeps: the last message before the turn of the first tool output not masked yet
-  (after the latest summary and its receipt, when there is one; the summary's receipt when that turn follows it).
-  A masking batch changes only outputs not masked yet (and, with ``clear_tool_inputs``, their calls), so with this
-  mark the head, the summary and the outputs masked before are read, not written again, after a masking (the
-  20-block lookback from the last mark would not reach back to them). lm32b @ 16K at Claude Sonnet 4's rates:
+- what the next masking batch keeps: the last message before the turn of the first tool output a batch can still
+  take (after the latest summary and its receipt, when there is one; the summary's receipt when that turn follows
+  it). A masking batch changes only outputs not masked yet (and, with ``clear_tool_inputs``, their calls), and
+  never those the caller says it will never take (``settled``: the manager's, from its policy: outputs no larger
+  than their placeholder, excluded and never-masked tools, protected or non-text results), so with this mark the
+  head, the summary, the outputs masked before and the settled ones are read, not written again, after a masking
+  (the 20-block lookback from the last mark would not reach back to them). lm32b @ 16K at Claude Sonnet 4's rates:
   0.737 -> 0.723 of the unmanaged history's bill with the mark on the summary alone (views unchanged);
+- in the request a masking batch rewrote, a bridge: the last message before the batch's turn, where the previous
+  request's mark above was. A batch of more than 20 blocks puts that entry out of reach of this request's marks
+  (the one above moved past the batch), and the request would write everything after the pinned head; the bridge
+  reads it. It takes the anchor's place (below): in that request the last mark finds nothing anyway. Going past the
+  settled outputs without the bridge made lm32b's bill worse (0.723 -> 0.733: after a batch, the new mark was out
+  of reach of the old one); with it 0.7225, tau @ 4K 0.981 -> 0.979;
 - the last message of the history: the whole request is read by the next one. The budget line
   (``policy.context_status``), sent last, changes every call: the mark goes on the message before it, so the line
   costs its own tokens and nothing more;
@@ -27,7 +35,7 @@ twice, so a request carries at most 4, Anthropic's limit (a caller's own marks s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
@@ -45,8 +53,14 @@ _STABLE_KINDS = ("summary", "receipt")
 _MASKED_KIND = "masked"  # cache.masking's placeholders
 
 
-def breakpoint_indices(messages: Sequence[Message]) -> list[int]:
-    """The indices of ``messages`` whose last block a request marks, ascending (see the module)."""
+def breakpoint_indices(messages: Sequence[Message], *, settled: Collection[int] = (),
+                       bridge: int | None = None) -> list[int]:
+    """The indices of ``messages`` whose last block a request marks, ascending (see the module).
+
+    ``settled``: indices of tool results no masking batch will ever change (besides those masked already).
+    ``bridge``: in the request a masking batch rewrote, the last message before the batch's first change (the
+    previous request's second mark was there, or before it): marked instead of the anchor (see the module).
+    """
     marks: list[int] = []
     head = 0
     while head < len(messages) and messages[head].role in _HEAD_ROLES:
@@ -61,33 +75,42 @@ def breakpoint_indices(messages: Sequence[Message]) -> list[int]:
         # The receipt follows its summary: the mark goes after both.
         while stable + 1 <= last and messages[stable + 1].kind in _STABLE_KINDS:
             stable += 1
-    frontier = _masking_frontier(messages, last, after=head - 1 if stable is None else stable)
+    frontier = _masking_frontier(messages, last, after=head - 1 if stable is None else stable, settled=settled)
     kept = frontier if frontier is not None else stable
-    if kept is not None:
-        marks.append(kept)
+    before = marks[-1] if marks else head - 1
+    bridged = bridge is not None and before < bridge < last and (kept is None or bridge < kept)
+    if bridged:
+        assert bridge is not None
+        marks.append(bridge)
+    if kept is not None and (kept != last or stable == last):
+        marks.append(kept)  # at the last message only for a summary there: the last mark covers a frontier there
     if last >= head and (not marks or marks[-1] != last):
-        anchor = _anchor(messages, last, after=marks[-1] if marks else head - 1)
+        # After a masking batch the last mark finds nothing of the previous request anyway: the bridge replaces
+        # the anchor (a request carries at most 4 marks).
+        anchor = None if bridged else _anchor(messages, last, after=marks[-1] if marks else head - 1)
         if anchor is not None:
             marks.append(anchor)
         marks.append(last)
     return marks
 
 
-def _masking_frontier(messages: Sequence[Message], last: int, *, after: int) -> int | None:
-    """The last message before the turn whose tool output is the first one after ``after`` not masked yet.
+def _masking_frontier(messages: Sequence[Message], last: int, *, after: int,
+                      settled: Collection[int] = ()) -> int | None:
+    """The last message before the turn whose tool output is the first one after ``after`` a batch can take.
 
-    A masking batch changes only outputs not masked yet (and, with ``clear_tool_inputs``, the calls that made
-    them), so the prefix up to here survives it. None when that is not after ``after`` (the pinned head, or the
-    summary: its mark is as good) or every output is masked.
+    A masking batch changes only outputs not masked yet and not ``settled`` (and, with ``clear_tool_inputs``, the
+    calls that made them), so the prefix up to here survives it. None when that is not after ``after`` (the pinned
+    head, or the summary: its mark is as good); ``last`` when no output is left to take (a batch can only take
+    outputs added later).
     """
     for i in range(after + 1, last + 1):
         m = messages[i]
-        if m.role != "tool" or m.kind == _MASKED_KIND:
+        if m.role != "tool" or m.kind == _MASKED_KIND or i in settled:
             continue
         turn = next((j for j in range(i - 1, after, -1) if messages[j].role == "assistant"
                      and any(c.id == m.tool_call_id for c in messages[j].tool_calls)), i)
         return turn - 1 if turn - 1 > after else None
-    return None
+    return last
 
 
 def _anchor(messages: Sequence[Message], last: int, *, after: int) -> int | None:
@@ -132,7 +155,8 @@ def _part_marked(part: Any) -> bool:
     return getattr(part, "cache_control", None) is not None
 
 
-def mark_breakpoints(messages: Sequence[Message], control: Mapping[str, Any] = EPHEMERAL) -> list[Message]:
+def mark_breakpoints(messages: Sequence[Message], control: Mapping[str, Any] = EPHEMERAL, *,
+                     settled: Collection[int] = (), bridge: int | None = None) -> list[Message]:
     """``messages`` with ``control`` on the last block of each message :func:`breakpoint_indices` names.
 
     The copies are for the wire only (the history keeps its messages): a tool result carries the mark on its
@@ -140,7 +164,7 @@ def mark_breakpoints(messages: Sequence[Message], control: Mapping[str, Any] = E
     part (a plain string becomes one text part). A message with nothing markable (thinking only) gets none.
     """
     out = list(messages)
-    for i in breakpoint_indices(messages):
+    for i in breakpoint_indices(messages, settled=settled, bridge=bridge):
         out[i] = _marked(messages[i], control)
     return out
 

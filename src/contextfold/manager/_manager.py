@@ -420,14 +420,14 @@ class ContextManager:
                 view = [*self.redactor.redact_messages(self._view.normalized()), *tail]
                 if format in ("openai_chat", "openai_responses"):
                     return wire.encode(view)
-                return wire.encode_request(_with_breakpoints(view) if cache_breakpoints else view)
+                return wire.encode_request(self._with_breakpoints(view) if cache_breakpoints else view)
             # The agent calls the model next and waits for it: the moment to load the exact tokenizer, if needed.
             self.counter.preload()
             if format in ("openai_chat", "openai_responses"):
                 # The budget line changes on every call: last, after every cached block, so the prefix stays cached.
                 return self._view.encoded(wire, wire.encode(tail) if tail else ())
             request = [*self._view.normalized(), *tail]
-            return wire.encode_request(_with_breakpoints(request) if cache_breakpoints else request)
+            return wire.encode_request(self._with_breakpoints(request) if cache_breakpoints else request)
 
     def status_message(self) -> Message | None:
         """The budget line for the view as prepared, or None (``policy.context_status`` off, nothing to say).
@@ -1231,6 +1231,27 @@ class ContextManager:
         with self._lock:
             return self._view.normalized()
 
+    def breakpoint_indices(self) -> list[int]:
+        """The indices of :meth:`messages` that ``prepare(cache_breakpoints=True)`` marks with ``cache_control``.
+
+        What the replay bills (:func:`contextfold.billing.breakpoints.breakpoint_indices`, with the outputs this
+        session's masking will never take); a caller's own marks switch them off, which this does not check.
+        """
+        from ..billing.breakpoints import breakpoint_indices
+
+        with self._lock:
+            view = self._view.normalized()
+            return breakpoint_indices(view, settled=self._masking.settled(view), bridge=self._masking.bridge(view))
+
+    def _with_breakpoints(self, messages: list[Message]) -> list[Message]:
+        """The request's messages with contextfold's cache breakpoints, unless the caller placed its own."""
+        from ..billing.breakpoints import carries_marks, mark_breakpoints
+
+        if carries_marks(messages):
+            return messages
+        return mark_breakpoints(messages, settled=self._masking.settled(messages),
+                                bridge=self._masking.bridge(messages))
+
     def finish(self) -> None:
         """The agent is done: run the final check, wait for background work, archive the final view, flush.
 
@@ -1336,8 +1357,3 @@ def _worth_reading(batch: list[Message]) -> list[Message]:
     return [*batch[:_READ_AHEAD_HEAD], *batch[-(_READ_AHEAD_MAX - _READ_AHEAD_HEAD):]]
 
 
-def _with_breakpoints(messages: list[Message]) -> list[Message]:
-    """The request's messages with contextfold's cache breakpoints, unless the caller placed its own."""
-    from ..billing.breakpoints import carries_marks, mark_breakpoints
-
-    return messages if carries_marks(messages) else mark_breakpoints(messages)

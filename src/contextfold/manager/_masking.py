@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from ._spans import MASK_KIND
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ..cache import ToolOutputCache
     from ..compaction import Budgets, Policy
     from ..messages import Message
@@ -52,6 +54,8 @@ class Masking:
         self._tracer = tracer
         self._session_id = session_id
         self.count = 0
+        # The call whose batch was applied last, and the last message before that batch's first change.
+        self._bridge: tuple[int, Message] | None = None
 
     def before_summary(self, total: int, tool_tokens: int, budgets: Budgets, *, min_saving: int) -> Outcome:
         """Mask before a compaction summarizes: far enough to get the view back under soft with some headroom.
@@ -123,12 +127,62 @@ class Masking:
         if due_tokens >= self._policy.clear_at_least:
             self.mask(0, budgets, required=self._policy.clear_at_least, only_due=True)
 
+    def bridge(self, view: Sequence[Message]) -> int | None:
+        """In the call a batch was applied in, the index of the last message before the batch's turn; else None.
+
+        The previous request's second cache mark was there (or before it): the request marks it too, so that it
+        reads that entry (:func:`contextfold.billing.breakpoints.breakpoint_indices`).
+        """
+        if self._bridge is None or self._bridge[0] != self._economics.calls:
+            return None
+        target = self._bridge[1]
+        return next((i for i, m in enumerate(view) if m is target), None)
+
+    def settled(self, view: Sequence[Message]) -> frozenset[int]:
+        """The tool results of ``view`` no masking batch will ever change, whatever the turns to come.
+
+        Every result when nothing masks (no output store, the policy disabled); otherwise the ones masking passes
+        over for good: protected and non-text results, outputs of an excluded, protected or never-masked tool, and
+        outputs no larger than their placeholder (with its digest). Recent and answered outputs are not: they
+        become maskable as the session moves on. The Anthropic request's second cache mark goes past these
+        (:func:`contextfold.billing.breakpoints.breakpoint_indices`).
+        """
+        results = [i for i, m in enumerate(view) if m.role == "tool"]
+        if self.cache is None or not self._policy.enabled:
+            return frozenset(results)
+        from ..cache.masking import _PLACEHOLDER_SHAPE  # the placeholder every masking writes, digest aside
+        from ..pairing import pair_list
+
+        p = self._policy
+        excluded = {*p.exclude_tools, *p.protected_tools}
+        policies = self._steering.policies
+        names = {pair.result_index: pair.name for pair in pair_list(view) if pair.result_index is not None}
+        count = self._counter.count_message
+        shapes: dict[str | None, int] = {}  # a placeholder's tokens depend on the result's name only
+        out: set[int] = set()
+        for i in results:
+            m = view[i]
+            if m.kind == "masked":
+                continue
+            name = names.get(i) or m.name
+            if m.name not in shapes:
+                shapes[m.name] = count(m.with_content(_PLACEHOLDER_SHAPE))
+            if (m.protected or not (isinstance(m.content, str) or all(part.type == "text" for part in m.content))
+                    or name in excluded or (policies.configured and not policies.for_tool(name).maskable)
+                    or count(m) <= shapes[m.name] + p.mask_digest_tokens):
+                out.add(i)
+        return frozenset(out)
+
     def _apply(self, view: list[Message], result: Any) -> None:
         from ..telemetry import CacheMasked
 
         masked = list(result.messages)
         for i in result.masked_indices:
             masked[i] = keep_layout(view[i], masked[i])
+        first = min(result.masked_indices)
+        call = next((j for j in range(first - 1, -1, -1) if masked[j].role == "assistant"
+                     and any(c.id == masked[first].tool_call_id for c in masked[j].tool_calls)), first)
+        self._bridge = (self._economics.calls, masked[call - 1]) if call > 0 else None
         self._view.replace(masked)
         self.count += 1
         self._steering.note_masked(len(result.masked_indices), result.tokens_freed)

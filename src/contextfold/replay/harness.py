@@ -22,7 +22,6 @@ from typing import Any
 
 from ..answered import answered_in_view
 from ..billing import DEFAULT_CALL_INTERVAL_S, Block, SessionMeter, blocks_of, cache_rates, reference_rates
-from ..billing.breakpoints import breakpoint_indices
 from ..errors import ContextfoldError
 from ..formats import get_format
 from ..importers._session import RecordedSession
@@ -272,7 +271,7 @@ class SessionReplayer:
         view_tokens = cm.tokens()
         st.sent += view_tokens
         st.sent_baseline += st.raw_tokens
-        blocks = blocks_of(view, cm.counter.count_message, marks=breakpoint_indices(view), memo=st.view_blocks)
+        blocks = blocks_of(view, cm.counter.count_message, marks=cm.breakpoint_indices(), memo=st.view_blocks)
         st.view_blocks = {id(m): st.view_blocks[id(m)] for m in view}  # only this view's messages stay remembered
         rest = view_tokens - sum(b.tokens for b in blocks)
         if rest > 0:  # tool schemas, reply priming, the provider's grounding: sent after the messages, never cached
