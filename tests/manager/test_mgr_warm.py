@@ -121,3 +121,25 @@ def test_a_job_submitted_during_an_agent_call_starts_once_the_call_returns(monke
         order.append("call returns")
     _background.wait_idle()
     assert order == ["call returns", "job"]
+
+
+def test_the_read_ahead_counts_no_entity_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 22: the read-ahead counted the tokens of every entity of every message (~10% of it), while a summary
+    # counts only its best ranked few hundred: the messages are read, and nothing is counted.
+    from contextfold.manager._compactor import warm_for_compaction
+    from contextfold.summarize.digest import is_read
+    from contextfold.tokens import TiktokenCounter
+
+    counted: list[str] = []
+    original = TiktokenCounter.count
+
+    def count(self: TiktokenCounter, text: str) -> int:
+        counted.append(text)
+        return original(self, text)
+
+    monkeypatch.setattr(TiktokenCounter, "count", count)
+    nonce = datetime.now(UTC).isoformat()  # texts no other test has read (the readings are remembered by text)
+    history = [Message.user(f"{nonce} look at /srv/app/part_{i}.py and parse_value_{i}") for i in range(20)]
+    warm_for_compaction(history, True, None, False)
+    assert all(is_read(m) for m in history)
+    assert counted == []

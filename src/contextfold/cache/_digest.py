@@ -50,7 +50,14 @@ _DEFINITION = re.compile(
 _COMMON = frozenset({"self", "None", "True", "False", "__init__", "return", "import", "kwargs", "args"})
 
 
+# One of these is in every definition line: a text without any is not searched (the pattern is tried at every line
+# start, a third of a digest's reading).
+_DEFINITION_WORDS = ("def", "class", "fn", "func", "struct", "interface")
+
+
 def _definitions(text: str) -> list[str]:
+    if not any(word in text for word in _DEFINITION_WORDS):
+        return []
     return [f"{name}:{line}" for line, name in _DEFINITION.findall(text)]
 
 
@@ -81,8 +88,11 @@ _WORD_SPLIT = re.compile(r"[^\w.$/-]+")
 
 
 def _mention_counts(text: str) -> Counter[str]:
-    """How often each whole word occurs (``total_1`` is not counted inside ``total_10``)."""
-    return Counter(word.rstrip(".") for word in _WORD_SPLIT.split(text) if word)
+    """How often each whole word occurs (``total_1`` is not counted inside ``total_10``), a sentence's dot left out."""
+    counts = Counter(_WORD_SPLIT.split(text))  # (counted in C; the few words ending in dots are folded after)
+    for word in [word for word in counts if word.endswith(".")]:
+        counts[word.rstrip(".")] += counts.pop(word)
+    return counts
 
 
 class Material(NamedTuple):

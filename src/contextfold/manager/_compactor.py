@@ -49,20 +49,19 @@ DIGEST_ITEMS_SCANNED_AHEAD = 32
 CIRCUIT_BREAKER_FAILURES = 3
 
 
-def warm_for_compaction(messages: Sequence[Message], counter: Any, redactor: Any, archived: bool,
+def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor: Any, archived: bool,
                         outputs: ToolOutputCache | None = None) -> None:
     """Read ``messages`` as a compaction will, on a background thread: a compaction then finds the work done.
 
-    - ``counter``: the extractive summarizer's token counter, or None (another summarizer): count the tokens of
-      each message's entities as the summary's budget will (short counts are cached; the messages were read when
-      added, see ``ContextManager._read_on_add``);
+    - ``extractive``: the summarizer is the extractive one: read each message as its summary will (entities,
+      requests, actions, outcomes; the messages ``add()`` read, past half the soft threshold, are found read);
     - ``redactor``: redact what the archived transcript and the summary will redact (learning the secrets found;
       each result is kept, so the compaction looks only for what is learned after);
     - ``archived``: serialize the messages the transcript will hold unchanged (lines are cached by message);
     - ``outputs``: the tool output cache when masked outputs keep digests: read each output's digest material.
 
-    Messages ``add()`` read already (past half the soft threshold) are found read: what is left is the entities'
-    token counts and the transcript lines.
+    The entities' token counts are not taken ahead: a summary counts only its best ranked few hundred (issue 22:
+    counting every entity of every message was ~10% of the read-ahead, for names no summary would weigh).
 
     Paced: the agent's thread never waits long for the GIL.
     """
@@ -71,11 +70,9 @@ def warm_for_compaction(messages: Sequence[Message], counter: Any, redactor: Any
     from ..telemetry._pace import GilPacer
 
     pacer = GilPacer()
-    if counter is not None:
+    if extractive:
         for m in messages:
-            reading = read_message(m)
-            for value in dict.fromkeys(mention[0] for mention in (reading.mentions if reading else ())):
-                counter.count(value)
+            read_message(m)
             pacer.tick()
     if outputs is not None:
         from functools import partial

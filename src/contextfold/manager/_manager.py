@@ -714,16 +714,15 @@ class ContextManager:
         from ._compactor import warm_for_compaction
 
         messages, self._unwarmed = self._unwarmed, []
-        # An LLM summarizer extracts no entities; the extractive one weighs them with its counter.
-        entities = self.summarizer.counter if isinstance(self.summarizer, ExtractiveSummarizer) else None
+        extractive = isinstance(self.summarizer, ExtractiveSummarizer)  # (an LLM summarizer reads no entities)
         redactor = self.redactor if self.redactor is not None and hasattr(self.redactor, "redact_ahead") else None
         archived = self.archive is not None
         # Tool outputs' digest material only when masking is automatic: the coming maskings digest them (add()
         # never reads it: most outputs of a session that only compacts are never masked).
         masks = self.cache is not None and self.policy.mask_digest_tokens and self.policy.auto
         outputs = self.cache if masks else None
-        if entities is not None or redactor is not None or archived or outputs is not None:
-            _background.submit(warm_for_compaction, messages, entities, redactor, archived, outputs)
+        if extractive or redactor is not None or archived or outputs is not None:
+            _background.submit(warm_for_compaction, messages, extractive, redactor, archived, outputs)
         if redactor is not None:
             _background.submit(self._secrets.read_ahead)  # whole outputs cut before add() started reading
 
