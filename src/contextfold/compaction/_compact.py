@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from ..answered import answered_indices
 from ..errors import ConfigError, ContextfoldError, InsufficientBudget, SummarizerError
 from ..messages import EMPTY, Message, freeze
-from ..pairing import check_messages, for_summarizer, normalize
+from ..pairing import (
+    BOUNDARY_KIND,
+    ToolPair,
+    check_messages,
+    normalize,
+    pair_list,
+    strip_trailing_tool_calls,
+)
 from ..summarize.base import Summarizer, SummaryRequest, SummaryResult
 from ..tokens import MessageCounter
 from ._fit import MIN_SUMMARY_TOKENS, Layout, fit_hard, fit_soft, summary_reserve
@@ -159,9 +166,9 @@ def plan_compaction(
         raise ConfigError(f"unknown compaction kind {kind!r}; choose one of {', '.join(_KINDS)}", field="kind")
     if budget <= 0:
         raise ConfigError(f"must be a positive number of tokens, got {budget}", field="budget")
-    view = normalize(check_messages(messages))
+    view, pairs = normalized_with_pairs(check_messages(messages))
     tokens = [counter.count_message(m) for m in view]
-    part = partition(view, policy, tokens)
+    part = partition(view, policy, tokens, pairs)
     # Per-message counts leave out what a request costs once (the reply priming); the budget must cover it.
     overhead = _request_overhead(counter)
     budget -= overhead
@@ -191,6 +198,67 @@ def plan_compaction(
                 f"user-message budget {keep.user_budget}→{k.user_budget}"
             )
     return CompactionPlan(kind, tuple(view), chosen, part, chosen.reserve, tuple(warnings))
+
+
+def normalized_with_pairs(messages: list[Message]) -> tuple[list[Message], list[ToolPair]]:
+    """``normalize(messages)`` and its ``pair_list``, paired once when ``messages`` is normalized already.
+
+    What a manager hands to compaction is its normalized view (issue 22: planning a 100,000-message view normalized
+    and paired it about eight times). One pass checks every invariant :func:`~contextfold.pairing.normalize`
+    establishes; only a history that breaks one is normalized (and paired again).
+    """
+    pairs = pair_list(messages)
+    if _is_normalized(messages, pairs):
+        return messages, pairs
+    view = normalize(messages)
+    return view, pair_list(view)
+
+
+def _is_normalized(messages: list[Message], pairs: list[ToolPair]) -> bool:
+    """Whether ``normalize(messages)`` would return ``messages`` unchanged (``pairs``: their ``pair_list``).
+
+    That is: no call id twice in one message, every call answered, each call's result right after its message in
+    the order of the calls (so no result is an orphan or out of place), no empty user or assistant message, and
+    the conversation opening with the user (or a provider's compaction item) after system/developer messages.
+    """
+    results: set[int] = set()
+    for pair in pairs:
+        if pair.result_index is None:
+            return False
+        results.add(pair.result_index)
+    after_calls = False  # (whether the messages since the last non-tool one follow tool calls)
+    opened = False
+    for i, m in enumerate(messages):
+        role = m.role
+        if role == "tool":
+            if not after_calls or i not in results:
+                return False
+            continue
+        calls = m.tool_calls
+        after_calls = bool(calls)
+        if not opened and role not in ("system", "developer"):
+            if role != "user" and m.kind != BOUNDARY_KIND:
+                return False
+            opened = True
+        if role in ("user", "assistant") and not calls and not _has_content(m):
+            return False
+        if calls and (role != "assistant" or len({c.id for c in calls}) != len(calls)):
+            return False
+    # Each call's result is the next message after the previous call's: results in call order, right after.
+    last_call, position = -1, 0
+    for pair in pairs:
+        position = position + 1 if pair.call_index == last_call else pair.call_index + 1
+        last_call = pair.call_index
+        if pair.result_index != position:
+            return False
+    return True
+
+
+def _has_content(m: Message) -> bool:
+    """As ``pairing._has_content``, without a stripped copy of every text (``isspace`` stops at the first letter)."""
+    if isinstance(m.content, str):
+        return bool(m.content) and not m.content.isspace()
+    return any(not (p.type == "text" and not getattr(p, "text", "").strip()) for p in m.content)
 
 
 def compact(
@@ -247,7 +315,8 @@ def compact(
     staying = [view[i] for i in sorted({*lay.front, *lay.user_block, *lay.kept})]
     verbatim = tuple(dict.fromkeys(m.text for m in staying if m.role == "user" and m.kind is None and m.text))
     request = SummaryRequest(
-        messages=tuple(for_summarizer(summarized)),
+        # (for_summarizer: whole units of a normalized view are normalized already, bar a trailing call)
+        messages=tuple(normalized_with_pairs(strip_trailing_tool_calls(summarized))[0]),
         previous_summary=old_text,
         strategy=policy.strategy,
         instructions=instructions,
@@ -308,7 +377,7 @@ def _refuse_to_drop_the_request(view: Sequence[Message], part: Partition, chosen
     if chosen.keep is None or chosen.keep.answered:
         return
     staying = {*chosen.front, *chosen.user_block, *chosen.kept}
-    for i in answered_indices(view):
+    for i in answered_indices(view) if part.answered is None else part.answered:
         # What the smallest view would take with the request in it: pinned and protected messages, the least
         # summary, the request. (A request dropped for the message cap alone fits in tokens: not this error.)
         needed = chosen.estimated_tokens + part.tokens[i] + overhead

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..answered import answered_indices
 from ..messages import Message
-from ..pairing import tool_pairs
+from ..pairing import ToolPair, pair_list
 from .classification import Category, classify
 
 if TYPE_CHECKING:
@@ -69,6 +69,8 @@ class Partition:
         summaries: Earlier summary messages, folded into the next summary.
         retained: Earlier retain blocks, whose facts are carried over.
         units: Everything else, in order: what may be summarized.
+        answered: :func:`~contextfold.answered.answered_indices` of the history (None: not read yet), read once
+            for every fitting attempt.
     """
 
     tokens: list[int]
@@ -78,6 +80,7 @@ class Partition:
     summaries: list[int] = field(default_factory=list)
     retained: list[int] = field(default_factory=list)
     units: list[Unit] = field(default_factory=list)
+    answered: tuple[int, ...] | None = None
 
     def fixed_indices(self) -> set[int]:
         """Indices that survive every compaction: pinned messages and protected units."""
@@ -91,16 +94,17 @@ class Partition:
         return sum(self.tokens[i] for i in self.fixed_indices())
 
 
-def build_units(messages: Sequence[Message]) -> list[Unit]:
+def build_units(messages: Sequence[Message], pairs: Sequence[ToolPair] | None = None) -> list[Unit]:
     """Group ``messages`` into units, in order of their first message.
 
     User messages that classify as FACT (SWE-agent ``OBSERVATION:`` text) count as tool I/O like real results.
+    ``pairs``: ``pair_list(messages)``, when the caller has it.
     """
     results_of: dict[int, list[int]] = {}
-    for call_index, result_index in tool_pairs(messages).values():
-        group = results_of.setdefault(call_index, [])
-        if result_index is not None:
-            group.append(result_index)
+    for pair in pair_list(messages) if pairs is None else pairs:
+        group = results_of.setdefault(pair.call_index, [])
+        if pair.result_index is not None:
+            group.append(pair.result_index)
     owned = {r for group in results_of.values() for r in group}
     units: list[Unit] = []
     for i, m in enumerate(messages):
@@ -113,13 +117,16 @@ def build_units(messages: Sequence[Message]) -> list[Unit]:
     return units
 
 
-def partition(messages: Sequence[Message], policy: Policy, tokens: list[int]) -> Partition:
-    """Split ``messages`` into the layers compaction treats differently."""
+def partition(messages: Sequence[Message], policy: Policy, tokens: list[int],
+              pairs: Sequence[ToolPair] | None = None) -> Partition:
+    """Split ``messages`` into the layers compaction treats differently (``pairs``: ``pair_list(messages)``)."""
+    if pairs is None:
+        pairs = pair_list(messages)
     categories = [classify(m) for m in messages]
-    part = Partition(tokens=tokens, categories=categories)
+    part = Partition(tokens=tokens, categories=categories, answered=answered_indices(messages, pairs))
     never = set(policy.roles_never_prune)
     tools = set(policy.protected_tools)
-    for unit in build_units(messages):
+    for unit in build_units(messages, pairs):
         i = unit.indices[0]
         m = messages[i]
         if len(unit.indices) > 1 or m.tool_calls:
@@ -162,7 +169,7 @@ def recent_indices(messages: Sequence[Message], part: Partition, keep: Keep) -> 
     """
     kept: set[int] = set()
     if keep.answered:
-        answered = set(answered_indices(messages))
+        answered = set(answered_indices(messages) if part.answered is None else part.answered)
         for unit in part.units:
             if answered.intersection(unit.indices):
                 kept.update(unit.indices)

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable
 from enum import StrEnum
 
+from .._memo import TextMemo, text_key
 from ..messages import Message, ThinkingPart
 
 __all__ = ["Category", "classify", "classify_all", "reduction_rank"]
@@ -100,7 +101,35 @@ def reduction_rank(category: Category) -> int:
     return _RANK[category]
 
 
+# A user text's category, and whether an assistant text is data, by the text (issue 22: a history that repeats
+# its messages reads each text once). Entries are a few hundred bytes; 4 MB holds ~16,000 texts.
+_BY_TEXT: TextMemo[tuple[Category, bool]] = TextMemo(max_bytes=4_000_000)
+_NOT_READ = Category.MIXED  # (a placeholder: a user text's category is never read from an assistant's entry)
+
+
 def _classify_user(text: str) -> Category:
+    if len(text) <= _DATA_HEAVY_CHARS // 4:
+        return _read_user(text)  # (short: read again rather than remembered)
+    key = ("user", *text_key(text))
+    found = _BY_TEXT.get(key)
+    if found is None:
+        found = (_read_user(text), False)
+        _BY_TEXT.put(key, found, 0)
+    return found[0]
+
+
+def _is_data_remembered(text: str) -> bool:
+    if len(text) <= _DATA_HEAVY_CHARS // 4:
+        return _is_data(text)
+    key = ("data", *text_key(text))
+    found = _BY_TEXT.get(key)
+    if found is None:
+        found = (_NOT_READ, _is_data(text))
+        _BY_TEXT.put(key, found, 0)
+    return found[1]
+
+
+def _read_user(text: str) -> Category:
     stripped = text.lstrip()
     if stripped.startswith(_OBSERVATION_PREFIXES):
         return Category.FACT
@@ -116,7 +145,7 @@ def _classify_assistant(message: Message, text: str) -> Category:
     # travels with its results, so it is reduced with them, before the agent's plain reasoning.
     if message.tool_calls or _TEXT_CALL.search(text):
         return Category.MIXED
-    if not _is_data(text):
+    if not _is_data_remembered(text):
         return Category.REASONING
     thinks = any(isinstance(p, ThinkingPart) for p in message.parts)
     if thinks or _PLAN.search(_prose(text)):

@@ -1,0 +1,69 @@
+"""Planning a compaction pairs the view once (issue 22): the normalized check must agree with ``normalize``."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+
+from contextfold.compaction._compact import _is_normalized, normalized_with_pairs
+from contextfold.compaction._partition import build_units, partition
+from contextfold.compaction.policy import Policy
+from contextfold.messages import Message, ToolCall
+from contextfold.pairing import BOUNDARY_KIND, normalize, pair_list, tool_pairs
+
+try:  # tests/ as a package or as a plain folder on sys.path
+    from tests.core.test_normalize import messy_histories
+except ImportError:
+    from core.test_normalize import messy_histories  # type: ignore[no-redef]
+
+
+def call(i: int, name: str = "run") -> ToolCall:
+    return ToolCall(f"c{i}", name, "{}")
+
+
+@given(messy_histories())
+@settings(max_examples=150, deadline=None)
+def test_a_history_found_normalized_is_what_normalize_returns_and_every_normalized_one_is_found(
+        history: list[Message]) -> None:
+    if _is_normalized(history, pair_list(history)):
+        out = normalize(history)
+        assert len(out) == len(history) and all(a is b for a, b in zip(out, history, strict=True))
+    fixed = normalize(history)
+    assert _is_normalized(fixed, pair_list(fixed))
+    view, pairs = normalized_with_pairs(list(history))
+    assert view == fixed and pairs == pair_list(fixed)
+
+
+def test_each_broken_invariant_is_seen() -> None:
+    u, a = Message.user("go"), Message.assistant("ok")
+    calls = Message.assistant("", [call(1), call(2)])
+    r1, r2 = Message.tool("c1", "one"), Message.tool("c2", "two")
+    ok = [Message.system("s"), u, calls, r1, r2, a]
+    assert _is_normalized(ok, pair_list(ok))
+    broken = {
+        "a result missing": [u, calls, r1, a],
+        "results out of call order": [u, calls, r2, r1, a],
+        "a result after another message": [u, calls, r1, a, r2],
+        "an orphan result": [u, Message.tool("c9", "ghost"), a],
+        "a second result": [u, calls, r1, r2, Message.tool("c1", "again")],
+        "an id twice in one message": [u, Message.assistant("", [call(1), call(1)]), r1, r1],
+        "an empty assistant message": [u, Message.assistant(" \n"), a],
+        "opening with the assistant": [Message.system("s"), a, u],
+        "opening with a result": [r1, u],
+    }
+    for name, history in broken.items():
+        assert not _is_normalized(history, pair_list(history)), name
+        assert normalize(history) != history, name
+    boundary = Message("assistant", "compacted", meta={"kind": BOUNDARY_KIND})
+    opened = [boundary, a]
+    assert _is_normalized(opened, pair_list(opened))
+
+
+def test_units_and_answered_from_handed_pairs_are_those_found_alone() -> None:
+    history = [Message.user("go"), Message.assistant("", [call(1), call(2)]), Message.tool("c1", "one"),
+               Message.tool("c2", "two"), Message.assistant("", [call(1)]), Message.tool("c1", "reused id")]
+    pairs = pair_list(history)
+    assert build_units(history, pairs) == build_units(history)
+    expected = {c for c, r in tool_pairs(history).values()} | {r for c, r in tool_pairs(history).values() if r}
+    assert {i for u in build_units(history, pairs) for i in u.indices if len(u.indices) > 1} == expected
+    part = partition(history, Policy(), [10] * len(history), pairs)
+    assert part.answered == (4, 5)
