@@ -119,13 +119,20 @@ class Ledger:
             return entry
         return self._by_content.get(SameMessage(m) if key is None else key)
 
-    def put(self, m: Message, redacted: Message, generation: int, key: SameMessage | None = None) -> None:
+    def by_content(self, key: SameMessage) -> tuple[Message, Message, int] | None:
+        """The entry of a message equal to ``key``'s but for its id (the caller knows it has none of its own)."""
+        return self._by_content.get(key)
+
+    def put(self, m: Message, redacted: Message, generation: int, key: SameMessage | None = None, *,
+            by_content: bool = True) -> None:
+        """Record ``m``'s redaction; ``by_content=False``: for ``m`` itself only (its content's entry stands)."""
         entry = (m, redacted, generation)
-        if key is None:
+        if by_content and key is None:
             key = SameMessage(m)
         with self._lock:
             _bounded_put(self._by_object, id(m), entry)
-            _bounded_put(self._by_content, key, entry)
+            if by_content:
+                _bounded_put(self._by_content, key, entry)
 
     def __len__(self) -> int:
         return len(self._by_object)

@@ -547,16 +547,19 @@ class Redactor:
         return self.memory.generation if self.remember else 0
 
     def _recall(self, m: Message, clean_ids: frozenset[str] = frozenset(),
-                key: SameMessage | None = None) -> Message | None:
+                key: SameMessage | None = None,
+                entry: tuple[Message, Message, int] | None = None) -> Message | None:
         """What ``m`` redacts to, when it was redacted before and no secret learned since occurs in it; else None.
 
         The result of a redaction depends on the message, the patterns and which remembered strings occur in the
         message's strings; the memory only grows, so when none of the strings learned since occurs, the result
-        stands (and is marked as made now). ``key``: ``SameMessage(m)``, when the caller made it.
+        stands (and is marked as made now). ``key``: ``SameMessage(m)``, when the caller made it; ``entry``: the
+        ledger's entry for it, when the caller looked it up.
         """
-        entry = self._ledger.get(m, key)
         if entry is None:
-            return None
+            entry = self._ledger.get(m, key)
+            if entry is None:
+                return None
         original, out, seen = entry
         now = self._generation()
         if seen != now and mentions_any(m, self.memory.learned_since(seen)):
@@ -566,8 +569,11 @@ class Redactor:
             if transplanted is None or self._generation() != now:
                 return None  # (its id taught a secret: the whole message is redone, as any message that teaches)
             out = transplanted
-        if seen != now or original is not m:
+        if seen != now:
             self._ledger.put(m, out, now, key)
+        elif original is not m:
+            # (A copy of a message recorded at this generation: its content's entry stands, it gets its own.)
+            self._ledger.put(m, out, now, by_content=False)
         return out
 
     def _transplant(self, m: Message, original: Message, redacted: Message,
@@ -630,29 +636,45 @@ class Redactor:
         # summarizer's request and the transcript then find every message in the ledger, at the generation reached
         # here. The copies come after, once the batch's secrets are known (an entry recalled before a secret is
         # learned would need that secret looked for in it again), needing only their ids read, cleared in bulk.
-        firsts: set[SameMessage] = set()
+        # Each copy is compared by content once: the entry found is handed on (for a copy of a first of this batch,
+        # that first, whose entry is found by the object). An entry the batch's learning made stale is renewed by its
+        # first copy, and the copies after it take the renewed entry (not compared again, not searched again).
+        firsts: dict[SameMessage, Message] = {}
         fresh: list[Message] = []
-        copies: list[Message] = []
+        copies: list[tuple[Message, SameMessage, tuple[Message, Message, int] | None, Message | None]] = []
         ledger = self._ledger
-        copy_keys: list[SameMessage] = []
         for m in messages:
             if ledger.recorded(m):
                 continue
             key = SameMessage(m)
-            if ledger.get(m, key) is None and key not in firsts:
-                firsts.add(key)
+            entry = ledger.by_content(key)  # (not recorded itself: only its content can be)
+            if entry is not None:
+                copies.append((m, key, entry, None))
+                continue
+            first = firsts.get(key)
+            if first is None:
+                firsts[key] = m
                 fresh.append(m)
             else:
-                copies.append(m)
-                copy_keys.append(key)
+                copies.append((m, key, None, first))
         del firsts
         if fresh:
             self._learn_fresh(fresh)
-        if copies:
-            clean_ids = self._clean_ids([m.meta.get(ID_KEY) for m in copies])
-            for m, key in zip(copies, copy_keys, strict=True):
-                if self._recall(m, clean_ids, key) is None:
-                    self.redact_message(m)
+        if not copies:
+            return
+        clean_ids = self._clean_ids([m.meta.get(ID_KEY) for m, _, _, _ in copies])
+        renewed: dict[int, tuple[Message, Message, int] | None] = {}  # id(stale entry) -> its first copy's entry
+        for m, key, entry, first in copies:
+            if first is not None:
+                entry = ledger.get(first)
+            now = self._generation()
+            stale = entry if entry is not None and entry[2] != now else None
+            if stale is not None:
+                entry = renewed.get(id(stale), stale)
+            if self._recall(m, clean_ids, key, entry) is None:
+                self.redact_message(m)
+            if stale is not None and id(stale) not in renewed:
+                renewed[id(stale)] = ledger.get(m)  # (m's own entry, found by the object)
 
     def _learn_fresh(self, items: list[Message]) -> None:
         """Learn from messages of content not seen before: redact those the prefilter cannot clear, record the rest.
