@@ -307,11 +307,44 @@ class _Repeats:
     second copy of them; the JSON is remembered from the second time on.
     """
 
-    __slots__ = ("_json", "_seen")
+    __slots__ = ("_copies", "_json", "_seen")
 
     def __init__(self) -> None:
         self._seen: dict[int, object] = {}
         self._json: dict[int, tuple[object, str]] = {}
+        # A message's line around its id, by its content and calls objects: the copies of a message in a repeated
+        # history (the same objects, another ``meta["id"]``) take it with their own id (issue 22).
+        self._copies: dict[tuple[int, int], tuple[Message, tuple[str, str] | None]] = {}
+
+    def line(self, m: Message) -> str | None:
+        """``_encode_line(m)`` from the line of a copy of ``m`` made before, or None (then it is made anew).
+
+        A copy: the same content and tool calls objects, the same role, call id, name and meta values (by object,
+        in order) but for ``meta["id"]``, no ``extra``. Its line is the first copy's with the id's JSON swapped.
+        """
+        own = m.meta.get(ID_META_KEY)
+        content = m.content
+        if type(own) is not str or type(content) is not str or m.extra:
+            return None
+        key = (id(content), id(m.tool_calls))
+        known = self._copies.get(key)
+        if known is None or known[0].content is not content or known[0].tool_calls is not m.tool_calls:
+            # The first time: only noted (a transcript of distinct messages holds no second copy of its lines).
+            self._copies[key] = (m, None)
+            return None
+        first, template = known
+        if not _copy_but_id(first, m) or (not own.isascii() and _has_surrogate(own)):
+            return None
+        if template is None:  # (the second time: the template is made, from this copy)
+            split = _encode_plain_split(m, self)
+            whole = "" if split is None else split[0] + split[1]
+            # ("": a message of this content is made anew each time: not the common shape, or a lone surrogate)
+            template = ("", "") if split is None or (not whole.isascii() and _has_surrogate(whole)) else split
+            self._copies[key] = (first, template)
+        head, tail = template
+        if not head:
+            return None
+        return f"{head}{_LINE_ENCODER.encode(own)}{tail}\n"
 
     def encode(self, value: Any, make: Callable[[Any], str]) -> str:
         """``make(value)``, or what it made for this object before."""
@@ -337,6 +370,9 @@ _lines_chars = 0
 _lines_lock = threading.Lock()
 
 
+# The meta key of a message's id (the manager numbers every message it is given; copies differ only by it).
+ID_META_KEY = "id"
+
 # Texts shorter than this are encoded again rather than looked up (a lookup costs about as much).
 _REPEAT_MIN_CHARS = 256
 
@@ -344,8 +380,25 @@ _REPEAT_MIN_CHARS = 256
 _LINE_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
+def _copy_but_id(a: Message, b: Message) -> bool:
+    """Whether ``b``'s role, call id, name and meta (by object, in order) are ``a``'s but for ``meta["id"]``."""
+    if a.role != b.role or a.tool_call_id != b.tool_call_id or a.name != b.name or b.extra:
+        return False
+    meta_a, meta_b = a.meta, b.meta
+    if len(meta_a) != len(meta_b):
+        return False
+    for (key_a, value_a), (key_b, value_b) in zip(meta_a.items(), meta_b.items(), strict=True):
+        if key_a != key_b or (value_a is not value_b and key_a != ID_META_KEY):
+            return False
+    return True
+
+
 def _encode_line(m: Message, repeats: _Repeats | None = None) -> str:
     """``m`` as one line of JSON Lines, lone surrogates escaped (see :func:`json_text`)."""
+    if repeats is not None:
+        line = repeats.line(m)
+        if line is not None:
+            return line
     text = _encode_plain(m, repeats)
     if text is None:
         text = _LINE_ENCODER.encode(message_to_dict(m))
@@ -373,6 +426,21 @@ def _encode_plain(m: Message, repeats: _Repeats | None = None) -> str | None:
     and building the dict to encode it cost twice as much as the text (tests/archive/test_arch_serialize.py
     compares the two). ``repeats``: the JSON of texts and meta values met before in the same transcript.
     """
+    pieces = _plain_pieces(m, repeats)
+    return None if pieces is None else "".join(pieces[0])
+
+
+def _encode_plain_split(m: Message, repeats: _Repeats | None = None) -> tuple[str, str] | None:
+    """:func:`_encode_plain` of ``m`` cut around the JSON of ``meta["id"]`` (a string): what comes before, after."""
+    found = _plain_pieces(m, repeats)
+    if found is None or found[1] < 0:
+        return None
+    pieces, at = found
+    return "".join(pieces[:at]), "".join(pieces[at + 1:])
+
+
+def _plain_pieces(m: Message, repeats: _Repeats | None = None) -> tuple[list[str], int] | None:
+    """The pieces of :func:`_encode_plain`'s text, and the index of the piece that is ``meta["id"]``'s JSON (or -1)."""
     content = m.content
     if type(content) is not str or m.extra:
         return None
@@ -392,23 +460,26 @@ def _encode_plain(m: Message, repeats: _Repeats | None = None) -> str | None:
         pieces += [',"tool_call_id":', encode(m.tool_call_id)]
     if m.name is not None:
         pieces += [',"name":', encode(m.name)]
+    id_at = -1
     if m.meta:
-        items: list[str] = []
-        for key, value in m.meta.items():
+        pieces.append(',"meta":{')
+        for n, (key, value) in enumerate(m.meta.items()):
             if type(key) is not str:
                 return None
+            pieces.append(f"{',' if n else ''}{encode(key)}:")
             # (A structured value, e.g. an importer's source_extra, the same as in the dict: one encoder for both.)
             if type(value) is str:
-                value_json = encode(value) if repeats is None or len(value) < _REPEAT_MIN_CHARS else \
-                    repeats.encode(value, encode)
-                items.append(f"{encode(key)}:{value_json}")
+                if key == ID_META_KEY:
+                    id_at = len(pieces)
+                pieces.append(encode(value) if repeats is None or len(value) < _REPEAT_MIN_CHARS else
+                              repeats.encode(value, encode))
             elif repeats is None:
-                items.append(f"{encode(key)}:{encode(_plain(value))}")
+                pieces.append(encode(_plain(value)))
             else:
-                items.append(f"{encode(key)}:{repeats.encode(value, _plain_json)}")
-        pieces += [',"meta":{', ",".join(items), "}"]
+                pieces.append(repeats.encode(value, _plain_json))
+        pieces.append("}")
     pieces.append("}")
-    return "".join(pieces)
+    return pieces, id_at
 
 
 def _plain_json(value: Any) -> str:

@@ -133,13 +133,62 @@ class ArchiveStore(Protocol):
         ...
 
 
+# A line's head before its last ``"id":`` is shared with the lines of equal head (see MemoryArchiveStore) when it is
+# at least this long: a shorter one costs about as much to look up as to keep.
+_SHARED_HEAD_MIN_BYTES = 256
+_ID_FIELD = b'"id":'
+
+
+class _Lines:
+    """A file written in pieces, held as the pieces of its lines: equal heads are one object (issue 22).
+
+    A transcript of a history that repeats its messages has lines that differ only in the message's id, which the
+    manager writes last in ``meta``: each line is kept as its head (everything before its last ``"id":``), shared
+    with the lines before it of the same head, and its own tail. A 100,000-message transcript of the shared
+    SWE-agent sessions repeated takes ~20 MB instead of ~255 MB; a transcript of distinct messages costs two
+    pieces a line. The bytes read back are the bytes written, whatever they are.
+    """
+
+    __slots__ = ("_heads", "pieces", "size")
+
+    def __init__(self) -> None:
+        self.pieces: list[bytes] = []
+        self.size = 0
+        self._heads: dict[bytes, bytes] | None = {}  # (while writing)
+
+    def add(self, chunk: bytes) -> None:
+        heads = self._heads
+        assert heads is not None
+        self.size += len(chunk)
+        pieces = self.pieces
+        lines = chunk.split(b"\n")
+        last = len(lines) - 1
+        for n, line in enumerate(lines):
+            end = b"\n" if n < last else b""
+            at = line.rfind(_ID_FIELD)
+            if at < _SHARED_HEAD_MIN_BYTES:
+                if line or end:
+                    pieces.append(line + end)
+                continue
+            head = line[:at]
+            pieces.append(heads.setdefault(head, head))
+            pieces.append(line[at:] + end)
+
+    def done(self) -> None:
+        self._heads = None
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.pieces)
+
+
 class MemoryArchiveStore:
     """An :class:`ArchiveStore` in a dict, for tests and throwaway sessions (thread-safe)."""
 
     def __init__(self) -> None:
         # bytearrays: an append extends in place (amortized O(appended bytes)); rebuilding a bytes object per append
         # copied the whole events file under the GIL each time, stalling the agent's thread as the file grew.
-        self._files: dict[tuple[str, str], bytearray] = {}
+        # A file written in pieces (a transcript) is kept as its lines' pieces (_Lines), until appended to.
+        self._files: dict[tuple[str, str], bytearray | _Lines] = {}
         self._lock = threading.Lock()
 
     def write(self, session_id: str, name: str, data: bytes, *, exclusive: bool = False) -> None:
@@ -153,20 +202,22 @@ class MemoryArchiveStore:
     def write_chunks(self, session_id: str, name: str, chunks: Iterable[bytes], *, exclusive: bool = False) -> int:
         """Store the pieces of ``chunks`` as ``name`` (as :meth:`write` their join would); returns the size.
 
-        The pieces go into the store's own buffer as they come: no whole copy of the file is made besides it.
+        The pieces are kept as they come, the repeated heads of their lines once (see :class:`_Lines`): no whole
+        copy of the file is made.
         """
         key = (validate_session_id(session_id), name)
         with self._lock:
             if exclusive and key in self._files:
                 raise FileExistsError(f"{session_id}/{name}")
-        buffer = bytearray()
+        lines = _Lines()
         for chunk in chunks:
-            buffer += chunk
+            lines.add(bytes(chunk))
+        lines.done()
         with self._lock:
             if exclusive and key in self._files:
                 raise FileExistsError(f"{session_id}/{name}")
-            self._files[key] = buffer
-        return len(buffer)
+            self._files[key] = lines
+        return lines.size
 
     def read(self, session_id: str, name: str) -> bytes | None:
         """The stored bytes, or None."""
@@ -178,7 +229,10 @@ class MemoryArchiveStore:
         """Extend (or create) ``name``."""
         key = (validate_session_id(session_id), name)
         with self._lock:
-            self._files.setdefault(key, bytearray()).extend(data)
+            found = self._files.get(key)
+            if not isinstance(found, bytearray):  # (missing, or written in pieces: one buffer from now on)
+                self._files[key] = found = bytearray(b"" if found is None else bytes(found))
+            found.extend(data)
 
     def names(self, session_id: str) -> list[str]:
         """The session's names, sorted."""
