@@ -15,7 +15,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ContextfoldError, InsufficientBudget, MissingExtra, RecoveryFailed, StoreError
 
@@ -55,6 +55,9 @@ from .retrieval import MAX_ROUNDS, RoundRelay, Split, answer, client_payload, sp
 from .sessions import Backend, Conflict, Turn, open_turn, resolve_pointer, save_reply
 from .sse import events
 from .upstream import Upstream, UpstreamError, error_body, response_headers
+
+if TYPE_CHECKING:
+    from ..recovery import OverflowRecovery
 
 __all__ = ["ServeApp", "create_app"]
 
@@ -313,39 +316,21 @@ class ServeApp:
             return self._error(api, 503, f"the session store is unavailable: {exc}", kind="api_error",
                                started=started)
         self._count_turn(turn, started)
-        from ..recovery import OverflowRecovery, parse_overflow
+        from ..recovery import OverflowRecovery
 
         recovery = OverflowRecovery(turn.cm, self.config.recovery_retries, exchange.reply_tokens)
-        view = turn.sent
-        while True:
-            sent_at = time.perf_counter()
-            try:
-                upstream = await self.upstream.send(api, self._upstream_body(turn, view), headers)
-            except httpx.HTTPError as exc:
-                return self._error(api, 502, f"the upstream could not be reached: {type(exc).__name__}",
-                                   kind="api_error", started=started)
-            self.metrics.upstream_seconds.labels(api).observe(time.perf_counter() - sent_at)
-            if upstream.status_code < 400:
-                break
-            data = await upstream.aread()
-            await upstream.aclose()
-            error = UpstreamError(upstream.status_code, _json_or_text(data), exchange.provider)
-            info = parse_overflow(error, provider=exchange.provider)
-            if info is not None:
-                try:
-                    await asyncio.to_thread(recovery.shrink, info, error)
-                except (RecoveryFailed, ContextfoldError):
-                    self.metrics.recoveries.labels(api, "failed").inc()
-                else:
-                    self.metrics.recoveries.labels(api, "retried").inc()
-                    view = await asyncio.to_thread(self._resave, turn)
-                    continue
+        try:
+            upstream, overflow = await self._send_recovering(turn, turn.sent, headers, recovery)
+        except httpx.HTTPError as exc:
+            return self._error(api, 502, f"the upstream could not be reached: {type(exc).__name__}",
+                               kind="api_error", started=started)
+        if upstream.status_code >= 400:
             self.metrics.requests.labels(api, str(upstream.status_code)).inc()
             log_event("upstream error", level=logging.WARNING, api=api, session=session,
-                      status=upstream.status_code, overflow=info is not None)
-            return Response(data, status_code=upstream.status_code, headers=response_headers(upstream))
+                      status=upstream.status_code, overflow=overflow)
+            return Response(upstream.content, status_code=upstream.status_code, headers=response_headers(upstream))
         if exchange.stream:
-            return StreamingResponse(self._relay(turn, upstream, headers, scope, started, release),
+            return StreamingResponse(self._relay(turn, upstream, headers, scope, started, release, recovery),
                                      status_code=upstream.status_code, headers={
                                          **response_headers(upstream), "cache-control": "no-cache",
                                          "x-accel-buffering": "no"})
@@ -356,12 +341,44 @@ class ServeApp:
         payload = _json_or_text(data)
         if isinstance(payload, dict):
             if self.config.retrieval_tools:
-                payload = await self._retrieval_rounds(turn, payload, headers)
+                payload = await self._retrieval_rounds(turn, payload, headers, recovery)
                 data = json.dumps(payload, ensure_ascii=False).encode("utf-8", "surrogatepass")
             await self._after_reply(turn, scope, reply_usage(payload), payload.get("id"),
                                     reply_items(api, payload))
         self._done(turn, upstream.status_code, started)
         return Response(data, status_code=upstream.status_code, headers=response_headers(upstream))
+
+    async def _send_recovering(self, turn: Turn, view: Any, headers: dict[str, str],
+                               recovery: OverflowRecovery) -> tuple[httpx.Response, bool]:
+        """Send ``view`` upstream; after a context-length error, shrink the session's view and send it again.
+
+        For the request's first call and for every retrieval round after it (a round adds the answers to the view,
+        so it is where a provider limit below the window is met first). Returns the upstream's response (a
+        success still unread, or the error it ended with, read and closed) and whether that error is an overflow
+        recovery gave up on. Raises httpx.HTTPError when the upstream cannot be reached.
+        """
+        from ..recovery import parse_overflow
+
+        api, provider = turn.exchange.api, turn.exchange.provider
+        while True:
+            sent_at = time.perf_counter()
+            upstream = await self.upstream.send(api, self._upstream_body(turn, view), headers)
+            self.metrics.upstream_seconds.labels(api).observe(time.perf_counter() - sent_at)
+            if upstream.status_code < 400:
+                return upstream, False
+            data = await upstream.aread()
+            await upstream.aclose()
+            error = UpstreamError(upstream.status_code, _json_or_text(data), provider)
+            info = parse_overflow(error, provider=provider)
+            if info is None:
+                return upstream, False
+            try:
+                await asyncio.to_thread(recovery.shrink, info, error)
+            except (RecoveryFailed, ContextfoldError):
+                self.metrics.recoveries.labels(api, "failed").inc()
+                return upstream, True
+            self.metrics.recoveries.labels(api, "retried").inc()
+            view = await asyncio.to_thread(self._resave, turn)
 
     def _upstream_body(self, turn: Turn, view: Any) -> dict[str, Any]:
         body = upstream_body(turn.exchange, view)
@@ -380,7 +397,8 @@ class ServeApp:
         turn.cm.add(get_format(turn.exchange.format).decode(split.internal(turn.exchange.api, answers)))
         return self._resave(turn)
 
-    async def _retrieval_rounds(self, turn: Turn, payload: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+    async def _retrieval_rounds(self, turn: Turn, payload: dict[str, Any], headers: dict[str, str],
+                                recovery: OverflowRecovery) -> dict[str, Any]:
         """Answer the model's retrieval calls and ask again until the reply is the client's (non-streaming)."""
         api = turn.exchange.api
         for _ in range(MAX_ROUNDS):
@@ -390,7 +408,7 @@ class ServeApp:
             view = await asyncio.to_thread(self._record_round, turn, split.calls)
             if split.for_client:
                 return client_payload(api, payload, split)
-            upstream = await self.upstream.send(api, self._upstream_body(turn, view), headers)
+            upstream, _ = await self._send_recovering(turn, view, headers, recovery)
             try:
                 data = await upstream.aread()
             finally:
@@ -462,7 +480,8 @@ class ServeApp:
                   ms=round((time.perf_counter() - started) * 1000, 1))
 
     async def _relay(self, turn: Turn, upstream: httpx.Response, headers: dict[str, str], scope: str,
-                     started: float, release: Callable[[], None]) -> AsyncIterator[bytes]:
+                     started: float, release: Callable[[], None],
+                     recovery: OverflowRecovery) -> AsyncIterator[bytes]:
         """Pass the upstream's events through as they arrive; read the usage and the reply on the way.
 
         With the retrieval tools, rounds that only call them are answered here and followed by the next round's
@@ -491,7 +510,7 @@ class ServeApp:
                     break
                 closing = relay.closing()
                 view = await asyncio.to_thread(self._record_round, turn, relay.calls)
-                following = await self.upstream.send(api, self._upstream_body(turn, view), headers)
+                following, _ = await self._send_recovering(turn, view, headers, recovery)
                 if following.status_code >= 400:
                     await following.aclose()
                     log_event("retrieval round failed", level=logging.WARNING, api=api, session=turn.session_id,
