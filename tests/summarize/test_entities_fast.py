@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -49,3 +50,18 @@ def test_a_file_listing_with_many_paths_is_read_as_the_rules_read_it() -> None:
                         for i in range(1_000))
     assert _extract(listing) == _extract_plain(listing)
     assert len(_extract(listing)["path"]) > 300
+
+
+@pytest.mark.parametrize("text", [
+    "a@b.c@d.e", "x.y+z@ex-ample.com. and more", "@@ @a.b a@@b.c", "mail mia.li@example.com,bob@x.org;",
+    "@decorator\ndef f(): pass  # see a_b@c-d.io", "first.last+tag@sub.example.co.uk@", ".@a.b _@c.d -@e.f",
+    "é@example.com x@é.com", "https://u@host.com/p then u@host.com", "a" * 300 + "@example.com",
+])
+def test_addresses_are_read_where_the_at_signs_are_as_the_rule_reads_them(text: str) -> None:
+    assert _extract(text) == _extract_plain(text)
+
+
+def test_only_dotted_words_with_a_file_tail_are_read_as_bare_file_names() -> None:
+    text = "self.value 1.5 end. os.path.join(a.py) x.json: y.tar.gz z.pyc w.py-x v.py_y Makefile.am README.md"
+    assert _extract(text) == _extract_plain(text)
+    assert {"a.py", "x.json", "y.tar.gz", "Makefile", "README.md"} <= set(_extract(text)["path"])

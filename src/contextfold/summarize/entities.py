@@ -251,7 +251,10 @@ def _extract(text: str) -> dict[str, list[str]]:
         work = _REDACTED.sub(_spaces, work)
     for kind, pattern, accept, literals in _WHOLE_TEXT:
         if any(literal in work for literal in literals):
-            work = _read(work, kind, pattern, accept, found, seen, claims=True)
+            if pattern is _EMAIL:
+                work = _read_emails(work, found, seen)
+            else:
+                work = _read(work, kind, pattern, accept, found, seen, claims=True)
     work = _read_paths(work, found, seen)
     for kind, pattern, accept, literals in _AFTER_PATH:
         if not literals or any(literal in work for literal in literals):
@@ -301,13 +304,49 @@ def _read(work: str, kind: str, pattern: re.Pattern[str], accept: Callable[[str]
     return _blank(work, spans) if spans else work
 
 
+def _read_emails(work: str, found: dict[str, list[str]], seen: set[str]) -> str:
+    """The e-mail rule (``_EMAIL``) tried only where an "@" is; ``work`` with every address blanked.
+
+    The pattern has no prefix the engine can skip to, so it was tried at every position of the text (Python code
+    has "@" in its decorators). A match holds exactly one "@" and starts where the run of local-part characters
+    before it starts (its look-behind fails anywhere inside that run), so it is tried there, once per "@".
+    """
+    spans: list[tuple[int, int]] = []
+    values = found["email"]
+    end = 0  # where the last address ended: the next one starts at or after it
+    at = work.find("@")
+    while at >= 0:
+        start = at
+        while start > end and (work[start - 1].isalnum() or work[start - 1] in _EMAIL_LOCAL_MARKS):
+            start -= 1
+        match = _EMAIL.match(work, start) if start < at else None
+        if match is not None:
+            value = match.group().rstrip(_TRAILING)
+            if value:  # (_accept_any: an address is never shorter than 3)
+                spans.append(match.span())
+                end = match.end()
+                if value not in seen:
+                    seen.add(value)
+                    values.append(value)
+        at = work.find("@", max(at + 1, end))
+    return _blank(work, spans) if spans else work
+
+
+# Besides letters, digits and "_" (str.isalnum() and "_" are what \w matches), what the local part of _EMAIL holds.
+_EMAIL_LOCAL_MARKS = "_.+-"
+# The tail of a bare file name (_PATH's third way): a word with a dot and no slash holds a path only with one of these
+# (or a name of _BARE_FILES): the others (``self.value``, ``1.5``, a sentence's end) are not given to _PATH at all.
+_FILE_TAIL = re.compile(rf"\.(?:{_FILE_EXTENSIONS})(?![\w-])")
+
+
 def _read_paths(work: str, found: dict[str, list[str]], seen: set[str]) -> str:
     """The path rule, over the distinct words that can hold a path; ``work`` with every path blanked."""
     distinct = dict.fromkeys(work.split())
     if _BARE_FILE.search(work) is None:
-        chosen = [w for w in distinct if "/" in w or "." in w]
+        chosen = [w for w in distinct if "/" in w or ("." in w and _FILE_TAIL.search(w) is not None)]
     else:
-        chosen = [w for w in distinct if "/" in w or "." in w or _BARE_FILE.search(w) is not None]
+        chosen = [w for w in distinct if "/" in w or ("." in w and _FILE_TAIL.search(w) is not None)
+                  or _BARE_FILE.search(w) is not None]
     if not chosen:
         return work
     starts: list[int] = []
