@@ -155,3 +155,25 @@ def test_no_wider_output_right_after_a_rewrite_at_anthropic_prices() -> None:
     assert cm.maskings == maskings + 1
     assert not any(m.meta.get(WIDENED_META) for m in cm.messages())
     assert "this call rewrote the history" in decisions(sink, "widen")[-1].reason
+
+
+def test_a_summary_waits_until_the_view_has_grown_clear_at_least_since_a_masking_batch() -> None:
+    """Issue 25: a soft compaction a few calls after a masking batch paid the prompt cache a second time and
+    summarized outputs the batch had just masked (claude4sonnet at OpenAI's rates lost two facts that way). The view
+    right after a batch is a floor, as after a compaction: the summary waits until the view has grown
+    ``clear_at_least`` since."""
+    cm, _ = manager(clear_at_least=3_000, keep_tool_io_pairs=5)
+    sent = run(cm, 7)
+    assert sent[-1][1] == 1 and cm.compactions == 0  # the 7th output crossed soft: a batch masked the 2 oldest
+    after_batch = sent[-1][0]
+    grown: list[tuple[int, int]] = []  # (view before the call, compactions after it)
+    for n in range(8):
+        cm.add([Message.assistant(f"noted {n}: " + " ".join(f"w{n}_{k}" for k in range(120))),
+                Message.user(f"go on {n}")])
+        before = cm.tokens()
+        cm.prepare()
+        grown.append((before, cm.compactions))
+    first = next(i for i, (_, c) in enumerate(grown) if c)
+    waited = [t for t, _ in grown[:first] if t > cm.budgets.soft]
+    assert waited and all(t - after_batch < 3_000 for t in waited)  # over soft, too soon after the batch: it waits
+    assert grown[first][0] - after_batch >= 3_000  # grown enough: the summary comes

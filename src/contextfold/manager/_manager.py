@@ -618,6 +618,11 @@ class ContextManager:
                 return  # under hard, a rewrite that does not pay for the cache waits; a summary would cost more
             tokens, tool_tokens, count = self._view.totals()
             total = self._grounded(tokens + self._tool_tokens)
+            if masked == "applied":
+                # A floor like the one a compaction leaves (below): a summary in a later call waits until the view
+                # has grown clear_at_least since this batch (issue 25: one a few calls after it paid the cache again
+                # and summarized outputs the batch had just masked; claude4sonnet at OpenAI's rates 99.0 -> 99.4%)
+                self._compactor.floor = total
         else:
             forced, masked = False, "skipped"
         if plan.action is not Action.EMERGENCY:
@@ -636,9 +641,10 @@ class ContextManager:
         if plan.action is Action.SOFT and self.defer_soft:
             return  # someone else compacts (last_plan says it is due)
         floor = self._compactor.floor
-        if (plan.action is Action.SOFT and not joined and floor is not None
+        if (plan.action is Action.SOFT and not joined and masked != "applied" and floor is not None
                 and total - floor < self.policy.clear_at_least):
-            # The view grew too little since the last compaction for another summary to pay off; hard still fires.
+            # The view grew too little since the last rewrite (a compaction, or a masking batch in an earlier call)
+            # for a summary to pay off; hard still fires. A summary in the batch's own call joins its rewrite.
             return
         rank = _COMPACTION_RANK[plan.action]
         # A view over hard is never handed to the model while a compaction could still help, stalled or not.
