@@ -16,7 +16,9 @@ is forwarded as it is (``Upstream.forward``), without a session.
   not (a Responses continuation), the proxy keeps the reply and feeds it before the continuation's input.
 - **Retrieval tools** (``retrieval.py``, optional): the proxy adds ``tool_output_cache``,
   ``tool_output_cache_grep`` and ``history_search``, answers the model's calls to them, and calls the upstream again;
-  the client only sees its own tools, streaming included.
+  the client only sees its own tools, streaming included. A round's context-length error is recovered like the
+  first call's; a round the upstream refuses otherwise reaches the client as that error (its status, or its
+  stream's last event), never as a reply whose only calls were taken out.
 - **Many instances** (``sessions.py``): every request loads the session with its version, feeds, prepares and saves
   with optimistic concurrency before anything goes upstream (a conflict redoes the step), so instances over a shared
   Redis session/blob store and S3 archive serve any session behind a round-robin balancer; message ids are derived

@@ -53,7 +53,7 @@ from .ops import Metrics, log_event
 from .replies import ReplyCollector
 from .retrieval import MAX_ROUNDS, RoundRelay, Split, answer, client_payload, split_reply, with_tools
 from .sessions import Backend, Conflict, Turn, open_turn, resolve_pointer, save_reply
-from .sse import events
+from .sse import encode_event, events
 from .upstream import Upstream, UpstreamError, error_body, response_headers
 
 if TYPE_CHECKING:
@@ -341,7 +341,12 @@ class ServeApp:
         payload = _json_or_text(data)
         if isinstance(payload, dict):
             if self.config.retrieval_tools:
-                payload = await self._retrieval_rounds(turn, payload, headers, recovery)
+                try:
+                    payload = await self._retrieval_rounds(turn, payload, headers, recovery)
+                except _RoundFailed as failed:
+                    self.metrics.requests.labels(api, str(failed.response.status_code)).inc()
+                    return Response(failed.response.content, status_code=failed.response.status_code,
+                                    headers=response_headers(failed.response))
                 data = json.dumps(payload, ensure_ascii=False).encode("utf-8", "surrogatepass")
             await self._after_reply(turn, scope, reply_usage(payload), payload.get("id"),
                                     reply_items(api, payload))
@@ -417,6 +422,10 @@ class ServeApp:
             if upstream.status_code >= 400 or not isinstance(following, dict):
                 log_event("retrieval round failed", level=logging.WARNING, api=api, session=turn.session_id,
                           status=upstream.status_code)
+                if upstream.status_code >= 400:
+                    # Without this round the reply has nothing for the client (only calls it never sees): the
+                    # client gets the upstream's error, and its SDK retries or reports it.
+                    raise _RoundFailed(upstream)
                 return client_payload(api, payload, split)
             payload = following
         return client_payload(api, payload, split_reply(api, reply_items(api, payload)))
@@ -508,17 +517,19 @@ class ServeApp:
                 await upstream.aclose()
                 if relay is None or not relay.end_round():
                     break
-                closing = relay.closing()
+                relay.closing()  # (the round's closing events: dropped, another round follows)
                 view = await asyncio.to_thread(self._record_round, turn, relay.calls)
                 following, _ = await self._send_recovering(turn, view, headers, recovery)
                 if following.status_code >= 400:
+                    # The client's reply is not complete without this round: it gets the upstream's error as its
+                    # stream's last event (its SDK raises it), not a reply ending in tool calls it never sees.
+                    body = _json_or_text(await following.aread())
                     await following.aclose()
                     log_event("retrieval round failed", level=logging.WARNING, api=api, session=turn.session_id,
                               status=following.status_code)
-                    for chunk in closing:
-                        yield chunk
-                    relay = None
-                    break
+                    self.metrics.requests.labels(api, str(following.status_code)).inc()
+                    yield encode_event(_error_payload(api, following.status_code, body), "error")
+                    return
                 upstream = following
                 relay.next_round()
                 collector = ReplyCollector(api)
@@ -534,6 +545,21 @@ class ServeApp:
         finally:
             await upstream.aclose()
             release()
+
+
+class _RoundFailed(Exception):
+    """A retrieval round the upstream refused: its response (read) goes to the client instead of the reply."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+def _error_payload(api: ApiName, status: int, body: Any) -> Any:
+    """The upstream's error body as the client's SDK reads it in a stream (a mapping with ``error``)."""
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        return body
+    return error_body(api, f"the upstream answered {status}: {str(body)[:500]}", kind="api_error")
 
 
 def _json_or_text(data: bytes) -> Any:
