@@ -12,15 +12,11 @@ import io
 import json
 from pathlib import Path
 
-import pytest
-
 from contextfold.cli import main
 
 SECRET = "Zq7hQ2rVx9LmT4kPw8"
 
 
-@pytest.mark.xfail(strict=True, reason="replay/harness.py:311-316 (_dump) writes each view as sent, unredacted, "
-                   "while the replay's other outputs go through manager.redact_outgoing (l.403-410)")
 def test_dumped_views_are_redacted(tmp_path: Path) -> None:
     items = [{"role": "user", "content": "Set up the database."}]
     for turn in range(3):

@@ -62,8 +62,9 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object (table on stderr)")
     parser.add_argument("--html", metavar="OUT", type=Path, help="write the HTML report to OUT")
     parser.add_argument("--dump-views", metavar="DIR", type=Path,
-                        help="write every view as sent to DIR/<session>/<turn>.jsonl (a '/' in a session id makes a "
-                        "sub-folder; <turn> is the index of the answering assistant message)")
+                        help="write every view as sent, the session's secrets redacted, to "
+                        "DIR/<session>/<turn>.jsonl (a '/' in a session id makes a sub-folder; <turn> is the index of "
+                        "the answering assistant message)")
     parser.add_argument("--jobs", type=positive_int, metavar="N", help="worker processes (default: one per core)")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="show the progress bar on stderr (default: only when stderr is a terminal)")

@@ -70,7 +70,8 @@ class ReplayOptions:
         policy: Policy fields (a mapping, so that options pickle across processes); None for the defaults.
         summarizer: ``"extractive"`` (no LLM) or a provider name such as ``"openai:gpt-4o-mini"``.
         format: The wire format views are built and validated in (None: each session's own).
-        dump_views: A directory to write every view to as JSONL (see :func:`dump_path`).
+        dump_views: A directory to write every view to as JSONL (see :func:`dump_path`), redacted unless
+            ``redact`` is off.
         store: The tool output store (``"memory"``, ``"local"``, ``"local:///dir"``, ``"redis://…"``).
         archive: The archive (a directory, ``s3://…``); None keeps it in memory.
         redact: Redact secrets in archived transcripts and events (the library default). Restoring a history
@@ -311,7 +312,9 @@ class SessionReplayer:
         assert self.options.dump_views is not None
         path = dump_path(self.options.dump_views, self.session.id, index)
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items)
+        # A dump leaves the process like the replay's other outputs: the session's secrets redacted (``redact``).
+        dumped = self.manager.redact_outgoing(items) if self.options.redact else items
+        text = "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in dumped)
         path.write_text(text, encoding="utf-8")
 
     # -- retention ----------------------------------------------------------------------------------------------
