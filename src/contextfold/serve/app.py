@@ -344,6 +344,8 @@ class ServeApp:
                 try:
                     payload = await self._retrieval_rounds(turn, payload, headers, recovery)
                 except _RoundFailed as failed:
+                    if failed.response is None:
+                        return self._error(api, 400, failed.body["error"]["message"], started=started)
                     self.metrics.requests.labels(api, str(failed.response.status_code)).inc()
                     return Response(failed.response.content, status_code=failed.response.status_code,
                                     headers=response_headers(failed.response))
@@ -382,8 +384,14 @@ class ServeApp:
             except (RecoveryFailed, ContextfoldError):
                 self.metrics.recoveries.labels(api, "failed").inc()
                 return upstream, True
+            try:
+                view = await asyncio.to_thread(self._resave, turn)
+            except InsufficientBudget:
+                # What the error taught leaves no room for what must stay (pinned messages, the latest request,
+                # the tools): the conversation does not fit, as the provider said; the client gets its error.
+                self.metrics.recoveries.labels(api, "failed").inc()
+                return upstream, True
             self.metrics.recoveries.labels(api, "retried").inc()
-            view = await asyncio.to_thread(self._resave, turn)
 
     def _upstream_body(self, turn: Turn, view: Any) -> dict[str, Any]:
         body = upstream_body(turn.exchange, view)
@@ -410,7 +418,11 @@ class ServeApp:
             split = split_reply(api, reply_items(api, payload))
             if not split.calls:
                 return payload
-            view = await asyncio.to_thread(self._record_round, turn, split.calls)
+            try:
+                view = await asyncio.to_thread(self._record_round, turn, split.calls)
+            except InsufficientBudget as exc:
+                raise _RoundFailed(None, error_body(api, f"contextfold cannot fit this conversation in the window "
+                                                         f"with the retrieval results: {exc}")) from exc
             if split.for_client:
                 return client_payload(api, payload, split)
             upstream, _ = await self._send_recovering(turn, view, headers, recovery)
@@ -518,7 +530,13 @@ class ServeApp:
                 if relay is None or not relay.end_round():
                     break
                 relay.closing()  # (the round's closing events: dropped, another round follows)
-                view = await asyncio.to_thread(self._record_round, turn, relay.calls)
+                try:
+                    view = await asyncio.to_thread(self._record_round, turn, relay.calls)
+                except InsufficientBudget as exc:
+                    self.metrics.requests.labels(api, "400").inc()
+                    yield encode_event(error_body(api, f"contextfold cannot fit this conversation in the window "
+                                                       f"with the retrieval results: {exc}"), "error")
+                    return
                 following, _ = await self._send_recovering(turn, view, headers, recovery)
                 if following.status_code >= 400:
                     # The client's reply is not complete without this round: it gets the upstream's error as its
@@ -548,11 +566,15 @@ class ServeApp:
 
 
 class _RoundFailed(Exception):
-    """A retrieval round the upstream refused: its response (read) goes to the client instead of the reply."""
+    """A retrieval round that could not be made: its error goes to the client instead of the reply.
 
-    def __init__(self, response: httpx.Response) -> None:
-        super().__init__(response.status_code)
+    The upstream's response (read), or the proxy's own error ``body`` when there is none.
+    """
+
+    def __init__(self, response: httpx.Response | None, body: dict[str, Any] | None = None) -> None:
+        super().__init__(response.status_code if response is not None else body)
         self.response = response
+        self.body: dict[str, Any] = body or {}
 
 
 def _error_payload(api: ApiName, status: int, body: Any) -> Any:
