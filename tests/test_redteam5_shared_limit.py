@@ -23,9 +23,6 @@ MODEL = "claude-haiku-4-5"
 WINDOW = 20_000
 
 
-@pytest.mark.xfail(strict=True, reason="manager/_limits.py:36 limit_key(model): one learned limit per model for the "
-                   "whole store, and recovery/_recovery.py:247 learns the input beside this request's max_tokens; the "
-                   "proxy has no way to keep a caller's limit to that caller (ContextManager takes no limit scope)")
 def test_a_callers_max_tokens_does_not_shrink_another_callers_window() -> None:
     with ScriptedLLMServer(context_window=WINDOW, validator="formats", default="ok") as upstream:
         config = ServeConfig(port=0, openai_base_url=upstream.base_url, anthropic_base_url=upstream.url,

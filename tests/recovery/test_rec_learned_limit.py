@@ -16,7 +16,7 @@ from _rec_history import history
 
 from contextfold.errors import ConfigError
 from contextfold.manager import ContextManager
-from contextfold.recovery import OverflowInfo, call_with_recovery, counted_tokens, learned_ceiling
+from contextfold.recovery import OverflowInfo, call_with_recovery, counted_tokens, learned_ceiling, shared_ceiling
 from contextfold.telemetry import RecordingTelemetry, RecoveryLimitLearned, RecoveryOverflow
 from contextfold.testing.agent_run import chat_tools, page, reading_script, responses_tools
 from contextfold.testing.server import ScriptedLLMServer
@@ -164,6 +164,39 @@ def test_learned_ceiling_with_the_providers_figures(limit: int, prompt: int, max
         assert ceiling < rejected * 0.95 + 1
         # below the limit by both counts (ours, and the provider's = ours × ratio)
         assert ceiling < expected_below and ceiling * ratio < expected_below
+
+
+def test_a_requests_own_max_tokens_is_not_shared_with_the_models_other_callers() -> None:
+    """Red team: one request asking for nearly the whole window taught every caller of the store ~75 tokens."""
+    from contextfold.compaction import Policy
+
+    info = OverflowInfo("too long", prompt_tokens=1_000, limit=8_000, max_tokens=7_500)
+    own = learned_ceiling(info, 1_000, ratio=1.0, reply_tokens=0, attempt=1, policy=Policy())
+    shared = shared_ceiling(info, 1_000, ratio=1.0, attempt=1, policy=Policy())
+    assert own < 500  # this caller's next request with the same max_tokens must fit beside it
+    assert shared == Policy().budgets(7_600).hard  # the window's limit less the margin, the policy's reply reserve
+    # An input over the window's own thresholds is shared as it is (below the rejected request).
+    big = OverflowInfo("too long", prompt_tokens=9_000, limit=8_000)
+    assert shared_ceiling(big, 9_000, ratio=1.0, attempt=1, policy=Policy()) == \
+        learned_ceiling(big, 9_000, ratio=1.0, reply_tokens=0, attempt=1, policy=Policy())
+    # Without the provider's figure nothing tells the two apart.
+    bare = OverflowInfo("Your input exceeds the context window of this model.")
+    assert shared_ceiling(bare, 9_000, ratio=1.0, attempt=1, policy=Policy()) == \
+        learned_ceiling(bare, 9_000, ratio=1.0, reply_tokens=0, attempt=1, policy=Policy())
+
+
+def test_the_store_keeps_only_the_shared_part_of_a_learned_limit(tmp_path: Path) -> None:
+    store = f"local://{tmp_path / 'store'}"
+    cm, _ = manager(tmp_path, "chat", store=store)
+    assert cm.learn_limit(300, shared=9_000)
+    assert cm.learned_limit == 300 and cm.budgets.hard <= 300
+    other, _ = manager(tmp_path, "chat", store=store, session_id="s2")
+    assert other.learned_limit == 9_000
+    assert cm.learn_limit(250, shared=8_000)  # both go down
+    assert (cm.learned_limit, manager(tmp_path, "chat", store=store, session_id="s3")[0].learned_limit) == \
+        (250, 8_000)
+    with pytest.raises(ConfigError, match=r"learn_limit\.shared"):
+        cm.learn_limit(100, shared=0)
 
 
 def test_learned_ceiling_without_figures_narrows_faster_on_each_retry() -> None:

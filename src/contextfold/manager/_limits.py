@@ -10,6 +10,11 @@ A learned limit is the most prompt tokens, by the manager's own count of the vie
 beside it (tool schemas, instructions, a response-format schema), that the provider is taken to accept. It only
 ever goes down. It is kept in the session's blob store under a key per model (``limit:<model>``), so another
 session on the same store, a restarted process or another worker of a fleet (a Redis store) starts with it.
+
+What is stored is what holds for every caller of the model: the limit the provider's window leaves beside the
+policy's reply reserve. A part that comes from one request (its own ``max_tokens``, which left less room for the
+input) stays with the manager that sent it: one caller asking for a reply of nearly the whole window must not
+shrink every other caller of a shared store (the proxy's) to a few dozen tokens.
 """
 
 from __future__ import annotations
@@ -89,6 +94,7 @@ class ProviderLimit:
         self.warn = warn
         self.tokens: int | None = None  # the learned prompt limit by our count, None while none is known
         self.provider_limit: int | None = None  # the provider's own figure, when an error gave one
+        self._shared: int | None = None  # the part of ``tokens`` that holds for every caller: what is stored
         self._loaded = store is None
 
     def load(self) -> int | None:
@@ -99,22 +105,34 @@ class ProviderLimit:
         record = self._read()
         if record is not None and (self.tokens is None or record.tokens < self.tokens):
             self.tokens, self.provider_limit = record.tokens, record.provider_limit
+        if record is not None and (self._shared is None or record.tokens < self._shared):
+            self._shared = record.tokens
         return self.tokens
 
-    def learn(self, tokens: int, provider_limit: int | None = None) -> bool:
-        """Lower the limit to ``tokens`` (never raises it); True when it went down. Saved to the store."""
+    def learn(self, tokens: int, provider_limit: int | None = None, *, shared: int | None = None) -> bool:
+        """Lower the limit to ``tokens`` (never raises it); True when it went down.
+
+        ``shared``: the part that holds for every caller of the model (``tokens`` when not given), saved to the
+        store; a lower ``tokens`` stays with this manager.
+        """
         self.load()
+        shared = max(1, tokens if shared is None else max(tokens, shared))
+        lower_shared = self._shared is None or shared < self._shared
+        if lower_shared:
+            self._shared = shared
+            if provider_limit is not None:
+                self.provider_limit = provider_limit
+            self._write()
         if self.tokens is not None and tokens >= self.tokens:
             return False
-        self.tokens = max(1, tokens)
+        self.tokens = max(1, min(tokens, shared if self._shared is None else self._shared))
         if provider_limit is not None:
             self.provider_limit = provider_limit
-        self._write()
         return True
 
     def forget(self) -> None:
         """Drop the learned limit, here and in the store (the provider's window was raised, say)."""
-        self.tokens = self.provider_limit = None
+        self.tokens = self.provider_limit = self._shared = None
         if self.store is not None:
             try:
                 self.store.delete(limit_key(self.model))
@@ -146,15 +164,16 @@ class ProviderLimit:
         return _Record(tokens, provider if isinstance(provider, int) and not isinstance(provider, bool) else None)
 
     def _write(self) -> None:
-        if self.store is None or self.tokens is None:
+        if self.store is None or self._shared is None:
             return
         # Another worker may have learned a lower limit meanwhile: the store keeps the lowest.
         stored = self._read()
-        if stored is not None and stored.tokens <= self.tokens:
-            self.tokens = stored.tokens
+        if stored is not None and stored.tokens <= self._shared:
+            self._shared = stored.tokens
+            self.tokens = stored.tokens if self.tokens is None else min(self.tokens, stored.tokens)
             self.provider_limit = stored.provider_limit or self.provider_limit
             return
-        record = {"model": self.model, "tokens": self.tokens, "provider_limit": self.provider_limit}
+        record = {"model": self.model, "tokens": self._shared, "provider_limit": self.provider_limit}
         try:
             self.store.put(limit_key(self.model), json.dumps(record).encode())
         except Exception as exc:

@@ -1023,21 +1023,24 @@ class ContextManager:
         with self._lock:
             return self._limit.load()
 
-    def learn_limit(self, tokens: int, *, provider_limit: int | None = None) -> bool:
+    def learn_limit(self, tokens: int, *, provider_limit: int | None = None, shared: int | None = None) -> bool:
         """The provider accepts at most ``tokens`` (our count of the view plus tool schemas): keep under it.
 
         Overflow recovery calls it with what each context-length error teaches. The thresholds become those of the
         learned limit (``budgets``), so later turns compact before they reach it and the answered output is never
         widened past it; the limit is kept in the blob store for the model, where other sessions, a restarted
-        process or another worker find it. It only goes down; True when it did.
+        process or another worker find it. It only goes down; True when it did. ``shared``: the part of it that
+        holds for every caller of the model, stored instead of ``tokens`` when given (what this session's own
+        ``max_tokens`` took off stays with this manager).
         """
-        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0:
-            from ..errors import ConfigError
+        for name, value in (("tokens", tokens), ("shared", shared)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+                from ..errors import ConfigError
 
-            raise ConfigError(f"must be a positive number of tokens, got {tokens!r}", field="learn_limit.tokens")
+                raise ConfigError(f"must be a positive number of tokens, got {value!r}", field=f"learn_limit.{name}")
         with self._lock:
             previous = self._limit.load()
-            if not self._limit.learn(tokens, provider_limit):
+            if not self._limit.learn(tokens, provider_limit, shared=shared):
                 return False
             self._use_limit(previous, source="error")
             return True

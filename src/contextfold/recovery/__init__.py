@@ -4,7 +4,8 @@ Contract: :func:`parse_overflow` (``overflow``) reads an exception or error body
 :func:`call_with_recovery` / :func:`acall_with_recovery` compact (or drop the oldest) and retry at most three
 times, with a stall guard and the manager's circuit breaker. Every error teaches the manager the provider's limit
 (:func:`learned_ceiling`, below the rejected request): each retry is strictly smaller than what was rejected, and
-later turns keep under the limit (``ContextManager.learn_limit``).
+later turns keep under the limit (``ContextManager.learn_limit``). What a shared store keeps for every caller of the
+model is :func:`shared_ceiling`, without the part one request's own ``max_tokens`` took off.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
         counted_tokens,
         drop_oldest,
         learned_ceiling,
+        shared_ceiling,
     )
     from .overflow import OVERFLOW_CODES, OverflowInfo, parse_overflow
 
@@ -41,10 +43,11 @@ _EXPORTS: dict[str, str] = {
     "drop_oldest": "._recovery",
     "learned_ceiling": "._recovery",
     "parse_overflow": ".overflow",
+    "shared_ceiling": "._recovery",
 }
 __all__ = [
     "CIRCUIT_BREAKER_FAILURES", "DEFAULT_MAX_RETRIES", "OVERFLOW_CODES", "STALL_SHRINK_RATIO", "OverflowInfo",
     "OverflowRecovery", "acall_with_recovery", "call_with_recovery", "counted_tokens", "drop_oldest", "learned_ceiling",
-    "parse_overflow",
+    "parse_overflow", "shared_ceiling",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -45,6 +45,7 @@ __all__ = [
     "drop_oldest",
     "learned_ceiling",
     "parse_overflow",
+    "shared_ceiling",
 ]
 
 T = TypeVar("T")
@@ -167,7 +168,8 @@ class OverflowRecovery:
         ceiling = learned_ceiling(info, before, ratio=ratio, reply_tokens=self.reply_tokens, attempt=self.attempt,
                                   policy=cm.policy)
         if ceiling > 0:
-            cm.learn_limit(ceiling, provider_limit=info.limit)
+            shared = shared_ceiling(info, before, ratio=ratio, attempt=self.attempt, policy=cm.policy)
+            cm.learn_limit(ceiling, provider_limit=info.limit, shared=max(ceiling, shared))
         if self.attempt > self.max_retries:
             self._give_up(f"the prompt is still too long after {self.max_retries} retries ({_figures(info)})", cause)
         if not cm.policy.may_compact_on_overflow:
@@ -259,6 +261,29 @@ def learned_ceiling(info: OverflowInfo, rejected: int, *, ratio: float, reply_to
     except ConfigError:  # a limit smaller than the reply reserve: the input limit alone says it
         hard = input_limit
     return min(hard, input_limit, strictly_smaller)
+
+
+def shared_ceiling(info: OverflowInfo, rejected: int, *, ratio: float, attempt: int, policy: Policy) -> int:
+    """The part of :func:`learned_ceiling` that holds for every caller of the model (what a shared store keeps).
+
+    With the provider's limit: the thresholds of a model registered with that window (the policy's reply reserve),
+    and below the rejected request only when its input alone was over them. This request's own ``max_tokens`` is
+    left out: a caller asking for a reply of nearly the whole window is refused for its request, and must not leave
+    every other caller of the store a few dozen tokens. Without the limit nothing tells the two apart: the same
+    ceiling.
+    """
+    from ..errors import ConfigError
+
+    if info.limit is None:
+        return learned_ceiling(info, rejected, ratio=ratio, reply_tokens=0, attempt=attempt, policy=policy)
+    window = int(min(info.limit, info.limit / ratio) * (1 - LIMIT_SAFETY_MARGIN))
+    try:
+        hard = policy.budgets(window).hard if window > 0 else 0
+    except ConfigError:  # a limit smaller than the reply reserve: nothing is shared beyond this request's figure
+        return learned_ceiling(info, rejected, ratio=ratio, reply_tokens=0, attempt=attempt, policy=policy)
+    if rejected > hard:
+        return min(hard, int(rejected * (1 - STALL_SHRINK_RATIO)))
+    return hard
 
 
 def _target(info: OverflowInfo, ratio: float, reply_tokens: int) -> int | None:
