@@ -248,3 +248,36 @@ def test_a_batch_past_outputs_masking_never_takes_reads_up_to_the_first_it_could
     cache.bill(blocks_of(first, count, marks=breakpoint_indices(first, settled=settled)), 0.0)
     unbridged = breakpoint_indices(second, settled=settled)
     assert cache.bill(blocks_of(second, count, marks=unbridged), 30.0).cache_read == 1_500
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(["user", "turn", "masked", "summary", "receipt"]), max_size=30), st.booleans(),
+       st.booleans(), st.data())
+def test_marks_are_at_most_four_ascending_and_the_last_history_message_is_one(
+        shape: list[str], system: bool, status: bool, data: st.DataObject) -> None:
+    """Whatever the view, the outputs settled and the bridge: at most Anthropic's 4 marks, ascending, never on the
+    budget line, and the last history message always marked (the next request reads everything from there)."""
+    from contextfold.billing.breakpoints import breakpoint_indices
+    from contextfold.messages import Message, ToolCall
+
+    view = [Message.system("rules")] if system else []
+    for n, kind in enumerate(shape):
+        if kind == "user":
+            view.append(Message.user(f"u{n}"))
+        elif kind in ("turn", "masked"):
+            result = Message("tool", f"o{n}", tool_call_id=f"t{n}")
+            view += [Message.assistant("", [ToolCall(f"t{n}", "f", "{}")]),
+                     result.with_meta(kind="masked") if kind == "masked" else result]
+        else:
+            view.append(Message.user(f"{kind} {n}").with_meta(kind=kind))
+    if status:
+        view.append(Message.user("[context: 1,000 tokens]").with_meta(kind="context_status"))
+    tools = [i for i, m in enumerate(view) if m.role == "tool"]
+    settled = set(data.draw(st.lists(st.sampled_from(tools), unique=True))) if tools else set()
+    bridge = data.draw(st.none() | st.integers(-2, len(view) + 2))
+    marks = breakpoint_indices(view, settled=settled, bridge=bridge)
+    assert len(marks) <= 4 and marks == sorted(set(marks)) and all(0 <= i < len(view) for i in marks)
+    assert all(view[i].kind != "context_status" for i in marks)
+    history = [i for i, m in enumerate(view) if m.kind != "context_status"]
+    if history:
+        assert marks and marks[-1] == history[-1]
