@@ -219,7 +219,6 @@ class FleetWorker:
                 soft_due = cm.last_plan is not None and cm.last_plan.action is Action.SOFT
                 if reply:
                     cm.add(list(reply))
-                learn_secrets(cm)
                 version = self.sessions.save(session_id, cm.stored_messages(), state.version,
                                              marks={TURN_MARK: str(number)})
                 return TurnResult(view, version, attempt, conflicts, errors, False, soft_due, prepare_ms,
@@ -277,17 +276,6 @@ class FleetWorker:
 
     def _backoff(self, failures: int) -> None:
         self._sleep(min(RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S * 2 ** (failures - 1)))
-
-
-def learn_secrets(cm: ContextManager) -> None:
-    """Bring the session's secret memory up to date with what ``cm`` was given, and save it to the store.
-
-    Before a step's state is saved for another manager to adopt: the manager learns a message's secrets only when
-    it first writes text of its own, and one that adopts the stored view never reads the added messages again (nor
-    the whole outputs their write-time views cut). A step that wrote nothing would otherwise leave its secrets
-    unknown to every later step, and a bare repeat of one would reach a summary, a digest or the archive.
-    """
-    cm.redact_outgoing("")  # (learns what is pending, then saves the memory; nothing when redaction is off)
 
 
 def _ms(since: float) -> float:

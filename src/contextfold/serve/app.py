@@ -27,7 +27,6 @@ try:
     from starlette.routing import Route
 except ImportError as exc:  # the proxy's stack is an extra
     raise MissingExtra("contextfold serve", "serve", module=exc.name) from exc
-from ..fleet import learn_secrets
 from .apis import (
     ApiName,
     BadRequest,
@@ -447,7 +446,6 @@ class ServeApp:
         from ..stores.session import SessionConflict
 
         view = turn.view()
-        learn_secrets(turn.cm)  # (the retrieval answers added)
         try:
             turn.version = self.backend.sessions.save(turn.session_id, turn.cm.stored_messages(), turn.version,
                                                       marks=turn.marks)

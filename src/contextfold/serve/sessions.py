@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
-from ..fleet import learn_secrets
 from ..stores.session import SessionConflict
 from .apis import INSTRUCTIONS_ID, BadRequest, Exchange, item_key
 from .config import ServeConfig
@@ -221,7 +220,6 @@ def open_turn(backend: Backend, exchange: Exchange, session_id: str, *, continue
             state = backend.sessions.load_state(session_id)
             turn = _feed(backend, exchange, session_id, state.messages, state.version, dict(state.marks), continues)
             turn.sent = turn.view()  # compacts when due, before the state is saved
-            learn_secrets(turn.cm)  # the next request's manager adopts the view: it must know what this one saw
             turn.version = backend.sessions.save(session_id, turn.cm.stored_messages(), state.version,
                                                  marks=turn.marks)
             turn.attempts, turn.conflicts = attempt, conflicts
