@@ -18,9 +18,6 @@ from contextfold.messages import Message
 from contextfold.redact import Redactor, _scans
 
 
-@pytest.mark.xfail(strict=True, reason="redact/_scans.py:74-78: ScanCache.mark_clean keeps each clean Message "
-                   "whole, bounded by _SCAN_CACHE_ENTRIES (count) only, not by the character bound its findings "
-                   "follow (l.62-66)")
 def test_messages_found_clean_are_not_kept_past_the_caches_character_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_scans, "_SCAN_CACHE_CHARS", 1_000_000)
     monkeypatch.setattr(_scans, "_scan_caches", {})

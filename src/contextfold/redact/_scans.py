@@ -48,7 +48,10 @@ class ScanCache:
     def __init__(self) -> None:
         self._entries: OrderedDict[str, tuple[Finding, ...]] = OrderedDict()
         self._chars = 0
-        self._clean: OrderedDict[int, Message] = OrderedDict()  # id -> the message (kept, so the id stays its own)
+        # id -> the message (kept, so the id stays its own) and its characters: bounded by characters as the
+        # findings are (a count alone let 1,500 dropped 117 KB outputs keep 175 MB alive in a long-lived worker).
+        self._clean: OrderedDict[int, tuple[Message, int]] = OrderedDict()
+        self._clean_chars = 0
         self._lock = threading.Lock()
 
     def get(self, text: str) -> tuple[Finding, ...] | None:
@@ -69,13 +72,29 @@ class ScanCache:
 
     def is_clean(self, m: Message) -> bool:
         with self._lock:
-            return self._clean.get(id(m)) is m
+            found = self._clean.get(id(m))
+            return found is not None and found[0] is m
 
     def mark_clean(self, m: Message) -> None:
+        size = _chars(m)
+        if size > _SCAN_CACHE_CHARS:
+            return  # (kept, it would push out everything else and still be over the bound)
         with self._lock:
-            self._clean[id(m)] = m
-            if len(self._clean) > _SCAN_CACHE_ENTRIES:
-                self._clean.popitem(last=False)
+            old = self._clean.pop(id(m), None)
+            if old is not None:
+                self._clean_chars -= old[1]
+            self._clean[id(m)] = (m, size)
+            self._clean_chars += size
+            while len(self._clean) > _SCAN_CACHE_ENTRIES or self._clean_chars > _SCAN_CACHE_CHARS:
+                self._clean_chars -= self._clean.popitem(last=False)[1][1]
+
+
+def _chars(m: Message) -> int:
+    """About what keeping ``m`` keeps alive: its texts and call arguments, in characters."""
+    content = m.content
+    size = len(content) if isinstance(content, str) else \
+        sum(len(getattr(part, "text", None) or getattr(part, "data", None) or "") for part in content)
+    return size + sum(len(call.arguments) for call in m.tool_calls)
 
 
 # Redactors with the same patterns share their scans (each manager of a fleet worker's turn builds its own redactor,
