@@ -280,6 +280,32 @@ def encode_message_chunks(messages: Iterable[Message]) -> Iterator[bytes]:
         yield "".join(pending).encode()
 
 
+def encode_message_pieces(messages: Iterable[Message]) -> Iterator[bytes]:
+    """:func:`dumps_messages` encoded as UTF-8, a line or two pieces at a time, as the in-memory archive keeps them.
+
+    A copy of a message met before in the same batch (see :class:`_Repeats`) comes as two pieces: the head of its
+    line before its id, one bytes object shared by every copy, then its own id and the rest. An in-memory store
+    that keeps the pieces as they come holds a repeated history's transcript about once per content (issue 22).
+    """
+    items = list(messages)
+    with _lines_lock:
+        known = [_lines.get(id(m)) for m in items]
+    fresh: deque[tuple[Message, str]] = deque(maxlen=_LINE_CACHE_ENTRIES)
+    repeats = _Repeats()
+    for m, entry in zip(items, known, strict=True):
+        pieces = repeats.pieces(m)  # (first: a copy's line remembered whole would be held whole)
+        if pieces is not None:
+            yield from pieces
+            continue
+        if entry is not None and entry[0] is m:
+            yield entry[1].encode()
+            continue
+        line = _encode_line(m, repeats, copies=False)
+        fresh.append((m, line))
+        yield line.encode()
+    _remember_lines(fresh)
+
+
 def _message_lines(messages: Iterable[Message]) -> Iterator[str]:
     """Each message's line, remembered or made (and the newest made remembered once all are given)."""
     items = list(messages)
@@ -314,7 +340,7 @@ class _Repeats:
         self._json: dict[int, tuple[object, str]] = {}
         # A message's line around its id, by its content and calls objects: the copies of a message in a repeated
         # history (the same objects, another ``meta["id"]``) take it with their own id (issue 22).
-        self._copies: dict[tuple[int, int], tuple[Message, tuple[str, str] | None]] = {}
+        self._copies: dict[tuple[int, int], tuple[Message, tuple[str, str, bytes] | None]] = {}
 
     def line(self, m: Message) -> str | None:
         """``_encode_line(m)`` from the line of a copy of ``m`` made before, or None (then it is made anew).
@@ -322,6 +348,22 @@ class _Repeats:
         A copy: the same content and tool calls objects, the same role, call id, name and meta values (by object,
         in order) but for ``meta["id"]``, no ``extra``. Its line is the first copy's with the id's JSON swapped.
         """
+        found = self._template(m)
+        if found is None:
+            return None
+        (head, tail, _), own = found
+        return f"{head}{_LINE_ENCODER.encode(own)}{tail}\n"
+
+    def pieces(self, m: Message) -> tuple[bytes, bytes] | None:
+        """:meth:`line` encoded, in two pieces: the head shared by the copies (one object), then ``m``'s own part."""
+        found = self._template(m)
+        if found is None:
+            return None
+        (_, tail, head_bytes), own = found
+        return head_bytes, f"{_LINE_ENCODER.encode(own)}{tail}\n".encode()
+
+    def _template(self, m: Message) -> tuple[tuple[str, str, bytes], str] | None:
+        """The line template of ``m``'s copies (head, tail, the head's UTF-8) and ``m``'s id; None when it has none."""
         own = m.meta.get(ID_META_KEY)
         content = m.content
         if type(own) is not str or type(content) is not str or m.extra:
@@ -339,12 +381,12 @@ class _Repeats:
             split = _encode_plain_split(m, self)
             whole = "" if split is None else split[0] + split[1]
             # ("": a message of this content is made anew each time: not the common shape, or a lone surrogate)
-            template = ("", "") if split is None or (not whole.isascii() and _has_surrogate(whole)) else split
+            template = ("", "", b"") if split is None or (not whole.isascii() and _has_surrogate(whole)) else \
+                (split[0], split[1], split[0].encode())
             self._copies[key] = (first, template)
-        head, tail = template
-        if not head:
+        if not template[0]:
             return None
-        return f"{head}{_LINE_ENCODER.encode(own)}{tail}\n"
+        return template, own
 
     def encode(self, value: Any, make: Callable[[Any], str]) -> str:
         """``make(value)``, or what it made for this object before."""
@@ -393,9 +435,12 @@ def _copy_but_id(a: Message, b: Message) -> bool:
     return True
 
 
-def _encode_line(m: Message, repeats: _Repeats | None = None) -> str:
-    """``m`` as one line of JSON Lines, lone surrogates escaped (see :func:`json_text`)."""
-    if repeats is not None:
+def _encode_line(m: Message, repeats: _Repeats | None = None, *, copies: bool = True) -> str:
+    """``m`` as one line of JSON Lines, lone surrogates escaped (see :func:`json_text`).
+
+    ``copies=False``: ``repeats`` was asked for a copy's line already (its texts' JSON is still taken from it).
+    """
+    if repeats is not None and copies:
         line = repeats.line(m)
         if line is not None:
             return line

@@ -12,7 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextfold.messages import Message, ToolCall
-from contextfold.serialize import dumps_messages, encode_messages, json_text, loads_messages, message_to_dict
+from contextfold.serialize import (
+    dumps_messages,
+    encode_message_pieces,
+    encode_messages,
+    json_text,
+    loads_messages,
+    message_to_dict,
+)
 
 _text = st.text(alphabet=st.characters(codec=None), max_size=12) | st.sampled_from(
     ['quote " and \\ back', "lone \ud800 surrogate", "ünïcödé ✓", "x" * 300])
@@ -58,6 +65,7 @@ def test_each_copy_is_written_as_its_own_json_form(history: list[Message]) -> No
     expected = "".join(json_text(message_to_dict(m), separators=(",", ":")) + "\n" for m in history)
     assert dumps_messages(history) == expected
     assert encode_messages(history) == expected.encode()
+    assert b"".join(encode_message_pieces(history)) == expected.encode()  # (what the in-memory store keeps)
     assert loads_messages(expected) == history
 
 
@@ -78,3 +86,4 @@ def test_a_message_sharing_the_objects_but_not_a_copy_leaves_the_copies_their_ow
     history = [first, renamed, moved, first.with_meta(id="s:4"), renamed.with_meta(id="s:5"), first.with_meta(id="s:6")]
     expected = "".join(json_text(message_to_dict(m), separators=(",", ":")) + "\n" for m in history)
     assert dumps_messages(history) == expected
+    assert b"".join(encode_message_pieces(history)) == expected.encode()

@@ -24,6 +24,7 @@ from ..messages import Message, TextPart, ToolCall, freeze
 from ..redact import Redactor
 from ..serialize import (
     encode_message_chunks,
+    encode_message_pieces,
     encode_messages,
     json_text,
     loads_messages,
@@ -133,49 +134,24 @@ class ArchiveStore(Protocol):
         ...
 
 
-# A line's head before its last ``"id":`` is shared with the lines of equal head (see MemoryArchiveStore) when it is
-# at least this long: a shorter one costs about as much to look up as to keep.
-_SHARED_HEAD_MIN_BYTES = 256
-_ID_FIELD = b'"id":'
+class _Pieces:
+    """A file written in pieces, kept as its pieces (issue 22).
 
-
-class _Lines:
-    """A file written in pieces, held as the pieces of its lines: equal heads are one object (issue 22).
-
-    A transcript of a history that repeats its messages has lines that differ only in the message's id, which the
-    manager writes last in ``meta``: each line is kept as its head (everything before its last ``"id":``), shared
-    with the lines before it of the same head, and its own tail. A 100,000-message transcript of the shared
-    SWE-agent sessions repeated takes ~20 MB instead of ~255 MB; a transcript of distinct messages costs two
-    pieces a line. The bytes read back are the bytes written, whatever they are.
+    The archive hands the in-memory store a transcript as :func:`~contextfold.serialize.encode_message_pieces`
+    makes it: the copies of a message in a repeated history share one bytes object for the head of their lines
+    (everything before the id), so a 100,000-message transcript of the shared SWE-agent sessions repeated takes
+    ~20 MB instead of ~255 MB. The bytes read back are the bytes written, whatever the pieces.
     """
 
-    __slots__ = ("_heads", "pieces", "size")
+    __slots__ = ("pieces", "size")
 
     def __init__(self) -> None:
         self.pieces: list[bytes] = []
         self.size = 0
-        self._heads: dict[bytes, bytes] | None = {}  # (while writing)
 
-    def add(self, chunk: bytes) -> None:
-        heads = self._heads
-        assert heads is not None
-        self.size += len(chunk)
-        pieces = self.pieces
-        lines = chunk.split(b"\n")
-        last = len(lines) - 1
-        for n, line in enumerate(lines):
-            end = b"\n" if n < last else b""
-            at = line.rfind(_ID_FIELD)
-            if at < _SHARED_HEAD_MIN_BYTES:
-                if line or end:
-                    pieces.append(line + end)
-                continue
-            head = line[:at]
-            pieces.append(heads.setdefault(head, head))
-            pieces.append(line[at:] + end)
-
-    def done(self) -> None:
-        self._heads = None
+    def add(self, piece: bytes) -> None:
+        self.pieces.append(piece)
+        self.size += len(piece)
 
     def __bytes__(self) -> bytes:
         return b"".join(self.pieces)
@@ -187,8 +163,8 @@ class MemoryArchiveStore:
     def __init__(self) -> None:
         # bytearrays: an append extends in place (amortized O(appended bytes)); rebuilding a bytes object per append
         # copied the whole events file under the GIL each time, stalling the agent's thread as the file grew.
-        # A file written in pieces (a transcript) is kept as its lines' pieces (_Lines), until appended to.
-        self._files: dict[tuple[str, str], bytearray | _Lines] = {}
+        # A file written in pieces (a transcript) is kept as its pieces (_Pieces), until appended to.
+        self._files: dict[tuple[str, str], bytearray | _Pieces] = {}
         self._lock = threading.Lock()
 
     def write(self, session_id: str, name: str, data: bytes, *, exclusive: bool = False) -> None:
@@ -202,22 +178,21 @@ class MemoryArchiveStore:
     def write_chunks(self, session_id: str, name: str, chunks: Iterable[bytes], *, exclusive: bool = False) -> int:
         """Store the pieces of ``chunks`` as ``name`` (as :meth:`write` their join would); returns the size.
 
-        The pieces are kept as they come, the repeated heads of their lines once (see :class:`_Lines`): no whole
-        copy of the file is made.
+        The pieces are kept as they come (see :class:`_Pieces`): no whole copy of the file is made, and a piece
+        given many times (the shared head of copies' lines) is held once.
         """
         key = (validate_session_id(session_id), name)
         with self._lock:
             if exclusive and key in self._files:
                 raise FileExistsError(f"{session_id}/{name}")
-        lines = _Lines()
+        pieces = _Pieces()
         for chunk in chunks:
-            lines.add(bytes(chunk))
-        lines.done()
+            pieces.add(bytes(chunk))
         with self._lock:
             if exclusive and key in self._files:
                 raise FileExistsError(f"{session_id}/{name}")
-            self._files[key] = lines
-        return lines.size
+            self._files[key] = pieces
+        return pieces.size
 
     def read(self, session_id: str, name: str) -> bytes | None:
         """The stored bytes, or None."""
@@ -491,7 +466,11 @@ class Archive:
         for _ in range(_MAX_NUMBER_RETRIES):
             try:
                 if callable(streams):
-                    size = int(streams(key, transcript_name(n), encode_message_chunks(lines), exclusive=True))
+                    # (the in-memory store keeps the pieces as they are: a copy's line shares its head with the
+                    # other copies'; a file is better written in pieces of a megabyte)
+                    pieces = encode_message_pieces(lines) if isinstance(self.store, MemoryArchiveStore) else \
+                        encode_message_chunks(lines)
+                    size = int(streams(key, transcript_name(n), pieces, exclusive=True))
                 else:
                     self.store.write(key, transcript_name(n), data, exclusive=True)
                     size = len(data)
