@@ -39,17 +39,22 @@ ID_KEY = "id"
 
 def _same_but_id(a: Message, b: Message) -> bool:
     """Whether ``a`` and ``b`` are equal in every field but ``meta["id"]`` (which both have or both lack)."""
-    if not (a.role == b.role and a.content == b.content and a.tool_calls == b.tool_calls
-            and a.tool_call_id == b.tool_call_id and a.name == b.name and a.extra == b.extra):
+    # (Identity first: a repeated history's copies share their field objects, and a mapping compared by value is
+    # walked item by item even when it is the same object.)
+    if not (a.role == b.role and (a.content is b.content or a.content == b.content)
+            and (a.tool_calls is b.tool_calls or a.tool_calls == b.tool_calls)
+            and a.tool_call_id == b.tool_call_id and a.name == b.name and (a.extra is b.extra or a.extra == b.extra)):
         return False
     meta_a, meta_b = a.meta, b.meta
     if len(meta_a) != len(meta_b) or ((ID_KEY in meta_a) != (ID_KEY in meta_b)):
         return False
     missing = object()
     # (A loop, not all() over a generator: this runs for every copy of a bulk add.)
-    for key, value in meta_a.items():  # noqa: SIM110
-        if key != ID_KEY and meta_b.get(key, missing) != value:
-            return False
+    for key, value in meta_a.items():
+        if key != ID_KEY:
+            other = meta_b.get(key, missing)
+            if other is not value and other != value:
+                return False
     return True
 
 

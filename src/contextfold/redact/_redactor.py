@@ -101,6 +101,20 @@ PERSONAL_DATA_CHOICES = ("telemetry", "everywhere", "nowhere")
 _CUT_WINDOW_CHARS = 8192
 
 
+def _same_objects_but_id(a: Message, b: Message) -> bool:
+    """Whether ``b``'s meta holds ``a``'s keys in order, with the same value objects but for ``meta["id"]``.
+
+    (The caller matched the content, calls and extra objects, role, call id and name.)
+    """
+    meta_a, meta_b = a.meta, b.meta
+    if len(meta_a) != len(meta_b):
+        return False
+    for (key_a, value_a), (key_b, value_b) in zip(meta_a.items(), meta_b.items(), strict=True):
+        if key_a != key_b or (value_a is not value_b and key_a != ID_KEY):
+            return False
+    return True
+
+
 class Redactor:
     """Replaces secrets in text, JSON-like objects and messages.
 
@@ -614,13 +628,18 @@ class Redactor:
         """
         if not self.enabled:
             return 0
-        pacer = GilPacer() if paced else None
+        if not paced:
+            # All at once (add() of a bulk, in the caller's thread): in bulk, one prefilter pass over the batch
+            # instead of every message scanned on its own (it was a fifth of adding 100,000 recorded messages).
+            items = list(messages)
+            self.redact_messages(items)
+            return len(items)
+        pacer = GilPacer()
         done = 0
         for m in messages:
             self.redact_message(m)
             done += 1
-            if pacer is not None:
-                pacer.tick()
+            pacer.tick()
         return done
 
     def learn_from(self, messages: Iterable[Message]) -> None:
@@ -639,25 +658,36 @@ class Redactor:
         # Each copy is compared by content once: the entry found is handed on (for a copy of a first of this batch,
         # that first, whose entry is found by the object). An entry the batch's learning made stale is renewed by its
         # first copy, and the copies after it take the renewed entry (not compared again, not searched again).
+        # A copy sharing the field objects of a message met before in the batch (a repeated history's copies do)
+        # is found by those objects, and takes that message's key and entry without comparing texts.
         firsts: dict[SameMessage, Message] = {}
         fresh: list[Message] = []
         copies: list[tuple[Message, SameMessage, tuple[Message, Message, int] | None, Message | None]] = []
         ledger = self._ledger
+        met: dict[tuple[Any, ...], tuple[Message, SameMessage, tuple[Message, Message, int] | None, Message]] = {}
         for m in messages:
             if ledger.recorded(m):
+                continue
+            objects = (id(m.content), id(m.tool_calls), id(m.extra), m.role, m.tool_call_id, m.name)
+            known = met.get(objects)
+            if known is not None and _same_objects_but_id(known[0], m):
+                copies.append((m, known[1], known[2], None if known[2] is not None else known[3]))
                 continue
             key = SameMessage(m)
             entry = ledger.by_content(key)  # (not recorded itself: only its content can be)
             if entry is not None:
                 copies.append((m, key, entry, None))
+                met[objects] = (m, key, entry, m)
                 continue
             first = firsts.get(key)
             if first is None:
                 firsts[key] = m
                 fresh.append(m)
+                met[objects] = (m, key, None, m)
             else:
                 copies.append((m, key, None, first))
-        del firsts
+                met[objects] = (m, key, None, first)
+        del firsts, met
         if fresh:
             self._learn_fresh(fresh)
         if not copies:
