@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._memo import STRING_OVERHEAD_BYTES, TextMemo
+from .._memo import STRING_OVERHEAD_BYTES, TextMemo, text_key
 from ..errors import ConfigError, RefNotFound, StoreError
 from ..messages import Message, TextPart, ToolCall
 from ..tokens import EstimatingCounter, MessageCounter, TokenCounter
@@ -78,6 +78,9 @@ NO_TOKEN_CAP = 1 << 62
 CLAIM_REFRESH_S = 600
 # Rendered write-time views kept by ref (issue 22): a bulk add of a long history meets the same outputs again.
 VIEW_MEMO_BYTES = 4 << 20
+# needs_view's answers remembered (~200 bytes each: ~10,000 texts), for texts at least this long.
+NEEDS_MEMO_BYTES = 2 << 20
+NEEDS_MEMO_MIN_CHARS = 1_000
 @dataclass(frozen=True, slots=True)
 class CacheConfig:
     """When a tool output is cut at write time, and how much the view may hold.
@@ -200,6 +203,9 @@ class ToolOutputCache:
         self.secrets: SecretGuard | None = None
         self._losses_seen = 0  # the store's losses() at the last look for lost refs
         self._views: TextMemo[str] = TextMemo(max_bytes=VIEW_MEMO_BYTES)
+        # needs_view's answers for long texts, by the text's hash and length and what the answer depends on: a bulk
+        # add of a repeated history measured, split and counted each copy of an output again (issue 22).
+        self._needs: TextMemo[bool] = TextMemo(max_bytes=NEEDS_MEMO_BYTES)
 
     # -- storing ----------------------------------------------------------------------------------------------
     def put(self, text: str | bytes) -> ToolOutputRef:
@@ -354,6 +360,17 @@ class ToolOutputCache:
 
         ``max_tokens`` replaces the configured token cap.
         """
+        if len(text) < NEEDS_MEMO_MIN_CHARS:
+            return self._needs_view(text, max_tokens)
+        key = (*text_key(text), max_tokens, self.context_window, self.config, id(self.counter),
+               getattr(self.counter, "revision", 0))
+        found = self._needs.get(key)
+        if found is None:
+            found = self._needs_view(text, max_tokens)
+            self._needs.put(key, found, 0)
+        return found
+
+    def _needs_view(self, text: str, max_tokens: int | None) -> bool:
         size = len(text.encode("utf-8", "surrogatepass"))
         if size > self.config.max_message_bytes:
             return True
