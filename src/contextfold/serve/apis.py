@@ -85,6 +85,10 @@ def _items(value: Any, field: str) -> list[dict[str, Any]]:
     return value
 
 
+# Longer than any provider's model id (fine-tuned ids, deployment names and ARNs stay well under it).
+MAX_MODEL_NAME = 256
+
+
 def parse_request(api: ApiName, body: Any) -> Exchange:
     """The :class:`Exchange` of a request body; :class:`BadRequest` naming the field when it is not one."""
     if not isinstance(body, dict):
@@ -92,6 +96,10 @@ def parse_request(api: ApiName, body: Any) -> Exchange:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise BadRequest("a model name is required", "model")
+    if len(model) > MAX_MODEL_NAME:
+        # The name is looked up in the model registry (which remembers what it resolved) and named in errors and
+        # log lines: a megabyte "name" must not reach either.
+        raise BadRequest(f"a model name is at most {MAX_MODEL_NAME} characters, got {len(model):,}", "model")
     stream = body.get("stream") is True
     instructions: str | None = None
     handle: tuple[str, str] | None = None
