@@ -129,3 +129,13 @@ def test_a_list_let_go_is_reused_so_nothing_grows_with_the_history(api: str) -> 
     small = _peak_of_noop_prepares(100, api, with_the_list=True)
     big = _peak_of_noop_prepares(1_000, api, with_the_list=True)
     assert big <= small + 2_048, (small, big)
+
+
+def test_a_message_appended_after_an_empty_one_normalization_dropped_is_in_the_view() -> None:
+    # Settling dropped the empty assistant message as the new one arrived: the view had as many messages as before and
+    # the tail read before the append was taken for the new one (found by test_mgr_mask_state's property test).
+    view = View(MessageCounter(EstimatingCounter()))
+    view.append([Message.user("go on"), Message("assistant", "")])
+    assert view.normalized() == [Message.user("go on")]
+    view.append([Message("assistant", "on it")])
+    assert view.normalized() == [Message.user("go on"), Message("assistant", "on it")]

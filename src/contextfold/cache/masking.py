@@ -77,6 +77,8 @@ class MaskResult:
         prefix_tokens_invalidated: Tokens of the input from the first changed message on: the part of a provider's
             cached prompt prefix this masking invalidates (0 when nothing changed).
         tool_output_tokens: Tool-output tokens left in the view.
+        changed_indices: Indices of every message replaced, ascending: the masked results and, when tool-call
+            inputs are cleared, the calls whose arguments were.
     """
 
     messages: list[Message]
@@ -84,6 +86,7 @@ class MaskResult:
     tokens_freed: int = 0
     prefix_tokens_invalidated: int = 0
     tool_output_tokens: int = 0
+    changed_indices: tuple[int, ...] = ()
 
 
 def tool_output_tokens(messages: Sequence[Message], counter: MessageCounter) -> int:
@@ -105,6 +108,8 @@ def mask_tool_outputs(
     secrets: SecretGuard | None = None,
     first: Sequence[int] = (),
     exempt: Collection[int] = (),
+    pairs: Sequence[ToolPair] | None = None,
+    counts: Sequence[int] | None = None,
 ) -> MaskResult:
     """Mask the oldest eligible tool outputs until tool-output tokens are within ``budget_tokens``.
 
@@ -120,7 +125,9 @@ def mask_tool_outputs(
     ``first`` and ``exempt`` carry an ordering decided elsewhere (:func:`contextfold.steering.mask_order`): the
     eligible results in ``first`` go before any other, in that order; the results in ``exempt`` are never masked.
     Neither makes a result eligible that is not (the answered ones, the last ``keep_tool_io_pairs``, protected or
-    non-text results).
+    non-text results). ``pairs`` (``pair_list(messages)``) and ``counts`` (each message's
+    ``counter.count_message``) may be given by a caller that keeps them (the manager's view does, issue 22): then
+    neither is derived again.
 
     Raises:
         InvalidHistory: a message that is not a ``Message``.
@@ -138,14 +145,21 @@ def mask_tool_outputs(
         if not isinstance(m, Message):
             raise InvalidHistory(f"expected a Message, got {type(m).__name__}", index=i)
     view = list(messages)
-    total = tool_output_tokens(view, counter)
+    if counts is not None and len(counts) != len(view):
+        raise ValueError(f"mask_tool_outputs: counts has {len(counts)} entries for {len(view)} messages")
+    if counts is None:
+        total = tool_output_tokens(view, counter)
+    else:
+        total = sum(n for m, n in zip(view, counts, strict=True) if m.role == "tool")
     if total <= budget_tokens:
         return MaskResult(view, tool_output_tokens=total)
+    if counts is None:
+        counts = [counter.count_message(m) for m in view]
 
     # Paired once: masking changes contents and arguments, never which result answers which call.
-    pairs = pair_list(view)
+    pairs = pair_list(view) if pairs is None else pairs
     candidates = _eligible(view, keep_tool_io_pairs, frozenset(exclude_tools), counter, digest_tokens,
-                           first, frozenset(exempt), pairs)
+                           first, frozenset(exempt), pairs, counts)
     target = max(total - budget_tokens, clear_at_least)
     freed = 0
     masked: list[int] = []
@@ -153,9 +167,8 @@ def mask_tool_outputs(
     for i in candidates:
         if freed >= target:
             break
-        original = view[i]
-        replacement = _mask_one(original, cache, digest_tokens, arguments.get(i, ""), counter, secrets)
-        freed += counter.count_message(original) - counter.count_message(replacement)
+        replacement = _mask_one(view[i], cache, digest_tokens, arguments.get(i, ""), counter, secrets)
+        freed += counts[i] - counter.count_message(replacement)
         view[i] = replacement
         masked.append(i)
     if not masked:
@@ -165,15 +178,16 @@ def mask_tool_outputs(
     if clear_tool_inputs:
         changed |= _clear_inputs(view, masked, cache, pairs)
     first_changed = min(changed)
-    invalidated = counter.count_messages(messages[first_changed:])
+    # (count_messages: each message, then the reply priming once)
+    invalidated = sum(counts[first_changed:]) + counter.overhead.reply_priming
     # Only the changed messages differ (the rest are the same objects): the view is not counted again, twice.
-    freed_all = sum(counter.count_message(messages[i]) - counter.count_message(view[i]) for i in changed)
-    return MaskResult(view, tuple(sorted(masked)), freed_all, invalidated, total - freed)
+    freed_all = sum(counts[i] - counter.count_message(view[i]) for i in changed)
+    return MaskResult(view, tuple(sorted(masked)), freed_all, invalidated, total - freed, tuple(sorted(changed)))
 
 
 def _eligible(view: Sequence[Message], keep: int, exclude: frozenset[str], counter: MessageCounter,
               digest_tokens: int = 0, first: Sequence[int] = (), exempt: frozenset[int] = frozenset(),
-              pairs: Sequence[ToolPair] | None = None) -> list[int]:
+              pairs: Sequence[ToolPair] | None = None, counts: Sequence[int] | None = None) -> list[int]:
     """Indices of maskable tool results: those in ``first`` in its order, then the others oldest first."""
     pairs = pair_list(view) if pairs is None else pairs
     results = [i for i, m in enumerate(view) if m.role == "tool"]
@@ -198,7 +212,7 @@ def _eligible(view: Sequence[Message], keep: int, exclude: frozenset[str], count
         shape = placeholder_tokens.get(m.name)
         if shape is None:
             shape = placeholder_tokens[m.name] = counter.count_message(m.with_content(_PLACEHOLDER_SHAPE))
-        if counter.count_message(m) <= shape + digest_tokens:
+        if (counter.count_message(m) if counts is None else counts[i]) <= shape + digest_tokens:
             continue
         out.append(i)
     return out

@@ -65,9 +65,13 @@ class CacheEconomics:
         return self.added_tokens / max(self.calls, 1)
 
     def weigh(self, view: Sequence[Message], *, action: str, change_at_index: int, freed: int, tokens: int,
-              pinned: int, hard: int) -> RewriteVerdict:
-        """The verdict on a rewrite of ``view`` from message ``change_at_index`` on, freeing ``freed`` tokens."""
-        change_at = sum(self._counter.count_message(m) for m in view[:change_at_index])
+              pinned: int, hard: int, head_tokens: int | None = None) -> RewriteVerdict:
+        """The verdict on a rewrite of ``view`` from message ``change_at_index`` on, freeing ``freed`` tokens.
+
+        ``head_tokens``: the tokens of ``view[:change_at_index]``, when the caller knows them (counted otherwise).
+        """
+        change_at = (sum(self._counter.count_message(m) for m in view[:change_at_index]) if head_tokens is None
+                     else head_tokens)
         return self._weigh_at(change_at, None, action=action, freed=freed, tokens=tokens, pinned=pinned, hard=hard)
 
     def _weigh_at(self, change_at: int, parts_after: int | None, *, action: str, freed: int, tokens: int,

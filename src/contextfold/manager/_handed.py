@@ -33,13 +33,15 @@ T = TypeVar("T")
 class HandedList(Generic[T]):
     """One list handed to callers call after call: a settled prefix kept, a tail replaced, reused when let go."""
 
-    __slots__ = ("_handed", "_kept", "_shadow", "_upto")
+    __slots__ = ("_handed", "_kept", "_marks", "_shadow", "_upto")
 
     def __init__(self) -> None:
         self._shadow: list[T] = []
         self._upto = 0  # the settled items of the view the shadow holds (in the view's own count)
         self._kept = 0  # shadow[:kept] stands for them (a message can encode to several items), the same every call
         self._handed: list[T] | None = None  # the list returned last (only read through _only_ours while held)
+        # (settled, kept) at each point the prefix grew: where it may be cut back to (see rewind)
+        self._marks: list[tuple[int, int]] = [(0, 0)]
 
     def hand(self, settled: int, prefix: Callable[[int, int], Sequence[T]], tail: Sequence[T]) -> list[T]:
         """The list of ``prefix(0, settled)`` then ``tail``: the last one handed out when it was let go unchanged.
@@ -55,6 +57,7 @@ class HandedList(Generic[T]):
             shadow.extend(prefix(self._upto, settled))
             self._upto = settled
             self._kept = len(shadow)
+            self._marks.append((settled, self._kept))
         shadow.extend(tail)
         handed = self._handed
         if reusable and handed is not None:
@@ -68,6 +71,21 @@ class HandedList(Generic[T]):
         """Forget the prefix (the view was rewritten); the next list is a new one."""
         self._shadow = []
         self._upto = self._kept = 0
+        self._handed = None
+        self._marks = [(0, 0)]
+
+    def rewind(self, changed: int) -> None:
+        """Forget the prefix from settled message ``changed`` on (rewritten in place); what came before is kept.
+
+        The prefix is cut back to the last point it grew at, at or before ``changed``: the pieces asked of
+        ``prefix`` ended there, so asking again from there gives what asking from the start would. The next list
+        is a new one (the shadow no longer equals the list handed out).
+        """
+        marks = self._marks
+        while marks[-1][0] > changed:
+            marks.pop()
+        self._upto, self._kept = marks[-1]
+        del self._shadow[self._kept:]
         self._handed = None
 
 

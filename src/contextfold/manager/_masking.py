@@ -80,9 +80,11 @@ class Masking:
             return "skipped"
         self._secrets.catch_up()  # a placeholder's digest must not quote a secret found elsewhere in the session
         view = self._view.normalized()
+        # The view keeps its pairs and each message's tokens (issue 22): neither is derived again per masking turn.
+        pairs, counts = self._view.pairs(), self._view.counts()
         p = self._policy
         # Which outputs go first (superseded reads, per-tool turns) and which stay (per-tool rules): steering's call.
-        order = self._steering.mask_order(view)
+        order = self._steering.mask_order(view, pairs)
         if only_due:  # the outputs whose tool's turns have passed, and nothing else
             from ..steering import MaskOrder
 
@@ -95,15 +97,17 @@ class Masking:
                 keep_tool_io_pairs=0 if only_due else p.keep_tool_io_pairs,
                 exclude_tools=(*p.exclude_tools, *p.protected_tools),
                 clear_at_least=p.clear_at_least, clear_tool_inputs=p.clear_tool_inputs,
-                digest_tokens=p.mask_digest_tokens, first=order.first, exempt=order.exempt,
+                digest_tokens=p.mask_digest_tokens, first=order.first, exempt=order.exempt, pairs=pairs,
+                counts=counts,
             )
             if not result.masked_indices or result.tokens_freed < required:
                 span.drop()  # nothing applied: the view did not change, so there is nothing to show
                 return "skipped"
             if total is not None and self._economics.enabled:
+                at = min(result.masked_indices)
                 if forced:
                     self._economics.forced("mask", tokens=total, freed=result.tokens_freed)
-                elif not self._economics.weigh(view, action="mask", change_at_index=min(result.masked_indices),
+                elif not self._economics.weigh(view, action="mask", change_at_index=at, head_tokens=sum(counts[:at]),
                                                freed=result.tokens_freed, tokens=total,
                                                pinned=sum(self._view.pinned_tokens()), hard=budgets.hard).act:
                     span.drop()
@@ -176,14 +180,16 @@ class Masking:
     def _apply(self, view: list[Message], result: Any) -> None:
         from ..telemetry import CacheMasked
 
-        masked = list(result.messages)
+        changes = {i: result.messages[i] for i in result.changed_indices}
         for i in result.masked_indices:
-            masked[i] = keep_layout(view[i], masked[i])
+            changes[i] = keep_layout(view[i], changes[i])
         first = min(result.masked_indices)
-        call = next((j for j in range(first - 1, -1, -1) if masked[j].role == "assistant"
-                     and any(c.id == masked[first].tool_call_id for c in masked[j].tool_calls)), first)
-        self._bridge = (self._economics.calls, masked[call - 1]) if call > 0 else None
-        self._view.replace(masked)
+        tool_call_id = changes[first].tool_call_id
+        call = next((j for j in range(first - 1, -1, -1) if view[j].role == "assistant"
+                     and any(c.id == tool_call_id for c in view[j].tool_calls)), first)
+        self._bridge = (self._economics.calls, changes.get(call - 1, view[call - 1])) if call > 0 else None
+        # Only these messages changed: the view keeps its normalized, counted prefix and its encodings before them.
+        self._view.rewrite(changes)
         self.count += 1
         self._steering.note_masked(len(result.masked_indices), result.tokens_freed)
         self._tracer.emit(CacheMasked(session_id=self._session_id, count=len(result.masked_indices),

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..answered import answered_indices
 from ..messages import Message
-from ..pairing import normalize, pair_list
+from ..pairing import BOUNDARY_KIND, ToolPair, normalize, pair_list
 from ..tokens import MessageCounter
 from ._handed import HandedList
 
@@ -23,6 +23,8 @@ __all__ = ["View"]
 _PINNED_ROLES = frozenset({"system", "developer"})
 # normalize() gives a call with no result a synthetic output of this kind (see ensure_call_outputs_present).
 _ABORTED_KIND = "aborted_output"
+# Kinds normalization reads (a rewrite that adds or removes one goes through replace()).
+_PLAIN_KINDS = frozenset({_ABORTED_KIND, BOUNDARY_KIND})
 
 
 class View:
@@ -32,20 +34,26 @@ class View:
         self.counter = counter
         self._messages: list[Message] = []
         self.version = 0  # bumps whenever something other than an append changes the view
+        self._appends = 0  # bumps on every append (settling may drop as many messages as one adds)
         self._settled = 0  # view[:settled] is normalized, closed, and ends before an assistant message
         self._settled_tokens = 0
         self._settled_tool_tokens = 0
         self._settled_pinned = {"system": 0, "developer": 0}
         self._opened = False  # the settled prefix holds a non-system message
         self._settled_last_user = -1  # index of the latest user message in the settled prefix (-1: none)
+        # What masking reads of every message, kept with the prefix instead of derived anew on each masking turn
+        # (issue 22): each settled message's tokens, and the prefix's call/result pairs. The prefix is closed (its
+        # calls are answered inside it), so the pairs of the whole view are these, then the tail's shifted.
+        self._settled_counts: list[int] = []
+        self._settled_pairs: list[ToolPair] = []
         # wire format -> its encodings of the settled prefix, in the list prepare() last returned (see _handed)
         self._encoded: dict[str, HandedList[dict[str, Any]]] = {}
         self._handed_messages: HandedList[Message] = HandedList()
         self._call_ids: Counter[str] = Counter()  # ids of the tool calls in the view, to spot orphans on arrival
         self.dropped: list[Message] = []  # messages normalization removed for good, not yet archived
-        self._tail_cache: tuple[tuple[int, int, int], list[Message]] | None = None
-        # (the normalized tail counted, the counter revision it was counted with, its totals): see _tail_totals
-        self._tail_counts: tuple[list[Message], int, tuple[int, int, int, int]] | None = None
+        self._tail_cache: tuple[tuple[int, int, int, int], list[Message]] | None = None
+        # (the normalized tail counted, the counter revision it was counted with, its totals, each message's tokens)
+        self._tail_counts: tuple[list[Message], int, tuple[int, int, int, int], list[int]] | None = None
         # call id -> synthetic "aborted" outputs stored in the view (a late real result takes one's place)
         self._aborted: dict[str, list[Message]] = {}
         # The counter's revision the settled totals were counted with: a lazy counter whose exact tokenizer just
@@ -105,6 +113,18 @@ class View:
             return tuple(start + i for i in found)
         return (self._settled_last_user,) if self._settled_last_user >= 0 else ()
 
+    def counts(self) -> list[int]:
+        """The tokens of each message of :meth:`normalized`, as the counter counts them; only the tail counted anew."""
+        tail, _ = self._tail_totals()
+        memo = self._tail_counts
+        assert memo is not None and memo[0] is tail
+        return [*self._settled_counts, *memo[3]]
+
+    def pairs(self) -> list[ToolPair]:
+        """``pair_list(self.normalized())``: the settled prefix's pairs are kept, only the tail is paired anew."""
+        start, tail = self.tail()
+        return [*self._settled_pairs, *_shifted(pair_list(tail), start)]
+
     def encoded(self, wire: Any, extra: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
         """The normalized view in ``wire``'s list form, then ``extra``; the settled prefix is encoded once and reused.
 
@@ -146,6 +166,7 @@ class View:
             incoming = self._answer_late(incoming)
         self._count_calls(incoming)
         self._messages.extend(incoming)
+        self._appends += 1
 
     def split_orphans(self, incoming: Sequence[Message]) -> tuple[list[Message], list[Message]]:
         """(messages to append, results that answer no call in the view or in ``incoming``).
@@ -178,6 +199,41 @@ class View:
         self._count_calls(self._messages)
         self._reset()
 
+    def rewrite(self, changes: dict[int, Message]) -> None:
+        """Put ``changes[i]`` in place of message ``i`` of :meth:`normalized` (masking's placeholders, cleared inputs).
+
+        When every change is in the settled prefix and keeps its message's shape (role, result's call id, call ids
+        and names, content that is not empty), the prefix stays normalized and paired as it was: its totals are
+        adjusted and its encodings kept up to the first change, so a masking turn does not normalize, count and
+        encode the whole view again (issue 22). Any other change replaces the view (:meth:`replace`).
+        """
+        if not changes:
+            return
+        self._recount_if_stale()
+        self._settle()
+        msgs = self._messages
+        if not all(0 <= i < self._settled and _same_shape(msgs[i], m) for i, m in changes.items()):
+            view = self.normalized()
+            for i, m in changes.items():
+                view[i] = m
+            self.replace(view)
+            return
+        count = self.counter.count_message
+        for i, m in changes.items():
+            n = count(m)
+            delta = n - self._settled_counts[i]
+            self._settled_counts[i] = n
+            self._settled_tokens += delta
+            if m.role == "tool":
+                self._settled_tool_tokens += delta
+            msgs[i] = m
+        self.version += 1
+        self._tail_cache = None
+        first = min(changes)
+        for handed in self._encoded.values():
+            handed.rewind(first)
+        self._handed_messages.rewind(first)
+
     def tail_start(self) -> int:
         """Index of the first message after the settled prefix (what :meth:`replace_at` rewrites cheaply)."""
         return self._settled
@@ -201,6 +257,8 @@ class View:
         self._settled_pinned = {"system": 0, "developer": 0}
         self._opened = False
         self._settled_last_user = -1
+        self._settled_counts = []
+        self._settled_pairs = []
         self._encoded.clear()
         self._handed_messages.reset()
 
@@ -214,8 +272,10 @@ class View:
         count = self.counter.count_message
         self._settled_tokens = self._settled_tool_tokens = 0
         self._settled_pinned = {"system": 0, "developer": 0}
+        self._settled_counts = []
         for m in settled:
             n = count(m)
+            self._settled_counts.append(n)
             self._settled_tokens += n
             if m.role == "tool":
                 self._settled_tool_tokens += n
@@ -268,8 +328,10 @@ class View:
             return tail, memo[2]
         count = self.counter.count_message
         tokens = tool = system = developer = 0
+        each: list[int] = []
         for m in tail:
             n = count(m)
+            each.append(n)
             tokens += n
             if m.role == "tool":
                 tool += n
@@ -278,12 +340,12 @@ class View:
             elif m.role == "developer":
                 developer += n
         totals = (tokens, tool, system, developer)
-        self._tail_counts = (tail, self._counted_revision, totals)
+        self._tail_counts = (tail, self._counted_revision, totals, each)
         return tail, totals
 
     def _normalized_tail(self) -> list[Message]:
         # prepare() asks for the tail three times (totals, decision, encoding); normalize it once per state.
-        key = (self.version, len(self._messages), self._settled)
+        key = (self.version, self._appends, len(self._messages), self._settled)
         cached = self._tail_cache
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -311,11 +373,14 @@ class View:
             self.dropped.extend(m for m in segment if id(m) not in kept)
             msgs[self._settled : end] = fixed
         self._track_aborted(fixed)
+        start = self._settled
+        self._settled_pairs.extend(_shifted(pair_list(fixed), start))
         count = self.counter.count_message
         for k, m in enumerate(fixed):
             if m.role == "user":
                 self._settled_last_user = self._settled + k
             n = count(m)
+            self._settled_counts.append(n)
             self._settled_tokens += n
             if m.role == "tool":
                 self._settled_tool_tokens += n
@@ -324,3 +389,29 @@ class View:
             if m.role not in _PINNED_ROLES:
                 self._opened = True
         self._settled += len(fixed)
+
+
+def _same_shape(old: Message, new: Message) -> bool:
+    """Whether ``new`` in place of ``old`` leaves a normalized, paired prefix as it was (content may differ)."""
+    if old.role != new.role or old.role in _PINNED_ROLES or old.tool_call_id != new.tool_call_id:
+        return False
+    if not _PLAIN_KINDS.isdisjoint((old.kind, new.kind)):
+        return False  # (what normalization treats apart: an aborted output, a provider's compaction boundary)
+    if [(c.id, c.name) for c in old.tool_calls] != [(c.id, c.name) for c in new.tool_calls]:
+        return False
+    # An empty user or assistant message would be dropped by normalization; a tool result is never dropped.
+    return new.role == "tool" or bool(new.tool_calls) or _has_text(new)
+
+
+def _has_text(message: Message) -> bool:
+    if isinstance(message.content, str):
+        return bool(message.content.strip())
+    return any(not (p.type == "text" and not getattr(p, "text", "").strip()) for p in message.content)
+
+
+def _shifted(pairs: Iterable[ToolPair], start: int) -> Iterable[ToolPair]:
+    """``pairs`` of a list that begins at ``start`` in the view, as the view's indices."""
+    if not start:
+        return pairs
+    return (ToolPair(p.call_id, p.name, p.call_index + start,
+                     None if p.result_index is None else p.result_index + start) for p in pairs)

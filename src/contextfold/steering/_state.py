@@ -11,6 +11,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..messages import Message
+from ..pairing import ToolPair
 from .notes import (
     HISTORY_SEARCH,
     READ_OUTPUT,
@@ -103,11 +104,11 @@ class Steering:
         rules = self.rules(tool_name_of(result, batch, view))
         return rules.keep_whole, rules.max_tokens
 
-    def mask_order(self, view: Sequence[Message]) -> MaskOrder:
-        """What masking takes first and what it leaves in ``view``."""
+    def mask_order(self, view: Sequence[Message], pairs: Sequence[ToolPair] | None = None) -> MaskOrder:
+        """What masking takes first and what it leaves in ``view`` (``pairs``: its ``pair_list``, when known)."""
         if not self.superseded and not self.policies.configured:
             return MaskOrder()
-        return mask_order(view, self.policies, superseded=self.superseded)
+        return mask_order(view, self.policies, superseded=self.superseded, pairs=pairs)
 
     def unsummarized_tools(self, names: Iterable[str]) -> tuple[str, ...]:
         """Those of ``names`` whose outputs must not be summarized (``summarize: false`` or ``protected``)."""

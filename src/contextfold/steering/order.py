@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..messages import Message
-from ..pairing import pair_list
+from ..pairing import ToolPair, pair_list
 from .resources import superseded_reads
 from .tool_policy import ToolPolicies
 
@@ -49,20 +49,23 @@ def turns_after(messages: Sequence[Message]) -> list[int]:
     return out
 
 
-def mask_order(messages: Sequence[Message], policies: ToolPolicies, *, superseded: bool = True) -> MaskOrder:
+def mask_order(messages: Sequence[Message], policies: ToolPolicies, *, superseded: bool = True,
+               pairs: Sequence[ToolPair] | None = None) -> MaskOrder:
     """The masking order of ``messages`` under ``policies`` (see the module docstring).
 
     Args:
         messages: The view.
         policies: The per-tool policies (resource rules included).
         superseded: Put superseded reads first (``policy.superseded_reads``).
+        pairs: ``pair_list(messages)``, when the caller keeps it (the manager's view does).
     """
-    stale = superseded_reads(messages, policies.resource_rule) if superseded else {}
+    pairs = pair_list(messages) if pairs is None else pairs
+    stale = superseded_reads(messages, policies.resource_rule, pairs) if superseded else {}
     exempt: set[int] = set()
     due: list[int] = []
     if policies.configured:
         after: list[int] | None = None
-        for pair in pair_list(messages):
+        for pair in pairs:
             index = pair.result_index
             if index is None or messages[index].role != "tool":
                 continue

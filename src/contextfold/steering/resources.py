@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from ..messages import Message
-from ..pairing import pair_list
+from ..pairing import ToolPair, pair_list
 
 __all__ = [
     "DEFAULT_RESOURCE_RULES",
@@ -298,7 +298,8 @@ def _changed_by(edit: Access, read: Access, output: Message) -> bool:
     return True
 
 
-def superseded_reads(messages: Sequence[Message], rule_for: Callable[[str], ResourceRule | None]) -> dict[int, int]:
+def superseded_reads(messages: Sequence[Message], rule_for: Callable[[str], ResourceRule | None],
+                     pairs: Sequence[ToolPair] | None = None) -> dict[int, int]:
     """``{index of a read's result: index of the call that superseded it}`` over ``messages``.
 
     A read is superseded by a later read of the same resource that covers its lines, or by a later edit of what
@@ -309,10 +310,11 @@ def superseded_reads(messages: Sequence[Message], rule_for: Callable[[str], Reso
     Args:
         messages: The view.
         rule_for: Tool name -> its rule, or None for a tool that reads and edits nothing.
+        pairs: ``pair_list(messages)``, when the caller has it.
     """
     reads: dict[tuple[str, ...], list[tuple[int, Access]]] = {}  # resource -> (result index, access), oldest first
     out: dict[int, int] = {}
-    for pair in pair_list(messages):
+    for pair in pair_list(messages) if pairs is None else pairs:
         rule = rule_for(pair.name)
         if rule is None:
             continue

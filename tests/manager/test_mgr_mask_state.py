@@ -1,0 +1,123 @@
+"""What the view keeps for masking and for old reasoning equals what reading the whole view again gives (issue 22).
+
+A masking turn used to pair, count, normalize and encode the whole view again; the view now keeps its settled
+prefix's pairs and per-message counts, and a rewrite of some messages (masking's placeholders, cleared inputs,
+cleared reasoning) keeps the prefix and its encodings up to the first change. Each must answer exactly what the
+from-scratch derivation answers, after any sequence of appends, rewrites, replacements and reads.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextfold.formats import get_format
+from contextfold.manager._view import View
+from contextfold.messages import Message, TextPart, ThinkingPart, ToolCall
+from contextfold.pairing import normalize, pair_list
+from contextfold.tokens import EstimatingCounter, MessageCounter
+
+IDS = ("a", "b", "c")  # few ids: reuse across turns, duplicates and late results happen often
+WIRES = ("openai_chat", "openai_responses", "anthropic")
+
+
+@st.composite
+def batches(draw: Any) -> list[Message]:
+    batch: list[Message] = []
+    for _ in range(draw(st.integers(1, 4))):
+        role = draw(st.sampled_from(("user", "assistant", "calls", "calls", "tool", "tool", "system", "empty",
+                                     "thinking")))
+        if role == "calls":
+            ids = draw(st.lists(st.sampled_from(IDS), min_size=1, max_size=3))
+            calls = tuple(ToolCall(i, draw(st.sampled_from(("bash", "edit"))), json.dumps({"cmd": i})) for i in ids)
+            content: Any = draw(st.sampled_from(("", "running it")))
+            if draw(st.booleans()):
+                content = (ThinkingPart(f"why {ids[0]}", signature="s"), *((TextPart(content),) if content else ()))
+            batch.append(Message("assistant", content, calls))
+        elif role == "tool":
+            batch.append(Message("tool", draw(st.sampled_from(("ok", "a long failing output"))),
+                                 tool_call_id=draw(st.sampled_from(IDS)), name="bash"))
+        elif role == "empty":
+            batch.append(Message("assistant", ""))
+        elif role == "thinking":
+            parts = (ThinkingPart("thought it through", signature="t"),
+                     *((TextPart("done"),) if draw(st.booleans()) else ()))
+            batch.append(Message("assistant", parts))
+        else:
+            batch.append(Message(role, draw(st.sampled_from(("go on", "fix it", "done")))))
+    return batch
+
+
+@st.composite
+def steps(draw: Any) -> tuple[str, Any]:
+    """One operation: append a batch, read, replace the view by its normalized form, or rewrite some messages."""
+    kind = draw(st.sampled_from(("append", "append", "append", "read", "replace", "rewrite", "rewrite")))
+    if kind == "append":
+        return kind, draw(batches())
+    if kind == "rewrite":  # which messages (drawn as fractions of the view) and how
+        return kind, draw(st.lists(st.tuples(st.floats(0, 0.999), st.sampled_from(("mask", "clear", "empty"))),
+                                   min_size=1, max_size=3))
+    return kind, None
+
+
+def _changed(m: Message, how: str, n: int) -> Message:
+    """What masking (a tool result), clearing inputs or reasoning (an assistant message) makes of ``m``."""
+    if how == "empty" and m.role == "assistant":
+        return m.with_content("")  # (dropped by normalization unless it has calls: the view must replace itself)
+    if m.role == "tool":
+        return m.with_content(f"[tool output trimmed; ref=tout_{n:016x}]").with_meta(kind="masked")
+    if m.role == "assistant" and m.tool_calls:
+        calls = tuple(ToolCall(c.id, c.name, json.dumps({"trimmed": True, "ref": n})) for c in m.tool_calls)
+        return Message("assistant", m.content, calls)
+    if m.role == "assistant" and not isinstance(m.content, str):
+        return m.with_content(tuple(p for p in m.content if not isinstance(p, ThinkingPart)) or "cleared")
+    return m.with_content(f"{m.text} (edited {n})")
+
+
+def _changes(whole: list[Message], arg: list[tuple[float, str]], n: int) -> dict[int, Message]:
+    out: dict[int, Message] = {}
+    for at, how in arg:
+        i = int(at * len(whole))
+        out[i] = _changed(whole[i], how, n)
+    return out
+
+
+def _run(view: View, kind: str, arg: Any, n: int) -> None:
+    if kind == "append":
+        keep, _ = view.split_orphans(arg)
+        view.append(keep)
+    elif kind == "replace":
+        view.replace(view.normalized())
+    elif kind == "rewrite":
+        whole = view.normalized()
+        if whole:
+            view.rewrite(_changes(whole, arg, n))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(steps(), min_size=1, max_size=25))
+def test_the_view_kept_for_masking_equals_the_view_read_again(ops: list[tuple[str, Any]]) -> None:
+    counter = MessageCounter(EstimatingCounter())
+    view = View(counter)
+    for n, (kind, arg) in enumerate(ops):
+        rewritten: list[Message] | None = None
+        if kind == "rewrite" and (whole := view.normalized()):
+            for i, m in _changes(whole, arg, n).items():
+                whole[i] = m
+            rewritten = normalize(whole)  # (a message a change left empty leaves the view)
+        _run(view, kind, arg, n)
+        messages = view.normalized()
+        if rewritten is not None:
+            assert messages == rewritten
+        assert messages == normalize(messages)
+        assert view.pairs() == pair_list(messages)
+        counts = [counter.count_message(m) for m in messages]
+        assert view.counts() == counts
+        assert view.totals() == (sum(counts), sum(c for c, m in zip(counts, messages, strict=True)
+                                                   if m.role == "tool"), len(messages))
+        for name in WIRES:
+            wire = get_format(name)
+            assert view.encoded(wire) == wire.encode(messages), name
