@@ -7,6 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contextfold.redact import Redactor
 from contextfold.redact.memory import SecretMemory
 
 # Few letters, so that remembered strings overlap, share heads and repeat in the texts.
@@ -80,3 +81,25 @@ def test_a_line_of_a_key_block_is_redacted_without_the_header_that_made_it_recog
         for n, line in enumerate(body, start=2):
             assert line not in redactor.redact_text(f"tout_0123456789abcdef:{n}:{line}")
     assert "-----BEGIN PRIVATE KEY-----" in Redactor().redact_text('marker = "-----BEGIN PRIVATE KEY-----"')
+
+
+_REDACTOR = Redactor()  # (its patterns are compiled once, for every example)
+_asks = st.lists(st.tuples(st.sampled_from(("ask", "ask", "learn")), st.text(_ALPHABET + "x", min_size=1, max_size=16)),
+                 max_size=30)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_asks)
+def test_mentions_secret_remembered_answers_are_the_answers_read_again(ops: list[tuple[str, str]]) -> None:
+    # A digest asks about the same words output after output (issue 22): the redactor keeps its answers while the
+    # memory learns nothing new. A copy with no answers kept (for_session starts its own) reads the word again.
+    redactor = _REDACTOR.for_session(SecretMemory())
+    other = redactor.for_session(SecretMemory())  # another session's: it must not get this one's answers
+    for kind, word in ops:
+        if kind == "learn":
+            redactor.learn(word, "password")
+            continue
+        assert redactor.mentions_secret(word) == redactor.for_session(redactor.memory).mentions_secret(word)
+        assert other.mentions_secret(word) == other.for_session(other.memory).mentions_secret(word)
+    for _, word in ops:
+        assert redactor.mentions_secret(word) == redactor.for_session(redactor.memory).mentions_secret(word)

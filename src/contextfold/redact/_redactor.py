@@ -99,6 +99,9 @@ def _secret_span(m: re.Match[str]) -> tuple[int, int]:
 PERSONAL_DATA_CHOICES = ("telemetry", "everywhere", "nowhere")
 # A text is cut around its secrets within this distance of the cut (more than any secret is long).
 _CUT_WINDOW_CHARS = 8192
+# mentions_secret remembers its answers for this many words at most, each this long at most (digest items).
+_MENTIONED_MAX = 8_192
+_MENTIONED_MAX_CHARS = 256
 
 
 def _same_objects_but_id(a: Message, b: Message) -> bool:
@@ -183,6 +186,8 @@ class Redactor:
         self.personal_data = personal_data
         self._with_personal = personal_data == "everywhere"
         self._ledger = Ledger()
+        # mentions_secret's answers, valid at one generation of the memory (see there); each copy starts its own
+        self._mentioned: tuple[SecretMemory, int, dict[str, bool]] | None = None
 
     # -- copies sharing what they can ---------------------------------------------------------------------------
     def for_session(self, memory: SecretMemory) -> Redactor:
@@ -194,6 +199,7 @@ class Redactor:
         twin = copy.copy(self)
         twin.memory = memory
         twin._ledger = Ledger()  # (what it redacted depends on the memory)
+        twin._mentioned = None
         return twin
 
     def for_telemetry(self) -> Redactor:
@@ -207,6 +213,7 @@ class Redactor:
         twin._with_personal = True
         twin._patterns = None  # (resolved again, with the personal-data patterns)
         twin._ledger = Ledger()
+        twin._mentioned = None
         return twin
 
     @property
@@ -354,6 +361,7 @@ class Redactor:
         shadow.memory = SecretMemory()
         shadow.callback = None
         shadow._ledger = Ledger()
+        shadow._mentioned = None
         return shadow.redact_ahead(messages, paced=paced)
 
     def redact_text(self, text: str) -> str:
@@ -398,9 +406,21 @@ class Redactor:
         """
         if not self.enabled or not text:
             return False
-        if self.spans(text):
-            return True
-        return self.remember and self.memory.shares_piece(text)
+        # A digest asks about the same words output after output and turn after turn (a fifth of a masking turn,
+        # issue 22): the answer stands while nothing new is remembered (the patterns never change).
+        generation = self._generation()
+        known = self._mentioned
+        if known is None or known[0] is not self.memory or known[1] != generation:
+            known = self._mentioned = (self.memory, generation, {})
+        answer = known[2].get(text)
+        if answer is not None:
+            return answer
+        answer = bool(self.spans(text)) or (self.remember and self.memory.shares_piece(text))
+        if self._generation() == generation and len(text) <= _MENTIONED_MAX_CHARS:  # (it learned nothing itself)
+            if len(known[2]) >= _MENTIONED_MAX:
+                known[2].clear()
+            known[2][text] = answer
+        return answer
 
     def scan_words(self, words: Sequence[str]) -> None:
         """Scan ``words`` (the items a digest may list) as :meth:`mentions_secret` will, in bulk, learning nothing.
