@@ -2,8 +2,9 @@
 
 A masking turn used to pair, count, normalize and encode the whole view again; the view now keeps its settled
 prefix's pairs and per-message counts, and a rewrite of some messages (masking's placeholders, cleared inputs,
-cleared reasoning) keeps the prefix and its encodings up to the first change. Each must answer exactly what the
-from-scratch derivation answers, after any sequence of appends, rewrites, replacements and reads.
+cleared reasoning) keeps the prefix and its encodings up to the first change. ``keep_thinking_turns`` reads where
+the old reasoning is from what it kept of the prefix. Each must answer exactly what the from-scratch derivation
+answers, after any sequence of appends, rewrites, replacements and reads.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextfold.formats import get_format
+from contextfold.manager._provider_items import _OldReasoning
 from contextfold.manager._view import View
 from contextfold.messages import Message, TextPart, ThinkingPart, ToolCall
 from contextfold.pairing import normalize, pair_list
+from contextfold.provider_context import clear_old_reasoning
 from contextfold.tokens import EstimatingCounter, MessageCounter
 
 IDS = ("a", "b", "c")  # few ids: reuse across turns, duplicates and late results happen often
@@ -121,3 +124,19 @@ def test_the_view_kept_for_masking_equals_the_view_read_again(ops: list[tuple[st
         for name in WIRES:
             wire = get_format(name)
             assert view.encoded(wire) == wire.encode(messages), name
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(steps(), min_size=1, max_size=25), st.integers(0, 3))
+def test_old_reasoning_kept_with_the_view_frees_what_clearing_the_whole_view_frees(ops: list[tuple[str, Any]],
+                                                                                  keep: int) -> None:
+    counter = MessageCounter(EstimatingCounter())
+    view = View(counter)
+    kept = _OldReasoning()
+    for n, (kind, arg) in enumerate(ops):
+        _run(view, kind, arg, n)
+        messages = view.normalized()
+        cleared = clear_old_reasoning(messages, keep)
+        expected = (sum(counter.count_message(messages[i]) - counter.count_message(cleared.messages[i])
+                        for i in cleared.indices) if cleared.parts else None)
+        assert kept.freed(view, keep, counter) == expected

@@ -11,6 +11,7 @@ import gc
 import json
 import sys
 import tracemalloc
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ from contextfold.answered import answered_indices
 from contextfold.compaction import Policy
 from contextfold.manager import ContextManager
 from contextfold.manager._view import View
-from contextfold.messages import Message, ToolCall
+from contextfold.messages import Message, TextPart, ThinkingPart, ToolCall
 from contextfold.tokens import EstimatingCounter, MessageCounter
 
 IDS = ("a", "b", "c")  # few ids: reuse across turns, duplicates and late results happen often
@@ -78,20 +79,30 @@ def _turn(i: int) -> list[Message]:
             Message.tool(f"call_{i}", f"src/app.py:{i}: item_{i} = {i * 7}", name="bash")]
 
 
-def _peak_of_noop_prepares(history_turns: int, api: str, calls: int = 20, *, with_the_list: bool = False) -> int:
+def _thinking_turn(i: int) -> list[Message]:
+    """A turn whose assistant messages think (a provider's reasoning: the view holds reasoning from then on)."""
+    call = ToolCall(f"call_{i}", "bash", json.dumps({"cmd": f"grep -n item_{i} src/app.py"}))
+    return [Message.user(f"step {i}: look for item_{i}"),
+            Message("assistant", (ThinkingPart(f"item_{i} is in src/app.py", signature=f"sig_{i}"),), (call,)),
+            Message.tool(f"call_{i}", f"src/app.py:{i}: item_{i} = {i * 7}", name="bash"),
+            Message("assistant", (ThinkingPart(f"found item_{i}", signature=f"done_{i}"), TextPart(f"item_{i} found")))]
+
+
+def _peak_of_noop_prepares(history_turns: int, api: str, calls: int = 20, *, with_the_list: bool = False,
+                           turn: Callable[[int], list[Message]] = _turn, **policy_fields: Any) -> int:
     """The memory a prepare() with nothing to compact holds at its peak after a new turn, beyond the list it returns.
 
     In bytes, the least of ``calls`` turns: another thread (an exporter left by an earlier test) can only add to a
     call's figure, and pairing the whole view would show in every call. ``with_the_list``: the returned list counted
     too (the caller lets go of it before its next call, so the manager may hand the same list out again).
     """
-    policy = Policy(emergency_message_count=_NO_LIMIT, tool_output_budget_tokens=_NO_LIMIT)
+    policy = Policy(emergency_message_count=_NO_LIMIT, tool_output_budget_tokens=_NO_LIMIT, **policy_fields)
     cm = ContextManager("gpt-4o", max_context_tokens=_NO_LIMIT, policy=policy, store="memory", archive=False,
                         session_id="alloc", message_id_prefix="m")
-    cm.add([m for i in range(history_turns) for m in _turn(i)])
+    cm.add([m for i in range(history_turns) for m in turn(i)])
     cm.prepare()
     for i in range(history_turns, history_turns + 3):  # warm every per-turn path once
-        cm.add(_turn(i))
+        cm.add(turn(i))
         cm.prepare()
     cm.tokens()  # waits for the exact tokenizer: its loading thread must not allocate while we measure
     gc.collect()
@@ -99,7 +110,7 @@ def _peak_of_noop_prepares(history_turns: int, api: str, calls: int = 20, *, wit
     tracemalloc.start()
     try:
         for i in range(history_turns + 3, history_turns + 3 + calls):
-            cm.add(_turn(i))
+            cm.add(turn(i))
             tracemalloc.reset_peak()
             start, _ = tracemalloc.get_traced_memory()
             sent = cm.prepare() if api == "prepare" else cm.prepare_messages()
@@ -128,6 +139,16 @@ def test_a_list_let_go_is_reused_so_nothing_grows_with_the_history(api: str) -> 
     # A new list per call holds 8 bytes per message: 2.4 KB at 100 turns, 24 KB at 1,000 (manager/_handed.py).
     small = _peak_of_noop_prepares(100, api, with_the_list=True)
     big = _peak_of_noop_prepares(1_000, api, with_the_list=True)
+    assert big <= small + 2_048, (small, big)
+
+
+def test_a_view_holding_reasoning_is_not_copied_by_every_prepare() -> None:
+    # keep_thinking_turns reads the view for old reasoning on every call. It used to copy the whole view twice to find
+    # out (the normalized list, then the cleared one), also while old reasoning waits to free clear_at_least.
+    small = _peak_of_noop_prepares(100, "prepare", turn=_thinking_turn, keep_thinking_turns=1,
+                                   clear_at_least=_NO_LIMIT)
+    big = _peak_of_noop_prepares(1_000, "prepare", turn=_thinking_turn, keep_thinking_turns=1,
+                                 clear_at_least=_NO_LIMIT)
     assert big <= small + 2_048, (small, big)
 
 

@@ -16,14 +16,15 @@ is missing. Without the id the item is plain input.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..formats.opaque import origin
 from ..messages import Message, ThinkingPart, ToolCall, freeze
 
-__all__ = ["ClearedReasoning", "clear_old_reasoning", "reasoning_turns"]
+__all__ = ["ClearedReasoning", "clear_old_reasoning", "holds_reasoning", "in_tool_loop", "opens_turn",
+           "reasoning_turns", "without_reasoning"]
 
 # Keys of a Responses output item that tie it to the reasoning item before it (and, for a message, its output form).
 _LINK_KEYS = frozenset({"id", "status"})
@@ -39,20 +40,39 @@ class ClearedReasoning:
     indices: tuple[int, ...]
 
 
+def opens_turn(message: Message) -> bool:
+    """Whether a turn opens at ``message``: a user request (contextfold's own user messages open none)."""
+    return message.role == "user" and message.kind is None
+
+
+def holds_reasoning(message: Message) -> bool:
+    """Whether ``message`` is an assistant message holding reasoning (what clearing takes)."""
+    return (message.role == "assistant" and not isinstance(message.content, str)
+            and any(isinstance(p, ThinkingPart) for p in message.content))
+
+
 def _turn_starts(messages: Sequence[Message]) -> list[int]:
-    # A turn opens at a user request; contextfold's own user messages (summaries, placeholders) open none.
-    return [i for i, m in enumerate(messages) if m.role == "user" and m.kind is None]
+    return [i for i, m in enumerate(messages) if opens_turn(m)]
 
 
-def _in_tool_loop(messages: Sequence[Message]) -> bool:
-    for m in reversed(messages):
+def in_tool_loop(messages: Iterable[Message]) -> bool | None:
+    """Whether the conversation ends in a tool loop, read from its end (``messages`` in reverse order).
+
+    None when ``messages`` hold no tool result, assistant or user message (only system prompts): the answer is in
+    what comes before them.
+    """
+    for m in messages:
         if m.role == "tool":
             return True
         if m.role == "assistant":
             return bool(m.tool_calls)
         if m.role == "user":
             return False
-    return False
+    return None
+
+
+def _in_tool_loop(messages: Sequence[Message]) -> bool:
+    return bool(in_tool_loop(reversed(messages)))
 
 
 def reasoning_turns(messages: Sequence[Message], keep_turns: int) -> int:
@@ -66,6 +86,14 @@ def reasoning_turns(messages: Sequence[Message], keep_turns: int) -> int:
     if len(starts) < keep:
         return 0
     return starts[-keep]
+
+
+def without_reasoning(message: Message) -> Message:
+    """``message`` (an assistant message holding reasoning) as clearing leaves it (see the module)."""
+    cleared = _without_reasoning(message)
+    if not cleared.content and not cleared.tool_calls:
+        cleared = replace(cleared, content="")
+    return cleared
 
 
 def _without_reasoning(message: Message) -> Message:
@@ -100,10 +128,7 @@ def clear_old_reasoning(messages: Sequence[Message], keep_turns: int) -> Cleared
         found = sum(1 for p in m.content if isinstance(p, ThinkingPart))
         if not found:
             continue
-        cleared = _without_reasoning(m)
-        if not cleared.content and not cleared.tool_calls:
-            cleared = replace(cleared, content="")
-        out[i] = cleared
+        out[i] = without_reasoning(m)
         touched.append(i)
         parts += found
     return ClearedReasoning(out, parts, tuple(touched))
