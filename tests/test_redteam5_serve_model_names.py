@@ -43,8 +43,6 @@ def test_an_overlong_model_name_is_refused_and_not_kept() -> None:
     assert upstream.requests == []
 
 
-@pytest.mark.xfail(strict=True, reason="tokens/models.py:326-338: lookup_model keeps every name it resolved in "
-                   "_RESOLVED, unbounded; the proxy looks up each name a client sends (Backend.window, get_model)")
 def test_the_registry_does_not_keep_every_name_it_was_asked_for() -> None:
     from contextfold.tokens import models
 

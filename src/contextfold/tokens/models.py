@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from importlib.util import find_spec
 from typing import Any, TypeAlias
@@ -234,7 +235,10 @@ _BUILTIN_BY_LENGTH = sorted(_BUILTIN, key=len, reverse=True)
 
 _LOCK = threading.Lock()
 _USER: dict[str, ModelInfo] = {}
-_RESOLVED: dict[tuple[str, bool], ModelInfo | None] = {}
+# Lookups remembered (a name is resolved once), least recently used dropped past this many: a proxy looks up every
+# name a client sends, and a client cycling names must not grow the process.
+_RESOLVED: OrderedDict[tuple[str, bool], ModelInfo | None] = OrderedDict()
+_RESOLVED_MAX = 1_024
 
 
 def register_model(
@@ -331,10 +335,13 @@ def lookup_model(name: str, *, with_prices: bool = True) -> ModelInfo | None:
     key = normalize_name(name)
     with _LOCK:
         if (key, with_prices) in _RESOLVED:
+            _RESOLVED.move_to_end((key, with_prices))
             return _RESOLVED[key, with_prices]
     info = _resolve(key, with_prices)
     with _LOCK:
         _RESOLVED[key, with_prices] = info
+        while len(_RESOLVED) > _RESOLVED_MAX:
+            _RESOLVED.popitem(last=False)
     return info
 
 
