@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from hypothesis import given, settings
 
+from contextfold import pairing
 from contextfold.compaction._compact import _is_normalized, normalized_with_pairs
 from contextfold.compaction._partition import build_units, partition
 from contextfold.compaction.policy import Policy
+from contextfold.errors import InvalidHistory
 from contextfold.messages import Message, ToolCall
 from contextfold.pairing import BOUNDARY_KIND, normalize, pair_list, tool_pairs
 
@@ -67,3 +72,20 @@ def test_units_and_answered_from_handed_pairs_are_those_found_alone() -> None:
     assert {i for u in build_units(history, pairs) for i in u.indices if len(u.indices) > 1} == expected
     part = partition(history, Policy(), [10] * len(history), pairs)
     assert part.answered == (4, 5)
+
+
+def test_arguments_found_valid_are_not_parsed_again_and_bad_ones_always_refused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+
+    good, bad = '{"path": "a.py"}', '["not", "an object"]'
+    parsed: list[str] = []
+    real = json.loads
+    monkeypatch.setattr(pairing.json, "loads", lambda text: parsed.append(text) or real(text))
+    history = [Message.user("go"), Message.assistant("", [ToolCall("c1", "read", good)]), Message.tool("c1", "ok")]
+    pairing.check_messages(history)
+    pairing.check_messages([m.with_meta(id="copy") for m in history])
+    assert parsed == [good]  # (the copy's call shares the string: parsed once)
+    for _ in range(2):
+        with pytest.raises(InvalidHistory, match="must be a JSON object"):
+            pairing.check_messages([Message.assistant("", [ToolCall("c2", "read", bad)])])
+    assert parsed == [good, bad, bad]

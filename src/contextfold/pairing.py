@@ -182,7 +182,7 @@ def _check_call(call: object, index: int, k: int) -> None:
         raise InvalidHistory(f"tool call {call.id!r} has no name", index=index, field=f"{where}.name")
     if not isinstance(call.arguments, str):
         raise InvalidHistory("arguments must be a JSON string", index=index, field=f"{where}.arguments")
-    if call.arguments:
+    if call.arguments and _VALID_ARGUMENTS.get(id(call.arguments)) is not call.arguments:
         try:
             value = json.loads(call.arguments)
         except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser's own limit
@@ -193,6 +193,23 @@ def _check_call(call: object, index: int, k: int) -> None:
             # would make the view unsendable there.
             raise InvalidHistory(f"arguments of {call.id!r} must be a JSON object (the tool's parameters), got "
                                  f"{type(value).__name__}", index=index, field=f"{where}.arguments")
+        _remember_valid(call.arguments)
+
+
+# Argument texts found to be a JSON object, by the string object (issue 22): the copies of a call in a repeated
+# history share it, and each was parsed again at add and at every compaction. Short texts only, and few: the entry
+# keeps its string alive (so its id cannot name another string).
+_VALID_ARGUMENTS: dict[int, str] = {}
+_VALID_MAX_ENTRIES = 4_096
+_VALID_MAX_CHARS = 1_000
+
+
+def _remember_valid(arguments: str) -> None:
+    if len(arguments) > _VALID_MAX_CHARS:
+        return
+    if len(_VALID_ARGUMENTS) >= _VALID_MAX_ENTRIES:
+        _VALID_ARGUMENTS.clear()  # (a new start, not an eviction order: a bulk add refills it with what it repeats)
+    _VALID_ARGUMENTS[id(arguments)] = arguments
 
 
 # -- invariants, one function each ---------------------------------------------------------------------------------
