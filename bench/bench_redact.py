@@ -109,7 +109,7 @@ def throughput(runs: int = 5) -> None:
     from redact_corpus import _SHARED
 
     from contextfold.messages import Message
-    from contextfold.redact import _redactor
+    from contextfold.redact import _scans
 
     texts: list[str] = []
     sessions: list[list[Message]] = []
@@ -127,12 +127,12 @@ def throughput(runs: int = 5) -> None:
     text_times, bulk_times = [], []
     changed = 0
     for _ in range(runs):
-        _redactor._scan_caches.clear()
+        _scans._scan_caches.clear()
         redactor = Redactor(remember=False)
         start = time.process_time()
         changed = sum(redactor.redact_text(t) != t for t in texts)
         text_times.append(time.process_time() - start)
-        _redactor._scan_caches.clear()
+        _scans._scan_caches.clear()
         redactor = Redactor(remember=False)
         start = time.process_time()
         for messages in sessions:

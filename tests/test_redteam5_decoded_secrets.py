@@ -13,8 +13,6 @@ import base64
 import json
 from pathlib import Path
 
-import pytest
-
 from contextfold.manager import ContextManager
 from contextfold.messages import Message, ToolCall
 
@@ -23,8 +21,6 @@ MANIFEST = ("apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\ntype: Opaque\n
             + base64.b64encode(b"app").decode() + "\n  password: " + base64.b64encode(PASSWORD.encode()).decode())
 
 
-@pytest.mark.xfail(strict=True, reason="redact/_redactor.py:242-257 (Redactor.learn): only a basic_auth value's "
-                   "decoded password is remembered; a k8s Secret data value (base64) is remembered encoded only")
 def test_a_k8s_secret_value_decoded_later_is_redacted(tmp_path: Path) -> None:
     cm = ContextManager("gpt-4o", max_context_tokens=8_000, store=f"local://{tmp_path / 'store'}",
                         archive=str(tmp_path / "archive"), session_id="k8s")

@@ -118,6 +118,10 @@ def _same_objects_but_id(a: Message, b: Message) -> bool:
     return True
 
 
+# A remembered value this long, all in the base64 alphabet, is also remembered decoded when that is readable text.
+_ENCODED_MIN_CHARS = 8
+_BASE64_RE = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+
 class Redactor:
     """Replaces secrets in text, JSON-like objects and messages.
 
@@ -268,14 +272,17 @@ class Redactor:
         if not self.remember or name in _PERSONAL_KINDS:
             return
         self.memory.learn(secret, name)
-        if name == "basic_auth" and ":" not in secret:
-            # user:password in base64: the password may also be written out on its own.
+        if ":" not in secret and len(secret) >= _ENCODED_MIN_CHARS and _BASE64_RE.fullmatch(secret):
+            # A value in base64 (user:password in Basic auth, a Kubernetes Secret's data, a docker auth) may also be
+            # written out decoded later (`base64 -d`), where no rule sees it: its readable decoded form is a secret
+            # too. (Keys and hex tokens decode to bytes that are not text, and are left alone.)
             from ._pattern import decoded_text
 
             decoded = decoded_text(secret.rstrip("="))
-            password = decoded.partition(":")[2] if decoded is not None else ""
-            if password:
-                self.memory.learn(password, "password")
+            if decoded is not None:
+                value = decoded.partition(":")[2] if name == "basic_auth" else decoded.strip()
+                if value:
+                    self.memory.learn(value, "password" if name == "basic_auth" else name)
 
     def learn_text(self, text: str) -> None:
         """Remember the secrets the patterns find in ``text`` (a whole tool output whose view shows only part)."""
