@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
-
 from contextfold.cache import Retention, ToolOutputCache
 from contextfold.manager import ContextManager
 from contextfold.messages import Message, ToolCall
@@ -22,9 +20,6 @@ SECRET = "Zq7hQ2rVx9LmT4kPw8"
 DAY = 24 * 3600.0
 
 
-@pytest.mark.xfail(strict=True, reason="cache/_cache.py:571 (ToolOutputCache.retain) and cache/owners.py survey() "
-                   "see only outputs, indexes and claims; redact/memory.py keys (session-secrets.*) carry no time "
-                   "of use, so nothing ever ages them out")
 def test_retention_that_deletes_a_sessions_outputs_deletes_its_secrets_too() -> None:
     store = MemoryBlobStore()
     cm = ContextManager("gpt-4o", max_context_tokens=8_000, store=store, archive=None, session_id="old")
@@ -41,3 +36,19 @@ def test_retention_that_deletes_a_sessions_outputs_deletes_its_secrets_too() -> 
     deleted = cache.retain(now=time.time() + 365 * DAY).deleted
     assert deleted  # every output of the session is gone
     assert [e.key for e in store.entries() if SECRET.encode() in store.get(e.key)] == []
+
+
+def test_a_memory_is_kept_while_its_session_is_in_use_and_named_by_its_sessions_tag() -> None:
+    from contextfold.cache.owners import owner_tag
+    from contextfold.redact.memory import MEMORY_KEY_PREFIX, SecretMemory, memory_key
+
+    assert memory_key("any session") == MEMORY_KEY_PREFIX + owner_tag("any session")  # what retention relies on
+    store = MemoryBlobStore()
+    memory = SecretMemory(store=store, session_id="talky")  # a session that stored no output: only its last save
+    memory.learn(SECRET, "password")
+    assert memory.save()
+    cache = ToolOutputCache(store, retention=Retention(max_age_s=30 * DAY))
+    cache.retain(now=time.time() + 29 * DAY)
+    assert store.get(memory_key("talky"))  # saved 29 days ago: kept
+    cache.retain(now=time.time() + 31 * DAY)
+    assert [e.key for e in store.entries()] == []

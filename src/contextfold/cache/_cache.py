@@ -576,8 +576,11 @@ class ToolOutputCache:
         """
         policy = self.retention or Retention()
         now = self._clock() if now is None else now
-        outputs, orphans = survey(self.store, is_ref_id)
+        others: list[str] = []
+        outputs, orphans = survey(self.store, is_ref_id, others)
         load_claims(self.store, outputs.values())
+        if policy.max_age_s is not None:
+            self._retain_memories(outputs.values(), others, now, policy.max_age_s)
         deleted: list[str] = []
         freed = 0
 
@@ -612,6 +615,30 @@ class ToolOutputCache:
             self.store.delete(key)
         kept = len(outputs) - len(deleted)
         return GcResult(tuple(deleted), freed, sum(e.size for e in outputs.values()) - freed, kept)
+
+    def _retain_memories(self, outputs: Iterable[StoredOutput], keys: list[str], now: float, max_age_s: float) -> None:
+        """Delete the secret memories of sessions unused for ``max_age_s``, as their outputs go (issue 21).
+
+        A memory holds its session's secrets in clear, as the outputs they came from do: it must not outlive them.
+        A session's last use is its newest claim on any output, or the memory's own last save when that is newer
+        (read only when the claims do not show a recent use). A memory with neither is kept: its age is unknown.
+        """
+        from ..redact.memory import MEMORY_KEY_PREFIX, memory_saved_at
+
+        last_use: dict[str, float] = {}
+        for entry in outputs:
+            for tag, when in entry.claims.items():
+                last_use[tag] = max(when, last_use.get(tag, when))
+        for key in keys:
+            if not key.startswith(MEMORY_KEY_PREFIX):
+                continue
+            used = last_use.get(key[len(MEMORY_KEY_PREFIX):])
+            if used is not None and now - used <= max_age_s:
+                continue
+            saved = memory_saved_at(self.store, key)
+            known = [t for t in (used, saved) if t is not None]
+            if known and now - max(known) > max_age_s:
+                self.store.delete(key)
 
     def close(self) -> None:
         """Release the store (its connection and file descriptors)."""

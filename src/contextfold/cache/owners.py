@@ -102,8 +102,12 @@ class StoredOutput:
     index_key: str | None = None
 
 
-def survey(store: BlobStore, is_output: Callable[[str], bool]) -> tuple[dict[str, StoredOutput], list[str]]:
-    """Every output in ``store`` with its index and claim keys, and the keys of orphans (index or claim alone)."""
+def survey(store: BlobStore, is_output: Callable[[str], bool],
+           others: list[str] | None = None) -> tuple[dict[str, StoredOutput], list[str]]:
+    """Every output in ``store`` with its index and claim keys, and the keys of orphans (index or claim alone).
+
+    ``others``: filled with the keys that are none of these (a session's secret memory, a learned limit).
+    """
     outputs: dict[str, StoredOutput] = {}
     for info in list(store.entries()):
         claim = parse_owner_key(info.key)
@@ -119,6 +123,8 @@ def survey(store: BlobStore, is_output: Callable[[str], bool]) -> tuple[dict[str
             entry.present = True
             entry.size += info.size
             entry.accessed = info.accessed
+        elif others is not None:
+            others.append(info.key)
     orphans: list[str] = []
     for entry in outputs.values():
         if not entry.present:

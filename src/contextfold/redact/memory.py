@@ -19,6 +19,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,8 @@ if TYPE_CHECKING:
     from ..cache.blobs import BlobStore
 
 __all__ = [
-    "LEARN_MIN_CHARS", "MAX_LEARNED", "MIN_VALUE_CHARS", "PIECE_CHARS", "SecretMemory", "memory_key", "rememberable",
+    "LEARN_MIN_CHARS", "MAX_LEARNED", "MEMORY_KEY_PREFIX", "MIN_VALUE_CHARS", "PIECE_CHARS", "SecretMemory",
+    "memory_key", "memory_saved_at", "rememberable",
 ]
 
 # A run of letters and digits at least this long that switches between them at least twice is remembered on its own
@@ -62,6 +64,9 @@ _HIT_BYTES = 64
 _SHORT_TEXT_CHARS = 512
 # The store key's prefix: not a ref id, a claim or a line index, so retention and GC leave it alone.
 _KEY_PREFIX = "session-secrets."
+# The store keys of memories start with it, followed by the session's owner tag (cache.owners.owner_tag): retention
+# ages a memory with the outputs of its session (issue 21: the secrets in clear outlived every output).
+MEMORY_KEY_PREFIX = _KEY_PREFIX
 _FORMAT = 1
 
 
@@ -310,7 +315,7 @@ class SecretMemory:
             return False
         with self._lock:
             merged = {**self._read(), **self._values}
-            document = {"format": _FORMAT, "secrets": [[v, k] for v, k in merged.items()]}
+            document = {"format": _FORMAT, "saved_at": time.time(), "secrets": [[v, k] for v, k in merged.items()]}
             assert self._key is not None
             self._store.put(self._key, json.dumps(document, ensure_ascii=False).encode("utf-8", "surrogatepass"))
             self._unsaved = False
@@ -327,18 +332,29 @@ class SecretMemory:
             self.learn(value, kind)
 
 
-def _stored_values(store: BlobStore, key: str) -> dict[str, str]:
-    """The values a stored memory holds ({} when none, or when the stored form is unreadable)."""
+def memory_saved_at(store: BlobStore, key: str) -> float | None:
+    """When the memory stored under ``key`` was last saved (seconds since the epoch), or None when not known."""
+    document = _document(store, key)
+    saved = document.get("saved_at") if isinstance(document, dict) else None
+    return float(saved) if isinstance(saved, int | float) and not isinstance(saved, bool) else None
+
+
+def _document(store: BlobStore, key: str) -> Any:
     from ..errors import RefNotFound
 
     try:
         raw = store.get(key)
     except RefNotFound:
-        return {}
+        return None
     try:
-        document: Any = json.loads(raw.decode("utf-8", "surrogatepass"))
+        return json.loads(raw.decode("utf-8", "surrogatepass"))
     except (UnicodeDecodeError, ValueError):
-        return {}
+        return None
+
+
+def _stored_values(store: BlobStore, key: str) -> dict[str, str]:
+    """The values a stored memory holds ({} when none, or when the stored form is unreadable)."""
+    document = _document(store, key)
     entries = document.get("secrets") if isinstance(document, dict) else None
     if not isinstance(entries, list):
         return {}
