@@ -225,6 +225,35 @@ def test_overflow_is_recovered_within_the_run() -> None:
         assert "recovery.retry" in names and "recovery.gave_up" not in names
 
 
+@pytest.mark.parametrize("window", [2_500, 300])
+def test_a_steps_recovery_is_not_kept_after_the_step(window: int) -> None:
+    """Red team: a recovered step's OverflowRecovery (and a given-up one's) stayed in the capability for good.
+
+    The run works on its own copy (``for_run``): the capability the agent keeps holds none after it.
+    """
+    with ScriptedLLMServer(context_window=window, validator="formats") as small:
+        cm = ContextManager(model="gpt-4o", max_context_tokens=20_000, store="memory", archive="memory",
+                            session_id=f"pai-recoveries-{window}")
+        small.push(*(Reply.calling(ScriptedToolCall("read_log", {"page": p}, id=f"call_{p}")) for p in range(4)),
+                   "done")
+        capability = ContextfoldHistoryProcessor(cm).capability()
+        model = OpenAIChatModel("gpt-4o", provider=OpenAIProvider(base_url=small.base_url, api_key="test"))
+        agent: Agent[None, str] = Agent(model, system_prompt=PROMPT, capabilities=[capability])
+
+        @agent.tool_plain
+        def read_log(page: int) -> str:
+            """Read one page of the build log."""
+            return log_page(page)
+
+        if window > 1_000:
+            assert agent.run_sync("read four pages").output == "done"
+        else:
+            with pytest.raises(Exception, match=r"still too long|stall guard|RecoveryFailed|too long"):
+                agent.run_sync("read four pages")
+        assert 400 in [r.status for r in small.requests]
+        assert capability._recoveries == {}
+
+
 def test_a_cut_note_names_no_tool_without_the_tools(server: ScriptedLLMServer) -> None:
     server.push(Reply.calling(ScriptedToolCall("read_big", {}, id="call_big")), "done")
     processor = ContextfoldHistoryProcessor(roomy_manager("pai-no-tools"), retrieval_tools=False)

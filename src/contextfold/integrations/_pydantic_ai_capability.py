@@ -135,10 +135,21 @@ class ContextfoldCapability(AbstractCapability[Any]):
         if info is None:
             raise error
         processor = self.processor
-        recovery = self._recoveries.setdefault(
-            (ctx.run_id, ctx.run_step), OverflowRecovery(processor.manager, processor.max_retries, 0))
-        await asyncio.to_thread(recovery.shrink, info, error)  # raises RecoveryFailed when it should not retry
+        step = (ctx.run_id, ctx.run_step)
+        recovery = self._recoveries.setdefault(step, OverflowRecovery(processor.manager, processor.max_retries, 0))
+        try:
+            await asyncio.to_thread(recovery.shrink, info, error)  # raises RecoveryFailed when it should not retry
+        except BaseException:
+            self._recoveries.pop(step, None)  # the step ends here: its recovery is not kept for the capability's life
+            raise
         raise RetryModelRequest()
+
+    async def for_run(self, ctx: RunContext[Any]) -> ContextfoldCapability:
+        """A copy per run, whose recoveries go with the run.
+
+        One capability serves many runs: kept in it, the recovery of a run's last recovered step was never dropped.
+        """
+        return dataclasses.replace(self, _recoveries={})
 
     def get_model_settings(self) -> Any:
         """The provider's context management for the run's model, when ``Policy.compactor`` asks for it.
