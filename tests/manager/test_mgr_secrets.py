@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -240,7 +241,7 @@ def test_the_memory_is_not_mistaken_for_an_output_by_retention() -> None:
     cache = ToolOutputCache(store, session_id="s")
     assert cache.owned_ref_ids() == []
     cache.gc(referenced=[])
-    cache.retain(now=10**12)
+    cache.retain(now=time.time() + 3_600)  # (a memory unused for the retention's max age goes: see test_redteam5_*)
     assert SecretMemory(store, "s").values() == {PASSWORD: "password"}
 
 

@@ -121,9 +121,17 @@ def digest_material(text: str) -> Material:
     return _materials.get_or_compute(text_key(text), lambda: _rank(text), _size)
 
 
-def ref_material(ref_id: str, load: Callable[[], str]) -> Material:
-    """:func:`digest_material` of the output stored under ``ref_id`` (``load()`` reads it only when not remembered)."""
-    return _materials.get_or_compute(("ref", ref_id), lambda: _rank(load()), _size)
+def ref_material(ref_id: str, load: Callable[[], str], blank: Callable[[str], str] | None = None) -> Material:
+    """:func:`digest_material` of the output stored under ``ref_id`` (``load()`` reads it only when not remembered).
+
+    ``blank``: the session's secret blanking, applied to the whole stored text before it is read, as an output in
+    hand is (issue 21 §1): a window of the text holds pieces of a secret no rule recognises alone (a PEM body's
+    lines split at ``+`` and ``/``), which an item filter cannot tell without the session's memory. Remembered
+    apart from the plain material of the same ref.
+    """
+    if blank is None:
+        return _materials.get_or_compute(("ref", ref_id), lambda: _rank(load()), _size)
+    return _materials.get_or_compute(("ref-blanked", ref_id), lambda: _rank(blank(load())), _size)
 
 
 def remember_ref_material(ref_id: str, text: str) -> None:

@@ -261,13 +261,14 @@ def _mask_one(message: Message, cache: OutputStore, digest_tokens: int = 0, know
     if digest_tokens and counter is not None:
         # The whole output, not its write-time view: what the view cut is exactly what the digest can bring back.
         # Its material was read when the output was added (issue 22): the stored output is read again only if not.
-        # With the session's secrets, an output in hand is read with them blanked, and a stored one's items are
+        # With the session's secrets, an output is read with them blanked (in hand or stored), and its items are
         # shown only when they hold no secret and no piece of one: a digest never lists a value bare.
         stored = ref_id
         if text is not None:
             material = digest_material(secrets.blank(text) if secrets is not None else text)
         else:
-            material = ref_material(stored, lambda: cache.get(stored))
+            material = ref_material(stored, lambda: cache.get(stored),
+                                    secrets.blank if secrets is not None else None)
         allow = (lambda item: not secrets.mentions_secret(item)) if secrets is not None else None
         digest = output_digest("", budget_tokens=digest_tokens, counter=counter.counter, known=known,
                                material=material.items, allow=allow)

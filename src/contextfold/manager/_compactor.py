@@ -83,7 +83,8 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
             if m.role == "tool" and not m.protected and isinstance(m.content, str):
                 ref = m.meta.get("ref")
                 if isinstance(ref, str) and outputs.contains(ref):
-                    material = ref_material(ref, partial(outputs.get, ref))
+                    material = ref_material(ref, partial(outputs.get, ref),
+                                            redactor.blank if redactor is not None else None)
                 else:
                     # As the masking will read it: with the session's secrets blanked (otherwise another text, and
                     # the masking turn read it cold: 26 of lm32b's 1,624 outputs hold a password or a key).
