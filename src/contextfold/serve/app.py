@@ -329,10 +329,10 @@ class ServeApp:
                       status=upstream.status_code, overflow=overflow)
             return Response(upstream.content, status_code=upstream.status_code, headers=response_headers(upstream))
         if exchange.stream:
-            return StreamingResponse(self._relay(turn, upstream, headers, scope, started, release, recovery),
-                                     status_code=upstream.status_code, headers={
-                                         **response_headers(upstream), "cache-control": "no-cache",
-                                         "x-accel-buffering": "no"})
+            return _RelayResponse(self._relay(turn, upstream, headers, scope, started, release, recovery),
+                                  upstream, release, status_code=upstream.status_code, headers={
+                                      **response_headers(upstream), "cache-control": "no-cache",
+                                      "x-accel-buffering": "no"})
         try:
             data = await upstream.aread()
         finally:
@@ -561,6 +561,32 @@ class ServeApp:
         finally:
             await upstream.aclose()
             release()
+
+
+class _RelayResponse(StreamingResponse):
+    """A relayed stream that gives the session's lock back and closes the upstream however the client goes.
+
+    The relay releases both in its own ``finally``, but a generator that never started never runs it: a client
+    that disconnects before the first event (its ``http.response.start`` fails) left the session's lock held for
+    good, and every later request of that session on this instance waited forever.
+    """
+
+    def __init__(self, content: AsyncIterator[bytes], upstream: httpx.Response, release: Callable[[], None],
+                 **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self._relay_iterator = content
+        self._upstream = upstream
+        self._release = release
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            aclose = getattr(self._relay_iterator, "aclose", None)
+            if aclose is not None:
+                await aclose()  # (a relay that started ends through its own finally; one that never did, not at all)
+            await self._upstream.aclose()
+            self._release()  # (once: a second call does nothing)
 
 
 class _RoundFailed(Exception):
