@@ -30,6 +30,7 @@ __all__ = [
     "is_compaction",
     "is_opaque",
     "message_text",
+    "same_meta_but_id",
 ]
 
 Role: TypeAlias = Literal["system", "developer", "user", "assistant", "tool"]
@@ -45,6 +46,20 @@ def freeze(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
     if isinstance(mapping, MappingProxyType):
         return mapping
     return MappingProxyType(dict(mapping))
+
+
+def same_meta_but_id(a: Message, b: Message) -> bool:
+    """Whether ``b.meta`` holds ``a.meta``'s keys in order, with the same value objects but for ``meta["id"]``.
+
+    What tells a copy of a message in a repeated history (the same objects, its own id) cheaply, by identity.
+    """
+    meta_a, meta_b = a.meta, b.meta
+    if len(meta_a) != len(meta_b):
+        return False
+    for (key_a, value_a), (key_b, value_b) in zip(meta_a.items(), meta_b.items(), strict=True):
+        if key_a != key_b or (value_a is not value_b and key_a != "id"):
+            return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)

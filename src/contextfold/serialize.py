@@ -30,6 +30,7 @@ from .messages import (
     ToolCall,
     UnknownPart,
     freeze,
+    same_meta_but_id,
 )
 
 __all__ = [
@@ -426,13 +427,7 @@ def _copy_but_id(a: Message, b: Message) -> bool:
     """Whether ``b``'s role, call id, name and meta (by object, in order) are ``a``'s but for ``meta["id"]``."""
     if a.role != b.role or a.tool_call_id != b.tool_call_id or a.name != b.name or b.extra:
         return False
-    meta_a, meta_b = a.meta, b.meta
-    if len(meta_a) != len(meta_b):
-        return False
-    for (key_a, value_a), (key_b, value_b) in zip(meta_a.items(), meta_b.items(), strict=True):
-        if key_a != key_b or (value_a is not value_b and key_a != ID_META_KEY):
-            return False
-    return True
+    return same_meta_but_id(a, b)
 
 
 def _encode_line(m: Message, repeats: _Repeats | None = None, *, copies: bool = True) -> str:

@@ -33,6 +33,7 @@ from ..messages import (
     UnknownPart,
     freeze,
     is_opaque,
+    same_meta_but_id,
 )
 from ..telemetry._pace import GilPacer
 from ..untrusted.regex import PatternTimeout
@@ -102,20 +103,6 @@ _CUT_WINDOW_CHARS = 8192
 # mentions_secret remembers its answers for this many words at most, each this long at most (digest items).
 _MENTIONED_MAX = 8_192
 _MENTIONED_MAX_CHARS = 256
-
-
-def _same_objects_but_id(a: Message, b: Message) -> bool:
-    """Whether ``b``'s meta holds ``a``'s keys in order, with the same value objects but for ``meta["id"]``.
-
-    (The caller matched the content, calls and extra objects, role, call id and name.)
-    """
-    meta_a, meta_b = a.meta, b.meta
-    if len(meta_a) != len(meta_b):
-        return False
-    for (key_a, value_a), (key_b, value_b) in zip(meta_a.items(), meta_b.items(), strict=True):
-        if key_a != key_b or (value_a is not value_b and key_a != ID_KEY):
-            return False
-    return True
 
 
 # A remembered value this long, all in the base64 alphabet, is also remembered decoded when that is readable text.
@@ -697,7 +684,7 @@ class Redactor:
                 continue
             objects = (id(m.content), id(m.tool_calls), id(m.extra), m.role, m.tool_call_id, m.name)
             known = met.get(objects)
-            if known is not None and _same_objects_but_id(known[0], m):
+            if known is not None and same_meta_but_id(known[0], m):
                 copies.append((m, known[1], known[2], None if known[2] is not None else known[3]))
                 continue
             key = SameMessage(m)
