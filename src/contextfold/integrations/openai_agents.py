@@ -29,6 +29,7 @@ import asyncio
 import contextvars
 import copy
 import dataclasses
+import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -41,6 +42,7 @@ from ._degrade import prepare_messages
 from ._retrieval import TOOL_NAMES, answer, offer, tool_specs
 
 try:
+    import agents
     from agents.guardrail import GuardrailFunctionOutput, OutputGuardrail
     from agents.lifecycle import RunHooks
     from agents.models.interface import Model, ModelProvider
@@ -133,6 +135,8 @@ class _ToolsRunning:
 
     def __init__(self) -> None:
         self.count = 0
+        # The run whose tool started last (as its start hook saw it): once that run is over, no count holds.
+        self.claim: _RunClaim | None = None
 
 
 def _tools_running(cm: ContextManager) -> _ToolsRunning:
@@ -167,14 +171,43 @@ def _nested(cm: ContextManager, items: Sequence[Any] | None = None) -> bool:
     Told by the hooks (``kit.hooks`` count the tools running), or without them: the call comes from a task started
     while the managed run's task is still running that run (it awaits its tools: no final output yet), and its items
     do not extend the history the manager was fed (a sub-agent's own input). A new run that continues the
-    conversation is never nested, nor is any run once the managed one has produced its final output.
+    conversation is never nested, nor is any run once the managed one is over (:func:`_over`: it may have raised,
+    and a tool that raised never reported its end to the hooks).
     """
-    if _tools_running(cm).count > 0:
-        return True
     claim = (_RUN_CLAIMS.get() or {}).get(id(cm))
-    if claim is None or claim.ended or claim.task.done() or claim.task is _current_task():
+    if claim is not None and _over(claim):
         return False
-    return items is not None and not _extends(cm, items)
+    running = _tools_running(cm)
+    if running.count > 0 and (running.claim is None or not _over(running.claim)):
+        return True
+    return claim is not None and items is not None and not _extends(cm, items)
+
+
+# Where the SDK's code lives: a task awaiting a coroutine from here is inside one of its runs.
+_SDK_DIR = os.path.dirname(os.path.abspath(agents.__file__)) + os.sep
+
+
+def _over(claim: _RunClaim) -> bool:
+    """Whether the claimed run can have no tool running now (a call from another task is then no nested run's).
+
+    The run is over when it produced its final output, when its task is done, or when its task awaits nothing of
+    the SDK's any more: a run that raised (a tool's error, ``MaxTurnsExceeded``, a cancellation) calls no public
+    callback, but it is gone from its task's await chain (``Task.get_coro``, then each coroutine's ``cr_await``).
+    A call from the claim's own task is the run's own (the SDK runs tools in tasks of their own) or a later run's.
+    """
+    if claim.ended or claim.task.done() or claim.task is _current_task():
+        return True
+    awaited: Any = claim.task.get_coro()
+    for _depth in range(256):  # an await chain is short; the bound only guards against a cycle
+        if awaited is None:
+            return True
+        code = getattr(awaited, "cr_code", None) or getattr(awaited, "gi_code", None) \
+            or getattr(awaited, "ag_code", None)
+        if code is not None and code.co_filename.startswith(_SDK_DIR):
+            return False
+        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None) \
+            or getattr(awaited, "ag_await", None)
+    return True
 
 
 # The managers whose filter, last called in this task (or the one that created it), let a nested run's items pass:
@@ -185,7 +218,7 @@ _PASSED_THROUGH: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar
 
 def _model_call_nested(cm: ContextManager) -> bool:
     """Whether the model call now made with ``cm``'s recovering model is a nested run's (its filter said so)."""
-    return _tools_running(cm).count > 0 or id(cm) in _PASSED_THROUGH.get()
+    return id(cm) in _PASSED_THROUGH.get() or _nested(cm)
 
 
 def _filtered(cm: ContextManager, *, passed_through: bool) -> None:
@@ -500,7 +533,9 @@ class ContextfoldHooks(RunHooks[Any]):
 
     async def on_tool_start(self, *args: Any, **kwargs: Any) -> None:
         """Count the tool as running (model calls until it ends are a nested run's), then call the inner hook."""
-        _tools_running(self.manager).count += 1
+        running = _tools_running(self.manager)
+        running.count += 1
+        running.claim = (_RUN_CLAIMS.get() or {}).get(id(self.manager))
         if self.inner is not None:
             await self.inner.on_tool_start(*args, **kwargs)
 
