@@ -68,6 +68,12 @@ class Origins:
         """The origin recorded under ``key``, if any."""
         return self._by_key.get(key) if isinstance(key, str) else None
 
+    def reidentify(self, message: BaseMessage, replacement: BaseMessage) -> None:
+        """Answer with ``replacement`` (the same message under another id) where ``message`` was the answer."""
+        for key, origin in self._by_key.items():
+            if origin.message is message:
+                self._by_key[key] = _Origin(replacement, origin.fingerprint)
+
     def keep_only(self, keys: Iterable[Any]) -> None:
         """Forget the origins of messages that left the view (the archive has them)."""
         wanted = {k for k in keys if isinstance(k, str)}

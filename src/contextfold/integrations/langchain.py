@@ -16,6 +16,11 @@ checkpointer, picks up from it.
   checkpoint hold the compacted history.
 - ``mode="wrap_model_call"`` works per request: the state keeps every message; only the request carries the view.
 
+Added directly as a subgraph of a parent graph (``graph.add_node("agent", agent)``), the agent in the default mode
+sends the view per request during its run, and its final messages are an update by id that turns the parent's
+messages into the manager's view (see :mod:`._langgraph_parent`): the parent's state stays bounded, with the
+summary where the messages it replaced stood, and other writers' messages untouched.
+
 In both modes the system prompt is pinned in the manager (counted, never compacted away), a context-length error
 is recovered within the call (compact, retry at most 3 times, stall guard, circuit breaker; LangChain's own
 ``ContextOverflowError`` included), and the middleware's ``tools`` give the agent ``tool_output_cache``,
@@ -39,6 +44,7 @@ from ..recovery import DEFAULT_MAX_RETRIES, OverflowInfo, OverflowRecovery, pars
 from ..telemetry import CompactWarning
 from ._degrade import prepare_messages
 from ._langchain_convert import Origins, from_langchain, to_langchain
+from ._langgraph_parent import parent_update
 from ._retrieval import TOOL_NAMES, answer, offer, tool_specs
 
 try:
@@ -50,6 +56,7 @@ try:
     from langchain_core.utils.function_calling import convert_to_openai_tool
     from langgraph.config import get_config
     from langgraph.graph.message import REMOVE_ALL_MESSAGES
+    from langgraph.types import Overwrite
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingExtra("the LangChain middleware", "langchain", module="langchain") from exc
 
@@ -73,8 +80,17 @@ DEFAULT_MAX_THREADS = 256
 # The configurable key compacting_node sets for the agent it runs: the parent takes the agent's final messages
 # wholesale, so the middleware may replace the agent's state as at the top (see _in_subgraph).
 PARENT_TAKES_VIEW = "contextfold_parent_takes_view"
-# The warning's code when the agent runs as a subgraph whose parent keeps every message (use compacting_node).
+# The warning's code when a subgraph agent's view cannot be handed to its parent (the parent keeps every message).
 SUBGRAPH_STATE_CODE = "subgraph_state_unbounded"
+# Where a subgraph agent's manager keeps the ids of the messages its caller held at the end of the last run.
+HELD_SLOT = "langchain:held"
+
+
+class _Held:
+    """The ids of the messages a subgraph agent's caller held at the end of its last run (see _langgraph_parent)."""
+
+    def __init__(self) -> None:
+        self.ids: frozenset[str] = frozenset()
 
 
 def _key(message: BaseMessage) -> str:
@@ -131,21 +147,20 @@ def _in_subgraph() -> bool:
 
 
 def compacting_node(agent: Any) -> Any:
-    """A parent graph's node that runs ``agent`` (``create_agent`` with the middleware) and keeps the parent compacted.
+    """A parent graph's node that runs ``agent`` (``create_agent`` with the middleware): the view replaces the parent's.
 
-    The agent's final messages (the manager's view and the reply) replace the parent's, so its state and
-    checkpoints stay bounded as the agent's own do at the top.
-
-    ``graph.add_node("agent", compacting_node(agent))`` instead of ``graph.add_node("agent", agent)``. Added directly,
-    the agent's requests are compacted but the parent keeps every message: LangGraph merges a subgraph's final
-    messages into the parent's by id, and nothing in a merge removes one. The parent's ``messages`` key must use
-    ``add_messages`` (``MessagesState`` does). Other keys of the agent's final state that the parent has are passed
-    on as they are.
+    The agent's final messages (the manager's view and the reply) replace the parent's outright
+    (``RemoveMessage(REMOVE_ALL_MESSAGES)`` first), and inside it the middleware replaces the agent's state before
+    each model call, as at the top. Added directly (``graph.add_node("agent", agent)``), the agent already leaves
+    the parent holding its view through an update by id; this node is for when that cannot be expressed (a
+    ``subgraph_state_unbounded`` warning says so) or the parent must hold the view from the first run on (the
+    update by id removes only messages the parent held at the end of the previous run). The parent's
+    ``messages`` key must use ``add_messages`` (``MessagesState`` does). Other keys of the agent's final state
+    that the parent has are passed on as they are.
 
     It must be the only node writing ``messages`` in its step: LangGraph folds a step's writes in node order, so a
-    parallel branch's messages folded before this node's replacement are replaced with the rest (and nothing a node
-    returns can both keep messages it never saw and put the view's summary before the messages it kept). Join
-    parallel branches before this node, or give them keys of their own.
+    parallel branch's messages folded before this node's replacement are replaced with the rest. Join parallel
+    branches before this node, give them keys of their own, or add the agent directly.
     """
     from langchain_core.runnables import RunnableLambda
 
@@ -165,6 +180,11 @@ def compacting_node(agent: Any) -> Any:
         return update(state, await agent.ainvoke(state, config_for(config)))
 
     return RunnableLambda(run, afunc=arun, name=str(getattr(agent, "name", None) or "agent"))
+
+
+def _messages(state: Any) -> list[BaseMessage]:
+    """The state's messages, without the removals a persistent subgraph's last final state may still hold."""
+    return [m for m in state["messages"] if not isinstance(m, RemoveMessage)]
 
 
 def _thread_id() -> str:
@@ -221,6 +241,7 @@ class ContextfoldMiddleware(AgentMiddleware):
         self._lock = threading.Lock()
         self.updates = 0  # state rewrites returned from before_model
         self._told_subgraph: weakref.WeakSet[ContextManager] = weakref.WeakSet()  # managers told the parent grows
+        self._run_inputs: OrderedDict[str, list[str]] = OrderedDict()  # per thread: ids a subgraph run began with
         self.compact_tool = compact_tool
         self.tools: list[BaseTool] = self._retrieval_tools(retrieval_tools, compact_tool)
 
@@ -312,22 +333,69 @@ class ContextfoldMiddleware(AgentMiddleware):
                   before_add=record_usage)
         return origins
 
-    # -- after_agent: the final reply -------------------------------------------------------------------------
+    # -- before_agent / after_agent: the run's input, the final reply, a subgraph's parent ---------------------------
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """As a subgraph, note the ids of the messages the run begins with (what its caller passed in)."""
+        if self.mode == "before_model" and _in_subgraph():
+            with self._lock:
+                self._run_inputs[_thread_id()] = [str(m.id) for m in _messages(state)]
+                self._run_inputs.move_to_end(_thread_id())
+                while len(self._run_inputs) > self.max_threads:
+                    self._run_inputs.popitem(last=False)
+        return None
+
+    async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Async :meth:`before_agent`."""
+        return self.before_agent(state, runtime)
+
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Record the run's final reply in the manager (no model call follows it, so nothing else would).
 
-        Without it ``cm.status()``, the archive and the report of a finished run missed the answer the user got.
+        Without it ``cm.status()``, the archive and the report of a finished run missed the answer the user got. As
+        a subgraph, the run's final messages also become the update that turns the parent's messages into the
+        manager's view (see :mod:`._langgraph_parent`): LangGraph merges them into the parent's by id.
         """
-        cm = self._resolve(_thread_id(), None)
+        thread = _thread_id()
+        with self._lock:
+            given = self._run_inputs.pop(thread, None)
+        cm = self._resolve(thread, None)
         if cm is None:
             return None
+        messages = _messages(state)
         with cm.framework_history.lock:
-            self._feed(cm, list(state["messages"]))
-        return None
+            origins = self._feed(cm, messages)
+            if self.mode != "before_model" or not _in_subgraph():
+                return None
+            return self._hand_to_parent(cm, origins, messages, given)
 
     async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Async :meth:`after_agent`."""
         return await asyncio.to_thread(self.after_agent, state, runtime)
+
+    def _hand_to_parent(self, cm: ContextManager, origins: Origins, messages: list[BaseMessage],
+                        given: list[str] | None) -> dict[str, Any] | None:
+        """The final state that gives a subgraph's parent the manager's view; None to leave the state as it is.
+
+        The view as it stands (no compaction here: the next run's first request compacts if it must). ``Overwrite``
+        puts the removals in the final state itself, past the subgraph's own reducer, so the parent's reducer
+        applies them.
+        """
+        held = cm.framework_history.slot(HELD_SLOT, _Held)
+        view = to_langchain(unpinned(cm, cm.messages()), origins)
+        given_ids = set(given) if given is not None else set()
+        run_input = [m for m in messages if m.id in given_ids]
+        update = parent_update(run_input, messages, view, held.ids)
+        if update is None:
+            held.ids = frozenset(str(m.id) for m in messages)
+            if not (len(view) == len(messages) and all(a is b for a, b in zip(view, messages, strict=True))):
+                self._tell_parent_keeps_all(cm)
+            return None
+        for j, replacement in update.placed.items():
+            origins.reidentify(view[j], replacement)
+        held.ids = frozenset(str(m.id) for m in update.parent_after)
+        rebase(cm, SOURCE, update.parent_after, _key)  # the next run's input, when the parent applied it
+        self.updates += 1
+        return {"messages": Overwrite(update.messages)}
 
     # -- before_model: persist the view in the state --------------------------------------------------------------
     def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
@@ -341,7 +409,7 @@ class ContextfoldMiddleware(AgentMiddleware):
         cm = self._resolve(_thread_id(), None)
         if cm is None:
             return None  # the first call of a thread: wrap_model_call builds the manager from the model
-        messages: list[BaseMessage] = list(state["messages"])
+        messages = _messages(state)
         with cm.framework_history.lock:
             view = self._view(cm, messages)
             if len(view) == len(messages) and all(a is b for a, b in zip(view, messages, strict=True)):
@@ -357,31 +425,26 @@ class ContextfoldMiddleware(AgentMiddleware):
         return await asyncio.to_thread(self.before_model, state, runtime)
 
     # -- wrap_model_call: the view per request, and overflow recovery ---------------------------------------------
-    def _tell_if_parent_grows(self, cm: ContextManager) -> None:
-        """Warn once per manager that the parent graph's state keeps every message (the agent runs as a subgraph).
+    def _tell_parent_keeps_all(self, cm: ContextManager) -> None:
+        """Warn once per manager that a subgraph's view could not be handed to its parent, which keeps every message.
 
-        The mode asked for a compacted state, and a subgraph cannot give its parent one (see :func:`_in_subgraph`);
-        whether the agent is a node of its own or called inside a user's node function looks the same from inside,
-        so the operator is told which node to use rather than the parent's state being changed behind them.
+        Only when a message the manager made has neither a dropped message to stand in for nor a place at the end
+        (see :func:`._langgraph_parent.parent_update`); ``compacting_node`` replaces the parent's messages outright.
         """
-        if self.mode != "before_model" or cm in self._told_subgraph or not _in_subgraph():
-            return
-        with self._lock:  # (two requests of one manager at once: one warns)
+        with self._lock:  # (two runs of one manager at once: one warns)
             if cm in self._told_subgraph:
                 return
             self._told_subgraph.add(cm)
         cm.tracer.emit(CompactWarning(
             session_id=cm.session_id, code=SUBGRAPH_STATE_CODE,
-            message="the agent runs as a subgraph: its requests are compacted, but the parent graph's state keeps "
-                    "every message and grows with the conversation (LangGraph merges a subgraph's messages into the "
-                    "parent's by id); add the agent with graph.add_node(name, compacting_node(agent)) to keep the "
-                    "parent's state bounded too"))
+            message="the agent runs as a subgraph and its view could not be handed to the parent graph as an update "
+                    "by id: the parent's state keeps every message this run; add the agent with "
+                    "graph.add_node(name, compacting_node(agent)) to replace the parent's messages by the view"))
 
     def _request_with_view(self, cm: ContextManager, request: ModelRequest) -> ModelRequest:
         names = {getattr(t, "name", None) or (t.get("name") if isinstance(t, Mapping) else None)
                  for t in request.tools}
         tools, response_format = request_extras(request)
-        self._tell_if_parent_grows(cm)
         with cm.framework_history.lock:
             offer(cm, set(TOOL_NAMES[:2]) <= names, names)
             cm.set_request_extras(tools=tools, response_format=response_format)  # counted with the view
@@ -389,7 +452,7 @@ class ContextfoldMiddleware(AgentMiddleware):
             if system is not None and system.text:
                 pin_head(cm, SYSTEM_PROMPT_ID, system.text)
             extra = _provider_settings(cm, request)  # before the view: it tells the manager who compacts
-            view: list[Any] = self._view(cm, list(request.messages))
+            view: list[Any] = self._view(cm, [m for m in request.messages if not isinstance(m, RemoveMessage)])
             status = cm.status_message()  # the budget line, when on: this request only, never the agent state
             if status is not None:
                 view = [*view, HumanMessage(content=status.text)]
