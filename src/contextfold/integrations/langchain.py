@@ -187,6 +187,19 @@ def _messages(state: Any) -> list[BaseMessage]:
     return [m for m in state["messages"] if not isinstance(m, RemoveMessage)]
 
 
+def _subgraph_run() -> str:
+    """The thread and namespace of the subgraph run a hook runs in (parallel runs of one thread differ by it).
+
+    A hook's own task is the last segment of ``checkpoint_ns``; what is before it names the agent's run.
+    """
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # called outside a LangGraph run
+        return DEFAULT_THREAD
+    namespace = str(configurable.get("checkpoint_ns") or "")
+    return f"{configurable.get('thread_id')}|{namespace.rpartition('|')[0]}"
+
+
 def _thread_id() -> str:
     try:
         config = get_config()
@@ -241,7 +254,7 @@ class ContextfoldMiddleware(AgentMiddleware):
         self._lock = threading.Lock()
         self.updates = 0  # state rewrites returned from before_model
         self._told_subgraph: weakref.WeakSet[ContextManager] = weakref.WeakSet()  # managers told the parent grows
-        self._run_inputs: OrderedDict[str, list[str]] = OrderedDict()  # per thread: ids a subgraph run began with
+        self._run_inputs: OrderedDict[str, list[str]] = OrderedDict()  # per subgraph run: the ids it began with
         self.compact_tool = compact_tool
         self.tools: list[BaseTool] = self._retrieval_tools(retrieval_tools, compact_tool)
 
@@ -337,9 +350,10 @@ class ContextfoldMiddleware(AgentMiddleware):
     def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """As a subgraph, note the ids of the messages the run begins with (what its caller passed in)."""
         if self.mode == "before_model" and _in_subgraph():
+            run = _subgraph_run()
             with self._lock:
-                self._run_inputs[_thread_id()] = [str(m.id) for m in _messages(state)]
-                self._run_inputs.move_to_end(_thread_id())
+                self._run_inputs[run] = [str(m.id) for m in _messages(state)]
+                self._run_inputs.move_to_end(run)
                 while len(self._run_inputs) > self.max_threads:
                     self._run_inputs.popitem(last=False)
         return None
@@ -357,7 +371,7 @@ class ContextfoldMiddleware(AgentMiddleware):
         """
         thread = _thread_id()
         with self._lock:
-            given = self._run_inputs.pop(thread, None)
+            given = self._run_inputs.pop(_subgraph_run(), None)
         cm = self._resolve(thread, None)
         if cm is None:
             return None
