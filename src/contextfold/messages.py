@@ -40,12 +40,38 @@ EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 def freeze(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    """Return a read-only copy of ``mapping`` (the shared empty mapping when there is nothing)."""
+    """Return a read-only copy of ``mapping`` (the shared empty mapping when there is nothing).
+
+    Nested dicts and lists are copied too: a caller who keeps one and changes it later changes no message (a
+    message found clean stays clean; shared, a credential written into it later reached the archive).
+    """
     if not mapping:
         return EMPTY
     if isinstance(mapping, MappingProxyType):
         return mapping
-    return MappingProxyType(dict(mapping))
+    copied = dict(mapping)
+    for key, value in copied.items():
+        if type(value) in _CONTAINERS:
+            copied[key] = _owned(value)
+    return MappingProxyType(copied)
+
+
+# Copied exactly (a subclass, e.g. a namedtuple, is shared as it is: copying would change its type).
+_CONTAINERS = frozenset({dict, list, tuple, set})
+
+
+def _owned(value: Any) -> Any:
+    """A copy of the nested dicts, lists, tuples and sets in ``value`` (the rest shared: strings, numbers, objects)."""
+    kind = type(value)
+    if kind is dict:
+        return {k: _owned(v) for k, v in value.items()}
+    if kind is list:
+        return [_owned(v) for v in value]
+    if kind is tuple:
+        return tuple(_owned(v) for v in value) if any(type(v) in _CONTAINERS for v in value) else value
+    if kind is set:
+        return set(value)
+    return value
 
 
 def same_meta_but_id(a: Message, b: Message) -> bool:
