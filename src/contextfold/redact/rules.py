@@ -26,6 +26,7 @@ from ._pattern import (
     pattern,
     value_group,
 )
+from ._runs import ClassRuns
 from ._tokens import TOKEN_PATTERNS
 
 __all__ = ["BUILTIN_PATTERNS", "SECRET_KEY", "SecretPattern", "is_placeholder", "looks_random", "weak_value_ok"]
@@ -240,7 +241,9 @@ BUILTIN_PATTERNS: tuple[SecretPattern, ...] = (
     # Last: only for runs no other pattern explains (an exact tie goes to the earlier pattern).
     # (Every match is a run of 24+ base64 characters, which lower-casing keeps one for one.)
     pattern("encoded_secret", _BASE64_RUN, accept=_accept_base64_run,
-            needs=rf"[a-z0-9+/]{{{_ENCODED_MIN_CHARS},}}"),
+            needs=rf"[a-z0-9+/]{{{_ENCODED_MIN_CHARS},}}",
+            # (A match starts a run of base64 characters: its look-behind refuses one inside a run.)
+            starts=ClassRuns.of_chars("A-Za-z0-9+/", _ENCODED_MIN_CHARS)),
 )
 
 # A mapping key whose string value is a secret: `password`, `db_password`, `OPENAI_API_KEY`, `client-secret`, and
