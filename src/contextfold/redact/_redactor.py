@@ -37,6 +37,7 @@ from ..messages import (
 )
 from ..telemetry._pace import GilPacer
 from ..untrusted.regex import PatternTimeout
+from ._callback import CallbackMemo
 from ._ledger import ID_KEY, MAX_PASSES, SEPARATOR, Ledger, SameMessage, mentions_any, surface
 from ._runs import class_runs
 from ._scans import Finding, ScanCache, scan_cache
@@ -130,7 +131,8 @@ class Redactor:
             runs past the limit on a text redacts that whole text (see :meth:`SecretPattern.untrusted`).
         builtin: whether the built-in patterns are used.
         disabled: names of built-in patterns to skip (for example ``{"url_credentials"}``).
-        callback: a last pass over every redacted string, for secrets no regex describes.
+        callback: a last pass over every redacted string, for secrets no regex describes. Its result must depend on
+            its input only: its result for each string is kept (bounded), so it sees each string about once.
         apply_to_model: a flag the context manager reads: redact what the model sees too (off by default).
         remember: replace later repeats of every secret found (the value, its JSON forms and its long runs of
             letters and digits, see :mod:`contextfold.redact.memory`), even where no pattern would recognise it.
@@ -178,6 +180,7 @@ class Redactor:
         self._patterns: tuple[SecretPattern, ...] | None = None
         self.enabled = enabled
         self.callback = callback
+        self._called = CallbackMemo(callback) if callback is not None else None  # (shared by for_session's twins)
         self.apply_to_model = apply_to_model
         self.remember = remember
         self.memory = memory if memory is not None else SecretMemory()
@@ -381,7 +384,12 @@ class Redactor:
                 pos = f.end
             pieces.append(text[pos:])
             result = "".join(pieces)
-        return self.callback(result) if self.callback is not None else result
+        if self.callback is None:
+            return result
+        called = self._called
+        if called is None or called.callback is not self.callback:  # (a callback set after construction)
+            called = self._called = CallbackMemo(self.callback)
+        return called(result)
 
     def blank(self, text: str) -> str:
         """``text`` with every secret replaced by spaces: what a digest or an outline may pick words from."""
