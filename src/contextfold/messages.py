@@ -42,18 +42,27 @@ EMPTY: Mapping[str, Any] = MappingProxyType({})
 def freeze(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
     """Return a read-only copy of ``mapping`` (the shared empty mapping when there is nothing).
 
-    Nested dicts and lists are copied too: a caller who keeps one and changes it later changes no message (a
-    message found clean stays clean; shared, a credential written into it later reached the archive).
+    One level deep: nested values are shared (contextfold's own copies of a message share them on purpose, see
+    :func:`same_meta_but_id`). What a caller hands a :class:`Message` is copied deeper (:func:`_freeze_owned`).
     """
     if not mapping:
         return EMPTY
     if isinstance(mapping, MappingProxyType):
         return mapping
+    return MappingProxyType(dict(mapping))
+
+
+def _freeze_owned(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
+    """:func:`freeze` with nested dicts, lists, tuples and sets copied (what a caller hands a Message).
+
+    A caller who keeps one and changes it later changes no message: a message found clean stays clean (shared, a
+    credential written into it later reached the archive, issue 21).
+    """
     copied = dict(mapping)
     for key, value in copied.items():
         if type(value) in _CONTAINERS:
             copied[key] = _owned(value)
-    return MappingProxyType(copied)
+    return MappingProxyType(copied) if copied else EMPTY
 
 
 # Copied exactly (a subclass, e.g. a namedtuple, is shared as it is: copying would change its type).
@@ -236,7 +245,7 @@ class Message:
 
     def with_meta(self, **updates: Any) -> Message:
         """A copy with ``meta`` keys added or replaced (a value of None removes the key)."""
-        merged = {**self.meta, **updates}
+        merged = {**self.meta, **{k: _owned(v) for k, v in updates.items()}}
         return self._copy(self.content, freeze({k: v for k, v in merged.items() if v is not None}))
 
     def with_content(self, content: str | tuple[Part, ...]) -> Message:
@@ -265,9 +274,9 @@ class Message:
         if isinstance(self.tool_calls, list):
             object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
         if self.meta and not isinstance(self.meta, MappingProxyType):
-            object.__setattr__(self, "meta", freeze(self.meta))
+            object.__setattr__(self, "meta", _freeze_owned(self.meta))
         if self.extra and not isinstance(self.extra, MappingProxyType):
-            object.__setattr__(self, "extra", freeze(self.extra))
+            object.__setattr__(self, "extra", _freeze_owned(self.extra))
 
 
 def is_compaction(part: Part) -> bool:

@@ -66,9 +66,10 @@ nested = st.recursive(st.text(max_size=5) | st.integers(),
 
 @settings(max_examples=60, deadline=None)
 @given(st.dictionaries(st.text(min_size=1, max_size=4), nested, max_size=4))
-def test_freeze_keeps_equal_values_and_shares_no_container(meta: dict[str, object]) -> None:
-    frozen = freeze(meta)
-    assert dict(frozen) == meta
+def test_a_message_keeps_equal_values_and_shares_no_container(meta: dict[str, object]) -> None:
+    made = Message("user", "hi", meta=meta, extra=meta)
+    with_meta = Message("user", "hi").with_meta(**meta)
+    assert dict(made.meta) == meta and dict(made.extra) == meta
 
     def containers(value: object) -> list[int]:
         if isinstance(value, dict):
@@ -77,4 +78,8 @@ def test_freeze_keeps_equal_values_and_shares_no_container(meta: dict[str, objec
             return [id(value), *(i for v in value for i in containers(v))]
         return []
 
-    assert not set(containers(meta)) & set(containers(dict(frozen)))
+    for frozen in (made.meta, made.extra, with_meta.meta):
+        assert not set(containers(meta)) & set(containers(dict(frozen)))
+    # (contextfold's own copies share the message's nested values: what tells a repeated history's copies)
+    assert not made.meta or freeze(made.meta) is made.meta
+    assert made.with_meta(id="x").meta.get("a") is made.meta.get("a")
