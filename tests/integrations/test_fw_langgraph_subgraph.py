@@ -29,7 +29,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.message import add_messages
 
 from contextfold.integrations._langgraph_parent import parent_update
-from contextfold.integrations.langchain import SUBGRAPH_STATE_CODE, ContextfoldMiddleware
+from contextfold.integrations.langchain import NO_PLACE_REASON, SUBGRAPH_STATE_CODE, ContextfoldMiddleware
 from contextfold.manager import ContextManager
 from contextfold.manager.reconcile import unpinned
 from contextfold.telemetry import RecordingTelemetry
@@ -208,6 +208,9 @@ def runs(draw: st.DrawFn) -> tuple[list[BaseMessage], list[BaseMessage], list[Ba
     view: list[BaseMessage] = []
     made = 0
     for m in state:
+        if draw(st.integers(0, 5)) == 0:  # one inserted where nothing was dropped (the overflow recovery's shape)
+            made += 1
+            view.append(HumanMessage(f"summary {made}", id=f"contextfold-{made}"))
         if draw(st.booleans()):
             if draw(st.integers(0, 3)) == 0:  # a message the manager made, standing where m stood
                 made += 1
@@ -252,16 +255,21 @@ def test_a_summary_stands_where_the_first_message_it_replaced_stood() -> None:
     summary = HumanMessage("summary", id="contextfold-s")
     update = parent_update(state[:3], state, [summary, state[2], state[3]], held={"q0", "a0", "q1"})
     assert update is not None
-    assert [(type(m).__name__, m.id) for m in update.messages] == [
-        ("RemoveMessage", "a0"), ("HumanMessage", "q0"), ("HumanMessage", "q1"), ("AIMessage", "a1")]
+    assert [(type(m).__name__, m.id, m.content) for m in update.messages] == [
+        ("HumanMessage", "a0", ""), ("RemoveMessage", "a0", ""), ("HumanMessage", "q0", "summary"),
+        ("HumanMessage", "q1", "text q1"), ("AIMessage", "a1", "reply a1")]
     assert texts(update.parent_after) == [("human", "summary"), ("human", "text q1"), ("ai", "reply a1")]
 
 
-def test_a_made_message_with_no_place_gives_no_update() -> None:
-    # Nothing dropped before the kept input message: appended, the note would land after it.
+def test_a_made_message_with_no_place_moves_the_kept_one_on() -> None:
+    # Nothing dropped before the kept input message: appended, the note would land after it. It takes the kept
+    # message's id instead, and the kept message, with no slot left before the run's own reply, a new one.
     state = [message("human", "q0"), message("ai", "a0")]
     note = HumanMessage("note", id="contextfold-n")
-    assert parent_update(state[:1], state, [note, state[0], state[1]], held={"q0"}) is None
+    update = parent_update(state[:1], state, [note, state[0], state[1]], held={"q0"})
+    assert update is not None
+    assert texts(update.parent_after) == [("human", "note"), ("human", "text q0"), ("ai", "reply a0")]
+    assert [m.id for m in update.parent_after][::2] == ["q0", "a0"] and update.parent_after[1].id not in {"q0", "a0"}
     assert parent_update(state, state, list(state), held=set()) is None  # nothing to hand back
 
 
@@ -269,8 +277,8 @@ def test_the_operator_is_told_once_when_the_view_cannot_be_handed_back() -> None
     telemetry = RecordingTelemetry()
     cm = ContextManager(model="gpt-4o", store="memory", archive="memory", session_id="lc-told", telemetry=telemetry)
     middleware = ContextfoldMiddleware(cm)
-    middleware._tell_parent_keeps_all(cm)
-    middleware._tell_parent_keeps_all(cm)
+    middleware._tell_parent_keeps_all(cm, NO_PLACE_REASON)
+    middleware._tell_parent_keeps_all(cm, NO_PLACE_REASON)
     told = [e for e in telemetry.events if getattr(e, "code", "") == SUBGRAPH_STATE_CODE]
     assert len(told) == 1 and "compacting_node(agent)" in told[0].message
     cm.close()

@@ -9,12 +9,16 @@ So the update is built from those three moves alone, each used only where it is 
 - a kept message (same id) replaces the parent's copy in place (a masked output's new text, say);
 - a message the manager made (a summary) takes the id of a message it replaced, the first dropped one in its
   place, so it lands where that message stood instead of at the end; a replacement never raises, and where the
-  parent never had that id it is simply appended;
+  parent never had that id it is simply appended. Where no dropped message is left before the next kept one the
+  parent holds (a summary put before the first message the compaction kept), that kept message moves one on: the
+  summary takes its id and it takes the next slot (or a new id at the end), so the view's order holds;
 - a dropped message is removed only when the caller held it already at the end of the previous run (``held``) and
   passed it in again: the caller keeps it, so the parent has it. A message of this run, or one the caller passed in
   for the first time, is never named in a removal: a user's node function that called the agent with messages of
   its own and returns its result could otherwise make the parent raise. Such a message is left out of the
-  update: the parent either never had it (a run's own message) or keeps it one run longer.
+  update: the parent either never had it (a run's own message) or keeps it one run longer. Each removal follows
+  an empty stand-in under the same id, so that a parent whose ``messages`` key has no reducer (it takes the list
+  as it is, removals included) gives its next run an input the agent's own ``add_messages`` can reduce.
 
 ``parent_after`` is what a parent that gave the run its input holds once it applies the update: the next run's
 input, which the adapter records as the framework's history so the next run continues without a rebuild.
@@ -22,13 +26,14 @@ input, which the adapter records as the framework's history so the next run cont
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from ..errors import MissingExtra
 
 try:
-    from langchain_core.messages import BaseMessage, RemoveMessage
+    from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
     from langgraph.graph.message import add_messages
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingExtra("the LangChain middleware", "langchain", module="langgraph") from exc
@@ -40,7 +45,7 @@ __all__ = ["ParentUpdate", "parent_update"]
 class ParentUpdate:
     """The messages a subgraph agent's final state holds for its parent, and what the parent holds after them."""
 
-    messages: list[BaseMessage]  # removals first, then the view (made messages re-identified where placed)
+    messages: list[BaseMessage]  # removals first (each after its stand-in), then the view (re-identified where placed)
     parent_after: list[BaseMessage]
     placed: dict[int, BaseMessage]  # view index -> the re-identified message that replaces the view's one
 
@@ -56,37 +61,43 @@ def parent_update(run_input: Sequence[BaseMessage], state: Sequence[BaseMessage]
         held: Ids of the messages the caller held at the end of the previous run (see the module's docstring).
 
     Returns:
-        None when the view is the state itself (nothing to hand back but the state), or when a message the manager
-        made has no dropped message to stand in for and cannot be appended in its place (then the parent keeps
-        every message, as it would without the update).
+        None when the view is the state itself (nothing to hand back but the state).
     """
     if len(view) == len(state) and all(a is b for a, b in zip(view, state, strict=True)):
         return None
-    position = {m.id: i for i, m in enumerate(state)}
-    in_view = {m.id for m in view}
-    dropped = [i for i, m in enumerate(state) if m.id not in in_view]
-    next_kept = [len(state)] * (len(view) + 1)  # per view index: the state index of the next kept message
-    for j in range(len(view) - 1, -1, -1):
-        kept = position.get(view[j].id)
-        next_kept[j] = kept if kept is not None else next_kept[j + 1]
     given = {m.id for m in run_input}
+    position = {m.id: i for i, m in enumerate(state)}
+    slot: list[int | None] = [position.get(m.id) for m in view]  # whose id each view message takes; None: appended
     placed: dict[int, BaseMessage] = {}
-    used: set[int] = set()
-    last_kept = -1
+    cursor = -1  # the last slot taken: the view's messages take slots in the state's order
     for j, message in enumerate(view):
-        kept = position.get(message.id)
+        kept = slot[j]
         if kept is not None:
-            last_kept = kept
+            cursor = kept
             continue
-        upper = next_kept[j + 1]
-        slot = next((i for i in dropped if last_kept < i < upper and i not in used), None)
-        if slot is not None:
-            used.add(slot)
-            placed[j] = message.model_copy(update={"id": state[slot].id})
-        elif upper < len(state) and state[upper].id in given:
-            return None  # appended, it would land after a message the parent holds and the view puts after it
-    removals: list[BaseMessage] = [RemoveMessage(id=str(state[i].id)) for i in dropped
-                                   if i not in used and state[i].id in given and state[i].id in held]
+        later = next((k for k in range(j + 1, len(view)) if slot[k] is not None), None)
+        upper = len(state) if later is None else slot[later]
+        assert upper is not None
+        if cursor + 1 == upper < len(state) and state[upper].id in given:
+            # No slot left before a message the parent holds: it moves one on, and its slot is taken here.
+            assert later is not None
+            slot[later] = None
+            upper += 1
+        if cursor + 1 < upper:
+            cursor += 1
+            slot[j] = cursor
+            placed[j] = message.model_copy(update={"id": state[cursor].id})
+        elif message.id in position:  # a moved message with no slot left: a new id of its own, at the end
+            placed[j] = message.model_copy(update={"id": str(uuid.uuid4())})
+    used = {i for i in slot if i is not None}
+    dropped = [i for i in range(len(state)) if i not in used]
+    # Each removal follows an empty stand-in of the message it removes: a parent whose messages key has no reducer
+    # takes the list as it is, and its next run's input (reduced by the agent's add_messages from nothing) has the
+    # stand-in to remove; add_messages replaces the parent's message with it and removes it in the same update.
+    removals: list[BaseMessage] = []
+    for i in dropped:
+        if state[i].id in given and state[i].id in held:
+            removals += [HumanMessage(content="", id=state[i].id), RemoveMessage(id=str(state[i].id))]
     messages = [*removals, *(placed.get(j, m) for j, m in enumerate(view))]
     parent_after: list[BaseMessage] = add_messages(list(run_input), list(messages))  # type: ignore[arg-type,assignment]
     return ParentUpdate(messages, parent_after, placed)

@@ -84,6 +84,13 @@ PARENT_TAKES_VIEW = "contextfold_parent_takes_view"
 SUBGRAPH_STATE_CODE = "subgraph_state_unbounded"
 # Where a subgraph agent's manager keeps the ids of the messages its caller held at the end of the last run.
 HELD_SLOT = "langchain:held"
+# What the subgraph_state_unbounded warning says, by cause.
+NO_PLACE_REASON = ("the agent runs as a subgraph and its view could not be handed to the parent graph as an update by "
+                   "id: the parent's state keeps every message this run; add the agent with "
+                   "graph.add_node(name, compacting_node(agent)) to replace the parent's messages by the view")
+NESTED_REASON = ("the agent runs two or more graphs below its caller: the graph between applies the agent's removals "
+                 "itself, so the graph above keeps every message (in order; each request still carries the view); "
+                 "add the agent directly to the graph whose state holds the conversation to keep that state bounded")
 
 
 class _Held:
@@ -198,6 +205,15 @@ def _subgraph_run() -> str:
         return DEFAULT_THREAD
     namespace = str(configurable.get("checkpoint_ns") or "")
     return f"{configurable.get('thread_id')}|{namespace.rpartition('|')[0]}"
+
+
+def _graphs_between() -> bool:
+    """Whether a graph stands between the agent and the graph that holds the history (two or more levels up).
+
+    That graph merges the agent's final messages with its own ``add_messages``: it applies the removals, and only
+    its result (without them) reaches the graph above, which keeps every message the view dropped.
+    """
+    return "|" in _subgraph_run().partition("|")[2]
 
 
 def _thread_id() -> str:
@@ -396,13 +412,16 @@ class ContextfoldMiddleware(AgentMiddleware):
         """
         held = cm.framework_history.slot(HELD_SLOT, _Held)
         view = to_langchain(unpinned(cm, cm.messages()), origins)
+        if len(view) == len(messages) and all(a is b for a, b in zip(view, messages, strict=True)):
+            held.ids = frozenset(str(m.id) for m in messages)
+            return None  # nothing to hand back but the state
         given_ids = set(given) if given is not None else set()
         run_input = [m for m in messages if m.id in given_ids]
-        update = parent_update(run_input, messages, view, held.ids)
+        # Two graphs down, the graph between applies the removals and the one above keeps every message, in order.
+        update = None if _graphs_between() else parent_update(run_input, messages, view, held.ids)
         if update is None:
             held.ids = frozenset(str(m.id) for m in messages)
-            if not (len(view) == len(messages) and all(a is b for a, b in zip(view, messages, strict=True))):
-                self._tell_parent_keeps_all(cm)
+            self._tell_parent_keeps_all(cm, NESTED_REASON if _graphs_between() else NO_PLACE_REASON)
             return None
         for j, replacement in update.placed.items():
             origins.reidentify(view[j], replacement)
@@ -439,7 +458,7 @@ class ContextfoldMiddleware(AgentMiddleware):
         return await asyncio.to_thread(self.before_model, state, runtime)
 
     # -- wrap_model_call: the view per request, and overflow recovery ---------------------------------------------
-    def _tell_parent_keeps_all(self, cm: ContextManager) -> None:
+    def _tell_parent_keeps_all(self, cm: ContextManager, reason: str) -> None:
         """Warn once per manager that a subgraph's view could not be handed to its parent, which keeps every message.
 
         Only when a message the manager made has neither a dropped message to stand in for nor a place at the end
@@ -451,9 +470,7 @@ class ContextfoldMiddleware(AgentMiddleware):
             self._told_subgraph.add(cm)
         cm.tracer.emit(CompactWarning(
             session_id=cm.session_id, code=SUBGRAPH_STATE_CODE,
-            message="the agent runs as a subgraph and its view could not be handed to the parent graph as an update "
-                    "by id: the parent's state keeps every message this run; add the agent with "
-                    "graph.add_node(name, compacting_node(agent)) to replace the parent's messages by the view"))
+            message=reason))
 
     def _request_with_view(self, cm: ContextManager, request: ModelRequest) -> ModelRequest:
         names = {getattr(t, "name", None) or (t.get("name") if isinstance(t, Mapping) else None)

@@ -1,0 +1,107 @@
+"""The subgraph agent's update by id in the shapes of graph users build around it (issue 21 §3, review).
+
+Each test is a shape that broke the parent on 598dc45/8892556: a parent whose ``messages`` key is a plain list
+(its next run raised), the agent two graphs down (the top parent rebuilt the manager and kept the dropped
+messages), and a summary the compaction puts before the first message
+it keeps (the overflow recovery's shape: no update, the parent kept every message).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+import pytest
+
+pytest.importorskip("langchain")
+pytest.importorskip("langchain_openai")
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph.message import add_messages
+from test_fw_langgraph_subgraph import agent_and_manager, push_turn, server, stored_view, texts
+
+from contextfold.integrations._langgraph_parent import parent_update
+from contextfold.integrations.langchain import SUBGRAPH_STATE_CODE
+from contextfold.testing.server import ScriptedLLMServer
+
+__all__ = ["server"]  # the fixture, shared with the subgraph tests
+
+CONFIG: Any = {"configurable": {"thread_id": "t"}, "recursion_limit": 50}
+
+
+def single_node(node: Any, schema: Any = MessagesState) -> Any:
+    graph = StateGraph(schema)
+    graph.add_node("agent", node)
+    graph.add_edge(START, "agent")
+    graph.add_edge("agent", END)
+    return graph
+
+
+class PlainListState(TypedDict):
+    messages: list[BaseMessage]  # no reducer: each write replaces the list
+
+
+def test_a_parent_whose_messages_key_is_a_plain_list_runs_on_after_a_compaction(server: ScriptedLLMServer) -> None:
+    # The parent takes the agent's final messages as they are; on 8892556 they held RemoveMessage entries for ids
+    # the next run's input never had, and the agent's own reducer raised ValueError on the run after a compaction.
+    agent, cm, _ = agent_and_manager(server, "lc-plain-list")
+    parent = single_node(agent, PlainListState).compile(checkpointer=InMemorySaver())
+    held: list[BaseMessage] = []
+    for turn in range(6):
+        push_turn(server, turn)
+        state = parent.invoke({"messages": [*held, HumanMessage(f"question {turn}")]}, config=CONFIG)
+        held = state["messages"]
+        assert texts(add_messages([], held)) == stored_view(cm)  # type: ignore[arg-type]  # what the next run gets
+    assert cm.compactions >= 1 and cm.framework_history.rebuilds == 0
+    assert len(add_messages([], held)) < 4 * 6  # type: ignore[arg-type]  # bounded: not every message
+    assert all(r.status == 200 for r in server.requests)
+
+
+def test_an_agent_two_graphs_down_leaves_the_top_parent_whole_without_rebuilds(server: ScriptedLLMServer) -> None:
+    # The graph between consumes the removals (its own add_messages applies them), so the top parent kept every
+    # message the view dropped while the manager recorded it without them: a rebuild at the next run and a summary
+    # in place of one of the parent's messages. Two graphs down, the top parent keeps every message, in order.
+    agent, cm, telemetry = agent_and_manager(server, "lc-nested")
+    inner = single_node(agent).compile()
+    parent = single_node(inner).compile(checkpointer=InMemorySaver())
+    for turn in range(6):
+        push_turn(server, turn)
+        state = parent.invoke({"messages": [HumanMessage(f"question {turn}")]}, config=CONFIG)
+    assert cm.compactions >= 1 and cm.framework_history.rebuilds == 0
+    assert len(state["messages"]) == 4 * 6
+    assert [m.content for m in state["messages"][::4]] == [f"question {t}" for t in range(6)]
+    assert [m.content for m in state["messages"][3::4]] == [f"answer {t}" for t in range(6)]
+    assert all(r.status == 200 and r.input_tokens <= 8_000 for r in server.requests)
+    told = [e for e in telemetry.events if getattr(e, "code", "") == SUBGRAPH_STATE_CODE]
+    assert len(told) == 1
+
+
+def test_a_summary_before_the_first_kept_message_takes_the_slots_in_order() -> None:
+    # The overflow recovery's view: the summary and a note first, the user's messages and answers kept after them.
+    q0, c0 = HumanMessage("question 0", id="q0"), AIMessage("call 0", id="c0")
+    t0, a0 = ToolMessage("output 0", tool_call_id="x0", id="t0"), AIMessage("answer 0", id="a0")
+    q1, c1 = HumanMessage("question 1", id="q1"), AIMessage("call 1", id="c1")
+    state: list[BaseMessage] = [q0, c0, t0, a0, q1, c1]
+    summary, note = HumanMessage("summary", id="made-s"), HumanMessage("note", id="made-n")
+    view: list[BaseMessage] = [summary, note, q0, a0, q1, c1]
+    update = parent_update(state[:5], state, view, held={"q0", "c0", "t0", "a0"})
+    assert update is not None
+    assert texts(update.parent_after) == texts(view)
+    assert texts(add_messages(state[:5], list(update.messages))) == texts(view)  # type: ignore[arg-type]
+    assert not [m for m in update.messages if isinstance(m, RemoveMessage)]  # every dropped slot is reused
+
+
+def test_a_provider_limit_below_the_window_still_bounds_the_parent() -> None:
+    # The provider refuses at 5,000 tokens, the manager's window is 8,000: the recovery compacts within the call
+    # and its view starts with the summary. On 8892556 the parent kept every message for four turns after it.
+    with ScriptedLLMServer(context_window=5_000, validator="formats") as limited:
+        agent, cm, telemetry = agent_and_manager(limited, "lc-limit")
+        parent = single_node(agent).compile(checkpointer=InMemorySaver())
+        for turn in range(4):
+            push_turn(limited, turn)
+            state = parent.invoke({"messages": [HumanMessage(f"question {turn}")]}, config=CONFIG)
+            assert texts(state["messages"]) == stored_view(cm)
+        assert [r.status for r in limited.requests].count(400) == 1
+        assert cm.framework_history.rebuilds == 0
+        assert not [e for e in telemetry.events if getattr(e, "code", "") == SUBGRAPH_STATE_CODE]
