@@ -43,9 +43,12 @@ def test_a_user_written_session_id_compacts_archives_and_restores_inside_the_arc
     cm.prepare()  # compacts: the transcript goes to the archive
     assert cm.compactions == 1
     cm.close()
-    # One folder, inside the root, named by the encoding; nothing anywhere else in tmp_path.
+    # One folder, inside the root, named by the encoding (its capitals marked: see folder_name); nothing anywhere
+    # else in tmp_path.
+    from contextfold.stores.archive_fs import folder_name
+
     [folder] = [p for p in root.iterdir() if not p.name.startswith(".")]  # (.pruned: the retention stamp)
-    assert folder.name == archive_key(session_id) and folder.parent == root
+    assert folder.name == folder_name(archive_key(session_id)) and folder.parent == root
     assert sorted(p.name for p in tmp_path.iterdir()) == ["archive"]
     archive = Archive(FilesystemArchiveStore(root))
     assert archive.sessions() == [session_id]

@@ -11,6 +11,7 @@ folder others may write is made 0700 first (:class:`contextfold._files.PrivateFo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -22,7 +23,7 @@ from .._files import TEMP_PREFIX, PrivateFolder, private_file
 from ..archive import validate_session_id
 from ..errors import StoreError
 
-__all__ = ["FilesystemArchiveStore"]
+__all__ = ["FilesystemArchiveStore", "folder_name"]
 
 _TEMP_PREFIX = TEMP_PREFIX  # the folder's own temporary files (left by a killed writer)
 # An appended file (events.jsonl) is rotated past this size, keeping this many older files (.1, .2): a session's
@@ -40,6 +41,39 @@ PRUNE_INTERVAL_S = 3600
 _PRUNE_STAMP = ".pruned"
 # File names are chosen by the archive, never by users; anything else is refused so a name cannot leave the folder.
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,199}$")
+
+
+# A session's folder is named by its key (what ``archive_key`` makes of its id: letters, digits, ".", "_", "-"),
+# but two keys that differ only in case (``Alice``/``alice``, ``_Org_3a42``/``_org_3a42``) would share one folder on
+# a case-insensitive file system (macOS and Windows by default): a key holding capitals is kept lower-cased with the
+# positions of its capitals in hex after a "+", which no key holds (``Alice`` -> ``alice+1``). At most
+# 200 + 1 + 50 characters, under every file system's 255.
+_CAPITALS = re.compile(r"[A-Z]")
+_CASED_RE = re.compile(r"^(?P<body>[a-z0-9_][a-z0-9._\-]{0,199})\+(?P<mask>[1-9a-f][0-9a-f]{0,49})$")
+
+
+def folder_name(key: str) -> str:
+    """The folder of the session ``key``: the key itself, or lower-cased with its capitals' positions after "+"."""
+    checked = validate_session_id(key)
+    if not _CAPITALS.search(checked):
+        return checked
+    mask = sum(1 << i for i, c in enumerate(checked) if "A" <= c <= "Z")
+    return f"{checked.lower()}+{mask:x}"
+
+
+def _key_of_folder(name: str) -> str | None:
+    """The session key a folder holds (:func:`folder_name` undone); None for a folder that is no session's."""
+    if "+" not in name:
+        try:
+            return validate_session_id(name)  # (also a folder an earlier version named with capitals)
+        except ValueError:
+            return None
+    found = _CASED_RE.fullmatch(name)
+    if found is None:
+        return None
+    body, mask = found["body"], int(found["mask"], 16)
+    key = "".join(c.upper() if mask >> i & 1 else c for i, c in enumerate(body))
+    return key if mask >> len(body) == 0 and folder_name(key) == name else None
 
 
 def _check_name(name: str) -> str:
@@ -65,7 +99,7 @@ class FilesystemArchiveStore:
         self._opened: set[str] = set()
 
     def _dir(self, session_id: str) -> Path:
-        return self.root / validate_session_id(session_id)
+        return self.root / folder_name(session_id)
 
     def _folder(self, session_id: str, *, create: bool) -> PrivateFolder | None:
         """The session's folder through a descriptor (created 0700 when ``create``; None when missing otherwise).
@@ -73,11 +107,30 @@ class FilesystemArchiveStore:
         The root is the caller's and may be reached through links; the session folder and its files may not (see
         :class:`~contextfold._files.PrivateFolder`). The first time, temp files a killed writer left are removed.
         """
-        folder = PrivateFolder.open(self.root, validate_session_id(session_id), create=create)
+        name = folder_name(session_id)
+        if name != session_id and session_id not in self._opened:
+            self._adopt_legacy(session_id, name)
+        folder = PrivateFolder.open(self.root, name, create=create)
         if folder is not None and session_id not in self._opened:
             folder.remove_orphan_temps(_TEMP_PREFIX)
             self._opened.add(session_id)
         return folder
+
+    def _adopt_legacy(self, key: str, name: str) -> None:
+        """Move the folder an earlier version named ``key`` as it is (capitals and all) to its name now, ``name``.
+
+        Only a folder listed under exactly ``key`` is moved (on a case-insensitive file system ``alice``'s folder
+        also answers to ``Alice``); a concurrent move by another process is fine.
+        """
+        if os.path.lexists(self.root / name):
+            return
+        try:
+            listed = key in os.listdir(self.root)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        if listed and not os.path.islink(self.root / key):
+            with contextlib.suppress(FileNotFoundError, FileExistsError):
+                os.rename(self.root / key, self.root / name)
 
     def write(self, session_id: str, name: str, data: bytes, *, exclusive: bool = False) -> None:
         """Write ``name`` atomically (temp file + rename); ``exclusive`` refuses to replace an existing file."""
@@ -148,8 +201,16 @@ class FilesystemArchiveStore:
         """Every session directory under the root (links to folders are not sessions of this archive)."""
         if not self.root.is_dir():
             return []
+        return sorted({key for key, _ in self._session_folders()})
+
+    def _session_folders(self) -> list[tuple[str, Path]]:
+        """Each session folder under the root with its key (a folder an earlier version named is listed as it is)."""
+        if not self.root.is_dir():
+            return []
         with os.scandir(self.root) as entries:
-            return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
+            named = [(_key_of_folder(e.name), self.root / e.name) for e in entries
+                     if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")]
+        return [(key, path) for key, path in named if key is not None]
 
     def prune(self, *, max_age_s: float | None = ARCHIVE_MAX_AGE_S, max_bytes: int | None = ARCHIVE_MAX_BYTES,
               live_s: float = ARCHIVE_LIVE_S, now: float | None = None) -> list[str]:
@@ -158,9 +219,8 @@ class FilesystemArchiveStore:
         A session's age is that of its newest file. Folders written within ``live_s`` are never deleted for size.
         """
         now = time.time() if now is None else now
-        found: list[tuple[float, int, str]] = []
-        for session in self.sessions():
-            folder = self.root / session
+        found: list[tuple[float, int, str, Path]] = []
+        for session, folder in self._session_folders():
             newest, size = 0.0, 0
             for entry in folder.iterdir():
                 try:
@@ -168,15 +228,15 @@ class FilesystemArchiveStore:
                 except FileNotFoundError:
                     continue
                 newest, size = max(newest, info.st_mtime), size + info.st_size
-            found.append((newest, size, session))
+            found.append((newest, size, session, folder))
         found.sort()
         removed: list[str] = []
-        total = sum(size for _, size, _ in found)
-        for newest, size, session in found:
+        total = sum(size for _, size, _, _ in found)
+        for newest, size, session, folder in found:
             too_old = max_age_s is not None and now - newest > max_age_s
             too_big = max_bytes is not None and total > max_bytes and now - newest > live_s
             if too_old or too_big:
-                shutil.rmtree(self.root / session, ignore_errors=True)
+                shutil.rmtree(folder, ignore_errors=True)
                 removed.append(session)
                 total -= size
         return removed
