@@ -60,7 +60,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ServeApp", "create_app"]
 
-_log = logging.getLogger("contextfold.serve")
 
 # The id of the entry readiness reads: any store answering for it is up.
 _READY_PROBE = "px-readiness-probe"
@@ -184,11 +183,28 @@ class ServeApp:
         return b"".join(chunks)
 
     def _error(self, api: ApiName, status: int, message: str, *, param: str | None = None,
-               kind: str = "invalid_request_error", started: float | None = None) -> Response:
+               kind: str = "invalid_request_error", started: float | None = None,
+               session: str | None = None) -> Response:
         self.metrics.requests.labels(api, str(status)).inc()
-        log_event("refused", level=logging.WARNING, api=api, status=status, problem=self.redactor.redact_text(message),
+        log_event("refused", level=logging.WARNING, api=api, status=status, problem=self._redacted(message, session),
                   ms=round((time.perf_counter() - started) * 1000, 1) if started else None)
         return JSONResponse(error_body(api, message, kind=kind, param=param), status_code=status)
+
+    def _redacted(self, text: str, session: str | None) -> str:
+        """``text`` for a log line: the built-in patterns, and the secrets ``session`` remembers when it is known.
+
+        A value a session learned in context (``password: X``) matches no pattern bare; a request of that session
+        that quotes it where the proxy refuses it would log it in clear (issue 21). Refusals are rare: the memory is
+        read from the store each time (one blob), so a value another instance learned is known too.
+        """
+        if session is None or not self.config.redact:
+            return self.redactor.redact_text(text)
+        from ..redact import SecretMemory
+
+        try:
+            return self.redactor.for_session(SecretMemory(self.backend.blobs, session)).redact_text(text)
+        except Exception:  # (the store is down: the built-in patterns still run)
+            return self.redactor.redact_text(text)
 
     # -- health -------------------------------------------------------------------------------------------------
     async def health(self, _request: Request) -> Response:
@@ -269,7 +285,8 @@ class ServeApp:
             handed_over = isinstance(response, StreamingResponse)
             return response
         except Exception as exc:  # a bug must reach the client as its API's error and the log, never as a hang
-            _log.exception("internal error", extra={"fields": {"api": api, "session": session}})
+            log_event("internal error", level=logging.ERROR, api=api, session=session,
+                      error=self._redacted(f"{type(exc).__name__}: {exc}", session))
             return self._error(api, 500, f"contextfold serve: internal error ({type(exc).__name__})",
                                kind="api_error", started=started)
         finally:
@@ -305,15 +322,15 @@ class ServeApp:
         try:
             turn = await asyncio.to_thread(open_turn, self.backend, exchange, session, continues=continues)
         except Conflict as exc:
-            return self._error(api, 409, str(exc), param=exc.field, started=started)
+            return self._error(api, 409, str(exc), param=exc.field, started=started, session=session)
         except BadRequest as exc:
-            return self._error(api, 400, str(exc), param=exc.field, started=started)
+            return self._error(api, 400, str(exc), param=exc.field, started=started, session=session)
         except InsufficientBudget as exc:
             return self._error(api, 400, f"contextfold cannot fit this conversation in the window: {exc}",
-                               started=started)
+                               started=started, session=session)
         except StoreError as exc:
             return self._error(api, 503, f"the session store is unavailable: {exc}", kind="api_error",
-                               started=started)
+                               started=started, session=session)
         self._count_turn(turn, started)
         from ..recovery import OverflowRecovery
 
@@ -322,7 +339,7 @@ class ServeApp:
             upstream, overflow = await self._send_recovering(turn, turn.sent, headers, recovery)
         except httpx.HTTPError as exc:
             return self._error(api, 502, f"the upstream could not be reached: {type(exc).__name__}",
-                               kind="api_error", started=started)
+                               kind="api_error", started=started, session=session)
         if upstream.status_code >= 400:
             self.metrics.requests.labels(api, str(upstream.status_code)).inc()
             log_event("upstream error", level=logging.WARNING, api=api, session=session,
@@ -344,7 +361,7 @@ class ServeApp:
                     payload = await self._retrieval_rounds(turn, payload, headers, recovery)
                 except _RoundFailed as failed:
                     if failed.response is None:
-                        return self._error(api, 400, failed.body["error"]["message"], started=started)
+                        return self._error(api, 400, failed.body["error"]["message"], started=started, session=session)
                     self.metrics.requests.labels(api, str(failed.response.status_code)).inc()
                     return Response(failed.response.content, status_code=failed.response.status_code,
                                     headers=response_headers(failed.response))
