@@ -2,13 +2,14 @@
 
 Each test is a shape that broke the parent on 598dc45/8892556: a parent whose ``messages`` key is a plain list
 (its next run raised), the agent two graphs down (the top parent rebuilt the manager and kept the dropped
-messages), and a summary the compaction puts before the first message
-it keeps (the overflow recovery's shape: no update, the parent kept every message).
+messages), ``Send`` fan-out of the agent with the parent's history (one run's removals and another's re-mentions
+of the same ids in one step put the parent's old messages after the new ones), and a summary the compaction puts
+before the first message it keeps (the overflow recovery's shape: no update, the parent kept every message).
 """
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 import pytest
 
@@ -19,6 +20,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, Remove
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.message import add_messages
+from langgraph.types import Send
 from test_fw_langgraph_subgraph import agent_and_manager, push_turn, server, stored_view, texts
 
 from contextfold.integrations._langgraph_parent import parent_update
@@ -105,3 +107,40 @@ def test_a_provider_limit_below_the_window_still_bounds_the_parent() -> None:
         assert [r.status for r in limited.requests].count(400) == 1
         assert cm.framework_history.rebuilds == 0
         assert not [e for e in telemetry.events if getattr(e, "code", "") == SUBGRAPH_STATE_CODE]
+
+
+class FanOutState(TypedDict):
+    messages: Annotated[list[BaseMessage], add_messages]
+
+
+@pytest.mark.parametrize("max_concurrency", [1, None])
+def test_send_fan_out_with_the_parents_history_keeps_the_parents_order(server: ScriptedLLMServer,
+                                                                       max_concurrency: int | None) -> None:
+    # Four turns of one run, then a step with two runs of the agent (Send), each given the parent's history and a
+    # task of its own: the first run's update removed the messages its compaction dropped, the second's final
+    # messages named them again, and add_messages appended them after the step's new messages. One at a time
+    # (max_concurrency=1) it happened on every run on 78d6a73.
+    agent, cm, _ = agent_and_manager(server, f"lc-send-{max_concurrency}")
+
+    def route(state: FanOutState) -> list[Send]:
+        if state["messages"][-1].content != "question 4":
+            return [Send("agent", {"messages": state["messages"]})]
+        return [Send("agent", {"messages": [*state["messages"], HumanMessage(f"task {i}")]}) for i in range(2)]
+
+    graph = StateGraph(FanOutState)
+    graph.add_node("agent", agent)
+    graph.add_conditional_edges(START, route, ["agent"])
+    graph.add_edge("agent", END)
+    parent = graph.compile(checkpointer=InMemorySaver())
+    config: Any = {**CONFIG, "max_concurrency": max_concurrency}
+    for turn in range(5):
+        push_turn(server, turn)
+        if turn == 4:
+            push_turn(server, 5)
+        before = {m.id for m in parent.get_state(config).values.get("messages", [])}
+        state = parent.invoke({"messages": [HumanMessage(f"question {turn}")]}, config=config)
+        held_before = [m.id in before for m in state["messages"]]
+        assert held_before == sorted(held_before, reverse=True), [str(m.content)[:20] for m in state["messages"]]
+    assert cm.compactions >= 1
+    assert sum(str(m.content).startswith("task") for m in state["messages"]) == 2
+    assert all(r.status == 200 for r in server.requests)

@@ -93,6 +93,19 @@ NESTED_REASON = ("the agent runs two or more graphs below its caller: the graph 
                  "add the agent directly to the graph whose state holds the conversation to keep that state bounded")
 
 
+class _Step:
+    """The runs of a subgraph agent in one step of its parent (``Send`` fan-out), and the ids one of them removed.
+
+    A parent's ``add_messages`` appends a message it no longer has: a removal in one run's update and the same id
+    named in another's (every run names the messages it was given) put that message after the step's new ones. So
+    a run removes only while it is the step's only run, and a later run of the step leaves out what it removed.
+    """
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.removed: set[str] = set()
+
+
 class _Held:
     """The ids of the messages a subgraph agent's caller held at the end of its last run (see _langgraph_parent)."""
 
@@ -194,17 +207,18 @@ def _messages(state: Any) -> list[BaseMessage]:
     return [m for m in state["messages"] if not isinstance(m, RemoveMessage)]
 
 
-def _subgraph_run() -> str:
-    """The thread and namespace of the subgraph run a hook runs in (parallel runs of one thread differ by it).
-
-    A hook's own task is the last segment of ``checkpoint_ns``; what is before it names the agent's run.
-    """
+def _run_namespace() -> str:
+    """The namespace of the agent's run a hook runs in: ``checkpoint_ns`` without the hook's own task (the last)."""
     try:
         configurable = get_config().get("configurable") or {}
     except RuntimeError:  # called outside a LangGraph run
-        return DEFAULT_THREAD
-    namespace = str(configurable.get("checkpoint_ns") or "")
-    return f"{configurable.get('thread_id')}|{namespace.rpartition('|')[0]}"
+        return ""
+    return str(configurable.get("checkpoint_ns") or "").rpartition("|")[0]
+
+
+def _subgraph_run() -> str:
+    """The thread and namespace of the subgraph run a hook runs in (parallel runs of one thread differ by it)."""
+    return f"{_thread_id()}|{_run_namespace()}"
 
 
 def _graphs_between() -> bool:
@@ -213,7 +227,17 @@ def _graphs_between() -> bool:
     That graph merges the agent's final messages with its own ``add_messages``: it applies the removals, and only
     its result (without them) reaches the graph above, which keeps every message the view dropped.
     """
-    return "|" in _subgraph_run().partition("|")[2]
+    return "|" in _run_namespace()
+
+
+def _parent_step() -> str:
+    """The thread, the parent's namespace and its checkpoint: the same for the runs of one step of the parent."""
+    try:
+        checkpoints = get_config().get("configurable", {}).get("checkpoint_map") or {}
+    except RuntimeError:  # called outside a LangGraph run
+        return DEFAULT_THREAD
+    parent = _run_namespace().rpartition("|")[0]
+    return f"{_thread_id()}|{parent}|{checkpoints.get(parent)}"
 
 
 def _thread_id() -> str:
@@ -271,6 +295,7 @@ class ContextfoldMiddleware(AgentMiddleware):
         self.updates = 0  # state rewrites returned from before_model
         self._told_subgraph: weakref.WeakSet[ContextManager] = weakref.WeakSet()  # managers told the parent grows
         self._run_inputs: OrderedDict[str, list[str]] = OrderedDict()  # per subgraph run: the ids it began with
+        self._steps: OrderedDict[str, _Step] = OrderedDict()  # per step of a parent: its runs of the agent
         self.compact_tool = compact_tool
         self.tools: list[BaseTool] = self._retrieval_tools(retrieval_tools, compact_tool)
 
@@ -372,6 +397,11 @@ class ContextfoldMiddleware(AgentMiddleware):
                 self._run_inputs.move_to_end(run)
                 while len(self._run_inputs) > self.max_threads:
                     self._run_inputs.popitem(last=False)
+                step = self._steps.setdefault(_parent_step(), _Step())
+                step.runs += 1
+                self._steps.move_to_end(_parent_step())
+                while len(self._steps) > self.max_threads:
+                    self._steps.popitem(last=False)
         return None
 
     async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
@@ -388,6 +418,7 @@ class ContextfoldMiddleware(AgentMiddleware):
         thread = _thread_id()
         with self._lock:
             given = self._run_inputs.pop(_subgraph_run(), None)
+            step = self._steps.get(_parent_step())
         cm = self._resolve(thread, None)
         if cm is None:
             return None
@@ -396,39 +427,48 @@ class ContextfoldMiddleware(AgentMiddleware):
             origins = self._feed(cm, messages)
             if self.mode != "before_model" or not _in_subgraph():
                 return None
-            return self._hand_to_parent(cm, origins, messages, given)
+            return self._hand_to_parent(cm, origins, messages, given, step)
 
     async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Async :meth:`after_agent`."""
         return await asyncio.to_thread(self.after_agent, state, runtime)
 
     def _hand_to_parent(self, cm: ContextManager, origins: Origins, messages: list[BaseMessage],
-                        given: list[str] | None) -> dict[str, Any] | None:
+                        given: list[str] | None, step: _Step | None) -> dict[str, Any] | None:
         """The final state that gives a subgraph's parent the manager's view; None to leave the state as it is.
 
         The view as it stands (no compaction here: the next run's first request compacts if it must). ``Overwrite``
         puts the removals in the final state itself, past the subgraph's own reducer, so the parent's reducer
-        applies them.
+        applies them. With other runs of the agent in the parent's step, see :class:`_Step`.
         """
         held = cm.framework_history.slot(HELD_SLOT, _Held)
         view = to_langchain(unpinned(cm, cm.messages()), origins)
-        if len(view) == len(messages) and all(a is b for a, b in zip(view, messages, strict=True)):
-            held.ids = frozenset(str(m.id) for m in messages)
-            return None  # nothing to hand back but the state
+        whole = len(view) == len(messages) and all(a is b for a, b in zip(view, messages, strict=True))
         given_ids = set(given) if given is not None else set()
         run_input = [m for m in messages if m.id in given_ids]
-        # Two graphs down, the graph between applies the removals and the one above keeps every message, in order.
-        update = None if _graphs_between() else parent_update(run_input, messages, view, held.ids)
+        with self._lock:  # the step's runs counted and its removals recorded at once (see _Step)
+            alone = step is None or step.runs == 1
+            removed_by_others = set() if step is None else set(step.removed)
+            # Two graphs down, the graph between applies the removals and the one above keeps every message.
+            update = None if whole or _graphs_between() else \
+                parent_update(run_input, messages, view, held.ids if alone else frozenset())
+            if update is not None and step is not None:
+                step.removed.update(str(m.id) for m in update.messages if isinstance(m, RemoveMessage))
         if update is None:
             held.ids = frozenset(str(m.id) for m in messages)
-            self._tell_parent_keeps_all(cm, NESTED_REASON if _graphs_between() else NO_PLACE_REASON)
-            return None
-        for j, replacement in update.placed.items():
-            origins.reidentify(view[j], replacement)
-        held.ids = frozenset(str(m.id) for m in update.parent_after)
-        rebase(cm, SOURCE, update.parent_after, _key)  # the next run's input, when the parent applied it
-        self.updates += 1
-        return {"messages": Overwrite(update.messages)}
+            if not whole:
+                self._tell_parent_keeps_all(cm, NESTED_REASON if _graphs_between() else NO_PLACE_REASON)
+            final = messages
+        else:
+            for j, replacement in update.placed.items():
+                origins.reidentify(view[j], replacement)
+            held.ids = frozenset(str(m.id) for m in update.parent_after)
+            rebase(cm, SOURCE, update.parent_after, _key)  # the next run's input, when the parent applied it
+            self.updates += 1
+            final = update.messages
+        if any(m.id in removed_by_others for m in final):
+            return {"messages": Overwrite([m for m in final if m.id not in removed_by_others])}
+        return None if update is None else {"messages": Overwrite(update.messages)}
 
     # -- before_model: persist the view in the state --------------------------------------------------------------
     def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
