@@ -29,7 +29,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.message import add_messages
 
 from contextfold.integrations._langgraph_parent import parent_update
-from contextfold.integrations.langchain import NO_PLACE_REASON, SUBGRAPH_STATE_CODE, ContextfoldMiddleware
+from contextfold.integrations.langchain import SUBGRAPH_STATE_CODE, ContextfoldMiddleware
 from contextfold.manager import ContextManager
 from contextfold.manager.reconcile import unpinned
 from contextfold.telemetry import RecordingTelemetry
@@ -61,8 +61,8 @@ def agent_and_manager(server: ScriptedLLMServer, session: str) -> tuple[Any, Con
     return agent, cm, telemetry
 
 
-def push_turn(server: ScriptedLLMServer, turn: int) -> None:
-    server.push(Reply.calling(ScriptedToolCall("read_pages", {"page": turn}, id=f"call_{turn}"),
+def push_turn(server: ScriptedLLMServer, turn: int, tool_name: str = "read_pages") -> None:
+    server.push(Reply.calling(ScriptedToolCall(tool_name, {"page": turn}, id=f"call_{turn}"),
                               text=thought(turn)), f"answer {turn}")
 
 
@@ -277,8 +277,8 @@ def test_the_operator_is_told_once_when_the_view_cannot_be_handed_back() -> None
     telemetry = RecordingTelemetry()
     cm = ContextManager(model="gpt-4o", store="memory", archive="memory", session_id="lc-told", telemetry=telemetry)
     middleware = ContextfoldMiddleware(cm)
-    middleware._tell_parent_keeps_all(cm, NO_PLACE_REASON)
-    middleware._tell_parent_keeps_all(cm, NO_PLACE_REASON)
+    middleware._tell_parent_keeps_all(cm)
+    middleware._tell_parent_keeps_all(cm)
     told = [e for e in telemetry.events if getattr(e, "code", "") == SUBGRAPH_STATE_CODE]
-    assert len(told) == 1 and "compacting_node(agent)" in told[0].message
+    assert len(told) == 1 and "directly to the graph" in told[0].message
     cm.close()

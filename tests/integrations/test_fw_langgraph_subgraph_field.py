@@ -4,7 +4,9 @@ Each test is a shape that broke the parent on 598dc45/8892556: a parent whose ``
 (its next run raised), the agent two graphs down (the top parent rebuilt the manager and kept the dropped
 messages), ``Send`` fan-out of the agent with the parent's history (one run's removals and another's re-mentions
 of the same ids in one step put the parent's old messages after the new ones), and a summary the compaction puts
-before the first message it keeps (the overflow recovery's shape: no update, the parent kept every message).
+before the first message it keeps (the overflow recovery's shape: no update, the parent kept every message), and
+a run resumed after an interrupt by a new process (its input recorded in the old one: an update built as if the
+parent held nothing).
 """
 
 from __future__ import annotations
@@ -16,15 +18,20 @@ import pytest
 pytest.importorskip("langchain")
 pytest.importorskip("langchain_openai")
 
+from _fw_support import log_page
+from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.message import add_messages
-from langgraph.types import Send
+from langgraph.types import Command, Send, interrupt
 from test_fw_langgraph_subgraph import agent_and_manager, push_turn, server, stored_view, texts
 
 from contextfold.integrations._langgraph_parent import parent_update
-from contextfold.integrations.langchain import SUBGRAPH_STATE_CODE
+from contextfold.integrations.langchain import SUBGRAPH_STATE_CODE, ContextfoldMiddleware
+from contextfold.manager import ContextManager
 from contextfold.testing.server import ScriptedLLMServer
 
 __all__ = ["server"]  # the fixture, shared with the subgraph tests
@@ -144,3 +151,40 @@ def test_send_fan_out_with_the_parents_history_keeps_the_parents_order(server: S
     assert cm.compactions >= 1
     assert sum(str(m.content).startswith("task") for m in state["messages"]) == 2
     assert all(r.status == 200 for r in server.requests)
+
+
+@tool
+def read_pages_after_approval(page: int) -> str:
+    """Read three pages of the build log, once a person approved page 3."""
+    if page == 3:
+        interrupt({"approve page": page})
+    return log_page(page) * 3
+
+
+def test_a_run_resumed_in_a_new_process_after_an_interrupt_hands_no_guess(server: ScriptedLLMServer) -> None:
+    # The run's input was recorded in the process that stopped at the interrupt. Resumed by a new one (a new
+    # middleware and manager over the same checkpointer, here with a window that makes the resumed run compact), the
+    # update was built as if the parent held nothing: the summary appended at the parent's end, the manager told the
+    # parent held the view while it kept the dropped messages, and the next run rebuilt.
+    saver = InMemorySaver()
+
+    def process(window: int, session: str) -> tuple[Any, ContextManager]:
+        cm = ContextManager(model="gpt-4o", max_context_tokens=window, store="memory", archive="memory",
+                            session_id=session)
+        model = ChatOpenAI(model="gpt-4o", base_url=server.base_url, api_key="test", max_retries=0)  # type: ignore[arg-type]
+        agent = create_agent(model, tools=[read_pages_after_approval], system_prompt="Read the build log.",
+                             middleware=[ContextfoldMiddleware(cm)])
+        return single_node(agent).compile(checkpointer=saver), cm
+
+    first, _ = process(8_000, "lc-resume-first")
+    for turn in range(4):
+        push_turn(server, turn, tool_name="read_pages_after_approval")
+        state = first.invoke({"messages": [HumanMessage(f"question {turn}")]}, config=CONFIG)
+    assert "__interrupt__" in state
+    second, cm = process(1_000, "lc-resume-second")
+    state = second.invoke(Command(resume="approved"), config=CONFIG)
+    assert cm.compactions == 1 and state["messages"][-1].content == "answer 3"
+    push_turn(server, 4, tool_name="read_pages_after_approval")
+    state = second.invoke({"messages": [HumanMessage("question 4")]}, config=CONFIG)
+    assert cm.framework_history.rebuilds == 0
+    assert texts(state["messages"]) == stored_view(cm)

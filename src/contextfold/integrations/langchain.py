@@ -84,10 +84,7 @@ PARENT_TAKES_VIEW = "contextfold_parent_takes_view"
 SUBGRAPH_STATE_CODE = "subgraph_state_unbounded"
 # Where a subgraph agent's manager keeps the ids of the messages its caller held at the end of the last run.
 HELD_SLOT = "langchain:held"
-# What the subgraph_state_unbounded warning says, by cause.
-NO_PLACE_REASON = ("the agent runs as a subgraph and its view could not be handed to the parent graph as an update by "
-                   "id: the parent's state keeps every message this run; add the agent with "
-                   "graph.add_node(name, compacting_node(agent)) to replace the parent's messages by the view")
+# What the subgraph_state_unbounded warning says.
 NESTED_REASON = ("the agent runs two or more graphs below its caller: the graph between applies the agent's removals "
                  "itself, so the graph above keeps every message (in order; each request still carries the view); "
                  "add the agent directly to the graph whose state holds the conversation to keep that state bounded")
@@ -172,11 +169,10 @@ def compacting_node(agent: Any) -> Any:
     The agent's final messages (the manager's view and the reply) replace the parent's outright
     (``RemoveMessage(REMOVE_ALL_MESSAGES)`` first), and inside it the middleware replaces the agent's state before
     each model call, as at the top. Added directly (``graph.add_node("agent", agent)``), the agent already leaves
-    the parent holding its view through an update by id; this node is for when that cannot be expressed (a
-    ``subgraph_state_unbounded`` warning says so) or the parent must hold the view from the first run on (the
-    update by id removes only messages the parent held at the end of the previous run). The parent's
-    ``messages`` key must use ``add_messages`` (``MessagesState`` does). Other keys of the agent's final state
-    that the parent has are passed on as they are.
+    the parent holding its view through an update by id; this node is for a parent that must hold the view from
+    the first run on (the update by id removes only messages the parent held at the end of the previous run).
+    The parent's ``messages`` key must use ``add_messages`` (``MessagesState`` does). Other keys of the agent's
+    final state that the parent has are passed on as they are.
 
     It must be the only node writing ``messages`` in its step: LangGraph folds a step's writes in node order, so a
     parallel branch's messages folded before this node's replacement are replaced with the rest. Join parallel
@@ -449,15 +445,17 @@ class ContextfoldMiddleware(AgentMiddleware):
         with self._lock:  # the step's runs counted and its removals recorded at once (see _Step)
             alone = step is None or step.runs == 1
             removed_by_others = set() if step is None else set(step.removed)
-            # Two graphs down, the graph between applies the removals and the one above keeps every message.
-            update = None if whole or _graphs_between() else \
+            # Two graphs down, the graph between applies the removals and the one above keeps every message. A run
+            # whose input was recorded in another process (resumed there after an interrupt) cannot tell the
+            # parent's messages from its own: the parent keeps every message this once.
+            update = None if whole or given is None or _graphs_between() else \
                 parent_update(run_input, messages, view, held.ids if alone else frozenset())
             if update is not None and step is not None:
                 step.removed.update(str(m.id) for m in update.messages if isinstance(m, RemoveMessage))
         if update is None:
             held.ids = frozenset(str(m.id) for m in messages)
-            if not whole:
-                self._tell_parent_keeps_all(cm, NESTED_REASON if _graphs_between() else NO_PLACE_REASON)
+            if not whole and _graphs_between():
+                self._tell_parent_keeps_all(cm)
             final = messages
         else:
             for j, replacement in update.placed.items():
@@ -498,11 +496,10 @@ class ContextfoldMiddleware(AgentMiddleware):
         return await asyncio.to_thread(self.before_model, state, runtime)
 
     # -- wrap_model_call: the view per request, and overflow recovery ---------------------------------------------
-    def _tell_parent_keeps_all(self, cm: ContextManager, reason: str) -> None:
-        """Warn once per manager that a subgraph's view could not be handed to its parent, which keeps every message.
+    def _tell_parent_keeps_all(self, cm: ContextManager) -> None:
+        """Warn once per manager that a subgraph's view cannot reach the graph above, which keeps every message.
 
-        Only when a message the manager made has neither a dropped message to stand in for nor a place at the end
-        (see :func:`._langgraph_parent.parent_update`); ``compacting_node`` replaces the parent's messages outright.
+        Only two or more graphs down (see :func:`_graphs_between`): the graph between applies the removals itself.
         """
         with self._lock:  # (two runs of one manager at once: one warns)
             if cm in self._told_subgraph:
@@ -510,7 +507,7 @@ class ContextfoldMiddleware(AgentMiddleware):
             self._told_subgraph.add(cm)
         cm.tracer.emit(CompactWarning(
             session_id=cm.session_id, code=SUBGRAPH_STATE_CODE,
-            message=reason))
+            message=NESTED_REASON))
 
     def _request_with_view(self, cm: ContextManager, request: ModelRequest) -> ModelRequest:
         names = {getattr(t, "name", None) or (t.get("name") if isinstance(t, Mapping) else None)
