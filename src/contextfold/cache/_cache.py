@@ -623,6 +623,7 @@ class ToolOutputCache:
         A session's last use is its newest claim on any output, or the memory's own last save when that is newer
         (read only when the claims do not show a recent use). A memory with neither is kept: its age is unknown.
         """
+        from ..manager._limits import SESSION_LIMIT_KEY_PREFIX, limit_saved_at
         from ..redact.memory import MEMORY_KEY_PREFIX, memory_saved_at
 
         last_use: dict[str, float] = {}
@@ -630,12 +631,17 @@ class ToolOutputCache:
             for tag, when in entry.claims.items():
                 last_use[tag] = max(when, last_use.get(tag, when))
         for key in keys:
-            if not key.startswith(MEMORY_KEY_PREFIX):
+            # (a session's own learned limit goes with it too: session-limit.<tag>:<model>)
+            if key.startswith(MEMORY_KEY_PREFIX):
+                tag, saved_at = key[len(MEMORY_KEY_PREFIX):], memory_saved_at
+            elif key.startswith(SESSION_LIMIT_KEY_PREFIX):
+                tag, saved_at = key[len(SESSION_LIMIT_KEY_PREFIX):].partition(":")[0], limit_saved_at
+            else:
                 continue
-            used = last_use.get(key[len(MEMORY_KEY_PREFIX):])
+            used = last_use.get(tag)
             if used is not None and now - used <= max_age_s:
                 continue
-            saved = memory_saved_at(self.store, key)
+            saved = saved_at(self.store, key)
             known = [t for t in (used, saved) if t is not None]
             if known and now - max(known) > max_age_s:
                 self.store.delete(key)

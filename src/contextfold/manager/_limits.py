@@ -13,13 +13,17 @@ session on the same store, a restarted process or another worker of a fleet (a R
 
 What is stored is what holds for every caller of the model: the limit the provider's window leaves beside the
 policy's reply reserve. A part that comes from one request (its own ``max_tokens``, which left less room for the
-input) stays with the manager that sent it: one caller asking for a reply of nearly the whole window must not
-shrink every other caller of a shared store (the proxy's) to a few dozen tokens.
+input) stays with the session that sent it: one caller asking for a reply of nearly the whole window must not
+shrink every other caller of a shared store (the proxy's) to a few dozen tokens. That part is kept under the
+session (``session-limit.<owner tag>:<model>``, read by no other session), so a restarted process or another
+instance serving the session does not meet the same overflow again; retention drops it with the session's secret
+memory (``ToolOutputCache.retain``).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -27,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..compaction import Budgets, Policy
 
-__all__ = ["LIMIT_KEY_PREFIX", "ProviderLimit", "budgets_within", "limit_key"]
+__all__ = ["LIMIT_KEY_PREFIX", "SESSION_LIMIT_KEY_PREFIX", "ProviderLimit", "budgets_within", "limit_key",
+           "limit_saved_at", "session_limit_key"]
 
 # Blob-store keys of learned limits: ``limit:<model>``. Not a ref id, an index or a claim, so the cache's
 # garbage collection and retention never touch them.
@@ -36,9 +41,30 @@ LIMIT_KEY_PREFIX = "limit:"
 _MAX_RECORD_BYTES = 4_096
 
 
+# Keys of a session's own lower limits: ``session-limit.<owner tag>:<model>`` (the tag as the session's claims
+# and secret memory carry it: retention ages the three together). Not a ref id either.
+SESSION_LIMIT_KEY_PREFIX = "session-limit."
+
+
 def limit_key(model: str) -> str:
     """The blob-store key of ``model``'s learned limit."""
     return LIMIT_KEY_PREFIX + model
+
+
+def session_limit_key(model: str, tag: str) -> str:
+    """The blob-store key of the session tagged ``tag``'s own limit for ``model``."""
+    return f"{SESSION_LIMIT_KEY_PREFIX}{tag}:{model}"
+
+
+def limit_saved_at(store: Any, key: str) -> float | None:
+    """When the session limit under ``key`` was saved (seconds since the epoch), or None when not known."""
+    try:
+        raw = store.get(key)
+        data = json.loads(raw) if len(raw) <= _MAX_RECORD_BYTES else None
+    except Exception:  # (missing, unreadable: its age is unknown)
+        return None
+    saved = data.get("saved_at") if isinstance(data, dict) else None
+    return float(saved) if isinstance(saved, int | float) and not isinstance(saved, bool) else None
 
 
 def budgets_within(policy: Policy, window: int, prompt_limit: int) -> Budgets:
@@ -88,10 +114,11 @@ class ProviderLimit:
     thread-safe: the manager holds its lock.
     """
 
-    def __init__(self, model: str, store: Any, warn: Callable[[str], None]) -> None:
+    def __init__(self, model: str, store: Any, warn: Callable[[str], None], session_tag: str | None = None) -> None:
         self.model = model
         self.store = store  # a BlobStore, or None (no cache: the limit lives as long as the manager)
         self.warn = warn
+        self.session_tag = session_tag  # the session's owner tag: where its own lower limit is kept (None: nowhere)
         self.tokens: int | None = None  # the learned prompt limit by our count, None while none is known
         self.provider_limit: int | None = None  # the provider's own figure, when an error gave one
         self._shared: int | None = None  # the part of ``tokens`` that holds for every caller: what is stored
@@ -107,6 +134,9 @@ class ProviderLimit:
             self.tokens, self.provider_limit = record.tokens, record.provider_limit
         if record is not None and (self._shared is None or record.tokens < self._shared):
             self._shared = record.tokens
+        own = self._read(self._session_key()) if record is not None else None
+        if own is not None and own.tokens < (self.tokens or own.tokens + 1):
+            self.tokens = own.tokens
         return self.tokens
 
     def learn(self, tokens: int, provider_limit: int | None = None, *, shared: int | None = None) -> bool:
@@ -128,6 +158,8 @@ class ProviderLimit:
         self.tokens = max(1, min(tokens, shared if self._shared is None else self._shared))
         if provider_limit is not None:
             self.provider_limit = provider_limit
+        if self._shared is not None and self.tokens < self._shared:
+            self._write_own()
         return True
 
     def forget(self) -> None:
@@ -136,17 +168,38 @@ class ProviderLimit:
         if self.store is not None:
             try:
                 self.store.delete(limit_key(self.model))
+                own = self._session_key()
+                if own is not None:
+                    self.store.delete(own)
             except Exception as exc:
                 self.warn(f"could not forget the learned limit of {self.model!r} in the store: {exc}")
         self._loaded = True
 
-    def _read(self) -> _Record | None:
+    def _session_key(self) -> str | None:
+        return session_limit_key(self.model, self.session_tag) if self.session_tag is not None else None
+
+    def _write_own(self) -> None:
+        """Keep this session's own lower limit under the session (another session never reads it)."""
+        key = self._session_key()
+        if self.store is None or key is None or self.tokens is None:
+            return
+        record = {"model": self.model, "tokens": self.tokens, "provider_limit": self.provider_limit,
+                  "saved_at": time.time()}
+        try:
+            self.store.put(key, json.dumps(record).encode())
+        except Exception as exc:
+            self.warn(f"could not save this session's learned limit of {self.model!r} to the store: {exc}")
+
+    def _read(self, key: str | None = None) -> _Record | None:
+        """The record under ``key`` (the model's shared one by default)."""
         if self.store is None:
             return None
         from ..errors import RefNotFound
 
         try:
-            raw = self.store.get(limit_key(self.model))  # one round trip: a fleet worker reads it every turn
+            # One round trip for the shared record (a fleet worker reads it every turn); a session's own record is
+            # read only where the store holds a shared one (an own limit is only ever below a shared one).
+            raw = self.store.get(key if key is not None else limit_key(self.model))
             if len(raw) > _MAX_RECORD_BYTES:
                 return None
             data = json.loads(raw)

@@ -198,8 +198,10 @@ class ContextManager:
         # Answered outputs shown wider for the coming call (and the standard views they go back to).
         self._widening = AnsweredWidening(self.cache, self.counter) if self.cache is not None else None
         # The provider's real limit, learned from its overflow errors and kept in the store per model (issue 21).
+        from ..cache.owners import owner_tag
+
         self._limit = ProviderLimit(self.model.name, self.cache.store if self.cache is not None else None,
-                                    self._limit_store_failed)
+                                    self._limit_store_failed, session_tag=owner_tag(self.session_id))
         self._calls = 0
         # The providers' own context management (issue 23): who compacts, what the provider reported, and which
         # providers' opaque state the view may hold (a prepare() in another format reports what it leaves out).
