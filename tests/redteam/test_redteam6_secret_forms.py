@@ -102,3 +102,42 @@ LEAKS = [
 def test_a_remembered_secret_in_another_form_never_reaches_the_archive(name: str, messages: list[dict[str, Any]],
                                                                        fmt: str | None) -> None:
     assert archived_forms(name, messages, fmt) == []
+
+
+def archived_texts(name: str, secret: str, later: str) -> str:
+    """Every text of the transcripts after ``password: <secret>`` was taught and ``later`` mentioned it again."""
+    cm = ContextManager(model="gpt-4o", store="memory", archive="memory", session_id=f"rt6-escapes-{name}")
+    cm.add([{"role": "user", "content": f"The db password: {secret} (staging)."},
+            {"role": "assistant", "content": "ok"}])
+    cm.add([{"role": "user", "content": later}, {"role": "assistant", "content": "fine"}])
+    cm.add([{"role": "user", "content": "next " + "filler " * 40}])
+    cm.compact(force=True)
+    cm.close()
+    assert cm.archive is not None
+    return "\n".join(m.text for _, ms in cm.archive.transcripts(cm.session_id) for m in ms)
+
+
+NON_ASCII = "pässwörd-Secret9Z"
+HTML_SECRET = "Tr0ub4dor&3-horse<x>"
+
+
+@pytest.mark.xfail(strict=True, reason="redact/ (cold6's lane this session): the memory keeps a secret's JSON form "
+                                       "without \\u escapes only; json.dumps' default (ensure_ascii) writes "
+                                       "p\\u00e4ssw\\u00f6rd-Secret9Z and it reaches the archive")
+def test_a_remembered_secret_json_escaped_to_ascii_never_reaches_the_archive() -> None:
+    texts = archived_texts("json-ascii", NON_ASCII, "config: " + json.dumps({"db": NON_ASCII}))
+    assert "rd-Secret9Z" not in texts
+
+
+@pytest.mark.xfail(strict=True, reason="redact/ (cold6's lane this session): an HTML-escaped repeat of a remembered "
+                                       "secret (&amp; &lt;) is not recognised")
+def test_a_remembered_secret_html_escaped_never_reaches_the_archive() -> None:
+    texts = archived_texts("html", HTML_SECRET, "<pre>Tr0ub4dor&amp;3-horse&lt;x&gt;</pre>")
+    assert "Tr0ub4dor" not in texts
+
+
+@pytest.mark.xfail(strict=True, reason="redact/ (cold6's lane this session): a password value stops at '<', its "
+                                       "tail stays in clear (password: [REDACTED:password]<x>)")
+def test_a_password_holding_a_less_than_sign_is_redacted_whole() -> None:
+    texts = archived_texts("lt", HTML_SECRET, "nothing more")
+    assert "<x>" not in texts
