@@ -27,7 +27,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Command, Send, interrupt
-from test_fw_langgraph_subgraph import agent_and_manager, push_turn, server, stored_view, texts
+from test_fw_langgraph_subgraph import agent_and_manager, push_turn, read_pages, server, stored_view, texts
 
 from contextfold.integrations._langgraph_parent import parent_update
 from contextfold.integrations.langchain import SUBGRAPH_STATE_CODE, ContextfoldMiddleware
@@ -188,3 +188,21 @@ def test_a_run_resumed_in_a_new_process_after_an_interrupt_hands_no_guess(server
     state = second.invoke({"messages": [HumanMessage("question 4")]}, config=CONFIG)
     assert cm.framework_history.rebuilds == 0
     assert texts(state["messages"]) == stored_view(cm)
+
+
+def test_a_persistent_subgraph_continues_from_its_own_checkpoint_without_rebuilds(server: ScriptedLLMServer) -> None:
+    # create_agent(..., checkpointer=True) keeps the agent's final messages (the update: removals after their
+    # stand-ins, then the view) in its own checkpoint and merges the parent's next input into them. On d31e561 the
+    # stand-ins stayed in the agent's state as empty user messages: the manager rebuilt at every run after the
+    # first compaction and the parent grew again.
+    _, cm, _ = agent_and_manager(server, "lc-persistent")
+    model = ChatOpenAI(model="gpt-4o", base_url=server.base_url, api_key="test", max_retries=0)  # type: ignore[arg-type]
+    agent = create_agent(model, tools=[read_pages], system_prompt="Read the build log.",
+                         middleware=[ContextfoldMiddleware(cm)], checkpointer=True)
+    parent = single_node(agent).compile(checkpointer=InMemorySaver())
+    for turn in range(7):
+        push_turn(server, turn)
+        state = parent.invoke({"messages": [HumanMessage(f"question {turn}")]}, config=CONFIG)
+        assert texts(state["messages"]) == stored_view(cm)
+    assert cm.compactions >= 1 and cm.framework_history.rebuilds == 0
+    assert len(state["messages"]) < 4 * 7

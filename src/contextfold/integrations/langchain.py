@@ -200,7 +200,17 @@ def compacting_node(agent: Any) -> Any:
 
 def _messages(state: Any) -> list[BaseMessage]:
     """The state's messages, without the removals a persistent subgraph's last final state may still hold."""
-    return [m for m in state["messages"] if not isinstance(m, RemoveMessage)]
+    return _live(state["messages"])
+
+
+def _live(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """``messages`` without removals and what they remove.
+
+    A persistent subgraph's checkpoint keeps its last final state as it was set (``Overwrite``): each removal
+    after the empty stand-in of the message it removes (see :mod:`._langgraph_parent`), which goes with it.
+    """
+    removed = {m.id for m in messages if isinstance(m, RemoveMessage)}
+    return [m for m in messages if m.id not in removed] if removed else list(messages)
 
 
 def _run_namespace() -> str:
@@ -520,7 +530,7 @@ class ContextfoldMiddleware(AgentMiddleware):
             if system is not None and system.text:
                 pin_head(cm, SYSTEM_PROMPT_ID, system.text)
             extra = _provider_settings(cm, request)  # before the view: it tells the manager who compacts
-            view: list[Any] = self._view(cm, [m for m in request.messages if not isinstance(m, RemoveMessage)])
+            view: list[Any] = self._view(cm, _live(request.messages))
             status = cm.status_message()  # the budget line, when on: this request only, never the agent state
             if status is not None:
                 view = [*view, HumanMessage(content=status.text)]
