@@ -10,7 +10,7 @@ view's size right after the last compaction, which a soft compaction must outgro
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -21,9 +21,10 @@ if TYPE_CHECKING:
     from ..messages import Message
     from ..summarize import Summarizer
     from ..telemetry import Tracer
-    from ..tokens import MessageCounter
+    from ..tokens import MessageCounter, TokenCounter
 
-__all__ = ["Compactor", "compact_after_boundary", "protected_names", "warm_for_compaction", "with_tail"]
+__all__ = ["Compactor", "compact_after_boundary", "masked_before_summarized", "protected_names", "warm_for_compaction",
+           "with_tail"]
 
 # The circuit breaker's clock (a module name, so tests can move time without sleeping).
 _monotonic = time.monotonic
@@ -49,8 +50,21 @@ DIGEST_ITEMS_SCANNED_AHEAD = 32
 CIRCUIT_BREAKER_FAILURES = 3
 
 
+def masked_before_summarized(m: Message, excluded: Collection[str] = ()) -> bool:
+    """Whether automatic masking replaces ``m`` before any summary reads it: an output cut at write time (stored).
+
+    Masking goes before summarizing and takes the oldest outputs first, by ref; a compaction then reads the
+    placeholder, not the cut view. Reading such a view for a summary ahead of time was wasted work (issue 22: in
+    the lm32b loop at 16K, 4 of the 135 cut views read ahead or at add() were ever summarized; 720K characters).
+    An output of a tool in ``excluded`` (never masked) is read as any message.
+    """
+    return (m.role == "tool" and m.kind == "truncated" and not m.protected and isinstance(m.meta.get("ref"), str)
+            and m.name not in excluded)
+
+
 def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor: Any, archived: bool,
-                        outputs: ToolOutputCache | None = None) -> None:
+                        outputs: ToolOutputCache | None = None, digest_tokens: int = 0,
+                        counter: TokenCounter | None = None, never_masked: Collection[str] | None = None) -> None:
     """Read ``messages`` as a compaction will, on a background thread: a compaction then finds the work done.
 
     - ``extractive``: the summarizer is the extractive one: read each message as its summary will (entities,
@@ -58,7 +72,11 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
     - ``redactor``: redact what the archived transcript and the summary will redact (learning the secrets found;
       each result is kept, so the compaction looks only for what is learned after);
     - ``archived``: serialize the messages the transcript will hold unchanged (lines are cached by message);
-    - ``outputs``: the tool output cache when masked outputs keep digests: read each output's digest material.
+    - ``outputs``: the tool output cache when masked outputs keep digests: read each output's digest material;
+      with ``digest_tokens`` and ``counter``, also build each output's digest as its masking will (the items'
+      token counts and secret checks are remembered: the masking turn assembles the same digest from them);
+    - ``never_masked``: masking is automatic, and these tools' outputs are never masked: the outputs masking will
+      replace before any summary reads them are not read for the summary (:func:`masked_before_summarized`).
 
     The entities' token counts are not taken ahead: a summary counts only its best ranked few hundred (issue 22:
     counting every entity of every message was ~10% of the read-ahead, for names no summary would weigh).
@@ -72,13 +90,17 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
     pacer = GilPacer()
     if extractive:
         for m in messages:
-            read_message(m)
+            if never_masked is None or not masked_before_summarized(m, never_masked):
+                read_message(m)
             pacer.tick()
     if outputs is not None:
         from functools import partial
 
-        from ..cache._digest import digest_material, ref_material
+        from ..cache._digest import digest_material, output_digest, ref_material
 
+        # What stays in view beside each placeholder: the arguments of the output's call (read from this batch; an
+        # output whose call came in an earlier batch is warmed without them).
+        arguments = {c.id: c.arguments for m in messages for c in m.tool_calls} if digest_tokens else {}
         for m in messages:
             if m.role == "tool" and not m.protected and isinstance(m.content, str):
                 ref = m.meta.get("ref")
@@ -90,15 +112,21 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
                     # the masking turn read it cold: 26 of lm32b's 1,624 outputs hold a password or a key).
                     blanked = redactor.blank(m.content) if redactor is not None else m.content
                     material = digest_material(blanked)
-                if redactor is not None:
+                if redactor is not None and hasattr(redactor, "scan_words"):
                     # The items a digest most likely lists are checked for secrets then: scanned now (in bulk), the
                     # masking turn finds the scans done (issue 22: a masking turn scanned ~40 items).
-                    items = material.items[:DIGEST_ITEMS_SCANNED_AHEAD]
-                    if hasattr(redactor, "scan_words"):
-                        redactor.scan_words(items)
-                    else:
-                        for item in items:
-                            redactor.mentions_secret(item)
+                    redactor.scan_words(material.items[:DIGEST_ITEMS_SCANNED_AHEAD])
+                if digest_tokens and counter is not None:
+                    # The digest itself, as the masking will build it: each item it weighs is counted and checked
+                    # for secrets now (remembered by the counter and the redactor), so the masking turn only
+                    # assembles (issue 22: counting and checking were a quarter of a masking turn).
+                    allow = (lambda item: not redactor.mentions_secret(item)) if redactor is not None else None
+                    output_digest("", budget_tokens=digest_tokens, counter=counter,
+                                  known=arguments.get(m.tool_call_id or "", ""), material=material.items,
+                                  allow=allow)
+                elif redactor is not None and not hasattr(redactor, "scan_words"):
+                    for item in material.items[:DIGEST_ITEMS_SCANNED_AHEAD]:
+                        redactor.mentions_secret(item)
                 pacer.tick()
     if redactor is not None:
         redactor.redact_ahead(messages)

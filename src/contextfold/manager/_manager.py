@@ -326,9 +326,12 @@ class ContextManager:
             extractive = isinstance(summarizer, ExtractiveSummarizer)
         if extractive:
             from ..summarize.digest import read_message
+            from ._compactor import masked_before_summarized
 
+            never_masked = self._never_masked()
             for m in stored:
-                read_message(m)
+                if never_masked is None or not masked_before_summarized(m, never_masked):
+                    read_message(m)
         # (A tool output's digest material is read when it is first masked, or ahead of that by the background
         # thread when masking is automatic: most outputs of a session that compacts are never masked.)
         self._secrets.learn_outputs(cut)  # the whole outputs cut at write time: scanned now, not on a masking turn
@@ -730,9 +733,18 @@ class ContextManager:
         masks = self.cache is not None and self.policy.mask_digest_tokens and self.policy.auto
         outputs = self.cache if masks else None
         if extractive or redactor is not None or archived or outputs is not None:
-            _background.submit(warm_for_compaction, messages, extractive, redactor, archived, outputs)
+            _background.submit(warm_for_compaction, messages, extractive, redactor, archived, outputs,
+                               self.policy.mask_digest_tokens if masks else 0, self.counter.counter,
+                               self._never_masked())
         if redactor is not None:
             _background.submit(self._secrets.read_ahead)  # whole outputs cut before add() started reading
+
+    def _never_masked(self) -> frozenset[str] | None:
+        """The tools whose outputs automatic masking never takes; None when masking is not automatic."""
+        p = self.policy
+        if self.cache is None or not p.auto or not p.enabled:
+            return None
+        return frozenset((*p.exclude_tools, *p.protected_tools))
 
     def _effective_policy(self) -> Policy:
         if self.paused and self.policy.auto:
