@@ -239,6 +239,9 @@ def test_the_update_never_makes_a_parent_raise_and_keeps_the_views_order(
     assert removed <= held & {m.id for m in run_input}
     kept_by_the_parent = [m for m in run_input if m.id in held]
     add_messages([HumanMessage("the parent's own", id="p0"), *kept_by_the_parent], list(update.messages))  # type: ignore[arg-type]
+    # A parent without a reducer holds the list as it is; the agent's add_messages reduces it from nothing at the
+    # next run, into the view.
+    assert texts(add_messages([], list(update.messages))) == texts(view)  # type: ignore[arg-type]
     # The view's messages are in the parent in the view's order; whatever else it keeps is input it was not known
     # to hold, left where it stood.
     view_texts = texts(view)
