@@ -84,10 +84,10 @@ def _warn_timeout(name: str, chars: int) -> None:
                  "redacted (the pattern backtracks too much: simplify it)", name, chars)
 
 
-def _holds(need: re.Pattern[str], lowered: str) -> bool:
-    """Whether ``need`` finds something in ``lowered`` (a class run: without the regex engine)."""
+def _need_finder(need: re.Pattern[str]) -> Callable[[str], object]:
+    """What tells whether ``need`` finds something in a lower-cased text (a class run: without the regex engine)."""
     runs = class_runs(need)
-    return runs.holds(lowered) if runs is not None else need.search(lowered) is not None
+    return runs.holds if runs is not None else need.search
 
 
 def marker(name: str) -> str:
@@ -241,6 +241,9 @@ class Redactor:
                     by_trigger[t].append(priority)
             self._by_trigger = {t: tuple(indexes) for t, indexes in by_trigger.items()}
             self._untriggered = tuple(i for i, p in enumerate(patterns) if not p.triggers)
+            # What each pattern without triggers needs, as a search of the lower-cased text (None: it needs nothing).
+            self._needs_found = tuple(_need_finder(p.needs) if not p.triggers and p.needs is not None else None
+                                      for p in patterns)
             # For bulk redaction: what the patterns without triggers need; None when some pattern may match any text.
             needs = tuple(p.needs for p in patterns if not p.triggers and p.needs is not None)
             untested = any(not p.triggers and p.needs is None for p in patterns)
@@ -301,12 +304,14 @@ class Redactor:
         patterns = self.patterns
         lowered = text.lower()
         by_trigger = self._by_trigger
+        needs_found = self._needs_found
         runs = set(self._untriggered)
         for trigger in self._triggers.present(lowered):
             runs.update(by_trigger[trigger])  # (SecretPattern.may_match, with each trigger looked for once)
         for priority in sorted(runs):
             pattern = patterns[priority]
-            if not pattern.triggers and pattern.needs is not None and not _holds(pattern.needs, lowered):
+            need = needs_found[priority]
+            if need is not None and not need(lowered):
                 continue  # (what a pattern without triggers needs is cheaper to find than its matches)
             try:
                 matches = pattern.findings(text, lowered)
