@@ -89,3 +89,26 @@ def test_arguments_found_valid_are_not_parsed_again_and_bad_ones_always_refused(
         with pytest.raises(InvalidHistory, match="must be a JSON object"):
             pairing.check_messages([Message.assistant("", [ToolCall("c2", "read", bad)])])
     assert parsed == [good, bad, bad]
+
+
+def test_a_plan_from_the_counts_and_pairs_a_view_keeps_is_the_plan_made_alone() -> None:
+    from contextfold.compaction import plan_compaction
+    from contextfold.tokens import EstimatingCounter, MessageCounter
+
+    counter = MessageCounter(EstimatingCounter(4.0))
+    history: list[Message] = [Message.system("you are an agent")]
+    for i in range(40):
+        history += [Message.user(f"step {i}: read file {i} " * 3), Message.assistant("", [call(i)]),
+                    Message.tool(f"c{i}", f"output {i} " * (20 + i))]
+    counts, pairs = [counter.count_message(m) for m in history], pair_list(history)
+    for kind, budget in (("hard", 900), ("soft", 1500), ("emergency", 700)):
+        alone = plan_compaction(history, policy=Policy(), counter=counter, budget=budget, kind=kind)
+        handed = plan_compaction(history, policy=Policy(), counter=counter, budget=budget, kind=kind,
+                                 counted=(counts, pairs))
+        assert handed == alone, kind
+    # Handed for a history that is not normalized (a result missing): normalized, paired and counted here instead.
+    broken = [*history[:-1], Message.assistant("done")]
+    alone = plan_compaction(broken, policy=Policy(), counter=counter, budget=900)
+    handed = plan_compaction(broken, policy=Policy(), counter=counter, budget=900,
+                             counted=([counter.count_message(m) for m in broken], pair_list(broken)))
+    assert handed == alone and len(handed.messages) == len(broken) + 1  # (the missing result put in)

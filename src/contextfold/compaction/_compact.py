@@ -154,8 +154,13 @@ def plan_compaction(
     counter: MessageCounter,
     budget: int,
     kind: CompactionKind | str = "hard",
+    counted: tuple[Sequence[int], Sequence[ToolPair]] | None = None,
 ) -> CompactionPlan:
     """Choose what to keep and what to summarize, without summarizing (a dry run of :func:`compact`).
+
+    ``counted``: each message's tokens (as ``counter`` counts it) and ``pair_list(messages)``, when the caller keeps
+    them (a manager's view does, issue 22): planning then neither pairs nor counts the messages again. They are
+    used only if ``messages`` is normalized (checked; else it is normalized, paired and counted here).
 
     Raises:
         InvalidHistory: a message is malformed (the index and field are named).
@@ -166,8 +171,12 @@ def plan_compaction(
         raise ConfigError(f"unknown compaction kind {kind!r}; choose one of {', '.join(_KINDS)}", field="kind")
     if budget <= 0:
         raise ConfigError(f"must be a positive number of tokens, got {budget}", field="budget")
-    view, pairs = normalized_with_pairs(check_messages(messages))
-    tokens = [counter.count_message(m) for m in view]
+    checked = check_messages(messages)
+    view, pairs = normalized_with_pairs(checked, None if counted is None else list(counted[1]))
+    if counted is not None and view is checked and len(counted[0]) == len(view):
+        tokens = list(counted[0])
+    else:
+        tokens = [counter.count_message(m) for m in view]
     part = partition(view, policy, tokens, pairs)
     # Per-message counts leave out what a request costs once (the reply priming); the budget must cover it.
     overhead = _request_overhead(counter)
@@ -200,14 +209,17 @@ def plan_compaction(
     return CompactionPlan(kind, tuple(view), chosen, part, chosen.reserve, tuple(warnings))
 
 
-def normalized_with_pairs(messages: list[Message]) -> tuple[list[Message], list[ToolPair]]:
+def normalized_with_pairs(messages: list[Message],
+                          pairs: list[ToolPair] | None = None) -> tuple[list[Message], list[ToolPair]]:
     """``normalize(messages)`` and its ``pair_list``, paired once when ``messages`` is normalized already.
 
     What a manager hands to compaction is its normalized view (issue 22: planning a 100,000-message view normalized
     and paired it about eight times). One pass checks every invariant :func:`~contextfold.pairing.normalize`
-    establishes; only a history that breaks one is normalized (and paired again).
+    establishes; only a history that breaks one is normalized (and paired again). ``pairs``: ``pair_list(messages)``
+    when the caller has it (not paired again).
     """
-    pairs = pair_list(messages)
+    if pairs is None:
+        pairs = pair_list(messages)
     if _is_normalized(messages, pairs):
         return messages, pairs
     view = normalize(messages)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..cache import ToolOutputCache
     from ..compaction import Budgets, CompactionPlan, CompactionResult, Policy
     from ..messages import Message
+    from ..pairing import ToolPair
     from ..summarize import Summarizer
     from ..telemetry import Tracer
     from ..tokens import MessageCounter, TokenCounter
@@ -196,8 +197,8 @@ class Compactor:
                 reason=f"{self.failed} compactions failed in a row; automatic compaction paused"))
 
     # -- computing a compaction ---------------------------------------------------------------------------------
-    def target(self, view: list[Message], kind: str, tool_tokens: int, *,
-               low: bool = False) -> tuple[int, CompactionPlan | None]:
+    def target(self, view: list[Message], kind: str, tool_tokens: int, *, low: bool = False,
+               counted: tuple[Sequence[int], Sequence[ToolPair]] | None = None) -> tuple[int, CompactionPlan | None]:
         """Tokens a compaction aims for: halfway between soft and hard when that loses nothing more, else the headroom.
 
         Landing just under hard would compact again on the next turn (thrash, and a prompt-cache miss each time).
@@ -206,6 +207,7 @@ class Compactor:
         Returns the budget, and the dry run of that budget (the compaction then does not plan again).
         ``low`` tries the soft threshold first: with a write premium on the prompt cache (Anthropic) each rewrite
         costs what it keeps, so landing lower makes every cycle both longer and cheaper (``CacheEconomics``).
+        ``counted``: each message's tokens and ``pair_list(view)``, kept by the manager's view (not made again).
         """
         from ..compaction import plan_compaction
         from ..errors import ContextfoldError
@@ -217,10 +219,12 @@ class Compactor:
         halfway = (self.budgets.soft + self.budgets.hard) // 2 - tool_tokens
         head, rest = split_at_boundary(view)  # the dry run is of what the compaction will see (compact_after_boundary)
         head_tokens = sum(self.counter.count_message(m) for m in head)
+        if head:
+            counted = None  # (of the whole view; the dry run is of what follows the boundary)
         for target in ((self.budgets.soft - tool_tokens, halfway) if low else (halfway,)):
             try:
                 plan = plan_compaction(rest, policy=self.policy, counter=self.counter, budget=target - head_tokens,
-                                       kind=kind)
+                                       kind=kind, counted=counted)
             except ContextfoldError:
                 if target == halfway:
                     return hard, None
@@ -232,7 +236,8 @@ class Compactor:
         # Never at the cost of the answered message, though: that is the last resort of a budget nothing else fits.
         below = hard - self.headroom()
         try:
-            plan = plan_compaction(view, policy=self.policy, counter=self.counter, budget=below, kind=kind)
+            plan = plan_compaction(view, policy=self.policy, counter=self.counter, budget=below, kind=kind,
+                                   counted=counted)
         except ContextfoldError:
             return hard, None
         keep = plan.layout.keep

@@ -822,7 +822,9 @@ class ContextManager:
         undercount = max(0, self._grounded(tokens + self._tool_tokens) - (tokens + self._tool_tokens))
         reserved = (self._tool_tokens + self.steering.compaction_reserve
                     + min(undercount, max(0, self.budgets.hard - self._tool_tokens) // 2))
-        budget, plan = self._compactor.target(view, kind, reserved, low=self._economics.aims_low)
+        # The view's own counts and pairs, when no receipt was taken out of it (planning does not make them again).
+        counted = (self._view.counts(), self._view.pairs()) if len(view) == len(found) else None
+        budget, plan = self._compactor.target(view, kind, reserved, low=self._economics.aims_low, counted=counted)
         shrunk = self._compactor.shrink_answered(view, budget)
         before_recut: list[Message] | None = None
         recut_note = ""
@@ -836,7 +838,8 @@ class ContextManager:
                           "shorter view, readable in full by its ref")
             view = self._view.normalized()
             # the dry run was of the old view
-            budget, plan = self._compactor.target(view, kind, reserved, low=self._economics.aims_low)
+            budget, plan = self._compactor.target(view, kind, reserved, low=self._economics.aims_low,
+                                                  counted=(self._view.counts(), self._view.pairs()))
         try:
             result = self._compactor.run(view, kind=kind, budget=budget, plan=plan, instructions=instructions,
                                          summarizer=TracedSummarizer(self._secrets.guard(self.summarizer),
