@@ -301,7 +301,7 @@ class ContextManager:
             # the GIL, and a background thread taking it then would hold the model call up (issue 15, p99).
             for m in stored:
                 self._economics.added_tokens += self.counter.count_message(m)
-            self._read_on_add(_worth_reading(stored), cut)
+            self._read_on_add(stored, cut)
             if any(m.role == "tool" for m in stored):
                 self.check("after tool execution")
 
@@ -312,6 +312,10 @@ class ContextManager:
         for one cut at write time) and the secrets the archive will redact: remembered by content, so that masking,
         compaction and the archive assemble them instead of scanning the texts again. From half the soft threshold
         on (a compaction is a few turns away); what was added before is read on the background thread then.
+        Of a bulk add (a resumed or imported history), the summary's reading is of its two ends only (all a
+        compaction reads), but the secrets of every message are learned: the archive redacts all of them, so each is
+        scanned once anyway, and a compaction then finds them known (issue 22: a third of a cold compaction was
+        learning the messages add() had skipped).
         """
         if not self._reading:
             tokens, _, _ = self._view.totals()
@@ -324,18 +328,21 @@ class ContextManager:
             from ..summarize import ExtractiveSummarizer
 
             extractive = isinstance(summarizer, ExtractiveSummarizer)
+        worth = _worth_reading(stored)
         if extractive:
             from ..summarize.digest import read_message
             from ._compactor import masked_before_summarized
 
             never_masked = self._never_masked()
-            for m in stored:
+            for m in worth:
                 if never_masked is None or not masked_before_summarized(m, never_masked):
                     read_message(m)
         # (A tool output's digest material is read when it is first masked, or ahead of that by the background
         # thread when masking is automatic: most outputs of a session that compacts are never masked.)
         self._secrets.learn_outputs(cut)  # the whole outputs cut at write time: scanned now, not on a masking turn
-        if self.redactor is not None and hasattr(self.redactor, "redact_ahead"):
+        if len(worth) < len(stored):
+            self._secrets.catch_up()  # (in bulk: one message per content read, the copies of a repeated history not)
+        elif self.redactor is not None and hasattr(self.redactor, "redact_ahead"):
             self.redactor.redact_ahead(stored, paced=False)  # (each message redacted once, the result kept)
 
     def _without_foreign_ref(self, m: Message) -> Message:
