@@ -251,7 +251,8 @@ class Compactor:
         """
         return min(self.policy.clear_at_least, (self.budgets.hard - self.budgets.soft) // 2)
 
-    def shrink_answered(self, view: list[Message], budget: int) -> list[Message]:
+    def shrink_answered(self, view: list[Message], budget: int,
+                        answered: Sequence[int] | None = None) -> list[Message]:
         """``view`` with the answered results cut harder when together they take over half of ``budget``.
 
         Compaction keeps the answered unit whole unless nothing else fits; a unit bigger than the budget (26 search
@@ -260,7 +261,8 @@ class Compactor:
         by its ref. The answered user request is cut the same way (head, tail and the ref of the whole text): a
         42 KB paste at 8K used to leave the view without a word, and the model answered a summary. A message of a
         role the policy never prunes is not cut. Without a tool
-        output cache, or when the shares would be stubs, ``view`` itself comes back.
+        output cache, or when the shares would be stubs, ``view`` itself comes back. ``answered``:
+        ``answered_indices(view)``, when the caller keeps it (the manager's view does: not paired again).
         """
         from ..answered import answered_indices
         from ..archive import with_layout
@@ -268,7 +270,8 @@ class Compactor:
         if self.cache is None:
             return view
         pinned_roles = tuple(self.policy.roles_never_prune)
-        results = [i for i in answered_indices(view) if _cuttable(view[i], pinned_roles)]
+        found = answered_indices(view) if answered is None else answered
+        results = [i for i in found if _cuttable(view[i], pinned_roles)]
         if not results:
             return view
         allowance = budget // ANSWERED_BUDGET_DIVISOR

@@ -832,7 +832,7 @@ class ContextManager:
         # The view's own counts and pairs, when no receipt was taken out of it (planning does not make them again).
         counted = (self._view.counts(), self._view.pairs()) if len(view) == len(found) else None
         budget, plan = self._compactor.target(view, kind, reserved, low=self._economics.aims_low, counted=counted)
-        shrunk = self._compactor.shrink_answered(view, budget)
+        shrunk = self._compactor.shrink_answered(view, budget, self._view.answered() if counted is not None else None)
         before_recut: list[Message] | None = None
         recut_note = ""
         if shrunk is not view:
