@@ -403,9 +403,9 @@ class ContextfoldMiddleware(AgentMiddleware):
                 self._run_inputs.move_to_end(run)
                 while len(self._run_inputs) > self.max_threads:
                     self._run_inputs.popitem(last=False)
-                step = self._steps.setdefault(_parent_step(), _Step())
-                step.runs += 1
-                self._steps.move_to_end(_parent_step())
+                parent_step = _parent_step()
+                self._steps.setdefault(parent_step, _Step()).runs += 1
+                self._steps.move_to_end(parent_step)
                 while len(self._steps) > self.max_threads:
                     self._steps.popitem(last=False)
         return None
