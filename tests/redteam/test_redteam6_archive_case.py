@@ -25,7 +25,7 @@ ids = st.one_of(st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._\-]{0,30}", fullmatch=Tru
                 st.text(min_size=1, max_size=12))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(ids, ids, st.lists(st.booleans(), max_size=40))
 def test_two_ids_get_folders_that_differ_case_insensitively(a: str, other: str, flips: list[bool]) -> None:
     # b: a with some letters' case flipped (the pairs that collide on a case-insensitive file system), or another id

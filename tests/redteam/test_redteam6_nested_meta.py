@@ -64,7 +64,7 @@ nested = st.recursive(st.text(max_size=5) | st.integers(),
                       max_leaves=8)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(st.dictionaries(st.text(min_size=1, max_size=4), nested, max_size=4))
 def test_a_message_keeps_equal_values_and_shares_no_container(meta: dict[str, object]) -> None:
     made = Message("user", "hi", meta=meta, extra=meta)
