@@ -23,9 +23,6 @@ SECRET = "Wq4-Lm8-Tz2-Hb6"
 
 
 @pytest.mark.redis
-@pytest.mark.xfail(strict=True, reason="redact/memory.py (cold6's lane this session): SecretMemory.save writes only "
-                                       "when it learned something new since its last save, so a store that lost "
-                                       "the memory (Redis restarted empty) is never given it back")
 def test_a_secret_taught_before_a_redis_restart_stays_redacted_after_it(tmp_path: Path) -> None:
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed")

@@ -72,11 +72,9 @@ def _lane(reason: str) -> Any:
 
 LEAKS = [
     pytest.param("url_encoded", [{"role": "user", "content": (
-        f"curl 'https://db.internal/login?pw={urllib.parse.quote(SECRET, safe='')}'")}], None,
-        marks=_lane("the memory keeps a secret's JSON forms, not its URL-encoded one"), id="url_encoded"),
+        f"curl 'https://db.internal/login?pw={urllib.parse.quote(SECRET, safe='')}'")}], None, id="url_encoded"),
     pytest.param("base64_of_bare", [{"role": "user", "content": (
-        f"the encoded pw is {base64.b64encode(SECRET.encode()).decode()} ok")}], None,
-        marks=_lane("a value learned bare is not remembered base64-encoded (only the reverse)"), id="base64_of_bare"),
+        f"the encoded pw is {base64.b64encode(SECRET.encode()).decode()} ok")}], None, id="base64_of_bare"),
     pytest.param("reasoning_with_encrypted_content", [
         {"type": "reasoning", "id": "rs_1", "encrypted_content": "gAAAAB" + "x" * 40,
          "summary": [{"type": "summary_text", "text": f"The user gave password {SECRET}; I will use it."}]},
@@ -121,16 +119,11 @@ NON_ASCII = "pässwörd-Secret9Z"
 HTML_SECRET = "Tr0ub4dor&3-horse<x>"
 
 
-@pytest.mark.xfail(strict=True, reason="redact/ (cold6's lane this session): the memory keeps a secret's JSON form "
-                                       "without \\u escapes only; json.dumps' default (ensure_ascii) writes "
-                                       "p\\u00e4ssw\\u00f6rd-Secret9Z and it reaches the archive")
 def test_a_remembered_secret_json_escaped_to_ascii_never_reaches_the_archive() -> None:
     texts = archived_texts("json-ascii", NON_ASCII, "config: " + json.dumps({"db": NON_ASCII}))
     assert "rd-Secret9Z" not in texts
 
 
-@pytest.mark.xfail(strict=True, reason="redact/ (cold6's lane this session): an HTML-escaped repeat of a remembered "
-                                       "secret (&amp; &lt;) is not recognised")
 def test_a_remembered_secret_html_escaped_never_reaches_the_archive() -> None:
     texts = archived_texts("html", HTML_SECRET, "<pre>Tr0ub4dor&amp;3-horse&lt;x&gt;</pre>")
     assert "Tr0ub4dor" not in texts

@@ -15,11 +15,14 @@ in the instant between one's read and its write (the next save of the other puts
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import html
 import json
 import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -99,17 +102,29 @@ def _unescaped(value: str) -> str | None:
     return text if isinstance(text, str) and text != value else None
 
 
+def _encoded(value: str) -> list[str]:
+    """How ``value`` reads once a tool or a format encoded it: JSON, URL, HTML and base64 forms.
+
+    The value, taught once in context (``password: X``), comes back in another tool's output as a query string, a
+    JSON file written with ``ensure_ascii``, an HTML page or a base64 field: each form is remembered with it. base64
+    without its padding, which depends on what follows.
+    """
+    encoded = base64.b64encode(value.encode("utf-8", "surrogatepass")).decode("ascii").rstrip("=")
+    return [json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(value, ensure_ascii=True)[1:-1],
+            urllib.parse.quote(value, safe=""), urllib.parse.quote_plus(value, safe=""),
+            html.escape(value, quote=False), html.escape(value, quote=True),
+            encoded, encoded.replace("+", "-").replace("/", "_")]
+
+
 def forms(value: str) -> list[str]:
-    """The strings that stand for ``value`` in text: itself, its JSON forms, and its long letter/digit runs."""
+    """The strings that stand for ``value`` in text: itself, its encoded forms, and its long letter/digit runs."""
     out: list[str] = []
     if rememberable(value):
         out.append(value.strip())
         unescaped = _unescaped(value.strip())
         if unescaped is not None and rememberable(unescaped):
             out.append(unescaped)
-        escaped = json.dumps(value.strip(), ensure_ascii=False)[1:-1]
-        if escaped != value.strip():
-            out.append(escaped)
+        out.extend(form for form in _encoded(value.strip()) if form != value.strip())
     plain = _JSON_ESCAPE_RE.sub(" ", value) if "\\" in value else value
     out.extend(r for r in _RUN_RE.findall(plain) if _learnable_run(r))
     # Each line of a key block (a PEM body line), whole: a page or a grep that starts inside the block shows lines
@@ -140,6 +155,8 @@ class SecretMemory:
         self._key = memory_key(session_id) if session_id is not None else None
         self._loaded = store is None
         self._unsaved = False
+        # The store's count of possible losses when the memory was last saved (a Redis restarted empty forgets it).
+        self._losses_at_save = _losses(store)
         self._order: list[tuple[str, str]] = []  # the table's entries in the order learned (spans' memo counts them)
         self._found: TextMemo[tuple[int, tuple[tuple[int, int, str], ...]]] = TextMemo(_FOUND_MEMO_BYTES)
         # The remembered strings by their first PIECE_CHARS characters (spans of short texts).
@@ -311,9 +328,13 @@ class SecretMemory:
 
     def save(self) -> bool:
         """Write what was learned since the last save to the store, merged with what it holds; True when written."""
-        if self._store is None or not self._unsaved:
+        if self._store is None:
+            return False
+        losses = _losses(self._store)
+        if not self._unsaved and (losses == self._losses_at_save or not self._values):
             return False
         with self._lock:
+            self._losses_at_save = losses  # (a store that forgot gets all of it again: merged below)
             merged = {**self._read(), **self._values}
             document = {"format": _FORMAT, "saved_at": time.time(), "secrets": [[v, k] for v, k in merged.items()]}
             assert self._key is not None
@@ -330,6 +351,12 @@ class SecretMemory:
         """Learn ``(value, kind)`` pairs (a copy of another memory's values)."""
         for value, kind in entries:
             self.learn(value, kind)
+
+
+def _losses(store: BlobStore | None) -> int:
+    """The store's count of possible losses (0 for none, or a store without the method)."""
+    losses = getattr(store, "losses", None)
+    return int(losses()) if callable(losses) else 0
 
 
 def memory_saved_at(store: BlobStore, key: str) -> float | None:
