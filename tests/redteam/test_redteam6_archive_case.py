@@ -80,3 +80,17 @@ def test_two_managers_differing_in_case_keep_their_own_archive(tmp_path: Path) -
     for session in ("Build-7", "build-7"):
         texts = [m.text for _, ms in read.transcripts(session) for m in ms]
         assert texts == [f"question of {session}", f"answer for {session}"]
+
+
+def test_a_link_planted_under_an_earlier_name_is_not_adopted(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "summary-001.json").write_bytes(b"not the archive's")
+    root = tmp_path / "archive"
+    root.mkdir()
+    (root / "Alice").symlink_to(outside, target_is_directory=True)
+    store = FilesystemArchiveStore(root, fsync=False)
+    assert store.read("Alice", "summary-001.json") is None
+    store.write("Alice", "summary-001.json", b"ours")
+    assert (root / "Alice").is_symlink() and (outside / "summary-001.json").read_bytes() == b"not the archive's"
+    assert store.read("Alice", "summary-001.json") == b"ours" and store.sessions() == ["Alice"]
