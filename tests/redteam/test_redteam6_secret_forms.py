@@ -129,8 +129,6 @@ def test_a_remembered_secret_html_escaped_never_reaches_the_archive() -> None:
     assert "Tr0ub4dor" not in texts
 
 
-@pytest.mark.xfail(strict=True, reason="redact/ (cold6's lane this session): a password value stops at '<', its "
-                                       "tail stays in clear (password: [REDACTED:password]<x>)")
 def test_a_password_holding_a_less_than_sign_is_redacted_whole() -> None:
     texts = archived_texts("lt", HTML_SECRET, "nothing more")
     assert "<x>" not in texts
@@ -147,10 +145,6 @@ NAMED = "Hq7-Vb3-Np9-Xc5"
     pytest.param(f'aws ssm put-parameter --name /prod/db/password --value "{NAMED}"', id="ssm_put_parameter"),
     pytest.param(f'{{"ParameterKey":"DbPassword","ParameterValue":"{NAMED}"}}', id="cloudformation_parameter"),
 ])
-@pytest.mark.xfail(strict=True, reason="redact/ rules (cold6's lane this session): a secret given as a name/value "
-                                       "pair (Kubernetes and ECS env lists: name: DB_PASSWORD, value: X; aws ssm "
-                                       "--name .../password --value X; CloudFormation ParameterKey/ParameterValue) "
-                                       "is not recognised; kubectl get -o yaml/json of a Deployment shows them")
 def test_a_secret_in_a_name_value_pair_is_redacted(text: str) -> None:
     from contextfold.redact import Redactor
 

@@ -134,6 +134,27 @@ def _accept_basic_credentials(m: re.Match[str]) -> bool:
 
 _MYSQL = r"mysql|mysqldump|mysqladmin|mysqlimport|mysqlsh|mariadb|mariadb-dump"
 
+# A secret given as a name/value pair: Kubernetes and ECS env lists (`kubectl get deploy -o yaml` shows them),
+# CloudFormation parameters, `aws ssm put-parameter --name .../password --value X`. The name says what the value
+# is; bounded runs around the word keep a long run of name characters from being tried at every split.
+_SECRET_NAME = (r"(?P<name>[A-Za-z0-9_./\-]{0,64}?(?:passw(?:or)?d|passphrase|pwd|secret|token|api[_-]?key"
+                r"|private[_-]?key|credentials?)[A-Za-z0-9_./\-]{0,64})")
+# The name must end in the word (`DB_PASSWORD`, `/prod/db/password`, `DbPassword`, `SECRET_KEY`): `TOKEN_TTL`'s value
+# is a number of seconds.
+_SECRET_NAME_END = re.compile(
+    r"(?i)(?:.*?(?:[_\-./]|(?-i:(?<=[a-z])(?=[A-Z]))))?(?:passw(?:or)?d|passphrase|pwd|pass|secret|token|api[_-]?key"
+    r"|private[_-]?key|secret[_-]?(?:access[_-]?)?key|access[_-]?key|credentials?)s?")
+
+
+def _accept_name_value(m: re.Match[str]) -> bool:
+    return bool(_SECRET_NAME_END.fullmatch(m.group("name"))) and accept_value(m)
+_QUOTED_OR_BARE = r"(?:\"(?P<v1>[^\"\n]+)\"|'(?P<v2>[^'\n]+)'|(?P<v3>[^\s\"',}\]]+))"
+_NAME_VALUE = (rf"(?i)[\"']?(?:name|key|parameterkey|parametername)[\"']?[ \t]*[:=][ \t]*[\"']?{_SECRET_NAME}[\"']?"
+               r"[ \t]*,?[ \t]*(?:\r?\n[ \t]*)?(?:-[ \t]*)?[\"']?(?:value|parametervalue)[\"']?[ \t]*[:=][ \t]*"
+               + _QUOTED_OR_BARE)
+_SSM_PARAMETER = (rf"(?i)--name[ \t=]+[\"']?{_SECRET_NAME}[\"']?(?:[ \t]+--[A-Za-z][\w\-]*(?:[ \t=]+[^\s-]\S*)?){{0,4}}"
+                  r"[ \t]+--value[ \t=]+" + _QUOTED_OR_BARE)
+
 CONTEXT_PATTERNS: tuple[SecretPattern, ...] = (
     pattern("private_key", _PEM_BLOCK, "-----begin"),
     # The end of a block whose beginning is gone (a truncated output keeps head and tail lines): the key lines right
@@ -162,6 +183,8 @@ CONTEXT_PATTERNS: tuple[SecretPattern, ...] = (
     pattern("password", _SECRET_OPTION, "--pass", "--api", "--auth-token", "--access-token", "--token", "--secret",
             "--client-secret", accept=_accept_option),
     pattern("password", _NETRC, "passw", accept=accept_value),
+    pattern("password", _NAME_VALUE, "value", accept=_accept_name_value),
+    pattern("password", _SSM_PARAMETER, "--value", accept=_accept_name_value),
     # (No trigger: nearly every text holds a colon. What bulk redaction looks for instead is the port field.)
     pattern("password", _PGPASS, accept=_accept_pgpass, needs=r":(?:\d{2,5}|\*):[a-z_*]"),
     pattern("password", _XML_ELEMENT, "pass", "pwd", "secret", "token", "key", "credential", "master",
