@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextfold import pairing
 from contextfold.compaction._compact import _is_normalized, normalized_with_pairs
@@ -112,3 +114,18 @@ def test_a_plan_from_the_counts_and_pairs_a_view_keeps_is_the_plan_made_alone() 
     handed = plan_compaction(broken, policy=Policy(), counter=counter, budget=900,
                              counted=([counter.count_message(m) for m in broken], pair_list(broken)))
     assert handed == alone and len(handed.messages) == len(broken) + 1  # (the missing result put in)
+
+
+@given(messy_histories(), st.randoms(use_true_random=False))
+@settings(max_examples=60, deadline=None)
+def test_the_pairs_of_whole_units_are_read_from_the_pairs_of_the_view(history: list[Message],
+                                                                        rng: random.Random) -> None:
+    from contextfold.compaction._compact import pairs_within
+
+    view = normalize(history)
+    pairs = pair_list(view)
+    units = build_units(view, pairs)
+    chosen = sorted(i for unit in units if rng.random() < 0.5 for i in unit.indices)
+    subset = [view[i] for i in chosen]
+    assert pairs_within(pairs, chosen) == pair_list(subset)
+    assert normalized_with_pairs(subset, pairs_within(pairs, chosen)) == normalized_with_pairs(subset)

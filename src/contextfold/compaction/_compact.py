@@ -114,6 +114,8 @@ class CompactionPlan:
     partition: Partition
     reserve: int
     warnings: tuple[str, ...] = ()
+    # ``pair_list(messages)``, for the compaction that follows (the summary's input is paired from it).
+    pairs: tuple[ToolPair, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +208,7 @@ def plan_compaction(
                 f"tool I/O pairs {keep.pairs}→{k.pairs}, summary reserve {reserve}→{chosen.reserve}, "
                 f"user-message budget {keep.user_budget}→{k.user_budget}"
             )
-    return CompactionPlan(kind, tuple(view), chosen, part, chosen.reserve, tuple(warnings))
+    return CompactionPlan(kind, tuple(view), chosen, part, chosen.reserve, tuple(warnings), tuple(pairs))
 
 
 def normalized_with_pairs(messages: list[Message],
@@ -224,6 +226,24 @@ def normalized_with_pairs(messages: list[Message],
         return messages, pairs
     view = normalize(messages)
     return view, pair_list(view)
+
+
+def pairs_within(pairs: Sequence[ToolPair], indices: Sequence[int]) -> list[ToolPair]:
+    """``pair_list`` of the messages at ``indices`` (ascending), from the pairs of the whole history (issue 22).
+
+    Exact when ``indices`` are whole units of a normalized history (each call with all its results), as what a
+    compaction summarizes is: every result still follows its call. Otherwise what it gives may differ, and
+    :func:`normalized_with_pairs` finds the history not normalized (a result whose call is left out, or a call whose
+    result is) and pairs it anew.
+    """
+    position = {index: k for k, index in enumerate(indices)}
+    out: list[ToolPair] = []
+    for pair in pairs:
+        at = position.get(pair.call_index)
+        if at is not None:
+            result = pair.result_index
+            out.append(ToolPair(pair.call_id, pair.name, at, None if result is None else position.get(result)))
+    return out
 
 
 def _is_normalized(messages: list[Message], pairs: list[ToolPair]) -> bool:
@@ -326,9 +346,13 @@ def compact(
     # on the same request (measured: the task statement three times in one SWE-agent view).
     staying = [view[i] for i in sorted({*lay.front, *lay.user_block, *lay.kept})]
     verbatim = tuple(dict.fromkeys(m.text for m in staying if m.role == "user" and m.kind is None and m.text))
+    for_summary = strip_trailing_tool_calls(summarized)
+    # (A trailing call stripped changes the last message: then the pairs are made anew.)
+    unchanged = len(for_summary) == len(summarized) and (not summarized or for_summary[-1] is summarized[-1])
     request = SummaryRequest(
         # (for_summarizer: whole units of a normalized view are normalized already, bar a trailing call)
-        messages=tuple(normalized_with_pairs(strip_trailing_tool_calls(summarized))[0]),
+        messages=tuple(normalized_with_pairs(
+            for_summary, pairs_within(plan.pairs, lay.summarized) if plan.pairs and unchanged else None)[0]),
         previous_summary=old_text,
         strategy=policy.strategy,
         instructions=instructions,
