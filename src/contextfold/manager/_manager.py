@@ -432,14 +432,14 @@ class ContextManager:
                 view = [*self.redactor.redact_messages(self._view.normalized()), *tail]
                 if format in ("openai_chat", "openai_responses"):
                     return wire.encode(view)
-                return wire.encode_request(self._with_breakpoints(view) if cache_breakpoints else view)
+                return wire.encode_request(self._with_breakpoints(view, viewed=False) if cache_breakpoints else view)
             # The agent calls the model next and waits for it: the moment to load the exact tokenizer, if needed.
             self.counter.preload()
             if format in ("openai_chat", "openai_responses"):
                 # The budget line changes on every call: last, after every cached block, so the prefix stays cached.
                 return self._view.encoded(wire, wire.encode(tail) if tail else ())
             request = [*self._view.normalized(), *tail]
-            return wire.encode_request(self._with_breakpoints(request) if cache_breakpoints else request)
+            return wire.encode_request(self._with_breakpoints(request, viewed=True) if cache_breakpoints else request)
 
     def status_message(self) -> Message | None:
         """The budget line for the view as prepared, or None (``policy.context_status`` off, nothing to say).
@@ -1273,15 +1273,18 @@ class ContextManager:
 
         with self._lock:
             view = self._view.normalized()
-            return breakpoint_indices(view, settled=self._masking.settled(view), bridge=self._masking.bridge(view))
+            return breakpoint_indices(view, settled=self._masking.settled(), bridge=self._masking.bridge(view))
 
-    def _with_breakpoints(self, messages: list[Message]) -> list[Message]:
-        """The request's messages with contextfold's cache breakpoints, unless the caller placed its own."""
+    def _with_breakpoints(self, messages: list[Message], *, viewed: bool) -> list[Message]:
+        """The request's messages with contextfold's cache breakpoints, unless the caller placed its own.
+
+        ``viewed``: the request is the view's messages then the budget line (masking reads what the view keeps).
+        """
         from ..billing.breakpoints import carries_marks, mark_breakpoints
 
         if carries_marks(messages):
             return messages
-        return mark_breakpoints(messages, settled=self._masking.settled(messages),
+        return mark_breakpoints(messages, settled=self._masking.settled(None if viewed else messages),
                                 bridge=self._masking.bridge(messages))
 
     def finish(self) -> None:

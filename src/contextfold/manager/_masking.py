@@ -142,30 +142,38 @@ class Masking:
         target = self._bridge[1]
         return next((i for i, m in enumerate(view) if m is target), None)
 
-    def settled(self, view: Sequence[Message]) -> frozenset[int]:
+    def settled(self, view: Sequence[Message] | None = None) -> frozenset[int]:
         """The tool results of ``view`` no masking batch will ever change, whatever the turns to come.
 
         Every result when nothing masks (no output store, the policy disabled); otherwise the ones masking passes
         over for good: protected and non-text results, outputs of an excluded, protected or never-masked tool, and
         outputs no larger than their placeholder (with its digest). Recent and answered outputs are not: they
         become maskable as the session moves on. The Anthropic request's second cache mark goes past these
-        (:func:`contextfold.billing.breakpoints.breakpoint_indices`).
+        (:func:`contextfold.billing.breakpoints.breakpoint_indices`). ``view`` None: the view's own messages (what
+        ``normalized()`` gives, and a request that only adds messages after them), read with the pairs and counts
+        the view keeps instead of pairing and counting it all again on every request (issue 22).
         """
-        results = [i for i, m in enumerate(view) if m.role == "tool"]
+        if view is None:
+            messages: Sequence[Message] = self._view.normalized()
+            pairs, counts = self._view.pairs(), self._view.counts()
+        else:
+            from ..pairing import pair_list
+
+            messages, pairs, counts = view, pair_list(view), None
+        results = [i for i, m in enumerate(messages) if m.role == "tool"]
         if self.cache is None or not self._policy.enabled:
             return frozenset(results)
         from ..cache.masking import _PLACEHOLDER_SHAPE  # the placeholder every masking writes, digest aside
-        from ..pairing import pair_list
 
         p = self._policy
         excluded = {*p.exclude_tools, *p.protected_tools}
         policies = self._steering.policies
-        names = {pair.result_index: pair.name for pair in pair_list(view) if pair.result_index is not None}
+        names = {pair.result_index: pair.name for pair in pairs if pair.result_index is not None}
         count = self._counter.count_message
         shapes: dict[str | None, int] = {}  # a placeholder's tokens depend on the result's name only
         out: set[int] = set()
         for i in results:
-            m = view[i]
+            m = messages[i]
             if m.kind == "masked":
                 continue
             name = names.get(i) or m.name
@@ -173,7 +181,7 @@ class Masking:
                 shapes[m.name] = count(m.with_content(_PLACEHOLDER_SHAPE))
             if (m.protected or not (isinstance(m.content, str) or all(part.type == "text" for part in m.content))
                     or name in excluded or (policies.configured and not policies.for_tool(name).maskable)
-                    or count(m) <= shapes[m.name] + p.mask_digest_tokens):
+                    or (count(m) if counts is None else counts[i]) <= shapes[m.name] + p.mask_digest_tokens):
                 out.add(i)
         return frozenset(out)
 
