@@ -16,6 +16,7 @@ Each tree runs in its own interpreter; with ``--baseline`` the trees alternate r
 moment). Figures pool the turns of every run; the spread of the per-run medians is printed too.
 
 Run: python bench/bench_agent_loop.py [--baseline /tmp/perf-base/src] [--runs 5] [--window 16000] [--sessions 69]
+     [--data DIR] (the lm32b sessions; by default found from this file, which a copy of the tree elsewhere must give)
 """
 
 from __future__ import annotations
@@ -87,9 +88,9 @@ print(json.dumps({{"turns": turns, "cpu": cpu, "ahead_cpu": ahead["cpu"], "ahead
 """
 
 
-def run(src: str, window: int, sessions: int) -> dict[str, object]:
+def run(src: str, window: int, sessions: int, data: Path = DATA) -> dict[str, object]:
     env = {**os.environ, "PYTHONPATH": src}
-    code = _CHILD.format(window=window, sessions=sessions, data=str(DATA))
+    code = _CHILD.format(window=window, sessions=sessions, data=str(data))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise SystemExit(done.stderr[-3000:])
@@ -110,7 +111,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--window", type=int, default=16_000)
     parser.add_argument("--sessions", type=int, default=69, help="the first N lm32b sessions by id")
+    parser.add_argument("--data", type=Path, default=DATA, help="the recorded lm32b sessions")
     args = parser.parse_args()
+    if not args.data.is_dir():
+        parser.error(f"--data: no directory {args.data} (give the shared sweagent-lm32b trajectories)")
     here = str(Path(__file__).resolve().parents[1] / "src")
     trees = [("this tree", here)] + ([("baseline", args.baseline)] if args.baseline else [])
     results: dict[str, list[dict[str, object]]] = {label: [] for label, _ in trees}
@@ -118,7 +122,7 @@ def main() -> None:
     for _ in range(args.runs):
         for label, src in trees:
             loads.append(os.getloadavg()[0])
-            results[label].append(run(src, args.window, args.sessions))
+            results[label].append(run(src, args.window, args.sessions, args.data))
     print(f"window {args.window}, {args.sessions} sessions, {args.runs} runs; load average (1 min) during the runs: "
           f"{min(loads):.1f}-{max(loads):.1f}")
     print(f"{'tree':<10} | {'turns':<9} | {'count':>5} | {'wall p50 ms':>11} | {'wall p99 ms':>11} | "

@@ -8,7 +8,10 @@ grows with the history, the list included.
 
 from __future__ import annotations
 
+import bisect
 import json
+import operator
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -64,6 +67,14 @@ MUTATIONS: dict[str, Callable[[list[Any]], None]] = {
     "reverse": lambda items: items.reverse(),
     "slice": lambda items: items.__setitem__(slice(0, 2), []),
     "equal_copy": lambda items: items.__setitem__(0, dict(items[0]) if isinstance(items[0], dict) else items[0]),
+    "swap": lambda items: items.__setitem__(slice(None), [items[-1], *items[1:-1], items[0]][: len(items)]),
+    "sort": lambda items: items.sort(key=lambda item: -id(item)),
+    "remove": lambda items: items.remove(items[len(items) // 2]),
+    "iadd": lambda items: items.__iadd__([{"role": "user", "content": "added"}]),
+    "imul": lambda items: items.__imul__(2),
+    "shuffle": lambda items: random.Random(len(items)).shuffle(items),
+    "operator": lambda items: operator.setitem(items, -1, {"role": "user", "content": "set"}),
+    "insort": lambda items: bisect.insort(items, items[0], key=lambda item: 0),
 }
 
 
@@ -162,5 +173,21 @@ def test_a_list_changed_and_let_go_leaves_nothing_in_the_next_request(api: str, 
             cm.add(_turn(i))
             assert dump(call(cm, api)) == dump(slow_path(cm, api))
             assert dump(call(cm, api)) == dump(slow_path(cm, api))  # no new message: the same list again
+    finally:
+        cm.close()
+
+
+def test_the_list_handed_out_is_a_list_and_its_copies_are_plain_lists() -> None:
+    import copy
+    import pickle
+
+    cm = manager()
+    try:
+        cm.add([m for i in range(3) for m in _turn(i)])
+        got = cm.prepare()
+        assert isinstance(got, list)
+        assert got == slow_path(cm, "openai_chat")
+        for twin in (copy.copy(got), copy.deepcopy(got), pickle.loads(pickle.dumps(got)), got[:], got.copy()):
+            assert type(twin) is list and twin == got
     finally:
         cm.close()

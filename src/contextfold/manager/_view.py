@@ -229,10 +229,10 @@ class View:
             msgs[i] = m
         self.version += 1
         self._tail_cache = None
-        first = min(changes)
+        # Only the turns holding a change are encoded again (the others keep their dicts).
         for handed in self._encoded.values():
-            handed.rewind(first)
-        self._handed_messages.rewind(first)
+            handed.rewrite(changes)
+        self._handed_messages.rewrite(changes)
 
     def tail_start(self) -> int:
         """Index of the first message after the settled prefix (what :meth:`replace_at` rewrites cheaply)."""
