@@ -38,7 +38,7 @@ def turns(draw: Any) -> tuple[str, Any]:
     return kind, None
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(st.lists(turns(), min_size=6, max_size=30))
 def test_the_settled_outputs_read_from_the_view_are_those_read_from_its_messages(ops: list[tuple[str, Any]]) -> None:
     cm = ContextManager("gpt-4o", max_context_tokens=3_000, store="memory", archive=False, session_id="settled",
