@@ -59,3 +59,30 @@ def test_retention_drops_a_sessions_own_limit_with_the_session(tmp_path: Path) -
     assert any("old-session" not in key and key.startswith("session-limit.") for key in dropped), dropped
     assert manager(store, "old-session").learned_limit == 9_000  # the shared part stays (it is the model's)
 
+
+
+def test_a_learned_limit_is_written_again_after_redis_restarts_empty(tmp_path: Path) -> None:
+    # A Redis without persistence restarted: the process still knows the limits it learned, the store does not; the
+    # next manager of the model (another worker, the proxy's next request) met the provider's error again.
+    import shutil
+
+    import pytest
+
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    from contextfold.stores.redis_blob import RedisBlobStore
+    from contextfold.testing.services import RedisServer
+
+    with RedisServer(tmp_path) as server:
+        cm = ContextManager("gpt-4o", store=RedisBlobStore(server.url), archive="memory", session_id="s1")
+        cm.add({"role": "user", "content": "hello"})
+        cm.prepare()
+        assert cm.learn_limit(300, shared=9_000)
+        server.stop()
+        server.start()  # empty
+        cm.add({"role": "user", "content": "and again"})
+        cm.prepare()  # the next call of the process that knows the limits
+        others = [ContextManager("gpt-4o", store=RedisBlobStore(server.url), archive="memory", session_id=session)
+                  for session in ("s2", "s1")]
+        assert [m.learned_limit for m in others] == [9_000, 300]
+        cm.close()

@@ -123,6 +123,7 @@ class ProviderLimit:
         self.provider_limit: int | None = None  # the provider's own figure, when an error gave one
         self._shared: int | None = None  # the part of ``tokens`` that holds for every caller: what is stored
         self._loaded = store is None
+        self._losses = _losses(store)  # the store's count of possible losses when its records were last known
 
     def load(self) -> int | None:
         """Read the stored limit once (the first call); the learned limit after it. A failing store is skipped."""
@@ -159,6 +160,24 @@ class ProviderLimit:
         if provider_limit is not None:
             self.provider_limit = provider_limit
         if self._shared is not None and self.tokens < self._shared:
+            self._write_own()
+        return True
+
+    def restore_if_lost(self) -> bool:
+        """Write the limits again when the store says it may have lost them (a Redis restarted empty); True if so.
+
+        Cheap when nothing was lost (the store's counter, no round trip): the manager asks before every call. The
+        process still knows what it learned; without this, the next manager of the model (another worker, the
+        proxy's next request) met the provider's error again.
+        """
+        losses = _losses(self.store)
+        if losses == self._losses:
+            return False
+        self._losses = losses
+        if self._shared is None:
+            return False
+        self._write()
+        if self.tokens is not None and self.tokens < self._shared:
             self._write_own()
         return True
 
@@ -231,3 +250,12 @@ class ProviderLimit:
             self.store.put(limit_key(self.model), json.dumps(record).encode())
         except Exception as exc:
             self.warn(f"could not save the learned limit of {self.model!r} to the store: {exc}")
+
+
+def _losses(store: Any) -> int:
+    """The store's count of possible losses (0 for none, or a store that never forgets on its own)."""
+    losses = getattr(store, "losses", None)
+    try:
+        return int(losses()) if callable(losses) else 0
+    except Exception:  # (a store that cannot tell: nothing to do)
+        return 0
