@@ -79,20 +79,16 @@ LEAKS = [
         {"type": "reasoning", "id": "rs_1", "encrypted_content": "gAAAAB" + "x" * 40,
          "summary": [{"type": "summary_text", "text": f"The user gave password {SECRET}; I will use it."}]},
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}],
-        "openai_responses", marks=_lane("an opaque part (encrypted reasoning) is never redacted, so its readable "
-                                        "summary reaches the transcript in clear"),
-        id="reasoning_with_encrypted_content"),
+        "openai_responses", id="reasoning_with_encrypted_content"),
     pytest.param("anthropic_signed_thinking", [{"role": "assistant", "content": [
         {"type": "thinking", "thinking": f"the password is {SECRET}", "signature": "sig" + "A" * 30},
-        {"type": "text", "text": "ok"}]}], "anthropic",
-        marks=_lane("a signed thinking block is never redacted: its text reaches the transcript in clear"),
-        id="anthropic_signed_thinking"),
+        {"type": "text", "text": "ok"}]}], "anthropic", id="anthropic_signed_thinking"),
     pytest.param("document_file_name", [{"role": "user", "content": [
         {"type": "text", "text": "see doc"},
         {"type": "file", "file": {"filename": f"creds-{SECRET}.txt", "file_data": "data:text/plain;base64,aGk="}}]}],
-        None, marks=_lane("a document's title (file name) is not redacted"), id="document_file_name"),
+        None, id="document_file_name"),
     pytest.param("participant_name", [{"role": "user", "name": f"u{SECRET}", "content": "hi"}], None,
-                 marks=_lane("Message.name is not redacted"), id="participant_name"),
+                 id="participant_name"),
 ]
 
 

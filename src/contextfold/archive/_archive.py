@@ -458,6 +458,7 @@ class Archive:
         """
         key = archive_key(session_id)
         lines = messages if redacted else self.redactor.redact_messages(messages)
+        lines = self.redactor.redact_provider_state(lines)  # (a signed thinking block's text too: it is stored)
         # A store that takes the transcript in pieces gets it as it is encoded (issue 22: ~260 MB at 100,000
         # messages, held twice to join it, and once more in a store's copy).
         streams = getattr(self.store, "write_chunks", None)

@@ -91,7 +91,8 @@ def run_restore(args: argparse.Namespace) -> int:
             # The outputs read back from the store are whole: redacted like the archive, with the session's memory.
             from ..redact import Redactor, SecretMemory
 
-            history = Redactor(memory=SecretMemory(store, session_id)).redact_messages(history)
+            redactor = Redactor(memory=SecretMemory(store, session_id))
+            history = redactor.redact_provider_state(redactor.redact_messages(history))
     else:  # restore what the archive has rather than create an empty store to read nothing from
         sys.stderr.write(f"contextfold: warning: {missing}: masked and truncated outputs stay as their views\n")
         history = archive.restore_history(session_id, on_bad_line=_skipped)

@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
             # A file the command writes, like the archive: the recent turns are kept verbatim in the view, and a
             # secret redaction took out anywhere in the session (the compaction brought its memory up to date) is
             # taken out of them too.
-            history = redactor.redact_messages(history)
+            history = redactor.redact_provider_state(redactor.redact_messages(history))
         items = get_format(target).encode(history)
     text = json_lines(items)
     if args.out == "-":

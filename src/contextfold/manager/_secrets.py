@@ -164,7 +164,7 @@ class SecretSafeSummarizer:
             redactor.learn_from(self.context)
         clean = replace(
             request,
-            messages=tuple(redactor.redact_messages(request.messages)),
+            messages=tuple(redactor.redact_provider_state(redactor.redact_messages(request.messages))),
             previous_summary=(redactor.redact_text(request.previous_summary)
                               if request.previous_summary is not None else None),
             verbatim=tuple(redactor.redact_text(text) for text in request.verbatim),

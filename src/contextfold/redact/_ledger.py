@@ -166,8 +166,14 @@ def surface(m: Message) -> list[str] | None:
             elif isinstance(part, ImagePart | DocumentPart):
                 if part.url:
                     out.append(part.url)
+                if isinstance(part, DocumentPart) and part.title:
+                    out.append(part.title)
+                if part.extra and not _walk(part.extra, out):
+                    return None
             elif isinstance(part, UnknownPart) and not _walk(part.data, out):
                 return None
+    if m.name:
+        out.append(m.name)
     for call in m.tool_calls:
         if "\\" in call.arguments or not call.arguments.isascii():
             return None

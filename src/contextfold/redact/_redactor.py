@@ -22,6 +22,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from ..formats._common import WIRE_KEY
 from ..messages import (
     DocumentPart,
     ImagePart,
@@ -547,10 +548,45 @@ class Redactor:
             return replace(part, text=self.redact_text(part.text))
         if isinstance(part, UnknownPart):
             return replace(part, data=freeze(self.redact_obj(part.data)))
-        if isinstance(part, ImagePart | DocumentPart):
-            # Inline data is binary (base64); only a URL can carry credentials.
-            return replace(part, url=self.redact_text(part.url) if part.url else part.url)
+        if isinstance(part, DocumentPart):
+            # Inline data is binary (base64); a URL can carry credentials, a title (a file name) any text.
+            return replace(part, url=self.redact_text(part.url) if part.url else part.url,
+                           title=self.redact_text(part.title) if part.title else part.title,
+                           extra=freeze(self.redact_obj(part.extra)))
+        if isinstance(part, ImagePart):
+            return replace(part, url=self.redact_text(part.url) if part.url else part.url,
+                           extra=freeze(self.redact_obj(part.extra)))
         return part
+
+    def redact_provider_state(self, messages: Sequence[Message]) -> list[Message]:
+        """``messages`` (redacted already) with the readable text of a provider's opaque state redacted too.
+
+        The view leaves a signed thinking block or an encrypted reasoning item byte for byte (it goes back to the
+        provider that wrote it, whose signature check one changed character fails), but its text is readable: what
+        contextfold stores or hands elsewhere (a transcript, a summarizer's input) must not hold a secret in it. A
+        part whose text held one keeps the redacted text and loses its signature and encrypted content (and its
+        format tag): restored, it is plain reasoning, which the formats that need provider state drop instead of
+        sending a forged signature. Messages with nothing to change come back as the same objects.
+        """
+        if not self.enabled:
+            return list(messages)
+        out: list[Message] = []
+        for m in messages:
+            if isinstance(m.content, str) or not any(is_opaque(p) and isinstance(p, ThinkingPart) and p.text
+                                                     for p in m.content):
+                out.append(m)
+                continue
+            parts = tuple(self._unsigned_if_secret(p) if isinstance(p, ThinkingPart) and is_opaque(p) else p
+                          for p in m.content)
+            out.append(m if all(a is b for a, b in zip(parts, m.content, strict=True)) else replace(m, content=parts))
+        return out
+
+    def _unsigned_if_secret(self, part: ThinkingPart) -> ThinkingPart:
+        text = self.redact_text(part.text)
+        if text == part.text:
+            return part
+        extra = {k: v for k, v in part.extra.items() if k != WIRE_KEY}
+        return replace(part, text=text, signature=None, encrypted=None, redacted=False, extra=freeze(extra))
 
     def redact_message(self, m: Message) -> Message:
         """``m`` with secrets redacted in its text, tool-call arguments, meta and extra.
@@ -591,7 +627,8 @@ class Redactor:
             for c in m.tool_calls
         )
         meta, extra = freeze(self.redact_obj(m.meta)), freeze(self.redact_obj(m.extra))
-        return replace(m, content=content, tool_calls=calls, meta=meta, extra=extra)
+        name = self.redact_text(m.name) if m.name else m.name  # (a participant's name is any text a caller gave)
+        return replace(m, content=content, tool_calls=calls, meta=meta, extra=extra, name=name)
 
     def _generation(self) -> int:
         return self.memory.generation if self.remember else 0
