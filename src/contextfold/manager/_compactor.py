@@ -113,19 +113,26 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
                     # the masking turn read it cold: 26 of lm32b's 1,624 outputs hold a password or a key).
                     blanked = redactor.blank(m.content) if redactor is not None else m.content
                     material = digest_material(blanked)
-                if redactor is not None and hasattr(redactor, "scan_words"):
-                    # The items a digest most likely lists are checked for secrets then: scanned now (in bulk), the
-                    # masking turn finds the scans done (issue 22: a masking turn scanned ~40 items).
-                    redactor.scan_words(material.items[:DIGEST_ITEMS_SCANNED_AHEAD])
+                bulk = redactor is not None and hasattr(redactor, "scan_words")
                 if digest_tokens and counter is not None:
                     # The digest itself, as the masking will build it: each item it weighs is counted and checked
                     # for secrets now (remembered by the counter and the redactor), so the masking turn only
-                    # assembles (issue 22: counting and checking were a quarter of a masking turn).
-                    allow = (lambda item: not redactor.mentions_secret(item)) if redactor is not None else None
-                    output_digest("", budget_tokens=digest_tokens, counter=counter,
-                                  known=arguments.get(m.tool_call_id or "", ""), material=material.items,
-                                  allow=allow)
-                elif redactor is not None and not hasattr(redactor, "scan_words"):
+                    # assembles (issue 22: counting and checking were a quarter of a masking turn). The items it
+                    # weighs without the check (which rarely turns one down) are scanned first, in bulk.
+                    known = arguments.get(m.tool_call_id or "", "")
+                    weighed: list[str] = []
+                    output_digest("", budget_tokens=digest_tokens, counter=counter, known=known,
+                                  material=material.items, allow=_collecting(weighed) if bulk else None)
+                    if bulk:
+                        redactor.scan_words(weighed)
+                    if redactor is not None:
+                        output_digest("", budget_tokens=digest_tokens, counter=counter, known=known,
+                                      material=material.items, allow=lambda item: not redactor.mentions_secret(item))
+                elif bulk:
+                    # The items a digest most likely lists are checked for secrets then: scanned now (in bulk), the
+                    # masking turn finds the scans done (issue 22: a masking turn scanned ~40 items).
+                    redactor.scan_words(material.items[:DIGEST_ITEMS_SCANNED_AHEAD])
+                elif redactor is not None:
                     for item in material.items[:DIGEST_ITEMS_SCANNED_AHEAD]:
                         redactor.mentions_secret(item)
                 pacer.tick()
@@ -136,6 +143,16 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
             if redactor is None or redactor.is_clean(m):  # (a redacted message is a new one, serialized then)
                 message_line(m)
             pacer.tick()
+
+
+def _collecting(into: list[str]) -> Callable[[str], bool]:
+    """A digest's item filter that lets every item through, collecting them ``into`` the list."""
+
+    def allow(item: str) -> bool:
+        into.append(item)
+        return True
+
+    return allow
 
 
 class Compactor:
