@@ -179,6 +179,9 @@ class Compactor:
         self.floor: int | None = None  # tokens of the view right after the last compaction
         self.stalled: tuple[int, int, int] | None = None  # (tokens, messages, rank): a compaction that did not help
         self._paused_at: float | None = None
+        # The last view target() split at its provider boundary, and the split: run() on that same list does not
+        # look for the boundary again (a pass over the whole view, issue 22).
+        self._split: tuple[list[Message], int, list[Message], list[Message]] | None = None
 
     # -- the circuit breaker ------------------------------------------------------------------------------------
     @property
@@ -235,6 +238,7 @@ class Compactor:
             return hard, None
         halfway = (self.budgets.soft + self.budgets.hard) // 2 - tool_tokens
         head, rest = split_at_boundary(view)  # the dry run is of what the compaction will see (compact_after_boundary)
+        self._split = (view, len(view), head, rest)
         head_tokens = sum(self.counter.count_message(m) for m in head)
         if head:
             counted = None  # (of the whole view; the dry run is of what follows the boundary)
@@ -308,10 +312,12 @@ class Compactor:
         """Compact ``view`` to ``budget`` (pure: the caller applies the result); a failure counts and re-raises."""
         from ..errors import ContextfoldError
 
+        known, self._split = self._split, None
+        split = known[2:] if known is not None and known[0] is view and known[1] == len(view) else None
         try:
             result = compact_after_boundary(view, policy=self.policy, counter=self.counter, summarizer=summarizer,
                                             budget=budget, kind=kind, compaction_count=compaction_count,
-                                            instructions=instructions, clock=self.clock, plan=plan)
+                                            instructions=instructions, clock=self.clock, plan=plan, split=split)
         except ContextfoldError as exc:  # InsufficientBudget included: it counts towards the circuit breaker
             self.failed_with(exc)
             raise
@@ -361,13 +367,15 @@ class Compactor:
 
 
 def compact_after_boundary(view: Sequence[Message], *, policy: Policy, counter: MessageCounter,
-                           summarizer: Summarizer, budget: int, **options: Any) -> CompactionResult:
+                           summarizer: Summarizer, budget: int,
+                           split: tuple[list[Message], list[Message]] | None = None,
+                           **options: Any) -> CompactionResult:
     """:func:`~contextfold.compaction.compact` of what follows the latest provider compaction item.
 
     The standing prompt and the boundary (with its tool results) stay in front, untouched: no summary ever covers a
     provider's compaction item or what it stands for. ``budget`` is for the whole view; ``plan`` in ``options`` must
     be a dry run of the part after the boundary (as :meth:`Compactor.target` makes it). Without a boundary this is
-    ``compact`` itself.
+    ``compact`` itself. ``split``: ``split_at_boundary(view)``, when the caller has it.
     """
     from dataclasses import replace
 
@@ -375,7 +383,7 @@ def compact_after_boundary(view: Sequence[Message], *, policy: Policy, counter: 
     from ..errors import InsufficientBudget
     from ..provider_context import split_at_boundary
 
-    head, rest = split_at_boundary(view)
+    head, rest = split_at_boundary(view) if split is None else split
     if not head:
         return compact(view, policy=policy, counter=counter, summarizer=summarizer, budget=budget, **options)
     head_tokens = sum(counter.count_message(m) for m in head)
