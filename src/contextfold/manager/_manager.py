@@ -312,10 +312,9 @@ class ContextManager:
         for one cut at write time) and the secrets the archive will redact: remembered by content, so that masking,
         compaction and the archive assemble them instead of scanning the texts again. From half the soft threshold
         on (a compaction is a few turns away); what was added before is read on the background thread then.
-        Of a bulk add (a resumed or imported history), the summary's reading is of its two ends only (all a
-        compaction reads), but the secrets of every message are learned: the archive redacts all of them, so each is
-        scanned once anyway, and a compaction then finds them known (issue 22: a third of a cold compaction was
-        learning the messages add() had skipped).
+        Of a bulk add (a resumed or imported history) only the two ends are read (see ``_worth_reading``); the
+        compaction's catch-up learns the secrets of the rest (learning them here instead was measured to cost more
+        than it saved, issue 22).
         """
         if not self._reading:
             tokens, _, _ = self._view.totals()
@@ -340,10 +339,8 @@ class ContextManager:
         # (A tool output's digest material is read when it is first masked, or ahead of that by the background
         # thread when masking is automatic: most outputs of a session that compacts are never masked.)
         self._secrets.learn_outputs(cut)  # the whole outputs cut at write time: scanned now, not on a masking turn
-        if len(worth) < len(stored):
-            self._secrets.catch_up()  # (in bulk: one message per content read, the copies of a repeated history not)
-        elif self.redactor is not None and hasattr(self.redactor, "redact_ahead"):
-            self.redactor.redact_ahead(stored, paced=False)  # (each message redacted once, the result kept)
+        if self.redactor is not None and hasattr(self.redactor, "redact_ahead"):
+            self.redactor.redact_ahead(worth, paced=False)  # (each message redacted once, the result kept)
 
     def _without_foreign_ref(self, m: Message) -> Message:
         """``m`` without its ``meta["ref"]`` when that names an output this session does not own.
