@@ -183,7 +183,10 @@ CONTEXT_PATTERNS: tuple[SecretPattern, ...] = (
     pattern("password", _SECRET_OPTION, "--pass", "--api", "--auth-token", "--access-token", "--token", "--secret",
             "--client-secret", accept=_accept_option),
     pattern("password", _NETRC, "passw", accept=accept_value),
-    pattern("password", _NAME_VALUE, "value", accept=_accept_name_value),
+    # (Located by its name key, a literal in the lower-cased text: the case-insensitive regex, which may open with a
+    # quote, was tried at every position of every text holding "value", issue 22.)
+    SecretPattern("password", re.compile(_NAME_VALUE), ("value",), _accept_name_value,
+                  re.compile(r"[\"']?(?:name|key|parameterkey|parametername)[\"']?[ \t]*[:=]")),
     pattern("password", _SSM_PARAMETER, "--value", accept=_accept_name_value),
     # (No trigger: nearly every text holds a colon. What bulk redaction looks for instead is the port field.)
     pattern("password", _PGPASS, accept=_accept_pgpass, needs=r":(?:\d{2,5}|\*):[a-z_*]"),
