@@ -61,7 +61,8 @@ def test_the_settled_outputs_read_from_the_view_are_those_read_from_its_messages
             elif kind == "user":
                 cm.add(Message.user(f"go on with step {n}"))
             else:
-                cm.compact()
+                with contextlib.suppress(InsufficientBudget):  # (as above: protected outputs may fill the window)
+                    cm.compact()
             assert cm._masking.settled() == cm._masking.settled(cm._view.normalized())
     finally:
         cm.close()
