@@ -61,6 +61,15 @@ def agent_and_manager(server: ScriptedLLMServer, session: str) -> tuple[Any, Con
     return agent, cm, telemetry
 
 
+def single_node_parent(node: Any) -> tuple[Any, Any]:
+    """A parent graph on MessagesState whose one node is ``node``, checkpointed, and the config of its thread."""
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", node)
+    graph.add_edge(START, "agent")
+    graph.add_edge("agent", END)
+    return graph.compile(checkpointer=InMemorySaver()), {"configurable": {"thread_id": "t"}, "recursion_limit": 50}
+
+
 def push_turn(server: ScriptedLLMServer, turn: int, tool_name: str = "read_pages") -> None:
     server.push(Reply.calling(ScriptedToolCall(tool_name, {"page": turn}, id=f"call_{turn}"),
                               text=thought(turn)), f"answer {turn}")
@@ -81,12 +90,7 @@ def test_an_agent_added_directly_as_a_node_keeps_the_parents_state_the_view(serv
     # On 8f2251c the parent kept every message (32 after 8 turns, 4 more a turn) and the operator was told to use
     # compacting_node. Now, from the first compaction on, the parent holds what the agent's manager holds.
     agent, cm, telemetry = agent_and_manager(server, f"lc-direct-node-{asynchronous}")
-    graph = StateGraph(MessagesState)
-    graph.add_node("agent", agent)
-    graph.add_edge(START, "agent")
-    graph.add_edge("agent", END)
-    parent = graph.compile(checkpointer=InMemorySaver())
-    config: Any = {"configurable": {"thread_id": "t"}, "recursion_limit": 50}
+    parent, config = single_node_parent(agent)
 
     async def turns() -> list[list[BaseMessage]]:  # one event loop: the chat model's async client is bound to it
         states = []
@@ -119,12 +123,7 @@ def test_a_node_function_that_passes_the_parents_messages_and_returns_the_result
         result = agent.invoke({"messages": state["messages"]}, config)
         return {"messages": result["messages"]}
 
-    graph = StateGraph(MessagesState)
-    graph.add_node("agent", call_agent)
-    graph.add_edge(START, "agent")
-    graph.add_edge("agent", END)
-    parent = graph.compile(checkpointer=InMemorySaver())
-    config: Any = {"configurable": {"thread_id": "t"}, "recursion_limit": 50}
+    parent, config = single_node_parent(call_agent)
     for turn in range(TURNS):
         push_turn(server, turn)
         state = parent.invoke({"messages": [HumanMessage(f"question {turn}")]}, config=config)
@@ -143,12 +142,7 @@ def test_a_node_function_that_gives_the_agent_its_own_input_never_makes_the_pare
         result = agent.invoke({"messages": [HumanMessage(f"task: {task}")]}, config)
         return {"messages": result["messages"]}
 
-    graph = StateGraph(MessagesState)
-    graph.add_node("agent", call_agent)
-    graph.add_edge(START, "agent")
-    graph.add_edge("agent", END)
-    parent = graph.compile(checkpointer=InMemorySaver())
-    config: Any = {"configurable": {"thread_id": "t"}, "recursion_limit": 50}
+    parent, config = single_node_parent(call_agent)
     for turn in range(TURNS):
         push_turn(server, turn)
         state = parent.invoke({"messages": [HumanMessage(f"question {turn}")]}, config=config)

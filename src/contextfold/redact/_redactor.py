@@ -22,7 +22,6 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from ..formats._common import WIRE_KEY
 from ..messages import (
     DocumentPart,
     ImagePart,
@@ -40,6 +39,7 @@ from ..telemetry._pace import GilPacer
 from ..untrusted.regex import PatternTimeout
 from ._callback import CallbackMemo
 from ._ledger import ID_KEY, MAX_PASSES, SEPARATOR, Ledger, SameMessage, mentions_any, surface
+from ._provider_state import redact_provider_state
 from ._runs import class_runs
 from ._scans import Finding, ScanCache, scan_cache
 from ._triggers import TriggerFinder
@@ -561,32 +561,10 @@ class Redactor:
     def redact_provider_state(self, messages: Sequence[Message]) -> list[Message]:
         """``messages`` (redacted already) with the readable text of a provider's opaque state redacted too.
 
-        The view leaves a signed thinking block or an encrypted reasoning item byte for byte (it goes back to the
-        provider that wrote it, whose signature check one changed character fails), but its text is readable: what
-        contextfold stores or hands elsewhere (a transcript, a summarizer's input) must not hold a secret in it. A
-        part whose text held one keeps the redacted text and loses its signature and encrypted content (and its
-        format tag): restored, it is plain reasoning, which the formats that need provider state drop instead of
-        sending a forged signature. Messages with nothing to change come back as the same objects.
+        For what contextfold stores or hands elsewhere, never the request (see :mod:`._provider_state`): a signed
+        thinking block or a reasoning summary that held a secret keeps the redacted text and loses its signature.
         """
-        if not self.enabled:
-            return list(messages)
-        out: list[Message] = []
-        for m in messages:
-            if isinstance(m.content, str) or not any(is_opaque(p) and isinstance(p, ThinkingPart) and p.text
-                                                     for p in m.content):
-                out.append(m)
-                continue
-            parts = tuple(self._unsigned_if_secret(p) if isinstance(p, ThinkingPart) and is_opaque(p) else p
-                          for p in m.content)
-            out.append(m if all(a is b for a, b in zip(parts, m.content, strict=True)) else replace(m, content=parts))
-        return out
-
-    def _unsigned_if_secret(self, part: ThinkingPart) -> ThinkingPart:
-        text = self.redact_text(part.text)
-        if text == part.text:
-            return part
-        extra = {k: v for k, v in part.extra.items() if k != WIRE_KEY}
-        return replace(part, text=text, signature=None, encrypted=None, redacted=False, extra=freeze(extra))
+        return redact_provider_state(messages, self.redact_text) if self.enabled else list(messages)
 
     def redact_message(self, m: Message) -> Message:
         """``m`` with secrets redacted in its text, tool-call arguments, meta and extra.
