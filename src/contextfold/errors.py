@@ -9,6 +9,7 @@ __all__ = [
     "ConfigError",
     "ContextOverflowError",
     "ContextfoldError",
+    "IncompleteStream",
     "InsufficientBudget",
     "InvalidHistory",
     "MissingExtra",
@@ -17,7 +18,20 @@ __all__ = [
     "StoreError",
     "SummarizerError",
     "UnknownModel",
+    "shown",
 ]
+
+
+# A value echoed in a message (a model name, a field's value) is shown up to this many characters: the input may
+# be hostile or a mistake (a whole file passed as a name), and one line of error must stay one readable line.
+SHOWN_CHARS = 120
+
+
+def shown(value: str) -> str:
+    """``repr(value)``, clipped to :data:`SHOWN_CHARS` with its length said when it is longer."""
+    if len(value) <= SHOWN_CHARS:
+        return repr(value)
+    return f"{value[:SHOWN_CHARS]!r}… ({len(value):,} characters)"
 
 
 class ContextfoldError(Exception):
@@ -52,6 +66,9 @@ class UnknownModel(ContextfoldError, KeyError):
         super().__init__(model)
 
     def __str__(self) -> str:
+        if len(self.model) > SHOWN_CHARS:
+            return (f"unknown model {shown(self.model)}: pass its window explicitly (max_context_tokens=...) or "
+                    "register it with contextfold.tokens.register_model(name, context_window=...)")
         return (
             f"unknown model {self.model!r}: pass its window explicitly, e.g. "
             f"ContextManager(model={self.model!r}, max_context_tokens=128000), "
@@ -121,6 +138,19 @@ class ContextOverflowError(ContextfoldError):
         self.limit = limit
         self.provider = provider
         super().__init__(message)
+
+
+class IncompleteStream(ContextfoldError):
+    """A streamed reply ended before its final event (a dropped connection, a proxy's timeout).
+
+    What arrived was passed through to the caller but is not the model's whole reply, so it was not added to the
+    history; ``api`` names the stream's API (``chat``, ``responses``, ``anthropic``). Calling again is safe.
+    """
+
+    def __init__(self, api: str, final_event: str) -> None:
+        self.api = api
+        super().__init__(f"the {api} stream ended before its final event ({final_event}): the reply is incomplete "
+                         f"(a dropped connection or a proxy's timeout) and was not added to the history; call again")
 
 
 class RecoveryFailed(ContextfoldError):

@@ -82,3 +82,23 @@ def test_a_socket_is_refused(tmp_path: Path) -> None:
         server.bind(str(path))
         with pytest.raises(OSError):  # a socket cannot even be opened as a file; never a hang
             read_input(path)
+
+
+@pytest.mark.parametrize("command", [["count"], ["replay", "--window", "8000"], ["replay"]])
+def test_a_huge_model_name_is_named_not_echoed_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    command: list[str]) -> None:
+    session = tmp_path / "session.json"
+    session.write_text(SESSION, encoding="utf-8")
+    model = "gpt-" + "x" * 100_000
+    main([*command, "--model", model, str(session)])
+    _, err = capsys.readouterr()
+    assert "unknown model 'gpt-xxxx" in err and "(100,004 characters)" in err
+    assert max(len(line) for line in err.splitlines()) < 400
+
+
+def test_unknown_model_errors_clip_the_name() -> None:
+    from contextfold.errors import UnknownModel
+
+    text = str(UnknownModel("m" * 50_000))
+    assert len(text) < 800 and "(50,000 characters)" in text
+    assert str(UnknownModel("my-model")).startswith("unknown model 'my-model': pass its window explicitly")

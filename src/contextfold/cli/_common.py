@@ -165,11 +165,12 @@ def write_private(path: Path, text: str) -> None:
 
 def warn_if_unknown_model(model: str, *, window: int | None = None) -> None:
     """A stderr warning when ``model`` is not in the registry: its tokenizer and prices (and window) are guesses."""
+    from ..errors import shown
     from ..tokens import lookup_model
 
     if lookup_model(model, with_prices=False) is None:
         guessed = "tokenizer and prices" if window is not None else "tokenizer, prices and window"
-        sys.stderr.write(f"{PROG}: warning: unknown model {model!r}: its {guessed} are guessed "
+        sys.stderr.write(f"{PROG}: warning: unknown model {shown(model)}: its {guessed} are guessed "
                          "(tokens are estimated, costs unknown); pass a known --model for exact figures\n")
 
 

@@ -4,7 +4,9 @@ A wrapper called with ``stream=True`` prepares the view and opens the stream ins
 answer a context-length error before the first event, so recovery works as for a plain call), then returns a
 :class:`ManagedStream`: iterating it yields the SDK's own chunks or events unchanged; once the last one is read,
 the usage is recorded and the assembled reply is added to the history (``final`` holds it). A stream closed
-before its end adds nothing: the reply was never whole.
+before its end adds nothing: the reply was never whole. Neither does a stream that ends without its API's final
+event (a dropped connection, a proxy's timeout: the SDKs see a normal end of the events): its end raises
+:class:`~contextfold.errors.IncompleteStream`, and so does ``final`` afterwards.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
-__all__ = ["AsyncManagedStream", "ManagedStream", "awaitable", "chat_accumulator", "responses_final"]
+from ..errors import IncompleteStream
+
+__all__ = ["AsyncManagedStream", "ManagedStream", "anthropic_final", "awaitable", "chat_accumulator",
+           "responses_final"]
 
 
 class ManagedStream:
@@ -35,6 +40,7 @@ class ManagedStream:
         self._close = close
         self._final: Any = None
         self._ended = False
+        self._failure: IncompleteStream | None = None
 
     def __iter__(self) -> Iterator[Any]:
         for event in self._events:
@@ -46,7 +52,11 @@ class ManagedStream:
         if self._ended:
             return
         self._ended = True
-        self._final = self._final_of()
+        try:
+            self._final = self._final_of()
+        except IncompleteStream as failure:
+            self._failure = failure
+            raise
         self._done(self._final)
 
     def until_done(self) -> Any:
@@ -60,6 +70,8 @@ class ManagedStream:
         """The reply assembled from the stream (the SDK's ChatCompletion, Response or Message)."""
         if not self._ended:
             raise RuntimeError("the stream has not ended: iterate it to the end (or call until_done()) first")
+        if self._failure is not None:
+            raise self._failure
         return self._final
 
     def close(self) -> None:
@@ -85,6 +97,7 @@ class AsyncManagedStream:
         self._close = close
         self._final: Any = None
         self._ended = False
+        self._failure: IncompleteStream | None = None
 
     async def __aiter__(self) -> AsyncIterator[Any]:
         async for event in self._events:
@@ -92,7 +105,11 @@ class AsyncManagedStream:
             yield event
         if not self._ended:
             self._ended = True
-            self._final = await self._final_of()
+            try:
+                self._final = await self._final_of()
+            except IncompleteStream as failure:
+                self._failure = failure
+                raise
             await self._done(self._final)
 
     async def until_done(self) -> Any:
@@ -106,6 +123,8 @@ class AsyncManagedStream:
         """The reply assembled from the stream."""
         if not self._ended:
             raise RuntimeError("the stream has not ended: iterate it to the end (or await until_done()) first")
+        if self._failure is not None:
+            raise self._failure
         return self._final
 
     async def close(self) -> None:
@@ -120,11 +139,29 @@ class AsyncManagedStream:
 
 
 def chat_accumulator() -> tuple[Callable[[Any], None], Callable[[], Any]]:
-    """(collect, final) assembling Chat Completions chunks into the ChatCompletion (the SDK's own helper)."""
+    """(collect, final) assembling Chat Completions chunks into the ChatCompletion (the SDK's own helper).
+
+    The reply is whole once every choice the chunks named has its ``finish_reason`` (the usage chunk follows it).
+    """
     from openai.lib.streaming.chat import ChatCompletionStreamState
 
     state: Any = ChatCompletionStreamState()
-    return state.handle_chunk, state.get_final_completion
+    started: set[int] = set()
+    finished: set[int] = set()
+
+    def collect(chunk: Any) -> None:
+        state.handle_chunk(chunk)
+        for choice in getattr(chunk, "choices", None) or ():
+            started.add(choice.index)
+            if choice.finish_reason is not None:
+                finished.add(choice.index)
+
+    def final() -> Any:
+        if not started or started - finished:
+            raise IncompleteStream("chat", "a chunk with each choice's finish_reason")
+        return state.get_final_completion()
+
+    return collect, final
 
 
 def responses_final() -> tuple[Callable[[Any], None], Callable[[], Any]]:
@@ -137,8 +174,27 @@ def responses_final() -> tuple[Callable[[Any], None], Callable[[], Any]]:
 
     def final() -> Any:
         if not held:
-            raise RuntimeError("the Responses stream ended without its final response event")
+            raise IncompleteStream("responses", "response.completed, response.incomplete or response.failed")
         return held[-1]
+
+    return collect, final
+
+
+def anthropic_final(opened: Any) -> tuple[Callable[[Any], None], Callable[[], Any]]:
+    """(collect, final) for the Anthropic SDK's message stream ``opened``: whole once ``message_stop`` came.
+
+    ``final`` returns what ``opened.get_final_message()`` returns (a coroutine, for the async SDK's stream).
+    """
+    stopped: list[bool] = []
+
+    def collect(event: Any) -> None:
+        if getattr(event, "type", None) == "message_stop":
+            stopped.append(True)
+
+    def final() -> Any:
+        if not stopped:
+            raise IncompleteStream("anthropic", "message_stop")
+        return opened.get_final_message()
 
     return collect, final
 

@@ -41,7 +41,7 @@ from ._calls import (
     streaming,
     with_retrieval_tools,
 )
-from ._streams import AsyncManagedStream, ManagedStream
+from ._streams import AsyncManagedStream, ManagedStream, anthropic_final
 
 if TYPE_CHECKING:
     from ..manager import ContextManager
@@ -172,10 +172,6 @@ def _stream_manager(client: Any, view: dict[str, Any], kwargs: dict[str, Any],
     return client.messages.stream(**request)
 
 
-def _ignore(event: Any) -> None:
-    """The SDK's MessageStream assembles the message itself."""
-
-
 def _settings(cm: ContextManager, kwargs: dict[str, Any]) -> RequestSettings | None:
     from ..provider_context import thinking_enabled
 
@@ -258,7 +254,8 @@ class AnthropicClient:
                 cm.provider_context.observe("anthropic", reply)
             finish(cm, getattr(reply, "usage", None), _items(reply), format="anthropic", add_reply=self.add_reply)
 
-        return ManagedStream(opened, collect=_ignore, final=opened.get_final_message, close=opened.close, done=done)
+        collect, final = anthropic_final(opened)
+        return ManagedStream(opened, collect=collect, final=final, close=opened.close, done=done)
 
 
 class AsyncAnthropicClient:
@@ -328,8 +325,12 @@ class AsyncAnthropicClient:
             await afinish(cm, getattr(reply, "usage", None), _items(reply), format="anthropic",
                           add_reply=self.add_reply)
 
-        return AsyncManagedStream(opened, collect=_ignore, final=opened.get_final_message, close=opened.close,
-                                  done=done)
+        collect, final = anthropic_final(opened)
+
+        async def final_message() -> Any:
+            return await final()  # (the check first, then the async SDK's own assembly)
+
+        return AsyncManagedStream(opened, collect=collect, final=final_message, close=opened.close, done=done)
 
 
 def wrap_anthropic(client: Any, *, recovery_retries: int = DEFAULT_MAX_RETRIES, add_reply: bool = True,

@@ -152,6 +152,9 @@ class ScriptedLLMServer:
         self.requests: list[RecordedRequest] = []
         # Set to an unset threading.Event to hold every stream after its first event until the test sets it.
         self.stream_pause: threading.Event | None = None
+        # Set to N to end every stream cleanly after its first N events, as a proxy or a dropped upstream connection
+        # does: the stream lacks its final events (a client must not take what it got for the whole reply).
+        self.stream_cut_after: int | None = None
         self.context_management = ContextManagement(self.counter)
         self._changed = threading.Condition()
         self._httpd: ThreadingHTTPServer | None = None
@@ -337,7 +340,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         pause = self.scripted.stream_pause
-        for number, event in enumerate(events):
+        cut = self.scripted.stream_cut_after
+        for number, event in enumerate(events if cut is None else events[:cut]):
             self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
             self.wfile.flush()
             if number == 0 and pause is not None:
