@@ -173,3 +173,26 @@ def test_responses_in_a_conversation_the_proxy_holds_the_history(upstream: Scrip
     assert texts[1][0] == opening and "First answer." in texts[1][1] and texts[1][2] == "And then?"
     assert texts[2] == texts[1]  # the retry feeds nothing twice
     assert texts[3][:3] == texts[2] and "Second answer." in texts[3][3] and texts[3][4:] == ["Last?"]
+
+
+def test_a_responses_stream_cut_upstream_is_not_remembered_as_the_sessions_head(
+        upstream: ScriptedLLMServer, proxy: ProxyServer, opening: str) -> None:
+    """An upstream stream that ends before ``response.completed`` (a dropped connection) is not a reply.
+
+    Before: the proxy saved the cut response as the session's head with no output (its ``finished`` flag was
+    never read), so a continuation of it was accepted and the upstream saw a conversation missing that reply.
+    """
+    llm = oai(proxy, "sk-cut-caller")
+    upstream.push("a reply that never arrives whole")
+    upstream.stream_cut_after = 3
+    try:
+        events = list(llm.responses.create(model=MODEL, input=opening, stream=True))
+    finally:
+        upstream.stream_cut_after = None
+    assert events[0].type == "response.created"
+    assert not any(e.type == "response.completed" for e in events)
+    cut_id = events[0].response.id
+    before = len(upstream.requests)
+    with pytest.raises(openai.BadRequestError, match="previous_response_id"):
+        llm.responses.create(model=MODEL, previous_response_id=cut_id, input="and then?")
+    assert len(upstream.requests) == before

@@ -573,6 +573,12 @@ class ServeApp:
             if relay is not None and api != "chat":
                 items = split_reply(api, items).client_items
             response_id = relay.response_id if relay is not None and relay.response_id else collector.response_id
+            if not collector.finished:
+                # The upstream's stream ended before its final event (a dropped connection): what passed is not a
+                # reply, so it is not the session's head (a continuation of it would miss the reply).
+                log_event("stream ended before its final event", level=logging.WARNING, api=api,
+                          session=turn.session_id)
+                response_id, items = None, []
             await self._after_reply(turn, scope, collector.usage, response_id, items)
             self._done(turn, status, started)
         finally:
