@@ -39,7 +39,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ConfigError, MissingExtra
-from ..manager.reconcile import content_key, pin_head, rebase, reconcile, unpinned
+from ..manager.reconcile import Exchange, content_key, pin_head, rebase, reconcile, unpinned
 from ..recovery import DEFAULT_MAX_RETRIES, OverflowInfo, OverflowRecovery, parse_overflow
 from ..telemetry import CompactWarning
 from ._degrade import prepare_messages
@@ -51,7 +51,7 @@ try:
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
     from langchain.agents.structured_output import AutoStrategy, ProviderStrategy, ToolStrategy
     from langchain_core.exceptions import ContextOverflowError as LangChainOverflow
-    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
     from langchain_core.tools import BaseTool, StructuredTool
     from langchain_core.utils.function_calling import convert_to_openai_tool
     from langgraph.config import get_config
@@ -114,6 +114,16 @@ def _key(message: BaseMessage) -> str:
     calls = [(c.get("id"), c.get("name"), c.get("args")) for c in getattr(message, "tool_calls", None) or ()]
     return content_key([message.type, message.content, calls, getattr(message, "tool_call_id", None)],
                        ident=message.id)
+
+
+def _exchange(message: BaseMessage) -> Exchange | None:
+    """A message's part in a tool exchange (reconcile mirrors exchanges a parent graph dropped)."""
+    if isinstance(message, ToolMessage):
+        return "result", (str(message.tool_call_id),)
+    calls = getattr(message, "tool_calls", None)
+    if isinstance(message, AIMessage) and calls:
+        return "call", tuple(str(c.get("id")) for c in calls)
+    return None
 
 
 def _overflow(exc: Exception) -> OverflowInfo | None:
@@ -390,7 +400,7 @@ class ContextfoldMiddleware(AgentMiddleware):
                     return
 
         reconcile(cm, SOURCE, list(messages), key=_key, convert=lambda fresh: from_langchain(fresh, origins),
-                  before_add=record_usage)
+                  before_add=record_usage, exchange=_exchange)
         return origins
 
     # -- before_agent / after_agent: the run's input, the final reply, a subgraph's parent ---------------------------
@@ -471,7 +481,7 @@ class ContextfoldMiddleware(AgentMiddleware):
             for j, replacement in update.placed.items():
                 origins.reidentify(view[j], replacement)
             held.ids = frozenset(str(m.id) for m in update.parent_after)
-            rebase(cm, SOURCE, update.parent_after, _key)  # the next run's input, when the parent applied it
+            rebase(cm, SOURCE, update.parent_after, _key, _exchange)  # the next run's input, when the parent applied it
             self.updates += 1
             final = update.messages
         if any(m.id in removed_by_others for m in final):
@@ -495,7 +505,7 @@ class ContextfoldMiddleware(AgentMiddleware):
             view = self._view(cm, messages)
             if len(view) == len(messages) and all(a is b for a, b in zip(view, messages, strict=True)):
                 return None
-            rebase(cm, SOURCE, view, _key)
+            rebase(cm, SOURCE, view, _key, _exchange)
             self.updates += 1
         return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *view]}
 

@@ -10,6 +10,12 @@ content, compared position by position. The usual case is a history that extends
 items reach the manager. A history that no longer starts with what was seen (edited, truncated by the user,
 another conversation) is rebuilt: the manager's view is archived (nothing is lost), replaced by the framework's
 history, and a ``compact.warning`` event with code ``framework_history_diverged`` says where they parted.
+
+One removal is mirrored instead of rebuilt: complete tool exchanges (a call and every one of its results) that the
+framework dropped, the rest in order, new items after. A LangGraph node that calls an agent and gives its parent
+only the reply makes exactly that history; rebuilding for it cost a whole re-add of the history on every run. The
+adapter says which items are tool calls and results (``exchange``); the view loses the same exchanges (the old view
+is archived first) and gains the new items.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -27,8 +33,8 @@ if TYPE_CHECKING:
     from ..messages import Message
     from ..telemetry import Tracer
 
-__all__ = ["DIVERGED_CODE", "REPLACED_REASON", "FrameworkHistory", "Reconciled", "content_key", "pin_head", "rebase",
-           "reconcile", "unpinned"]
+__all__ = ["DIVERGED_CODE", "EXCHANGES_DROPPED_REASON", "REPLACED_REASON", "Exchange", "FrameworkHistory",
+           "Reconciled", "content_key", "pin_head", "rebase", "reconcile", "unpinned"]
 
 
 class ContextManager(Protocol):
@@ -46,10 +52,15 @@ class ContextManager(Protocol):
 
 T = TypeVar("T")
 
+# What an item is in a tool exchange: ("call", the ids of its tool calls) or ("result", (the id it answers,)).
+Exchange = tuple[str, tuple[str, ...]]
+
 # The reason recorded with the MessagesPruned event when the framework's history diverged and the view was rebuilt.
 REPLACED_REASON = "framework_history_replaced"
 # The code of the warning event that says the framework's history diverged from the manager's record.
 DIVERGED_CODE = "framework_history_diverged"
+# The reason recorded with the MessagesPruned event when the framework dropped complete tool exchanges.
+EXCHANGES_DROPPED_REASON = "framework_dropped_tool_exchanges"
 # Hex digits of a content fingerprint: collisions within one conversation are out of reach, keys stay small.
 KEY_DIGEST_CHARS = 20
 
@@ -70,6 +81,7 @@ class FrameworkHistory:
 
     def __init__(self) -> None:
         self._known: dict[str, list[str]] = {}
+        self._exchanges: dict[str, dict[str, Exchange]] = {}  # per source: key -> its part in a tool exchange
         self._slots: dict[str, Any] = {}
         self.lock = threading.RLock()
         self.rebuilds = 0
@@ -83,6 +95,21 @@ class FrameworkHistory:
     def remember(self, source: str, keys: Sequence[str]) -> None:
         """``source``'s history is now ``keys`` (its adapter replaced it with the manager's view, say)."""
         self._known[source] = list(keys)
+        exchanges = self._exchanges.get(source)
+        if exchanges and len(exchanges) > 2 * len(keys):  # (keys that left the history: bounded, pruned at times)
+            kept = set(keys)
+            self._exchanges[source] = {k: v for k, v in exchanges.items() if k in kept}
+
+    def note_exchanges(self, source: str, keys: Sequence[str], parts: Sequence[Exchange | None]) -> None:
+        """The tool-exchange part of each of ``keys`` (None: not a tool call or result)."""
+        exchanges = self._exchanges.setdefault(source, {})
+        for key, part in zip(keys, parts, strict=True):
+            if part is not None:
+                exchanges[key] = part
+
+    def exchanges(self, source: str) -> Mapping[str, Exchange]:
+        """The tool-exchange parts noted for ``source``'s keys."""
+        return self._exchanges.get(source, {})
 
     def slot(self, name: str, factory: Callable[[], T]) -> T:
         """The adapter data stored under ``name``, made by ``factory`` on first use."""
@@ -96,6 +123,7 @@ class FrameworkHistory:
         """Forget every source (the manager's view was cleared)."""
         with self.lock:
             self._known.clear()
+            self._exchanges.clear()
             self._slots.clear()
             self.pinned.clear()
 
@@ -111,7 +139,7 @@ class Reconciled:
 def reconcile(cm: ContextManager, source: str, items: Sequence[T], *, key: Callable[[T], str],
               convert: Callable[[Sequence[T]], list[Message]],
               before_add: Callable[[Sequence[T]], None] | None = None,
-              shorter_ok: bool = False) -> Reconciled:
+              shorter_ok: bool = False, exchange: Callable[[T], Exchange | None] | None = None) -> Reconciled:
     """Feed the manager the items of ``items`` it has not seen from ``source``; rebuild the view on divergence.
 
     Args:
@@ -125,6 +153,8 @@ def reconcile(cm: ContextManager, source: str, items: Sequence[T], *, key: Calla
             view is rebuilt, as that usage describes another view.
         shorter_ok: A history that is a prefix of what was seen is not a divergence (a Session hears of items the
             input filter already fed).
+        exchange: An item's part in a tool exchange (``("call", ids)``, ``("result", (id,))``) or None: with it,
+            complete exchanges the framework dropped are dropped from the view too, without a rebuild.
     """
     record = cm.framework_history
     keys = [key(item) for item in items]
@@ -141,6 +171,11 @@ def reconcile(cm: ContextManager, source: str, items: Sequence[T], *, key: Calla
                 before_add(fresh)
         elif shorter_ok and known[:len(keys)] == keys:
             return Reconciled(0, False)
+        elif exchange is not None and (dropped := _dropped_exchanges(known, keys, record.exchanges(source))) \
+                and _drop_exchanges(cm, dropped[0]):
+            fresh = list(items[dropped[1]:])
+            if fresh and before_add is not None:
+                before_add(fresh)
         else:
             at = next((i for i, (a, b) in enumerate(zip(known, keys, strict=False)) if a != b),
                       min(len(known), len(keys)))
@@ -150,8 +185,43 @@ def reconcile(cm: ContextManager, source: str, items: Sequence[T], *, key: Calla
                                            "the framework's history (the old view is archived)")
         if fresh:
             cm.add(convert(fresh))
+            if exchange is not None:
+                record.note_exchanges(source, keys[len(keys) - len(fresh):], [exchange(item) for item in fresh])
         record.remember(source, keys)
         return Reconciled(len(fresh), rebuilt)
+
+
+def _dropped_exchanges(known: Sequence[str], keys: Sequence[str],
+                       exchanges: Mapping[str, Exchange]) -> tuple[frozenset[str], int] | None:
+    """When ``keys`` is ``known`` less complete tool exchanges, then new items: (their call ids, where new starts)."""
+    calls: set[str] = set()
+    results: set[str] = set()
+    at = 0
+    for old in known:
+        if at < len(keys) and keys[at] == old:
+            at += 1
+            continue
+        part = exchanges.get(old)
+        if part is None:
+            return None  # something other than a tool call or result is gone
+        (calls if part[0] == "call" else results).update(part[1])
+    if not calls or calls != results:
+        return None  # nothing dropped, or a call without all its results (or results without their call)
+    return frozenset(calls), at
+
+
+def _drop_exchanges(cm: ContextManager, calls: frozenset[str]) -> bool:
+    """Drop the tool exchanges ``calls`` from the view; False (nothing changed) when a call shares its message."""
+    def without(view: list[Message]) -> list[Message]:
+        return [m for m in view if not ((m.role == "tool" and m.tool_call_id in calls)
+                                        or (m.tool_calls and all(c.id in calls for c in m.tool_calls)))]
+
+    view = cm.messages()
+    if any(m.tool_calls and any(c.id in calls for c in m.tool_calls)
+           and not all(c.id in calls for c in m.tool_calls) for m in view):
+        return False  # a message holding a dropped call and a kept one (merged): rebuilt instead
+    cm.rewrite_view(without, reason=EXCHANGES_DROPPED_REASON)
+    return True
 
 
 def _rebuild(cm: ContextManager, why: str) -> bool:
@@ -163,9 +233,13 @@ def _rebuild(cm: ContextManager, why: str) -> bool:
     return True
 
 
-def rebase(cm: ContextManager, source: str, items: Sequence[T], key: Callable[[T], str]) -> None:
+def rebase(cm: ContextManager, source: str, items: Sequence[T], key: Callable[[T], str],
+           exchange: Callable[[T], Exchange | None] | None = None) -> None:
     """The framework now holds ``items`` (the adapter replaced its history with the manager's view)."""
-    cm.framework_history.remember(source, [key(item) for item in items])
+    keys = [key(item) for item in items]
+    if exchange is not None:
+        cm.framework_history.note_exchanges(source, keys, [exchange(item) for item in items])
+    cm.framework_history.remember(source, keys)
 
 
 def pin_head(cm: ContextManager, message_id: str, text: str) -> None:
