@@ -84,6 +84,8 @@ PARENT_TAKES_VIEW = "contextfold_parent_takes_view"
 SUBGRAPH_STATE_CODE = "subgraph_state_unbounded"
 # Where a subgraph agent's manager keeps the ids of the messages its caller held at the end of the last run.
 HELD_SLOT = "langchain:held"
+# The per-manager memo of message keys (``_Keys``).
+KEYS_SLOT = "langchain:keys"
 # What the subgraph_state_unbounded warning says.
 NESTED_REASON = ("the agent runs two or more graphs below its caller: the graph between applies the agent's removals "
                  "itself, so the graph above keeps every message (in order; each request still carries the view); "
@@ -110,10 +112,44 @@ class _Held:
         self.ids: frozenset[str] = frozenset()
 
 
-def _key(message: BaseMessage) -> str:
+def _content_key(message: BaseMessage) -> str:
     calls = [(c.get("id"), c.get("name"), c.get("args")) for c in getattr(message, "tool_calls", None) or ()]
     return content_key([message.type, message.content, calls, getattr(message, "tool_call_id", None)],
                        ident=message.id)
+
+
+class _Keys:
+    """Identity keys of the messages the agent's state holds, made once per message object (per manager).
+
+    The state hands the same message objects to every model call of a thread; a key is a JSON fingerprint of the
+    whole message (~19 µs for a 700-character output), so making all of them on every call cost ~190 ms per call at
+    10,000 messages. A key is reused while the message is the same object with the same content and tool-call
+    objects (a message given new content, as pydantic allows, is keyed again; one whose content list or tool-call
+    dicts are changed in place is not noticed, as LangGraph's own reducers never do that).
+    """
+
+    def __init__(self) -> None:
+        self._made: dict[int, tuple[BaseMessage, Any, Any, str]] = {}
+
+    def key(self, message: BaseMessage) -> str:
+        made = self._made.get(id(message))
+        # (only an AIMessage has tool calls: asking any other message goes through pydantic's slow __getattr__)
+        calls = message.tool_calls if isinstance(message, AIMessage) else None
+        if made is not None and made[0] is message and made[1] is message.content and made[2] is calls:
+            return made[3]
+        key = _content_key(message)
+        self._made[id(message)] = (message, message.content, calls, key)
+        return key
+
+    def keep_only(self, messages: Sequence[BaseMessage]) -> None:
+        """Forget the messages no longer held (called with the state's list once the memo outgrows it)."""
+        if len(self._made) > 2 * len(messages) + 64:
+            held = {id(m) for m in messages}
+            self._made = {k: v for k, v in self._made.items() if k in held}
+
+
+def _keys(cm: ContextManager) -> _Keys:
+    return cm.framework_history.slot(KEYS_SLOT, _Keys)
 
 
 def _exchange(message: BaseMessage) -> Exchange | None:
@@ -399,7 +435,9 @@ class ContextfoldMiddleware(AgentMiddleware):
                                          "output_tokens": usage.get("output_tokens", 0)})
                     return
 
-        reconcile(cm, SOURCE, list(messages), key=_key, convert=lambda fresh: from_langchain(fresh, origins),
+        keys = _keys(cm)
+        keys.keep_only(messages)
+        reconcile(cm, SOURCE, list(messages), key=keys.key, convert=lambda fresh: from_langchain(fresh, origins),
                   before_add=record_usage, exchange=_exchange)
         return origins
 
@@ -481,7 +519,8 @@ class ContextfoldMiddleware(AgentMiddleware):
             for j, replacement in update.placed.items():
                 origins.reidentify(view[j], replacement)
             held.ids = frozenset(str(m.id) for m in update.parent_after)
-            rebase(cm, SOURCE, update.parent_after, _key, _exchange)  # the next run's input, when the parent applied it
+            # the next run's input, when the parent applied it
+            rebase(cm, SOURCE, update.parent_after, _keys(cm).key, _exchange)
             self.updates += 1
             final = update.messages
         if any(m.id in removed_by_others for m in final):
@@ -505,7 +544,7 @@ class ContextfoldMiddleware(AgentMiddleware):
             view = self._view(cm, messages)
             if len(view) == len(messages) and all(a is b for a, b in zip(view, messages, strict=True)):
                 return None
-            rebase(cm, SOURCE, view, _key, _exchange)
+            rebase(cm, SOURCE, view, _keys(cm).key, _exchange)
             self.updates += 1
         return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *view]}
 
