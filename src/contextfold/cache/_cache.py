@@ -41,7 +41,7 @@ from .refs import REF_PATTERN, REF_PREFIX, ToolOutputRef, is_ref_id, ref_id_for
 
 if TYPE_CHECKING:
     from .blobs import BlobStore
-    from .masking import MaskResult
+    from .masking import MaskResult, PlaceholderMemo
 
 __all__ = [
     "DEFAULT_MAX_LINE_LENGTH",
@@ -206,6 +206,17 @@ class ToolOutputCache:
         # needs_view's answers for long texts, by the text's hash and length and what the answer depends on: a bulk
         # add of a repeated history measured, split and counted each copy of an output again (issue 22).
         self._needs: TextMemo[bool] = TextMemo(max_bytes=NEEDS_MEMO_BYTES)
+        self._placeholders: PlaceholderMemo | None = None
+
+    @property
+    def placeholders(self) -> PlaceholderMemo:
+        """The masked placeholders built ahead for this session's outputs (see :func:`~.masking.placeholder_ahead`)."""
+        memo = self._placeholders
+        if memo is None:
+            from .masking import PlaceholderMemo
+
+            memo = self._placeholders = PlaceholderMemo()
+        return memo
 
     # -- storing ----------------------------------------------------------------------------------------------
     def put(self, text: str | bytes) -> ToolOutputRef:

@@ -6,7 +6,7 @@ Split from :mod:`contextfold.cache`, which builds views through :func:`render_vi
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from ..truncate import cut_by_chars, is_few_long_lines, shape_json
@@ -40,6 +40,13 @@ class SecretGuard(Protocol):
 
     def learn_text(self, text: str) -> None:
         """Remember the secrets ``text`` holds (a JSON output whose strings are cut without their keys)."""
+        ...
+
+    def digest_state(self) -> Hashable:
+        """What :meth:`blank` and :meth:`mentions_secret` answer by besides the text: equal states, equal answers.
+
+        A placeholder built ahead (its digest blanked and checked) stands while the state does not change.
+        """
         ...
 
 

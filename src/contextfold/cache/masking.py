@@ -8,7 +8,7 @@ masked, so nothing is lost; the placeholder keeps ``tool_call_id`` (pair integri
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
@@ -17,9 +17,10 @@ from ..errors import InvalidHistory
 from ..messages import Message
 from ..pairing import ToolPair, pair_list
 from ._digest import digest_material, output_digest, ref_material
+from .refs import ref_id_for
 
 if TYPE_CHECKING:
-    from ..tokens import MessageCounter
+    from ..tokens import MessageCounter, TokenCounter
     from ._view import SecretGuard
     from .refs import ToolOutputRef
 
@@ -27,8 +28,10 @@ __all__ = [
     "DEFAULT_CLEAR_AT_LEAST",
     "DEFAULT_KEEP_TOOL_IO_PAIRS",
     "MaskResult",
+    "PlaceholderMemo",
     "mask_tool_outputs",
     "masked_placeholder",
+    "placeholder_ahead",
     "tool_output_tokens",
 ]
 
@@ -256,25 +259,94 @@ def _mask_one(message: Message, cache: OutputStore, digest_tokens: int = 0, know
     else:
         text = None
         extra_meta = {}
-    digest = ""
-    partial = False
     if digest_tokens and counter is not None:
-        # The whole output, not its write-time view: what the view cut is exactly what the digest can bring back.
-        # Its material was read when the output was added (issue 22): the stored output is read again only if not.
-        # With the session's secrets, an output is read with them blanked (in hand or stored), and its items are
-        # shown only when they hold no secret and no piece of one: a digest never lists a value bare.
-        stored = ref_id
-        if text is not None:
-            material = digest_material(secrets.blank(text) if secrets is not None else text)
-        else:
-            material = ref_material(stored, lambda: cache.get(stored),
-                                    secrets.blank if secrets is not None else None)
-        allow = (lambda item: not secrets.mentions_secret(item)) if secrets is not None else None
-        digest = output_digest("", budget_tokens=digest_tokens, counter=counter.counter, known=known,
-                               material=material.items, allow=allow)
-        partial = material.partial
-    placeholder = masked_placeholder(ref_id, digest, partial=partial)
+        placeholder = _digested(ref_id, text, cache, digest_tokens, known, counter.counter, secrets)
+    else:
+        placeholder = masked_placeholder(ref_id)
     return message.with_content(placeholder).with_meta(kind="masked", ref=ref_id, **extra_meta)
+
+
+def _digested(ref_id: str, text: str | None, cache: OutputStore, digest_tokens: int, known: str,
+              counter: TokenCounter, secrets: SecretGuard | None) -> str:
+    """The placeholder of the output stored under ``ref_id`` (``text``: the output in hand, not stored yet).
+
+    Built ahead by :func:`placeholder_ahead` when the session's secrets are as they were then: looked up, not built.
+    """
+    memo: PlaceholderMemo | None = getattr(cache, "placeholders", None)
+    key = None
+    if memo is not None:
+        key = (ref_id, known, digest_tokens, id(counter), secrets.digest_state() if secrets is not None else None)
+        built = memo.get(key)
+        if built is not None:
+            return built
+    # The whole output, not its write-time view: what the view cut is exactly what the digest can bring back.
+    # Its material was read when the output was added (issue 22): the stored output is read again only if not.
+    # With the session's secrets, an output is read with them blanked (in hand or stored), and its items are
+    # shown only when they hold no secret and no piece of one: a digest never lists a value bare.
+    if text is not None:
+        material = digest_material(secrets.blank(text) if secrets is not None else text)
+    else:
+        material = ref_material(ref_id, lambda: cache.get(ref_id), secrets.blank if secrets is not None else None)
+    allow = (lambda item: not secrets.mentions_secret(item)) if secrets is not None else None
+    digest = output_digest("", budget_tokens=digest_tokens, counter=counter, known=known,
+                           material=material.items, allow=allow)
+    placeholder = masked_placeholder(ref_id, digest, partial=material.partial)
+    if memo is not None and key is not None and (secrets is None or secrets.digest_state() == key[-1]):
+        memo.put(key, placeholder)  # (not when a secret was learned meanwhile: the digest may be of before)
+    return placeholder
+
+
+class PlaceholderMemo:
+    """The placeholders built ahead for one session's outputs, by ref, known arguments, budget, counter and secrets.
+
+    A masking turn used to build each placeholder (its digest's items weighed, checked for secrets, counted) and
+    count it: ~1 ms of a heavy masking turn (issue 22). The read-ahead builds and counts them instead
+    (:func:`placeholder_ahead`); the turn looks them up. The least recently used go first beyond ``max_entries``.
+    """
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self.max_entries = max_entries
+        self._entries: dict[Hashable, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: Hashable) -> str | None:
+        """The placeholder built under ``key``, or None."""
+        return self._entries.get(key)
+
+    def put(self, key: Hashable, placeholder: str) -> None:
+        """Remember ``placeholder`` under ``key`` (as the newest)."""
+        entries = self._entries
+        entries.pop(key, None)
+        entries[key] = placeholder
+        while len(entries) > self.max_entries:
+            try:
+                del entries[next(iter(entries))]  # (dicts keep insertion order: the oldest first)
+            except (StopIteration, KeyError, RuntimeError):  # (another thread changed it meanwhile)
+                break
+
+
+def placeholder_ahead(message: Message, cache: OutputStore, *, digest_tokens: int, known: str,
+                      counter: TokenCounter, secrets: SecretGuard | None = None) -> str | None:
+    """Build the placeholder a masking would put in place of ``message``, and count it (for a background thread).
+
+    The same placeholder :func:`mask_tool_outputs` writes with ``digest_tokens`` and the call's arguments ``known``;
+    remembered by the cache (``cache.placeholders``), and its text counted by ``counter`` (which remembers counts):
+    the masking turn only assembles the message and finds its count. The ref of an output not stored yet is the
+    hash of its text (the output is stored when it is masked, not now). None for a message masking never takes.
+    """
+    text = _text_of(message)
+    if message.role != "tool" or text is None or not digest_tokens:
+        return None
+    ref_id = message.meta.get("ref")
+    if isinstance(ref_id, str) and cache.contains(ref_id):
+        in_hand = None
+    else:
+        ref_id, in_hand = ref_id_for(text.encode("utf-8", "surrogatepass")), text
+    placeholder = _digested(ref_id, in_hand, cache, digest_tokens, known, counter, secrets)
+    counter.count(placeholder)
+    return placeholder
 
 
 def _clear_inputs(view: list[Message], masked: Sequence[int], cache: OutputStore,

@@ -98,6 +98,7 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
         from functools import partial
 
         from ..cache._digest import digest_material, output_digest, ref_material
+        from ..cache.masking import placeholder_ahead
 
         # What stays in view beside each placeholder: the arguments of the output's call (read from this batch; an
         # output whose call came in an earlier batch is warmed without them).
@@ -125,9 +126,9 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
                                   material=material.items, allow=_collecting(weighed) if bulk else None)
                     if bulk:
                         redactor.scan_words(weighed)
-                    if redactor is not None:
-                        output_digest("", budget_tokens=digest_tokens, counter=counter, known=known,
-                                      material=material.items, allow=lambda item: not redactor.mentions_secret(item))
+                    # The placeholder itself, built and counted: the masking turn looks it up (issue 22).
+                    placeholder_ahead(m, outputs, digest_tokens=digest_tokens, known=known, counter=counter,
+                                      secrets=redactor)
                 elif bulk:
                     # The items a digest most likely lists are checked for secrets then: scanned now (in bulk), the
                     # masking turn finds the scans done (issue 22: a masking turn scanned ~40 items).

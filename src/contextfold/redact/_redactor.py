@@ -17,7 +17,7 @@ import itertools
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -414,6 +414,14 @@ class Redactor:
             pos = f.end
         pieces.append(text[pos:])
         return "".join(pieces)
+
+    def digest_state(self) -> Hashable:
+        """What :meth:`blank` and :meth:`mentions_secret` answer by besides the text (and the fixed patterns).
+
+        Whether redaction is on, and the memory with how much it remembered (it only grows): equal states give
+        equal answers, so a digest built at one (a placeholder built ahead) stands while the state is the same.
+        """
+        return (self.enabled, self.remember and self.memory, self._generation())
 
     def mentions_secret(self, text: str) -> bool:
         """Whether ``text`` holds a secret, or shares a piece of :data:`PIECE_CHARS` characters with a remembered one.
