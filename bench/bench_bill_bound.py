@@ -21,6 +21,22 @@ rewrite. This contains sliding windows, observation masking and every mix of the
 call. It does NOT contain summaries or digests (a fact only counts where its original message is shown whole),
 keeping an old message while dropping a newer one, or showing a masked output again.
 
+**With summaries (``--summaries``).** The family widens to views that replace what they drop by a summary of it:
+
+    pinned head + S_z(c) + messages[c:i] (outputs at indices <= k masked as above)
+
+where ``S_z(c)`` is what contextfold's extractive summarizer writes of ``messages[head:c]`` (all that was dropped,
+summarized afresh, not folded from earlier summaries: more generous than a rolling summary), sent as contextfold
+sends one (a header line with the text, the retained facts as a second message) and counted with them. Its budget
+is the one a compaction gives a summary at this window (the reserve: half of what the pinned head leaves, at most
+``summary_max_tokens``; at most half of the tokens it replaces; at least ``MIN_SUMMARY_TOKENS``) times a level of
+``SUMMARY_LEVELS`` (``z``: 1 the full budget, 2 a quarter of it; 0 no summary, the family above). A fact counts as
+found when the summary holds it (whole word, as anywhere else). The summary sits right after the pinned head, so a
+change of ``c`` (or of the level) rewrites everything after the head; a view that keeps ``(c, k, z)`` appends, and
+one that only masks more keeps the summary in its cached prefix. A summary, once there, stays as it is or goes
+(it never comes back for the same ``c``). Placing later summaries after the earlier ones (so that those stay cached)
+is outside the family; DESIGN sizes it (at most ~0.03 of tau-bench's Anthropic bill).
+
 **The recall** is the project's metric (``replay.harness``): the facts a recorded answer uses
 (``metrics.turn_entities``) that occurred in an earlier message, found as whole words (``contains_fact``) in the
 view; here a fact is in the view when the head or a shown (not masked) message holds it. Needed facts do not
@@ -69,7 +85,7 @@ it the oracle drops it whenever no fact of it is needed next, which no agent wou
 lm32b is left out by default (its bars are met, and the DP takes ~20 min there).
 
     PYTHONPATH=src python bench/bench_bill_bound.py [--sources claude,tau] [--placeholder 16] [--drop-task]
-        [--outputs relaxed|cut|recorded]
+        [--outputs relaxed|cut|recorded] [--summaries]
 """
 
 from __future__ import annotations
@@ -80,16 +96,18 @@ import math
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from contextfold.billing import Block, PromptCache, SessionMeter, blocks_of, cache_rates
 from contextfold.compaction import Policy
+from contextfold.compaction._fit import MIN_SUMMARY_TOKENS
 from contextfold.importers._files import load_sessions
 from contextfold.importers._session import RecordedSession
 from contextfold.manager import ContextManager
 from contextfold.messages import Message
 from contextfold.replay.metrics import contains_fact, message_search_text, turn_entities
+from contextfold.summarize import ExtractiveSummarizer, SummaryRequest
 from contextfold.tokens import MessageCounter, TiktokenCounter
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "trajectories"
@@ -109,7 +127,10 @@ NONE = -1  # no output masked
 OUTPUTS = {"recorded": "as recorded", "cut": "cut at write time as contextfold does",
            "relaxed": "relaxed (tokens of the write-time cut, facts of the recording)"}
 Fact = tuple[bool, int, int]  # (in the head, last non-tool message holding it, last tool output holding it)
-State = tuple[int, int]  # (c, k)
+State = tuple[int, int, int]  # (c, k, z): z = 0 no summary, else the level of the summary of messages[head:c]
+# --summaries: the summary of what was dropped at each level, as a share of the budget contextfold's compaction gives
+# a summary (its reserve, at most half of what the summary replaces).
+SUMMARY_LEVELS = (1.0, 0.25)
 
 
 @dataclass(slots=True)
@@ -127,6 +148,14 @@ class SessionModel:
     keys: list[str]
     texts: list[str]  # what a fact is found in, per message shown whole
     limit: int
+    # --summaries: per level (index z - 1), per start c, the summary's tokens and text (empty where none)
+    summary_tokens: list[list[int]] = field(default_factory=list)
+    summary_texts: list[list[str]] = field(default_factory=list)
+    # per call, per (c, z) with a summary: which of the call's facts the summary holds
+    held: list[dict[tuple[int, int], tuple[bool, ...]]] = field(default_factory=list)
+
+    def summary(self, c: int, z: int) -> int:
+        return self.summary_tokens[z - 1][c] if z else 0
 
     def prefix(self) -> tuple[list[int], list[int]]:
         whole, saved = [0], [0]
@@ -149,7 +178,7 @@ def write_time_views(session: RecordedSession, window: int) -> list[Message]:
 
 
 def model_session(session: RecordedSession, counter: MessageCounter, window: int, placeholder: int,
-                  pin_task: bool, outputs: str) -> SessionModel:
+                  pin_task: bool, outputs: str, summaries: bool = False) -> SessionModel:
     messages = session.messages
     shown_as = write_time_views(session, window) if outputs != "recorded" else messages
     read_as = shown_as if outputs == "cut" else messages  # "relaxed": cut outputs' tokens, recorded outputs' facts
@@ -188,12 +217,84 @@ def model_session(session: RecordedSession, counter: MessageCounter, window: int
         facts.append(row)
         fact_tokens.append([counter.counter.count(e) for e in needed])
     budgets = Policy().budgets(window)
-    return SessionModel(sum(shown[:n_head]), n_head, shown, masked, tool, calls, facts, fact_tokens,
-                        [m.fingerprint() for m in shown_as], texts, window - budgets.reply_reserve)
+    model = SessionModel(sum(shown[:n_head]), n_head, shown, masked, tool, calls, facts, fact_tokens,
+                         [m.fingerprint() for m in shown_as], texts, window - budgets.reply_reserve)
+    if summaries:
+        add_summaries(model, read_as, counter, [sorted(e for e in turn_entities(messages[i]) if e in row_seen)
+                                                for i, row_seen in zip(calls, _seen_at(messages, calls), strict=True)])
+    return model
 
 
-def found(row: Sequence[Fact], c: int, k: int) -> int:
-    return sum(1 for in_head, plain, out in row if in_head or plain >= c or (out >= c and out > k))
+def _seen_at(messages: Sequence[Message], calls: Sequence[int]) -> list[set[str]]:
+    """The entities seen before each call (what ``model_session`` computes on its way)."""
+    out: list[set[str]] = []
+    seen: set[str] = set()
+    added = 0
+    for i in calls:
+        for j in range(added, i):
+            seen.update(turn_entities(messages[j]))
+        added = i
+        out.append(set(seen))
+    return out
+
+
+def add_summaries(s: SessionModel, read_as: Sequence[Message], counter: MessageCounter,
+                  needed: Sequence[Sequence[str]]) -> None:
+    """The summary of ``messages[head:c]`` for every start ``c`` a view may have, at each of ``SUMMARY_LEVELS``.
+
+    Each is what contextfold's extractive summarizer writes of those messages (as read: recorded in the relaxed and
+    recorded modes) within its budget: the reserve a compaction gives a summary at this window (half of what the
+    pinned head leaves, at most ``summary_max_tokens``), at most half of the tokens it replaces, at least
+    ``MIN_SUMMARY_TOKENS``; times the level. It is sent as contextfold sends one (a header line, then the text; the
+    retained facts as a second message), and counted with it.
+    """
+    policy = Policy()
+    summarizer = ExtractiveSummarizer(counter=counter.counter)
+    reserve = min(policy.summary_max_tokens, max(0, s.limit - s.head) // 2)
+    whole, _ = s.prefix()
+    n = len(s.shown)
+    s.summary_tokens = [[0] * n for _ in SUMMARY_LEVELS]
+    s.summary_texts = [[""] * n for _ in SUMMARY_LEVELS]
+    last = s.calls[-1] if s.calls else s.n_head
+    starts = [c for c in range(s.n_head + 1, last + 1) if not s.tool[c]]
+    for level, share in enumerate(SUMMARY_LEVELS):
+        for c in starts:
+            replaced = whole[c] - whole[s.n_head]
+            budget = max(MIN_SUMMARY_TOKENS, int(min(reserve, max(MIN_SUMMARY_TOKENS, replaced // 2)) * share))
+            result = summarizer.summarize(SummaryRequest(tuple(read_as[s.n_head:c]), max_tokens=budget))
+            sent = [Message.user(f"[contextfold summary v1 — {c - s.n_head} earlier messages compacted]\n"
+                                 f"{result.summary}")]
+            if result.retain:
+                sent.append(Message.user("\n".join(f"- {fact}" for fact in result.retain)))
+            s.summary_tokens[level][c] = sum(counter.count_message(m) for m in sent)
+            s.summary_texts[level][c] = "\n".join(m.text for m in sent)
+    memo: dict[tuple[int, int, str], bool] = {}
+    for t, i in enumerate(s.calls):
+        row: dict[tuple[int, int], tuple[bool, ...]] = {}
+        for c in starts:
+            if c > i:
+                break
+            for z in range(1, len(SUMMARY_LEVELS) + 1):
+                held = []
+                for e in needed[t]:
+                    key = (c, z, e)
+                    if key not in memo:
+                        memo[key] = contains_fact(s.summary_texts[z - 1][c], e)
+                    held.append(memo[key])
+                row[(c, z)] = tuple(held)
+        s.held.append(row)
+
+
+def found(row: Sequence[Fact], c: int, k: int, held: Sequence[bool] | None = None) -> int:
+    if held is None:
+        return sum(1 for in_head, plain, out in row if in_head or plain >= c or (out >= c and out > k))
+    return sum(1 for (in_head, plain, out), h in zip(row, held, strict=True)
+               if h or in_head or plain >= c or (out >= c and out > k))
+
+
+def found_at(s: SessionModel, t: int, state: State) -> int:
+    c, k, z = state
+    return found(s.facts[t], c, k, s.held[t].get((c, z)) if z else None)
 
 
 class Prices:
@@ -213,12 +314,13 @@ class Prices:
 
 
 def solve(s: SessionModel, prices: Prices, lam: float) -> tuple[float, int, list[State]]:
-    """The views minimizing bill - lam * facts found: (modelled bill, facts found, the (c, k) of each call)."""
+    """The views minimizing bill - lam * facts found: (modelled bill, facts found, the (c, k, z) of each call)."""
     whole, saved = s.prefix()
     tools = [j for j, t in enumerate(s.tool) if t]
+    levels = range(len(s.summary_tokens) + 1)
 
-    def tokens(i: int, c: int, k: int) -> int:
-        return s.head + whole[i] - whole[c] - (saved[k + 1] - saved[c] if k >= c else 0)
+    def tokens(i: int, c: int, k: int, z: int = 0) -> int:
+        return s.head + s.summary(c, z) + whole[i] - whole[c] - (saved[k + 1] - saved[c] if k >= c else 0)
 
     def first_tool_after(j: int) -> int:
         for t in tools:
@@ -228,13 +330,14 @@ def solve(s: SessionModel, prices: Prices, lam: float) -> tuple[float, int, list
 
     previous: dict[State, float] = {}
     prev_bill: dict[State, float] = {}
-    previous_ks: dict[int, list[int]] = {}
+    previous_ks: dict[int, list[tuple[int, int]]] = {}
     back: list[dict[State, State | None]] = []
     for t, i in enumerate(s.calls):
         last = t == len(s.calls) - 1
         reach = s.calls[t - 1] if t else max((j for j in range(s.n_head, i) if not s.tool[j]), default=i)
         starts = [c for c in range(s.n_head, reach + 1) if not s.tool[c]]
-        states = [(c, k) for c in starts for k in (NONE, *(j for j in tools if c < j < reach))]
+        states = [(c, k, z) for c in starts for k in (NONE, *(j for j in tools if c < j < reach))
+                  for z in (levels if c > s.n_head else (0,))]
         sizes = {st: tokens(i, *st) for st in states}
         fits = [st for st in states if sizes[st] <= s.limit]
         if not fits:
@@ -243,8 +346,9 @@ def solve(s: SessionModel, prices: Prices, lam: float) -> tuple[float, int, list
         current: dict[State, float] = {}
         cur_bill: dict[State, float] = {}
         links: dict[State, State | None] = {}
-        # Nothing dropped or masked comes back (c and, at the same c, k never decrease): then the previous request
-        # shares the longest prefix with this one of all earlier requests, and pricing that prefix alone is exact.
+        # Nothing dropped or masked comes back (c and, at the same c, k never decrease; a summary, once there, stays
+        # as it is or goes): then the previous request shares the longest prefix with this one of all earlier
+        # requests, and pricing that prefix alone is exact.
         by_start: list[tuple[int, float, State]] = []  # (c, least value of any state with a start <= c, that state)
         for st_prev in sorted(previous):
             value = previous[st_prev]
@@ -253,7 +357,7 @@ def solve(s: SessionModel, prices: Prices, lam: float) -> tuple[float, int, list
             else:
                 by_start.append((st_prev[0], by_start[-1][1], by_start[-1][2]))
         for st in fits:
-            c, k = st
+            c, k, z = st
             v = sizes[st]
             options: list[tuple[float, State | None]] = []
             if not previous:
@@ -262,29 +366,32 @@ def solve(s: SessionModel, prices: Prices, lam: float) -> tuple[float, int, list
                 earlier = bisect.bisect_left(by_start, (c,)) - 1  # the best state with a start before c
                 if earlier >= 0:
                     options.append((prices.cost(s.head, v, last), by_start[earlier][2]))
-                for pk in previous_ks.get(c, ()):
-                    if pk > k:
-                        continue
-                    if pk == k:
-                        shared = tokens(s.calls[t - 1], c, k)
+                for pk, pz in previous_ks.get(c, ()):
+                    if pk > k or (pz != z and z):
+                        continue  # a masked output or a summary does not come back
+                    if pz != z:
+                        shared = s.head  # the summary went: rewritten from the pinned head on
+                    elif pk == k:
+                        shared = tokens(s.calls[t - 1], c, k, z)
                     else:
                         d = first_tool_after(c - 1 if pk == NONE else pk)
-                        shared = s.head + whole[d] - whole[c] - (saved[pk + 1] - saved[c] if pk >= c else 0)
-                    options.append((prices.cost(shared, v, last), (c, pk)))
+                        shared = (s.head + s.summary(c, z) + whole[d] - whole[c]
+                                  - (saved[pk + 1] - saved[c] if pk >= c else 0))
+                    options.append((prices.cost(shared, v, last), (c, pk, pz)))
             if not options:
                 continue
             step, link = min(options, key=lambda o: o[0] + (previous[o[1]] if o[1] is not None else 0.0))
             base = previous[link] if link is not None else 0.0
             base_bill = prev_bill[link] if link is not None else 0.0
-            current[st] = base + step - lam * found(s.facts[t], c, k)
+            current[st] = base + step - lam * found_at(s, t, st)
             cur_bill[st] = base_bill + step
             links[st] = link
         assert current, "no view of the family follows the previous ones"
         back.append(links)
         previous, prev_bill = current, cur_bill
         previous_ks = {}
-        for c, k in previous:
-            previous_ks.setdefault(c, []).append(k)
+        for c, k, z in previous:
+            previous_ks.setdefault(c, []).append((k, z))
     end = min(previous, key=previous.__getitem__)
     path: list[State] = [end]
     for links in reversed(back[1:]):
@@ -292,7 +399,7 @@ def solve(s: SessionModel, prices: Prices, lam: float) -> tuple[float, int, list
         assert prior is not None
         path.append(prior)
     path.reverse()
-    facts = sum(found(row, *st) for row, st in zip(s.facts, path, strict=True))
+    facts = sum(found_at(s, t, st) for t, st in enumerate(path))
     return prev_bill[end], facts, path
 
 
@@ -324,9 +431,12 @@ def universal(models: Sequence[SessionModel], provider: str, recall: float) -> f
 def _views(session: RecordedSession, s: SessionModel, path: Sequence[State]) -> list[tuple[list[Block], str]]:
     """The request of each call of ``path``: its blocks and the text its facts are found in."""
     out = []
-    for i, (c, k) in zip(s.calls, path, strict=True):
+    for i, (c, k, z) in zip(s.calls, path, strict=True):
         blocks = [Block(s.keys[j], s.shown[j], pinned=True) for j in range(s.n_head)]
         texts = s.texts[: s.n_head]
+        if z:
+            blocks.append(Block(f"summary:{z}:{c}", s.summary(c, z)))
+            texts.append(s.summary_texts[z - 1][c])
         for j in range(c, i):
             if s.tool[j] and j <= k:
                 blocks.append(Block(f"masked:{s.keys[j]}", s.masked[j]))
@@ -395,7 +505,7 @@ def rolling(s: SessionModel, keep: int | None) -> list[State]:
 
         starts = [x for x in range(c, reach + 1) if not s.tool[x]] or [reach]
         c = next((x for x in starts if size(x) <= s.limit), starts[-1])
-        path.append((c, k if k > c else NONE))
+        path.append((c, k if k > c else NONE, 0))
     return path
 
 
@@ -411,17 +521,17 @@ def unmanaged(sessions: Sequence[RecordedSession], counter: MessageCounter) -> d
     return totals
 
 
-def report(name: str, placeholder: int, pin_task: bool, outputs: str) -> None:
+def report(name: str, placeholder: int, pin_task: bool, outputs: str, summaries: bool = False) -> None:
     path, window = SOURCES[name]
     sessions = load_sessions(DATA / path)
     counter = MessageCounter(TiktokenCounter("o200k_base"))
     started = time.process_time()
-    models = [model_session(x, counter, window, placeholder, pin_task, outputs) for x in sessions]
+    models = [model_session(x, counter, window, placeholder, pin_task, outputs, summaries) for x in sessions]
     needed = sum(len(row) for m in models for row in m.facts)
     reference = unmanaged(sessions, counter)
     print(f"\n### {name} @ {window // 1000}K ({len(sessions)} sessions, {needed:,} facts needed, "
           f"placeholder {placeholder} tokens, {'task pinned' if pin_task else 'task may be dropped'}, "
-          f"outputs {OUTPUTS[outputs]})\n")
+          f"outputs {OUTPUTS[outputs]}{', summaries of what is dropped' if summaries else ''})\n")
     for provider in MODELS:
         prices = Prices(provider)
         dual: list[tuple[float, float]] = []  # (lam, sum of g)
@@ -492,11 +602,14 @@ def main() -> int:
                         help="messages as recorded, as contextfold keeps them at write time (large outputs cut), or "
                              "relaxed: a cut output's tokens with the recorded output's facts (a bound over every "
                              "mix of the two; its re-billed points are not views anyone can send)")
+    parser.add_argument("--summaries", action="store_true",
+                        help="widen the family: what a view drops may be replaced by contextfold's extractive summary "
+                             "of it, at each of the levels of SUMMARY_LEVELS (see the module docstring)")
     args = parser.parse_args()
     if args.placeholder < 0:
         parser.error("--placeholder: must not be negative")
     for name in args.sources.split(","):
-        report(name, args.placeholder, not args.drop_task, args.outputs)
+        report(name, args.placeholder, not args.drop_task, args.outputs, args.summaries)
     return 0
 
 
