@@ -82,3 +82,27 @@ def test_freeing_more_never_turns_a_paying_rewrite_into_a_wait(tokens: int, shar
     # A cheaper cache read makes a rewrite pay less often: what pays at Anthropic pays at OpenAI.
     if weigh_rewrite(ANTHROPIC, case).act and case.reusable == 0:
         assert weigh_rewrite(OPENAI, case).act
+
+
+def test_a_rewrite_that_takes_the_place_of_the_forced_one_pays_even_at_anthropic() -> None:
+    # 8,800 tokens, 400 a call: hard (13,600) in 12 calls, within the 20 the session is expected to last. Waiting
+    # does not avoid a rewrite then; one that frees enough to stay under hard for those 20 calls replaces it.
+    shallow = RewriteCase(tokens=8_800, freed=2_000, reusable=0, growth_per_turn=400, turns_so_far=20, hard=13_600)
+    deep = RewriteCase(tokens=8_800, freed=3_300, reusable=0, growth_per_turn=400, turns_so_far=20, hard=13_600)
+    # (4,800 + 2,000) / 400 = 17 calls under hard: a second rewrite would still come; the plain weighing waits.
+    waits = weigh_rewrite(ANTHROPIC, shallow)
+    assert not waits.act and not waits.replaces_forced
+    assert waits.expected_saving == pytest.approx(0.1 * 2_000 * 12)
+    # (4,800 + 3,300) / 400 = 20.25 calls: it replaces the forced rewrite. Plainly it would wait (0.1 * 3,300 * 12
+    # = 3,960 against 1.15 * 8,800 - 1.25 * 3,300 = 5,995); the forced rewrite's larger view is saved too.
+    pays = weigh_rewrite(ANTHROPIC, deep)
+    assert pays.act and pays.replaces_forced
+    assert pays.invalidation_cost == pytest.approx(5_995)
+    assert pays.expected_saving == pytest.approx(3_960 + 1.15 * 4_800)
+    assert pays.net == pytest.approx(pays.expected_saving)  # it costs nothing the wait would not
+    assert "takes the place of the rewrite the hard threshold forces in 12.0 turns" in pays.reason()
+    # A session not expected to reach hard (10 calls so far, 12 to hard) has no forced rewrite to replace.
+    young = RewriteCase(tokens=8_800, freed=3_300, reusable=0, growth_per_turn=400, turns_so_far=10, hard=13_600)
+    assert not weigh_rewrite(ANTHROPIC, young).act
+    # Without caching nothing is replaced: every rewrite pays at once anyway.
+    assert not weigh_rewrite(NONE, deep).replaces_forced

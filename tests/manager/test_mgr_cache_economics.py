@@ -9,6 +9,7 @@ import pytest
 
 from contextfold import ContextManager
 from contextfold.manager._answered_view import WIDENED_META
+from contextfold.manager._masking import MASK_HEADROOM
 from contextfold.messages import Message, ToolCall
 from contextfold.telemetry import CacheDecision, CompactWarning, RecordingTelemetry
 
@@ -95,7 +96,9 @@ def listings(cm: ContextManager, turns: int) -> list[list[str]]:
 
 
 def test_at_anthropic_prices_a_wider_output_stays_when_putting_it_back_costs_more_than_it_saves() -> None:
-    cm, sink = manager(cache_pricing="claude-sonnet-4")
+    # (soft at 80% of hard: the four listings stay under it, so no compaction rewrites the view in between; at 60%
+    # the fourth call's soft compaction pays, since it takes the place of the one hard would force two calls on)
+    cm, sink = manager(cache_pricing="claude-sonnet-4", soft_pct=0.8)
     sent = listings(cm, 4)
     # Putting a listing back would write everything from it on again at 1.25x, to save reading ~1,700 tokens at
     # 0.1x per call: each request only appends to the one before, which the provider reads from its cache whole.
@@ -130,11 +133,15 @@ def test_a_soft_compaction_due_joins_the_masking_the_hard_threshold_forces() -> 
     for _ in range(16):
         run(cm, 1)
         sent.append((cm.tokens(), cm.maskings, cm.compactions))
+    # The first soft compaction (7 calls in, hard 4 calls away) frees enough to stay under hard for as long again:
+    # it takes the place of the rewrite hard would force, and pays at once.
+    first_soft = decisions(sink, "soft")[0]
+    assert first_soft.applied and "takes the place" in first_soft.reason
     first = next(i for i, (_, maskings, _) in enumerate(sent) if maskings)
     tokens, maskings, compactions = sent[first]
-    assert (maskings, compactions) == (1, 1)  # in the same call
-    assert tokens < cm.budgets.soft
-    # Before, the summary waited: the cache economics said so, and said why.
+    assert maskings == 1 and compactions == sent[first - 1][2] + 1  # in the same call
+    assert tokens < (cm.budgets.soft + cm.budgets.hard) // 2  # (masking alone: one output, ~12.6K)
+    # In between, the summary waited: the cache economics said so, and said why.
     waited = [d for d in decisions(sink, "soft") if not d.applied]
     assert waited and all(d.invalidation_cost > d.expected_saving for d in waited)
     # No "compaction_stalled" warning for a summary that only waited for the cache to pay.
@@ -177,3 +184,26 @@ def test_a_summary_waits_until_the_view_has_grown_clear_at_least_since_a_masking
     waited = [t for t, _ in grown[:first] if t > cm.budgets.soft]
     assert waited and all(t - after_batch < 3_000 for t in waited)  # over soft, too soon after the batch: it waits
     assert grown[first][0] - after_batch >= 3_000  # grown enough: the summary comes
+
+
+def test_at_anthropic_prices_one_deep_masking_takes_the_place_of_the_forced_one() -> None:
+    """Six big outputs, then small ones: at soft, masking just enough to get under it does not pay at Claude's
+    prices (the view would reach hard again within the calls the session is expected to last, and pay a second
+    rewrite), but masking every output it may take keeps the view under hard for that long: it replaces the rewrite
+    the hard threshold would force, and the calls after it append."""
+    cm, sink = manager(cache_pricing="claude-sonnet-4")
+    run(cm, 6)
+    small = "\n".join(f"line {n}: ok" for n in range(12))
+    sent = run(cm, 12, small)
+    assert all(tokens < cm.budgets.hard for tokens, _ in sent)  # never at hard
+    applied = [d for d in decisions(sink) if d.applied]
+    assert len(applied) == 1 and not applied[0].forced and applied[0].tokens > cm.budgets.soft
+    assert "takes the place of the rewrite the hard threshold forces" in applied[0].reason
+    assert applied[0].expected_saving > applied[0].invalidation_cost
+    # Far more than getting under soft with headroom asks for (the shallow batch, which did not pay).
+    assert applied[0].tokens_freed > 2 * (applied[0].tokens - int(cm.budgets.soft * MASK_HEADROOM))
+    # Every big output is masked in that one batch (all but the 4 recent pairs, keep_tool_io_pairs, at the time).
+    assert cm.maskings == 1
+    outputs = [m for m in cm.messages() if m.role == "tool"]
+    masked = [m.text.startswith("[tool output trimmed") for m in outputs]
+    assert masked[:6] == [True] * 6 and masked[-4:] == [False] * 4

@@ -13,6 +13,14 @@ and the rewrite pays when the saving is at least the cost. The horizon is the tu
 hard threshold anyway (where a rewrite is forced and frees these tokens too), at most the turns the session has had
 so far (a session is expected to last about as long again as it has: short sessions rarely recover a rewrite).
 Without caching (``scheme == "none"``) every rewrite pays at once: it only saves.
+
+**A rewrite that replaces a forced one.** When the view is expected to reach the hard threshold within the
+session's expected remaining turns, waiting does not avoid a rewrite: the hard threshold forces one then, over a
+larger view. If the rewrite now frees enough that the view then stays under hard for all the expected remaining
+turns, it takes that forced rewrite's place (one rewrite either way), so it costs nothing the wait would not: it
+pays, and saves reading the freed tokens until then plus the larger invalidation of the later rewrite. This is why
+one deep rewrite (all the outputs masking may take, not just enough to get under soft) can pay where a shallow one
+does not: the following calls append for long, instead of a shallow batch now and a forced rewrite later.
 """
 
 from __future__ import annotations
@@ -55,12 +63,22 @@ class RewriteVerdict:
     invalidation_cost: float
     horizon_turns: float
     invalidated_tokens: int
+    replaces_forced: bool = False
+
+    @property
+    def net(self) -> float:
+        """The expected saving less the invalidation cost (a rewrite that replaces a forced one costs nothing)."""
+        return self.expected_saving - (0.0 if self.replaces_forced else self.invalidation_cost)
 
     def reason(self) -> str:
         """One sentence with the figures, for the decision event."""
         verb = "pays" if self.act else "waits"
-        return (f"rewrite {verb}: saves {self.expected_saving:,.0f} over {self.horizon_turns:.1f} turns against "
+        text = (f"rewrite {verb}: saves {self.expected_saving:,.0f} over {self.horizon_turns:.1f} turns against "
                 f"{self.invalidation_cost:,.0f} for the {self.invalidated_tokens:,} cached tokens it invalidates")
+        if self.replaces_forced:
+            text += ("; it takes the place of the rewrite the hard threshold forces in "
+                     f"{self.horizon_turns:.1f} turns, and the view then stays under hard for the expected turns")
+        return text
 
 
 def reusable_head(rates: CacheRates, *, change_at: int, pinned: int, parts_after: int | None = None) -> int:
@@ -87,7 +105,15 @@ def weigh_rewrite(rates: CacheRates, case: RewriteCase) -> RewriteVerdict:
     invalidated = max(0, case.tokens - case.reusable)
     cost = (unread - read) * invalidated - unread * case.freed if rates.scheme != "none" else -float(case.freed)
     room = case.hard - case.tokens
-    until_hard = room / case.growth_per_turn if case.growth_per_turn > 0 else float("inf")
-    horizon = max(0.0, min(float(max(case.turns_so_far, 1)), until_hard))
+    growth = case.growth_per_turn
+    until_hard = room / growth if growth > 0 else float("inf")
+    expected = float(max(case.turns_so_far, 1))
+    horizon = max(0.0, min(expected, until_hard))
     saving = read * case.freed * horizon if rates.scheme != "none" else 0.0
-    return RewriteVerdict(saving >= cost, round(saving, 1), round(cost, 1), round(horizon, 2), invalidated)
+    replaces = (rates.scheme != "none" and until_hard < expected
+                and (room + case.freed) / growth >= expected)
+    if replaces:
+        # The forced rewrite at hard would invalidate the view's growth until then too: that much more is saved.
+        saving += (unread - read) * max(0, room)
+    return RewriteVerdict(saving >= cost or replaces, round(saving, 1), round(cost, 1), round(horizon, 2),
+                          invalidated, replaces)

@@ -74,18 +74,28 @@ class CacheEconomics:
                      else head_tokens)
         return self._weigh_at(change_at, None, action=action, freed=freed, tokens=tokens, pinned=pinned, hard=hard)
 
-    def _weigh_at(self, change_at: int, parts_after: int | None, *, action: str, freed: int, tokens: int,
-                  pinned: int, hard: int) -> RewriteVerdict:
+    def assess(self, *, change_at: int, freed: int, tokens: int, pinned: int, hard: int,
+               parts_after: int | None = None) -> RewriteVerdict:
+        """The verdict on a rewrite from ``change_at`` tokens on, without recording it (:meth:`record` does)."""
         from ..billing.economics import RewriteCase, reusable_head, weigh_rewrite
 
         rates = self.rates
         reusable = reusable_head(rates, change_at=change_at, pinned=pinned, parts_after=parts_after)
         case = RewriteCase(tokens=tokens, freed=freed, reusable=reusable, growth_per_turn=self.growth_per_turn,
                            turns_so_far=self.calls, hard=hard)
-        verdict = weigh_rewrite(rates, case)
+        return weigh_rewrite(rates, case)
+
+    def record(self, action: str, verdict: RewriteVerdict, *, tokens: int, freed: int) -> RewriteVerdict:
+        """The decision taken on ``verdict``: remembered (``waited``) and sent as a ``compact.cache_decision``."""
         self.waited = not verdict.act
         self._emit(action, verdict, tokens=tokens, freed=freed, applied=verdict.act, forced=False)
         return verdict
+
+    def _weigh_at(self, change_at: int, parts_after: int | None, *, action: str, freed: int, tokens: int,
+                  pinned: int, hard: int) -> RewriteVerdict:
+        verdict = self.assess(change_at=change_at, freed=freed, tokens=tokens, pinned=pinned, hard=hard,
+                              parts_after=parts_after)
+        return self.record(action, verdict, tokens=tokens, freed=freed)
 
     def keeps_wide(self, view: Sequence[Message], index: int, wide: Message, standard: Message, *, tokens: int,
                    pinned: int, hard: int) -> bool:

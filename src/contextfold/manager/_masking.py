@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from ._spans import MASK_KIND
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
+    from ..billing.economics import RewriteVerdict
     from ..cache import ToolOutputCache
+    from ..cache.masking import MaskResult
     from ..compaction import Budgets, Policy
     from ..messages import Message
     from ..steering import Steering
@@ -90,9 +92,11 @@ class Masking:
 
             due = set(order.due)
             order = MaskOrder(order.due, frozenset(i for i, m in enumerate(view) if m.role == "tool" and i not in due))
-        with self._tracer.span("compact.mask", kind=MASK_KIND, budget_tokens=budget_tokens) as span:
-            result = self.cache.mask(
-                view, counter=self._counter, budget_tokens=budget_tokens,
+
+        def batch(budget: int) -> MaskResult:
+            assert self.cache is not None
+            return self.cache.mask(
+                view, counter=self._counter, budget_tokens=budget,
                 # A tool's own mask_after_turns is more specific than the session-wide keep count.
                 keep_tool_io_pairs=0 if only_due else p.keep_tool_io_pairs,
                 exclude_tools=(*p.exclude_tools, *p.protected_tools),
@@ -100,21 +104,52 @@ class Masking:
                 digest_tokens=p.mask_digest_tokens, first=order.first, exempt=order.exempt, pairs=pairs,
                 counts=counts,
             )
+
+        with self._tracer.span("compact.mask", kind=MASK_KIND, budget_tokens=budget_tokens) as span:
+            result = batch(budget_tokens)
+            verdict: RewriteVerdict | None = None
+            if total is not None and self._economics.enabled and not forced:
+                if not only_due and budget_tokens > 0:
+                    result, verdict = self._deepest_paying(result, batch, counts, total, budgets)
+                elif result.masked_indices:
+                    verdict = self._assess(result, counts, total, budgets)
             if not result.masked_indices or result.tokens_freed < required:
                 span.drop()  # nothing applied: the view did not change, so there is nothing to show
                 return "skipped"
             if total is not None and self._economics.enabled:
-                at = min(result.masked_indices)
-                if forced:
+                if forced or verdict is None:
                     self._economics.forced("mask", tokens=total, freed=result.tokens_freed)
-                elif not self._economics.weigh(view, action="mask", change_at_index=at, head_tokens=sum(counts[:at]),
-                                               freed=result.tokens_freed, tokens=total,
-                                               pinned=sum(self._view.pinned_tokens()), hard=budgets.hard).act:
+                elif not self._economics.record("mask", verdict, tokens=total, freed=result.tokens_freed).act:
                     span.drop()
                     return "waits"
             span.set(masked=len(result.masked_indices), tokens_freed=result.tokens_freed)
             self._apply(view, result)
             return "applied"
+
+    def _assess(self, result: MaskResult, counts: Sequence[int], total: int, budgets: Budgets) -> RewriteVerdict:
+        at = min(result.masked_indices)
+        return self._economics.assess(change_at=sum(counts[:at]), freed=result.tokens_freed, tokens=total,
+                                      pinned=sum(self._view.pinned_tokens()), hard=budgets.hard)
+
+    def _deepest_paying(self, shallow: MaskResult, batch: Callable[[int], MaskResult], counts: Sequence[int],
+                        total: int, budgets: Budgets) -> tuple[MaskResult, RewriteVerdict | None]:
+        """The batch to weigh: ``shallow`` (what the thresholds ask), or every output masking may take.
+
+        A rewrite's cost is the cached view it invalidates, nearly the same whichever outputs it masks; what it saves
+        grows with what it frees. When the shallow batch does not pay but the deep one frees enough to take the place
+        of the rewrite the hard threshold would force within the session's expected turns (``weigh_rewrite``: one
+        rewrite either way, and the calls after it append for long), the deep one is taken. A shallow batch that
+        pays stays as it is: it keeps more outputs whole (at OpenAI's prices it nearly always pays, and views there
+        do not change).
+        """
+        verdict = self._assess(shallow, counts, total, budgets) if shallow.masked_indices else None
+        if verdict is not None and verdict.act:
+            return shallow, verdict
+        deep = batch(0)
+        if deep.tokens_freed <= shallow.tokens_freed:
+            return shallow, verdict
+        deep_verdict = self._assess(deep, counts, total, budgets)
+        return (deep, deep_verdict) if deep_verdict.replaces_forced else (shallow, verdict)
 
     def due(self, budgets: Budgets) -> None:
         """Mask the outputs whose tool's ``mask_after_turns`` passed, once they free ``clear_at_least`` together.
