@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
@@ -88,6 +88,9 @@ def same_meta_but_id(a: Message, b: Message) -> bool:
 
     What tells a copy of a message in a repeated history (the same objects, its own id) cheaply, by identity.
     """
+    origin = a._origin
+    if origin is not None and origin is b._origin:
+        return True  # (copies of one message that differ only by their ids: see Message.with_meta)
     meta_a, meta_b = a.meta, b.meta
     if len(meta_a) != len(meta_b):
         return False
@@ -197,6 +200,11 @@ class Message:
     meta: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
     extra: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
     _fingerprint: str | None = field(default=None, init=False, repr=False, compare=False)
+    # The message this one is a copy of but for ``meta["id"]`` (the first of a chain of such copies), set only by
+    # :meth:`with_meta` giving an id: two messages with the same origin are equal but for their ids, with the same
+    # field objects and meta values (the manager numbers each message it is given; a repeated history's copies are
+    # then told apart from other messages by identity alone, issue 22).
+    _origin: Message | None = field(default=None, init=False, repr=False, compare=False)
 
     # -- convenience constructors -------------------------------------------------------------------------------
     @classmethod
@@ -245,19 +253,42 @@ class Message:
 
     def with_meta(self, **updates: Any) -> Message:
         """A copy with ``meta`` keys added or replaced (a value of None removes the key)."""
-        merged = {**self.meta, **{k: _owned(v) for k, v in updates.items()}}
-        return self._copy(self.content, freeze({k: v for k, v in merged.items() if v is not None}))
+        merged = dict(self.meta)
+        for key, value in updates.items():
+            merged[key] = value if type(value) is str else _owned(value)
+        if None in merged.values():  # (rare: then every key whose value is None goes)
+            merged = {k: v for k, v in merged.items() if v is not None}
+        meta = MappingProxyType(merged) if merged else EMPTY
+        # The same content: the same fingerprint. A copy given only an id remembers what it is a copy of.
+        own_id = len(updates) == 1 and type(updates.get("id")) is str
+        return self._copy(self.content, meta, self._fingerprint, (self._origin or self) if own_id else None)
 
     def with_content(self, content: str | tuple[Part, ...]) -> Message:
         """A copy with other content (tool calls, ids and meta kept)."""
         return self._copy(content, self.meta)
 
-    def _copy(self, content: str | tuple[Part, ...], meta: Mapping[str, Any]) -> Message:
-        # The constructor itself, not dataclasses.replace (a quarter of its cost): add() gives each of 100,000
-        # messages its id this way (issue 22). A subclass may have fields of its own: replace() knows them.
+    def _copy(self, content: str | tuple[Part, ...], meta: Mapping[str, Any], fingerprint: str | None = None,
+              origin: Message | None = None) -> Message:
+        # Made slot by slot, not by the constructor nor dataclasses.replace (its __init__ and __post_init__ were
+        # two thirds of a copy): add() gives each of 100,000 messages its id this way (issue 22). ``meta`` is frozen
+        # already; content that is not a str or tuple goes through the constructor (which makes a list a tuple).
+        # A subclass may have fields of its own: replace() knows them.
         if type(self) is not Message:
             return replace(self, content=content, meta=meta)
-        return Message(self.role, content, self.tool_calls, self.tool_call_id, self.name, meta, self.extra)
+        kind = type(content)
+        if kind is not str and kind is not tuple:
+            return Message(self.role, content, self.tool_calls, self.tool_call_id, self.name, meta, self.extra)
+        copy: Message = _new_message(Message)
+        _set_role(copy, self.role)
+        _set_content(copy, content)
+        _set_tool_calls(copy, self.tool_calls)
+        _set_tool_call_id(copy, self.tool_call_id)
+        _set_name(copy, self.name)
+        _set_meta(copy, meta)
+        _set_extra(copy, self.extra)
+        _set_fingerprint(copy, fingerprint)
+        _set_origin(copy, origin)
+        return copy
 
     def fingerprint(self) -> str:
         """A stable hash of everything a provider would see (not ``meta``); the token-count cache key."""
@@ -277,6 +308,15 @@ class Message:
             object.__setattr__(self, "meta", _freeze_owned(self.meta))
         if self.extra and not isinstance(self.extra, MappingProxyType):
             object.__setattr__(self, "extra", _freeze_owned(self.extra))
+
+
+# The slots of a Message, written directly by Message._copy (a frozen dataclass refuses setattr; its slots do not).
+_MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "name", "meta", "extra", "_fingerprint", "_origin")
+if tuple(f.name for f in fields(Message)) != _MESSAGE_FIELDS:  # (a new field must be copied by Message._copy too)
+    raise AssertionError("Message._copy is out of date with Message's fields")
+_new_message = object.__new__
+(_set_role, _set_content, _set_tool_calls, _set_tool_call_id, _set_name, _set_meta, _set_extra, _set_fingerprint,
+ _set_origin) = (getattr(Message, name).__set__ for name in _MESSAGE_FIELDS)
 
 
 def is_compaction(part: Part) -> bool:

@@ -425,6 +425,9 @@ _LINE_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 def _copy_but_id(a: Message, b: Message) -> bool:
     """Whether ``b``'s role, call id, name and meta (by object, in order) are ``a``'s but for ``meta["id"]``."""
+    origin = a._origin
+    if origin is not None and origin is b._origin:  # (copies of one message, see Message.with_meta)
+        return not b.extra
     if a.role != b.role or a.tool_call_id != b.tool_call_id or a.name != b.name or b.extra:
         return False
     return same_meta_but_id(a, b)
