@@ -41,6 +41,9 @@ def _same_but_id(a: Message, b: Message) -> bool:
     """Whether ``a`` and ``b`` are equal in every field but ``meta["id"]`` (which both have or both lack)."""
     # (Identity first: a repeated history's copies share their field objects, and a mapping compared by value is
     # walked item by item even when it is the same object.)
+    origin = a._origin
+    if origin is not None and origin is b._origin:
+        return True  # (copies of one message that differ only by their ids, see Message.with_meta)
     if not (a.role == b.role and (a.content is b.content or a.content == b.content)
             and (a.tool_calls is b.tool_calls or a.tool_calls == b.tool_calls)
             and a.tool_call_id == b.tool_call_id and a.name == b.name and (a.extra is b.extra or a.extra == b.extra)):
@@ -116,6 +119,19 @@ class Ledger:
         """Whether ``m`` itself has an entry (not only a message equal to it)."""
         entry = self._by_object.get(id(m))
         return entry is not None and entry[0] is m
+
+    def current(self, items: list[Message], generation: int) -> list[Message | None]:
+        """What each of ``items`` redacted to, where its own entry was made at ``generation``; else None.
+
+        What ``Redactor._recall`` gives such a message, in one loop: a transcript looks up every message of the view
+        again, and most were redacted at the memory's present generation (issue 22).
+        """
+        by_object = self._by_object
+        out: list[Message | None] = []
+        for m in items:
+            entry = by_object.get(id(m))
+            out.append(entry[1] if entry is not None and entry[0] is m and entry[2] == generation else None)
+        return out
 
     def get(self, m: Message, key: SameMessage | None = None) -> tuple[Message, Message, int] | None:
         """``m``'s entry, by itself or else by content (``key``: ``SameMessage(m)``, when the caller has it)."""

@@ -757,15 +757,15 @@ class Redactor:
             if first is not None:
                 entry = ledger.get(first)
             now = self._generation()
+            stale = entry if entry is not None and entry[2] != now else None
+            if stale is not None:
+                entry = renewed.get(id(stale), stale)  # (renewed by an earlier copy: its entry is current)
             if (entry is not None and entry[2] == now and entry[1] is entry[0] is not m
                     and ((own := m.meta.get(ID_KEY, _NO_ID)) is _NO_ID or own in clean_ids)):
                 # A copy of a message found clean at this generation, its id clean too: what _recall would find,
                 # it is itself (most of a repeated history; recorded without the general path's checks).
                 ledger.put(m, m, now, by_content=False)
                 continue
-            stale = entry if entry is not None and entry[2] != now else None
-            if stale is not None:
-                entry = renewed.get(id(stale), stale)
             if self._recall(m, clean_ids, key, entry) is None:
                 self.redact_message(m)
             if stale is not None and id(stale) not in renewed:
@@ -840,7 +840,8 @@ class Redactor:
             return self._redact_batch(items)
         # Messages redacted before come back from the ledger; the others are redacted in bulk, then recorded.
         start = self._generation()
-        out: list[Message | None] = [self._recall(m) for m in items]
+        out: list[Message | None] = [known if known is not None else self._recall(m)
+                                     for m, known in zip(items, self._ledger.current(items, start), strict=True)]
         fresh = [i for i, known in enumerate(out) if known is None]
         if fresh:
             for i, redacted in zip(fresh, self._redact_batch([items[i] for i in fresh]), strict=True):
@@ -925,6 +926,8 @@ class Redactor:
         for need in needs:
             runs = class_runs(need)
             if runs is not None:  # (a class run: each text not yet suspect, at C speed; see contextfold.redact._runs)
+                if joined and not runs.holds(joined_text):
+                    continue  # (no run crosses the separator: none in the whole, none in any of the short texts)
                 suspects.update(i for i, text in enumerate(lowered) if i not in suspects and runs.holds(text))
                 continue
             for hit in need.finditer(joined_text):
