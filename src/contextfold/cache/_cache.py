@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -206,6 +207,7 @@ class ToolOutputCache:
         # needs_view's answers for long texts, by the text's hash and length and what the answer depends on: a bulk
         # add of a repeated history measured, split and counted each copy of an output again (issue 22).
         self._needs: TextMemo[bool] = TextMemo(max_bytes=NEEDS_MEMO_BYTES)
+        self._ref_ids = _RefIds()
         self._placeholders: PlaceholderMemo | None = None
 
     @property
@@ -221,8 +223,13 @@ class ToolOutputCache:
     # -- storing ----------------------------------------------------------------------------------------------
     def put(self, text: str | bytes) -> ToolOutputRef:
         """Store a whole output (once: identical outputs share a ref) and return its ref."""
-        data = text if isinstance(text, bytes) else _encode(text)
-        ref_id = ref_id_for(data)
+        data = text if isinstance(text, bytes) else None
+        ref_id = self._ref_ids.get(text) if isinstance(text, str) else None
+        if ref_id is None:
+            data = data if data is not None else _encode(str(text))
+            ref_id = ref_id_for(data)
+            if isinstance(text, str):
+                self._ref_ids.put(text, ref_id)
         known = self._refs.get(ref_id)
         if known is not None and self.store.exists(ref_id):
             self.store.touch(ref_id)
@@ -231,6 +238,8 @@ class ToolOutputCache:
             # its cut view as a new output, and the full text would be lost to restore).
             self._claim(ref_id)
             return known
+        if data is None:
+            data = _encode(str(text))
         line_count = count_lines(data)
         if self.store.size(ref_id) != len(data):
             index = build_line_index(data, line_count)
@@ -676,6 +685,46 @@ def referenced_refs(messages: Iterable[Message]) -> set[str]:
             if REF_PREFIX in call.arguments:
                 found.update(REF_PATTERN.findall(call.arguments))
     return found
+
+
+class _RefIds:
+    """The ref ids of the latest long texts put, by the text object (issue 22).
+
+    A repeated history's copies of an output share its text object: each was encoded and hashed whole again (a
+    quarter of cutting the outputs of a 100,000-message bulk add). Found by identity, not by a hash of the text
+    (a ref names content: another text's ref would be another output); the texts are kept, so few and bounded.
+    """
+
+    __slots__ = ("_chars", "_entries", "_lock")
+
+    MIN_CHARS = 4_096
+    MAX_ENTRIES = 64
+    MAX_CHARS = 16_000_000
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[int, tuple[str, str]] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> str | None:
+        if len(text) < self.MIN_CHARS:
+            return None
+        with self._lock:
+            found = self._entries.get(id(text))
+            return found[1] if found is not None and found[0] is text else None
+
+    def put(self, text: str, ref_id: str) -> None:
+        if not self.MIN_CHARS <= len(text) <= self.MAX_CHARS:
+            return
+        with self._lock:
+            old = self._entries.pop(id(text), None)
+            if old is not None:
+                self._chars -= len(old[0])
+            self._entries[id(text)] = (text, ref_id)
+            self._chars += len(text)
+            while len(self._entries) > self.MAX_ENTRIES or self._chars > self.MAX_CHARS:
+                _, (dropped, _) = self._entries.popitem(last=False)
+                self._chars -= len(dropped)
 
 
 def _encode(text: str) -> bytes:

@@ -267,12 +267,22 @@ class ContextManager:
             cut: dict[str, str] = {}  # ref -> the whole output, for the outputs cut at write time
             # The sequence moves only once every message is in: a failed add leaves no gap and no half-added batch.
             seq = self._seq
+            # (The calls below are skipped where their first test would return at once: this loop runs for each of
+            # a bulk add's messages, 100,000 for a resumed history, issue 22.)
+            prefix, large = self._id_prefix, self.policy.large_input_bytes
+            boundaries = results = False  # (whether the batch holds a provider's compaction item, a tool result)
             for m in incoming:
                 seq += 1
-                m = self._without_foreign_ref(mark(m.with_meta(id=m.meta.get("id") or f"{self._id_prefix}:{seq}")))
-                self._warn_if_large(m)
+                m = m.with_meta(id=m.meta.get("id") or f"{prefix}:{seq}")
+                if type(m.content) is not str:
+                    m = mark(m)
+                if "ref" in m.meta:
+                    m = self._without_foreign_ref(m)
+                if type(m.content) is not str or 4 * len(m.content) > large:
+                    self._warn_if_large(m)
                 if self.cache is not None and not m.protected:  # protected: byte for byte
-                    processed = self._write_time_view(m, incoming) if m.role == "tool" else self._cut_if_never_sent(m)
+                    processed = (self._write_time_view(m, incoming) if m.role == "tool"
+                                 else self._cut_if_never_sent(m) if m.role == "user" else m)
                     if processed is not m and processed.meta.get("ref"):
                         cut[str(processed.meta["ref"])] = m.text
                         # surrogatepass: a lone surrogate is stored as it came; measuring it must not fail.
@@ -280,7 +290,12 @@ class ContextManager:
                                                         bytes=len(m.text.encode("utf-8", "surrogatepass")),
                                                         kept_bytes=len(processed.text.encode("utf-8", "surrogatepass")),
                                                         tool_name=m.name))
-                    m = keep_layout(m, processed)
+                    if processed is not m:
+                        m = keep_layout(m, processed)
+                if m.role == "tool":
+                    results = True
+                if m.meta.get("kind") == BOUNDARY_KIND:
+                    boundaries = True
                 stored.append(m)
             self._seq = seq
             self._secrets.added(stored)
@@ -293,16 +308,18 @@ class ContextManager:
                 self._archive_dropped()
             self._view.append(stored)
             self._provider_items.note(stored)
-            if any(m.kind == BOUNDARY_KIND for m in stored) and self._provider_items.drop_before_boundary(
+            if orphans:
+                boundaries = any(m.kind == BOUNDARY_KIND for m in stored)
+                results = any(m.role == "tool" for m in stored)
+            if boundaries and self._provider_items.drop_before_boundary(
                     self._view, self._archive_transcript):
                 self._compactor.floor = self._compactor.stalled = None  # of a view that no longer exists
             self.counter.ensure_capacity(len(self._view))
             # Counted now, as DESIGN's flow of a turn has it, not by the next prepare(): the exact tokenizer releases
             # the GIL, and a background thread taking it then would hold the model call up (issue 15, p99).
-            for m in stored:
-                self._economics.added_tokens += self.counter.count_message(m)
+            self._economics.added_tokens += sum(map(self.counter.count_message, stored))
             self._read_on_add(stored, cut)
-            if any(m.role == "tool" for m in stored):
+            if results:
                 self.check("after tool execution")
 
     def _read_on_add(self, stored: list[Message], cut: dict[str, str]) -> None:
