@@ -293,7 +293,22 @@ def encode_message_pieces(messages: Iterable[Message]) -> Iterator[bytes]:
         known = [_lines.get(id(m)) for m in items]
     fresh: deque[tuple[Message, str]] = deque(maxlen=_LINE_CACHE_ENTRIES)
     repeats = _Repeats()
+    # Copies given only an id (Message._origin): one template per origin, made from the first met, without the
+    # per-copy comparisons of _Repeats (issue 22: 100,000 recorded messages, ~30 copies of each).
+    by_origin: dict[int, tuple[Message, bytes, str]] = {}
+    encode = _LINE_ENCODER.encode
     for m, entry in zip(items, known, strict=True):
+        origin = m._origin
+        if origin is not None:
+            own = m.meta.get(ID_META_KEY)
+            if type(own) is str and (own.isascii() or not _has_surrogate(own)):
+                template = by_origin.get(id(origin))
+                if template is None or template[0] is not origin:
+                    template = by_origin[id(origin)] = (origin, *_template_of(m, repeats))
+                if template[1]:
+                    yield template[1]
+                    yield f"{encode(own)}{template[2]}\n".encode()
+                    continue
         pieces = repeats.pieces(m)  # (first: a copy's line remembered whole would be held whole)
         if pieces is not None:
             yield from pieces
@@ -305,6 +320,19 @@ def encode_message_pieces(messages: Iterable[Message]) -> Iterator[bytes]:
         fresh.append((m, line))
         yield line.encode()
     _remember_lines(fresh)
+
+
+def _template_of(m: Message, repeats: _Repeats) -> tuple[bytes, str]:
+    """(the UTF-8 of ``m``'s line before its id's JSON, the line after it); ``(b"", "")`` when it has no such form.
+
+    Not the common shape (``extra``, parts), or a lone surrogate in the line: such a message is written on its own.
+    """
+    if m.extra:
+        return b"", ""
+    split = _encode_plain_split(m, repeats)
+    if split is None or (not (whole := split[0] + split[1]).isascii() and _has_surrogate(whole)):
+        return b"", ""
+    return split[0].encode(), split[1]
 
 
 def _message_lines(messages: Iterable[Message]) -> Iterator[str]:

@@ -87,3 +87,21 @@ def test_a_message_sharing_the_objects_but_not_a_copy_leaves_the_copies_their_ow
     expected = "".join(json_text(message_to_dict(m), separators=(",", ":")) + "\n" for m in history)
     assert dumps_messages(history) == expected
     assert b"".join(encode_message_pieces(history)) == expected.encode()
+
+
+def test_copies_given_an_id_by_with_meta_are_written_as_their_json_form_in_every_shape() -> None:
+    from contextfold.messages import TextPart
+
+    calls = (ToolCall("c1", "bash", '{"cmd": "ls"}'),)
+    shapes = [
+        Message("assistant", "plan " * 60, calls, meta={"source": {"a": [1, 2]}}),
+        Message("tool", "out " * 80, tool_call_id="c1", name="bash", extra={"provider": "x"}),  # (extra: own line)
+        Message("user", (TextPart("a"), TextPart("b")), meta={"id": "kept first", "k": "v"}),  # (parts)
+        Message("user", "lone \ud800 in the text " * 20),  # (a surrogate in the line: own line)
+    ]
+    ids = ["s:1", "quote \" id", "ünï", "lone \udc00 id", "s:5"]
+    history = [m.with_meta(id=own).with_meta(id=f"{own}+") if n % 2 else m.with_meta(id=own)
+               for n, own in enumerate(ids) for m in shapes]
+    expected = "".join(json_text(message_to_dict(m), separators=(",", ":")) + "\n" for m in history)
+    assert b"".join(encode_message_pieces(history)) == expected.encode()
+    assert loads_messages(expected) == history
