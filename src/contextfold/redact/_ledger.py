@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..messages import DocumentPart, ImagePart, Message, TextPart, ThinkingPart, UnknownPart, is_opaque
@@ -119,6 +119,16 @@ class Ledger:
         """Whether ``m`` itself has an entry (not only a message equal to it)."""
         entry = self._by_object.get(id(m))
         return entry is not None and entry[0] is m
+
+    def unrecorded(self, items: Iterable[Message]) -> list[Message]:
+        """Those of ``items`` that have no entry of their own (:meth:`recorded`), in one loop."""
+        by_object = self._by_object
+        out: list[Message] = []
+        for m in items:
+            entry = by_object.get(id(m))
+            if entry is None or entry[0] is not m:
+                out.append(m)
+        return out
 
     def current(self, items: list[Message], generation: int) -> list[Message | None]:
         """What each of ``items`` redacted to, where its own entry was made at ``generation``; else None.

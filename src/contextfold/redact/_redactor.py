@@ -723,11 +723,11 @@ class Redactor:
         fresh: list[Message] = []
         copies: list[tuple[Message, SameMessage, tuple[Message, Message, int] | None, Message | None]] = []
         ledger = self._ledger
-        met: dict[tuple[Any, ...], tuple[Message, SameMessage, tuple[Message, Message, int] | None, Message]] = {}
-        for m in messages:
-            if ledger.recorded(m):
-                continue
-            objects = (id(m.content), id(m.tool_calls), id(m.extra), m.role, m.tool_call_id, m.name)
+        met: dict[tuple[Any, ...] | int, tuple[Message, SameMessage, tuple[Message, Message, int] | None, Message]] = {}
+        for m in ledger.unrecorded(messages):
+            origin = m._origin  # (copies given only an id: found by what they are copies of, see Message.with_meta)
+            objects = id(origin) if origin is not None else (
+                id(m.content), id(m.tool_calls), id(m.extra), m.role, m.tool_call_id, m.name)
             known = met.get(objects)
             if known is not None and same_meta_but_id(known[0], m):
                 copies.append((m, known[1], known[2], None if known[2] is not None else known[3]))
