@@ -131,7 +131,11 @@ def partition(messages: Sequence[Message], policy: Policy, tokens: list[int],
         m = messages[i]
         if len(unit.indices) > 1 or m.tool_calls:
             members = [messages[j] for j in unit.indices]
-            if any(_protected_member(member, tools) or member.role in never for member in members):
+            if tools:
+                held = any(_protected_member(member, tools) or member.role in never for member in members)
+            else:  # (no protected tools, the default: only the messages' own flags and roles)
+                held = any(member.meta.get("protected") or member.role in never for member in members)
+            if held:
                 part.protected.append(unit)
             else:
                 part.units.append(unit)
