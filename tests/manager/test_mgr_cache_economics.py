@@ -136,7 +136,7 @@ def test_a_soft_compaction_due_joins_the_masking_the_hard_threshold_forces() -> 
     # The first soft compaction (7 calls in, hard 4 calls away) frees enough to stay under hard for as long again:
     # it takes the place of the rewrite hard would force, and pays at once.
     first_soft = decisions(sink, "soft")[0]
-    assert first_soft.applied and "takes the place" in first_soft.reason
+    assert first_soft.applied and first_soft.replaces_forced and "takes the place" in first_soft.reason
     first = next(i for i, (_, maskings, _) in enumerate(sent) if maskings)
     tokens, maskings, compactions = sent[first]
     assert maskings == 1 and compactions == sent[first - 1][2] + 1  # in the same call
@@ -199,6 +199,7 @@ def test_at_anthropic_prices_one_deep_masking_takes_the_place_of_the_forced_one(
     applied = [d for d in decisions(sink) if d.applied]
     assert len(applied) == 1 and not applied[0].forced and applied[0].tokens > cm.budgets.soft
     assert "takes the place of the rewrite the hard threshold forces" in applied[0].reason
+    assert applied[0].replaces_forced and not any(d.replaces_forced for d in decisions(sink) if not d.applied)
     assert applied[0].expected_saving > applied[0].invalidation_cost
     # Far more than getting under soft with headroom asks for (the shallow batch, which did not pay).
     assert applied[0].tokens_freed > 2 * (applied[0].tokens - int(cm.budgets.soft * MASK_HEADROOM))

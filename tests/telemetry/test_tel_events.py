@@ -59,7 +59,7 @@ def sample_events() -> list[Event]:
         CacheMasked(count=2, refs=("r1", "r2"), tokens_freed=4000, prefix_tokens_invalidated=12000),
         CacheDecision(action="mask", applied=False, reason="waits", pricing="claude-sonnet-4", tokens=9000,
                       tokens_freed=1700, invalidated_tokens=9000, expected_saving=2300.0, invalidation_cost=8200.0,
-                      horizon_turns=13.5),
+                      horizon_turns=13.5, replaces_forced=True),
         CacheTruncated(ref="r9", bytes=1_000_000, kept_bytes=8000, tool_name="bash"),
         RecoveryOverflow(attempt=1, message="too long", prompt_tokens=130000, limit=128000, provider="openai"),
         RecoveryRetry(attempt=1, action="compact", tokens_before=130000, tokens_after=90000),

@@ -200,4 +200,5 @@ class CacheEconomics:
             invalidated_tokens=verdict.invalidated_tokens if verdict is not None else 0,
             expected_saving=verdict.expected_saving if verdict is not None else 0.0,
             invalidation_cost=verdict.invalidation_cost if verdict is not None else 0.0,
-            horizon_turns=verdict.horizon_turns if verdict is not None else 0.0))
+            horizon_turns=verdict.horizon_turns if verdict is not None else 0.0,
+            replaces_forced=verdict.replaces_forced if verdict is not None else False))

@@ -330,7 +330,9 @@ class CacheDecision(Event):
     rates.
 
     ``applied`` is False when it waits (the saving over ``horizon_turns`` does not pay the invalidation cost);
-    ``forced`` when the view is over the hard threshold, which acts whatever the cost.
+    ``forced`` when the view is over the hard threshold, which acts whatever the cost; ``replaces_forced`` when it
+    acts in place of the rewrite the hard threshold would force within the session's expected turns (it frees enough
+    to stay under hard for all of them: ``billing.economics.weigh_rewrite``).
     """
 
     NAME: ClassVar[str] = "compact.cache_decision"
@@ -346,6 +348,7 @@ class CacheDecision(Event):
     expected_saving: float = 0.0
     invalidation_cost: float = 0.0
     horizon_turns: float = 0.0
+    replaces_forced: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
