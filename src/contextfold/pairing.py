@@ -152,7 +152,13 @@ def check_messages(messages: Iterable[object], *, start: int = 0) -> list[Messag
     ``start`` offsets the index named in errors (the position of the first message in the whole history).
     """
     checked: list[Message] = []
+    # The messages checked in this call, by id: a repeated history holds each message object many times (issue 22).
+    seen: dict[int, Message] = {}
     for offset, m in enumerate(messages):
+        known = seen.get(id(m))
+        if known is not None:  # (this very object, immutable, checked above and kept alive by ``checked``)
+            checked.append(known)
+            continue
         i = start + offset
         if not isinstance(m, Message):
             raise InvalidHistory(f"expected a Message, got {type(m).__name__}", index=i)
@@ -169,6 +175,7 @@ def check_messages(messages: Iterable[object], *, start: int = 0) -> list[Messag
         for k, call in enumerate(m.tool_calls):
             _check_call(call, i, k)
         checked.append(m)
+        seen[id(m)] = m
     return checked
 
 

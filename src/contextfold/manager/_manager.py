@@ -317,7 +317,7 @@ class ContextManager:
             self.counter.ensure_capacity(len(self._view))
             # Counted now, as DESIGN's flow of a turn has it, not by the next prepare(): the exact tokenizer releases
             # the GIL, and a background thread taking it then would hold the model call up (issue 15, p99).
-            self._economics.added_tokens += sum(map(self.counter.count_message, stored))
+            self._economics.added_tokens += sum(self.counter.count_each(stored))
             self._read_on_add(stored, cut)
             if results:
                 self.check("after tool execution")

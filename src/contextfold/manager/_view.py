@@ -375,11 +375,9 @@ class View:
         self._track_aborted(fixed)
         start = self._settled
         self._settled_pairs.extend(_shifted(pair_list(fixed), start))
-        count = self.counter.count_message
-        for k, m in enumerate(fixed):
+        for k, (m, n) in enumerate(zip(fixed, self.counter.count_each(fixed), strict=True)):
             if m.role == "user":
                 self._settled_last_user = self._settled + k
-            n = count(m)
             self._settled_counts.append(n)
             self._settled_tokens += n
             if m.role == "tool":

@@ -444,6 +444,33 @@ class MessageCounter:
                     self._cache.popitem(last=False)
         return n
 
+    def count_each(self, messages: Sequence[Message]) -> list[int]:
+        """:meth:`count_message` of each message, in order: the cache read in one pass under one lock.
+
+        What a bulk add and the view's settling do for every message of a 100,000-message history (issue 22): the
+        revision check and the lock once, not per message.
+        """
+        if type(self).count_message is not MessageCounter.count_message:  # (a subclass counts its own way)
+            return [self.count_message(m) for m in messages]
+        self._check_revision()
+        cache = self._cache
+        out: list[int] = []
+        missing: list[int] = []
+        with self._lock:
+            get, touch = cache.get, cache.move_to_end
+            for m in messages:
+                key = _count_key(m)
+                n = get(key)
+                if n is None:
+                    missing.append(len(out))
+                    out.append(0)
+                else:
+                    touch(key)
+                    out.append(n)
+        for i in missing:
+            out[i] = self.count_message(messages[i])
+        return out
+
     def count_messages(self, messages: Iterable[Message], *, reply_priming: bool = True) -> int:
         """Tokens of a request's messages: each message, plus the reply priming once when there are any."""
         total = 0

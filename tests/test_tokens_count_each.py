@@ -1,0 +1,34 @@
+"""``MessageCounter.count_each``: the counts ``count_message`` gives, in order, cached or not (issue 22's bulk path)."""
+
+from __future__ import annotations
+
+from contextfold.messages import Message, TextPart, ToolCall
+from contextfold.tokens import counter_for_model
+from contextfold.tokens.counting import MessageCounter
+
+
+def _messages() -> list[Message]:
+    call = ToolCall("c1", "bash", '{"cmd": "ls -la"}')
+    return [Message("system", "be brief"), Message("user", "list the files"), Message("assistant", "", (call,)),
+            Message("tool", "a\nb\nc", tool_call_id="c1", name="bash"),
+            Message("user", (TextPart("two"), TextPart("parts"))), Message("user", "list the files")]
+
+
+def test_count_each_is_count_message_of_each_cached_or_not() -> None:
+    messages = _messages()
+    expected = [counter_for_model("gpt-4o").count_message(m) for m in messages]
+    counter = counter_for_model("gpt-4o")
+    counter.count_message(messages[1])  # (one already cached, the rest counted on the way)
+    assert counter.count_each(messages) == expected
+    assert counter.count_each(messages) == expected  # (all cached now)
+    assert counter.count_each([]) == []
+
+
+def test_a_subclass_that_counts_its_own_way_is_asked() -> None:
+    class Flat(MessageCounter):
+        def count_message(self, message: Message) -> int:
+            return 7
+
+    base = counter_for_model("gpt-4o")
+    flat = Flat(base.counter)
+    assert flat.count_each(_messages()) == [7] * 6
