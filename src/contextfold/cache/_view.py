@@ -6,7 +6,8 @@ Split from :mod:`contextfold.cache`, which builds views through :func:`render_vi
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Hashable, Iterable
+from bisect import bisect_right
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Protocol
 
 from ..truncate import cut_by_chars, is_few_long_lines, shape_json
@@ -158,6 +159,10 @@ class _CutLines:
         self.guard = guard
         self.max_lines: int | None = None
         self._cut: dict[int, tuple[str, int, int]] = {}
+        # Running sums of the lines' bytes and tokens from the head (False) and from the tail (True): entry k is
+        # the cost of the first k lines from that end. A render fits head and tail several times (outline share,
+        # the rest, shrinking): each fit after the first is a bisection, not a walk (issue 22, plain turns).
+        self._sums: dict[bool, tuple[list[int], list[int]]] = {False: ([0], [0]), True: ([0], [0])}
 
     def __len__(self) -> int:
         return len(self.raw)
@@ -177,6 +182,40 @@ class _CutLines:
             self._cut[i] = hit
         return hit
 
+    def fit(self, from_tail: bool, most: int, byte_budget: int, token_budget: int,
+            counter: TokenCounter) -> tuple[int, int, int]:
+        """(lines, bytes, tokens) of the most lines from one end, at most ``most``, that fit both budgets.
+
+        Lines are taken in order while both running sums stay within their budgets; a line's tokens are counted only
+        once its bytes fit (the first line over a budget is the last one measured), as a walk would.
+        """
+        n = len(self.raw)
+        spent_bytes, spent_tokens = self._sums[from_tail]  # (bytes may be known for one line more than tokens)
+        most = max(0, min(most, n))
+        cut, raw, limit = self._cut, self.raw, self.limit
+        # (One pass measuring each line once, bytes then tokens, as cost() does: a render measures a few hundred.)
+        while len(spent_tokens) <= most:
+            k = len(spent_tokens) - 1
+            if spent_bytes[k] > byte_budget or spent_tokens[k] > token_budget:
+                break
+            i = n - 1 - k if from_tail else k
+            hit = cut.get(i)
+            if hit is None:
+                line = raw[i]
+                if len(line) > limit:
+                    line, _ = cap_lines(line, limit, self.guard)
+                hit = cut[i] = (line, len(line.encode("utf-8", "surrogatepass")) + 1, -1)
+            if len(spent_bytes) == k + 1:
+                spent_bytes.append(spent_bytes[k] + hit[1])
+            if spent_bytes[k + 1] > byte_budget:
+                break
+            if hit[2] < 0:
+                hit = cut[i] = (hit[0], hit[1], counter.count(hit[0]) + 1)
+            spent_tokens.append(spent_tokens[k] + hit[2])
+        by_bytes = bisect_right(spent_bytes, byte_budget, 0, min(len(spent_bytes), most + 1)) - 1
+        taken = bisect_right(spent_tokens, token_budget, 0, min(len(spent_tokens), by_bytes + 1)) - 1
+        return taken, spent_bytes[taken], spent_tokens[taken]
+
 
 def _split_lines(text: str) -> list[str]:
     # Split on "\n" only (a "\r" stays with its line), exactly as the store's line index counts lines.
@@ -191,31 +230,13 @@ def _head_tail(lines: _CutLines, byte_budget: int, token_budget: int, counter: T
     n = len(lines)
     cap = n if lines.max_lines is None else min(n, lines.max_lines)
     head_cap = cap - cap // 2 if cap < n else n
-    head, used_bytes, used_tokens = _fit(
-        lines, range(min(n, head_cap)), int(byte_budget * VIEW_HEAD_SHARE), int(token_budget * VIEW_HEAD_SHARE),
-        counter,
+    head, used_bytes, used_tokens = lines.fit(
+        False, head_cap, int(byte_budget * VIEW_HEAD_SHARE), int(token_budget * VIEW_HEAD_SHARE), counter,
     )
     # The tail also gets whatever the head did not use.
-    tail_order = range(n - 1, max(head - 1, n - 1 - (cap - head)), -1)
-    tail, _, _ = _fit(lines, tail_order, byte_budget - used_bytes, token_budget - used_tokens, counter)
+    tail, _, _ = lines.fit(True, min(n - head, cap - head), byte_budget - used_bytes, token_budget - used_tokens,
+                           counter)
     return head, tail
-
-
-def _fit(
-    lines: _CutLines, order: Iterable[int], byte_budget: int, token_budget: int, counter: TokenCounter
-) -> tuple[int, int, int]:
-    taken = spent_bytes = spent_tokens = 0
-    for i in order:
-        _, nbytes, _ = lines.cost(i, None)
-        if spent_bytes + nbytes > byte_budget:
-            break
-        _, _, ntokens = lines.cost(i, counter)
-        if spent_tokens + ntokens > token_budget:
-            break
-        spent_bytes += nbytes
-        spent_tokens += ntokens
-        taken += 1
-    return taken, spent_bytes, spent_tokens
 
 
 # Omitted parts up to this size are token-counted exactly for the marker; beyond it, estimated at 4 bytes a token.
