@@ -193,12 +193,12 @@ class CacheEconomics:
               forced: bool, reason: str | None = None) -> None:
         from ..telemetry import CacheDecision
 
-        self._tracer.emit(CacheDecision(
-            session_id=self._session_id, action=action, applied=applied, forced=forced, pricing=self.rates.model,
+        self._tracer.emit_new(
+            CacheDecision, action=action, applied=applied, forced=forced, pricing=self.rates.model,
             reason=reason or (f"{action}: {verdict.reason()}" if verdict is not None else action),
             tokens=tokens, tokens_freed=freed,
             invalidated_tokens=verdict.invalidated_tokens if verdict is not None else 0,
             expected_saving=verdict.expected_saving if verdict is not None else 0.0,
             invalidation_cost=verdict.invalidation_cost if verdict is not None else 0.0,
             horizon_turns=verdict.horizon_turns if verdict is not None else 0.0,
-            replaces_forced=verdict.replaces_forced if verdict is not None else False))
+            replaces_forced=verdict.replaces_forced if verdict is not None else False)

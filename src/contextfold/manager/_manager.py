@@ -628,9 +628,8 @@ class ContextManager:
         if plan.action is Action.NONE:
             self._masking.due(self.budgets)
             return
-        self.tracer.emit(TriggerDecision(session_id=self.session_id, triggered=True, action=str(plan.action),
-                                         reason=plan.reason, tokens=total, threshold_tokens=self._threshold(plan),
-                                         policy=self._policy_summary))
+        self.tracer.emit_new(TriggerDecision, triggered=True, action=str(plan.action), reason=plan.reason,
+                             tokens=total, threshold_tokens=self._threshold(plan), policy=self._policy_summary)
         if self.cache is not None and plan.action is not Action.EMERGENCY:
             # Masking loses nothing (every output stays readable by ref), so it goes first: down to the tool-output
             # budget, and when the view is over soft, far enough to get it back under soft with some headroom.

@@ -235,11 +235,11 @@ class Masking:
         self._view.rewrite(changes)
         self.count += 1
         self._steering.note_masked(len(result.masked_indices), result.tokens_freed)
-        self._tracer.emit(CacheMasked(session_id=self._session_id, count=len(result.masked_indices),
-                                      refs=tuple(str(result.messages[i].meta.get("ref", ""))
-                                                 for i in result.masked_indices),
-                                      tokens_freed=result.tokens_freed,
-                                      prefix_tokens_invalidated=result.prefix_tokens_invalidated))
+        # (Built stamped: no throwaway event and copy on a masking turn, issue 22.)
+        self._tracer.emit_new(CacheMasked, count=len(result.masked_indices),
+                              refs=tuple(str(result.messages[i].meta.get("ref", "")) for i in result.masked_indices),
+                              tokens_freed=result.tokens_freed,
+                              prefix_tokens_invalidated=result.prefix_tokens_invalidated)
 
 
 def keep_layout(original: Message, view: Message) -> Message:
