@@ -272,9 +272,11 @@ def _is_normalized(messages: list[Message], pairs: list[ToolPair]) -> bool:
             if role != "user" and m.kind != BOUNDARY_KIND:
                 return False
             opened = True
-        if role in ("user", "assistant") and not calls and not _has_content(m):
-            return False
-        if calls and (role != "assistant" or len({c.id for c in calls}) != len(calls)):
+        if calls:
+            # (one call, the common case, cannot repeat an id: no set made for it)
+            if role != "assistant" or (len(calls) > 1 and len({c.id for c in calls}) != len(calls)):
+                return False
+        elif role in ("user", "assistant") and not _has_content(m):
             return False
     # Each call's result is the next message after the previous call's: results in call order, right after.
     last_call, position = -1, 0

@@ -142,16 +142,17 @@ def partition(messages: Sequence[Message], policy: Policy, tokens: list[int],
             continue
         # Our own messages are recognised before role rules: with roles_never_prune=("user",) an earlier summary
         # (a user message) must still be folded, or summaries would pile up.
+        kind = m.kind  # (read once: this runs for every message of the view)
         if m.protected:
             part.pinned.append(i)
-        elif m.kind == _SUMMARY_KIND:
+        elif kind == _SUMMARY_KIND:
             part.summaries.append(i)
-        elif m.kind == _RETAIN_KIND:
+        elif kind == _RETAIN_KIND:
             part.retained.append(i)
-        elif m.role in never and m.kind not in _SYNTHETIC_KINDS:
+        elif m.role in never and kind not in _SYNTHETIC_KINDS:
             part.pinned.append(i)
         else:
-            io = unit.io or (m.role == "user" and categories[i] is Category.FACT and m.kind not in _SYNTHETIC_KINDS)
+            io = unit.io or (m.role == "user" and categories[i] is Category.FACT and kind not in _SYNTHETIC_KINDS)
             part.units.append(unit if io == unit.io else Unit(unit.indices, io=io))
     return part
 
