@@ -759,6 +759,8 @@ class ContextManager:
                                self._never_masked())
         if redactor is not None:
             _background.submit(self._secrets.read_ahead)  # whole outputs cut before add() started reading
+        if masks and self.steering.superseded:
+            _background.submit(self.steering.read_calls_ahead, messages)  # (each call's access, as masking orders)
 
     def _never_masked(self) -> frozenset[str] | None:
         """The tools whose outputs automatic masking never takes; None when masking is not automatic."""
