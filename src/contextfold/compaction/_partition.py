@@ -131,10 +131,11 @@ def partition(messages: Sequence[Message], policy: Policy, tokens: list[int],
         m = messages[i]
         if len(unit.indices) > 1 or m.tool_calls:
             members = [messages[j] for j in unit.indices]
-            if tools:
-                held = any(_protected_member(member, tools) or member.role in never for member in members)
-            else:  # (no protected tools, the default: only the messages' own flags and roles)
-                held = any(member.meta.get("protected") or member.role in never for member in members)
+            # (_protected_member inlined: this runs for every unit of the view. Only an assistant carries calls.)
+            held = any(member.meta.get("protected") or member.role in never
+                       or (member.name in tools if member.role == "tool"
+                           else any(call.name in tools for call in member.tool_calls))
+                       for member in members)
             if held:
                 part.protected.append(unit)
             else:
@@ -155,14 +156,6 @@ def partition(messages: Sequence[Message], policy: Policy, tokens: list[int],
             io = unit.io or (m.role == "user" and categories[i] is Category.FACT and kind not in _SYNTHETIC_KINDS)
             part.units.append(unit if io == unit.io else Unit(unit.indices, io=io))
     return part
-
-
-def _protected_member(m: Message, tools: set[str]) -> bool:
-    if m.protected:
-        return True
-    if m.role == "tool" and m.name in tools:
-        return True
-    return any(call.name in tools for call in m.tool_calls)
 
 
 def recent_indices(messages: Sequence[Message], part: Partition, keep: Keep) -> set[int]:
