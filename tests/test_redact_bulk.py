@@ -164,3 +164,25 @@ def test_a_secret_learned_later_is_looked_for_only_in_what_was_redacted_before(
     out = redactor.redact_messages(batch)
     assert out[:-1] == batch[:-1] and out[-1].text == "I will use [REDACTED:password] from now on."
     assert scanned == [batch[-1].text]  # the one message that mentions it, and no other
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_messages, max_size=12))
+def test_a_text_the_prefilter_cleared_is_remembered_with_the_findings_a_scan_gives(batch: list[Message]) -> None:
+    # Issue 22: the read-ahead scanned again, for a digest's blanking, every output add() had cleared in bulk. The
+    # cleared texts are now remembered as scanned (no finding); that must be what a scan of each finds.
+    bulk, plain = Redactor(), Redactor()
+    bulk._scan_memory = type(bulk._scans)()  # (a cache of its own: what this batch alone records)
+    bulk.redact_messages(batch)
+    for m in batch:
+        if isinstance(m.content, str) and bulk._scans.get(m.content) == ():
+            assert plain._scan(m.content) == ()
+
+
+def test_a_clean_output_add_cleared_in_bulk_is_not_scanned_again_by_a_digest() -> None:
+    r = Redactor()
+    r._scan_memory = type(r._scans)()
+    text = "\n".join(f"src/app/module_{n}.py:{n}: def load_{n}(x): return x + {n}" for n in range(40))
+    r.redact_messages([Message.tool("c1", text, name="bash"), Message.user("Fix the loader.")])  # (a turn: in bulk)
+    assert r._scans.get(text) == ()
+    assert r.blank(text) == text

@@ -65,7 +65,8 @@ def masked_before_summarized(m: Message, excluded: Collection[str] = ()) -> bool
 
 def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor: Any, archived: bool,
                         outputs: ToolOutputCache | None = None, digest_tokens: int = 0,
-                        counter: TokenCounter | None = None, never_masked: Collection[str] | None = None) -> None:
+                        counter: TokenCounter | None = None, never_masked: Collection[str] | None = None,
+                        digests: Sequence[tuple[Message, str]] | None = None) -> None:
     """Read ``messages`` as a compaction will, on a background thread: a compaction then finds the work done.
 
     - ``extractive``: the summarizer is the extractive one: read each message as its summary will (entities,
@@ -78,6 +79,9 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
       token counts and secret checks are remembered: the masking turn assembles the same digest from them);
     - ``never_masked``: masking is automatic, and these tools' outputs are never masked: the outputs masking will
       replace before any summary reads them are not read for the summary (:func:`masked_before_summarized`).
+    - ``digests``: the outputs whose digest material to read, each with its call's arguments (the manager releases
+      an output once a masking can take it soon, see :mod:`._read_ahead`); None: every output of ``messages``, with
+      the arguments of the calls among ``messages``.
 
     The entities' token counts are not taken ahead: a summary counts only its best ranked few hundred (issue 22:
     counting every entity of every message was ~10% of the read-ahead, for names no summary would weigh).
@@ -100,11 +104,14 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
         from ..cache._digest import digest_material, output_digest, ref_material
         from ..cache.masking import placeholder_ahead
 
-        # What stays in view beside each placeholder: the arguments of the output's call (read from this batch; an
-        # output whose call came in an earlier batch is warmed without them).
-        arguments = {c.id: c.arguments for m in messages for c in m.tool_calls} if digest_tokens else {}
-        for m in messages:
-            if m.role == "tool" and not m.protected and isinstance(m.content, str):
+        if digests is None:
+            # What stays in view beside each placeholder: the arguments of the output's call (read from this batch;
+            # an output whose call came in an earlier batch is warmed without them).
+            arguments = {c.id: c.arguments for m in messages for c in m.tool_calls} if digest_tokens else {}
+            digests = [(m, arguments.get(m.tool_call_id or "", "")) for m in messages
+                       if m.role == "tool" and not m.protected and isinstance(m.content, str)]
+        for m, known in digests:
+            if isinstance(m.content, str):
                 ref = m.meta.get("ref")
                 if isinstance(ref, str) and outputs.contains(ref):
                     material = ref_material(ref, partial(outputs.get, ref),
@@ -120,7 +127,6 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
                     # for secrets now (remembered by the counter and the redactor), so the masking turn only
                     # assembles (issue 22: counting and checking were a quarter of a masking turn). The items it
                     # weighs without the check (which rarely turns one down) are scanned first, in bulk.
-                    known = arguments.get(m.tool_call_id or "", "")
                     weighed: list[str] = []
                     output_digest("", budget_tokens=digest_tokens, counter=counter, known=known,
                                   material=material.items, allow=_collecting(weighed) if bulk else None)

@@ -22,6 +22,7 @@ from ._compactor import Compactor, protected_names, with_tail
 from ._idle import IdleCompactions
 from ._lost_refs import mark_lost_refs
 from ._masking import Masking, keep_layout
+from ._read_ahead import HeldOutputs
 from ._request_extras import RequestExtras
 from ._secrets import SessionSecrets
 from ._spans import CALL_KIND, CALL_SPAN, COMPACT_KIND, session_metadata
@@ -181,6 +182,7 @@ class ContextManager:
         self._compactions = 0
         self.before_compaction = before_compaction
         self._unwarmed: list[Message] = []  # messages added that no background warming has read yet
+        self._held_outputs = HeldOutputs()  # outputs whose digest material is read once a masking can take them
         self._reading = False  # past half the soft threshold: add() reads what it adds (see _read_on_add)
         self._grounding: tuple[int, int, int] | None = None  # (view version, messages sent, reported - counted)
         # The version of the view this manager last prepared: a usage report grounds only that view (an older
@@ -325,10 +327,10 @@ class ContextManager:
     def _read_on_add(self, stored: list[Message], cut: dict[str, str]) -> None:
         """Read what later compactions and maskings need of the new messages, once, as they arrive (issue 22).
 
-        The extractive summary's reading of each message, each tool output's digest material (of the whole output,
-        for one cut at write time) and the secrets the archive will redact: remembered by content, so that masking,
-        compaction and the archive assemble them instead of scanning the texts again. From half the soft threshold
-        on (a compaction is a few turns away); what was added before is read on the background thread then.
+        The extractive summary's reading of each message and the secrets the archive will redact: remembered by
+        content, so that masking, compaction and the archive assemble them instead of scanning the texts again. From
+        half the soft threshold on (a compaction is a few turns away); what was added before is read on the
+        background thread then (a tool output's digest material too, once a masking can take it: ``_read_ahead``).
         Of a bulk add (a resumed or imported history) only the two ends are read (see ``_worth_reading``); the
         compaction's catch-up learns the secrets of the rest (learning them here instead was measured to cost more
         than it saved, issue 22).
@@ -753,10 +755,13 @@ class ContextManager:
         # never reads it: most outputs of a session that only compacts are never masked).
         masks = self.cache is not None and self.policy.mask_digest_tokens and self.policy.auto
         outputs = self.cache if masks else None
+        # (Each output's digest material once a masking can take it soon: see _read_ahead.)
+        digests = self._held_outputs.release(messages, self.policy.keep_tool_io_pairs, self.counter.count_message,
+                                             self.policy.mask_digest_tokens) if masks else []
         if extractive or redactor is not None or archived or outputs is not None:
             _background.submit(warm_for_compaction, messages, extractive, redactor, archived, outputs,
                                self.policy.mask_digest_tokens if masks else 0, self.counter.counter,
-                               self._never_masked())
+                               self._never_masked(), digests)
         if redactor is not None:
             _background.submit(self._secrets.read_ahead)  # whole outputs cut before add() started reading
         if masks and self.steering.superseded:

@@ -114,6 +114,9 @@ _CUT_WINDOW_CHARS = 8192
 # mentions_secret remembers its answers for this many words at most, each this long at most (digest items).
 _MENTIONED_MAX = 8_192
 _MENTIONED_MAX_CHARS = 256
+# Of a bulk redaction of at most this many messages (a turn's add(), not a long history's transcript), the tool
+# outputs the prefilter cleared are remembered as scanned: the read-ahead blanks them for their digests next.
+_REMEMBER_CLEARED_MAX_BATCH = 1_000
 
 
 # A remembered value this long, all in the base64 alphabet, is also remembered decoded when that is readable text.
@@ -874,6 +877,9 @@ class Redactor:
             return [done[i] if i in done else self.redact_message(m) for i, m in enumerate(items)]
         suspects |= remembered
         out: list[Message] = []
+        scans = self._scans
+        # (A turn's batch, not a long history's transcript: its outputs are not blanked for digests after.)
+        remember_cleared = len(items) <= _REMEMBER_CLEARED_MAX_BATCH
         for i, m in enumerate(items):
             if i in done:
                 out.append(done[i])
@@ -883,6 +889,11 @@ class Redactor:
                 out.append(m)  # (no trigger, nothing remembered in it: clean at this generation)
                 if self.callback is None:
                     self._ledger.put(m, m, generation)
+                if remember_cleared and m.role == "tool" and isinstance(m.content, str) and m.content:
+                    # Its text holds no trigger and nothing any pattern needs: no finding, as _scan would say (and
+                    # scan_words records for words). A digest's blanking of the output then finds it scanned
+                    # (issue 22: the read-ahead scanned again the outputs add() had cleared in bulk).
+                    scans.put(m.content, ())
         return out
 
     def _suspects(self, items: list[Message]) -> tuple[set[int], list[str]] | None:

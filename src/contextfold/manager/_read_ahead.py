@@ -1,0 +1,76 @@
+"""What the background read-ahead reads of each tool output, and when: only what a coming masking takes.
+
+The read-ahead (see :func:`~contextfold.manager._compactor.warm_for_compaction`) has about 37 ns per character to
+spend (issue 22: at most 150 ms of CPU per million tokens added); one regex pass alone costs 10-15 ns a character,
+entity extraction ~300. Reading every message as it arrives cannot stay under that, so it reads a tool output's
+digest material (what its masking placeholder lists, with the digest and placeholder built ahead) only once a
+masking can take it soon: once the output has left the results masking keeps (the newest ``keep_tool_io_pairs``
+tool results, whatever their size). Until then no masking batch can take it, and the newest outputs of a session
+that ends are never masked. It is released one result early: the next turn's result pushes the oldest kept one
+out, and the masking of that turn may take it at once. An output no longer than its placeholder with a digest is
+never masked (masking would cost tokens), so its material is never read ahead at all.
+
+An output held back is read by a later read-ahead, or by its masking itself if one comes first (the same reading,
+on the agent's thread): what is read never changes, only when. The rest is read as before, from half the soft
+threshold on: the secrets of every message (any masking or summary must know them all before it writes), the
+summary readings and the transcript lines. (Holding those back until a summary is within reach was tried: 2 of the
+6 compactions of the lm32b loop at 16K then read cold, ~10-20 ms more each.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..messages import Message
+
+__all__ = ["HeldOutputs"]
+
+
+class HeldOutputs:
+    """Tool outputs whose digest material the read-ahead has not read yet, oldest first, with their calls' arguments.
+
+    The arguments (what stays in view beside a placeholder, left out of its digest) are taken from the read-ahead
+    batch the output arrived in, as the digest built ahead always took them.
+    """
+
+    def __init__(self) -> None:
+        self._held: list[tuple[int, Message, str]] = []  # (the output's number among all tool results, it, arguments)
+        self._results = 0  # tool results seen (masking keeps the newest of all results, whatever their size)
+        self._placeholder_tokens: dict[str | None, int] = {}  # a placeholder's tokens depend on the name only
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def release(self, batch: Sequence[Message], keep: int, count: Callable[[Message], int],
+                digest_tokens: int) -> list[tuple[Message, str]]:
+        """Hold the maskable outputs of ``batch``; return (oldest first) those a masking may take by the next turn.
+
+        ``keep``: the newest tool results masking never takes (``policy.keep_tool_io_pairs``); the held outputs
+        among the newest ``keep - 1`` results stay held, the others are released. ``count``: a message's tokens (the
+        view's counter); an output of at most its placeholder's tokens plus ``digest_tokens`` is never masked, and
+        never held.
+        """
+        from ..cache.masking import _PLACEHOLDER_SHAPE  # the placeholder every masking writes, digest aside
+
+        arguments = {c.id: c.arguments for m in batch for c in m.tool_calls}
+        shapes = self._placeholder_tokens
+        for m in batch:
+            if m.role != "tool":
+                continue
+            self._results += 1
+            if m.protected or not isinstance(m.content, str):
+                continue
+            shape = shapes.get(m.name)
+            if shape is None:
+                shape = shapes[m.name] = count(m.with_content(_PLACEHOLDER_SHAPE))
+            if count(m) > shape + digest_tokens:  # (as masking's eligibility: cache/masking._eligible)
+                self._held.append((self._results, m, arguments.get(m.tool_call_id or "", "")))
+        newest_kept = self._results - max(0, keep - 1)  # results numbered above this stay held
+        cut = 0
+        while cut < len(self._held) and self._held[cut][0] <= newest_kept:
+            cut += 1
+        ready = [(m, known) for _, m, known in self._held[:cut]]
+        del self._held[:cut]
+        return ready
