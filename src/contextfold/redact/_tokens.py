@@ -74,7 +74,9 @@ TOKEN_PATTERNS: tuple[SecretPattern, ...] = (
     prefixed("onepassword_token", r"ops_eyJ", r"[A-Za-z0-9+/=_\-]{100,}", "ops_eyj"),
     prefixed("age_secret_key", r"AGE-SECRET-KEY-1", r"[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}", "age-secret-key-"),
     # -- version control, CI and package registries
-    prefixed("github_token", r"gh[pousr]_", r"[A-Za-z0-9]{36,}", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    # (a "-" after the token is a separator: "ghp_…-1" in a file name or a counter; "_" would continue a name)
+    pattern("github_token", rf"gh[pousr]_(?<![{TOKEN_CHARS}]gh[pousr]_)[A-Za-z0-9]{{36,}}(?![A-Za-z0-9_])",
+            "ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
     prefixed("github_token", r"github_pat_", r"[A-Za-z0-9_]{22,}", "github_pat_"),
     prefixed("gitlab_token", r"gl(?:pat|ptt|cbt|oas)-", r"[A-Za-z0-9_\-]{20,}", "glpat-", "glptt-", "glcbt-",
              "gloas-"),
