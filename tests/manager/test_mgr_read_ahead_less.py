@@ -38,7 +38,8 @@ def test_the_outputs_masking_keeps_or_never_takes_are_not_read_for_their_digest(
     history = [Message.system("You fix bugs."), Message.user(f"Fix load_{nonce} in src/.")]
     for i in range(14):
         history += _turn(nonce, i)
-    small = Message.tool("c-small", "ok", name="bash")
+    # (a text no other test reads: readings are remembered by text for the whole process, and "ok" is common)
+    small = Message.tool("c-small", f"ok {nonce}", name="bash")
     history += [Message.assistant("Checking.", [ToolCall("c-small", "bash", "{}")]), small]
     cm.add(history)
     assert cm.budgets.soft // 2 < cm.tokens() < cm.budgets.soft  # read ahead, and nothing masked yet
@@ -51,6 +52,6 @@ def test_the_outputs_masking_keeps_or_never_takes_are_not_read_for_their_digest(
     cm.add(_turn(nonce, 14))  # the next turn pushes the oldest held output out
     cm.prepare()
     _background.wait_idle()
-    outputs = [m for m in cm.messages() if m.role == "tool" and m.text != "ok"]
+    outputs = [m for m in cm.messages() if m.role == "tool" and m.text != small.text]
     assert [_material_read(m) for m in outputs] == [True] * 13 + [False] * 2
     cm.close()
