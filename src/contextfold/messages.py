@@ -100,8 +100,45 @@ def same_meta_but_id(a: Message, b: Message) -> bool:
     return True
 
 
+class _ReadOnly:
+    """A read-only value that pickles and deep-copies (its mappings are read-only views, which pickle refuses).
+
+    It is rebuilt through its constructor from plain copies of its fields, and the fields that were read-only views
+    are made so again; what is only remembered (a message's fingerprint, its origin) is computed again when needed.
+    """
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        values, frozen = [], []
+        for index, f in enumerate(fields(self)):  # type: ignore[arg-type]
+            if not f.init:
+                continue
+            value = getattr(self, f.name)
+            if type(value) is MappingProxyType:
+                frozen.append(index)
+            values.append(_thawed(value))
+        return (_rebuilt, (type(self), tuple(values), tuple(frozen)))
+
+
+def _thawed(value: Any) -> Any:
+    """``value`` with its read-only mappings made dicts, at any depth (the rest as it is: parts pickle themselves)."""
+    kind = type(value)
+    if kind is MappingProxyType or kind is dict:
+        return {k: _thawed(v) for k, v in value.items()}
+    if kind is list:
+        return [_thawed(v) for v in value]
+    if kind is tuple:
+        return tuple(_thawed(v) for v in value)
+    return value
+
+
+def _rebuilt(cls: type[Any], values: tuple[Any, ...], frozen: tuple[int, ...]) -> Any:
+    return cls(*(_freeze_owned(v) if i in frozen else v for i, v in enumerate(values)))
+
+
 @dataclass(frozen=True, slots=True)
-class TextPart:
+class TextPart(_ReadOnly):
     """Plain text."""
 
     text: str
@@ -111,7 +148,7 @@ class TextPart:
 
 
 @dataclass(frozen=True, slots=True)
-class ImagePart:
+class ImagePart(_ReadOnly):
     """An image by URL or inline base64 data."""
 
     url: str | None = None
@@ -124,7 +161,7 @@ class ImagePart:
 
 
 @dataclass(frozen=True, slots=True)
-class DocumentPart:
+class DocumentPart(_ReadOnly):
     """A document (PDF, plain text file, …) by URL, file id or inline data."""
 
     url: str | None = None
@@ -138,7 +175,7 @@ class DocumentPart:
 
 
 @dataclass(frozen=True, slots=True)
-class ThinkingPart:
+class ThinkingPart(_ReadOnly):
     """Model reasoning: Anthropic thinking / redacted_thinking, OpenAI reasoning items.
 
     ``signature`` (Anthropic) or ``encrypted`` (OpenAI ``encrypted_content``, Anthropic redacted ``data``) must be
@@ -155,7 +192,7 @@ class ThinkingPart:
 
 
 @dataclass(frozen=True, slots=True)
-class UnknownPart:
+class UnknownPart(_ReadOnly):
     """A part of a kind contextfold does not model, kept verbatim for the format it came from."""
 
     data: Mapping[str, Any]
@@ -169,7 +206,7 @@ Part: TypeAlias = TextPart | ImagePart | DocumentPart | ThinkingPart | UnknownPa
 
 
 @dataclass(frozen=True, slots=True)
-class ToolCall:
+class ToolCall(_ReadOnly):
     """A function/tool call requested by the assistant. ``arguments`` is a JSON string, as OpenAI sends it."""
 
     id: str
@@ -183,7 +220,7 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
-class Message:
+class Message(_ReadOnly):
     """One message of a conversation, in no provider's shape.
 
     ``meta`` keys used by contextfold: ``protected`` (bool: never pruned or summarized), ``label`` (str),
@@ -304,10 +341,11 @@ class Message:
             object.__setattr__(self, "content", tuple(self.content))
         if isinstance(self.tool_calls, list):
             object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
-        if self.meta and not isinstance(self.meta, MappingProxyType):
-            object.__setattr__(self, "meta", _freeze_owned(self.meta))
-        if self.extra and not isinstance(self.extra, MappingProxyType):
-            object.__setattr__(self, "extra", _freeze_owned(self.extra))
+        # (An empty dict too: kept, it was the one mutable field of a message.)
+        if not isinstance(self.meta, MappingProxyType):
+            object.__setattr__(self, "meta", _freeze_owned(self.meta) if self.meta else EMPTY)
+        if not isinstance(self.extra, MappingProxyType):
+            object.__setattr__(self, "extra", _freeze_owned(self.extra) if self.extra else EMPTY)
 
 
 # The slots of a Message, written directly by Message._copy (a frozen dataclass refuses setattr; its slots do not).
