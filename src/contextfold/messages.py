@@ -290,7 +290,9 @@ class Message(_ReadOnly):
 
     def with_meta(self, **updates: Any) -> Message:
         """A copy with ``meta`` keys added or replaced (a value of None removes the key)."""
-        merged = dict(self.meta)
+        meta = self.meta
+        # (A read-only view's copy() copies the dict behind it at C speed; dict() of the view reads it key by key.)
+        merged = meta.copy() if type(meta) is MappingProxyType else dict(meta)
         for key, value in updates.items():
             merged[key] = value if type(value) is str else _owned(value)
         if None in merged.values():  # (rare: then every key whose value is None goes)
