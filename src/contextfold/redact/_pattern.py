@@ -13,10 +13,11 @@ import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ._anchors import search_at
 from ._runs import ClassRuns
 
 __all__ = ["TOKEN_CHARS", "SecretPattern", "accept_value", "decoded_text", "filler", "is_placeholder", "looks_random",
@@ -76,8 +77,14 @@ class SecretPattern:
         """Every accepted match in ``text`` (``lowered``: ``text.lower()``, when the caller has it)."""
         return [m for m, _ in self.findings(text, lowered)]
 
-    def findings(self, text: str, lowered: str | None = None) -> list[tuple[re.Match[str], str]]:
-        """Every accepted match in ``text`` with the name of what it found."""
+    def findings(self, text: str, lowered: str | None = None,
+                 located: Iterable[int] | None = None) -> list[tuple[re.Match[str], str]]:
+        """Every accepted match in ``text`` with the name of what it found.
+
+        ``located``: every place where the search can match, ascending (where its heads start in ``lowered``, see
+        :mod:`._anchors`), so that it is tried there only: ``locate``'s places, or without it the regex's own;
+        None: the whole text is searched.
+        """
         found: list[re.Match[str]]
         positions = self.starts.starts(text) if self.starts is not None else None
         if positions is not None:
@@ -85,10 +92,15 @@ class SecretPattern:
         elif self.locate is not None:
             lowered = text.lower() if lowered is None else lowered
             if len(lowered) == len(text):  # (lower-casing can change the length of some non-ASCII text)
-                candidates = (self.regex.match(text, at.start()) for at in self.locate.finditer(lowered))
+                places = self.locate.finditer(lowered) if located is None else \
+                    search_at(self.locate, lowered, located)
+                candidates = (self.regex.match(text, at.start()) for at in places)
                 found = [m for m in candidates if m is not None]
             else:
                 found = list(self.regex.finditer(text))
+        elif located is not None and lowered is not None and len(lowered) == len(text):
+            # (Each character lower-cased to one: the regex's heads, lower-cased, start where they start in text.)
+            found = list(search_at(self.regex, text, located))
         else:
             found = list(self.regex.finditer(text))
         if self.accept is None:

@@ -37,6 +37,7 @@ from ..messages import (
 )
 from ..telemetry._pace import GilPacer
 from ..untrusted.regex import PatternTimeout
+from ._anchors import heads, lowered_heads
 from ._callback import CallbackMemo
 from ._ledger import ID_KEY, MAX_PASSES, SEPARATOR, Ledger, SameMessage, mentions_any, surface
 from ._provider_state import redact_provider_state
@@ -91,6 +92,16 @@ def _need_finder(need: re.Pattern[str]) -> Callable[[str], object]:
     """What tells whether ``need`` finds something in a lower-cased text (a class run: without the regex engine)."""
     runs = class_runs(need)
     return runs.holds if runs is not None else need.search
+
+
+def _head_starts(hits: Mapping[str, list[int]] | None, wanted: frozenset[str]) -> list[int]:
+    """Where any head in ``wanted`` starts, ascending, from the trigger pass's ``hits`` (see ._anchors)."""
+    if not hits:
+        return []
+    found = [starts for head, starts in hits.items() if head in wanted]
+    if len(found) <= 1:
+        return found[0] if found else []
+    return sorted({at for starts in found for at in starts})
 
 
 def marker(name: str) -> str:
@@ -240,7 +251,14 @@ class Redactor:
             # Which patterns a text needs: the triggers it holds, all found at once (many patterns share "secret",
             # "key"…), each naming the patterns it lets run; patterns without triggers run when their needs is met.
             triggers = tuple(dict.fromkeys(t for p in patterns for t in p.triggers))
-            self._triggers = TriggerFinder(triggers)
+            # Where each pattern's locating regex (or, without triggers, its need) can match: the strings its
+            # matches start with, found in the triggers' pass (None: it searches the text; see ._anchors).
+            located = tuple(heads(p.locate) if p.locate is not None else
+                            lowered_heads(p.regex) if p.starts is None else None for p in patterns)
+            needed = tuple(heads(p.needs) if not p.triggers and p.needs is not None else None for p in patterns)
+            self._located_heads = tuple(frozenset(found) if found else None for found in located)
+            self._need_heads = tuple(frozenset(found) if found else None for found in needed)
+            self._triggers = TriggerFinder(triggers, heads=[h for found in (*located, *needed) if found for h in found])
             by_trigger: dict[str, list[int]] = {t: [] for t in triggers}
             for priority, p in enumerate(patterns):
                 for t in dict.fromkeys(p.triggers):
@@ -312,15 +330,27 @@ class Redactor:
         by_trigger = self._by_trigger
         needs_found = self._needs_found
         runs = set(self._untriggered)
-        for trigger in self._triggers.present(lowered):
+        read = self._triggers.read(lowered)
+        present, hits = (self._triggers.present(lowered), None) if read is None else read
+        for trigger in present:
             runs.update(by_trigger[trigger])  # (SecretPattern.may_match, with each trigger looked for once)
         for priority in sorted(runs):
             pattern = patterns[priority]
             need = needs_found[priority]
-            if need is not None and not need(lowered):
-                continue  # (what a pattern without triggers needs is cheaper to find than its matches)
+            if need is not None:
+                need_heads = self._need_heads[priority] if hits is not None else None
+                if need_heads is not None:
+                    assert pattern.needs is not None
+                    # (Tried only where the strings every match of it starts with start: found, or not, the same.)
+                    places = _head_starts(hits, need_heads)
+                    if not places or not any(map(pattern.needs.match, itertools.repeat(lowered), places)):
+                        continue
+                elif not need(lowered):
+                    continue  # (what a pattern without triggers needs is cheaper to find than its matches)
+            located_heads = self._located_heads[priority] if hits is not None else None
+            located = _head_starts(hits, located_heads) if located_heads is not None else None
             try:
-                matches = pattern.findings(text, lowered)
+                matches = pattern.findings(text, lowered, located)
             except PatternTimeout:
                 # A pattern that cannot finish cannot vouch for any part of the text: the whole text is its finding.
                 _warn_timeout(pattern.name, len(text))

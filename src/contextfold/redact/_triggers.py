@@ -51,8 +51,15 @@ class TriggerFinder:
         one_pass: Use the automaton when it is installed (False: always look for each in turn).
     """
 
-    def __init__(self, triggers: Sequence[str], *, one_pass: bool = True) -> None:
+    def __init__(self, triggers: Sequence[str], *, one_pass: bool = True, heads: Sequence[str] = ()) -> None:
         self.triggers = tuple(dict.fromkeys(triggers))
+        # Where the patterns' locating regexes can match (see ._anchors): found with the triggers, in one pass.
+        self.heads = tuple(dict.fromkeys(heads))
+        words = tuple(dict.fromkeys((*self.triggers, *self.heads)))
+        self._words = words
+        trigger_set, head_set = frozenset(self.triggers), frozenset(self.heads)
+        self._word_is = tuple((w in trigger_set, w in head_set) for w in words)
+        self._reader = _automaton(words) if one_pass and self.heads else None
         # Without the automaton: the triggers holding no shorter one are looked for, and a longer one only inside
         # a text holding a trigger it contains (a text with `passw` has `pass`).
         triggers = self.triggers
@@ -79,6 +86,34 @@ class TriggerFinder:
         for needle in tuple(present):
             present.update(t for t in self._holding[needle] if t not in present and t in lowered)
         return present
+
+    def read(self, lowered: str) -> tuple[set[str], dict[str, list[int]]] | None:
+        """Every trigger in ``lowered``, and where each head starts in it (ascending); None without the automaton.
+
+        One pass of the automaton for both (None too for a text it cannot be handed: a lone surrogate).
+        """
+        if self._reader is None:
+            if self._automaton is None or self.heads:
+                return None
+            return self.present(lowered), {}  # (no heads: the triggers' own pass)
+        try:
+            found = self._reader.find_matches_as_indexes(lowered, overlapping=True)
+        except UnicodeEncodeError:
+            return None
+        words, word_is = self._words, self._word_is
+        present: set[str] = set()
+        starts: dict[str, list[int]] = {}
+        for i, start, _ in found:
+            is_trigger, is_head = word_is[i]
+            if is_trigger:
+                present.add(words[i])
+            if is_head:
+                at = starts.get(words[i])
+                if at is None:
+                    starts[words[i]] = [start]
+                else:
+                    at.append(start)
+        return present, starts
 
     def holds_any(self, lowered: str) -> bool:
         """Whether ``lowered`` holds at least one trigger."""
