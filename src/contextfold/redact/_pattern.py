@@ -48,7 +48,7 @@ class SecretPattern:
     needs: re.Pattern[str] | None = None
     # Where ``regex`` may start matching: only where a maximal run of this class (of at least its length) starts.
     # The runs are found at C speed and the regex tried at each (a bare base64 run: the regex engine alone reads it
-    # at ~30 ns a character); in a non-ASCII text the regex searches on its own.
+    # at ~30 ns a character).
     starts: ClassRuns | None = None
 
     @classmethod
@@ -86,9 +86,9 @@ class SecretPattern:
         None: the whole text is searched.
         """
         found: list[re.Match[str]]
-        positions = self.starts.starts(text) if self.starts is not None else None
-        if positions is not None:
-            found = [m for m in map(self.regex.match, itertools.repeat(text), positions) if m is not None]
+        if self.starts is not None:
+            runs = self.starts.starts(text)
+            found = [m for m in map(self.regex.match, itertools.repeat(text), runs) if m is not None]
         elif self.locate is not None:
             lowered = text.lower() if lowered is None else lowered
             if len(lowered) == len(text):  # (lower-casing can change the length of some non-ASCII text)
