@@ -746,6 +746,7 @@ class ContextManager:
         from .. import _background
         from ..summarize import ExtractiveSummarizer
         from ._compactor import warm_for_compaction
+        from ._read_ahead import run_parts
 
         messages, self._unwarmed = self._unwarmed, []
         extractive = isinstance(self.summarizer, ExtractiveSummarizer)  # (an LLM summarizer reads no entities)
@@ -758,14 +759,17 @@ class ContextManager:
         # (Each output's digest material once a masking can take it soon: see _read_ahead.)
         digests = self._held_outputs.release(messages, self.policy.keep_tool_io_pairs, self.counter.count_message,
                                              self.policy.mask_digest_tokens) if masks else []
+        parts: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []  # (one job: see _read_ahead.run_parts)
         if extractive or redactor is not None or archived or outputs is not None:
-            _background.submit(warm_for_compaction, messages, extractive, redactor, archived, outputs,
-                               self.policy.mask_digest_tokens if masks else 0, self.counter.counter,
-                               self._never_masked(), digests)
+            parts.append((warm_for_compaction, (messages, extractive, redactor, archived, outputs,
+                                                self.policy.mask_digest_tokens if masks else 0, self.counter.counter,
+                                                self._never_masked(), digests)))
         if redactor is not None:
-            _background.submit(self._secrets.read_ahead)  # whole outputs cut before add() started reading
+            parts.append((self._secrets.read_ahead, ()))  # whole outputs cut before add() started reading
         if masks and self.steering.superseded:
-            _background.submit(self.steering.read_calls_ahead, messages)  # (each call's access, as masking orders)
+            parts.append((self.steering.read_calls_ahead, (messages,)))  # (each call's access, as masking orders)
+        if parts:
+            _background.submit(run_parts, parts)
 
     def _never_masked(self) -> frozenset[str] | None:
         """The tools whose outputs automatic masking never takes; None when masking is not automatic."""

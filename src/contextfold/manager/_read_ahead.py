@@ -19,13 +19,26 @@ summary readings and the transcript lines. (Holding those back until a summary i
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..messages import Message
 
-__all__ = ["HeldOutputs"]
+__all__ = ["HeldOutputs", "run_parts"]
+
+
+def run_parts(parts: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]]) -> None:
+    """Run the read-ahead's parts in turn: one job of the background thread for a turn, not one per part.
+
+    Each part is best effort on its own, as each was a job of its own (one that fails does not keep the next from
+    running). One job waits once for the agent's call to return, and is counted once (issue 22: the call parsing
+    and the whole outputs' secrets were jobs of their own, +1,390 jobs in the lm32b loop).
+    """
+    for job, args in parts:
+        with contextlib.suppress(Exception):  # (best effort, as contextfold._background runs a job)
+            job(*args)
 
 
 class HeldOutputs:
