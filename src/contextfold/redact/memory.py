@@ -111,7 +111,8 @@ def _encoded(value: str) -> list[str]:
     """
     encoded = base64.b64encode(value.encode("utf-8", "surrogatepass")).decode("ascii").rstrip("=")
     return [json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(value, ensure_ascii=True)[1:-1],
-            urllib.parse.quote(value, safe=""), urllib.parse.quote_plus(value, safe=""),
+            urllib.parse.quote(value, safe="", errors="surrogatepass"),
+            urllib.parse.quote_plus(value, safe="", errors="surrogatepass"),
             html.escape(value, quote=False), html.escape(value, quote=True),
             encoded, encoded.replace("+", "-").replace("/", "_")]
 
