@@ -331,6 +331,7 @@ class Redactor:
         needs_found = self._needs_found
         runs = set(self._untriggered)
         read = self._triggers.read(lowered)
+        same_length = len(lowered) == len(text)
         present, hits = (self._triggers.present(lowered), None) if read is None else read
         for trigger in present:
             runs.update(by_trigger[trigger])  # (SecretPattern.may_match, with each trigger looked for once)
@@ -349,6 +350,8 @@ class Redactor:
                     continue  # (what a pattern without triggers needs is cheaper to find than its matches)
             located_heads = self._located_heads[priority] if hits is not None else None
             located = _head_starts(hits, located_heads) if located_heads is not None else None
+            if located is not None and not located and same_length:
+                continue  # (no head of its regex in the text: no match; a text lowered to another length is searched)
             try:
                 matches = pattern.findings(text, lowered, located)
             except PatternTimeout:

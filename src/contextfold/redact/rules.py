@@ -211,7 +211,7 @@ def _accept_base64_run(m: re.Match[str]) -> bool | str:
     run = m.group()
     decoded = decoded_text(run.rstrip("="))
     if decoded is None:
-        return len(run) == _AWS_SECRET_CHARS and looks_random(run) and run.count("/") <= 3 and "aws_secret_key"
+        return len(run) == _AWS_SECRET_CHARS and run.count("/") <= 3 and looks_random(run) and "aws_secret_key"
     lowered = decoded.lower()
     return any(p.may_match(lowered) and p.matches(decoded, lowered) for p in _DIRECT_PATTERNS)
 
