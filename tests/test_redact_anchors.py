@@ -139,3 +139,31 @@ def test_generated_texts_give_the_same_findings_as_searching(text: str) -> None:
         _BOTH.append(_redactors())
     fast, slow = _BOTH[0]
     assert fast._scan(text) == slow._scan(text)
+
+
+_COOKIE_RULE = next(p for p in BUILTIN_PATTERNS if p.name == "session_cookie")
+
+
+def test_the_cookie_rule_is_located_wherever_its_case_insensitive_regex_can_match() -> None:
+    # Each character the case-insensitive regex takes for one of "cookie:" lower-cases to one its locating regex
+    # takes at that place, or to more than one character (then the whole text is searched).
+    assert _COOKIE_RULE.locate is not None
+    for at, letter in enumerate("cookie"):
+        takes = re.compile(f"(?i){letter}")
+        for code in range(0x10000):
+            char = chr(code)
+            if 0xD800 <= code <= 0xDFFF or not takes.fullmatch(char) or len(char.lower()) != 1:
+                continue
+            spelled = "cookie:"[:at] + char.lower() + "cookie:"[at + 1 :]
+            assert _COOKIE_RULE.locate.fullmatch(spelled), (letter, char)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(["Cookie:", "cookie:", "COOKIE: ", "cook\u0131e:", "COOK\u0130E:", "\u212aookie:",
+                                 "coo\u212aie:", ";", "; ", "sessionid=", "sid=", "Xk9mQ3hR7tB2vN8pL4wZ", "=", " ",
+                                 "\n", "a", "é"]), max_size=12).map("".join))
+def test_the_cookie_rule_finds_what_its_regex_finds(text: str) -> None:
+    expected = [(m.span(), _COOKIE_RULE.accept(m) if _COOKIE_RULE.accept else True)
+                for m in _COOKIE_RULE.regex.finditer(text)]
+    expected_found = [span for span, verdict in expected if verdict]
+    assert [m.span() for m, _ in _COOKIE_RULE.findings(text)] == expected_found

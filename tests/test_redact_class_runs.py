@@ -100,3 +100,19 @@ def test_a_class_body_reads_as_the_regex_reads_it(chars: str) -> None:
     regex = re.compile(f"[{chars}]")
     for code in range(128):
         assert runs.holds(chr(code)) == bool(regex.fullmatch(chr(code))), (chars, chr(code))
+
+
+def test_a_run_turned_down_from_its_opening_is_one_the_rule_turns_down() -> None:
+    # Issue 22: a run whose first two characters cannot open UTF-8 text when decoded, and that is not an AWS secret
+    # key's length, is passed over without the regex or the decoding; every opening, lengths around 40, paddings.
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    body = "Xk9mQ3hR7tB2vN8pL4wZ6cF1jD5gH0sKa8Yq"
+    skipped = 0
+    for a in alphabet:
+        for b in alphabet:
+            # (40 characters with 0, 1 or 2 "=": an AWS key's length, never passed over; 3 "=": no match at all)
+            for size, padding in ((22, ""), (22, "="), (38, ""), (37, "="), (36, "=="), (38, "===")):
+                text = f"x {a}{b}{body[:size]}{padding} y"
+                assert _findings(text) == _regex_findings(text), text
+                skipped += _ENCODED.rejects is not None and _ENCODED.rejects(text, 2, 4 + size)
+    assert skipped > 4_000  # (1,232 of the 4,096 openings: "/", "+", "g"-"v", some of "w" and "9")

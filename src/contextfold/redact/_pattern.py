@@ -49,6 +49,9 @@ class SecretPattern:
     # The runs are found at C speed and the regex tried at each (a bare base64 run: the regex engine alone reads it
     # at ~30 ns a character).
     starts: ClassRuns | None = None
+    # With ``starts``: whether ``accept`` turns down whatever the regex matches at the run ``text[start:end]``, told
+    # from the run alone (True only when sure), so that neither is run there (most runs are file paths).
+    rejects: Callable[[str, int, int], bool] | None = None
 
     @classmethod
     def compile(cls, name: str, pattern: str, flags: int = 0) -> SecretPattern:
@@ -86,8 +89,12 @@ class SecretPattern:
         """
         found: list[re.Match[str]]
         if self.starts is not None:
-            runs = self.starts.starts(text)
-            found = [m for m in map(self.regex.match, itertools.repeat(text), runs) if m is not None]
+            rejects, match = self.rejects, self.regex.match
+            if rejects is None:
+                found = [m for m in map(match, itertools.repeat(text), self.starts.starts(text)) if m is not None]
+            else:
+                found = [m for start, end in self.starts.runs(text)
+                         if not rejects(text, start, end) and (m := match(text, start)) is not None]
         elif self.locate is not None:
             lowered = text.lower() if lowered is None else lowered
             if len(lowered) == len(text):  # (lower-casing can change the length of some non-ASCII text)
@@ -110,11 +117,11 @@ class SecretPattern:
 
 def pattern(
     name: str, source: str, *triggers: str, accept: Callable[[re.Match[str]], bool | str] | None = None,
-    needs: str | None = None, starts: ClassRuns | None = None,
+    needs: str | None = None, starts: ClassRuns | None = None, rejects: Callable[[str, int, int], bool] | None = None,
 ) -> SecretPattern:
     """A pattern from its regex source, the lower-case triggers it needs, and an optional ``accept`` check."""
     return SecretPattern(name, re.compile(source), tuple(triggers), accept,
-                         needs=re.compile(needs) if needs is not None else None, starts=starts)
+                         needs=re.compile(needs) if needs is not None else None, starts=starts, rejects=rejects)
 
 
 # Characters a token is made of: a prefixed token must not be the tail of a longer one.

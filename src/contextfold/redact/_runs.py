@@ -77,6 +77,10 @@ class ClassRuns:
 
     def starts(self, text: str) -> list[int]:
         """Where each maximal run of at least ``min_chars`` characters starts, in order."""
+        return [start for start, _ in self.runs(text)]
+
+    def runs(self, text: str) -> list[tuple[int, int]]:
+        """Each maximal run of at least ``min_chars`` characters, ``(start, end)``, in order."""
         if len(text) < self.min_chars:
             return []
         # One byte per character, so that a byte offset is a character offset: Latin-1, every other character
@@ -90,15 +94,16 @@ class ClassRuns:
             raw = bytes(ord(c) if ord(c) < 128 else 0x80 for c in text)
         marked = raw.translate(self._table)
         needle, size = self._needle, self.min_chars
-        out: list[int] = []
+        out: list[tuple[int, int]] = []
         # Searching from 0 or from just past a run, the first needle found starts a run (what lies before it holds
         # only runs shorter than the needle).
         at = marked.find(needle)
         while at >= 0:
-            out.append(at)
             end = marked.find(_OUT, at + size)
             if end < 0:
+                out.append((at, len(marked)))
                 break
+            out.append((at, end))
             at = marked.find(needle, end)
         return out
 

@@ -216,6 +216,26 @@ def _accept_base64_run(m: re.Match[str]) -> bool | str:
     return any(p.may_match(lowered) and p.matches(decoded, lowered) for p in _DIRECT_PATTERNS)
 
 
+# A run whose first two characters decode to a byte no UTF-8 text starts with (a continuation byte, C0, C1, F5-FF)
+# does not decode to text, whatever follows: a run opening with "/" (a path) or "g"-"v" is one.
+_BASE64_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+_NOT_TEXT_OPENINGS = frozenset(
+    a + b for i, a in enumerate(_BASE64_ALPHABET) for j, b in enumerate(_BASE64_ALPHABET)
+    if not ((i << 2) | (j >> 4)) < 0x80 and not 0xC2 <= ((i << 2) | (j >> 4)) <= 0xF4
+)
+
+
+def _rejects_base64_run(text: str, start: int, end: int) -> bool:
+    """Whether :func:`_accept_base64_run` turns down a match at this run: no text when decoded, not an AWS key's length.
+
+    A match there is the run and the ``=`` after it (two at most); it is decoded without them.
+    """
+    if text[start : start + 2] not in _NOT_TEXT_OPENINGS:
+        return False
+    padding = 2 if text.startswith("==", end) else 1 if text.startswith("=", end) else 0
+    return end - start + padding != _AWS_SECRET_CHARS
+
+
 # -- the table ------------------------------------------------------------------------------------------------------
 # Order matters only to break ties between findings of the same span: the more specific kind wins the name.
 # Triggers skip a pattern when its text cannot be present.
@@ -245,7 +265,7 @@ BUILTIN_PATTERNS: tuple[SecretPattern, ...] = (
     pattern("encoded_secret", _BASE64_RUN, accept=_accept_base64_run,
             needs=rf"[a-z0-9+/]{{{_ENCODED_MIN_CHARS},}}",
             # (A match starts a run of base64 characters: its look-behind refuses one inside a run.)
-            starts=ClassRuns.of_chars("A-Za-z0-9+/", _ENCODED_MIN_CHARS)),
+            starts=ClassRuns.of_chars("A-Za-z0-9+/", _ENCODED_MIN_CHARS), rejects=_rejects_base64_run),
 )
 
 # A mapping key whose string value is a secret: `password`, `db_password`, `OPENAI_API_KEY`, `client-secret`, and
