@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from redact_corpus import CODE, SECRETS
 
-from contextfold.redact import Redactor, _triggers
+from contextfold.redact import Redactor, _redactor, _triggers
 from contextfold.redact._anchors import MIN_HEAD_CHARS, heads, lowered_heads, search_at
 from contextfold.redact._triggers import automaton_available
 from contextfold.redact.rules import BUILTIN_PATTERNS
@@ -107,7 +107,10 @@ def _redactors() -> tuple[Redactor, Redactor]:
 
 
 @needs_automaton
-def test_the_corpora_give_the_same_findings_as_without_the_automaton() -> None:
+@pytest.mark.parametrize("heads_from", [0, _redactor._HEADS_MIN_CHARS])
+def test_the_corpora_give_the_same_findings_as_without_the_automaton(heads_from: int,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_redactor, "_HEADS_MIN_CHARS", heads_from)  # (0: every text is scanned with the heads)
     fast, slow = _redactors()
     assert fast._triggers.read("password") is not None
     for text in _TEXTS:
@@ -138,7 +141,9 @@ def test_generated_texts_give_the_same_findings_as_searching(text: str) -> None:
     if not _BOTH:
         _BOTH.append(_redactors())
     fast, slow = _BOTH[0]
-    assert fast._scan(text) == slow._scan(text)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_redactor, "_HEADS_MIN_CHARS", 0)  # (the generated texts are short: scanned with the heads)
+        assert fast._scan(text) == slow._scan(text)
 
 
 _COOKIE_RULE = next(p for p in BUILTIN_PATTERNS if p.name == "session_cookie")
