@@ -199,8 +199,10 @@ CONTEXT_PATTERNS: tuple[SecretPattern, ...] = (
     # (Located in the lower-cased text: the case-insensitive regex, which opens with two choices, read every text
     # holding "cookie" at ~50 ns a character, a file listing with django/http/cookie.py in it too, issue 22. Its
     # "i" also takes the dotless "ı", which lower-cases to itself; "İ" lower-cases to two characters, and a text
-    # that changes length so is searched by the regex itself.)
-    SecretPattern("session_cookie", re.compile(_COOKIE), ("cookie",), _accept_cookie, re.compile(_COOKIE_LOCATE)),
+    # that changes length so is searched by the regex itself. Its matches are the regex's finditer's: one that
+    # starts inside the last, a cookie named in another's value, is not taken.)
+    SecretPattern("session_cookie", re.compile(_COOKIE), ("cookie",), _accept_cookie, re.compile(_COOKIE_LOCATE),
+                  locate_searches=True),
     # A capital "Bearer" or an Authorization header: lower-case prose ("a bearer of news") is not a header.
     pattern("bearer_token", r"Bearer(?<![A-Za-z0-9_]Bearer)[ \t]+(?P<v>[A-Za-z0-9\-._~+/]{16,}=*)", "bearer"),
     pattern("bearer_token", r"(?i)authorization:[ \t]*bearer[ \t]+(?P<v>[A-Za-z0-9\-._~+/]{16,}=*)", "authorization"),
