@@ -11,15 +11,17 @@ is built from ``messages[:i]``) the view is
     pinned head (leading system/developer messages) + messages[c:i], where the tool outputs at indices <= k are
     replaced by a placeholder of ``--placeholder`` tokens (no facts)
 
-for a start ``c`` (a non-tool message: a view never opens on an orphan tool result) and a masking point ``k``
-(a tool index, or none). The view must contain the previous recorded answer and everything after it (``c`` and
-``k`` not past it: the agent sees its latest step and every new output unmasked), and fit the window less the
-reply reserve contextfold uses (14,500 of 16K; 3,200 of 4K); when no view does (one message over the window), the
-smallest allowed view is taken. Nothing dropped or masked comes back: ``c`` never decreases, nor ``k`` while ``c``
-stays. A view that keeps ``(c, k)`` only appends (the whole previous request is a cached prefix); a change is a
-rewrite. This contains sliding windows, observation masking and every mix of the two chosen with foresight, per
-call. It does NOT contain summaries or digests (a fact only counts where its original message is shown whole),
-keeping an old message while dropping a newer one, or showing a masked output again.
+for a start ``c`` (a non-tool message: a view never opens on an orphan tool result) and a masking point ``k`` (a
+tool index, or none). Outputs no longer than the placeholder are never masked (masking them would save nothing and
+lose their facts): only the larger ones are maskable, and ``k`` is one of them. The view must contain the previous
+recorded answer and everything after it (``c`` and ``k`` not past it: the agent sees its latest step and every new
+output unmasked), and fit the window less the reply reserve contextfold uses (14,500 of 16K; 3,200 of 4K); when no
+view does (one message over the window), the smallest allowed view is taken. Nothing dropped or masked comes back:
+``c`` never decreases, nor ``k`` while ``c`` stays. A view that keeps ``(c, k)`` only appends (the whole previous
+request is a cached prefix); a change is a rewrite. This contains sliding windows, observation masking and every mix
+of the two chosen with foresight, per call. It does NOT contain summaries or digests (a fact only counts where its
+original message is shown whole) unless the options below add them, nor keeping an old message while dropping a
+newer one, or showing a masked output again.
 
 **With summaries (``--summaries``).** The family widens to views that replace what they drop by a summary of it:
 
@@ -36,6 +38,25 @@ change of ``c`` (or of the level) rewrites everything after the head; a view tha
 one that only masks more keeps the summary in its cached prefix. A summary, once there, stays as it is or goes
 (it never comes back for the same ``c``). Placing later summaries after the earlier ones (so that those stay cached)
 is outside the family; DESIGN sizes it (at most ~0.03 of tau-bench's Anthropic bill).
+
+**Wider still** (each one an option; ``--widest`` takes them all, with ``--digest-tokens 64``): what a demanding
+reader would name as cheaper than the family above, each modelled at least as generously as a policy could use it.
+
+- ``--placeholder N``: a shorter placeholder (0: a masked output costs nothing at all, an upper bound on any).
+- ``--digest-tokens D``: a masked output keeps what contextfold's digest of it holds at ``D`` tokens (the call's
+  arguments left out, as contextfold does), at the ``--placeholder``'s size: with ``--placeholder`` below
+  ``D`` plus the placeholder's frame, more generous than any real digest.
+- ``--stacked`` (with ``--summaries``): append-only compaction. A new summary (of a later start, at any level, at
+  least as long) may extend the previous one, which stays in the cached prefix: the rewrite is priced from the
+  pinned head plus the previous summary, while the view's summary has the fresh summary's size and facts (generous:
+  a real extension has both summaries' sizes, or a rolling summary's fewer facts).
+- ``--reserve reply``: a view may fill the window less the reply the call actually got (known with foresight),
+  instead of contextfold's reply reserve.
+
+Masking merged into a summary's rewrite is in the family already: a view that drops (or summarizes) and masks more
+in the same call is one rewrite, from the pinned head. Still outside it: keeping an old message while dropping a
+newer one (dropping the middle, or masking a later output and not an earlier one; the bound over every policy covers
+those), showing a masked output again, rewriting the system prompt (not a context manager's to change).
 
 **The recall** is the project's metric (``replay.harness``): the facts a recorded answer uses
 (``metrics.turn_entities``) that occurred in an earlier message, found as whole words (``contains_fact``) in the
@@ -84,8 +105,9 @@ The task (the first user message, when it follows the system prompt) is pinned w
 it the oracle drops it whenever no fact of it is needed next, which no agent would survive (``--drop-task`` lets it).
 lm32b is left out by default (its bars are met, and the DP takes ~20 min there).
 
-    PYTHONPATH=src python bench/bench_bill_bound.py [--sources claude,tau] [--placeholder 16] [--drop-task]
-        [--outputs relaxed|cut|recorded] [--summaries]
+    PYTHONPATH=src python bench/bench_bill_bound.py [--sources claude,tau] [--providers openai,anthropic]
+        [--placeholder 16] [--digest-tokens 0] [--drop-task] [--outputs relaxed|cut|recorded] [--summaries [--stacked]]
+        [--reserve policy|reply] [--widest] [--lambdas L1,L2,...] [--no-rules]
 """
 
 from __future__ import annotations
@@ -100,6 +122,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contextfold.billing import Block, PromptCache, SessionMeter, blocks_of, cache_rates
+from contextfold.cache._digest import output_digest
 from contextfold.compaction import Policy
 from contextfold.compaction._fit import MIN_SUMMARY_TOKENS
 from contextfold.importers._files import load_sessions
@@ -126,7 +149,9 @@ LAMBDAS = (0.0, *(round(10 ** (e / 6), 3) for e in range(-6, 31)))
 NONE = -1  # no output masked
 OUTPUTS = {"recorded": "as recorded", "cut": "cut at write time as contextfold does",
            "relaxed": "relaxed (tokens of the write-time cut, facts of the recording)"}
-Fact = tuple[bool, int, int]  # (in the head, last non-tool message holding it, last tool output holding it)
+# (in the head, last message never masked holding it, last maskable output holding it, last maskable output whose
+# digest holds it (--digest-tokens; -1 otherwise))
+Fact = tuple[bool, int, int, int]
 State = tuple[int, int, int]  # (c, k, z): z = 0 no summary, else the level of the summary of messages[head:c]
 # --summaries: the summary of what was dropped at each level, as a share of the budget contextfold's compaction gives
 # a summary (its reserve, at most half of what the summary replaces).
@@ -142,12 +167,15 @@ class SessionModel:
     shown: list[int]  # tokens of each message shown whole
     masked: list[int]  # tokens of each message when masked (tool outputs), else shown
     tool: list[bool]
+    maskable: list[bool]  # tool outputs larger than their placeholder (masking a smaller one saves nothing)
     calls: list[int]  # index of each recorded answer
     facts: list[list[Fact]]  # per call
     fact_tokens: list[list[int]]  # per call, per fact: its own tokens
     keys: list[str]
     texts: list[str]  # what a fact is found in, per message shown whole
     limit: int
+    limits: list[int]  # per call: the most tokens its view may have (--reserve)
+    digest_texts: list[str] = field(default_factory=list)  # --digest-tokens: what each masked output keeps
     # --summaries: per level (index z - 1), per start c, the summary's tokens and text (empty where none)
     summary_tokens: list[list[int]] = field(default_factory=list)
     summary_texts: list[list[str]] = field(default_factory=list)
@@ -161,7 +189,7 @@ class SessionModel:
         whole, saved = [0], [0]
         for i, w in enumerate(self.shown):
             whole.append(whole[-1] + w)
-            saved.append(saved[-1] + (w - self.masked[i] if self.tool[i] else 0))
+            saved.append(saved[-1] + (w - self.masked[i] if self.maskable[i] else 0))
         return whole, saved
 
 
@@ -178,7 +206,8 @@ def write_time_views(session: RecordedSession, window: int) -> list[Message]:
 
 
 def model_session(session: RecordedSession, counter: MessageCounter, window: int, placeholder: int,
-                  pin_task: bool, outputs: str, summaries: bool = False) -> SessionModel:
+                  pin_task: bool, outputs: str, summaries: bool = False, digest_tokens: int = 0,
+                  reserve: str = "policy") -> SessionModel:
     messages = session.messages
     shown_as = write_time_views(session, window) if outputs != "recorded" else messages
     read_as = shown_as if outputs == "cut" else messages  # "relaxed": cut outputs' tokens, recorded outputs' facts
@@ -189,8 +218,10 @@ def model_session(session: RecordedSession, counter: MessageCounter, window: int
         n_head += 1  # the task: always shown, as part of the pinned head
     shown = [counter.count_message(m) for m in shown_as]
     tool = [m.role == "tool" for m in messages]
-    masked = [min(w, placeholder) if t else w for w, t in zip(shown, tool, strict=True)]
+    maskable = [t and w > placeholder for w, t in zip(shown, tool, strict=True)]
+    masked = [min(w, placeholder) if t else w for w, t in zip(shown, maskable, strict=True)]
     texts = [message_search_text(m) for m in read_as]
+    digests = output_digests(read_as, maskable, texts, counter, digest_tokens)
     head_text = "\n".join(texts[:n_head])
     calls, facts, fact_tokens = [], [], []
     seen: set[str] = set()
@@ -204,25 +235,46 @@ def model_session(session: RecordedSession, counter: MessageCounter, window: int
         needed = sorted(e for e in turn_entities(m) if e in seen)
         row: list[Fact] = []
         for e in needed:
-            last_plain = last_tool = -1
+            last_plain = last_tool = last_digest = -1
             for j in range(i - 1, n_head - 1, -1):
-                if tool[j] and last_tool < 0 and contains_fact(texts[j], e):
+                if maskable[j] and last_tool < 0 and contains_fact(texts[j], e):
                     last_tool = j
-                elif not tool[j] and last_plain < 0 and contains_fact(texts[j], e):
+                elif not maskable[j] and last_plain < 0 and contains_fact(texts[j], e):
                     last_plain = j
-                if last_tool >= 0 and last_plain >= 0:
+                if maskable[j] and last_digest < 0 and digests[j] and contains_fact(digests[j], e):
+                    last_digest = j
+                if last_tool >= 0 and last_plain >= 0 and (last_digest >= 0 or not digest_tokens):
                     break
-            row.append((contains_fact(head_text, e), last_plain, last_tool))
+            row.append((contains_fact(head_text, e), last_plain, last_tool, last_digest))
         calls.append(i)
         facts.append(row)
         fact_tokens.append([counter.counter.count(e) for e in needed])
     budgets = Policy().budgets(window)
-    model = SessionModel(sum(shown[:n_head]), n_head, shown, masked, tool, calls, facts, fact_tokens,
-                         [m.fingerprint() for m in shown_as], texts, window - budgets.reply_reserve)
+    limit = window - budgets.reply_reserve
+    # --reserve reply: each view need only leave room for the reply the call actually got (known with foresight)
+    limits = [window - shown[i] if reserve == "reply" else limit for i in calls]
+    model = SessionModel(sum(shown[:n_head]), n_head, shown, masked, tool, maskable, calls, facts, fact_tokens,
+                         [m.fingerprint() for m in shown_as], texts, limit, limits, digests)
     if summaries:
         add_summaries(model, read_as, counter, [sorted(e for e in turn_entities(messages[i]) if e in row_seen)
                                                 for i, row_seen in zip(calls, _seen_at(messages, calls), strict=True)])
     return model
+
+
+def output_digests(read_as: Sequence[Message], maskable: Sequence[bool], texts: Sequence[str],
+                   counter: MessageCounter, budget: int) -> list[str]:
+    """--digest-tokens: what each maskable output's placeholder keeps of it, contextfold's digest at ``budget``
+    tokens (leaving out what the call's arguments, in the assistant message before, already say)."""
+    out = [""] * len(read_as)
+    if budget <= 0:
+        return out
+    known = ""
+    for j, m in enumerate(read_as):
+        if m.role == "assistant":
+            known = texts[j]
+        elif maskable[j]:
+            out[j] = output_digest(m.text, budget_tokens=budget, counter=counter.counter, known=known)
+    return out
 
 
 def _seen_at(messages: Sequence[Message], calls: Sequence[int]) -> list[set[str]]:
@@ -287,9 +339,10 @@ def add_summaries(s: SessionModel, read_as: Sequence[Message], counter: MessageC
 
 def found(row: Sequence[Fact], c: int, k: int, held: Sequence[bool] | None = None) -> int:
     if held is None:
-        return sum(1 for in_head, plain, out in row if in_head or plain >= c or (out >= c and out > k))
-    return sum(1 for (in_head, plain, out), h in zip(row, held, strict=True)
-               if h or in_head or plain >= c or (out >= c and out > k))
+        return sum(1 for in_head, plain, out, dig in row
+                   if in_head or plain >= c or (out >= c and out > k) or dig >= c)
+    return sum(1 for (in_head, plain, out, dig), h in zip(row, held, strict=True)
+               if h or in_head or plain >= c or (out >= c and out > k) or dig >= c)
 
 
 def found_at(s: SessionModel, t: int, state: State) -> int:
@@ -313,10 +366,13 @@ class Prices:
         return 0.1 * read + (1.0 if last else 1.25) * (tokens - read)
 
 
-def solve(s: SessionModel, prices: Prices, lam: float) -> tuple[float, int, list[State]]:
-    """The views minimizing bill - lam * facts found: (modelled bill, facts found, the (c, k, z) of each call)."""
+def solve(s: SessionModel, prices: Prices, lam: float, stacked: bool = False) -> tuple[float, int, list[State]]:
+    """The views minimizing bill - lam * facts found: (modelled bill, facts found, the (c, k, z) of each call).
+
+    ``stacked`` (--stacked): a new summary may extend the previous one (see the module docstring).
+    """
     whole, saved = s.prefix()
-    tools = [j for j, t in enumerate(s.tool) if t]
+    tools = [j for j, t in enumerate(s.maskable) if t]
     levels = range(len(s.summary_tokens) + 1)
 
     def tokens(i: int, c: int, k: int, z: int = 0) -> int:
@@ -339,7 +395,7 @@ def solve(s: SessionModel, prices: Prices, lam: float) -> tuple[float, int, list
         states = [(c, k, z) for c in starts for k in (NONE, *(j for j in tools if c < j < reach))
                   for z in (levels if c > s.n_head else (0,))]
         sizes = {st: tokens(i, *st) for st in states}
-        fits = [st for st in states if sizes[st] <= s.limit]
+        fits = [st for st in states if sizes[st] <= s.limits[t]]
         if not fits:
             least = min(sizes.values())
             fits = [st for st in states if sizes[st] == least]
@@ -356,6 +412,7 @@ def solve(s: SessionModel, prices: Prices, lam: float) -> tuple[float, int, list
                 by_start.append((st_prev[0], value, st_prev))
             else:
                 by_start.append((st_prev[0], by_start[-1][1], by_start[-1][2]))
+        extends = _extensions(s, prices, previous, fits, last) if stacked and previous else {}
         for st in fits:
             c, k, z = st
             v = sizes[st]
@@ -366,6 +423,9 @@ def solve(s: SessionModel, prices: Prices, lam: float) -> tuple[float, int, list
                 earlier = bisect.bisect_left(by_start, (c,)) - 1  # the best state with a start before c
                 if earlier >= 0:
                     options.append((prices.cost(s.head, v, last), by_start[earlier][2]))
+                if (c, z) in extends:
+                    shared, link_state = extends[(c, z)]
+                    options.append((prices.cost(shared, v, last), link_state))
                 for pk, pz in previous_ks.get(c, ()):
                     if pk > k or (pz != z and z):
                         continue  # a masked output or a summary does not come back
@@ -403,6 +463,32 @@ def solve(s: SessionModel, prices: Prices, lam: float) -> tuple[float, int, list
     return prev_bill[end], facts, path
 
 
+def _extensions(s: SessionModel, prices: Prices, previous: dict[State, float], fits: Sequence[State],
+                last: bool) -> dict[tuple[int, int], tuple[int, State]]:
+    """--stacked: per (start, level) of this call's views with a summary, the best previous view with a summary of an
+    earlier start and no longer, and the prefix the two share (the pinned head and that previous summary).
+
+    A view's price is affine in its size with a slope that does not depend on the shared prefix (from 1,024 tokens),
+    so the best link of every view of a (start, level) is the same: found once per pair, priced at a large size.
+    """
+    best: dict[tuple[int, int], tuple[float, State]] = {}
+    for st, value in previous.items():
+        key = (st[0], st[2])
+        if st[2] and (key not in best or value < best[key][0]):
+            best[key] = (value, st)
+    out: dict[tuple[int, int], tuple[int, State]] = {}
+    for c, z in {(c, z) for c, _k, z in fits if z}:
+        options = []
+        for (pc, pz), (value, st) in best.items():
+            if pc < c and s.summary(pc, pz) <= s.summary(c, z):  # an extension is at least as long as what it extends
+                shared = s.head + s.summary(pc, pz)
+                options.append((value + prices.cost(shared, 1 << 30, last), shared, st))
+        if options:
+            _v, shared, st = min(options, key=lambda o: o[0])
+            out[(c, z)] = (shared, st)
+    return out
+
+
 def universal(models: Sequence[SessionModel], provider: str, recall: float) -> float:
     """A bound on every policy, summaries included (units): see "the universal bound" in the module docstring."""
     read = 0.5 if provider == "openai" else 0.1
@@ -416,7 +502,7 @@ def universal(models: Sequence[SessionModel], provider: str, recall: float) -> f
             reach = s.calls[t - 1] if t else s.n_head
             head_read = read if t else 1.0  # (the 1,024-token minimum is left out: a bound)
             units += head_read * s.head + 1.0 * (whole[i] - whole[reach])
-            for (in_head, plain, out), tokens in zip(s.facts[t], s.fact_tokens[t], strict=True):
+            for (in_head, plain, out, _dig), tokens in zip(s.facts[t], s.fact_tokens[t], strict=True):
                 needed += 1
                 if in_head or plain >= reach or out >= reach:
                     inside += 1
@@ -428,18 +514,38 @@ def universal(models: Sequence[SessionModel], provider: str, recall: float) -> f
     return units + sum(sorted(carried)[:short])
 
 
-def _views(session: RecordedSession, s: SessionModel, path: Sequence[State]) -> list[tuple[list[Block], str]]:
-    """The request of each call of ``path``: its blocks and the text its facts are found in."""
+def _views(session: RecordedSession, s: SessionModel, path: Sequence[State],
+           stacked: bool = False) -> list[tuple[list[Block], str]]:
+    """The request of each call of ``path``: its blocks and the text its facts are found in.
+
+    ``stacked``: a summary at least as long as the previous view's (of an earlier start) is sent as that summary's
+    blocks and one block with the rest, so the two requests share them.
+    """
     out = []
+    chain: list[Block] = []
+    before: State | None = None
     for i, (c, k, z) in zip(s.calls, path, strict=True):
         blocks = [Block(s.keys[j], s.shown[j], pinned=True) for j in range(s.n_head)]
         texts = s.texts[: s.n_head]
         if z:
-            blocks.append(Block(f"summary:{z}:{c}", s.summary(c, z)))
+            size = s.summary(c, z)
+            if before is not None and (before[0], before[2]) == (c, z):
+                pass  # the same summary
+            elif stacked and before is not None and before[2] and before[0] < c and chain and \
+                    size >= sum(b.tokens for b in chain):
+                chain = [*chain, Block(f"summary+:{z}:{c}", size - sum(b.tokens for b in chain))]
+            else:
+                chain = [Block(f"summary:{z}:{c}", size)]
+            blocks.extend(chain)
             texts.append(s.summary_texts[z - 1][c])
+        else:
+            chain = []
+        before = (c, k, z)
         for j in range(c, i):
-            if s.tool[j] and j <= k:
+            if s.maskable[j] and j <= k:
                 blocks.append(Block(f"masked:{s.keys[j]}", s.masked[j]))
+                if s.digest_texts and s.digest_texts[j]:
+                    texts.append(s.digest_texts[j])
             else:
                 blocks.append(Block(s.keys[j], s.shown[j]))
                 texts.append(s.texts[j])
@@ -456,7 +562,8 @@ def _common(a: Sequence[Block], b: Sequence[Block]) -> int:
     return n
 
 
-def rebill(session: RecordedSession, s: SessionModel, path: Sequence[State], provider: str) -> tuple[float, int]:
+def rebill(session: RecordedSession, s: SessionModel, path: Sequence[State], provider: str,
+           stacked: bool = False) -> tuple[float, int]:
     """The views of ``path`` billed by the replay's cache simulation, and their facts found on the joined text.
 
     At Anthropic's rates each request carries the four marks a client with the oracle's foresight would put: after
@@ -467,7 +574,7 @@ def rebill(session: RecordedSession, s: SessionModel, path: Sequence[State], pro
     rates = cache_rates(MODELS[provider])
     marked = rates.scheme == "breakpoints"
     cache = PromptCache(rates, breakpoints="marked" if marked else "pinned_and_last")
-    views = _views(session, s, path)
+    views = _views(session, s, path, stacked)
     units = 0.0
     facts = 0
     seen: set[str] = set()
@@ -504,7 +611,7 @@ def rolling(s: SessionModel, keep: int | None) -> list[State]:
             return s.head + whole[i] - whole[start] - (saved[k + 1] - saved[start] if k >= start else 0)
 
         starts = [x for x in range(c, reach + 1) if not s.tool[x]] or [reach]
-        c = next((x for x in starts if size(x) <= s.limit), starts[-1])
+        c = next((x for x in starts if size(x) <= s.limits[t]), starts[-1])
         path.append((c, k if k > c else NONE, 0))
     return path
 
@@ -521,31 +628,57 @@ def unmanaged(sessions: Sequence[RecordedSession], counter: MessageCounter) -> d
     return totals
 
 
-def report(name: str, placeholder: int, pin_task: bool, outputs: str, summaries: bool = False) -> None:
+@dataclass(frozen=True, slots=True)
+class Family:
+    """The views the oracle may choose from (the command line's options; see the module docstring)."""
+
+    placeholder: int = 16
+    pin_task: bool = True
+    outputs: str = "relaxed"
+    summaries: bool = False
+    digest_tokens: int = 0
+    stacked: bool = False
+    reserve: str = "policy"
+
+    def describe(self) -> str:
+        parts = [f"placeholder {self.placeholder} tokens",
+                 "task pinned" if self.pin_task else "task may be dropped", f"outputs {OUTPUTS[self.outputs]}"]
+        if self.digest_tokens:
+            parts.append(f"a masked output keeps what its {self.digest_tokens}-token digest holds")
+        if self.summaries:
+            parts.append("summaries of what is dropped" + (", a new one extending the previous" if self.stacked
+                                                            else ""))
+        if self.reserve == "reply":
+            parts.append("views up to the window less the call's own reply")
+        return ", ".join(parts)
+
+
+def report(name: str, family: Family, providers: Sequence[str] = tuple(MODELS),
+           lambdas: Sequence[float] = LAMBDAS, rules: bool = True) -> None:
     path, window = SOURCES[name]
     sessions = load_sessions(DATA / path)
     counter = MessageCounter(TiktokenCounter("o200k_base"))
     started = time.process_time()
-    models = [model_session(x, counter, window, placeholder, pin_task, outputs, summaries) for x in sessions]
+    models = [model_session(x, counter, window, family.placeholder, family.pin_task, family.outputs,
+                            family.summaries, family.digest_tokens, family.reserve) for x in sessions]
     needed = sum(len(row) for m in models for row in m.facts)
     reference = unmanaged(sessions, counter)
     print(f"\n### {name} @ {window // 1000}K ({len(sessions)} sessions, {needed:,} facts needed, "
-          f"placeholder {placeholder} tokens, {'task pinned' if pin_task else 'task may be dropped'}, "
-          f"outputs {OUTPUTS[outputs]}{', summaries of what is dropped' if summaries else ''})\n")
-    for provider in MODELS:
+          f"{family.describe()})\n")
+    for provider in providers:
         prices = Prices(provider)
         dual: list[tuple[float, float]] = []  # (lam, sum of g)
         rows = []
-        for lam in LAMBDAS:
+        for lam in lambdas:
             bill = g = 0.0
             facts = exact_facts = 0
             exact = 0.0
             for x, m in zip(sessions, models, strict=True):
-                b, f, chosen = solve(m, prices, lam)
+                b, f, chosen = solve(m, prices, lam, family.stacked)
                 bill += b
                 facts += f
                 g += b - lam * f
-                u, ef = rebill(x, m, chosen, provider)
+                u, ef = rebill(x, m, chosen, provider, family.stacked)
                 exact += u
                 exact_facts += ef
             dual.append((lam, g))
@@ -567,10 +700,13 @@ def report(name: str, placeholder: int, pin_task: bool, outputs: str, summaries:
             bound = max(g + lam * target * needed for lam, g in dual) / reference[provider]
             reach = [eb for _lam, _r, _b, erec, eb in rows if erec >= target]
             best = f"{min(reach):.3f}" if reach else "none of the points"
-            print(f"- recall >= {100 * target:.1f}%: bill >= {bound:.3f} (bound over the family; over every policy: "
+            print(f"- recall >= {100 * target:.1f}%: bill >= {bound:.4f} (bound over the family; over every policy: "
                   f"{universal(models, provider, target) / reference[provider]:.3f}); cheapest point found at that "
                   f"recall: {best}")
         print()
+    if not rules:
+        print(f"  {name}: {time.process_time() - started:.0f} s CPU", file=sys.stderr)
+        return
     print("Rules without foresight (the last N answered outputs shown, older ones masked, the oldest messages dropped "
           "only to fit; Anthropic billed with the same four marks):\n")
     print("| outputs kept | recall | bill, OpenAI rates | bill, Anthropic rates |\n|---|---|---|---|")
@@ -593,8 +729,12 @@ def report(name: str, placeholder: int, pin_task: bool, outputs: str, summaries:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sources", default="claude,tau")
+    parser.add_argument("--providers", default=",".join(MODELS), help="openai, anthropic or both")
     parser.add_argument("--placeholder", type=int, default=16,
-                        help="tokens a masked output's placeholder takes (it keeps no facts)")
+                        help="tokens a masked output's placeholder takes (with --digest-tokens 0 it keeps no facts)")
+    parser.add_argument("--digest-tokens", type=int, default=0,
+                        help="a masked output keeps the facts of contextfold's digest of it at this many tokens, at "
+                             "the --placeholder's size (0: no facts)")
     parser.add_argument("--drop-task", action="store_true",
                         help="let the oracle drop the first user message (the task) like any other: by default it is "
                              "pinned with the system prompt, since no agent works without its task")
@@ -605,11 +745,42 @@ def main() -> int:
     parser.add_argument("--summaries", action="store_true",
                         help="widen the family: what a view drops may be replaced by contextfold's extractive summary "
                              "of it, at each of the levels of SUMMARY_LEVELS (see the module docstring)")
+    parser.add_argument("--stacked", action="store_true",
+                        help="with --summaries: a new summary may extend the previous one, which stays in the cached "
+                             "prefix (append-only compaction; see the module docstring)")
+    parser.add_argument("--reserve", choices=("policy", "reply"), default="policy",
+                        help="policy: views leave contextfold's reply reserve; reply: only the tokens of the reply the "
+                             "call actually got")
+    parser.add_argument("--widest", action="store_true",
+                        help="every widening at once: --summaries --stacked --reserve reply --digest-tokens 64 "
+                             "(with the --placeholder given)")
+    parser.add_argument("--lambdas", default="",
+                        help="comma-separated prices of a fact to solve for (default: a grid from 0.001 to 10^5); "
+                             "any subset still gives a bound, only a weaker one")
+    parser.add_argument("--no-rules", action="store_true", help="leave out the rules without foresight")
     args = parser.parse_args()
     if args.placeholder < 0:
         parser.error("--placeholder: must not be negative")
+    if args.digest_tokens < 0:
+        parser.error("--digest-tokens: must not be negative")
+    if args.stacked and not (args.summaries or args.widest):
+        parser.error("--stacked: needs --summaries")
+    providers = [p for p in args.providers.split(",") if p]
+    unknown = [p for p in providers if p not in MODELS]
+    if unknown or not providers:
+        parser.error(f"--providers: {', '.join(unknown) or 'none'} (known: {', '.join(MODELS)})")
+    try:
+        lambdas = tuple(float(x) for x in args.lambdas.split(",")) if args.lambdas else LAMBDAS
+    except ValueError:
+        parser.error(f"--lambdas: not a comma-separated list of numbers: {args.lambdas!r}")
+    if args.widest:
+        family = Family(args.placeholder, not args.drop_task, args.outputs, True, args.digest_tokens or 64, True,
+                        "reply")
+    else:
+        family = Family(args.placeholder, not args.drop_task, args.outputs, args.summaries, args.digest_tokens,
+                        args.stacked, args.reserve)
     for name in args.sources.split(","):
-        report(name, args.placeholder, not args.drop_task, args.outputs, args.summaries)
+        report(name, family, providers, lambdas, not args.no_rules)
     return 0
 
 
