@@ -15,6 +15,10 @@ caching:
   soft threshold, then that floor;
 - with ``--sweep``: the soft threshold lowered (``soft_pct`` 0.45, 0.3) at OpenAI's rates, where acting earlier
   pays: bill and recall;
+- with ``--oracle-horizon``: the ceiling of a better estimate of how long a session will last. The cache-aware
+  decisions (``billing.economics.weigh_rewrite``) expect a session to last as many calls again as it has had; here
+  each session is replayed with the decisions handed the number of calls it really has left (foresight), at each
+  provider's rates with the policy priced for it: bill and recall beside the default's;
 - with ``--frontier``: the recall-bill frontier of the policy's knobs, at each provider's rates with the policy priced
   for it: every combination of the soft threshold (``soft_pct``), a tool-output budget (none, or a quarter of the
   hard threshold), and the masking batch (``clear_at_least`` 2,000 and 4 pairs kept, or 500 and 2), its recall and
@@ -22,6 +26,7 @@ caching:
   oracle could do at all is ``bench_bill_bound.py``.
 
     PYTHONPATH=src python bench/bench_bill.py [--sources lm32b,tau,claude] [--jobs N] [--sweep] [--frontier]
+        [--oracle-horizon]
 """
 
 from __future__ import annotations
@@ -136,7 +141,50 @@ def frontier(name: str, sessions: Sequence[RecordedSession], window: int, jobs: 
         print(f"\nCheapest at the table's recall: {min(fitting):.3f}" if fitting else "\nNone at the table's recall")
 
 
-def report(name: str, jobs: int, sweep: bool, with_frontier: bool = False) -> None:
+def calls_of(session: RecordedSession) -> int:
+    """The model calls a replay of ``session`` makes (one per recorded answer after the first message)."""
+    return sum(1 for i, m in enumerate(session.messages) if m.role == "assistant" and i)
+
+
+def oracle_horizon(name: str, sessions: Sequence[RecordedSession], window: int) -> None:
+    """Each session replayed with the decisions told how many calls it has left (see the module docstring)."""
+    from dataclasses import replace
+
+    import contextfold.billing.economics as economics
+
+    weigh = economics.weigh_rewrite
+    left: dict[str, int] = {"calls": 0}
+
+    def foreseen(rates: Any, case: economics.RewriteCase) -> economics.RewriteVerdict:
+        # weigh_rewrite expects as many calls again as turns_so_far: hand it the calls the session really has left.
+        return weigh(rates, replace(case, turns_so_far=max(0, left["calls"] - case.turns_so_far)))
+
+    print(f"\n{name}: the cache-aware decisions told how many calls each session has left (foresight):\n")
+    print("| rates (policy priced for) | recall, default → foreseen length | bill, default → foreseen length |")
+    print("|---|---|---|")
+    for provider, model in REFERENCE_MODELS.items():
+        cells = []
+        for oracle in (False, True):
+            units = reference = 0.0
+            found = needed = 0
+            economics.weigh_rewrite = foreseen if oracle else weigh
+            try:
+                for session in sessions:
+                    left["calls"] = calls_of(session)
+                    result = replay([session], window, Policy(cache_pricing=model), 1)
+                    units += result["bill"][provider]["view"]["units"]
+                    reference += result["bill"][provider]["unmanaged"]["units"]
+                    for t in result["per_session"][0]["series"]:
+                        found += t["in_view"]
+                        needed += t["needed"]
+            finally:
+                economics.weigh_rewrite = weigh
+            cells.append((found / max(needed, 1), units / reference))
+        (r0, b0), (r1, b1) = cells
+        print(f"| {provider} ({model}) | {100 * r0:.2f}% → {100 * r1:.2f}% | {b0:.3f} → {b1:.3f} |")
+
+
+def report(name: str, jobs: int, sweep: bool, with_frontier: bool = False, with_oracle: bool = False) -> None:
     path, window = SOURCES[name]
     sessions = load_sessions(DATA / path)
     started = time.perf_counter()
@@ -167,6 +215,8 @@ def report(name: str, jobs: int, sweep: bool, with_frontier: bool = False) -> No
                   f"{result['bill']['openai']['ratio']:.3f} |")
     if with_frontier:
         frontier(name, sessions, window, jobs)
+    if with_oracle:
+        oracle_horizon(name, sessions, window)
     print(f"  {name}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
 
 
@@ -176,9 +226,11 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--sweep", action="store_true", help="also lower the soft threshold at OpenAI's rates")
     parser.add_argument("--frontier", action="store_true", help="also sweep the policy's knobs at both rates")
+    parser.add_argument("--oracle-horizon", action="store_true",
+                        help="also replay with the decisions told each session's remaining calls (foresight)")
     args = parser.parse_args()
     for name in args.sources.split(","):
-        report(name, args.jobs, args.sweep, args.frontier)
+        report(name, args.jobs, args.sweep, args.frontier, args.oracle_horizon)
     return 0
 
 
