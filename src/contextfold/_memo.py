@@ -36,7 +36,8 @@ def text_key(text: str) -> tuple[int, int]:
 
 def size_of_strings(values: Iterable[str]) -> int:
     """About the bytes ``values`` hold (each string's characters and header)."""
-    return sum(len(v) + STRING_OVERHEAD_BYTES for v in values)
+    held = values if isinstance(values, (list, tuple)) else list(values)
+    return sum(map(len, held)) + STRING_OVERHEAD_BYTES * len(held)
 
 
 class TextMemo(Generic[V]):

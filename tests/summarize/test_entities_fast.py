@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextfold.importers import load_sessions
+from contextfold.summarize import entities
 from contextfold.summarize.entities import _extract, _extract_plain
 
 _PIECES = st.sampled_from([
@@ -45,7 +46,7 @@ def test_the_fast_extraction_equals_the_rules_run_plainly_on_every_recorded_mess
 
 
 def test_a_file_listing_with_many_paths_is_read_as_the_rules_read_it() -> None:
-    # Past _FIND_MAX_WORDS words holding paths, their occurrences are blanked by one split of the text instead.
+    # Many words holding paths, each repeated (read once, remembered by word).
     listing = "\n".join(f"./src/pkg{i % 7}/module_{i % 300}.py  size {i} KB, see src/pkg{i % 7}/module_{i % 300}.py"
                         for i in range(1_000))
     assert _extract(listing) == _extract_plain(listing)
@@ -65,3 +66,48 @@ def test_only_dotted_words_with_a_file_tail_are_read_as_bare_file_names() -> Non
     text = "self.value 1.5 end. os.path.join(a.py) x.json: y.tar.gz z.pyc w.py-x v.py_y Makefile.am README.md"
     assert _extract(text) == _extract_plain(text)
     assert {"a.py", "x.json", "y.tar.gz", "Makefile", "README.md"} <= set(_extract(text)["path"])
+
+
+# Where a number may cross whitespace ("3 s", "12,\tfiles", "2024-05-20 10:30"), words are read together; elsewhere a
+# word's findings are remembered by the word (issue 22). Pieces that put numbers, units and claimed spans side by side.
+_ACROSS_PIECES = st.sampled_from([
+    " ", "\t", "\n", "\r\n", "  ", "\u2028", "0", "7", "12", "3.5", "1,", ",", "2024-05-20", "10:30", "10:30:45", "T",
+    "ms", "s", "sec", "x", "%", "GB", "USD", "files", "tests", "items", "/tmp/a/b", "%/tmp/a/b", "a.py", "$", "v1.2.3",
+    "--flag", "foo", "Bar", "a_b", "(", ")", ".", "-", "https://x.io/p", "m@x.io",
+])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_ACROSS_PIECES, max_size=24).map("".join))
+def test_numbers_across_whitespace_are_read_as_the_rules_read_them(text: str) -> None:
+    assert _extract(text) == _extract_plain(text)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.lists(_ACROSS_PIECES | _PIECES, max_size=16).map("".join), min_size=2, max_size=4))
+def test_what_is_remembered_by_word_does_not_change_what_a_text_gives(texts: list[str]) -> None:
+    # Each text read after the others (its words remembered from them) gives what it gives read from nothing.
+    for text in texts:
+        _extract(text)
+    for text in texts:
+        remembered = _extract(text)
+        entities._unit_memo.clear()
+        assert remembered == _extract(text) == _extract_plain(text)
+
+
+def test_the_words_remembered_stay_within_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(entities, "_UNIT_MEMO_BYTES", 20_000)
+    monkeypatch.setattr(entities, "_unit_memo_bytes", 0)
+    entities._unit_memo.clear()
+    for i in range(200):
+        text = " ".join(f"w{i}_{j} /p{i}/q{j}.py {j}{i} ms" for j in range(10))
+        assert _extract(text) == _extract_plain(text)
+        assert entities._unit_memo_bytes <= 20_000
+    assert 0 < len(entities._unit_memo) < 200 * 30
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["\n", "\r\n", " ", "\t", "\r", "\u2028", "12", "7", "x", "a1", "-", "4096", "3.5"]),
+                max_size=20).map("".join))
+def test_line_numbers_are_dropped_as_the_listing_pattern_drops_them(text: str) -> None:
+    assert entities._without_line_numbers(text) == entities._LISTING_PREFIX.sub(" ", text)

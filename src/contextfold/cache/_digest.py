@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from itertools import repeat
 from typing import NamedTuple
 
 from .._memo import TextMemo, size_of_strings, text_key
@@ -130,11 +131,10 @@ _NON_WORD_TO_SPACE = str.maketrans({chr(c): " " for c in range(128) if chr(c) no
 
 def _mention_counts(text: str) -> Counter[str]:
     """How often each whole word occurs (``total_1`` is not counted inside ``total_10``), a sentence's dot left out."""
-    # (Counted in C; the few words ending in dots are folded after.)
-    counts = Counter(text.translate(_NON_WORD_TO_SPACE).split() if text.isascii() else _WORD_SPLIT.split(text))
-    for word in [word for word in counts if word.endswith(".")]:
-        counts[word.rstrip(".")] += counts.pop(word)
-    return counts
+    # (Counted in C, each word's trailing dots stripped as it is counted: a word and the same word ending a sentence
+    # are one count.)
+    words = text.translate(_NON_WORD_TO_SPACE).split() if text.isascii() else _WORD_SPLIT.split(text)
+    return Counter(map(str.rstrip, words, repeat(".")))
 
 
 class Material(NamedTuple):

@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from .._memo import TextMemo, size_of_strings, text_key
 from ..answered import without_notes
@@ -317,11 +318,11 @@ class _Mentions:
         weight = SOURCE_WEIGHTS[source]
         for kind, values in extract_entities_by_kind(text).items():
             item_weight = weight * KIND_WEIGHTS[kind]
-            self.items.extend((value, kind, item_weight, False) for value in values)
+            self.items.extend(zip(values, repeat(kind), repeat(item_weight), repeat(False)))
 
     def numbers(self, text: str, source: str) -> None:
         weight = SOURCE_WEIGHTS[source] * KIND_WEIGHTS["number"]
-        self.items.extend((value, "number", weight, True) for value in dict.fromkeys(bare_numbers(text)))
+        self.items.extend(zip(dict.fromkeys(bare_numbers(text)), repeat("number"), repeat(weight), repeat(True)))
 
 
 # Readings by message content (the text's hash; see contextfold._memo): 64 MB hold those of several windows.

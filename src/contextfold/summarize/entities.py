@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
+from itertools import accumulate, chain, compress, repeat
+from operator import add, is_, itemgetter
 
 from .._memo import TextMemo, size_of_strings, text_key
 from ..telemetry._pace import GilPacer
@@ -143,55 +145,228 @@ _RULES: tuple[_Rule, ...] = (
 
 # -- the fast way ------------------------------------------------------------------------------------------------
 # The engine tries a pattern without a literal or character-set prefix at every position of the text (~40-80 ns
-# each), so 15 patterns cost ~1 µs per character; the rules are run with the same results for less:
+# each), so 15 patterns cost ~1 µs per character. The rules are run with the same results for less (issue 22):
 #
-# - a rule whose every match contains a literal is skipped when the text lacks it (a URL needs "://");
+# - Every rule but _NUMBER matches within a whitespace-separated word, and what it finds there depends on that word
+#   alone (every look-behind and look-ahead treats whitespace as it treats the start or end of the text); blanking
+#   a claimed span inside a word only splits it. _NUMBER crosses whitespace in two ways only: a quantity whose unit
+#   follows one whitespace character ("3 s", "12 files") and a date followed by a space and a time. So a text is
+#   cut into units: its words, except that words joined by such a crossing (found by _NUMBER_ACROSS, a superset)
+#   stay one unit with the whitespace between them. What the rules find in a unit depends on the unit alone.
+# - A unit's findings, ``(rule, value)`` pairs in rule order, are remembered by the unit itself (_unit_memo): code,
+#   logs and listings repeat their words, within an output and across the outputs of a session, and a remembered
+#   word costs a dictionary lookup.
+# - Units not remembered are read together: each rule runs once over the units that can hold a match (a rule
+#   whose every match holds a literal reads only the units holding it), joined by two spaces (no rule crosses two
+#   whitespace characters), each match given back to its unit by its offset.
 # - _NUMBER_FAST is _NUMBER starting with a character set (the engine skips to a digit, "$" or "v"), the word
-#   boundary checked by a look-behind after that character;
-# - no rule but _NUMBER matches across whitespace, and within a whitespace-separated word a match depends on that
-#   word alone (every look-behind and look-ahead treats whitespace as it treats the start or end of the text): so
-#   the other rules read each distinct word once, and only the words that can hold a match (a path needs "/", "."
-#   or a bare file name), joined by spaces. Words are taken in order of first appearance, and so are the values.
+#   boundary checked by a look-behind after that character.
 #
-# tests/summarize/test_entities_fast.py checks the results against _RULES run the plain way (_extract_plain).
+# A value's first appearance in the text is in the first unit (in order of first appearance) whose findings hold
+# it, so the rules' values come out in the order the rules run over the whole text give them.
+# tests/summarize/test_entities_fast.py checks the results against _RULES run the plain way (_extract_plain);
+# bench/bench_entities.py against the previous implementation over every recorded message.
 _NUMBER_FAST = re.compile(
     r"[$\dv](?:(?<=\$)\d[\d,]*(?:\.\d+)?"
     r"|(?<=\d)(?<!\w.)\d{3}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b"
     r"|(?<!\w.)(?:(?<=v)\d+|(?<=\d)\d*)\.\d+\.\d+(?:[.-]\w+)?\b"
     rf"|(?<=\d)(?<!\w.)[\d,]*(?:\.\d+)?\s?(?:{_UNITS})(?![\w]))"
 )
-_BARE_FILE = re.compile(_BARE_FILES)  # (without the boundaries: finds every word that can hold one)
-_WHITESPACE_RUN = re.compile(r"(\s+)")
-# Up to this many words that held paths are blanked with str.find (each search may scan the rest of the text);
-# past it, one split of the text at whitespace (~50 ns a character) is cheaper.
-_FIND_MAX_WORDS = 64
-# Word filters that are not literals: holds an upper-case letter (or no lower-case one: str.islower() is False);
-# holds something besides letters (an id needs a digit).
-_UPPER: tuple[str, ...] = ("<upper>",)
-_NOT_ALPHA: tuple[str, ...] = ("<not alpha>",)
+# Where _NUMBER may cross one whitespace character: after a digit or a comma, before a unit or a time. ("%" is taken
+# whatever follows it: what follows may be a span an earlier rule claims, which reads as whitespace.)
+_NUMBER_ACROSS = re.compile(rf"[\d,]\s(?=(?:{_UNITS})(?![\w])|%|\d\d:\d\d)")
+_BARE_FILE = re.compile(_BARE_FILES)  # (without the boundaries: finds every unit that can hold one)
+# The tail of a bare file name (_PATH's third way): a unit with a dot and no slash holds a path only with one of these
+# (or a name of _BARE_FILES): the others (``self.value``, ``1.5``, a sentence's end) are not given to _PATH at all.
+_FILE_TAIL = re.compile(rf"\.(?:{_FILE_EXTENSIONS})(?![\w-])")
+_DIGIT = re.compile(r"\d")
+# Unit filters that are not literals: holds an upper-case letter (or no lower-case one: str.islower() is False);
+# holds something besides letters (an id needs a digit); can hold a path.
+_UPPER = "<upper>"
+_NOT_ALPHA = "<not alpha>"
+_PATH_LIKE = "<path>"
+_DIGITS = "<digit>"
 
-# Claiming rules over the whole text: (kind, pattern, filter, literals one of which every match holds).
-_WHOLE_TEXT: tuple[tuple[str, re.Pattern[str], Callable[[str], bool], tuple[str, ...]], ...] = (
-    ("url", _URL, _accept_any, ("://",)),
-    ("email", _EMAIL, _accept_any, ("@",)),
-    ("test", _NODE_ID, _accept_any, (".py::",)),
+# The rules of _RULES in the same order, each with what a unit needs to be read by it: literals (one of which every
+# match holds) or one of the filters above.
+_FAST_RULES: tuple[tuple[str, re.Pattern[str], Callable[[str], bool], bool, tuple[str, ...] | str], ...] = (
+    ("url", _URL, _accept_any, True, ("://",)),
+    ("email", _EMAIL, _accept_any, True, ("@",)),
+    ("test", _NODE_ID, _accept_any, True, (".py::",)),
+    ("path", _PATH, _accept_path, True, _PATH_LIKE),
+    ("number", _NUMBER_FAST, _accept_any, True, _DIGITS),
+    ("flag", _FLAG, _accept_any, True, ("--",)),
+    ("error", _ERROR, _accept_any, False, ("Error", "Exception", "Warning", "Exit", "Interrupt", "Failure")),
+    ("test", _TEST, _accept_any, False, ("est",)),  # test_x, x_test, TestX
+    ("identifier", _BACKTICK, _accept_backtick, False, ("`",)),
+    ("identifier", _DOTTED, _accept_dotted, False, (".",)),
+    ("identifier", _SNAKE, _accept_any, False, ("_",)),
+    ("identifier", _CAMEL, _accept_any, False, _UPPER),
+    ("identifier", _CALL, _accept_any, False, ("(",)),
+    ("id", _MIXED_ID, _accept_mixed_id, False, _NOT_ALPHA),
+    ("id", _CODE, _accept_any, False, _UPPER),
 )
-_AFTER_PATH: tuple[tuple[str, re.Pattern[str], Callable[[str], bool], tuple[str, ...]], ...] = (
-    ("number", _NUMBER_FAST, _accept_any, ()),
-    ("flag", _FLAG, _accept_any, ("--",)),
-)
-# Rules that claim nothing, over distinct words: (kind, pattern, filter, what a word needs to be read).
-_WORD_RULES: tuple[tuple[str, re.Pattern[str], Callable[[str], bool], tuple[str, ...]], ...] = (
-    ("error", _ERROR, _accept_any, ("Error", "Exception", "Warning", "Exit", "Interrupt", "Failure")),
-    ("test", _TEST, _accept_any, ("est",)),  # test_x, x_test, TestX
-    ("identifier", _BACKTICK, _accept_backtick, ("`",)),
-    ("identifier", _DOTTED, _accept_dotted, (".",)),
-    ("identifier", _SNAKE, _accept_any, ("_",)),
-    ("identifier", _CAMEL, _accept_any, _UPPER),
-    ("identifier", _CALL, _accept_any, ("(",)),
-    ("id", _MIXED_ID, _accept_mixed_id, _NOT_ALPHA),
-    ("id", _CODE, _accept_any, _UPPER),
-)
+_KIND_OF_RULE = tuple(rule[0] for rule in _FAST_RULES)
+_FIRST_WORD_RULE = next(i for i, rule in enumerate(_FAST_RULES) if not rule[3])  # (the first that claims nothing)
+
+_Findings = tuple[tuple[int, str], ...]
+# The findings of units (words) by unit, for every text of the process. Bounded by the bytes its keys and values
+# hold: once over, it is emptied (a word memo refills within one output; an LRU's bookkeeping would cost more per
+# lookup than a word's reading saves).
+_UNIT_MEMO_BYTES = 16 * 1024 * 1024
+_unit_memo: dict[str, _Findings] = {}
+_unit_memo_bytes = 0
+_NOTHING: _Findings = ()
+
+
+def _extract(text: str) -> dict[str, list[str]]:
+    # JSON-escaped text ("line\\nPython") must not read as the word "nPython".
+    work = _ESCAPE.sub("  ", text) if "\\" in text else text
+    if "[REDACTED:" in work:
+        work = _REDACTED.sub(_spaces, work)
+    units = list(dict.fromkeys(_units(work)))
+    memo = _unit_memo
+    known = list(map(memo.get, units))
+    missing = list(compress(units, map(is_, known, repeat(None))))
+    if missing:
+        read = _read_units(missing)
+        _remember(read)
+        known = list(map(read.get, units, known))
+    # (rule, value) pairs in the order of the units, then sorted by rule (stable: each rule's in order of the units).
+    pairs = list(chain.from_iterable(filter(None, known)))
+    pairs.sort(key=itemgetter(0))
+    found: dict[str, list[str]] = {kind: [] for kind in ENTITY_KINDS}
+    seen: set[str] = set()
+    for rule, value in pairs:
+        if value not in seen:
+            seen.add(value)
+            found[_KIND_OF_RULE[rule]].append(value)
+    return found
+
+
+def _remember(read: dict[str, _Findings]) -> None:
+    global _unit_memo_bytes
+    # (About: each unit and its entry, and each finding with its value.)
+    size = sum(map(len, read)) + 150 * len(read) + 100 * sum(map(len, read.values()))
+    if _unit_memo_bytes + size > _UNIT_MEMO_BYTES:
+        _unit_memo.clear()
+        _unit_memo_bytes = 0
+        if size > _UNIT_MEMO_BYTES:
+            return
+    _unit_memo.update(read)
+    _unit_memo_bytes += size
+
+
+def _units(work: str) -> list[str]:
+    """The units of ``work`` in order: its words, those a number may join kept together with what is between them."""
+    if _NUMBER_ACROSS.search(work) is None:
+        return work.split()
+    units: list[str] = []
+    done = 0  # where the text not yet cut into units starts
+    joined_start = joined_end = -1  # the unit of joined words being built
+    size = len(work)
+    for match in _NUMBER_ACROSS.finditer(work):
+        gap = match.start() + 1  # the whitespace character a number may cross
+        start = gap
+        while start > 0 and not work[start - 1].isspace():
+            start -= 1
+        end = gap + 1
+        while end < size and not work[end].isspace():
+            end += 1
+        if start < joined_end:  # the word before the gap ends the unit being built: it goes on
+            joined_end = end
+            continue
+        if joined_end >= 0:
+            units.extend(work[done:joined_start].split())
+            units.append(work[joined_start:joined_end])
+            done = joined_end
+        joined_start, joined_end = start, end
+    units.extend(work[done:joined_start].split())
+    units.append(work[joined_start:joined_end])
+    units.extend(work[joined_end:].split())
+    return units
+
+
+def _read_units(units: list[str]) -> dict[str, _Findings]:
+    """Each (distinct) unit's findings: ``(rule index, value)`` pairs by rule (as _FAST_RULES), then by place."""
+    work = list(units)  # each unit with what claiming rules took blanked
+    everything = "  ".join(units)
+    found: dict[int, list[tuple[int, str]]] = {}
+    upper: list[int] | None = None
+    claimed: set[int] = set()  # the units a claiming rule took something from
+    for rule, (kind, pattern, accept, claims, needs) in enumerate(_FAST_RULES):
+        if rule == _FIRST_WORD_RULE and claimed:
+            # What is left of a unit once claimed spans are blank: its pieces (the rules left treat any whitespace
+            # alike, and blank spans would only be scanned for nothing).
+            for i in claimed:
+                work[i] = "  ".join(work[i].split())
+        if needs is _PATH_LIKE:
+            if _BARE_FILE.search(everything) is None:
+                chosen = [i for i, unit in enumerate(work)
+                          if "/" in unit or ("." in unit and _FILE_TAIL.search(unit) is not None)]
+            else:
+                chosen = [i for i, unit in enumerate(work)
+                          if "/" in unit or ("." in unit and _FILE_TAIL.search(unit) is not None)
+                          or _BARE_FILE.search(unit) is not None]
+        elif needs is _DIGITS:
+            if _DIGIT.search(everything) is None:
+                continue
+            chosen = list(range(len(work)))  # (a search per unit costs more than reading them all at once)
+        elif needs is _UPPER:
+            if upper is None:  # (the same units for both rules: no rule after the claiming ones blanks anything)
+                upper = [i for i, unit in enumerate(work) if unit and not unit.islower()]
+            chosen = upper
+        elif needs is _NOT_ALPHA:
+            chosen = [i for i, unit in enumerate(work) if unit and not unit.isalpha()]
+        else:
+            present = [literal for literal in needs if literal in everything]
+            if not present:
+                continue
+            if len(present) == 1:
+                literal = present[0]
+                chosen = [i for i, unit in enumerate(work) if literal in unit]
+            else:
+                hit: set[int] = set()
+                for literal in present:
+                    hit.update(i for i, unit in enumerate(work) if literal in unit)
+                chosen = sorted(hit)
+        if chosen:
+            _run_rule(rule, kind, pattern, accept, claims, chosen, work, found, claimed)
+    read = dict.fromkeys(units, _NOTHING)
+    read.update((units[i], tuple(findings)) for i, findings in found.items())
+    return read
+
+
+def _run_rule(rule: int, kind: str, pattern: re.Pattern[str], accept: Callable[[str], bool], claims: bool,
+              chosen: list[int], work: list[str], found: dict[int, list[tuple[int, str]]], claimed: set[int]) -> None:
+    """One rule over the ``chosen`` units of ``work`` (joined by two spaces); claims blanked in ``work``."""
+    if len(chosen) == 1:
+        joined = work[chosen[0]]
+        starts = [0]
+    else:
+        pieces = [work[i] for i in chosen]
+        joined = "  ".join(pieces)
+        starts = list(accumulate(map(add, map(len, pieces), repeat(2)), initial=0))
+    group = 1 if pattern.groups else 0
+    identifier = kind == "identifier"
+    any_value = accept is _accept_any
+    one = len(starts) == 1
+    spans_by_unit: dict[int, list[tuple[int, int]]] = {}
+    for match in pattern.finditer(joined):
+        value = match.group(group).rstrip(_TRAILING)
+        if identifier and value.endswith("()"):
+            value = value[:-2]
+        if len(value) < 3 if any_value else not value or not accept(value):
+            continue
+        start = match.start()
+        k = 0 if one else bisect_right(starts, start) - 1
+        found.setdefault(chosen[k], []).append((rule, value))
+        if claims:
+            spans_by_unit.setdefault(k, []).append((start - starts[k], match.end() - starts[k]))
+    for k, spans in spans_by_unit.items():
+        i = chosen[k]
+        work[i] = _blank(work[i], spans)
+        claimed.add(i)
 
 
 def extract_entities_by_kind(text: str) -> dict[str, list[str]]:
@@ -242,48 +417,6 @@ def warm_entities(texts: Iterable[str]) -> int:
     return done
 
 
-def _extract(text: str) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {kind: [] for kind in ENTITY_KINDS}
-    seen: set[str] = set()
-    # JSON-escaped text ("line\\nPython") must not read as the word "nPython".
-    work = _ESCAPE.sub("  ", text) if "\\" in text else text
-    if "[REDACTED:" in work:
-        work = _REDACTED.sub(_spaces, work)
-    for kind, pattern, accept, literals in _WHOLE_TEXT:
-        if any(literal in work for literal in literals):
-            if pattern is _EMAIL:
-                work = _read_emails(work, found, seen)
-            else:
-                work = _read(work, kind, pattern, accept, found, seen, claims=True)
-    work = _read_paths(work, found, seen)
-    for kind, pattern, accept, literals in _AFTER_PATH:
-        if not literals or any(literal in work for literal in literals):
-            work = _read(work, kind, pattern, accept, found, seen, claims=True)
-    words = list(dict.fromkeys(work.split()))
-    everything = " ".join(words)
-    for kind, pattern, accept, needs in _WORD_RULES:
-        if needs is _UPPER:
-            chosen = [w for w in words if not w.islower()]
-        elif needs is _NOT_ALPHA:
-            chosen = [w for w in words if not w.isalpha()]
-        else:
-            chosen = _words_with(words, everything, needs)
-        if chosen:
-            _read(" ".join(chosen), kind, pattern, accept, found, seen, claims=False)
-    return found
-
-
-def _words_with(words: list[str], everything: str, literals: tuple[str, ...]) -> list[str]:
-    """The words holding one of ``literals`` (``everything``: the words joined, to rule literals out at once)."""
-    present = [literal for literal in literals if literal in everything]
-    if len(present) <= 1:
-        return [w for w in words if present[0] in w] if present else []
-    hit: set[str] = set()
-    for literal in present:
-        hit.update(w for w in words if literal in w)
-    return [w for w in words if w in hit]
-
-
 def _read(work: str, kind: str, pattern: re.Pattern[str], accept: Callable[[str], bool], found: dict[str, list[str]],
           seen: set[str], *, claims: bool) -> str:
     """One rule over ``work``: its values into ``found``; ``work`` with the claimed spans blanked."""
@@ -302,99 +435,6 @@ def _read(work: str, kind: str, pattern: re.Pattern[str], accept: Callable[[str]
             seen.add(value)
             values.append(value)
     return _blank(work, spans) if spans else work
-
-
-def _read_emails(work: str, found: dict[str, list[str]], seen: set[str]) -> str:
-    """The e-mail rule (``_EMAIL``) tried only where an "@" is; ``work`` with every address blanked.
-
-    The pattern has no prefix the engine can skip to, so it was tried at every position of the text (Python code
-    has "@" in its decorators). A match holds exactly one "@" and starts where the run of local-part characters
-    before it starts (its look-behind fails anywhere inside that run), so it is tried there, once per "@".
-    """
-    spans: list[tuple[int, int]] = []
-    values = found["email"]
-    end = 0  # where the last address ended: the next one starts at or after it
-    at = work.find("@")
-    while at >= 0:
-        start = at
-        while start > end and (work[start - 1].isalnum() or work[start - 1] in _EMAIL_LOCAL_MARKS):
-            start -= 1
-        match = _EMAIL.match(work, start) if start < at else None
-        if match is not None:
-            value = match.group().rstrip(_TRAILING)
-            if value:  # (_accept_any: an address is never shorter than 3)
-                spans.append(match.span())
-                end = match.end()
-                if value not in seen:
-                    seen.add(value)
-                    values.append(value)
-        at = work.find("@", max(at + 1, end))
-    return _blank(work, spans) if spans else work
-
-
-# Besides letters, digits and "_" (str.isalnum() and "_" are what \w matches), what the local part of _EMAIL holds.
-_EMAIL_LOCAL_MARKS = "_.+-"
-# The tail of a bare file name (_PATH's third way): a word with a dot and no slash holds a path only with one of these
-# (or a name of _BARE_FILES): the others (``self.value``, ``1.5``, a sentence's end) are not given to _PATH at all.
-_FILE_TAIL = re.compile(rf"\.(?:{_FILE_EXTENSIONS})(?![\w-])")
-
-
-def _read_paths(work: str, found: dict[str, list[str]], seen: set[str]) -> str:
-    """The path rule, over the distinct words that can hold a path; ``work`` with every path blanked."""
-    distinct = dict.fromkeys(work.split())
-    if _BARE_FILE.search(work) is None:
-        chosen = [w for w in distinct if "/" in w or ("." in w and _FILE_TAIL.search(w) is not None)]
-    else:
-        chosen = [w for w in distinct if "/" in w or ("." in w and _FILE_TAIL.search(w) is not None)
-                  or _BARE_FILE.search(w) is not None]
-    if not chosen:
-        return work
-    starts: list[int] = []
-    offset = 0
-    for w in chosen:
-        starts.append(offset)
-        offset += len(w) + 1
-    claimed: dict[int, list[tuple[int, int]]] = {}
-    values = found["path"]
-    for match in _PATH.finditer(" ".join(chosen)):
-        value = match.group().rstrip(_TRAILING)
-        if not value or not _accept_path(value):
-            continue
-        start, end = match.span()
-        index = bisect_right(starts, start) - 1
-        claimed.setdefault(index, []).append((start - starts[index], end - starts[index]))
-        if value not in seen:
-            seen.add(value)
-            values.append(value)
-    if not claimed:
-        return work
-    if len(claimed) > _FIND_MAX_WORDS:
-        # Many words held paths (a file listing): each str.find below would scan to the end of the text, so the
-        # text is split at whitespace once instead, and every occurrence of those words replaced.
-        blanked_words = {chosen[i]: _blank(chosen[i], spans) for i, spans in claimed.items()}
-        parts = _WHITESPACE_RUN.split(work)  # words at even indexes, the whitespace between them at odd ones
-        parts[0::2] = [blanked_words.get(w, w) for w in parts[0::2]]
-        return "".join(parts)
-    # Blank every occurrence of a word that held a path: found with str.find, kept when it is a whole word.
-    edits: list[tuple[int, int, str]] = []
-    for index, spans in claimed.items():
-        word = chosen[index]
-        blanked = _blank(word, spans)
-        at = work.find(word)
-        while at >= 0:
-            end = at + len(word)
-            if (at == 0 or work[at - 1].isspace()) and (end == len(work) or work[end].isspace()):
-                edits.append((at, end, blanked))
-            at = work.find(word, at + 1)
-    edits.sort()
-    pieces: list[str] = []
-    last = 0
-    for start, end, blanked in edits:
-        pieces.append(work[last:start])
-        pieces.append(blanked)
-        last = end
-    pieces.append(work[last:])
-    return "".join(pieces)
 
 
 def _extract_plain(text: str) -> dict[str, list[str]]:
@@ -425,6 +465,17 @@ _NUMBERS_CACHE_BYTES = 16 * 1024 * 1024
 _numbers_cache: TextMemo[tuple[str, ...]] = TextMemo(_NUMBERS_CACHE_BYTES)
 # The line-number column of a numbered listing (``cat -n``, SWE-agent's file viewer, grep -n).
 _LISTING_PREFIX = re.compile(r"^\s*\d+[\t ]", re.MULTILINE)
+# The same found from the line breaks (a literal the engine skips to; "^" is tried at every position), and at the start.
+_LISTING_PREFIX_AFTER_BREAK = re.compile(r"\n\s*\d+[\t ]")
+_LISTING_PREFIX_AT_START = re.compile(r"\s*\d+[\t ]")
+
+
+def _without_line_numbers(text: str) -> str:
+    """``_LISTING_PREFIX.sub(" ", text)``: each line's number column, with the whitespace before it, made one space."""
+    first = _LISTING_PREFIX_AT_START.match(text)
+    if first is not None:
+        text = " " + text[first.end():]
+    return _LISTING_PREFIX_AFTER_BREAK.sub("\n ", text) if "\n" in text else text
 
 
 def bare_numbers(text: str) -> list[str]:
@@ -441,7 +492,7 @@ def bare_numbers(text: str) -> list[str]:
     key = text_key(text)
     cached = _numbers_cache.get(key)
     if cached is None:
-        cached = tuple(_BARE_NUMBER.findall(_LISTING_PREFIX.sub(" ", readable(text))))
+        cached = tuple(_BARE_NUMBER.findall(_without_line_numbers(readable(text))))
         _numbers_cache.put(key, cached, size_of_strings(cached))
     return list(cached)
 
