@@ -106,3 +106,21 @@ def test_a_rewrite_that_takes_the_place_of_the_forced_one_pays_even_at_anthropic
     assert not weigh_rewrite(ANTHROPIC, young).act
     # Without caching nothing is replaced: every rewrite pays at once anyway.
     assert not weigh_rewrite(NONE, deep).replaces_forced
+
+
+def test_a_cache_the_provider_has_dropped_costs_nothing_to_rewrite() -> None:
+    """Idle longer than the provider's cache lifetime: the next call pays the whole view anyway (written at
+    Anthropic, fresh at OpenAI), so a rewrite now invalidates nothing and pays whatever the horizon."""
+    idle = RewriteCase(tokens=8_200, freed=1_700, reusable=0, growth_per_turn=400, turns_so_far=10, hard=13_600,
+                       idle_s=301.0)
+    verdict = weigh_rewrite(ANTHROPIC, idle)
+    assert verdict.act and verdict.expired and verdict.invalidated_tokens == 0
+    assert verdict.invalidation_cost == pytest.approx(-1.25 * 1_700)  # only the tokens it no longer writes
+    assert "the cache expired (idle 301 s, lifetime 300 s)" in verdict.reason()
+    # At the lifetime itself the entry is still there (Anthropic refreshes it on use): the usual verdict, a wait.
+    assert not weigh_rewrite(ANTHROPIC, RewriteCase(8_200, 1_700, 0, 400, 10, 13_600, idle_s=300.0)).act
+    # The 1-hour cache lives longer: ten minutes idle is still warm.
+    assert not weigh_rewrite(cache_rates("claude-sonnet-4", ttl="1h"), RewriteCase(8_200, 1_700, 0, 400, 10, 13_600,
+                                                                                 idle_s=600.0)).expired
+    assert weigh_rewrite(OPENAI, RewriteCase(8_200, 1_700, 5_000, 400, 10, 13_600, idle_s=900.0)).invalidated_tokens \
+        == 0

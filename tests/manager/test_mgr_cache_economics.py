@@ -4,6 +4,7 @@ invalidates, up to the hard threshold, which always acts; every verdict is an ev
 from __future__ import annotations
 
 import itertools
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -208,3 +209,32 @@ def test_at_anthropic_prices_one_deep_masking_takes_the_place_of_the_forced_one(
     outputs = [m for m in cm.messages() if m.role == "tool"]
     masked = [m.text.startswith("[tool output trimmed") for m in outputs]
     assert masked[:6] == [True] * 6 and masked[-4:] == [False] * 4
+
+
+def test_after_an_idle_gap_longer_than_the_cache_lifetime_the_waiting_masking_happens_at_once() -> None:
+    """At Claude's prices a masking batch between soft and hard waits (it would pay for the cache it invalidates);
+    when the session then sits idle past the cache's 5-minute lifetime, the provider has dropped the cache: the next
+    call writes the whole view anyway, so the batch is taken then, and its event says why."""
+    now = [datetime(2026, 11, 26, 12, 0, tzinfo=UTC)]
+    sink = RecordingTelemetry()
+    cm = ContextManager("gpt-4o", max_context_tokens=16_000, store="memory", archive=False, telemetry=sink,
+                        message_id_prefix="t", clock=lambda: now[0],
+                        policy={"clear_at_least": 1_000, "cache_pricing": "claude-sonnet-4"})
+    cm.add([Message.system("You are a coding agent."), Message.user("measure every module and report")])
+    waited = 0
+    for n in range(20):
+        now[0] += timedelta(seconds=30)
+        cm.add([Message.assistant(f"step {n}", [ToolCall(f"c{n}", "measure", f'{{"module": {n}}}')]),
+                Message.tool(f"c{n}", OUTPUT.replace("measure", f"measure{n}"))])
+        cm.prepare()
+        waited = sum(1 for d in decisions(sink) if not d.applied)
+        if waited:
+            break
+    assert waited and cm.maskings == 0 and cm.tokens() > cm.budgets.soft
+    now[0] += timedelta(minutes=6)  # the user went for coffee
+    cm.add([Message.user("also measure the tests")])
+    cm.prepare()
+    assert cm.maskings == 1
+    taken = decisions(sink)[-1]
+    assert taken.applied and not taken.forced and taken.invalidated_tokens == 0
+    assert "the cache expired (idle 360 s, lifetime 300 s)" in taken.reason

@@ -21,6 +21,11 @@ turns, it takes that forced rewrite's place (one rewrite either way), so it cost
 pays, and saves reading the freed tokens until then plus the larger invalidation of the later rewrite. This is why
 one deep rewrite (all the outputs masking may take, not just enough to get under soft) can pay where a shallow one
 does not: the following calls append for long, instead of a shallow batch now and a forced rewrite later.
+
+**A cache the provider has dropped.** An entry lives ``rates.lifetime_s`` after its last use (5 minutes at
+Anthropic and, at least, at OpenAI). When the session has been idle longer than that (``idle_s``: a user who went
+away, a tool that ran for minutes), the next call pays for the whole view anyway, so a rewrite invalidates nothing:
+it pays whatever the horizon, and a change that waited for the cache to pay is best made then.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class RewriteCase:
         growth_per_turn: Tokens the view gains per call on average (new messages after write-time truncation).
         turns_so_far: Calls the session has made.
         hard: The hard threshold, where a rewrite happens whatever it costs.
+        idle_s: Seconds since the previous call used the cache (0: unknown or none).
     """
 
     tokens: int
@@ -52,6 +58,7 @@ class RewriteCase:
     growth_per_turn: float
     turns_so_far: int
     hard: int
+    idle_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +71,9 @@ class RewriteVerdict:
     horizon_turns: float
     invalidated_tokens: int
     replaces_forced: bool = False
+    expired: bool = False  # the provider had dropped the cache: nothing to invalidate
+    idle_s: float = 0.0
+    lifetime_s: float = 0.0
 
     @property
     def net(self) -> float:
@@ -78,6 +88,9 @@ class RewriteVerdict:
         if self.replaces_forced:
             text += ("; it takes the place of the rewrite the hard threshold forces in "
                      f"{self.horizon_turns:.1f} turns, and the view then stays under hard for the expected turns")
+        if self.expired:
+            text += (f"; the cache expired (idle {self.idle_s:.0f} s, lifetime {self.lifetime_s:.0f} s): the next "
+                     "call pays for the whole view anyway")
         return text
 
 
@@ -102,7 +115,8 @@ def weigh_rewrite(rates: CacheRates, case: RewriteCase) -> RewriteVerdict:
     """Whether ``case`` pays for the cache it invalidates within the turns it can save anything (see the module)."""
     read = rates.read_ratio
     unread = rates.write_ratio if rates.scheme == "breakpoints" else 1.0
-    invalidated = max(0, case.tokens - case.reusable)
+    expired = rates.scheme != "none" and case.idle_s > rates.lifetime_s
+    invalidated = 0 if expired else max(0, case.tokens - case.reusable)
     cost = (unread - read) * invalidated - unread * case.freed if rates.scheme != "none" else -float(case.freed)
     room = case.hard - case.tokens
     growth = case.growth_per_turn
@@ -116,4 +130,5 @@ def weigh_rewrite(rates: CacheRates, case: RewriteCase) -> RewriteVerdict:
         # The forced rewrite at hard would invalidate the view's growth until then too: that much more is saved.
         saving += (unread - read) * max(0, room)
     return RewriteVerdict(saving >= cost or replaces, round(saving, 1), round(cost, 1), round(horizon, 2),
-                          invalidated, replaces)
+                          invalidated, replaces, expired, case.idle_s if expired else 0.0,
+                          rates.lifetime_s if expired else 0.0)

@@ -6,14 +6,20 @@ output is narrowed again the next turn, which rewrites from there. Each is weigh
 (``policy.cache_pricing``, or the manager's model): it happens when what it saves over the turns it can save
 anything pays for the cached tokens it invalidates; otherwise it waits, up to the hard threshold, which acts
 whatever the cost. Every verdict is a ``compact.cache_decision`` event with its figures.
+
+Each call notes when it happened (the manager's clock, else a monotonic one): a call after an idle gap longer than
+the provider's cache lifetime finds the cache dropped, so a rewrite then invalidates nothing and pays.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from ..billing.economics import RewriteVerdict
     from ..billing.rates import CacheRates
     from ..compaction import Policy
@@ -29,7 +35,7 @@ class CacheEconomics:
     """Weighs rewrites for one session; tracks what the verdicts need (growth per call, calls, the last request)."""
 
     def __init__(self, *, policy: Policy, model: ModelInfo, counter: MessageCounter, tracer: Tracer,
-                 session_id: str) -> None:
+                 session_id: str, clock: Callable[[], datetime] | None = None) -> None:
         self.enabled = policy.cache_aware and policy.enabled
         self._pricing = policy.cache_pricing
         self._model = model
@@ -41,6 +47,16 @@ class CacheEconomics:
         self.calls = 0
         self.previous_transient = False  # the last view prepared carried a message the next one changes back
         self.waited = False  # the last rewrite weighed waits for the cache to pay
+        self._clock = clock
+        self._called_at: float | None = None  # when the last call was prepared (seconds, the clock's)
+        self.idle_s = 0.0  # seconds between the last two calls: the cache's idle time when this call is sent
+
+    def called(self, calls: int) -> None:
+        """A model call is being prepared (the ``calls``-th): note how long the cache has sat idle since the last."""
+        now = self._clock().timestamp() if self._clock is not None else time.monotonic()
+        self.idle_s = max(0.0, now - self._called_at) if self._called_at is not None else 0.0
+        self._called_at = now
+        self.calls = calls
 
     @property
     def rates(self) -> CacheRates:
@@ -82,7 +98,7 @@ class CacheEconomics:
         rates = self.rates
         reusable = reusable_head(rates, change_at=change_at, pinned=pinned, parts_after=parts_after)
         case = RewriteCase(tokens=tokens, freed=freed, reusable=reusable, growth_per_turn=self.growth_per_turn,
-                           turns_so_far=self.calls, hard=hard)
+                           turns_so_far=self.calls, hard=hard, idle_s=self.idle_s)
         return weigh_rewrite(rates, case)
 
     def record(self, action: str, verdict: RewriteVerdict, *, tokens: int, freed: int) -> RewriteVerdict:

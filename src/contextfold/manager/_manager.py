@@ -170,7 +170,7 @@ class ContextManager:
         self._idle = IdleCompactions()
         # Whether a masking batch, a soft compaction or a wider answered output pays for the prompt cache it costs.
         self._economics = CacheEconomics(policy=self.policy, model=self.model, counter=self.counter,
-                                         tracer=self.tracer, session_id=self.session_id)
+                                         tracer=self.tracer, session_id=self.session_id, clock=self._clock)
         self._masking = Masking(cache=self.cache, view=self._view, counter=self.counter, policy=self.policy,
                                 steering=self.steering, economics=self._economics, secrets=self._secrets,
                                 tracer=self.tracer, session_id=self.session_id)
@@ -501,7 +501,7 @@ class ContextManager:
     def _prepare_view(self) -> None:
         """Apply a finished background compaction and the policy, inside the model call's span."""
         self._calls += 1
-        self._economics.calls = self._calls
+        self._economics.called(self._calls)
         with self.tracer.span(CALL_SPAN, kind=CALL_KIND, call=self._calls, model=self.model.name) as span:
             if self._calls == 1:
                 self._apply_stored_limit()
