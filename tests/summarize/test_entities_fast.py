@@ -104,6 +104,7 @@ def test_the_words_remembered_stay_within_their_bound(monkeypatch: pytest.Monkey
         assert _extract(text) == _extract_plain(text)
         assert entities._unit_memo_bytes <= 20_000
     assert 0 < len(entities._unit_memo) < 200 * 30
+    assert "w199_9" in entities._unit_memo  # the newest words stay (the older half goes first)
 
 
 @settings(max_examples=300, deadline=None)

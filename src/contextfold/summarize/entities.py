@@ -11,9 +11,10 @@ weaker kinds run, so ``/testbed/a/b.py`` yields the path and not also ``b.py`` o
 from __future__ import annotations
 
 import re
+import threading
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
-from itertools import accumulate, chain, compress, repeat
+from itertools import accumulate, chain, compress, islice, repeat
 from operator import add, is_, itemgetter
 
 from .._memo import TextMemo, size_of_strings, text_key
@@ -211,11 +212,12 @@ _FIRST_WORD_RULE = next(i for i, rule in enumerate(_FAST_RULES) if not rule[3]) 
 
 _Findings = tuple[tuple[int, str], ...]
 # The findings of units (words) by unit, for every text of the process. Bounded by the bytes its keys and values
-# hold: once over, it is emptied (a word memo refills within one output; an LRU's bookkeeping would cost more per
-# lookup than a word's reading saves).
-_UNIT_MEMO_BYTES = 16 * 1024 * 1024
+# hold: once over, the older half is dropped (first remembered, first dropped: an LRU's bookkeeping would cost more
+# per lookup than a word's reading saves). 32 MB hold ~150,000 words, the vocabulary of many sessions.
+_UNIT_MEMO_BYTES = 32 * 1024 * 1024
 _unit_memo: dict[str, _Findings] = {}
 _unit_memo_bytes = 0
+_unit_memo_lock = threading.Lock()
 _NOTHING: _Findings = ()
 
 
@@ -246,15 +248,23 @@ def _extract(text: str) -> dict[str, list[str]]:
 
 def _remember(read: dict[str, _Findings]) -> None:
     global _unit_memo_bytes
-    # (About: each unit and its entry, and each finding with its value.)
-    size = sum(map(len, read)) + 150 * len(read) + 100 * sum(map(len, read.values()))
-    if _unit_memo_bytes + size > _UNIT_MEMO_BYTES:
-        _unit_memo.clear()
-        _unit_memo_bytes = 0
-        if size > _UNIT_MEMO_BYTES:
-            return
-    _unit_memo.update(read)
-    _unit_memo_bytes += size
+    size = _units_size(read)
+    if size > _UNIT_MEMO_BYTES:
+        return
+    with _unit_memo_lock:
+        while _unit_memo_bytes + size > _UNIT_MEMO_BYTES and _unit_memo:
+            # The older half goes (first remembered first: a dict keeps the order units were added in).
+            dropped = {unit: _unit_memo[unit] for unit in islice(_unit_memo, max(1, len(_unit_memo) // 2))}
+            for unit in dropped:
+                del _unit_memo[unit]
+            _unit_memo_bytes = max(0, _unit_memo_bytes - _units_size(dropped))
+        _unit_memo.update(read)
+        _unit_memo_bytes += size
+
+
+def _units_size(read: dict[str, _Findings]) -> int:
+    """About the bytes units and their findings hold: each unit and its entry, each finding with its value."""
+    return sum(map(len, read)) + 150 * len(read) + 100 * sum(map(len, read.values()))
 
 
 def _units(work: str) -> list[str]:
