@@ -78,3 +78,22 @@ def test_words_scanned_in_bulk_are_found_as_when_scanned_one_by_one(words: list[
     assert not redactor.memory.values()  # (scanning learns nothing)
     for word in words:
         assert redactor.scan(word) == list(redactor._scan(word))
+
+
+_SHARED_PREFILTER = Redactor()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_WORDS), st.sampled_from(["pass", "Key", "İ", "\x00", "ſecret", "ghp_"]),
+                          st.text(max_size=30)), min_size=1, max_size=24))
+def test_words_read_joined_are_suspected_as_when_read_one_by_one(words: list[str]) -> None:
+    # Issue 22: scan_words reads a digest's items joined (one automaton call for all): every word holding a
+    # trigger or a need must still be suspected, and no other.
+    redactor = _SHARED_PREFILTER
+    redactor.patterns
+    fresh = list(dict.fromkeys(w for w in words if w))
+    one_by_one: set[int] = set()
+    joined: set[int] = set()
+    redactor._suspect_texts(fresh, one_by_one)
+    redactor._suspect_texts(fresh, joined, joined=True)
+    assert joined == one_by_one

@@ -506,7 +506,7 @@ class Redactor:
                 self.scan(word)
             return
         suspects: set[int] = set()
-        self._suspect_texts(fresh, suspects)
+        self._suspect_texts(fresh, suspects, joined=True)  # (short words: one automaton call for all)
         for i, word in enumerate(fresh):
             if i in suspects:
                 self.scan(word)
