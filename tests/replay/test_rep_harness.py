@@ -152,3 +152,25 @@ def test_tau_bench_policy_and_user_messages_stay_in_view_at_4000_tokens() -> Non
 def test_an_unknown_model_is_named_before_anything_runs(claude_session: RecordedSession) -> None:
     with pytest.raises(UnknownModel, match="no-such-model"):
         SessionReplayer(claude_session, ReplayOptions(model="no-such-model"))
+
+
+def test_the_manager_sees_the_replays_call_interval(claude_session: RecordedSession) -> None:
+    """The replay bills calls ``call_interval_s`` apart, and the manager's cache decisions see the same spacing (its
+    clock is the replay's). 30 s apart, the soft compaction of turn 48 waits at Claude's prices (it would not pay for
+    the cache it invalidates); 10 minutes apart, every call finds the provider's 5-minute cache dropped, so nothing
+    waits: rewrites cost no cache, and masking keeps the view under soft (issue 25)."""
+    from dataclasses import replace
+
+    head = replace(claude_session, messages=claude_session.messages[:50])
+
+    def decided(interval: float) -> list[tuple[int, str, bool, str]]:
+        result = replay_session(head, ReplayOptions(window=16_000, policy={"cache_pricing": "claude-sonnet-4"},
+                                                    call_interval_s=interval))
+        return [(e["turn"], e["data"]["action"], e["data"]["applied"], e["data"]["reason"])
+                for e in result["events"] if e["name"] == "compact.cache_decision"]
+
+    warm, idle = decided(30.0), decided(600.0)
+    assert [d[:3] for d in warm] == [(34, "mask", True), (48, "soft", False)]
+    assert not any("expired" in d[3] for d in warm)
+    assert [d[:3] for d in idle] == [(34, "mask", True), (40, "mask", True)]
+    assert all("the cache expired (idle 600 s, lifetime 300 s)" in d[3] for d in idle)

@@ -17,6 +17,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +107,10 @@ class ReplayOptions:
         }
 
 
+# Where the replay's clock starts (recordings carry no times; any fixed instant keeps runs reproducible).
+_CLOCK_START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
 def manager_session_id(session_id: str) -> str:
     """The id the manager and the archive use: archive ids allow only letters, digits, ``.``, ``_`` and ``-``.
 
@@ -179,6 +184,7 @@ class SessionReplayer:
         self.format = self.options.format or session.format
         self.wire = get_format(self.format)
         self.telemetry = RecordingTelemetry()
+        self._call = 0  # the model calls made so far: the replay's clock reads call_interval_s per call
         self.manager = ContextManager(
             self.options.model,
             max_context_tokens=self.options.window,
@@ -191,6 +197,8 @@ class SessionReplayer:
             redact=self.options.redact,
             # one replay owns its session: fixed ids keep the figures and events reproducible
             message_id_prefix=f"{manager_session_id(session.id)}:replay",
+            # the calls' spacing the bills assume, so that cache decisions see the same (an idle cache expires)
+            clock=self._now,
         )
         # The figures are token counts: they must be exact from the first turn, never the byte upper bounds a
         # lazy counter gives while its tokenizer loads (those would make a run's figures depend on load timing).
@@ -206,6 +214,10 @@ class SessionReplayer:
         self._tau = session.source == "tau_bench"
         system = next((m for m in session.messages if m.role == "system"), None)
         self._policy_text = system.text if system is not None and self._tau else ""
+
+    def _now(self) -> datetime:
+        """The replay's clock: the recording's calls ``call_interval_s`` apart, from a fixed start."""
+        return _CLOCK_START + timedelta(seconds=self._call * self.options.call_interval_s)
 
     # -- running ------------------------------------------------------------------------------------------------
     def run(self, on_turn: Callable[[TurnMetrics], None] | None = None) -> dict[str, Any]:
@@ -278,6 +290,7 @@ class SessionReplayer:
         if rest > 0:  # tool schemas, reply priming, the provider's grounding: sent after the messages, never cached
             blocks.append(Block(f"rest:{rest}", rest))
         bills = self._meter.request(blocks)
+        self._call += 1
         unmanaged = self._unmanaged_meter.extend(st.raw_pending)
         st.raw_pending = []
         output_cost = cm.model.cost(output=output_tokens)
