@@ -221,10 +221,32 @@ class ToolOutputCache:
         return memo
 
     # -- storing ----------------------------------------------------------------------------------------------
+    def stage(self, text: str) -> str:
+        """The ref id ``text`` will be stored under; what storing it needs is kept for :meth:`put` (read-ahead).
+
+        Encoding, hashing and counting the lines of an output were most of storing it, in the masking turn that
+        stores it (issue 22): the read-ahead stages each output masking may take soon, and :meth:`put` of the same
+        text object finds them done. Nothing is written to the store here.
+        """
+        staged = self._ref_ids.staged(text)
+        if staged is not None:
+            return staged[0]
+        data = _encode(text)
+        ref_id = ref_id_for(data)
+        self._ref_ids.stage(text, ref_id, data, count_lines(data))
+        return ref_id
+
     def put(self, text: str | bytes) -> ToolOutputRef:
         """Store a whole output (once: identical outputs share a ref) and return its ref."""
         data = text if isinstance(text, bytes) else None
-        ref_id = self._ref_ids.get(text) if isinstance(text, str) else None
+        staged = self._ref_ids.staged(text, take=True) if isinstance(text, str) else None
+        line_count: int | None = None
+        ref_id: str | None
+        if staged is not None:
+            ref_id, data, line_count = staged
+            self._ref_ids.put(str(text), ref_id)
+        else:
+            ref_id = self._ref_ids.get(text) if isinstance(text, str) else None
         if ref_id is None:
             data = data if data is not None else _encode(str(text))
             ref_id = ref_id_for(data)
@@ -240,7 +262,8 @@ class ToolOutputCache:
             return known
         if data is None:
             data = _encode(str(text))
-        line_count = count_lines(data)
+        if line_count is None:
+            line_count = count_lines(data)
         if self.store.size(ref_id) != len(data):
             index = build_line_index(data, line_count)
             if index is not None:
@@ -695,16 +718,47 @@ class _RefIds:
     (a ref names content: another text's ref would be another output); the texts are kept, so few and bounded.
     """
 
-    __slots__ = ("_chars", "_entries", "_lock")
+    __slots__ = ("_chars", "_entries", "_lock", "_staged", "_staged_chars")
 
     MIN_CHARS = 4_096
     MAX_ENTRIES = 64
     MAX_CHARS = 16_000_000
+    # Outputs staged ahead of a masking (ToolOutputCache.stage), with their bytes: those a batch takes soon.
+    MAX_STAGED = 256
+    MAX_STAGED_CHARS = 4_000_000
 
     def __init__(self) -> None:
         self._entries: OrderedDict[int, tuple[str, str]] = OrderedDict()
         self._chars = 0
         self._lock = threading.Lock()
+        self._staged: OrderedDict[int, tuple[str, str, bytes, int]] = OrderedDict()
+        self._staged_chars = 0
+
+    def staged(self, text: str, *, take: bool = False) -> tuple[str, bytes, int] | None:
+        """(ref id, encoded bytes, line count) of ``text`` when staged (``take``: and no longer kept)."""
+        if not self._staged:
+            return None
+        with self._lock:
+            found = self._staged.get(id(text))
+            if found is None or found[0] is not text:
+                return None
+            if take:
+                del self._staged[id(text)]
+                self._staged_chars -= len(text)
+        return found[1], found[2], found[3]
+
+    def stage(self, text: str, ref_id: str, data: bytes, line_count: int) -> None:
+        if len(text) > self.MAX_STAGED_CHARS:
+            return
+        with self._lock:
+            old = self._staged.pop(id(text), None)
+            if old is not None:
+                self._staged_chars -= len(old[0])
+            self._staged[id(text)] = (text, ref_id, data, line_count)
+            self._staged_chars += len(text)
+            while len(self._staged) > self.MAX_STAGED or self._staged_chars > self.MAX_STAGED_CHARS:
+                _, (dropped, _, _, _) = self._staged.popitem(last=False)
+                self._staged_chars -= len(dropped)
 
     def get(self, text: str) -> str | None:
         if len(text) < self.MIN_CHARS:

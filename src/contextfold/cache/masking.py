@@ -166,12 +166,16 @@ def mask_tool_outputs(
     target = max(total - budget_tokens, clear_at_least)
     freed = 0
     masked: list[int] = []
-    arguments = _call_arguments(view, pairs) if digest_tokens and candidates else {}
+    # (The calls' arguments of the outputs a batch takes only: not of every pair of the view, issue 22.)
+    by_result = {p.result_index: p for p in pairs if p.result_index is not None} if digest_tokens else {}
+    after: dict[int, int] = {}  # each masked output's tokens as a placeholder
     for i in candidates:
         if freed >= target:
             break
-        replacement = _mask_one(view[i], cache, digest_tokens, arguments.get(i, ""), counter, secrets)
-        freed += counts[i] - counter.count_message(replacement)
+        known = _arguments_of(view, by_result.get(i)) if digest_tokens else ""
+        replacement = _mask_one(view[i], cache, digest_tokens, known, counter, secrets)
+        after[i] = counter.count_message(replacement)
+        freed += counts[i] - after[i]
         view[i] = replacement
         masked.append(i)
     if not masked:
@@ -184,7 +188,7 @@ def mask_tool_outputs(
     # (count_messages: each message, then the reply priming once)
     invalidated = sum(counts[first_changed:]) + counter.overhead.reply_priming
     # Only the changed messages differ (the rest are the same objects): the view is not counted again, twice.
-    freed_all = sum(counts[i] - counter.count_message(view[i]) for i in changed)
+    freed_all = sum(counts[i] - (after[i] if i in after else counter.count_message(view[i])) for i in changed)
     return MaskResult(view, tuple(sorted(masked)), freed_all, invalidated, total - freed, tuple(sorted(changed)))
 
 
@@ -226,16 +230,12 @@ def _call_names(pairs: Sequence[ToolPair]) -> dict[int, str]:
     return {p.result_index: p.name for p in pairs if p.result_index is not None}
 
 
-def _call_arguments(view: Sequence[Message], pairs: Sequence[ToolPair]) -> dict[int, str]:
-    """Arguments of the call that asked for each paired result: what stays in view beside its placeholder."""
-    out: dict[int, str] = {}
-    for p in pairs:
-        if p.result_index is None:
-            continue
-        call = next((c for c in view[p.call_index].tool_calls if c.id == p.call_id), None)
-        if call is not None:
-            out[p.result_index] = call.arguments
-    return out
+def _arguments_of(view: Sequence[Message], pair: ToolPair | None) -> str:
+    """Arguments of the call ``pair`` names (what stays in view beside its result's placeholder); "" without one."""
+    if pair is None:
+        return ""
+    call = next((c for c in view[pair.call_index].tool_calls if c.id == pair.call_id), None)
+    return call.arguments if call is not None else ""
 
 
 def _text_of(message: Message) -> str | None:
@@ -343,7 +343,10 @@ def placeholder_ahead(message: Message, cache: OutputStore, *, digest_tokens: in
     if isinstance(ref_id, str) and cache.contains(ref_id):
         in_hand = None
     else:
-        ref_id, in_hand = ref_id_for(text.encode("utf-8", "surrogatepass")), text
+        # (Staged: the masking turn that stores it finds it encoded, hashed and its lines counted.)
+        stage = getattr(cache, "stage", None)
+        ref_id = stage(text) if stage is not None else ref_id_for(text.encode("utf-8", "surrogatepass"))
+        in_hand = text
     placeholder = _digested(ref_id, in_hand, cache, digest_tokens, known, counter, secrets)
     counter.count(placeholder)
     return placeholder

@@ -130,19 +130,21 @@ class Event:
             object.__setattr__(self, "status", self.DEFAULT_STATUS)
         elif self.status not in STATUSES:
             raise ValueError(f"{self.NAME}: status: {self.status!r} is not one of 'ok', 'error'")
-        for name in ("started_at", "ended_at"):
-            moment = getattr(self, name)
+        started, ended = self.started_at, self.ended_at
+        for name, moment in (("started_at", started), ("ended_at", ended)):
             if moment is not None and (not isinstance(moment, datetime) or moment.tzinfo is None):
                 raise ValueError(f"{self.NAME}: {name}: {moment!r} is not a timezone-aware datetime")
-        if self.ended_at is None:
-            object.__setattr__(self, "ended_at", self.started_at)
-        elif self.ended_at < self.started_at:
+        if ended is None:
+            object.__setattr__(self, "ended_at", started)
+        elif ended is not started and ended < started:
             raise ValueError(
-                f"{self.NAME}: ended_at: {format_time(self.ended_at)} is before started_at "
-                f"{format_time(self.started_at)}"
+                f"{self.NAME}: ended_at: {format_time(ended)} is before started_at {format_time(started)}"
             )
+        plain = _PLAIN
         for name in _own_fields(type(self)):
             value = getattr(self, name)
+            if type(value) in plain:
+                continue  # (most fields: no call made for them, several events per prepare(), issue 22)
             frozen = _freeze(value)
             if frozen is not value:
                 object.__setattr__(self, name, frozen)
