@@ -44,7 +44,7 @@ from ._provider_state import redact_provider_state
 from ._runs import class_runs
 from ._scans import Finding, ScanCache, scan_cache
 from ._triggers import TriggerFinder
-from .memory import LEARN_MIN_CHARS, MAX_LEARNED, SecretMemory
+from .memory import LEARN_MIN_CHARS, MAX_LEARNED, PIECE_CHARS, SecretMemory
 
 if TYPE_CHECKING:
     from .rules import SecretPattern
@@ -208,7 +208,8 @@ class Redactor:
         self._with_personal = personal_data == "everywhere"
         self._ledger = Ledger()
         # mentions_secret's answers, valid at one generation of the memory (see there); each copy starts its own
-        self._mentioned: tuple[SecretMemory, int, dict[str, bool]] | None = None
+        # (the memory, its generation then, each word asked -> (its answer, the generation it holds at))
+        self._mentioned: tuple[SecretMemory, int, dict[str, tuple[bool, int]]] | None = None
 
     # -- copies sharing what they can ---------------------------------------------------------------------------
     def for_session(self, memory: SecretMemory) -> Redactor:
@@ -473,18 +474,26 @@ class Redactor:
             return False
         # A digest asks about the same words output after output and turn after turn (a fifth of a masking turn,
         # issue 22): the answer stands while nothing new is remembered (the patterns never change).
+        # A secret learned does not undo the answers before it (issue 22: the masking turn after one asked every word
+        # of its digests again): "yes" stands, since the memory only grows; "no" stands when none of the strings
+        # learned since occurs in the word or shares a piece with it. Each answer keeps the generation it holds at.
         generation = self._generation()
         known = self._mentioned
-        if known is None or known[0] is not self.memory or known[1] != generation:
+        if known is None or known[0] is not self.memory:
             known = self._mentioned = (self.memory, generation, {})
-        answer = known[2].get(text)
-        if answer is not None:
-            return answer
+        found = known[2].get(text)
+        if found is not None:
+            answer, at = found
+            if answer or at == generation:
+                return answer
+            if not _meets_any(text, self.memory.learned_since(at)):
+                known[2][text] = (False, generation)
+                return False
         answer = bool(self.spans(text)) or (self.remember and self.memory.shares_piece(text))
         if self._generation() == generation and len(text) <= _MENTIONED_MAX_CHARS:  # (it learned nothing itself)
             if len(known[2]) >= _MENTIONED_MAX:
                 known[2].clear()
-            known[2][text] = answer
+            known[2][text] = (answer, generation)
         return answer
 
     def scan_words(self, words: Sequence[str]) -> None:
@@ -1005,3 +1014,16 @@ class Redactor:
                 if index + 1 >= count:
                     break
                 at = joined.find(needle, starts[index + 1])
+
+
+def _meets_any(text: str, remembered: Sequence[str]) -> bool:
+    """Whether one of ``remembered`` occurs in ``text`` or shares a piece of ``PIECE_CHARS`` characters with it."""
+    if not remembered:
+        return False
+    pieces = {text[i : i + PIECE_CHARS] for i in range(len(text) - PIECE_CHARS + 1)}
+    for value in remembered:
+        if value in text:
+            return True
+        if pieces and any(value[i : i + PIECE_CHARS] in pieces for i in range(len(value) - PIECE_CHARS + 1)):
+            return True
+    return False
