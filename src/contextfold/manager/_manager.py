@@ -872,6 +872,17 @@ class ContextManager:
             # the dry run was of the old view
             budget, plan = self._compactor.target(view, kind, reserved, low=self._economics.aims_low,
                                                   counted=(self._view.counts(), self._view.pairs()))
+        if automatic and kind == "soft" and plan is None:
+            # Declined whatever the summary says (what stays already takes too much): no summary is computed.
+            early, plan = self._compactor.declined_unsummarized(
+                view, budget, counted if before_recut is None else (self._view.counts(), self._view.pairs()))
+            if early is not None:
+                if before_recut is not None:
+                    self.tracer.emit(CompactWarning(session_id=self.session_id, code="answered_recut",
+                                                    message=recut_note))
+                self._economics.waited = False
+                self._compactor.floor = early[0] + self._tool_tokens
+                return CompactionReport.unchanged(early[0], early[1], (time.perf_counter() - started) * 1000)
         try:
             result = self._compactor.run(view, kind=kind, budget=budget, plan=plan, instructions=instructions,
                                          summarizer=TracedSummarizer(self._secrets.guard(self.summarizer),
