@@ -126,6 +126,7 @@ def _expand(items: Iterable[tuple[Any, Any]], prefixes: frozenset[str],
     return prefixes, True
 
 
+@lru_cache(maxsize=256)
 def lowered_heads(regex: re.Pattern[str]) -> tuple[str, ...] | None:
     """:func:`heads` of a case-sensitive regex run over a text, lower-cased: where they start in the lower-cased text.
 

@@ -34,6 +34,26 @@ def _shared_automaton(triggers: tuple[str, ...]) -> Any:
     return ahocorasick_rs.AhoCorasick(list(triggers), implementation=ahocorasick_rs.Implementation.DFA)
 
 
+@lru_cache(maxsize=16)
+def _words(triggers: tuple[str, ...], heads: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[tuple[bool, bool], ...]]:
+    """The automaton's strings (triggers, then heads), and whether each is a trigger and a head (once per process)."""
+    words = tuple(dict.fromkeys((*triggers, *heads)))
+    trigger_set, head_set = frozenset(triggers), frozenset(heads)
+    return words, tuple((w in trigger_set, w in head_set) for w in words)
+
+
+@lru_cache(maxsize=16)
+def _needles(triggers: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+    """What is looked for without the automaton, once per process per set of triggers.
+
+    The triggers holding no shorter one are looked for, and a longer one only inside a text holding a trigger it
+    contains (a text with `passw` has `pass`). Every redactor (one per manager of a fleet worker's turn) compared each
+    trigger with every other: ~3 ms.
+    """
+    needles = tuple(t for t in triggers if not any(o != t and o in t for o in triggers))
+    return needles, {n: tuple(t for t in triggers if t != n and n in t) for n in needles}
+
+
 def automaton_available() -> bool:
     """Whether the one-pass search is installed (``pip install 'contextfold[fast]'``)."""
     try:
@@ -55,17 +75,10 @@ class TriggerFinder:
         self.triggers = tuple(dict.fromkeys(triggers))
         # Where the patterns' locating regexes can match (see ._anchors): found with the triggers, in one pass.
         self.heads = tuple(dict.fromkeys(heads))
-        words = tuple(dict.fromkeys((*self.triggers, *self.heads)))
-        self._words = words
-        trigger_set, head_set = frozenset(self.triggers), frozenset(self.heads)
-        self._word_is = tuple((w in trigger_set, w in head_set) for w in words)
-        self._reader = _automaton(words) if one_pass and self.heads else None
-        # Without the automaton: the triggers holding no shorter one are looked for, and a longer one only inside
-        # a text holding a trigger it contains (a text with `passw` has `pass`).
-        triggers = self.triggers
-        self.needles = tuple(t for t in triggers if not any(o != t and o in t for o in triggers))
-        self._holding = {n: tuple(t for t in triggers if t != n and n in t) for n in self.needles}
-        self._automaton = _automaton(triggers) if one_pass and triggers else None
+        self._words, self._word_is = _words(self.triggers, self.heads)
+        self._reader = _automaton(self._words) if one_pass and self.heads else None
+        self.needles, self._holding = _needles(self.triggers)
+        self._automaton = _automaton(self.triggers) if one_pass and self.triggers else None
 
     @property
     def one_pass(self) -> bool:
