@@ -27,22 +27,23 @@ _PIECES = st.sampled_from([
 ])
 
 
-@settings(max_examples=2_000, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.lists(_PIECES, max_size=30).map("".join))
 def test_the_fast_extraction_equals_the_rules_run_plainly_on_generated_text(text: str) -> None:
     assert _extract(text) == _extract_plain(text)
 
 
-def test_the_fast_extraction_equals_the_rules_run_plainly_on_every_recorded_message(trajectories: Path) -> None:
+def test_the_fast_extraction_equals_the_rules_run_plainly_on_recorded_messages(trajectories: Path) -> None:
+    # Every 16th message of each set (the whole of them, 13 s, is bench/bench_entities.py's identity check).
     checked = 0
     for folder in ("sweagent-lm32b", "sweagent-claude4sonnet", "taubench-airline/gpt-4o-airline.json"):
         for session in load_sessions(trajectories / folder):
-            for message in session.messages:
+            for message in session.messages[::16]:
                 texts = [message.text, *(call.arguments for call in message.tool_calls)]
                 for text in texts:
                     assert _extract(text) == _extract_plain(text), text[:200]
                     checked += 1
-    assert checked > 10_000
+    assert checked > 600
 
 
 def test_a_file_listing_with_many_paths_is_read_as_the_rules_read_it() -> None:
