@@ -174,3 +174,24 @@ def test_the_cookie_rule_finds_what_its_regex_finds(text: str) -> None:
                 for m in _COOKIE_RULE.regex.finditer(text)]
     expected_found = [span for span, verdict in expected if verdict]
     assert [m.span() for m, _ in _COOKIE_RULE.findings(text)] == expected_found
+
+
+def test_a_python_the_private_parser_was_not_checked_on_gets_no_heads_and_the_same_findings(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # ``re._parser`` is private: on a Python whose parser nobody checked, every regex is searched as before.
+    from contextfold.redact import _anchors
+
+    checked = Redactor()
+    monkeypatch.setattr(_anchors.sys, "version_info", (3, 99, 0, "final", 0))
+    heads.cache_clear()
+    lowered_heads.cache_clear()
+    try:
+        unchecked = Redactor()
+        assert all(heads(regex) is None for regex, _, _ in _ANCHORED)
+        assert unchecked._scan("password") is not None and unchecked._located_heads == (None,) * len(
+            unchecked._located_heads)
+        for text in _TEXTS:
+            assert unchecked._scan(text) == checked._scan(text), text
+    finally:
+        heads.cache_clear()
+        lowered_heads.cache_clear()
