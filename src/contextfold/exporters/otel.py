@@ -29,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..errors import MissingExtra
-from ..telemetry._session_redaction import SessionRedaction
+from ..telemetry._session_redaction import SessionRedaction, redacted_event
 from .base import BaseExporter, Batch
 
 try:
@@ -256,7 +256,7 @@ class OtelTelemetry:
         with self._lock:
             redact = self._redaction.for_session(record.get("session_id"))
         if redact is not None:
-            record = redact(record)
+            record = redacted_event(redact, record)
         with self._lock:
             entry = self._open.pop(record["span_id"], None)
             parent = self._open.get(record.get("parent_id") or "") if entry is None else None

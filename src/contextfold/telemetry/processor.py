@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._pace import GilPacer
-from ._session_redaction import SessionRedaction
+from ._session_redaction import SessionRedaction, redacted_event
 from .events import Event
 from .exporter import Exporter, shutdown_exporter
 
@@ -362,7 +362,7 @@ class BatchProcessor:
             redact = self._redactor_for(record)
             if redact is not None:
                 try:
-                    record = redact(record)
+                    record = redacted_event(redact, record)
                 except Exception:
                     # Exporting the unredacted event could leak a secret; losing it is the lesser harm.
                     failures += 1
