@@ -6,7 +6,9 @@ text and tool-call argument string of the recorded sessions (``/work/shared/data
 and every text of the secrets corpora (``tests/redact_corpus.py``), is scanned once per run, each tree in its own
 interpreter, the trees alternating run by run (the same load of the moment). Figures are CPU time
 (``time.process_time``), medians of the runs; texts over 200 characters (tool outputs, files) and shorter ones
-(digest items, ids, arguments) are given apart, as their costs differ (per character, per text). With
+(digest items, ids, arguments) are given apart, as their costs differ (per character, per text); "runs" are five
+texts of 1M characters repeating one or two (``'A' * 1_000_000``, base64 of zeros: a word repeating itself would
+occur at every position, issue 22), not in "all". With
 ``--baseline``, the findings of every text are compared with the baseline's: the number that differ must be 0.
 
 Run: python bench/bench_scan.py [--baseline /tmp/base8/src] [--runs 5] [--data DIR]
@@ -29,12 +31,14 @@ _CHILD = r"""
 import pickle, sys, time
 from contextfold.redact import Redactor
 texts = pickle.load(open(sys.argv[1], "rb"))
+# Texts of one repeated character (base64 of zeros, a line of dashes): a match per character for a word repeating it.
+RUNS = ["A" * 1_000_000, "a" * 1_000_000, "0" * 1_000_000, "-" * 1_000_000, "ab" * 500_000]
 redactor = Redactor()
 redactor.patterns  # (compiled before timing)
 times = {}
 found = []
-for group, limit in (("long", lambda t: len(t) > 200), ("short", lambda t: len(t) <= 200)):
-    chosen = [t for t in texts if limit(t)]
+for group, chosen in (("long", [t for t in texts if len(t) > 200]), ("short", [t for t in texts if len(t) <= 200]),
+                      ("runs", RUNS)):
     c0 = time.process_time()
     out = [redactor._scan(t) for t in chosen]
     times[group] = (time.process_time() - c0, sum(map(len, chosen)), len(chosen))
@@ -98,7 +102,7 @@ def main() -> None:
     print(f"{'tree':<10} | {'texts':<6} | {'count':>6} | {'chars':>10} | {'ns/char (median, min-max)':<26} | "
           f"{'us/text':>8}")
     for label, runs in results.items():
-        for group in ("long", "short", "all"):
+        for group in ("long", "short", "all", "runs"):
             per_run = []
             for r in runs:
                 times: dict[str, tuple[float, int, int]] = r["times"]  # type: ignore[assignment]

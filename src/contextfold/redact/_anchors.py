@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["MIN_HEAD_CHARS", "heads", "lowered_heads", "search_at"]
+__all__ = ["MIN_HEAD_CHARS", "heads", "lowered_heads", "repetitive", "search_at"]
 
 # The Python versions whose private regex parser (``re._parser``) this reads was checked on: the heads are the same
 # on each, and sound over 20,000 random regexes (tests/redteam/test_redteam8_scan_reference.py and its hunt).
@@ -56,7 +56,7 @@ def heads(regex: re.Pattern[str]) -> tuple[str, ...] | None:
     except Exception:  # (a pattern the stand-alone parse refuses: searched as before)
         return None
     found, _ = _expand(list(parsed), frozenset({""}), c)
-    if not found or min(map(len, found)) < MIN_HEAD_CHARS:
+    if not found or min(map(len, found)) < MIN_HEAD_CHARS or any(map(repetitive, found)):
         return None
     # (A head that extends another starts where that one does: the shorter finds every such place.)
     return tuple(h for h in sorted(found) if not any(o != h and h.startswith(o) for o in found))
@@ -142,7 +142,19 @@ def lowered_heads(regex: re.Pattern[str]) -> tuple[str, ...] | None:
     found = heads(regex)
     if found is None or not all(h.isascii() for h in found):
         return None
-    return tuple(dict.fromkeys(h.lower() for h in found))
+    lowered = tuple(dict.fromkeys(h.lower() for h in found))
+    return None if any(map(repetitive, lowered)) else lowered
+
+
+def repetitive(word: str) -> bool:
+    """Whether ``word`` repeats itself: it has a period of at most half its length (``aaaa``, ``abab``).
+
+    Such a word occurs at nearly every position of a text that repeats it (``'A' * 1_000_000``, base64 of zeros),
+    so an automaton hands back a match per character (~2M for that text, each looked at in Python: issue 22). Any
+    other word's occurrences are more than half its length apart. Repetitive heads are not used (the regex
+    searches the whole text instead), and repetitive triggers are looked for with ``in`` (see ._triggers).
+    """
+    return any(word[period:] == word[:-period] for period in range(1, len(word) // 2 + 1))
 
 
 def search_at(regex: re.Pattern[str], text: str, starts: Iterable[int]) -> Iterator[re.Match[str]]:

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from ._anchors import repetitive
+
 __all__ = ["TriggerFinder", "automaton_available"]
 
 
@@ -74,27 +76,39 @@ class TriggerFinder:
     def __init__(self, triggers: Sequence[str], *, one_pass: bool = True, heads: Sequence[str] = ()) -> None:
         self.triggers = tuple(dict.fromkeys(triggers))
         # Where the patterns' locating regexes can match (see ._anchors): found with the triggers, in one pass.
+        # (Heads that repeat themselves are never given: see ._anchors.repetitive.)
         self.heads = tuple(dict.fromkeys(heads))
-        self._words, self._word_is = _words(self.triggers, self.heads)
+        # Triggers that repeat themselves (Twitter's ``a`` x 22) are looked for with ``in``, outside the automaton:
+        # in a text repeating them they occur at every position, a match per character to look at (issue 22).
+        self._repeating = tuple(t for t in self.triggers if repetitive(t))
+        automaton_triggers = tuple(t for t in self.triggers if t not in self._repeating)
+        self._words, self._word_is = _words(automaton_triggers, self.heads)
         self._reader = _automaton(self._words) if one_pass and self.heads else None
         self.needles, self._holding = _needles(self.triggers)
-        self._automaton = _automaton(self.triggers) if one_pass and self.triggers else None
+        self._automaton = _automaton(automaton_triggers) if one_pass and automaton_triggers else None
+        self._automaton_triggers = automaton_triggers
+        self._one_pass = one_pass and bool(self.triggers) and automaton_available()
 
     @property
     def one_pass(self) -> bool:
         """Whether the automaton is in use."""
-        return self._automaton is not None
+        return self._one_pass and (self._automaton is not None or not self._automaton_triggers)
+
+    def _repeated(self, lowered: str) -> set[str]:
+        return {t for t in self._repeating if t in lowered}
 
     def present(self, lowered: str) -> set[str]:
         """Every trigger that occurs in ``lowered``."""
-        if self._automaton is not None:
-            triggers = self.triggers
+        if self.one_pass:
+            triggers = self._automaton_triggers
             try:
-                found = self._automaton.find_matches_as_indexes(lowered, overlapping=True)
+                found = self._automaton.find_matches_as_indexes(lowered, overlapping=True) \
+                    if self._automaton is not None else ()
             except UnicodeEncodeError:
                 pass  # (a lone surrogate cannot be handed to the library: looked for in turn)
             else:
-                return {triggers[i] for i, _, _ in found}
+                present = {triggers[i] for i, _, _ in found}
+                return present | self._repeated(lowered) if self._repeating else present
         present = {t for t in self.needles if t in lowered}
         for needle in tuple(present):
             present.update(t for t in self._holding[needle] if t not in present and t in lowered)
@@ -106,7 +120,7 @@ class TriggerFinder:
         One pass of the automaton for both (None too for a text it cannot be handed: a lone surrogate).
         """
         if self._reader is None:
-            if self._automaton is None or self.heads:
+            if not self.one_pass or self.heads:
                 return None
             return self.present(lowered), {}  # (no heads: the triggers' own pass)
         try:
@@ -114,7 +128,7 @@ class TriggerFinder:
         except UnicodeEncodeError:
             return None
         words, word_is = self._words, self._word_is
-        present: set[str] = set()
+        present: set[str] = self._repeated(lowered) if self._repeating else set()
         starts: dict[str, list[int]] = {}
         for i, start, _ in found:
             is_trigger, is_head = word_is[i]
@@ -130,11 +144,14 @@ class TriggerFinder:
 
     def holds_any(self, lowered: str) -> bool:
         """Whether ``lowered`` holds at least one trigger."""
-        if self._automaton is not None:
+        if self.one_pass:
             try:
-                return bool(self._automaton.find_matches_as_indexes(lowered))
+                if self._automaton is not None and self._automaton.find_matches_as_indexes(lowered):
+                    return True
             except UnicodeEncodeError:
                 pass  # (a lone surrogate, as above)
+            else:
+                return any(t in lowered for t in self._repeating)
         return any(t in lowered for t in self.needles)
 
     def positions(self, lowered: str) -> list[int] | None:
@@ -143,9 +160,16 @@ class TriggerFinder:
         For many short texts joined by a separator no trigger holds (a batch of message ids): one call instead of
         one per text; every text holding a trigger has a position in it.
         """
-        if self._automaton is None:
+        if not self.one_pass:
             return None
         try:
-            return [start for _, start, _ in self._automaton.find_matches_as_indexes(lowered)]
+            found = [start for _, start, _ in self._automaton.find_matches_as_indexes(lowered)] \
+                if self._automaton is not None else []
         except UnicodeEncodeError:
             return None
+        for trigger in self._repeating:  # (each occurrence's start, as the automaton gives them: not overlapping)
+            at = lowered.find(trigger)
+            while at >= 0:
+                found.append(at)
+                at = lowered.find(trigger, at + len(trigger))
+        return found
