@@ -742,16 +742,18 @@ class ContextManager:
         self._summarizer = value
 
     def _warm_for_compaction(self) -> None:
-        """Read new messages on the background thread as the coming compaction will: entities, secrets, lines."""
+        """Read new messages on the background thread as the coming maskings will: secrets, digests, the calls."""
         from .. import _background
-        from ..summarize import ExtractiveSummarizer
         from ._compactor import warm_for_compaction
         from ._read_ahead import run_parts
 
         messages, self._unwarmed = self._unwarmed, []
-        extractive = isinstance(self.summarizer, ExtractiveSummarizer)  # (an LLM summarizer reads no entities)
+        # What a masking turn needs is read ahead: every message's secrets, the outputs' digests, the calls' access.
+        # What only a compaction needs (the messages added before half the soft threshold read for the summary, the
+        # transcript lines) is left to the compaction, which reads what add() did not (issue 22: ~200 ms of the
+        # read-ahead's ~1,000 per 1M tokens in the lm32b loop, where 6 turns of 1,390 compact; a cold compaction
+        # reads all of it within its own bar, bench/bench_compaction.py).
         redactor = self.redactor if self.redactor is not None and hasattr(self.redactor, "redact_ahead") else None
-        archived = self.archive is not None
         # Tool outputs' digest material only when masking is automatic: the coming maskings digest them (add()
         # never reads it: most outputs of a session that only compacts are never masked).
         masks = self.cache is not None and self.policy.mask_digest_tokens and self.policy.auto
@@ -760,10 +762,10 @@ class ContextManager:
         digests = self._held_outputs.release(messages, self.policy.keep_tool_io_pairs, self.counter.count_message,
                                              self.policy.mask_digest_tokens) if masks else []
         parts: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []  # (one job: see _read_ahead.run_parts)
-        if extractive or redactor is not None or archived or outputs is not None:
-            parts.append((warm_for_compaction, (messages, extractive, redactor, archived, outputs,
+        if redactor is not None or outputs is not None:
+            parts.append((warm_for_compaction, (messages, False, redactor, False, outputs,
                                                 self.policy.mask_digest_tokens if masks else 0, self.counter.counter,
-                                                self._never_masked(), digests)))
+                                                None, digests)))
         if redactor is not None:
             parts.append((self._secrets.read_ahead, ()))  # whole outputs cut before add() started reading
         if masks and self.steering.superseded:
