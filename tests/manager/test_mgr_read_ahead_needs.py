@@ -22,13 +22,14 @@ _SECRET = "sk-proj-" + "Qw3rT6yU9iO2pA5sD8fG1hJ4kL7zX0cV"
 
 
 def _history(nonce: str, steps: int) -> list[Message]:
-    out = [Message("system", "You are a coding agent.")]
+    out = [Message("system", f"You are a coding agent ({nonce}).")]
     for i in range(steps):
         body = "\n".join(f"/srv/{nonce}/module_{i}.py:{n}: KeyError in load_{n}() took {n} ms" for n in range(30))
         if i == 2:
             body += f"\nOPENAI_API_KEY={_SECRET}\n"
         out.append(Message.user(f"{nonce} step {i}: look at module_{i}.py"))
-        out.append(Message("assistant", "", (ToolCall(f"c{i}", "bash", json.dumps({"cmd": f"cat module_{i}.py"})),)))
+        call = ToolCall(f"c{i}", "bash", json.dumps({"cmd": f"cat {nonce}/module_{i}.py"}))
+        out.append(Message("assistant", "", (call,)))
         out.append(Message("tool", body, tool_call_id=f"c{i}", name="bash"))
     return out
 
