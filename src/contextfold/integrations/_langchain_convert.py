@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidHistory, MissingExtra
-from ..messages import Message, Part, Role, TextPart, ToolCall, UnknownPart
+from ..messages import ImagePart, Message, Part, Role, TextPart, ToolCall, UnknownPart
 
 try:
     from langchain_core.messages import (
@@ -101,11 +101,71 @@ def _content(content: Any, index: int) -> str | tuple[Part, ...]:
             extra = {k: v for k, v in block.items() if k not in ("type", "text")}
             parts.append(TextPart(block["text"], extra=extra))
         elif isinstance(block, Mapping):
-            parts.append(UnknownPart(data=dict(block), format=FORMAT))
+            parts.append(_image(block) or UnknownPart(data=dict(block), format=FORMAT))
         else:
             raise InvalidHistory(f"content block of type {type(block).__name__} is neither a string nor a dict",
                                  index=index, field="content")
     return tuple(parts)
+
+
+# An image block as LangChain carries it, in any of its shapes (OpenAI's ``image_url``, LangChain's standard
+# ``image`` block with ``base64`` / ``data`` / ``url``, Anthropic's ``source``): an ImagePart, so that it is counted
+# as an image (not as the tokens of its base64) and media limits see it. ``extra[IMAGE_KEY]`` keeps the block without
+# its payload and where the payload goes, so the block goes back in its own shape.
+IMAGE_KEY = "langchain_image"
+
+
+def _image(block: Mapping[str, Any]) -> ImagePart | None:
+    kind = block.get("type")
+    path: tuple[str, ...]
+    if kind == "image_url":
+        inner = block.get("image_url")
+        path = ("image_url", "url") if isinstance(inner, Mapping) else ("image_url",)
+    elif kind == "image":
+        source = block.get("source")
+        if isinstance(source, Mapping):
+            path = ("source", "data") if isinstance(source.get("data"), str) else ("source", "url")
+        else:
+            path = next(((key,) for key in ("base64", "data", "url") if isinstance(block.get(key), str)), ())
+    else:
+        return None
+    payload: Any = block
+    for key in path:
+        payload = payload.get(key) if isinstance(payload, Mapping) else None
+    if not path or not isinstance(payload, str):
+        return None
+    stripped = _without(block, path)
+    source = block.get("source")
+    media_type = block.get("mime_type") or (source.get("media_type") if isinstance(source, Mapping) else None)
+    is_url = path[-1] in ("url", "image_url")
+    return ImagePart(url=payload if is_url else None, data=None if is_url else payload,
+                     media_type=media_type if isinstance(media_type, str) else None,
+                     extra={IMAGE_KEY: {"block": stripped, "path": list(path)}})
+
+
+def _without(block: Mapping[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    out = dict(block)
+    if len(path) == 1:
+        out.pop(path[0], None)
+    else:
+        out[path[0]] = _without(block[path[0]], path[1:])
+    return out
+
+
+def _image_block(part: ImagePart) -> dict[str, Any]:
+    """The block an ImagePart came from, payload put back; an OpenAI ``image_url`` block for any other image."""
+    kept = part.extra.get(IMAGE_KEY)
+    payload = part.url if part.url is not None else part.data or ""
+    if not isinstance(kept, Mapping):
+        url = payload if part.url is not None else f"data:{part.media_type or 'image/png'};base64,{payload}"
+        return {"type": "image_url", "image_url": {"url": url}}
+    block = json.loads(json.dumps(kept["block"]))  # (a deep copy: the caller may change what it is handed)
+    target = block
+    path = list(kept["path"])
+    for key in path[:-1]:
+        target = target.setdefault(key, {})
+    target[path[-1]] = payload
+    return dict(block)
 
 
 def message_from_langchain(message: BaseMessage, index: int = 0) -> Message:
@@ -157,6 +217,8 @@ def _blocks(content: str | tuple[Part, ...]) -> str | list[str | dict[str, Any]]
             blocks.append({"type": "text", "text": part.text, **dict(part.extra)})
         elif isinstance(part, UnknownPart) and part.format == FORMAT:
             blocks.append(dict(part.data))
+        elif isinstance(part, ImagePart):
+            blocks.append(_image_block(part))
         else:
             blocks.append({"type": "text", "text": getattr(part, "text", "") or f"[{part.type}]"})
     return blocks

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import MissingExtra
-from ..recovery import OverflowRecovery, parse_overflow
+from ..recovery import OverflowRecovery, parse_limit_error
 from ._retrieval import TOOL_NAMES, answer, offer, tool_specs
 
 try:
@@ -131,7 +131,7 @@ class ContextfoldCapability(AbstractCapability[Any]):
     async def on_model_request_error(self, ctx: RunContext[Any], *, request_context: ModelRequestContext,
                                      error: Exception) -> ModelResponse:
         """A context-length error shrinks the view and makes another attempt; any other error propagates."""
-        info = parse_overflow(error)
+        info = parse_limit_error(error)
         if info is None:
             raise error
         processor = self.processor

@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ConfigError, MissingExtra
 from ..manager.reconcile import Exchange, content_key, pin_head, rebase, reconcile, unpinned
-from ..recovery import DEFAULT_MAX_RETRIES, OverflowInfo, OverflowRecovery, parse_overflow
+from ..media import MediaLimitInfo
+from ..recovery import DEFAULT_MAX_RETRIES, OverflowInfo, OverflowRecovery, parse_limit_error
 from ..telemetry import CompactWarning
 from ._degrade import prepare_messages
 from ._langchain_convert import Origins, from_langchain, to_langchain
@@ -162,8 +163,8 @@ def _exchange(message: BaseMessage) -> Exchange | None:
     return None
 
 
-def _overflow(exc: Exception) -> OverflowInfo | None:
-    info = parse_overflow(exc)
+def _overflow(exc: Exception) -> OverflowInfo | MediaLimitInfo | None:
+    info = parse_limit_error(exc)
     if info is None and isinstance(exc, LangChainOverflow):
         info = OverflowInfo(message=str(exc))
     return info

@@ -37,7 +37,7 @@ from ..errors import MissingExtra
 from ..formats import openai_responses
 from ..manager.reconcile import content_key, pin_head, rebase, reconcile, unpinned
 from ..pairing import remove_messages
-from ..recovery import DEFAULT_MAX_RETRIES, OverflowRecovery, parse_overflow
+from ..recovery import DEFAULT_MAX_RETRIES, OverflowRecovery, parse_limit_error
 from ._degrade import prepare_messages
 from ._retrieval import TOOL_NAMES, answer, offer, tool_specs
 
@@ -381,7 +381,7 @@ class RecoveringModel(Model):
         return cast("list[Any]", await asyncio.to_thread(_sent_view, self.manager, strict=self.strict))
 
     async def _shrink(self, recovery: OverflowRecovery, exc: Exception) -> list[Any] | None:
-        info = parse_overflow(exc)
+        info = parse_limit_error(exc)
         if info is None:
             return None
         await asyncio.to_thread(recovery.shrink, info, exc)

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
 
     from ..compaction import Budgets, CompactionResult, Plan, Policy
+    from ..media import MediaLimits, MediaTally
     from ..messages import Message
     from ..summarize import Summarizer
     from ..tokens import MessageCounter, TokenUsage
@@ -205,6 +206,10 @@ class ContextManager:
         self._limit = ProviderLimit(self.model.name, self.cache.store if self.cache is not None else None,
                                     self._limit_store_failed, session_tag=owner_tag(self.session_id))
         self._calls = 0
+        # The images and documents a request may carry (published limits, lowered by the provider's errors).
+        from ._media import MediaGuard
+
+        self._media = MediaGuard(self.model.provider)
         # The providers' own context management (issue 23): who compacts, what the provider reported, and which
         # providers' opaque state the view may hold (a prepare() in another format reports what it leaves out).
         from ..provider_context import ProviderContext
@@ -516,6 +521,7 @@ class ContextManager:
                                                      counter=self.counter, total=self.tokens,
                                                      archive=self._archive_transcript)
             self._run_policy()
+            self._keep_media_within_limits()
             if self._widening is not None:
                 rewrote = (self._compactions, self._masking.count) != rewrites
                 if self._economics.may_widen(self._view, rewrote=rewrote):
@@ -1106,6 +1112,77 @@ class ContextManager:
                 return False
             self._use_limit(previous, source="error")
             return True
+
+    @property
+    def media_limits(self) -> MediaLimits:
+        """The media limits in force: the provider's published ones, lowered by what its errors taught."""
+        with self._lock:
+            return self._media.limits
+
+    def media(self) -> MediaTally:
+        """The images and documents the view carries now (inline bytes as sent, and items)."""
+        with self._lock:
+            return self._media.tally(self._view.raw, self._view.version)
+
+    def learn_media_limit(self, *, max_bytes: int | None = None, max_items: int | None = None) -> bool:
+        """Keep each request under ``max_bytes`` (media and text) and ``max_items`` images and documents, our count.
+
+        The limits apply from the next ``prepare()`` on; True when one went down. Overflow recovery calls it with
+        what a media error teaches (``413 request_too_large``, ``Too much media``). Limits only go down. From then
+        on, whenever the view is over one, the oldest images and documents are replaced with a short text naming
+        them (the originals stay in the archive), down to :data:`~contextfold.media.LOW_WATER` of it, so that the
+        cached prefix is not rewritten on every turn.
+        """
+        from ..errors import ConfigError
+        from ..media import MediaLimits
+
+        for name, value in (("max_bytes", max_bytes), ("max_items", max_items)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+                raise ConfigError(f"must be a positive integer, got {value!r}", field=f"learn_media_limit.{name}")
+        with self._lock:
+            return self._media.learn(MediaLimits(max_bytes=max_bytes, max_items=max_items))
+
+    def keep_media_within_limits(self) -> int:
+        """Take the oldest images and documents out until the view is within the media limits; how many went.
+
+        ``prepare()`` does it on every call; overflow recovery calls it after learning a limit.
+        """
+        with self._lock:
+            return self._keep_media_within_limits()
+
+    def _keep_media_within_limits(self) -> int:
+        guard = self._media
+        if not guard.limits.known:
+            return 0  # (a text-only agent with a provider of no published limit: nothing to count, ever)
+        before = guard.tally(self._view.raw, self._view.version)
+        if not before.items:
+            return 0
+        tokens, _, _ = self._view.totals()
+        text_tokens = tokens + self._extras.tokens
+        if not guard.over(before, text_tokens):
+            return 0
+        from ..media import evict_oldest_media
+        from ..telemetry import MediaEvicted
+
+        never = self.policy.roles_never_prune
+        evicted = 0
+
+        def evict(view: list[Message]) -> list[Message]:
+            nonlocal evicted
+            last_user = max((i for i, m in enumerate(view) if m.role == "user"), default=-1)
+            new, evicted = evict_oldest_media(
+                view, guard.limits, text_tokens=text_tokens,
+                keep=lambda i, m: i == last_user or m.protected or m.role in never)
+            return new
+
+        self.rewrite_view(evict, reason="media_limit")
+        if evicted:
+            after = guard.tally(self._view.raw, self._view.version)
+            self.tracer.emit(MediaEvicted(session_id=self.session_id, count=evicted, bytes_before=before.bytes,
+                                          bytes_after=after.bytes, items_before=before.items,
+                                          items_after=after.items, max_bytes=guard.limits.max_bytes,
+                                          max_items=guard.limits.max_items))
+        return evicted
 
     def forget_learned_limit(self) -> None:
         """Forget the learned limit (here and in the store): the thresholds go back to the configured window."""

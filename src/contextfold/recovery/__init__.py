@@ -1,5 +1,10 @@
 """Recovery from "context length exceeded": every provider's error classified, then compact and retry.
 
+A request refused for its media (``413 request_too_large``, ``Too much media: ... > 100``) is recovered the same
+way: :func:`parse_limit_error` reads either kind, and :meth:`OverflowRecovery.shrink` takes the oldest images and
+documents out after learning the media limit (:func:`media_ceiling`, kept by the manager; see
+:mod:`contextfold.media`).
+
 Contract: :func:`parse_overflow` (``overflow``) reads an exception or error body into :class:`OverflowInfo`;
 :func:`call_with_recovery` / :func:`acall_with_recovery` compact (or drop the oldest) and retry at most three
 times, with a stall guard and the manager's circuit breaker. Every error teaches the manager the provider's limit
@@ -25,14 +30,17 @@ if TYPE_CHECKING:
         counted_tokens,
         drop_oldest,
         learned_ceiling,
+        media_ceiling,
+        parse_limit_error,
         shared_ceiling,
     )
-    from .overflow import OVERFLOW_CODES, OverflowInfo, parse_overflow
+    from .overflow import OVERFLOW_CODES, ErrorReading, OverflowInfo, parse_overflow, read_error
 
 # name -> the module that defines it, imported on first use (see contextfold._lazy).
 _EXPORTS: dict[str, str] = {
     "CIRCUIT_BREAKER_FAILURES": "._recovery",
     "DEFAULT_MAX_RETRIES": "._recovery",
+    "ErrorReading": ".overflow",
     "OVERFLOW_CODES": ".overflow",
     "OverflowInfo": ".overflow",
     "OverflowRecovery": "._recovery",
@@ -42,12 +50,15 @@ _EXPORTS: dict[str, str] = {
     "counted_tokens": "._recovery",
     "drop_oldest": "._recovery",
     "learned_ceiling": "._recovery",
+    "media_ceiling": "._recovery",
+    "parse_limit_error": "._recovery",
     "parse_overflow": ".overflow",
+    "read_error": ".overflow",
     "shared_ceiling": "._recovery",
 }
 __all__ = [
-    "CIRCUIT_BREAKER_FAILURES", "DEFAULT_MAX_RETRIES", "OVERFLOW_CODES", "STALL_SHRINK_RATIO", "OverflowInfo",
-    "OverflowRecovery", "acall_with_recovery", "call_with_recovery", "counted_tokens", "drop_oldest", "learned_ceiling",
-    "parse_overflow", "shared_ceiling",
+    "CIRCUIT_BREAKER_FAILURES", "DEFAULT_MAX_RETRIES", "OVERFLOW_CODES", "STALL_SHRINK_RATIO", "ErrorReading",
+    "OverflowInfo", "OverflowRecovery", "acall_with_recovery", "call_with_recovery", "counted_tokens", "drop_oldest",
+    "learned_ceiling", "media_ceiling", "parse_limit_error", "parse_overflow", "read_error", "shared_ceiling",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

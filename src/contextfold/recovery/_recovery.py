@@ -23,9 +23,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ConfigError, ContextfoldError, RecoveryFailed
+from ..media.budget import MediaTally, request_bytes
+from ..media.limits import MediaLimitInfo, MediaLimits, known_limits, parse_media_limit
 from ..messages import Message
 from ..pairing import normalize, remove_messages, tool_pairs
-from ..telemetry import RecoveryCircuitOpen, RecoveryGaveUp, RecoveryOverflow, RecoveryRetry
+from ..telemetry import RecoveryCircuitOpen, RecoveryGaveUp, RecoveryMediaLimit, RecoveryOverflow, RecoveryRetry
 from ..tokens import MessageCounter
 from .overflow import OverflowInfo, parse_overflow
 
@@ -44,6 +46,8 @@ __all__ = [
     "counted_tokens",
     "drop_oldest",
     "learned_ceiling",
+    "media_ceiling",
+    "parse_limit_error",
     "parse_overflow",
     "shared_ceiling",
 ]
@@ -71,6 +75,17 @@ NO_LIMIT_SHARE = 0.15
 NO_LIMIT_MAX_SHARE = 0.5
 # Messages whose kind carries the compacted history: dropping them while keeping later turns is the worst trade.
 _UNDROPPABLE_KINDS = frozenset({"summary", "retain"})
+
+
+def parse_limit_error(error: object, *, provider: str | None = None) -> OverflowInfo | MediaLimitInfo | None:
+    """What a provider's refusal of a request for its size says; None for any other error.
+
+    Too many tokens (:func:`parse_overflow`), or too many bytes or images and documents
+    (:func:`contextfold.media.parse_media_limit`). What :meth:`OverflowRecovery.shrink` takes: call sites that
+    recover read errors with it, so a request refused for its screenshots is recovered like one refused for its
+    tokens.
+    """
+    return parse_overflow(error, provider=provider) or parse_media_limit(error, provider=provider)
 
 
 def call_with_recovery(
@@ -107,7 +122,7 @@ def call_with_recovery(
         try:
             return call(view)
         except Exception as exc:
-            info = parse_overflow(exc)
+            info = parse_limit_error(exc)
             if info is None:
                 raise
             recovery.shrink(info, exc)
@@ -130,7 +145,7 @@ async def acall_with_recovery(
         try:
             return await call(view)
         except Exception as exc:
-            info = parse_overflow(exc)
+            info = parse_limit_error(exc)
             if info is None:
                 raise
             await asyncio.to_thread(recovery.shrink, info, exc)
@@ -154,8 +169,15 @@ class OverflowRecovery:
         self.reply_tokens = reply_tokens
         self.attempt = 0
 
-    def shrink(self, info: OverflowInfo, cause: BaseException) -> None:
-        """Make the view smaller after ``info``; raises RecoveryFailed (from ``cause``) when it should not retry."""
+    def shrink(self, info: OverflowInfo | MediaLimitInfo, cause: BaseException) -> None:
+        """Make the view smaller after ``info``; raises RecoveryFailed (from ``cause``) when it should not retry.
+
+        ``info`` from :func:`parse_limit_error`: a context-length error compacts (and drops the oldest messages), a
+        media error takes the oldest images and documents out.
+        """
+        if isinstance(info, MediaLimitInfo):
+            self._shrink_media(info, cause)
+            return
         cm = self.cm
         self.attempt += 1
         cm.tracer.emit(RecoveryOverflow(session_id=cm.session_id, attempt=self.attempt, message=info.message,
@@ -197,6 +219,30 @@ class OverflowRecovery:
                           f"request ({_figures(info)})", cause)
         cm.tracer.emit(RecoveryRetry(session_id=cm.session_id, attempt=self.attempt, action=action,
                                      tokens_before=before, tokens_after=after))
+
+    def _shrink_media(self, info: MediaLimitInfo, cause: BaseException) -> None:
+        """After a media error: learn the limit it teaches, take the oldest images and documents out, retry."""
+        cm = self.cm
+        self.attempt += 1
+        media = cm.media()
+        before = counted_tokens(cm)
+        learned = media_ceiling(info, media, before, attempt=self.attempt)
+        cm.learn_media_limit(max_bytes=learned.max_bytes, max_items=learned.max_items)
+        limits = cm.media_limits
+        cm.tracer.emit(RecoveryMediaLimit(session_id=cm.session_id, attempt=self.attempt, measure=info.kind,
+                                          message=info.message, limit=info.limit, sent=info.sent,
+                                          max_bytes=limits.max_bytes, max_items=limits.max_items,
+                                          provider=info.provider))
+        said = f"{info.provider or 'the provider'} said: {info.message}"
+        if self.attempt > self.max_retries:
+            self._give_up(f"the request's media are still refused after {self.max_retries} retries ({said})", cause)
+        evicted = cm.keep_media_within_limits()
+        if not evicted:
+            self._give_up(f"the provider refused the request's media ({media.items} images and documents, "
+                          f"{media.bytes} bytes inline) and none is left that may go: the pinned and protected "
+                          f"messages and the latest request keep theirs ({said})", cause)
+        cm.tracer.emit(RecoveryRetry(session_id=cm.session_id, attempt=self.attempt, action=f"evict_media:{evicted}",
+                                     tokens_before=before, tokens_after=counted_tokens(cm)))
 
     def _compact(self, info: OverflowInfo) -> str:
         """Compact through the manager; on failure count it toward the circuit breaker and ask for a drop."""
@@ -284,6 +330,27 @@ def shared_ceiling(info: OverflowInfo, rejected: int, *, ratio: float, attempt: 
     if rejected > hard:
         return min(hard, int(rejected * (1 - STALL_SHRINK_RATIO)))
     return hard
+
+
+def media_ceiling(info: MediaLimitInfo, media: MediaTally, text_tokens: int, *, attempt: int) -> MediaLimits:
+    """The media limit (our count) one media error teaches, strictly below the rejected request in its measure.
+
+    Items: the provider's limit scaled by our count over its own (a document is one item to us and its pages to
+    Anthropic), and at least one fewer than we sent. Bytes: the limit the error names, else the provider's
+    published one, and in any case a share below our bound on the rejected request's bytes (:data:`NO_LIMIT_SHARE`,
+    doubled for each further error of the same call): the provider never says how big it found the request.
+    """
+    if info.kind == "items":
+        ours = media.items
+        limit = info.limit if info.limit is not None else ours
+        if info.sent and ours:
+            limit = limit * ours // max(info.sent, 1)
+        return MediaLimits(max_items=max(1, min(limit, ours - 1)))
+    rejected = request_bytes(media, text_tokens)
+    share = min(NO_LIMIT_MAX_SHARE, NO_LIMIT_SHARE * 2 ** (max(1, attempt) - 1))
+    below = int(rejected * (1 - share))
+    named = info.limit if info.limit is not None else known_limits(info.provider).max_bytes
+    return MediaLimits(max_bytes=max(1, below if named is None else min(named, below)))
 
 
 def _target(info: OverflowInfo, ratio: float, reply_tokens: int) -> int | None:

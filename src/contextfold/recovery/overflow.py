@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import ContextOverflowError
 
-__all__ = ["OVERFLOW_CODES", "OverflowInfo", "parse_overflow"]
+__all__ = ["OVERFLOW_CODES", "ErrorReading", "OverflowInfo", "parse_overflow", "read_error"]
 
 # Error codes/types that mean "context window exceeded" whatever the message says (OpenAI, Azure, Groq, llama.cpp).
 OVERFLOW_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error", "context_window_exceeded",
@@ -123,7 +123,9 @@ _MODULE_PROVIDERS: tuple[tuple[str, str], ...] = (("openai", "openai"), ("anthro
 
 
 @dataclass
-class _Evidence:
+class ErrorReading:
+    """What an error says, gathered from an exception, its causes and its body (see :func:`read_error`)."""
+
     texts: list[str]
     codes: set[str]
     numbers: dict[str, int]
@@ -148,8 +150,7 @@ def parse_overflow(error: object, *, provider: str | None = None) -> OverflowInf
     """
     if isinstance(error, ContextOverflowError):
         return OverflowInfo(str(error), provider or error.provider, error.prompt_tokens, error.limit)
-    evidence = _Evidence([], set(), {})
-    _gather(error, evidence, depth=0)
+    evidence = read_error(error)
     if evidence.status == _RATE_LIMIT_STATUS:
         return None
     for text in evidence.texts:
@@ -163,7 +164,17 @@ def parse_overflow(error: object, *, provider: str | None = None) -> OverflowInf
     return None
 
 
-def _info(message: str, match: re.Match[str] | None, provider: str | None, evidence: _Evidence) -> OverflowInfo:
+def read_error(error: object) -> ErrorReading:
+    """The wording, codes, HTTP status and provider an error carries (exception, its causes, body, text).
+
+    What :func:`parse_overflow` reads; :func:`contextfold.media.parse_media_limit` reads the same for media limits.
+    """
+    evidence = ErrorReading([], set(), {})
+    _gather(error, evidence, depth=0)
+    return evidence
+
+
+def _info(message: str, match: re.Match[str] | None, provider: str | None, evidence: ErrorReading) -> OverflowInfo:
     groups: dict[str, str | None] = match.groupdict() if match is not None else {}
     prompt, limit, output = _int(groups.get("prompt")), _int(groups.get("limit")), _int(groups.get("output"))
     total = _int(groups.get("total"))
@@ -195,7 +206,7 @@ def _int(value: str | None) -> int | None:
 # -- gathering the evidence ----------------------------------------------------------------------------------------
 
 
-def _gather(error: object, evidence: _Evidence, *, depth: int) -> None:
+def _gather(error: object, evidence: ErrorReading, *, depth: int) -> None:
     if isinstance(error, bytes | bytearray):
         error = bytes(error).decode("utf-8", errors="replace")
     if isinstance(error, str):
@@ -211,7 +222,7 @@ def _gather(error: object, evidence: _Evidence, *, depth: int) -> None:
         _gather_exception(error, evidence, depth=depth)
 
 
-def _gather_exception(exc: BaseException, evidence: _Evidence, *, depth: int) -> None:
+def _gather_exception(exc: BaseException, evidence: ErrorReading, *, depth: int) -> None:
     names = {cls.__name__ for cls in type(exc).__mro__}
     if names & _OVERFLOW_CLASS_NAMES:
         evidence.forced = True
@@ -267,7 +278,7 @@ def _status(exc: BaseException) -> int | None:
     return None
 
 
-def _walk(value: object, evidence: _Evidence, *, depth: int) -> None:
+def _walk(value: object, evidence: ErrorReading, *, depth: int) -> None:
     if depth > _MAX_BODY_DEPTH:
         return
     if isinstance(value, list):

@@ -380,7 +380,7 @@ class ServeApp:
         success still unread, or the error it ended with, read and closed) and whether that error is an overflow
         recovery gave up on. Raises httpx.HTTPError when the upstream cannot be reached.
         """
-        from ..recovery import parse_overflow
+        from ..recovery import parse_limit_error
 
         api, provider = turn.exchange.api, turn.exchange.provider
         while True:
@@ -392,7 +392,7 @@ class ServeApp:
             data = await upstream.aread()
             await upstream.aclose()
             error = UpstreamError(upstream.status_code, _json_or_text(data), provider)
-            info = parse_overflow(error, provider=provider)
+            info = parse_limit_error(error, provider=provider)
             if info is None:
                 return upstream, False
             try:

@@ -434,6 +434,46 @@ class RecoveryLimitLearned(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryMediaLimit(Event):
+    """The provider refused a request for its media (its size in bytes, or its images and documents).
+
+    ``measure`` is ``bytes`` or ``items``; ``limit`` and ``sent`` are the provider's figures when the error gave them;
+    ``max_bytes`` / ``max_items`` are the limits in force from now on, by our count of the media.
+    """
+
+    NAME: ClassVar[str] = "recovery.media_limit"
+    DEFAULT_STATUS: ClassVar[Status] = "error"
+
+    attempt: int
+    measure: str
+    message: str = ""
+    limit: int | None = None
+    sent: int | None = None
+    max_bytes: int | None = None
+    max_items: int | None = None
+    provider: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MediaEvicted(Event):
+    """The oldest images and documents left the view for a short text, to keep the request within media limits.
+
+    ``count`` items went; ``bytes_before`` / ``bytes_after`` and ``items_before`` / ``items_after`` are the media
+    of the view around it; ``max_bytes`` / ``max_items`` the limits in force. The originals are in the archive.
+    """
+
+    NAME: ClassVar[str] = "cache.media_evicted"
+
+    count: int
+    bytes_before: int
+    bytes_after: int
+    items_before: int
+    items_after: int
+    max_bytes: int | None = None
+    max_items: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UsageRecorded(Event):
     """The token counts a provider reported for one call, next to our estimate for the same view."""
 
@@ -548,6 +588,8 @@ EVENT_TYPES: Mapping[str, type[Event]] = MappingProxyType(
             RecoveryGaveUp,
             RecoveryCircuitOpen,
             RecoveryLimitLearned,
+            RecoveryMediaLimit,
+            MediaEvicted,
             UsageRecorded,
             SessionTrace,
             ProviderContextReport,

@@ -28,7 +28,7 @@ from ..summarize.base import default_counter
 from ..tokens import TokenCounter
 from .context_management import ContextManagement
 from .stream import stream_events
-from .wire import API, ErrorReply, Reply, error_body, reply_body, request_tokens
+from .wire import API, ErrorReply, Reply, count_media, error_body, reply_body, request_tokens
 
 __all__ = ["RecordedRequest", "ScriptedLLMServer", "Validator", "formats_validator"]
 
@@ -63,6 +63,7 @@ class RecordedRequest:
     body: dict[str, Any]
     headers: dict[str, str]
     input_tokens: int = 0
+    size: int | None = None
     status: int = 200
     invalid: str | None = None
     response: dict[str, Any] = field(default_factory=dict)
@@ -135,6 +136,8 @@ class ScriptedLLMServer:
         counter: TokenCounter | None = None,
         model: str = "scripted-model",
         truncate: bool = True,
+        max_request_bytes: int | None = None,
+        max_media: int | None = None,
     ) -> None:
         if validator == "formats" or (validator == "auto" and _formats_available()):
             self.validator: Validator | None = formats_validator
@@ -149,6 +152,10 @@ class ScriptedLLMServer:
         self.counter = counter or default_counter()
         self.model = model
         self.truncate = truncate
+        # A provider's limits on a request's bytes (answered with 413 request_too_large) and on its images and
+        # documents (answered with "Too much media"), as Anthropic enforces them.
+        self.max_request_bytes = max_request_bytes
+        self.max_media = max_media
         self.requests: list[RecordedRequest] = []
         # Set to an unset threading.Event to hold every stream after its first event until the test sets it.
         self.stream_pause: threading.Event | None = None
@@ -236,13 +243,21 @@ class ScriptedLLMServer:
             return self.handler(request)
         return self.default
 
-    def answer(self, api: API, path: str, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
-        """Record one request and compute the status and body to send (the HTTP layer only writes them)."""
+    def answer(self, api: API, path: str, body: dict[str, Any], headers: dict[str, str], *,
+               size: int | None = None) -> tuple[int, dict[str, Any]]:
+        """Record one request and compute the status and body to send (the HTTP layer only writes them).
+
+        ``size``: the request body's bytes, checked against ``max_request_bytes``.
+        """
         with self._changed:
             number = len(self.requests) + 1
-        request = RecordedRequest(number, api, path, body, headers)
+        request = RecordedRequest(number, api, path, body, headers, size=size)
         try:
-            status, payload = self._answer(request)
+            if self.max_request_bytes is not None and size is not None and size > self.max_request_bytes:
+                request.invalid = f"rejected: {size} bytes > {self.max_request_bytes}"
+                status, payload = error_body(api, ErrorReply.request_too_large(), number)
+            else:
+                status, payload = self._answer(request)
         except Exception as exc:  # a bug in a test's handler must show up as a 500, not a hung client
             status, payload = error_body(api, ErrorReply("server_error", f"ScriptedLLMServer handler failed: "
                                                                          f"{type(exc).__name__}: {exc}"), number)
@@ -263,6 +278,11 @@ class ScriptedLLMServer:
                 return error_body(api, ErrorReply("invalid_request", str(exc)), number)
         if request.path.endswith("/responses/compact"):
             return 200, self.context_management.compact_endpoint(body, number)
+        if self.max_media is not None:
+            images, documents = count_media(api, body)
+            if images + documents > self.max_media:
+                request.invalid = f"rejected: {images} images + {documents} documents > {self.max_media}"
+                return error_body(api, ErrorReply.too_much_media(images, documents, self.max_media), number)
         admitted = self.context_management.admit(api, body, request.headers, request.input_tokens, number)
         if isinstance(admitted, ErrorReply):
             request.invalid = f"rejected: {admitted.message}"
@@ -327,7 +347,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(status, payload)
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
-        status, payload = self.scripted.answer(api, path, body, headers)
+        status, payload = self.scripted.answer(api, path, body, headers, size=length)
         if status == 200 and body.get("stream") is True:
             self._stream(stream_events(api, payload, body))
         else:

@@ -14,7 +14,8 @@ from typing import Any, Literal
 
 from ..tokens import TokenCounter
 
-__all__ = ["API", "ErrorReply", "Reply", "ScriptedToolCall", "error_body", "reply_body", "request_tokens"]
+__all__ = ["API", "ErrorReply", "Reply", "ScriptedToolCall", "count_media", "error_body", "reply_body",
+           "request_tokens"]
 
 API = Literal["chat", "responses", "messages"]
 
@@ -64,7 +65,7 @@ class Reply:
 
 
 ErrorKind = Literal["invalid_request", "context_overflow", "rate_limit", "server_error", "overloaded",
-                    "authentication", "not_found"]
+                    "authentication", "not_found", "request_too_large", "too_much_media"]
 
 # kind -> (HTTP status, OpenAI error type, OpenAI code, Anthropic error type, default message)
 _ERRORS: dict[str, tuple[int, str, str | None, str, str]] = {
@@ -78,6 +79,10 @@ _ERRORS: dict[str, tuple[int, str, str | None, str, str]] = {
     "authentication": (401, "invalid_request_error", "invalid_api_key", "authentication_error",
                        "Incorrect API key provided."),
     "not_found": (404, "invalid_request_error", None, "not_found_error", "Not found."),
+    # Anthropic's Messages API answers a body over 32 MB from Cloudflare, before the API reads it.
+    "request_too_large": (413, "invalid_request_error", "request_too_large", "request_too_large",
+                          "Request exceeds the maximum allowed number of bytes."),
+    "too_much_media": (400, "invalid_request_error", None, "invalid_request_error", ""),
 }
 
 
@@ -113,6 +118,16 @@ class ErrorReply:
         return cls("server_error")
 
     @classmethod
+    def request_too_large(cls) -> ErrorReply:
+        """HTTP 413: the request's bytes are over the provider's limit."""
+        return cls("request_too_large")
+
+    @classmethod
+    def too_much_media(cls, images: int, documents: int, limit: int) -> ErrorReply:
+        """HTTP 400: more images and documents than the provider takes (Anthropic's wording for the Messages API)."""
+        return cls("too_much_media", f"Too much media: {documents} document pages + {images} images > {limit}")
+
+    @classmethod
     def overflow(cls, prompt_tokens: int, limit: int) -> ErrorReply:
         """The context-length error of the API called, as if the prompt had ``prompt_tokens`` tokens."""
         return cls("context_overflow", prompt_tokens=prompt_tokens, limit=limit)
@@ -144,6 +159,33 @@ def error_body(api: API, error: ErrorReply, request_number: int) -> tuple[int, d
         status = 503  # OpenAI has no 529; it reports overload as 503
     param = ("messages" if api == "chat" else "input") if error.kind == "context_overflow" else None
     return status, {"error": {"message": message, "type": openai_type, "param": param, "code": error.code or code}}
+
+
+# -- media ------------------------------------------------------------------------------------------------------
+
+# Content blocks that are an image or a document, per API (Anthropic's may sit inside a tool_result's content).
+_IMAGE_TYPES = frozenset({"image", "image_url", "input_image"})
+_DOCUMENT_TYPES = frozenset({"document", "file", "input_file"})
+
+
+def count_media(api: API, body: Mapping[str, Any]) -> tuple[int, int]:
+    """(images, documents) in a request's conversation items, wherever they are nested."""
+    items = body.get("input") if api == "responses" else body.get("messages")
+    images = documents = 0
+    stack: list[Any] = [items]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, Mapping):
+            kind = value.get("type")
+            if kind in _IMAGE_TYPES:
+                images += 1
+            elif kind in _DOCUMENT_TYPES:
+                documents += 1
+            else:
+                stack.extend(v for v in value.values() if isinstance(v, list | Mapping))
+    return images, documents
 
 
 # -- token counting ---------------------------------------------------------------------------------------------
