@@ -154,6 +154,10 @@ def check_messages(messages: Iterable[object], *, start: int = 0) -> list[Messag
     checked: list[Message] = []
     # The messages checked in this call, by id: a repeated history holds each message object many times (issue 22).
     seen: dict[int, Message] = {}
+    # The origins (Message._origin) of the copies checked in this call: a copy of the same origin has the very
+    # role, content, call id and calls objects, and only its meta differs, which is not checked here (issue 22:
+    # a manager's view of a repeated history holds ~30 copies of each message, each a distinct object).
+    origins: dict[int, Message] = {}
     for offset, m in enumerate(messages):
         known = seen.get(id(m))
         if known is not None:  # (this very object, immutable, checked above and kept alive by ``checked``)
@@ -162,6 +166,12 @@ def check_messages(messages: Iterable[object], *, start: int = 0) -> list[Messag
         i = start + offset
         if not isinstance(m, Message):
             raise InvalidHistory(f"expected a Message, got {type(m).__name__}", index=i)
+        origin = m._origin
+        if origin is not None:
+            if origins.get(id(origin)) is origin:  # (kept alive by the copies in ``checked``)
+                checked.append(m)
+                continue
+            origins[id(origin)] = origin
         if m.role not in ROLES:
             raise InvalidHistory(f"unknown role {m.role!r} (expected one of {sorted(ROLES)})", index=i, field="role")
         if not isinstance(m.content, str | tuple):

@@ -281,22 +281,27 @@ def encode_message_chunks(messages: Iterable[Message]) -> Iterator[bytes]:
         yield "".join(pending).encode()
 
 
-def encode_message_pieces(messages: Iterable[Message]) -> Iterator[bytes]:
+def encode_message_pieces(messages: Iterable[Message]) -> list[bytes]:
     """:func:`dumps_messages` encoded as UTF-8, a line or two pieces at a time, as the in-memory archive keeps them.
 
     A copy of a message met before in the same batch (see :class:`_Repeats`) comes as two pieces: the head of its
     line before its id, one bytes object shared by every copy, then its own id and the rest. An in-memory store
     that keeps the pieces as they come holds a repeated history's transcript about once per content (issue 22).
+    A list, not a generator: the store keeps every piece anyway, and a generator's resumption per piece was a third
+    of encoding a 100,000-message transcript of copies.
     """
     items = list(messages)
     with _lines_lock:
-        known = [_lines.get(id(m)) for m in items]
+        remembered = _lines.get
+        known = [remembered(id(m)) for m in items]
     fresh: deque[tuple[Message, str]] = deque(maxlen=_LINE_CACHE_ENTRIES)
     repeats = _Repeats()
     # Copies given only an id (Message._origin): one template per origin, made from the first met, without the
     # per-copy comparisons of _Repeats (issue 22: 100,000 recorded messages, ~30 copies of each).
     by_origin: dict[int, tuple[Message, bytes, str]] = {}
-    encode = _LINE_ENCODER.encode
+    out: list[bytes] = []
+    put = out.append
+    quote = _quote  # (what _LINE_ENCODER.encode does with a str, without its method call)
     for m, entry in zip(items, known, strict=True):
         origin = m._origin
         if origin is not None:
@@ -304,22 +309,41 @@ def encode_message_pieces(messages: Iterable[Message]) -> Iterator[bytes]:
             if type(own) is str and (own.isascii() or not _has_surrogate(own)):
                 template = by_origin.get(id(origin))
                 if template is None or template[0] is not origin:
-                    template = by_origin[id(origin)] = (origin, *_template_of(m, repeats))
+                    # (the line made ahead, when the read-ahead serialized this copy: split, not made again)
+                    ahead = _template_from_line(m, entry[1], own) if entry is not None and entry[0] is m else None
+                    template = by_origin[id(origin)] = (origin, *(ahead or _template_of(m, repeats)))
                 if template[1]:
-                    yield template[1]
-                    yield f"{encode(own)}{template[2]}\n".encode()
+                    put(template[1])
+                    put(f"{quote(own)}{template[2]}\n".encode())
                     continue
         pieces = repeats.pieces(m)  # (first: a copy's line remembered whole would be held whole)
         if pieces is not None:
-            yield from pieces
+            out += pieces
             continue
         if entry is not None and entry[0] is m:
-            yield entry[1].encode()
+            put(entry[1].encode())
             continue
         line = _encode_line(m, repeats, copies=False)
         fresh.append((m, line))
-        yield line.encode()
+        put(line.encode())
     _remember_lines(fresh)
+    return out
+
+
+def _template_from_line(m: Message, line: str, own: str) -> tuple[bytes, str] | None:
+    """:func:`_template_of` ``m`` cut from ``m``'s whole line (made before), or None when it cannot be cut safely.
+
+    Only for the common shape with ``meta["id"]`` as its last key: the line then ends with the id's JSON and the
+    two closing braces (meta's, the message's), and everything before is the same for every copy (issue 22: a
+    session's messages each have an origin, and the transcript encoded again every line the read-ahead had made).
+    """
+    meta = m.meta
+    if type(m.content) is not str or m.extra or not meta or list(meta)[-1] != ID_META_KEY:
+        return None
+    end = f"{_quote(own)}}}}}\n"
+    if not line.endswith(_ID_KEY_JSON + end):
+        return None
+    return line[: len(line) - len(end)].encode(), "}}"
 
 
 def _template_of(m: Message, repeats: _Repeats) -> tuple[bytes, str]:
@@ -449,6 +473,10 @@ _REPEAT_MIN_CHARS = 256
 
 # One encoder for every line: json.dumps with options builds a new encoder per call (a third of the time of a line).
 _LINE_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+# How the id's key reads in a line, just before the id's JSON.
+_ID_KEY_JSON = f"{json.dumps(ID_META_KEY)}:"
+# What _LINE_ENCODER.encode gives for a str (its C string encoder, called without the method in front of it).
+_quote: Callable[[str], str] = json.encoder.encode_basestring
 
 
 def _copy_but_id(a: Message, b: Message) -> bool:

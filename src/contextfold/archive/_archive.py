@@ -186,8 +186,9 @@ class MemoryArchiveStore:
             if exclusive and key in self._files:
                 raise FileExistsError(f"{session_id}/{name}")
         pieces = _Pieces()
-        for chunk in chunks:
-            pieces.add(bytes(chunk))
+        # (a bytes object is kept as it is: one piece shared by many copies' lines stays one object)
+        pieces.pieces = [chunk if type(chunk) is bytes else bytes(chunk) for chunk in chunks]
+        pieces.size = sum(map(len, pieces.pieces))
         with self._lock:
             if exclusive and key in self._files:
                 raise FileExistsError(f"{session_id}/{name}")

@@ -236,13 +236,16 @@ def pairs_within(pairs: Sequence[ToolPair], indices: Sequence[int]) -> list[Tool
     :func:`normalized_with_pairs` finds the history not normalized (a result whose call is left out, or a call whose
     result is) and pairs it anew.
     """
-    position = {index: k for k, index in enumerate(indices)}
+    # (made in C: a compaction's indices are most of the view)
+    position = dict(zip(indices, range(len(indices)), strict=True))
+    where = position.get
     out: list[ToolPair] = []
+    put = out.append
     for pair in pairs:
-        at = position.get(pair.call_index)
+        at = where(pair.call_index)
         if at is not None:
             result = pair.result_index
-            out.append(ToolPair(pair.call_id, pair.name, at, None if result is None else position.get(result)))
+            put(ToolPair(pair.call_id, pair.name, at, None if result is None else where(result)))
     return out
 
 

@@ -7,14 +7,14 @@ removed never leaves an orphan call or result behind.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..answered import answered_indices
 from ..messages import Message
 from ..pairing import ToolPair, pair_list
-from .classification import Category, classify
+from .classification import Category, classify_all
 
 if TYPE_CHECKING:
     from .policy import Policy
@@ -101,19 +101,25 @@ def build_units(messages: Sequence[Message], pairs: Sequence[ToolPair] | None = 
     ``pairs``: ``pair_list(messages)``, when the caller has it.
     """
     results_of: dict[int, list[int]] = {}
+    owned: set[int] = set()
     for pair in pair_list(messages) if pairs is None else pairs:
-        group = results_of.setdefault(pair.call_index, [])
-        if pair.result_index is not None:
-            group.append(pair.result_index)
-    owned = {r for group in results_of.values() for r in group}
+        group = results_of.get(pair.call_index)
+        if group is None:
+            group = results_of[pair.call_index] = []
+        result = pair.result_index
+        if result is not None:
+            group.append(result)
+            owned.add(result)
     units: list[Unit] = []
+    put = units.append
     for i, m in enumerate(messages):
         if i in owned:
             continue
-        if i in results_of:
-            units.append(Unit((i, *sorted(results_of[i])), io=True))
+        group = results_of.get(i)
+        if group is not None:
+            put(Unit((i, *sorted(group)) if len(group) > 1 else (i, *group), io=True))
         else:
-            units.append(Unit((i,), io=m.role == "tool"))
+            put(Unit((i,), io=m.role == "tool"))
     return units
 
 
@@ -122,7 +128,7 @@ def partition(messages: Sequence[Message], policy: Policy, tokens: list[int],
     """Split ``messages`` into the layers compaction treats differently (``pairs``: ``pair_list(messages)``)."""
     if pairs is None:
         pairs = pair_list(messages)
-    categories = [classify(m) for m in messages]
+    categories = classify_all(messages)
     part = Partition(tokens=tokens, categories=categories, answered=answered_indices(messages, pairs))
     never = set(policy.roles_never_prune)
     tools = set(policy.protected_tools)
@@ -130,13 +136,7 @@ def partition(messages: Sequence[Message], policy: Policy, tokens: list[int],
         i = unit.indices[0]
         m = messages[i]
         if len(unit.indices) > 1 or m.tool_calls:
-            members = [messages[j] for j in unit.indices]
-            # (_protected_member inlined: this runs for every unit of the view. Only an assistant carries calls.)
-            held = any(member.meta.get("protected") or member.role in never
-                       or (member.name in tools if member.role == "tool"
-                           else any(call.name in tools for call in member.tool_calls))
-                       for member in members)
-            if held:
+            if _held(messages, unit.indices, never, tools):
                 part.protected.append(unit)
             else:
                 part.units.append(unit)
@@ -156,6 +156,27 @@ def partition(messages: Sequence[Message], policy: Policy, tokens: list[int],
             io = unit.io or (m.role == "user" and categories[i] is Category.FACT and kind not in _SYNTHETIC_KINDS)
             part.units.append(unit if io == unit.io else Unit(unit.indices, io=io))
     return part
+
+
+def _held(messages: Sequence[Message], indices: tuple[int, ...], never: Collection[str],
+          tools: Collection[str]) -> bool:
+    """Whether a tool unit holds a protected message, one of a role never pruned, or a protected tool's call/result.
+
+    (Loops, not generators: this runs for every tool unit of the view. Only an assistant carries calls.)
+    """
+    for j in indices:
+        member = messages[j]
+        role = member.role
+        if member.meta.get("protected") or role in never:
+            return True
+        if role == "tool":
+            if member.name in tools:
+                return True
+        else:
+            for call in member.tool_calls:
+                if call.name in tools:
+                    return True
+    return False
 
 
 def recent_indices(messages: Sequence[Message], part: Partition, keep: Keep) -> set[int]:

@@ -92,8 +92,24 @@ def classify(message: Message) -> Category:
 
 
 def classify_all(messages: Iterable[Message]) -> list[Category]:
-    """The category of each message, in order."""
-    return [classify(m) for m in messages]
+    """The category of each message, in order.
+
+    A copy of a message given only its own id (``Message._origin``) has the same role, content, calls and meta
+    values: the same category, classified once per origin (issue 22: a repeated history holds ~30 copies of each).
+    """
+    out: list[Category] = []
+    put = out.append
+    by_origin: dict[int, tuple[Message, Category]] = {}
+    for m in messages:
+        origin = m._origin
+        if origin is None:
+            put(classify(m))
+            continue
+        known = by_origin.get(id(origin))
+        if known is None or known[0] is not origin:  # (the entry keeps its origin alive: its id names no other)
+            known = by_origin[id(origin)] = (origin, classify(m))
+        put(known[1])
+    return out
 
 
 def reduction_rank(category: Category) -> int:
