@@ -136,13 +136,31 @@ def test_last_lines_are_those_of_splitlines(pieces: list[str], count: int) -> No
         digest_module._TAIL_PROBE_CHARS = original
 
 
+def _candidates(source: str) -> dict[str, tuple[str, int]]:
+    """Value -> (kind, place): definitions, then entities by kind, then bare numbers (a defined name itself: -1)."""
+    found: dict[str, tuple[str, int]] = {}
+
+    def add(kind: str, values: list[str]) -> None:
+        for value in values:
+            if value not in found and value not in _digest._COMMON:
+                found[value] = (kind, len(found))
+
+    definitions = _digest._definitions(source)
+    add("definition", definitions)
+    found.update({d.split(":", 1)[0]: ("definition", -1) for d in definitions})
+    for kind, values in entities.extract_entities_by_kind(source).items():
+        add(kind, values)
+    add("number", entities.bare_numbers(source))
+    return found
+
+
 def _digest_plainly(text: str, budget_tokens: int, known: str) -> str:
     """The masked output's digest as it was computed before its material was remembered (filter, then rank)."""
     source, _ = _digest.digest_source(text)
     # (Whole words counted one by one, a sentence's dot stripped: what _mention_counts computes in bulk.)
     mentions = Counter(word.rstrip(".") for word in re.split(r"[^\w.$/-]+", source) if word)
     ranked = []
-    for value, (kind, order) in _digest._candidates(source).items():
+    for value, (kind, order) in _candidates(source).items():
         if order < 0 or (known and value in known):
             continue
         name = value.split(":", 1)[0] if kind == "definition" else value

@@ -21,7 +21,8 @@ from .._memo import TextMemo, size_of_strings, text_key
 from ..telemetry._pace import GilPacer
 
 __all__ = [
-    "ENTITY_KINDS", "bare_numbers", "extract_entities", "extract_entities_by_kind", "readable", "warm_entities",
+    "ENTITY_KINDS", "bare_numbers", "entity_kinds", "extract_entities", "extract_entities_by_kind", "readable",
+    "warm_entities",
 ]
 
 # Results by text (its hash: the text itself is not kept), least recently used dropped first once they hold this
@@ -387,6 +388,11 @@ def extract_entities_by_kind(text: str) -> dict[str, list[str]]:
     """
     cached = _cached_entities(text)
     return {kind: list(values) for kind, values in cached}
+
+
+def entity_kinds(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """:func:`extract_entities_by_kind` as the remembered pairs of kind and values (shared: nothing to copy)."""
+    return _cached_entities(text)
 
 
 def _cached_entities(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
