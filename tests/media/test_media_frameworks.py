@@ -79,3 +79,46 @@ def test_langchain_image_blocks_are_images_and_go_back_unchanged() -> None:
     changed = converted.with_content((converted.content[0], *converted.content[1:]))
     rebuilt = to_langchain([changed.with_meta(id="h1-changed")], origins)[0]
     assert rebuilt.content[1:] == blocks
+
+
+def test_pydantic_ai_images_are_counted_and_the_oldest_leave_after_too_much_media() -> None:
+    """pydantic-ai's BinaryContent and ImageUrl: images to the manager; the ones kept go back as the same objects."""
+    import asyncio
+
+    from openai import AsyncOpenAI
+    from pydantic_ai import Agent, BinaryContent, ImageUrl
+    from pydantic_ai import messages as pm
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from contextfold.integrations.pydantic_ai import ContextfoldHistoryProcessor
+
+    cm = ContextManager("gpt-4o", store="memory", archive="memory")
+    pictures = [BinaryContent(data=f"PNG-{NONCE}-{step}".encode() * 300, media_type="image/png")
+                for step in range(11)]
+    history: list[pm.ModelMessage] = []
+    for step, picture in enumerate(pictures):
+        history.append(pm.ModelRequest(parts=[pm.UserPromptPart([f"Screenshot {step} ({NONCE}).", picture])]))
+        history.append(pm.ModelResponse(parts=[pm.TextPart(f"Seen {step}.")]))
+    link = ImageUrl(url=f"https://example.com/{NONCE}.png")
+
+    async def run() -> str:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="t", max_retries=0)
+        model = OpenAIChatModel("gpt-4o", provider=OpenAIProvider(openai_client=client))
+        processor = ContextfoldHistoryProcessor(cm)
+        agent: Agent[None, str] = Agent(model, capabilities=[processor.capability()])
+        try:
+            return (await agent.run(["And this one?", link], message_history=history)).output
+        finally:
+            await client.close()
+
+    with ScriptedLLMServer(default="Both pages load.", max_media=6) as server:
+        assert asyncio.run(run()) == "Both pages load."
+        assert [r.status for r in server.requests] == [400, 200]
+        assert server.requests[0].response["error"]["message"] == "Too much media: 0 document pages + 12 images > 6"
+        sent = images_of(server.requests[1].body)
+    # Down to 75% of 6: the latest three pictures of the history and the new link, each as pydantic-ai sent it.
+    expected = [f"data:image/png;base64,{base64.b64encode(p.data).decode()}" for p in pictures[-3:]]
+    assert sent == [*expected, link.url]
+    assert cm.media_limits.max_items == 6
+    assert cm.media().bytes >= 3 * len(expected[0]) - 3 * len("data:image/png;base64,")

@@ -24,12 +24,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, InvalidHistory, MissingExtra
 from ..manager.reconcile import content_key, rebase, reconcile
-from ..messages import Message, Part, TextPart, ThinkingPart, ToolCall, UnknownPart
+from ..media.budget import WIRE_BYTES_KEY
+from ..messages import DocumentPart, ImagePart, Message, Part, TextPart, ThinkingPart, ToolCall, UnknownPart
 from ..recovery import DEFAULT_MAX_RETRIES
 from ._degrade import prepare_messages
 
@@ -81,9 +83,30 @@ def _user_content(content: Any) -> str | tuple[Part, ...]:
     for item in content:
         if isinstance(item, str):
             parts.append(TextPart(item))
-        else:  # images, documents, audio: counted by their description, sent back as the original part
-            parts.append(UnknownPart(data={"kind": type(item).__name__, "repr": repr(item)[:200]}, format=FORMAT))
+        else:  # images and documents as such (counted as images, seen by media limits); audio, video: described
+            parts.append(_media(item) or UnknownPart(data={"kind": type(item).__name__, "repr": repr(item)[:200]},
+                                                     format=FORMAT))
     return tuple(parts)
+
+
+def _media(item: Any) -> ImagePart | DocumentPart | None:
+    """An image or document of a user prompt; its object goes back as it came (see ``_rebuild_request_part``)."""
+    if isinstance(item, pm.BinaryContent):
+        # The payload stays in pydantic-ai's object: the part holds what it takes on the wire (base64).
+        extra = {WIRE_BYTES_KEY: 4 * math.ceil(len(item.data) / 3)}
+        if item.is_image:
+            return ImagePart(media_type=item.media_type, extra=extra)
+        if item.is_document:
+            return DocumentPart(media_type=item.media_type, extra=extra)
+        return None
+    if isinstance(item, pm.ImageUrl | pm.DocumentUrl):
+        try:
+            media_type: str | None = item.media_type
+        except ValueError:  # (an extension pydantic-ai cannot name a type for)
+            media_type = None
+        kind = ImagePart if isinstance(item, pm.ImageUrl) else DocumentPart
+        return kind(url=item.url, media_type=media_type)
+    return None
 
 
 def _text_field(value: Any, index: int, field: str, *, nonempty: bool = False) -> str:
@@ -203,6 +226,13 @@ def _rebuild_request_part(message: Message, origin: Any) -> Any:
     text = message.text
     if isinstance(origin, pm.ToolReturnPart):
         return dataclasses.replace(origin, content=text)
+    if isinstance(origin, pm.UserPromptPart) and not isinstance(origin.content, str) \
+            and not isinstance(message.content, str) and len(message.content) == len(origin.content):
+        # Part for part (an image taken out for a media limit is a text in its place): the images, documents and
+        # audio that stayed go back as the framework's own objects.
+        return dataclasses.replace(origin, content=[
+            part.text if isinstance(part, TextPart) else item
+            for part, item in zip(message.content, origin.content, strict=True)])
     if isinstance(origin, pm.SystemPromptPart | pm.UserPromptPart):
         return dataclasses.replace(origin, content=text)
     if message.role == "tool":

@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .budget import LOW_WATER, MediaTally, evict_oldest_media, media_of, request_bytes
+    from .budget import LOW_WATER, WIRE_BYTES_KEY, MediaTally, evict_oldest_media, media_of, request_bytes
     from .limits import MediaLimitInfo, MediaLimits, known_limits, parse_media_limit
 
 # name -> the module that defines it, imported on first use (see contextfold._lazy).
 _EXPORTS: dict[str, str] = {
     "LOW_WATER": ".budget",
+    "WIRE_BYTES_KEY": ".budget",
     "MediaLimitInfo": ".limits",
     "MediaLimits": ".limits",
     "MediaTally": ".budget",
@@ -38,6 +39,6 @@ _EXPORTS: dict[str, str] = {
     "parse_media_limit": ".limits",
     "request_bytes": ".budget",
 }
-__all__ = ["LOW_WATER", "MediaLimitInfo", "MediaLimits", "MediaTally", "evict_oldest_media", "known_limits",
-           "media_of", "parse_media_limit", "request_bytes"]
+__all__ = ["LOW_WATER", "WIRE_BYTES_KEY", "MediaLimitInfo", "MediaLimits", "MediaTally", "evict_oldest_media",
+           "known_limits", "media_of", "parse_media_limit", "request_bytes"]
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -1,7 +1,8 @@
 """Counting the media a request carries, and making room by taking the oldest out.
 
 An image or document counts its inline bytes as they go on the wire (base64 ``data`` or a ``data:`` URL; a plain
-URL or a file id is a few dozen bytes) and one item. A request's bytes are its media's plus its text's, which
+URL or a file id is a few dozen bytes; ``extra[WIRE_BYTES_KEY]`` for one whose payload an adapter keeps) and one
+item. A request's bytes are its media's plus its text's, which
 :func:`request_bytes` bounds from the token count.
 
 :func:`evict_oldest_media` replaces the oldest images and documents with a one-line text naming what was there and
@@ -18,8 +19,12 @@ from dataclasses import dataclass
 from ..messages import DocumentPart, ImagePart, Message, Part, TextPart
 from .limits import MediaLimits
 
-__all__ = ["LOW_WATER", "TEXT_BYTES_PER_TOKEN", "MediaTally", "evict_oldest_media", "media_of", "request_bytes"]
+__all__ = ["LOW_WATER", "TEXT_BYTES_PER_TOKEN", "WIRE_BYTES_KEY", "MediaTally", "evict_oldest_media", "media_of",
+           "request_bytes"]
 
+# ``extra`` key of an image or document whose payload the part does not hold (a framework adapter keeps the
+# framework's own object and sends it back): the bytes it takes on the wire.
+WIRE_BYTES_KEY = "wire_bytes"
 # Evict down to this share of each limit (see the module docstring).
 LOW_WATER = 0.75
 # A token of text is at most a few bytes of UTF-8 on average; JSON escaping and the request's keys add some. Used
@@ -105,6 +110,9 @@ def _part_bytes(part: ImagePart | DocumentPart) -> int:
     size = len(part.data or "") + len(part.url or "")
     if isinstance(part, DocumentPart):
         size += len(part.file_id or "")
+    held_elsewhere = part.extra.get(WIRE_BYTES_KEY)
+    if isinstance(held_elsewhere, int) and not isinstance(held_elsewhere, bool) and held_elsewhere > 0:
+        size += held_elsewhere
     return size
 
 
