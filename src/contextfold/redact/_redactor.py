@@ -16,6 +16,7 @@ import copy
 import itertools
 import json
 import logging
+import operator
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -33,13 +34,12 @@ from ..messages import (
     UnknownPart,
     freeze,
     is_opaque,
-    same_meta_but_id,
 )
 from ..telemetry._pace import GilPacer
 from ..untrusted.regex import PatternTimeout
 from ._anchors import heads, lowered_heads
 from ._callback import CallbackMemo
-from ._ledger import ID_KEY, MAX_PASSES, SEPARATOR, Ledger, SameMessage, mentions_any, surface
+from ._ledger import ID_KEY, MAX_PASSES, SEPARATOR, Ledger, SameMessage, copy_groups, mentions_any, surface
 from ._provider_state import redact_provider_state
 from ._runs import class_runs
 from ._scans import Finding, ScanCache, scan_cache
@@ -758,67 +758,85 @@ class Redactor:
         """
         if not self.enabled or not self.remember:
             return
-        # A message redacted before was learned from. Of the others, one message per content is read (a repeated
-        # history's copies are equal but for their ids), redacted in bulk and recorded, clean ones too: the
-        # summarizer's request and the transcript then find every message in the ledger, at the generation reached
-        # here. The copies come after, once the batch's secrets are known (an entry recalled before a secret is
-        # learned would need that secret looked for in it again), needing only their ids read, cleared in bulk.
-        # Each copy is compared by content once: the entry found is handed on (for a copy of a first of this batch,
-        # that first, whose entry is found by the object). An entry the batch's learning made stale is renewed by its
-        # first copy, and the copies after it take the renewed entry (not compared again, not searched again).
-        # A copy sharing the field objects of a message met before in the batch (a repeated history's copies do)
-        # is found by those objects, and takes that message's key and entry without comparing texts.
+        # A message redacted before was learned from. The others are grouped by what they are copies of (a repeated
+        # history's copies are equal but for their ids: see copy_groups), and each group is read once, by content:
+        # one message per content not seen before is redacted in bulk and recorded, clean ones too, so that the
+        # summarizer's request and the transcript find every message in the ledger, at the generation reached here.
+        # The copies come after, once the batch's secrets are known (an entry recalled before a secret is learned
+        # would need that secret looked for in it again), needing only their ids read, cleared in bulk. A group whose
+        # content redacts to itself records its copies with clean ids as themselves, in bulk (issue 22: a copy was
+        # ~10 us of bookkeeping, a second of the first prepare() of 100,000 recorded messages); any other copy is
+        # recalled (or redacted) one by one. An entry made stale by the batch's learning is renewed by its group's
+        # first copy, and the groups after it with the same entry take the renewed one.
+        ledger = self._ledger
         firsts: dict[SameMessage, Message] = {}
         fresh: list[Message] = []
-        copies: list[tuple[Message, SameMessage, tuple[Message, Message, int] | None, Message | None]] = []
-        ledger = self._ledger
-        met: dict[tuple[Any, ...] | int, tuple[Message, SameMessage, tuple[Message, Message, int] | None, Message]] = {}
-        for m in ledger.unrecorded(messages):
-            origin = m._origin  # (copies given only an id: found by what they are copies of, see Message.with_meta)
-            objects = id(origin) if origin is not None else (
-                id(m.content), id(m.tool_calls), id(m.extra), m.role, m.tool_call_id, m.name)
-            known = met.get(objects)
-            if known is not None and same_meta_but_id(known[0], m):
-                copies.append((m, known[1], known[2], None if known[2] is not None else known[3]))
-                continue
-            key = SameMessage(m)
+        plan: list[tuple[list[Message], SameMessage, tuple[Message, Message, int] | None, Message | None]] = []
+        for group in copy_groups(ledger.unrecorded(messages)):
+            head = group[0]
+            key = SameMessage(head)
             entry = ledger.by_content(key)  # (not recorded itself: only its content can be)
             if entry is not None:
-                copies.append((m, key, entry, None))
-                met[objects] = (m, key, entry, m)
+                plan.append((group, key, entry, None))
                 continue
             first = firsts.get(key)
             if first is None:
-                firsts[key] = m
-                fresh.append(m)
-                met[objects] = (m, key, None, m)
+                firsts[key] = head
+                fresh.append(head)
+                if len(group) > 1:
+                    plan.append((group[1:], key, None, head))
             else:
-                copies.append((m, key, None, first))
-                met[objects] = (m, key, None, first)
-        del firsts, met
+                plan.append((group, key, None, first))
+        del firsts
         if fresh:
             self._learn_fresh(fresh)
-        if not copies:
+        if not plan:
             return
-        clean_ids = self._clean_ids([m.meta.get(ID_KEY) for m, _, _, _ in copies])
+        clean_ids = self._clean_ids([m.meta.get(ID_KEY) for group, _, _, _ in plan for m in group])
+        ids_at = self._generation()  # (what clean_ids hold at)
         renewed: dict[int, tuple[Message, Message, int] | None] = {}  # id(stale entry) -> its first copy's entry
-        for m, key, entry, first in copies:
+        same: list[Message] = []  # copies that redact to themselves at ids_at, recorded so at the end
+        for group, key, entry, first in plan:
             if first is not None:
                 entry = ledger.get(first)
-            now = self._generation()
-            stale = entry if entry is not None and entry[2] != now else None
-            if stale is not None:
+            rest: Sequence[Message] = group
+            if entry is not None and entry[2] != self._generation():
+                stale = entry
                 entry = renewed.get(id(stale), stale)  # (renewed by an earlier copy: its entry is current)
-            if (entry is not None and entry[2] == now and entry[1] is entry[0] is not m
-                    and ((own := m.meta.get(ID_KEY, _NO_ID)) is _NO_ID or own in clean_ids)):
-                # A copy of a message found clean at this generation, its id clean too: what _recall would find,
-                # it is itself (most of a repeated history; recorded without the general path's checks).
-                ledger.put(m, m, now, by_content=False)
-                continue
-            if self._recall(m, clean_ids, key, entry) is None:
-                self.redact_message(m)
-            if stale is not None and id(stale) not in renewed:
-                renewed[id(stale)] = ledger.get(m)  # (m's own entry, found by the object)
+                if entry is None or entry[2] != self._generation():
+                    head, rest = group[0], group[1:]
+                    self._learn_copy(head, key, entry, clean_ids, ids_at)
+                    entry = ledger.get(head)  # (its own entry, found by the object)
+                    renewed.setdefault(id(stale), entry)
+            if entry is not None and entry[2] == ids_at and entry[1] is entry[0]:
+                # Its content redacts to itself at ids_at: so does a copy whose id is clean (most of a repeated
+                # history; recorded without the general path's checks). Recorded at ids_at, that stays true when a
+                # copy's id teaches a secret meanwhile (later uses then look for it).
+                redacted = entry[0]
+                root = rest[0]._origin if rest else None
+                if root is not None:  # (copies given only an id: one entry for them all, see Ledger.put_copies)
+                    ledger.put_copies(root, ids_at, clean_ids)
+                    for m in rest:
+                        if m is redacted or m.meta.get(ID_KEY) not in clean_ids:
+                            self._learn_copy(m, key, entry, clean_ids, ids_at)
+                    continue
+                for m in rest:
+                    own = m.meta.get(ID_KEY, _NO_ID)
+                    if m is not redacted and (own is _NO_ID or own in clean_ids):
+                        same.append(m)
+                    else:
+                        self._learn_copy(m, key, entry, clean_ids, ids_at)
+            else:
+                for m in rest:
+                    self._learn_copy(m, key, entry, clean_ids, ids_at)
+        ledger.put_same(same, ids_at)
+
+    def _learn_copy(self, m: Message, key: SameMessage, entry: tuple[Message, Message, int] | None,
+                    clean_ids: frozenset[str], ids_at: int) -> None:
+        """Learn from ``m``, a copy of the message of ``entry`` (``key``: its content): recalled, or redacted."""
+        ids = clean_ids if self._generation() == ids_at else frozenset()  # (an id may hold a secret learned since)
+        if self._recall(m, ids, key, entry) is None:
+            self.redact_message(m)
 
     def _learn_fresh(self, items: list[Message]) -> None:
         """Learn from messages of content not seen before: redact those the prefilter cannot clear, record the rest.
@@ -872,7 +890,8 @@ class Redactor:
             if remembered is None:  # (too many remembered strings to look for each in the joined ids)
                 remembered = {i for i, text in enumerate(texts) if i not in suspects and self.memory.spans(text)}
             suspects |= remembered
-        return frozenset(text for i, text in enumerate(texts) if i not in suspects)
+        # (The ids are distinct: the clean ones are all but the suspects'. 100,000 ids of a bulk add, issue 22.)
+        return frozenset(texts).difference([texts[i] for i in suspects]) if suspects else frozenset(texts)
 
     def redact_messages(self, messages: Iterable[Message]) -> list[Message]:
         """Every message redacted, in bulk: first every secret of the batch is learned, then each is redacted.
@@ -969,14 +988,22 @@ class Redactor:
         """
         assert self._prefilter is not None
         needles, needs = self._prefilter
-        lowered = [t.lower() for t in texts]  # (one by one: lower-casing may change a text's length)
-        starts = list(itertools.accumulate((len(t) + 1 for t in lowered[:-1]), initial=0))
-        joined_text = SEPARATOR.join(lowered)
+        lowered: list[str] | None = None
+        joined_text = SEPARATOR.join(texts) if joined else ""
+        if joined and joined_text.isascii():
+            # (Many short texts, ASCII: lower-cased in one call, which keeps every length, so the same starts.)
+            joined_text = joined_text.lower()
+            starts = _starts(texts)
+        else:
+            lowered = [t.lower() for t in texts]  # (one by one: lower-casing may change a text's length)
+            starts = _starts(lowered)
+            joined_text = SEPARATOR.join(lowered)
         finder = self._triggers
         positions = finder.positions(joined_text) if joined else None
         if positions is not None:
             suspects.update(bisect.bisect_right(starts, at) - 1 for at in positions)
         elif finder.one_pass:  # (one pass per text; the matches of a text that holds many are not all wanted)
+            lowered = lowered or [t.lower() for t in texts]
             suspects.update(i for i, text in enumerate(lowered) if i not in suspects and finder.holds_any(text))
         else:
             self._search(joined_text, starts, needles, suspects)
@@ -985,6 +1012,7 @@ class Redactor:
             if runs is not None:  # (a class run: each text not yet suspect, at C speed; see contextfold.redact._runs)
                 if joined and not runs.holds(joined_text):
                     continue  # (no run crosses the separator: none in the whole, none in any of the short texts)
+                lowered = lowered or [t.lower() for t in texts]
                 suspects.update(i for i, text in enumerate(lowered) if i not in suspects and runs.holds(text))
                 continue
             for hit in need.finditer(joined_text):
@@ -997,7 +1025,7 @@ class Redactor:
             return set()
         if len(learned) > _PREFILTER_MAX_LEARNED:
             return None
-        starts = list(itertools.accumulate((len(t) + 1 for t in texts[:-1]), initial=0))
+        starts = _starts(texts)
         holding: set[int] = set()
         self._search(SEPARATOR.join(texts), starts, tuple(learned), holding)
         return holding
@@ -1014,6 +1042,11 @@ class Redactor:
                 if index + 1 >= count:
                     break
                 at = joined.find(needle, starts[index + 1])
+
+
+def _starts(texts: list[str]) -> list[int]:
+    """Where each of ``texts`` starts in ``SEPARATOR.join(texts)`` (C loops: 100,000 ids of a bulk add, issue 22)."""
+    return list(map(operator.add, itertools.accumulate(map(len, texts), initial=0), range(len(texts))))
 
 
 def _meets_any(text: str, remembered: Sequence[str]) -> bool:
