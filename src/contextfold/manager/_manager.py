@@ -1122,7 +1122,10 @@ class ContextManager:
     def media(self) -> MediaTally:
         """The images and documents the view carries now (inline bytes as sent, and items)."""
         with self._lock:
-            return self._media.tally(self._view.raw, self._view.version)
+            return self._media.tally(self._view.raw, self._media_version())
+
+    def _media_version(self) -> tuple[int, int]:
+        return self._view.version, self._view.settle_edits
 
     def learn_media_limit(self, *, max_bytes: int | None = None, max_items: int | None = None) -> bool:
         """Keep each request under ``max_bytes`` (media and text) and ``max_items`` images and documents, our count.
@@ -1154,7 +1157,7 @@ class ContextManager:
         guard = self._media
         if not guard.limits.known:
             return 0  # (a text-only agent with a provider of no published limit: nothing to count, ever)
-        before = guard.tally(self._view.raw, self._view.version)
+        before = guard.tally(self._view.raw, self._media_version())
         if not before.items:
             return 0
         tokens, _, _ = self._view.totals()
@@ -1177,7 +1180,7 @@ class ContextManager:
 
         self.rewrite_view(evict, reason="media_limit")
         if evicted:
-            after = guard.tally(self._view.raw, self._view.version)
+            after = guard.tally(self._view.raw, self._media_version())
             self.tracer.emit(MediaEvicted(session_id=self.session_id, count=evicted, bytes_before=before.bytes,
                                           bytes_after=after.bytes, items_before=before.items,
                                           items_after=after.items, max_bytes=guard.limits.max_bytes,

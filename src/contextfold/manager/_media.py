@@ -25,7 +25,8 @@ class MediaGuard:
         self.learned = MediaLimits()
         self.limits = self.published
         self._tally = MediaTally()
-        self._counted: tuple[int, int] | None = None  # (view version, messages counted) the tally is of
+        # ((view version, settle edits), messages counted) the tally is of
+        self._counted: tuple[tuple[int, int], int] | None = None
 
     def learn(self, limits: MediaLimits) -> bool:
         """Lower the limits to ``limits`` where it is stricter; True when something went down."""
@@ -36,10 +37,12 @@ class MediaGuard:
         self.limits = self.published.lower(learned)
         return True
 
-    def tally(self, raw: Sequence[Message], version: int) -> MediaTally:
+    def tally(self, raw: Sequence[Message], version: tuple[int, int]) -> MediaTally:
         """The media of ``raw`` (the view's stored messages, at ``version``): only what was appended is counted anew.
 
-        Normalization only drops messages or adds text-only ones, so the stored messages' media bound the request's.
+        ``version``: the view's version and its settle edits (anything but an append changes one of them: settling
+        drops or inserts messages before the end, which would shift what was counted). Normalization only drops
+        messages or adds text-only ones, so the stored messages' media bound the request's.
         """
         counted = self._counted
         if counted is not None and counted[0] == version and counted[1] <= len(raw):

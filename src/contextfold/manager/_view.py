@@ -35,6 +35,10 @@ class View:
         self._messages: list[Message] = []
         self.version = 0  # bumps whenever something other than an append changes the view
         self._appends = 0  # bumps on every append (settling may drop as many messages as one adds)
+        # Bumps when settling changes stored messages (drops an orphan or a duplicate, inserts an "aborted" output):
+        # what counts the stored messages incrementally (the media tally) starts again then. (Not ``version``: the
+        # settled prefix's caches stay valid through it.)
+        self.settle_edits = 0
         self._settled = 0  # view[:settled] is normalized, closed, and ends before an assistant message
         self._settled_tokens = 0
         self._settled_tool_tokens = 0
@@ -372,6 +376,7 @@ class View:
             # Orphans and duplicates leave the view here for good; the manager archives them (nothing is lost).
             self.dropped.extend(m for m in segment if id(m) not in kept)
             msgs[self._settled : end] = fixed
+            self.settle_edits += 1
         self._track_aborted(fixed)
         start = self._settled
         self._settled_pairs.extend(_shifted(pair_list(fixed), start))
