@@ -104,7 +104,7 @@ def test_eviction_takes_only_the_oldest_media_of_messages_that_may_lose_them(
         for a, b in zip(old.content, new.content, strict=True):
             assert b == a or (isinstance(a, ImagePart | DocumentPart) and isinstance(b, TextPart)
                               and b.text.startswith("[image (image/png, "))
-    goal_items, goal_bytes = int(max_items * LOW_WATER), int(max_bytes * LOW_WATER)
+    goal_items, goal_bytes = max(1, int(max_items * LOW_WATER)), int(max_bytes * LOW_WATER)
 
     def over(tally: object) -> bool:
         return tally.items > goal_items or request_bytes(tally, text_tokens) > goal_bytes  # type: ignore[attr-defined]

@@ -6,9 +6,10 @@ item. A request's bytes are its media's plus its text's, which
 :func:`request_bytes` bounds from the token count.
 
 :func:`evict_oldest_media` replaces the oldest images and documents with a one-line text naming what was there and
-why it went, until the request is down to :data:`LOW_WATER` of each limit: a request that stays just under the
-limit would need another eviction, and another rewrite of the provider's cached prefix, a few turns later. The
-originals are not lost: the manager archives the view before it rewrites it.
+why it went, until the request is down to :data:`LOW_WATER` of each limit (never below one item: 75% of a limit of
+one is none): a request that stays just under the limit would need another eviction, and another rewrite of the
+provider's cached prefix, a few turns later. The originals are not lost: the manager archives the view before it
+rewrites it.
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ def evict_oldest_media(messages: Sequence[Message], limits: MediaLimits, *, text
     for m in messages:
         total = total + media_of(m)
     byte_goal = None if limits.max_bytes is None else int(limits.max_bytes * LOW_WATER)
-    item_goal = None if limits.max_items is None else int(limits.max_items * LOW_WATER)
+    # (At least one item: 75% of a limit of one is none, and the newest screenshot would go with the others.)
+    item_goal = None if limits.max_items is None else max(1, int(limits.max_items * LOW_WATER))
 
     def over(tally: MediaTally) -> bool:
         return ((byte_goal is not None and request_bytes(tally, text_tokens) > byte_goal)
