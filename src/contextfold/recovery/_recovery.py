@@ -173,11 +173,16 @@ class OverflowRecovery:
         """Make the view smaller after ``info``; raises RecoveryFailed (from ``cause``) when it should not retry.
 
         ``info`` from :func:`parse_limit_error`: a context-length error compacts (and drops the oldest messages), a
-        media error takes the oldest images and documents out.
+        media error takes the oldest images and documents out (a request refused for its bytes that carries none is
+        a context-length error).
         """
         if isinstance(info, MediaLimitInfo):
-            self._shrink_media(info, cause)
-            return
+            if info.kind == "items" or self.cm.media().items:
+                self._shrink_media(info, cause)
+                return
+            # Refused for its bytes without an image or document in it (a proxy's 413: nginx takes 1 MB by
+            # default): its text is what is too large, recovered as a context overflow of unknown limit.
+            info = OverflowInfo(info.message, info.provider, status_code=info.status_code)
         cm = self.cm
         self.attempt += 1
         cm.tracer.emit(RecoveryOverflow(session_id=cm.session_id, attempt=self.attempt, message=info.message,
