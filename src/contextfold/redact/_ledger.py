@@ -161,12 +161,14 @@ class Ledger:
 
     def unrecorded(self, items: Iterable[Message]) -> list[Message]:
         """Those of ``items`` that have no entry of their own (:meth:`recorded`), in one loop."""
-        by_object = self._by_object
+        by_object, copies = self._by_object, self._copies
         out: list[Message] = []
         for m in items:
             entry = by_object.get(id(m))
-            if (entry is None or entry[0] is not m) and (m._origin is None or self._own(m) is None):
-                out.append(m)
+            if entry is None or entry[0] is not m:
+                origin = m._origin  # (a copy of an origin with no entry: not recorded, without a second look)
+                if origin is None or id(origin) not in copies or self._own(m) is None:
+                    out.append(m)
         return out
 
     def current(self, items: list[Message], generation: int) -> list[Message | None]:
@@ -177,9 +179,10 @@ class Ledger:
         """
         by_object = self._by_object
         out: list[Message | None] = []
+        copies = self._copies
         for m in items:
             entry = by_object.get(id(m))
-            if (entry is None or entry[0] is not m) and m._origin is not None:
+            if (entry is None or entry[0] is not m) and m._origin is not None and id(m._origin) in copies:
                 entry = self._own(m)
             out.append(entry[1] if entry is not None and entry[0] is m and entry[2] == generation else None)
         return out

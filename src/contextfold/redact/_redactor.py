@@ -545,6 +545,13 @@ class Redactor:
         """A deep copy of ``obj`` with every string value redacted (dicts, lists and tuples; keys are kept)."""
         if not self.enabled:
             return obj
+        kind = type(obj)
+        if kind is str:
+            return self.redact_text(obj)
+        # (A message's meta and extra are read-only views of dicts: told apart without the ABC's isinstance, which
+        # was a tenth of redacting a bulk add's messages.)
+        if kind is MappingProxyType or kind is dict:
+            return {k: self._redact_item(k, v) for k, v in obj.items()}
         if isinstance(obj, str):
             return self.redact_text(obj)
         if isinstance(obj, Mapping):
