@@ -99,3 +99,26 @@ def test_a_partition_of_copies_is_the_partition_of_the_messages_made_anew(turns:
     assert (got.categories, got.pinned, got.protected, got.summaries, got.retained, got.units, got.answered) == (
         expected.categories, expected.pinned, expected.protected, expected.summaries, expected.retained,
         expected.units, expected.answered)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 12), st.integers(0, 10**6), st.booleans(), st.booleans())
+def test_the_summary_input_is_normalized_as_the_messages_alone_would_be(turns: int, seed: int, whole_units: bool,
+                                                                        normalized: bool) -> None:
+    from contextfold.compaction._compact import normalized_with_pairs, normalized_within, pairs_within
+    from contextfold.pairing import normalize
+
+    rng = random.Random(seed)
+    history = _session(turns, seed)
+    view = normalize(history) if normalized else history
+    if not normalized:  # (a result away from its call, an orphan)
+        rng.shuffle(view)
+    pairs = pair_list(view)
+    if whole_units:
+        chosen = sorted(i for unit in build_units(view, pairs) if rng.random() < 0.6 for i in unit.indices)
+    else:
+        chosen = sorted(rng.sample(range(len(view)), rng.randint(0, len(view))))
+    subset = [view[i] for i in chosen]
+    got = normalized_within(subset, pairs, chosen)
+    assert got == normalized_with_pairs(subset, pairs_within(pairs, chosen))[0]
+    assert got == normalize(subset)

@@ -249,6 +249,24 @@ def pairs_within(pairs: Sequence[ToolPair], indices: Sequence[int]) -> list[Tool
     return out
 
 
+def normalized_within(messages: list[Message], pairs: Sequence[ToolPair], indices: Sequence[int]) -> list[Message]:
+    """``normalize(messages)``, where ``messages`` are the messages at ``indices`` of a history paired as ``pairs``.
+
+    What ``normalized_with_pairs(messages, pairs_within(pairs, indices))[0]`` gives, without a pair object made per
+    call (issue 22: the summary's input is most of a 100,000-message view, ~49,000 calls).
+    """
+    position = dict(zip(indices, range(len(indices)), strict=True))
+    where = position.get
+    links: list[tuple[int, int | None]] = []
+    put = links.append
+    for pair in pairs:
+        at = where(pair.call_index)
+        if at is not None:
+            result = pair.result_index
+            put((at, None if result is None else where(result)))
+    return messages if _links_normalized(messages, links) else normalize(messages)
+
+
 def _is_normalized(messages: list[Message], pairs: list[ToolPair]) -> bool:
     """Whether ``normalize(messages)`` would return ``messages`` unchanged (``pairs``: their ``pair_list``).
 
@@ -256,11 +274,16 @@ def _is_normalized(messages: list[Message], pairs: list[ToolPair]) -> bool:
     the order of the calls (so no result is an orphan or out of place), no empty user or assistant message, and
     the conversation opening with the user (or a provider's compaction item) after system/developer messages.
     """
+    return _links_normalized(messages, [(pair.call_index, pair.result_index) for pair in pairs])
+
+
+def _links_normalized(messages: list[Message], links: list[tuple[int, int | None]]) -> bool:
+    """:func:`_is_normalized` given each pair as (its call's index, its result's index or None), in pair order."""
     results: set[int] = set()
-    for pair in pairs:
-        if pair.result_index is None:
+    for _, result in links:
+        if result is None:
             return False
-        results.add(pair.result_index)
+        results.add(result)
     after_calls = False  # (whether the messages since the last non-tool one follow tool calls)
     opened = False
     for i, m in enumerate(messages):
@@ -283,10 +306,10 @@ def _is_normalized(messages: list[Message], pairs: list[ToolPair]) -> bool:
             return False
     # Each call's result is the next message after the previous call's: results in call order, right after.
     last_call, position = -1, 0
-    for pair in pairs:
-        position = position + 1 if pair.call_index == last_call else pair.call_index + 1
-        last_call = pair.call_index
-        if pair.result_index != position:
+    for call, result in links:
+        position = position + 1 if call == last_call else call + 1
+        last_call = call
+        if result != position:
             return False
     return True
 
@@ -356,8 +379,8 @@ def compact(
     unchanged = len(for_summary) == len(summarized) and (not summarized or for_summary[-1] is summarized[-1])
     request = SummaryRequest(
         # (for_summarizer: whole units of a normalized view are normalized already, bar a trailing call)
-        messages=tuple(normalized_with_pairs(
-            for_summary, pairs_within(plan.pairs, lay.summarized) if plan.pairs and unchanged else None)[0]),
+        messages=tuple(normalized_within(for_summary, plan.pairs, lay.summarized) if plan.pairs and unchanged
+                       else normalized_with_pairs(for_summary)[0]),
         previous_summary=old_text,
         strategy=policy.strategy,
         instructions=instructions,
@@ -375,7 +398,7 @@ def compact(
     build = SummaryBuilder(
         version=old_version + 1,
         compacted_count=old_covered + len(summarized),
-        original_token_count=old_original + sum(part.tokens[i] for i in lay.summarized),
+        original_token_count=old_original + _tokens_of(part, lay.summarized),
         compacted_at=(clock or _utc_now)(),
         counter=counter,
         role=policy.summary_role,
@@ -449,10 +472,14 @@ def _summary_tokens(reserve: int, summarized: Sequence[int], part: Partition) ->
     Once old tool outputs are masked, the oldest part of a history is cheap; a summary as long as the reserve
     would then make the view longer than before compacting.
     """
-    replaced = sum(part.tokens[i] for i in summarized)
-    replaced += sum(part.tokens[i] for i in part.summaries)
+    replaced = _tokens_of(part, summarized) + _tokens_of(part, part.summaries)
     cap = max(MIN_SUMMARY_TOKENS, int(replaced * SUMMARY_MAX_SHARE_OF_REPLACED))
     return max(1, min(reserve, cap))
+
+
+def _tokens_of(part: Partition, indices: Sequence[int]) -> int:
+    """The tokens of the messages at ``indices`` (summed in C: a compaction's indices are most of the view)."""
+    return sum(map(part.tokens.__getitem__, indices))
 
 
 def _start_keep(policy: Policy, kind: str, budget: int) -> Keep:
@@ -506,7 +533,8 @@ def _stats(plan: CompactionPlan, lay: Layout, part: Partition, out: list[Message
            started: float) -> CompactionStats:
     protected = {i for unit in part.protected for i in unit.indices}
     pinned = set(part.pinned)
-    user = set(lay.user_block) | {i for i in lay.kept if i in set(lay.summarized)}
+    summarized = set(lay.summarized)  # (once, not once per kept message)
+    user = set(lay.user_block) | {i for i in lay.kept if i in summarized}
     facts = retain_msg.meta.get("retain_facts", ()) if retain_msg is not None else ()
     return CompactionStats(
         kind=plan.kind,

@@ -106,8 +106,11 @@ def validate_request(request: SummaryRequest) -> None:
                           field="strategy")
     if request.strategy == "custom" and not (request.custom_prompt or "").strip():
         raise ConfigError("strategy 'custom' needs a non-empty custom_prompt", field="custom_prompt")
-    for index, message in enumerate(request.messages):
-        if not isinstance(message, Message):
-            raise InvalidHistory(f"expected a Message, got {type(message).__name__}", index=index)
+    messages = request.messages
+    # (The types are collected in C first: a summary's input can be most of a 100,000-message view, issue 22.)
+    if type(messages) not in (tuple, list) or not set(map(type, messages)) <= {Message}:
+        for index, message in enumerate(messages):
+            if not isinstance(message, Message):
+                raise InvalidHistory(f"expected a Message, got {type(message).__name__}", index=index)
     if isinstance(request.verbatim, str) or not all(isinstance(text, str) for text in request.verbatim):
         raise ConfigError("must be a sequence of message texts (str)", field="verbatim")
