@@ -831,7 +831,11 @@ class ContextManager:
 
     def _compact(self, kind: str, *, instructions: str | None, started: float,
                  automatic: bool = False, joined: bool = False) -> CompactionReport:
-        with self.tracer.span(f"compact.{kind}", kind=COMPACT_KIND, automatic=automatic) as span:
+        from ._collector import collector_paused
+
+        # (a long history's compaction keeps all it builds until it returns: collections then free nothing of it)
+        with (self.tracer.span(f"compact.{kind}", kind=COMPACT_KIND, automatic=automatic) as span,
+              collector_paused(self._view.totals()[2])):
             report = self._compact_in_span(kind, instructions=instructions, started=started, automatic=automatic,
                                            joined=joined)
             span.set(applied=report.compacted > 0, tokens_before=report.tokens_before,

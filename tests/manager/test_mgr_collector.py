@@ -1,0 +1,112 @@
+"""The cyclic collector is paused while a long history is compacted, and always resumed (issue 22).
+
+A compaction keeps what it builds until it returns, so collections during it free nothing of it; at 100,000
+messages they were a sixth of the first ``prepare()``. The pause is shared by compactions on several threads, never
+outlives the last of them, leaves a collector the application turned off turned off, and short views are not paused.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from contextfold.manager import ContextManager, _collector
+from contextfold.manager._collector import collector_paused
+from contextfold.messages import Message
+from contextfold.summarize.base import SummaryRequest, SummaryResult
+
+
+@pytest.fixture(autouse=True)
+def _collector_restored() -> Iterator[None]:
+    was = gc.isenabled()
+    yield
+    if was:
+        gc.enable()
+
+
+def test_a_long_view_pauses_the_collector_and_resumes_it_after_even_on_error() -> None:
+    assert gc.isenabled()
+    with collector_paused(_collector.PAUSE_MIN_MESSAGES):
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(ValueError), collector_paused(10**6):
+        assert not gc.isenabled()
+        raise ValueError("compaction failed")
+    assert gc.isenabled()
+    with collector_paused(_collector.PAUSE_MIN_MESSAGES - 1):  # (short: not paused)
+        assert gc.isenabled()
+
+
+def test_a_collector_the_application_turned_off_stays_off() -> None:
+    gc.disable()
+    with collector_paused(10**6):
+        assert not gc.isenabled()
+    assert not gc.isenabled()
+
+
+def test_compactions_on_two_threads_share_one_pause_resumed_by_the_last() -> None:
+    entered, release = threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def other() -> None:
+        with collector_paused(10**6):
+            entered.set()
+            release.wait()
+            seen.append(gc.isenabled())
+
+    thread = threading.Thread(target=other)
+    with collector_paused(10**6):
+        thread.start()
+        entered.wait()
+    assert not gc.isenabled()  # (the other compaction still runs)
+    release.set()
+    thread.join()
+    assert seen == [False] and gc.isenabled()
+
+
+class _Recording:
+    """An extractive-like summarizer that notes whether the collector ran while it was called."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.enabled: list[bool] = []
+        self.fail = fail
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        self.enabled.append(gc.isenabled())
+        if self.fail:
+            raise RuntimeError("provider down")
+        return SummaryResult(summary=f"{len(request.messages)} messages", summarizer="recording")
+
+
+def _history() -> list[Message]:
+    out = [Message.system("you help")]
+    for i in range(12):
+        out += [Message.user(f"collector-5e1a step {i} " * 20), Message.assistant(f"done {i} " * 20)]
+    return out
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_manager_compacts_a_long_view_with_the_collector_paused(monkeypatch: pytest.MonkeyPatch,
+                                                                   fail: bool) -> None:
+    monkeypatch.setattr(_collector, "PAUSE_MIN_MESSAGES", 20)  # (a long view, made short for the test)
+    summarizer = _Recording(fail)
+    cm = ContextManager("gpt-4o", store="memory", archive="memory", summarizer=summarizer,
+                        policy={"keep_recent_turns": 1})
+    try:
+        cm.add(_history())
+        if fail:
+            with pytest.raises(Exception, match="provider down"):
+                cm.compact()
+        else:
+            assert cm.compact().compacted > 0
+        assert summarizer.enabled == [False] and gc.isenabled()
+        monkeypatch.setattr(_collector, "PAUSE_MIN_MESSAGES", 10_000)
+        cm.add([Message.user("collector-5e1a one more " * 20)])
+        summarizer.fail = False
+        cm.compact()
+        assert summarizer.enabled == [False, True] and gc.isenabled()  # (a short view: not paused)
+    finally:
+        cm.close()
