@@ -13,8 +13,9 @@ Pure and deterministic: the same text, budget and counter give the same digest.
 from __future__ import annotations
 
 import re
+import weakref
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import NamedTuple
 
 from .._memo import TextMemo, size_of_strings, text_key
@@ -143,17 +144,35 @@ def digest_material(text: str) -> Material:
     return _materials.get_or_compute(text_key(text), lambda: _rank(text), _size)
 
 
-def ref_material(ref_id: str, load: Callable[[], str], blank: Callable[[str], str] | None = None) -> Material:
+def ref_material(ref_id: str, load: Callable[[], str], blank: Callable[[str], str] | None = None, *,
+                 state: Hashable = None) -> Material:
     """:func:`digest_material` of the output stored under ``ref_id`` (``load()`` reads it only when not remembered).
 
     ``blank``: the session's secret blanking, applied to the whole stored text before it is read, as an output in
     hand is (issue 21 §1): a window of the text holds pieces of a secret no rule recognises alone (a PEM body's
     lines split at ``+`` and ``/``), which an item filter cannot tell without the session's memory. Remembered
-    apart from the plain material of the same ref.
+    apart from the plain material of the same ref, and by ``state``: what the blanking answers by (the guard's
+    ``digest_state()``). Refs are content hashes shared by every session of the process, and a secret is learned
+    later: material blanked with another session's secrets, or before one was learned, is not this blanking's.
     """
     if blank is None:
         return _materials.get_or_compute(("ref", ref_id), lambda: _rank(load()), _size)
-    return _materials.get_or_compute(("ref-blanked", ref_id), lambda: _rank(blank(load())), _size)
+    return _materials.get_or_compute(("ref-blanked", ref_id, _weak(state)), lambda: _rank(blank(load())), _size)
+
+
+def _weak(state: Hashable) -> Hashable:
+    """``state`` as a process-wide memo key that keeps nothing of a session alive: its objects by weak reference.
+
+    (A session's secret memory in a key would outlive the session; a weak reference to a dead one equals nothing.)
+    """
+    if isinstance(state, tuple):
+        return tuple(_weak(item) for item in state)
+    if state is None or isinstance(state, bool | int | float | str | bytes):
+        return state
+    try:
+        return weakref.ref(state)
+    except TypeError:
+        return state
 
 
 def remember_ref_material(ref_id: str, text: str) -> None:

@@ -286,7 +286,8 @@ def _digested(ref_id: str, text: str | None, cache: OutputStore, digest_tokens: 
     if text is not None:
         material = digest_material(secrets.blank(text) if secrets is not None else text)
     else:
-        material = ref_material(ref_id, lambda: cache.get(ref_id), secrets.blank if secrets is not None else None)
+        material = ref_material(ref_id, lambda: cache.get(ref_id), secrets.blank if secrets is not None else None,
+                                state=secrets.digest_state() if secrets is not None else None)
     allow = (lambda item: not secrets.mentions_secret(item)) if secrets is not None else None
     digest = output_digest("", budget_tokens=digest_tokens, counter=counter, known=known,
                            material=material.items, allow=allow)

@@ -115,7 +115,8 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
                 ref = m.meta.get("ref")
                 if isinstance(ref, str) and outputs.contains(ref):
                     material = ref_material(ref, partial(outputs.get, ref),
-                                            redactor.blank if redactor is not None else None)
+                                            redactor.blank if redactor is not None else None,
+                                            state=redactor.digest_state() if redactor is not None else None)
                 else:
                     # As the masking will read it: with the session's secrets blanked (otherwise another text, and
                     # the masking turn read it cold: 26 of lm32b's 1,624 outputs hold a password or a key).
