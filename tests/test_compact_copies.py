@@ -122,3 +122,27 @@ def test_the_summary_input_is_normalized_as_the_messages_alone_would_be(turns: i
     got = normalized_within(subset, pairs, chosen)
     assert got == normalized_with_pairs(subset, pairs_within(pairs, chosen))[0]
     assert got == normalize(subset)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 12), st.integers(0, 10**6), st.booleans(), st.integers(0, 3), st.integers(0, 3))
+def test_what_stays_recent_is_each_unit_holding_an_answered_message(turns: int, seed: int, shuffled: bool,
+                                                                     pairs_kept: int, turns_kept: int) -> None:
+    from contextfold.compaction._partition import Keep, recent_indices, select_user_messages
+    from contextfold.pairing import normalize
+
+    history = _session(turns, seed)
+    view = history if shuffled else normalize(history)
+    if shuffled:  # (a result far from its call: the unit holding it does not start just before it)
+        random.Random(seed).shuffle(view)
+    part = partition(view, Policy(protected_tools=("todo_write",)), [len(m.text) // 4 + 3 for m in view])
+    keep = Keep(turns_kept, pairs_kept, 50, 1)
+    got = recent_indices(view, part, keep)
+    answered = set(part.answered or ())
+    expected = {i for unit in part.units if answered.intersection(unit.indices) for i in unit.indices}
+    assert expected <= got
+    assert got - expected == recent_indices(view, part, Keep(turns_kept, pairs_kept, 50, 1, answered=False)) - expected
+    leaving = sorted(i for unit in part.units for i in unit.indices if i not in got)
+    requests = [i for i in leaving if view[i].role == "user" and part.categories[i] is not classification.Category.FACT
+                and view[i].kind != "placeholder"]
+    assert set(select_user_messages(view, part, leaving, keep)) <= set(requests)

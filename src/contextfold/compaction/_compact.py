@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from ..answered import answered_indices
@@ -257,14 +258,15 @@ def normalized_within(messages: list[Message], pairs: Sequence[ToolPair], indice
     """
     position = dict(zip(indices, range(len(indices)), strict=True))
     where = position.get
-    links: list[tuple[int, int | None]] = []
-    put = links.append
+    calls: list[int] = []
+    results: list[int | None] = []
     for pair in pairs:
         at = where(pair.call_index)
         if at is not None:
             result = pair.result_index
-            put((at, None if result is None else where(result)))
-    return messages if _links_normalized(messages, links) else normalize(messages)
+            calls.append(at)
+            results.append(None if result is None else where(result))
+    return messages if _links_normalized(messages, calls, results) else normalize(messages)
 
 
 def _is_normalized(messages: list[Message], pairs: list[ToolPair]) -> bool:
@@ -274,16 +276,18 @@ def _is_normalized(messages: list[Message], pairs: list[ToolPair]) -> bool:
     the order of the calls (so no result is an orphan or out of place), no empty user or assistant message, and
     the conversation opening with the user (or a provider's compaction item) after system/developer messages.
     """
-    return _links_normalized(messages, [(pair.call_index, pair.result_index) for pair in pairs])
+    return _links_normalized(messages, list(map(_CALL_INDEX, pairs)), list(map(_RESULT_INDEX, pairs)))
 
 
-def _links_normalized(messages: list[Message], links: list[tuple[int, int | None]]) -> bool:
-    """:func:`_is_normalized` given each pair as (its call's index, its result's index or None), in pair order."""
-    results: set[int] = set()
-    for _, result in links:
-        if result is None:
-            return False
-        results.add(result)
+_CALL_INDEX = attrgetter("call_index")
+_RESULT_INDEX = attrgetter("result_index")
+
+
+def _links_normalized(messages: list[Message], call_at: list[int], result_at: list[int | None]) -> bool:
+    """:func:`_is_normalized` given each pair's call index and result index (or None), in pair order."""
+    if None in result_at:
+        return False
+    results = set(result_at)
     after_calls = False  # (whether the messages since the last non-tool one follow tool calls)
     opened = False
     for i, m in enumerate(messages):
@@ -306,7 +310,7 @@ def _links_normalized(messages: list[Message], links: list[tuple[int, int | None
             return False
     # Each call's result is the next message after the previous call's: results in call order, right after.
     last_call, position = -1, 0
-    for call, result in links:
+    for call, result in zip(call_at, result_at, strict=True):
         position = position + 1 if call == last_call else call + 1
         last_call = call
         if result != position:

@@ -7,8 +7,9 @@ removed never leaves an orphan call or result behind.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 from ..answered import answered_indices
@@ -44,6 +45,13 @@ class Unit:
     def first(self) -> int:
         """Index of the unit's first message."""
         return self.indices[0]
+
+
+# A Unit's slots, written directly by build_units (a frozen dataclass refuses setattr; its slots do not).
+if tuple(f.name for f in fields(Unit)) != ("indices", "io"):  # (a new field must be set by build_units too)
+    raise AssertionError("build_units is out of date with Unit's fields")
+_new_unit = object.__new__
+_set_indices, _set_io = (getattr(Unit, name).__set__ for name in ("indices", "io"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,10 +124,15 @@ def build_units(messages: Sequence[Message], pairs: Sequence[ToolPair] | None = 
         if i in owned:
             continue
         group = results_of.get(i)
+        # (made slot by slot, as Message._copy does: the dataclass __init__ was most of this loop)
+        unit = _new_unit(Unit)
         if group is not None:
-            put(Unit((i, *sorted(group)) if len(group) > 1 else (i, *group), io=True))
+            _set_indices(unit, (i, *sorted(group)) if len(group) > 1 else (i, *group))
+            _set_io(unit, True)
         else:
-            put(Unit((i,), io=m.role == "tool"))
+            _set_indices(unit, (i,))
+            _set_io(unit, m.role == "tool")
+        put(unit)
     return units
 
 
@@ -188,10 +201,18 @@ def recent_indices(messages: Sequence[Message], part: Partition, keep: Keep) -> 
     """
     kept: set[int] = set()
     if keep.answered:
-        answered = set(answered_indices(messages) if part.answered is None else part.answered)
-        for unit in part.units:
-            if answered.intersection(unit.indices):
-                kept.update(unit.indices)
+        units = part.units
+        firsts = [unit.indices[0] for unit in units]  # (ascending: units come in order of their first message)
+        for index in answered_indices(messages) if part.answered is None else part.answered:
+            # The unit holding it starts at the latest first index up to it (units of a normalized view are runs);
+            # otherwise (a result far from its call) every unit is looked at.
+            at = bisect_right(firsts, index) - 1
+            if at >= 0 and index in units[at].indices:
+                kept.update(units[at].indices)
+                continue
+            for unit in units:
+                if index in unit.indices:
+                    kept.update(unit.indices)
     io_units = [u for u in part.units if u.io]
     if keep.pairs > 0:
         for unit in io_units[-keep.pairs:]:
@@ -216,7 +237,10 @@ def select_user_messages(messages: Sequence[Message], part: Partition, leaving: 
     always kept; FACT-like user messages (pasted logs, observations) are never selected, since the summary and
     the archive carry them. Returned in original order.
     """
-    candidates = [i for i in leaving if _is_request(messages[i], part.categories[i])]
+    categories = part.categories
+    # (_is_request inlined, the role first: ``leaving`` is most of a long view)
+    candidates = [i for i in leaving if (m := messages[i]).role == "user" and categories[i] is not Category.FACT
+                  and m.kind not in _SYNTHETIC_KINDS]
     chosen: set[int] = set()
     used = 0
     # When fitting has taken the user block down to nothing, markers go too (the budget must be met).

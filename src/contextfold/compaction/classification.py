@@ -97,18 +97,19 @@ def classify_all(messages: Iterable[Message]) -> list[Category]:
     A copy of a message given only its own id (``Message._origin``) has the same role, content, calls and meta
     values: the same category, classified once per origin (issue 22: a repeated history holds ~30 copies of each).
     """
+    items = list(messages)  # (held for the call: the copies keep their origins alive, so an id names one origin)
     out: list[Category] = []
     put = out.append
-    by_origin: dict[int, tuple[Message, Category]] = {}
-    for m in messages:
+    by_origin: dict[int, Category] = {}
+    for m in items:
         origin = m._origin
         if origin is None:
             put(classify(m))
             continue
-        known = by_origin.get(id(origin))
-        if known is None or known[0] is not origin:  # (the entry keeps its origin alive: its id names no other)
-            known = by_origin[id(origin)] = (origin, classify(m))
-        put(known[1])
+        found = by_origin.get(id(origin))
+        if found is None:
+            found = by_origin[id(origin)] = classify(m)
+        put(found)
     return out
 
 
