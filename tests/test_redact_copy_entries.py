@@ -99,3 +99,25 @@ def test_a_copy_of_an_origin_whose_content_holds_a_secret_is_redacted_copy_by_co
     assert got == _oracle(history)
     assert [m.meta["id"] for m in got] == [f"e:{i}" for i in range(5)]
     assert all(TOKEN not in m.text for m in got)
+
+
+def test_a_short_string_found_clean_is_redacted_once_a_secret_in_it_is_learned() -> None:
+    # redact_text remembers the short strings it found clean, for one generation of the memory (issue 22).
+    nonce = uuid.uuid4().hex[:8]
+    value = f"Kv7{nonce}Qz9"
+    r = Redactor()
+    meta = {"note": f"use {value} here", "agent": "main"}
+    first = r.redact_message(Message("user", "hi", meta={**meta, "id": "f:1"}))
+    assert first.meta["note"] == f"use {value} here"
+    r.redact_text(f"password={value}")  # learned: the same short string is no longer clean
+    again = r.redact_message(Message("user", "hi", meta={**meta, "id": "f:2"}))
+    assert again.meta["note"] == "use [REDACTED:password] here"
+    assert r.redact_text(f"use {value} here") == "use [REDACTED:password] here"
+
+
+def test_a_copy_with_other_patterns_does_not_take_the_strings_its_original_found_clean() -> None:
+    address = f"ops-{uuid.uuid4().hex[:8]}@example.com"
+    r = Redactor()  # (personal data is redacted for telemetry only)
+    assert r.redact_text(address) == address
+    assert r.for_telemetry().redact_text(address) == "[REDACTED:email]"
+    assert r.redact_text(address) == address

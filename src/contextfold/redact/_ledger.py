@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from ..messages import (
@@ -334,7 +335,17 @@ def _walk(obj: Any, out: list[str]) -> bool:
     stack = [obj]
     while stack:  # (a mapping of strings, as meta mostly is, goes through the first branch of each item)
         item = stack.pop()
-        if isinstance(item, str):
+        kind = type(item)
+        if kind is str:
+            out.append(item)
+        elif kind is MappingProxyType or kind is dict:  # (meta and extra: without the ABC's isinstance)
+            for key, value in item.items():
+                if isinstance(key, str):
+                    if not key.isascii():
+                        return False
+                    out.append(key)
+                stack.append(value)
+        elif isinstance(item, str):
             out.append(item)
         elif isinstance(item, Mapping):
             for key, value in item.items():

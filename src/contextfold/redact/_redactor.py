@@ -133,6 +133,10 @@ _MENTIONED_MAX_CHARS = 256
 _REMEMBER_CLEARED_MAX_BATCH = 1_000
 
 
+# redact_text remembers the strings up to this long found clean, this many at most (per memory generation).
+_PLAIN_MAX_CHARS = 256
+_PLAIN_MAX = 65_536
+
 # A remembered value this long, all in the base64 alphabet, is also remembered decoded when that is readable text.
 _ENCODED_MIN_CHARS = 8
 _BASE64_RE = re.compile(r"[A-Za-z0-9+/]+={0,2}")
@@ -210,6 +214,8 @@ class Redactor:
         # mentions_secret's answers, valid at one generation of the memory (see there); each copy starts its own
         # (the memory, its generation then, each word asked -> (its answer, the generation it holds at))
         self._mentioned: tuple[SecretMemory, int, dict[str, tuple[bool, int]]] | None = None
+        # redact_text's short strings found clean: (id of the redactor, its memory, the generation, the strings)
+        self._plain: tuple[int, SecretMemory, int, set[str]] | None = None
 
     # -- copies sharing what they can ---------------------------------------------------------------------------
     def for_session(self, memory: SecretMemory) -> Redactor:
@@ -421,7 +427,13 @@ class Redactor:
         """``text`` with every secret replaced by its marker; the rest is unchanged."""
         if not self.enabled or not text:
             return text
-        found = self.spans(text)
+        plain = self._plain_strings() if len(text) <= _PLAIN_MAX_CHARS else None
+        if plain is not None and text in plain:
+            found: list[Finding] = []
+        else:
+            found = self.spans(text)
+            if not found and plain is not None and len(plain) < _PLAIN_MAX:
+                plain.add(text)  # (nothing found and nothing learned: the generation the set is for still holds)
         if not found:
             result = text
         else:
@@ -439,6 +451,20 @@ class Redactor:
         if called is None or called.callback is not self.callback:  # (a callback set after construction)
             called = self._called = CallbackMemo(self.callback)
         return called(result)
+
+    def _plain_strings(self) -> set[str]:
+        """The short strings :meth:`spans` found nothing in at the memory's present generation (see redact_text).
+
+        A message's meta values, mapping keys and small arguments come back in every message (issue 22: looking
+        each up in the scans and the memory was a fifth of redacting a bulk add's messages). The patterns never
+        change, and what the memory finds changes only with its generation: the set is for one generation, of one
+        memory, of this redactor (not a copy of it, which may have other patterns).
+        """
+        generation = self._generation()
+        known = self._plain
+        if known is None or known[0] != id(self) or known[1] is not self.memory or known[2] != generation:
+            known = self._plain = (id(self), self.memory, generation, set())
+        return known[3]
 
     def blank(self, text: str) -> str:
         """``text`` with every secret replaced by spaces: what a digest or an outline may pick words from."""
@@ -564,7 +590,18 @@ class Redactor:
 
     def _redact_item(self, key: Any, value: Any) -> Any:
         # {"password": "..."}: the key says the whole value is a secret, whatever it looks like.
+        if type(value) is str and isinstance(key, str) and not value.startswith("[REDACTED"):
+            says = _key_says(key)
+            if says is not None:
+                from .rules import is_placeholder, weak_value_ok
+
+                name, weak = says
+                if not is_placeholder(value, maybe_tag=False) and (weak is None or weak_value_ok(weak, value)):
+                    self.learn(value, name)
+                    return marker(name)
+            return self.redact_text(value)
         if isinstance(key, str) and isinstance(value, str) and not value.startswith("[REDACTED"):
+            # (A str subclass: read as the key rule always read it.)
             from .rules import SECRET_KEY, is_placeholder, weak_value_ok
 
             m = SECRET_KEY.fullmatch(key)
@@ -1049,6 +1086,28 @@ class Redactor:
                 if index + 1 >= count:
                     break
                 at = joined.find(needle, starts[index + 1])
+
+
+# What the key rule says of a mapping key: (the secret's kind, the weak key matched or None), None for a key that
+# names no secret. Keys repeat (every message's meta has the same few): asked once each, up to this many.
+_KEY_SAYS: dict[str, tuple[str, str | None] | None] = {}
+_KEY_SAYS_MAX = 4096
+
+
+def _key_says(key: str) -> tuple[str, str | None] | None:
+    """What :data:`~contextfold.redact.rules.SECRET_KEY` says of ``key`` (see ``Redactor._redact_item``)."""
+    try:
+        return _KEY_SAYS[key]
+    except KeyError:
+        pass
+    from .rules import SECRET_KEY
+
+    m = SECRET_KEY.fullmatch(key)
+    says = None if m is None else ("password" if m.group("pw") or m.group("wpw") else "api_key", m.group("weak"))
+    if len(_KEY_SAYS) >= _KEY_SAYS_MAX:
+        _KEY_SAYS.clear()
+    _KEY_SAYS[key] = says
+    return says
 
 
 def _starts(texts: list[str]) -> list[int]:
