@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidHistory, MissingExtra
+from ..formats._common import WIRE_KEY
 from ..messages import ImagePart, Message, Part, Role, TextPart, ToolCall, UnknownPart
 
 try:
@@ -111,7 +112,8 @@ def _content(content: Any, index: int) -> str | tuple[Part, ...]:
 # An image block as LangChain carries it, in any of its shapes (OpenAI's ``image_url``, LangChain's standard
 # ``image`` block with ``base64`` / ``data`` / ``url``, Anthropic's ``source``): an ImagePart, so that it is counted
 # as an image (not as the tokens of its base64) and media limits see it. ``extra[IMAGE_KEY]`` keeps the block without
-# its payload and where the payload goes, so the block goes back in its own shape.
+# its payload and where the payload goes, so the block goes back in its own shape; tagged with the LangChain format
+# (``WIRE_KEY``), so that no provider's encoder sends it (an untagged extra is passed through by every one).
 IMAGE_KEY = "langchain_image"
 
 
@@ -140,7 +142,7 @@ def _image(block: Mapping[str, Any]) -> ImagePart | None:
     is_url = path[-1] in ("url", "image_url")
     return ImagePart(url=payload if is_url else None, data=None if is_url else payload,
                      media_type=media_type if isinstance(media_type, str) else None,
-                     extra={IMAGE_KEY: {"block": stripped, "path": list(path)}})
+                     extra={IMAGE_KEY: {"block": stripped, "path": list(path)}, WIRE_KEY: {"format": FORMAT}})
 
 
 def _without(block: Mapping[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
