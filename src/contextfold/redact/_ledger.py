@@ -183,9 +183,23 @@ class Ledger:
         copies = self._copies
         for m in items:
             entry = by_object.get(id(m))
-            if (entry is None or entry[0] is not m) and m._origin is not None and id(m._origin) in copies:
-                entry = self._own(m)
-            out.append(entry[1] if entry is not None and entry[0] is m and entry[2] == generation else None)
+            if entry is not None and entry[0] is m:
+                out.append(entry[1] if entry[2] == generation else None)
+                continue
+            origin = m._origin
+            known = copies.get(id(origin)) if origin is not None else None
+            if known is None or known[0][0] is not origin:
+                out.append(None)
+                continue
+            # (A copy recorded by its origin: itself when its id is among the newest set holding it, at that set's
+            # generation; 97,000 of the 100,000 messages of a repeated history, without a tuple made for each.)
+            own = m.meta.get(ID_KEY)
+            found: Message | None = None
+            for _, at, clean_ids in reversed(known):
+                if own in clean_ids:
+                    found = m if at == generation else None
+                    break
+            out.append(found)
         return out
 
     def get(self, m: Message, key: SameMessage | None = None) -> tuple[Message, Message, int] | None:
