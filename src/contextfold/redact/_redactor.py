@@ -631,6 +631,8 @@ class Redactor:
         if again != decoded:
             return json.dumps(again, ensure_ascii=False)
         out = self.redact_text(text)
+        if out is text:
+            return out  # (unchanged: it decoded above)
         try:
             json.loads(out)
         except ValueError:
