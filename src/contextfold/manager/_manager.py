@@ -209,7 +209,9 @@ class ContextManager:
         # The images and documents a request may carry (published limits, lowered by the provider's errors).
         from ._media import MediaGuard
 
-        self._media = MediaGuard(self.model.provider)
+        self._media = MediaGuard(self.model.provider, model=self.model.name,
+                                 store=self.cache.store if self.cache is not None else None,
+                                 warn=self._limit_store_failed)
         # The providers' own context management (issue 23): who compacts, what the provider reported, and which
         # providers' opaque state the view may hold (a prepare() in another format reports what it leaves out).
         from ..provider_context import ProviderContext
@@ -1121,6 +1123,7 @@ class ContextManager:
     def media_limits(self) -> MediaLimits:
         """The media limits in force: the provider's published ones, lowered by what its errors taught."""
         with self._lock:
+            self._media.load()
             return self._media.limits
 
     def media(self) -> MediaTally:
@@ -1159,10 +1162,13 @@ class ContextManager:
 
     def _keep_media_within_limits(self) -> int:
         guard = self._media
-        if not guard.limits.known:
-            return 0  # (a text-only agent with a provider of no published limit: nothing to count, ever)
+        if not guard.may_know:
+            return 0  # (a text-only agent with a provider of no published limit and no store: nothing to count)
         before = guard.tally(self._view.raw, self._media_version())
         if not before.items:
+            return 0
+        guard.load()  # (once, when the view first holds media: what earlier managers of the model learned)
+        if not guard.limits.known:
             return 0
         tokens, _, _ = self._view.totals()
         text_tokens = tokens + self._extras.tokens

@@ -1,41 +1,113 @@
 """The media limits a manager keeps its view within, and the view's media counted incrementally.
 
 The limits in force are the provider's published ones (:func:`contextfold.media.known_limits`), lowered by what its
-errors taught (:meth:`MediaGuard.learn`, from overflow recovery). Counting the view's media must not cost a
+errors taught (:meth:`MediaGuard.learn`, from overflow recovery). What is learned is kept in the blob store per model
+(``media-limit:<model>``, the lowest learned), as token limits are: the proxy and fleet workers run each request on a
+fresh manager, which would otherwise send too many images again and meet the same refusal. The store is read once,
+when the view first holds an image or document. Counting the view's media must not cost a
 text-only agent anything per turn (issue 22): appended messages are counted as they arrive (one type check each for
 text), and the whole view only after a rewrite, and only when some limit is known at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..media.budget import MediaTally, media_of, request_bytes
 from ..media.limits import MediaLimits, known_limits
 from ..messages import Message
 
-__all__ = ["MediaGuard"]
+__all__ = ["MEDIA_LIMIT_KEY_PREFIX", "MediaGuard", "media_limit_key"]
+
+# Keys of the media limits learned per model (not ref ids: the store's retention leaves them, as ``limit:<model>``).
+MEDIA_LIMIT_KEY_PREFIX = "media-limit:"
+_MAX_RECORD_BYTES = 4_096
+
+
+def media_limit_key(model: str) -> str:
+    """The blob-store key of the media limits learned for ``model``."""
+    return MEDIA_LIMIT_KEY_PREFIX + model
 
 
 class MediaGuard:
     """The limits in force for one manager, and the media its view carries. Not thread-safe: the manager's lock."""
 
-    def __init__(self, provider: str | None) -> None:
+    def __init__(self, provider: str | None, *, model: str = "", store: Any = None,
+                 warn: Callable[[str], None] | None = None) -> None:
         self.published = known_limits(provider)
         self.learned = MediaLimits()
         self.limits = self.published
+        self._model = model
+        self._store = store  # a BlobStore, or None (the limits live as long as the manager)
+        self._warn = warn
+        self._loaded = store is None
         self._tally = MediaTally()
         # ((view version, settle edits), messages counted) the tally is of
         self._counted: tuple[tuple[int, int], int] | None = None
 
+    @property
+    def may_know(self) -> bool:
+        """Whether a limit is known, or may be in the store (not read yet)."""
+        return self.limits.known or not self._loaded
+
+    def load(self) -> None:
+        """Read the limits learned for the model by earlier managers (once; a failing store is skipped)."""
+        if self._loaded:
+            return
+        self._loaded = True
+        stored = self._read()
+        if stored.known:
+            self.learned = self.learned.lower(stored)
+            self.limits = self.published.lower(self.learned)
+
     def learn(self, limits: MediaLimits) -> bool:
-        """Lower the limits to ``limits`` where it is stricter; True when something went down."""
+        """Lower the limits to ``limits`` where it is stricter; True when something went down (kept in the store)."""
+        self.load()
         learned = self.learned.lower(limits)
         if learned == self.learned:
             return False
         self.learned = learned
         self.limits = self.published.lower(learned)
+        self._write()
         return True
+
+    def _read(self) -> MediaLimits:
+        if self._store is None:
+            return MediaLimits()
+        from ..errors import RefNotFound
+
+        try:
+            raw = self._store.get(media_limit_key(self._model))
+            data = json.loads(raw) if len(raw) <= _MAX_RECORD_BYTES else None
+        except RefNotFound:
+            return MediaLimits()
+        except ValueError:
+            return MediaLimits()  # not a record of ours: the next refusal teaches the limits again
+        except Exception as exc:
+            self._report(f"could not read the learned media limits of {self._model!r} from the store: {exc}")
+            return MediaLimits()
+        if not isinstance(data, dict):
+            return MediaLimits()
+        return MediaLimits(_positive(data.get("max_bytes")), _positive(data.get("max_items")))
+
+    def _write(self) -> None:
+        if self._store is None:
+            return
+        # Another manager may have learned lower limits meanwhile: the store keeps the lowest of each.
+        lowest = self.learned.lower(self._read())
+        record = {"model": self._model, "max_bytes": lowest.max_bytes, "max_items": lowest.max_items,
+                  "saved_at": time.time()}
+        try:
+            self._store.put(media_limit_key(self._model), json.dumps(record).encode())
+        except Exception as exc:
+            self._report(f"could not save the learned media limits of {self._model!r} to the store: {exc}")
+
+    def _report(self, message: str) -> None:
+        if self._warn is not None:
+            self._warn(message)
 
     def tally(self, raw: Sequence[Message], version: tuple[int, int]) -> MediaTally:
         """The media of ``raw`` (the view's stored messages, at ``version``): only what was appended is counted anew.
@@ -63,3 +135,7 @@ class MediaGuard:
         limits = self.limits
         return ((limits.max_items is not None and tally.items > limits.max_items)
                 or (limits.max_bytes is not None and request_bytes(tally, text_tokens) > limits.max_bytes))
+
+
+def _positive(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
