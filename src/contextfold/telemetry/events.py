@@ -35,6 +35,7 @@ __all__ = [
     "CustomEvent",
     "Event",
     "MessagesPruned",
+    "PendingEvent",
     "RecoveryCircuitOpen",
     "RecoveryGaveUp",
     "RecoveryLimitLearned",
@@ -100,6 +101,31 @@ def _own_fields(cls: type) -> tuple[str, ...]:
     if names is None:
         names = _OWN_FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.name not in COMMON_FIELDS)
     return names
+
+
+class PendingEvent:
+    """An event to build later, off the agent's thread: its class and its fields, the containers frozen now.
+
+    Building an event (a frozen dataclass: every field set through ``object.__setattr__``, the values checked and
+    frozen) cost 40-100 µs on a masking turn, where the caches are cold after the read-ahead ran; a turn emits four
+    events and two spans (issue 22). A sink that exports on its own thread (:class:`~contextfold.telemetry.
+    BatchProcessor`) takes a pending event instead (``emit_later``) and builds it there; the event is the one
+    ``cls(**fields)`` gives now, as the containers among the fields are frozen copies taken when it was emitted.
+    """
+
+    __slots__ = ("cls", "fields")
+
+    def __init__(self, cls: type[Event], fields: dict[str, Any]) -> None:
+        plain = _PLAIN
+        for name, value in fields.items():
+            if type(value) not in plain:
+                fields[name] = _freeze(value)  # (a copy: what the caller changes later is not in the event)
+        self.cls = cls
+        self.fields = fields
+
+    def build(self) -> Event:
+        """The event."""
+        return self.cls(**self.fields)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

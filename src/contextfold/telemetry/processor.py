@@ -23,7 +23,7 @@ from typing import Any
 
 from ._pace import GilPacer
 from ._session_redaction import SessionRedaction, redacted_event
-from .events import Event
+from .events import Event, PendingEvent
 from .exporter import Exporter, shutdown_exporter
 
 __all__ = [
@@ -75,7 +75,7 @@ class ProcessorStats:
         accepted: events emit() queued.
         dropped: events emit() refused (queue full, or processor shut down).
         exported: events handed to an export() call that returned.
-        failed: events in export() calls that raised.
+        failed: events in export() calls that raised (and events of ours that could not be built).
         redaction_failures: events dropped because the redaction hook raised (never exported unredacted).
         abandoned: events still queued when shutdown() ran out of time (never exported).
         queued: events waiting right now.
@@ -144,7 +144,7 @@ class BatchProcessor:
         # The worker competes with the agent for the GIL; during a burst it waits for its timer unless the queue
         # is half full, so that a burst is not slowed by exports running beside it.
         self._early_wake = max(1, int(max_queue * _EARLY_WAKE_FRACTION))
-        self._queue: deque[Event | Mapping[str, Any]] = deque()
+        self._queue: deque[Event | PendingEvent | Mapping[str, Any]] = deque()
         self._lock = threading.Lock()
         self._finished = threading.Event()  # set once the worker has handled the shutdown (every counter final)
         self._flush_waiters: list[threading.Event] = []
@@ -181,7 +181,7 @@ class BatchProcessor:
         with self._lock:
             return self._redaction.for_session(record.get("session_id"))
 
-    def emit(self, event: Event | Mapping[str, Any]) -> None:
+    def emit(self, event: Event | PendingEvent | Mapping[str, Any]) -> None:
         """Queue one event (an :class:`~contextfold.telemetry.Event` or an event dict); drop it if the queue is full."""
         with self._lock:
             if self._stopping or len(self._queue) >= self._max_queue:
@@ -194,6 +194,10 @@ class BatchProcessor:
         # to the early-wake mark (due now): no wake-up per event.
         if queued == 1 or queued == self._early_wake:
             self._worker.schedule(self, now=queued >= self._early_wake)
+
+    def emit_later(self, pending: PendingEvent) -> None:
+        """:meth:`emit` of an event built on the worker thread as it is exported (the agent's thread only queues it)."""
+        self.emit(pending)
 
     def wake(self) -> None:
         """Export what is queued now instead of after the batch delay; returns at once (a compaction completed)."""
@@ -348,9 +352,9 @@ class BatchProcessor:
                 with self._lock:
                     self._in_flight = 0
 
-    def _prepare(self, items: list[Event | Mapping[str, Any]]) -> list[dict[str, Any]]:
+    def _prepare(self, items: list[Event | PendingEvent | Mapping[str, Any]]) -> list[dict[str, Any]]:
         batch: list[dict[str, Any]] = []
-        failures = 0
+        failures = unbuilt = 0
         # Redaction is CPU work under the GIL: in slices, or the agent's thread waits 5 ms; and standing aside while
         # the agent's calls run, unless the queue is filling up (then events would be dropped).
         with self._lock:
@@ -358,6 +362,14 @@ class BatchProcessor:
         pacer = GilPacer(defer=backlog < self._early_wake)
         for item in items:
             pacer.tick()
+            if isinstance(item, PendingEvent):
+                pending = item
+                try:
+                    item = pending.build()
+                except Exception:
+                    unbuilt += 1  # (an event of ours that does not build: a bug, logged, counted as failed)
+                    _log.exception("contextfold event %s could not be built; dropped", pending.cls.NAME)
+                    continue
             record = item.to_dict() if isinstance(item, Event) else dict(item)
             redact = self._redactor_for(record)
             if redact is not None:
@@ -369,10 +381,11 @@ class BatchProcessor:
                     _log.exception("contextfold redaction hook failed; event %s dropped", record.get("name"))
                     continue
             batch.append(record)
-        if failures:
+        if failures or unbuilt:
             with self._lock:
                 self._redaction_failures += failures
-                self._in_flight -= failures
+                self._failed += unbuilt
+                self._in_flight -= failures + unbuilt
         return batch
 
     def _export(self, batch: list[dict[str, Any]]) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
-    from .events import Event
+    from .events import Event, PendingEvent
 
 __all__ = ["FanoutTelemetry", "NullTelemetry", "RecordingTelemetry", "Telemetry"]
 
@@ -106,6 +106,21 @@ class FanoutTelemetry:
     def emit(self, event: Event) -> None:
         """Hand ``event`` to every sink (each sink is responsible for never blocking)."""
         for sink in self.sinks:
+            sink.emit(event)
+
+    def emit_later(self, pending: PendingEvent) -> None:
+        """Hand an event still to build to every sink, as it is to those that build on their own thread.
+
+        Those have an ``emit_later``; the others get the event built once here.
+        """
+        event: Event | None = None
+        for sink in self.sinks:
+            later = getattr(sink, "emit_later", None)
+            if later is not None:
+                later(pending)
+                continue
+            if event is None:
+                event = pending.build()
             sink.emit(event)
 
     def span_started(self, span: Any) -> None:

@@ -29,7 +29,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from ._clock import new_span_id, utc_now
-from .events import Event, SessionTrace, SpanEvent, Status, TriggerDecision
+from .events import Event, PendingEvent, SessionTrace, SpanEvent, Status, TriggerDecision
 from .sinks import NullTelemetry, Telemetry
 
 __all__ = ["FixedClock", "SequentialIds", "Span", "Tracer", "trace_id_for_session"]
@@ -212,15 +212,30 @@ class Tracer:
         """
         return self._deliver(self.stamp(event, started_at=started_at, ended_at=ended_at), noop)
 
-    def emit_new(self, cls: type[E], /, **data: Any) -> E:
+    def emit_new(self, cls: type[Event], /, **data: Any) -> None:
         """``emit(cls(**data))`` built once, already stamped: no throwaway ids, times and copy (the per-call events).
 
-        ``data`` holds the event's own fields; the common ones are the tracer's, as :meth:`stamp` sets them.
+        ``data`` holds the event's own fields; the common ones are the tracer's, as :meth:`stamp` sets them. A sink
+        that builds events on its own thread (``emit_later``) gets the fields, not the event (issue 22: see
+        :class:`~contextfold.telemetry.events.PendingEvent`); a trigger decision that triggered nothing is folded
+        as :meth:`emit` folds it.
         """
         parent = self.current_span()
-        event = cls(session_id=self.session_id, trace_id=self.trace_id, span_id=self._ids(),
-                    parent_id=parent.span_id if parent is not None else None, started_at=self._clock(), **data)
-        return self._deliver(event, None)
+        fields = {"session_id": self.session_id, "trace_id": self.trace_id, "span_id": self._ids(),
+                  "parent_id": parent.span_id if parent is not None else None, "started_at": self._clock(), **data}
+        later = getattr(self.telemetry, "emit_later", None)
+        if later is not None and not (cls is TriggerDecision and not data.get("triggered")):
+            self._send_later(later, cls, fields)
+            return
+        self._deliver(cls(**fields), None)
+
+    def _send_later(self, later: Callable[[PendingEvent], Any], cls: type[Event], fields: dict[str, Any]) -> None:
+        try:
+            later(PendingEvent(cls, fields))
+        except Exception:
+            # Telemetry must never break the agent: count, log once per failure, carry on.
+            self.emit_failures += 1
+            _log.exception("contextfold telemetry sink failed on %s", cls.NAME)
 
     def _deliver(self, stamped: E, noop: bool | None) -> E:
         if noop is None:
@@ -265,20 +280,15 @@ class Tracer:
         if span.dropped:
             self._span_dropped(span)
             return
-        self._send(
-            SpanEvent(
-                event=span.name,
-                span_kind=span.kind,
-                attributes=dict(span.data),
-                session_id=self.session_id,
-                trace_id=self.trace_id,
-                span_id=span.span_id,
-                parent_id=span.parent_id,
-                started_at=span.started_at,
-                ended_at=max(span.started_at, end),
-                status=span.status,
-            )
-        )
+        fields: dict[str, Any] = {"event": span.name, "span_kind": span.kind, "attributes": dict(span.data),
+                  "session_id": self.session_id, "trace_id": self.trace_id, "span_id": span.span_id,
+                  "parent_id": span.parent_id, "started_at": span.started_at, "ended_at": max(span.started_at, end),
+                  "status": span.status}
+        later = getattr(self.telemetry, "emit_later", None)
+        if later is not None:
+            self._send_later(later, SpanEvent, fields)  # (built on the sink's thread: one closes every prepare())
+            return
+        self._send(SpanEvent(**fields))
 
     # -- the session trace ------------------------------------------------------------------------------------
     def start_session(self, title: str, metadata: Mapping[str, Any]) -> SessionTrace:
