@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from contextfold.messages import Message, ToolCall
 from contextfold.redact import Redactor
 
@@ -121,3 +123,14 @@ def test_a_copy_with_other_patterns_does_not_take_the_strings_its_original_found
     assert r.redact_text(address) == address
     assert r.for_telemetry().redact_text(address) == "[REDACTED:email]"
     assert r.redact_text(address) == address
+
+
+def test_the_clean_short_strings_kept_are_bounded_in_characters(monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextfold.redact import _redactor
+
+    monkeypatch.setattr(_redactor, "_PLAIN_BUDGET_CHARS", 1_000)
+    r = Redactor()
+    words = [f"word {i} {uuid.uuid4().hex}" for i in range(200)]
+    assert [r.redact_text(w) for w in words] == words
+    assert r._plain is not None and sum(map(len, r._plain[3])) <= 1_000
+    assert [r.redact_text(w) for w in words] == words

@@ -133,9 +133,10 @@ _MENTIONED_MAX_CHARS = 256
 _REMEMBER_CLEARED_MAX_BATCH = 1_000
 
 
-# redact_text remembers the strings up to this long found clean, this many at most (per memory generation).
+# redact_text remembers the strings up to this long found clean, this many characters of them at most (per memory
+# generation; with a set's slot and a string's header, ~8 MB for short strings at the cap).
 _PLAIN_MAX_CHARS = 256
-_PLAIN_MAX = 65_536
+_PLAIN_BUDGET_CHARS = 1 << 20
 
 # A remembered value this long, all in the base64 alphabet, is also remembered decoded when that is readable text.
 _ENCODED_MIN_CHARS = 8
@@ -215,7 +216,7 @@ class Redactor:
         # (the memory, its generation then, each word asked -> (its answer, the generation it holds at))
         self._mentioned: tuple[SecretMemory, int, dict[str, tuple[bool, int]]] | None = None
         # redact_text's short strings found clean: (id of the redactor, its memory, the generation, the strings)
-        self._plain: tuple[int, SecretMemory, int, set[str]] | None = None
+        self._plain: tuple[int, SecretMemory, int, set[str], list[int]] | None = None  # (+ the characters held)
 
     # -- copies sharing what they can ---------------------------------------------------------------------------
     def for_session(self, memory: SecretMemory) -> Redactor:
@@ -432,8 +433,8 @@ class Redactor:
             found: list[Finding] = []
         else:
             found = self.spans(text)
-            if not found and plain is not None and len(plain) < _PLAIN_MAX:
-                plain.add(text)  # (nothing found and nothing learned: the generation the set is for still holds)
+            if not found and plain is not None:
+                self._remember_plain(plain, text)
         if not found:
             result = text
         else:
@@ -463,8 +464,20 @@ class Redactor:
         generation = self._generation()
         known = self._plain
         if known is None or known[0] != id(self) or known[1] is not self.memory or known[2] != generation:
-            known = self._plain = (id(self), self.memory, generation, set())
+            known = self._plain = (id(self), self.memory, generation, set(), [0])
         return known[3]
+
+    def _remember_plain(self, plain: set[str], text: str) -> None:
+        """Add ``text`` (found clean, nothing learned) to ``plain``, emptied first when it would hold too much."""
+        known = self._plain
+        if known is None or known[3] is not plain:
+            return  # (the generation moved on meanwhile)
+        held = known[4]
+        if held[0] + len(text) > _PLAIN_BUDGET_CHARS:
+            plain.clear()
+            held[0] = 0
+        plain.add(text)  # (nothing found and nothing learned: the generation the set is for still holds)
+        held[0] += len(text)
 
     def blank(self, text: str) -> str:
         """``text`` with every secret replaced by spaces: what a digest or an outline may pick words from."""
@@ -1106,9 +1119,10 @@ def _key_says(key: str) -> tuple[str, str | None] | None:
 
     m = SECRET_KEY.fullmatch(key)
     says = None if m is None else ("password" if m.group("pw") or m.group("wpw") else "api_key", m.group("weak"))
-    if len(_KEY_SAYS) >= _KEY_SAYS_MAX:
-        _KEY_SAYS.clear()
-    _KEY_SAYS[key] = says
+    if len(key) <= _PLAIN_MAX_CHARS:  # (a key is a name: a long one is asked again, not kept)
+        if len(_KEY_SAYS) >= _KEY_SAYS_MAX:
+            _KEY_SAYS.clear()
+        _KEY_SAYS[key] = says
     return says
 
 
