@@ -290,44 +290,51 @@ def encode_message_pieces(messages: Iterable[Message]) -> list[bytes]:
     A list, not a generator: the store keeps every piece anyway, and a generator's resumption per piece was a third
     of encoding a 100,000-message transcript of copies.
     """
-    items = list(messages)
-    with _lines_lock:
-        remembered = _lines.get
-        known = [remembered(id(m)) for m in items]
+    items = list(messages)  # (held for the call: the copies keep their origins alive, so an id names one origin)
     fresh: deque[tuple[Message, str]] = deque(maxlen=_LINE_CACHE_ENTRIES)
     repeats = _Repeats()
     # Copies given only an id (Message._origin): one template per origin, made from the first met, without the
-    # per-copy comparisons of _Repeats (issue 22: 100,000 recorded messages, ~30 copies of each).
-    by_origin: dict[int, tuple[Message, bytes, str]] = {}
+    # per-copy comparisons of _Repeats (issue 22: 100,000 recorded messages, ~30 copies of each). The lines made
+    # before are looked up only where one is used: for an origin's first copy, and for messages that are no copy.
+    by_origin: dict[int, tuple[bytes, str]] = {}
     out: list[bytes] = []
     put = out.append
     quote = _quote  # (what _LINE_ENCODER.encode does with a str, without its method call)
-    for m, entry in zip(items, known, strict=True):
+    for m in items:
         origin = m._origin
         if origin is not None:
             own = m.meta.get(ID_META_KEY)
             if type(own) is str and (own.isascii() or not _has_surrogate(own)):
                 template = by_origin.get(id(origin))
-                if template is None or template[0] is not origin:
+                if template is None:
                     # (the line made ahead, when the read-ahead serialized this copy: split, not made again)
-                    ahead = _template_from_line(m, entry[1], own) if entry is not None and entry[0] is m else None
-                    template = by_origin[id(origin)] = (origin, *(ahead or _template_of(m, repeats)))
-                if template[1]:
-                    put(template[1])
-                    put(f"{quote(own)}{template[2]}\n".encode())
+                    line = _remembered_line(m)
+                    ahead = _template_from_line(m, line, own) if line is not None else None
+                    template = by_origin[id(origin)] = ahead or _template_of(m, repeats)
+                if template[0]:
+                    put(template[0])
+                    put(f"{quote(own)}{template[1]}\n".encode())
                     continue
         pieces = repeats.pieces(m)  # (first: a copy's line remembered whole would be held whole)
         if pieces is not None:
             out += pieces
             continue
-        if entry is not None and entry[0] is m:
-            put(entry[1].encode())
+        line = _remembered_line(m)
+        if line is not None:
+            put(line.encode())
             continue
         line = _encode_line(m, repeats, copies=False)
         fresh.append((m, line))
         put(line.encode())
     _remember_lines(fresh)
     return out
+
+
+def _remembered_line(m: Message) -> str | None:
+    """``m``'s line as :func:`message_line` remembered it, or None."""
+    with _lines_lock:
+        entry = _lines.get(id(m))
+    return entry[1] if entry is not None and entry[0] is m else None
 
 
 def _template_from_line(m: Message, line: str, own: str) -> tuple[bytes, str] | None:

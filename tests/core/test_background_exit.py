@@ -1,0 +1,45 @@
+"""The background thread's running job ends before the interpreter finalizes (issue 22).
+
+A daemon thread still running at finalization is ended where it next takes the GIL; inside a native call that
+released it (the secret scan's automaton) that aborted the whole process ("FATAL: exception not rethrown"). At exit
+the jobs not started are dropped and the running one is waited for, a bounded time.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+_SCRIPT = textwrap.dedent("""
+    import sys, threading, time
+    from contextfold import _background
+
+    started = threading.Event()
+
+    def job(path):
+        started.set()
+        for _ in range(30):  # (work that gives the GIL away, as a native scan does)
+            time.sleep(0.01)
+        open(path, "w").write("finished")
+
+    def never(path):
+        open(path, "w").write("a queued job ran at exit")
+
+    _background.submit(job, sys.argv[1])
+    for _ in range(3):
+        _background.submit(never, sys.argv[2])
+    started.wait()
+""")
+
+
+def test_the_running_job_ends_before_the_interpreter_exits_and_queued_ones_are_dropped(tmp_path: Path) -> None:
+    finished, queued = tmp_path / "finished", tmp_path / "queued"
+    src = Path(__file__).resolve().parents[2] / "src"
+    done = subprocess.run([sys.executable, "-c", _SCRIPT, str(finished), str(queued)], capture_output=True,
+                          text=True, timeout=60, env={"PYTHONPATH": str(src), "PATH": ""})
+    assert done.returncode == 0, done.stderr
+    assert finished.read_text() == "finished"
+    assert not queued.exists()
+    assert "FATAL" not in done.stderr
