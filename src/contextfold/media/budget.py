@@ -14,10 +14,10 @@ rewrites it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..messages import DocumentPart, ImagePart, Message, Part, TextPart
+from ..messages import DocumentPart, ImagePart, Message, Part, TextPart, UnknownPart
 from .limits import MediaLimits
 
 __all__ = ["LOW_WATER", "TEXT_BYTES_PER_TOKEN", "WIRE_BYTES_KEY", "MediaTally", "evict_oldest_media", "media_of",
@@ -57,7 +57,7 @@ def media_of(message: Message) -> MediaTally:
         return _NONE
     size = items = 0
     for part in content:
-        if isinstance(part, ImagePart | DocumentPart):
+        if _is_media(part):
             size += _part_bytes(part)
             items += 1
     return MediaTally(size, items) if items else _NONE
@@ -98,7 +98,7 @@ def evict_oldest_media(messages: Sequence[Message], limits: MediaLimits, *, text
             continue
         parts: list[Part] = []
         for part in m.content:
-            if over(total) and isinstance(part, ImagePart | DocumentPart):
+            if over(total) and _is_media(part):
                 total = total - MediaTally(_part_bytes(part), 1)
                 evicted += 1
                 parts.append(TextPart(_placeholder(part), cache_control=part.cache_control))
@@ -108,7 +108,23 @@ def evict_oldest_media(messages: Sequence[Message], limits: MediaLimits, *, text
     return out, evicted
 
 
-def _part_bytes(part: ImagePart | DocumentPart) -> int:
+# Images and documents a format keeps as they came (given by a Files API id: Anthropic's ``{"type": "image", "source":
+# {"type": "file", ...}}``, OpenAI Responses' ``input_image`` with ``file_id``; a Chat ``file`` part): media all the
+# same to the provider, so counted and evicted as such.
+_KEPT_MEDIA_TYPES = frozenset({"image", "input_image", "document", "input_file", "file"})
+
+
+def _is_media(part: Part) -> bool:
+    if isinstance(part, ImagePart | DocumentPart):
+        return True
+    return isinstance(part, UnknownPart) and part.data.get("type") in _KEPT_MEDIA_TYPES
+
+
+def _part_bytes(part: Part) -> int:
+    if isinstance(part, UnknownPart):
+        return sum(len(value) for value in _strings(part.data))
+    if not isinstance(part, ImagePart | DocumentPart):
+        return 0
     size = len(part.data or "") + len(part.url or "")
     if isinstance(part, DocumentPart):
         size += len(part.file_id or "")
@@ -118,7 +134,22 @@ def _part_bytes(part: ImagePart | DocumentPart) -> int:
     return size
 
 
-def _placeholder(part: ImagePart | DocumentPart) -> str:
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [s for item in value.values() for s in _strings(item)]
+    if isinstance(value, list | tuple):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
+def _placeholder(part: Part) -> str:
+    if isinstance(part, UnknownPart):
+        kind = "image" if part.data.get("type") in ("image", "input_image") else "document"
+        return (f"[{kind} ({_size(_part_bytes(part))}) removed from the request to stay within the provider's media "
+                f"limits; kept in the archive]")
+    assert isinstance(part, ImagePart | DocumentPart)
     kind = "image" if isinstance(part, ImagePart) else "document"
     what = part.media_type or (part.url if part.url and not part.url.startswith("data:") and len(part.url) <= 200
                                else None)
