@@ -356,14 +356,33 @@ def _template_from_line(m: Message, line: str, own: str) -> tuple[bytes, str] | 
 def _template_of(m: Message, repeats: _Repeats) -> tuple[bytes, str]:
     """(the UTF-8 of ``m``'s line before its id's JSON, the line after it); ``(b"", "")`` when it has no such form.
 
-    Not the common shape (``extra``, parts), or a lone surrogate in the line: such a message is written on its own.
+    The common shape is cut from its pieces; any other (``extra``, parts, a lone surrogate in the line) from the
+    line of a probe copy whose id is a marker (issue 22: 2,916 of the 100,000 recorded messages carry their wire
+    form in ``extra``, and each copy was encoded whole, a quarter of the transcript's time).
     """
-    if m.extra:
+    if not m.extra:
+        split = _encode_plain_split(m, repeats)
+        if split is not None and ((whole := split[0] + split[1]).isascii() or not _has_surrogate(whole)):
+            return split[0].encode(), split[1]
+    return _template_by_marker(m)
+
+
+# An id no message has (checked: the marker's JSON must occur once in the probe's line), cut out of a probe's line.
+_ID_MARKER = "\x00contextfold:id-marker\x00"
+
+
+def _template_by_marker(m: Message) -> tuple[bytes, str]:
+    """:func:`_template_of` ``m``, cut from the line of ``m`` with the marker as its id (``(b"", "")`` if ambiguous).
+
+    A copy's line is the probe's with the marker's JSON replaced by its id's: every other byte is the same, and the
+    escapes of lone surrogates (:func:`_encode_line`) are per character, never across the id's quotes.
+    """
+    line = _encode_line(m.with_meta(id=_ID_MARKER))
+    marker = _quote(_ID_MARKER)
+    at = line.find(marker)
+    if at < 0 or line.find(marker, at + 1) >= 0:
         return b"", ""
-    split = _encode_plain_split(m, repeats)
-    if split is None or (not (whole := split[0] + split[1]).isascii() and _has_surrogate(whole)):
-        return b"", ""
-    return split[0].encode(), split[1]
+    return line[:at].encode(), line[at + len(marker):-1]
 
 
 def _message_lines(messages: Iterable[Message]) -> Iterator[str]:

@@ -74,3 +74,20 @@ def test_a_message_serialized_ahead_is_not_encoded_again(monkeypatch: pytest.Mon
     pieces = encode_message_pieces(history)
     assert b"".join(pieces) == _expected(history)
     assert pieces[0] is pieces[4] is pieces[8]  # (the copies share the head of their line)
+
+
+def test_copies_of_any_shape_are_encoded_once_per_origin(monkeypatch: pytest.MonkeyPatch) -> None:
+    shapes = [
+        Message("assistant", "", (ToolCall("c1", "bash", '{"cmd": "ls"}'),), name=_nonce,
+                extra={"_wire": {"format": "openai_chat", "raw": {"content": ""}}}),  # (an importer's wire form)
+        Message("user", (TextPart(f"{_nonce} a"), TextPart("b")), meta={"k": "v"}),
+        Message("user", f"{_nonce} lone \ud800 surrogate " * 20),
+        Message("tool", f'{_nonce} holds "\\u0000contextfold:id-marker\\u0000" and \x00contextfold:id-marker\x00',
+                tool_call_id="c1", extra={"x": 1}),
+    ]
+    history = [m.with_meta(id=own) for own in ("s:1", 'q"2', "ünï3", "s:4") for m in shapes]
+    encoded: list[Message] = []
+    real = serialize._encode_line
+    monkeypatch.setattr(serialize, "_encode_line", lambda m, *a, **k: encoded.append(m) or real(m, *a, **k))
+    assert b"".join(encode_message_pieces(history)) == _expected(history)
+    assert len(encoded) <= len(shapes) + 4  # (a probe per origin; the marker's own text: each of its copies)
