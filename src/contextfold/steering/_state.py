@@ -36,6 +36,9 @@ __all__ = ["Steering", "schema_tool_names", "tool_name_of"]
 _WIDEST_SINCE = SinceLastTurn(masked=99_999, masked_tokens=0, summarized=99_999, compactions=1)
 _WIDEST_TOOLS = frozenset({"tool_output_cache", "history_search"})
 _WIDEST_TOKENS = 9_999_999
+# What a receipt does not count as a message summarized: contextfold's own summaries, retain blocks and receipts
+# (a tuple: compared by equality, so a kind of any value, even one that cannot be hashed, is tested as Message.kind).
+_NOT_ORIGINAL = ("summary", "retain", RECEIPT_KIND)
 # Rounds to settle the budget line's figure, which counts the line itself (two suffice: a digit more or less).
 _STATUS_ROUNDS = 3
 # A tool result's call is looked for among this many latest messages of the view (it is almost always the one before).
@@ -177,8 +180,10 @@ class Steering:
         """
         if not self.receipts:
             return None
-        originals = [m for m in summarized if m.kind not in ("summary", "retain", RECEIPT_KIND)]
-        self.turns_summarized += sum(1 for m in originals if m.role == "assistant")
+        # (meta read directly, roles counted in C: ``summarized`` is most of a long view; a kind that is not a str
+        # is no kind, as Message.kind says, and so not one of these)
+        originals = [m for m in summarized if m.meta.get("kind") not in _NOT_ORIGINAL]
+        self.turns_summarized += [m.role for m in originals].count("assistant")
         count = max(total or 0, len(originals))
         return receipt_message(receipt_text(summarized=count, turns=self.turns_summarized, tools=self.agent_tools))
 
