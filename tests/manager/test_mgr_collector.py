@@ -15,8 +15,9 @@ import pytest
 
 from contextfold.manager import ContextManager, _collector
 from contextfold.manager._collector import collector_paused
-from contextfold.messages import Message
+from contextfold.messages import Message, ToolCall
 from contextfold.summarize.base import SummaryRequest, SummaryResult
+from contextfold.telemetry import Event, RecordingTelemetry
 
 
 @pytest.fixture(autouse=True)
@@ -108,5 +109,43 @@ def test_a_manager_compacts_a_long_view_with_the_collector_paused(monkeypatch: p
         summarizer.fail = False
         cm.compact()
         assert summarizer.enabled == [False, True] and gc.isenabled()  # (a short view: not paused)
+    finally:
+        cm.close()
+
+
+class _CollectorNoting(RecordingTelemetry):
+    """Notes, for each event, whether the collector was running when it was emitted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.running: list[tuple[str, bool]] = []
+
+    def emit(self, event: Event) -> None:
+        self.running.append((event.name, gc.isenabled()))
+        super().emit(event)
+
+
+def test_a_bulk_add_runs_with_the_collector_paused_and_a_short_one_does_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resumed history keeps all it adds: 1,066 collections (5 full) in the add() of 100,000 recorded messages."""
+    monkeypatch.setattr(_collector, "PAUSE_MIN_MESSAGES", 20)
+    telemetry = _CollectorNoting()
+    cm = ContextManager("gpt-4o", store="memory", archive="memory", telemetry=telemetry,
+                        tool_output={"max_message_tokens": 50})
+    try:
+        big = "collector-77c2 " + "lines of a long build log\n" * 400
+
+        def turn(i: int) -> list[Message]:
+            call = ToolCall(f"call_{i}", "read", "{}")
+            return [Message.user(f"collector-77c2 read {i}"), Message.assistant("", tool_calls=(call,)),
+                    Message.tool(f"call_{i}", big + str(i), name="read")]
+
+        telemetry.running.clear()
+        cm.add([m for i in range(8) for m in turn(i)])  # 24 messages: a bulk add
+        cut = [running for name, running in telemetry.running if name == "cache.truncated"]
+        assert len(cut) == 8 and not any(cut) and gc.isenabled()
+        telemetry.running.clear()
+        cm.add(turn(8))  # 3 messages: the collector runs as usual
+        cut = [running for name, running in telemetry.running if name == "cache.truncated"]
+        assert cut == [True] and gc.isenabled()
     finally:
         cm.close()

@@ -261,75 +261,83 @@ class ContextManager:
 
         Big tool outputs are stored whole in the cache and replaced by a view with their ref at once.
         """
-        from ..provider_context import BOUNDARY_KIND, mark
-        from ..telemetry import CacheTruncated
         from ._build import coerce_messages
+        from ._collector import collector_paused
 
         with foreground, self._lock:
             incoming = coerce_messages(messages, format=format, start=len(self._view),
                                        protected_flag=self.policy.protected_flag)
-            if self._widening is not None and self._widening.active and any(m.role != "tool" for m in incoming):
-                # A new turn: the outputs it follows are no longer being answered (unless putting one back would cost
-                # more prompt cache than it saves: then it stays, as part of the history).
-                self._widening.narrow(self._view, keep=self._keeps_wide)
-            stored: list[Message] = []
-            cut: dict[str, str] = {}  # ref -> the whole output, for the outputs cut at write time
-            # The sequence moves only once every message is in: a failed add leaves no gap and no half-added batch.
-            seq = self._seq
-            # (The calls below are skipped where their first test would return at once: this loop runs for each of
-            # a bulk add's messages, 100,000 for a resumed history, issue 22.)
-            prefix, large = self._id_prefix, self.policy.large_input_bytes
-            boundaries = results = False  # (whether the batch holds a provider's compaction item, a tool result)
-            for m in incoming:
-                seq += 1
-                m = m.with_meta(id=m.meta.get("id") or f"{prefix}:{seq}")
-                if type(m.content) is not str:
-                    m = mark(m)
-                if "ref" in m.meta:
-                    m = self._without_foreign_ref(m)
-                if type(m.content) is not str or 4 * len(m.content) > large:
-                    self._warn_if_large(m)
-                if self.cache is not None and not m.protected:  # protected: byte for byte
-                    processed = (self._write_time_view(m, incoming) if m.role == "tool"
-                                 else self._cut_if_never_sent(m) if m.role == "user" else m)
-                    if processed is not m and processed.meta.get("ref"):
-                        cut[str(processed.meta["ref"])] = m.text
-                        # surrogatepass: a lone surrogate is stored as it came; measuring it must not fail.
-                        self.tracer.emit(CacheTruncated(session_id=self.session_id, ref=str(processed.meta["ref"]),
-                                                        bytes=len(m.text.encode("utf-8", "surrogatepass")),
-                                                        kept_bytes=len(processed.text.encode("utf-8", "surrogatepass")),
-                                                        tool_name=m.name))
-                    if processed is not m:
-                        m = keep_layout(m, processed)
-                if m.role == "tool":
-                    results = True
-                if m.meta.get("kind") == BOUNDARY_KIND:
-                    boundaries = True
-                stored.append(m)
-            self._seq = seq
-            self._secrets.added(stored)
-            self._note_steering(stored)
-            if len(self._unwarmed) < _MAX_UNWARMED:
-                self._unwarmed.extend(_worth_reading(stored)[:_MAX_UNWARMED - len(self._unwarmed)])
-            stored, orphans = self._view.split_orphans(stored)
-            if orphans:
-                self._view.dropped.extend(orphans)
-                self._archive_dropped()
-            self._view.append(stored)
-            self._provider_items.note(stored)
-            if orphans:
-                boundaries = any(m.kind == BOUNDARY_KIND for m in stored)
-                results = any(m.role == "tool" for m in stored)
-            if boundaries and self._provider_items.drop_before_boundary(
-                    self._view, self._archive_transcript):
-                self._compactor.floor = self._compactor.stalled = None  # of a view that no longer exists
-            self.counter.ensure_capacity(len(self._view))
-            # Counted now, as DESIGN's flow of a turn has it, not by the next prepare(): the exact tokenizer releases
-            # the GIL, and a background thread taking it then would hold the model call up (issue 15, p99).
-            self._economics.added_tokens += sum(self.counter.count_each(stored))
-            self._read_on_add(stored, cut)
-            if results:
-                self.check("after tool execution")
+            # A bulk add (a resumed history) keeps everything it makes: collections during it free nothing.
+            with collector_paused(len(incoming)):
+                self._add(incoming)
+
+    def _add(self, incoming: list[Message]) -> None:
+        """Store ``incoming`` (coerced, under the lock): the write-time views, the secrets, the view, the read-ahead."""
+        from ..provider_context import BOUNDARY_KIND, mark
+        from ..telemetry import CacheTruncated
+
+        if self._widening is not None and self._widening.active and any(m.role != "tool" for m in incoming):
+            # A new turn: the outputs it follows are no longer being answered (unless putting one back would cost
+            # more prompt cache than it saves: then it stays, as part of the history).
+            self._widening.narrow(self._view, keep=self._keeps_wide)
+        stored: list[Message] = []
+        cut: dict[str, str] = {}  # ref -> the whole output, for the outputs cut at write time
+        # The sequence moves only once every message is in: a failed add leaves no gap and no half-added batch.
+        seq = self._seq
+        # (The calls below are skipped where their first test would return at once: this loop runs for each of
+        # a bulk add's messages, 100,000 for a resumed history, issue 22.)
+        prefix, large = self._id_prefix, self.policy.large_input_bytes
+        boundaries = results = False  # (whether the batch holds a provider's compaction item, a tool result)
+        for m in incoming:
+            seq += 1
+            m = m.with_meta(id=m.meta.get("id") or f"{prefix}:{seq}")
+            if type(m.content) is not str:
+                m = mark(m)
+            if "ref" in m.meta:
+                m = self._without_foreign_ref(m)
+            if type(m.content) is not str or 4 * len(m.content) > large:
+                self._warn_if_large(m)
+            if self.cache is not None and not m.protected:  # protected: byte for byte
+                processed = (self._write_time_view(m, incoming) if m.role == "tool"
+                             else self._cut_if_never_sent(m) if m.role == "user" else m)
+                if processed is not m and processed.meta.get("ref"):
+                    cut[str(processed.meta["ref"])] = m.text
+                    # surrogatepass: a lone surrogate is stored as it came; measuring it must not fail.
+                    self.tracer.emit(CacheTruncated(session_id=self.session_id, ref=str(processed.meta["ref"]),
+                                                    bytes=len(m.text.encode("utf-8", "surrogatepass")),
+                                                    kept_bytes=len(processed.text.encode("utf-8", "surrogatepass")),
+                                                    tool_name=m.name))
+                if processed is not m:
+                    m = keep_layout(m, processed)
+            if m.role == "tool":
+                results = True
+            if m.meta.get("kind") == BOUNDARY_KIND:
+                boundaries = True
+            stored.append(m)
+        self._seq = seq
+        self._secrets.added(stored)
+        self._note_steering(stored)
+        if len(self._unwarmed) < _MAX_UNWARMED:
+            self._unwarmed.extend(_worth_reading(stored)[:_MAX_UNWARMED - len(self._unwarmed)])
+        stored, orphans = self._view.split_orphans(stored)
+        if orphans:
+            self._view.dropped.extend(orphans)
+            self._archive_dropped()
+        self._view.append(stored)
+        self._provider_items.note(stored)
+        if orphans:
+            boundaries = any(m.kind == BOUNDARY_KIND for m in stored)
+            results = any(m.role == "tool" for m in stored)
+        if boundaries and self._provider_items.drop_before_boundary(
+                self._view, self._archive_transcript):
+            self._compactor.floor = self._compactor.stalled = None  # of a view that no longer exists
+        self.counter.ensure_capacity(len(self._view))
+        # Counted now, as DESIGN's flow of a turn has it, not by the next prepare(): the exact tokenizer releases
+        # the GIL, and a background thread taking it then would hold the model call up (issue 15, p99).
+        self._economics.added_tokens += sum(self.counter.count_each(stored))
+        self._read_on_add(stored, cut)
+        if results:
+            self.check("after tool execution")
 
     def _read_on_add(self, stored: list[Message], cut: dict[str, str]) -> None:
         """Read what later compactions and maskings need of the new messages, once, as they arrive (issue 22).
