@@ -350,18 +350,10 @@ def _walk(obj: Any, out: list[str]) -> bool:
     while stack:  # (a mapping of strings, as meta mostly is, goes through the first branch of each item)
         item = stack.pop()
         kind = type(item)
-        if kind is str:
+        if kind is str or isinstance(item, str):
             out.append(item)
-        elif kind is MappingProxyType or kind is dict:  # (meta and extra: without the ABC's isinstance)
-            for key, value in item.items():
-                if isinstance(key, str):
-                    if not key.isascii():
-                        return False
-                    out.append(key)
-                stack.append(value)
-        elif isinstance(item, str):
-            out.append(item)
-        elif isinstance(item, Mapping):
+        # (meta and extra are told by their type first: the ABC's isinstance is the slow path)
+        elif kind is MappingProxyType or kind is dict or isinstance(item, Mapping):
             for key, value in item.items():
                 if isinstance(key, str):
                     if not key.isascii():
