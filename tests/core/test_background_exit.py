@@ -13,15 +13,16 @@ import textwrap
 from pathlib import Path
 
 _SCRIPT = textwrap.dedent("""
-    import sys, threading, time
+    import hashlib, sys, threading
     from contextfold import _background
 
     started = threading.Event()
 
     def job(path):
         started.set()
-        for _ in range(30):  # (work that gives the GIL away, as a native scan does)
-            time.sleep(0.01)
+        block = bytes(4_000_000)
+        for _ in range(30):  # (native work that gives the GIL away, as the secret scan's automaton does)
+            hashlib.sha256(block).digest()
         open(path, "w").write("finished")
 
     def never(path):
