@@ -174,3 +174,26 @@ def test_the_latest_request_alone_over_the_limit_gives_up_with_the_reason() -> N
         assert isinstance(raised.value.__cause__, openai.BadRequestError)
         assert len(server.requests) == 1
     assert len(sent_images(server.requests[0].body)) == 3
+
+
+def test_an_error_naming_a_limit_of_0_mb_does_not_teach_a_limit_that_no_request_can_meet() -> None:
+    """"Request too large (max 0 MB)": a figure no request meets (its text alone is over it) is not learned.
+
+    Learned as is, it became a 1-byte limit, stored for the model: every image of every later session of the model
+    was evicted. The limit learned is a share below the rejected request instead, and the newest image stays.
+    """
+    from contextfold.testing.wire import ErrorReply
+
+    cm = ContextManager("gpt-4o", store="memory", archive="memory")
+    for step in range(3):
+        cm.add([chat_screenshot(step, 60_000), {"role": "assistant", "content": f"seen {step} {NONCE}"}])
+    cm.add({"role": "user", "content": f"Which step broke the build? ({NONCE})"})
+    refusal = ErrorReply("request_too_large", "Request too large (max 0 MB)")
+    with ScriptedLLMServer([refusal, "step 1"]) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="t", max_retries=0)
+        call_with_recovery(cm, lambda view: client.chat.completions.create(model="gpt-4o", messages=view))
+        assert [r.status for r in server.requests] == [413, 200]
+        retried = sent_images(server.requests[1].body)
+    limit = cm.media_limits.max_bytes
+    assert limit is not None and limit > 100_000
+    assert retried == [f"data:image/png;base64,{screenshot(step, 60_000)}" for step in (2,)]

@@ -354,7 +354,13 @@ def media_ceiling(info: MediaLimitInfo, media: MediaTally, text_tokens: int, *, 
     rejected = request_bytes(media, text_tokens)
     share = min(NO_LIMIT_MAX_SHARE, NO_LIMIT_SHARE * 2 ** (max(1, attempt) - 1))
     below = int(rejected * (1 - share))
-    named = info.limit if info.limit is not None else known_limits(info.provider).max_bytes
+    named = info.limit
+    if named is not None and named <= request_bytes(MediaTally(), text_tokens):
+        # A figure the request's text alone is over ("max 0 MB"): no eviction of media can meet it, and learned it
+        # would be stored for the model and strip every later session of its images. Not a limit to learn.
+        named = None
+    if named is None:
+        named = known_limits(info.provider).max_bytes
     return MediaLimits(max_bytes=max(1, below if named is None else min(named, below)))
 
 
