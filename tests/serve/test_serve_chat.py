@@ -10,7 +10,9 @@ import openai
 import pytest
 from _serve_support import MODEL, UPSTREAM_WINDOW, WINDOW, opening_fixture, proxy_fixture, upstream_fixture  # noqa: F401 (fixtures)
 
+from contextfold.media import known_limits
 from contextfold.serve import ProxyServer
+from contextfold.serve.config import DEFAULT_MAX_BODY_BYTES
 from contextfold.testing import ErrorReply, Reply, ScriptedLLMServer, ScriptedToolCall
 
 
@@ -107,13 +109,19 @@ def test_callers_never_share_a_session(upstream: ScriptedLLMServer, proxy: Proxy
     (json.dumps({"model": "no-such-model-xyz", "messages": [{"role": "user", "content": "x"}]}).encode(), 400,
      "does not know the context window"),
     (json.dumps({"model": MODEL, "messages": [{"role": "tool", "content": "x"}]}).encode(), 400, "messages"),
-    (b"x" * (33 * 1024 * 1024), 413, "over the proxy's limit"),
+    (b"x" * (DEFAULT_MAX_BODY_BYTES + 1), 413, "over the proxy's limit"),
 ])
 def test_bad_requests_get_a_clear_error_in_the_openai_shape(proxy: ProxyServer, body: bytes, status: int,
                                                             says: str) -> None:
     answer = httpx.post(proxy.url + "/v1/chat/completions", content=body, headers={"authorization": "Bearer k"})
     assert answer.status_code == status
     assert says in answer.json()["error"]["message"]
+
+
+def test_the_proxy_takes_bodies_well_over_the_providers_limit_so_it_can_bring_them_under() -> None:
+    """A screenshot history past Anthropic's 32 MB reaches the proxy's media eviction instead of its own 413."""
+    published = known_limits("anthropic").max_bytes
+    assert published is not None and 4 * published <= DEFAULT_MAX_BODY_BYTES
 
 
 def test_other_sdk_calls_pass_through_to_the_provider(proxy: ProxyServer) -> None:

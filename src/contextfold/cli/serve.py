@@ -58,7 +58,7 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument("--default-window", type=int, help="window of models neither the registry nor --window knows")
     parser.add_argument("--retrieval-tools", action="store_true", help="give the model tool_output_cache, "
                         "tool_output_cache_grep and history_search and answer its calls in the proxy")
-    parser.add_argument("--max-body-bytes", type=int, help="larger request bodies get 413 (default 32 MiB)")
+    parser.add_argument("--max-body-bytes", type=int, help="larger request bodies get 413 (default 128 MiB)")
     parser.add_argument("--upstream-timeout", type=float, help="seconds to wait for the upstream (default 600)")
     parser.add_argument("--key-salt", help="mixed into the hash of callers' keys; instances serving the same "
                         f"sessions share it (env {_ENVIRONMENT['key_salt']})")

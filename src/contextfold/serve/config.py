@@ -14,9 +14,11 @@ __all__ = ["DEFAULT_ANTHROPIC_BASE_URL", "DEFAULT_OPENAI_BASE_URL", "ServeConfig
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 DEFAULT_PORT = 8787
-# A request body larger than this is refused with 413 before it is parsed: a long agent history with images is a
-# few MB; 32 MB leaves room for that and still keeps one request from filling the proxy's memory.
-DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+# A request body larger than this is refused with 413 before it is parsed. It must be well over the providers' own
+# limits (Anthropic's 32 MB): an agent's screenshot history past the provider's limit is what the proxy brings back
+# under it (the oldest images go), and at 32 MiB the proxy refused it itself first. 128 MiB still keeps one request
+# from filling the proxy's memory.
+DEFAULT_MAX_BODY_BYTES = 128 * 1024 * 1024
 # Reasoning models can think for minutes before the first byte; the providers' own SDKs wait 10 minutes.
 DEFAULT_UPSTREAM_TIMEOUT_S = 600.0
 # Connecting to the upstream should take well under a second; a minute means it is not there.
