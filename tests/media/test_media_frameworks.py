@@ -122,3 +122,50 @@ def test_pydantic_ai_images_are_counted_and_the_oldest_leave_after_too_much_medi
     assert sent == [*expected, link.url]
     assert cm.media_limits.max_items == 6
     assert cm.media().bytes >= 3 * len(expected[0]) - 3 * len("data:image/png;base64,")
+
+
+def test_pydantic_ai_screenshots_a_tool_returned_are_counted_and_the_oldest_leave() -> None:
+    """A tool returning a screenshot (``ToolReturnPart`` with a ``BinaryContent``): an image to the manager.
+
+    It was read as the return's text alone: the screenshots were neither counted nor seen by the media limits, and a
+    request refused for too many images could not be recovered ("none is left that may go").
+    """
+    import asyncio
+
+    from openai import AsyncOpenAI
+    from pydantic_ai import Agent, BinaryContent
+    from pydantic_ai import messages as pm
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from contextfold.integrations.pydantic_ai import ContextfoldHistoryProcessor
+
+    cm = ContextManager("gpt-4o", store="memory", archive="memory")
+    shots = [BinaryContent(data=f"PNG-{NONCE}-tool-{step}".encode() * 300, media_type="image/png")
+             for step in range(10)]
+    history: list[pm.ModelMessage] = [pm.ModelRequest(parts=[pm.UserPromptPart(f"Check the dashboard ({NONCE}).")])]
+    for step, shot in enumerate(shots):
+        call_id = f"call_{NONCE}_{step}"
+        history.append(pm.ModelResponse(parts=[pm.ToolCallPart("screenshot", {"step": step}, tool_call_id=call_id)]))
+        history.append(pm.ModelRequest(parts=[pm.ToolReturnPart("screenshot", [f"step {step} taken", shot],
+                                                                tool_call_id=call_id)]))
+    history.append(pm.ModelResponse(parts=[pm.TextPart("Seen them all.")]))
+
+    async def run() -> str:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="t", max_retries=0)
+        model = OpenAIChatModel("gpt-4o", provider=OpenAIProvider(openai_client=client))
+        processor = ContextfoldHistoryProcessor(cm)
+        agent: Agent[None, str] = Agent(model, capabilities=[processor.capability()])
+        try:
+            return (await agent.run("Which step failed?", message_history=history)).output
+        finally:
+            await client.close()
+
+    with ScriptedLLMServer(default="Step 7.", max_media=6) as server:
+        assert asyncio.run(run()) == "Step 7."
+        assert [r.status for r in server.requests] == [400, 200]
+        assert server.requests[0].response["error"]["message"] == "Too much media: 0 document pages + 10 images > 6"
+        sent = images_of(server.requests[1].body)
+    # Down to 75% of 6: the newest four screenshots, as pydantic-ai sent them.
+    assert sent == [f"data:image/png;base64,{base64.b64encode(s.data).decode()}" for s in shots[-4:]]
+    assert cm.media_limits.max_items == 6

@@ -109,6 +109,11 @@ def _media(item: Any) -> ImagePart | DocumentPart | None:
     return None
 
 
+def _tool_media(part: pm.ToolReturnPart) -> list[tuple[Any, ImagePart | DocumentPart]]:
+    """The images and documents a tool returned, each with its part (audio and video are left to the text)."""
+    return [(item, found) for item in part.files if (found := _media(item)) is not None]
+
+
 def _text_field(value: Any, index: int, field: str, *, nonempty: bool = False) -> str:
     """``value`` when it is a string (a non-empty one with ``nonempty``); pydantic-ai's dataclasses take anything."""
     if not isinstance(value, str) or (nonempty and not value):
@@ -127,7 +132,12 @@ def _request_part(part: Any, key: str, index: int, k: int = 0) -> Message | None
     if isinstance(part, pm.ToolReturnPart):
         call_id = _text_field(part.tool_call_id, index, f"parts[{k}].tool_call_id", nonempty=True)
         name = _text_field(part.tool_name, index, f"parts[{k}].tool_name", nonempty=True)
-        return Message("tool", part.model_response_str(), tool_call_id=call_id, name=name, meta=meta)
+        # A tool's screenshots and documents are images to the manager too (counted, seen by the media limits);
+        # pydantic-ai sends them beside the return's text.
+        media = tuple(found for _, found in _tool_media(part))
+        content: str | tuple[Part, ...] = (TextPart(part.model_response_str()), *media) if media \
+            else part.model_response_str()
+        return Message("tool", content, tool_call_id=call_id, name=name, meta=meta)
     if isinstance(part, pm.RetryFeedbackPart):
         return Message("user", part.model_response(), meta=meta)
     if isinstance(part, pm.RetryPromptPart):  # legacy histories
@@ -225,6 +235,13 @@ def _serial(key: str) -> str | None:
 def _rebuild_request_part(message: Message, origin: Any) -> Any:
     text = message.text
     if isinstance(origin, pm.ToolReturnPart):
+        files = _tool_media(origin)
+        if files and not isinstance(message.content, str) and len(message.content) == 1 + len(files):
+            # The screenshots that stayed go back as pydantic-ai's objects (one taken out for a media limit is a
+            # text now, in the return's text); a masked return is its placeholder text alone.
+            kept = [item for part, (item, _) in zip(message.content[1:], files, strict=True)
+                    if isinstance(part, ImagePart | DocumentPart)]
+            return dataclasses.replace(origin, content=[text, *kept] if kept else text)
         return dataclasses.replace(origin, content=text)
     if isinstance(origin, pm.UserPromptPart) and not isinstance(origin.content, str) \
             and not isinstance(message.content, str) and len(message.content) == len(origin.content):
