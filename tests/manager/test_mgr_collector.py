@@ -90,11 +90,14 @@ def _history() -> list[Message]:
 
 
 @pytest.mark.parametrize("fail", [False, True])
-def test_a_manager_compacts_a_long_view_with_the_collector_paused(monkeypatch: pytest.MonkeyPatch,
-                                                                   fail: bool) -> None:
+def test_a_manager_compacts_a_long_view_with_the_collector_paused_but_not_while_a_summarizer_waits(
+        monkeypatch: pytest.MonkeyPatch, fail: bool) -> None:
+    """The compaction's own work runs paused; a summarizer that may wait on the network (an LLM) runs with the
+    collector on (the pause is process-wide: other threads would make garbage with nothing collecting it)."""
     monkeypatch.setattr(_collector, "PAUSE_MIN_MESSAGES", 20)  # (a long view, made short for the test)
     summarizer = _Recording(fail)
-    cm = ContextManager("gpt-4o", store="memory", archive="memory", summarizer=summarizer,
+    telemetry = _CollectorNoting()
+    cm = ContextManager("gpt-4o", store="memory", archive="memory", summarizer=summarizer, telemetry=telemetry,
                         policy={"keep_recent_turns": 1})
     try:
         cm.add(_history())
@@ -103,14 +106,62 @@ def test_a_manager_compacts_a_long_view_with_the_collector_paused(monkeypatch: p
                 cm.compact()
         else:
             assert cm.compact().compacted > 0
-        assert summarizer.enabled == [False] and gc.isenabled()
+            assert ("compact.pruned_messages", False) in telemetry.running  # (applied inside the pause)
+        assert summarizer.enabled == [True] and gc.isenabled()
         monkeypatch.setattr(_collector, "PAUSE_MIN_MESSAGES", 10_000)
         cm.add([Message.user("collector-5e1a one more " * 20)])
         summarizer.fail = False
         cm.compact()
-        assert summarizer.enabled == [False, True] and gc.isenabled()  # (a short view: not paused)
+        assert summarizer.enabled == [True, True] and gc.isenabled()  # (a short view: not paused)
     finally:
         cm.close()
+
+
+def test_the_built_in_extractive_summarizer_runs_inside_the_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    """All CPU: collections during it would free nothing of what the compaction builds."""
+    from contextfold.summarize.extractive import ExtractiveSummarizer
+
+    seen: list[bool] = []
+
+    class Noting(ExtractiveSummarizer):
+        def summarize(self, request: SummaryRequest) -> SummaryResult:
+            seen.append(gc.isenabled())
+            return super().summarize(request)
+
+    monkeypatch.setattr(_collector, "PAUSE_MIN_MESSAGES", 20)
+    cm = ContextManager("gpt-4o", store="memory", archive="memory", summarizer=Noting(),
+                        policy={"keep_recent_turns": 1})
+    try:
+        cm.add(_history())
+        assert cm.compact().compacted > 0
+        assert seen == [False] and gc.isenabled()
+    finally:
+        cm.close()
+
+
+def test_released_inside_a_pause_lets_the_collector_run_unless_another_thread_pauses_it() -> None:
+    with collector_paused(10**6):
+        with _collector.collector_released():
+            assert gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with _collector.collector_released():  # (outside a pause: nothing to lift)
+        assert gc.isenabled()
+    entered, release = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with collector_paused(10**6):
+            entered.set()
+            release.wait()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    entered.wait()
+    with collector_paused(10**6), _collector.collector_released():
+        assert not gc.isenabled()  # (the other thread's compaction still holds it)
+    release.set()
+    thread.join()
+    assert gc.isenabled()
 
 
 class _CollectorNoting(RecordingTelemetry):

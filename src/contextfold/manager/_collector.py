@@ -7,6 +7,10 @@ that, and each full one walks the whole heap, whose bulk is the history itself (
 with ``gc.callbacks``). Reference counting still frees whatever is not in a cycle meanwhile. The collector resumes
 when the last pausing compaction of the process ends, if it was running when the first began, and then finds the
 cycles made meanwhile (a full collection right after costs what it costs without the pause, ~0.12 s there).
+
+A compaction waiting on the network (an LLM summarizer's call, seconds to a minute) lifts its pause for the wait
+(:func:`collector_released`): the pause is process-wide, and the application's other threads (a server's requests,
+other sessions) would make garbage all that time with nothing collecting its cycles.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["PAUSE_MIN_MESSAGES", "collector_paused"]
+__all__ = ["PAUSE_MIN_MESSAGES", "collector_paused", "collector_released"]
 
 # Views under this many messages compact in milliseconds, setting off few collections: the collector runs as usual,
 # so a process serving many small sessions never runs with it off.
@@ -25,6 +29,25 @@ PAUSE_MIN_MESSAGES = 10_000
 _lock = threading.Lock()
 _pausing = 0  # compactions of the process pausing the collector now
 _resume = False  # whether the collector was running when the first of them began
+_held = threading.local()  # (``depth``: the pauses this thread holds)
+
+
+def _pause() -> None:
+    global _pausing, _resume
+    with _lock:
+        if _pausing == 0:
+            _resume = gc.isenabled()
+            gc.disable()
+        _pausing += 1
+
+
+def _unpause() -> None:
+    global _pausing, _resume
+    with _lock:
+        _pausing -= 1
+        if _pausing == 0 and _resume:
+            _resume = False
+            gc.enable()
 
 
 @contextmanager
@@ -34,20 +57,34 @@ def collector_paused(messages: int) -> Iterator[None]:
     Compactions on several threads share one pause: the last to end resumes the collector (if it was running when
     the first began). ``gc.collect()`` called meanwhile still collects.
     """
-    global _pausing, _resume
     if messages < PAUSE_MIN_MESSAGES:
         yield
         return
-    with _lock:
-        if _pausing == 0:
-            _resume = gc.isenabled()
-            gc.disable()
-        _pausing += 1
+    _pause()
+    _held.depth = getattr(_held, "depth", 0) + 1
     try:
         yield
     finally:
-        with _lock:
-            _pausing -= 1
-            if _pausing == 0 and _resume:
-                _resume = False
-                gc.enable()
+        _held.depth -= 1
+        _unpause()
+
+
+@contextmanager
+def collector_released() -> Iterator[None]:
+    """Inside this thread's pause: the collector runs again for the block (unless another thread's pause holds it).
+
+    For a wait on the network; outside a pause it does nothing.
+    """
+    depth = getattr(_held, "depth", 0)
+    if not depth:
+        yield
+        return
+    _held.depth = 0
+    for _ in range(depth):
+        _unpause()
+    try:
+        yield
+    finally:
+        for _ in range(depth):
+            _pause()
+        _held.depth = depth

@@ -859,6 +859,7 @@ class ContextManager:
                          automatic: bool, joined: bool = False) -> CompactionReport:
         from ..errors import ContextfoldError
         from ..steering import without_receipts
+        from ..summarize.extractive import ExtractiveSummarizer
         from ..telemetry import CompactWarning
         from ._build import CompactionReport
         from ._spans import TracedSummarizer
@@ -907,8 +908,9 @@ class ContextManager:
                 return CompactionReport.unchanged(early[0], early[1], (time.perf_counter() - started) * 1000)
         try:
             result = self._compactor.run(view, kind=kind, budget=budget, plan=plan, instructions=instructions,
-                                         summarizer=TracedSummarizer(self._secrets.guard(self.summarizer),
-                                                                     self.tracer),
+                                         summarizer=TracedSummarizer(
+                                             self._secrets.guard(self.summarizer), self.tracer,
+                                             local=isinstance(self.summarizer, ExtractiveSummarizer)),
                                          compaction_count=self._compactions)
         except ContextfoldError:
             if before_recut is not None:

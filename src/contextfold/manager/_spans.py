@@ -11,7 +11,10 @@ prunings stay instant events under the span they happened in.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
+
+from ._collector import collector_released
 
 if TYPE_CHECKING:  # (for types only: the manager imports this module when it is imported itself)
     from ..summarize import Summarizer, SummaryRequest, SummaryResult
@@ -36,18 +39,22 @@ def session_metadata(*, agent: str | None, model: str, window: int, policy: Mapp
 class TracedSummarizer:
     """Wraps a summarizer so that every call is a ``compact.summarize`` span with its latency and tokens.
 
-    The span is a child of the compaction that asked for the summary; the summarizer itself is unchanged.
+    The span is a child of the compaction that asked for the summary; the summarizer itself is unchanged. Unless
+    ``local`` (the built-in extractive one, all CPU), the call may wait on the network for long: a compaction's
+    pause of the cyclic collector is lifted for it (``_collector.collector_released``).
     """
 
-    def __init__(self, inner: Summarizer, tracer: Tracer) -> None:
+    def __init__(self, inner: Summarizer, tracer: Tracer, *, local: bool = False) -> None:
         self.inner = inner
         self.tracer = tracer
+        self.local = local
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         """Summarize through the wrapped summarizer inside a span."""
         with self.tracer.span("compact.summarize", kind=SUMMARIZE_KIND, strategy=request.strategy,
                               input_messages=len(request.messages), max_tokens=request.max_tokens) as span:
-            result = self.inner.summarize(request)
+            with nullcontext() if self.local else collector_released():
+                result = self.inner.summarize(request)
             span.set(summarizer=result.summarizer, input_tokens=result.input_tokens,
                      output_tokens=result.output_tokens, summary_chars=len(result.summary),
                      retained_facts=len(result.retain), fell_back=result.fell_back)
