@@ -53,7 +53,8 @@ def test_importing_the_manager_loads_no_heavy_module_and_a_default_first_turn_no
     # (_cache_economics, _lost_refs, _masking, _read_ahead, _request_extras and _secrets import their collaborators
     # only for type checking or inside functions: nothing heavy comes along.)
     assert own == ["contextfold", "contextfold._lazy", "contextfold.manager", "contextfold.manager._archiver",
-                   "contextfold.manager._cache_economics", "contextfold.manager._compactor",
+                   "contextfold.manager._cache_economics", "contextfold.manager._collector",
+                   "contextfold.manager._compactor",
                    "contextfold.manager._idle", "contextfold.manager._lost_refs", "contextfold.manager._manager",
                    "contextfold.manager._masking", "contextfold.manager._read_ahead",
                    "contextfold.manager._request_extras",
