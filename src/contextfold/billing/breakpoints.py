@@ -42,7 +42,7 @@ from typing import Any
 
 from ..messages import DocumentPart, ImagePart, Message, TextPart, UnknownPart
 
-__all__ = ["ANCHOR_BLOCKS", "EPHEMERAL", "breakpoint_indices", "carries_marks", "mark_breakpoints"]
+__all__ = ["ANCHOR_BLOCKS", "EPHEMERAL", "breakpoint_indices", "carries_marks", "mark_breakpoints", "without_marks"]
 
 _HEAD_ROLES = ("system", "developer")
 # Anthropic's lookup walks back at most 20 blocks from a mark (billing.rates.ANTHROPIC_LOOKBACK_BLOCKS): the anchor
@@ -146,6 +146,34 @@ def carries_marks(messages: Sequence[Message]) -> bool:
         if isinstance(m.content, tuple) and any(_part_marked(p) for p in m.content):
             return True
     return False
+
+
+def without_marks(message: Message) -> Message:
+    """``message`` without a caller's ``cache_control`` marks (on its parts, its tool calls, a tool result).
+
+    A mark says where a request wants a cache entry; a client moves it every turn, so a history that keeps the
+    marks it was fed with piles them up past Anthropic's limit (the proxy stores messages without them).
+    """
+    if not carries_marks((message,)):
+        return message
+    content = message.content
+    if isinstance(content, tuple):
+        content = tuple(_part_unmarked(p) for p in content)
+    calls = tuple(replace(c, extra=_extra_unmarked(c.extra)) if "cache_control" in c.extra else c
+                  for c in message.tool_calls)
+    return replace(message, content=content, tool_calls=calls, extra=_extra_unmarked(message.extra))
+
+
+def _extra_unmarked(extra: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType({k: v for k, v in extra.items() if k != "cache_control"})
+
+
+def _part_unmarked(part: Any) -> Any:
+    if isinstance(part, UnknownPart):
+        if isinstance(part.data, Mapping) and "cache_control" in part.data:
+            return replace(part, data={k: v for k, v in part.data.items() if k != "cache_control"})
+        return part
+    return replace(part, cache_control=None) if getattr(part, "cache_control", None) is not None else part
 
 
 def _part_marked(part: Any) -> bool:

@@ -31,6 +31,9 @@ PROVIDERS: dict[ApiName, str] = {"chat": "openai", "responses": "openai", "messa
 INSTRUCTIONS_ID = "serve:instructions"
 # Hex digits of an item key: collisions within one conversation are out of reach.
 _KEY_HEX = 20
+# Anthropic's prompt-cache mark, and the most a request may carry (more is refused).
+CACHE_MARK = "cache_control"
+MAX_CACHE_MARKS = 4
 
 
 class BadRequest(ContextfoldError):
@@ -74,6 +77,14 @@ class Exchange:
     def provider(self) -> str:
         """``openai`` or ``anthropic``."""
         return PROVIDERS[self.api]
+
+    @property
+    def caches(self) -> bool:
+        """Whether an Anthropic request asks for prompt caching (a ``cache_control`` mark anywhere in it).
+
+        The session's view then carries contextfold's breakpoints in place of the client's marks on its messages.
+        """
+        return self.api == "messages" and _marks(self.body) > 0
 
 
 def _items(value: Any, field: str) -> list[dict[str, Any]]:
@@ -141,19 +152,26 @@ def parse_request(api: ApiName, body: Any) -> Exchange:
     return Exchange(api, body, model, items, instructions, handle, stream, reply_tokens)
 
 
-def _plain(value: Any) -> Any:
-    """``value`` without None values and empty containers: how one SDK or another re-sends an item varies there."""
+def _plain(value: Any, drop: str = "") -> Any:
+    """``value`` without None values and empty containers: how one SDK or another re-sends an item varies there.
+
+    ``drop``: a key left out at every depth.
+    """
     if isinstance(value, Mapping):
-        out = {k: _plain(v) for k, v in value.items() if v is not None}
+        out = {k: _plain(v, drop) for k, v in value.items() if v is not None and k != drop}
         return {k: v for k, v in out.items() if v not in ({}, [])}
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [_plain(v, drop) for v in value]
     return value
 
 
 def item_key(item: Mapping[str, Any]) -> str:
-    """The identity key of a conversation item: a fingerprint of its content (reconciliation compares these)."""
-    data = json.dumps(_plain(item), sort_keys=True, ensure_ascii=False, default=repr)
+    """The identity key of a conversation item: a fingerprint of its content (reconciliation compares these).
+
+    A ``cache_control`` mark is not content: a client following Anthropic's guide moves it to its last message
+    every turn, and the message it leaves is the same message (keyed with it, every request was an edited history).
+    """
+    data = json.dumps(_plain(item, CACHE_MARK), sort_keys=True, ensure_ascii=False, default=repr)
     return hashlib.blake2b(data.encode("utf-8", "surrogatepass"), digest_size=_KEY_HEX // 2).hexdigest()
 
 
@@ -173,11 +191,50 @@ def upstream_body(exchange: Exchange, view: Any) -> dict[str, Any]:
     else:
         body.pop("system", None)
         body.update(view)
+        _cap_marks(body)
     if exchange.stream and exchange.api == "chat":
         # The usage of a streamed reply comes only in a last chunk the caller may not have asked for; the proxy
         # needs it (recorded usage), and drops that chunk again when the caller did not ask (streams.py).
         body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
     return body
+
+
+def _marks(value: Any) -> int:
+    """The ``cache_control`` marks in a JSON value."""
+    if isinstance(value, Mapping):
+        return int(CACHE_MARK in value) + sum(_marks(v) for k, v in value.items() if k != CACHE_MARK)
+    if isinstance(value, list):
+        return sum(_marks(v) for v in value)
+    return 0
+
+
+def _cap_marks(body: dict[str, Any]) -> None:
+    """Keep an Anthropic body within ``MAX_CACHE_MARKS``, the client's marks on its tools first.
+
+    The client's marks on its tools (and at the top level) stay; of the view's, the first (the pinned head) and the
+    last ones, its earlier ones dropped first. The view's blocks are the manager's (read-only): a block losing its
+    mark is copied.
+    """
+    outside = _marks({k: v for k, v in body.items() if k not in ("system", "messages")})
+    places: list[tuple[list[Any], int]] = []  # (the block list, the block's index) of each marked view block
+    system = body.get("system")
+    if isinstance(system, list):
+        body["system"] = system = list(system)
+        places.extend((system, i) for i, b in enumerate(system) if isinstance(b, Mapping) and CACHE_MARK in b)
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        body["messages"] = messages = list(messages)
+        for m, message in enumerate(messages):
+            content = message.get("content") if isinstance(message, Mapping) else None
+            if isinstance(content, list) and any(isinstance(b, Mapping) and CACHE_MARK in b for b in content):
+                messages[m] = {**message, "content": (blocks := list(content))}
+                places.extend((blocks, i) for i, b in enumerate(blocks) if isinstance(b, Mapping) and CACHE_MARK in b)
+    room = max(0, MAX_CACHE_MARKS - outside)
+    if len(places) <= room:
+        return
+    dropped = places[1:len(places) - room + 1] if room else places
+    for blocks, i in dropped:
+        blocks[i] = {k: v for k, v in blocks[i].items() if k != CACHE_MARK}
 
 
 def caller_wants_usage(exchange: Exchange) -> bool:

@@ -204,7 +204,8 @@ class Turn:
             from ..manager.reconcile import unpinned
 
             return openai_responses.encode(unpinned(cm, cm.prepare_messages()))
-        return cm.prepare(self.exchange.format)
+        # The client's own marks are not kept in the session (see _converter): contextfold's breakpoints stand in.
+        return cm.prepare(self.exchange.format, cache_breakpoints=self.exchange.caches)
 
 
 def open_turn(backend: Backend, exchange: Exchange, session_id: str, *, continues: str | None = None) -> Turn:
@@ -308,8 +309,11 @@ def _ground(cm: ContextManager, marks: Mapping[str, str], version: int) -> None:
 
 
 def _converter(turn: Turn, wire: Any) -> Any:
+    from ..billing.breakpoints import without_marks
+
     def convert(items: Sequence[Mapping[str, Any]]) -> list[Any]:
-        messages = wire.decode(items)
+        # A client's cache marks move every turn: kept, they would pile up past the provider's limit of 4.
+        messages = [without_marks(m) for m in wire.decode(items)]
         counter = turn.cm.counter
         turn.client_tokens += sum(counter.count_message(m) for m in messages)
         return list(messages)
