@@ -109,6 +109,15 @@ _PATTERNS: tuple[_Pattern, ...] = (
                   r"(?P<limit>\d+) maximum context length"),
     _p("cohere", r"too many tokens: total number of tokens in the prompt cannot exceed (?P<limit>\d+) - received "
                  r"(?P<prompt>\d+)"),
+    # xAI's API (OpenAI-compatible; the second is its newer wording, with a code in brackets).
+    _p("xai", r"maximum prompt length is (?P<limit>\d+) but the request contains (?P<prompt>\d+) tokens"),
+    _p("xai", r"input_too_large\]? current message \((?P<prompt>\d+) tokens\) exceeds budget "
+              r"\((?P<limit>\d+) tokens\)"),
+    # Hugging Face text-generation-inference (Inference Endpoints, self-hosted TGI), HTTP 422: the input and the
+    # reply's reservation over the total, or the input alone over the server's --max-input-tokens.
+    _p("tgi", r"`?inputs`? tokens \+ `?max_new_tokens`? must be <= (?P<limit>\d+)\.?\s*given: (?P<prompt>\d+) "
+              r"`?inputs`? tokens and (?P<output>\d+) `?max_new_tokens`?"),
+    _p("tgi", r"`?inputs`? must have less than (?P<limit>\d+) tokens\.?\s*given: (?P<prompt>\d+)"),
     _p(None, r"context length exceeded|context_length_exceeded|exceeds? (?:the )?(?:model's )?context window|"
              r"context window (?:exceeded|is full)|maximum context length"),
 )
