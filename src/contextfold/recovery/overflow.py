@@ -104,6 +104,10 @@ _PATTERNS: tuple[_Pattern, ...] = (
                   r"(?P<prompt>\d+))?"),
     _p("llama.cpp", r"request \((?P<prompt>\d+) tokens\) exceeds the available context size \((?P<limit>\d+) tokens\)"),
     _p("llama.cpp", r"the request exceeds the available context size"),
+    # LM Studio's server (OpenAI-compatible, local agents): its own wording, and llama.cpp's under newer versions.
+    _p("lmstudio", r"trying to keep the first (?P<prompt>\d+) tokens when context (?:the )?overflows\.?\s*however, the "
+                   r"model is loaded with (?:a )?context length of only (?P<limit>\d+) tokens"),
+    _p("lmstudio", r"cannot truncate prompt with n_keep \((?P<prompt>\d+)\) >= n_ctx \((?P<limit>\d+)\)"),
     _p("ollama", r"input length exceeds (?:the )?(?:maximum )?context length"),
     _p("mistral", r"prompt contains (?P<prompt>\d+) tokens(?: and \d+ draft tokens)?, too large for model with "
                   r"(?P<limit>\d+) maximum context length"),
