@@ -11,6 +11,7 @@ checks across messages (pairing, order) stay the manager's, which repairs what i
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,7 +19,11 @@ from ..errors import InvalidHistory
 from ._common import expect_list, expect_mapping, expect_str, json_arguments, role_of
 from .openai_chat import _check_content
 
-__all__ = ["check_intake"]
+__all__ = ["UNPARSED_ARGUMENTS", "check_intake", "repair_reply_arguments"]
+
+# Where a model's tool call keeps arguments that are not a JSON object (cut by max_tokens, a local model's broken
+# JSON): an object every API takes back, and the model still reads what it wrote.
+UNPARSED_ARGUMENTS = "unparsed_arguments"
 
 
 def check_intake(format: str, items: Sequence[Mapping[str, Any]], *, start: int = 0) -> list[Mapping[str, Any]]:
@@ -43,6 +48,52 @@ def check_intake(format: str, items: Sequence[Mapping[str, Any]], *, start: int 
             raise InvalidHistory(exc.problem, index=start + offset, field=exc.field) from None
         out.append(raw)
     return out
+
+
+def repair_reply_arguments(format: str, items: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """A model's reply (``format`` items) with each tool call's arguments that are not a JSON object wrapped in one.
+
+    :func:`check_intake` refuses such arguments (a request carrying them is refused by OpenAI-compatible servers),
+    which is right for a history a caller built, but a reply is the model's own output: a call cut at
+    ``max_tokens`` mid-argument must not make the reply impossible to add (the client wrappers raised after the
+    call; the proxy refused every later request of the conversation). ``""`` stays (it means ``{}``).
+    """
+    if format == "openai_chat":
+        return [_chat_repaired(item) for item in items]
+    if format == "openai_responses":
+        return [{**item, "arguments": _object_arguments(item["arguments"])}
+                if item.get("type") == "function_call" and _unparsed(item.get("arguments")) else item
+                for item in items]
+    return list(items)
+
+
+def _chat_repaired(item: Mapping[str, Any]) -> Mapping[str, Any]:
+    calls = item.get("tool_calls")
+    if item.get("role") != "assistant" or not isinstance(calls, list):
+        return item
+    repaired = [_call_repaired(call) if isinstance(call, Mapping) else call for call in calls]
+    return item if all(a is b for a, b in zip(repaired, calls, strict=True)) else {**item, "tool_calls": repaired}
+
+
+def _call_repaired(call: Mapping[str, Any]) -> Mapping[str, Any]:
+    function = call.get("function")
+    if not isinstance(function, Mapping) or not _unparsed(function.get("arguments")):
+        return call
+    return {**call, "function": {**function, "arguments": _object_arguments(function["arguments"])}}
+
+
+def _unparsed(arguments: Any) -> bool:
+    """Whether ``arguments`` is text that is not a JSON object (``""`` is no arguments)."""
+    if not isinstance(arguments, str) or arguments == "":
+        return False
+    try:
+        return not isinstance(json.loads(arguments), dict)
+    except (ValueError, RecursionError):
+        return True
+
+
+def _object_arguments(text: str) -> str:
+    return json.dumps({UNPARSED_ARGUMENTS: text}, ensure_ascii=False)
 
 
 def _typed_calls(raw: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -67,19 +67,23 @@ def _schema(value: Any) -> dict[str, Any] | None:
 
 def finish(cm: ContextManager, usage: Any, items: list[dict[str, Any]], *, format: str, add_reply: bool) -> None:
     """Ground the manager in the reported usage and append the reply to the history."""
+    from ..formats.intake import repair_reply_arguments
+
     if usage is not None:
         cm.record_usage(usage)
     if add_reply and items:
-        cm.add(items, format=format)
+        cm.add(repair_reply_arguments(format, items), format=format)
 
 
 async def afinish(cm: ContextManager, usage: Any, items: list[dict[str, Any]], *, format: str,
                   add_reply: bool) -> None:
     """Async :func:`finish`."""
+    from ..formats.intake import repair_reply_arguments
+
     if usage is not None:
         await cm.arecord_usage(usage)
     if add_reply and items:
-        await cm.aadd(items, format=format)
+        await cm.aadd(repair_reply_arguments(format, items), format=format)
 
 
 def refused_settings(exc: BaseException) -> bool:

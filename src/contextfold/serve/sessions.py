@@ -310,10 +310,12 @@ def _ground(cm: ContextManager, marks: Mapping[str, str], version: int) -> None:
 
 def _converter(turn: Turn, wire: Any) -> Any:
     from ..billing.breakpoints import without_marks
+    from ..formats.intake import repair_reply_arguments
 
     def convert(items: Sequence[Mapping[str, Any]]) -> list[Any]:
-        # A client's cache marks move every turn: kept, they would pile up past the provider's limit of 4.
-        messages = [without_marks(m) for m in wire.decode(items)]
+        # The model's replies come back in the client's history: a call cut at max_tokens must not make the
+        # conversation unservable. A client's cache marks move every turn: kept, they would pile up past 4.
+        messages = [without_marks(m) for m in wire.decode(repair_reply_arguments(turn.exchange.format, items))]
         counter = turn.cm.counter
         turn.client_tokens += sum(counter.count_message(m) for m in messages)
         return list(messages)
