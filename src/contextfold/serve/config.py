@@ -44,8 +44,8 @@ class ServeConfig:
     Attributes:
         host: Address to bind; loopback unless told otherwise.
         port: TCP port.
-        token: Callers must send it (``x-contextfold-token`` header, or ``Authorization: Bearer`` when their API
-            key travels in ``x-api-key``); required when ``host`` is not loopback.
+        token: Callers must send it in the ``x-contextfold-token`` header (Prometheus may send it to ``/metrics``
+            as ``Authorization: Bearer``); required when ``host`` is not loopback.
         openai_base_url: Upstream of Chat Completions and Responses (``…/v1``).
         anthropic_base_url: Upstream of Anthropic Messages (without ``/v1``, as the Anthropic SDK takes it).
         sessions: Session store: ``"local"`` (SQLite under ``state_dir``), ``"memory"``, or ``"redis://…"``.
