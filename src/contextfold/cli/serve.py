@@ -52,6 +52,9 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument("--archive", help="archive: a directory (default <state-dir>/archive), s3://bucket/prefix "
                         f"(env {_ENVIRONMENT['archive']})")
     parser.add_argument("--state-dir", help="where the local stores live (default .contextfold)")
+    parser.add_argument("--session-max-age-days", type=float, metavar="DAYS",
+                        help="delete a session not continued for this long (default 30, as the archive; 0 keeps "
+                        "sessions until deleted)")
     parser.add_argument("--window", action="append", default=[], metavar="MODEL=TOKENS",
                         help="context window of a model (repeatable): for models the registry does not know, or to "
                         "work in a smaller window")
@@ -90,6 +93,9 @@ def config_from_args(args: argparse.Namespace, environ: dict[str, str] | None = 
         value = getattr(args, name, None) or env.get(variable)
         if value:
             options[name] = value
+    days = getattr(args, "session_max_age_days", None)
+    if days is not None:
+        options["session_max_age_s"] = days * 24 * 3600 if days > 0 else None
     for name, option in (("state_dir", "state_dir"), ("default_window", "default_window"),
                          ("max_body_bytes", "max_body_bytes"), ("upstream_timeout_s", "upstream_timeout")):
         value = getattr(args, option)

@@ -25,6 +25,9 @@ DEFAULT_UPSTREAM_TIMEOUT_S = 600.0
 DEFAULT_CONNECT_TIMEOUT_S = 30.0
 # In-flight requests get this long to finish when the proxy is told to stop (SIGTERM), then they are cut.
 DEFAULT_SHUTDOWN_GRACE_S = 30.0
+# A session not continued for this long is deleted (its stored view holds the conversation as the model saw it,
+# secrets in clear): as long as the archive keeps a session's transcripts (stores.archive_fs.ARCHIVE_MAX_AGE_S).
+DEFAULT_SESSION_MAX_AGE_S = 30 * 24 * 3600.0
 
 
 def is_loopback(host: str) -> bool:
@@ -64,6 +67,8 @@ class ServeConfig:
         key_salt: Mixed into the hash of callers' API keys; instances serving the same sessions share it.
         redact: Redact secrets from the archive and events.
         shutdown_grace_s: How long in-flight requests may finish after a stop signal.
+        session_max_age_s: Sessions not continued for this long are deleted (a Redis session expires); None keeps
+            them until deleted.
         log_level: Logging level of the proxy's JSON log lines.
     """
 
@@ -88,6 +93,7 @@ class ServeConfig:
     redact: bool = True
     shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S
     log_level: str = "info"
+    session_max_age_s: float | None = DEFAULT_SESSION_MAX_AGE_S
 
     def __post_init__(self) -> None:
         if not is_loopback(self.host) and not self.token:
@@ -110,8 +116,10 @@ class ServeConfig:
                 raise ConfigError(f"must be a non-negative integer, got {value!r}", field=name)
         if self.default_window is not None and (not isinstance(self.default_window, int) or self.default_window <= 0):
             raise ConfigError(f"must be a positive integer, got {self.default_window!r}", field="default_window")
-        for name in ("upstream_timeout_s", "connect_timeout_s", "shutdown_grace_s"):
+        for name in ("upstream_timeout_s", "connect_timeout_s", "shutdown_grace_s", "session_max_age_s"):
             value = getattr(self, name)
+            if value is None and name == "session_max_age_s":
+                continue
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ConfigError(f"must be a positive number of seconds, got {value!r}", field=name)
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +50,8 @@ __all__ = ["MAX_ATTEMPTS", "SOURCE", "Backend", "Conflict", "Turn", "open_turn",
 SOURCE = "serve"
 # Attempts of one turn before the request fails: a conflict needs one redo in practice; a restarting Redis a few.
 MAX_ATTEMPTS = 8
+# Sessions past their age are deleted when the proxy starts and then at most this often (one SQL delete).
+PRUNE_INTERVAL_S = 3600.0
 # Message counters kept at once, least recently used dropped (Backend.counter): a few models per deployment.
 MAX_COUNTERS = 32
 # Hex digits of the part of a message id that tells two requests' items apart.
@@ -75,6 +78,7 @@ class Backend:
     archive: Archive = field(init=False)
     _counters: OrderedDict[str, MessageCounter] = field(init=False, default_factory=OrderedDict)
     _counters_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
+    _pruned_at: float = field(init=False, default=float("-inf"))
 
     def __post_init__(self) -> None:
         from ..archive import Archive
@@ -83,7 +87,8 @@ class Backend:
         from ..stores.archive_open import open_archive_store
 
         state = Path(self.config.state_dir or ".contextfold")
-        self.sessions = open_session_store(self.config.sessions, state)
+        self.sessions = open_session_store(self.config.sessions, state, self.config.session_max_age_s)
+        self.prune_sessions()
         store = self.config.store
         self.blobs = open_blob_store(f"local://{state.resolve()}" if store == "local" else store)
         archive = self.config.archive
@@ -94,6 +99,19 @@ class Backend:
         else:
             archive_store = open_archive_store(archive or str(state / "archive"))
         self.archive = Archive(archive_store, redactor=Redactor(enabled=self.config.redact))
+
+    def prune_sessions(self, now: float | None = None) -> list[str]:
+        """Delete the sessions past ``session_max_age_s``; returns their ids.
+
+        The local store's, at most once per ``PRUNE_INTERVAL_S`` unless ``now`` is given (Redis expires its own).
+        """
+        max_age = self.config.session_max_age_s
+        prune = getattr(self.sessions, "prune", None)
+        clock = time.time()
+        if max_age is None or not callable(prune) or (now is None and clock - self._pruned_at < PRUNE_INTERVAL_S):
+            return []
+        self._pruned_at = clock
+        return list(prune(max_age, now=now))
 
     def window(self, model: str) -> int | None:
         """The window for ``model``: configured, else the registry's (None), else the default; BadRequest if none."""
@@ -155,8 +173,11 @@ class Backend:
                 close()
 
 
-def open_session_store(spec: str, state_dir: Path) -> MarkedSessionStore:
-    """The session store ``spec`` names: ``local`` (SQLite under ``state_dir``), ``memory`` or ``redis://…``."""
+def open_session_store(spec: str, state_dir: Path, max_age_s: float | None = None) -> MarkedSessionStore:
+    """The session store ``spec`` names: ``local`` (SQLite under ``state_dir``), ``memory`` or ``redis://…``.
+
+    ``max_age_s``: a Redis session expires that long after its last save.
+    """
     if spec == "memory":
         from ..stores.session import MemorySessionStore
 
@@ -168,7 +189,7 @@ def open_session_store(spec: str, state_dir: Path) -> MarkedSessionStore:
     if spec.startswith(("redis://", "rediss://", "unix://")):
         from ..stores.redis_session import RedisSessionStore
 
-        return RedisSessionStore(spec)
+        return RedisSessionStore(spec, ttl_seconds=None if max_age_s is None else max(1, int(max_age_s)))
     from ..errors import ConfigError
 
     raise ConfigError(f"unknown session store {spec!r}: use local, memory or redis://host:port/db", field="sessions")
@@ -215,6 +236,7 @@ def open_turn(backend: Backend, exchange: Exchange, session_id: str, *, continue
     is. Raises BadRequest for a history the formats reject, Conflict for a continuation the session cannot take,
     StoreError when the stores stay unreachable.
     """
+    backend.prune_sessions()  # (at most once per PRUNE_INTERVAL_S)
     conflicts = errors = 0
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:

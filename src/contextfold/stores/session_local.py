@@ -8,6 +8,7 @@ when the file still holds the state this process last saw.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -52,7 +53,13 @@ CREATE TABLE IF NOT EXISTS session_marks (
     value TEXT NOT NULL,
     PRIMARY KEY (session_id, name)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS session_saved (
+    session_id TEXT PRIMARY KEY,
+    saved_at REAL NOT NULL
+) WITHOUT ROWID;
 """
+# (session_saved came after version 1's first tables: a file without it gets it on open, and its sessions a time at
+# the first prune, so that they go a full age later rather than at once.)
 
 
 class LocalSessionStore(SQLiteFile, SessionStore):
@@ -131,6 +138,8 @@ class LocalSessionStore(SQLiteFile, SessionStore):
             )
             db.executemany("INSERT OR REPLACE INTO session_marks (session_id, name, value) VALUES (?, ?, ?)",
                            ((session_id, name, value) for name, value in new_marks.items()))
+            db.execute("INSERT OR REPLACE INTO session_saved (session_id, saved_at) VALUES (?, ?)",
+                       (session_id, time.time()))
         self._tracker.remember(session_id, token, frozen)
         return actual + 1
 
@@ -141,5 +150,24 @@ class LocalSessionStore(SQLiteFile, SessionStore):
         with self._write(f"cannot delete session {session_id!r} from {self.path}") as db:
             db.execute("DELETE FROM session_messages WHERE session_id = ?", (session_id,))
             db.execute("DELETE FROM session_marks WHERE session_id = ?", (session_id,))
+            db.execute("DELETE FROM session_saved WHERE session_id = ?", (session_id,))
             found = db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0
         return found
+
+    def prune(self, max_age_s: float, *, now: float | None = None) -> list[str]:
+        """Delete the sessions not saved for ``max_age_s`` seconds; returns their ids.
+
+        A stored session holds its view as the model saw it (secrets in clear): kept no longer than the archive
+        keeps its transcripts. A session saved before saves were timed counts as saved now.
+        """
+        now = time.time() if now is None else now
+        with self._write(f"cannot prune the sessions of {self.path}") as db:
+            db.execute("INSERT OR IGNORE INTO session_saved (session_id, saved_at) SELECT id, ? FROM sessions", (now,))
+            gone = [str(row[0]) for row in db.execute("SELECT session_id FROM session_saved WHERE saved_at < ?",
+                                                      (now - max_age_s,)).fetchall()]
+            for table, column in (("session_messages", "session_id"), ("session_marks", "session_id"),
+                                  ("sessions", "id"), ("session_saved", "session_id")):
+                db.executemany(f"DELETE FROM {table} WHERE {column} = ?", ((g,) for g in gone))
+        for session_id in gone:
+            self._tracker.forget(session_id)
+        return gone
