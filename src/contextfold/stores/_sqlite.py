@@ -65,6 +65,9 @@ class SQLiteFile:
             self._conn.execute("PRAGMA journal_mode=WAL")
             # NORMAL is durable against a killed process in WAL mode (only an OS crash can lose the last commits).
             self._conn.execute("PRAGMA synchronous=NORMAL")
+            # Deleted rows are overwritten, not left in free pages: retention deletes outputs and sessions that hold
+            # secrets, and SQLite's own default (off) is what many builds keep (Debian's turns it on).
+            self._conn.execute("PRAGMA secure_delete=ON")
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
             if version not in (0, schema_version):
                 raise StoreError(f"{self.path}: schema version {version}, this contextfold reads {schema_version}")
