@@ -96,3 +96,12 @@ def test_the_command_line_sets_the_age(days: str, seconds: float | None) -> None
     args = build_parser().parse_args(["serve", "--session-max-age-days", days])
     config = config_from_args(args, environ={})
     assert isinstance(config, ServeConfig) and config.session_max_age_s == seconds
+
+
+def test_a_redis_session_expires_at_the_age(tmp_path: Path) -> None:
+    pytest.importorskip("redis")
+    from contextfold.serve.sessions import open_session_store
+
+    store = open_session_store("redis://127.0.0.1:1/0", tmp_path, 30 * DAY_S)  # (no connection until used)
+    assert getattr(store, "ttl_seconds", None) == 30 * 24 * 3600
+    assert getattr(open_session_store("redis://127.0.0.1:1/0", tmp_path), "ttl_seconds", 0) is None
