@@ -27,6 +27,7 @@ import pytest
 pytest.importorskip("starlette", reason="contextfold[serve] is not installed")
 
 from contextfold.serve import ProxyServer, ServeConfig
+from contextfold.serve.identity import opening_fingerprint
 from contextfold.testing import Reply, ScriptedLLMServer, ScriptedToolCall
 
 MODEL = "claude-haiku-4-5"
@@ -84,3 +85,12 @@ def test_a_moving_cache_mark_is_not_an_edited_history(mark_tools: bool) -> None:
     assert all(_marks(b) <= MAX_MARKS for b in bodies), [_marks(b) for b in bodies]
     # The client asked for caching: the requests still carry marks on the conversation.
     assert all(_marks(b["messages"]) >= 1 for b in bodies), json.dumps(bodies[-1])[:500]
+
+
+def test_the_opening_names_one_session_whether_its_user_message_is_marked_or_not() -> None:
+    # The first request's last message is the opening's user message, marked; every later request sends it unmarked
+    # (the first turn was left alone in a session of its own).
+    system = {"role": "system", "content": [{"type": "text", "text": "agent", "cache_control": {"type": "ephemeral"}}]}
+    opening = {"role": "user", "content": [{"type": "text", "text": f"Task {uuid.uuid4().hex[:8]}"}]}
+    marked = {"role": "user", "content": [{**opening["content"][0], "cache_control": {"type": "ephemeral"}}]}
+    assert opening_fingerprint([system, marked]) == opening_fingerprint([system, opening, {"role": "assistant"}])

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import ContextfoldError
+from .identity import CACHE_MARK
 
 __all__ = ["API_NAMES", "ApiName", "BadRequest", "Exchange", "item_key", "parse_request", "reply_items",
            "reply_usage", "upstream_body"]
@@ -31,8 +32,7 @@ PROVIDERS: dict[ApiName, str] = {"chat": "openai", "responses": "openai", "messa
 INSTRUCTIONS_ID = "serve:instructions"
 # Hex digits of an item key: collisions within one conversation are out of reach.
 _KEY_HEX = 20
-# Anthropic's prompt-cache mark, and the most a request may carry (more is refused).
-CACHE_MARK = "cache_control"
+# The most prompt-cache marks (identity.CACHE_MARK) a request may carry: Anthropic refuses more.
 MAX_CACHE_MARKS = 4
 
 

@@ -27,6 +27,8 @@ _KEY_HEADERS = ("authorization", "x-api-key", "api-key")
 _DIGEST_BYTES = 16
 # A session id is hex behind this prefix: valid for every store and archive layout, and says where it came from.
 SESSION_PREFIX = "px"
+# Anthropic's prompt-cache mark: where a client wants a cache entry, not what its conversation says.
+CACHE_MARK = "cache_control"
 # A header-named session longer than this is refused: it becomes part of a hash, but a megabyte header is abuse.
 MAX_SESSION_NAME = 512
 
@@ -54,14 +56,26 @@ def session_id(scope: str, kind: str, name: str) -> str:
 
 
 def opening_fingerprint(items: Sequence[Any]) -> str:
-    """A fingerprint of the conversation's opening: its items up to and including the first user message."""
+    """A fingerprint of the conversation's opening: its items up to and including the first user message.
+
+    Without ``cache_control`` marks: a client that marks its last message marks the opening's user message on the
+    first request only (the conversation was named twice, its first turn left in a session of its own).
+    """
     opening: list[Any] = []
     for item in items:
-        opening.append(item)
+        opening.append(_unmarked(item))
         if isinstance(item, Mapping) and item.get("role") == "user":
             break
     data = json.dumps(opening, sort_keys=True, ensure_ascii=False, default=repr).encode("utf-8", "surrogatepass")
     return hashlib.blake2b(data, digest_size=_DIGEST_BYTES).hexdigest()
+
+
+def _unmarked(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _unmarked(v) for k, v in value.items() if k != CACHE_MARK}
+    if isinstance(value, list):
+        return [_unmarked(v) for v in value]
+    return value
 
 
 def token_matches(sent: str | None, expected: str) -> bool:
