@@ -74,3 +74,20 @@ def test_the_proxy_serves_the_conversation_after_a_cut_tool_call() -> None:
                 history.append({"role": "tool", "tool_call_id": "call_cut", "content": "error: cut; send again"}
                                if turn == 0 else {"role": "user", "content": "go on"})
         assert len(upstream.requests) == 3 and not upstream.invalid_requests
+
+
+@pytest.mark.parametrize(("format", "reply"), [
+    ("openai_chat", {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "write", "arguments": CUT}}]}),
+    ("openai_responses", {"type": "function_call", "call_id": "c", "name": "write", "arguments": CUT}),
+    ("openai_responses", {"type": "function_call", "call_id": "c", "name": "write", "arguments": "[1, 2]"}),
+])
+def test_a_cut_reply_is_added_with_what_the_model_wrote(format: str, reply: dict[str, Any]) -> None:
+    from contextfold.formats.intake import repair_reply_arguments
+
+    cm = ContextManager(MODEL, store="memory")
+    cm.add({"role": "user", "content": "write a.py"}, format="openai_chat")
+    cm.add(repair_reply_arguments(format, [reply]), format=format)
+    call = next(m for m in cm.messages() if m.tool_calls).tool_calls[0]
+    assert json.loads(call.arguments)[UNPARSED_ARGUMENTS] in (CUT, "[1, 2]")
+    cm.close()
