@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ..media import MediaLimits, MediaTally
     from ..messages import Message
     from ..summarize import Summarizer
+    from ..telemetry import CacheTruncated
     from ..tokens import MessageCounter, TokenUsage
     from ._build import CompactionReport, Components, Status
 
@@ -273,7 +274,7 @@ class ContextManager:
 
     def _add(self, incoming: list[Message]) -> None:
         """Store ``incoming`` (coerced, under the lock): the write-time views, the secrets, the view, the read-ahead."""
-        from ..provider_context import BOUNDARY_KIND, mark
+        from ..provider_context import BOUNDARY_KIND
         from ..telemetry import CacheTruncated
 
         if self._widening is not None and self._widening.active and any(m.role != "tool" for m in incoming):
@@ -284,31 +285,29 @@ class ContextManager:
         cut: dict[str, str] = {}  # ref -> the whole output, for the outputs cut at write time
         # The sequence moves only once every message is in: a failed add leaves no gap and no half-added batch.
         seq = self._seq
-        # (The calls below are skipped where their first test would return at once: this loop runs for each of
-        # a bulk add's messages, 100,000 for a resumed history, issue 22.)
         prefix, large = self._id_prefix, self.policy.large_input_bytes
         boundaries = results = False  # (whether the batch holds a provider's compaction item, a tool result)
-        for m in incoming:
+        # What the steps below made of each message object given in this batch, and its cut's event: a repeated or
+        # resumed history gives one object many times (the 100,000 recorded messages are ~30 copies of 3,388), and
+        # each step is a function of the message, the batch and the view as they stand (issue 22).
+        made: dict[int, tuple[Message, CacheTruncated | None]] = {}
+        for given in incoming:
             seq += 1
-            m = m.with_meta(id=m.meta.get("id") or f"{prefix}:{seq}")
-            if type(m.content) is not str:
-                m = mark(m)
-            if "ref" in m.meta:
-                m = self._without_foreign_ref(m)
-            if type(m.content) is not str or 4 * len(m.content) > large:
-                self._warn_if_large(m)
-            if self.cache is not None and not m.protected:  # protected: byte for byte
-                processed = (self._write_time_view(m, incoming) if m.role == "tool"
-                             else self._cut_if_never_sent(m) if m.role == "user" else m)
-                if processed is not m and processed.meta.get("ref"):
-                    cut[str(processed.meta["ref"])] = m.text
-                    # surrogatepass: a lone surrogate is stored as it came; measuring it must not fail.
-                    self.tracer.emit(CacheTruncated(session_id=self.session_id, ref=str(processed.meta["ref"]),
-                                                    bytes=len(m.text.encode("utf-8", "surrogatepass")),
-                                                    kept_bytes=len(processed.text.encode("utf-8", "surrogatepass")),
-                                                    tool_name=m.name))
-                if processed is not m:
-                    m = keep_layout(m, processed)
+            again = made.get(id(given))
+            if again is None:
+                m, truncated = self._store_one(given.with_meta(id=given.meta.get("id") or f"{prefix}:{seq}"),
+                                               incoming, cut)
+                if "ref" not in given.meta:  # (a foreign ref may become the session's own within the batch)
+                    made[id(given)] = (m, truncated)
+            else:
+                first, truncated = again
+                m = first.with_meta(id=given.meta.get("id") or f"{prefix}:{seq}")  # a copy of ``first`` (its origin)
+                if type(given.content) is not str or 4 * len(given.content) > large:
+                    self._warn_if_large(given.with_meta(id=m.meta["id"]))
+                if truncated is not None:  # (an event of its own: its ids and time)
+                    self.tracer.emit(CacheTruncated(session_id=self.session_id, ref=truncated.ref,
+                                                    bytes=truncated.bytes, kept_bytes=truncated.kept_bytes,
+                                                    tool_name=truncated.tool_name))
             if m.role == "tool":
                 results = True
             if m.meta.get("kind") == BOUNDARY_KIND:
@@ -338,6 +337,38 @@ class ContextManager:
         self._read_on_add(stored, cut)
         if results:
             self.check("after tool execution")
+
+    def _store_one(self, m: Message, incoming: Sequence[Message], cut: dict[str, str],
+                   ) -> tuple[Message, CacheTruncated | None]:
+        """``m`` (with its id) as the view keeps it, and the event of its cut at write time if it was cut.
+
+        The steps are skipped where their first test would return at once: this runs for each message of a bulk
+        add (a resumed history of 100,000, issue 22).
+        """
+        from ..provider_context import mark
+        from ..telemetry import CacheTruncated
+
+        if type(m.content) is not str:
+            m = mark(m)
+        if "ref" in m.meta:
+            m = self._without_foreign_ref(m)
+        if type(m.content) is not str or 4 * len(m.content) > self.policy.large_input_bytes:
+            self._warn_if_large(m)
+        truncated = None
+        if self.cache is not None and not m.protected:  # protected: byte for byte
+            processed = (self._write_time_view(m, incoming) if m.role == "tool"
+                         else self._cut_if_never_sent(m) if m.role == "user" else m)
+            if processed is not m and processed.meta.get("ref"):
+                cut[str(processed.meta["ref"])] = m.text
+                # surrogatepass: a lone surrogate is stored as it came; measuring it must not fail.
+                truncated = CacheTruncated(session_id=self.session_id, ref=str(processed.meta["ref"]),
+                                           bytes=len(m.text.encode("utf-8", "surrogatepass")),
+                                           kept_bytes=len(processed.text.encode("utf-8", "surrogatepass")),
+                                           tool_name=m.name)
+                self.tracer.emit(truncated)
+            if processed is not m:
+                m = keep_layout(m, processed)
+        return m, truncated
 
     def _read_on_add(self, stored: list[Message], cut: dict[str, str]) -> None:
         """Read what later compactions and maskings need of the new messages, once, as they arrive (issue 22).

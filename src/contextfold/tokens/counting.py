@@ -456,9 +456,18 @@ class MessageCounter:
         cache = self._cache
         out: list[int] = []
         missing: list[int] = []
+        # Copies given only an id (``Message._origin``) count as their origin: a repeated history's copies are read
+        # once per origin, not keyed and looked up one by one (a bulk add counts each message twice, issue 22).
+        by_origin: dict[int, int] = {}
         with self._lock:
-            get, touch = cache.get, cache.move_to_end
+            get, touch, known = cache.get, cache.move_to_end, by_origin.get
             for m in messages:
+                origin = m._origin
+                if origin is not None:
+                    n = known(id(origin))
+                    if n is not None:
+                        out.append(n)
+                        continue
                 key = _count_key(m)
                 n = get(key)
                 if n is None:
@@ -467,6 +476,8 @@ class MessageCounter:
                 else:
                     touch(key)
                     out.append(n)
+                    if origin is not None:
+                        by_origin[id(origin)] = n
         for i in missing:
             out[i] = self.count_message(messages[i])
         return out
