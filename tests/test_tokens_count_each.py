@@ -32,3 +32,23 @@ def test_a_subclass_that_counts_its_own_way_is_asked() -> None:
     base = counter_for_model("gpt-4o")
     flat = Flat(base.counter)
     assert flat.count_each(_messages()) == [7] * 6
+
+
+def test_copies_of_a_message_are_counted_once_per_call_as_their_origin() -> None:
+    # A repeated history's copies (Message.with_meta(id=...)): the origin's count, asked of the cache once a call.
+    origin = Message("tool", "output qx7c2 " * 50, tool_call_id="c1", name="bash")
+    other = Message("user", "another qx7c2")
+    batch = [m for i in range(200) for m in (origin.with_meta(id=f"o{i}"), other.with_meta(id=f"u{i}"))]
+    expected = [counter_for_model("gpt-4o").count_message(m) for m in batch[:2]] * 200
+    counter = counter_for_model("gpt-4o")
+    asked: list[Message] = []
+    count_message = counter.count_message
+
+    def spied(message: Message) -> int:
+        asked.append(message)
+        return count_message(message)
+
+    counter.count_message = spied  # type: ignore[method-assign]
+    assert counter.count_each(batch) == expected
+    assert len(asked) == 2  # (the first copy of each origin: not cached yet)
+    assert counter.count_each(batch) == expected and len(asked) == 2  # (cached, found once per origin)

@@ -458,7 +458,7 @@ class MessageCounter:
         missing: list[int] = []
         # Copies given only an id (``Message._origin``) count as their origin: a repeated history's copies are read
         # once per origin, not keyed and looked up one by one (a bulk add counts each message twice, issue 22).
-        by_origin: dict[int, int] = {}
+        by_origin: dict[int, int] = {}  # id(origin) -> its count, or _UNCOUNTED while it waits for the tokenizer
         with self._lock:
             get, touch, known = cache.get, cache.move_to_end, by_origin.get
             for m in messages:
@@ -466,20 +466,30 @@ class MessageCounter:
                 if origin is not None:
                     n = known(id(origin))
                     if n is not None:
+                        if n == _UNCOUNTED:
+                            missing.append(len(out))
                         out.append(n)
                         continue
                 key = _count_key(m)
                 n = get(key)
                 if n is None:
                     missing.append(len(out))
-                    out.append(0)
+                    out.append(_UNCOUNTED)
                 else:
                     touch(key)
                     out.append(n)
-                    if origin is not None:
-                        by_origin[id(origin)] = n
+                if origin is not None:
+                    by_origin[id(origin)] = _UNCOUNTED if n is None else n
         for i in missing:
-            out[i] = self.count_message(messages[i])
+            m = messages[i]
+            origin = m._origin
+            if origin is None:
+                out[i] = self.count_message(m)
+                continue
+            n = by_origin[id(origin)]
+            if n == _UNCOUNTED:  # (the first copy of its origin in this batch: counted, and cached for the next call)
+                n = by_origin[id(origin)] = self.count_message(m)
+            out[i] = n
         return out
 
     def count_messages(self, messages: Iterable[Message], *, reply_priming: bool = True) -> int:
@@ -579,6 +589,10 @@ class MessageCounter:
                 n += math.ceil(len(encrypted) / ENCRYPTED_CHARS_PER_TOKEN)
             return n
         return self._text(json.dumps(dict(part.data), ensure_ascii=False, default=str))
+
+
+# What count_each holds for a message still to be counted (no count is negative).
+_UNCOUNTED = -1
 
 
 def _count_key(message: Message) -> Hashable:
