@@ -21,6 +21,9 @@ from ._handed import HandedList
 __all__ = ["View"]
 
 _PINNED_ROLES = frozenset({"system", "developer"})
+# A first settle at least this long checks the segment before normalizing it (see View._settle): below it,
+# normalizing costs less than loading the compaction module that checks.
+CHECK_FIRST_MIN_MESSAGES = 10_000
 # normalize() gives a call with no result a synthetic output of this kind (see ensure_call_outputs_present).
 _ABORTED_KIND = "aborted_output"
 # Kinds normalization reads (a rewrite that adds or removes one goes through replace()).
@@ -370,7 +373,16 @@ class View:
         if end <= self._settled:
             return
         segment = msgs[self._settled : end]
-        fixed = normalize(segment, opening=not self._opened)
+        if not self._opened and len(segment) >= CHECK_FIRST_MIN_MESSAGES:
+            # A long opening segment (a resumed history's first settle) is most often normalized already: checked
+            # against one pairing, normalized only if it is not (normalizing pairs it twice and copies it four
+            # times). The same result as normalize(); loading the compaction module is little next to such a settle.
+            from ..compaction._compact import normalized_with_pairs
+
+            fixed, pairs = normalized_with_pairs(segment)
+        else:
+            fixed = normalize(segment, opening=not self._opened)
+            pairs = pair_list(fixed)
         if fixed != segment:
             kept = {id(m) for m in fixed}
             # Orphans and duplicates leave the view here for good; the manager archives them (nothing is lost).
@@ -379,7 +391,7 @@ class View:
             self.settle_edits += 1
         self._track_aborted(fixed)
         start = self._settled
-        self._settled_pairs.extend(_shifted(pair_list(fixed), start))
+        self._settled_pairs.extend(_shifted(pairs, start))
         for k, (m, n) in enumerate(zip(fixed, self.counter.count_each(fixed), strict=True)):
             if m.role == "user":
                 self._settled_last_user = self._settled + k
