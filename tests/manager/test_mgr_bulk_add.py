@@ -67,3 +67,14 @@ def test_a_short_add_past_half_the_soft_threshold_still_redacts_what_it_adds(mon
                         session_id=f"short-{NONCE}") as cm:
         cm.add(_bulk()[:2_000])
         assert ahead == [2_000]
+
+
+@pytest.mark.parametrize(("window", "queued"), [(16_000, 0), (128_000, 3_000)])
+def test_a_bulk_add_past_the_hard_threshold_queues_nothing_for_the_read_ahead(window: int, queued: int) -> None:
+    # Past hard on its own, the next prepare() compacts the bulk: a read-ahead of its ends beside that compaction
+    # would learn again what the compaction's catch-up learns. Under hard, its ends are read ahead as before.
+    with ContextManager("gpt-4o", max_context_tokens=window, store="memory", archive="memory",
+                        session_id=f"queue-{NONCE}") as cm:
+        cm.add(_bulk())
+        assert (cm.tokens() >= cm.budgets.hard) == (queued == 0)
+        assert len(cm._unwarmed) == queued

@@ -316,8 +316,9 @@ class ContextManager:
         self._seq = seq
         self._secrets.added(stored)
         self._note_steering(stored)
-        if len(self._unwarmed) < _MAX_UNWARMED:
-            self._unwarmed.extend(_worth_reading(stored)[:_MAX_UNWARMED - len(self._unwarmed)])
+        queued = len(self._unwarmed)
+        if queued < _MAX_UNWARMED:
+            self._unwarmed.extend(_worth_reading(stored)[:_MAX_UNWARMED - queued])
         stored, orphans = self._view.split_orphans(stored)
         if orphans:
             self._view.dropped.extend(orphans)
@@ -333,7 +334,13 @@ class ContextManager:
         self.counter.ensure_capacity(len(self._view))
         # Counted now, as DESIGN's flow of a turn has it, not by the next prepare(): the exact tokenizer releases
         # the GIL, and a background thread taking it then would hold the model call up (issue 15, p99).
-        self._economics.added_tokens += sum(self.counter.count_each(stored))
+        added = sum(self.counter.count_each(stored))
+        self._economics.added_tokens += added
+        if len(stored) > _READ_AHEAD_MAX and added >= self.budgets.hard:
+            # A bulk add past the hard threshold on its own: the next prepare() compacts it, and the background
+            # read-ahead of its ends would run beside that compaction, learning again the secrets its catch-up learns
+            # of messages it summarizes (~0.5 s of CPU in the first prepare() of 100,000 recorded messages, issue 22).
+            del self._unwarmed[queued:]
         self._read_on_add(stored, cut)
         if results:
             self.check("after tool execution")
@@ -405,9 +412,9 @@ class ContextManager:
         # thread when masking is automatic: most outputs of a session that compacts are never masked.)
         self._secrets.learn_outputs(cut)  # the whole outputs cut at write time: scanned now, not on a masking turn
         # Each message redacted once, the result kept. Not a bulk add's ends: the compaction's catch-up learns the
-        # secrets of its whole view in one pass over each content, and took ~0.3 s more for the ends than without
+        # secrets of its whole view in one pass over each content, and took ~0.5 s more for the ends than without
         # them where redacting them here first took ~0.6 s (100,000 recorded messages, issue 22); the background
-        # read-ahead gets the same ends meanwhile (``_unwarmed``).
+        # read-ahead gets the same ends before then, unless the bulk alone is past the hard threshold (``_add``).
         if worth is stored and self.redactor is not None and hasattr(self.redactor, "redact_ahead"):
             self.redactor.redact_ahead(worth, paced=False)
 
