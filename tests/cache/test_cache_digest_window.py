@@ -76,3 +76,19 @@ def test_long_lines_still_give_a_digest_from_both_ends() -> None:
     assert "\n" not in text and len(text) > HEAD + TAIL
     items = set(_digest.digest_material(text).items)
     assert {"REC-00000", "REC-00399"} <= items, sorted(items)[:20]
+
+
+def test_an_output_of_a_few_thousand_characters_is_read_at_its_two_ends() -> None:
+    # Issue 22: the read-ahead spent ~2/3 of its digest material on outputs longer than 3,000 characters; a
+    # 40-token digest lists a dozen items, found in the first 2,000 and the last 1,000 characters (whole lines).
+    head = "\n".join(f"/srv/zq41/head_{n}.py: ok" for n in range(20))
+    middle = "\n".join(f"zq41_middle_{n} = {n}" for n in range(300))
+    tail = "FAILED tests/test_zq41.py::test_settle\nZq41TailError: ACC-4131"
+    text = f"{head}\n{middle}\n{tail}"
+    assert len(text) < 8_000  # (read whole by the 6,000 + 2,000 windows before)
+    source, partial = _digest.digest_source(text)
+    assert partial and len(source) <= 3_001
+    assert source.startswith(head) and source.endswith(tail)
+    items = _digest.digest_material(text).items
+    assert "/srv/zq41/head_0.py" in items and "ACC-4131" in items
+    assert "zq41_middle_150" not in items
