@@ -254,7 +254,7 @@ def test_cache_mask_uses_the_configured_budget() -> None:
 
 
 def test_a_placeholder_keeps_a_digest_of_what_it_replaced_within_its_budget() -> None:
-    listing = "\n".join(f"{n:6d}\t    total_{n} = 0" for n in range(1, 300))  # (read whole: under the windows)
+    listing = "\n".join(f"{n:6d}\t    total_{n} = 0" for n in range(1, 100))  # (read whole: under the windows)
     listing += "\n   400\tdef settle_account(ledger):\n   401\t    raise LedgerError('ACC-7731')"
     msgs = [
         Message.system("s"),
