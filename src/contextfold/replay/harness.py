@@ -12,6 +12,7 @@ calls ``call_interval_s`` apart.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 import time
@@ -375,12 +376,13 @@ class SessionReplayer:
 
     # -- the result ---------------------------------------------------------------------------------------------
     def _turn_of(self, event_index: int) -> int | None:
-        turn = None
-        for first, index in self._event_turns:
-            if first > event_index:
-                break
-            turn = index
-        return turn
+        """The turn of the last entry whose first event index is at most ``event_index`` (None before the first).
+
+        A binary search: the entries are appended in event order, and walking them for every event took
+        events x turns / 2 steps (0.73 s of a 3,000-turn session's result).
+        """
+        at = bisect.bisect_right(self._event_turns, event_index, key=_first_event)
+        return self._event_turns[at - 1][1] if at else None
 
     def _result(self, series: list[dict[str, Any]]) -> dict[str, Any]:
         events: list[dict[str, Any]] = []
@@ -423,6 +425,10 @@ class SessionReplayer:
         """
         redacted: dict[str, Any] = self.manager.redact_outgoing(result)
         return redacted
+
+
+def _first_event(entry: tuple[int, int]) -> int:
+    return entry[0]
 
 
 def _event_entry(event: Event, turn: int | None) -> dict[str, Any]:
