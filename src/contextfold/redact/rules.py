@@ -50,9 +50,11 @@ _WORD_START = r"(?-i:(?<![A-Za-z0-9])|(?<=[a-z])(?=[A-Z]))"
 _SEPARATOR = r"(?:\\?[\"'])?[ \t]*(?P<sep>=>|:=|[:=](?!=))[ \t]*"
 # A bare value runs to whitespace, a quote, a bracket, or a separator that starts the next field (`&page=2`,
 # `;Database=app`, `, user=`, `&&`): a password's own & ; , stay with it (`Xk9#mQ&3horse`), and so do its < >
-# (`Tr0ub4dor&3-horse<x>`) except where a closing tag starts (`password=abc</td>`).
+# (`Tr0ub4dor&3-horse<x>`) except where a closing tag starts (`password=abc</td>`). A quote between two of its
+# characters is its own too (`password: Zq8"Lm3\Tw6pXv2` left `"Lm3\Tw6pXv2` in clear); one that closes or follows
+# the value (`"password=abc"`, `?token=abc","next"`) still ends it.
 _BARE = (r"(?:[^\s\"'`,;&()\[\]{}<>]|[&;,](?![A-Za-z_][\w.\-]*[=:]|&)(?=[^\s\"'`()\[\]{}<>])"
-         r"|(?<=[^\s=:>\"'])[<>](?!/))")
+         r"|(?<=[^\s=:>\"'])[<>](?!/)|(?<=[^\s=:\"'`\\])[\"'`](?=[^\s\"'`,;&()\[\]{}<>]))")
 # The value: quoted (the quotes stay; escaped quotes are part of it), in escaped quotes (JSON inside a JSON string),
 # in ODBC braces (`PWD={a;b}`), or a bare run. Never a marker (redacting twice changes nothing) nor a call
 # (`password=get_password()`).
