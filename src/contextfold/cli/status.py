@@ -31,13 +31,13 @@ def register(subparsers: Subparsers) -> None:
 
 def session_rows(location: str) -> list[dict[str, Any]]:
     """One row per archived session: id, compactions, summaries, events, messages in the latest transcript."""
-    from ..archive import summary_name
+    from ..archive import archive_key, summary_name
 
     archive = open_archive(location)
     rows = []
     for session_id in archive.sessions():
         numbers = archive.transcript_numbers(session_id)
-        names = set(archive.store.names(session_id))
+        names = set(archive.store.names(archive_key(session_id)))  # (the store knows the session by its key)
         latest = len(archive.transcript(session_id, numbers[-1])) if numbers else 0
         rows.append({
             "session": session_id,
