@@ -10,6 +10,7 @@ re-check and the batch prefilter of ``Redactor.redact_messages`` search it.
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
@@ -304,9 +305,9 @@ def copy_groups(items: Iterable[Message]) -> list[list[Message]]:
 def surface(m: Message) -> list[str] | None:
     """Every string ``Redactor.redact_message`` reads in ``m`` (mapping keys too), or None when unsure.
 
-    None for what the prefilter cannot vouch for: JSON arguments with escapes or non-ASCII text (a decoded value or
-    key is then not a substring of the text), and non-ASCII mapping keys (``ſecret`` matches the secret-key rule
-    case-insensitively but holds no trigger once lower-cased).
+    JSON arguments with escapes or non-ASCII text come with the strings they decode to (which are then not
+    substrings of the text). None for what the prefilter cannot vouch for: non-ASCII mapping keys, in arguments
+    too (``ſecret`` matches the secret-key rule case-insensitively but holds no trigger once lower-cased).
     """
     out: list[str] = []
     if isinstance(m.content, str):
@@ -333,15 +334,32 @@ def surface(m: Message) -> list[str] | None:
     if m.name:
         out.append(m.name)
     for call in m.tool_calls:
-        if "\\" in call.arguments or not call.arguments.isascii():
-            return None
-        out.append(call.arguments)
-        if call.extra and not _walk(call.extra, out):
+        if not _arguments(call.arguments, out) or (call.extra and not _walk(call.extra, out)):
             return None
     for mapping in (m.meta, m.extra):
         if mapping and not _walk(mapping, out):
             return None
     return out
+
+
+def _arguments(arguments: str, out: list[str]) -> bool:
+    """Append what redaction reads of tool-call ``arguments`` to ``out``; False when unsure (see :func:`surface`).
+
+    ``Redactor.redact_json_string`` reads the text and the strings it decodes to. Without escapes or non-ASCII
+    characters each decoded key and value is a substring of the text; otherwise they are decoded here too (issue 22:
+    a code edit's arguments hold escaped newlines, and such a message was redone for every secret learned since it
+    was redacted, 557 of the first compaction of 100,000 recorded messages, though 13 mentioned one).
+    """
+    out.append(arguments)
+    if "\\" not in arguments and arguments.isascii():
+        return True
+    try:
+        decoded = json.loads(arguments)
+    except ValueError:
+        return True  # (not JSON: the text is all redaction reads)
+    except RecursionError:
+        return False  # (too deep to decode: redaction fails on it too)
+    return _walk(decoded, out)
 
 
 def _walk(obj: Any, out: list[str]) -> bool:
