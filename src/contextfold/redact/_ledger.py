@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import operator
 import threading
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
@@ -132,13 +133,15 @@ class Ledger:
     then (:meth:`put_copies`). Such a copy is recorded as itself when its id is among them; no entry per copy.
     """
 
-    __slots__ = ("_by_content", "_by_object", "_copies", "_lock")
+    __slots__ = ("_batch", "_by_content", "_by_object", "_copies", "_lock")
 
     def __init__(self) -> None:
         self._by_object: dict[int, tuple[Message, Message, int]] = {}  # (the message kept: its id stays its own)
         self._by_content: dict[SameMessage, tuple[Message, Message, int]] = {}
         self._copies: dict[int, tuple[CopyEntry, ...]] = {}  # id(origin) -> its copies' entries, newest last
         self._lock = threading.Lock()
+        # The last batch redacted, kept for the next one only (see keep_batch): (generation, messages, results).
+        self._batch: tuple[int, list[Message], tuple[Message, ...]] | None = None
 
     def _own(self, m: Message) -> tuple[Message, Message, int] | None:
         """``m``'s own entry: by the object, else as a clean copy (see :meth:`put_copies`)."""
@@ -202,6 +205,37 @@ class Ledger:
                     break
             out.append(found)
         return out
+
+    def keep_batch(self, items: list[Message], redacted: tuple[Message, ...], generation: int) -> None:
+        """Keep what ``items`` redacted to at ``generation`` for the next :meth:`from_batch`, and for it only.
+
+        A compaction redacts the summarizer's input, then the transcript of the view it was cut from: the second
+        batch then takes the first's results in two C loops instead of a look-up per message (issue 22: one
+        :meth:`current` of 100,000 messages). Kept for one use, so a batch is not held after the compaction.
+        """
+        self._batch = (generation, items, redacted)
+
+    def from_batch(self, items: list[Message], generation: int) -> tuple[list[Message | None], list[int]] | None:
+        """What each of ``items`` in the batch kept last redacted to (None for the others, whose indexes follow).
+
+        None when no batch is kept. The kept batch is dropped here, used or not, and is used only when nothing was
+        learned since it was redacted (the results stand then, as :meth:`current` would give them).
+        """
+        batch, self._batch = self._batch, None
+        if batch is None or batch[0] != generation or not batch[1]:
+            return None
+        _, kept, redacted = batch
+        size, first = len(kept), kept[0]
+        # The kept batch as one run of ``items`` (a summary's input is a run of the view), compared by identity.
+        at = next((i for i, m in enumerate(items) if m is first), -1)
+        if 0 <= at <= len(items) - size and all(map(operator.is_, itertools.islice(items, at, at + size), kept)):
+            after = len(items) - at - size
+            return [*itertools.repeat(None, at), *redacted, *itertools.repeat(None, after)], \
+                [*range(at), *range(at + size, len(items))]
+        # (Every kept message is alive while ``kept`` is held: an id found among them is that message.)
+        found = dict(zip(map(id, kept), redacted, strict=True))
+        out: list[Message | None] = list(map(found.get, map(id, items)))
+        return out, [i for i, known in enumerate(out) if known is None]
 
     def get(self, m: Message, key: SameMessage | None = None) -> tuple[Message, Message, int] | None:
         """``m``'s entry, by itself or else by content (``key``: ``SameMessage(m)``, when the caller has it)."""

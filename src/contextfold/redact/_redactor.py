@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..messages import (
     DocumentPart,
@@ -967,9 +967,7 @@ class Redactor:
             return self._redact_batch(items)
         # Messages redacted before come back from the ledger; the others are redacted in bulk, then recorded.
         start = self._generation()
-        out: list[Message | None] = [known if known is not None else self._recall(m)
-                                     for m, known in zip(items, self._ledger.current(items, start), strict=True)]
-        fresh = [i for i, known in enumerate(out) if known is None]
+        out, fresh = self._known(items, start)
         if fresh:
             for i, redacted in zip(fresh, self._redact_batch([items[i] for i in fresh]), strict=True):
                 out[i] = redacted
@@ -980,7 +978,30 @@ class Redactor:
             # the strings learned since, and redone only where one occurs.
             start = self._generation()
             out = [self.redact_message(m) for m in items]
-        return [m if redacted is None else redacted for m, redacted in zip(items, out, strict=True)]
+        result = cast("list[Message]", out)  # (each one known, redacted in the batch, or redone)
+        if self._generation() == start:
+            self._ledger.keep_batch(items, tuple(result), start)  # (a copy: the caller may change its list)
+        return result
+
+    def _known(self, items: list[Message], generation: int) -> tuple[list[Message | None], list[int]]:
+        """What each of ``items`` redacts to, from the last batch or the ledger, and the indexes of those not known."""
+        kept = self._ledger.from_batch(items, generation)
+        out: list[Message | None]
+        missing: Sequence[int]
+        if kept is not None:
+            out, missing = kept
+        else:
+            out, missing = [None] * len(items), range(len(items))
+        if not missing:
+            return out, []
+        rest = items if kept is None else [items[i] for i in missing]
+        fresh: list[int] = []
+        for i, m, known in zip(missing, rest, self._ledger.current(rest, generation), strict=True):
+            found = known if known is not None else self._recall(m)
+            out[i] = found
+            if found is None:
+                fresh.append(i)
+        return out, fresh
 
     def _redact_batch(self, items: list[Message]) -> list[Message]:
         """:meth:`redact_messages` of messages not redacted before: learn the batch, then redact, prefiltered."""

@@ -1,0 +1,104 @@
+"""A batch redacted right after another that holds it takes the first one's results (issue 22).
+
+A compaction redacts the summarizer's input, then the transcript of the view that input was cut from. The second
+batch used to look every message up in the ledger again (100,000 look-ups at the first compaction of a long
+history); it now takes what the first gave, compared by identity, and asks the ledger only for the rest. The
+results must be exactly what the ledger (or a redactor with no ledger) gives, and a secret learned in between
+makes the kept batch unusable.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from contextfold.messages import Message
+from contextfold.redact import Redactor
+from contextfold.redact._ledger import Ledger
+
+NONCE = "k3ptB4tch"  # (unique to this file: no cache of another test answers for it)
+TOKEN = "ghp_" + "Zq8Wm2Xr5Tn7Yp1Vb4Hc6Jd9Kf3Lg0Ms2Nt"
+
+
+def _view() -> list[Message]:
+    texts = [f"plain output {NONCE} {i}" for i in range(30)]
+    texts[4] = f"export GITHUB_TOKEN={TOKEN}"
+    texts[9] = f"later: {TOKEN[4:]} again"
+    return [Message("tool" if i % 2 else "user", text, tool_call_id=f"c{i}" if i % 2 else None,
+                    meta={"id": f"{NONCE}:{i}"}) for i, text in enumerate(texts)]
+
+
+def _oracle(view: list[Message], learned: tuple[str, ...] = ()) -> list[Message]:
+    oracle = Redactor(callback=lambda text: text)  # (a callback: no ledger, every message redacted whole)
+    for secret in learned:
+        oracle.learn(secret, "password")
+    oracle.learn_from(view)
+    return [oracle.redact_message(m) for m in view]
+
+
+def _asked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of messages each call of ``Ledger.current`` is asked about."""
+    asked: list[int] = []
+    real = Ledger.current
+
+    def counting(self: Ledger, items: list[Message], generation: int) -> list[Message | None]:
+        asked.append(len(items))
+        return real(self, items, generation)
+
+    monkeypatch.setattr(Ledger, "current", counting)
+    return asked
+
+
+@pytest.mark.parametrize("part", [slice(1, 25), slice(0, 30), slice(3, 30)])
+def test_the_view_after_its_summary_input_asks_the_ledger_only_for_the_rest(
+        part: slice, monkeypatch: pytest.MonkeyPatch) -> None:
+    view = _view()
+    r = Redactor()
+    r.learn_from(view)
+    asked = _asked(monkeypatch)
+    summarized = r.redact_messages(view[part])
+    transcript = r.redact_messages(view)
+    assert asked == [n for n in (len(view[part]), len(view) - len(view[part])) if n]  # (none asked about none)
+    expected = _oracle(view)
+    assert transcript == expected and summarized == expected[part]
+    assert all(a is b for a, b in zip(transcript[part], summarized, strict=True))
+    assert TOKEN[4:] not in transcript[9].text
+
+
+def test_a_batch_of_scattered_messages_is_found_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    view = _view()
+    r = Redactor()
+    r.learn_from(view)
+    asked = _asked(monkeypatch)
+    r.redact_messages(view[::3])
+    assert r.redact_messages(view) == _oracle(view)
+    assert asked == [10, 20]
+
+
+def test_a_secret_learned_in_between_is_redacted_in_the_second_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    view = _view()
+    r = Redactor()
+    r.learn_from(view)
+    first = r.redact_messages(view[1:20])
+    secret = f"plain output {NONCE} 7"
+    r.learn(secret, "password")
+    asked = _asked(monkeypatch)
+    second = r.redact_messages(view)
+    assert asked == [len(view)]  # (the kept batch holds at an older generation: not used)
+    assert second == _oracle(view, (secret,))
+    assert secret not in second[7].text and secret in first[6].text
+
+
+def test_the_kept_batch_serves_the_next_call_only_and_is_not_the_list_handed_out(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    view = _view()
+    r = Redactor()
+    r.learn_from(view)
+    handed = r.redact_messages(view)
+    handed[2] = Message.user(f"changed by the caller {NONCE}")
+    asked = _asked(monkeypatch)
+    assert r.redact_messages(view) == _oracle(view)
+    assert asked == []  # (the batch kept by the call before)
+    other = Message.user(f"another batch {NONCE}")
+    assert r.redact_messages([other]) == [other]
+    assert r.redact_messages(view) == _oracle(view)
+    assert asked == [1, len(view)]  # (the kept batch is now the other one's)
