@@ -851,11 +851,16 @@ class Redactor:
             self._learn_fresh(fresh)
         if not plan:
             return
-        clean_ids = self._clean_ids([m.meta.get(ID_KEY) for group, _, _, _ in plan for m in group])
+        # (each copy's id, in plan order, read by C loops: 97,000 copies of a repeated history, issue 22)
+        all_ids = _ids_of(list(itertools.chain.from_iterable(map(_GROUP_OF, plan))))
+        clean_ids = self._clean_ids(all_ids)
         ids_at = self._generation()  # (what clean_ids hold at)
+        offset = 0
         renewed: dict[int, tuple[Message, Message, int] | None] = {}  # id(stale entry) -> its first copy's entry
         same: list[Message] = []  # copies that redact to themselves at ids_at, recorded so at the end
         for group, key, entry, first in plan:
+            group_ids = all_ids[offset : offset + len(group)]
+            offset += len(group)
             if first is not None:
                 entry = ledger.get(first)
             rest: Sequence[Message] = group
@@ -863,7 +868,7 @@ class Redactor:
                 stale = entry
                 entry = renewed.get(id(stale), stale)  # (renewed by an earlier copy: its entry is current)
                 if entry is None or entry[2] != self._generation():
-                    head, rest = group[0], group[1:]
+                    head, rest, group_ids = group[0], group[1:], group_ids[1:]
                     self._learn_copy(head, key, entry, clean_ids, ids_at)
                     entry = ledger.get(head)  # (its own entry, found by the object)
                     renewed.setdefault(id(stale), entry)
@@ -875,6 +880,8 @@ class Redactor:
                 root = rest[0]._origin if rest else None
                 if root is not None:  # (copies given only an id: one entry for them all, see Ledger.put_copies)
                     ledger.put_copies(root, ids_at, clean_ids)
+                    if clean_ids.issuperset(group_ids) and not _holds_itself(rest, redacted):
+                        continue  # (each one recorded so: the ids asked at C speed, issue 22)
                     for m in rest:
                         if m is redacted or m.meta.get(ID_KEY) not in clean_ids:
                             self._learn_copy(m, key, entry, clean_ids, ids_at)
@@ -934,7 +941,11 @@ class Redactor:
         Such an id holds no pattern's trigger or need (so no pattern finds anything in it), no remembered string,
         and its key does not name a secret (see :meth:`_redact_item`).
         """
-        texts = [text for text in dict.fromkeys(ids) if isinstance(text, str) and text]
+        distinct = dict.fromkeys(ids)
+        distinct.pop("", None)
+        # (strings, as ids are: kept as they are, checked in one C loop)
+        texts = list(distinct) if set(map(type, distinct)) <= {str} else \
+            [text for text in distinct if isinstance(text, str) and text]
         self.patterns  # noqa: B018 (resolves the patterns and the prefilter)
         if len(texts) < 2 or self._prefilter is None or self.callback is not None:
             return frozenset()
@@ -943,9 +954,10 @@ class Redactor:
         if SECRET_KEY.fullmatch(ID_KEY):
             return frozenset()
         suspects: set[int] = set()
-        self._suspect_texts(texts, suspects, joined=True)
+        whole = (SEPARATOR.join(texts), _starts(texts))  # (searched for the triggers, then for what is remembered)
+        self._suspect_texts(texts, suspects, joined=True, whole=whole)
         if self.remember:
-            remembered = self._remembered_in(texts)
+            remembered = self._remembered_in(texts, whole)
             if remembered is None:  # (too many remembered strings to look for each in the joined ids)
                 remembered = {i for i, text in enumerate(texts) if i not in suspects and self.memory.spans(text)}
             suspects |= remembered
@@ -1061,19 +1073,21 @@ class Redactor:
             self._suspect_texts(texts, suspects)
         return suspects, texts
 
-    def _suspect_texts(self, texts: list[str], suspects: set[int], *, joined: bool = False) -> None:
+    def _suspect_texts(self, texts: list[str], suspects: set[int], *, joined: bool = False,
+                       whole: tuple[str, list[int]] | None = None) -> None:
         """Add to ``suspects`` the index of every text holding a pattern's trigger or need (the prefilter's search).
 
-        ``joined``: the texts are short (ids): the automaton reads them joined, in one call.
+        ``joined``: the texts are short (ids): the automaton reads them joined, in one call. ``whole``: the texts
+        joined and their :func:`_starts`, when the caller has them.
         """
         assert self._prefilter is not None
         needles, needs = self._prefilter
         lowered: list[str] | None = None
-        joined_text = SEPARATOR.join(texts) if joined else ""
+        joined_text = (SEPARATOR.join(texts) if whole is None else whole[0]) if joined else ""
         if joined and joined_text.isascii():
             # (Many short texts, ASCII: lower-cased in one call, which keeps every length, so the same starts.)
             joined_text = joined_text.lower()
-            starts = _starts(texts)
+            starts = _starts(texts) if whole is None else whole[1]
         else:
             lowered = [t.lower() for t in texts]  # (one by one: lower-casing may change a text's length)
             starts = _starts(lowered)
@@ -1098,16 +1112,19 @@ class Redactor:
             for hit in need.finditer(joined_text):
                 suspects.add(bisect.bisect_right(starts, hit.start()) - 1)
 
-    def _remembered_in(self, texts: list[str]) -> set[int] | None:
-        """Indexes of the texts holding a remembered secret, or None when too many are remembered to search."""
+    def _remembered_in(self, texts: list[str], whole: tuple[str, list[int]] | None = None) -> set[int] | None:
+        """Indexes of the texts holding a remembered secret, or None when too many are remembered to search.
+
+        ``whole``: the texts joined and their :func:`_starts`, when the caller has them.
+        """
         learned = self._learned
         if not learned or not texts:
             return set()
         if len(learned) > _PREFILTER_MAX_LEARNED:
             return None
-        starts = _starts(texts)
+        joined, starts = (SEPARATOR.join(texts), _starts(texts)) if whole is None else whole
         holding: set[int] = set()
-        self._search(SEPARATOR.join(texts), starts, tuple(learned), holding)
+        self._search(joined, starts, tuple(learned), holding)
         return holding
 
     @staticmethod
@@ -1145,6 +1162,25 @@ def _key_says(key: str) -> tuple[str, str | None] | None:
             _KEY_SAYS.clear()
         _KEY_SAYS[key] = says
     return says
+
+
+# (What learn_from reads of each copy, and each plan step's group, at C speed.)
+_META_OF = operator.attrgetter("meta")
+_ID_ITEM = operator.itemgetter(ID_KEY)
+_GROUP_OF = operator.itemgetter(0)
+
+
+def _ids_of(messages: list[Message]) -> list[Any]:
+    """Each message's ``meta["id"]`` (None without one), by C loops when every message has one (as a manager's do)."""
+    try:
+        return list(map(_ID_ITEM, map(_META_OF, messages)))
+    except KeyError:
+        return [m.meta.get(ID_KEY) for m in messages]
+
+
+def _holds_itself(items: Sequence[object], x: object) -> bool:
+    """Whether ``x`` itself (not an equal message) is one of ``items``, at C speed."""
+    return any(map(operator.is_, items, itertools.repeat(x)))
 
 
 def _starts(texts: list[str]) -> list[int]:
