@@ -184,6 +184,7 @@ class ContextManager:
         self._compactions = 0
         self.before_compaction = before_compaction
         self._unwarmed: list[Message] = []  # messages added that no background warming has read yet
+        self._warm_after_policy = False  # the new messages are read ahead once the policy has acted
         self._held_outputs = HeldOutputs()  # outputs whose digest material is read once a masking can take them
         self._reading = False  # past half the soft threshold: add() reads what it adds (see _read_on_add)
         self._grounding: tuple[int, int, int] | None = None  # (view version, messages sent, reported - counted)
@@ -573,6 +574,14 @@ class ContextManager:
                                                      counter=self.counter, total=self.tokens,
                                                      archive=self._archive_transcript)
             self._run_policy()
+            if self._warm_after_policy:
+                # After the policy: what a compaction took away (or a masking replaced) is never masked again, and
+                # was read for nothing when submitted before it, on the background thread, which took the GIL
+                # whenever the compaction's C calls let it go (issue 22: ~0.5 s of CPU in the first prepare() of
+                # 100,000 recorded messages, and the compaction slowed by as much). (The job starts once this call
+                # returns, as it did.)
+                self._warm_after_policy = False
+                self._warm_for_compaction(still_in_view=(self._compactions, self._masking.count) != rewrites)
             self._keep_media_within_limits()
             if self._widening is not None:
                 rewrote = (self._compactions, self._masking.count) != rewrites
@@ -683,8 +692,8 @@ class ContextManager:
         self.tracer.emit_new(TokenEstimate, messages=tokens - system - developer, tools_schema=self._extras.tokens,
                              system=system, developer=developer, model=self.model.name,
                              context_window=self.budgets.window)
-        if self._unwarmed and total >= self.budgets.soft * _WARM_AT_SHARE_OF_SOFT:
-            self._warm_for_compaction()
+        # The new messages are read ahead once the policy has acted (see _prepare_view).
+        self._warm_after_policy = bool(self._unwarmed) and total >= self.budgets.soft * _WARM_AT_SHARE_OF_SOFT
         if plan.action is Action.NONE:
             self._masking.due(self.budgets)
             return
@@ -799,13 +808,19 @@ class ContextManager:
     def summarizer(self, value: Summarizer) -> None:
         self._summarizer = value
 
-    def _warm_for_compaction(self) -> None:
-        """Read new messages on the background thread as the coming maskings will: secrets, digests, the calls."""
+    def _warm_for_compaction(self, *, still_in_view: bool = False) -> None:
+        """Read new messages on the background thread as the coming maskings will: secrets, digests, the calls.
+
+        ``still_in_view``: only those the view still holds (after a compaction: the others will never be masked).
+        """
         from .. import _background
         from ._compactor import warm_for_compaction
         from ._read_ahead import run_parts
 
         messages, self._unwarmed = self._unwarmed, []
+        if still_in_view:
+            held = set(map(id, self._view.raw))
+            messages = [m for m in messages if id(m) in held]
         # What a masking turn needs is read ahead: every message's secrets, the outputs' digests, the calls' access.
         # What only a compaction needs (the messages added before half the soft threshold read for the summary, the
         # transcript lines) is left to the compaction, which reads what add() did not (issue 22: ~200 ms of the
