@@ -575,13 +575,13 @@ class ContextManager:
                                                      archive=self._archive_transcript)
             self._run_policy()
             if self._warm_after_policy:
-                # After the policy: what a compaction took away (or a masking replaced) is never masked again, and
-                # was read for nothing when submitted before it, on the background thread, which took the GIL
-                # whenever the compaction's C calls let it go (issue 22: ~0.5 s of CPU in the first prepare() of
-                # 100,000 recorded messages, and the compaction slowed by as much). (The job starts once this call
-                # returns, as it did.)
+                # After the policy: what a compaction took away is never masked, its secrets are learned (the
+                # compaction's catch-up), and it was read for nothing when submitted before, on the background
+                # thread, which took the GIL whenever the compaction's C calls let it go (issue 22: ~0.5 s of CPU in
+                # the first prepare() of 100,000 recorded messages, and the compaction slowed by as much). (The job
+                # starts once this call returns, as it did; a masking's originals are still read for their secrets.)
                 self._warm_after_policy = False
-                self._warm_for_compaction(still_in_view=(self._compactions, self._masking.count) != rewrites)
+                self._warm_for_compaction(still_in_view=self._compactions != rewrites[0])
             self._keep_media_within_limits()
             if self._widening is not None:
                 rewrote = (self._compactions, self._masking.count) != rewrites
@@ -811,7 +811,8 @@ class ContextManager:
     def _warm_for_compaction(self, *, still_in_view: bool = False) -> None:
         """Read new messages on the background thread as the coming maskings will: secrets, digests, the calls.
 
-        ``still_in_view``: only those the view still holds (after a compaction: the others will never be masked).
+        ``still_in_view``: only those the view still holds (after a compaction, which learned every secret: the
+        others will never be masked).
         """
         from .. import _background
         from ._compactor import warm_for_compaction
