@@ -9,6 +9,8 @@ makes the kept batch unusable.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from contextfold.messages import Message
@@ -102,3 +104,40 @@ def test_the_kept_batch_serves_the_next_call_only_and_is_not_the_list_handed_out
     assert r.redact_messages([other]) == [other]
     assert r.redact_messages(view) == _oracle(view)
     assert asked == [1, len(view)]  # (the kept batch is now the other one's)
+
+
+def test_a_batch_kept_in_another_order_is_found_by_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    view = _view()
+    r = Redactor()
+    r.learn_from(view)
+    asked = _asked(monkeypatch)
+    r.redact_messages(view[::-1])  # (not runs of the view: found message by message)
+    equal_copy = Message(view[3].role, view[3].content, tool_call_id=view[3].tool_call_id, meta=dict(view[3].meta))
+    second = r.redact_messages([*view, equal_copy])
+    assert second == [*_oracle(view), _oracle(view)[3]]
+    assert second[-1] is equal_copy  # (an equal message is not the kept one: looked up as itself)
+    assert asked == [len(view), 1]
+
+
+def test_entries_made_before_a_secret_was_learned_are_renewed_by_one_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The messages add() redacted are recorded at that generation; the compaction's catch-up learns more, and the
+    # summary's input then re-checked each of them on its own (~3,000 for 100,000 recorded messages).
+    view = _view()
+    r = Redactor()
+    r.learn_from(view)
+    r.redact_messages(view)
+    secret = f"plain output {NONCE} 7"
+    r.learn(secret, "password")
+    recalled: list[str] = []
+    real = Redactor._recall
+
+    def noted(self: Redactor, m: Message, *args: Any) -> Message | None:
+        recalled.append(str(m.meta["id"]))
+        return real(self, m, *args)
+
+    monkeypatch.setattr(Redactor, "_recall", noted)
+    got = r.redact_messages(view)
+    assert got == _oracle(view, (secret,))
+    assert secret not in got[7].text
+    assert recalled[:1] == [f"{NONCE}:7"] and set(recalled) == {f"{NONCE}:7"}  # (the one that mentions it)
+    assert r.redact_messages(view) == got  # (renewed at this generation: found as they are)

@@ -160,6 +160,25 @@ class Ledger:
                 return (m, m, generation)
         return None
 
+    def own_entry(self, m: Message) -> tuple[Message, Message, int] | None:
+        """``m``'s entry made for the object itself (not as a clean copy, nor by content), or None."""
+        entry = self._by_object.get(id(m))
+        return entry if entry is not None and entry[0] is m else None
+
+    def renew(self, redacted: list[tuple[Message, Message]], generation: int) -> None:
+        """Record each ``(message, what it redacts to)`` at ``generation``, by the object and by content, in one lock.
+
+        What :meth:`put` does for each, for the entries ``Redactor._renewed`` found still true (issue 22).
+        """
+        if not redacted:
+            return
+        entries = [(m, out, generation) for m, out in redacted]
+        keys = [SameMessage(m) for m, _ in redacted]
+        with self._lock:
+            for entry, key in zip(entries, keys, strict=True):
+                _bounded_put(self._by_object, id(entry[0]), entry)
+                _bounded_put(self._by_content, key, entry)
+
     def recorded(self, m: Message) -> bool:
         """Whether ``m`` itself has an entry (not only a message equal to it)."""
         return self._own(m) is not None
@@ -210,8 +229,8 @@ class Ledger:
         """Keep what ``items`` redacted to at ``generation`` for the next :meth:`from_batch`, and for it only.
 
         A compaction redacts the summarizer's input, then the transcript of the view it was cut from: the second
-        batch then takes the first's results in two C loops instead of a look-up per message (issue 22: one
-        :meth:`current` of 100,000 messages). Kept for one use, so a batch is not held after the compaction.
+        batch then takes the first's results run by run (:func:`_runs_of`), instead of a look-up per message
+        (issue 22: one :meth:`current` of 100,000 messages). Kept for one use, so a batch is not held after.
         """
         self._batch = (generation, items, redacted)
 
@@ -225,16 +244,20 @@ class Ledger:
         if batch is None or batch[0] != generation or not batch[1]:
             return None
         _, kept, redacted = batch
-        size, first = len(kept), kept[0]
-        # The kept batch as one run of ``items`` (a summary's input is a run of the view), compared by identity.
-        at = next((i for i, m in enumerate(items) if m is first), -1)
-        if 0 <= at <= len(items) - size and all(map(operator.is_, itertools.islice(items, at, at + size), kept)):
-            after = len(items) - at - size
-            return [*itertools.repeat(None, at), *redacted, *itertools.repeat(None, after)], \
-                [*range(at), *range(at + size, len(items))]
+        runs = _runs_of(items, kept)
+        if runs is not None:
+            out: list[Message | None] = [None] * len(items)
+            missing: list[int] = []
+            end = 0
+            for at, start, length in runs:
+                missing.extend(range(end, at))
+                out[at : at + length] = redacted[start : start + length]
+                end = at + length
+            missing.extend(range(end, len(items)))
+            return out, missing
         # (Every kept message is alive while ``kept`` is held: an id found among them is that message.)
         found = dict(zip(map(id, kept), redacted, strict=True))
-        out: list[Message | None] = list(map(found.get, map(id, items)))
+        out = list(map(found.get, map(id, items)))
         return out, [i for i, known in enumerate(out) if known is None]
 
     def get(self, m: Message, key: SameMessage | None = None) -> tuple[Message, Message, int] | None:
@@ -295,6 +318,33 @@ class Ledger:
 
     def __len__(self) -> int:
         return len(self._by_object)
+
+
+# A batch kept for the next one is found in it as at most this many runs (the summary's input is the view but for a
+# few messages kept verbatim: its system message, pinned ones, the recent turns); else it is found by id.
+_MAX_RUNS = 64
+
+
+def _runs_of(items: list[Message], kept: list[Message]) -> list[tuple[int, int, int]] | None:
+    """``kept`` as runs of ``items`` in order, compared by identity: (where in ``items``, where in ``kept``, length).
+
+    None when ``kept`` is not ``items`` with messages left out, or takes more than :data:`_MAX_RUNS` runs. Each run
+    is found and measured by C loops (a summary's input of 99,992 of a view's 100,000 messages, issue 22).
+    """
+    runs: list[tuple[int, int, int]] = []
+    at = start = 0
+    while start < len(kept):
+        if len(runs) >= _MAX_RUNS:
+            return None
+        same = map(operator.is_, itertools.islice(items, at, None), itertools.repeat(kept[start]))
+        found = next(itertools.compress(itertools.count(at), same), None)
+        if found is None:
+            return None
+        differ = map(operator.is_not, itertools.islice(items, found, None), itertools.islice(kept, start, None))
+        length = next(itertools.compress(itertools.count(), differ), min(len(items) - found, len(kept) - start))
+        runs.append((found, start, length))
+        at, start = found + length, start + length
+    return runs
 
 
 def copy_groups(items: Iterable[Message]) -> list[list[Message]]:

@@ -1007,13 +1007,65 @@ class Redactor:
         if not missing:
             return out, []
         rest = items if kept is None else [items[i] for i in missing]
-        fresh: list[int] = []
+        stale: list[tuple[int, Message, tuple[Message, Message, int]]] = []
+        others: list[tuple[int, Message]] = []
         for i, m, known in zip(missing, rest, self._ledger.current(rest, generation), strict=True):
-            found = known if known is not None else self._recall(m)
+            if known is not None:
+                out[i] = known
+                continue
+            entry = self._ledger.own_entry(m)
+            if entry is not None and entry[0] is m:
+                stale.append((i, m, entry))  # (its own entry, made before something was learned)
+            else:
+                others.append((i, m))
+        if stale:
+            for (i, m, _), renewed in zip(stale, self._renewed([(m, entry) for _, m, entry in stale]), strict=True):
+                if renewed is None:
+                    others.append((i, m))  # (a string learned since may occur in it: as any message, below)
+                else:
+                    out[i] = renewed
+            others.sort(key=operator.itemgetter(0))
+        fresh: list[int] = []
+        for i, m in others:
+            found = self._recall(m)
             out[i] = found
             if found is None:
                 fresh.append(i)
         return out, fresh
+
+    def _renewed(self, stale: list[tuple[Message, tuple[Message, Message, int]]]) -> list[Message | None]:
+        """What each message redacts to now, from its own ``entry`` made at an earlier generation (or None).
+
+        None where a string learned since may occur in it (then :meth:`_recall` looks at it on its own). As
+        :meth:`_recall` does message by message, with one search per earlier generation of the strings learned
+        since in all the messages' texts (issue 22: the 3,000 messages add() redacted were re-checked one by one in
+        the first compaction of 100,000 recorded messages, after its catch-up learned two strings).
+        """
+        now = self._generation()
+        out: list[Message | None] = [None] * len(stale)
+        by_seen: dict[int, list[int]] = {}
+        for k, (_, entry) in enumerate(stale):
+            by_seen.setdefault(entry[2], []).append(k)
+        renewed: list[tuple[Message, Message]] = []
+        for seen, indexes in by_seen.items():
+            learned = self.memory.learned_since(seen) if self.remember else []
+            readable: list[int] = []
+            texts: list[str] = []
+            for k in indexes:
+                strings = surface(stale[k][0])
+                if strings is not None:  # (else unsure: looked at on its own)
+                    readable.append(k)
+                    texts.append(SEPARATOR.join(strings))
+            holding: set[int] = set()
+            if learned and texts:
+                self._search(SEPARATOR.join(texts), _starts(texts), learned, holding)
+            for n, k in enumerate(readable):
+                if n not in holding:
+                    m, entry = stale[k]
+                    out[k] = entry[1]
+                    renewed.append((m, entry[1]))
+        self._ledger.renew(renewed, now)
+        return out
 
     def _redact_batch(self, items: list[Message]) -> list[Message]:
         """:meth:`redact_messages` of messages not redacted before: learn the batch, then redact, prefiltered."""
