@@ -1,6 +1,7 @@
 """Placeholders built ahead (issue 22): the read-ahead builds and counts each output's masked placeholder, so a
 masking turn looks it up instead of weighing, checking and counting the digest's items; the placeholder is the same,
-and one built before a secret was learned is never used after."""
+and one built before a secret was learned is used after only when that secret touches neither the output nor a
+word its digest asked about (then it is the placeholder built afresh)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from contextfold.cache import ToolOutputCache, mask_tool_outputs
 from contextfold.cache import masking as masking_module
@@ -92,11 +95,65 @@ def test_a_placeholder_built_before_a_secret_was_learned_is_built_again() -> Non
     redactor = Redactor()
     cache = _cache(redactor)
     _ahead(history, cache, counter, redactor)
-    assert any(secret in p for p in cache.placeholders._entries.values())  # (not a secret yet: listed)
+    built = cache.placeholders._entries.values()
+    assert any(secret in b.placeholder for b in built)  # (not a secret yet: listed)
 
     redactor.learn(secret, "password")
     masked = [m.text for m in _mask(history, cache, counter) if m.kind == "masked"]
     assert masked and all(secret[:8] not in text for text in masked)
+
+
+def _no_digest(*args: Any, **kwargs: Any) -> str:
+    raise AssertionError("a placeholder built ahead was built again")
+
+
+def test_a_placeholder_built_before_a_secret_learned_elsewhere_is_not_built_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    nonce = datetime.now(UTC).strftime("%H%M%S%f")
+    counter = MessageCounter(TiktokenCounter())
+    history = _history(nonce)
+    redactor = Redactor()
+    cache = _cache(redactor)
+    _ahead(history, cache, counter, redactor)
+    # Learned from another message (issue 22: the masking turns after one built every placeholder again); unique,
+    # and sharing no piece with the outputs (the nonce's digits as capitals).
+    secret = f"Qv{nonce.translate(str.maketrans('0123456789', 'QWERTYUIOP'))}Zk"
+    redactor.learn(secret, "password")
+    with monkeypatch.context() as patched:
+        patched.setattr(masking_module, "output_digest", _no_digest)
+        warm = _mask(history, cache, counter)
+    knowing = Redactor()
+    knowing.learn(secret, "password")
+    assert [m.text for m in warm] == [m.text for m in _mask(history, _cache(knowing), counter)]
+
+
+_COUNTER = MessageCounter(TiktokenCounter())
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(picks=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 29), st.integers(0, 60), st.integers(5, 14),
+                                st.sampled_from(["", "Zx9", "_q7"])), min_size=1, max_size=3))
+def test_a_placeholder_kept_across_learned_secrets_is_the_one_built_afresh(
+        picks: list[tuple[int, int, int, int, str]]) -> None:
+    # Secrets cut from the outputs themselves (a name, a piece of a path or a number, with or without something
+    # around it): some occur in an output, some only share a piece with a word a digest lists, some touch nothing.
+    nonce = datetime.now(UTC).strftime("%H%M%S%f")
+    history = _history(nonce)
+    outputs = [m.text for m in history if m.role == "tool"]
+    secrets = []
+    for output, line, at, length, around in picks:
+        text = outputs[output].splitlines()[line]
+        secrets.append(f"{around}{text[at : at + length]}{around[::-1]}")
+    redactor = Redactor()
+    cache = _cache(redactor)
+    _ahead(history, cache, _COUNTER, redactor)
+    knowing = Redactor()
+    for secret in secrets:
+        redactor.learn(secret, "password")
+        knowing.learn(secret, "password")
+    warm = _mask(history, cache, _COUNTER)
+    cold = _mask(history, _cache(knowing), _COUNTER)
+    assert [m.text for m in warm] == [m.text for m in cold]
 
 
 def test_a_message_masking_never_takes_has_no_placeholder() -> None:

@@ -140,3 +140,60 @@ def test_old_reasoning_kept_with_the_view_frees_what_clearing_the_whole_view_fre
         expected = (sum(counter.count_message(messages[i]) - counter.count_message(cleared.messages[i])
                         for i in cleared.indices) if cleared.parts else None)
         assert kept.freed(view, keep, counter) == expected
+
+
+def test_a_rewrite_encodes_again_only_the_messages_it_changed_in_chat_completions(monkeypatch: Any) -> None:
+    from contextfold.formats import openai_chat
+
+    nonce = "mask-state-7f3c1e"  # (encodings are not remembered: any unique text will do)
+    history = [Message("user", f"fix the loader {nonce}")]
+    for i in range(5):
+        history.append(Message("assistant", "", (ToolCall(f"c{i}", "bash", json.dumps({"cmd": f"ls {i}"})),)))
+        history.append(Message("tool", f"output {i} of {nonce}", tool_call_id=f"c{i}", name="bash"))
+    history.append(Message("assistant", "done"))
+    view = View(MessageCounter(EstimatingCounter()))
+    wire = get_format("openai_chat")
+    for k in range(1, len(history), 2):  # a turn at a time, as the agent loop adds them
+        view.append(history[k : k + 2] if k > 1 else history[: k + 2])
+        view.encoded(wire)
+    encoded: list[Message] = []
+    original = openai_chat.encode_message
+
+    def watched(message: Message) -> dict[str, Any]:
+        encoded.append(message)
+        return original(message)
+
+    monkeypatch.setattr(openai_chat, "encode_message", watched)
+    changes = {i: _changed(history[i], "mask", i) for i in (2, 6)}  # two outputs of two turns
+    view.rewrite(changes)
+    assert view.encoded(wire) == [original(m) for m in view.normalized()]
+    # The two placeholders and the tail, not their turns' calls (issue 22: a masking turn re-encoded each).
+    assert [m for m in encoded if m.role != "assistant" or m.text != "done"] == list(changes.values())
+
+
+def test_a_rewrite_of_the_settled_prefix_keeps_the_tail_normalized_and_counted(monkeypatch: Any) -> None:
+    from contextfold.manager import _view
+
+    nonce = "mask-state-tail-2b9d"
+    history = [Message("user", f"fix it {nonce}")]
+    for i in range(3):
+        history.append(Message("assistant", "", (ToolCall(f"c{i}", "bash", json.dumps({"cmd": f"ls {i}"})),)))
+        history.append(Message("tool", f"output {i} of {nonce}", tool_call_id=f"c{i}", name="bash"))
+    counter = MessageCounter(EstimatingCounter())
+    view = View(counter)
+    view.append(history)
+    before = view.totals()
+    normalized: list[int] = []
+    original = _view.normalize
+
+    def watched(messages: Any, **kwargs: Any) -> list[Message]:
+        normalized.append(len(messages))
+        return original(messages, **kwargs)
+
+    monkeypatch.setattr(_view, "normalize", watched)
+    masked = _changed(history[2], "mask", 2)
+    view.rewrite({2: masked})
+    after = view.totals()
+    assert normalized == []  # (the tail, the last call and its output, was normalized before the rewrite)
+    assert after[0] == before[0] - counter.count_message(history[2]) + counter.count_message(masked)
+    assert view.normalized() == normalize([*history[:2], masked, *history[3:]])

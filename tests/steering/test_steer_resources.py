@@ -204,3 +204,33 @@ def test_the_access_memo_holds_a_bounded_size_of_arguments() -> None:
     raw = json.dumps({"path": "/srv/again.py"})
     first = resources._access_of_call(resources.FILE_READ, raw)
     assert resources._access_of_call(resources.FILE_READ, raw) is first  # (still remembered)
+
+
+@settings(max_examples=60, deadline=None)
+@given(reads, st.lists(st.integers(0, 12), max_size=3), st.integers(0, 12))
+def test_the_fold_taken_on_in_pieces_finds_what_reading_the_whole_view_finds(
+        steps: list[tuple[str, object, bool]], cuts: list[int], split: int) -> None:
+    # The masking keeps the fold over the view's prefix and takes a copy of it on over the pairs after (issue 22).
+    from contextfold.pairing import pair_list
+    from contextfold.steering.resources import SupersededFold
+
+    calls: list[tuple[str, dict[str, object]]] = []
+    for path, span, edit in steps:
+        if edit:
+            calls.append(("write_file", {"path": path, "content": "x"}))
+        elif span is None:
+            calls.append(("read_file", {"path": path}))
+        else:
+            lo, hi = sorted(span)  # type: ignore[arg-type]
+            calls.append(("read_file", {"path": path, "start_line": lo, "end_line": hi}))
+    view = conversation(*calls, cut=frozenset(cuts))
+    pairs = pair_list(view)
+    at = min(split, len(pairs))
+    fold = SupersededFold()
+    fold.read(view, DEFAULTS.resource_rule, pairs[:at])
+    kept = dict(fold.out)
+    whole = fold.copy()
+    whole.read(view, DEFAULTS.resource_rule, pairs[at:])
+    assert whole.out == superseded_reads(view, DEFAULTS.resource_rule)
+    assert whole.pairs == len(pairs)
+    assert fold.out == kept and fold.pairs == at  # (the copy went on alone)

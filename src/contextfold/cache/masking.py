@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Hashable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ..answered import answered_indices
 from ..errors import InvalidHistory
@@ -270,15 +270,17 @@ def _digested(ref_id: str, text: str | None, cache: OutputStore, digest_tokens: 
               counter: TokenCounter, secrets: SecretGuard | None) -> str:
     """The placeholder of the output stored under ``ref_id`` (``text``: the output in hand, not stored yet).
 
-    Built ahead by :func:`placeholder_ahead` when the session's secrets are as they were then: looked up, not built.
+    Built ahead by :func:`placeholder_ahead` when the session's secrets answer as they did then: looked up, not built.
     """
     memo: PlaceholderMemo | None = getattr(cache, "placeholders", None)
-    key = None
+    key = (ref_id, known, digest_tokens, id(counter))
+    state = secrets.digest_state() if secrets is not None else None
     if memo is not None:
-        key = (ref_id, known, digest_tokens, id(counter), secrets.digest_state() if secrets is not None else None)
         built = memo.get(key)
-        if built is not None:
-            return built
+        if built is not None and (built.state == state or _still_holds(built, secrets, ref_id, text, cache)):
+            if built.state != state:
+                memo.put(key, built._replace(state=state))  # (checked once: the next look-up is a plain hit)
+            return built.placeholder
     # The whole output, not its write-time view: what the view cut is exactly what the digest can bring back.
     # Its material was read when the output was added (issue 22): the stored output is read again only if not.
     # With the session's secrets, an output is read with them blanked (in hand or stored), and its items are
@@ -287,40 +289,78 @@ def _digested(ref_id: str, text: str | None, cache: OutputStore, digest_tokens: 
         material = digest_material(secrets.blank(text) if secrets is not None else text)
     else:
         material = ref_material(ref_id, lambda: cache.get(ref_id), secrets.blank if secrets is not None else None,
-                                state=secrets.digest_state() if secrets is not None else None)
-    allow = (lambda item: not secrets.mentions_secret(item)) if secrets is not None else None
+                                state=state)
+    asked: list[str] = []  # (the words whose answers made the digest: what a secret learned later is checked against)
+    allow = None
+    if secrets is not None:
+        guard = secrets
+
+        def allow(item: str) -> bool:
+            asked.append(item)
+            return not guard.mentions_secret(item)
+
     digest = output_digest("", budget_tokens=digest_tokens, counter=counter, known=known,
                            material=material.items, allow=allow)
     placeholder = masked_placeholder(ref_id, digest, partial=material.partial)
-    if memo is not None and key is not None and (secrets is None or secrets.digest_state() == key[-1]):
-        memo.put(key, placeholder)  # (not when a secret was learned meanwhile: the digest may be of before)
+    if memo is not None and (secrets is None or secrets.digest_state() == state):
+        memo.put(key, Built(placeholder, state, tuple(asked)))  # (not when a secret was learned meanwhile)
     return placeholder
 
 
+def _still_holds(built: Built, secrets: SecretGuard | None, ref_id: str, text: str | None,
+                 cache: OutputStore) -> bool:
+    """Whether ``built``, a placeholder built before the session learned a secret, is the one it would build now.
+
+    Only when none of the secrets learned since occurs in the output or touches a word its digest asked about
+    (:meth:`~contextfold.redact.Redactor.holds_since`); a guard that cannot tell has it built again.
+    """
+    holds_since = getattr(secrets, "holds_since", None)
+    if holds_since is None:
+        return False
+    if text is None:
+        from ..errors import ContextfoldError
+
+        try:
+            text = cache.get(ref_id)
+        except ContextfoldError:
+            return False  # (built again, as before: the build meets the same error)
+    return bool(holds_since(built.state, text, built.asked))
+
+
+class Built(NamedTuple):
+    """A placeholder built, the secrets' state it was built at, and the words its digest asked the secrets about."""
+
+    placeholder: str
+    state: Hashable
+    asked: tuple[str, ...]
+
+
 class PlaceholderMemo:
-    """The placeholders built ahead for one session's outputs, by ref, known arguments, budget, counter and secrets.
+    """The placeholders built ahead for one session's outputs, by ref, known arguments, budget and counter.
 
     A masking turn used to build each placeholder (its digest's items weighed, checked for secrets, counted) and
     count it: ~1 ms of a heavy masking turn (issue 22). The read-ahead builds and counts them instead
-    (:func:`placeholder_ahead`); the turn looks them up. The least recently used go first beyond ``max_entries``.
+    (:func:`placeholder_ahead`); the turn looks them up. Each is kept with the secrets' state it was built at: after
+    a secret is learned, it is checked against what was learned since, once. The least recently used go first
+    beyond ``max_entries``.
     """
 
     def __init__(self, max_entries: int = 4096) -> None:
         self.max_entries = max_entries
-        self._entries: dict[Hashable, str] = {}
+        self._entries: dict[Hashable, Built] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, key: Hashable) -> str | None:
+    def get(self, key: Hashable) -> Built | None:
         """The placeholder built under ``key``, or None."""
         return self._entries.get(key)
 
-    def put(self, key: Hashable, placeholder: str) -> None:
-        """Remember ``placeholder`` under ``key`` (as the newest)."""
+    def put(self, key: Hashable, built: Built) -> None:
+        """Remember ``built`` under ``key`` (as the newest)."""
         entries = self._entries
         entries.pop(key, None)
-        entries[key] = placeholder
+        entries[key] = built
         while len(entries) > self.max_entries:
             try:
                 del entries[next(iter(entries))]  # (dicts keep insertion order: the oldest first)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import sys
 import sysconfig
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Collection, Iterable, Sequence
 from itertools import pairwise
 from typing import Any, Generic, SupportsIndex, TypeVar
@@ -104,9 +104,15 @@ class Handed(list[T]):
 class HandedList(Generic[T]):
     """One list handed to callers call after call: a settled prefix kept, a tail replaced, reused when let go."""
 
-    __slots__ = ("_handed", "_kept", "_marks", "_prefix", "_shadow", "_upto")
+    __slots__ = ("_handed", "_kept", "_marks", "_one_each", "_prefix", "_shadow", "_upto")
 
-    def __init__(self) -> None:
+    def __init__(self, *, one_each: bool = False) -> None:
+        """A list handed out again and again.
+
+        ``one_each``: each message stands for at most one item, which ``prefix(i, i + 1)`` gives as it gave it among
+        its neighbours (a format that encodes messages one by one; see :meth:`rewrite`).
+        """
+        self._one_each = one_each
         self._shadow: list[T] = []
         self._upto = 0  # the settled items of the view the shadow holds (in the view's own count)
         self._kept = 0  # shadow[:kept] stands for them (a message can encode to several items), the same every call
@@ -168,26 +174,48 @@ class HandedList(Generic[T]):
 
         A piece is what one call of ``prefix`` gave (between two points the prefix grew at): asking for it alone
         gives what it gave then, so a masking batch re-encodes the turns it changed, not everything after the first
-        one (issue 22). The next list is a new one.
+        one (issue 22). With ``one_each``, a piece that gave one item per message has only the changed message's item
+        asked again and put in its place (a masking turn re-encoded each masked output's call with it, and rebuilt
+        the whole list piece by piece). The next list is a new one.
         """
         prefix = self._prefix
         if prefix is None:
             self.rewind(min(changed, default=self._upto))
             return
         marks, shadow = self._marks, self._shadow
-        ordered = sorted(changed)
-        rebuilt: list[T] = []
-        points = [marks[0]]
-        for (start, kept_start), (end, kept_end) in pairwise(marks):
-            hit = bisect_left(ordered, start)
-            if hit < len(ordered) and ordered[hit] < end:
-                rebuilt.extend(prefix(start, end))
-            else:
-                rebuilt.extend(shadow[kept_start:kept_end])
-            points.append((end, len(rebuilt)))
-        self._shadow, self._marks = rebuilt, points
-        self._kept = len(rebuilt)
+        if self._one_each:
+            changed = self._rewrite_in_place(changed, prefix)
+        if changed:
+            ordered = sorted(changed)
+            rebuilt: list[T] = []
+            points = [marks[0]]
+            for (start, kept_start), (end, kept_end) in pairwise(marks):
+                hit = bisect_left(ordered, start)
+                if hit < len(ordered) and ordered[hit] < end:
+                    rebuilt.extend(prefix(start, end))
+                else:
+                    rebuilt.extend(shadow[kept_start:kept_end])
+                points.append((end, len(rebuilt)))
+            self._shadow, self._marks = rebuilt, points
+            self._kept = len(rebuilt)
         self._handed = None
+
+    def _rewrite_in_place(self, changed: Collection[int], prefix: Callable[[int, int], Sequence[T]]) -> list[int]:
+        """Put the item of each changed message in its place where its piece gave one item per message; the rest."""
+        marks, shadow = self._marks, self._shadow
+        left: list[int] = []
+        for i in changed:
+            piece = bisect_right(marks, (i, sys.maxsize)) - 1  # (the last point at or before i)
+            if not 0 <= piece < len(marks) - 1:
+                left.append(i)
+                continue
+            (start, kept_start), (end, kept_end) = marks[piece], marks[piece + 1]
+            item = prefix(i, i + 1) if kept_end - kept_start == end - start else ()
+            if len(item) == 1:
+                shadow[kept_start + i - start] = item[0]
+            else:
+                left.append(i)  # (a message that gives no item now, or a piece that dropped one: asked again whole)
+        return left
 
 
 def _only_ours(holder: HandedList[T]) -> bool:

@@ -844,6 +844,9 @@ class ContextManager:
             parts.append((self._secrets.read_ahead, ()))  # whole outputs cut before add() started reading
         if masks and self.steering.superseded:
             parts.append((self.steering.read_calls_ahead, (messages,)))  # (each call's access, as masking orders)
+            fold = self._masking.superseded_ahead()  # (the prefix's superseded reads, after a rewrite)
+            if fold is not None:
+                parts.append(fold)
         if parts:
             _background.submit(run_parts, parts)
 

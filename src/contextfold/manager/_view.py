@@ -24,6 +24,10 @@ _PINNED_ROLES = frozenset({"system", "developer"})
 # A first settle at least this long checks the segment before normalizing it (see View._settle): below it,
 # normalizing costs less than loading the compaction module that checks.
 CHECK_FIRST_MIN_MESSAGES = 10_000
+# The formats that encode each message alone, into at most one item (Chat Completions: one dict per message): a
+# rewrite re-encodes only the changed messages. The others may give one message several items (Responses: a turn's
+# function calls) or merge neighbours: the turns holding a change are encoded again.
+_ONE_ITEM_EACH = frozenset({"openai_chat"})
 # normalize() gives a call with no result a synthetic output of this kind (see ensure_call_outputs_present).
 _ABORTED_KIND = "aborted_output"
 # Kinds normalization reads (a rewrite that adds or removes one goes through replace()).
@@ -55,7 +59,7 @@ class View:
         self._settled_pairs: list[ToolPair] = []
         # wire format -> its encodings of the settled prefix, in the list prepare() last returned (see _handed)
         self._encoded: dict[str, HandedList[dict[str, Any]]] = {}
-        self._handed_messages: HandedList[Message] = HandedList()
+        self._handed_messages: HandedList[Message] = HandedList(one_each=True)
         self._call_ids: Counter[str] = Counter()  # ids of the tool calls in the view, to spot orphans on arrival
         self.dropped: list[Message] = []  # messages normalization removed for good, not yet archived
         self._tail_cache: tuple[tuple[int, int, int, int], list[Message]] | None = None
@@ -132,6 +136,11 @@ class View:
         start, tail = self.tail()
         return [*self._settled_pairs, *_shifted(pair_list(tail), start)]
 
+    def prefix_pairs(self) -> int:
+        """How many of :meth:`pairs` are the settled prefix's: they change only with :attr:`version` (and grow)."""
+        self._settle()
+        return len(self._settled_pairs)
+
     def encoded(self, wire: Any, extra: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
         """The normalized view in ``wire``'s list form, then ``extra``; the settled prefix is encoded once and reused.
 
@@ -145,7 +154,7 @@ class View:
         self._settle()
         handed = self._encoded.get(wire.NAME)
         if handed is None:
-            handed = self._encoded[wire.NAME] = HandedList()
+            handed = self._encoded[wire.NAME] = HandedList(one_each=wire.NAME in _ONE_ITEM_EACH)
         tail: list[dict[str, Any]] = wire.encode(self._normalized_tail())
         if extra:
             tail.extend(extra)
@@ -234,8 +243,11 @@ class View:
             if m.role == "tool":
                 self._settled_tool_tokens += delta
             msgs[i] = m
+        # The tail is normalized from itself alone and whether the view opened, which a change of the same shape
+        # keeps: its normalization (and so its counts) stand for the new version (issue 22: counted again per batch).
+        cached, key = self._tail_cache, (self.version, self._appends, len(msgs), self._settled)
         self.version += 1
-        self._tail_cache = None
+        self._tail_cache = ((self.version, *key[1:]), cached[1]) if cached is not None and cached[0] == key else None
         # Only the turns holding a change are encoded again (the others keep their dicts).
         for handed in self._encoded.values():
             handed.rewrite(changes)

@@ -503,6 +503,27 @@ class Redactor:
         """
         return (self.enabled, self.remember and self.memory, self._generation())
 
+    def holds_since(self, state: Hashable, text: str, asked: Iterable[str]) -> bool:
+        """Whether :meth:`blank` of ``text`` and :meth:`mentions_secret` of each of ``asked`` answer as at ``state``.
+
+        ``state``: an earlier :meth:`digest_state`. True when it is this one, or when only the memory grew since and
+        none of the strings it remembered since occurs in ``text``, in an asked word, or shares a piece of
+        :data:`PIECE_CHARS` characters with one (the rules :meth:`mentions_secret` carries its answers by): a digest
+        built then from ``text`` is the one built now (issue 22: a placeholder built ahead outlives a secret learned
+        from another message, instead of being built again in the masking turn).
+        """
+        if state == self.digest_state():
+            return True
+        if not (self.remember and isinstance(state, tuple) and len(state) == 3 and state[0] == self.enabled
+                and state[1] is self.memory and isinstance(state[2], int)):
+            return False
+        learned = self.memory.learned_since(state[2])
+        if any(value in text for value in learned):
+            return False
+        words = "\n".join(asked)  # (a match across two words only costs building the digest again)
+        return not any(value in words or any(value[i : i + PIECE_CHARS] in words
+                                             for i in range(len(value) - PIECE_CHARS + 1)) for value in learned)
+
     def mentions_secret(self, text: str) -> bool:
         """Whether ``text`` holds a secret, or shares a piece of :data:`PIECE_CHARS` characters with a remembered one.
 

@@ -108,11 +108,15 @@ class Steering:
         rules = self.rules(tool_name_of(result, batch, view))
         return rules.keep_whole, rules.max_tokens
 
-    def mask_order(self, view: Sequence[Message], pairs: Sequence[ToolPair] | None = None) -> MaskOrder:
-        """What masking takes first and what it leaves in ``view`` (``pairs``: its ``pair_list``, when known)."""
+    def mask_order(self, view: Sequence[Message], pairs: Sequence[ToolPair] | None = None,
+                   stale: Mapping[int, int] | None = None) -> MaskOrder:
+        """What masking takes first and what it leaves in ``view``.
+
+        ``pairs``: its ``pair_list``, ``stale``: its superseded reads, when known.
+        """
         if not self.superseded and not self.policies.configured:
             return MaskOrder()
-        return mask_order(view, self.policies, superseded=self.superseded, pairs=pairs)
+        return mask_order(view, self.policies, superseded=self.superseded, pairs=pairs, stale=stale)
 
     def read_calls_ahead(self, messages: Sequence[Message]) -> None:
         """Read what each tool call of ``messages`` accesses, as :meth:`mask_order` will (for a background thread).

@@ -9,7 +9,7 @@ from the decision (when to mask, how much) lets a cache-aware decision change on
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..messages import Message
@@ -50,7 +50,7 @@ def turns_after(messages: Sequence[Message]) -> list[int]:
 
 
 def mask_order(messages: Sequence[Message], policies: ToolPolicies, *, superseded: bool = True,
-               pairs: Sequence[ToolPair] | None = None) -> MaskOrder:
+               pairs: Sequence[ToolPair] | None = None, stale: Mapping[int, int] | None = None) -> MaskOrder:
     """The masking order of ``messages`` under ``policies`` (see the module docstring).
 
     Args:
@@ -58,9 +58,13 @@ def mask_order(messages: Sequence[Message], policies: ToolPolicies, *, supersede
         policies: The per-tool policies (resource rules included).
         superseded: Put superseded reads first (``policy.superseded_reads``).
         pairs: ``pair_list(messages)``, when the caller keeps it (the manager's view does).
+        stale: ``superseded_reads(messages, ...)``, when the caller keeps it (the manager's masking does).
     """
     pairs = pair_list(messages) if pairs is None else pairs
-    stale = superseded_reads(messages, policies.resource_rule, pairs) if superseded else {}
+    if not superseded:
+        stale = {}
+    elif stale is None:
+        stale = superseded_reads(messages, policies.resource_rule, pairs)
     exempt: set[int] = set()
     due: list[int] = []
     if policies.configured:

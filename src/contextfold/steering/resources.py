@@ -312,39 +312,69 @@ def superseded_reads(messages: Sequence[Message], rule_for: Callable[[str], Reso
         rule_for: Tool name -> its rule, or None for a tool that reads and edits nothing.
         pairs: ``pair_list(messages)``, when the caller has it.
     """
-    reads: dict[tuple[str, ...], list[tuple[int, Access]]] = {}  # resource -> (result index, access), oldest first
-    out: dict[int, int] = {}
-    for pair in pair_list(messages) if pairs is None else pairs:
-        rule = rule_for(pair.name)
-        if rule is None:
-            continue
-        call = next((c for c in messages[pair.call_index].tool_calls if c.id == pair.call_id), None)
-        if call is None:
-            continue
-        access = _access_of_call(rule, call.arguments)
-        if access is None:
-            continue
-        earlier = reads.get(access.key, [])
-        if access.kind == "edit":
-            still: list[tuple[int, Access]] = []
+    fold = SupersededFold()
+    fold.read(messages, rule_for, pair_list(messages) if pairs is None else pairs)
+    return fold.out
+
+
+class SupersededFold:
+    """:func:`superseded_reads` read pair by pair, so that it can be kept over a view's prefix and taken further.
+
+    ``out`` is what superseded what among the pairs read so far (``pairs`` of them). What reading the next pairs
+    gives depends on these and on the messages they name only: kept over a prefix whose messages do not change, it
+    is taken further by the pairs added after it (issue 22: a masking turn read every call of the view again).
+    """
+
+    __slots__ = ("_reads", "out", "pairs")
+
+    def __init__(self) -> None:
+        # resource -> (result index, access) of the reads still current, oldest first (each list replaced, never
+        # changed in place: a copy shares them)
+        self._reads: dict[tuple[str, ...], list[tuple[int, Access]]] = {}
+        self.out: dict[int, int] = {}
+        self.pairs = 0
+
+    def copy(self) -> SupersededFold:
+        """A fold that goes on from here without changing this one."""
+        other = SupersededFold()
+        other._reads, other.out, other.pairs = dict(self._reads), dict(self.out), self.pairs
+        return other
+
+    def read(self, messages: Sequence[Message], rule_for: Callable[[str], ResourceRule | None],
+             pairs: Sequence[ToolPair]) -> None:
+        """Take the fold on over ``pairs`` (the next ones of ``messages``' pairs, in order)."""
+        reads, out = self._reads, self.out
+        self.pairs += len(pairs)
+        for pair in pairs:
+            rule = rule_for(pair.name)
+            if rule is None:
+                continue
+            call = next((c for c in messages[pair.call_index].tool_calls if c.id == pair.call_id), None)
+            if call is None:
+                continue
+            access = _access_of_call(rule, call.arguments)
+            if access is None:
+                continue
+            earlier = reads.get(access.key, [])
+            if access.kind == "edit":
+                still: list[tuple[int, Access]] = []
+                for index, older in earlier:
+                    if _changed_by(access, older, messages[index]):
+                        out.setdefault(index, pair.call_index)
+                    else:
+                        still.append((index, older))  # another part of the file: what it shows is still current
+                reads[access.key] = still
+                continue
+            result = pair.result_index
+            cut = result is not None and messages[result].kind == "truncated"
+            still = []
             for index, older in earlier:
-                if _changed_by(access, older, messages[index]):
+                covered = access.covers(older) and (not cut or (access.first, access.last, access.exact)
+                                                    == (older.first, older.last, older.exact))
+                if covered:
                     out.setdefault(index, pair.call_index)
                 else:
-                    still.append((index, older))  # another part of the file: what it shows is still current
+                    still.append((index, older))
+            if result is not None and messages[result].role == "tool":
+                still.append((result, access))
             reads[access.key] = still
-            continue
-        result = pair.result_index
-        cut = result is not None and messages[result].kind == "truncated"
-        still = []
-        for index, older in earlier:
-            covered = access.covers(older) and (not cut or (access.first, access.last, access.exact)
-                                                == (older.first, older.last, older.exact))
-            if covered:
-                out.setdefault(index, pair.call_index)
-            else:
-                still.append((index, older))
-        if result is not None and messages[result].role == "tool":
-            still.append((result, access))
-        reads[access.key] = still
-    return out
