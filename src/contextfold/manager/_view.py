@@ -141,6 +141,11 @@ class View:
         self._settle()
         return len(self._settled_pairs)
 
+    def prefix_pairs_from(self, start: int) -> list[ToolPair]:
+        """The settled prefix's pairs from the ``start``-th on (the first :meth:`prefix_pairs` of :meth:`pairs`)."""
+        self._settle()
+        return self._settled_pairs[start:]
+
     def encoded(self, wire: Any, extra: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
         """The normalized view in ``wire``'s list form, then ``extra``; the settled prefix is encoded once and reused.
 
