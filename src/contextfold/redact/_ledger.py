@@ -92,7 +92,8 @@ class SameMessage:
         self._hash = hash((
             m.role,
             content if isinstance(content, str) else tuple([getattr(p, "text", None) for p in content]),
-            tuple([c.arguments for c in calls]) if calls else (),
+            # (the calls' ids too: an agent's same call, made again, compares unequal under a new id)
+            tuple([(c.id, c.arguments) for c in calls]) if calls else (),
             m.tool_call_id,
             m.name,
             len(m.meta),
