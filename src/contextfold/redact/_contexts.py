@@ -199,10 +199,11 @@ CONTEXT_PATTERNS: tuple[SecretPattern, ...] = (
     # (Located in the lower-cased text: the case-insensitive regex, which opens with two choices, read every text
     # holding "cookie" at ~50 ns a character, a file listing with django/http/cookie.py in it too, issue 22. Its
     # "i" also takes the dotless "ı", which lower-cases to itself; "İ" lower-cases to two characters, and a text
-    # that changes length so is searched by the regex itself. Its matches are the regex's finditer's: one that
-    # starts inside the last, a cookie named in another's value, is not taken.)
-    SecretPattern("session_cookie", re.compile(_COOKIE), ("cookie",), _accept_cookie, re.compile(_COOKIE_LOCATE),
-                  locate_searches=True),
+    # that changes length so is searched by the regex itself. The regex is tried at every place, as the assignments'
+    # rules are: a header starting inside another's value is a match of its own. As the regex's finditer, it was
+    # not taken, and `Cookie: sessionid=Cookie: sessionid=<value>` (the first turned down: its value is
+    # `Cookie:`) kept the real value in clear.)
+    SecretPattern("session_cookie", re.compile(_COOKIE), ("cookie",), _accept_cookie, re.compile(_COOKIE_LOCATE)),
     # A capital "Bearer" or an Authorization header: lower-case prose ("a bearer of news") is not a header.
     pattern("bearer_token", r"Bearer(?<![A-Za-z0-9_]Bearer)[ \t]+(?P<v>[A-Za-z0-9\-._~+/]{16,}=*)", "bearer"),
     pattern("bearer_token", r"(?i)authorization:[ \t]*bearer[ \t]+(?P<v>[A-Za-z0-9\-._~+/]{16,}=*)", "authorization"),

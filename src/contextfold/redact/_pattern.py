@@ -49,9 +49,6 @@ class SecretPattern:
     # The runs are found at C speed and the regex tried at each (a bare base64 run: the regex engine alone reads it
     # at ~30 ns a character).
     starts: ClassRuns | None = None
-    # With ``locate``: its places are where ``regex`` may start, searched as ``regex.finditer`` searches (a match
-    # that starts inside the last one is not taken), not each tried (the assignments' rules, which take both).
-    locate_searches: bool = False
     # With ``starts``: whether ``accept`` turns down whatever the regex matches at the run ``text[start:end]``, told
     # from the run alone (True only when sure), so that neither is run there (most runs are file paths).
     rejects: Callable[[str, int, int], bool] | None = None
@@ -103,11 +100,8 @@ class SecretPattern:
             if len(lowered) == len(text):  # (lower-casing can change the length of some non-ASCII text)
                 places = self.locate.finditer(lowered) if located is None else \
                     search_at(self.locate, lowered, located)
-                if self.locate_searches:
-                    found = list(search_at(self.regex, text, (at.start() for at in places)))
-                else:
-                    candidates = (self.regex.match(text, at.start()) for at in places)
-                    found = [m for m in candidates if m is not None]
+                candidates = (self.regex.match(text, at.start()) for at in places)
+                found = [m for m in candidates if m is not None]
             else:
                 found = list(self.regex.finditer(text))
         elif located is not None and lowered is not None and len(lowered) == len(text):
