@@ -9,6 +9,9 @@ same result (``tests/test_redact_triggers.py`` checks both on the corpora).
 
 from __future__ import annotations
 
+import atexit
+import threading
+import time
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
@@ -16,6 +19,55 @@ from typing import Any
 from ._anchors import repetitive
 
 __all__ = ["TriggerFinder", "automaton_available"]
+
+# How long the interpreter's exit waits for the automaton's calls in flight (each is milliseconds: one text).
+_EXIT_WAIT_S = 2.0
+_EXIT_POLL_S = 0.001
+
+
+class _AutomatonClosed(Exception):
+    """The interpreter is exiting: the automaton is no longer entered (the caller looks for each trigger in turn)."""
+
+
+# The automaton's search gives the GIL away. A thread inside it when the interpreter finalizes is ended where it
+# takes the GIL back, inside the library's frames, and that aborts the whole process ("FATAL: exception not
+# rethrown", SIGABRT): a daemon thread of any kind (the read-ahead, the telemetry thread redacting an event, an
+# application's) scanning at exit. At exit the automaton closes and the calls in flight are waited for.
+_gate = threading.Lock()
+_in_flight = 0
+_closed = False
+
+
+_MAIN_THREAD = threading.main_thread().ident
+
+
+def _find(automaton: Any, lowered: str, *, overlapping: bool = False) -> list[tuple[int, int, int]]:
+    global _in_flight
+    if threading.get_ident() == _MAIN_THREAD:  # (the thread that finalizes is never ended in a call: no gate)
+        found: list[tuple[int, int, int]] = automaton.find_matches_as_indexes(lowered, overlapping=overlapping)
+        return found
+    with _gate:
+        if _closed:
+            raise _AutomatonClosed
+        _in_flight += 1
+    try:
+        gated: list[tuple[int, int, int]] = automaton.find_matches_as_indexes(lowered, overlapping=overlapping)
+        return gated
+    finally:
+        with _gate:
+            _in_flight -= 1
+
+
+def _close_at_exit() -> None:
+    global _closed
+    with _gate:
+        _closed = True
+    deadline = time.monotonic() + _EXIT_WAIT_S
+    while _in_flight and time.monotonic() < deadline:
+        time.sleep(_EXIT_POLL_S)  # (a condition would cost every call a notify; exit waits milliseconds once)
+
+
+atexit.register(_close_at_exit)
 
 
 def _automaton(triggers: Sequence[str]) -> Any:
@@ -102,9 +154,8 @@ class TriggerFinder:
         if self.one_pass:
             triggers = self._automaton_triggers
             try:
-                found = self._automaton.find_matches_as_indexes(lowered, overlapping=True) \
-                    if self._automaton is not None else ()
-            except UnicodeEncodeError:
+                found = _find(self._automaton, lowered, overlapping=True) if self._automaton is not None else ()
+            except (UnicodeEncodeError, _AutomatonClosed):
                 pass  # (a lone surrogate cannot be handed to the library: looked for in turn)
             else:
                 present = {triggers[i] for i, _, _ in found}
@@ -124,8 +175,8 @@ class TriggerFinder:
                 return None
             return self.present(lowered), {}  # (no heads: the triggers' own pass)
         try:
-            found = self._reader.find_matches_as_indexes(lowered, overlapping=True)
-        except UnicodeEncodeError:
+            found = _find(self._reader, lowered, overlapping=True)
+        except (UnicodeEncodeError, _AutomatonClosed):
             return None
         words, word_is = self._words, self._word_is
         present: set[str] = self._repeated(lowered) if self._repeating else set()
@@ -146,9 +197,9 @@ class TriggerFinder:
         """Whether ``lowered`` holds at least one trigger."""
         if self.one_pass:
             try:
-                if self._automaton is not None and self._automaton.find_matches_as_indexes(lowered):
+                if self._automaton is not None and _find(self._automaton, lowered):
                     return True
-            except UnicodeEncodeError:
+            except (UnicodeEncodeError, _AutomatonClosed):
                 pass  # (a lone surrogate, as above)
             else:
                 return any(t in lowered for t in self._repeating)
@@ -163,9 +214,8 @@ class TriggerFinder:
         if not self.one_pass:
             return None
         try:
-            found = [start for _, start, _ in self._automaton.find_matches_as_indexes(lowered)] \
-                if self._automaton is not None else []
-        except UnicodeEncodeError:
+            found = [start for _, start, _ in _find(self._automaton, lowered)] if self._automaton is not None else []
+        except (UnicodeEncodeError, _AutomatonClosed):
             return None
         for trigger in self._repeating:  # (each occurrence's start, as the automaton gives them: not overlapping)
             at = lowered.find(trigger)
