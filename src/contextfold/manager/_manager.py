@@ -385,9 +385,9 @@ class ContextManager:
         content, so that masking, compaction and the archive assemble them instead of scanning the texts again. From
         half the soft threshold on (a compaction is a few turns away); what was added before is read on the
         background thread then (a tool output's digest material too, once a masking can take it: ``_read_ahead``).
-        Of a bulk add (a resumed or imported history) only the two ends are read (see ``_worth_reading``), and none
-        is redacted: the compaction's catch-up learns the secrets of all of it (learning them here instead was
-        measured to cost more than it saved, issue 22).
+        Of a bulk add (a resumed or imported history) only the two ends are read (see ``_worth_reading``); the
+        compaction's catch-up learns the secrets of the rest (learning them here instead was measured to cost more
+        than it saved, issue 22).
         """
         if not self._reading:
             tokens, _, _ = self._view.totals()
@@ -412,11 +412,10 @@ class ContextManager:
         # (A tool output's digest material is read when it is first masked, or ahead of that by the background
         # thread when masking is automatic: most outputs of a session that compacts are never masked.)
         self._secrets.learn_outputs(cut)  # the whole outputs cut at write time: scanned now, not on a masking turn
-        # Each message redacted once, the result kept. Not a bulk add's ends: the compaction's catch-up learns the
-        # secrets of its whole view in one pass over each content, and took ~0.5 s more for the ends than without
-        # them where redacting them here first took ~0.6 s (100,000 recorded messages, issue 22); the background
-        # read-ahead gets the same ends before then, unless the bulk alone is past the hard threshold (``_add``).
-        if worth is stored and self.redactor is not None and hasattr(self.redactor, "redact_ahead"):
+        # Each message redacted once, the result kept, a bulk add's two ends too: left to the compaction's catch-up
+        # they cost it about what they saved here (~0.5 of ~0.6 s at 100,000 recorded messages), and a cold
+        # compact() after one bulk add read 402 ms per 1M tokens instead of 314 (bench_compaction, issue 22).
+        if self.redactor is not None and hasattr(self.redactor, "redact_ahead"):
             self.redactor.redact_ahead(worth, paced=False)
 
     def _without_foreign_ref(self, m: Message) -> Message:
