@@ -63,6 +63,7 @@ __all__ = [
     "exit_code_for",
     "json_lines",
     "message_counter",
+    "printable",
     "run_guarded",
     "warn_if_unknown_model",
     "write_json",
@@ -116,10 +117,21 @@ def add_model_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def printable(text: str) -> str:
+    """``text`` for a terminal: control characters (and other unprintable ones) written as Python escapes them.
+
+    Session ids and error messages quote what clients sent (a proxy's session header): written as they were, an
+    escape sequence could retitle or clear the operator's terminal, and a newline forge a row of a listing.
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def error_line(error: BaseException) -> str:
     """The single stderr line for ``error``."""
     text = " ".join(str(error).split()) or type(error).__name__
-    return f"{PROG}: {text}"
+    return f"{PROG}: {printable(text)}"
 
 
 def exit_code_for(error: ContextfoldError) -> int:

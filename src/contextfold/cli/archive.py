@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._common import EXIT_OK, NotFound, Subparsers, Usage, json_lines, write_private
+from ._common import EXIT_OK, NotFound, Subparsers, Usage, json_lines, printable, write_private
 from .convert import WIRE_FORMATS
 
 if TYPE_CHECKING:
@@ -102,10 +102,11 @@ def run_restore(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     else:
         write_private(Path(args.out), text)
-        sys.stderr.write(f"contextfold: restored {len(history)} messages of {session_id} to {args.out}\n")
+        sys.stderr.write(f"contextfold: restored {len(history)} messages of {printable(session_id)} to "
+                         f"{printable(str(args.out))}\n")
     return EXIT_OK
 
 
 def _skipped(problem: str) -> None:
     """A transcript line that is not a message (torn by a crash, damaged): the rest is restored, the user is told."""
-    sys.stderr.write(f"contextfold: warning: skipped {problem}\n")
+    sys.stderr.write(f"contextfold: warning: skipped {printable(problem)}\n")  # (a line of a tampered file)

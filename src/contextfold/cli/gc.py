@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ._common import EXIT_OK, NotFound, Subparsers, Usage
+from ._common import EXIT_OK, NotFound, Subparsers, Usage, printable
 
 __all__ = ["register", "run_gc"]
 
@@ -41,6 +41,7 @@ def register(subparsers: Subparsers) -> None:
 
 def run_gc(args: argparse.Namespace) -> int:
     """Run retention and print one line per place cleaned."""
+    from ..archive import session_from_key
     from ..cache import Retention, ToolOutputCache
     from ..stores import open_blob_store
     from ..stores.archive_fs import FilesystemArchiveStore
@@ -66,6 +67,7 @@ def run_gc(args: argparse.Namespace) -> int:
     if archive is not None and archive.is_dir():
         removed = FilesystemArchiveStore(archive).prune(max_age_s=args.archive_max_age_days * _DAY_S,
                                                         max_bytes=int(args.archive_max_mb * _MB))
-        sys.stdout.write(f"archive: deleted {len(removed)} session(s)" + (f": {', '.join(removed)}" if removed
-                                                                         else "") + "\n")
+        # (the store names a session by its archive key: shown by its id, which a client chose)
+        shown = ", ".join(printable(session_from_key(key)) for key in removed)
+        sys.stdout.write(f"archive: deleted {len(removed)} session(s)" + (f": {shown}" if removed else "") + "\n")
     return EXIT_OK

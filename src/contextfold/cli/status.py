@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from ._common import EXIT_OK, Subparsers, write_json
+from ._common import EXIT_OK, Subparsers, printable, write_json
 from .archive import DEFAULT_ARCHIVE, open_archive
 
 __all__ = ["register", "run", "session_rows"]
@@ -61,6 +61,6 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     out.write(f"{'session':<{_ID_WIDTH}} {'compactions':>11} {'summaries':>9} {'events':>7} {'messages':>9}\n")
     for r in rows:
-        out.write(f"{r['session']:<{_ID_WIDTH}} {r['compactions']:>11} {r['summaries']:>9} {r['events']:>7} "
+        out.write(f"{printable(r['session']):<{_ID_WIDTH}} {r['compactions']:>11} {r['summaries']:>9} {r['events']:>7} "
                   f"{r['latest_transcript_messages']:>9}\n")
     return EXIT_OK
