@@ -51,12 +51,13 @@ from .identity import (
 from .ops import Metrics, log_event
 from .replies import ReplyCollector
 from .retrieval import MAX_ROUNDS, RoundRelay, Split, answer, client_payload, split_reply, with_tools
-from .sessions import Backend, Conflict, Turn, open_turn, resolve_pointer, save_reply
+from .sessions import Backend, Conflict, Turn, follow_forks, open_turn, resolve_pointer, save_reply
 from .sse import encode_event, events
 from .upstream import Upstream, UpstreamError, error_body, response_headers
 
 if TYPE_CHECKING:
     from ..recovery import OverflowRecovery
+    from ..stores.session import SessionState
 
 __all__ = ["ServeApp", "create_app"]
 
@@ -275,13 +276,13 @@ class ServeApp:
         headers = {k.lower(): v for k, v in request.headers.items()}
         scope = caller_scope(caller_key(headers), self.config.key_salt)
         try:
-            session, continues = await self._session_of(exchange, headers, scope)
+            session, continues, loaded = await self._session_of(exchange, headers, scope)
         except BadRequest as exc:
             return self._error(api, 400, str(exc), param=exc.field, started=started)
         release = await self.locks.acquire(session)
         handed_over = False
         try:
-            response = await self._turn(exchange, headers, scope, session, continues, started, release)
+            response = await self._turn(exchange, headers, scope, session, continues, started, release, loaded)
             handed_over = isinstance(response, StreamingResponse)
             return response
         except Exception as exc:  # a bug must reach the client as its API's error and the log, never as a hang
@@ -294,8 +295,8 @@ class ServeApp:
                 release()
 
     async def _session_of(self, exchange: Exchange, headers: dict[str, str],
-                          scope: str) -> tuple[str, str | None]:
-        """The session id of the request, and the response id it continues (Responses), if any."""
+                          scope: str) -> tuple[str, str | None, SessionState | None]:
+        """The session id of the request, the response id it continues (Responses), and its state if loaded."""
         named = headers.get(SESSION_HEADER)
         continues: str | None = None
         if exchange.handle is not None and exchange.handle[0] == "response":
@@ -303,24 +304,29 @@ class ServeApp:
         if named:
             if len(named) > MAX_SESSION_NAME:
                 raise BadRequest(f"at most {MAX_SESSION_NAME} characters", SESSION_HEADER)
-            return session_id(scope, "header", named), continues
+            return session_id(scope, "header", named), continues, None
         if exchange.handle is not None:
             kind, handle = exchange.handle
             if kind == "conversation":
-                return session_id(scope, "conversation", handle), None
+                return session_id(scope, "conversation", handle), None, None
             found = await asyncio.to_thread(resolve_pointer, self.backend, session_id(scope, "response", handle))
             if found is None:
                 raise BadRequest(f"the proxy gave no response {handle!r} to this caller (it continues only "
                                  "responses it served)", "previous_response_id")
-            return found, continues
+            return found, continues, None
         head = [{"role": "system", "content": exchange.instructions}] if exchange.instructions else []
-        return session_id(scope, "opening", opening_fingerprint([*head, *exchange.items])), None
+        opening = session_id(scope, "opening", opening_fingerprint([*head, *exchange.items]))
+        forked, state = await asyncio.to_thread(follow_forks, self.backend, opening, exchange,
+                                               lambda name: session_id(scope, "fork", name))
+        return forked, None, state
 
     async def _turn(self, exchange: Exchange, headers: dict[str, str], scope: str, session: str,
-                    continues: str | None, started: float, release: Callable[[], None]) -> Response:
+                    continues: str | None, started: float, release: Callable[[], None],
+                    loaded: SessionState | None = None) -> Response:
         api = exchange.api
         try:
-            turn = await asyncio.to_thread(open_turn, self.backend, exchange, session, continues=continues)
+            turn = await asyncio.to_thread(open_turn, self.backend, exchange, session, continues=continues,
+                                           loaded=loaded)
         except Conflict as exc:
             return self._error(api, 409, str(exc), param=exc.field, started=started, session=session)
         except BadRequest as exc:

@@ -3,9 +3,10 @@
 A caller is known only by a hash of its API key (the key itself is forwarded upstream and never kept). A session is
 named, in this order, by the ``x-contextfold-session`` header, by the request's own conversation handle where the
 API has one (Responses ``previous_response_id`` / ``conversation``), or by a fingerprint of the conversation's
-opening (the items up to its first user message). Every session id mixes in the caller's hash, so two callers
-naming the same session, or opening with the same prompt, never share one: neither reaches the other's cached
-outputs or history.
+opening (the items up to its first user message); a conversation that opens alike and then parts from that
+session's is a fork of its own (``serve.sessions.follow_forks``). Every session id mixes in the caller's hash, so
+two callers naming the same session, or opening with the same prompt, never share one: neither reaches the other's
+cached outputs or history.
 """
 
 from __future__ import annotations

@@ -16,6 +16,12 @@ What was fed is recorded as marks saved atomically with the view:
   a ``conversation``, where the client does not send the history: the last response id, its reply items (fed at
   the next request, before its input), and which continuation was fed last (a retried request is fed once).
 
+A session named by the conversation's opening (no header, no handle) is the first conversation of the caller that
+opened so; another that opens alike and then parts from it (agents of one team: one key, one system prompt, one task
+template) is a session of its own, a *fork* named by the items up to where it parted (:func:`follow_forks`). One
+session per opening made the two rebuild each other's view on every request and answer one's retrieval tools from
+the other's outputs and archive.
+
 Message ids are derived from the session, the version loaded and the items fed (``message_id_prefix``): a request
 retried after its instance died mid-request gives the same messages the same ids, so the archive restores each once.
 """
@@ -27,13 +33,13 @@ import json
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
-from ..stores.session import SessionConflict
+from ..stores.session import SessionConflict, SessionState
 from .apis import INSTRUCTIONS_ID, BadRequest, Exchange, item_key
 from .config import ServeConfig
 
@@ -43,13 +49,16 @@ if TYPE_CHECKING:
     from ..manager import ContextManager
     from ..tokens import MessageCounter
 
-__all__ = ["MAX_ATTEMPTS", "SOURCE", "Backend", "Conflict", "Turn", "open_turn", "resolve_pointer", "restore",
-           "save_reply"]
+__all__ = ["MAX_ATTEMPTS", "MAX_FORK_HOPS", "SOURCE", "Backend", "Conflict", "Turn", "follow_forks", "open_turn",
+           "resolve_pointer", "restore", "save_reply"]
 
 # The framework-history source of the proxy's clients (manager/reconcile.py).
 SOURCE = "serve"
 # Attempts of one turn before the request fails: a conflict needs one redo in practice; a restarting Redis a few.
 MAX_ATTEMPTS = 8
+# Forks followed from an opening's session to the one a request belongs to: each hop is a conversation that parted
+# from the previous one's record; a bound keeps a request's loads few whatever clients do.
+MAX_FORK_HOPS = 16
 # Sessions past their age are deleted when the proxy starts and then at most this often (one SQL delete).
 PRUNE_INTERVAL_S = 3600.0
 # Message counters kept at once, least recently used dropped (Backend.counter): a few models per deployment.
@@ -229,18 +238,41 @@ class Turn:
         return cm.prepare(self.exchange.format, cache_breakpoints=self.exchange.caches)
 
 
-def open_turn(backend: Backend, exchange: Exchange, session_id: str, *, continues: str | None = None) -> Turn:
+def follow_forks(backend: Backend, opening: str, exchange: Exchange,
+                 fork_id: Callable[[str], str]) -> tuple[str, SessionState]:
+    """The session a request named by its opening belongs to, with its state as loaded here.
+
+    ``opening``: the session of the opening; ``fork_id``: the session id of a fork's name. The request belongs to a
+    session whose fed items it extends. When it parts from them (item ``i`` differs, or the request is shorter),
+    it belongs to the fork named by its items up to ``i`` (all of them, when shorter): another conversation that
+    opened alike. Forks of forks are followed the same way, ``MAX_FORK_HOPS`` at most.
+    """
+    keys = [item_key(item) for item in exchange.items]
+    session = opening
+    for _ in range(MAX_FORK_HOPS):
+        state = backend.sessions.load_state(session)
+        known: list[str] | None = json.loads(state.marks["keys"]) if "keys" in state.marks else None
+        if known is None or keys[:len(known)] == known:
+            return session, state
+        parted = next((i for i, (a, b) in enumerate(zip(known, keys, strict=False)) if a != b), len(keys))
+        session = fork_id(_digest(keys[:parted + 1]))
+    return session, backend.sessions.load_state(session)
+
+
+def open_turn(backend: Backend, exchange: Exchange, session_id: str, *, continues: str | None = None,
+              loaded: SessionState | None = None) -> Turn:
     """Load the session, feed it the request, prepare the view and save; redone from a fresh load on a conflict.
 
     ``continues``: the response id a Responses request continues (``previous_response_id``), whose session this
-    is. Raises BadRequest for a history the formats reject, Conflict for a continuation the session cannot take,
-    StoreError when the stores stay unreachable.
+    is. ``loaded``: the session's state as a caller loaded it (:func:`follow_forks`), used for the first attempt (a
+    save refused as stale redoes it from a fresh load). Raises BadRequest for a history the formats reject,
+    Conflict for a continuation the session cannot take, StoreError when the stores stay unreachable.
     """
     backend.prune_sessions()  # (at most once per PRUNE_INTERVAL_S)
     conflicts = errors = 0
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
-            state = backend.sessions.load_state(session_id)
+            state = loaded if loaded is not None and attempt == 1 else backend.sessions.load_state(session_id)
             turn = _feed(backend, exchange, session_id, state.messages, state.version, dict(state.marks), continues)
             turn.sent = turn.view()  # compacts when due, before the state is saved
             turn.version = backend.sessions.save(session_id, turn.cm.stored_messages(), state.version,
