@@ -4,18 +4,17 @@
 whole store (every session's outputs, line indexes and claims) and keeping the claims with its tag. In a store shared
 by many sessions (the proxy's, 30 days of retention) every such call in every session pays for all of them: with
 20,000 outputs of other sessions, a grep in a session owning one output took 0.2 s CPU (memory and SQLite stores
-alike), growing linearly with the store (a Redis store SCANs its whole keyspace). Counted here as the entries listed.
+alike), growing linearly with the store (a Redis store listed its whole keyspace). Counted here as the entries
+listed.
 
-Left failing (``xfail``): finding a session's outputs without a listing needs a per-session index kept in the store,
-a design change (see the second red team's report, tenth session).
+Fixed in the eleventh session: every store keeps an index of claims by session (``BlobStore.claimed_refs``), so the
+grep lists nothing (tests/cache/test_cache_claim_index.py checks each backend and the stores made before it).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-
-import pytest
 
 from contextfold.cache import BlobInfo, ToolOutputCache
 from contextfold.messages import ToolCall
@@ -34,7 +33,6 @@ class CountingEntries(MemoryBlobStore):
             yield info
 
 
-@pytest.mark.xfail(strict=True, reason="needs a per-session index of outputs in the store (design change)")
 def test_a_grep_of_one_session_s_outputs_does_not_list_the_whole_store() -> None:
     store = CountingEntries()
     for s in range(OTHER_SESSIONS):

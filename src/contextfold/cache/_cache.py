@@ -315,12 +315,28 @@ class ToolOutputCache:
         return True
 
     def owned_ref_ids(self) -> list[str]:
-        """The refs this cache's session owns, sorted (every ref for a cache without a session)."""
+        """The refs this cache's session owns, sorted (every ref for a cache without a session).
+
+        From the store's index of claims by session when it keeps one (:meth:`BlobStore.claimed_refs`): a grep over
+        all of a session's outputs then costs what the session holds, not what the store holds (issue 22). A store
+        without one (a third party's, of an older protocol) is listed whole, as before.
+        """
         if self.session_id is None:
             return self.ref_ids()
-        outputs, _ = survey(self.store, is_ref_id)
-        suffix = OWNER_INFIX + self._tag
-        return sorted(r for r, e in outputs.items() if any(k.endswith(suffix) for k in e.claim_keys))
+        claimed_refs = getattr(self.store, "claimed_refs", None)
+        claimed = claimed_refs(self._tag) if callable(claimed_refs) else None
+        if claimed is None:
+            outputs, _ = survey(self.store, is_ref_id)
+            suffix = OWNER_INFIX + self._tag
+            return sorted(r for r, e in outputs.items() if any(k.endswith(suffix) for k in e.claim_keys))
+        # Only ref-shaped names (a claim key is the store's to parse, the ref is ours to check), and only outputs the
+        # store still holds (a claim outlives its output when a crash fell between their deletions).
+        wanted = sorted({r for r in claimed if is_ref_id(r)})
+        missing = getattr(self.store, "missing", None)
+        if callable(missing):
+            gone = set(missing(wanted)) if wanted else set()
+            return [r for r in wanted if r not in gone]
+        return [r for r in wanted if self.store.exists(r)]
 
     def _owned_ref(self, ref_id: str) -> ToolOutputRef:
         """The ref, when this session owns it: another session's output is as unknown as a made-up ref."""

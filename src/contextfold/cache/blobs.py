@@ -4,6 +4,10 @@ A blob store maps string keys to immutable bytes. It is deliberately small so th
 anything (a dict, SQLite, Redis, S3): ``put``, ``read_range``, ``size``, ``delete`` and ``entries`` are the
 required methods; ``get``, ``exists``, ``touch`` and ``close`` have defaults that subclasses inherit.
 
+One key shape is known to stores: ``<ref>.owner.<tag>``, a session's claim on an output
+(:mod:`contextfold.cache.owners`). A store may index claims by ``tag`` (:meth:`BlobStore.claimed_refs`), so that a
+session finds its outputs without listing everyone's; one that does not answers None and the cache lists instead.
+
 The protocol is part of the pure core, so that the cache and retrieval can name it without importing an edge;
 the backends in :mod:`contextfold.stores` implement it.
 """
@@ -89,6 +93,15 @@ class BlobStore(Protocol):
         0, the default, for a store that never forgets on its own.
         """
         return 0
+
+    def claimed_refs(self, tag: str) -> list[str] | None:
+        """The refs ``tag`` holds a claim key on (``<ref>.owner.<tag>``), from an index the store keeps.
+
+        O(the session's claims), not O(the store): a grep over "all of a session's outputs" runs it on every call.
+        The outputs themselves may be gone (the caller checks). None, the default, when the store keeps no such
+        index: the cache then finds the claims by listing :meth:`entries`.
+        """
+        return None
 
     def missing(self, keys: Sequence[str]) -> set[str]:
         """The keys among ``keys`` the store does not hold (a backend with a network answers in one round trip)."""

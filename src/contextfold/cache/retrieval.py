@@ -233,22 +233,28 @@ def grep_refs(
     for ref in refs:
         if truncated:
             break
-        before: deque[tuple[int, str]] = deque(maxlen=context or 1)
+        # Lines are rendered for the answer (cut, guarded) only when shown: a match or its context. Most lines of a
+        # grep are neither, and rendering each was most of a grep's time past the regex.
+        before: deque[tuple[int, bytes, int]] = deque(maxlen=context or 1)
         open_: list[_Open] = []
         lines = stream_lines(store, ref.id, 0, ref.byte_size, keep=GREP_LINE_BYTES)
         for n, (raw, length) in enumerate(lines, start=1):
-            text = raw.decode("utf-8", "replace")
-            shown = _display(raw, length, max_line_length, guard)
-            for o in open_:
-                o.after.append((n, shown))
-            done.extend(o.close() for o in open_ if len(o.after) >= context)
-            open_ = [o for o in open_ if len(o.after) < context]
+            shown: str | None = None
+            if open_:
+                shown = _display(raw, length, max_line_length, guard)
+                for o in open_:
+                    o.after.append((n, shown))
+                done.extend(o.close() for o in open_ if len(o.after) >= context)
+                open_ = [o for o in open_ if len(o.after) < context]
             if truncated:
                 if not open_:
                     break
                 continue
-            if regex.search(text.removesuffix("\r")):
-                m = _Open(ref.id, n, shown, tuple(before) if context else ())
+            if regex.search(raw.decode("utf-8", "replace").removesuffix("\r")):
+                if shown is None:
+                    shown = _display(raw, length, max_line_length, guard)
+                shown_before = tuple((k, _display(r, n_bytes, max_line_length, guard)) for k, r, n_bytes in before)
+                m = _Open(ref.id, n, shown, shown_before if context else ())
                 if context:
                     open_.append(m)
                 else:
@@ -258,7 +264,7 @@ def grep_refs(
                     if not open_:
                         break
             if context:
-                before.append((n, shown))
+                before.append((n, raw, length))
         done.extend(o.close() for o in open_)
     return GrepResult(pattern, tuple(done), len(refs), truncated)
 

@@ -7,10 +7,11 @@ and every entry committed before it stays readable.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ..cache import BlobInfo, BlobStore
+from ..cache.owners import OWNER_INFIX
 from ..errors import RefNotFound
 from ._sqlite import DEFAULT_DIRECTORY, SQLiteFile
 
@@ -23,13 +24,21 @@ CHUNK_BYTES = 64 * 1024
 # Bumped whenever the schema changes, so that an old file is recognised instead of misread.
 SCHEMA_VERSION = 1
 
-_SCHEMA = """
+# A claim key's tag (``<ref>.owner.<tag>``) as SQL: indexed, so that a session's claims are found without a scan.
+_TAG = f"substr(key, instr(key, '{OWNER_INFIX}') + {len(OWNER_INFIX)})"
+_IS_CLAIM = f"instr(key, '{OWNER_INFIX}') > 0"
+
+# blobs_owner indexes the claims by their tag (only claim rows: a partial index). SQLite keeps it with every write,
+# an older contextfold's too, and a file made before it existed gets it built once, when it is next opened: no
+# schema version of its own, so an older contextfold still opens the file.
+_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS blobs (
     key TEXT PRIMARY KEY,
     size INTEGER NOT NULL,
     accessed INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS blobs_accessed ON blobs (accessed);
+CREATE INDEX IF NOT EXISTS blobs_owner ON blobs ({_TAG}, key) WHERE {_IS_CLAIM};
 CREATE TABLE IF NOT EXISTS chunks (
     key TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -37,6 +46,9 @@ CREATE TABLE IF NOT EXISTS chunks (
     PRIMARY KEY (key, seq)
 ) WITHOUT ROWID;
 """
+
+# Keys per query of missing(): far below SQLite's limit on bound parameters (999 in builds before 3.32).
+MISSING_BATCH = 500
 
 _NEXT_ACCESS = "(SELECT coalesce(max(accessed), 0) + 1 FROM blobs)"
 
@@ -116,3 +128,21 @@ class LocalBlobStore(SQLiteFile, BlobStore):
         """Mark ``key`` as just used."""
         with self._lock:
             self._query(f"UPDATE blobs SET accessed = {_NEXT_ACCESS} WHERE key = ?", (key,))
+
+    def missing(self, keys: Sequence[str]) -> set[str]:
+        """The keys among ``keys`` the store does not hold, in one query per :data:`MISSING_BATCH` keys."""
+        held: set[str] = set()
+        with self._lock:
+            for at in range(0, len(keys), MISSING_BATCH):
+                batch = tuple(keys[at : at + MISSING_BATCH])
+                marks = ", ".join("?" * len(batch))
+                held.update(str(k) for (k,) in self._query(f"SELECT key FROM blobs WHERE key IN ({marks})", batch))
+        return set(keys) - held
+
+    def claimed_refs(self, tag: str) -> list[str]:
+        """The refs ``tag`` holds a claim on: one search of the ``blobs_owner`` index."""
+        # The terms repeat the index's expressions word for word: SQLite uses an expression index only then.
+        sql = f"SELECT key FROM blobs WHERE {_IS_CLAIM} AND {_TAG} = ? ORDER BY key"
+        with self._lock:
+            rows = self._query(sql, (tag,)).fetchall()
+        return [str(k).partition(OWNER_INFIX)[0] for (k,) in rows]

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterator
 
 from ..cache import BlobInfo, BlobStore
+from ..cache.owners import OWNER_INFIX, parse_owner_key
 from ..errors import RefNotFound
 
 __all__ = ["MemoryBlobStore"]
@@ -25,6 +26,7 @@ class MemoryBlobStore(BlobStore):
     def __init__(self) -> None:
         self._data: dict[str, bytes] = {}
         self._accessed: dict[str, int] = {}
+        self._claims: dict[str, set[str]] = {}  # tag -> refs it holds a claim key on (see claimed_refs)
         self._clock = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -34,6 +36,8 @@ class MemoryBlobStore(BlobStore):
         with self._lock:
             self._data[key] = value
             self._accessed[key] = next(self._clock)
+            if OWNER_INFIX in key:
+                self._index_claim(key, add=True)
 
     def read_range(self, key: str, start: int, length: int) -> bytes:
         """Up to ``length`` bytes of ``key`` from ``start``."""
@@ -63,7 +67,29 @@ class MemoryBlobStore(BlobStore):
         """Remove ``key``."""
         with self._lock:
             self._accessed.pop(key, None)
+            if OWNER_INFIX in key:
+                self._index_claim(key, add=False)
             return self._data.pop(key, None) is not None
+
+    def claimed_refs(self, tag: str) -> list[str]:
+        """The refs ``tag`` holds a claim on, from the index :meth:`put` and :meth:`delete` keep."""
+        with self._lock:
+            return sorted(self._claims.get(tag, ()))
+
+    def _index_claim(self, key: str, *, add: bool) -> None:
+        """Add or remove a claim key in the per-tag index (the lock is held)."""
+        parsed = parse_owner_key(key)
+        if parsed is None:
+            return
+        ref_id, tag = parsed
+        if add:
+            self._claims.setdefault(tag, set()).add(ref_id)
+            return
+        refs = self._claims.get(tag)
+        if refs is not None:
+            refs.discard(ref_id)
+            if not refs:
+                del self._claims[tag]
 
     def entries(self) -> Iterator[BlobInfo]:
         """Every key, sorted, with size and access order."""

@@ -5,6 +5,9 @@ Layout under ``prefix`` (default ``contextfold:blob``), for a blob ``key``:
 - ``<prefix>:meta:<key>``: a hash with ``size``, ``chunks`` and ``gen`` (the generation holding the bytes);
 - ``<prefix>:data:<key>:<gen>``: a hash from chunk number to at most ``chunk_bytes`` bytes;
 - ``<prefix>:lru``: a sorted set of keys scored by ``<prefix>:clock``, the least recently used first.
+- ``<prefix>:owner:<tag>``: a set of the refs ``tag`` holds a claim key ``<ref>.owner.<tag>`` on (see
+  :meth:`RedisBlobStore.claimed_refs`), kept by the same scripts that write and delete the claim;
+  ``<prefix>:owners-indexed`` says it was built for the claims written before it existed.
 
 A ``put`` writes the chunks of a new generation first (with a time to live, so that a worker killed mid-write
 leaves nothing behind for long), then one Lua script swaps the meta to it and drops the old generation: readers see
@@ -23,6 +26,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ..cache import BlobInfo, BlobStore
+from ..cache.owners import owner_key, parse_owner_key
 from ..errors import MissingExtra, RefNotFound, StoreError
 
 if TYPE_CHECKING:
@@ -45,11 +49,15 @@ CHUNKS_PER_PIPELINE = 64
 # A whole-blob read spans several round trips; each checks that the generation did not change. A value replaced
 # this many times during one read means a writer loop is starving the reader.
 READ_RETRIES = 5
+# Claim keys added to the owner sets per round trip when building them for claims written before they existed.
+INDEX_BUILD_BATCH = 1_000
 # "To the end" for a whole-value read, resolved by the server against the size it holds at that moment (a size read
 # first would race with a replacement); 2**52 stays exact in the doubles Lua computes with.
 _TO_THE_END = 2**52
 
-# KEYS: meta, lru, clock. ARGV: data key prefix (ends with ':'), new gen, size, chunk count, key, ttl (0: none).
+# KEYS: meta, lru, clock, and for a claim key its tag's owner set. ARGV: data key prefix (ends with ':'), new gen,
+# size, chunk count, key, ttl (0: none), and for a claim key its ref. The owner set lives as long as its longest-lived
+# claim: it gets the time to live of each claim written, unless it already has a longer one (or none).
 _COMMIT = """
 local old = redis.call('HGET', KEYS[1], 'gen')
 redis.call('HSET', KEYS[1], 'size', ARGV[3], 'chunks', ARGV[4], 'gen', ARGV[2])
@@ -62,6 +70,15 @@ else
 end
 if old and old ~= ARGV[2] then redis.call('DEL', ARGV[1] .. old) end
 redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), ARGV[5])
+if KEYS[4] then
+  local left = redis.call('TTL', KEYS[4])
+  redis.call('SADD', KEYS[4], ARGV[7])
+  if tonumber(ARGV[6]) == 0 then
+    redis.call('PERSIST', KEYS[4])
+  elseif left == -2 or (left >= 0 and left < tonumber(ARGV[6])) then
+    redis.call('EXPIRE', KEYS[4], ARGV[6])
+  end
+end
 return 1
 """
 
@@ -87,8 +104,10 @@ for i = 1, #parts do out[#out + 1] = parts[i] end
 return out
 """
 
-# KEYS: meta, lru. ARGV: data key prefix, key.
+# KEYS: meta, lru, and for a claim key its tag's owner set. ARGV: data key prefix, key, and for a claim key its ref.
+# (The ref leaves the owner set even when the claim already expired.)
 _DELETE = """
+if KEYS[3] then redis.call('SREM', KEYS[3], ARGV[3]) end
 local gen = redis.call('HGET', KEYS[1], 'gen')
 if not gen then return 0 end
 redis.call('DEL', KEYS[1], ARGV[1] .. gen)
@@ -96,8 +115,9 @@ redis.call('ZREM', KEYS[2], ARGV[2])
 return 1
 """
 
-# KEYS: meta, lru, clock. ARGV: key, data key prefix, ttl (0: none). Only keys still held get a new access time
-# (and, with a time to live, a new lease on it).
+# KEYS: meta, lru, clock, and for a claim key its tag's owner set. ARGV: key, data key prefix, ttl (0: none). Only
+# keys still held get a new access time (and, with a time to live, a new lease on it, which a claim's owner set
+# gets too when its own is shorter).
 _TOUCH = """
 local gen = redis.call('HGET', KEYS[1], 'gen')
 if not gen then
@@ -107,6 +127,10 @@ end
 if tonumber(ARGV[3]) > 0 then
   redis.call('EXPIRE', KEYS[1], ARGV[3])
   redis.call('EXPIRE', ARGV[2] .. gen, ARGV[3])
+  if KEYS[4] then
+    local left = redis.call('TTL', KEYS[4])
+    if left >= 0 and left < tonumber(ARGV[3]) then redis.call('EXPIRE', KEYS[4], ARGV[3]) end
+  end
 end
 redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), ARGV[1])
 return 1
@@ -167,6 +191,10 @@ class RedisBlobStore(BlobStore):
             raise StoreError(f"bad Redis URL {url!r}: {exc}") from exc
         self._lru = f"{self.prefix}:lru"
         self._clock = f"{self.prefix}:clock"
+        self._owners_indexed = f"{self.prefix}:owners-indexed"
+        # The losses() count when the owner sets were last seen built (None: not yet): a server that restarted may
+        # have come back with an older dump, from before they existed.
+        self._indexed_at: int | None = None
         # A Redis without persistence that restarts comes back empty: the refs the views still show are gone. Every
         # new connection asks the server's run id (one command per connection, not per call); a new run id counts a
         # possible loss (see losses()).
@@ -252,6 +280,16 @@ class RedisBlobStore(BlobStore):
     def _data_prefix(self, key: str) -> str:
         return f"{self.prefix}:data:{key}:"
 
+    def _owner_set(self, tag: str) -> str:
+        return f"{self.prefix}:owner:{tag}"
+
+    def _claim_keys(self, key: str) -> tuple[list[str], list[str]]:
+        """The extra KEYS and ARGV the scripts take for ``key`` when it is a claim: its owner set and its ref."""
+        parsed = parse_owner_key(key)
+        if parsed is None:
+            return [], []
+        return [self._owner_set(parsed[1])], [parsed[0]]
+
     def _fail(self, action: str, key: str | None, exc: BaseException) -> StoreError:
         what = f" {key!r}" if key is not None else ""
         return StoreError(f"Redis store at {self.url}: cannot {action}{what}: {exc}")
@@ -286,9 +324,10 @@ class RedisBlobStore(BlobStore):
                 pipe.hset(data_key, mapping=mapping)  # type: ignore[arg-type]
                 pipe.expire(data_key, STAGING_TTL_SECONDS)
                 pipe.execute()
+            owner_set, ref = self._claim_keys(key)
             self._commit(
-                keys=[self._meta(key), self._lru, self._clock],
-                args=[self._data_prefix(key), gen, len(view), len(offsets), key, self.ttl_seconds or 0],
+                keys=[self._meta(key), self._lru, self._clock, *owner_set],
+                args=[self._data_prefix(key), gen, len(view), len(offsets), key, self.ttl_seconds or 0, *ref],
             )
         except self._errors as exc:
             raise self._fail("write", key, exc) from exc
@@ -360,7 +399,9 @@ class RedisBlobStore(BlobStore):
     def delete(self, key: str) -> bool:
         """Remove ``key``, its chunks and its access record."""
         try:
-            return bool(self._delete(keys=[self._meta(key), self._lru], args=[self._data_prefix(key), key]))
+            owner_set, ref = self._claim_keys(key)
+            return bool(self._delete(keys=[self._meta(key), self._lru, *owner_set],
+                                     args=[self._data_prefix(key), key, *ref]))
         except self._errors as exc:
             raise self._fail("delete", key, exc) from exc
 
@@ -391,7 +432,55 @@ class RedisBlobStore(BlobStore):
     def touch(self, key: str) -> None:
         """Mark ``key`` as just used (nothing happens for a key the store does not hold)."""
         try:
-            self._touch(keys=[self._meta(key), self._lru, self._clock],
+            owner_set, _ = self._claim_keys(key)
+            self._touch(keys=[self._meta(key), self._lru, self._clock, *owner_set],
                         args=[key, self._data_prefix(key), self.ttl_seconds or 0])
         except self._errors as exc:
             raise self._fail("touch", key, exc) from exc
+
+    # -- the claims of a session ----------------------------------------------------------------------------------
+    def claimed_refs(self, tag: str) -> list[str]:
+        """The refs ``tag`` holds a claim on: its owner set, less the claims that expired (pruned from it here).
+
+        Two round trips whatever the size of the store (the set, then whether each claim is still held).
+        """
+        self._index_old_claims()
+        owner_set = self._owner_set(tag)
+        try:
+            members: Any = self._client.smembers(owner_set)
+            refs = sorted(m.decode() for m in members)
+            pipe = self._client.pipeline(transaction=False)
+            for ref in refs:
+                pipe.exists(self._meta(owner_key(ref, tag)))
+            held = pipe.execute() if refs else []
+            gone = [ref for ref, present in zip(refs, held, strict=True) if not present]
+            if gone:  # expired (time to live) or deleted by hand
+                self._client.srem(owner_set, *gone)
+        except self._errors as exc:
+            raise self._fail("list the claims of", tag, exc) from exc
+        return [ref for ref, present in zip(refs, held, strict=True) if present]
+
+    def _index_old_claims(self) -> None:
+        """Build the owner sets once for a store written before they existed (listing it whole, that one time).
+
+        Idempotent, so two workers doing it at once is harmless. A worker of an older contextfold still writing
+        claims afterwards does not add them to the sets: its outputs are not found by a grep over all outputs.
+        """
+        if self._indexed_at == self._losses:
+            return
+        seen = self._losses
+        try:
+            if not self._client.exists(self._owners_indexed):
+                members: Any = self._client.zrange(self._lru, 0, -1)
+                claims = [parsed for m in members if (parsed := parse_owner_key(m.decode())) is not None]
+                for at in range(0, len(claims), INDEX_BUILD_BATCH):
+                    pipe = self._client.pipeline(transaction=False)
+                    for ref, tag in claims[at : at + INDEX_BUILD_BATCH]:
+                        pipe.sadd(self._owner_set(tag), ref)
+                        if self.ttl_seconds is not None:  # as the claims' own: no longer than the store keeps any
+                            pipe.expire(self._owner_set(tag), self.ttl_seconds)
+                    pipe.execute()
+                self._client.set(self._owners_indexed, b"1")
+        except self._errors as exc:
+            raise self._fail("index the claims", None, exc) from exc
+        self._indexed_at = seen
