@@ -30,7 +30,7 @@ from ..messages import (
 
 __all__ = [
     "ID_KEY", "LEDGER_ENTRIES", "MAX_PASSES", "SEPARATOR", "Ledger", "SameMessage", "copy_groups", "mentions_any",
-    "surface",
+    "read_surface", "surface",
 ]
 
 # Texts joined for one search are separated by this: no trigger holds it, and no run crosses it.
@@ -394,7 +394,16 @@ def surface(m: Message) -> list[str] | None:
     substrings of the text). None for what the prefilter cannot vouch for: non-ASCII mapping keys, in arguments
     too (``ſecret`` matches the secret-key rule case-insensitively but holds no trigger once lower-cased).
     """
+    return read_surface(m)[0]
+
+
+def read_surface(m: Message) -> tuple[list[str] | None, bool]:
+    """:func:`surface` of ``m``, and whether it holds strings decoded from arguments (new strings, not ``m``'s own).
+
+    A batch keeps what it can hold cheaply: a decoded string is made again when needed, not held for the batch.
+    """
     out: list[str] = []
+    decoded = False
     if isinstance(m.content, str):
         out.append(m.content)
     else:
@@ -404,7 +413,7 @@ def surface(m: Message) -> list[str] | None:
             if isinstance(part, TextPart):
                 out.append(part.text)
                 if part.extra and not _walk(part.extra, out):
-                    return None
+                    return None, False
             elif isinstance(part, ThinkingPart):
                 out.append(part.text)
             elif isinstance(part, ImagePart | DocumentPart):
@@ -413,22 +422,26 @@ def surface(m: Message) -> list[str] | None:
                 if isinstance(part, DocumentPart) and part.title:
                     out.append(part.title)
                 if part.extra and not _walk(part.extra, out):
-                    return None
+                    return None, False
             elif isinstance(part, UnknownPart) and not _walk(part.data, out):
-                return None
+                return None, False
     if m.name:
         out.append(m.name)
     for call in m.tool_calls:
-        if not _arguments(call.arguments, out) or (call.extra and not _walk(call.extra, out)):
-            return None
+        read = _arguments(call.arguments, out)
+        if read is None or (call.extra and not _walk(call.extra, out)):
+            return None, False
+        decoded = decoded or read
     for mapping in (m.meta, m.extra):
         if mapping and not _walk(mapping, out):
-            return None
-    return out
+            return None, False
+    return out, decoded
 
 
-def _arguments(arguments: str, out: list[str]) -> bool:
-    """Append what redaction reads of tool-call ``arguments`` to ``out``; False when unsure (see :func:`surface`).
+def _arguments(arguments: str, out: list[str]) -> bool | None:
+    """Append what redaction reads of tool-call ``arguments`` to ``out``; None when unsure (see :func:`surface`).
+
+    True when strings decoded from it were appended, False for the text alone.
 
     ``Redactor.redact_json_string`` reads the text and the strings it decodes to. Without escapes or non-ASCII
     characters each decoded key and value is a substring of the text; otherwise they are decoded here too (issue 22:
@@ -437,14 +450,14 @@ def _arguments(arguments: str, out: list[str]) -> bool:
     """
     out.append(arguments)
     if "\\" not in arguments and arguments.isascii():
-        return True
+        return False
     try:
         decoded = json.loads(arguments)
     except ValueError:
-        return True  # (not JSON: the text is all redaction reads)
+        return False  # (not JSON: the text is all redaction reads)
     except RecursionError:
-        return False  # (too deep to decode: redaction fails on it too)
-    return _walk(decoded, out)
+        return None  # (too deep to decode: redaction fails on it too)
+    return True if _walk(decoded, out) else None
 
 
 def _walk(obj: Any, out: list[str]) -> bool:

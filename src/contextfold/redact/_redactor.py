@@ -39,7 +39,17 @@ from ..telemetry._pace import GilPacer
 from ..untrusted.regex import PatternTimeout
 from ._anchors import heads, lowered_heads
 from ._callback import CallbackMemo
-from ._ledger import ID_KEY, MAX_PASSES, SEPARATOR, Ledger, SameMessage, copy_groups, mentions_any, surface
+from ._ledger import (
+    ID_KEY,
+    MAX_PASSES,
+    SEPARATOR,
+    Ledger,
+    SameMessage,
+    copy_groups,
+    mentions_any,
+    read_surface,
+    surface,
+)
 from ._provider_state import redact_provider_state
 from ._runs import class_runs
 from ._scans import Finding, ScanCache, scan_cache
@@ -74,6 +84,9 @@ _MARKER_RE = re.compile(r"\[REDACTED:[^\]\n]*\]")
 # past this many remembered secrets it is not used (each one is searched for on its own); texts are joined by
 # SEPARATOR (contextfold.redact._ledger).
 _PREFILTER_MAX_LEARNED = 64
+# The batch prefilter lowers and joins the texts of this many characters at a time (issue 22: 100,000 distinct
+# messages held their texts three times over at once, and the strings decoded from their arguments with them).
+_PREFILTER_CHUNK_CHARS = 4_000_000
 
 
 _timed_out: set[str] = set()
@@ -947,7 +960,7 @@ class Redactor:
                 self.redact_message(items[i])
         clear = [i for i in range(len(items)) if i not in suspects]
         generation = self._generation()
-        remembered = self._remembered_in([texts[i] for i in clear])
+        remembered = self._remembered_of(items, texts, clear)
         if remembered is None:
             return  # (too many strings remembered to search the batch: redacted when first asked)
         for k, i in enumerate(clear):
@@ -1102,7 +1115,7 @@ class Redactor:
         if self._learned is not before:
             done = {}  # (a secret learned on the way may be mentioned in a message redacted before it)
         generation = self._generation()
-        remembered = self._remembered_in(texts)
+        remembered = self._remembered_of(items, texts, range(len(items)))
         if remembered is None:
             return [done[i] if i in done else self.redact_message(m) for i, m in enumerate(items)]
         suspects |= remembered
@@ -1126,25 +1139,70 @@ class Redactor:
                     scans.put(m.content, ())
         return out
 
-    def _suspects(self, items: list[Message]) -> tuple[set[int], list[str]] | None:
+    def _suspects(self, items: list[Message]) -> tuple[set[int], list[str | None]] | None:
         """The messages the patterns' prefilter cannot clear, with the texts it searched; None when it cannot work.
 
-        Texts are each message's strings joined, in order (what :meth:`_remembered_in` searches next).
+        Texts are each message's strings joined, in order (what :meth:`_remembered_of` searches next); None for a
+        message whose arguments were decoded: those strings are made again then, not held for the whole batch. The
+        texts are lowered and searched :data:`_PREFILTER_CHUNK_CHARS` at a time.
         """
         self.patterns  # noqa: B018 (resolves the patterns and the prefilter)
         if self._prefilter is None or self.callback is not None:
             return None
         suspects: set[int] = set()
-        texts: list[str] = []
+        texts: list[str | None] = []
+        chunk: list[str] = []
+        chunk_chars = 0
         for i, m in enumerate(items):
-            strings = surface(m)
+            strings, decoded = read_surface(m)
             if strings is None:
                 suspects.add(i)
                 strings = []
-            texts.append(SEPARATOR.join(strings))
-        if texts:
-            self._suspect_texts(texts, suspects)
+            text = SEPARATOR.join(strings)
+            texts.append(None if decoded else text)
+            chunk.append(text)
+            chunk_chars += len(text)
+            if chunk_chars >= _PREFILTER_CHUNK_CHARS:
+                self._suspect_chunk(chunk, i + 1 - len(chunk), suspects)
+                chunk, chunk_chars = [], 0
+        if chunk:
+            self._suspect_chunk(chunk, len(items) - len(chunk), suspects)
         return suspects, texts
+
+    def _suspect_chunk(self, texts: list[str], offset: int, suspects: set[int]) -> None:
+        """:meth:`_suspect_texts` of a batch's ``texts`` from index ``offset`` on."""
+        if not offset:
+            self._suspect_texts(texts, suspects)
+            return
+        found = {i - offset for i in suspects if i >= offset}
+        self._suspect_texts(texts, found)
+        suspects.update(offset + k for k in found)
+
+    def _remembered_of(self, items: list[Message], texts: list[str | None], indexes: Sequence[int]) -> set[int] | None:
+        """:meth:`_remembered_in` of the texts :meth:`_suspects` gave for ``items[i]``, ``i`` in ``indexes``.
+
+        The positions in ``indexes`` of those holding a remembered string; searched :data:`_PREFILTER_CHUNK_CHARS`
+        at a time, a text not kept made again.
+        """
+        if not self._learned or not indexes:
+            return set()
+        holding: set[int] = set()
+        chunk: list[str] = []
+        chunk_chars = 0
+        for k, i in enumerate(indexes):
+            text = texts[i]
+            if text is None:
+                text = SEPARATOR.join(surface(items[i]) or ())
+            chunk.append(text)
+            chunk_chars += len(text)
+            if chunk_chars >= _PREFILTER_CHUNK_CHARS or k + 1 == len(indexes):
+                found = self._remembered_in(chunk)
+                if found is None:
+                    return None
+                offset = k + 1 - len(chunk)
+                holding.update(offset + n for n in found)
+                chunk, chunk_chars = [], 0
+        return holding
 
     def _suspect_texts(self, texts: list[str], suspects: set[int], *, joined: bool = False,
                        whole: tuple[str, list[int]] | None = None) -> None:
@@ -1164,7 +1222,8 @@ class Redactor:
         else:
             lowered = [t.lower() for t in texts]  # (one by one: lower-casing may change a text's length)
             starts = _starts(lowered)
-            joined_text = SEPARATOR.join(lowered)
+            # (Texts read one by one are joined below only where a search needs it: a copy of the whole chunk.)
+            joined_text = SEPARATOR.join(lowered) if joined else ""
         finder = self._triggers
         positions = finder.positions(joined_text) if joined else None
         if positions is not None:
@@ -1173,6 +1232,7 @@ class Redactor:
             lowered = lowered or [t.lower() for t in texts]
             suspects.update(i for i, text in enumerate(lowered) if i not in suspects and finder.holds_any(text))
         else:
+            joined_text = joined_text or SEPARATOR.join(lowered or ())
             self._search(joined_text, starts, needles, suspects)
         for need in needs:
             runs = class_runs(need)
@@ -1182,6 +1242,7 @@ class Redactor:
                 lowered = lowered or [t.lower() for t in texts]
                 suspects.update(i for i, text in enumerate(lowered) if i not in suspects and runs.holds(text))
                 continue
+            joined_text = joined_text or SEPARATOR.join(lowered or ())
             for hit in need.finditer(joined_text):
                 suspects.add(bisect.bisect_right(starts, hit.start()) - 1)
 
