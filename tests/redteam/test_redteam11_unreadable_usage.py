@@ -102,3 +102,13 @@ def test_the_anthropic_wrapper_keeps_the_reply_of_an_unreadable_usage() -> None:
     cm.tracer.telemetry.flush()
     assert _warned(events)
     cm.close()
+
+
+@pytest.mark.parametrize("count", [float("inf"), float("-inf"), float("nan")], ids=["inf", "-inf", "nan"])
+def test_a_count_that_is_no_number_is_an_unreadable_report_not_an_overflow(count: float) -> None:
+    # Python's JSON reader takes ``Infinity`` and ``NaN`` from an upstream: ``int(inf)`` raised OverflowError, which
+    # the proxy's guard (ValueError, TypeError) let through, failing the request after the upstream had answered.
+    from contextfold.tokens import TokenUsage
+
+    with pytest.raises(ValueError, match="prompt_tokens"):
+        TokenUsage.from_any({"prompt_tokens": count, "completion_tokens": 1})
