@@ -29,7 +29,7 @@ NONCE = "rt11-absurd-usage-51a0"
 ], ids=["cache_read", "input"])
 def test_a_count_above_the_published_window_does_not_make_every_turn_compact(usage: dict[str, int]) -> None:
     cm = ContextManager(model="claude-sonnet-4-5", store="memory", session_id=NONCE)
-    for i in range(6):
+    for i in range(12):
         cm.add([Message("user", f"{NONCE} question {i} " + "word " * 300)])
         cm.prepare("anthropic")
         cm.record_usage(usage)
