@@ -9,7 +9,6 @@ are those the caller would have moved on. The request is rendered tools, system,
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["MAX_CACHE_MARKS", "keep_latest_marks"]
@@ -25,7 +24,7 @@ def keep_latest_marks(request: dict[str, Any], limit: int = MAX_CACHE_MARKS) -> 
     holds are left as they are (the caller's tools and system blocks among them): what changes is copied.
     """
     allowed = limit - (1 if isinstance(request.get(_MARK), dict) else 0)
-    marked = sum(1 for _ in _marked_blocks(request))
+    marked = _marks_of(request)
     if marked <= max(allowed, 0):
         return request
     drop = marked - max(allowed, 0)
@@ -63,22 +62,27 @@ def _unmarked(blocks: list[Any], drop: int) -> tuple[list[Any], int]:
     return out, drop
 
 
-def _marked_blocks(request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def _count(blocks: list[Any]) -> int:
+    """Marks on ``blocks`` and on the blocks nested in them (a tool result's). A plain loop: it runs every call."""
+    count = 0
+    for block in blocks:
+        if type(block) is dict:
+            if _MARK in block:
+                count += 1
+            nested = block.get("content")
+            if type(nested) is list:
+                count += _count(nested)
+    return count
+
+
+def _marks_of(request: dict[str, Any]) -> int:
+    count = 0
     for key in ("tools", "system"):
         blocks = request.get(key)
-        if isinstance(blocks, list):
-            yield from _marked_in(blocks)
+        if type(blocks) is list:
+            count += _count(blocks)
     for message in request.get("messages") or ():
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list):
-            yield from _marked_in(content)
-
-
-def _marked_in(blocks: list[Any]) -> Iterator[dict[str, Any]]:
-    for block in blocks:
-        if isinstance(block, dict):
-            nested = block.get("content")
-            if isinstance(nested, list):
-                yield from _marked_in(nested)
-            if _MARK in block:
-                yield block
+        content = message.get("content") if type(message) is dict else None
+        if type(content) is list:
+            count += _count(content)
+    return count
