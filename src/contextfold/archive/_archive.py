@@ -557,7 +557,7 @@ class Archive:
         return value if isinstance(value, dict) else {"value": value}
 
     def events(self, session_id: str) -> list[dict[str, Any]]:
-        """The session's archived events, in order; a torn last line (a crash mid-append) is skipped."""
+        """The session's archived events, in order; a line that is no JSON object (a torn one) is skipped."""
         key = archive_key(session_id)
         data = self.store.read(key, EVENTS_NAME)
         if not data:
@@ -567,9 +567,11 @@ class Archive:
             if not line.strip():
                 continue
             try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
+                event = json.loads(line)
+            except (ValueError, RecursionError):  # torn, or not ours: past the reader's depth or int's digit cap
                 continue
+            if isinstance(event, dict):
+                out.append(event)
         return out
 
     def sessions(self) -> list[str]:

@@ -3,17 +3,33 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
 from ._common import EXIT_OK, NotFound, Subparsers, Usage, printable
 
-__all__ = ["register", "run_gc"]
+__all__ = ["amount", "register", "run_gc"]
 
 DEFAULT_STORE = "local"
 DEFAULT_ARCHIVE = ".contextfold/archive"
 _DAY_S = 24 * 3600
 _MB = 1024 * 1024
+
+
+def amount(text: str) -> float:
+    """An argparse type: a finite number of zero or more.
+
+    ``float()`` takes ``inf`` and ``nan``: an infinite size cannot become a byte count, and retention compares ages
+    with NaN as false, so deletes nothing without a word.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of 0 or more, got {text!r}")
+    return value
 
 
 def register(subparsers: Subparsers) -> None:
@@ -31,11 +47,11 @@ def register(subparsers: Subparsers) -> None:
                         help=f"the tool output store (default: {DEFAULT_STORE}, i.e. .contextfold/)")
     parser.add_argument("--archive", default=DEFAULT_ARCHIVE, metavar="DIR",
                         help=f"the archive folder (default: {DEFAULT_ARCHIVE}); 'none' to skip it")
-    parser.add_argument("--max-age-days", type=float, default=DEFAULT_MAX_AGE_S / _DAY_S, metavar="DAYS")
-    parser.add_argument("--max-mb", type=float, default=DEFAULT_MAX_BYTES / _MB, metavar="MB")
-    parser.add_argument("--live-hours", type=float, default=DEFAULT_LIVE_S / 3600, metavar="HOURS")
-    parser.add_argument("--archive-max-age-days", type=float, default=ARCHIVE_MAX_AGE_S / _DAY_S, metavar="DAYS")
-    parser.add_argument("--archive-max-mb", type=float, default=ARCHIVE_MAX_BYTES / _MB, metavar="MB")
+    parser.add_argument("--max-age-days", type=amount, default=DEFAULT_MAX_AGE_S / _DAY_S, metavar="DAYS")
+    parser.add_argument("--max-mb", type=amount, default=DEFAULT_MAX_BYTES / _MB, metavar="MB")
+    parser.add_argument("--live-hours", type=amount, default=DEFAULT_LIVE_S / 3600, metavar="HOURS")
+    parser.add_argument("--archive-max-age-days", type=amount, default=ARCHIVE_MAX_AGE_S / _DAY_S, metavar="DAYS")
+    parser.add_argument("--archive-max-mb", type=amount, default=ARCHIVE_MAX_BYTES / _MB, metavar="MB")
     parser.set_defaults(handler=run_gc)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import InvalidHistory
 from ..messages import Message, Part, TextPart, ToolCall
+from ._anthropic_marks import keep_latest_marks
 from ._anthropic_parts import NAME, decode_block, decode_blocks, encode_block, encode_content
 from ._anthropic_validate import validate
 from ._common import (
@@ -211,7 +212,7 @@ def encode_request(messages: Iterable[Message]) -> dict[str, Any]:
             blocks.extend([{"type": "text", "text": content}] if isinstance(content, str) else content)
         body["system"] = blocks
     body["messages"] = encode(m for m in history if m.role not in _APART)
-    return body
+    return keep_latest_marks(body)
 
 
 def _joins(message: Message) -> bool:

@@ -10,8 +10,13 @@ from ..errors import ConfigError
 if TYPE_CHECKING:
     from ..manager import ContextManager
 
-__all__ = ["MAX_RETRIEVAL_ROUNDS", "afinish", "check_retrieval", "count_extras", "dump", "finish", "refused_settings",
-           "reject", "retrieval_results", "streaming", "with_retrieval_tools"]
+__all__ = ["MAX_RETRIEVAL_ROUNDS", "afinish", "arecord_usage_safely", "check_retrieval", "count_extras", "dump",
+           "finish", "record_usage_safely", "refused_settings", "reject", "retrieval_results", "streaming",
+           "with_retrieval_tools"]
+
+# What TokenUsage raises for a report it cannot read: a count below zero ("unknown" as -1), a fraction, cached tokens
+# above the prompt (OpenAI-compatible servers send all three), a value too large for a float.
+_UNREADABLE_USAGE = (ValueError, TypeError, OverflowError)
 
 
 def reject(kwargs: Mapping[str, Any], names: Iterable[str], where: str) -> None:
@@ -70,7 +75,7 @@ def finish(cm: ContextManager, usage: Any, items: list[dict[str, Any]], *, forma
     from ..formats.intake import repair_reply_arguments
 
     if usage is not None:
-        cm.record_usage(usage)
+        record_usage_safely(cm, usage)
     if add_reply and items:
         cm.add(repair_reply_arguments(format, items), format=format)
 
@@ -81,9 +86,37 @@ async def afinish(cm: ContextManager, usage: Any, items: list[dict[str, Any]], *
     from ..formats.intake import repair_reply_arguments
 
     if usage is not None:
-        await cm.arecord_usage(usage)
+        await arecord_usage_safely(cm, usage)
     if add_reply and items:
         await cm.aadd(repair_reply_arguments(format, items), format=format)
+
+
+def record_usage_safely(cm: ContextManager, usage: Any) -> None:
+    """``cm.record_usage(usage)``, or a warning when the report cannot be read: the reply is in hand (and paid for).
+
+    Raised after the model answered, the parser's error would lose the reply and end the agent's turn over
+    bookkeeping; set aside, the count stays ours until the next readable report (as the proxy does).
+    """
+    try:
+        cm.record_usage(usage)
+    except _UNREADABLE_USAGE as exc:
+        _warn_unreadable(cm, exc)
+
+
+async def arecord_usage_safely(cm: ContextManager, usage: Any) -> None:
+    """Async :func:`record_usage_safely`."""
+    try:
+        await cm.arecord_usage(usage)
+    except _UNREADABLE_USAGE as exc:
+        _warn_unreadable(cm, exc)
+
+
+def _warn_unreadable(cm: ContextManager, exc: BaseException) -> None:
+    from ..telemetry import CompactWarning
+
+    cm.tracer.emit(CompactWarning(session_id=cm.session_id, code="usage_unreadable",
+                                  message=f"the provider's usage report was set aside ({type(exc).__name__}: {exc}); "
+                                          "token counts stay contextfold's own until the next readable report"))
 
 
 def refused_settings(exc: BaseException) -> bool:

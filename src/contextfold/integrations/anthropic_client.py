@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, MissingExtra
+from ..formats._anthropic_marks import keep_latest_marks
 from ..recovery import DEFAULT_MAX_RETRIES, acall_with_recovery, call_with_recovery
 from ._calls import (
     MAX_RETRIEVAL_ROUNDS,
@@ -146,6 +147,7 @@ def _managed_request(view: dict[str, Any], kwargs: dict[str, Any], settings: Req
     request = _request(view, kwargs)
     if breakpoints:
         request = _mark_head(request)
+    request = keep_latest_marks(request)  # (the caller's marks on tools and system count against Anthropic's 4)
     if settings is not None:
         request = settings.apply(request)
     if _holds_compaction(view) and ANTHROPIC_COMPACT_BETA not in (request.get("betas") or ()):

@@ -43,6 +43,7 @@ from ..manager.reconcile import Exchange, content_key, pin_head, rebase, reconci
 from ..media import MediaLimitInfo
 from ..recovery import DEFAULT_MAX_RETRIES, OverflowInfo, OverflowRecovery, parse_limit_error
 from ..telemetry import CompactWarning
+from ._calls import record_usage_safely
 from ._degrade import prepare_messages
 from ._langchain_convert import Origins, from_langchain, to_langchain
 from ._langgraph_parent import parent_update
@@ -432,7 +433,7 @@ class ContextfoldMiddleware(AgentMiddleware):
                 if isinstance(message, AIMessage):
                     usage = message.usage_metadata
                     if usage and usage.get("input_tokens"):
-                        cm.record_usage({"input_tokens": usage["input_tokens"],
+                        record_usage_safely(cm, {"input_tokens": usage["input_tokens"],
                                          "output_tokens": usage.get("output_tokens", 0)})
                     return
 

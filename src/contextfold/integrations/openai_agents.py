@@ -38,6 +38,7 @@ from ..formats import openai_responses
 from ..manager.reconcile import content_key, pin_head, rebase, reconcile, unpinned
 from ..pairing import remove_messages
 from ..recovery import DEFAULT_MAX_RETRIES, OverflowRecovery, parse_limit_error
+from ._calls import record_usage_safely
 from ._degrade import prepare_messages
 from ._retrieval import TOOL_NAMES, answer, offer, tool_specs
 
@@ -504,7 +505,7 @@ class ContextfoldHooks(RunHooks[Any]):
         usage = getattr(response, "usage", None)
         tokens = getattr(usage, "input_tokens", 0) if usage is not None else 0
         if tokens:
-            await asyncio.to_thread(self.manager.record_usage,
+            await asyncio.to_thread(record_usage_safely, self.manager,
                                     {"input_tokens": tokens, "output_tokens": getattr(usage, "output_tokens", 0)})
         if self.inner is not None:
             await self.inner.on_llm_end(context, agent, response)

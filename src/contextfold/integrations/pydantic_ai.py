@@ -33,6 +33,7 @@ from ..manager.reconcile import content_key, rebase, reconcile
 from ..media.budget import WIRE_BYTES_KEY
 from ..messages import DocumentPart, ImagePart, Message, Part, TextPart, ThinkingPart, ToolCall, UnknownPart
 from ..recovery import DEFAULT_MAX_RETRIES
+from ._calls import record_usage_safely
 from ._degrade import prepare_messages
 
 try:
@@ -400,8 +401,8 @@ class ContextfoldHistoryProcessor:
         for message in fresh:
             if isinstance(message, pm.ModelResponse):
                 if message.usage.input_tokens:
-                    self.manager.record_usage({"input_tokens": message.usage.input_tokens,
-                                               "output_tokens": message.usage.output_tokens})
+                    record_usage_safely(self.manager, {"input_tokens": message.usage.input_tokens,
+                                                       "output_tokens": message.usage.output_tokens})
                 return
 
     def process(self, messages: list[pm.ModelMessage]) -> list[pm.ModelMessage]:

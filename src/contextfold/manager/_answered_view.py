@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..answered import answered_indices
+from ..errors import RefNotFound, StoreError
 from ..messages import Message
 
 if TYPE_CHECKING:
@@ -67,13 +68,19 @@ def widen_answered(view: Sequence[Message], *, room: int, limit: int, cache: Too
         if cap < current * (1 + MIN_GAIN_SHARE):
             continue
         ref_id = str(m.meta["ref"])
-        text = cache.get(ref_id)
-        whole = m.with_content(text)
-        if counter.count_message(whole) <= cap:
-            out[i] = whole.with_meta(**{WIDENED_META: True})
+        try:
+            text = cache.get(ref_id)
+            whole = m.with_content(text)
+            if counter.count_message(whole) <= cap:
+                out[i] = whole.with_meta(**{WIDENED_META: True})
+                continue
+            ref = cache.ref(ref_id)
+        except (RefNotFound, StoreError):
+            # Gone from the store (a Redis restarted empty, an eviction, a TTL, another process's retention), out of
+            # reach, or not this session's (a forged ref): the cut view is in the message already and goes as it is.
             continue
         body_cap = cap - (current - counter.counter.count(m.text))  # the message envelope stays what it was
-        wide = m.with_content(cache.view_for(text, cache.ref(ref_id), max_tokens=max(1, body_cap)))
+        wide = m.with_content(cache.view_for(text, ref, max_tokens=max(1, body_cap)))
         if counter.count_message(wide) >= current * (1 + MIN_GAIN_SHARE):
             out[i] = wide.with_meta(**{WIDENED_META: True})
     return out

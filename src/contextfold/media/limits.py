@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from ..recovery.overflow import read_error
+from ..recovery.overflow import MAX_ERROR_FIGURE, read_error, read_figure
 
 __all__ = ["MediaLimitInfo", "MediaLimits", "known_limits", "parse_media_limit"]
 
@@ -118,7 +118,7 @@ def parse_media_limit(error: object, *, provider: str | None = None) -> MediaLim
         for pattern in _ITEM_TEXTS:
             match = pattern.search(text)
             if match:
-                return MediaLimitInfo("items", text.strip(), limit=int(match["limit"]), sent=_items_sent(match),
+                return MediaLimitInfo("items", text.strip(), limit=read_figure(match["limit"]), sent=_items_sent(match),
                                       provider=said_by, status_code=reading.status)
     texts = [t for t in reading.texts if not _QUOTA_WORDS.search(t)]
     if len(texts) < len(reading.texts) and reading.status != _TOO_LARGE_STATUS:
@@ -138,16 +138,20 @@ def parse_media_limit(error: object, *, provider: str | None = None) -> MediaLim
 
 def _items_sent(match: re.Match[str]) -> int | None:
     groups = match.groupdict()
-    if groups.get("pages") is not None:
-        return int(groups["pages"]) + int(groups["images"])
-    if groups.get("first") is not None:
-        return int(groups["first"]) + int(groups["second"])
-    return int(groups["sent"]) if groups.get("sent") else None
+    for first, second in (("pages", "images"), ("first", "second")):
+        if groups.get(first) is not None:
+            a, b = read_figure(groups[first]), read_figure(groups[second])
+            return None if a is None or b is None else a + b
+    return read_figure(groups.get("sent"))
 
 
 def _megabytes(text: str) -> int | None:
     match = _MEGABYTES.search(text)
-    return int(float(match["limit"]) * 1_000_000) if match else None
+    if match is None:
+        return None
+    limit = float(match["limit"]) * 1_000_000
+    # (a figure of hundreds of digits reads as infinity: no limit a provider has, see MAX_ERROR_FIGURE)
+    return int(limit) if limit <= MAX_ERROR_FIGURE else None
 
 
 def _least(a: int | None, b: int | None) -> int | None:

@@ -18,7 +18,8 @@ from typing import Any
 
 from ..errors import ContextOverflowError
 
-__all__ = ["OVERFLOW_CODES", "ErrorReading", "OverflowInfo", "parse_overflow", "read_error"]
+__all__ = ["MAX_ERROR_FIGURE", "OVERFLOW_CODES", "ErrorReading", "OverflowInfo", "parse_overflow", "read_error",
+           "read_figure"]
 
 # Error codes/types that mean "context window exceeded" whatever the message says (OpenAI, Azure, Groq, llama.cpp).
 OVERFLOW_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error", "context_window_exceeded",
@@ -38,6 +39,11 @@ _TEXT_KEYS = frozenset({"message", "msg", "detail", "error", "errormessage"})
 _COUNT_KEYS = {"n_prompt_tokens": "prompt", "n_ctx": "limit"}
 # Keys whose string values are an error's code or type.
 _CODE_KEYS = frozenset({"code", "type", "status", "error_type"})
+# The largest figure an error can state: no window, prompt or request is near a trillion tokens or bytes. A larger
+# one (a 5,000-digit number from a broken or hostile server) is no count: read as absent, it cannot overflow the
+# int conversion (4,300 digits at most) or the float arithmetic that learns the limit from it.
+MAX_ERROR_FIGURE = 10**12
+_MAX_FIGURE_DIGITS = len(str(MAX_ERROR_FIGURE))
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +204,8 @@ def _info(message: str, match: re.Match[str] | None, provider: str | None, evide
         output = split_output
     prompt = prompt if prompt is not None else evidence.numbers.get("prompt")
     limit = limit if limit is not None else evidence.numbers.get("limit")
+    # A limit of no tokens at all is no provider's: taken at its word, recovery would drop the whole history.
+    limit = limit or None
     return OverflowInfo(message=message.strip(), provider=provider, prompt_tokens=prompt, limit=limit,
                         max_tokens=output, status_code=evidence.status)
 
@@ -213,7 +221,19 @@ def _split(breakdown: str) -> tuple[int | None, int | None]:
 
 
 def _int(value: str | None) -> int | None:
-    return int(value) if value else None
+    return read_figure(value)
+
+
+def read_figure(value: str | int | None) -> int | None:
+    """A count an error states (digits, or a JSON number), or None when absent, negative or past MAX_ERROR_FIGURE."""
+    if isinstance(value, str):
+        digits = value.lstrip("0")
+        if not value or not value.isdigit() or len(digits) > _MAX_FIGURE_DIGITS:
+            return None
+        value = int(digits or "0")
+    if value is None or isinstance(value, bool) or not 0 <= value <= MAX_ERROR_FIGURE:
+        return None
+    return value
 
 
 # -- gathering the evidence ----------------------------------------------------------------------------------------
@@ -308,8 +328,8 @@ def _walk(value: object, evidence: ErrorReading, *, depth: int) -> None:
             elif name in _CODE_KEYS:
                 evidence.codes.add(item.lower())
         elif isinstance(item, int) and not isinstance(item, bool):
-            if name in _COUNT_KEYS:
-                evidence.numbers.setdefault(_COUNT_KEYS[name], item)
+            if name in _COUNT_KEYS and (figure := read_figure(item)) is not None:
+                evidence.numbers.setdefault(_COUNT_KEYS[name], figure)
             elif name in ("code", "status", "httpstatuscode") and 100 <= item < 600 and evidence.status is None:
                 evidence.status = item
         elif isinstance(item, Mapping | list):
@@ -322,6 +342,6 @@ def _json(text: str) -> Any:
         return None
     try:
         return json.loads(stripped)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the reader's depth (a cut or forged page)
         return None
 

@@ -171,11 +171,12 @@ def token_plot(series: Sequence[Mapping[str, Any]], thresholds: Mapping[str, int
         if previous is not None and t["compactions"] > previous["compactions"]:
             out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{frame.y0}" y2="{frame.y1}" '
                        f'stroke="{COLORS["compaction"]}" stroke-width="2" opacity="0.75">'
-                       f"<title>compaction before message {t['turn']}</title></line>")
+                       f"<title>compaction before message {escape(str(t['turn']))}</title></line>")
         if t["maskings"] > (previous["maskings"] if previous is not None else 0):
             y = float(frame.y0 - 2)
             out.append(f'<path d="M{x - 6:.1f},{y:.1f} L{x:.1f},{y - 11:.1f} L{x + 6:.1f},{y:.1f} Z" '
-                       f'fill="{COLORS["masking"]}"><title>masking before message {t["turn"]}</title></path>')
+                       f'fill="{COLORS["masking"]}"><title>masking before message {escape(str(t["turn"]))}'
+                       "</title></path>")
         previous = t
     out.append(_line([(frame.x(i), frame.y(t["raw_tokens"])) for i, t in enumerate(series)], COLORS["raw"], 2))
     out.append(_line([(frame.x(i), frame.y(t["view_tokens"])) for i, t in enumerate(series)], COLORS["view"], 2.5))

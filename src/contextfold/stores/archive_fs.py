@@ -15,6 +15,7 @@ import contextlib
 import os
 import re
 import shutil
+import stat
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -80,6 +81,28 @@ def _check_name(name: str) -> str:
     if not _NAME_RE.fullmatch(name):
         raise ValueError(f"name {name!r}: use letters, digits, '.', '_' or '-', starting with a letter or digit")
     return name
+
+
+def _age_and_size(folder: Path) -> tuple[float, int] | None:
+    """The newest modification time and total size of the regular files in ``folder``; None if it cannot be read.
+
+    Entries are looked at, never through: a link planted in a session folder (a loop, a large file elsewhere, a file
+    written a moment ago) neither stops retention nor steers which sessions it deletes. A folder that cannot be
+    listed is left alone, the others are still pruned.
+    """
+    newest, size = 0.0, 0
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if stat.S_ISREG(info.st_mode):
+                    newest, size = max(newest, info.st_mtime), size + info.st_size
+    except OSError:
+        return None
+    return newest, size
 
 
 class FilesystemArchiveStore:
@@ -221,14 +244,9 @@ class FilesystemArchiveStore:
         now = time.time() if now is None else now
         found: list[tuple[float, int, str, Path]] = []
         for session, folder in self._session_folders():
-            newest, size = 0.0, 0
-            for entry in folder.iterdir():
-                try:
-                    info = entry.stat()
-                except FileNotFoundError:
-                    continue
-                newest, size = max(newest, info.st_mtime), size + info.st_size
-            found.append((newest, size, session, folder))
+            measured = _age_and_size(folder)
+            if measured is not None:
+                found.append((*measured, session, folder))
         found.sort()
         removed: list[str] = []
         total = sum(size for _, size, _, _ in found)
@@ -246,13 +264,14 @@ class FilesystemArchiveStore:
         now = time.time() if now is None else now
         stamp = self.root / _PRUNE_STAMP
         try:
-            if now - stamp.stat().st_mtime < PRUNE_INTERVAL_S:
+            if now - stamp.lstat().st_mtime < PRUNE_INTERVAL_S:
                 return []
         except FileNotFoundError:
             if not self.root.is_dir():
                 return []
         private_file(stamp)
-        os.utime(stamp, (now, now))
+        # A link planted as the stamp is stamped itself: following it would touch (or fail on) a file elsewhere.
+        os.utime(stamp, (now, now), follow_symlinks=False)
         return self.prune(now=now)
 
     def close(self) -> None:

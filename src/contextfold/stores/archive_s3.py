@@ -30,6 +30,9 @@ __all__ = ["S3ArchiveStore"]
 _APPEND_RETRIES = 8
 # Sequence numbers of chunks, zero-padded so that S3's lexicographic listing is their order.
 _SEQ_DIGITS = 12
+# A chunk's key ends in its sequence number and nothing else: another object under the chunk folder (one a person or
+# another tool put there) is not the session's, neither read as part of the file nor taken for a number.
+_SEQ_RE = re.compile(rf"[0-9]{{{_SEQ_DIGITS}}}")
 _CHUNKS = "_chunks"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,199}$")
 _CONFLICT_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict", "412", "409"})
@@ -116,7 +119,11 @@ class S3ArchiveStore:
             if _error_code(exc) in _MISSING_CODES:
                 return None
             raise StoreError(f"s3://{self.bucket}/{key}: cannot read: {exc}") from exc
-        return response["Body"].read(), str(response.get("ETag", ""))
+        try:
+            body = response["Body"].read()
+        except Exception as exc:  # cut off mid-object (a reset connection, a short body): as retryable as a failed GET
+            raise StoreError(f"s3://{self.bucket}/{key}: cannot read: {exc}") from exc
+        return body, str(response.get("ETag", ""))
 
     def read(self, session_id: str, name: str) -> bytes | None:
         """The object's bytes followed by its appended chunks, or None when there is neither."""
@@ -164,8 +171,9 @@ class S3ArchiveStore:
         return f"{self._chunk_prefix(session_id, name)}{seq:0{_SEQ_DIGITS}d}"
 
     def _chunk_keys(self, session_id: str, name: str) -> list[str]:
-        keys, _ = self._list(self._chunk_prefix(session_id, name))
-        return sorted(keys)
+        prefix = self._chunk_prefix(session_id, name)
+        keys, _ = self._list(prefix)
+        return sorted(k for k in keys if _SEQ_RE.fullmatch(k[len(prefix):]))
 
     def _first_free(self, session_id: str, name: str) -> int:
         keys = self._chunk_keys(session_id, name)
@@ -200,7 +208,7 @@ class S3ArchiveStore:
         """Every session folder under the prefix."""
         base = f"{self.prefix}/" if self.prefix else ""
         _, folders = self._list(base, delimiter="/")
-        return sorted(f[len(base) :].rstrip("/") for f in folders)
+        return sorted(key for f in folders if _is_session_key(key := f[len(base) :].rstrip("/")))
 
     def close(self) -> None:
         """Close the client's connection pool."""
@@ -210,6 +218,15 @@ class S3ArchiveStore:
 
     def __repr__(self) -> str:
         return f"S3ArchiveStore(bucket={self.bucket!r}, prefix={self.prefix!r})"
+
+
+def _is_session_key(name: str) -> bool:
+    """Whether a folder under the prefix is named as a session's key (others' folders are no session of ours)."""
+    try:
+        validate_session_id(name)
+    except ValueError:
+        return False
+    return True
 
 
 def _make_client(endpoint_url: str | None, region: str | None, path_style: bool) -> Any:

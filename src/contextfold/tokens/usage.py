@@ -6,6 +6,7 @@ since are counted locally. The ratio of reported to estimated counts calibrates 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,8 @@ def _int(obj: Any, *keys: str, where: str) -> int:
     value = _field(obj, *keys)
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or value != int(value):
+    if (isinstance(value, bool) or not isinstance(value, int | float) or value < 0
+            or (isinstance(value, float) and not math.isfinite(value)) or value != int(value)):
         raise ValueError(f"usage: {where}.{keys[0]}: expected a non-negative integer, got {value!r}")
     return int(value)
 
