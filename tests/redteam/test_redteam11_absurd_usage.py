@@ -1,4 +1,4 @@
-"""A usage report no accepted request can have does not drive compaction (red team, session 11; not fixed).
+"""A usage report no accepted request can have does not drive compaction (red team, session 11).
 
 Found by recording absurd reports (a proxy that sums a session's usage, a server that misreports): Anthropic usage
 with ``cache_read_input_tokens`` of 10^15, or ``input_tokens`` of 10^15, grounds the manager's count, so it takes its
@@ -7,8 +7,8 @@ turns of a 200K model, each lossy) until ``usage_count_dropped`` fires when noth
 accepted the request took a prompt within its window: a count above the model's published window (the registry's,
 not a configured smaller one, where an undercount is exactly what grounding is for) cannot be of this request.
 
-Not fixed: the grounding lives in ``ContextManager.record_usage`` (``manager/_manager.py``, edited by several lanes
-this session); the fix is a bound there, against ``lookup_model(...).context_window`` when the model is known.
+Fixed (lead): ``ContextManager.record_usage`` sets aside a prompt count above 8x the configured window with a
+``usage_implausible`` warning (the factor leaves room for a model whose real window is above the configured one).
 """
 
 from __future__ import annotations
@@ -17,18 +17,18 @@ import pytest
 
 from contextfold.manager import ContextManager
 from contextfold.messages import Message
+from contextfold.telemetry import CompactWarning, RecordingTelemetry
 
 NONCE = "rt11-absurd-usage-51a0"
 
 
-@pytest.mark.xfail(strict=True, reason="record_usage grounds any prompt count, even one above the model's published "
-                                       "window; the bound belongs in manager/_manager.py (shared by other lanes)")
 @pytest.mark.parametrize("usage", [
     {"input_tokens": 5, "output_tokens": 3, "cache_read_input_tokens": 10**15, "cache_creation_input_tokens": 0},
     {"input_tokens": 10**15, "output_tokens": 3},
 ], ids=["cache_read", "input"])
 def test_a_count_above_the_published_window_does_not_make_every_turn_compact(usage: dict[str, int]) -> None:
-    cm = ContextManager(model="claude-sonnet-4-5", store="memory", session_id=NONCE)
+    events = RecordingTelemetry()
+    cm = ContextManager(model="claude-sonnet-4-5", store="memory", session_id=NONCE, telemetry=events)
     for i in range(12):
         cm.add([Message("user", f"{NONCE} question {i} " + "word " * 300)])
         cm.prepare("anthropic")
@@ -38,3 +38,16 @@ def test_a_count_above_the_published_window_does_not_make_every_turn_compact(usa
     cm.close()
     assert status.compactions == 0
     assert status.usage_pct < 100
+    warned = [e for e in events.events if isinstance(e, CompactWarning) and e.code == "usage_implausible"]
+    assert len(warned) == 12 and "1,000,000,000,000,00" in warned[0].message
+
+
+def test_an_undercount_within_the_bound_still_grounds_the_view() -> None:
+    # A configured window below the model's own: the provider's count of a view we undercount is what grounding is for.
+    cm = ContextManager(model="claude-sonnet-4-5", max_context_tokens=16_000, store="memory", session_id=NONCE + "-b")
+    cm.add([Message("user", f"{NONCE} question " + "word " * 300)])
+    cm.prepare("anthropic")
+    counted = cm.tokens()
+    cm.record_usage({"input_tokens": 3 * counted, "output_tokens": 3})
+    assert cm.tokens() == 3 * counted
+    cm.close()

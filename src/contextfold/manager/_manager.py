@@ -57,6 +57,10 @@ _WARM_AT_SHARE_OF_SOFT = 0.5
 _MAX_UNWARMED = 20_000
 # 48 random bits per manager: collisions between the managers of one session are out of reach.
 _ID_NONCE_HEX = 12
+# A reported prompt above this many times the configured window is no count of a request the provider accepted (a
+# proxy summing a session's usage, a misreporting server): grounding the view in it compacted on every turn. A
+# model's real window may be above the configured one (a 1M-token beta of a 200K model), hence a wide factor.
+_IMPLAUSIBLE_PROMPT_FACTOR = 8
 
 
 class ContextManager:
@@ -1367,7 +1371,15 @@ class ContextManager:
             self.usage_total = self.usage_total + parsed
             tokens, _, count = self._view.totals()
             counted = tokens + self._tool_tokens + self._status_uncounted
-            if parsed.prompt_tokens > 0 and (of_current_view or self._prepared_version == self._view.version):
+            if parsed.prompt_tokens > _IMPLAUSIBLE_PROMPT_FACTOR * self._window_budgets.window:
+                from ..telemetry import CompactWarning
+
+                self.tracer.emit(CompactWarning(
+                    session_id=self.session_id, code="usage_implausible",
+                    message=f"the provider reported a prompt of {parsed.prompt_tokens:,} tokens, over "
+                            f"{_IMPLAUSIBLE_PROMPT_FACTOR}x the window of {self._window_budgets.window:,}: no request "
+                            "it accepted; token counts stay contextfold's own"))
+            elif parsed.prompt_tokens > 0 and (of_current_view or self._prepared_version == self._view.version):
                 self._grounding = (self._view.version, count, parsed.prompt_tokens - counted)
             self.tracer.emit(UsageRecorded(session_id=self.session_id, model=self.model.name,
                                            input_tokens=parsed.input, output_tokens=parsed.output,
