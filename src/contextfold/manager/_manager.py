@@ -1598,6 +1598,8 @@ class ContextManager:
 # MAX_READ_MESSAGES), and the archive redacts a history in bulk (Redactor.redact_messages). Of one add() of more
 # (a resumed or imported history of 100,000 messages), reading every message ahead would cost more than both.
 _READ_AHEAD_HEAD = 200
+_READ_AHEAD_MAX = 3_000
+
 # A bulk add counts its new messages by batches of this many as it stores them (see ContextManager._add): well within
 # what the counter remembers of long texts (tokens/counting._LONG_COUNTS_MAX), few enough calls to cost nothing.
 _COUNT_AFTER_STORED = 1_024
@@ -1612,9 +1614,6 @@ class _Made(NamedTuple):
     large: bool  # whether it may be over policy.large_input_bytes (each copy is warned about)
     tool: bool  # a tool result (the batch then runs the policy check)
     boundary: bool  # a provider's compaction item
-
-
-_READ_AHEAD_MAX = 3_000
 
 
 def _worth_reading(batch: list[Message]) -> list[Message]:
