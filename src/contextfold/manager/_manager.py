@@ -1594,11 +1594,11 @@ class ContextManager:
         self.close()
 
 
-# A compaction reads at most the first 200 and the newest 2,800 messages of what it summarizes (summarize/digest.py,
+# A compaction reads at most the first 200 and the newest 800 messages of what it summarizes (summarize/digest.py,
 # MAX_READ_MESSAGES), and the archive redacts a history in bulk (Redactor.redact_messages). Of one add() of more
 # (a resumed or imported history of 100,000 messages), reading every message ahead would cost more than both.
 _READ_AHEAD_HEAD = 200
-_READ_AHEAD_MAX = 3_000
+_READ_AHEAD_MAX = 1_000
 
 # A bulk add counts its new messages by batches of this many as it stores them (see ContextManager._add): well within
 # what the counter remembers of long texts (tokens/counting._LONG_COUNTS_MAX), few enough calls to cost nothing.
