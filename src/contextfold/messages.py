@@ -318,6 +318,18 @@ class Message(_ReadOnly):
         own_id = len(updates) == 1 and type(updates.get("id")) is str
         return self._copy(self.content, meta, self._fingerprint, (self._origin or self) if own_id else None)
 
+    def with_id(self, id: str) -> Message:
+        """``with_meta(id=id)`` for a string ``id``: a copy that remembers what it is a copy of (``_origin``).
+
+        What ``add()`` does to each of the messages it is given, 100,000 of them for a resumed history (issue 22):
+        no keyword dict, no walk of the updates, no check for keys to drop.
+        """
+        if type(id) is not str:  # (any other value goes through with_meta, which copies it and may drop the key)
+            return self.with_meta(id=id)
+        merged = _plain_copy(self.meta)
+        merged["id"] = id
+        return self._copy(self.content, MappingProxyType(merged), self._fingerprint, self._origin or self)
+
     def with_content(self, content: str | tuple[Part, ...]) -> Message:
         """A copy with other content (tool calls, ids and meta kept)."""
         return self._copy(content, self.meta)

@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 
 from contextfold.manager import ContextManager
+from contextfold.manager._manager import _READ_AHEAD_MAX
 from contextfold.messages import Message
 from contextfold.redact import Redactor
 
 NONCE = "bk4e9w"
 PASSWORD = f"Zx8!{NONCE}Lq3T"
-BULK_TURNS = 1_500  # 3,002 messages: over the 3,000 a compaction reads of one slice (the bulk's two ends)
+BULK_TURNS = 1_500  # 3,002 messages: over the 1,000 a compaction reads of one slice (the bulk's two ends)
 
 
 def _bulk() -> list[Message]:
@@ -54,11 +55,11 @@ def test_a_short_add_past_half_the_soft_threshold_still_redacts_what_it_adds(mon
     monkeypatch.setattr(Redactor, "redact_ahead", spied)
     with ContextManager("gpt-4o", max_context_tokens=16_000, store="memory", archive="memory",
                         session_id=f"short-{NONCE}") as cm:
-        cm.add(_bulk()[:2_000])
-        assert ahead == [2_000]
+        cm.add(_bulk()[:_READ_AHEAD_MAX])  # (a batch no longer than what add() reads: read whole)
+        assert ahead == [_READ_AHEAD_MAX]
 
 
-@pytest.mark.parametrize(("window", "queued"), [(16_000, 0), (128_000, 3_000)])
+@pytest.mark.parametrize(("window", "queued"), [(16_000, 0), (128_000, _READ_AHEAD_MAX)])
 def test_a_bulk_add_past_the_hard_threshold_queues_nothing_for_the_read_ahead(window: int, queued: int) -> None:
     # Past hard on its own, the next prepare() compacts the bulk: a read-ahead of its ends beside that compaction
     # would learn again what the compaction's catch-up learns. Under hard, its ends are read ahead as before.

@@ -284,7 +284,19 @@ def test_a_slice_at_the_read_limit_is_read_whole() -> None:
     messages = [Message.assistant(f"see src/m_{i}.py") for i in range(MAX_READ_MESSAGES)]
     digest = digest_messages(messages)
     assert digest.unread == 0
-    assert "src/m_1500.py" in digest.entities
+    assert f"src/m_{MAX_READ_MESSAGES // 2}.py" in digest.entities
+
+
+def test_a_slice_of_1500_messages_is_read_at_its_first_200_and_newest_800() -> None:
+    # Issue 22 (eleventh session): a long slice's newest 2,800 messages were a third of adding and first compacting
+    # 100,000 recorded messages; a summary of ~2,000 tokens is written from the first 200 and the newest 800.
+    from contextfold.summarize.digest import digest_messages
+
+    messages = [Message.assistant(f"see src/n7q_{i}.py") for i in range(1_500)]
+    digest = digest_messages(messages)
+    assert digest.unread == 500
+    assert "src/n7q_199.py" in digest.entities and "src/n7q_700.py" in digest.entities
+    assert "src/n7q_200.py" not in digest.entities and "src/n7q_699.py" not in digest.entities
 
 
 class _CountingCounter(EstimatingCounter):

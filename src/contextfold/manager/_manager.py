@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..telemetry._pace import foreground
 from ._archiver import Archiver
@@ -295,29 +295,47 @@ class ContextManager:
         # What the steps below made of each message object given in this batch, and its cut's event: a repeated or
         # resumed history gives one object many times (the 100,000 recorded messages are ~30 copies of 3,388), and
         # each step is a function of the message, the batch and the view as they stand (issue 22).
-        made: dict[int, tuple[Message, CacheTruncated | None]] = {}
+        made: dict[int, _Made] = {}
+        # Each new message is counted soon after its write-time step, whose exact count of an output is then still
+        # among the remembered counts of long texts (a bounded memo: 100,000 distinct messages counted after the loop
+        # found none of those counts, and every output between the token cap and the byte cap was counted twice).
+        self.counter.ensure_capacity(len(self._view) + len(incoming))
+        uncounted: list[Message] = []
         for given in incoming:
             seq += 1
             again = made.get(id(given))
             if again is None:
-                m, truncated = self._store_one(given.with_meta(id=given.meta.get("id") or f"{prefix}:{seq}"),
-                                               incoming, cut)
+                given_id = given.meta.get("id")
+                m, truncated = self._store_one(given.with_id(given_id or f"{prefix}:{seq}"), incoming, cut)
                 if "ref" not in given.meta:  # (a foreign ref may become the session's own within the batch)
-                    made[id(given)] = (m, truncated)
+                    text = given.content
+                    made[id(given)] = _Made(m, truncated, given_id, type(text) is not str or 4 * len(text) > large,
+                                            m.role == "tool", m.meta.get("kind") == BOUNDARY_KIND)
+                uncounted.append(m)
+                if len(uncounted) >= _COUNT_AFTER_STORED:
+                    self.counter.count_each(uncounted)  # (remembered by the counter: the count below looks them up)
+                    uncounted = []
             else:
-                first, truncated = again
-                m = first.with_meta(id=given.meta.get("id") or f"{prefix}:{seq}")  # a copy of ``first`` (its origin)
-                if type(given.content) is not str or 4 * len(given.content) > large:
-                    self._warn_if_large(given.with_meta(id=m.meta["id"]))
+                # A copy of ``first`` (its origin): what depends on the message alone was found for the first.
+                first, truncated, given_id, maybe_large, _, _ = again
+                m = first.with_id(given_id or f"{prefix}:{seq}")
+                if maybe_large:
+                    self._warn_if_large(given.with_id(m.meta["id"]))
                 if truncated is not None:  # (an event of its own: its ids and time)
                     self.tracer.emit(CacheTruncated(session_id=self.session_id, ref=truncated.ref,
                                                     bytes=truncated.bytes, kept_bytes=truncated.kept_bytes,
                                                     tool_name=truncated.tool_name))
+                stored.append(m)
+                continue
             if m.role == "tool":
                 results = True
             if m.meta.get("kind") == BOUNDARY_KIND:
                 boundaries = True
             stored.append(m)
+        # (The copies' roles and kinds are their first copy's, looked at once.)
+        for entry in made.values():
+            results = results or entry.tool
+            boundaries = boundaries or entry.boundary
         self._seq = seq
         self._secrets.added(stored)
         self._note_steering(stored)
@@ -1588,11 +1606,26 @@ class ContextManager:
         self.close()
 
 
-# A compaction reads at most the first 200 and the newest 2,800 messages of what it summarizes (summarize/digest.py,
+# A compaction reads at most the first 200 and the newest 800 messages of what it summarizes (summarize/digest.py,
 # MAX_READ_MESSAGES), and the archive redacts a history in bulk (Redactor.redact_messages). Of one add() of more
 # (a resumed or imported history of 100,000 messages), reading every message ahead would cost more than both.
 _READ_AHEAD_HEAD = 200
-_READ_AHEAD_MAX = 3_000
+_READ_AHEAD_MAX = 1_000
+
+# A bulk add counts its new messages by batches of this many as it stores them (see ContextManager._add): well within
+# what the counter remembers of long texts (tokens/counting._LONG_COUNTS_MAX), few enough calls to cost nothing.
+_COUNT_AFTER_STORED = 1_024
+
+
+class _Made(NamedTuple):
+    """What ``add()`` made of a message object given in its batch, for the copies of it given again (issue 22)."""
+
+    first: Message  # the first copy as stored (its write-time steps done)
+    truncated: CacheTruncated | None  # the event of its cut at write time, sent again for each copy
+    given_id: str | None  # meta["id"] of the object given (the copies share it), or None: each gets its own
+    large: bool  # whether it may be over policy.large_input_bytes (each copy is warned about)
+    tool: bool  # a tool result (the batch then runs the policy check)
+    boundary: bool  # a provider's compaction item
 
 
 def _worth_reading(batch: list[Message]) -> list[Message]:

@@ -37,9 +37,12 @@ MAX_ARG_CHARS = 160
 # Outcome lines are read from the end of each tool output, where results and errors appear.
 OUTCOME_TAIL_LINES = 40
 # A slice longer than this is read at its two ends only (issue 12: a 100,000-message emergency compaction spent 4.5 s
-# here). A summary of a few thousand tokens cannot carry more than its newest few thousand messages and the task
-# at the start; the middle stays whole in the archive, and the summary says how many messages it did not read.
-MAX_READ_MESSAGES = 3_000
+# here). A summary of a few thousand tokens cannot carry more than its newest messages and the task at the start;
+# the middle stays whole in the archive, and the summary says how many messages it did not read. 1,000 since issue
+# 22's eleventh session (3,000 before): reading the newest 2,800 messages of a long slice was a third of adding and
+# first compacting a 100,000-message history (their entities, and their secrets before the summary), for a summary
+# of ~2,000 tokens; the recorded sessions' slices are far shorter (replays unchanged).
+MAX_READ_MESSAGES = 1_000
 READ_HEAD_MESSAGES = 200
 MAX_OUTCOME_LINE_CHARS = 240
 

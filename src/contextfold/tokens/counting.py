@@ -20,6 +20,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Protocol, runtime_checkable
 
 from ..messages import DocumentPart, ImagePart, Message, Part, TextPart, ThinkingPart, is_compaction
@@ -204,7 +205,7 @@ class TiktokenCounter:
             return _sampled_count(enc, text)
         n = len(enc.encode_ordinary(text))
         if len(memo) >= (_SHORT_COUNTS_MAX if short else _LONG_COUNTS_MAX):
-            memo.clear()  # (a wholesale reset: cheaper than LRU bookkeeping on every count)
+            _drop_older_half(memo)
         memo[key] = n
         return n
 
@@ -223,6 +224,18 @@ _SHORT_COUNTS: dict[str, dict[str | tuple[int, int], int]] = {}
 # twice, a repeated test run) is counted once. ~100 bytes an entry.
 _LONG_COUNTS_MAX = 16_384
 _LONG_COUNTS: dict[str, dict[str | tuple[int, int], int]] = {}
+
+
+
+def _drop_older_half(memo: dict[str | tuple[int, int], int]) -> None:
+    """Forget the older half of a full ``memo`` (first remembered, first dropped: a dict keeps insertion order).
+
+    Cheaper than LRU bookkeeping on every count, and unlike a wholesale reset it keeps what was just counted: a bulk
+    add counts an output to decide its cut, then counts the message a little later (issue 22).
+    """
+    for key in list(islice(memo, len(memo) // 2)):  # (taken at once; another thread may drop the same keys)
+        memo.pop(key, None)
+
 
 # Texts longer than this are counted from samples (see TiktokenCounter.count): 1 MB is ~8 windows of 32K tokens.
 EXACT_COUNT_MAX_CHARS = 1_000_000
