@@ -66,7 +66,8 @@ def masked_before_summarized(m: Message, excluded: Collection[str] = ()) -> bool
 def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor: Any, archived: bool,
                         outputs: ToolOutputCache | None = None, digest_tokens: int = 0,
                         counter: TokenCounter | None = None, never_masked: Collection[str] | None = None,
-                        digests: Sequence[tuple[Message, str]] | None = None) -> None:
+                        digests: Sequence[tuple[Message, str]] | None = None,
+                        unredacted: Sequence[Message] | None = None) -> None:
     """Read ``messages`` as a compaction will, on a background thread: a compaction then finds the work done.
 
     - ``extractive``: the summarizer is the extractive one: read each message as its summary will (entities,
@@ -82,6 +83,7 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
     - ``digests``: the outputs whose digest material to read, each with its call's arguments (the manager releases
       an output once a masking can take it soon, see :mod:`._read_ahead`); None: every output of ``messages``, with
       the arguments of the calls among ``messages``.
+    - ``unredacted``: those of ``messages`` to redact (the others were, as they were added); None: all of them.
 
     The entities' token counts are not taken ahead: a summary counts only its best ranked few hundred (issue 22:
     counting every entity of every message was ~10% of the read-ahead, for names no summary would weigh).
@@ -101,8 +103,9 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
     if outputs is not None:
         from functools import partial
 
-        from ..cache._digest import digest_material, output_digest, ref_material
+        from ..cache._digest import digest_material, ref_material
         from ..cache.masking import placeholder_ahead
+        from ._read_ahead import ScanningInBulk
 
         if digests is None:
             # What stays in view beside each placeholder: the arguments of the output's call (read from this batch;
@@ -124,18 +127,13 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
                     material = digest_material(blanked)
                 bulk = redactor is not None and hasattr(redactor, "scan_words")
                 if digest_tokens and counter is not None:
-                    # The digest itself, as the masking will build it: each item it weighs is counted and checked
-                    # for secrets now (remembered by the counter and the redactor), so the masking turn only
-                    # assembles (issue 22: counting and checking were a quarter of a masking turn). The items it
-                    # weighs without the check (which rarely turns one down) are scanned first, in bulk.
-                    weighed: list[str] = []
-                    output_digest("", budget_tokens=digest_tokens, counter=counter, known=known,
-                                  material=material.items, allow=_collecting(weighed) if bulk else None)
-                    if bulk:
-                        redactor.scan_words(weighed)
-                    # The placeholder itself, built and counted: the masking turn looks it up (issue 22).
+                    # The placeholder itself, built and counted as the masking will (the same digest, each item it
+                    # weighs counted and checked for secrets, the answers remembered): the masking turn looks it up
+                    # (issue 22: counting and checking were a quarter of a masking turn). The items it asks the
+                    # secrets about are scanned in bulk, a few at a time, as the digest asks (see _read_ahead).
+                    guard = ScanningInBulk(redactor, material.items, known) if bulk else redactor
                     placeholder_ahead(m, outputs, digest_tokens=digest_tokens, known=known, counter=counter,
-                                      secrets=redactor)
+                                      secrets=guard)
                 elif bulk:
                     # The items a digest most likely lists are checked for secrets then: scanned now (in bulk), the
                     # masking turn finds the scans done (issue 22: a masking turn scanned ~40 items).
@@ -145,22 +143,12 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
                         redactor.mentions_secret(item)
                 pacer.tick()
     if redactor is not None:
-        redactor.redact_ahead(messages)
+        redactor.redact_ahead(messages if unredacted is None else unredacted)
     if archived:
         for m in messages:
             if redactor is None or redactor.is_clean(m):  # (a redacted message is a new one, serialized then)
                 message_line(m)
             pacer.tick()
-
-
-def _collecting(into: list[str]) -> Callable[[str], bool]:
-    """A digest's item filter that lets every item through, collecting them ``into`` the list."""
-
-    def allow(item: str) -> bool:
-        into.append(item)
-        return True
-
-    return allow
 
 
 class Compactor:

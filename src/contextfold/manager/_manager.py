@@ -188,6 +188,7 @@ class ContextManager:
         self._compactions = 0
         self.before_compaction = before_compaction
         self._unwarmed: list[Message] = []  # messages added that no background warming has read yet
+        self._unredacted = 0  # of those, the first this many, added before add() redacted what it adds
         self._warm_after_policy = False  # the new messages are read ahead once the policy has acted
         self._held_outputs = HeldOutputs()  # outputs whose digest material is read once a masking can take them
         self._reading = False  # past half the soft threshold: add() reads what it adds (see _read_on_add)
@@ -365,6 +366,8 @@ class ContextManager:
             # of messages it summarizes (~0.5 s of CPU in the first prepare() of 100,000 recorded messages, issue 22).
             del self._unwarmed[queued:]
         self._read_on_add(stored, cut)
+        if not self._reading:
+            self._unredacted = len(self._unwarmed)  # (past half the soft threshold, add() redacts what it adds)
         if results:
             self.check("after tool execution")
 
@@ -840,9 +843,13 @@ class ContextManager:
         from ._read_ahead import run_parts
 
         messages, self._unwarmed = self._unwarmed, []
+        # Only what add() did not redact is redacted ahead (issue 22: looking the others up again was ~40 ms of CPU
+        # per 1M tokens in the lm32b loop; a secret learned since is looked for by the next use of the ledger).
+        unredacted, self._unredacted = messages[:self._unredacted], 0
         if still_in_view:
             held = set(map(id, self._view.raw))
             messages = [m for m in messages if id(m) in held]
+            unredacted = [m for m in unredacted if id(m) in held]
         # What a masking turn needs is read ahead: every message's secrets, the outputs' digests, the calls' access.
         # What only a compaction needs (the messages added before half the soft threshold read for the summary, the
         # transcript lines) is left to the compaction, which reads what add() did not (issue 22: ~200 ms of the
@@ -860,7 +867,7 @@ class ContextManager:
         if redactor is not None or outputs is not None:
             parts.append((warm_for_compaction, (messages, False, redactor, False, outputs,
                                                 self.policy.mask_digest_tokens if masks else 0, self.counter.counter,
-                                                None, digests)))
+                                                None, digests, unredacted)))
         if redactor is not None:
             parts.append((self._secrets.read_ahead, ()))  # whole outputs cut before add() started reading
         if masks and self.steering.superseded:

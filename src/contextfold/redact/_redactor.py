@@ -144,6 +144,8 @@ _MENTIONED_MAX_CHARS = 256
 # Of a bulk redaction of at most this many messages (a turn's add(), not a long history's transcript), the tool
 # outputs the prefilter cleared are remembered as scanned: the read-ahead blanks them for their digests next.
 _REMEMBER_CLEARED_MAX_BATCH = 1_000
+# The paced read-ahead redacts its batch in bulk slices of about this many characters, pausing between them.
+_AHEAD_SLICE_CHARS = 16_384
 
 
 # redact_text remembers the strings up to this long found clean, this many characters of them at most (per memory
@@ -835,12 +837,23 @@ class Redactor:
             items = list(messages)
             self.redact_messages(items)
             return len(items)
+        # In bulk too, a slice of the batch at a time (issue 22: one by one, the first read-ahead of a session, the
+        # messages added before half the soft threshold, scanned every text whole; the prefilter clears most).
         pacer = GilPacer()
         done = 0
+        chunk: list[Message] = []
+        size = 0
         for m in messages:
-            self.redact_message(m)
-            done += 1
-            pacer.tick()
+            chunk.append(m)
+            size += len(m.content) if type(m.content) is str else _AHEAD_SLICE_CHARS // 4
+            if size >= _AHEAD_SLICE_CHARS:
+                self.redact_messages(chunk, kept=False)
+                done += len(chunk)
+                chunk, size = [], 0
+                pacer.tick()
+        if chunk:
+            self.redact_messages(chunk, kept=False)
+            done += len(chunk)
         return done
 
     def learn_from(self, messages: Iterable[Message]) -> None:
@@ -998,13 +1011,15 @@ class Redactor:
         # (The ids are distinct: the clean ones are all but the suspects'. 100,000 ids of a bulk add, issue 22.)
         return frozenset(texts).difference([texts[i] for i in suspects]) if suspects else frozenset(texts)
 
-    def redact_messages(self, messages: Iterable[Message]) -> list[Message]:
+    def redact_messages(self, messages: Iterable[Message], *, kept: bool = True) -> list[Message]:
         """Every message redacted, in bulk: first every secret of the batch is learned, then each is redacted.
 
         The same as :meth:`learn_from` the batch, then :meth:`redact_message` one by one: a value found in context
         late in the batch is redacted where an earlier message mentions it bare. A prefilter searches all the
         messages' text at once for what any pattern needs (its trigger substrings, a base64 run) and, once the batch
         is learned, for what is remembered; a message with none of it comes back as it is, unscanned.
+        ``kept=False``: neither take nor leave the batch the ledger keeps for the next call (the read-ahead's slices,
+        on another thread, between a compaction's two batches).
         """
         items = list(messages)
         if not self.enabled:
@@ -1013,7 +1028,7 @@ class Redactor:
             return self._redact_batch(items)
         # Messages redacted before come back from the ledger; the others are redacted in bulk, then recorded.
         start = self._generation()
-        out, fresh = self._known(items, start)
+        out, fresh = self._known(items, start, kept=kept)
         if fresh:
             for i, redacted in zip(fresh, self._redact_batch([items[i] for i in fresh]), strict=True):
                 out[i] = redacted
@@ -1025,22 +1040,23 @@ class Redactor:
             start = self._generation()
             out = [self.redact_message(m) for m in items]
         result = cast("list[Message]", out)  # (each one known, redacted in the batch, or redone)
-        if self._generation() == start:
+        if kept and self._generation() == start:
             self._ledger.keep_batch(items, tuple(result), start)  # (a copy: the caller may change its list)
         return result
 
-    def _known(self, items: list[Message], generation: int) -> tuple[list[Message | None], list[int]]:
-        """What each of ``items`` redacts to, from the last batch or the ledger, and the indexes of those not known."""
-        kept = self._ledger.from_batch(items, generation)
+    def _known(self, items: list[Message], generation: int, *,
+               kept: bool = True) -> tuple[list[Message | None], list[int]]:
+        """What each of ``items`` redacts to, from the last batch (``kept``) or the ledger; the indexes not known."""
+        batch = self._ledger.from_batch(items, generation) if kept else None
         out: list[Message | None]
         missing: Sequence[int]
-        if kept is not None:
-            out, missing = kept
+        if batch is not None:
+            out, missing = batch
         else:
             out, missing = [None] * len(items), range(len(items))
         if not missing:
             return out, []
-        rest = items if kept is None else [items[i] for i in missing]
+        rest = items if batch is None else [items[i] for i in missing]
         stale: list[tuple[int, Message, tuple[Message, Message, int]]] = []
         others: list[tuple[int, Message]] = []
         for i, m, known in zip(missing, rest, self._ledger.current(rest, generation), strict=True):
