@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from ..errors import InvalidHistory, StoreError
+from ..formats._common import check_nesting, json_problem
 from ..messages import Message
 from ..serialize import json_text, message_from_dict, message_to_dict
 
@@ -35,8 +36,12 @@ __all__ = [
     "decode_message",
     "encode_message",
     "new_token",
+    "stored_text",
+    "stored_version",
 ]
 
+# Digits of a stored version: a session saved once per second for 10^12 years stays under it; more is not ours.
+MAX_VERSION_DIGITS = 20
 # Session ids become parts of Redis keys and SQLite values; a bound keeps keys short and a typo'd blob out.
 MAX_SESSION_ID_LENGTH = 512
 
@@ -242,9 +247,56 @@ def encode_message(m: Message) -> str:
     return json_text(message_to_dict(m), separators=(",", ":"))
 
 
-def decode_message(raw: str | bytes, session_id: str, index: int) -> Message:
-    """The message stored as ``raw``, or :class:`StoreError` naming the session and position of a bad record."""
+def decode_message(raw: object, session_id: str, index: int, *, place: str | None = None) -> Message:
+    """The message stored as ``raw``, or :class:`StoreError` naming where it is stored and what is wrong.
+
+    Whatever another writer left there: no JSON, no text at all, containers nested past the JSON reader's limit
+    (RecursionError) or deeper than a message may nest (every later walk of a message recurses).
+
+    Args:
+        raw: The stored record.
+        session_id: Its session, named in the error.
+        index: Its position in the session's messages.
+        place: Where it is stored (a key, a file), named in the error; the session by default.
+    """
+    where = f"{place}, session {session_id!r}" if place is not None else f"session {session_id!r}"
     try:
-        return message_from_dict(json.loads(raw), index=index)
-    except (ValueError, InvalidHistory) as exc:
-        raise StoreError(f"session {session_id!r}: stored message {index} is unreadable: {exc}") from exc
+        if not isinstance(raw, str | bytes):
+            raise InvalidHistory(f"a stored message must be JSON text, got {type(raw).__name__}", index=index)
+        try:
+            obj = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise InvalidHistory(json_problem(exc), index=index) from None
+        check_nesting(obj, index=index)
+        return message_from_dict(obj, index=index)
+    except InvalidHistory as exc:
+        detail = f"{exc.field}: {exc.problem}" if exc.field else exc.problem
+        raise StoreError(f"{where}: stored message {index} is unreadable: {detail}") from exc
+
+
+def stored_version(raw: object, where: str) -> int:
+    """The version stored as ``raw`` (None: never saved, 0), or :class:`StoreError` naming ``where``.
+
+    Only a whole number >= 0 of at most :data:`MAX_VERSION_DIGITS` digits is one of ours: anything else (text, a
+    float, a negative or 5,000-digit number) was written by someone else, and a save from it could never succeed.
+    """
+    if raw is None:
+        return 0
+    if isinstance(raw, int) and not isinstance(raw, bool) and 0 <= raw < 10**MAX_VERSION_DIGITS:
+        return raw
+    text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else raw
+    if isinstance(text, str) and text.isascii() and text.isdigit() and len(text) <= MAX_VERSION_DIGITS:
+        return int(text)
+    raise StoreError(f"{where}: the stored version {raw!r:.60} is no version number (not written by contextfold)")
+
+
+def stored_text(raw: object, where: str) -> str:
+    """A stored name or mark as text, or :class:`StoreError` naming ``where`` (not UTF-8, not text)."""
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, bytes):
+        try:
+            return raw.decode()
+        except UnicodeDecodeError:
+            pass
+    raise StoreError(f"{where}: stored value {raw!r:.60} is no UTF-8 text (not written by contextfold)")
