@@ -15,6 +15,7 @@ reach keys they compute).
 
 from __future__ import annotations
 
+import math
 import threading
 import uuid
 import weakref
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..cache import BlobInfo, BlobStore
 from ..errors import MissingExtra, RefNotFound, StoreError
+from ._records import stored_count, stored_text
 
 if TYPE_CHECKING:
     import redis
@@ -331,7 +333,7 @@ class RedisBlobStore(BlobStore):
                 if gen:
                     return None  # deleted mid-read: the retry reports it as missing
                 raise RefNotFound(key)
-            size, got = int(reply[0]), reply[1]
+            size, got = stored_count(reply[0], f"Redis key {meta!r}", "size"), reply[1]
             if gen and got != gen:
                 return None
             gen = got
@@ -355,7 +357,7 @@ class RedisBlobStore(BlobStore):
             value = self._client.hget(self._meta(key), "size")
         except self._errors as exc:
             raise self._fail("read the size of", key, exc) from exc
-        return None if value is None else int(value)
+        return None if value is None else stored_count(value, f"Redis key {self._meta(key)!r}", "size")
 
     def delete(self, key: str) -> bool:
         """Remove ``key``, its chunks and its access record."""
@@ -370,12 +372,13 @@ class RedisBlobStore(BlobStore):
             ranked: list[Any] = self._client.zrange(self._lru, 0, -1, withscores=True)
             pipe = self._client.pipeline(transaction=False)
             for member, _ in ranked:
-                pipe.hget(self._meta(member.decode()), "size")
+                pipe.hget(self._meta(_member_key(member, self._lru)), "size")
             sizes = pipe.execute()
         except self._errors as exc:
             raise self._fail("list the keys", None, exc) from exc
         infos = [
-            BlobInfo(member.decode(), int(size), int(score))
+            BlobInfo(_member_key(member, self._lru), stored_count(size, f"Redis key {self._lru!r}", "size"),
+                     _access_order(score, self._lru))
             for (member, score), size in zip(ranked, sizes, strict=True)
             # A key deleted between the two reads is simply not listed.
             if size is not None
@@ -395,3 +398,16 @@ class RedisBlobStore(BlobStore):
                         args=[key, self._data_prefix(key), self.ttl_seconds or 0])
         except self._errors as exc:
             raise self._fail("touch", key, exc) from exc
+
+
+def _member_key(member: bytes, where: str) -> str:
+    """A member of the access-order set as the output's key; StoreError when another writer put no UTF-8 there."""
+    return stored_text(member, f"Redis key {where!r}")
+
+
+def _access_order(score: float, where: str) -> int:
+    """A member's score as its access order; StoreError for a score no save gave (inf, nan, negative, fractional)."""
+    if not (math.isfinite(score) and score >= 0 and score == int(score)):
+        raise StoreError(f"Redis key {where!r}: the stored access order {score!r} is no whole number >= 0 "
+                         "(not written by contextfold)")
+    return int(score)

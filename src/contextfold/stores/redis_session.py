@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
 from ..messages import Message
+from ._records import stored_count, stored_text
 from .redis_blob import DEFAULT_URL, import_redis
 from .session import (
     SaveTracker,
@@ -30,8 +31,6 @@ from .session import (
     decode_message,
     encode_message,
     new_token,
-    stored_text,
-    stored_version,
 )
 
 if TYPE_CHECKING:
@@ -124,7 +123,7 @@ class RedisSessionStore(SessionStore):
         # Anything another writer left under our keys is a StoreError naming the key, never a raw exception.
         place = f"Redis key {head!r}"
         head_fields = {stored_text(k, place): stored_text(v, place) for k, v in fields.items()}
-        version = stored_version(head_fields.get("version"), place)
+        version = stored_count(head_fields.get("version", 0), place, "version")
         messages = [decode_message(r, session_id, i, place=f"Redis key {items!r}") for i, r in enumerate(raw)]
         token = head_fields.get("token")
         if token is not None:
@@ -156,7 +155,7 @@ class RedisSessionStore(SessionStore):
             with self._client.pipeline(transaction=True) as pipe:
                 pipe.watch(head)  # type: ignore[no-untyped-call]
                 stored_number, stored_token = pipe.hmget(head, "version", "token")
-                actual = stored_version(stored_number, f"Redis key {head!r}")
+                actual = 0 if stored_number is None else stored_count(stored_number, f"Redis key {head!r}", "version")
                 if actual != expected_version:
                     raise SessionConflict(session_id, expected_version, actual)
                 keep = same if known_token is not None and stored_token == known_token.encode() else 0
@@ -206,4 +205,4 @@ class RedisSessionStore(SessionStore):
             value: Any = self._client.hget(head, "version")
         except self._errors as exc:
             raise self._fail("read the version of", session_id, exc) from exc
-        return stored_version(value, f"Redis key {head!r}")
+        return 0 if value is None else stored_count(value, f"Redis key {head!r}", "version")

@@ -36,12 +36,8 @@ __all__ = [
     "decode_message",
     "encode_message",
     "new_token",
-    "stored_text",
-    "stored_version",
 ]
 
-# Digits of a stored version: a session saved once per second for 10^12 years stays under it; more is not ours.
-MAX_VERSION_DIGITS = 20
 # Session ids become parts of Redis keys and SQLite values; a bound keeps keys short and a typo'd blob out.
 MAX_SESSION_ID_LENGTH = 512
 
@@ -272,31 +268,3 @@ def decode_message(raw: object, session_id: str, index: int, *, place: str | Non
     except InvalidHistory as exc:
         detail = f"{exc.field}: {exc.problem}" if exc.field else exc.problem
         raise StoreError(f"{where}: stored message {index} is unreadable: {detail}") from exc
-
-
-def stored_version(raw: object, where: str) -> int:
-    """The version stored as ``raw`` (None: never saved, 0), or :class:`StoreError` naming ``where``.
-
-    Only a whole number >= 0 of at most :data:`MAX_VERSION_DIGITS` digits is one of ours: anything else (text, a
-    float, a negative or 5,000-digit number) was written by someone else, and a save from it could never succeed.
-    """
-    if raw is None:
-        return 0
-    if isinstance(raw, int) and not isinstance(raw, bool) and 0 <= raw < 10**MAX_VERSION_DIGITS:
-        return raw
-    text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else raw
-    if isinstance(text, str) and text.isascii() and text.isdigit() and len(text) <= MAX_VERSION_DIGITS:
-        return int(text)
-    raise StoreError(f"{where}: the stored version {raw!r:.60} is no version number (not written by contextfold)")
-
-
-def stored_text(raw: object, where: str) -> str:
-    """A stored name or mark as text, or :class:`StoreError` naming ``where`` (not UTF-8, not text)."""
-    if isinstance(raw, str):
-        return raw
-    if isinstance(raw, bytes):
-        try:
-            return raw.decode()
-        except UnicodeDecodeError:
-            pass
-    raise StoreError(f"{where}: stored value {raw!r:.60} is no UTF-8 text (not written by contextfold)")

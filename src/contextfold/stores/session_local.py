@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..messages import Message
+from ._records import stored_count, stored_text
 from ._sqlite import SQLiteFile
 from .session import (
     SaveTracker,
@@ -26,8 +27,6 @@ from .session import (
     decode_message,
     encode_message,
     new_token,
-    stored_text,
-    stored_version,
 )
 
 __all__ = ["DEFAULT_SESSIONS_FILENAME", "LocalSessionStore"]
@@ -110,7 +109,7 @@ class LocalSessionStore(SQLiteFile, SessionStore):
         marks = {stored_text(name, marks_place): stored_text(value, marks_place) for name, value in marks.items()}
         if head is None:
             return SessionState(messages, 0, marks)
-        version = stored_version(head[0], self._head_place(session_id))
+        version = stored_count(head[0], self._head_place(session_id), "version")
         self._tracker.remember(session_id, str(head[1]), messages)
         return SessionState(messages, version, marks)
 
@@ -131,7 +130,7 @@ class LocalSessionStore(SQLiteFile, SessionStore):
         token = new_token()
         with self._write(f"cannot save session {session_id!r} to {self.path}") as db:
             head = db.execute("SELECT version, token FROM sessions WHERE id = ?", (session_id,)).fetchone()
-            actual = 0 if head is None else stored_version(head[0], self._head_place(session_id))
+            actual = 0 if head is None else stored_count(head[0], self._head_place(session_id), "version")
             if actual != expected_version:
                 raise SessionConflict(session_id, expected_version, actual)
             keep = same if head is not None and head[1] == known_token else 0

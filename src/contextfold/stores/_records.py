@@ -1,0 +1,44 @@
+"""Values read back from a store that others can write to (a shared Redis, an SQLite file), checked as they come.
+
+Anything another program, an older release or a hand edit left under our keys becomes a
+:class:`~contextfold.errors.StoreError` naming where it is stored, never a ValueError, OverflowError or
+UnicodeDecodeError from deep inside a fleet worker, the proxy or a retrieval tool call.
+"""
+
+from __future__ import annotations
+
+from ..errors import StoreError
+
+__all__ = ["MAX_STORED_DIGITS", "stored_count", "stored_text"]
+
+# Digits of a stored count (a version, a size, an access order): 10^20 is past any session's saves or any output's
+# bytes; a longer number, like text or a fraction, was not written by contextfold.
+MAX_STORED_DIGITS = 20
+
+
+def stored_count(raw: object, where: str, what: str) -> int:
+    """The whole number >= 0 stored as ``raw`` (an int, or its digits as text or bytes), else a StoreError.
+
+    Args:
+        raw: The stored value.
+        where: The key, file or table it was read from, named in the error.
+        what: What it counts (``version``, ``size``), named in the error.
+    """
+    if isinstance(raw, int) and not isinstance(raw, bool) and 0 <= raw < 10**MAX_STORED_DIGITS:
+        return raw
+    text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else raw
+    if isinstance(text, str) and text.isascii() and text.isdigit() and len(text) <= MAX_STORED_DIGITS:
+        return int(text)
+    raise StoreError(f"{where}: the stored {what} {raw!r:.60} is no whole number >= 0 (not written by contextfold)")
+
+
+def stored_text(raw: object, where: str) -> str:
+    """A stored name or mark as text, or a StoreError naming ``where`` (not UTF-8, not text)."""
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, bytes):
+        try:
+            return raw.decode()
+        except UnicodeDecodeError:
+            pass
+    raise StoreError(f"{where}: stored value {raw!r:.60} is no UTF-8 text (not written by contextfold)")
