@@ -124,7 +124,8 @@ class RedisSessionStore(SessionStore):
         place = f"Redis key {head!r}"
         head_fields = {stored_text(k, place): stored_text(v, place) for k, v in fields.items()}
         version = stored_count(head_fields.get("version", 0), place, "version")
-        messages = [decode_message(r, session_id, i, place=f"Redis key {items!r}") for i, r in enumerate(raw)]
+        items_place = f"Redis key {items!r}"
+        messages = [decode_message(r, session_id, i, place=items_place) for i, r in enumerate(raw)]
         token = head_fields.get("token")
         if token is not None:
             self._tracker.remember(session_id, token, messages)

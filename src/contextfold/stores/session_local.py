@@ -103,8 +103,8 @@ class LocalSessionStore(SQLiteFile, SessionStore):
             marks = dict(db.execute("SELECT name, value FROM session_marks WHERE session_id = ?",
                                     (session_id,)).fetchall())
         # Rows another writer left in the file are a StoreError naming the table, never a raw exception.
-        messages = [decode_message(r[0], session_id, i, place=f"{self.path} table session_messages")
-                    for i, r in enumerate(rows)]
+        place = f"{self.path} table session_messages"
+        messages = [decode_message(r[0], session_id, i, place=place) for i, r in enumerate(rows)]
         marks_place = f"{self.path} table session_marks, session {session_id!r}"
         marks = {stored_text(name, marks_place): stored_text(value, marks_place) for name, value in marks.items()}
         if head is None:
