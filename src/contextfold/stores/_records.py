@@ -7,9 +7,12 @@ UnicodeDecodeError from deep inside a fleet worker, the proxy or a retrieval too
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 from ..errors import StoreError
 
-__all__ = ["MAX_STORED_DIGITS", "stored_count", "stored_text"]
+__all__ = ["MAX_STORED_DIGITS", "stored_bytes", "stored_count", "stored_score", "stored_text"]
 
 # Digits of a stored count (a version, a size, an access order): 10^20 is past any session's saves or any output's
 # bytes; a longer number, like text or a fraction, was not written by contextfold.
@@ -42,3 +45,17 @@ def stored_text(raw: object, where: str) -> str:
         except UnicodeDecodeError:
             pass
     raise StoreError(f"{where}: stored value {raw!r:.60} is no UTF-8 text (not written by contextfold)")
+
+
+def stored_score(score: float, where: str, what: str) -> int:
+    """A sorted-set score this store gave as a count (whole, finite, >= 0), else a StoreError naming ``where``."""
+    if not (math.isfinite(score) and 0 <= score < 10**MAX_STORED_DIGITS and score == int(score)):
+        raise StoreError(f"{where}: the stored {what} {score!r} is no whole number >= 0 (not written by contextfold)")
+    return int(score)
+
+
+def stored_bytes(parts: Sequence[object], where: str) -> bytes:
+    """The stored pieces joined, or a StoreError naming ``where`` when one is no bytes (text or a number)."""
+    if not all(isinstance(part, bytes) for part in parts):
+        raise StoreError(f"{where}: a stored chunk is no bytes (not written by contextfold)")
+    return b"".join(parts)  # type: ignore[arg-type]  # (all bytes, checked above)

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..cache import BlobInfo, BlobStore
-from ..errors import RefNotFound, StoreError
-from ._records import stored_count
+from ..errors import RefNotFound
+from ._records import stored_bytes, stored_count
 from ._sqlite import DEFAULT_DIRECTORY, SQLiteFile
 
 __all__ = ["DEFAULT_DIRECTORY", "DEFAULT_FILENAME", "LocalBlobStore"]
@@ -90,9 +90,7 @@ class LocalBlobStore(SQLiteFile, BlobStore):
             parts = db.execute(
                 "SELECT data FROM chunks WHERE key = ? AND seq BETWEEN ? AND ? ORDER BY seq", (key, first, last)
             ).fetchall()
-        if not all(isinstance(p[0], bytes) for p in parts):  # a row another writer left: text or a number
-            raise StoreError(f"{self._place(key)}: a stored chunk is no bytes (not written by contextfold)")
-        joined = b"".join(p[0] for p in parts)
+        joined = stored_bytes([p[0] for p in parts], self._place(key))  # a row another writer left: text, a number
         offset = start - first * CHUNK_BYTES
         return joined[offset : offset + (end - start)]
 

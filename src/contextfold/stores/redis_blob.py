@@ -15,7 +15,6 @@ reach keys they compute).
 
 from __future__ import annotations
 
-import math
 import threading
 import uuid
 import weakref
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..cache import BlobInfo, BlobStore
 from ..errors import MissingExtra, RefNotFound, StoreError
-from ._records import stored_count, stored_text
+from ._records import stored_count, stored_score, stored_text
 
 if TYPE_CHECKING:
     import redis
@@ -372,13 +371,14 @@ class RedisBlobStore(BlobStore):
             ranked: list[Any] = self._client.zrange(self._lru, 0, -1, withscores=True)
             pipe = self._client.pipeline(transaction=False)
             for member, _ in ranked:
-                pipe.hget(self._meta(_member_key(member, self._lru)), "size")
+                pipe.hget(self._meta(stored_text(member, f"Redis key {self._lru!r}")), "size")
             sizes = pipe.execute()
         except self._errors as exc:
             raise self._fail("list the keys", None, exc) from exc
+        listed = f"Redis key {self._lru!r}"  # (a member another writer added: a StoreError naming the set)
         infos = [
-            BlobInfo(_member_key(member, self._lru), stored_count(size, f"Redis key {self._lru!r}", "size"),
-                     _access_order(score, self._lru))
+            BlobInfo(stored_text(member, listed), stored_count(size, listed, "size"),
+                     stored_score(score, listed, "access order"))
             for (member, score), size in zip(ranked, sizes, strict=True)
             # A key deleted between the two reads is simply not listed.
             if size is not None
@@ -398,16 +398,3 @@ class RedisBlobStore(BlobStore):
                         args=[key, self._data_prefix(key), self.ttl_seconds or 0])
         except self._errors as exc:
             raise self._fail("touch", key, exc) from exc
-
-
-def _member_key(member: bytes, where: str) -> str:
-    """A member of the access-order set as the output's key; StoreError when another writer put no UTF-8 there."""
-    return stored_text(member, f"Redis key {where!r}")
-
-
-def _access_order(score: float, where: str) -> int:
-    """A member's score as its access order; StoreError for a score no save gave (inf, nan, negative, fractional)."""
-    if not (math.isfinite(score) and score >= 0 and score == int(score)):
-        raise StoreError(f"Redis key {where!r}: the stored access order {score!r} is no whole number >= 0 "
-                         "(not written by contextfold)")
-    return int(score)
