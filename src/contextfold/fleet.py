@@ -46,6 +46,8 @@ __all__ = [
 
 # The mark saved with every turn: the number of the last turn applied to the session.
 TURN_MARK = "turn"
+# Digits of a stored turn mark: more turns than any session will hold; a longer mark was written by someone else.
+MAX_TURN_DIGITS = 20
 # Attempts of one turn or compaction before the error goes to the caller: conflicts need one retry each in
 # practice, and a Redis restart takes a few hundred milliseconds to come back from.
 MAX_ATTEMPTS = 12
@@ -205,7 +207,7 @@ class FleetWorker:
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
                 state = self.sessions.load_state(session_id)
-                done = int(state.marks.get(TURN_MARK, "0"))
+                done = _turns_done(session_id, state.marks)
                 if number <= done:
                     return TurnResult(None, state.version, attempt, conflicts, errors, True, False, 0.0,
                                       _ms(started))
@@ -276,6 +278,15 @@ class FleetWorker:
 
     def _backoff(self, failures: int) -> None:
         self._sleep(min(RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S * 2 ** (failures - 1)))
+
+
+def _turns_done(session_id: str, marks: Mapping[str, str]) -> int:
+    """The session's turn mark as a number, or StoreError: a mark that is no turn number was not saved by us."""
+    raw = marks.get(TURN_MARK, "0")
+    if not (isinstance(raw, str) and raw.isascii() and raw.isdigit() and len(raw) <= MAX_TURN_DIGITS):
+        raise StoreError(f"session {session_id!r}: its stored mark {TURN_MARK!r} is {raw!r:.60}, no turn number "
+                         "(not saved by a fleet worker)")
+    return int(raw)
 
 
 def _ms(since: float) -> float:

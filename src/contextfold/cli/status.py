@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
-from ._common import EXIT_OK, Subparsers, printable, write_json
+from ..errors import StoreError
+from ._common import EXIT_BACKEND, EXIT_OK, Subparsers, printable, write_json
 from .archive import DEFAULT_ARCHIVE, open_archive
 
 __all__ = ["register", "run", "session_rows"]
@@ -29,38 +31,61 @@ def register(subparsers: Subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
-def session_rows(location: str) -> list[dict[str, Any]]:
-    """One row per archived session: id, compactions, summaries, events, messages in the latest transcript."""
+def session_rows(location: str, *,
+                 on_unreadable: Callable[[str, StoreError], None] | None = None) -> list[dict[str, Any]]:
+    """One row per archived session: id, compactions, summaries, events, messages in the latest transcript.
+
+    ``on_unreadable``: called with a session that cannot be read (a corrupt transcript, a FIFO or a folder where a
+    file should be) and the error, and the session is left out; without it the error is raised.
+    """
     from ..archive import archive_key, summary_name
 
     archive = open_archive(location)
     rows = []
     for session_id in archive.sessions():
-        numbers = archive.transcript_numbers(session_id)
-        names = set(archive.store.names(archive_key(session_id)))  # (the store knows the session by its key)
-        latest = len(archive.transcript(session_id, numbers[-1])) if numbers else 0
+        try:
+            numbers = archive.transcript_numbers(session_id)
+            names = set(archive.store.names(archive_key(session_id)))  # (the store knows the session by its key)
+            latest = len(archive.transcript(session_id, numbers[-1])) if numbers else 0
+            events = len(archive.events(session_id))
+        except StoreError as exc:
+            if on_unreadable is None:
+                raise
+            on_unreadable(session_id, exc)
+            continue
         rows.append({
             "session": session_id,
             "compactions": len(numbers),
             "summaries": sum(1 for n in numbers if summary_name(n) in names),
-            "events": len(archive.events(session_id)),
+            "events": events,
             "latest_transcript_messages": latest,
         })
     return rows
 
 
 def run(args: argparse.Namespace) -> int:
-    """List the sessions."""
-    rows = session_rows(args.archive)
+    """List the sessions; one that cannot be read is named on stderr and left out, and the exit code says so.
+
+    One bad session (a file someone planted, a torn transcript) must not hide the others; an archive that cannot
+    be read at all (every session failing the same way) still ends in a non-zero exit.
+    """
+    unreadable: list[dict[str, str]] = []
+
+    def skip(session_id: str, error: StoreError) -> None:
+        sys.stderr.write(f"contextfold: warning: session {session_id!r} left out: {printable(str(error))}\n")
+        unreadable.append({"session": session_id, "error": str(error)})
+
+    rows = session_rows(args.archive, on_unreadable=skip)
+    status = EXIT_BACKEND if unreadable else EXIT_OK
     if args.json:
-        write_json({"archive": args.archive, "sessions": rows})
-        return EXIT_OK
+        write_json({"archive": args.archive, "sessions": rows, "unreadable": unreadable})
+        return status
     out = sys.stdout
     if not rows:
         out.write(f"no sessions in {args.archive}\n")
-        return EXIT_OK
+        return status
     out.write(f"{'session':<{_ID_WIDTH}} {'compactions':>11} {'summaries':>9} {'events':>7} {'messages':>9}\n")
     for r in rows:
         out.write(f"{printable(r['session']):<{_ID_WIDTH}} {r['compactions']:>11} {r['summaries']:>9} {r['events']:>7} "
                   f"{r['latest_transcript_messages']:>9}\n")
-    return EXIT_OK
+    return status

@@ -279,6 +279,9 @@ class ServeApp:
             session, continues, loaded = await self._session_of(exchange, headers, scope)
         except BadRequest as exc:
             return self._error(api, 400, str(exc), param=exc.field, started=started)
+        except StoreError as exc:  # (finding the session reads the store: a response's pointer, an opening's forks)
+            return self._error(api, 503, f"the session store is unavailable: {exc}", kind="api_error",
+                               started=started)
         release = await self.locks.acquire(session)
         handed_over = False
         try:

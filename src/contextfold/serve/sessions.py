@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
+from ..formats._common import json_problem
+from ..stores._records import stored_count
 from ..stores.session import SessionConflict, SessionState
 from .apis import INSTRUCTIONS_ID, BadRequest, Exchange, item_key
 from .config import ServeConfig
@@ -251,7 +253,7 @@ def follow_forks(backend: Backend, opening: str, exchange: Exchange,
     session = opening
     for _ in range(MAX_FORK_HOPS):
         state = backend.sessions.load_state(session)
-        known: list[str] | None = json.loads(state.marks["keys"]) if "keys" in state.marks else None
+        known = _stored_keys(state.marks, session)
         if known is None or keys[:len(known)] == known:
             return session, state
         parted = next((i for i, (a, b) in enumerate(zip(known, keys, strict=False)) if a != b), len(keys))
@@ -295,7 +297,7 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
 
     wire = get_format(exchange.format)
     keys = [item_key(item) for item in exchange.items]
-    known: list[str] | None = json.loads(marks["keys"]) if "keys" in marks else None
+    known = _stored_keys(marks, session_id)
     if exchange.handle is None:
         fresh_keys = keys[len(known):] if known is not None and keys[:len(known)] == known else keys
     else:
@@ -313,7 +315,7 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
             "tool_output_cache", "tool_output_cache_grep"} <= names
     if stored:
         cm.adopt(stored)
-        _ground(cm, marks, version)
+        _ground(cm, session_id, marks, version)
     turn = Turn(exchange, session_id, cm, version, marks, compactions_before=cm.compactions,
                 maskings_before=cm.maskings)
     if exchange.instructions:
@@ -326,7 +328,7 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
             turn.fresh, turn.rebuilt = outcome.fresh, outcome.rebuilt
             marks["keys"] = json.dumps(keys)
         else:
-            items = _continuation(exchange, marks, keys, continues)
+            items = _continuation(exchange, session_id, marks, keys, continues)
             if items:
                 cm.add(_converter(turn, wire)(items))
                 marks["keys"] = json.dumps([*(known or []), *(item_key(i) for i in items)])
@@ -336,9 +338,37 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
     except (ValueError, TypeError, KeyError) as exc:  # InvalidHistory is a ValueError: a history no API takes
         raise BadRequest(str(exc), "input" if exchange.api == "responses" else "messages") from exc
     # What the client's history holds, by our count before any cut: tokens saved = this - what is sent.
-    before = 0 if turn.rebuilt else int(marks.get("client_tokens", "0"))
+    stored_tokens = marks.get("client_tokens", 0)
+    before = 0 if turn.rebuilt else stored_count(stored_tokens, _mark_place(session_id, "client_tokens"), "token count")
     marks["client_tokens"] = str(before + turn.client_tokens)
     return turn
+
+
+def _mark_place(session_id: str, name: str) -> str:
+    return f"session {session_id!r}, stored mark {name!r}"
+
+
+def _mark_json(marks: Mapping[str, str], name: str, session_id: str) -> Any:
+    """The JSON value of mark ``name`` (None when absent); StoreError when it is no JSON the reader can take.
+
+    The session store is shared: a mark another writer left (nested past the reader's depth, not JSON) must be an
+    error naming it, not an internal error of every request of the session.
+    """
+    raw = marks.get(name)
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise StoreError(f"{_mark_place(session_id, name)}: {json_problem(exc)} (not saved by the proxy)") from None
+
+
+def _stored_keys(marks: Mapping[str, str], session_id: str) -> list[str] | None:
+    """The item keys the session was fed (the ``keys`` mark), None when never saved."""
+    known = _mark_json(marks, "keys", session_id)
+    if known is not None and not (isinstance(known, list) and all(isinstance(k, str) for k in known)):
+        raise StoreError(f"{_mark_place(session_id, 'keys')}: no list of item keys (not saved by the proxy)")
+    return known
 
 
 def _response_format(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -350,13 +380,13 @@ def _response_format(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return value if isinstance(value, Mapping) and value.get("type") == "json_schema" else None
 
 
-def _ground(cm: ContextManager, marks: Mapping[str, str], version: int) -> None:
+def _ground(cm: ContextManager, session_id: str, marks: Mapping[str, str], version: int) -> None:
     """Ground the counts in the usage the provider reported for the stored view (saved by :func:`save_reply`).
 
     Only when that view is the one loaded (the usage was saved right after it, nothing else since): the estimate
     of a model without an exact tokenizer is then corrected by the provider's own count, request after request.
     """
-    usage = json.loads(marks.get("usage", "null"))
+    usage = _mark_json(marks, "usage", session_id)
     if isinstance(usage, dict) and usage.get("version") == version - 1 and isinstance(usage.get("prompt"), int):
         cm.record_usage({"prompt_tokens": usage["prompt"], "completion_tokens": 0, "total_tokens": usage["prompt"]},
                         of_current_view=True)
@@ -377,7 +407,7 @@ def _converter(turn: Turn, wire: Any) -> Any:
     return convert
 
 
-def _continuation(exchange: Exchange, marks: dict[str, str], keys: list[str],
+def _continuation(exchange: Exchange, session_id: str, marks: dict[str, str], keys: list[str],
                   continues: str | None) -> list[dict[str, Any]]:
     """Items a continued Responses request feeds: the previous reply (held by the proxy), then its input.
 
@@ -391,7 +421,12 @@ def _continuation(exchange: Exchange, marks: dict[str, str], keys: list[str],
     if exchange.handle is not None and exchange.handle[0] == "response" and previous != head:
         raise Conflict(f"response {previous!r} is not the latest of its conversation ({head!r} is): the proxy "
                        "continues only the latest response; send the whole history instead", "previous_response_id")
-    pending = json.loads(marks.pop("pending", "[]"))
+    pending = _mark_json(marks, "pending", session_id)
+    marks.pop("pending", None)
+    if pending is None:
+        pending = []
+    if not (isinstance(pending, list) and all(isinstance(item, dict) for item in pending)):
+        raise StoreError(f"{_mark_place(session_id, 'pending')}: no list of items (not saved by the proxy)")
     marks["fed"] = tag
     return [*pending, *exchange.items]
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from ..cache import BlobInfo, BlobStore
 from ..cache.owners import OWNER_INFIX
 from ..errors import RefNotFound
+from ._records import stored_bytes, stored_count
 from ._sqlite import DEFAULT_DIRECTORY, SQLiteFile
 
 __all__ = ["DEFAULT_DIRECTORY", "DEFAULT_FILENAME", "LocalBlobStore"]
@@ -94,14 +95,14 @@ class LocalBlobStore(SQLiteFile, BlobStore):
             row = db.execute("SELECT size FROM blobs WHERE key = ?", (key,)).fetchone()
             if row is None:
                 raise RefNotFound(key)
-            end = min(start + length, int(row[0]))
+            end = min(start + length, stored_count(row[0], self._place(key), "size"))
             if end <= start:
                 return b""
             first, last = start // CHUNK_BYTES, (end - 1) // CHUNK_BYTES
             parts = db.execute(
                 "SELECT data FROM chunks WHERE key = ? AND seq BETWEEN ? AND ? ORDER BY seq", (key, first, last)
             ).fetchall()
-        joined = b"".join(p[0] for p in parts)
+        joined = stored_bytes([p[0] for p in parts], self._place(key))  # a row another writer left: text, a number
         offset = start - first * CHUNK_BYTES
         return joined[offset : offset + (end - start)]
 
@@ -109,7 +110,10 @@ class LocalBlobStore(SQLiteFile, BlobStore):
         """Byte size of ``key`` or None."""
         with self._lock:
             row = self._query("SELECT size FROM blobs WHERE key = ?", (key,)).fetchone()
-        return None if row is None else int(row[0])
+        return None if row is None else stored_count(row[0], self._place(key), "size")
+
+    def _place(self, key: str) -> str:
+        return f"{self.path}, output {key!r}"
 
     def delete(self, key: str) -> bool:
         """Remove ``key`` and its chunks in one transaction."""
@@ -122,7 +126,8 @@ class LocalBlobStore(SQLiteFile, BlobStore):
         """Every key, sorted, with size and access order."""
         with self._lock:
             rows = self._query("SELECT key, size, accessed FROM blobs ORDER BY key").fetchall()
-        return iter([BlobInfo(str(k), int(s), int(a)) for k, s, a in rows])
+        return iter([BlobInfo(str(k), stored_count(s, self._place(str(k)), "size"),
+                              stored_count(a, self._place(str(k)), "access order")) for k, s, a in rows])
 
     def touch(self, key: str) -> None:
         """Mark ``key`` as just used."""

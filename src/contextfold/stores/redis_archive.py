@@ -9,6 +9,7 @@ APPEND, so concurrent appenders lose nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..archive import validate_session_id
@@ -102,7 +103,7 @@ class RedisArchiveStore:
             members: Any = self._client.smembers(self._names(session_id))
         except self._errors as exc:
             raise self._fail("list", session_id, exc) from exc
-        return sorted(m.decode() for m in members)
+        return _ours(members, _check_name)
 
     def sessions(self) -> list[str]:
         """Every session with a file, sorted."""
@@ -110,8 +111,24 @@ class RedisArchiveStore:
             members: Any = self._client.smembers(self._sessions)
         except self._errors as exc:
             raise self._fail("list", "the sessions", exc) from exc
-        return sorted(m.decode() for m in members)
+        return _ours(members, validate_session_id)
 
     def close(self) -> None:
         """Close the connection pool (idempotent)."""
         self._client.close()
+
+
+def _ours(members: Any, check: Callable[[str], str]) -> list[str]:
+    """The set's members this store could have written, sorted: UTF-8 text that ``check`` takes.
+
+    The Redis is shared: a member another writer added (no UTF-8, ``..``, a name with a space) is left out, as the
+    filesystem and S3 archives leave out folders and objects that are not theirs; read back, it raised
+    UnicodeDecodeError out of every listing of the whole archive, or was listed as a session it does not hold.
+    """
+    out = []
+    for member in members:
+        try:
+            out.append(check(member.decode()))
+        except (UnicodeDecodeError, ValueError):
+            continue
+    return sorted(out)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..cache import BlobInfo, BlobStore
 from ..cache.owners import owner_key, parse_owner_key
 from ..errors import MissingExtra, RefNotFound, StoreError
+from ._records import stored_count, stored_score, stored_text
 
 if TYPE_CHECKING:
     import redis
@@ -370,7 +371,7 @@ class RedisBlobStore(BlobStore):
                 if gen:
                     return None  # deleted mid-read: the retry reports it as missing
                 raise RefNotFound(key)
-            size, got = int(reply[0]), reply[1]
+            size, got = stored_count(reply[0], f"Redis key {meta!r}", "size"), reply[1]
             if gen and got != gen:
                 return None
             gen = got
@@ -394,7 +395,7 @@ class RedisBlobStore(BlobStore):
             value = self._client.hget(self._meta(key), "size")
         except self._errors as exc:
             raise self._fail("read the size of", key, exc) from exc
-        return None if value is None else int(value)
+        return None if value is None else stored_count(value, f"Redis key {self._meta(key)!r}", "size")
 
     def delete(self, key: str) -> bool:
         """Remove ``key``, its chunks and its access record."""
@@ -411,12 +412,14 @@ class RedisBlobStore(BlobStore):
             ranked: list[Any] = self._client.zrange(self._lru, 0, -1, withscores=True)
             pipe = self._client.pipeline(transaction=False)
             for member, _ in ranked:
-                pipe.hget(self._meta(member.decode()), "size")
+                pipe.hget(self._meta(stored_text(member, f"Redis key {self._lru!r}")), "size")
             sizes = pipe.execute()
         except self._errors as exc:
             raise self._fail("list the keys", None, exc) from exc
+        listed = f"Redis key {self._lru!r}"  # (a member another writer added: a StoreError naming the set)
         infos = [
-            BlobInfo(member.decode(), int(size), int(score))
+            BlobInfo(stored_text(member, listed), stored_count(size, listed, "size"),
+                     stored_score(score, listed, "access order"))
             for (member, score), size in zip(ranked, sizes, strict=True)
             # A key deleted between the two reads is simply not listed.
             if size is not None

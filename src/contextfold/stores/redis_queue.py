@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
+from ._records import stored_text
 from .redis_blob import DEFAULT_URL, import_redis
 
 if TYPE_CHECKING:
@@ -70,7 +71,8 @@ class RedisJobQueue:
                 raw = self._client.lpop(self._list)
             if raw is None:
                 return None
-            session_id = raw.decode() if isinstance(raw, bytes) else str(raw)
+            # A job another writer pushed that is no UTF-8 is an error naming the queue (it is taken off it).
+            session_id = stored_text(raw, f"Redis queue {self._list!r}")
             self._client.srem(self._pending, session_id)
         except self._errors as exc:
             raise StoreError(f"Redis queue {self.name!r} at {self.url}: cannot take a job: {exc}") from exc

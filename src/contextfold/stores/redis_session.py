@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
 from ..messages import Message
+from ._records import stored_count, stored_text
 from .redis_blob import DEFAULT_URL, import_redis
 from .session import (
     SaveTracker,
@@ -119,13 +120,17 @@ class RedisSessionStore(SessionStore):
             fields, raw = pipe.execute()
         except self._errors as exc:
             raise self._fail("load", session_id, exc) from exc
-        head_fields = {k.decode(): v.decode() for k, v in fields.items()}
-        messages = [decode_message(r, session_id, i) for i, r in enumerate(raw)]
+        # Anything another writer left under our keys is a StoreError naming the key, never a raw exception.
+        place = f"Redis key {head!r}"
+        head_fields = {stored_text(k, place): stored_text(v, place) for k, v in fields.items()}
+        version = stored_count(head_fields.get("version", 0), place, "version")
+        items_place = f"Redis key {items!r}"
+        messages = [decode_message(r, session_id, i, place=items_place) for i, r in enumerate(raw)]
         token = head_fields.get("token")
         if token is not None:
             self._tracker.remember(session_id, token, messages)
         marks = {k[len(_MARK):]: v for k, v in head_fields.items() if k.startswith(_MARK)}
-        return SessionState(messages, int(head_fields.get("version") or 0), marks)
+        return SessionState(messages, version, marks)
 
     def save(self, session_id: str, messages: Sequence[Message], expected_version: int, *,
              marks: Mapping[str, str] | None = None) -> int:
@@ -150,8 +155,8 @@ class RedisSessionStore(SessionStore):
         try:
             with self._client.pipeline(transaction=True) as pipe:
                 pipe.watch(head)  # type: ignore[no-untyped-call]
-                stored_version, stored_token = pipe.hmget(head, "version", "token")
-                actual = int(stored_version or 0)
+                stored_number, stored_token = pipe.hmget(head, "version", "token")
+                actual = 0 if stored_number is None else stored_count(stored_number, f"Redis key {head!r}", "version")
                 if actual != expected_version:
                     raise SessionConflict(session_id, expected_version, actual)
                 keep = same if known_token is not None and stored_token == known_token.encode() else 0
@@ -201,4 +206,4 @@ class RedisSessionStore(SessionStore):
             value: Any = self._client.hget(head, "version")
         except self._errors as exc:
             raise self._fail("read the version of", session_id, exc) from exc
-        return int(value or 0)
+        return 0 if value is None else stored_count(value, f"Redis key {head!r}", "version")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from ..errors import InvalidHistory, StoreError
+from ..formats._common import MAX_NESTING, check_nesting, json_problem
 from ..messages import Message
 from ..serialize import json_text, message_from_dict, message_to_dict
 
@@ -242,9 +243,36 @@ def encode_message(m: Message) -> str:
     return json_text(message_to_dict(m), separators=(",", ":"))
 
 
-def decode_message(raw: str | bytes, session_id: str, index: int) -> Message:
-    """The message stored as ``raw``, or :class:`StoreError` naming the session and position of a bad record."""
+def decode_message(raw: object, session_id: str, index: int, *, place: str | None = None) -> Message:
+    """The message stored as ``raw``, or :class:`StoreError` naming where it is stored and what is wrong.
+
+    Whatever another writer left there: no JSON, no text at all, containers nested past the JSON reader's limit
+    (RecursionError) or deeper than a message may nest (every later walk of a message recurses).
+
+    Args:
+        raw: The stored record.
+        session_id: Its session, named in the error.
+        index: Its position in the session's messages.
+        place: Where it is stored (a key, a file), named in the error; the session by default.
+    """
     try:
-        return message_from_dict(json.loads(raw), index=index)
-    except (ValueError, InvalidHistory) as exc:
-        raise StoreError(f"session {session_id!r}: stored message {index} is unreadable: {exc}") from exc
+        if not isinstance(raw, str | bytes):
+            raise InvalidHistory(f"a stored message must be JSON text, got {type(raw).__name__}", index=index)
+        try:
+            obj = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise InvalidHistory(json_problem(exc), index=index) from None
+        if _opening_brackets(raw) > MAX_NESTING:  # deeper nesting needs that many: most records skip the walk
+            check_nesting(obj, index=index)
+        return message_from_dict(obj, index=index)
+    except InvalidHistory as exc:
+        where = f"{place}, session {session_id!r}" if place is not None else f"session {session_id!r}"
+        detail = f"{exc.field}: {exc.problem}" if exc.field else exc.problem
+        raise StoreError(f"{where}: stored message {index} is unreadable: {detail}") from exc
+
+
+def _opening_brackets(raw: str | bytes) -> int:
+    """How many ``[`` and ``{`` the record holds (in strings too): an upper bound of its nesting, counted in C."""
+    if isinstance(raw, str):
+        return raw.count("[") + raw.count("{")
+    return raw.count(b"[") + raw.count(b"{")

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..messages import Message
+from ._records import stored_count, stored_text
 from ._sqlite import SQLiteFile
 from .session import (
     SaveTracker,
@@ -101,11 +102,16 @@ class LocalSessionStore(SQLiteFile, SessionStore):
             ).fetchall()
             marks = dict(db.execute("SELECT name, value FROM session_marks WHERE session_id = ?",
                                     (session_id,)).fetchall())
-        messages = [decode_message(r[0], session_id, i) for i, r in enumerate(rows)]
+        # Rows another writer left in the file are a StoreError naming the table, never a raw exception.
+        place = f"{self.path} table session_messages"
+        messages = [decode_message(r[0], session_id, i, place=place) for i, r in enumerate(rows)]
+        marks_place = f"{self.path} table session_marks, session {session_id!r}"
+        marks = {stored_text(name, marks_place): stored_text(value, marks_place) for name, value in marks.items()}
         if head is None:
             return SessionState(messages, 0, marks)
+        version = stored_count(head[0], self._head_place(session_id), "version")
         self._tracker.remember(session_id, str(head[1]), messages)
-        return SessionState(messages, int(head[0]), marks)
+        return SessionState(messages, version, marks)
 
     def save(self, session_id: str, messages: Sequence[Message], expected_version: int, *,
              marks: Mapping[str, str] | None = None) -> int:
@@ -124,7 +130,7 @@ class LocalSessionStore(SQLiteFile, SessionStore):
         token = new_token()
         with self._write(f"cannot save session {session_id!r} to {self.path}") as db:
             head = db.execute("SELECT version, token FROM sessions WHERE id = ?", (session_id,)).fetchone()
-            actual = 0 if head is None else int(head[0])
+            actual = 0 if head is None else stored_count(head[0], self._head_place(session_id), "version")
             if actual != expected_version:
                 raise SessionConflict(session_id, expected_version, actual)
             keep = same if head is not None and head[1] == known_token else 0
@@ -142,6 +148,9 @@ class LocalSessionStore(SQLiteFile, SessionStore):
                        (session_id, time.time()))
         self._tracker.remember(session_id, token, frozen)
         return actual + 1
+
+    def _head_place(self, session_id: str) -> str:
+        return f"{self.path} table sessions, session {session_id!r}"
 
     def delete(self, session_id: str) -> bool:
         """Forget the session and its messages in one transaction."""

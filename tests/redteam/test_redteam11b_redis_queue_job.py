@@ -1,0 +1,38 @@
+"""A compaction job someone else pushed onto the fleet's Redis queue is a StoreError naming the queue.
+
+Found pushing bytes that are no UTF-8 onto ``contextfold:jobs:compact:list`` on a real redis-server: ``take()``
+raised UnicodeDecodeError, which no fleet caller expects of a store (they handle StoreError). The bad job is taken
+off the queue, and the next take returns the next job.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import redis
+
+from contextfold.errors import StoreError
+from contextfold.stores.redis_queue import RedisJobQueue
+from contextfold.testing.services import RedisServer
+
+NONCE = "rt11b-queue-3f8a"
+
+
+@pytest.mark.redis
+def test_a_job_that_is_no_utf8_is_a_store_error_and_the_queue_goes_on(tmp_path: Path) -> None:
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    with RedisServer(tmp_path) as server:
+        client = redis.Redis.from_url(server.url)
+        queue = RedisJobQueue(server.url)
+        try:
+            client.rpush("contextfold:jobs:compact:list", b"\xff\xfe")
+            assert queue.offer(NONCE)
+            with pytest.raises(StoreError, match="Redis queue 'contextfold:jobs:compact:list'"):
+                queue.take()
+            assert queue.take() == NONCE
+        finally:
+            queue.close()
+            client.close()
