@@ -1,9 +1,10 @@
 """The model-facing search tools over one long output: CPU per call of ``tool_output_cache_grep``, ``history_search``.
 
-One cut tool output of 100,000 log lines (8.8 MB) is searched for a literal that is in none of them, so each
-call scans every line: the grep streams it from the cache's store, history_search reads it back in full through the
-session's cache (``resolve_ref``). Each call is timed in this thread's CPU time; a run makes ``--calls`` calls of
-each tool and reports their median.
+One cut tool output of 100,000 log lines (8.8 MB) is searched for a pattern that is in none of them, so each call
+scans every line, once as a literal (``zzz_absent``, found without the engine) and once as a regular expression
+(``zzz_abs[e]nt``, each line through the engine): the grep streams the output from the cache's store,
+history_search reads it back in full through the session's cache (``resolve_ref``). Each call is timed in this
+thread's CPU time; a run makes ``--calls`` calls of each and reports their median.
 
 Each tree runs in its own interpreter; with ``--baseline`` the trees alternate run by run (the same load of the
 moment) and the figures are the medians over the runs.
@@ -40,8 +41,8 @@ archive = Archive(MemoryArchiveStore())
 cut = Message.tool("c0", f"[cut] ref={{ref.id}}", name="cat").with_meta(ref=ref.id, kind="truncated", id="m0")
 archive.archive_transcript("bench-search", [Message.user("go").with_meta(id="u"), cut])
 history = HistorySearchTool(archive, "bench-search", resolve_ref=lambda r: text)
-grep_call = ToolCall("g", "tool_output_cache_grep", json.dumps({{"pattern": "zzz_absent"}}))
-search_call = ToolCall("h", "history_search", json.dumps({{"pattern": "zzz_absent"}}))
+def call(tool, pattern):
+    return ToolCall("c", tool, json.dumps({{"pattern": pattern}}))
 
 def timed(run):
     spent = []
@@ -52,8 +53,12 @@ def timed(run):
     assert "0 match" in answer.text or "no match" in answer.text, answer.text[:200]
     return statistics.median(spent)
 
-print(json.dumps({{"bytes": len(text.encode()), "grep": timed(lambda: cache.execute_tool_call(grep_call)),
-                  "history_search": timed(lambda: history.execute_tool_call(search_call))}}))
+figures = {{"bytes": len(text.encode())}}
+for kind, pattern in (("literal", "zzz_absent"), ("regex", "zzz_abs[e]nt")):
+    grep, search = call("tool_output_cache_grep", pattern), call("history_search", pattern)
+    figures[f"grep {{kind}}"] = timed(lambda: cache.execute_tool_call(grep))
+    figures[f"history_search {{kind}}"] = timed(lambda: history.execute_tool_call(search))
+print(json.dumps(figures))
 """
 
 
@@ -85,11 +90,11 @@ def main() -> None:
     size = results[trees[0][0]][0]["bytes"]
     print(f"{args.lines:,} lines ({size / 1e6:.1f} MB), {args.runs} runs of {args.calls} calls; load average (1 min) "
           f"during the runs: {min(loads):.1f}-{max(loads):.1f}")
-    print(f"{'tree':<10} | {'tool':<14} | {'CPU ms per call (median of runs)':>32} | per-run medians")
+    print(f"{'tree':<10} | {'tool':<22} | {'CPU ms per call (median of runs)':>32} | per-run medians")
     for label, runs in results.items():
-        for tool in ("grep", "history_search"):
+        for tool in ("grep literal", "history_search literal", "grep regex", "history_search regex"):
             per_run = [r[tool] for r in runs]
-            print(f"{label:<10} | {tool:<14} | {statistics.median(per_run):>32.1f} | "
+            print(f"{label:<10} | {tool:<22} | {statistics.median(per_run):>32.1f} | "
                   f"{' '.join(f'{v:.0f}' for v in per_run)}")
 
 

@@ -14,6 +14,9 @@ import time
 from typing import Any
 
 import pytest
+import regex
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextfold.archive import Archive, MemoryArchiveStore
 from contextfold.archive.search import HistorySearchTool
@@ -41,12 +44,13 @@ def clock_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return reads
 
 
-def test_a_grep_over_10_000_lines_reads_the_clock_per_run_not_per_line(clock_reads: list[int]) -> None:
+@pytest.mark.parametrize("pattern", ["zzz_absent", "zzz_abs(e)nt"])  # a literal, and one for the engine
+def test_a_grep_over_10_000_lines_reads_the_clock_per_run_not_per_line(clock_reads: list[int], pattern: str) -> None:
     cache = ToolOutputCache(MemoryBlobStore())
     cache.put(TEXT)
     clock_reads[0] = 0
-    answer = cache.execute_tool_call(ToolCall("g", "tool_output_cache_grep", json.dumps({"pattern": "zzz_absent"})))
-    assert answer.text == "no match for /zzz_absent/ in 1 cached output(s)", answer.text[:200]
+    answer = cache.execute_tool_call(ToolCall("g", "tool_output_cache_grep", json.dumps({"pattern": pattern})))
+    assert answer.text == f"no match for /{pattern}/ in 1 cached output(s)", answer.text[:200]
     assert 0 < clock_reads[0] <= MAX_CLOCK_READS
 
 
@@ -106,3 +110,19 @@ def test_a_catastrophic_line_inside_a_run_is_stopped() -> None:
     pattern.start()
     with pytest.raises(PatternTimeout):
         pattern.search_each(["nonce-f11 ok"] * 100 + ["a" * 40 + "!"] + ["nonce-f11 ok"] * 100)
+
+
+# Letters whose case folding is not ASCII's (the Kelvin sign folds to k, the long s to s, the dotted capital I to i),
+# a few pattern characters that are literal, and ASCII letters of both cases.
+_ALPHABET = "aAkKsSiI \u212a\u017f\u0130\u00df-_:#/\t"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(_ALPHABET, min_size=1, max_size=4), st.lists(st.text(_ALPHABET, max_size=12), max_size=6),
+       st.booleans())
+def test_a_literal_pattern_matches_the_lines_the_engine_matches(pattern: str, lines: list[str],
+                                                                 ignore_case: bool) -> None:
+    engine = regex.compile(pattern, regex.VERSION0 | (regex.IGNORECASE if ignore_case else 0))
+    untrusted = UntrustedPattern(pattern, ignore_case=ignore_case)
+    untrusted.start()
+    assert untrusted.search_each(lines) == [engine.search(line) is not None for line in lines]
