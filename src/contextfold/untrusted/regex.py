@@ -10,7 +10,8 @@ decoding and formatting of the lines between them nor other threads' work: with 
 time, a grep of the literal ``zzz_absent`` over 100 cut outputs of 150 KB (15 MB) was stopped at 1 s as one that
 "backtracks too much". The clocks are read around a run of lines (:meth:`UntrustedPattern.search_each`), not
 each line: reading the thread's CPU clock is a system call, and two a line were about 180 ms of a grep over 100,000
-lines.
+lines. A pattern that is a plain string is looked for with ``in``: the engine's own timeout reads the process's CPU
+clock twice a call, six times the search of a short line.
 
 The timeout does not cover compiling, and the engine expands the mandatory copies of counted repeats when it
 compiles: ``(?:x{1000}){1000}`` took 0.47 s and 274 MB, four such levels of 60 ran past 3 GB. A pattern whose
