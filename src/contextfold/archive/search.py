@@ -9,14 +9,14 @@ exception in the agent loop.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import RefNotFound, StoreError
 from ..formats.tool_schemas import tool_schema
 from ..messages import Message, ToolCall
-from ..untrusted import InvalidPattern, UntrustedPattern, answer_safely, decode_arguments
+from ..untrusted import InvalidPattern, UntrustedPattern, answer_safely, decode_arguments, search_runs
 from ._archive import Archive, merge_histories
 
 __all__ = [
@@ -121,6 +121,23 @@ def _searchable_lines(m: Message) -> list[str]:
     return lines
 
 
+def _history_lines(history: list[Message], role: str | None, resolve_ref: Callable[[str], str] | None,
+                   ) -> Iterator[tuple[int, Message, object, int, str]]:
+    """``(index, message, its ref, line number, line)`` for each line to search, cut outputs read back in full."""
+    for index, m in enumerate(history):
+        if role is not None and m.role != role:
+            continue
+        ref = m.meta.get("ref")
+        if resolve_ref is not None and isinstance(ref, str) and m.kind in ("masked", "truncated"):
+            try:
+                m = m.with_content(resolve_ref(ref))
+                ref = None
+            except (RefNotFound, KeyError):
+                pass
+        for line_number, line in enumerate(_searchable_lines(m), start=1):
+            yield index, m, ref, line_number, line
+
+
 def history_search(
     pattern: str,
     session_id: str,
@@ -176,18 +193,9 @@ def history_search(
     rx.start()
     hits: list[HistoryHit] = []
     total = 0
-    for index, m in enumerate(history):
-        if role is not None and m.role != role:
-            continue
-        ref = m.meta.get("ref")
-        if resolve_ref is not None and isinstance(ref, str) and m.kind in ("masked", "truncated"):
-            try:
-                m = m.with_content(resolve_ref(ref))
-                ref = None
-            except (RefNotFound, KeyError):
-                pass
-        for line_number, line in enumerate(_searchable_lines(m), start=1):
-            if not rx.search(line):
+    for run in search_runs(_history_lines(history, role, resolve_ref), lambda line: len(line[4])):
+        for (index, m, ref, line_number, line), hit in zip(run, rx.search_each([line[4] for line in run]), strict=True):
+            if not hit:
                 continue
             total += 1
             if len(hits) < max_results:

@@ -10,7 +10,7 @@ never as exceptions that would break the agent loop.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -18,7 +18,7 @@ from ..errors import RefNotFound, StoreError
 from ..formats.tool_schemas import tool_schema
 from ..messages import Message, ToolCall
 from ..truncate import CutGuard
-from ..untrusted import UntrustedPattern, answer_safely, decode_arguments
+from ..untrusted import UntrustedPattern, answer_safely, decode_arguments, search_runs
 
 # The line index and line streaming live in retrieval_index; the names are re-exported here, where they always were.
 from ._line_index import line_start, stream_lines
@@ -229,16 +229,22 @@ def grep_refs(
     cap = min(cap, MAX_GREP_MATCHES)
     regex.start()
     done: list[GrepMatch] = []
+    open_: list[_Open] = []
     truncated = False
+
+    def wanted() -> int:  # the matches the cap still lets in
+        return cap - len(done) - len(open_)
+
     for ref in refs:
         if truncated:
             break
         # Lines are rendered for the answer (cut, guarded) only when shown: a match or its context. Most lines of a
         # grep are neither, and rendering each was most of a grep's time past the regex.
         before: deque[tuple[int, bytes, int]] = deque(maxlen=context or 1)
-        open_: list[_Open] = []
+        open_ = []
         lines = stream_lines(store, ref.id, 0, ref.byte_size, keep=GREP_LINE_BYTES)
-        for n, (raw, length) in enumerate(lines, start=1):
+        searched = _searched(regex, lines, wanted)
+        for n, (raw, length, hit) in enumerate(searched, start=1):
             shown: str | None = None
             if open_:
                 shown = _display(raw, length, max_line_length, guard)
@@ -250,7 +256,7 @@ def grep_refs(
                 if not open_:
                     break
                 continue
-            if regex.search(raw.decode("utf-8", "replace").removesuffix("\r")):
+            if hit:
                 if shown is None:
                     shown = _display(raw, length, max_line_length, guard)
                 shown_before = tuple((k, _display(r, n_bytes, max_line_length, guard)) for k, r, n_bytes in before)
@@ -267,6 +273,21 @@ def grep_refs(
                 before.append((n, raw, length))
         done.extend(o.close() for o in open_)
     return GrepResult(pattern, tuple(done), len(refs), truncated)
+
+
+def _searched(regex: UntrustedPattern, lines: Iterator[tuple[bytes, int]],
+              wanted: Callable[[], int]) -> Iterator[tuple[bytes, int, bool]]:
+    """Each streamed line with whether it matches, searched a run at a time.
+
+    A run stops searching at the ``wanted()`` matches still missing when it starts: the lines past the grep's match
+    cap are not searched.
+    """
+    for run in search_runs(lines, lambda line: len(line[0])):
+        missing = wanted()
+        texts = [raw.decode("utf-8", "replace").removesuffix("\r") for raw, _ in run] if missing > 0 else []
+        hits = regex.search_each(texts, max_hits=missing) if texts else []
+        for at, (raw, length) in enumerate(run):
+            yield raw, length, at < len(hits) and hits[at]
 
 
 # -- the tools ----------------------------------------------------------------------------------------------------

@@ -13,7 +13,14 @@ from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .arguments import MAX_ARGUMENT_CHARS, answer_safely, decode_arguments
-    from .regex import PATTERN_TIME_LIMIT_S, InvalidPattern, PatternTimeout, TimedPattern, UntrustedPattern
+    from .regex import (
+        PATTERN_TIME_LIMIT_S,
+        InvalidPattern,
+        PatternTimeout,
+        TimedPattern,
+        UntrustedPattern,
+        search_runs,
+    )
 
 # name -> the module that defines it, imported on first use (see contextfold._lazy).
 _EXPORTS: dict[str, str] = {
@@ -25,9 +32,10 @@ _EXPORTS: dict[str, str] = {
     "UntrustedPattern": ".regex",
     "answer_safely": ".arguments",
     "decode_arguments": ".arguments",
+    "search_runs": ".regex",
 }
 __all__ = [
     "MAX_ARGUMENT_CHARS", "PATTERN_TIME_LIMIT_S", "InvalidPattern", "PatternTimeout", "TimedPattern",
-    "UntrustedPattern", "answer_safely", "decode_arguments",
+    "UntrustedPattern", "answer_safely", "decode_arguments", "search_runs",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
