@@ -125,8 +125,10 @@ class MediaGuard:
                     tally = tally + media
         else:
             tally = MediaTally()
-            for m in raw:
-                tally = tally + media_of(m)
+            for m in raw:  # (again after every masking: the additions of text-only messages are skipped)
+                media = media_of(m)
+                if media.items:
+                    tally = tally + media
         self._tally, self._counted = tally, (version, len(raw))
         return tally
 
