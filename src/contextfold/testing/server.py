@@ -103,6 +103,19 @@ def _formats_available() -> bool:
     return True
 
 
+class _Server(ThreadingHTTPServer):
+    """The HTTP server, quiet about clients that went away (a cancelled stream, a pooled connection reset)."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # (what a client's disconnect raises in its handler thread: not an error of the server)
+        super().handle_error(request, client_address)
+
+
 class ScriptedLLMServer:
     """A fake OpenAI/Anthropic endpoint on 127.0.0.1 answering from a script, for tests with the real SDKs.
 
@@ -173,8 +186,7 @@ class ScriptedLLMServer:
         if self._httpd is not None:
             return self
         handler = type("_Handler", (_Handler,), {"scripted": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Server(("127.0.0.1", 0), handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(SHUTDOWN_POLL_SECONDS,),
                                         name="ScriptedLLMServer", daemon=True)
         self._thread.start()
