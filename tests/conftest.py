@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -12,6 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 TRAJECTORIES = SHARED_DATA / "trajectories"
 REQUIRE_ALL = os.environ.get("CONTEXTFOLD_REQUIRE_ALL") == "1"
+
+if TYPE_CHECKING:
+    from contextfold.testing.services import RedisServer
 
 
 def require(condition: bool, why: str) -> None:
@@ -28,6 +33,15 @@ def require_binary(name: str) -> str:
     require(path is not None, f"{name} is not installed")
     assert path is not None
     return path
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A real redis-server on loopback for one module's tests (in CI, a missing binary fails instead of skipping)."""
+    from contextfold.testing.services import RedisServer
+
+    with RedisServer(tmp_path_factory.mktemp("redis"), binary=require_binary("redis-server")) as running:
+        yield running
 
 
 @pytest.fixture(scope="session")

@@ -10,9 +10,8 @@ and ``contextfold gc`` (which lists ``entries()``) ended in an internal error.
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -63,14 +62,6 @@ def test_a_tampered_sqlite_access_order_is_a_store_error(tmp_path: Path) -> None
             list(store.entries())
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed")
-    with RedisServer(tmp_path_factory.mktemp("redis")) as srv:
-        yield srv
-
-
 REDIS_TAMPERINGS: dict[str, tuple[Callable[[redis.Redis], object], Callable[[RedisBlobStore], object]]] = {
     "size of 5,000 digits, read": (lambda c: c.hset(META, "size", "9" * 5000), lambda s: s.read_range("k", 0, 9)),
     "size of 5,000 digits, size": (lambda c: c.hset(META, "size", "9" * 5000), lambda s: s.size("k")),
@@ -83,11 +74,11 @@ REDIS_TAMPERINGS: dict[str, tuple[Callable[[redis.Redis], object], Callable[[Red
 
 @pytest.mark.redis
 @pytest.mark.parametrize("tampering", list(REDIS_TAMPERINGS))
-def test_a_tampered_redis_output_is_a_store_error_naming_its_key(server: RedisServer, tampering: str) -> None:
-    client = redis.Redis.from_url(server.url)
+def test_a_tampered_redis_output_is_a_store_error_naming_its_key(redis_server: RedisServer, tampering: str) -> None:
+    client = redis.Redis.from_url(redis_server.url)
     client.flushall()
     tamper, use = REDIS_TAMPERINGS[tampering]
-    store = RedisBlobStore(server.url)
+    store = RedisBlobStore(redis_server.url)
     try:
         store.put("k", NONCE * 100)
         tamper(client)

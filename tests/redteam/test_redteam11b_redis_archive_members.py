@@ -9,9 +9,6 @@ fleet's archive with it), and the others were listed as sessions the archive doe
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
-
 import pytest
 import redis
 
@@ -24,19 +21,11 @@ from contextfold.testing.services import RedisServer
 NONCE = "rt11b-rarch-6c0d"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed")
-    with RedisServer(tmp_path_factory.mktemp("redis")) as srv:
-        yield srv
-
-
 @pytest.mark.redis
-def test_stray_members_are_left_out_of_the_listings(server: RedisServer) -> None:
-    client = redis.Redis.from_url(server.url)
+def test_stray_members_are_left_out_of_the_listings(redis_server: RedisServer) -> None:
+    client = redis.Redis.from_url(redis_server.url)
     client.flushall()
-    store = RedisArchiveStore(server.url)
+    store = RedisArchiveStore(redis_server.url)
     archive = Archive(store, redactor=Redactor(enabled=False))
     try:
         archive.archive_transcript("good", [Message("user", f"{NONCE} hello")])

@@ -7,9 +7,6 @@ off the queue, and the next take returns the next job.
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 import redis
 
@@ -21,18 +18,16 @@ NONCE = "rt11b-queue-3f8a"
 
 
 @pytest.mark.redis
-def test_a_job_that_is_no_utf8_is_a_store_error_and_the_queue_goes_on(tmp_path: Path) -> None:
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed")
-    with RedisServer(tmp_path) as server:
-        client = redis.Redis.from_url(server.url)
-        queue = RedisJobQueue(server.url)
-        try:
-            client.rpush("contextfold:jobs:compact:list", b"\xff\xfe")
-            assert queue.offer(NONCE)
-            with pytest.raises(StoreError, match="Redis queue 'contextfold:jobs:compact:list'"):
-                queue.take()
-            assert queue.take() == NONCE
-        finally:
-            queue.close()
-            client.close()
+def test_a_job_that_is_no_utf8_is_a_store_error_and_the_queue_goes_on(redis_server: RedisServer) -> None:
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()
+    queue = RedisJobQueue(redis_server.url)
+    try:
+        client.rpush("contextfold:jobs:compact:list", b"\xff\xfe")
+        assert queue.offer(NONCE)
+        with pytest.raises(StoreError, match="Redis queue 'contextfold:jobs:compact:list'"):
+            queue.take()
+        assert queue.take() == NONCE
+    finally:
+        queue.close()
+        client.close()

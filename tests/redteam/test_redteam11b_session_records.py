@@ -12,9 +12,8 @@ StoreError; any other exception ended the request or the worker's loop.
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -49,20 +48,12 @@ REDIS_TAMPERINGS: dict[str, Callable[[redis.Redis], object]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed")
-    with RedisServer(tmp_path_factory.mktemp("redis")) as srv:
-        yield srv
-
-
 @pytest.mark.redis
 @pytest.mark.parametrize("tampering", list(REDIS_TAMPERINGS))
-def test_a_tampered_redis_session_is_a_store_error_naming_its_key(server: RedisServer, tampering: str) -> None:
-    client = redis.Redis.from_url(server.url)
+def test_a_tampered_redis_session_is_a_store_error_naming_its_key(redis_server: RedisServer, tampering: str) -> None:
+    client = redis.Redis.from_url(redis_server.url)
     client.flushall()
-    with RedisSessionStore(server.url) as store:
+    with RedisSessionStore(redis_server.url) as store:
         store.save("s", [Message("user", f"{NONCE} hello")], 0)
         REDIS_TAMPERINGS[tampering](client)
         with pytest.raises(StoreError, match="Redis key 'contextfold:session:s:"):
