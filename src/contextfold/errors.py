@@ -9,6 +9,7 @@ __all__ = [
     "ConfigError",
     "ContextOverflowError",
     "ContextfoldError",
+    "CorruptRecord",
     "IncompleteStream",
     "InsufficientBudget",
     "InvalidHistory",
@@ -119,6 +120,14 @@ class RefNotFound(ContextfoldError, KeyError):
 
 class StoreError(ContextfoldError):
     """A storage backend failed (connection, corruption, conflicting write)."""
+
+
+class CorruptRecord(StoreError):
+    """A stored record contextfold did not write (another program, an older release, a hand edit).
+
+    A store that is down comes back; a record like this stays as it is: callers that retry a ``StoreError`` (the fleet,
+    the proxy) give up on this one at once.
+    """
 
 
 class SummarizerError(ContextfoldError):

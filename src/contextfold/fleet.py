@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .archive import Archive, event_line
-from .errors import StoreError
+from .errors import CorruptRecord, StoreError
 from .messages import Message
 from .stores.session import SessionConflict, SessionState
 
@@ -227,6 +227,8 @@ class FleetWorker:
                                   _ms(started))
             except SessionConflict:
                 conflicts += 1
+            except CorruptRecord:
+                raise  # (a record no worker wrote stays as it is: waiting for it to heal only delays the report)
             except StoreError:
                 errors += 1
                 if attempt == MAX_ATTEMPTS:
@@ -246,6 +248,8 @@ class FleetWorker:
             try:
                 state = self.sessions.load_state(session_id)
                 break
+            except CorruptRecord:
+                raise
             except StoreError:
                 errors += 1
                 if errors >= MAX_ATTEMPTS:
@@ -284,7 +288,7 @@ def _turns_done(session_id: str, marks: Mapping[str, str]) -> int:
     """The session's turn mark as a number, or StoreError: a mark that is no turn number was not saved by us."""
     raw = marks.get(TURN_MARK, "0")
     if not (isinstance(raw, str) and raw.isascii() and raw.isdigit() and len(raw) <= MAX_TURN_DIGITS):
-        raise StoreError(f"session {session_id!r}: its stored mark {TURN_MARK!r} is {raw!r:.60}, no turn number "
+        raise CorruptRecord(f"session {session_id!r}: its stored mark {TURN_MARK!r} is {raw!r:.60}, no turn number "
                          "(not saved by a fleet worker)")
     return int(raw)
 

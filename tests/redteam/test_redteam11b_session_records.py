@@ -20,7 +20,7 @@ import pytest
 import redis
 
 from contextfold.archive import Archive, MemoryArchiveStore
-from contextfold.errors import StoreError
+from contextfold.errors import CorruptRecord, StoreError
 from contextfold.fleet import FleetWorker
 from contextfold.messages import Message
 from contextfold.redact import Redactor
@@ -100,6 +100,9 @@ def test_a_turn_mark_that_is_no_number_is_a_store_error_not_a_bad_turn(mark: str
     sessions = MemorySessionStore()
     sessions.save("s", [Message("user", f"{NONCE} hello")], 0, marks={"turn": mark})
     archive = Archive(MemoryArchiveStore(), redactor=Redactor(enabled=False))
-    worker = FleetWorker(sessions, blobs=MemoryBlobStore(), archive=archive, sleep=lambda _: None)
-    with pytest.raises(StoreError, match="stored mark 'turn'"):
+    waits: list[float] = []
+    worker = FleetWorker(sessions, blobs=MemoryBlobStore(), archive=archive, sleep=waits.append)
+    with pytest.raises(CorruptRecord, match="stored mark 'turn'"):  # (a StoreError)
         worker.turn("s", 1, [Message("user", f"{NONCE} next")])
+    # Reported at once (lead): the worker retried it like an outage, 12 attempts and ~8.5 s of backoff.
+    assert waits == []

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StoreError
+from ..errors import CorruptRecord, StoreError
 from ..formats._common import json_problem
 from ..stores._records import stored_count
 from ..stores.session import SessionConflict, SessionState
@@ -283,6 +283,8 @@ def open_turn(backend: Backend, exchange: Exchange, session_id: str, *, continue
             return turn
         except SessionConflict:
             conflicts += 1
+        except CorruptRecord:
+            raise  # (it stays as it is: trying again reads the same record)
         except StoreError:
             errors += 1
             if attempt == MAX_ATTEMPTS:
@@ -360,14 +362,14 @@ def _mark_json(marks: Mapping[str, str], name: str, session_id: str) -> Any:
     try:
         return json.loads(raw)
     except (ValueError, RecursionError) as exc:
-        raise StoreError(f"{_mark_place(session_id, name)}: {json_problem(exc)} (not saved by the proxy)") from None
+        raise CorruptRecord(f"{_mark_place(session_id, name)}: {json_problem(exc)} (not saved by the proxy)") from None
 
 
 def _stored_keys(marks: Mapping[str, str], session_id: str) -> list[str] | None:
     """The item keys the session was fed (the ``keys`` mark), None when never saved."""
     known = _mark_json(marks, "keys", session_id)
     if known is not None and not (isinstance(known, list) and all(isinstance(k, str) for k in known)):
-        raise StoreError(f"{_mark_place(session_id, 'keys')}: no list of item keys (not saved by the proxy)")
+        raise CorruptRecord(f"{_mark_place(session_id, 'keys')}: no list of item keys (not saved by the proxy)")
     return known
 
 
@@ -426,7 +428,7 @@ def _continuation(exchange: Exchange, session_id: str, marks: dict[str, str], ke
     if pending is None:
         pending = []
     if not (isinstance(pending, list) and all(isinstance(item, dict) for item in pending)):
-        raise StoreError(f"{_mark_place(session_id, 'pending')}: no list of items (not saved by the proxy)")
+        raise CorruptRecord(f"{_mark_place(session_id, 'pending')}: no list of items (not saved by the proxy)")
     marks["fed"] = tag
     return [*pending, *exchange.items]
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from ..errors import InvalidHistory, StoreError
+from ..errors import CorruptRecord, InvalidHistory, StoreError
 from ..formats._common import MAX_NESTING, check_nesting, json_problem
 from ..messages import Message
 from ..serialize import json_text, message_from_dict, message_to_dict
@@ -268,7 +268,7 @@ def decode_message(raw: object, session_id: str, index: int, *, place: str | Non
     except InvalidHistory as exc:
         where = f"{place}, session {session_id!r}" if place is not None else f"session {session_id!r}"
         detail = f"{exc.field}: {exc.problem}" if exc.field else exc.problem
-        raise StoreError(f"{where}: stored message {index} is unreadable: {detail}") from exc
+        raise CorruptRecord(f"{where}: stored message {index} is unreadable: {detail}") from exc
 
 
 def _opening_brackets(raw: str | bytes) -> int:
