@@ -30,7 +30,7 @@ from ..messages import (
 
 __all__ = [
     "ID_KEY", "LEDGER_ENTRIES", "MAX_PASSES", "SEPARATOR", "Ledger", "SameMessage", "copy_groups", "mentions_any",
-    "read_surface", "surface",
+    "read_surface", "short_strings", "surface",
 ]
 
 # Texts joined for one search are separated by this: no trigger holds it, and no run crosses it.
@@ -458,6 +458,39 @@ def _arguments(arguments: str, out: list[str]) -> bool | None:
     except RecursionError:
         return None  # (too deep to decode: redaction fails on it too)
     return True if _walk(decoded, out) else None
+
+
+def short_strings(messages: Iterable[Message], max_chars: int) -> list[str]:
+    """The strings of at most ``max_chars`` that ``Redactor.redact_message`` reads one by one in ``messages``.
+
+    Their names, the keys and values of their meta and extra, and their tool calls' arguments with the strings
+    those decode to: what ``Redactor.redact_text`` reads each on its own, and cheaply, once cleared in bulk
+    (``Redactor.clearing``). Texts too (when that short); duplicates and non-strings may come with them.
+    """
+    out: list[str] = []
+    for m in messages:
+        if type(m.content) is str:
+            out.append(m.content)
+        if m.name:
+            out.append(m.name)
+        for mapping in (m.meta, m.extra):
+            if mapping:
+                _walk(mapping, out)  # (a non-ASCII key stops the walk: its strings are then read as they come)
+        for call in m.tool_calls:
+            arguments = call.arguments
+            out.append(arguments)
+            if len(arguments) <= _DECODED_ARGUMENTS_MAX_CHARS:
+                try:
+                    _walk(json.loads(arguments), out)
+                except (ValueError, RecursionError):
+                    pass  # (not JSON: the text is all redaction reads)
+            if call.extra:
+                _walk(call.extra, out)
+    return [text for text in out if len(text) <= max_chars]
+
+
+# Tool-call arguments at most this long are decoded for their short strings (a code edit's are read on their own).
+_DECODED_ARGUMENTS_MAX_CHARS = 4_096
 
 
 def _walk(obj: Any, out: list[str]) -> bool:

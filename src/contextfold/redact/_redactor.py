@@ -12,13 +12,14 @@ token it was given. Redaction protects what is exported and archived.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import copy
 import itertools
 import json
 import logging
 import operator
 import re
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
@@ -48,6 +49,7 @@ from ._ledger import (
     copy_groups,
     mentions_any,
     read_surface,
+    short_strings,
     surface,
 )
 from ._provider_state import redact_provider_state
@@ -152,6 +154,12 @@ _AHEAD_SLICE_CHARS = 16_384
 # generation; with a set's slot and a string's header, ~8 MB for short strings at the cap).
 _PLAIN_MAX_CHARS = 256
 _PLAIN_BUDGET_CHARS = 1 << 20
+# A list or tuple of at least this many strings is cleared in bulk before its strings are redacted one by one
+# (see Redactor.clearing): an event naming every message a compaction removed lists 100,000 ids.
+_CLEAR_IN_BULK_MIN = 64
+# Strings cleared at one generation are taken at a later one after a search for each string learned since, when at
+# most this many were (a long list of them is searched in the batch's next bulk pass instead).
+_CLEARED_RECHECK_MAX = 64
 
 # A remembered value this long, all in the base64 alphabet, is also remembered decoded when that is readable text.
 _ENCODED_MIN_CHARS = 8
@@ -232,6 +240,9 @@ class Redactor:
         self._mentioned: tuple[SecretMemory, int, dict[str, tuple[bool, int]]] | None = None
         # redact_text's short strings found clean: (id of the redactor, its memory, the generation, the strings)
         self._plain: tuple[int, SecretMemory, int, set[str], list[int]] | None = None  # (+ the characters held)
+        # Short strings a batch's prefilter cleared before its messages are redacted one by one (see clearing):
+        # (id of the redactor, its memory, the generation they were cleared at, the strings)
+        self._cleared: tuple[int, SecretMemory, int, frozenset[str]] | None = None
 
     # -- copies sharing what they can ---------------------------------------------------------------------------
     def for_session(self, memory: SecretMemory) -> Redactor:
@@ -444,7 +455,7 @@ class Redactor:
         if not self.enabled or not text:
             return text
         plain = self._plain_strings() if len(text) <= _PLAIN_MAX_CHARS else None
-        if plain is not None and text in plain:
+        if plain is not None and (text in plain or self._was_cleared(text)):
             found: list[Finding] = []
         else:
             found = self.spans(text)
@@ -481,6 +492,38 @@ class Redactor:
         if known is None or known[0] != id(self) or known[1] is not self.memory or known[2] != generation:
             known = self._plain = (id(self), self.memory, generation, set(), [0])
         return known[3]
+
+    def _was_cleared(self, text: str) -> bool:
+        """Whether ``text`` is among the strings :meth:`clearing` cleared and redacts to itself now."""
+        cleared = self._cleared
+        if cleared is None or text not in cleared[3] or cleared[0] != id(self) or cleared[1] is not self.memory:
+            return False
+        at = cleared[2]
+        if at == self._generation():
+            return True
+        # (Clean then; what the memory finds changed only by the strings learned since, the patterns not at all.)
+        learned = self.memory.learned_since(at) if self.remember else []
+        return len(learned) <= _CLEARED_RECHECK_MAX and not any(s in text for s in learned)
+
+    @contextlib.contextmanager
+    def clearing(self, texts: Iterable[str]) -> Iterator[None]:
+        """Within the block, :meth:`redact_text` takes those of ``texts`` the prefilter clears now without a scan.
+
+        One prefilter pass over the short strings of a batch (its messages' ids and other meta values, arguments),
+        instead of a scan of each cold (~9 us a string: the patterns without a trigger, the scan cache, the memory):
+        a batch's suspect messages are redacted one by one, each with its own id (issue 22: a tenth of a cold
+        compaction). Such a string redacts to itself at the generation it was cleared at; later, when none of the
+        strings learned since occurs in it. Outside the block nothing is kept (the set may be large).
+        """
+        clean = self._clean_strings(texts)
+        if not clean:
+            yield
+            return
+        self._cleared = (id(self), self.memory, self._generation(), clean)
+        try:
+            yield
+        finally:
+            self._cleared = None
 
     def _remember_plain(self, plain: set[str], text: str) -> None:
         """Add ``text`` (found clean, nothing learned) to ``plain``, emptied first when it would hold too much."""
@@ -631,11 +674,17 @@ class Redactor:
             return self.redact_text(obj)
         if isinstance(obj, Mapping):
             return {k: self._redact_item(k, v) for k, v in obj.items()}
+        if isinstance(obj, list | tuple):
+            if len(obj) >= _CLEAR_IN_BULK_MIN and self._cleared is None:
+                with self.clearing([v for v in obj if type(v) is str and len(v) <= _PLAIN_MAX_CHARS]):
+                    return self._redact_sequence(obj)
+            return self._redact_sequence(obj)
+        return obj
+
+    def _redact_sequence(self, obj: list[Any] | tuple[Any, ...]) -> list[Any] | tuple[Any, ...]:
         if isinstance(obj, list):
             return [self.redact_obj(v) for v in obj]
-        if isinstance(obj, tuple):
-            return tuple(self.redact_obj(v) for v in obj)
-        return obj
+        return tuple(self.redact_obj(v) for v in obj)
 
     def _redact_item(self, key: Any, value: Any) -> Any:
         # {"password": "..."}: the key says the whole value is a secret, whatever it looks like.
@@ -752,13 +801,32 @@ class Redactor:
         content: str | tuple[Part, ...] = (
             self.redact_text(m.content) if isinstance(m.content, str) else tuple(map(self._redact_part, m.content))
         )
-        calls = tuple(
-            ToolCall(c.id, c.name, self.redact_json_string(c.arguments), extra=freeze(self.redact_obj(c.extra)))
-            for c in m.tool_calls
-        )
-        meta, extra = freeze(self.redact_obj(m.meta)), freeze(self.redact_obj(m.extra))
+        calls = m.tool_calls
+        if calls:
+            redone = tuple(map(self._redact_call, calls))
+            if any(map(operator.is_not, redone, calls)):
+                calls = redone
+        meta, extra = self._redact_mapping(m.meta), self._redact_mapping(m.extra)
         name = self.redact_text(m.name) if m.name else m.name  # (a participant's name is any text a caller gave)
+        if content is m.content and calls is m.tool_calls and meta is m.meta and extra is m.extra and name is m.name:
+            # Nothing changed: the message itself, not a copy to compare with it (issue 22: most of a session's
+            # messages redact to themselves; the copy and the comparison were a tenth of redacting one).
+            return m
         return replace(m, content=content, tool_calls=calls, meta=meta, extra=extra, name=name)
+
+    def _redact_call(self, call: ToolCall) -> ToolCall:
+        """``call`` with its arguments and extra redacted; ``call`` itself when neither changed."""
+        arguments, extra = self.redact_json_string(call.arguments), self._redact_mapping(call.extra)
+        if arguments is call.arguments and extra is call.extra:
+            return call
+        return ToolCall(call.id, call.name, arguments, extra=extra)
+
+    def _redact_mapping(self, mapping: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``mapping`` (a message's meta or extra, read-only) redacted; ``mapping`` itself when nothing changed."""
+        if not mapping:
+            return mapping
+        redacted = self.redact_obj(mapping)
+        return mapping if redacted == mapping else freeze(redacted)
 
     def _generation(self) -> int:
         return self.memory.generation if self.remember else 0
@@ -966,11 +1034,13 @@ class Redactor:
             return
         suspects, texts = found
         start = self._generation()
-        for i in sorted(suspects):
-            self.redact_message(items[i])
-        if self._generation() != start:
-            for i in sorted(suspects):  # (one redacted before a secret was learned is redone if it mentions it)
+        order = sorted(suspects)
+        with self.clearing(short_strings([items[i] for i in order], _PLAIN_MAX_CHARS)):
+            for i in order:
                 self.redact_message(items[i])
+            if self._generation() != start:
+                for i in order:  # (one redacted before a secret was learned is redone if it mentions it)
+                    self.redact_message(items[i])
         clear = [i for i in range(len(items)) if i not in suspects]
         generation = self._generation()
         remembered = self._remembered_of(items, texts, clear)
@@ -988,17 +1058,27 @@ class Redactor:
         Such an id holds no pattern's trigger or need (so no pattern finds anything in it), no remembered string,
         and its key does not name a secret (see :meth:`_redact_item`).
         """
-        distinct = dict.fromkeys(ids)
+        from .rules import SECRET_KEY
+
+        if SECRET_KEY.fullmatch(ID_KEY):
+            return frozenset()
+        return self._clean_strings(ids)
+
+    def _clean_strings(self, values: Iterable[Any]) -> frozenset[str]:
+        """Of ``values``, the strings the prefilter shows :meth:`redact_text` returns as they are, learning nothing.
+
+        Such a string holds no pattern's trigger or need (so no pattern finds anything in it) and no remembered
+        string. Meant for many short strings (ids): they are searched joined.
+        """
+        distinct = dict.fromkeys(values)
         distinct.pop("", None)
         # (strings, as ids are: kept as they are, checked in one C loop)
         texts = list(distinct) if set(map(type, distinct)) <= {str} else \
             [text for text in distinct if isinstance(text, str) and text]
-        self.patterns  # noqa: B018 (resolves the patterns and the prefilter)
-        if len(texts) < 2 or self._prefilter is None or self.callback is not None:
+        if len(texts) < 2 or not self.enabled:
             return frozenset()
-        from .rules import SECRET_KEY
-
-        if SECRET_KEY.fullmatch(ID_KEY):
+        self.patterns  # noqa: B018 (resolves the patterns and the prefilter)
+        if self._prefilter is None or self.callback is not None:
             return frozenset()
         suspects: set[int] = set()
         whole = (SEPARATOR.join(texts), _starts(texts))  # (searched for the triggers, then for what is remembered)
@@ -1127,7 +1207,9 @@ class Redactor:
             return [self.redact_message(m) for m in items]
         suspects, texts = found
         before = self._learned
-        done = {i: self.redact_message(items[i]) for i in sorted(suspects)}
+        order = sorted(suspects)
+        with self.clearing(short_strings([items[i] for i in order], _PLAIN_MAX_CHARS)):
+            done = {i: self.redact_message(items[i]) for i in order}
         if self._learned is not before:
             done = {}  # (a secret learned on the way may be mentioned in a message redacted before it)
         generation = self._generation()
