@@ -8,6 +8,7 @@ encodings per wire format are kept. Anything that rewrites the middle (masking, 
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -32,6 +33,10 @@ _ONE_ITEM_EACH = frozenset({"openai_chat"})
 _ABORTED_KIND = "aborted_output"
 # Kinds normalization reads (a rewrite that adds or removes one goes through replace()).
 _PLAIN_KINDS = frozenset({_ABORTED_KIND, BOUNDARY_KIND})
+
+
+# A message's role, read at C speed.
+_ROLE_OF = operator.attrgetter("role")
 
 
 class View:
@@ -194,22 +199,24 @@ class View:
 
         A result whose call was compacted away would only be dropped by normalization: the caller archives it.
         """
-        keep: list[Message] = []
-        orphans: list[Message] = []
+        orphans: list[int] = []
         batch_calls: set[str] = set()
-        for m in incoming:
-            if m.role == "assistant":
-                batch_calls.update(c.id for c in m.tool_calls)
-            elif m.role == "tool" and m.tool_call_id not in batch_calls and not self._call_ids[m.tool_call_id or ""]:
-                orphans.append(m)
-                continue
-            keep.append(m)
-        return keep, orphans
+        called, view_calls = batch_calls.add, self._call_ids
+        # (roles read at C speed, the calls added one by one: a bulk add of 100,000 messages, issue 22)
+        for i, (m, role) in enumerate(zip(incoming, map(_ROLE_OF, incoming), strict=True)):
+            if role == "assistant":
+                for call in m.tool_calls:
+                    called(call.id)
+            elif role == "tool" and m.tool_call_id not in batch_calls and not view_calls[m.tool_call_id or ""]:
+                orphans.append(i)
+        if not orphans:
+            return list(incoming), []
+        gone = set(orphans)
+        return [m for i, m in enumerate(incoming) if i not in gone], [incoming[i] for i in orphans]
 
     def _count_calls(self, messages: Iterable[Message]) -> None:
-        for m in messages:
-            if m.role == "assistant":
-                self._call_ids.update(c.id for c in m.tool_calls)
+        # (one update of a list: an update per message, of a generator, was ~5x slower for a bulk add, issue 22)
+        self._call_ids.update([c.id for m in messages if m.role == "assistant" for c in m.tool_calls])
 
     def replace(self, messages: Sequence[Message]) -> None:
         """Replace the whole view (after masking or compaction); totals and encodings are rebuilt lazily."""
