@@ -189,14 +189,14 @@ class Ledger:
     def unrecorded(self, items: Iterable[Message]) -> list[Message]:
         """Those of ``items`` that have no entry of their own (:meth:`recorded`), in one loop."""
         by_object, copies = self._by_object, self._copies
-        listed = items if isinstance(items, list) else list(items)
-        # (the look-ups by object and the origins at C speed: 100,000 messages of a bulk add's catch-up, issue 22)
-        entries = map(by_object.get, map(id, listed))
-        origins = map(_ORIGIN_OF, listed)
-        # (a copy of an origin with no entry: not recorded, without a second look)
-        return [m for m, entry, origin in zip(listed, entries, origins, strict=True)
-                if (entry is None or entry[0] is not m)
-                and (origin is None or id(origin) not in copies or self._own(m) is None)]
+        out: list[Message] = []
+        for m in items:
+            entry = by_object.get(id(m))
+            if entry is None or entry[0] is not m:
+                origin = m._origin  # (a copy of an origin with no entry: not recorded, without a second look)
+                if origin is None or id(origin) not in copies or self._own(m) is None:
+                    out.append(m)
+        return out
 
     def current(self, items: list[Message], generation: int) -> list[Message | None]:
         """What each of ``items`` redacted to, where its own entry was made at ``generation``; else None.
@@ -207,31 +207,24 @@ class Ledger:
         by_object = self._by_object
         out: list[Message | None] = []
         copies = self._copies
-        # Of each origin met: its copies' sets of clean ids, newest first, each with whether it is at ``generation``
-        # (read once per origin, not per copy; () when it has none).
-        sets_of: dict[int, tuple[tuple[frozenset[str], bool], ...]] = {}
-        for m, entry in zip(items, map(by_object.get, map(id, items)), strict=True):
+        for m in items:
+            entry = by_object.get(id(m))
             if entry is not None and entry[0] is m:
                 out.append(entry[1] if entry[2] == generation else None)
                 continue
             origin = m._origin
-            if origin is None:
+            known = copies.get(id(origin)) if origin is not None else None
+            if known is None or known[0][0] is not origin:
                 out.append(None)
                 continue
-            sets = sets_of.get(id(origin))
-            if sets is None:
-                known = copies.get(id(origin))
-                sets = sets_of[id(origin)] = () if known is None or known[0][0] is not origin else \
-                    tuple((clean_ids, at == generation) for _, at, clean_ids in reversed(known))
             # (A copy recorded by its origin: itself when its id is among the newest set holding it, at that set's
             # generation; 97,000 of the 100,000 messages of a repeated history, without a tuple made for each.)
+            own = m.meta.get(ID_KEY)
             found: Message | None = None
-            if sets:
-                own = m.meta.get(ID_KEY)
-                for clean_ids, now in sets:
-                    if own in clean_ids:
-                        found = m if now else None
-                        break
+            for _, at, clean_ids in reversed(known):
+                if own in clean_ids:
+                    found = m if at == generation else None
+                    break
             out.append(found)
         return out
 
@@ -328,10 +321,6 @@ class Ledger:
 
     def __len__(self) -> int:
         return len(self._by_object)
-
-
-# What a message is a copy of (``Message._origin``), read at C speed.
-_ORIGIN_OF = operator.attrgetter("_origin")
 
 
 # A batch kept for the next one is found in it as at most this many runs (the summary's input is the view but for a
