@@ -230,11 +230,21 @@ class MemorySessionStore(SessionStore):
 
 
 def checked_messages(messages: Sequence[Message]) -> tuple[Message, ...]:
-    """``messages`` as a tuple, or :class:`InvalidHistory` naming the first item that is not a Message."""
+    """``messages`` as a tuple, or :class:`InvalidHistory` naming the first item that cannot be stored.
+
+    That is an item that is not a Message, or a tool call whose arguments are not a string.
+    """
     out = tuple(messages)
     for i, m in enumerate(out):
         if not isinstance(m, Message):
             raise InvalidHistory(f"expected a contextfold Message, got {type(m).__name__}", index=i)
+        for k, call in enumerate(m.tool_calls):
+            # A dict here (what some SDKs hand over) was written as a JSON object that no later load accepted: the
+            # session was refused at every load. Refused before anything is written, as add() refuses it.
+            if type(call.arguments) is not str:
+                raise InvalidHistory(f"arguments of tool call {call.id!r} must be a JSON string (json.dumps them), "
+                                     f"got {type(call.arguments).__name__}", index=i,
+                                     field=f"tool_calls[{k}].arguments")
     return out
 
 
