@@ -397,10 +397,14 @@ class ServeApp:
             upstream = await self.upstream.send(api, self._upstream_body(turn, view), headers)
             self.metrics.upstream_seconds.labels(api).observe(time.perf_counter() - sent_at)
             if upstream.status_code < 400:
-                return upstream, False
-            data = await upstream.aread()
-            await upstream.aclose()
-            error = UpstreamError(upstream.status_code, _json_or_text(data), provider)
+                body = await _error_of_success(upstream, turn.exchange.stream)
+                if body is None:
+                    return upstream, False
+                error = UpstreamError(upstream.status_code, body, provider)
+            else:
+                data = await upstream.aread()
+                await upstream.aclose()
+                error = UpstreamError(upstream.status_code, _json_or_text(data), provider)
             info = parse_limit_error(error, provider=provider)
             if info is None:
                 return upstream, False
@@ -638,6 +642,26 @@ def _error_payload(api: ApiName, status: int, body: Any) -> Any:
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         return body
     return error_body(api, f"the upstream answered {status}: {str(body)[:500]}", kind="api_error")
+
+
+# Keys of a successful reply body (chat, Responses, Messages): a body with one of them is no error, whatever else.
+_REPLY_KEYS = ("choices", "output", "content")
+
+
+async def _error_of_success(upstream: httpx.Response, stream: bool) -> dict[str, Any] | None:
+    """The error body of a 2xx answer that holds only an error (some gateways answer errors with 200), else None.
+
+    A reply as JSON is read here (the caller reads it again from memory); an event stream is left unread.
+    """
+    if stream and not upstream.headers.get("content-type", "").lower().startswith("application/json"):
+        return None
+    data = await upstream.aread()
+    await upstream.aclose()
+    payload = _json_or_text(data)
+    if isinstance(payload, dict) and isinstance(payload.get("error"), dict) and \
+            not any(key in payload for key in _REPLY_KEYS):
+        return payload
+    return None
 
 
 def _json_or_text(data: bytes) -> Any:
