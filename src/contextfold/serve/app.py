@@ -444,7 +444,10 @@ class ServeApp:
         """Answer the model's retrieval calls and ask again until the reply is the client's (non-streaming)."""
         api = turn.exchange.api
         for _ in range(MAX_ROUNDS):
-            split = split_reply(api, reply_items(api, payload))
+            try:
+                split = split_reply(api, reply_items(api, payload))
+            except (TypeError, ValueError, AttributeError, KeyError):
+                return payload  # (a reply of a shape the proxy cannot read is the client's, as it came)
             if not split.calls:
                 return payload
             try:
@@ -586,10 +589,12 @@ class ServeApp:
             if relay is not None and api != "chat":
                 items = split_reply(api, items).client_items
             response_id = relay.response_id if relay is not None and relay.response_id else collector.response_id
-            if not collector.finished:
-                # The upstream's stream ended before its final event (a dropped connection): what passed is not a
-                # reply, so it is not the session's head (a continuation of it would miss the reply).
-                log_event("stream ended before its final event", level=logging.WARNING, api=api,
+            if not collector.finished or collector.unreadable:
+                # The upstream's stream ended before its final event (a dropped connection), or held an event the
+                # proxy could not read: what was collected is not the reply, so it is not the session's head (a
+                # continuation of it would miss the reply).
+                log_event("stream ended before its final event" if not collector.finished else
+                          "stream held an event the proxy could not read", level=logging.WARNING, api=api,
                           session=turn.session_id)
                 response_id, items = None, []
             await self._after_reply(turn, scope, collector.usage, response_id, items)
