@@ -6,9 +6,10 @@ learned hard budget less the tools, a negative number, and ``call_with_recovery`
 ``ConfigError: budget: must be a positive number of tokens, got -649`` (with a shorter history, in the stall guard's
 "what is left is pinned, protected or the latest request"): an error about a setting that was fine, or about the
 conversation, never naming the tools. A configured window the tools fill raised the same ConfigError from
-``prepare()``. Now recovery gives up at once saying the tools alone take more than the limit leaves
-(``RecoveryFailed``, the provider's error its cause, one call made), and ``prepare()`` raises ``InsufficientBudget``
-naming the tools.
+``prepare()``, and the proxy answered a request whose tools fill the window with a 500 "internal error
+(ConfigError)". Now recovery gives up at once saying the tools alone take more than the limit leaves
+(``RecoveryFailed``, the provider's error its cause, one call made), ``prepare()`` raises ``InsufficientBudget``
+naming the tools, and the proxy answers 400 saying so without calling the provider.
 """
 
 from __future__ import annotations
@@ -60,3 +61,26 @@ def test_a_configured_window_the_tools_fill_is_insufficient_budget_naming_them()
     with pytest.raises(InsufficientBudget, match="tool schemas") as caught:
         cm.prepare()
     assert caught.value.needed > caught.value.budget
+
+
+def test_the_proxy_answers_400_naming_the_tools_when_they_fill_the_window() -> None:
+    pytest.importorskip("starlette", reason="contextfold[serve] is not installed")
+    import httpx
+    from starlette.testclient import TestClient
+
+    from contextfold.serve import ServeConfig
+    from contextfold.serve.app import ServeApp
+
+    calls: list[httpx.Request] = []
+    config = ServeConfig(port=0, openai_base_url="http://upstream.test/v1", anthropic_base_url="http://upstream.test",
+                         sessions="memory", store="memory", archive="memory", windows={"gpt-4o-mini": 6_000},
+                         log_level="warning")
+    app = ServeApp(config, transport=httpx.MockTransport(lambda request: calls.append(request) or httpx.Response(500)))
+    history = [{"role": "system", "content": "You are a coding agent."},
+               {"role": "user", "content": f"fix the build {NONCE}"}]
+    with TestClient(app.app) as client:
+        answer = client.post("/v1/chat/completions", headers={"authorization": "Bearer sk-test"}, json={
+            "model": "gpt-4o-mini", "messages": history, "tools": [_tool(i) for i in range(20)]})
+    assert answer.status_code == 400
+    assert "tool schemas" in answer.json()["error"]["message"]
+    assert calls == []
