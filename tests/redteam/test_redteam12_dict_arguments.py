@@ -30,8 +30,13 @@ def _history() -> list[Message]:
     return [Message("user", f"read {NONCE}"), Message("assistant", "", (call,)), Message.tool("c1", "ok")]
 
 
-@pytest.fixture(params=["memory", "local"])
+@pytest.fixture(params=["memory", "local", "redis"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> SessionStore:
+    if request.param == "redis":
+        from contextfold.stores.redis_session import RedisSessionStore
+
+        server = request.getfixturevalue("redis_server")
+        return RedisSessionStore(server.url, prefix=f"{NONCE}-{tmp_path.name}")
     return MemorySessionStore() if request.param == "memory" else LocalSessionStore(str(tmp_path))
 
 
@@ -44,6 +49,10 @@ def test_save_refuses_dict_arguments_naming_the_field_and_writes_nothing(store: 
     assert store.load("s") == ([], 0)  # the session is still usable
     good = [Message("user", "hi")]
     assert store.save("s", good, 0) == 1
+    with pytest.raises(InvalidHistory) as later:  # appended to a session already saved: only the new part is written
+        store.save("s", [*good, *_history()], 1)
+    assert later.value.index == 2
+    assert store.load("s") == (good, 1)
 
 
 def test_a_session_an_earlier_version_saved_with_dict_arguments_loads(tmp_path: Path) -> None:
