@@ -662,6 +662,8 @@ async def _error_of_success(upstream: httpx.Response, stream: bool) -> dict[str,
         return None
     data = await upstream.aread()
     await upstream.aclose()
+    if b'"error"' not in data:  # (a reply is parsed once, by the caller)
+        return None
     payload = _json_or_text(data)
     if isinstance(payload, dict) and isinstance(payload.get("error"), dict) and \
             not any(key in payload for key in _REPLY_KEYS):
