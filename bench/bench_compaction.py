@@ -84,14 +84,19 @@ def timed(module, name, key):
     return original
 from contextfold.summarize import digest
 timed(digest, "extract_entities_by_kind", "entities")
-_original_one = redact.Redactor.redact_message
+# (message-level redaction lives in redact/_messages since the twelfth session; Redactor.redact_message delegates)
+try:
+    from contextfold.redact._messages import MessageRedactor as _redacts_messages
+except ImportError:
+    _redacts_messages = redact.Redactor
+_original_one = _redacts_messages.redact_message
 def redact_message(self, m):
     t0 = time.perf_counter()
     try:
         return _original_one(self, m)
     finally:
         spent["redact"] += time.perf_counter() - t0
-redact.Redactor.redact_message = redact_message
+_redacts_messages.redact_message = redact_message
 t0, c0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
 report = cm.compact()
 total, cpu, process_cpu = time.perf_counter() - t0, time.thread_time() - c0, time.process_time() - p0
