@@ -191,8 +191,9 @@ CONTEXT_PATTERNS: tuple[SecretPattern, ...] = (
     pattern("password", _SSM_PARAMETER, "--value", accept=_accept_name_value),
     # (No trigger: nearly every text holds a colon. What bulk redaction looks for instead is the port field.)
     pattern("password", _PGPASS, accept=_accept_pgpass, needs=r":(?:\d{2,5}|\*):[a-z_*]"),
+    # (Every element closes: the bulk prefilter clears a text holding these words but no "</", see ._gate.)
     pattern("password", _XML_ELEMENT, "pass", "pwd", "secret", "token", "key", "credential", "master",
-            accept=accept_value),
+            accept=accept_value, needs=r"</"),
     SecretPattern("basic_auth", re.compile(_BASIC_CREDENTIALS), accept=_accept_basic_credentials,
                   locate=re.compile(r"[\"']?_?auth[\"']?[ \t]*[:=]"),
                   needs=re.compile(r"auth[\"']?[ \t]*[:=][ \t]*[\"']?[a-z0-9+/]{8}")),
