@@ -30,7 +30,6 @@ text the scan finds one in is a suspect.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -41,12 +40,23 @@ if TYPE_CHECKING:
     from ._triggers import TriggerFinder
     from .rules import SecretPattern
 
-__all__ = ["KEY_NAME_END", "PatternGate"]
+__all__ = ["KEY_NAME_WORDS", "PatternGate", "names_a_key"]
 
-# Where a mapping key the key rule (``rules.SECRET_KEY``: a secret's name at the end of the key) redacts the value of
-# may end, in the lower-cased strings of a message joined by ``_ledger.SEPARATOR`` (a key of meta, or decoded from
-# arguments) or in raw JSON arguments (a key's closing quote). Every word the rule ends with is one of these.
-KEY_NAME_END = re.compile(r"(?:passw(?:or)?d|passphrase|key|secret|token|pass|pwd)(?=\x00|\"|$)")
+# The words a mapping key the key rule (``rules.SECRET_KEY``) redacts the value of ends with. Such a key ends where a
+# string ends, in the lower-cased strings of a message joined by ``_ledger.SEPARATOR`` (a key of meta, or decoded
+# from arguments), or before its closing quote in raw JSON arguments.
+KEY_NAME_WORDS = ("passwd", "password", "passphrase", "key", "secret", "token", "pass", "pwd")
+_KEY_NAME_ENDS = tuple((word, f'{word}"', f"{word}\x00") for word in KEY_NAME_WORDS)
+
+
+def names_a_key(lowered: str, words: Sequence[tuple[str, str, str]] = _KEY_NAME_ENDS) -> bool:
+    """Whether a string of ``lowered`` (a message's strings joined, or JSON) may be a key the key rule redacts under.
+
+    ``words``: those of :data:`_KEY_NAME_ENDS` to look for (the others are known not to be in ``lowered``).
+    """
+    return any(word in lowered and (quoted in lowered or separated in lowered or lowered.endswith(word))
+               for word, quoted, separated in words)
+
 
 # What a pattern must find first, over (the text, the text lower-cased, where the automaton's heads start or None).
 _Check = Callable[[str, str, Mapping[str, list[int]] | None], bool]
@@ -107,6 +117,15 @@ class PatternGate:
             for trigger in dict.fromkeys(pattern.triggers):
                 self._by_trigger.setdefault(trigger, []).append(check)
         self._untriggered = tuple(_untriggered(p) for p in patterns if not p.triggers)
+        # The key rule's words by a trigger each holds (then in a text only when the trigger is), or looked for.
+        self._key_words: dict[str, list[tuple[str, str, str]]] = {}
+        self._key_words_unfound: list[tuple[str, str, str]] = []
+        for ends in _KEY_NAME_ENDS:
+            holder = next((t for t in finder.triggers if t in ends[0]), None)
+            if holder is None:
+                self._key_words_unfound.append(ends)
+            else:
+                self._key_words.setdefault(holder, []).append(ends)
 
     def may_hold(self, text: str, lowered: str) -> bool:
         """Whether the scan of ``text`` (``lowered``: ``text.lower()``) may find a secret, or the key rule may apply."""
@@ -122,7 +141,9 @@ class PatternGate:
                 for check in self._by_trigger.get(trigger, ()):
                     if check is None or check(text, lowered, hits):
                         return True
-            if KEY_NAME_END.search(lowered):
+            # (A trigger in one of the key rule's words is in the text when the word is: those words only.)
+            words = [ends for trigger in present for ends in self._key_words.get(trigger, ())]
+            if names_a_key(lowered, words + self._key_words_unfound if self._key_words_unfound else words):
                 return True
             return any(check is None or check(text, lowered, hits) for check in self._untriggered)
         except PatternTimeout:
