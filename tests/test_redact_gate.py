@@ -106,7 +106,7 @@ def test_every_message_redaction_changes_is_a_suspect(items: list[tuple[str, int
             batch.append(Message("user", "hello", meta={key: text}))
         else:
             batch.append(Message("assistant", text, extra={"nested": [{key: text}]}))
-    found = Redactor(remember=False)._suspects(batch)
+    found = Redactor(remember=False)._message_redactor._suspects(batch)
     assert found is not None
     suspects, _ = found
     for i, m in enumerate(batch):

@@ -93,13 +93,14 @@ def test_a_compaction_redacts_no_message_add_redacted(monkeypatch: pytest.Monkey
     # Issue 22: compact() redacted the view again for the secrets' catch-up, the summarizer and the archive (~1.9 s
     # of 5.6 s for 1,000 outputs). Past half the soft threshold add() redacts each message and the result is kept.
     from contextfold.redact import Redactor
+    from contextfold.redact._messages import MessageRedactor
 
     cm = _manager()
     cm.add(_history(40))
     redacted: list[Message] = []
     original = Redactor._redact_fields
     monkeypatch.setattr(Redactor, "_redact_fields", lambda self, m: redacted.append(m) or original(self, m))
-    monkeypatch.setattr(Redactor, "_suspects", lambda self, items: pytest.fail("a batch scanned again"))
+    monkeypatch.setattr(MessageRedactor, "_suspects", lambda self, items: pytest.fail("a batch scanned again"))
     report = cm.compact()
     assert report.compacted and redacted == []
     archived = "".join(m.text for _, messages in cm.archive.transcripts("warm") for m in messages)
