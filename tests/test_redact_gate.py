@@ -44,6 +44,10 @@ _MORE = [
     f"aws ssm put-parameter --name /prod/db/password --value {_r(_ALNUM, 14)}",
     f"TWILIO=SK{_r(_HEX, 32)}",
     f"<config><password>{_r(_ALNUM, 12)}</password></config>",
+    f"pass <conf><pa\u017fsword>{_r(_ALNUM, 12)}</pa\u017fsword></conf>",  # (a long s: (?i) takes it for "s")
+    f"token <api_\u212aey>{_r(_ALNUM, 16)}</api_\u212aey>",  # (a Kelvin sign: (?i) takes it for "k")
+    f"secret <db-credent\u0131als>{_r(_ALNUM, 12)}</db-credent\u0131als>",  # (a dotless i)
+    f'"name": "DB_PASSWORD", "value": "{_r(_ALNUM, 14)}"',
     f"bot 123456789:AA{_r(_ALNUM, 33)}",
     f"{_r(_HEX, 32)}-us12",
 ]

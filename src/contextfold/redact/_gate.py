@@ -30,6 +30,7 @@ text the scan finds one in is a suspect.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -67,20 +68,28 @@ def _starts_of(hits: Mapping[str, list[int]], wanted: frozenset[str]) -> list[in
     return found
 
 
+def _at_heads(locate: re.Pattern[str], heads: frozenset[str] | None) -> _Check:
+    """Whether ``locate`` matches the lower-cased text, tried where its heads start when the automaton found them."""
+    if heads is None:
+        return lambda text, lowered, hits: locate.search(lowered) is not None
+
+    def located(text: str, lowered: str, hits: Mapping[str, list[int]] | None) -> bool:
+        if hits is None:
+            return locate.search(lowered) is not None
+        places = _starts_of(hits, heads)
+        return bool(places) and next(search_at(locate, lowered, places), None) is not None
+
+    return located
+
+
 def _located(pattern: SecretPattern, heads: frozenset[str] | None) -> _Check | None:
-    locate = pattern.locate
+    """What a pattern with triggers must find in a text holding one (None: it may match wherever they are)."""
+    locate, needs = pattern.locate, pattern.needs
     if locate is not None:
-        if heads is None:
-            return lambda text, lowered, hits: locate.search(lowered) is not None
-
-        def located(text: str, lowered: str, hits: Mapping[str, list[int]] | None) -> bool:
-            if hits is None:
-                return locate.search(lowered) is not None
-            places = _starts_of(hits, heads)
-            return bool(places) and next(search_at(locate, lowered, places), None) is not None
-
-        return located
-    needs = pattern.needs
+        where = _at_heads(locate, heads)
+        if needs is None:
+            return where
+        return lambda text, lowered, hits: needs.search(lowered) is not None and where(text, lowered, hits)
     if needs is not None:
         return lambda text, lowered, hits: needs.search(lowered) is not None
     starts = openings(pattern.regex)
