@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["MIN_HEAD_CHARS", "heads", "lowered_heads", "repetitive", "search_at"]
+__all__ = ["MIN_HEAD_CHARS", "heads", "lowered_heads", "openings", "repetitive", "search_at"]
 
 # The Python versions whose private regex parser (``re._parser``) this reads was checked on: the heads are the same
 # on each, and sound over 20,000 random regexes (tests/redteam/test_redteam8_scan_reference.py and its hunt).
@@ -42,6 +42,29 @@ def heads(regex: re.Pattern[str]) -> tuple[str, ...] | None:
     Sound by construction: each string is what every path through the regex's opening must read, up to the first
     element spelled out no further (a repeat, a large class, a case change), where it stops.
     """
+    found = _openings(regex)
+    if not found or min(map(len, found)) < MIN_HEAD_CHARS or any(map(repetitive, found)):
+        return None
+    # (A head that extends another starts where that one does: the shorter finds every such place.)
+    return tuple(h for h in sorted(found) if not any(o != h and h.startswith(o) for o in found))
+
+
+@lru_cache(maxsize=256)
+def openings(regex: re.Pattern[str]) -> tuple[str, ...] | None:
+    """Strings one of which every match of ``regex`` starts with, however short (``SK``, ``<``), or None.
+
+    What :func:`heads` reads, without its bounds on length and repetition: the bulk prefilter looks for these with
+    ``in`` in the text itself (case-sensitive), to tell that a pattern cannot match there (issue 22). None when a
+    match may start with anything (a repeat, a large class, a case change first).
+    """
+    found = _openings(regex)
+    if not found or min(map(len, found)) < 1:
+        return None
+    return tuple(h for h in sorted(found) if not any(o != h and h.startswith(o) for o in found))
+
+
+def _openings(regex: re.Pattern[str]) -> frozenset[str] | None:
+    """The strings every path through ``regex``'s opening must read (see :func:`heads`), or None."""
     if not isinstance(regex, re.Pattern) or regex.flags & re.IGNORECASE or not isinstance(regex.pattern, str):
         return None
     if sys.version_info[:2] not in _PARSER_CHECKED:
@@ -56,10 +79,7 @@ def heads(regex: re.Pattern[str]) -> tuple[str, ...] | None:
     except Exception:  # (a pattern the stand-alone parse refuses: searched as before)
         return None
     found, _ = _expand(list(parsed), frozenset({""}), c)
-    if not found or min(map(len, found)) < MIN_HEAD_CHARS or any(map(repetitive, found)):
-        return None
-    # (A head that extends another starts where that one does: the shorter finds every such place.)
-    return tuple(h for h in sorted(found) if not any(o != h and h.startswith(o) for o in found))
+    return found
 
 
 def _class_chars(items: list[tuple[Any, Any]], c: Any) -> list[str] | None:

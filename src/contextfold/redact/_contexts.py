@@ -187,12 +187,18 @@ CONTEXT_PATTERNS: tuple[SecretPattern, ...] = (
     # (Located by its name key, a literal in the lower-cased text: the case-insensitive regex, which may open with a
     # quote, was tried at every position of every text holding "value", issue 22.)
     SecretPattern("password", re.compile(_NAME_VALUE), ("value",), _accept_name_value,
-                  re.compile(r"[\"']?(?:name|key|parameterkey|parametername)[\"']?[ \t]*[:=]")),
+                  re.compile(r"[\"']?(?:name|key|parameterkey|parametername)[\"']?[ \t]*[:=]"),
+                  re.compile(r"value[\"']?[ \t]*[:=]")),  # (the value's key: what the bulk prefilter needs too)
     pattern("password", _SSM_PARAMETER, "--value", accept=_accept_name_value),
     # (No trigger: nearly every text holds a colon. What bulk redaction looks for instead is the port field.)
     pattern("password", _PGPASS, accept=_accept_pgpass, needs=r":(?:\d{2,5}|\*):[a-z_*]"),
+    # (What the bulk prefilter looks for in a text holding these words, see ._gate: a secret's word in a tag, and
+    # the element closed on its line. Under (?i) the tag's "s" may be a long s and its "i" a dotless one, which
+    # lower-case to themselves; a Kelvin sign lowers to "k", a dotted capital I to two characters.)
     pattern("password", _XML_ELEMENT, "pass", "pwd", "secret", "token", "key", "credential", "master",
-            accept=accept_value),
+            accept=accept_value,
+            needs=r"<[^<>\n]*(?:pa[s\u017f][s\u017f]|pwd|[s\u017f]ecret|token|key|credent[i\u0131]al|ma[s\u017f]ter)"
+                  r"[^<>\n]*>[^<>\n]+</"),
     SecretPattern("basic_auth", re.compile(_BASIC_CREDENTIALS), accept=_accept_basic_credentials,
                   locate=re.compile(r"[\"']?_?auth[\"']?[ \t]*[:=]"),
                   needs=re.compile(r"auth[\"']?[ \t]*[:=][ \t]*[\"']?[a-z0-9+/]{8}")),

@@ -43,7 +43,8 @@ class SecretPattern:
     locate: re.Pattern[str] | None = None
     # For a pattern without triggers: a pattern over the lower-cased text that finds something wherever ``regex``
     # can match (a superset). Bulk redaction skips a text in which neither a trigger nor this is found; a pattern
-    # with neither turns that prefilter off.
+    # with neither turns that prefilter off. With triggers, the same superset: the bulk prefilter clears a text
+    # holding a trigger but not this (see ._gate); the scan itself does not look for it.
     needs: re.Pattern[str] | None = None
     # Where ``regex`` may start matching: only where a maximal run of this class (of at least its length) starts.
     # The runs are found at C speed and the regex tried at each (a bare base64 run: the regex engine alone reads it

@@ -42,6 +42,7 @@ from ..messages import (
 from ..untrusted.regex import PatternTimeout
 from ._anchors import heads, lowered_heads
 from ._callback import CallbackMemo
+from ._gate import PatternGate
 from ._ledger import SEPARATOR, joined_starts, search_joined
 from ._messages import MessageRedactor
 from ._provider_state import redact_provider_state
@@ -289,6 +290,8 @@ class Redactor:
             untested = any(not p.triggers and p.needs is None for p in patterns)
             separated = any(SEPARATOR in t for t in triggers)
             self._prefilter = None if untested or separated else (self._triggers.needles, needs)
+            # (What the prefilter asks again of a text its triggers or needs did not clear: see ._gate.)
+            self._gate = PatternGate(patterns, self._triggers, self._located_heads)
             self._scan_memory = scan_cache(patterns)
             self._patterns = patterns
         return self._patterns
@@ -826,6 +829,7 @@ class Redactor:
         """
         assert self._prefilter is not None
         needles, needs = self._prefilter
+        given, suspects = suspects, set(suspects)  # (the texts this search finds are looked at again, below)
         lowered: list[str] | None = None
         joined_text = (SEPARATOR.join(texts) if whole is None else whole[0]) if joined else ""
         if joined and joined_text.isascii():
@@ -858,6 +862,13 @@ class Redactor:
             joined_text = joined_text or SEPARATOR.join(lowered or ())
             for hit in need.finditer(joined_text):
                 suspects.add(bisect.bisect_right(starts, hit.start()) - 1)
+        # A trigger is short and common, a base64 run any long path: each text found is looked at again, and
+        # cleared when no pattern it could set off can match in it (issue 22; a necessary condition, see ._gate).
+        gate = self._gate
+        for i in suspects - given:
+            text = texts[i]
+            if gate.may_hold(text, lowered[i] if lowered is not None else text.lower()):
+                given.add(i)
 
 
 

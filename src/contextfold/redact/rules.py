@@ -250,7 +250,9 @@ _DIRECT_PATTERNS: tuple[SecretPattern, ...] = (
     ),
     pattern("jwt", r"eyJ(?<![A-Za-z0-9_\-]eyJ)[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}", "eyj"),
     *CONTEXT_PATTERNS,
-    pattern("url_credentials", _URL_CREDENTIALS, "://", accept=_accept_url_credentials),
+    # (What the bulk prefilter looks for in a text holding "://": the user, a colon, the password and an "@".)
+    pattern("url_credentials", _URL_CREDENTIALS, "://", accept=_accept_url_credentials,
+            needs=r"://[^\s:/@?#\"'<>]*:[^\s\"'<>]+@"),
     _assignment("password", _STRONG_PASSWORD_KEYS, "passw", "passphrase", weak=False),
     _assignment("password", _WEAK_PASSWORD_KEYS, "pass", "pwd", weak=True),
     _assignment("api_key", _STRONG_KEYS, "key", "secret", "token", weak=False),
