@@ -36,9 +36,10 @@ def _scanned(redactor: Redactor, monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def _suspects(n: int, nonce: str) -> list[Message]:
-    # Each content holds a trigger ("password"), so the prefilter cannot clear the message: it is redacted alone.
+    # Each content holds a trigger ("password") the gate cannot clear (a parameter's type, which only the scan turns
+    # down), so the prefilter keeps the message: it is redacted alone.
     # (Each test its own nonce: the scan cache is shared by redactors with the same patterns.)
-    return [Message("tool", f"{nonce} run {i}: password prompt skipped", tool_call_id=f"c{i}",
+    return [Message("tool", f"{nonce} run {i}: def login(password: str)", tool_call_id=f"c{i}",
                     meta={"id": f"{nonce}:{i}", "label": f"{nonce} step {i}"}) for i in range(n)]
 
 

@@ -42,7 +42,7 @@ from ..messages import (
 from ..untrusted.regex import PatternTimeout
 from ._anchors import heads, lowered_heads
 from ._callback import CallbackMemo
-from ._gate import PatternGate
+from ._gate import KEY_NAME_WORDS, PatternGate
 from ._ledger import SEPARATOR, joined_starts, search_joined
 from ._messages import MessageRedactor
 from ._provider_state import redact_provider_state
@@ -268,6 +268,10 @@ class Redactor:
             # Which patterns a text needs: the triggers it holds, all found at once (many patterns share "secret",
             # "key"…), each naming the patterns it lets run; patterns without triggers run when their needs is met.
             triggers = tuple(dict.fromkeys(t for p in patterns for t in p.triggers))
+            # The key rule ({"db_pass": "…"} in meta or arguments) applies whatever the patterns: the bulk prefilter
+            # must find its words even when no pattern's trigger holds them (builtin=False with the user's own
+            # patterns cleared such messages unredacted while one by one they were redacted).
+            triggers += _key_rule_triggers(triggers)
             # Where each pattern's locating regex (or, without triggers, its need) can match: the strings its
             # matches start with, found in the triggers' pass (None: it searches the text; see ._anchors).
             located = tuple(heads(p.locate) if p.locate is not None else
@@ -876,6 +880,15 @@ class Redactor:
 # names no secret. Keys repeat (every message's meta has the same few): asked once each, up to this many.
 _KEY_SAYS: dict[str, tuple[str, str | None] | None] = {}
 _KEY_SAYS_MAX = 4096
+
+
+def _key_rule_triggers(triggers: Sequence[str]) -> tuple[str, ...]:
+    """The key rule's words no trigger of ``triggers`` is part of, shortest first (``pass`` covers ``password``)."""
+    added: list[str] = []
+    for word in sorted(KEY_NAME_WORDS, key=len):
+        if not any(t in word for t in (*triggers, *added)):
+            added.append(word)
+    return tuple(added)
 
 
 def _key_says(key: str) -> tuple[str, str | None] | None:
