@@ -22,7 +22,8 @@ whole process's), which is how another thread's wake-up or the machine's load sh
 
 Run: python bench/bench_agent_loop.py [--baseline /tmp/perf-base/src] [--runs 5] [--window 16000] [--sessions 69]
      [--data DIR] (the lm32b sessions; by default found from this file, which a copy of the tree elsewhere must give)
-     [--save FILE] (every run's figures, JSON)
+     [--save FILE] (every run's figures, JSON) [--together] (the trees at once in each round: a run takes ~3 min of
+     wall time on a quiet machine, ~90% of it the full collection before each turn)
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import os
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories" / "sweagent-lm32b"
@@ -107,12 +109,23 @@ print(json.dumps({{"turns": turns, "cpu": cpu, "switched": switched, "ahead_cpu"
 
 
 def run(src: str, window: int, sessions: int, data: Path = DATA) -> dict[str, object]:
+    return start(src, window, sessions, data)()
+
+
+def start(src: str, window: int, sessions: int, data: Path = DATA) -> Callable[[], dict[str, object]]:
+    """Start one run of the loop with ``src``'s contextfold; the returned call waits for its figures."""
     env = {**os.environ, "PYTHONPATH": src}
     code = _CHILD.format(window=window, sessions=sessions, data=str(data))
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    if done.returncode != 0:
-        raise SystemExit(done.stderr[-3000:])
-    figures: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=env)
+
+    def figures() -> dict[str, object]:
+        out, err = child.communicate()
+        if child.returncode != 0:
+            raise SystemExit(err[-3000:])
+        done: dict[str, object] = json.loads(out.strip().splitlines()[-1])
+        return done
+
     return figures
 
 
@@ -130,6 +143,8 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=16_000)
     parser.add_argument("--sessions", type=int, default=69, help="the first N lm32b sessions by id")
     parser.add_argument("--data", type=Path, default=DATA, help="the recorded lm32b sessions")
+    parser.add_argument("--together", action="store_true",
+                        help="run the trees at once in each round instead of one after the other (half the time)")
     parser.add_argument("--save", type=Path, default=None, help="write every run's figures there (JSON)")
     args = parser.parse_args()
     if not args.data.is_dir():
@@ -139,10 +154,18 @@ def main() -> None:
     results: dict[str, list[dict[str, object]]] = {label: [] for label, _ in trees}
     loads = []
     for _ in range(args.runs):
+        if args.together:  # (both trees at once: each run of a round meets the same load)
+            loads.append(os.getloadavg()[0])
+            waits = [(label, start(src, args.window, args.sessions, args.data)) for label, src in trees]
+            for label, wait in waits:
+                results[label].append(wait())
+            continue
         for label, src in trees:
             loads.append(os.getloadavg()[0])
             results[label].append(run(src, args.window, args.sessions, args.data))
-    print(f"window {args.window}, {args.sessions} sessions, {args.runs} runs; load average (1 min) during the runs: "
+    how = " (the trees at once)" if args.together else ""
+    print(f"window {args.window}, {args.sessions} sessions, {args.runs} runs{how}; load average (1 min) during the "
+          "runs: "
           f"{min(loads):.1f}-{max(loads):.1f}")
     print(f"{'tree':<10} | {'turns':<9} | {'count':>5} | {'wall p50 ms':>11} | {'wall p99 ms':>11} | "
           f"{'CPU p50 ms':>10} | {'CPU p99 ms':>10} | {'per-run wall p99 ms':<28}")
