@@ -19,6 +19,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from .telemetry._pace import after_foreground
+
 __all__ = ["MAX_PENDING", "submit", "wait_idle"]
 
 # A job is a batch of texts of one turn or so; 64 pending batches means the thread is far behind: drop, not grow.
@@ -46,8 +48,6 @@ _exiting = False
 
 def submit(job: Callable[..., Any], *args: Any) -> bool:
     """Run ``job(*args)`` on the background thread; False when the queue is full (the job is dropped)."""
-    from .telemetry._pace import after_foreground
-
     global _thread, _unfinished, _wake_held
     with _start_lock:
         if _exiting:
