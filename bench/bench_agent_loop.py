@@ -15,8 +15,15 @@ read).
 Each tree runs in its own interpreter; with ``--baseline`` the trees alternate run by run (the same load of the
 moment). Figures pool the turns of every run; the spread of the per-run medians is printed too.
 
+Masking turns get a table of their own: CPU p50/p90/p99 over the turns of every run pooled (the bar's p99 is the
+2nd-slowest of a run's 161 turns, so one run's swings with the load by +-0.3 ms: pool at least 5 runs), and the
+context switches during each call (``getrusage``: the agent's thread's where the system has ``RUSAGE_THREAD``, the
+whole process's), which is how another thread's wake-up or the machine's load shows.
+
 Run: python bench/bench_agent_loop.py [--baseline /tmp/perf-base/src] [--runs 5] [--window 16000] [--sessions 69]
      [--data DIR] (the lm32b sessions; by default found from this file, which a copy of the tree elsewhere must give)
+     [--save FILE] (every run's figures, JSON) [--together] (the trees at once in each round: a run takes ~3 min of
+     wall time on a quiet machine, ~90% of it the full collection before each turn)
 """
 
 from __future__ import annotations
@@ -27,12 +34,13 @@ import os
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories" / "sweagent-lm32b"
 
 _CHILD = r"""
-import gc, json, sys, threading, time
+import gc, json, resource, sys, threading, time
 from pathlib import Path
 from contextfold import _background
 from contextfold.importers import load_sessions
@@ -54,6 +62,15 @@ _background.submit = submit
 
 turns = {{"masked": [], "compacted": [], "plain": []}}
 cpu = {{"masked": [], "compacted": [], "plain": []}}
+# Context switches during each timed call: of the agent's thread alone where the system says (Linux), and of the
+# whole process (every thread's, the background ones' included).
+THREAD = getattr(resource, "RUSAGE_THREAD", None)
+def switches(who):
+    if who is None:
+        return (0, 0)
+    usage = resource.getrusage(who)
+    return (usage.ru_nvcsw, usage.ru_nivcsw)
+switched = {{"masked": [], "compacted": [], "plain": []}}  # (thread voluntary, involuntary, process vol., invol.)
 added_tokens = 0
 sessions = sorted(load_sessions(Path({data!r})), key=lambda s: s.id)[:limit]
 for n, session in enumerate(sessions):
@@ -72,29 +89,43 @@ for n, session in enumerate(sessions):
             added = index
         maskings, compactions = cm.maskings, cm.compactions
         gc.collect()  # (a collection set off by the replay's own garbage is not the turn's)
+        s0, p0 = switches(THREAD), switches(resource.RUSAGE_SELF)
         c0, t0 = time.thread_time(), time.perf_counter()
         cm.prepare()
         wall, used = (time.perf_counter() - t0) * 1000, (time.thread_time() - c0) * 1000
+        s1, p1 = switches(THREAD), switches(resource.RUSAGE_SELF)
         kind = "compacted" if cm.compactions > compactions else "masked" if cm.maskings > maskings else "plain"
         turns[kind].append(wall)
         cpu[kind].append(used)
+        switched[kind].append((s1[0] - s0[0], s1[1] - s0[1], p1[0] - p0[0], p1[1] - p0[1]))
         _background.wait_idle()  # the model call: the read-ahead runs now
         added_tokens += cm.counter.count_message(answer)
         cm.add(answer)
         added = index + 1
     cm.close()
-print(json.dumps({{"turns": turns, "cpu": cpu, "ahead_cpu": ahead["cpu"], "ahead_jobs": ahead["jobs"],
-                  "added_tokens": added_tokens}}))
+print(json.dumps({{"turns": turns, "cpu": cpu, "switched": switched, "ahead_cpu": ahead["cpu"],
+                  "ahead_jobs": ahead["jobs"], "added_tokens": added_tokens}}))
 """
 
 
 def run(src: str, window: int, sessions: int, data: Path = DATA) -> dict[str, object]:
+    return start(src, window, sessions, data)()
+
+
+def start(src: str, window: int, sessions: int, data: Path = DATA) -> Callable[[], dict[str, object]]:
+    """Start one run of the loop with ``src``'s contextfold; the returned call waits for its figures."""
     env = {**os.environ, "PYTHONPATH": src}
     code = _CHILD.format(window=window, sessions=sessions, data=str(data))
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    if done.returncode != 0:
-        raise SystemExit(done.stderr[-3000:])
-    figures: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=env)
+
+    def figures() -> dict[str, object]:
+        out, err = child.communicate()
+        if child.returncode != 0:
+            raise SystemExit(err[-3000:])
+        done: dict[str, object] = json.loads(out.strip().splitlines()[-1])
+        return done
+
     return figures
 
 
@@ -112,6 +143,9 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=16_000)
     parser.add_argument("--sessions", type=int, default=69, help="the first N lm32b sessions by id")
     parser.add_argument("--data", type=Path, default=DATA, help="the recorded lm32b sessions")
+    parser.add_argument("--together", action="store_true",
+                        help="run the trees at once in each round instead of one after the other (half the time)")
+    parser.add_argument("--save", type=Path, default=None, help="write every run's figures there (JSON)")
     args = parser.parse_args()
     if not args.data.is_dir():
         parser.error(f"--data: no directory {args.data} (give the shared sweagent-lm32b trajectories)")
@@ -120,10 +154,18 @@ def main() -> None:
     results: dict[str, list[dict[str, object]]] = {label: [] for label, _ in trees}
     loads = []
     for _ in range(args.runs):
+        if args.together:  # (both trees at once: each run of a round meets the same load)
+            loads.append(os.getloadavg()[0])
+            waits = [(label, start(src, args.window, args.sessions, args.data)) for label, src in trees]
+            for label, wait in waits:
+                results[label].append(wait())
+            continue
         for label, src in trees:
             loads.append(os.getloadavg()[0])
             results[label].append(run(src, args.window, args.sessions, args.data))
-    print(f"window {args.window}, {args.sessions} sessions, {args.runs} runs; load average (1 min) during the runs: "
+    how = " (the trees at once)" if args.together else ""
+    print(f"window {args.window}, {args.sessions} sessions, {args.runs} runs{how}; load average (1 min) during the "
+          "runs: "
           f"{min(loads):.1f}-{max(loads):.1f}")
     print(f"{'tree':<10} | {'turns':<9} | {'count':>5} | {'wall p50 ms':>11} | {'wall p99 ms':>11} | "
           f"{'CPU p50 ms':>10} | {'CPU p99 ms':>10} | {'per-run wall p99 ms':<28}")
@@ -135,6 +177,24 @@ def main() -> None:
             print(f"{label:<10} | {kind:<9} | {len(wall) // len(runs):>5} | {percentile(wall, 0.5):>11.2f} | "
                   f"{percentile(wall, 0.99):>11.2f} | {percentile(used, 0.5):>10.2f} | "
                   f"{percentile(used, 0.99):>10.2f} | {' '.join(f'{p:.2f}' for p in per_run)}")
+    print("masking turns, CPU ms pooled over every run's turns; context switches per turn during the call (mean), "
+          "of the agent's thread (voluntary/involuntary) and of the process; the CPU p99 of the turns the thread was "
+          "not switched out in")
+    print(f"{'tree':<10} | {'turns':>5} | {'p50':>5} | {'p90':>5} | {'p99':>5} | {'per-run CPU p99':<30} | "
+          f"{'thread sw':>9} | {'process sw':>10} | {'p99 unswitched':>14}")
+    for label, runs in results.items():
+        used = [c for r in runs for c in r["cpu"]["masked"]]  # type: ignore[index]
+        switched = [s for r in runs for s in r["switched"]["masked"]]  # type: ignore[index]
+        per_run = [percentile(r["cpu"]["masked"], 0.99) for r in runs]  # type: ignore[index]
+        calm = [c for c, s in zip(used, switched, strict=True) if s[0] + s[1] == 0]
+        n = max(1, len(switched))
+        print(f"{label:<10} | {len(used):>5} | {percentile(used, 0.5):>5.2f} | {percentile(used, 0.9):>5.2f} | "
+              f"{percentile(used, 0.99):>5.2f} | {' '.join(f'{p:.2f}' for p in per_run):<30} | "
+              f"{sum(s[0] for s in switched) / n:>4.2f}/{sum(s[1] for s in switched) / n:<4.2f} | "
+              f"{sum(s[2] for s in switched) / n:>5.2f}/{sum(s[3] for s in switched) / n:<4.2f} | "
+              f"{percentile(calm, 0.99):>6.2f} of {len(calm):<4}")
+    if args.save:
+        args.save.write_text(json.dumps(results))
     print(f"{'tree':<10} | read-ahead CPU ms per 1M tokens added (median of runs, min-max) | jobs per run")
     for label, runs in results.items():
         rates = [float(r["ahead_cpu"]) * 1000 / (float(r["added_tokens"]) / 1e6)  # type: ignore[arg-type]

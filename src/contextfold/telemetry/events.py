@@ -80,10 +80,18 @@ def _jsonable(value: Any) -> Any:
 _PLAIN: frozenset[type] = frozenset({str, int, float, bool, type(None)})
 
 
+# Types _freeze keeps as they are without asking isinstance: an ABC check (Mapping) costs ~1 us on a masking turn's
+# cold caches, and each span and event carries times (issue 22).
+_KEPT: frozenset[type] = _PLAIN | {datetime, tuple, MappingProxyType, frozenset}
+
+
 def _freeze(value: Any) -> Any:
     """Make containers read-only so that an emitted event cannot change while it waits in a queue."""
-    if type(value) in _PLAIN:
+    kind = type(value)
+    if kind in _KEPT:
         return value
+    if kind is dict:
+        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
     if isinstance(value, Mapping) and not isinstance(value, MappingProxyType):
         return MappingProxyType({k: _freeze(v) for k, v in value.items()})
     if isinstance(value, list):

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._pace import GilPacer
+from ._pace import GilPacer, after_foreground
 from ._session_redaction import SessionRedaction, redacted_event
 from .events import Event, PendingEvent
 from .exporter import Exporter, shutdown_exporter
@@ -443,7 +443,10 @@ class _Worker:
             if earlier is not None and earlier <= due:
                 return
             self._due[processor] = due
-        self._wakeup.set()
+        # The batch delay's wake-up only tells the thread when to wake next: one asked during an agent-facing call
+        # is made as the call ends (issue 22, see _pace.after_foreground). One asked for now is never held.
+        if now or not after_foreground(self._wakeup.set):
+            self._wakeup.set()
 
     def _run(self) -> None:
         while True:
