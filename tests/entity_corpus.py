@@ -17,7 +17,7 @@ from contextfold.cache._digest import digest_material
 from contextfold.summarize.entities import bare_numbers, extract_entities_by_kind
 
 CORPUS_SEED = 22
-CORPUS_TEXTS = 1_200
+CORPUS_TEXTS = 600
 
 _PIECES = (
     " ", "  ", "\n", "\t", "\r\n", "\\n", "\\t", "/", "./", "../", "~/", ".", "..", "-", "--", "_", "@", "+", "<", ">",
@@ -67,7 +67,7 @@ def corpus_texts() -> list[str]:
             text = _numbered_listing(rng)
         else:  # long: pieces, lines and listings, past the digest's two windows
             parts = []
-            while sum(map(len, parts)) < rng.randrange(2_000, 9_000):
+            while sum(map(len, parts)) < rng.randrange(3_100, 5_000):
                 choice = rng.randrange(3)
                 parts.append("".join(rng.choice(_PIECES) for _ in range(rng.randrange(1, 40))) if choice == 0
                              else rng.choice(_LINES) if choice == 1 else _numbered_listing(rng))
