@@ -177,6 +177,7 @@ _NUMBER_FAST = re.compile(
 # Where _NUMBER may cross one whitespace character: after a digit or a comma, before a unit or a time. ("%" is taken
 # whatever follows it: what follows may be a span an earlier rule claims, which reads as whitespace.)
 _NUMBER_ACROSS = re.compile(rf"[\d,]\s(?=(?:{_UNITS})(?![\w])|%|\d\d:\d\d)")
+_NUMBER_ACROSS_ASCII = re.compile(_NUMBER_ACROSS.pattern, re.ASCII)  # (see _ASCII_PATTERNS)
 _BARE_FILE = re.compile(_BARE_FILES)  # (without the boundaries: finds every unit that can hold one)
 # The tail of a bare file name (_PATH's third way): a unit with a dot and no slash holds a path only with one of these
 # (or a name of _BARE_FILES): the others (``self.value``, ``1.5``, a sentence's end) are not given to _PATH at all.
@@ -215,6 +216,11 @@ _FAST_RULES: tuple[tuple[str, re.Pattern[str], Callable[[str], bool], bool, tupl
 _ASCII_PATTERNS = tuple(re.compile(rule[1].pattern, re.ASCII) for rule in _FAST_RULES)
 _UNICODE_ONLY_SPACES = ("\x1c", "\x1d", "\x1e", "\x1f")
 _KIND_OF_RULE = tuple(rule[0] for rule in _FAST_RULES)
+
+
+def _plain_ascii(text: str) -> bool:
+    """Whether ``text`` is read alike by a pattern compiled re.ASCII and by the same one compiled for Unicode."""
+    return text.isascii() and not any(space in text for space in _UNICODE_ONLY_SPACES)
 _FIRST_WORD_RULE = next(i for i, rule in enumerate(_FAST_RULES) if not rule[3])  # (the first that claims nothing)
 
 _Findings = tuple[tuple[int, str], ...]
@@ -276,13 +282,14 @@ def _units_size(read: dict[str, _Findings]) -> int:
 
 def _units(work: str) -> list[str]:
     """The units of ``work`` in order: its words, those a number may join kept together with what is between them."""
-    if _NUMBER_ACROSS.search(work) is None:
+    across = _NUMBER_ACROSS_ASCII if _plain_ascii(work) else _NUMBER_ACROSS
+    if across.search(work) is None:
         return work.split()
     units: list[str] = []
     done = 0  # where the text not yet cut into units starts
     joined_start = joined_end = -1  # the unit of joined words being built
     size = len(work)
-    for match in _NUMBER_ACROSS.finditer(work):
+    for match in across.finditer(work):
         gap = match.start() + 1  # the whitespace character a number may cross
         start = gap
         while start > 0 and not work[start - 1].isspace():
@@ -311,7 +318,7 @@ def _read_units(units: list[str]) -> dict[str, _Findings]:
     found: dict[int, list[tuple[int, str]]] = {}
     upper: list[int] | None = None
     claimed: set[int] = set()  # the units a claiming rule took something from
-    ascii_only = everything.isascii() and not any(space in everything for space in _UNICODE_ONLY_SPACES)
+    ascii_only = _plain_ascii(everything)
     for rule, (kind, pattern, accept, claims, needs) in enumerate(_FAST_RULES):
         if ascii_only:
             pattern = _ASCII_PATTERNS[rule]
@@ -485,6 +492,8 @@ def extract_entities(text: str) -> set[str]:
 # (Starting with a digit, its look-behind after it: the engine skips to the next digit instead of trying every
 # position.)
 _BARE_NUMBER = re.compile(r"\d(?<![\w.$-]\d)\d{2,}(?:\.\d+)?(?![\w]|[.,]\d)")
+# (No \s in it: on an ASCII text it matches what the Unicode pattern matches.)
+_BARE_NUMBER_ASCII = re.compile(_BARE_NUMBER.pattern, re.ASCII)
 # Bare numbers by text, like the entities (a tool output's are read by its reading and by its digest material).
 _NUMBERS_CACHE_BYTES = 16 * 1024 * 1024
 _numbers_cache: TextMemo[tuple[str, ...]] = TextMemo(_NUMBERS_CACHE_BYTES)
@@ -517,7 +526,8 @@ def bare_numbers(text: str) -> list[str]:
     key = text_key(text)
     cached = _numbers_cache.get(key)
     if cached is None:
-        cached = tuple(_BARE_NUMBER.findall(_without_line_numbers(readable(text))))
+        read = _without_line_numbers(readable(text))
+        cached = tuple((_BARE_NUMBER_ASCII if read.isascii() else _BARE_NUMBER).findall(read))
         _numbers_cache.put(key, cached, size_of_strings(cached))
     return list(cached)
 
