@@ -313,6 +313,12 @@ def _units(work: str) -> list[str]:
 
 def _read_units(units: list[str]) -> dict[str, _Findings]:
     """Each (distinct) unit's findings: ``(rule index, value)`` pairs by rule (as _FAST_RULES), then by place."""
+    read = dict.fromkeys(units, _NOTHING)
+    # A word of lower-case letters (a third of the new words of a session) holds nothing: every rule needs an
+    # ASCII upper-case letter, a digit or a punctuation mark.
+    units = [unit for unit in units if not (unit.islower() and unit.isalpha())]
+    if not units:
+        return read
     work = list(units)  # each unit with what claiming rules took blanked
     everything = "  ".join(units)
     found: dict[int, list[tuple[int, str]]] = {}
@@ -359,7 +365,6 @@ def _read_units(units: list[str]) -> dict[str, _Findings]:
                 chosen = sorted(hit)
         if chosen:
             _run_rule(rule, kind, pattern, accept, claims, chosen, work, found, claimed)
-    read = dict.fromkeys(units, _NOTHING)
     read.update((units[i], tuple(findings)) for i, findings in found.items())
     return read
 
