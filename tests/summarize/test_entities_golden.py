@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from entity_corpus import CORPUS_TEXTS, corpus_texts, reading_hash
+
 from contextfold.cache import _digest
 from contextfold.summarize import entities
-
-from entity_corpus import CORPUS_TEXTS, corpus_texts, reading_hash
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "entities" / "corpus.json"
 

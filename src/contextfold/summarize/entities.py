@@ -14,6 +14,7 @@ import re
 import threading
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
+from functools import cache
 from itertools import accumulate, chain, compress, islice, repeat
 from operator import add, is_, itemgetter
 
@@ -177,7 +178,6 @@ _NUMBER_FAST = re.compile(
 # Where _NUMBER may cross one whitespace character: after a digit or a comma, before a unit or a time. ("%" is taken
 # whatever follows it: what follows may be a span an earlier rule claims, which reads as whitespace.)
 _NUMBER_ACROSS = re.compile(rf"[\d,]\s(?=(?:{_UNITS})(?![\w])|%|\d\d:\d\d)")
-_NUMBER_ACROSS_ASCII = re.compile(_NUMBER_ACROSS.pattern, re.ASCII)  # (see _ASCII_PATTERNS)
 _BARE_FILE = re.compile(_BARE_FILES)  # (without the boundaries: finds every unit that can hold one)
 # The tail of a bare file name (_PATH's third way): a unit with a dot and no slash holds a path only with one of these
 # (or a name of _BARE_FILES): the others (``self.value``, ``1.5``, a sentence's end) are not given to _PATH at all.
@@ -209,12 +209,19 @@ _FAST_RULES: tuple[tuple[str, re.Pattern[str], Callable[[str], bool], bool, tupl
     ("id", _MIXED_ID, _accept_mixed_id, False, _NOT_ALPHA),
     ("id", _CODE, _accept_any, False, _UPPER),
 )
-# The same patterns compiled for ASCII text, read when every unit is ASCII (most of what an agent reads: code, logs,
-# JSON). On an ASCII text they match what the Unicode patterns match: \w, \d and \b mean the same there, and \s
-# differs only by the separators \x1c-\x1f, which a unit holds only where a number joins words across one
-# (_ascii_units checks). The engine tests a character's class by a table then, ~20% less time over the rules.
-_ASCII_PATTERNS = tuple(re.compile(rule[1].pattern, re.ASCII) for rule in _FAST_RULES)
+# Patterns compiled for ASCII text, read when a text or its units are ASCII (most of what an agent reads: code,
+# logs, JSON). On an ASCII text they match what the Unicode patterns match: \w, \d and \b mean the same there, and
+# \s differs only by the separators \x1c-\x1f (_plain_ascii checks). The engine tests a character's class by a
+# table then: ~20% less time over the rules. (Compiled on first use: the module's import stays as it was.)
 _UNICODE_ONLY_SPACES = ("\x1c", "\x1d", "\x1e", "\x1f")
+
+
+@cache
+def _ascii(pattern: re.Pattern[str]) -> re.Pattern[str]:
+    r"""``pattern`` compiled re.ASCII (for a text _plain_ascii accepts, or any ASCII text if it has no \s)."""
+    return re.compile(pattern.pattern, re.ASCII)
+
+
 _KIND_OF_RULE = tuple(rule[0] for rule in _FAST_RULES)
 
 
@@ -282,7 +289,7 @@ def _units_size(read: dict[str, _Findings]) -> int:
 
 def _units(work: str) -> list[str]:
     """The units of ``work`` in order: its words, those a number may join kept together with what is between them."""
-    across = _NUMBER_ACROSS_ASCII if _plain_ascii(work) else _NUMBER_ACROSS
+    across = _ascii(_NUMBER_ACROSS) if _plain_ascii(work) else _NUMBER_ACROSS
     if across.search(work) is None:
         return work.split()
     units: list[str] = []
@@ -327,7 +334,7 @@ def _read_units(units: list[str]) -> dict[str, _Findings]:
     ascii_only = _plain_ascii(everything)
     for rule, (kind, pattern, accept, claims, needs) in enumerate(_FAST_RULES):
         if ascii_only:
-            pattern = _ASCII_PATTERNS[rule]
+            pattern = _ascii(pattern)
         if rule == _FIRST_WORD_RULE and claimed:
             # What is left of a unit once claimed spans are blank: its pieces (the rules left treat any whitespace
             # alike, and blank spans would only be scanned for nothing).
@@ -497,8 +504,6 @@ def extract_entities(text: str) -> set[str]:
 # (Starting with a digit, its look-behind after it: the engine skips to the next digit instead of trying every
 # position.)
 _BARE_NUMBER = re.compile(r"\d(?<![\w.$-]\d)\d{2,}(?:\.\d+)?(?![\w]|[.,]\d)")
-# (No \s in it: on an ASCII text it matches what the Unicode pattern matches.)
-_BARE_NUMBER_ASCII = re.compile(_BARE_NUMBER.pattern, re.ASCII)
 # Bare numbers by text, like the entities (a tool output's are read by its reading and by its digest material).
 _NUMBERS_CACHE_BYTES = 16 * 1024 * 1024
 _numbers_cache: TextMemo[tuple[str, ...]] = TextMemo(_NUMBERS_CACHE_BYTES)
@@ -532,7 +537,8 @@ def bare_numbers(text: str) -> list[str]:
     cached = _numbers_cache.get(key)
     if cached is None:
         read = _without_line_numbers(readable(text))
-        cached = tuple((_BARE_NUMBER_ASCII if read.isascii() else _BARE_NUMBER).findall(read))
+        # (The pattern has no \s: any ASCII text is read alike by its ASCII form.)
+        cached = tuple((_ascii(_BARE_NUMBER) if read.isascii() else _BARE_NUMBER).findall(read))
         _numbers_cache.put(key, cached, size_of_strings(cached))
     return list(cached)
 
