@@ -38,9 +38,9 @@ def test_the_paced_read_ahead_leaves_the_kept_batch_alone() -> None:
     redactor = Redactor()
     batch = [Message.user(f"first {_NONCE}"), Message.assistant(f"second {_NONCE}")]
     redactor.redact_messages(batch)
-    kept = redactor._ledger._batch
+    kept = redactor._message_redactor.ledger._batch
     redactor.redact_ahead([Message.user(f"another {_NONCE}")])
-    assert redactor._ledger._batch is kept
+    assert redactor._message_redactor.ledger._batch is kept
 
 
 _TEXTS = [item.text for item in (*SECRETS, *CODE)]

@@ -16,6 +16,7 @@ import pytest
 from contextfold.messages import Message
 from contextfold.redact import Redactor
 from contextfold.redact._ledger import Ledger
+from contextfold.redact._messages import MessageRedactor
 
 NONCE = "k3ptB4tch"  # (unique to this file: no cache of another test answers for it)
 TOKEN = "ghp_" + "Zq8Wm2Xr5Tn7Yp1Vb4Hc6Jd9Kf3Lg0Ms2Nt"
@@ -129,13 +130,13 @@ def test_entries_made_before_a_secret_was_learned_are_renewed_by_one_search(monk
     secret = f"plain output {NONCE} 7"
     r.learn(secret, "password")
     recalled: list[str] = []
-    real = Redactor._recall
+    real = MessageRedactor._recall
 
-    def noted(self: Redactor, m: Message, *args: Any) -> Message | None:
+    def noted(self: MessageRedactor, m: Message, *args: Any) -> Message | None:
         recalled.append(str(m.meta["id"]))
         return real(self, m, *args)
 
-    monkeypatch.setattr(Redactor, "_recall", noted)
+    monkeypatch.setattr(MessageRedactor, "_recall", noted)
     got = r.redact_messages(view)
     assert got == _oracle(view, (secret,))
     assert secret not in got[7].text

@@ -80,7 +80,7 @@ def test_a_remembered_secret_makes_a_message_without_triggers_a_suspect() -> Non
 def test_a_user_pattern_without_triggers_turns_the_prefilter_off() -> None:
     redactor = Redactor(patterns={"ticket": r"TCK-\d{6}"})
     assert redactor.redact_messages([Message.user("see TCK-123456")])[0].text == "see [REDACTED:ticket]"
-    assert redactor._suspects([Message.user("x")]) is None
+    assert redactor._message_redactor._suspects([Message.user("x")]) is None
 
 
 def test_every_builtin_pattern_names_what_it_needs() -> None:
@@ -88,7 +88,7 @@ def test_every_builtin_pattern_names_what_it_needs() -> None:
     assert all(p.triggers or p.needs is not None for p in BUILTIN_PATTERNS)
     assert [p.name for p in BUILTIN_PATTERNS if not p.triggers] == [
         "airtable_token", "password", "basic_auth", "api_key", "encoded_secret"]
-    assert Redactor()._suspects([Message.user("x")]) == (set(), ["x"])
+    assert Redactor()._message_redactor._suspects([Message.user("x")]) == (set(), ["x"])
 
 
 @settings(max_examples=300, deadline=None)

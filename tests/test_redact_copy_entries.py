@@ -43,8 +43,9 @@ def test_clean_copies_share_one_entry_and_each_redacts_to_itself() -> None:
     history = _history(_origins(nonce), 6, "a")
     r = Redactor()
     r.learn_from(history)
-    assert len(r._ledger) == 3  # (the first of each content only; its copies are found by their origin)
-    assert all(r._ledger.recorded(m) for m in history)
+    # (the first of each content only; its copies are found by their origin)
+    assert len(r._message_redactor.ledger) == 3
+    assert all(r._message_redactor.ledger.recorded(m) for m in history)
     assert r.redact_messages(history) == history
     assert all(r.redact_message(m) is m for m in history)
     assert r.redact_messages(history) == _oracle(history)
@@ -86,7 +87,7 @@ def test_copies_recorded_by_an_earlier_batch_stay_recorded_after_a_later_one() -
     r = Redactor()
     r.learn_from(first)
     r.learn_from(second)  # (another entry for the same origins, with other ids)
-    assert all(r._ledger.recorded(m) for m in [*first, *second])
+    assert all(r._message_redactor.ledger.recorded(m) for m in [*first, *second])
     both = [*first, *second]
     assert r.redact_messages(both) == both == _oracle(both)
 

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextfold.messages import Message, ToolCall
-from contextfold.redact import Redactor, _redactor
+from contextfold.redact import Redactor, _messages
 
 NONCE = "pf9Chunk"  # (unique to this file: no cache of another test answers for it)
 LINE = "alpha beta gamma delta\n"  # (no trigger, no run any pattern needs)
@@ -31,7 +31,7 @@ def _edit(i: int, lines: int) -> Message:
 
 def test_learning_a_batch_of_escaped_arguments_does_not_hold_all_their_texts_at_once(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_redactor, "_PREFILTER_CHUNK_CHARS", 100_000, raising=False)
+    monkeypatch.setattr(_messages, "_PREFILTER_CHUNK_CHARS", 100_000, raising=False)
     batch = [_edit(i, 2_000) for i in range(20)]  # (~46,000 characters of arguments each, as much decoded)
     arguments = sum(len(m.tool_calls[0].arguments) for m in batch)
     r = Redactor()
@@ -71,15 +71,15 @@ def test_chunks_find_what_the_whole_batch_finds(picks: list[tuple[int, bool]], c
     whole, chunked = Redactor(), Redactor()
     for r in (whole, chunked):
         r.learn(f"hunter2-{NONCE}", "password")
-    expected = whole._suspects(batch)
+    expected = whole._message_redactor._suspects(batch)
     expected_out = whole.redact_messages(batch)
-    original = getattr(_redactor, "_PREFILTER_CHUNK_CHARS", None)
-    _redactor._PREFILTER_CHUNK_CHARS = chunk  # type: ignore[attr-defined]
+    original = getattr(_messages, "_PREFILTER_CHUNK_CHARS", None)
+    _messages._PREFILTER_CHUNK_CHARS = chunk  # type: ignore[attr-defined]
     try:
-        found = chunked._suspects(batch)
+        found = chunked._message_redactor._suspects(batch)
         out = chunked.redact_messages(batch)
     finally:
-        _redactor._PREFILTER_CHUNK_CHARS = original  # type: ignore[attr-defined]
+        _messages._PREFILTER_CHUNK_CHARS = original  # type: ignore[attr-defined]
     assert expected is not None and found is not None
     assert found[0] == expected[0]
     assert out == expected_out

@@ -16,6 +16,7 @@ from redact_corpus import CODE, SECRETS
 from contextfold.messages import Message, ToolCall
 from contextfold.redact import Redactor
 from contextfold.redact._ledger import Ledger
+from contextfold.redact._messages import MessageRedactor
 
 TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 
@@ -31,7 +32,7 @@ def _messages(copy: int) -> list[Message]:
 
 
 def _fresh_ledger(r: Redactor) -> Redactor:
-    r._ledger = Ledger()
+    r._message_redactor.ledger = Ledger()
     return r
 
 
@@ -123,7 +124,7 @@ def test_a_learned_history_is_redacted_from_the_ledger_alone(monkeypatch: pytest
     oracle.learn_from(history)
     expected = [oracle.redact_message(m) for m in history]
     monkeypatch.setattr(Redactor, "_redact_fields", lambda self, m: pytest.fail(f"{m.meta['id']} scanned again"))
-    monkeypatch.setattr(Redactor, "_suspects", lambda self, items: pytest.fail("a batch scanned again"))
+    monkeypatch.setattr(MessageRedactor, "_suspects", lambda self, items: pytest.fail("a batch scanned again"))
     got = learned.redact_messages(history)
     assert got == expected
     assert all(value not in m.text for m in got) and got[0].text.startswith("keep [REDACTED:")

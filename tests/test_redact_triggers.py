@@ -37,7 +37,7 @@ def test_the_automaton_finds_what_looking_in_turn_finds_in_the_corpora(monkeypat
         assert fast._triggers.present(lowered) == slow._triggers.present(lowered), text
         assert fast._scan(text) == slow._scan(text), text
     batch = [Message.user(text) for text in _TEXTS]
-    assert fast._suspects(batch) == slow._suspects(batch)
+    assert fast._message_redactor._suspects(batch) == slow._message_redactor._suspects(batch)
 
 
 @pytest.mark.skipif(not automaton_available(), reason="needs contextfold[fast] (ahocorasick-rs)")

@@ -58,7 +58,7 @@ def test_repeated_objects_store_what_equal_distinct_objects_store(picks: list[in
     distinct = [dataclasses.replace(pool[k]) for k in picks]  # equal, each its own object
     seen_r, seen_d = RecordingTelemetry(), RecordingTelemetry()
     with _manager(seen_r) as with_repeats, _manager(seen_d) as with_distinct:
-        with_repeats._id_prefix = with_distinct._id_prefix  # (the same ids on both sides)
+        with_repeats._intake.id_prefix = with_distinct._intake.id_prefix  # (the same ids on both sides)
         with_repeats.add(repeated)
         with_distinct.add(distinct)
         assert _stored(with_repeats) == _stored(with_distinct)

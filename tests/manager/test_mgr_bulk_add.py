@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from contextfold.manager import ContextManager
-from contextfold.manager._manager import _READ_AHEAD_MAX
+from contextfold.manager._intake import _READ_AHEAD_MAX
 from contextfold.messages import Message
 from contextfold.redact import Redactor
 
@@ -67,4 +67,4 @@ def test_a_bulk_add_past_the_hard_threshold_queues_nothing_for_the_read_ahead(wi
                         session_id=f"queue-{NONCE}") as cm:
         cm.add(_bulk())
         assert (cm.tokens() >= cm.budgets.hard) == (queued == 0)
-        assert len(cm._unwarmed) == queued
+        assert len(cm._intake.unwarmed) == queued

@@ -37,7 +37,7 @@ def _encodes(monkeypatch: Any) -> dict[str, int]:
 
 def test_each_output_of_a_bulk_add_is_encoded_once(monkeypatch: Any) -> None:
     monkeypatch.setattr(counting, "_LONG_COUNTS_MAX", 64)  # (a bulk many times what the memo holds, kept small)
-    monkeypatch.setattr("contextfold.manager._manager._COUNT_AFTER_STORED", 16, raising=False)
+    monkeypatch.setattr("contextfold.manager._intake._COUNT_AFTER_STORED", 16, raising=False)
     cm = ContextManager("gpt-4o", max_context_tokens=4_000, store="memory", archive="memory",
                         session_id=f"bulk-counts-{NONCE}")
     cm.tokens()  # (the encoder loaded)

@@ -46,10 +46,10 @@ def test_the_read_ahead_redacts_only_the_messages_added_before_add_redacted(monk
                         policy={"auto": False, "tool_output_budget_tokens": 1_000_000})
     cm.counter.wait_exact()  # (an estimate counts more: add() would read these already)
     cm.add(_steps(0, 4))
-    assert not cm._reading
+    assert not cm._intake.reading
     early = {str(m.meta["id"]) for m in cm.messages()}
     cm.add(_steps(4, 10))  # past half the soft threshold: add() redacts these itself
-    assert cm._reading
+    assert cm._intake.reading
     cm.prepare()
     _background.wait_idle()
     assert set(ahead) == early

@@ -40,7 +40,7 @@ def test_a_compaction_after_background_warming_equals_one_without() -> None:
         cm.add(_history(40))
     assert warmed.tokens() > warmed.budgets.soft // 2
     warmed.prepare()  # submits the warming job
-    assert not warmed._unwarmed
+    assert not warmed._intake.unwarmed
     _background.wait_idle()
     a, b = warmed.compact(), cold.compact()
     assert a.summary is not None and b.summary is not None
@@ -72,12 +72,12 @@ def test_a_secret_learned_after_add_found_a_message_clean_is_redacted_from_it() 
 def test_a_bulk_add_reads_ahead_only_what_a_compaction_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     # Issue 22: an add() of a 100,000-message history read every message ahead, while a compaction reads the first
     # 200 and the newest 2,800 of what it summarizes (and the archive redacts in bulk).
-    from contextfold.manager import _manager
+    from contextfold.manager import _intake
     from contextfold.summarize.digest import MAX_READ_MESSAGES, READ_HEAD_MESSAGES, is_read
 
-    assert (_manager._READ_AHEAD_MAX, _manager._READ_AHEAD_HEAD) == (MAX_READ_MESSAGES, READ_HEAD_MESSAGES)
-    monkeypatch.setattr(_manager, "_READ_AHEAD_MAX", 30)  # (the same bounds, smaller: a cheap test)
-    monkeypatch.setattr(_manager, "_READ_AHEAD_HEAD", 5)
+    assert (_intake._READ_AHEAD_MAX, _intake._READ_AHEAD_HEAD) == (MAX_READ_MESSAGES, READ_HEAD_MESSAGES)
+    monkeypatch.setattr(_intake, "_READ_AHEAD_MAX", 30)  # (the same bounds, smaller: a cheap test)
+    monkeypatch.setattr(_intake, "_READ_AHEAD_HEAD", 5)
     nonce = datetime.now(UTC).isoformat()  # texts no other test has read (the readings are remembered by text)
     history = [Message.user(f"{nonce} request {i}: check /srv/app/part_{i}.py " + "and more " * 40)
                for i in range(80)]
@@ -93,13 +93,14 @@ def test_a_compaction_redacts_no_message_add_redacted(monkeypatch: pytest.Monkey
     # Issue 22: compact() redacted the view again for the secrets' catch-up, the summarizer and the archive (~1.9 s
     # of 5.6 s for 1,000 outputs). Past half the soft threshold add() redacts each message and the result is kept.
     from contextfold.redact import Redactor
+    from contextfold.redact._messages import MessageRedactor
 
     cm = _manager()
     cm.add(_history(40))
     redacted: list[Message] = []
     original = Redactor._redact_fields
     monkeypatch.setattr(Redactor, "_redact_fields", lambda self, m: redacted.append(m) or original(self, m))
-    monkeypatch.setattr(Redactor, "_suspects", lambda self, items: pytest.fail("a batch scanned again"))
+    monkeypatch.setattr(MessageRedactor, "_suspects", lambda self, items: pytest.fail("a batch scanned again"))
     report = cm.compact()
     assert report.compacted and redacted == []
     archived = "".join(m.text for _, messages in cm.archive.transcripts("warm") for m in messages)

@@ -4,11 +4,12 @@ A session's messages are redacted for the learning of its secrets, for the summa
 archive keeps; the :class:`Ledger` keeps each result so that none of those scans a message twice, and
 :func:`mentions_any` tells whether a message redacted earlier holds a secret learned since (then only it is redone).
 :func:`surface` lists what redaction reads in a message (texts, arguments, mapping keys and values): the ledger's
-re-check and the batch prefilter of ``Redactor.redact_messages`` search it.
+re-check and the batch prefilter of ``MessageRedactor.redact_messages`` (:mod:`._messages`) search it.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import operator
@@ -29,8 +30,8 @@ from ..messages import (
 )
 
 __all__ = [
-    "ID_KEY", "LEDGER_ENTRIES", "MAX_PASSES", "SEPARATOR", "Ledger", "SameMessage", "copy_groups", "mentions_any",
-    "read_surface", "surface",
+    "ID_KEY", "LEDGER_ENTRIES", "MAX_PASSES", "SEPARATOR", "Ledger", "SameMessage", "copy_groups", "joined_starts",
+    "mentions_any", "read_surface", "search_joined", "surface",
 ]
 
 # Texts joined for one search are separated by this: no trigger holds it, and no run crosses it.
@@ -127,7 +128,7 @@ class Ledger:
 
     A message is found by itself first (each message of a view is looked up again by every transcript), then by
     content (see :class:`SameMessage`): the entry found that way belongs to an equal message, whose redaction
-    ``Redactor._recall`` adapts to this one's id and records for this object.
+    ``MessageRedactor._recall`` adapts to this one's id and records for this object.
 
     The copies of one message given only an id (``Message._origin``: a repeated history's, issue 22) that redact to
     themselves are recorded once for them all, by what they are copies of: at a generation, with the ids found clean
@@ -169,7 +170,7 @@ class Ledger:
     def renew(self, redacted: list[tuple[Message, Message]], generation: int) -> None:
         """Record each ``(message, what it redacts to)`` at ``generation``, by the object and by content, in one lock.
 
-        What :meth:`put` does for each, for the entries ``Redactor._renewed`` found still true (issue 22).
+        What :meth:`put` does for each, for the entries ``MessageRedactor._renewed`` found still true (issue 22).
         """
         if not redacted:
             return
@@ -199,8 +200,8 @@ class Ledger:
     def current(self, items: list[Message], generation: int) -> list[Message | None]:
         """What each of ``items`` redacted to, where its own entry was made at ``generation``; else None.
 
-        What ``Redactor._recall`` gives such a message, in one loop: a transcript looks up every message of the view
-        again, and most were redacted at the memory's present generation (issue 22).
+        What ``MessageRedactor._recall`` gives such a message, in one loop: a transcript looks up every message of the
+        view again, and most were redacted at the memory's present generation (issue 22).
         """
         by_object = self._by_object
         out: list[Message | None] = []
@@ -286,7 +287,7 @@ class Ledger:
     def put_same(self, items: list[Message], generation: int) -> None:
         """Record each of ``items`` as redacting to itself at ``generation``, for the object only, under one lock.
 
-        What ``Redactor.learn_from`` does for the clean copies of a repeated history that share no origin (one
+        What ``MessageRedactor.learn_from`` does for the clean copies of a repeated history that share no origin (one
         :meth:`put` per copy was a fifth of learning 100,000 recorded messages, issue 22).
         """
         if not items:
@@ -490,3 +491,21 @@ def mentions_any(m: Message, strings: list[str]) -> bool:
         return True
     text = strings_read[0] if len(strings_read) == 1 else SEPARATOR.join(strings_read)
     return any(s in text for s in strings)
+
+
+def joined_starts(texts: list[str]) -> list[int]:
+    """Where each of ``texts`` starts in ``SEPARATOR.join(texts)`` (C loops: 100,000 ids of a bulk add, issue 22)."""
+    return list(map(operator.add, itertools.accumulate(map(len, texts), initial=0), range(len(texts))))
+
+
+def search_joined(joined: str, starts: list[int], needles: Iterable[str], found: set[int]) -> None:
+    """Add to ``found`` the index of every text of ``joined`` (which begin at ``starts``) holding a needle."""
+    count = len(starts)
+    for needle in needles:
+        at = joined.find(needle)
+        while at >= 0:
+            index = bisect.bisect_right(starts, at) - 1
+            found.add(index)
+            if index + 1 >= count:
+                break
+            at = joined.find(needle, starts[index + 1])

@@ -7,6 +7,9 @@ before anything is replaced, so one replacement can never create or hide another
 
 What the model sees is not redacted unless the configuration asks for it: the agent may legitimately need a
 token it was given. Redaction protects what is exported and archived.
+
+This module redacts text and JSON-like structures (and a message's fields); messages as such, one by one or in bulk,
+go through the ledger of what each redacted to in :mod:`._messages`, which every :class:`Redactor` holds.
 """
 
 from __future__ import annotations
@@ -16,12 +19,11 @@ import copy
 import itertools
 import json
 import logging
-import operator
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from ..messages import (
     DocumentPart,
@@ -35,21 +37,11 @@ from ..messages import (
     freeze,
     is_opaque,
 )
-from ..telemetry._pace import GilPacer
 from ..untrusted.regex import PatternTimeout
 from ._anchors import heads, lowered_heads
 from ._callback import CallbackMemo
-from ._ledger import (
-    ID_KEY,
-    MAX_PASSES,
-    SEPARATOR,
-    Ledger,
-    SameMessage,
-    copy_groups,
-    mentions_any,
-    read_surface,
-    surface,
-)
+from ._ledger import SEPARATOR, joined_starts, search_joined
+from ._messages import MessageRedactor
 from ._provider_state import redact_provider_state
 from ._runs import class_runs
 from ._scans import Finding, ScanCache, scan_cache
@@ -71,8 +63,6 @@ __all__ = [
 _log = logging.getLogger(__name__)
 # Kinds of personal data (contextfold.redact._personal): redacted where asked, never remembered as secrets.
 _PERSONAL_KINDS = frozenset({"email", "phone", "card_number"})
-# A message without meta["id"], to the bulk learning's test of a copy's id (such a copy's own part is nothing).
-_NO_ID = object()
 # What is remembered when remembering is off: nothing, the same object every time.
 _NOTHING: Mapping[str, str] = MappingProxyType({})
 
@@ -80,13 +70,6 @@ _NOTHING: Mapping[str, str] = MappingProxyType({})
 # seen again by the api_key pattern) would make redaction depend on how many times it ran (the manager redacts a
 # transcript and the archive redacts it again).
 _MARKER_RE = re.compile(r"\[REDACTED:[^\]\n]*\]")
-# The batch prefilter of redact_messages (issue 12: a 100,000-message transcript spent 4.5 s redacting text by text):
-# past this many remembered secrets it is not used (each one is searched for on its own); texts are joined by
-# SEPARATOR (contextfold.redact._ledger).
-_PREFILTER_MAX_LEARNED = 64
-# The batch prefilter lowers and joins the texts of this many characters at a time (issue 22: 100,000 distinct
-# messages held their texts three times over at once, and the strings decoded from their arguments with them).
-_PREFILTER_CHUNK_CHARS = 4_000_000
 
 
 _timed_out: set[str] = set()
@@ -141,11 +124,6 @@ _CUT_WINDOW_CHARS = 8192
 # mentions_secret remembers its answers for this many words at most, each this long at most (digest items).
 _MENTIONED_MAX = 8_192
 _MENTIONED_MAX_CHARS = 256
-# Of a bulk redaction of at most this many messages (a turn's add(), not a long history's transcript), the tool
-# outputs the prefilter cleared are remembered as scanned: the read-ahead blanks them for their digests next.
-_REMEMBER_CLEARED_MAX_BATCH = 1_000
-# The paced read-ahead redacts its batch in bulk slices of about this many characters, pausing between them.
-_AHEAD_SLICE_CHARS = 16_384
 
 
 # redact_text remembers the strings up to this long found clean, this many characters of them at most (per memory
@@ -226,7 +204,8 @@ class Redactor:
         self.memory = memory if memory is not None else SecretMemory()
         self.personal_data = personal_data
         self._with_personal = personal_data == "everywhere"
-        self._ledger = Ledger()
+        # The messages it redacted, and how (see ._messages: redact_message(s), learn_from, redact_ahead).
+        self._message_redactor = MessageRedactor(self)
         # mentions_secret's answers, valid at one generation of the memory (see there); each copy starts its own
         # (the memory, its generation then, each word asked -> (its answer, the generation it holds at))
         self._mentioned: tuple[SecretMemory, int, dict[str, tuple[bool, int]]] | None = None
@@ -242,7 +221,7 @@ class Redactor:
         """
         twin = copy.copy(self)
         twin.memory = memory
-        twin._ledger = Ledger()  # (what it redacted depends on the memory)
+        twin._message_redactor = MessageRedactor(twin)  # (what it redacted depends on the memory)
         twin._mentioned = None
         return twin
 
@@ -256,7 +235,7 @@ class Redactor:
         twin = copy.copy(self)
         twin._with_personal = True
         twin._patterns = None  # (resolved again, with the personal-data patterns)
-        twin._ledger = Ledger()
+        twin._message_redactor = MessageRedactor(twin)
         twin._mentioned = None
         return twin
 
@@ -435,7 +414,7 @@ class Redactor:
         shadow = copy.copy(self)
         shadow.memory = SecretMemory()
         shadow.callback = None
-        shadow._ledger = Ledger()
+        shadow._message_redactor = MessageRedactor(shadow)
         shadow._mentioned = None
         return shadow.redact_ahead(messages, paced=paced)
 
@@ -718,35 +697,41 @@ class Redactor:
         """
         return redact_provider_state(messages, self.redact_text) if self.enabled else list(messages)
 
+    # -- messages: redacted through the ledger of what each redacted to (see ._messages) ---------------------------
     def redact_message(self, m: Message) -> Message:
         """``m`` with secrets redacted in its text, tool-call arguments, meta and extra.
 
-        Each message is redacted once and the result kept (with a callback: every time): asked again, the redactor
-        looks in it only for the secrets learned since (see :meth:`_recall`). A secret the message itself teaches is
-        redacted wherever the message mentions it, also before the part that taught it.
+        Each message is redacted once and the result kept (with a callback: every time); see
+        :meth:`MessageRedactor.redact_message <contextfold.redact._messages.MessageRedactor.redact_message>`.
         """
-        if not self.enabled:
-            return m
-        if self.callback is None:
-            known = self._recall(m)
-            if known is not None:
-                return known
-        plain = self.callback is None and not self._learned  # then a message found clean before is clean again
-        if plain and self._scans.is_clean(m):
-            self._ledger.put(m, m, 0)
-            return m
-        for _ in range(MAX_PASSES):
-            generation = self._generation()
-            out = self._redact_fields(m)
-            if self._generation() == generation:
-                break
-        if out == m:
-            out = m  # (the same object: a caller may ask whether anything changed by identity)
-            if plain and not self._learned:
-                self._scans.mark_clean(m)
-        if self.callback is None:
-            self._ledger.put(m, out, generation)
-        return out
+        return self._message_redactor.redact_message(m)
+
+    def redact_messages(self, messages: Iterable[Message], *, kept: bool = True) -> list[Message]:
+        """Every message redacted, in bulk: first every secret of the batch is learned, then each is redacted.
+
+        ``kept=False``: neither take nor leave the batch kept for the next call; see
+        :meth:`MessageRedactor.redact_messages <contextfold.redact._messages.MessageRedactor.redact_messages>`.
+        """
+        return self._message_redactor.redact_messages(messages, kept=kept)
+
+    def learn_from(self, messages: Iterable[Message]) -> None:
+        """Learn every secret the patterns find in ``messages`` (their texts, arguments, meta and extra).
+
+        What a session does before it writes text of its own (a summary, a digest): a value found in context
+        anywhere in the session is then known bare everywhere.
+        """
+        self._message_redactor.learn_from(messages)
+
+    def redact_ahead(self, messages: Iterable[Message], *, paced: bool = True) -> int:
+        """Redact ``messages`` (learning their secrets) and keep the results for the transcripts and summaries to come.
+
+        Paced, it leaves the GIL to other threads between slices; returns how many messages were looked at.
+        """
+        return self._message_redactor.redact_ahead(messages, paced=paced)
+
+    def is_clean(self, m: Message) -> bool:
+        """Whether :meth:`redact_message` is known to return ``m`` itself now (found clean, nothing learned since)."""
+        return self._message_redactor.is_clean(m)
 
     def _redact_fields(self, m: Message) -> Message:
         content: str | tuple[Part, ...] = (
@@ -763,469 +748,13 @@ class Redactor:
     def _generation(self) -> int:
         return self.memory.generation if self.remember else 0
 
-    def _recall(self, m: Message, clean_ids: frozenset[str] = frozenset(),
-                key: SameMessage | None = None,
-                entry: tuple[Message, Message, int] | None = None) -> Message | None:
-        """What ``m`` redacts to, when it was redacted before and no secret learned since occurs in it; else None.
-
-        The result of a redaction depends on the message, the patterns and which remembered strings occur in the
-        message's strings; the memory only grows, so when none of the strings learned since occurs, the result
-        stands (and is marked as made now). ``key``: ``SameMessage(m)``, when the caller made it; ``entry``: the
-        ledger's entry for it, when the caller looked it up.
-        """
-        if entry is None:
-            entry = self._ledger.get(m, key)
-            if entry is None:
-                return None
-        original, out, seen = entry
-        now = self._generation()
-        if seen != now and mentions_any(m, self.memory.learned_since(seen)):
-            return None
-        if original is not m:
-            transplanted = self._transplant(m, original, out, clean_ids)
-            if transplanted is None or self._generation() != now:
-                return None  # (its id taught a secret: the whole message is redone, as any message that teaches)
-            out = transplanted
-        if seen != now:
-            self._ledger.put(m, out, now, key)
-        elif original is not m:
-            # (A copy of a message recorded at this generation: its content's entry stands, it gets its own.)
-            self._ledger.put(m, out, now, by_content=False)
-        return out
-
-    def _transplant(self, m: Message, original: Message, redacted: Message,
-                    clean_ids: frozenset[str] = frozenset()) -> Message | None:
-        """``m`` redacted, from ``original``'s redaction: the same but for ``meta["id"]``, redacted here on its own.
-
-        ``clean_ids``: ids known to redact to themselves now (:meth:`_clean_ids`), not scanned again.
-        """
-        if redacted is not original and redacted == original:
-            return None  # (an entry this redactor does not make: redone rather than guessed)
-        clean = redacted is original
-        if ID_KEY not in m.meta:
-            return m if clean else redacted
-        own = m.meta[ID_KEY]
-        own_redacted = own if own in clean_ids else self._redact_item(ID_KEY, own)
-        if clean and own_redacted == own:
-            return m
-        base = m if clean else redacted
-        meta = {key: (own_redacted if key == ID_KEY else base.meta[key]) for key in m.meta}
-        return replace(base, meta=freeze(meta))
-
-    def is_clean(self, m: Message) -> bool:
-        """Whether :meth:`redact_message` is known to return ``m`` itself now (found clean, nothing learned since)."""
-        if not self.enabled or self.callback is not None:
-            return False
-        known = self._recall(m)
-        if known is not None:
-            return known is m
-        return not self._learned and self._scans.is_clean(m)
-
-    def redact_ahead(self, messages: Iterable[Message], *, paced: bool = True) -> int:
-        """Redact ``messages`` (learning their secrets) and keep the results for the transcripts and summaries to come.
-
-        What a session does with each message as it is read (``add()`` past half the soft threshold, the background
-        read-ahead while the agent waits for its model): a compaction then finds every message redacted and looks
-        only for what was learned since. Paced, it leaves the GIL to other threads between messages; returns how
-        many messages were looked at.
-        """
-        if not self.enabled:
-            return 0
-        if not paced:
-            # All at once (add() of a bulk, in the caller's thread): in bulk, one prefilter pass over the batch
-            # instead of every message scanned on its own (it was a fifth of adding 100,000 recorded messages).
-            items = list(messages)
-            self.redact_messages(items)
-            return len(items)
-        # In bulk too, a slice of the batch at a time (issue 22: one by one, the first read-ahead of a session, the
-        # messages added before half the soft threshold, scanned every text whole; the prefilter clears most).
-        pacer = GilPacer()
-        done = 0
-        chunk: list[Message] = []
-        size = 0
-        for m in messages:
-            chunk.append(m)
-            size += len(m.content) if type(m.content) is str else _AHEAD_SLICE_CHARS // 4
-            if size >= _AHEAD_SLICE_CHARS:
-                self.redact_messages(chunk, kept=False)
-                done += len(chunk)
-                chunk, size = [], 0
-                pacer.tick()
-        if chunk:
-            self.redact_messages(chunk, kept=False)
-            done += len(chunk)
-        return done
-
-    def learn_from(self, messages: Iterable[Message]) -> None:
-        """Learn every secret the patterns find in ``messages`` (their texts, arguments, meta and extra).
-
-        What a session does before it writes text of its own (a summary, a digest): a value found in context
-        anywhere in the session is then known bare everywhere.
-        """
-        if not self.enabled or not self.remember:
-            return
-        # A message redacted before was learned from. The others are grouped by what they are copies of (a repeated
-        # history's copies are equal but for their ids: see copy_groups), and each group is read once, by content:
-        # one message per content not seen before is redacted in bulk and recorded, clean ones too, so that the
-        # summarizer's request and the transcript find every message in the ledger, at the generation reached here.
-        # The copies come after, once the batch's secrets are known (an entry recalled before a secret is learned
-        # would need that secret looked for in it again), needing only their ids read, cleared in bulk. A group whose
-        # content redacts to itself records its copies with clean ids as themselves, in bulk (issue 22: a copy was
-        # ~10 us of bookkeeping, a second of the first prepare() of 100,000 recorded messages); any other copy is
-        # recalled (or redacted) one by one. An entry made stale by the batch's learning is renewed by its group's
-        # first copy, and the groups after it with the same entry take the renewed one.
-        ledger = self._ledger
-        firsts: dict[SameMessage, Message] = {}
-        fresh: list[Message] = []
-        plan: list[tuple[list[Message], SameMessage, tuple[Message, Message, int] | None, Message | None]] = []
-        for group in copy_groups(ledger.unrecorded(messages)):
-            head = group[0]
-            key = SameMessage(head)
-            entry = ledger.by_content(key)  # (not recorded itself: only its content can be)
-            if entry is not None:
-                plan.append((group, key, entry, None))
-                continue
-            first = firsts.get(key)
-            if first is None:
-                firsts[key] = head
-                fresh.append(head)
-                if len(group) > 1:
-                    plan.append((group[1:], key, None, head))
-            else:
-                plan.append((group, key, None, first))
-        del firsts
-        if fresh:
-            self._learn_fresh(fresh)
-        if not plan:
-            return
-        # (each copy's id, in plan order, read by C loops: 97,000 copies of a repeated history, issue 22)
-        all_ids = _ids_of(list(itertools.chain.from_iterable(map(_GROUP_OF, plan))))
-        clean_ids = self._clean_ids(all_ids)
-        ids_at = self._generation()  # (what clean_ids hold at)
-        offset = 0
-        renewed: dict[int, tuple[Message, Message, int] | None] = {}  # id(stale entry) -> its first copy's entry
-        same: list[Message] = []  # copies that redact to themselves at ids_at, recorded so at the end
-        for group, key, entry, first in plan:
-            group_ids = all_ids[offset : offset + len(group)]
-            offset += len(group)
-            if first is not None:
-                entry = ledger.get(first)
-            rest: Sequence[Message] = group
-            if entry is not None and entry[2] != self._generation():
-                stale = entry
-                entry = renewed.get(id(stale), stale)  # (renewed by an earlier copy: its entry is current)
-                if entry is None or entry[2] != self._generation():
-                    head, rest, group_ids = group[0], group[1:], group_ids[1:]
-                    self._learn_copy(head, key, entry, clean_ids, ids_at)
-                    entry = ledger.get(head)  # (its own entry, found by the object)
-                    renewed.setdefault(id(stale), entry)
-            if entry is not None and entry[2] == ids_at and entry[1] is entry[0]:
-                # Its content redacts to itself at ids_at: so does a copy whose id is clean (most of a repeated
-                # history; recorded without the general path's checks). Recorded at ids_at, that stays true when a
-                # copy's id teaches a secret meanwhile (later uses then look for it).
-                redacted = entry[0]
-                root = rest[0]._origin if rest else None
-                if root is not None:  # (copies given only an id: one entry for them all, see Ledger.put_copies)
-                    ledger.put_copies(root, ids_at, clean_ids)
-                    if clean_ids.issuperset(group_ids) and not _holds_itself(rest, redacted):
-                        continue  # (each one recorded so: the ids asked at C speed, issue 22)
-                    for m in rest:
-                        if m is redacted or m.meta.get(ID_KEY) not in clean_ids:
-                            self._learn_copy(m, key, entry, clean_ids, ids_at)
-                    continue
-                for m in rest:
-                    own = m.meta.get(ID_KEY, _NO_ID)
-                    if m is not redacted and (own is _NO_ID or own in clean_ids):
-                        same.append(m)
-                    else:
-                        self._learn_copy(m, key, entry, clean_ids, ids_at)
-            else:
-                for m in rest:
-                    self._learn_copy(m, key, entry, clean_ids, ids_at)
-        ledger.put_same(same, ids_at)
-
-    def _learn_copy(self, m: Message, key: SameMessage, entry: tuple[Message, Message, int] | None,
-                    clean_ids: frozenset[str], ids_at: int) -> None:
-        """Learn from ``m``, a copy of the message of ``entry`` (``key``: its content): recalled, or redacted."""
-        ids = clean_ids if self._generation() == ids_at else frozenset()  # (an id may hold a secret learned since)
-        if self._recall(m, ids, key, entry) is None:
-            self.redact_message(m)
-
-    def _learn_fresh(self, items: list[Message]) -> None:
-        """Learn from messages of content not seen before: redact those the prefilter cannot clear, record the rest.
-
-        A message the prefilter clears holds nothing a pattern finds; recorded as clean when no remembered string
-        occurs in it either (one search of the batch; else redacted), its copies and later redactions need not read
-        it. (Redacting every message of the batch for the record, a secret learned late redone everywhere, cost a
-        quarter more when the messages are all distinct.)
-        """
-        found = self._suspects(items)
-        if found is None:
-            for m in items:
-                self.redact_message(m)  # (learning is what redacting a message does on the way)
-            return
-        suspects, texts = found
-        start = self._generation()
-        for i in sorted(suspects):
-            self.redact_message(items[i])
-        if self._generation() != start:
-            for i in sorted(suspects):  # (one redacted before a secret was learned is redone if it mentions it)
-                self.redact_message(items[i])
-        clear = [i for i in range(len(items)) if i not in suspects]
-        generation = self._generation()
-        remembered = self._remembered_of(items, texts, clear)
-        if remembered is None:
-            return  # (too many strings remembered to search the batch: redacted when first asked)
-        for k, i in enumerate(clear):
-            if k in remembered:
-                self.redact_message(items[i])  # (a remembered string in it: summary and transcript need it redacted)
-            else:
-                self._ledger.put(items[i], items[i], generation)
-
-    def _clean_ids(self, ids: list[Any]) -> frozenset[str]:
-        """Of ``ids`` (``meta["id"]`` values), the strings the prefilter shows redact to themselves, learning nothing.
-
-        Such an id holds no pattern's trigger or need (so no pattern finds anything in it), no remembered string,
-        and its key does not name a secret (see :meth:`_redact_item`).
-        """
-        distinct = dict.fromkeys(ids)
-        distinct.pop("", None)
-        # (strings, as ids are: kept as they are, checked in one C loop)
-        texts = list(distinct) if set(map(type, distinct)) <= {str} else \
-            [text for text in distinct if isinstance(text, str) and text]
-        self.patterns  # noqa: B018 (resolves the patterns and the prefilter)
-        if len(texts) < 2 or self._prefilter is None or self.callback is not None:
-            return frozenset()
-        from .rules import SECRET_KEY
-
-        if SECRET_KEY.fullmatch(ID_KEY):
-            return frozenset()
-        suspects: set[int] = set()
-        whole = (SEPARATOR.join(texts), _starts(texts))  # (searched for the triggers, then for what is remembered)
-        self._suspect_texts(texts, suspects, joined=True, whole=whole)
-        if self.remember:
-            remembered = self._remembered_in(texts, whole)
-            if remembered is None:  # (too many remembered strings to look for each in the joined ids)
-                remembered = {i for i, text in enumerate(texts) if i not in suspects and self.memory.spans(text)}
-            suspects |= remembered
-        # (The ids are distinct: the clean ones are all but the suspects'. 100,000 ids of a bulk add, issue 22.)
-        return frozenset(texts).difference([texts[i] for i in suspects]) if suspects else frozenset(texts)
-
-    def redact_messages(self, messages: Iterable[Message], *, kept: bool = True) -> list[Message]:
-        """Every message redacted, in bulk: first every secret of the batch is learned, then each is redacted.
-
-        The same as :meth:`learn_from` the batch, then :meth:`redact_message` one by one: a value found in context
-        late in the batch is redacted where an earlier message mentions it bare. A prefilter searches all the
-        messages' text at once for what any pattern needs (its trigger substrings, a base64 run) and, once the batch
-        is learned, for what is remembered; a message with none of it comes back as it is, unscanned.
-        ``kept=False``: neither take nor leave the batch the ledger keeps for the next call (the read-ahead's slices,
-        on another thread, between a compaction's two batches).
-        """
-        items = list(messages)
-        if not self.enabled:
-            return items
-        if self.callback is not None:
-            return self._redact_batch(items)
-        # Messages redacted before come back from the ledger; the others are redacted in bulk, then recorded.
-        start = self._generation()
-        out, fresh = self._known(items, start, kept=kept)
-        if fresh:
-            for i, redacted in zip(fresh, self._redact_batch([items[i] for i in fresh]), strict=True):
-                out[i] = redacted
-        for _ in range(MAX_PASSES):
-            if self._generation() == start:
-                break
-            # A secret learned on the way may be mentioned in a message redacted before it: each is checked for
-            # the strings learned since, and redone only where one occurs.
-            start = self._generation()
-            out = [self.redact_message(m) for m in items]
-        result = cast("list[Message]", out)  # (each one known, redacted in the batch, or redone)
-        if kept and self._generation() == start:
-            self._ledger.keep_batch(items, tuple(result), start)  # (a copy: the caller may change its list)
-        return result
-
-    def _known(self, items: list[Message], generation: int, *,
-               kept: bool = True) -> tuple[list[Message | None], list[int]]:
-        """What each of ``items`` redacts to, from the last batch (``kept``) or the ledger; the indexes not known."""
-        batch = self._ledger.from_batch(items, generation) if kept else None
-        out: list[Message | None]
-        missing: Sequence[int]
-        if batch is not None:
-            out, missing = batch
-        else:
-            out, missing = [None] * len(items), range(len(items))
-        if not missing:
-            return out, []
-        rest = items if batch is None else [items[i] for i in missing]
-        stale: list[tuple[int, Message, tuple[Message, Message, int]]] = []
-        others: list[tuple[int, Message]] = []
-        for i, m, known in zip(missing, rest, self._ledger.current(rest, generation), strict=True):
-            if known is not None:
-                out[i] = known
-                continue
-            entry = self._ledger.own_entry(m)
-            if entry is not None and entry[0] is m:
-                stale.append((i, m, entry))  # (its own entry, made before something was learned)
-            else:
-                others.append((i, m))
-        if stale:
-            for (i, m, _), renewed in zip(stale, self._renewed([(m, entry) for _, m, entry in stale]), strict=True):
-                if renewed is None:
-                    others.append((i, m))  # (a string learned since may occur in it: as any message, below)
-                else:
-                    out[i] = renewed
-            others.sort(key=operator.itemgetter(0))
-        fresh: list[int] = []
-        for i, m in others:
-            found = self._recall(m)
-            out[i] = found
-            if found is None:
-                fresh.append(i)
-        return out, fresh
-
-    def _renewed(self, stale: list[tuple[Message, tuple[Message, Message, int]]]) -> list[Message | None]:
-        """What each message redacts to now, from its own ``entry`` made at an earlier generation (or None).
-
-        None where a string learned since may occur in it (then :meth:`_recall` looks at it on its own). As
-        :meth:`_recall` does message by message, with one search per earlier generation of the strings learned
-        since in all the messages' texts (issue 22: the 3,000 messages add() redacted were re-checked one by one in
-        the first compaction of 100,000 recorded messages, after its catch-up learned two strings).
-        """
-        now = self._generation()
-        out: list[Message | None] = [None] * len(stale)
-        by_seen: dict[int, list[int]] = {}
-        for k, (_, entry) in enumerate(stale):
-            by_seen.setdefault(entry[2], []).append(k)
-        renewed: list[tuple[Message, Message]] = []
-        for seen, indexes in by_seen.items():
-            learned = self.memory.learned_since(seen) if self.remember else []
-            readable: list[int] = []
-            texts: list[str] = []
-            for k in indexes:
-                strings = surface(stale[k][0])
-                if strings is not None:  # (else unsure: looked at on its own)
-                    readable.append(k)
-                    texts.append(SEPARATOR.join(strings))
-            holding: set[int] = set()
-            if learned and texts:
-                self._search(SEPARATOR.join(texts), _starts(texts), learned, holding)
-            for n, k in enumerate(readable):
-                if n not in holding:
-                    m, entry = stale[k]
-                    out[k] = entry[1]
-                    renewed.append((m, entry[1]))
-        self._ledger.renew(renewed, now)
-        return out
-
-    def _redact_batch(self, items: list[Message]) -> list[Message]:
-        """:meth:`redact_messages` of messages not redacted before: learn the batch, then redact, prefiltered."""
-        found = self._suspects(items)
-        if found is None:
-            if self.remember:
-                for m in items:
-                    self.redact_message(m)
-            return [self.redact_message(m) for m in items]
-        suspects, texts = found
-        before = self._learned
-        done = {i: self.redact_message(items[i]) for i in sorted(suspects)}
-        if self._learned is not before:
-            done = {}  # (a secret learned on the way may be mentioned in a message redacted before it)
-        generation = self._generation()
-        remembered = self._remembered_of(items, texts, range(len(items)))
-        if remembered is None:
-            return [done[i] if i in done else self.redact_message(m) for i, m in enumerate(items)]
-        suspects |= remembered
-        out: list[Message] = []
-        scans = self._scans
-        # (A turn's batch, not a long history's transcript: its outputs are not blanked for digests after.)
-        remember_cleared = len(items) <= _REMEMBER_CLEARED_MAX_BATCH
-        for i, m in enumerate(items):
-            if i in done:
-                out.append(done[i])
-            elif i in suspects:
-                out.append(self.redact_message(m))
-            else:
-                out.append(m)  # (no trigger, nothing remembered in it: clean at this generation)
-                if self.callback is None:
-                    self._ledger.put(m, m, generation)
-                if remember_cleared and m.role == "tool" and isinstance(m.content, str) and m.content:
-                    # Its text holds no trigger and nothing any pattern needs: no finding, as _scan would say (and
-                    # scan_words records for words). A digest's blanking of the output then finds it scanned
-                    # (issue 22: the read-ahead scanned again the outputs add() had cleared in bulk).
-                    scans.put(m.content, ())
-        return out
-
-    def _suspects(self, items: list[Message]) -> tuple[set[int], list[str | None]] | None:
-        """The messages the patterns' prefilter cannot clear, with the texts it searched; None when it cannot work.
-
-        Texts are each message's strings joined, in order (what :meth:`_remembered_of` searches next); None for a
-        message whose arguments were decoded: those strings are made again then, not held for the whole batch. The
-        texts are lowered and searched :data:`_PREFILTER_CHUNK_CHARS` at a time.
-        """
-        self.patterns  # noqa: B018 (resolves the patterns and the prefilter)
-        if self._prefilter is None or self.callback is not None:
-            return None
-        suspects: set[int] = set()
-        texts: list[str | None] = []
-        chunk: list[str] = []
-        chunk_chars = 0
-        for i, m in enumerate(items):
-            strings, decoded = read_surface(m)
-            if strings is None:
-                suspects.add(i)
-                strings = []
-            text = SEPARATOR.join(strings)
-            texts.append(None if decoded else text)
-            chunk.append(text)
-            chunk_chars += len(text)
-            if chunk_chars >= _PREFILTER_CHUNK_CHARS:
-                self._suspect_chunk(chunk, i + 1 - len(chunk), suspects)
-                chunk, chunk_chars = [], 0
-        if chunk:
-            self._suspect_chunk(chunk, len(items) - len(chunk), suspects)
-        return suspects, texts
-
-    def _suspect_chunk(self, texts: list[str], offset: int, suspects: set[int]) -> None:
-        """:meth:`_suspect_texts` of a batch's ``texts`` from index ``offset`` on."""
-        if not offset:
-            self._suspect_texts(texts, suspects)
-            return
-        found = {i - offset for i in suspects if i >= offset}
-        self._suspect_texts(texts, found)
-        suspects.update(offset + k for k in found)
-
-    def _remembered_of(self, items: list[Message], texts: list[str | None], indexes: Sequence[int]) -> set[int] | None:
-        """:meth:`_remembered_in` of the texts :meth:`_suspects` gave for ``items[i]``, ``i`` in ``indexes``.
-
-        The positions in ``indexes`` of those holding a remembered string; searched :data:`_PREFILTER_CHUNK_CHARS`
-        at a time, a text not kept made again.
-        """
-        if not self._learned or not indexes:
-            return set()
-        holding: set[int] = set()
-        chunk: list[str] = []
-        chunk_chars = 0
-        for k, i in enumerate(indexes):
-            text = texts[i]
-            if text is None:
-                text = SEPARATOR.join(surface(items[i]) or ())
-            chunk.append(text)
-            chunk_chars += len(text)
-            if chunk_chars >= _PREFILTER_CHUNK_CHARS or k + 1 == len(indexes):
-                found = self._remembered_in(chunk)
-                if found is None:
-                    return None
-                offset = k + 1 - len(chunk)
-                holding.update(offset + n for n in found)
-                chunk, chunk_chars = [], 0
-        return holding
 
     def _suspect_texts(self, texts: list[str], suspects: set[int], *, joined: bool = False,
                        whole: tuple[str, list[int]] | None = None) -> None:
         """Add to ``suspects`` the index of every text holding a pattern's trigger or need (the prefilter's search).
 
         ``joined``: the texts are short (ids): the automaton reads them joined, in one call. ``whole``: the texts
-        joined and their :func:`_starts`, when the caller has them.
+        joined and their :func:`~._ledger.joined_starts`, when the caller has them.
         """
         assert self._prefilter is not None
         needles, needs = self._prefilter
@@ -1234,10 +763,10 @@ class Redactor:
         if joined and joined_text.isascii():
             # (Many short texts, ASCII: lower-cased in one call, which keeps every length, so the same starts.)
             joined_text = joined_text.lower()
-            starts = _starts(texts) if whole is None else whole[1]
+            starts = joined_starts(texts) if whole is None else whole[1]
         else:
             lowered = [t.lower() for t in texts]  # (one by one: lower-casing may change a text's length)
-            starts = _starts(lowered)
+            starts = joined_starts(lowered)
             # (Texts read one by one are joined below only where a search needs it: a copy of the whole chunk.)
             joined_text = SEPARATOR.join(lowered) if joined else ""
         finder = self._triggers
@@ -1249,7 +778,7 @@ class Redactor:
             suspects.update(i for i, text in enumerate(lowered) if i not in suspects and finder.holds_any(text))
         else:
             joined_text = joined_text or SEPARATOR.join(lowered or ())
-            self._search(joined_text, starts, needles, suspects)
+            search_joined(joined_text, starts, needles, suspects)
         for need in needs:
             runs = class_runs(need)
             if runs is not None:  # (a class run: each text not yet suspect, at C speed; see contextfold.redact._runs)
@@ -1262,33 +791,6 @@ class Redactor:
             for hit in need.finditer(joined_text):
                 suspects.add(bisect.bisect_right(starts, hit.start()) - 1)
 
-    def _remembered_in(self, texts: list[str], whole: tuple[str, list[int]] | None = None) -> set[int] | None:
-        """Indexes of the texts holding a remembered secret, or None when too many are remembered to search.
-
-        ``whole``: the texts joined and their :func:`_starts`, when the caller has them.
-        """
-        learned = self._learned
-        if not learned or not texts:
-            return set()
-        if len(learned) > _PREFILTER_MAX_LEARNED:
-            return None
-        joined, starts = (SEPARATOR.join(texts), _starts(texts)) if whole is None else whole
-        holding: set[int] = set()
-        self._search(joined, starts, tuple(learned), holding)
-        return holding
-
-    @staticmethod
-    def _search(joined: str, starts: list[int], needles: Iterable[str], suspects: set[int]) -> None:
-        """Add to ``suspects`` the index of every text of ``joined`` (which begin at ``starts``) holding a needle."""
-        count = len(starts)
-        for needle in needles:
-            at = joined.find(needle)
-            while at >= 0:
-                index = bisect.bisect_right(starts, at) - 1
-                suspects.add(index)
-                if index + 1 >= count:
-                    break
-                at = joined.find(needle, starts[index + 1])
 
 
 # What the key rule says of a mapping key: (the secret's kind, the weak key matched or None), None for a key that
@@ -1313,29 +815,6 @@ def _key_says(key: str) -> tuple[str, str | None] | None:
         _KEY_SAYS[key] = says
     return says
 
-
-# (What learn_from reads of each copy, and each plan step's group, at C speed.)
-_META_OF = operator.attrgetter("meta")
-_ID_ITEM = operator.itemgetter(ID_KEY)
-_GROUP_OF = operator.itemgetter(0)
-
-
-def _ids_of(messages: list[Message]) -> list[Any]:
-    """Each message's ``meta["id"]`` (None without one), by C loops when every message has one (as a manager's do)."""
-    try:
-        return list(map(_ID_ITEM, map(_META_OF, messages)))
-    except KeyError:
-        return [m.meta.get(ID_KEY) for m in messages]
-
-
-def _holds_itself(items: Sequence[object], x: object) -> bool:
-    """Whether ``x`` itself (not an equal message) is one of ``items``, at C speed."""
-    return any(map(operator.is_, items, itertools.repeat(x)))
-
-
-def _starts(texts: list[str]) -> list[int]:
-    """Where each of ``texts`` starts in ``SEPARATOR.join(texts)`` (C loops: 100,000 ids of a bulk add, issue 22)."""
-    return list(map(operator.add, itertools.accumulate(map(len, texts), initial=0), range(len(texts))))
 
 
 def _meets_any(text: str, remembered: Sequence[str]) -> bool:
