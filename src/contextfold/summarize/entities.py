@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from functools import cache
 from itertools import accumulate, chain, compress, islice, repeat
 from operator import add, is_, itemgetter
+from typing import NamedTuple
 
 from .._memo import TextMemo, size_of_strings, text_key
 from ..telemetry._pace import GilPacer
@@ -216,10 +217,20 @@ _FAST_RULES: tuple[tuple[str, re.Pattern[str], Callable[[str], bool], bool, tupl
 _UNICODE_ONLY_SPACES = ("\x1c", "\x1d", "\x1e", "\x1f")
 
 
+class _AsciiPatterns(NamedTuple):
+    rules: tuple[re.Pattern[str], ...]  # _FAST_RULES' patterns, in order
+    across: re.Pattern[str]  # _NUMBER_ACROSS
+    bare_number: re.Pattern[str]  # _BARE_NUMBER (no \s in it: any ASCII text is read alike)
+    digit: re.Pattern[str]  # _DIGIT
+
+
 @cache
-def _ascii(pattern: re.Pattern[str]) -> re.Pattern[str]:
-    r"""``pattern`` compiled re.ASCII (for a text _plain_ascii accepts, or any ASCII text if it has no \s)."""
-    return re.compile(pattern.pattern, re.ASCII)
+def _ascii() -> _AsciiPatterns:
+    """The patterns compiled re.ASCII (for a text _plain_ascii accepts)."""
+    def ascii_form(pattern: re.Pattern[str]) -> re.Pattern[str]:
+        return re.compile(pattern.pattern, re.ASCII)
+    return _AsciiPatterns(tuple(ascii_form(rule[1]) for rule in _FAST_RULES), ascii_form(_NUMBER_ACROSS),
+                          ascii_form(_BARE_NUMBER), ascii_form(_DIGIT))
 
 
 _KIND_OF_RULE = tuple(rule[0] for rule in _FAST_RULES)
@@ -289,7 +300,7 @@ def _units_size(read: dict[str, _Findings]) -> int:
 
 def _units(work: str) -> list[str]:
     """The units of ``work`` in order: its words, those a number may join kept together with what is between them."""
-    across = _ascii(_NUMBER_ACROSS) if _plain_ascii(work) else _NUMBER_ACROSS
+    across = _ascii().across if _plain_ascii(work) else _NUMBER_ACROSS
     if across.search(work) is None:
         return work.split()
     units: list[str] = []
@@ -332,9 +343,10 @@ def _read_units(units: list[str]) -> dict[str, _Findings]:
     upper: list[int] | None = None
     claimed: set[int] = set()  # the units a claiming rule took something from
     ascii_only = _plain_ascii(everything)
+    ascii_rules = _ascii().rules if ascii_only else ()
     for rule, (kind, pattern, accept, claims, needs) in enumerate(_FAST_RULES):
         if ascii_only:
-            pattern = _ascii(pattern)
+            pattern = ascii_rules[rule]
         if rule == _FIRST_WORD_RULE and claimed:
             # What is left of a unit once claimed spans are blank: its pieces (the rules left treat any whitespace
             # alike, and blank spans would only be scanned for nothing).
@@ -357,7 +369,9 @@ def _read_units(units: list[str]) -> dict[str, _Findings]:
                 upper = [i for i, unit in enumerate(work) if unit and not unit.islower()]
             chosen = upper
         elif needs is _NOT_ALPHA:
-            chosen = [i for i, unit in enumerate(work) if unit and not unit.isalpha()]
+            # (_MIXED_ID: a unit without a digit holds no id; looking for one costs less than the rule's reading.)
+            digit = _ascii().digit.search if ascii_only else _DIGIT.search
+            chosen = [i for i, unit in enumerate(work) if unit and not unit.isalpha() and digit(unit)]
         else:
             present = [literal for literal in needs if literal in everything]
             if not present:
@@ -537,8 +551,7 @@ def bare_numbers(text: str) -> list[str]:
     cached = _numbers_cache.get(key)
     if cached is None:
         read = _without_line_numbers(readable(text))
-        # (The pattern has no \s: any ASCII text is read alike by its ASCII form.)
-        cached = tuple((_ascii(_BARE_NUMBER) if read.isascii() else _BARE_NUMBER).findall(read))
+        cached = tuple((_ascii().bare_number if read.isascii() else _BARE_NUMBER).findall(read))
         _numbers_cache.put(key, cached, size_of_strings(cached))
     return list(cached)
 
