@@ -247,6 +247,8 @@ class PrivateFolder:
             if exc.errno == errno.ELOOP:
                 raise UnsafePath(f"{where} is a symbolic link; contextfold does not follow links it did not "
                                  "make") from exc
+            if exc.errno == errno.ENXIO:  # a socket (or a FIFO opened to write with no reader)
+                raise UnsafePath(f"{where} is not a regular file") from exc
             raise
         try:
             info = os.fstat(fd)
@@ -350,10 +352,16 @@ class PrivateFolder:
         except FileNotFoundError:
             return  # another process rotated it first
 
-    def names(self) -> list[str]:
-        """The plain files in the folder (links and sub-folders left out), sorted."""
+    def names(self, *, plain_only: bool = True) -> list[str]:
+        """The plain files in the folder (links and sub-folders left out), sorted.
+
+        ``plain_only=False`` lists every entry but sub-folders: a link, FIFO or socket planted under a file's name
+        too, so that a reader is told it cannot read it instead of not seeing it at all.
+        """
         with os.scandir(self.fd) as entries:
-            return sorted(e.name for e in entries if e.is_file(follow_symlinks=False))
+            if plain_only:
+                return sorted(e.name for e in entries if e.is_file(follow_symlinks=False))
+            return sorted(e.name for e in entries if not e.is_dir(follow_symlinks=False))
 
     def remove_orphan_temps(self, prefix: str, *, grace_s: float = ORPHAN_GRACE_S) -> int:
         """Delete files named ``prefix…`` older than ``grace_s`` (left by a killed process); how many went."""

@@ -156,8 +156,12 @@ class IncompleteStream(ContextfoldError):
     history; ``api`` names the stream's API (``chat``, ``responses``, ``anthropic``). Calling again is safe.
     """
 
-    def __init__(self, api: str, final_event: str) -> None:
+    def __init__(self, api: str, final_event: str, *, unreadable: str | None = None) -> None:
         self.api = api
+        if unreadable is not None:  # (a chunk the reply could not be assembled from; every chunk was passed through)
+            super().__init__(f"the {api} stream held a chunk its reply could not be assembled from ({unreadable}): "
+                             "every chunk was passed through, but the reply was not added to the history")
+            return
         super().__init__(f"the {api} stream ended before its final event ({final_event}): the reply is incomplete "
                          f"(a dropped connection or a proxy's timeout) and was not added to the history; call again")
 

@@ -188,7 +188,11 @@ def _tool_call_from_dict(d: Any, index: int | None, where: str) -> ToolCall:
         raise InvalidHistory("must be a string", index=index, field=f"{where}.id")
     if not isinstance(name, str):
         raise InvalidHistory("must be a string", index=index, field=f"{where}.function.name")
-    if not isinstance(arguments, str):
+    if isinstance(arguments, Mapping):
+        # What a session store of 37c7cef and before wrote for a ToolCall given a dict: read as its JSON text
+        # (else every load of that session was refused).
+        arguments = json_text(arguments)
+    elif not isinstance(arguments, str):
         raise InvalidHistory("must be a JSON string", index=index, field=f"{where}.function.arguments")
     extra = _opt_mapping(d, "extra", where, index)
     return ToolCall(call_id, name, arguments, extra=freeze(extra))

@@ -34,7 +34,8 @@ def _read(source: str) -> str:
     from ..report import ReportInputError
 
     try:
-        return sys.stdin.read() if source == "-" else read_input(source).decode("utf-8")
+        # (A byte order mark first, as Windows tools write one, is skipped.)
+        return sys.stdin.read().removeprefix("\ufeff") if source == "-" else read_input(source).decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ReportInputError(f"{_name(source)}: not UTF-8 text (byte {exc.start})") from None
     except FileNotFoundError:

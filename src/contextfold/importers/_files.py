@@ -69,7 +69,8 @@ def _detect(data: Any, path: Path) -> Source:
 
 def _read_text(path: Path) -> str:
     try:
-        return read_input(path).decode("utf-8")
+        # utf-8-sig: a byte order mark first (Windows PowerShell's Out-File, older Notepad) is skipped, not an error.
+        return read_input(path).decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise SessionFileError(path, f"not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:

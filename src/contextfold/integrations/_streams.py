@@ -148,15 +148,24 @@ def chat_accumulator() -> tuple[Callable[[Any], None], Callable[[], Any]]:
     state: Any = ChatCompletionStreamState()
     started: set[int] = set()
     finished: set[int] = set()
+    unreadable: list[str] = []
 
     def collect(chunk: Any) -> None:
-        state.handle_chunk(chunk)
+        if unreadable:
+            return
+        try:
+            state.handle_chunk(chunk)
+        except Exception as exc:  # (a tool-call delta with "index": null: the SDK alone iterates it; so must we)
+            unreadable.append(f"{type(exc).__name__}: {exc}"[:200])
+            return
         for choice in getattr(chunk, "choices", None) or ():
             started.add(choice.index)
             if choice.finish_reason is not None:
                 finished.add(choice.index)
 
     def final() -> Any:
+        if unreadable:
+            raise IncompleteStream("chat", "", unreadable=unreadable[0])
         if not started or started - finished:
             raise IncompleteStream("chat", "a chunk with each choice's finish_reason")
         return state.get_final_completion()

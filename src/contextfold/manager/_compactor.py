@@ -226,10 +226,18 @@ class Compactor:
         ``counted``: each message's tokens and ``pair_list(view)``, kept by the manager's view (not made again).
         """
         from ..compaction import plan_compaction
-        from ..errors import ContextfoldError
+        from ..errors import ContextfoldError, InsufficientBudget
         from ..provider_context import split_at_boundary
 
         hard = self.budgets.hard - tool_tokens
+        if hard <= 0:
+            # Tool schemas (and request extras) larger than a provider's real limit, learned far below the window:
+            # no compaction can help, and a budget <= 0 reached plan_compaction as a ConfigError about no setting.
+            raise InsufficientBudget(
+                f"the tool schemas and request extras take {tool_tokens:,} tokens, more than the hard budget of "
+                f"{self.budgets.hard:,} that the context limit ({self.budgets.window:,} tokens) leaves: no "
+                "conversation fits beside them; send fewer or shorter tools, or use a model with a larger window",
+                needed=tool_tokens, budget=self.budgets.hard)
         if kind == "soft":
             return hard, None
         halfway = (self.budgets.soft + self.budgets.hard) // 2 - tool_tokens

@@ -31,8 +31,9 @@ from ._secrets import SessionSecrets
 from ._spans import CALL_KIND, CALL_SPAN, session_metadata
 
 # Everything else is imported where it is used (issue 15): ``from contextfold import ContextManager`` loads this
-# module, its two mixins and the span names; building a manager loads what a turn needs; compaction, summarizing,
-# redaction patterns and the other wire formats load when first used.
+# module, the collaborators every turn uses (masking, archiver, compactor, secrets...) and the span names; building
+# a manager loads what a turn needs (its intake, compaction runner and learned limits among it); compaction,
+# summarizing, redaction patterns and the other wire formats load when first used.
 if TYPE_CHECKING:
     from concurrent.futures import Future
 

@@ -199,6 +199,13 @@ class OverflowRecovery:
             cm.learn_limit(ceiling, provider_limit=info.limit, shared=max(ceiling, shared))
         if self.attempt > self.max_retries:
             self._give_up(f"the prompt is still too long after {self.max_retries} retries ({_figures(info)})", cause)
+        extras = cm.request_extras_tokens
+        if ceiling > 0 and extras >= cm.budgets.hard:
+            # The tool schemas alone fill what the provider's real limit leaves (far below the window): compacting
+            # the conversation cannot help, and the error must say what is too large.
+            self._give_up(f"the tool schemas and request extras alone are too long: {extras:,} tokens, more than "
+                          f"the {cm.budgets.hard:,} the provider's limit leaves; send fewer or shorter tools "
+                          f"({_figures(info)})", cause)
         if not cm.policy.may_compact_on_overflow:
             self._give_up("the provider reported a context overflow, but automatic compaction is off "
                           "(Policy(auto=False) or enabled=False); set Policy(allow_on_overflow=True) (and "

@@ -128,6 +128,10 @@ _PATTERNS: tuple[_Pattern, ...] = (
     _p("tgi", r"`?inputs`? tokens \+ `?max_new_tokens`? must be <= (?P<limit>\d+)\.?\s*given: (?P<prompt>\d+) "
               r"`?inputs`? tokens and (?P<output>\d+) `?max_new_tokens`?"),
     _p("tgi", r"`?inputs`? must have less than (?P<limit>\d+) tokens\.?\s*given: (?P<prompt>\d+)"),
+    # Alibaba's DashScope / Model Studio (Qwen; its OpenAI-compatible endpoint prefixes "<400> InternalError.Algo.
+    # InvalidParameter: "), with the input's range in tokens, and Moonshot's API (Kimi).
+    _p("dashscope", r"range of input length should be \[1, (?P<limit>\d+)\]"),
+    _p("moonshot", r"model max length exceeded,? max length:? ?(?P<limit>\d+)"),
     _p(None, r"context length exceeded|context_length_exceeded|exceeds? (?:the )?(?:model's )?context window|"
              r"context window (?:exceeded|is full)|maximum context length"),
 )

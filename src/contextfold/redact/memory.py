@@ -19,6 +19,7 @@ import base64
 import hashlib
 import html
 import json
+import logging
 import re
 import threading
 import time
@@ -48,8 +49,11 @@ _SWITCH_RE = re.compile(r"(?<=[A-Za-z])(?=[0-9])|(?<=[0-9])(?=[A-Za-z])")
 MIN_VALUE_CHARS = 6
 _LOWER_WORD_CHARS = 12
 _LOWER_WORD = re.compile(r"[a-z]+")
-# Remembered strings at most: a redactor shared by many sessions must not grow without bound.
-MAX_LEARNED = 4096
+# Remembered strings at most: a redactor shared by many sessions must not grow without bound. A full memory learns
+# nothing more: a secret found after that is redacted where a rule finds it, but its bare repeats are not (4,096 was
+# reached by ~2,050 distinct tokens, ~400 passwords with punctuation: a long agent session's; said once when full).
+# Each learn copies the table (readers never see it change): filling 16,384 costs ~1.5 s of a session's CPU.
+MAX_LEARNED = 16_384
 # A secret found inside JSON text (tool-call arguments) still has its escapes: `\nMIIE...` must teach `MIIE...`.
 _JSON_ESCAPE_RE = re.compile(r"\\(?:[nrtbf/\"\\]|u[0-9a-fA-F]{4})")
 _MARKER_RE = re.compile(r"\[REDACTED:[^\]\n]*\]")
@@ -65,12 +69,19 @@ _HIT_BYTES = 64
 # Texts up to this long are first searched position by position (SecretMemory._short_hits) when more strings are
 # remembered than the text has characters; otherwise string by string.
 _SHORT_TEXT_CHARS = 512
+# From this many remembered strings every text is searched position by position: a find per string costs more
+# than a look-up per position, whatever the text's length (4,000 strings: 15 ms a 20,000-character text, ~1.5 by
+# position), and the cost stays that of the text's length however many strings a long session remembers.
+_BY_POSITION_FROM = 1024
 # The store key's prefix: not a ref id, a claim or a line index, so retention and GC leave it alone.
 _KEY_PREFIX = "session-secrets."
 # The store keys of memories start with it, followed by the session's owner tag (cache.owners.owner_tag): retention
 # ages a memory with the outputs of its session (issue 21: the secrets in clear outlived every output).
 MEMORY_KEY_PREFIX = _KEY_PREFIX
 _FORMAT = 1
+
+
+_log = logging.getLogger(__name__)
 
 
 def memory_key(session_id: str) -> str:
@@ -165,6 +176,7 @@ class SecretMemory:
         # Every piece of PIECE_CHARS characters of the first ``_grams_of`` strings of ``_order`` (shares_piece).
         self._grams: set[str] = set()
         self._grams_of = 0
+        self._full_told = False  # (a full memory is said once)
 
     # -- reading ------------------------------------------------------------------------------------------------
     @property
@@ -210,7 +222,8 @@ class SecretMemory:
         if searched < learned:
             # Position by position only when there are more strings to look for than positions to look at: with a
             # few remembered strings, a find each is far cheaper (issue 22: 20% of learning 100,000 distinct messages).
-            if not searched and len(text) <= _SHORT_TEXT_CHARS and learned > len(text):
+            if not searched and (learned >= _BY_POSITION_FROM or (len(text) <= _SHORT_TEXT_CHARS and
+                                                                   learned > len(text))):
                 more = self._short_hits(text)
             else:
                 more = list(hits)
@@ -281,7 +294,14 @@ class SecretMemory:
             self._load()
         with self._lock:
             fresh = {s: kind for s in strings if s not in self._table}
-            if not fresh or len(self._table) + len(fresh) > MAX_LEARNED:
+            if not fresh:
+                return False
+            if len(self._table) + len(fresh) > MAX_LEARNED:
+                if not self._full_told:
+                    self._full_told = True
+                    _log.warning("a session's secret memory is full (%d strings): secrets found from now on are "
+                                 "redacted where a rule finds them, not where they are repeated bare",
+                                 len(self._table))
                 return False
             self._table = {**self._table, **fresh}
             self._order.extend(fresh.items())

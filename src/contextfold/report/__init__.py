@@ -33,7 +33,7 @@ class ReportInputError(ContextfoldError, ValueError):
 def load_result(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and check a replay JSON written by ``contextfold replay --json``."""
     try:
-        value = json.loads(Path(path).read_text(encoding="utf-8"))
+        value = json.loads(Path(path).read_text(encoding="utf-8-sig"))  # (a byte order mark first is skipped)
     except json.JSONDecodeError as exc:
         raise ReportInputError(f"{path}: invalid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})") from None
     except UnicodeDecodeError as exc:

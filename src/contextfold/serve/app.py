@@ -397,10 +397,14 @@ class ServeApp:
             upstream = await self.upstream.send(api, self._upstream_body(turn, view), headers)
             self.metrics.upstream_seconds.labels(api).observe(time.perf_counter() - sent_at)
             if upstream.status_code < 400:
-                return upstream, False
-            data = await upstream.aread()
-            await upstream.aclose()
-            error = UpstreamError(upstream.status_code, _json_or_text(data), provider)
+                body = await _error_of_success(upstream, turn.exchange.stream)
+                if body is None:
+                    return upstream, False
+                error = UpstreamError(upstream.status_code, body, provider)
+            else:
+                data = await upstream.aread()
+                await upstream.aclose()
+                error = UpstreamError(upstream.status_code, _json_or_text(data), provider)
             info = parse_limit_error(error, provider=provider)
             if info is None:
                 return upstream, False
@@ -440,7 +444,10 @@ class ServeApp:
         """Answer the model's retrieval calls and ask again until the reply is the client's (non-streaming)."""
         api = turn.exchange.api
         for _ in range(MAX_ROUNDS):
-            split = split_reply(api, reply_items(api, payload))
+            try:
+                split = split_reply(api, reply_items(api, payload))
+            except (TypeError, ValueError, AttributeError, KeyError):
+                return payload  # (a reply of a shape the proxy cannot read is the client's, as it came)
             if not split.calls:
                 return payload
             try:
@@ -582,10 +589,12 @@ class ServeApp:
             if relay is not None and api != "chat":
                 items = split_reply(api, items).client_items
             response_id = relay.response_id if relay is not None and relay.response_id else collector.response_id
-            if not collector.finished:
-                # The upstream's stream ended before its final event (a dropped connection): what passed is not a
-                # reply, so it is not the session's head (a continuation of it would miss the reply).
-                log_event("stream ended before its final event", level=logging.WARNING, api=api,
+            if not collector.finished or collector.unreadable:
+                # The upstream's stream ended before its final event (a dropped connection), or held an event the
+                # proxy could not read: what was collected is not the reply, so it is not the session's head (a
+                # continuation of it would miss the reply).
+                log_event("stream ended before its final event" if not collector.finished else
+                          "stream held an event the proxy could not read", level=logging.WARNING, api=api,
                           session=turn.session_id)
                 response_id, items = None, []
             await self._after_reply(turn, scope, collector.usage, response_id, items)
@@ -638,6 +647,28 @@ def _error_payload(api: ApiName, status: int, body: Any) -> Any:
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         return body
     return error_body(api, f"the upstream answered {status}: {str(body)[:500]}", kind="api_error")
+
+
+# Keys of a successful reply body (chat, Responses, Messages): a body with one of them is no error, whatever else.
+_REPLY_KEYS = ("choices", "output", "content")
+
+
+async def _error_of_success(upstream: httpx.Response, stream: bool) -> dict[str, Any] | None:
+    """The error body of a 2xx answer that holds only an error (some gateways answer errors with 200), else None.
+
+    A reply as JSON is read here (the caller reads it again from memory); an event stream is left unread.
+    """
+    if stream and not upstream.headers.get("content-type", "").lower().startswith("application/json"):
+        return None
+    data = await upstream.aread()
+    await upstream.aclose()
+    if b'"error"' not in data:  # (a reply is parsed once, by the caller)
+        return None
+    payload = _json_or_text(data)
+    if isinstance(payload, dict) and isinstance(payload.get("error"), dict) and \
+            not any(key in payload for key in _REPLY_KEYS):
+        return payload
+    return None
 
 
 def _json_or_text(data: bytes) -> Any:

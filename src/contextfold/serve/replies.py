@@ -24,6 +24,9 @@ class ReplyCollector:
         self.usage: dict[str, Any] | None = None
         self.response_id: str | None = None
         self.finished = False
+        # An event of a shape the collector could not read (a tool-call delta with "index": null, a "function"
+        # that is a string): the event still reaches the client, but what was collected is not the reply.
+        self.unreadable = False
         self._text: list[str] = []
         self._refusal: list[str] = []
         self._calls: dict[int, dict[str, Any]] = {}
@@ -35,12 +38,15 @@ class ReplyCollector:
         """Take one event's JSON data into account."""
         if not isinstance(data, Mapping):
             return
-        if self.api == "chat":
-            self._chat(data)
-        elif self.api == "responses":
-            self._responses(data)
-        else:
-            self._messages(data)
+        try:
+            if self.api == "chat":
+                self._chat(data)
+            elif self.api == "responses":
+                self._responses(data)
+            else:
+                self._messages(data)
+        except (TypeError, ValueError, AttributeError):  # (the proxy reads what it relays; it never breaks it)
+            self.unreadable = True
 
     # -- Chat Completions -------------------------------------------------------------------------------------
     def _chat(self, chunk: Mapping[str, Any]) -> None:

@@ -203,13 +203,20 @@ class RoundRelay:
         return self._index[index]
 
     def feed(self, event: SseEvent) -> list[bytes]:
-        """The bytes to send the client for one upstream event (possibly none)."""
+        """The bytes to send the client for one upstream event (possibly none).
+
+        An event of a shape this cannot read (a tool-call delta with ``"index": null``) goes to the client as it
+        came: reading the stream must never cut it.
+        """
         data = event.json()
-        if self.api == "chat":
-            return self._chat(event, data)
-        if self.api == "responses":
-            return self._responses(data)
-        return self._messages(data)
+        try:
+            if self.api == "chat":
+                return self._chat(event, data)
+            if self.api == "responses":
+                return self._responses(data)
+            return self._messages(data)
+        except (TypeError, ValueError, AttributeError):
+            return [event.raw]
 
     def end_round(self) -> bool:
         """True when this round called retrieval tools and nothing of the client's: another round follows."""

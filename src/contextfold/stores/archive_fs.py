@@ -20,9 +20,9 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from .._files import TEMP_PREFIX, PrivateFolder, private_file
+from .._files import TEMP_PREFIX, PrivateFolder, UnsafePath, private_file
 from ..archive import validate_session_id
-from ..errors import StoreError
+from ..errors import CorruptRecord, StoreError
 
 __all__ = ["FilesystemArchiveStore", "folder_name"]
 
@@ -204,17 +204,23 @@ class FilesystemArchiveStore:
                 return None
             with folder:
                 return folder.read(name)
+        except UnsafePath as exc:  # a link, FIFO or socket planted under the name: no outage, it stays as it is
+            raise CorruptRecord(f"archive {target}: cannot read: {exc}") from exc
         except OSError as exc:
             raise StoreError(f"archive {target}: cannot read: {exc}") from exc
 
     def names(self, session_id: str) -> list[str]:
-        """The session's files (temporary files of writes in progress, links and folders excluded)."""
+        """The session's files (temporary files of writes in progress and folders excluded).
+
+        A link, FIFO or socket planted under a file's name is listed (reading it raises ``CorruptRecord``): left out,
+        a transcript replaced by one vanished from every listing and restore without a word.
+        """
         try:
             folder = self._folder(session_id, create=False)
             if folder is None:
                 return []
             with folder:
-                return [n for n in folder.names() if not n.startswith(_TEMP_PREFIX)]
+                return [n for n in folder.names(plain_only=False) if not n.startswith(_TEMP_PREFIX)]
         except NotADirectoryError:
             return []
         except OSError as exc:

@@ -150,7 +150,8 @@ class RedisSessionStore(SessionStore):
         frozen = checked_messages(messages)
         head_fields: dict[Any, Any] = {_MARK + k: v for k, v in check_marks(marks).items()}
         known_token, same = self._tracker.common_prefix(session_id, frozen)
-        tail = [encode_message(m) for m in frozen[same:]]  # encoded before WATCH: keep the watched window short
+        # Encoded before WATCH: keep the watched window short.
+        tail = [encode_message(m, same + i) for i, m in enumerate(frozen[same:])]
         token = new_token()
         try:
             with self._client.pipeline(transaction=True) as pipe:
@@ -160,7 +161,8 @@ class RedisSessionStore(SessionStore):
                 if actual != expected_version:
                     raise SessionConflict(session_id, expected_version, actual)
                 keep = same if known_token is not None and stored_token == known_token.encode() else 0
-                rows = tail if keep == same else [encode_message(m) for m in frozen[keep:same]] + tail
+                rows = tail if keep == same else \
+                    [encode_message(m, keep + i) for i, m in enumerate(frozen[keep:same])] + tail
                 pipe.multi()
                 if keep:
                     pipe.ltrim(items, 0, keep - 1)

@@ -137,7 +137,7 @@ class LocalSessionStore(SQLiteFile, SessionStore):
             db.execute("DELETE FROM session_messages WHERE session_id = ? AND seq >= ?", (session_id, keep))
             db.executemany(
                 "INSERT INTO session_messages (session_id, seq, data) VALUES (?, ?, ?)",
-                ((session_id, keep + i, encode_message(m)) for i, m in enumerate(frozen[keep:])),
+                ((session_id, keep + i, encode_message(m, keep + i)) for i, m in enumerate(frozen[keep:])),
             )
             db.execute(
                 "INSERT OR REPLACE INTO sessions (id, version, token) VALUES (?, ?, ?)", (session_id, actual + 1, token)
