@@ -23,7 +23,7 @@ _PIECES = st.sampled_from([
     "(", ")", "()", "`", "$", ",", ":", "::", "T", "v", "0", "1", "12", "2024-05-20", "10:30", "3.5", "1.2.3", "ms",
     "s", "GB", "%", "x", "a", "py", ".py", "test", "Test", "_test", "test_", "Error", "Exception", "Value", "JFK",
     "HAT136", "Makefile", "README", "src", "foo", "Foo", "fooBar", "é", "https://", "http", "://", "e.g", "1st",
-    "mia.li@example.com", "tests/a.py::T::t", "[", "]", "'", '"', "\u2028", "\xa0",
+    "mia.li@example.com", "tests/a.py::T::t", "[", "]", "'", '"', "\u2028", "\xa0", "\x1c", "\x1f", "٣",
 ])
 
 
@@ -74,7 +74,7 @@ def test_only_dotted_words_with_a_file_tail_are_read_as_bare_file_names() -> Non
 _ACROSS_PIECES = st.sampled_from([
     " ", "\t", "\n", "\r\n", "  ", "\u2028", "0", "7", "12", "3.5", "1,", ",", "2024-05-20", "10:30", "10:30:45", "T",
     "ms", "s", "sec", "x", "%", "GB", "USD", "files", "tests", "items", "/tmp/a/b", "%/tmp/a/b", "a.py", "$", "v1.2.3",
-    "--flag", "foo", "Bar", "a_b", "(", ")", ".", "-", "https://x.io/p", "m@x.io",
+    "--flag", "foo", "Bar", "a_b", "(", ")", ".", "-", "https://x.io/p", "m@x.io", "\x1c", "\x1e", "\xa0",
 ])
 
 
@@ -113,3 +113,14 @@ def test_the_words_remembered_stay_within_their_bound(monkeypatch: pytest.Monkey
                 max_size=20).map("".join))
 def test_line_numbers_are_dropped_as_the_listing_pattern_drops_them(text: str) -> None:
     assert entities._without_line_numbers(text) == entities._LISTING_PREFIX.sub(" ", text)
+
+
+# ASCII text is read with the patterns compiled re.ASCII (issue 22): on ASCII text they match what the Unicode
+# patterns match, but for \s, which there holds the separators \x1c-\x1f too (such a text keeps the Unicode ones).
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ACROSS_PIECES | _PIECES, max_size=24).map("".join))
+def test_ascii_text_reads_as_the_unicode_patterns_read_it(text: str) -> None:
+    entities._unit_memo.clear()
+    assert _extract(text) == _extract_plain(text)
+    plain = entities._BARE_NUMBER.findall(entities._without_line_numbers(text))
+    assert entities.bare_numbers(text) == plain

@@ -14,8 +14,10 @@ import re
 import threading
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
+from functools import cache
 from itertools import accumulate, chain, compress, islice, repeat
 from operator import add, is_, itemgetter
+from typing import NamedTuple
 
 from .._memo import TextMemo, size_of_strings, text_key
 from ..telemetry._pace import GilPacer
@@ -208,7 +210,35 @@ _FAST_RULES: tuple[tuple[str, re.Pattern[str], Callable[[str], bool], bool, tupl
     ("id", _MIXED_ID, _accept_mixed_id, False, _NOT_ALPHA),
     ("id", _CODE, _accept_any, False, _UPPER),
 )
+# Patterns compiled for ASCII text, read when a text or its units are ASCII (most of what an agent reads: code,
+# logs, JSON). On an ASCII text they match what the Unicode patterns match: \w, \d and \b mean the same there, and
+# \s differs only by the separators \x1c-\x1f (_plain_ascii checks). The engine tests a character's class by a
+# table then: ~20% less time over the rules. (Compiled on first use: the module's import stays as it was.)
+_UNICODE_ONLY_SPACES = ("\x1c", "\x1d", "\x1e", "\x1f")
+
+
+class _AsciiPatterns(NamedTuple):
+    rules: tuple[re.Pattern[str], ...]  # _FAST_RULES' patterns, in order
+    across: re.Pattern[str]  # _NUMBER_ACROSS
+    bare_number: re.Pattern[str]  # _BARE_NUMBER (no \s in it: any ASCII text is read alike)
+    digit: re.Pattern[str]  # _DIGIT
+
+
+@cache
+def _ascii() -> _AsciiPatterns:
+    """The patterns compiled re.ASCII (for a text _plain_ascii accepts)."""
+    def ascii_form(pattern: re.Pattern[str]) -> re.Pattern[str]:
+        return re.compile(pattern.pattern, re.ASCII)
+    return _AsciiPatterns(tuple(ascii_form(rule[1]) for rule in _FAST_RULES), ascii_form(_NUMBER_ACROSS),
+                          ascii_form(_BARE_NUMBER), ascii_form(_DIGIT))
+
+
 _KIND_OF_RULE = tuple(rule[0] for rule in _FAST_RULES)
+
+
+def _plain_ascii(text: str) -> bool:
+    """Whether ``text`` is read alike by a pattern compiled re.ASCII and by the same one compiled for Unicode."""
+    return text.isascii() and not any(space in text for space in _UNICODE_ONLY_SPACES)
 _FIRST_WORD_RULE = next(i for i, rule in enumerate(_FAST_RULES) if not rule[3])  # (the first that claims nothing)
 
 _Findings = tuple[tuple[int, str], ...]
@@ -270,13 +300,14 @@ def _units_size(read: dict[str, _Findings]) -> int:
 
 def _units(work: str) -> list[str]:
     """The units of ``work`` in order: its words, those a number may join kept together with what is between them."""
-    if _NUMBER_ACROSS.search(work) is None:
+    across = _ascii().across if _plain_ascii(work) else _NUMBER_ACROSS
+    if across.search(work) is None:
         return work.split()
     units: list[str] = []
     done = 0  # where the text not yet cut into units starts
     joined_start = joined_end = -1  # the unit of joined words being built
     size = len(work)
-    for match in _NUMBER_ACROSS.finditer(work):
+    for match in across.finditer(work):
         gap = match.start() + 1  # the whitespace character a number may cross
         start = gap
         while start > 0 and not work[start - 1].isspace():
@@ -300,12 +331,22 @@ def _units(work: str) -> list[str]:
 
 def _read_units(units: list[str]) -> dict[str, _Findings]:
     """Each (distinct) unit's findings: ``(rule index, value)`` pairs by rule (as _FAST_RULES), then by place."""
+    read = dict.fromkeys(units, _NOTHING)
+    # A word of lower-case letters (a third of the new words of a session) holds nothing: every rule needs an
+    # ASCII upper-case letter, a digit or a punctuation mark.
+    units = [unit for unit in units if not (unit.islower() and unit.isalpha())]
+    if not units:
+        return read
     work = list(units)  # each unit with what claiming rules took blanked
     everything = "  ".join(units)
     found: dict[int, list[tuple[int, str]]] = {}
     upper: list[int] | None = None
     claimed: set[int] = set()  # the units a claiming rule took something from
+    ascii_only = _plain_ascii(everything)
+    ascii_rules = _ascii().rules if ascii_only else ()
     for rule, (kind, pattern, accept, claims, needs) in enumerate(_FAST_RULES):
+        if ascii_only:
+            pattern = ascii_rules[rule]
         if rule == _FIRST_WORD_RULE and claimed:
             # What is left of a unit once claimed spans are blank: its pieces (the rules left treat any whitespace
             # alike, and blank spans would only be scanned for nothing).
@@ -328,7 +369,9 @@ def _read_units(units: list[str]) -> dict[str, _Findings]:
                 upper = [i for i, unit in enumerate(work) if unit and not unit.islower()]
             chosen = upper
         elif needs is _NOT_ALPHA:
-            chosen = [i for i, unit in enumerate(work) if unit and not unit.isalpha()]
+            # (_MIXED_ID: a unit without a digit holds no id; looking for one costs less than the rule's reading.)
+            digit = _ascii().digit.search if ascii_only else _DIGIT.search
+            chosen = [i for i, unit in enumerate(work) if unit and not unit.isalpha() and digit(unit)]
         else:
             present = [literal for literal in needs if literal in everything]
             if not present:
@@ -343,7 +386,6 @@ def _read_units(units: list[str]) -> dict[str, _Findings]:
                 chosen = sorted(hit)
         if chosen:
             _run_rule(rule, kind, pattern, accept, claims, chosen, work, found, claimed)
-    read = dict.fromkeys(units, _NOTHING)
     read.update((units[i], tuple(findings)) for i, findings in found.items())
     return read
 
@@ -508,7 +550,8 @@ def bare_numbers(text: str) -> list[str]:
     key = text_key(text)
     cached = _numbers_cache.get(key)
     if cached is None:
-        cached = tuple(_BARE_NUMBER.findall(_without_line_numbers(readable(text))))
+        read = _without_line_numbers(readable(text))
+        cached = tuple((_ascii().bare_number if read.isascii() else _BARE_NUMBER).findall(read))
         _numbers_cache.put(key, cached, size_of_strings(cached))
     return list(cached)
 
