@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
+from planting import plant_unix_socket
 
 from contextfold._files import InputTooLarge, read_input
 from contextfold.cli import main
@@ -75,13 +76,10 @@ def test_reads_stop_at_the_limit(tmp_path: Path) -> None:
 
 
 def test_a_socket_is_refused(tmp_path: Path) -> None:
-    import socket
-
     path = tmp_path / "s.sock"
-    with socket.socket(socket.AF_UNIX) as server:
-        server.bind(str(path))
-        with pytest.raises(OSError):  # a socket cannot even be opened as a file; never a hang
-            read_input(path)
+    plant_unix_socket(path)
+    with pytest.raises(OSError):  # a socket cannot even be opened as a file; never a hang
+        read_input(path)
 
 
 @pytest.mark.parametrize("command", [["count"], ["replay", "--window", "8000"], ["replay"]])

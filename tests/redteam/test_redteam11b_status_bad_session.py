@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from planting import plant_unix_socket
 
 from contextfold.archive import Archive
 from contextfold.cli import main
@@ -32,9 +32,7 @@ def _plant_fifo(path: Path) -> None:
 
 
 def _plant_socket(path: Path) -> None:
-    sock = socket.socket(socket.AF_UNIX)
-    sock.bind(str(path))
-    sock.close()  # the socket file stays
+    plant_unix_socket(path)
 
 
 def _plant_garbage(path: Path) -> None:

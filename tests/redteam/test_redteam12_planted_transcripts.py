@@ -12,11 +12,11 @@ the next compaction's transcript takes the next free number.
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from planting import plant_unix_socket
 
 from contextfold.archive import Archive, archive_key
 from contextfold.errors import CorruptRecord
@@ -33,9 +33,7 @@ def _fifo(path: Path) -> None:
 
 
 def _socket(path: Path) -> None:
-    sock = socket.socket(socket.AF_UNIX)
-    sock.bind(str(path))
-    sock.close()
+    plant_unix_socket(path)
 
 
 def _link(path: Path) -> None:
