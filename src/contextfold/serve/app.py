@@ -52,7 +52,7 @@ from .ops import Metrics, log_event
 from .replies import ReplyCollector
 from .retrieval import MAX_ROUNDS, RoundRelay, Split, answer, client_payload, split_reply, with_tools
 from .sessions import Backend, Conflict, Turn, follow_forks, open_turn, resolve_pointer, save_reply
-from .sse import encode_event, events
+from .sse import SseEvent, SseSplitter, encode_event, events
 from .upstream import Upstream, UpstreamError, error_body, response_headers
 
 if TYPE_CHECKING:
@@ -397,7 +397,7 @@ class ServeApp:
             upstream = await self.upstream.send(api, self._upstream_body(turn, view), headers)
             self.metrics.upstream_seconds.labels(api).observe(time.perf_counter() - sent_at)
             if upstream.status_code < 400:
-                body = await _error_of_success(upstream, turn.exchange.stream)
+                upstream, body = await _error_of_success(upstream, turn.exchange.stream)
                 if body is None:
                     return upstream, False
                 error = UpstreamError(upstream.status_code, body, provider)
@@ -653,22 +653,72 @@ def _error_payload(api: ApiName, status: int, body: Any) -> Any:
 _REPLY_KEYS = ("choices", "output", "content")
 
 
-async def _error_of_success(upstream: httpx.Response, stream: bool) -> dict[str, Any] | None:
+async def _error_of_success(upstream: httpx.Response,
+                            stream: bool) -> tuple[httpx.Response, dict[str, Any] | None]:
     """The error body of a 2xx answer that holds only an error (some gateways answer errors with 200), else None.
 
-    A reply as JSON is read here (the caller reads it again from memory); an event stream is left unread.
+    With the response to read on: a reply as JSON is read here (the caller reads it again from memory); of an
+    event stream, the first event with data is read (some providers answer ``stream: true`` with 200 and an error
+    event first) and a stream that opens otherwise is handed on whole, the bytes read here first.
     """
     if stream and not upstream.headers.get("content-type", "").lower().startswith("application/json"):
-        return None
+        return await _stream_error(upstream)
     data = await upstream.aread()
     await upstream.aclose()
     if b'"error"' not in data:  # (a reply is parsed once, by the caller)
-        return None
-    payload = _json_or_text(data)
+        return upstream, None
+    return upstream, _only_error(_json_or_text(data))
+
+
+def _only_error(payload: Any) -> dict[str, Any] | None:
     if isinstance(payload, dict) and isinstance(payload.get("error"), dict) and \
             not any(key in payload for key in _REPLY_KEYS):
         return payload
     return None
+
+
+# Bytes of a 200 stream read for its first event at most: an opening error is small; past this it is a reply.
+_PEEK_BYTES = 64 * 1024
+
+
+async def _stream_error(upstream: httpx.Response) -> tuple[httpx.Response, dict[str, Any] | None]:
+    """An event stream's opening error (read, the stream closed), or the stream to relay with what was read."""
+    chunks = upstream.aiter_bytes()
+    splitter = SseSplitter()
+    read: list[bytes] = []
+    first: SseEvent | None = None
+    async for chunk in chunks:
+        read.append(chunk)
+        first = next((event for event in splitter.feed(chunk) if event.data), None)
+        if first is not None or sum(map(len, read)) > _PEEK_BYTES:
+            break
+    else:
+        first = next((event for event in splitter.rest() if event.data), None)
+    error = _only_error(first.json()) if first is not None and b'"error"' in first.raw else None
+    if error is not None:
+        await upstream.aclose()
+        return upstream, error
+    # Decoded bytes from here on: the content-encoding the upstream named is undone already.
+    headers = [(k, v) for k, v in upstream.headers.multi_items()
+               if k.lower() not in ("content-encoding", "content-length")]
+    return httpx.Response(upstream.status_code, headers=headers, stream=_ReadAhead(read, chunks, upstream),
+                          request=upstream.request), None
+
+
+class _ReadAhead(httpx.AsyncByteStream):
+    """A stream's bytes: those read ahead, then the rest; closing it closes the upstream's response."""
+
+    def __init__(self, read: list[bytes], rest: AsyncIterator[bytes], upstream: httpx.Response) -> None:
+        self._read, self._rest, self._upstream = read, rest, upstream
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self._read:
+            yield chunk
+        async for chunk in self._rest:
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._upstream.aclose()
 
 
 def _json_or_text(data: bytes) -> Any:
