@@ -308,15 +308,22 @@ class Message(_ReadOnly):
 
     def with_meta(self, **updates: Any) -> Message:
         """A copy with ``meta`` keys added or replaced (a value of None removes the key)."""
+        # The same content: the same fingerprint. A copy given only an id remembers what it is a copy of.
+        own_id = len(updates) == 1 and type(updates.get("id")) is str
+        return self._copy(self.content, self._merged_meta(updates), self._fingerprint,
+                          (self._origin or self) if own_id else None)
+
+    def with_content_and_meta(self, content: str | tuple[Part, ...], **updates: Any) -> Message:
+        """``with_content(content).with_meta(**updates)`` in one copy (each output a masking batch replaces)."""
+        return self._copy(content, self._merged_meta(updates))
+
+    def _merged_meta(self, updates: dict[str, Any]) -> Mapping[str, Any]:
         merged = _plain_copy(self.meta)
         for key, value in updates.items():
             merged[key] = value if type(value) is str else _owned(value)
         if None in merged.values():  # (rare: then every key whose value is None goes)
             merged = {k: v for k, v in merged.items() if v is not None}
-        meta = MappingProxyType(merged) if merged else EMPTY
-        # The same content: the same fingerprint. A copy given only an id remembers what it is a copy of.
-        own_id = len(updates) == 1 and type(updates.get("id")) is str
-        return self._copy(self.content, meta, self._fingerprint, (self._origin or self) if own_id else None)
+        return MappingProxyType(merged) if merged else EMPTY
 
     def with_id(self, id: str) -> Message:
         """``with_meta(id=id)`` for a string ``id``: a copy that remembers what it is a copy of (``_origin``).

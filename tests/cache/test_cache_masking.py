@@ -310,3 +310,24 @@ def test_the_digest_of_a_long_output_reads_its_two_ends_and_says_so() -> None:
     assert not {"middle_name_2500", "2500"} & set(material.items)  # (the middle, far from both windows)
     short = _digest.digest_material("/srv/a.py failed")
     assert not short.partial and "/srv/a.py" in short.items
+
+
+def test_each_masked_output_is_copied_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A masked output becomes its placeholder in one copy, not a content copy then a meta copy (issue 22)."""
+    msgs = history([Turn((("bash", 2_000),)) for _ in range(6)])
+    msgs = [m.with_content(m.text.replace("line", "lineqv7e3")) if m.role == "tool" else m for m in msgs]
+    copies = 0
+    real = Message._copy
+
+    def counted(self: Message, *args: object, **kwargs: object) -> Message:
+        nonlocal copies
+        copies += 1
+        return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Message, "_copy", counted)
+    result = mask_tool_outputs(msgs, budget_tokens=0, counter=COUNTER, cache=ToolOutputCache(MemoryBlobStore()),
+                               keep_tool_io_pairs=1, clear_at_least=0)
+    assert len(result.masked_indices) >= 4
+    assert copies == len(result.masked_indices) + 1  # (and the placeholder's shape, counted once per tool name)
+    assert all(result.messages[i].kind == "masked" and "ref" in result.messages[i].meta
+               for i in result.masked_indices)

@@ -197,3 +197,38 @@ def test_a_rewrite_of_the_settled_prefix_keeps_the_tail_normalized_and_counted(m
     assert normalized == []  # (the tail, the last call and its output, was normalized before the rewrite)
     assert after[0] == before[0] - counter.count_message(history[2]) + counter.count_message(masked)
     assert view.normalized() == normalize([*history[:2], masked, *history[3:]])
+
+
+def test_a_masking_keeps_the_media_tally_and_a_media_change_counts_it_again(monkeypatch: Any) -> None:
+    """A rewrite of text-only messages into text-only ones (masking's) keeps ``media_version``: the media tally is
+    not recounted over the whole view (issue 22); a rewrite that drops an image is, and the tally shows it."""
+    from contextfold.manager import _media
+    from contextfold.messages import ImagePart
+
+    nonce = "mask-media-5c1a9e"
+    image = Message("user", (TextPart(f"see {nonce}"), ImagePart(data="aGVsbG8=", media_type="image/png")))
+    history = [image]
+    for i in range(4):
+        history.append(Message("assistant", "", (ToolCall(f"c{i}", "bash", json.dumps({"cmd": f"ls {i}"})),)))
+        history.append(Message("tool", f"output {i} of {nonce}", tool_call_id=f"c{i}", name="bash"))
+    view = View(MessageCounter(EstimatingCounter()))
+    view.append(history)
+    view.normalized()
+    guard = _media.MediaGuard(None)
+    before = guard.tally(view.raw, (view.media_version, view.settle_edits))
+    assert before.items == 1
+    read: list[Message] = []
+    original = _media.media_of
+
+    def watched(message: Message) -> Any:
+        read.append(message)
+        return original(message)
+
+    monkeypatch.setattr(_media, "media_of", watched)
+    version = view.version
+    view.rewrite({2: _changed(history[2], "mask", 2)})
+    assert view.version > version
+    assert guard.tally(view.raw, (view.media_version, view.settle_edits)) == before
+    assert read == []  # (nothing appended, no media changed: nothing read)
+    view.rewrite({0: Message("user", f"see {nonce} (image dropped)")})
+    assert guard.tally(view.raw, (view.media_version, view.settle_edits)).items == 0

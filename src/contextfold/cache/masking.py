@@ -263,7 +263,7 @@ def _mask_one(message: Message, cache: OutputStore, digest_tokens: int = 0, know
         placeholder = _digested(ref_id, text, cache, digest_tokens, known, counter.counter, secrets)
     else:
         placeholder = masked_placeholder(ref_id)
-    return message.with_content(placeholder).with_meta(kind="masked", ref=ref_id, **extra_meta)
+    return message.with_content_and_meta(placeholder, kind="masked", ref=ref_id, **extra_meta)
 
 
 def _digested(ref_id: str, text: str | None, cache: OutputStore, digest_tokens: int, known: str,

@@ -113,7 +113,7 @@ class LearnedLimits:
 
     def _media_version(self) -> tuple[int, int]:
         manager = self.manager
-        return manager._view.version, manager._view.settle_edits
+        return manager._view.media_version, manager._view.settle_edits
 
     def learn_media_limit(self, *, max_bytes: int | None = None, max_items: int | None = None) -> bool:
         """What :meth:`ContextManager.learn_media_limit` does (taking the manager's lock)."""

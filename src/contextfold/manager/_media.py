@@ -112,7 +112,8 @@ class MediaGuard:
     def tally(self, raw: Sequence[Message], version: tuple[int, int]) -> MediaTally:
         """The media of ``raw`` (the view's stored messages, at ``version``): only what was appended is counted anew.
 
-        ``version``: the view's version and its settle edits (anything but an append changes one of them: settling
+        ``version``: the view's media version and its settle edits (anything but an append or a rewrite that keeps
+        every message's media, such as a masking, changes one of them: settling
         drops or inserts messages before the end, which would shift what was counted). Normalization only drops
         messages or adds text-only ones, so the stored messages' media bound the request's.
         """
@@ -125,7 +126,7 @@ class MediaGuard:
                     tally = tally + media
         else:
             tally = MediaTally()
-            for m in raw:  # (again after every masking: the additions of text-only messages are skipped)
+            for m in raw:  # (the additions of text-only messages are skipped; a masking keeps the version)
                 media = media_of(m)
                 if media.items:
                     tally = tally + media

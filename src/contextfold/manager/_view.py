@@ -51,6 +51,9 @@ class View:
         # what counts the stored messages incrementally (the media tally) starts again then. (Not ``version``: the
         # settled prefix's caches stay valid through it.)
         self.settle_edits = 0
+        # Rewrites that changed only text-only messages into text-only ones (masking's): ``version`` bumps for them,
+        # ``media_version`` does not (issue 22: the media tally was recounted over the whole view after every masking).
+        self._media_kept = 0
         self._settled = 0  # view[:settled] is normalized, closed, and ends before an assistant message
         self._settled_tokens = 0
         self._settled_tool_tokens = 0
@@ -81,6 +84,11 @@ class View:
     def raw(self) -> list[Message]:
         """The stored messages (the tail not yet normalized). Do not mutate."""
         return self._messages
+
+    @property
+    def media_version(self) -> int:
+        """Like ``version``, but not bumped by a rewrite that changed no message's media (nor their places)."""
+        return self.version - self._media_kept
 
     def __len__(self) -> int:
         return len(self._messages)
@@ -247,6 +255,7 @@ class View:
             self.replace(view)
             return
         count = self.counter.count_message
+        text_only = all(_text_only(msgs[i]) and _text_only(m) for i, m in changes.items())
         for i, m in changes.items():
             n = count(m)
             delta = n - self._settled_counts[i]
@@ -259,6 +268,7 @@ class View:
         # keeps: its normalization (and so its counts) stand for the new version (issue 22: counted again per batch).
         cached, key = self._tail_cache, (self.version, self._appends, len(msgs), self._settled)
         self.version += 1
+        self._media_kept += text_only
         self._tail_cache = ((self.version, *key[1:]), cached[1]) if cached is not None and cached[0] == key else None
         # Only the turns holding a change are encoded again (the others keep their dicts).
         for handed in self._encoded.values():
@@ -454,3 +464,9 @@ def _shifted(pairs: Iterable[ToolPair], start: int) -> Iterable[ToolPair]:
         return pairs
     return (ToolPair(p.call_id, p.name, p.call_index + start,
                      None if p.result_index is None else p.result_index + start) for p in pairs)
+
+
+def _text_only(message: Message) -> bool:
+    """Whether ``message`` carries nothing but text (so no media: see :func:`contextfold.media.media_of`)."""
+    content = message.content
+    return isinstance(content, str) or all(part.type == "text" for part in content)
