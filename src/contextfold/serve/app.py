@@ -320,7 +320,7 @@ class ServeApp:
         head = [{"role": "system", "content": exchange.instructions}] if exchange.instructions else []
         opening = session_id(scope, "opening", opening_fingerprint([*head, *exchange.items]))
         forked, state = await asyncio.to_thread(follow_forks, self.backend, opening, exchange,
-                                               lambda name: session_id(scope, "fork", name))
+                                               lambda name: session_id(scope, "fork", name), _tail_id(scope))
         return forked, None, state
 
     async def _turn(self, exchange: Exchange, headers: dict[str, str], scope: str, session: str,
@@ -328,8 +328,9 @@ class ServeApp:
                     loaded: SessionState | None = None) -> Response:
         api = exchange.api
         try:
+            # (a state loaded by _session_of: the session is named by its opening, a slid window finds it by its tail)
             turn = await asyncio.to_thread(open_turn, self.backend, exchange, session, continues=continues,
-                                           loaded=loaded)
+                                           loaded=loaded, tail_id=None if loaded is None else _tail_id(scope))
         except Conflict as exc:
             return self._error(api, 409, str(exc), param=exc.field, started=started, session=session)
         except BadRequest as exc:
@@ -640,6 +641,11 @@ class _RoundFailed(Exception):
         super().__init__(response.status_code if response is not None else body)
         self.response = response
         self.body: dict[str, Any] = body or {}
+
+
+def _tail_id(scope: str) -> Callable[[str], str]:
+    """The pointer entry named by a session's newest fed item, for the caller ``scope`` (serve.sessions)."""
+    return lambda key: session_id(scope, "tail", key)
 
 
 def _error_payload(api: ApiName, status: int, body: Any) -> Any:
