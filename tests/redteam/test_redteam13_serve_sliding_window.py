@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 pytest.importorskip("starlette", reason="contextfold[serve] is not installed")
@@ -47,7 +48,8 @@ def upstream_fixture() -> Iterator[ScriptedLLMServer]:
 @pytest.fixture(name="served")
 def served_fixture(upstream: ScriptedLLMServer) -> Iterator[tuple[ProxyServer, Backend]]:
     config = ServeConfig(port=0, openai_base_url=upstream.base_url, anthropic_base_url=upstream.url,
-                         sessions="memory", store="memory", archive="memory", windows={MODEL: WINDOW},
+                         sessions="memory", store="memory", archive="memory",
+                         windows={MODEL: WINDOW, "claude-haiku-4-5": WINDOW},
                          log_level="warning")
     backend = Backend(config)
     with ProxyServer(config, backend=backend) as server:
@@ -170,6 +172,62 @@ def test_what_the_client_dropped_never_goes_upstream_when_contextfold_compacts(
         assert all(m in messages for m in sent_of_client), f"turn {turn}: a message the client did not send"
         assert len(str(sent_of_client)) <= len(str(messages))
         assert sum(len(str(m["content"])) for m in notes) < 1_000  # (the summary and its note: bounded, small)
+    assert len(_views(backend, nonce)) == 1
+
+
+def _unmarked(value: Any) -> Any:
+    """``value`` without ``cache_control`` marks (contextfold places its own breakpoints for Anthropic)."""
+    if isinstance(value, dict):
+        return {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_unmarked(v) for v in value]
+    return value
+
+
+def _anthropic_turn(k: int, nonce: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": f"step {k} of {nonce}: read"},
+            {"role": "assistant", "content": [{"type": "text", "text": "reading"},
+                                              {"type": "tool_use", "id": f"tu_{k}", "name": "read", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"tu_{k}", "content": f"out {k}"},
+                                         {"type": "text", "text": "go on"}]}]
+
+
+def _responses_turn(k: int, nonce: str) -> list[dict[str, Any]]:
+    return [{"type": "message", "role": "user", "content": f"step {k} of {nonce}: read"},
+            {"type": "function_call", "call_id": f"c{k}a", "name": "read", "arguments": "{}"},
+            {"type": "function_call", "call_id": f"c{k}b", "name": "read", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": f"c{k}a", "output": f"out {k}a"},
+            {"type": "function_call_output", "call_id": f"c{k}b", "output": f"out {k}b"}]
+
+
+@pytest.mark.parametrize("api", ["messages", "responses"])
+def test_a_sliding_client_of_the_other_apis_gets_what_it_sent_with_tool_calls(
+        upstream: ScriptedLLMServer, served: tuple[ProxyServer, Backend], api: str) -> None:
+    """Items the format reads together (an Anthropic user turn after tool results, a Responses turn's calls)."""
+    proxy, backend = served
+    nonce = uuid.uuid4().hex[:8]
+    history: list[dict[str, Any]] = []
+    per_turn = 4 if api == "messages" else 6  # (the turn's items and the reply)
+    with httpx.Client(timeout=30) as client:
+        for k in range(6):
+            history += _anthropic_turn(k, nonce) if api == "messages" else _responses_turn(k, nonce)
+            window = history[-(2 * per_turn - 1):]  # (the previous turn whole, and this one)
+            upstream.push(f"done {k}")
+            before = len(upstream.requests)
+            if api == "messages":
+                answer = client.post(proxy.url + "/v1/messages", headers={"x-api-key": f"sk-{nonce}"}, json={
+                    "model": "claude-haiku-4-5", "max_tokens": 100, "system": f"agent {nonce}", "messages": window})
+                assert answer.status_code == 200, answer.text
+                sent = _unmarked(upstream.requests[before].body["messages"])
+                history.append({"role": "assistant", "content": answer.json()["content"]})
+            else:
+                answer = client.post(proxy.url + "/v1/responses", headers={"authorization": f"Bearer sk-{nonce}"},
+                                     json={"model": MODEL, "instructions": f"agent {nonce}", "input": window})
+                assert answer.status_code == 200, answer.text
+                sent = upstream.requests[before].body["input"]
+                history.extend({k: v for k, v in item.items() if k not in ("id", "status")}
+                               for item in answer.json()["output"])
+            assert sent == window, f"turn {k}"
     assert len(_views(backend, nonce)) == 1
 
 
