@@ -27,11 +27,12 @@ import openai
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contextfold.cache.refs import ref_id_for
 from contextfold.formats import get_format
 from contextfold.serve import ProxyServer, ServeConfig
 from contextfold.serve.provenance import MIN_SLIDE_OVERLAP, decode_traced, slide_of
 from contextfold.serve.sessions import Backend, restore
-from contextfold.testing import ScriptedLLMServer
+from contextfold.testing import Reply, ScriptedLLMServer, ScriptedToolCall
 
 MODEL = "gpt-4o-mini"
 WINDOW = 6_000
@@ -45,12 +46,13 @@ def upstream_fixture() -> Iterator[ScriptedLLMServer]:
         yield server
 
 
-@pytest.fixture(name="served")
-def served_fixture(upstream: ScriptedLLMServer) -> Iterator[tuple[ProxyServer, Backend]]:
+@pytest.fixture(name="served", params=[False])
+def served_fixture(upstream: ScriptedLLMServer,
+                   request: pytest.FixtureRequest) -> Iterator[tuple[ProxyServer, Backend]]:
     config = ServeConfig(port=0, openai_base_url=upstream.base_url, anthropic_base_url=upstream.url,
                          sessions="memory", store="memory", archive="memory",
                          windows={MODEL: WINDOW, "claude-haiku-4-5": WINDOW},
-                         log_level="warning")
+                         log_level="warning", retrieval_tools=request.param)
     backend = Backend(config)
     with ProxyServer(config, backend=backend) as server:
         yield server, backend
@@ -172,6 +174,40 @@ def test_what_the_client_dropped_never_goes_upstream_when_contextfold_compacts(
         assert all(m in messages for m in sent_of_client), f"turn {turn}: a message the client did not send"
         assert len(str(sent_of_client)) <= len(str(messages))
         assert sum(len(str(m["content"])) for m in notes) < 1_000  # (the summary and its note: bounded, small)
+    assert len(_views(backend, nonce)) == 1
+
+
+@pytest.mark.parametrize("served", [True], indirect=True, ids=["retrieval-tools"])
+def test_a_retrieval_round_leaves_the_view_with_the_request_it_answered(
+        upstream: ScriptedLLMServer, served: tuple[ProxyServer, Backend]) -> None:
+    proxy, backend = served
+    nonce = uuid.uuid4().hex[:8]
+    llm = _client(proxy, nonce)
+    log = "\n".join(f"{nonce} [{i:04d}] step ok" for i in range(900)) + "\nneedle: linker error in unit_42.o"
+    bash = {"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {}}}}
+    system = {"role": "system", "content": f"You are agent {nonce}."}
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": f"build it ({nonce})"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_own", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "call_own", "content": log}]
+    upstream.push(Reply.calling(ScriptedToolCall("tool_output_cache_grep", {"ref_id": ref_id_for(log.encode()),
+                                                                            "pattern": "needle"}, id="call_grep")),
+                  "The linker fails on unit_42.o.")
+    answer = llm.chat.completions.create(model=MODEL, messages=[system, *history], tools=[bash])  # type: ignore[list-item]
+    history += [{"role": "assistant", "content": answer.choices[0].message.content},
+                {"role": "user", "content": f"fix it ({nonce})"}]
+    sent, reply = _ask(llm, upstream, [system, *history], "Rebuilding.")
+    assert any(m.get("tool_calls") and m["tool_calls"][0]["id"] == "call_grep" for m in sent)  # (the round stays)
+    history += [{"role": "assistant", "content": reply}, {"role": "user", "content": f"and test it ({nonce})"}]
+    # The client drops its first request (the build, its output): the round that answered it goes with it.
+    window = [system, *history[3:]]
+    upstream.push("Testing.")
+    before = len(upstream.requests)
+    llm.chat.completions.create(model=MODEL, messages=window, tools=[bash])  # type: ignore[list-item]
+    sent = upstream.requests[before].body["messages"]
+    assert "call_grep" not in str(sent) and "call_own" not in str(sent) and "needle" not in str(sent)
+    assert [m for m in sent if not str(m.get("content")).startswith("[")] == window
     assert len(_views(backend, nonce)) == 1
 
 

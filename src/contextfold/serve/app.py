@@ -51,7 +51,7 @@ from .identity import (
 from .ops import Metrics, log_event
 from .replies import ReplyCollector
 from .retrieval import MAX_ROUNDS, RoundRelay, Split, answer, client_payload, split_reply, with_tools
-from .sessions import Backend, Conflict, Turn, follow_forks, open_turn, resolve_pointer, save_reply
+from .sessions import Backend, Conflict, Turn, follow_forks, open_turn, own_round, resolve_pointer, save_reply
 from .sse import SseEvent, SseSplitter, encode_event, events
 from .upstream import Upstream, UpstreamError, error_body, response_headers
 
@@ -437,7 +437,9 @@ class ServeApp:
         answers = [answer(turn.cm, name, arguments, call_id) for call_id, name, arguments in calls]
         for _call_id, name, _arguments in calls:
             self.metrics.retrieval_calls.labels(name).inc()
-        turn.cm.add(get_format(turn.exchange.format).decode(split.internal(turn.exchange.api, answers)))
+        # (Named as the request's newest item's: they leave the view when the client drops it, serve.provenance.)
+        round_messages = get_format(turn.exchange.format).decode(split.internal(turn.exchange.api, answers))
+        turn.cm.add(own_round(turn, round_messages))
         return self._resave(turn)
 
     async def _retrieval_rounds(self, turn: Turn, payload: dict[str, Any], headers: dict[str, str],

@@ -160,6 +160,19 @@ class Sources:
         batch = len(self.batches) - 1
         self.items.extend([batch, *o] for o in owners)
 
+    def claim_for_newest(self, count: int) -> list[str]:
+        """Ids for ``count`` messages the proxy adds after the newest item (a retrieval round), owned by that item.
+
+        They leave the view with it: a round the model made to answer a request goes when the client drops that
+        request. Numbered after the ordinals the item's turn used.
+        """
+        newest = self.items[-1]
+        batch = newest[0]
+        used = max((n for item in self.items if item[0] == batch for n in item[1:]), default=-1)
+        ordinals = list(range(used + 1, used + 1 + count))
+        self.items[-1] = [*newest, *ordinals]
+        return [message_id(self.batches[batch], n) for n in ordinals]
+
     def dumps(self) -> str:
         """The mark's value, the turns no item names left out."""
         used = sorted({i[0] for i in self.items})

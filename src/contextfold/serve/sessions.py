@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from ..tokens import MessageCounter
 
 __all__ = ["MAX_ATTEMPTS", "MAX_FORK_HOPS", "MAX_SLIDE_PROBES", "SOURCE", "Backend", "Conflict", "Turn",
-           "follow_forks", "open_turn", "resolve_pointer", "restore", "save_reply"]
+           "follow_forks", "open_turn", "own_round", "resolve_pointer", "restore", "save_reply"]
 
 # The framework-history source of the proxy's clients (manager/reconcile.py).
 SOURCE = "serve"
@@ -417,6 +417,17 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
     before = 0 if turn.rebuilt else stored_count(stored_tokens, _mark_place(session_id, "client_tokens"), "token count")
     marks["client_tokens"] = str(max(0, before - dropped_tokens) + turn.client_tokens)
     return turn
+
+
+def own_round(turn: Turn, messages: list[Any]) -> list[Any]:
+    """``messages`` of a retrieval round, named as the request's newest item's (they leave the view with it)."""
+    keys = _stored_keys(turn.marks, turn.session_id)
+    sources = Sources.read(turn.marks, _mark_place(turn.session_id, SOURCES_MARK), len(keys)) if keys else None
+    if sources is None or not sources.items:
+        return messages
+    ids = sources.claim_for_newest(len(messages))
+    turn.marks[SOURCES_MARK] = sources.dumps()
+    return [m.with_id(i) for m, i in zip(messages, ids, strict=True)]
 
 
 def _drop_from_view(cm: ContextManager, ids: set[str]) -> int:
