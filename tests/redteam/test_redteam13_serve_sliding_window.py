@@ -36,7 +36,7 @@ from contextfold.testing import Reply, ScriptedLLMServer, ScriptedToolCall
 
 MODEL = "gpt-4o-mini"
 WINDOW = 6_000
-TURNS = 20
+TURNS = 12
 KEPT = 4  # messages the client keeps besides its fixed head (two turns), plus its new user message
 
 
@@ -46,7 +46,7 @@ def upstream_fixture() -> Iterator[ScriptedLLMServer]:
         yield server
 
 
-@pytest.fixture(name="served", params=[False])
+@pytest.fixture(name="served", params=[False], ids=["proxy"])
 def served_fixture(upstream: ScriptedLLMServer,
                    request: pytest.FixtureRequest) -> Iterator[tuple[ProxyServer, Backend]]:
     config = ServeConfig(port=0, openai_base_url=upstream.base_url, anthropic_base_url=upstream.url,
