@@ -68,3 +68,19 @@ def test_the_split_finder_reads_only_user_messages_and_key_phrases_at_the_end() 
                          Message("user", VALUE)]) == [(VALUE, "password")]
     assert split.values([Message("user", "my password is"), Message("user", "it is in the vault"),
                          Message("user", VALUE)]) == []
+
+
+def test_through_the_proxy_the_value_of_the_next_request_is_redacted_too() -> None:
+    """A manager per request: the phrase ends the stored view, the value comes alone with the next request."""
+    first = _manager("rt13-split-adopt")
+    first.add([Message("user", "Deploy it. My password is")])
+    first.prepare()
+    stored = first.stored_messages()
+    second = ContextManager(model="gpt-4o", store=first.cache.store if first.cache else "memory", archive="memory",
+                            session_id="rt13-split-adopt", redact=Redactor(apply_to_model=True))
+    second.adopt(stored)
+    second.add([Message("assistant", "Go ahead."), Message("user", VALUE)])
+    sent = json.dumps(second.prepare(), ensure_ascii=False)
+    first.close()
+    second.close()
+    assert VALUE not in sent

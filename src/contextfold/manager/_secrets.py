@@ -84,6 +84,21 @@ class SessionSecrets:
             self._learn_stored(refs)
         self.save()
 
+    def adopted(self, messages: Sequence[Message]) -> None:
+        """The session goes on from ``messages`` (stored by another manager).
+
+        A key phrase ending its latest user message waits for the value the next messages may type (the proxy's
+        next request adds the value alone, to a manager of its own).
+        """
+        if self.redactor is None:
+            return
+        latest = next((m for m in reversed(messages) if m.role == "user"), None)
+        if latest is not None:
+            from ..redact._split import SplitSecrets
+
+            self._split = SplitSecrets()
+            self._split.values([latest])  # (its own value was learned when it was added)
+
     def _learn_split(self, pending: Sequence[Message]) -> None:
         """Learn the values typed alone after a user message that ends with a key phrase (redact._split)."""
         redactor = self.redactor
