@@ -88,6 +88,35 @@ def test_a_save_cut_at_any_byte_never_loses_what_was_saved_before() -> None:
         assert loaded == (after if cut == len(last) else before), f"cut at byte {cut} of {len(last)}"
 
 
+def test_a_fold_cut_at_any_byte_never_loses_what_was_saved_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("contextfold.redact.memory.MAX_SEGMENTS", 4)  # (a fold every 4 records: a short test)
+    store = CountingStore()
+    session = f"{NONCE}-fold"
+    memory = SecretMemory(store, session)
+    for i in range(4):  # (the base, then records up to one short of a fold)
+        memory.learn(_secret(i), "password")
+        assert memory.save()
+    before = SecretMemory(store, session).values()
+    snapshot = {key: store.get(key) for key in _memory_keys(store)}
+    store.puts.clear()
+    memory.learn(_secret(5_000), "token")
+    assert memory.save()  # (appends its record, then folds every record into the other base, then deletes them)
+    everything = memory.values()
+    (record_key, record), (fold_key, fold) = store.puts
+    assert fold_key == memory_key(session) + ".b"
+    # A process killed while it puts the record, or the fold: the store as it was then, the put cut at every byte.
+    for earlier, (key, data) in ((dict(snapshot), (record_key, record)),
+                                 ({**snapshot, record_key: record}, (fold_key, fold))):
+        for cut in range(len(data) + 1):
+            for stale in _memory_keys(store):
+                store.delete(stale)
+            for held, value in {**earlier, key: data[:cut]}.items():
+                store.put(held, value)
+            loaded = SecretMemory(store, session).values()
+            expected = everything if key == fold_key or cut == len(data) else before
+            assert loaded == expected, f"{key} cut at byte {cut} of {len(data)}"
+
+
 def test_the_next_save_writes_again_what_a_cut_save_lost() -> None:
     store, before, key, last = _saved_twice(f"{NONCE}-again")
     store.put(key, last[: len(last) // 2])

@@ -3,14 +3,15 @@
 A save used to rewrite the whole memory (every value learned so far) under one key: a session that learns thousands
 of secrets wrote quadratically many bytes (10,000 secrets, one save per 10: ~250 MB). Now a save writes only what
 is new, as a record of its own under the next key (``<memory key>.<n>``); every ``MAX_SEGMENTS`` records, or once
-they outweigh the base, they are folded into the base (``<memory key>``, which says through which record it holds),
-so the bytes written grow about linearly and a load reads a bounded number of keys.
+they outweigh the base, they are folded into a base (``<memory key>`` or ``<memory key>.b``, in turn; each says
+through which record it holds, and the one holding more is read), so a load reads a bounded number of keys.
 
 Each record is a header line (``cf-secrets <format> <length> <crc32>``) and its JSON. A blob store's ``put`` is
 atomic; a record cut short anyway (a store that is not, a copy of the file cut) is told by its length: the newest
-record cut short is a save that never finished, left out (what was saved before it loads); any other record that is
-not whole, or whose checksum or JSON is wrong, is refused with a :class:`~contextfold.errors.CorruptRecord` naming
-the store and the key (a memory that forgot what it held would redact nothing of it).
+record cut short, or a base cut short, is a save that never finished, left out (what was saved before it loads: the
+other base and the records after it were not deleted yet); any other record that is not whole, or whose checksum or
+JSON is wrong, is refused with a :class:`~contextfold.errors.CorruptRecord` naming the store and the key (a memory
+that forgot what it held would redact nothing of it).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from ..errors import CorruptRecord
 if TYPE_CHECKING:
     from ..cache.blobs import BlobStore
 
-__all__ = ["FORMAT", "MAX_SEGMENTS", "Record", "decode_record", "encode_record", "memory_groups", "record_place",
-           "segment_key"]
+__all__ = ["FORMAT", "MAX_SEGMENTS", "Record", "base_key", "decode_record", "encode_record", "memory_groups",
+           "record_place", "segment_key"]
 
 # The format of a record with a header (1 was a whole JSON document, read still).
 FORMAT = 2
@@ -47,6 +48,15 @@ class Record:
     secrets: dict[str, str]
     saved_at: float | None
     through: int = 0
+
+
+def base_key(key: str, slot: int) -> str:
+    """The key of base ``slot`` (0 or 1).
+
+    A fold writes the slot the current base is not in, then deletes what it folded: a fold cut short leaves the
+    previous base and the records after it as they were.
+    """
+    return key if slot == 0 else f"{key}.b"
 
 
 def segment_key(key: str, n: int) -> str:

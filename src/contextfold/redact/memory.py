@@ -32,7 +32,15 @@ from typing import TYPE_CHECKING
 
 from .._memo import TextMemo, text_key
 from ..errors import CorruptRecord
-from ._memory_records import MAX_SEGMENTS, Record, decode_record, encode_record, record_place, segment_key
+from ._memory_records import (
+    MAX_SEGMENTS,
+    Record,
+    base_key,
+    decode_record,
+    encode_record,
+    record_place,
+    segment_key,
+)
 
 if TYPE_CHECKING:
     from ..cache.blobs import BlobStore
@@ -180,6 +188,7 @@ class SecretMemory:
         # is ``_next``; ``_appended`` records of ``_appended_bytes`` follow the base (of ``_base_bytes``).
         self._through = self._appended = self._appended_bytes = self._base_bytes = 0
         self._next = 1
+        self._slot = 0  # (which base is the current one: 0, or 1 for <memory key>.b)
         # The store's count of possible losses when the memory was last saved (a Redis restarted empty forgets it).
         self._losses_at_save = _losses(store)
         self._order: list[tuple[str, str]] = []  # the table's entries in the order learned (spans' memo counts them)
@@ -377,14 +386,25 @@ class SecretMemory:
         store, key = self._store, self._key
         assert store is not None and key is not None
         values: dict[str, str] = {}
-        raw = _get(store, key)
-        self._through = self._base_bytes = self._appended = self._appended_bytes = 0
-        if raw is not None:
-            base = decode_record(raw, record_place(store, key))
-            if base is None:  # (a base is put whole, as a fold's last step: never the newest write cut short)
-                raise CorruptRecord(f"{record_place(store, key)}: the record is cut short")
+        self._through = self._base_bytes = self._appended = self._appended_bytes = self._slot = 0
+        bases: list[tuple[int, float, int, Record, int]] = []
+        cut: list[str] = []
+        for slot in (0, 1):
+            raw = _get(store, base_key(key, slot))
+            if raw is None:
+                continue
+            base = decode_record(raw, record_place(store, base_key(key, slot)))
+            if base is None:
+                cut.append(base_key(key, slot))
+            else:
+                bases.append((base.through, base.saved_at or 0.0, slot, base, len(raw)))
+        if len(cut) > 1:
+            raise CorruptRecord(f"{record_place(store, key)}: both bases are cut short")
+        for place in cut:  # (a fold, or the first save, that never finished: the other base is read)
+            _log.warning("%s: the base is cut short (a save that never finished); left out", record_place(store, place))
+        if bases:
+            self._through, _, self._slot, base, self._base_bytes = max(bases, key=lambda b: (b[0], b[1]))
             values.update(base.secrets)
-            self._through, self._base_bytes = base.through, len(raw)
         self._next = self._read_appended(self._through + 1, values)
         return values
 
@@ -462,7 +482,7 @@ class SecretMemory:
         """
         store, key = self._store, self._key
         assert store is not None and key is not None
-        if store.exists(key):  # (another worker saved since this one loaded: appended after its base)
+        if store.exists(key) or store.exists(base_key(key, 1)):  # (another worker saved since this one loaded)
             self._learn_stored(self._read())
             return False
         raw = encode_record(self._values.items(), time.time(), through=0)
@@ -476,19 +496,22 @@ class SecretMemory:
         return True
 
     def _fold(self) -> None:
-        """Write every value known here as the base, holding the records so far; then delete those records.
+        """Write every value known here as a base, holding the records so far; then delete those records.
 
-        The base is put whole first: a process killed before the deletes leaves records the base holds already
-        (never read again; deleted with the memory).
+        Into the base slot the current base is not in, whole, before the deletes: a fold cut short leaves the
+        current base and its records as they were; a process killed before the deletes leaves records the new base
+        holds already (never read again; deleted with the memory).
         """
         store, key = self._store, self._key
         assert store is not None and key is not None
         through = self._next - 1
         raw = encode_record(self._values.items(), time.time(), through=through)
-        store.put(key, raw)
+        slot = 1 - self._slot if self._base_bytes else 0  # (the other base stays until the next fold)
+        store.put(base_key(key, slot), raw)
         for n in range(self._through + 1, through + 1):
             store.delete(segment_key(key, n))
         self._through, self._base_bytes, self._appended, self._appended_bytes = through, len(raw), 0, 0
+        self._slot = slot
 
     def extend(self, entries: Iterable[tuple[str, str]]) -> None:
         """Learn ``(value, kind)`` pairs (a copy of another memory's values)."""
