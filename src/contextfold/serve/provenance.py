@@ -38,6 +38,8 @@ __all__ = ["CLIENT_DROPPED_REASON", "MIN_SLIDE_OVERLAP", "SOURCES_MARK", "Source
 SOURCES_MARK = "sources"
 # The reason recorded with the MessagesPruned event when the client dropped items the session was fed.
 CLIENT_DROPPED_REASON = "client_dropped_items"
+# Turns whose items all left (a sliding client's) kept in the mark before it is renumbered without them.
+_UNUSED_BATCHES_KEPT = 32
 # Items a slid window must keep of the newest the session was fed: one shared item is no evidence of one
 # conversation (a "go on" two conversations both sent); a client that slides keeps a turn or more.
 MIN_SLIDE_OVERLAP = 2
@@ -132,12 +134,12 @@ class Sources:
             data = json.loads(raw)
         except (ValueError, RecursionError):
             raise CorruptRecord(f"{place}: not JSON (not saved by the proxy)") from None
-        batches, items = (data.get("batches"), data.get("items")) if isinstance(data, dict) else (None, None)
-        if not (isinstance(batches, list) and all(isinstance(b, str) for b in batches) and isinstance(items, list)
-                and all(isinstance(i, list) and i and all(type(x) is int and x >= 0 for x in i) and i[0] < len(batches)
-                        for i in items)):
+        root, batches, items = (data.get("root", ""), data.get("batches"), data.get("items")) \
+            if isinstance(data, dict) else (None, None, None)
+        if not (isinstance(root, str) and isinstance(batches, list) and all(isinstance(b, str) for b in batches)
+                and isinstance(items, list) and _item_lists(items, len(batches))):
             raise CorruptRecord(f"{place}: no map of fed items to messages (not saved by the proxy)")
-        return cls(batches, items) if len(items) == count else None
+        return cls([root + b for b in batches], items) if len(items) == count else None
 
     def ids(self, start: int, end: int) -> set[str]:
         """The ids of the messages items ``start:end`` became."""
@@ -174,8 +176,29 @@ class Sources:
         return [message_id(self.batches[batch], n) for n in ordinals]
 
     def dumps(self) -> str:
-        """The mark's value, the turns no item names left out."""
-        used = sorted({i[0] for i in self.items})
-        renumber = {old: new for new, old in enumerate(used)}
-        return json.dumps({"batches": [self.batches[b] for b in used],
-                           "items": [[renumber[i[0]], *i[1:]] for i in self.items]}, separators=(",", ":"))
+        """The mark's value: the turns no item names left out, what every turn's prefix opens with written once."""
+        items: list[list[int]] = self.items
+        batches = self.batches
+        used = sorted({i[0] for i in items})
+        if len(batches) - len(used) > _UNUSED_BATCHES_KEPT:  # (pruned now and then, not at every save)
+            renumber = {old: new for new, old in enumerate(used)}
+            batches = [batches[b] for b in used]
+            items = [[renumber[i[0]], *i[1:]] for i in items]
+        root = batches[0].partition(":")[0] + ":" if batches else ""  # (the session's id: every turn's is)
+        if not all(b.startswith(root) for b in batches):
+            root = ""
+        return json.dumps({"root": root, "batches": [b[len(root):] for b in batches], "items": items},
+                          separators=(",", ":"))
+
+
+def _item_lists(items: list[Any], batches: int) -> bool:
+    """Whether ``items`` are lists of a batch index under ``batches`` and ordinals (ints, not negative)."""
+    for item in items:
+        if type(item) is not list or not item:
+            return False
+        for n in item:
+            if type(n) is not int or n < 0:
+                return False
+        if item[0] >= batches:
+            return False
+    return True
