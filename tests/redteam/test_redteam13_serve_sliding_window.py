@@ -102,6 +102,9 @@ def test_a_client_sliding_its_window_stays_in_one_session_and_the_upstream_gets_
     (session,) = ours
     texts = [m.text for m in restore(backend, session)]
     assert all(any(f"step {turn} of {nonce}:" in t for t in texts) for turn in range(TURNS))
+    # Each message the client dropped is archived once, not the whole view at each slide.
+    archived = sum(len(messages) for _, messages in backend.archive.transcripts(session))
+    assert archived <= 2 * TURNS, f"{archived} messages archived for {2 * TURNS} sent"
 
 
 def test_an_edited_or_reordered_earlier_message_gets_a_session_of_its_own(

@@ -31,13 +31,11 @@ from ..errors import CorruptRecord
 if TYPE_CHECKING:
     from ..messages import Message
 
-__all__ = ["CLIENT_DROPPED_REASON", "MIN_SLIDE_OVERLAP", "SOURCES_MARK", "Sources", "decode_traced", "message_id",
+__all__ = ["MIN_SLIDE_OVERLAP", "SOURCES_MARK", "Sources", "decode_traced", "message_id",
            "slide_of"]
 
 # The mark holding, per fed item, the turn that fed it and the ordinals of the messages it became.
 SOURCES_MARK = "sources"
-# The reason recorded with the MessagesPruned event when the client dropped items the session was fed.
-CLIENT_DROPPED_REASON = "client_dropped_items"
 # Turns whose items all left (a sliding client's) kept in the mark before it is renumbered without them.
 _UNUSED_BATCHES_KEPT = 32
 # Items a slid window must keep of the newest the session was fed: one shared item is no evidence of one

@@ -44,7 +44,7 @@ from ..stores._records import stored_count
 from ..stores.session import SessionConflict, SessionState
 from .apis import INSTRUCTIONS_ID, BadRequest, Exchange, item_key
 from .config import ServeConfig
-from .provenance import CLIENT_DROPPED_REASON, SOURCES_MARK, Sources, decode_traced, message_id, slide_of
+from .provenance import SOURCES_MARK, Sources, decode_traced, message_id, slide_of
 
 if TYPE_CHECKING:
     from ..archive import Archive
@@ -381,12 +381,17 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
         names = {str((t.get("function") or {}).get("name") or t.get("name")) for t in cm.tools}
         cm.cache.names_retrieval_tools = backend.config.retrieval_tools or {
             "tool_output_cache", "tool_output_cache_grep"} <= names
+    gone: list[Any] = []
+    if dropped:  # (left out before adopting: the view the session goes on with is the client's less what it dropped)
+        gone = [m for m in stored if m.meta.get("id") in dropped]
+        stored = [m for m in stored if m.meta.get("id") not in dropped]
     if stored:
         cm.adopt(stored)
-        _ground(cm, session_id, marks, version)
+        if not gone:  # (a usage report is of the view it was sent with: not of this one)
+            _ground(cm, session_id, marks, version)
     turn = Turn(exchange, session_id, cm, version, marks, compactions_before=cm.compactions,
                 maskings_before=cm.maskings, id_prefix=id_prefix)
-    dropped_tokens = _drop_from_view(cm, dropped) if dropped else 0
+    dropped_tokens = _archive_dropped(backend, cm, session_id, gone) if gone else 0
     if exchange.instructions:
         pin_head(cm, INSTRUCTIONS_ID, exchange.instructions)
     try:
@@ -430,14 +435,18 @@ def own_round(turn: Turn, messages: list[Any]) -> list[Any]:
     return [m.with_id(i) for m, i in zip(messages, ids, strict=True)]
 
 
-def _drop_from_view(cm: ContextManager, ids: set[str]) -> int:
-    """Drop the messages ``ids`` from the view (archived first: the archive keeps them); their tokens as counted.
+def _archive_dropped(backend: Backend, cm: ContextManager, session_id: str, gone: list[Any]) -> int:
+    """Archive the messages a client dropped (redacted as the session redacts); their tokens as counted.
 
-    What compaction or masking made of them leaves with them; a summary stays (contextfold's note, bounded).
+    Only them, not the whole view (a rewrite of the view archives all of it: a client with a large window that
+    slides each turn would archive its whole window every turn). What compaction or masking made of them goes with
+    them; a summary stays (contextfold's note, bounded).
     """
-    view = cm.messages()
-    tokens = sum(cm.counter.count_message(m) for m in view if m.meta.get("id") in ids)
-    cm.rewrite_view(lambda v: [m for m in v if m.meta.get("id") not in ids], reason=CLIENT_DROPPED_REASON)
+    tokens = sum(cm.counter.count_message(m) for m in gone)
+    redactor = cm.redactor
+    redacted = redactor.redact_messages(gone) if redactor is not None and hasattr(redactor, "redact_messages") \
+        else gone
+    backend.archive.archive_transcript(session_id, redacted)
     return tokens
 
 
