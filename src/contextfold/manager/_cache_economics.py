@@ -18,8 +18,6 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ..telemetry.events import CacheDecision
-
 if TYPE_CHECKING:
     from datetime import datetime
 
@@ -210,6 +208,8 @@ class CacheEconomics:
 
     def _emit(self, action: str, verdict: RewriteVerdict | None, *, tokens: int, freed: int, applied: bool,
               forced: bool, reason: str | None = None) -> None:
+        from ..telemetry.events import CacheDecision  # (the module, not the package: no look-up through it)
+
         # The reason's text and the verdict's figures are made where the event is built, on the telemetry thread
         # when the sink has one: a masking turn decides and goes on (issue 22). All they read is frozen.
         self._tracer.emit_deferred(
