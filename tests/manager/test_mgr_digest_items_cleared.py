@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from redact_corpus import CODE, SECRETS
 
 from contextfold.cache import ToolOutputCache
+from contextfold.cache._digest import Material
 from contextfold.cache.masking import placeholder_ahead
 from contextfold.manager._compactor import warm_for_compaction
 from contextfold.messages import Message, ToolCall
@@ -109,3 +110,29 @@ def test_the_read_ahead_asks_no_cleared_item_one_by_one(monkeypatch: pytest.Monk
     assert all(f"/srv/{nonce}/pkg_" in (p or "") for p in built)
     assert asked == []  # (no item holds a trigger or a base64 run: every one was cleared in bulk)
     assert built == _cold(history)
+
+
+def test_the_read_ahead_blanks_each_output_once_and_a_material_read_before_a_secret_is_not_used(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    nonce = datetime.now(UTC).strftime("%H%M%S%f")
+    history = _outputs(nonce, [f"/srv/{nonce}/pkg_{i}/module.py: KeyError in load_{nonce}_{i}()" for i in range(3)])
+    redactor, cache = Redactor(), ToolOutputCache(MemoryBlobStore())
+    blanked: list[str] = []
+    blank = Redactor.blank
+
+    def counted(self: Redactor, text: str) -> str:
+        blanked.append(text)
+        return blank(self, text)
+
+    monkeypatch.setattr(Redactor, "blank", counted)
+    warm_for_compaction(history, False, redactor, False, cache, 40, _COUNTER)
+    monkeypatch.undo()
+    assert len(blanked) == 3  # (the placeholder took the material the read-ahead read, at the same state)
+
+    # Read before a secret was learned: the placeholder reads the output again, with the secret blanked.
+    output = history[1]
+    stale = (Material((f"load_{nonce}_0", "stale"),), redactor.digest_state())
+    redactor.learn(f"load_{nonce}_0", "password")
+    built = placeholder_ahead(output, ToolOutputCache(MemoryBlobStore()), digest_tokens=40, known="",
+                              counter=_COUNTER, secrets=redactor, material=stale)
+    assert built is not None and "stale" not in built and f"load_{nonce}_0" not in built

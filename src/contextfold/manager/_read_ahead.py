@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 
 __all__ = ["DIGEST_ITEMS_SCANNED_TOGETHER", "HeldOutputs", "ScanningInBulk", "run_parts"]
 
-# The items a placeholder built ahead asks the secrets about are scanned in bulk this many at a time: a digest of the
-# default 40 tokens weighs ~10 items (at most 18 in the lm32b loop at 16K), so most digests take one bulk scan.
+# The items a placeholder built ahead asks the secrets about are cleared in bulk this many at a time: a digest of the
+# default 40 tokens weighs ~6 items (at most 18 in the lm32b loop at 16K), so most digests take one bulk clearing.
 DIGEST_ITEMS_SCANNED_TOGETHER = 16
 
 
