@@ -37,6 +37,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from _bytecode import compiled
+
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories" / "sweagent-lm32b"
 
 _CHILD = r"""
@@ -114,7 +116,7 @@ def run(src: str, window: int, sessions: int, data: Path = DATA) -> dict[str, ob
 
 def start(src: str, window: int, sessions: int, data: Path = DATA) -> Callable[[], dict[str, object]]:
     """Start one run of the loop with ``src``'s contextfold; the returned call waits for its figures."""
-    env = {**os.environ, "PYTHONPATH": src}
+    env = {**os.environ, "PYTHONPATH": compiled(src)}  # (bytecode as installed: bench/_bytecode.py)
     code = _CHILD.format(window=window, sessions=sessions, data=str(data))
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env=env)

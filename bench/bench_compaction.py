@@ -24,6 +24,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _bytecode import compiled
+
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories"
 
 _CHILD = r"""
@@ -107,7 +109,7 @@ print(json.dumps({{"tokens": tokens, "seconds": total, "cpu": cpu, "warm": warm_
 
 
 def run(src: str, outputs: int, warm: bool) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": src}
+    env = {**os.environ, "PYTHONPATH": compiled(src)}  # (bytecode as installed: bench/_bytecode.py)
     code = _CHILD.format(outputs=outputs, data=str(DATA), warm=warm)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     if done.returncode != 0:

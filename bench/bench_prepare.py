@@ -41,6 +41,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from _bytecode import compiled
+
 if TYPE_CHECKING:
     from contextfold.manager import ContextManager
     from contextfold.messages import Message
@@ -211,7 +213,7 @@ def child(size: int, calls: int, lc_calls: int, seed: int, kept: bool = False) -
 
 
 def run_child(src: str, size: int, calls: int, lc_calls: int, seed: int, kept: bool = False) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": src}
+    env = {**os.environ, "PYTHONPATH": compiled(src)}  # (bytecode as installed: bench/_bytecode.py)
     args = [sys.executable, __file__, "--child", str(size), "--calls", str(calls), "--lc-calls", str(lc_calls),
             "--seed", str(seed), *(["--kept"] if kept else [])]
     done = subprocess.run(args, capture_output=True, text=True, env=env)

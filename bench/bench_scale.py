@@ -31,6 +31,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _bytecode import compiled
+
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parents[1] / "shared" / "data" / "trajectories" / "sweagent-lm32b"
 
@@ -128,7 +130,7 @@ print(json.dumps({{"add_s": t1 - t0, "add_cpu_s": c1 - c0, "prepare_s": t2 - t1,
 
 
 def run(src: str, code: str, timeout: float = 1800) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": src}
+    env = {**os.environ, "PYTHONPATH": compiled(src)}  # (bytecode as installed: bench/_bytecode.py)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout)
     if done.returncode != 0:
         raise SystemExit(f"{src}: {done.stderr[-2000:]}")

@@ -11,6 +11,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
+from gc import get_referents
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
@@ -36,7 +37,37 @@ __all__ = [
 Role: TypeAlias = Literal["system", "developer", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool"})
 
-EMPTY: Mapping[str, Any] = MappingProxyType({})
+class _OwnDict(dict[str, Any]):
+    """The dict behind a read-only view contextfold made (a message's ``meta`` or ``extra``, :func:`freeze`).
+
+    Never handed out, so nothing changes it; its type is what tells such a view from one a caller made over a dict
+    of its own (:func:`_own_view`). A subclass without slots of its own: no larger than a dict.
+    """
+
+    __slots__ = ()
+
+
+EMPTY: Mapping[str, Any] = MappingProxyType(_OwnDict())
+
+
+def _own_view(value: object) -> bool:
+    """Whether ``value`` is a read-only view contextfold made (over an :class:`_OwnDict`), not a caller's.
+
+    A caller's ``MappingProxyType(ctx)`` shows a dict the caller keeps and may change later, nested values
+    included: a message owns a copy of it instead (``tests/redteam/test_redteam7_proxy_meta.py``). ``gc``'s
+    referents of a view are the mapping behind it, read without a copy.
+    """
+    if value is EMPTY:
+        return True
+    if type(value) is not MappingProxyType:
+        return False
+    behind = get_referents(value)
+    return len(behind) == 1 and type(behind[0]) is _OwnDict
+
+
+def _own_copy(mapping: Mapping[str, Any]) -> _OwnDict:
+    """A copy of ``mapping``'s keys and values (one level) as an :class:`_OwnDict`."""
+    return _OwnDict(mapping if type(mapping) is dict else _plain_copy(mapping))
 
 
 def freeze(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -44,12 +75,13 @@ def freeze(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
     One level deep: nested values are shared (contextfold's own copies of a message share them on purpose, see
     :func:`same_meta_but_id`). What a caller hands a :class:`Message` is copied deeper (:func:`_freeze_owned`).
+    A read-only view contextfold made is returned as it is; a caller's is copied.
     """
     if not mapping:
         return EMPTY
-    if isinstance(mapping, MappingProxyType):
+    if _own_view(mapping):
         return mapping
-    return MappingProxyType(dict(mapping))
+    return MappingProxyType(_own_copy(mapping))
 
 
 def _freeze_owned(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -58,7 +90,7 @@ def _freeze_owned(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
     A caller who keeps one and changes it later changes no message: a message found clean stays clean (shared, a
     credential written into it later reached the archive, issue 21).
     """
-    copied = dict(mapping)
+    copied = _own_copy(mapping)
     for key, value in copied.items():
         if type(value) in _CONTAINERS:
             copied[key] = _owned(value)
@@ -323,7 +355,7 @@ class Message(_ReadOnly):
             merged[key] = value if type(value) is str else _owned(value)
         if None in merged.values():  # (rare: then every key whose value is None goes)
             merged = {k: v for k, v in merged.items() if v is not None}
-        return MappingProxyType(merged) if merged else EMPTY
+        return MappingProxyType(_OwnDict(merged)) if merged else EMPTY
 
     def with_id(self, id: str) -> Message:
         """``with_meta(id=id)`` for a string ``id``: a copy that remembers what it is a copy of (``_origin``).
@@ -333,7 +365,7 @@ class Message(_ReadOnly):
         """
         if type(id) is not str:  # (any other value goes through with_meta, which copies it and may drop the key)
             return self.with_meta(id=id)
-        merged = _plain_copy(self.meta)
+        merged = _OwnDict(_plain_copy(self.meta))
         merged["id"] = id
         return self._copy(self.content, MappingProxyType(merged), self._fingerprint, self._origin or self)
 
@@ -378,10 +410,11 @@ class Message(_ReadOnly):
             object.__setattr__(self, "content", tuple(self.content))
         if isinstance(self.tool_calls, list):
             object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
-        # (An empty dict too: kept, it was the one mutable field of a message.)
-        if not isinstance(self.meta, MappingProxyType):
+        # (An empty dict too: kept, it was the one mutable field of a message.) A read-only view the caller made is
+        # the caller's dict: owned like one.
+        if not _own_view(self.meta):
             object.__setattr__(self, "meta", _freeze_owned(self.meta) if self.meta else EMPTY)
-        if not isinstance(self.extra, MappingProxyType):
+        if not _own_view(self.extra):
             object.__setattr__(self, "extra", _freeze_owned(self.extra) if self.extra else EMPTY)
 
 

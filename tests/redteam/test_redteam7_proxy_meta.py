@@ -5,10 +5,10 @@ the nested dicts and lists of a ``meta``/``extra`` it was handed (the redteam6 f
 as its own, nested values and all. A caller who passed ``meta=MappingProxyType(ctx)`` and later wrote a credential
 into ``ctx``'s nested list changed a message already found clean: the credential reached the archive in clear.
 
-Not fixed: owning every read-only view in ``Message.__post_init__`` (tried) makes the tests pass but costs 28 MB of
-peak memory at 100,000 recorded messages (bench/bench_scale.py --only recorded: 288 vs 260 MB, 3 runs each): the
-importer's nested ``source_extra`` of ~5,400 messages is copied while the caller still holds the originals. The fix
-needs a way to tell contextfold's own read-only views (shared on purpose) from a caller's.
+Owning every read-only view in ``Message.__post_init__`` (tried first) cost 28 MB of peak memory at 100,000 recorded
+messages (bench/bench_scale.py --only recorded: 288 vs 260 MB): the importer's nested ``source_extra`` of ~5,400
+messages was copied while the caller still held the originals. Fixed in the thirteenth session: the views contextfold
+makes are over a dict of its own kind (``messages._OwnDict``), kept as they are; a caller's view is copied like a dict.
 """
 
 from __future__ import annotations
@@ -16,19 +16,13 @@ from __future__ import annotations
 import json
 from types import MappingProxyType
 
-import pytest
-
 from contextfold.manager import ContextManager
 from contextfold.messages import Message
 from contextfold.redact import Redactor
 
 SECRET = "hunter2-Kx9vQ7mZ"
-PROXY_IS_TRUSTED = pytest.mark.xfail(
-    strict=True, reason="pre-existing (c2b40e8 too): Message takes a MappingProxyType meta/extra as its own, nested "
-                        "values included; a fix must tell contextfold's read-only views from a caller's (memory)")
 
 
-@PROXY_IS_TRUSTED
 def test_a_message_owns_the_nested_values_of_a_read_only_view_it_was_handed() -> None:
     ctx = {"source": "chat", "trail": ["read"], "deep": {"k": "v"}}
     m = Message("user", "hi", meta=MappingProxyType(ctx), extra=MappingProxyType(ctx))
@@ -39,7 +33,6 @@ def test_a_message_owns_the_nested_values_of_a_read_only_view_it_was_handed() ->
         assert dict(frozen) == {"source": "chat", "trail": ["read"], "deep": {"k": "v"}}
 
 
-@PROXY_IS_TRUSTED
 def test_a_clean_message_stays_clean_when_the_dict_behind_its_read_only_meta_changes() -> None:
     ctx = {"source": "chat", "trail": ["read"]}
     m = Message("user", "hi", meta=MappingProxyType(ctx))
@@ -49,7 +42,6 @@ def test_a_clean_message_stays_clean_when_the_dict_behind_its_read_only_meta_cha
     assert SECRET not in repr(redactor.redact_message(m).meta)
 
 
-@PROXY_IS_TRUSTED
 def test_the_archive_never_gets_what_the_caller_wrote_behind_a_read_only_meta() -> None:
     ctx = {"source": "chat", "trail": ["read"]}
     cm = ContextManager(model="gpt-4o", store="memory", archive="memory", session_id="rt7-proxy-meta",

@@ -683,27 +683,28 @@ class ToolOutputCache:
         (read only when the claims do not show a recent use). A memory with neither is kept: its age is unknown.
         """
         from ..manager._limits import SESSION_LIMIT_KEY_PREFIX, limit_saved_at
+        from ..redact._memory_records import memory_groups
         from ..redact.memory import MEMORY_KEY_PREFIX, memory_saved_at
 
         last_use: dict[str, float] = {}
         for entry in outputs:
             for tag, when in entry.claims.items():
                 last_use[tag] = max(when, last_use.get(tag, when))
-        for key in keys:
-            # (a session's own learned limit goes with it too: session-limit.<tag>:<model>)
-            if key.startswith(MEMORY_KEY_PREFIX):
-                tag, saved_at = key[len(MEMORY_KEY_PREFIX):], memory_saved_at
-            elif key.startswith(SESSION_LIMIT_KEY_PREFIX):
-                tag, saved_at = key[len(SESSION_LIMIT_KEY_PREFIX):].partition(":")[0], limit_saved_at
-            else:
-                continue
+        # A memory is its base and the records appended after it (<prefix><tag>.<n>): aged and deleted together.
+        groups: list[tuple[str, list[str], Callable[[Any, str], float | None]]] = [
+            (tag, group, memory_saved_at) for tag, group in memory_groups(keys, MEMORY_KEY_PREFIX).items()]
+        # (a session's own learned limit goes with it too: session-limit.<tag>:<model>)
+        groups += [(key[len(SESSION_LIMIT_KEY_PREFIX):].partition(":")[0], [key], limit_saved_at)
+                   for key in keys if key.startswith(SESSION_LIMIT_KEY_PREFIX)]
+        for tag, group, saved_at in groups:
             used = last_use.get(tag)
             if used is not None and now - used <= max_age_s:
                 continue
-            saved = saved_at(self.store, key)
-            known = [t for t in (used, saved) if t is not None]
+            saved = [t for t in (saved_at(self.store, key) for key in group) if t is not None]
+            known = [t for t in (used, max(saved, default=None)) if t is not None]
             if known and now - max(known) > max_age_s:
-                self.store.delete(key)
+                for key in group:
+                    self.store.delete(key)
 
     def close(self) -> None:
         """Release the store (its connection and file descriptors)."""

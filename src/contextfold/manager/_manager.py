@@ -748,6 +748,7 @@ class ContextManager:
             self._provider_items.note(stored)
             versions = [int(m.meta.get("summary_version", 0)) for m in stored if m.kind == "summary"]
             self._compactions = max(versions, default=0)  # the next summary continues the numbering
+            self._secrets.adopted(stored)  # (a key phrase ending the stored view waits for the value added next)
 
     def archive_view(self) -> int | None:
         """Archive the view as it stands (and whatever normalization dropped); the transcript's number, if any.

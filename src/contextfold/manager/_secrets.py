@@ -27,6 +27,9 @@ _log = logging.getLogger(__name__)
 # Of a cut output read whole when catching up, at most this many characters: its first and last halves past that
 # (a 100 MB log is not scanned whole; what its view shows comes from its ends).
 MAX_LEARN_SOURCE_CHARS = 4_000_000
+# Messages of one add() followed for a value typed after a key phrase as they are added (redact._split); a bulk add
+# (a resumed history) is followed at the next catch-up instead, off add()'s path.
+_SPLIT_NOW_MAX = 256
 
 
 class SessionSecrets:
@@ -46,6 +49,8 @@ class SessionSecrets:
         self._lock = threading.Lock()  # (the pending lists)
         # Held while learning: a catch-up returns only once what the background thread took is learned too.
         self._learning = threading.Lock()
+        self._split: Any = None  # (redact._split.SplitSecrets, made on first use: values typed after a key phrase)
+        self._split_deferred: list[Message] = []  # (a bulk add's messages: followed at the next catch-up)
 
     def added(self, messages: Sequence[Message]) -> None:
         """Note messages added to the session (learned from by the next :meth:`catch_up`)."""
@@ -56,6 +61,12 @@ class SessionSecrets:
         with self._lock:
             self._pending.extend(messages)
             self._pending_refs.extend(refs)
+            # A turn's messages are followed now, before anything redacts them; a bulk add's at the next catch-up
+            # (before a summary, a digest or a transcript), in the order added.
+            if len(messages) > _SPLIT_NOW_MAX or self._split_deferred:
+                self._split_deferred.extend(messages)
+                return
+        self._learn_split(messages)
 
     def catch_up(self) -> None:
         """Learn the secrets of everything noted since the last call, then save the memory to the session's store."""
@@ -65,10 +76,41 @@ class SessionSecrets:
             with self._lock:
                 pending, self._pending = self._pending, []
                 refs, self._pending_refs = self._pending_refs, []
+                deferred, self._split_deferred = self._split_deferred, []
+            if deferred:
+                self._learn_split(deferred)
             if pending:
                 self.redactor.learn_from(pending)  # (what add() or the read-ahead redacted is not read again)
             self._learn_stored(refs)
         self.save()
+
+    def adopted(self, messages: Sequence[Message]) -> None:
+        """The session goes on from ``messages`` (stored by another manager).
+
+        A key phrase ending its latest user message waits for the value the next messages may type (the proxy's
+        next request adds the value alone, to a manager of its own).
+        """
+        if self.redactor is None:
+            return
+        latest = next((m for m in reversed(messages) if m.role == "user"), None)
+        if latest is not None:
+            from ..redact._split import SplitSecrets
+
+            self._split = SplitSecrets()
+            self._split.values([latest])  # (its own value was learned when it was added)
+
+    def _learn_split(self, pending: Sequence[Message]) -> None:
+        """Learn the values typed alone after a user message that ends with a key phrase (redact._split)."""
+        redactor = self.redactor
+        memory = getattr(redactor, "memory", None)
+        if memory is None or not getattr(redactor, "enabled", True) or not getattr(redactor, "remember", True):
+            return
+        if self._split is None:
+            from ..redact._split import SplitSecrets
+
+            self._split = SplitSecrets()
+        for value, kind in self._split.values(pending):
+            memory.learn(value, kind)
 
     def learn_outputs(self, outputs: Mapping[str, str]) -> None:
         """Learn the secrets of whole outputs cut at write time (``ref -> text``) now: the catch-up skips them.

@@ -9,8 +9,11 @@ and its long runs of letters and digits that switch between the two (key materia
 The memory of a session lives in the session's blob store beside its tool outputs (under
 ``session-secrets.<hash of the session id>``), so a restarted process or another fleet worker with the same store
 redacts what the session saw before. The store holds the values in clear, as it already holds the whole tool
-outputs they came from. A save merges with what is stored: two workers that learn at once both keep theirs, except
-in the instant between one's read and its write (the next save of the other puts its values back).
+outputs they came from. A save appends what is new as a record of its own (:mod:`._memory_records`: a base and
+the records after it, folded now and then); a load reads them all and refuses a corrupt one. Two workers that save
+at once both keep theirs: each reads what the other appended before it writes, and one that finds its record
+replaced by the other's writes it again under the next key (except in the instant between its check and the other's
+write).
 """
 
 from __future__ import annotations
@@ -25,9 +28,19 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._memo import TextMemo, text_key
+from ..errors import CorruptRecord
+from ._memory_records import (
+    MAX_SEGMENTS,
+    Record,
+    base_key,
+    decode_record,
+    encode_record,
+    record_place,
+    segment_key,
+)
 
 if TYPE_CHECKING:
     from ..cache.blobs import BlobStore
@@ -78,7 +91,10 @@ _KEY_PREFIX = "session-secrets."
 # The store keys of memories start with it, followed by the session's owner tag (cache.owners.owner_tag): retention
 # ages a memory with the outputs of its session (issue 21: the secrets in clear outlived every output).
 MEMORY_KEY_PREFIX = _KEY_PREFIX
-_FORMAT = 1
+# Bytes of appended records before they are folded into the base even when it is smaller (the first saves).
+_FOLD_MIN_BYTES = 64 * 1024
+# Records a save writes at most when other workers keep taking its number (one retry in practice).
+_MAX_APPEND_TRIES = 8
 
 
 _log = logging.getLogger(__name__)
@@ -167,6 +183,12 @@ class SecretMemory:
         self._key = memory_key(session_id) if session_id is not None else None
         self._loaded = store is None
         self._unsaved = False
+        self._unsaved_values: dict[str, str] = {}  # learned here since the last save (what the next one appends)
+        # The stored layout as this process knows it: the base holds the records up to ``_through``; the next record
+        # is ``_next``; ``_appended`` records of ``_appended_bytes`` follow the base (of ``_base_bytes``).
+        self._through = self._appended = self._appended_bytes = self._base_bytes = 0
+        self._next = 1
+        self._slot = 0  # (which base is the current one: 0, or 1 for <memory key>.b)
         # The store's count of possible losses when the memory was last saved (a Redis restarted empty forgets it).
         self._losses_at_save = _losses(store)
         self._order: list[tuple[str, str]] = []  # the table's entries in the order learned (spans' memo counts them)
@@ -308,7 +330,9 @@ class SecretMemory:
             for remembered, fresh_kind in fresh.items():
                 self._by_head.setdefault(remembered[:PIECE_CHARS], []).append((remembered, fresh_kind))
             self._values[value] = kind
-            self._unsaved = self._store is not None
+            if self._store is not None:
+                self._unsaved = True
+                self._unsaved_values[value] = kind
             return True
 
     def learn_all(self, values: Mapping[str, str]) -> bool:
@@ -324,10 +348,19 @@ class SecretMemory:
             if self._loaded:
                 return
             self._loaded = True  # (first: learning the stored values must not load again)
-            stored = self._read()
-            for value, kind in stored.items():
-                self.learn(value, kind)
-            self._unsaved = False
+            try:
+                stored = self._read()
+            except BaseException:
+                self._loaded = False  # (a corrupt record is refused at every use, not forgotten after the first)
+                raise
+            self._learn_stored(stored)
+
+    def _learn_stored(self, values: Mapping[str, str]) -> None:
+        """Learn what the store holds (nothing of it is saved again)."""
+        for value, kind in values.items():
+            self.learn(value, kind)
+            self._unsaved_values.pop(value, None)
+        self._unsaved = bool(self._unsaved_values)
 
     @classmethod
     def of_store(cls, store: BlobStore) -> SecretMemory:
@@ -339,34 +372,146 @@ class SecretMemory:
         memory = cls()
         for info in store.entries():
             if info.key.startswith(_KEY_PREFIX):
-                memory.learn_all(_stored_values(store, info.key))
+                record = _stored_record(store, info.key)
+                if record is not None:
+                    memory.learn_all(record.secrets)
         return memory
 
     def _read(self) -> dict[str, str]:
-        """The values the store holds for this session ({} when none, or when the stored form is unreadable)."""
-        assert self._store is not None and self._key is not None
-        return _stored_values(self._store, self._key)
+        """The values the store holds for this session: its base, then the records appended after it.
+
+        Raises CorruptRecord (naming the store and the key) for a record that is not whole or not what contextfold
+        writes, but for the newest record cut short: a save that never finished (the next save writes it again).
+        """
+        store, key = self._store, self._key
+        assert store is not None and key is not None
+        values: dict[str, str] = {}
+        self._through = self._base_bytes = self._appended = self._appended_bytes = self._slot = 0
+        bases: list[tuple[int, float, int, Record, int]] = []
+        cut: list[str] = []
+        for slot in (0, 1):
+            raw = _get(store, base_key(key, slot))
+            if raw is None:
+                continue
+            base = decode_record(raw, record_place(store, base_key(key, slot)))
+            if base is None:
+                cut.append(base_key(key, slot))
+            else:
+                bases.append((base.through, base.saved_at or 0.0, slot, base, len(raw)))
+        if len(cut) > 1:
+            raise CorruptRecord(f"{record_place(store, key)}: both bases are cut short")
+        for place in cut:  # (a fold, or the first save, that never finished: the other base is read)
+            _log.warning("%s: the base is cut short (a save that never finished); left out", record_place(store, place))
+        if bases:
+            self._through, _, self._slot, base, self._base_bytes = max(bases, key=lambda b: (b[0], b[1]))
+            values.update(base.secrets)
+        self._next = self._read_appended(self._through + 1, values)
+        return values
+
+    def _read_appended(self, start: int, values: dict[str, str]) -> int:
+        """Read the records appended from number ``start`` into ``values``; the number of the next one to write."""
+        store, key = self._store, self._key
+        assert store is not None and key is not None
+        n = start
+        while (raw := _get(store, segment_key(key, n))) is not None:
+            record = decode_record(raw, record_place(store, segment_key(key, n)))
+            if record is None:
+                if _get(store, segment_key(key, n + 1)) is not None:
+                    raise CorruptRecord(f"{record_place(store, segment_key(key, n))}: the record is cut short, "
+                                        "and records follow it")
+                _log.warning("%s: the newest record is cut short (a save that never finished); left out",
+                             record_place(store, segment_key(key, n)))
+                break
+            values.update(record.secrets)
+            n += 1
+            self._appended += 1
+            self._appended_bytes += len(raw)
+        return n
 
     def save(self) -> bool:
-        """Write what was learned since the last save to the store, merged with what it holds; True when written."""
+        """Append what was learned since the last save to the store; True when written.
+
+        What other workers appended meanwhile is read first (and known here from then on). A store that may have
+        lost what it held (a Redis restarted empty) gets everything again, as a new base.
+        """
         if self._store is None:
             return False
         losses = _losses(self._store)
-        if not self._unsaved and (losses == self._losses_at_save or not self._values):
+        forgot = losses != self._losses_at_save
+        if not self._unsaved and (not forgot or not self._values):
             return False
         with self._lock:
-            self._losses_at_save = losses  # (a store that forgot gets all of it again: merged below)
-            merged = {**self._read(), **self._values}
-            document = {"format": _FORMAT, "saved_at": time.time(), "secrets": [[v, k] for v, k in merged.items()]}
-            assert self._key is not None
-            self._store.put(self._key, json.dumps(document, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+            if not self._loaded:
+                self._load()
+            self._losses_at_save = losses
+            if forgot:
+                self._learn_stored(self._read())
+                self._fold()
+                self._unsaved_values.clear()
+                self._unsaved = False
+                return True
+            if self._next == 1 and not self._base_bytes and self._first_base():
+                return True
+            for _ in range(_MAX_APPEND_TRIES):
+                theirs: dict[str, str] = {}
+                self._next = self._read_appended(self._next, theirs)
+                self._learn_stored(theirs)
+                if not self._unsaved_values or self._append(self._next):
+                    break
+            self._unsaved_values.clear()
             self._unsaved = False
-            # What another worker stored meanwhile is known here from now on too.
-            for value, kind in merged.items():
-                if value not in self._values:
-                    self.learn(value, kind)
-            self._unsaved = False
+            if self._appended >= MAX_SEGMENTS or self._appended_bytes >= max(self._base_bytes, _FOLD_MIN_BYTES):
+                self._fold()
             return True
+
+    def _append(self, n: int) -> bool:
+        """Write what is unsaved as record ``n``; False when another worker's record replaced it at once."""
+        store, key = self._store, self._key
+        assert store is not None and key is not None
+        raw = encode_record(self._unsaved_values.items(), time.time())
+        store.put(segment_key(key, n), raw)
+        if _get(store, segment_key(key, n)) != raw:
+            return False  # (two workers appended under one number: ours is written again under the next)
+        self._next, self._appended, self._appended_bytes = n + 1, self._appended + 1, self._appended_bytes + len(raw)
+        return True
+
+    def _first_base(self) -> bool:
+        """The first save of a memory the store does not hold: written as its base (one key for most sessions).
+
+        False when another worker's base replaced it at once (learned here: ours is then appended after it).
+        """
+        store, key = self._store, self._key
+        assert store is not None and key is not None
+        if store.exists(key) or store.exists(base_key(key, 1)):  # (another worker saved since this one loaded)
+            self._learn_stored(self._read())
+            return False
+        raw = encode_record(self._values.items(), time.time(), through=0)
+        store.put(key, raw)
+        if _get(store, key) != raw:
+            self._learn_stored(self._read())
+            return False
+        self._base_bytes = len(raw)
+        self._unsaved_values.clear()
+        self._unsaved = False
+        return True
+
+    def _fold(self) -> None:
+        """Write every value known here as a base, holding the records so far; then delete those records.
+
+        Into the base slot the current base is not in, whole, before the deletes: a fold cut short leaves the
+        current base and its records as they were; a process killed before the deletes leaves records the new base
+        holds already (never read again; deleted with the memory).
+        """
+        store, key = self._store, self._key
+        assert store is not None and key is not None
+        through = self._next - 1
+        raw = encode_record(self._values.items(), time.time(), through=through)
+        slot = 1 - self._slot if self._base_bytes else 0  # (the other base stays until the next fold)
+        store.put(base_key(key, slot), raw)
+        for n in range(self._through + 1, through + 1):
+            store.delete(segment_key(key, n))
+        self._through, self._base_bytes, self._appended, self._appended_bytes = through, len(raw), 0, 0
+        self._slot = slot
 
     def extend(self, entries: Iterable[tuple[str, str]]) -> None:
         """Learn ``(value, kind)`` pairs (a copy of another memory's values)."""
@@ -381,30 +526,24 @@ def _losses(store: BlobStore | None) -> int:
 
 
 def memory_saved_at(store: BlobStore, key: str) -> float | None:
-    """When the memory stored under ``key`` was last saved (seconds since the epoch), or None when not known."""
-    document = _document(store, key)
-    saved = document.get("saved_at") if isinstance(document, dict) else None
-    return float(saved) if isinstance(saved, int | float) and not isinstance(saved, bool) else None
+    """When the record stored under ``key`` (a memory's base or one appended) was saved, or None when not known."""
+    try:
+        record = _stored_record(store, key)
+    except CorruptRecord:
+        return None  # (its age is unknown: kept)
+    return record.saved_at if record is not None else None
 
 
-def _document(store: BlobStore, key: str) -> Any:
+def _get(store: BlobStore, key: str) -> bytes | None:
     from ..errors import RefNotFound
 
     try:
-        raw = store.get(key)
+        return store.get(key)
     except RefNotFound:
         return None
-    try:
-        return json.loads(raw.decode("utf-8", "surrogatepass"))
-    except (UnicodeDecodeError, ValueError):
-        return None
 
 
-def _stored_values(store: BlobStore, key: str) -> dict[str, str]:
-    """The values a stored memory holds ({} when none, or when the stored form is unreadable)."""
-    document = _document(store, key)
-    entries = document.get("secrets") if isinstance(document, dict) else None
-    if not isinstance(entries, list):
-        return {}
-    return {e[0]: e[1] for e in entries
-            if isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and isinstance(e[1], str)}
+def _stored_record(store: BlobStore, key: str) -> Record | None:
+    """The record under ``key`` (None when none, or cut short); CorruptRecord when it is no memory's record."""
+    raw = _get(store, key)
+    return None if raw is None else decode_record(raw, record_place(store, key))

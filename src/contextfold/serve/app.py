@@ -51,7 +51,7 @@ from .identity import (
 from .ops import Metrics, log_event
 from .replies import ReplyCollector
 from .retrieval import MAX_ROUNDS, RoundRelay, Split, answer, client_payload, split_reply, with_tools
-from .sessions import Backend, Conflict, Turn, follow_forks, open_turn, resolve_pointer, save_reply
+from .sessions import Backend, Conflict, Turn, follow_forks, open_turn, own_round, resolve_pointer, save_reply
 from .sse import SseEvent, SseSplitter, encode_event, events
 from .upstream import Upstream, UpstreamError, error_body, response_headers
 
@@ -320,7 +320,7 @@ class ServeApp:
         head = [{"role": "system", "content": exchange.instructions}] if exchange.instructions else []
         opening = session_id(scope, "opening", opening_fingerprint([*head, *exchange.items]))
         forked, state = await asyncio.to_thread(follow_forks, self.backend, opening, exchange,
-                                               lambda name: session_id(scope, "fork", name))
+                                               lambda name: session_id(scope, "fork", name), _tail_id(scope))
         return forked, None, state
 
     async def _turn(self, exchange: Exchange, headers: dict[str, str], scope: str, session: str,
@@ -328,8 +328,9 @@ class ServeApp:
                     loaded: SessionState | None = None) -> Response:
         api = exchange.api
         try:
+            # (a state loaded by _session_of: the session is named by its opening, a slid window finds it by its tail)
             turn = await asyncio.to_thread(open_turn, self.backend, exchange, session, continues=continues,
-                                           loaded=loaded)
+                                           loaded=loaded, tail_id=None if loaded is None else _tail_id(scope))
         except Conflict as exc:
             return self._error(api, 409, str(exc), param=exc.field, started=started, session=session)
         except BadRequest as exc:
@@ -436,7 +437,9 @@ class ServeApp:
         answers = [answer(turn.cm, name, arguments, call_id) for call_id, name, arguments in calls]
         for _call_id, name, _arguments in calls:
             self.metrics.retrieval_calls.labels(name).inc()
-        turn.cm.add(get_format(turn.exchange.format).decode(split.internal(turn.exchange.api, answers)))
+        # (Named as the request's newest item's: they leave the view when the client drops it, serve.provenance.)
+        round_messages = get_format(turn.exchange.format).decode(split.internal(turn.exchange.api, answers))
+        turn.cm.add(own_round(turn, round_messages))
         return self._resave(turn)
 
     async def _retrieval_rounds(self, turn: Turn, payload: dict[str, Any], headers: dict[str, str],
@@ -640,6 +643,11 @@ class _RoundFailed(Exception):
         super().__init__(response.status_code if response is not None else body)
         self.response = response
         self.body: dict[str, Any] = body or {}
+
+
+def _tail_id(scope: str) -> Callable[[str], str]:
+    """The pointer entry named by a session's newest fed item, for the caller ``scope`` (serve.sessions)."""
+    return lambda key: session_id(scope, "tail", key)
 
 
 def _error_payload(api: ApiName, status: int, body: Any) -> Any:

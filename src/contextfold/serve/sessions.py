@@ -44,6 +44,7 @@ from ..stores._records import stored_count
 from ..stores.session import SessionConflict, SessionState
 from .apis import INSTRUCTIONS_ID, BadRequest, Exchange, item_key
 from .config import ServeConfig
+from .provenance import SOURCES_MARK, Sources, decode_traced, message_id, slide_of
 
 if TYPE_CHECKING:
     from ..archive import Archive
@@ -51,8 +52,8 @@ if TYPE_CHECKING:
     from ..manager import ContextManager
     from ..tokens import MessageCounter
 
-__all__ = ["MAX_ATTEMPTS", "MAX_FORK_HOPS", "SOURCE", "Backend", "Conflict", "Turn", "follow_forks", "open_turn",
-           "resolve_pointer", "restore", "save_reply"]
+__all__ = ["MAX_ATTEMPTS", "MAX_FORK_HOPS", "MAX_SLIDE_PROBES", "SOURCE", "Backend", "Conflict", "Turn",
+           "follow_forks", "open_turn", "own_round", "resolve_pointer", "restore", "save_reply"]
 
 # The framework-history source of the proxy's clients (manager/reconcile.py).
 SOURCE = "serve"
@@ -61,6 +62,9 @@ MAX_ATTEMPTS = 8
 # Forks followed from an opening's session to the one a request belongs to: each hop is a conversation that parted
 # from the previous one's record; a bound keeps a request's loads few whatever clients do.
 MAX_FORK_HOPS = 16
+# A request whose opening is new is looked up as a slid window of the session whose newest fed item it holds: its
+# newest items are probed for that, at most this many (a turn adds a reply and its tool results, rarely more).
+MAX_SLIDE_PROBES = 16
 # Sessions past their age are deleted when the proxy starts and then at most this often (one SQL delete).
 PRUNE_INTERVAL_S = 3600.0
 # Message counters kept at once, least recently used dropped (Backend.counter): a few models per deployment.
@@ -227,6 +231,9 @@ class Turn:
     compactions_before: int = 0
     maskings_before: int = 0
     sent: Any = None
+    id_prefix: str = ""
+    converted: int = 0  # messages made of the client's items so far (their ordinals: serve.provenance)
+    traced: list[list[int]] = field(default_factory=list)  # per item fed: the ordinals of its messages
 
     def view(self) -> Any:
         """The view to send, in the API's shape (the Responses instructions left out: they have their own field)."""
@@ -240,34 +247,65 @@ class Turn:
         return cm.prepare(self.exchange.format, cache_breakpoints=self.exchange.caches)
 
 
-def follow_forks(backend: Backend, opening: str, exchange: Exchange,
-                 fork_id: Callable[[str], str]) -> tuple[str, SessionState]:
+def follow_forks(backend: Backend, opening: str, exchange: Exchange, fork_id: Callable[[str], str],
+                 tail_id: Callable[[str], str] | None = None) -> tuple[str, SessionState]:
     """The session a request named by its opening belongs to, with its state as loaded here.
 
     ``opening``: the session of the opening; ``fork_id``: the session id of a fork's name. The request belongs to a
-    session whose fed items it extends. When it parts from them (item ``i`` differs, or the request is shorter),
-    it belongs to the fork named by its items up to ``i`` (all of them, when shorter): another conversation that
-    opened alike. Forks of forks are followed the same way, ``MAX_FORK_HOPS`` at most.
+    session whose fed items it extends, or that it slid (:func:`~contextfold.serve.provenance.slide_of`: the client
+    dropped the oldest items after the ones it keeps, kept the newest, added new ones; only a session that maps its
+    fed items to its messages, so that it can drop theirs). When it parts from them otherwise (item ``i``
+    differs, or the request is shorter), it belongs to the fork named by its items up to ``i`` (all of them, when
+    shorter): another conversation that opened alike. Forks of forks are followed the same way, ``MAX_FORK_HOPS``
+    at most. ``tail_id``: the pointer entry named by a session's newest fed item (:func:`open_turn` writes it);
+    with it, a request whose opening was never served (a client that dropped its first user message) is looked up
+    as a slid window of the session whose newest fed item is among its ``MAX_SLIDE_PROBES`` newest items.
     """
     keys = [item_key(item) for item in exchange.items]
     session = opening
     for _ in range(MAX_FORK_HOPS):
         state = backend.sessions.load_state(session)
         known = _stored_keys(state.marks, session)
-        if known is None or keys[:len(known)] == known:
+        if known is None and tail_id is not None:
+            slid = _slid_session(backend, keys, tail_id)
+            if slid is not None:
+                return slid
+        if known is None or keys[:len(known)] == known or _slides(state, session, known, keys):
             return session, state
         parted = next((i for i, (a, b) in enumerate(zip(known, keys, strict=False)) if a != b), len(keys))
         session = fork_id(_digest(keys[:parted + 1]))
     return session, backend.sessions.load_state(session)
 
 
+def _slides(state: SessionState, session: str, known: list[str], keys: Sequence[str]) -> bool:
+    """Whether ``keys`` is a slid window of the session's fed items that it can follow (it maps them to messages)."""
+    return slide_of(known, keys) is not None and \
+        Sources.read(state.marks, _mark_place(session, SOURCES_MARK), len(known)) is not None
+
+
+def _slid_session(backend: Backend, keys: Sequence[str],
+                  tail_id: Callable[[str], str]) -> tuple[str, SessionState] | None:
+    """The session ``keys`` is a slid window of, found by the pointer of its newest fed item; None if none."""
+    for key in list(dict.fromkeys(reversed(keys)))[:MAX_SLIDE_PROBES]:
+        named = backend.sessions.load_state(tail_id(key)).marks.get("session")
+        if named is None:
+            continue
+        state = backend.sessions.load_state(named)
+        known = _stored_keys(state.marks, named)
+        if known and known[-1] == key and _slides(state, named, known, keys):
+            return named, state
+    return None
+
+
 def open_turn(backend: Backend, exchange: Exchange, session_id: str, *, continues: str | None = None,
-              loaded: SessionState | None = None) -> Turn:
+              loaded: SessionState | None = None, tail_id: Callable[[str], str] | None = None) -> Turn:
     """Load the session, feed it the request, prepare the view and save; redone from a fresh load on a conflict.
 
     ``continues``: the response id a Responses request continues (``previous_response_id``), whose session this
     is. ``loaded``: the session's state as a caller loaded it (:func:`follow_forks`), used for the first attempt (a
-    save refused as stale redoes it from a fresh load). Raises BadRequest for a history the formats reject,
+    save refused as stale redoes it from a fresh load). ``tail_id``: for a session named by its opening, the
+    pointer entry named by its newest fed item is set to it (:func:`follow_forks` finds a slid window by it; the
+    previous one is deleted, so a session keeps one). Raises BadRequest for a history the formats reject,
     Conflict for a continuation the session cannot take, StoreError when the stores stay unreachable.
     """
     backend.prune_sessions()  # (at most once per PRUNE_INTERVAL_S)
@@ -280,6 +318,8 @@ def open_turn(backend: Backend, exchange: Exchange, session_id: str, *, continue
             turn.version = backend.sessions.save(session_id, turn.cm.stored_messages(), state.version,
                                                  marks=turn.marks)
             turn.attempts, turn.conflicts = attempt, conflicts
+            if tail_id is not None:
+                _point_tail(backend, session_id, _stored_keys(state.marks, session_id), turn.marks, tail_id)
             return turn
         except SessionConflict:
             conflicts += 1
@@ -292,6 +332,21 @@ def open_turn(backend: Backend, exchange: Exchange, session_id: str, *, continue
     raise StoreError(f"session {session_id!r} kept conflicting after {MAX_ATTEMPTS} attempts")
 
 
+def _point_tail(backend: Backend, session_id: str, before: list[str] | None, marks: Mapping[str, str],
+                tail_id: Callable[[str], str]) -> None:
+    """Point the entry named by the session's newest fed item at it; delete the one of the previous newest."""
+    known = _stored_keys(marks, session_id)
+    if not known or (before and before[-1] == known[-1]):
+        return
+    pointer = tail_id(known[-1])
+    backend.sessions.save(pointer, [], backend.sessions.load_state(pointer).version, marks={"session": session_id})
+    delete = getattr(backend.sessions, "delete", None)
+    if before and callable(delete):
+        old = tail_id(before[-1])
+        if backend.sessions.load_state(old).marks.get("session") == session_id:
+            delete(old)
+
+
 def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[Any], version: int,
           marks: dict[str, str], continues: str | None) -> Turn:
     from ..formats import get_format
@@ -300,12 +355,23 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
     wire = get_format(exchange.format)
     keys = [item_key(item) for item in exchange.items]
     known = _stored_keys(marks, session_id)
+    sources = slide = None
+    if exchange.handle is None and known is not None:
+        sources = Sources.read(marks, _mark_place(session_id, SOURCES_MARK), len(known))
+        slide = None if sources is None else slide_of(known, keys)
+    dropped: set[str] = set()
+    if slide is not None and sources is not None and known is not None:
+        # The client dropped items the session was fed: the session goes on, and their messages leave its view.
+        dropped = sources.dropped(*slide)
+        sources.without(*slide)
+        known = [*known[:slide[0]], *known[slide[1]:]]
     if exchange.handle is None:
         fresh_keys = keys[len(known):] if known is not None and keys[:len(known)] == known else keys
     else:
         fresh_keys = keys
     tools = exchange.body.get("tools")
-    cm = backend.manager(session_id, exchange.model, id_prefix=f"{session_id}:{version}.{_digest(fresh_keys)}",
+    id_prefix = f"{session_id}:{version}.{_digest(fresh_keys)}"
+    cm = backend.manager(session_id, exchange.model, id_prefix=id_prefix,
                          tools=[t for t in tools if isinstance(t, Mapping)] if isinstance(tools, list) else ())
     schema = _response_format(exchange.body)
     if schema is not None:  # a structured-output schema travels with every request: counted with the view
@@ -315,11 +381,17 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
         names = {str((t.get("function") or {}).get("name") or t.get("name")) for t in cm.tools}
         cm.cache.names_retrieval_tools = backend.config.retrieval_tools or {
             "tool_output_cache", "tool_output_cache_grep"} <= names
+    gone: list[Any] = []
+    if dropped:  # (left out before adopting: the view the session goes on with is the client's less what it dropped)
+        gone = [m for m in stored if m.meta.get("id") in dropped]
+        stored = [m for m in stored if m.meta.get("id") not in dropped]
     if stored:
         cm.adopt(stored)
-        _ground(cm, session_id, marks, version)
+        if not gone:  # (a usage report is of the view it was sent with: not of this one)
+            _ground(cm, session_id, marks, version)
     turn = Turn(exchange, session_id, cm, version, marks, compactions_before=cm.compactions,
-                maskings_before=cm.maskings)
+                maskings_before=cm.maskings, id_prefix=id_prefix)
+    dropped_tokens = _archive_dropped(backend, cm, session_id, gone) if gone else 0
     if exchange.instructions:
         pin_head(cm, INSTRUCTIONS_ID, exchange.instructions)
     try:
@@ -329,6 +401,12 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
             outcome = reconcile(cm, SOURCE, exchange.items, key=item_key, convert=_converter(turn, wire))
             turn.fresh, turn.rebuilt = outcome.fresh, outcome.rebuilt
             marks["keys"] = json.dumps(keys)
+            if known is None or turn.rebuilt:
+                sources = Sources()
+            if sources is not None:
+                sources.extend(id_prefix, turn.traced)
+            # (A session saved before the map existed, or an item count it does not match: no map, no slide.)
+            marks[SOURCES_MARK] = sources.dumps() if sources is not None and len(sources.items) == len(keys) else ""
         else:
             items = _continuation(exchange, session_id, marks, keys, continues)
             if items:
@@ -342,8 +420,34 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
     # What the client's history holds, by our count before any cut: tokens saved = this - what is sent.
     stored_tokens = marks.get("client_tokens", 0)
     before = 0 if turn.rebuilt else stored_count(stored_tokens, _mark_place(session_id, "client_tokens"), "token count")
-    marks["client_tokens"] = str(before + turn.client_tokens)
+    marks["client_tokens"] = str(max(0, before - dropped_tokens) + turn.client_tokens)
     return turn
+
+
+def own_round(turn: Turn, messages: list[Any]) -> list[Any]:
+    """``messages`` of a retrieval round, named as the request's newest item's (they leave the view with it)."""
+    keys = _stored_keys(turn.marks, turn.session_id)
+    sources = Sources.read(turn.marks, _mark_place(turn.session_id, SOURCES_MARK), len(keys)) if keys else None
+    if sources is None or not sources.items:
+        return messages
+    ids = sources.claim_for_newest(len(messages))
+    turn.marks[SOURCES_MARK] = sources.dumps()
+    return [m.with_id(i) for m, i in zip(messages, ids, strict=True)]
+
+
+def _archive_dropped(backend: Backend, cm: ContextManager, session_id: str, gone: list[Any]) -> int:
+    """Archive the messages a client dropped (redacted as the session redacts); their tokens as counted.
+
+    Only them, not the whole view (a rewrite of the view archives all of it: a client with a large window that
+    slides each turn would archive its whole window every turn). What compaction or masking made of them goes with
+    them; a summary stays (contextfold's note, bounded).
+    """
+    tokens = sum(cm.counter.count_message(m) for m in gone)
+    redactor = cm.redactor
+    redacted = redactor.redact_messages(gone) if redactor is not None and hasattr(redactor, "redact_messages") \
+        else gone
+    backend.archive.archive_transcript(session_id, redacted)
+    return tokens
 
 
 def _mark_place(session_id: str, name: str) -> str:
@@ -401,7 +505,12 @@ def _converter(turn: Turn, wire: Any) -> Any:
     def convert(items: Sequence[Mapping[str, Any]]) -> list[Any]:
         # The model's replies come back in the client's history: a call cut at max_tokens must not make the
         # conversation unservable. A client's cache marks move every turn: kept, they would pile up past 4.
-        messages = [without_marks(m) for m in wire.decode(repair_reply_arguments(turn.exchange.format, items))]
+        # Each message is named by the turn and its ordinal, and each item's messages noted (serve.provenance).
+        decoded, owners = decode_traced(wire.decode, repair_reply_arguments(turn.exchange.format, items))
+        base = turn.converted
+        messages = [without_marks(m).with_id(message_id(turn.id_prefix, base + k)) for k, m in enumerate(decoded)]
+        turn.converted += len(messages)
+        turn.traced.extend([base + k for k in own] for own in owners)
         counter = turn.cm.counter
         turn.client_tokens += sum(counter.count_message(m) for m in messages)
         return list(messages)

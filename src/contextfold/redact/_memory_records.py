@@ -1,0 +1,133 @@
+"""How a session's secret memory is kept in its blob store: a base record and the records appended after it.
+
+A save used to rewrite the whole memory (every value learned so far) under one key: a session that learns thousands
+of secrets wrote quadratically many bytes (10,000 secrets, one save per 10: ~250 MB). Now a save writes only what
+is new, as a record of its own under the next key (``<memory key>.<n>``); every ``MAX_SEGMENTS`` records, or once
+they outweigh the base, they are folded into a base (``<memory key>`` or ``<memory key>.b``, in turn; each says
+through which record it holds, and the one holding more is read), so a load reads a bounded number of keys.
+
+Each record is a header line (``cf-secrets <format> <length> <crc32>``) and its JSON. A blob store's ``put`` is
+atomic; a record cut short anyway (a store that is not, a copy of the file cut) is told by its length: the newest
+record cut short, or a base cut short, is a save that never finished, left out (what was saved before it loads: the
+other base and the records after it were not deleted yet); any other record that is not whole, or whose checksum or
+JSON is wrong, is refused with a :class:`~contextfold.errors.CorruptRecord` naming the store and the key (a memory
+that forgot what it held would redact nothing of it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CorruptRecord
+
+if TYPE_CHECKING:
+    from ..cache.blobs import BlobStore
+
+__all__ = ["FORMAT", "MAX_SEGMENTS", "Record", "base_key", "decode_record", "encode_record", "memory_groups",
+           "record_place", "segment_key"]
+
+# The format of a record with a header (1 was a whole JSON document, read still).
+FORMAT = 2
+# Records after the base at most before they are folded into it: what a load reads is bounded (a key each).
+MAX_SEGMENTS = 32
+_MAGIC = b"cf-secrets"
+_HEADER_RE = re.compile(rb"cf-secrets (\d+) (\d+) ([0-9a-f]{8})\n")
+# The longest header: magic, format, a length of up to 20 digits, the checksum.
+_HEADER_MAX = len(_MAGIC) + 1 + 4 + 1 + 20 + 1 + 8 + 1
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One stored record: its values (value -> kind), when it was saved, and for a base the last record it holds."""
+
+    secrets: dict[str, str]
+    saved_at: float | None
+    through: int = 0
+
+
+def base_key(key: str, slot: int) -> str:
+    """The key of base ``slot`` (0 or 1).
+
+    A fold writes the slot the current base is not in, then deletes what it folded: a fold cut short leaves the
+    previous base and the records after it as they were.
+    """
+    return key if slot == 0 else f"{key}.b"
+
+
+def segment_key(key: str, n: int) -> str:
+    """The key of the ``n``-th record appended after the base ``key`` (1, 2, …)."""
+    return f"{key}.{n}"
+
+
+def record_place(store: BlobStore, key: str) -> str:
+    """Where a record is, for an error: the store's file when it has one, and the key."""
+    path = getattr(store, "path", None)
+    return f"{path if path is not None else type(store).__name__}, secret memory record {key!r}"
+
+
+def encode_record(secrets: Iterable[tuple[str, str]], saved_at: float, through: int | None = None) -> bytes:
+    """The bytes of a record of ``secrets`` (a base when ``through`` is given)."""
+    document: dict[str, Any] = {"saved_at": saved_at, "secrets": [[v, k] for v, k in secrets]}
+    if through is not None:
+        document["through"] = through
+    payload = json.dumps(document, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return b"%s %d %d %08x\n" % (_MAGIC, FORMAT, len(payload), zlib.crc32(payload)) + payload
+
+
+def decode_record(raw: bytes, place: str) -> Record | None:
+    """The record in ``raw``; None when it is cut short (a save that never finished). CorruptRecord otherwise.
+
+    A record of format 1 (one JSON document, no header) is read as a base holding no appended record.
+    """
+    if raw[:1] == b"{":
+        return _record(_json(raw, place), place)
+    if not _MAGIC.startswith(raw[:len(_MAGIC)]):
+        raise CorruptRecord(f"{place}: not a secret memory record (it starts {raw[:16]!r})")
+    header = _HEADER_RE.match(raw)
+    if header is None:
+        if b"\n" not in raw[:_HEADER_MAX]:
+            return None  # (cut inside its header)
+        raise CorruptRecord(f"{place}: the record's header is not one contextfold writes")
+    if int(header[1]) != FORMAT:
+        raise CorruptRecord(f"{place}: a record of format {int(header[1])}, this release reads {FORMAT} (and 1)")
+    payload = raw[header.end():]
+    length = int(header[2])
+    if len(payload) < length:
+        return None
+    if len(payload) > length or zlib.crc32(payload) != int(header[3], 16):
+        raise CorruptRecord(f"{place}: the record's checksum or length does not match its content")
+    return _record(_json(payload, place), place)
+
+
+def _json(data: bytes, place: str) -> Any:
+    try:
+        return json.loads(data.decode("utf-8", "surrogatepass"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise CorruptRecord(f"{place}: not the JSON of a secret memory") from None
+
+
+def _record(document: Any, place: str) -> Record:
+    entries = document.get("secrets") if isinstance(document, dict) else None
+    if not isinstance(entries, list) or not all(
+            isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and isinstance(e[1], str) for e in entries):
+        raise CorruptRecord(f"{place}: no list of [value, kind] pairs")
+    saved = document.get("saved_at")
+    through = document.get("through", 0)
+    if type(through) is not int or through < 0:
+        raise CorruptRecord(f"{place}: 'through' is no record number")
+    return Record({e[0]: e[1] for e in entries},
+                  float(saved) if isinstance(saved, int | float) and not isinstance(saved, bool) else None, through)
+
+
+def memory_groups(keys: Iterable[str], prefix: str) -> Mapping[str, list[str]]:
+    """The keys of each memory among ``keys`` (its base and records), by the tag after ``prefix``."""
+    groups: dict[str, list[str]] = {}
+    for key in keys:
+        if key.startswith(prefix):
+            groups.setdefault(key[len(prefix):].partition(".")[0], []).append(key)
+    return groups
