@@ -128,7 +128,9 @@ class SessionSecrets:
 
     def read_ahead(self) -> None:
         """Learn the whole outputs noted since the last catch-up (the background thread, while the agent waits)."""
-        if self.redactor is None:
+        # (Most turns have none: past half the soft threshold add() learns the outputs it cuts. A ref noted while
+        # this looks is taken by the next read-ahead or catch-up.)
+        if self.redactor is None or not self._pending_refs:
             return
         with self._learning:
             with self._lock:

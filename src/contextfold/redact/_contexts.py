@@ -97,6 +97,9 @@ _XML_ELEMENT = (r"(?i)<(?P<tag>(?:[A-Za-z_][\w.\-]*:)?(?:[A-Za-z_][\w.\-]*?)?"
 _COOKIE = r"(?i)(?:cookie:|;)[ \t]*(?P<name>[A-Za-z0-9_.\-]+)=(?P<v>[^;\s\"',]+)"
 _COOKIE_LOCATE = r"cook[i\u0131]e:|;"  # (where _COOKIE can match, in the lower-cased text)
 _COOKIE_HEADER = re.compile(r"(?i)cookie:")
+# What _COOKIE_HEADER matches becomes, lower-cased to the same length ("(?i)i" takes the dotless "ı"; "İ" lower-cases
+# to two characters; the Kelvin sign, which "(?i)k" takes, to "k").
+_COOKIE_HEADERS = ("cookie:", "cook\u0131e:")
 _SESSION_COOKIE = re.compile(r"(?i)sess|sid|auth|token|jwt|csrf|xsrf|remember|login|secret|key|credential")
 
 
@@ -209,7 +212,10 @@ CONTEXT_PATTERNS: tuple[SecretPattern, ...] = (
     # rules are: a header starting inside another's value is a match of its own. As the regex's finditer, it was
     # not taken, and `Cookie: sessionid=Cookie: sessionid=<value>` (the first turned down: its value is
     # `Cookie:`) kept the real value in clear.)
-    SecretPattern("session_cookie", re.compile(_COOKIE), ("cookie",), _accept_cookie, re.compile(_COOKIE_LOCATE)),
+    # (A match is taken only on a line with a "cookie:" header: Django's code says COOKIES and has a ";" on many
+    # lines, each tried, issue 22.)
+    SecretPattern("session_cookie", re.compile(_COOKIE), ("cookie",), _accept_cookie, re.compile(_COOKIE_LOCATE),
+                  requires=_COOKIE_HEADERS),
     # A capital "Bearer" or an Authorization header: lower-case prose ("a bearer of news") is not a header.
     pattern("bearer_token", r"Bearer(?<![A-Za-z0-9_]Bearer)[ \t]+(?P<v>[A-Za-z0-9\-._~+/]{16,}=*)", "bearer"),
     pattern("bearer_token", r"(?i)authorization:[ \t]*bearer[ \t]+(?P<v>[A-Za-z0-9\-._~+/]{16,}=*)", "authorization"),

@@ -84,6 +84,18 @@ def _at_heads(locate: re.Pattern[str], heads: frozenset[str] | None) -> _Check:
 
 def _located(pattern: SecretPattern, heads: frozenset[str] | None) -> _Check | None:
     """What a pattern with triggers must find in a text holding one (None: it may match wherever they are)."""
+    check = _where_located(pattern, heads)
+    required = pattern.requires
+    if not required:
+        return check
+    # (may_hold looks only at texts lower-cased to their own length: SecretPattern.requires holds there)
+    if check is None:
+        return lambda text, lowered, hits: any(r in lowered for r in required)
+    return lambda text, lowered, hits: any(r in lowered for r in required) and check(text, lowered, hits)
+
+
+def _where_located(pattern: SecretPattern, heads: frozenset[str] | None) -> _Check | None:
+    """:func:`_located` but for what ``pattern.requires``."""
     locate, needs = pattern.locate, pattern.needs
     if locate is not None:
         where = _at_heads(locate, heads)

@@ -59,6 +59,9 @@ _REMEMBER_CLEARED_MAX_BATCH = 1_000
 _AHEAD_SLICE_CHARS = 16_384
 # A batch's suspects have their strings up to this long cleared in bulk first (what redact_text remembers as plain).
 _CLEARED_MAX_CHARS = 256
+# A turn's batch looks up the scans of its text contents at least this long before the prefilter searches them (a
+# shorter one costs the prefilter less than the look-up), and remembers those it cleared (tool outputs: any length).
+_KNOWN_SCAN_MIN_CHARS = 256
 
 
 class TextRedactor(Protocol):
@@ -202,8 +205,8 @@ class MessageRedactor:
         only for what was learned since. Paced, it leaves the GIL to other threads between messages; returns how
         many messages were looked at.
         """
-        if not self.redactor.enabled:
-            return 0
+        if not self.redactor.enabled or (type(messages) is list and not messages):
+            return 0  # (past half the soft threshold add() redacts what it adds: most turns hand nothing)
         if not paced:
             # All at once (add() of a bulk, in the caller's thread): in bulk, one prefilter pass over the batch
             # instead of every message scanned on its own (it was a fifth of adding 100,000 recorded messages).
@@ -540,7 +543,11 @@ class MessageRedactor:
 
     def _redact_batch(self, items: list[Message]) -> list[Message]:
         """:meth:`redact_messages` of messages not redacted before: learn the batch, then redact, prefiltered."""
-        found = self._suspects(items)
+        scans = self.redactor._scans
+        # (A turn's batch, not a long history's transcript: its texts scanned before are looked up, and its cleared
+        # outputs are remembered as scanned, for the digests' blanking after.)
+        turn = len(items) <= _REMEMBER_CLEARED_MAX_BATCH
+        found = self._suspects(items, scans if turn else None)
         if found is None:
             if self.redactor.remember:
                 for m in items:
@@ -559,9 +566,6 @@ class MessageRedactor:
             return [done[i] if i in done else self.redact_message(m) for i, m in enumerate(items)]
         suspects |= remembered
         out: list[Message] = []
-        scans = self.redactor._scans
-        # (A turn's batch, not a long history's transcript: its outputs are not blanked for digests after.)
-        remember_cleared = len(items) <= _REMEMBER_CLEARED_MAX_BATCH
         for i, m in enumerate(items):
             if i in done:
                 out.append(done[i])
@@ -571,19 +575,26 @@ class MessageRedactor:
                 out.append(m)  # (no trigger, nothing remembered in it: clean at this generation)
                 if self.redactor.callback is None:
                     self.ledger.put(m, m, generation)
-                if remember_cleared and m.role == "tool" and isinstance(m.content, str) and m.content:
+                if turn and type(m.content) is str and m.content and (
+                        m.role == "tool" or len(m.content) >= _KNOWN_SCAN_MIN_CHARS):
                     # Its text holds no trigger and nothing any pattern needs: no finding, as _scan would say (and
                     # scan_words records for words). A digest's blanking of the output then finds it scanned
-                    # (issue 22: the read-ahead scanned again the outputs add() had cleared in bulk).
+                    # (issue 22: the read-ahead scanned again the outputs add() had cleared in bulk), and so does
+                    # the next batch holding the same text (a session's system prompt is the last one's).
                     scans.put(m.content, ())
         return out
 
-    def _suspects(self, items: list[Message]) -> tuple[set[int], list[str | None]] | None:
+    def _suspects(self, items: list[Message],
+                  scans: ScanCache | None = None) -> tuple[set[int], list[str | None]] | None:
         """The messages the patterns' prefilter cannot clear, with the texts it searched; None when it cannot work.
 
         Texts are each message's strings joined, in order (what :meth:`_remembered_of` searches next); None for a
         message whose arguments were decoded: those strings are made again then, not held for the whole batch. The
         texts are lowered and searched :data:`_PREFILTER_CHUNK_CHARS` at a time.
+
+        ``scans``: the patterns' scans, where a text content of :data:`_KNOWN_SCAN_MIN_CHARS` or more is looked up
+        first: scanned before (a session's system prompt, the same in the last session), its findings say whether
+        the message is a suspect, and only its other strings are searched (redaction reads each string on its own).
         """
         self.redactor.patterns  # noqa: B018 (resolves the patterns and the prefilter)
         if self.redactor._prefilter is None or self.redactor.callback is not None:
@@ -599,6 +610,14 @@ class MessageRedactor:
                 strings = []
             text = SEPARATOR.join(strings)
             texts.append(None if decoded else text)
+            content = m.content
+            if scans is not None and type(content) is str and len(content) >= _KNOWN_SCAN_MIN_CHARS and strings:
+                known = scans.get(content)
+                if known is not None:
+                    # (read_surface gives the text content first; the prefilter reads the strings after it)
+                    if known:
+                        suspects.add(i)
+                    text = SEPARATOR.join(itertools.islice(strings, 1, None))
             chunk.append(text)
             chunk_chars += len(text)
             if chunk_chars >= _PREFILTER_CHUNK_CHARS:

@@ -53,6 +53,9 @@ class SecretPattern:
     # With ``starts``: whether ``accept`` turns down whatever the regex matches at the run ``text[start:end]``, told
     # from the run alone (True only when sure), so that neither is run there (most runs are file paths).
     rejects: Callable[[str, int, int], bool] | None = None
+    # Lower-case strings one of which a text lower-cased to its own length holds wherever ``accept`` takes a match
+    # (the cookie rule's header): a text holding none has no finding, and the regex is not tried at its places.
+    requires: tuple[str, ...] = ()
 
     @classmethod
     def compile(cls, name: str, pattern: str, flags: int = 0) -> SecretPattern:

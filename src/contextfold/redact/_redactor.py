@@ -372,6 +372,8 @@ class Redactor:
                         continue
                 elif not need(lowered):
                     continue  # (what a pattern without triggers needs is cheaper to find than its matches)
+            if pattern.requires and same_length and not any(r in lowered for r in pattern.requires):
+                continue  # (what its accept needs is not in the text: no finding)
             located_heads = self._located_heads[priority] if hits is not None else None
             located = _head_starts(hits, located_heads) if located_heads is not None else None
             if located is not None and not located and same_length:

@@ -227,6 +227,16 @@ _NOT_TEXT_OPENINGS = frozenset(
 )
 
 
+# The runs _rejects_base64_run turns down by their first character and length alone, passed over where the runs are
+# found (a path opens with "/": 94% of the runs in the lm32b loop's stored outputs, issue 22): a first character
+# every opening pair of which is in _NOT_TEXT_OPENINGS, and a length that the "=" padding (two at most) cannot bring
+# to an AWS key's.
+_PASSED_OVER_RUNS = (
+    frozenset(ord(a) for a in _BASE64_ALPHABET if all(a + b in _NOT_TEXT_OPENINGS for b in _BASE64_ALPHABET)),
+    frozenset(range(_AWS_SECRET_CHARS - 2, _AWS_SECRET_CHARS + 1)),
+)
+
+
 def _rejects_base64_run(text: str, start: int, end: int) -> bool:
     """Whether :func:`_accept_base64_run` turns down a match at this run: no text when decoded, not an AWS key's length.
 
@@ -269,7 +279,8 @@ BUILTIN_PATTERNS: tuple[SecretPattern, ...] = (
     pattern("encoded_secret", _BASE64_RUN, accept=_accept_base64_run,
             needs=rf"[a-z0-9+/]{{{_ENCODED_MIN_CHARS},}}",
             # (A match starts a run of base64 characters: its look-behind refuses one inside a run.)
-            starts=ClassRuns.of_chars("A-Za-z0-9+/", _ENCODED_MIN_CHARS), rejects=_rejects_base64_run),
+            starts=ClassRuns.of_chars("A-Za-z0-9+/", _ENCODED_MIN_CHARS, _PASSED_OVER_RUNS),
+            rejects=_rejects_base64_run),
 )
 
 # A mapping key whose string value is a secret: `password`, `db_password`, `OPENAI_API_KEY`, `client-secret`, and
