@@ -139,12 +139,15 @@ class Masking:
         """
         if not self._steering.superseded:
             return None
-        from ..steering.resources import SupersededFold
-
         rule_for = self._steering.policies.resource_rule
         version, settled = self._view.version, self._view.prefix_pairs()
         kept = self._fold
-        fold = kept[1] if kept is not None and kept[0] == version and kept[1].pairs <= settled else SupersededFold()
+        if kept is not None and kept[0] == version and kept[1].pairs <= settled:
+            fold = kept[1]  # (most turns: the read-ahead kept it, and nothing is imported)
+        else:
+            from ..steering.resources import SupersededFold
+
+            fold = SupersededFold()
         if fold.pairs < settled:
             fold = fold.copy()  # (a kept fold never changes: the read-ahead may be copying it)
             fold.read(view, rule_for, pairs[fold.pairs : settled])
@@ -277,7 +280,7 @@ class Masking:
         return frozenset(out)
 
     def _apply(self, view: list[Message], result: Any) -> None:
-        from ..telemetry import CacheMasked
+        from ..telemetry.events import CacheMasked  # (the module itself: no package look-up on every masking)
 
         changes = {i: result.messages[i] for i in result.changed_indices}
         for i in result.masked_indices:

@@ -9,7 +9,8 @@ What the model sees is not redacted unless the configuration asks for it: the ag
 token it was given. Redaction protects what is exported and archived.
 
 This module redacts text and JSON-like structures (and a message's fields); messages as such, one by one or in bulk,
-go through the ledger of what each redacted to in :mod:`._messages`, which every :class:`Redactor` holds.
+go through the ledger of what each redacted to in :mod:`._messages`, which every :class:`Redactor` holds. A mapping's
+items go through the key rule of :mod:`._key_rule` (a key naming a secret makes its whole value one).
 """
 
 from __future__ import annotations
@@ -42,12 +43,13 @@ from ..messages import (
 from ..untrusted.regex import PatternTimeout
 from ._anchors import heads, lowered_heads
 from ._callback import CallbackMemo
-from ._gate import KEY_NAME_WORDS, PatternGate
+from ._gate import PatternGate
+from ._key_rule import key_rule_triggers, redact_item
 from ._ledger import SEPARATOR, joined_starts, search_joined
 from ._messages import MessageRedactor
 from ._provider_state import redact_provider_state
 from ._runs import class_runs
-from ._scans import Finding, ScanCache, scan_cache
+from ._scans import Finding, ScanCache, marker, scan_cache
 from ._triggers import TriggerFinder
 from .memory import LEARN_MIN_CHARS, MAX_LEARNED, PIECE_CHARS, SecretMemory
 
@@ -101,11 +103,6 @@ def _head_starts(hits: Mapping[str, list[int]] | None, wanted: frozenset[str]) -
     if len(found) <= 1:
         return found[0] if found else []
     return sorted({at for starts in found for at in starts})
-
-
-def marker(name: str) -> str:
-    """The text a secret of kind ``name`` is replaced with."""
-    return f"[REDACTED:{name}]"
 
 
 def _secret_span(m: re.Match[str]) -> tuple[int, int]:
@@ -271,7 +268,7 @@ class Redactor:
             # The key rule ({"db_pass": "…"} in meta or arguments) applies whatever the patterns: the bulk prefilter
             # must find its words even when no pattern's trigger holds them (builtin=False with the user's own
             # patterns cleared such messages unredacted while one by one they were redacted).
-            triggers += _key_rule_triggers(triggers)
+            triggers += key_rule_triggers(triggers)
             # Where each pattern's locating regex (or, without triggers, its need) can match: the strings its
             # matches start with, found in the triggers' pass (None: it searches the text; see ._anchors).
             located = tuple(heads(p.locate) if p.locate is not None else
@@ -674,30 +671,9 @@ class Redactor:
             return [self.redact_obj(v) for v in obj]
         return tuple(self.redact_obj(v) for v in obj)
 
-    def _redact_item(self, key: Any, value: Any) -> Any:
-        # {"password": "..."}: the key says the whole value is a secret, whatever it looks like.
-        if type(value) is str and isinstance(key, str) and not value.startswith("[REDACTED"):
-            says = _key_says(key)
-            if says is not None:
-                from .rules import is_placeholder, weak_value_ok
-
-                name, weak = says
-                if not is_placeholder(value, maybe_tag=False) and (weak is None or weak_value_ok(weak, value)):
-                    self.learn(value, name)
-                    return marker(name)
-            return self.redact_text(value)
-        if isinstance(key, str) and isinstance(value, str) and not value.startswith("[REDACTED"):
-            # (A str subclass: read as the key rule always read it.)
-            from .rules import SECRET_KEY, is_placeholder, weak_value_ok
-
-            m = SECRET_KEY.fullmatch(key)
-            weak = m.group("weak") if m is not None else None
-            if (m is not None and not is_placeholder(value, maybe_tag=False)
-                    and (weak is None or weak_value_ok(weak, value))):
-                name = "password" if m.group("pw") or m.group("wpw") else "api_key"
-                self.learn(value, name)
-                return marker(name)
-        return self.redact_obj(value)
+    # What redact_obj does with each item of a mapping: the key rule (see ._key_rule), bound here as a method (no
+    # call in between: every meta and extra item of every message goes through it).
+    _redact_item = redact_item
 
     def redact_json_string(self, text: str) -> str:
         """A JSON document (tool-call arguments) redacted so that it stays valid JSON.
@@ -875,39 +851,6 @@ class Redactor:
             text = texts[i]
             if gate.may_hold(text, lowered[i] if lowered is not None else text.lower()):
                 given.add(i)
-
-
-
-# What the key rule says of a mapping key: (the secret's kind, the weak key matched or None), None for a key that
-# names no secret. Keys repeat (every message's meta has the same few): asked once each, up to this many.
-_KEY_SAYS: dict[str, tuple[str, str | None] | None] = {}
-_KEY_SAYS_MAX = 4096
-
-
-def _key_rule_triggers(triggers: Sequence[str]) -> tuple[str, ...]:
-    """The key rule's words no trigger of ``triggers`` is part of, shortest first (``pass`` covers ``password``)."""
-    added: list[str] = []
-    for word in sorted(KEY_NAME_WORDS, key=len):
-        if not any(t in word for t in (*triggers, *added)):
-            added.append(word)
-    return tuple(added)
-
-
-def _key_says(key: str) -> tuple[str, str | None] | None:
-    """What :data:`~contextfold.redact.rules.SECRET_KEY` says of ``key`` (see ``Redactor._redact_item``)."""
-    try:
-        return _KEY_SAYS[key]
-    except KeyError:
-        pass
-    from .rules import SECRET_KEY
-
-    m = SECRET_KEY.fullmatch(key)
-    says = None if m is None else ("password" if m.group("pw") or m.group("wpw") else "api_key", m.group("weak"))
-    if len(key) <= _PLAIN_MAX_CHARS:  # (a key is a name: a long one is asked again, not kept)
-        if len(_KEY_SAYS) >= _KEY_SAYS_MAX:
-            _KEY_SAYS.clear()
-        _KEY_SAYS[key] = says
-    return says
 
 
 

@@ -1,5 +1,7 @@
 """What a redactor remembers of its scans: the findings of each text, and the messages found clean.
 
+A :class:`Finding` and the :func:`marker` it is replaced with live here, below every module that redacts.
+
 The findings of a text depend on the text and the patterns only (what was learned is applied after), so redactors
 with the same patterns share them: a transcript archived at compaction is redacted whole, and its messages were
 mostly scanned already, by an earlier transcript or on the background thread while the agent waited for its model.
@@ -17,7 +19,7 @@ from ..messages import Message
 if TYPE_CHECKING:
     from .rules import SecretPattern
 
-__all__ = ["Finding", "ScanCache", "scan_cache"]
+__all__ = ["Finding", "ScanCache", "marker", "scan_cache"]
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -27,6 +29,11 @@ class Finding:
     start: int
     end: int
     name: str
+
+
+def marker(name: str) -> str:
+    """The text a secret of kind ``name`` is replaced with."""
+    return f"[REDACTED:{name}]"
 
 
 # Scans remembered by text (issue 15): a transcript archived at compaction is redacted whole, and its messages were

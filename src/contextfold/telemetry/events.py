@@ -99,6 +99,18 @@ def _freeze(value: Any) -> Any:
     return value
 
 
+def freeze_values(fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` with each container value replaced by a frozen copy, in place.
+
+    What the caller changes later is not in the event built from them.
+    """
+    plain = _KEPT
+    for name, value in fields.items():
+        if type(value) not in plain:
+            fields[name] = _freeze(value)
+    return fields
+
+
 # event class -> the names of its own fields (all but COMMON_FIELDS), read once per class: every event is frozen
 # field by field as it is built, several times per prepare() (issue 22).
 _OWN_FIELDS: dict[type, tuple[str, ...]] = {}
@@ -123,11 +135,10 @@ class PendingEvent:
 
     __slots__ = ("cls", "fields")
 
-    def __init__(self, cls: type[Event], fields: dict[str, Any]) -> None:
-        plain = _PLAIN
-        for name, value in fields.items():
-            if type(value) not in plain:
-                fields[name] = _freeze(value)  # (a copy: what the caller changes later is not in the event)
+    def __init__(self, cls: type[Event], fields: dict[str, Any], *, frozen: bool = False) -> None:
+        """``frozen``: the caller froze every value already (:func:`freeze_values`): they are not walked again."""
+        if not frozen:
+            freeze_values(fields)
         self.cls = cls
         self.fields = fields
 

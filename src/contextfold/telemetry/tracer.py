@@ -29,7 +29,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from ._clock import new_span_id, utc_now
-from .events import Event, PendingEvent, SessionTrace, SpanEvent, Status, TriggerDecision
+from .events import Event, PendingEvent, SessionTrace, SpanEvent, Status, TriggerDecision, _freeze, freeze_values
 from .sinks import NullTelemetry, Telemetry
 
 __all__ = ["FixedClock", "SequentialIds", "Span", "Tracer", "trace_id_for_session"]
@@ -166,6 +166,7 @@ class Tracer:
         self._pending_noop = 0  # folded outside any span, waiting for the next root span
         self._noop_lock = threading.Lock()
         self._session: SessionTrace | None = None
+        self._sink_hooks: _SinkHooks | None = None
 
     def now(self) -> datetime:
         """Read the tracer's clock."""
@@ -220,18 +221,32 @@ class Tracer:
         :class:`~contextfold.telemetry.events.PendingEvent`); a trigger decision that triggered nothing is folded
         as :meth:`emit` folds it.
         """
-        parent = self.current_span()
-        fields = {"session_id": self.session_id, "trace_id": self.trace_id, "span_id": self._ids(),
-                  "parent_id": parent.span_id if parent is not None else None, "started_at": self._clock(), **data}
-        later = getattr(self.telemetry, "emit_later", None)
+        parent = _CURRENT_SPAN.get()
+        later = self._hooks().emit_later
         if later is not None and not (cls is TriggerDecision and not data.get("triggered")):
-            self._send_later(later, cls, fields)
+            # The common fields are the tracer's own strings and the clock's time: only the caller's are frozen.
+            fields = {"session_id": self.session_id, "trace_id": self.trace_id, "span_id": self._ids(),
+                      "parent_id": parent.span_id if parent is not None and parent.trace_id == self.trace_id else None,
+                      "started_at": self._clock(), **freeze_values(data)}
+            self._send_later(later, cls, fields, frozen=True)
             return
+        fields = {"session_id": self.session_id, "trace_id": self.trace_id, "span_id": self._ids(),
+                  "parent_id": parent.span_id if parent is not None and parent.trace_id == self.trace_id else None,
+                  "started_at": self._clock(), **data}
         self._deliver(cls(**fields), None)
 
-    def _send_later(self, later: Callable[[PendingEvent], Any], cls: type[Event], fields: dict[str, Any]) -> None:
+    def _hooks(self) -> _SinkHooks:
+        """The sink's optional methods, looked up once per sink object (several events and spans per call)."""
+        hooks = self._sink_hooks
+        telemetry = self.telemetry
+        if hooks is None or hooks.sink is not telemetry:
+            hooks = self._sink_hooks = _SinkHooks(telemetry)
+        return hooks
+
+    def _send_later(self, later: Callable[[PendingEvent], Any], cls: type[Event], fields: dict[str, Any], *,
+                    frozen: bool = False) -> None:
         try:
-            later(PendingEvent(cls, fields))
+            later(PendingEvent(cls, fields, frozen=frozen))
         except Exception:
             # Telemetry must never break the agent: count, log once per failure, carry on.
             self.emit_failures += 1
@@ -263,7 +278,9 @@ class Tracer:
         return _OpenSpan(self, name, kind, data)
 
     def _open(self, name: str, kind: str, data: dict[str, Any]) -> Span:
-        parent = self.current_span()
+        parent = _CURRENT_SPAN.get()
+        if parent is not None and parent.trace_id != self.trace_id:
+            parent = None  # (another session's span: see current_span)
         span = Span(name, self.trace_id, self._ids(), parent.span_id if parent else None, self._clock(), kind)
         if data:
             span.data.update(data)
@@ -280,13 +297,16 @@ class Tracer:
         if span.dropped:
             self._span_dropped(span)
             return
-        fields: dict[str, Any] = {"event": span.name, "span_kind": span.kind, "attributes": dict(span.data),
+        # (The span's own dict: the pending event and the event freeze a copy of it, so it is copied once.)
+        fields: dict[str, Any] = {"event": span.name, "span_kind": span.kind, "attributes": span.data,
                   "session_id": self.session_id, "trace_id": self.trace_id, "span_id": span.span_id,
                   "parent_id": span.parent_id, "started_at": span.started_at, "ended_at": max(span.started_at, end),
                   "status": span.status}
-        later = getattr(self.telemetry, "emit_later", None)
+        later = self._hooks().emit_later
         if later is not None:
-            self._send_later(later, SpanEvent, fields)  # (built on the sink's thread: one closes every prepare())
+            # (Built on the sink's thread: one closes every prepare(). Its attributes are the one value to freeze.)
+            fields["attributes"] = _freeze(span.data)
+            self._send_later(later, SpanEvent, fields, frozen=True)
             return
         self._send(SpanEvent(**fields))
 
@@ -322,8 +342,8 @@ class Tracer:
                 _log.exception("contextfold telemetry sink failed to wake")
 
     def _span_started(self, span: Span) -> None:
-        hook = getattr(self.telemetry, "span_started", None)
-        if callable(hook):
+        hook = self._hooks().span_started
+        if hook is not None:
             try:
                 hook(span)
             except Exception:
@@ -331,8 +351,8 @@ class Tracer:
                 _log.exception("contextfold telemetry sink failed on the start of %s", span.name)
 
     def _span_dropped(self, span: Span) -> None:
-        hook = getattr(self.telemetry, "span_dropped", None)
-        if callable(hook):
+        hook = self._hooks().span_dropped
+        if hook is not None:
             try:
                 hook(span)
             except Exception:
@@ -346,6 +366,19 @@ class Tracer:
             # Telemetry must never break the agent: count, log once per failure, carry on.
             self.emit_failures += 1
             _log.exception("contextfold telemetry sink failed on %s", event.name)
+
+
+class _SinkHooks:
+    """A sink's optional methods (``emit_later``, ``span_started``, ``span_dropped``), or None for those it lacks."""
+
+    __slots__ = ("emit_later", "sink", "span_dropped", "span_started")
+
+    def __init__(self, sink: Telemetry) -> None:
+        self.sink = sink
+        self.emit_later: Callable[[PendingEvent], Any] | None = getattr(sink, "emit_later", None)
+        started, dropped = getattr(sink, "span_started", None), getattr(sink, "span_dropped", None)
+        self.span_started: Callable[[Span], Any] | None = started if callable(started) else None
+        self.span_dropped: Callable[[Span], Any] | None = dropped if callable(dropped) else None
 
 
 class _OpenSpan:
