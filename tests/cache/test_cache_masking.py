@@ -282,7 +282,7 @@ def test_the_digest_of_a_long_output_reads_its_two_ends_and_says_so() -> None:
     # read-ahead. Its first and last lines are read (whole lines), the middle is left to the ref.
     from contextfold.cache import _digest
 
-    head = "\n".join(f"/srv/head/module_{n}.py: ok" for n in range(30))
+    head = "\n".join(f"/srv/head/module_{n}.py: ok" for n in range(40))
     middle = "\n".join(f"middle_name_{n} = {n}" for n in range(5_000))
     tail = "\n".join(["FAILED tests/test_tail.py::test_settle", "TailError: ACC-7731"])
     text = f"{head}\n{middle}\n{tail}"
@@ -306,7 +306,7 @@ def test_the_digest_of_a_long_output_reads_its_two_ends_and_says_so() -> None:
     assert "/srv/head/module_0.py" in placeholder and "middle_name" not in placeholder
     assert cache.get(ref) == text  # the whole output stays readable
     material = _digest.digest_material(text)
-    assert material.partial and {"TailError", "ACC-7731", "/srv/head/module_29.py"} <= set(material.items)
+    assert material.partial and {"TailError", "ACC-7731", "/srv/head/module_39.py"} <= set(material.items)
     assert not {"middle_name_2500", "2500"} & set(material.items)  # (the middle, far from both windows)
     short = _digest.digest_material("/srv/a.py failed")
     assert not short.partial and "/srv/a.py" in short.items

@@ -33,14 +33,10 @@ DIGEST_SEPARATOR = ", "
 # to 70K characters in the recorded SWE-agent sessions, was most of the read-ahead; 6,000 + 2,000 characters were
 # still most of its digest material, ~2/3 of it in outputs longer than 3,000). The head weighs more: listings,
 # search results and logs put what was asked for first; the tail holds the outcome (a test summary, an error).
-# A 40-token digest lists about a dozen items, five on average in the lm32b loop: the lm32b replay at 16K recalls
-# 4 of 10,197 needed facts fewer with 2,000 + 1,000 than with 6,000 + 2,000, and as few with 1,500 + 500 or
-# 1,000 + 500. An output of up to DIGEST_WHOLE_CHARS is read whole (its reading for a summary, when add() made one,
-# is the same text's: remembered); a longer one at its first 1,000 and last 500 characters (issue 22: those were
-# mostly words the process had not read, the outputs cut at write time above all, ~40% of the digest material).
-DIGEST_WHOLE_CHARS = 3_000
-DIGEST_HEAD_CHARS = 1_000
-DIGEST_TAIL_CHARS = 500
+# A 40-token digest lists about a dozen items: the lm32b replay at 16K recalls 4 of 10,197 needed facts fewer with
+# 2,000 + 1,000 than with 6,000 + 2,000 (and as few with 1,500 + 500 or 1,000 + 500).
+DIGEST_HEAD_CHARS = 2_000
+DIGEST_TAIL_CHARS = 1_000
 # Items that do not fit are skipped for shorter ones further down, up to this many (a bound on the counting).
 MAX_MISSES = 8
 # How much one mention weighs, by kind: what an agent needs again by exact spelling weighs most. Definitions carry
@@ -146,8 +142,8 @@ def digest_material(text: str) -> Material:
     """The digest's candidates of ``text``, best first (remembered by text): what :func:`output_digest` picks from.
 
     Ranked by kind × whole-word mentions, then by first appearance; the output's own call is not known yet, so
-    nothing is left out here. A text over :data:`DIGEST_WHOLE_CHARS` characters is read at its two ends, up to
-    :data:`DIGEST_HEAD_CHARS` and :data:`DIGEST_TAIL_CHARS` (``partial``).
+    nothing is left out here. A text over :data:`DIGEST_HEAD_CHARS` + :data:`DIGEST_TAIL_CHARS` characters is read
+    at its two ends (``partial``).
     """
     return _materials.get_or_compute(text_key(text), lambda: _rank(text), _size)
 
@@ -200,7 +196,7 @@ def digest_source(text: str) -> tuple[str, bool]:
     A window with no line end in it ends between words instead (minified JSON, a log of one line); one without
     even that reads nothing at that end.
     """
-    if len(text) <= DIGEST_WHOLE_CHARS:
+    if len(text) <= DIGEST_HEAD_CHARS + DIGEST_TAIL_CHARS:
         return text, False
     head_end = text.rfind("\n", 0, DIGEST_HEAD_CHARS)
     if head_end <= 0:
