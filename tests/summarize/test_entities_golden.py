@@ -2,9 +2,7 @@
 
 tests/golden/entities/corpus.json holds a hash of each generated text's entities by kind, bare numbers and digest
 material (``entity_corpus.reading_hash``), computed at 37c7cef. The texts are read in order with the process-wide
-memos as they come (words and lines remembered from the texts before), then again from empty memos. The digest
-material is read with the windows of 37c7cef (a long text's first 2,000 and last 1,000 characters; 1,000 + 500 since
-the thirteenth session): what is compared is how a window is read, not which.
+memos as they come (words and lines remembered from the texts before), then again from empty memos.
 """
 
 from __future__ import annotations
@@ -12,7 +10,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from entity_corpus import CORPUS_TEXTS, corpus_texts, reading_hash
 
 from contextfold.cache import _digest
@@ -27,10 +24,7 @@ def _forget() -> None:
     _digest._materials.clear()
 
 
-def test_every_generated_text_reads_as_it_did_before_the_rewrite(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_digest, "DIGEST_WHOLE_CHARS", 3_000)
-    monkeypatch.setattr(_digest, "DIGEST_HEAD_CHARS", 2_000)
-    monkeypatch.setattr(_digest, "DIGEST_TAIL_CHARS", 1_000)
+def test_every_generated_text_reads_as_it_did_before_the_rewrite() -> None:
     golden = json.loads(GOLDEN.read_text())
     texts = corpus_texts()
     assert len(golden) == len(texts) == CORPUS_TEXTS
