@@ -16,7 +16,7 @@ from ..answered import answered_indices
 from ..errors import InvalidHistory
 from ..messages import Message
 from ..pairing import ToolPair, pair_list
-from ._digest import digest_material, output_digest, ref_material
+from ._digest import Material, digest_material, output_digest, ref_material
 from .refs import ref_id_for
 
 if TYPE_CHECKING:
@@ -267,10 +267,12 @@ def _mask_one(message: Message, cache: OutputStore, digest_tokens: int = 0, know
 
 
 def _digested(ref_id: str, text: str | None, cache: OutputStore, digest_tokens: int, known: str,
-              counter: TokenCounter, secrets: SecretGuard | None) -> str:
+              counter: TokenCounter, secrets: SecretGuard | None, read: tuple[Material, Hashable] | None = None) -> str:
     """The placeholder of the output stored under ``ref_id`` (``text``: the output in hand, not stored yet).
 
     Built ahead by :func:`placeholder_ahead` when the session's secrets answer as they did then: looked up, not built.
+    ``read``: the digest material of ``text`` blanked, and the secrets' state it was blanked at, when the caller
+    has it (used at that state only).
     """
     memo: PlaceholderMemo | None = getattr(cache, "placeholders", None)
     key = (ref_id, known, digest_tokens, id(counter))
@@ -285,7 +287,9 @@ def _digested(ref_id: str, text: str | None, cache: OutputStore, digest_tokens: 
     # Its material was read when the output was added (issue 22): the stored output is read again only if not.
     # With the session's secrets, an output is read with them blanked (in hand or stored), and its items are
     # shown only when they hold no secret and no piece of one: a digest never lists a value bare.
-    if text is not None:
+    if text is not None and read is not None and read[1] == state:
+        material = read[0]  # (blanked and read at this very state: what the next line would do again)
+    elif text is not None:
         material = digest_material(secrets.blank(text) if secrets is not None else text)
     else:
         material = ref_material(ref_id, lambda: cache.get(ref_id), secrets.blank if secrets is not None else None,
@@ -369,13 +373,16 @@ class PlaceholderMemo:
 
 
 def placeholder_ahead(message: Message, cache: OutputStore, *, digest_tokens: int, known: str,
-                      counter: TokenCounter, secrets: SecretGuard | None = None) -> str | None:
+                      counter: TokenCounter, secrets: SecretGuard | None = None,
+                      material: tuple[Material, Hashable] | None = None) -> str | None:
     """Build the placeholder a masking would put in place of ``message``, and count it (for a background thread).
 
     The same placeholder :func:`mask_tool_outputs` writes with ``digest_tokens`` and the call's arguments ``known``;
     remembered by the cache (``cache.placeholders``), and its text counted by ``counter`` (which remembers counts):
     the masking turn only assembles the message and finds its count. The ref of an output not stored yet is the
     hash of its text (the output is stored when it is masked, not now). None for a message masking never takes.
+    ``material``: the digest material of the message's text with the secrets blanked, and the secrets' state it was
+    read at (``digest_state()``), when the caller read it (used for an output not stored, at that state only).
     """
     text = _text_of(message)
     if message.role != "tool" or text is None or not digest_tokens:
@@ -388,7 +395,7 @@ def placeholder_ahead(message: Message, cache: OutputStore, *, digest_tokens: in
         stage = getattr(cache, "stage", None)
         ref_id = stage(text) if stage is not None else ref_id_for(text.encode("utf-8", "surrogatepass"))
         in_hand = text
-    placeholder = _digested(ref_id, in_hand, cache, digest_tokens, known, counter, secrets)
+    placeholder = _digested(ref_id, in_hand, cache, digest_tokens, known, counter, secrets, material)
     counter.count(placeholder)
     return placeholder
 

@@ -6,7 +6,9 @@ Kept apart from :mod:`contextfold.manager` so that the runtime reads as the flow
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
+import operator
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -396,7 +398,28 @@ def coerce_messages(
     A provider dict's ``"meta"`` mapping becomes the message's ``meta`` (never sent to the provider), and a true
     ``protected_flag`` key in it marks the message protected, as ``Message(meta={"protected": True})`` does.
     """
-    return [_lift_meta(m, protected_flag) for m in _coerce(messages, format=format, start=start)]
+    coerced = _coerce(messages, format=format, start=start)
+    if protected_flag != "protected":
+        return [_lift_meta(m, protected_flag) for m in coerced]
+    # Only a caller's ``extra["meta"]`` is lifted then: the messages holding one are found by C loops (a resumed
+    # history of 100,000 messages, issue 22: ~50 ms as a call per message), each object given again lifted once.
+    holding = list(itertools.compress(itertools.count(), map(operator.contains, map(_EXTRA, coerced),
+                                                               itertools.repeat("meta"))))
+    if not holding:
+        return coerced
+    out = list(coerced)
+    lifted: dict[int, Message] = {}
+    for i in holding:
+        m = out[i]
+        done = lifted.get(id(m))
+        if done is None:
+            done = lifted[id(m)] = _lift_meta(m, protected_flag)
+        out[i] = done
+    return out
+
+
+# (What coerce_messages reads of each message, at C speed.)
+_EXTRA = operator.attrgetter("extra")
 
 
 def _lift_meta(message: Message, flag: str) -> Message:

@@ -14,6 +14,8 @@ from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ..telemetry._pace import GilPacer
+
 # Compaction modules are imported by the first compaction, not with the manager (issue 15: cold start).
 if TYPE_CHECKING:
     from ..cache import ToolOutputCache
@@ -44,9 +46,6 @@ ANSWERED_BUDGET_DIVISOR = 2
 # Below this many tokens per answered result a re-cut view would be little more than its reading note (the view
 # keeps about 200 tokens for notes): the results are then left to the compaction's last resort.
 MIN_ANSWERED_SHARE_TOKENS = 320
-# Of a tool output's digest material, the read-ahead scans this many first items for secrets (a digest of the default
-# 40 tokens lists about a dozen; items that do not fit are skipped for shorter ones further down).
-DIGEST_ITEMS_SCANNED_AHEAD = 32
 # After this many compactions failing in a row, automatic compaction pauses (circuit breaker).
 CIRCUIT_BREAKER_FAILURES = 3
 
@@ -90,22 +89,16 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
 
     Paced: the agent's thread never waits long for the GIL.
     """
-    from ..serialize import message_line
-    from ..summarize.digest import read_message
-    from ..telemetry._pace import GilPacer
-
     pacer = GilPacer()
     if extractive:
+        from ..summarize.digest import read_message
+
         for m in messages:
             if never_masked is None or not masked_before_summarized(m, never_masked):
                 read_message(m)
             pacer.tick()
     if outputs is not None:
-        from functools import partial
-
-        from ..cache._digest import digest_material, ref_material
-        from ..cache.masking import placeholder_ahead
-        from ._read_ahead import ScanningInBulk
+        from ._digests_ahead import read_digests  # (one import: a job's imports were ~15 us of a turn's, issue 22)
 
         if digests is None:
             # What stays in view beside each placeholder: the arguments of the output's call (read from this batch;
@@ -113,38 +106,12 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
             arguments = {c.id: c.arguments for m in messages for c in m.tool_calls} if digest_tokens else {}
             digests = [(m, arguments.get(m.tool_call_id or "", "")) for m in messages
                        if m.role == "tool" and not m.protected and isinstance(m.content, str)]
-        for m, known in digests:
-            if isinstance(m.content, str):
-                ref = m.meta.get("ref")
-                if isinstance(ref, str) and outputs.contains(ref):
-                    material = ref_material(ref, partial(outputs.get, ref),
-                                            redactor.blank if redactor is not None else None,
-                                            state=redactor.digest_state() if redactor is not None else None)
-                else:
-                    # As the masking will read it: with the session's secrets blanked (otherwise another text, and
-                    # the masking turn read it cold: 26 of lm32b's 1,624 outputs hold a password or a key).
-                    blanked = redactor.blank(m.content) if redactor is not None else m.content
-                    material = digest_material(blanked)
-                bulk = redactor is not None and hasattr(redactor, "scan_words")
-                if digest_tokens and counter is not None:
-                    # The placeholder itself, built and counted as the masking will (the same digest, each item it
-                    # weighs counted and checked for secrets, the answers remembered): the masking turn looks it up
-                    # (issue 22: counting and checking were a quarter of a masking turn). The items it asks the
-                    # secrets about are scanned in bulk, a few at a time, as the digest asks (see _read_ahead).
-                    guard = ScanningInBulk(redactor, material.items, known) if bulk else redactor
-                    placeholder_ahead(m, outputs, digest_tokens=digest_tokens, known=known, counter=counter,
-                                      secrets=guard)
-                elif bulk:
-                    # The items a digest most likely lists are checked for secrets then: scanned now (in bulk), the
-                    # masking turn finds the scans done (issue 22: a masking turn scanned ~40 items).
-                    redactor.scan_words(material.items[:DIGEST_ITEMS_SCANNED_AHEAD])
-                elif redactor is not None:
-                    for item in material.items[:DIGEST_ITEMS_SCANNED_AHEAD]:
-                        redactor.mentions_secret(item)
-                pacer.tick()
+        read_digests(digests, outputs, redactor, digest_tokens, counter, pacer)
     if redactor is not None:
         redactor.redact_ahead(messages if unredacted is None else unredacted)
     if archived:
+        from ..serialize import message_line
+
         for m in messages:
             if redactor is None or redactor.is_clean(m):  # (a redacted message is a new one, serialized then)
                 message_line(m)

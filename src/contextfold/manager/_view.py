@@ -8,6 +8,7 @@ encodings per wire format are kept. Anything that rewrites the middle (masking, 
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -31,6 +32,7 @@ CHECK_FIRST_MIN_MESSAGES = 10_000
 _ONE_ITEM_EACH = frozenset({"openai_chat"})
 # normalize() gives a call with no result a synthetic output of this kind (see ensure_call_outputs_present).
 _ABORTED_KIND = "aborted_output"
+_META_OF = operator.attrgetter("meta")
 # Kinds normalization reads (a rewrite that adds or removes one goes through replace()).
 _PLAIN_KINDS = frozenset({_ABORTED_KIND, BOUNDARY_KIND})
 
@@ -323,8 +325,11 @@ class View:
             elif m.role in self._settled_pinned:
                 self._settled_pinned[m.role] += n
 
-    def _track_aborted(self, messages: Iterable[Message]) -> None:
-        for m in messages:
+    def _track_aborted(self, messages: Sequence[Message]) -> None:
+        # (only the messages whose meta holds a kind are looked at, found by C loops: the first settle of a bulk add
+        # reads 100,000 messages here, most without one; ``m.kind`` of each was ~20-30 ms, issue 22)
+        for m in itertools.compress(messages, map(operator.contains, map(_META_OF, messages),
+                                                  itertools.repeat("kind"))):
             if m.kind == _ABORTED_KIND and m.tool_call_id:
                 known = self._aborted.setdefault(m.tool_call_id, [])
                 if not any(k is m for k in known):

@@ -258,6 +258,12 @@ class Ledger:
                 end = at + length
             missing.extend(range(end, len(items)))
             return out, missing
+        within = _runs_of(kept, items)  # (``items`` a run of the batch: the summary's input after a catch-up's batch)
+        if within is not None:
+            out = [None] * len(items)
+            for start, at, length in within:
+                out[at : at + length] = redacted[start : start + length]
+            return out, []
         # (Every kept message is alive while ``kept`` is held: an id found among them is that message.)
         found = dict(zip(map(id, kept), redacted, strict=True))
         out = list(map(found.get, map(id, items)))

@@ -251,10 +251,12 @@ class MessageRedactor:
         # recalled (or redacted) one by one. An entry made stale by the batch's learning is renewed by its group's
         # first copy, and the groups after it with the same entry take the renewed one.
         ledger = self.ledger
+        listed = messages if type(messages) is list else list(messages)
+        unrecorded = ledger.unrecorded(listed)
         firsts: dict[SameMessage, Message] = {}
         fresh: list[Message] = []
         plan: list[tuple[list[Message], SameMessage, tuple[Message, Message, int] | None, Message | None]] = []
-        for group in copy_groups(ledger.unrecorded(messages)):
+        for group in copy_groups(unrecorded):
             head = group[0]
             key = SameMessage(head)
             entry = ledger.by_content(key)  # (not recorded itself: only its content can be)
@@ -272,7 +274,9 @@ class MessageRedactor:
         del firsts
         if fresh:
             self._learn_fresh(fresh)
+        looked: list[Message] = [*fresh]  # (what is not known to redact to itself: looked up for the kept batch)
         if not plan:
+            self._keep_learned(listed, unrecorded, looked, self.redactor._generation())
             return
         # (each copy's id, in plan order, read by C loops: 97,000 copies of a repeated history, issue 22)
         all_ids = _ids_of(list(itertools.chain.from_iterable(map(_GROUP_OF, plan))))
@@ -292,7 +296,7 @@ class MessageRedactor:
                 entry = renewed.get(id(stale), stale)  # (renewed by an earlier copy: its entry is current)
                 if entry is None or entry[2] != self.redactor._generation():
                     head, rest, group_ids = group[0], group[1:], group_ids[1:]
-                    self._learn_copy(head, key, entry, clean_ids, ids_at)
+                    self._learn_copy(head, key, entry, clean_ids, ids_at, looked)
                     entry = ledger.get(head)  # (its own entry, found by the object)
                     renewed.setdefault(id(stale), entry)
             if entry is not None and entry[2] == ids_at and entry[1] is entry[0]:
@@ -307,22 +311,50 @@ class MessageRedactor:
                         continue  # (each one recorded so: the ids asked at C speed, issue 22)
                     for m in rest:
                         if m is redacted or m.meta.get(ID_KEY) not in clean_ids:
-                            self._learn_copy(m, key, entry, clean_ids, ids_at)
+                            self._learn_copy(m, key, entry, clean_ids, ids_at, looked)
                     continue
                 for m in rest:
                     own = m.meta.get(ID_KEY, _NO_ID)
                     if m is not redacted and (own is _NO_ID or own in clean_ids):
                         same.append(m)
                     else:
-                        self._learn_copy(m, key, entry, clean_ids, ids_at)
+                        self._learn_copy(m, key, entry, clean_ids, ids_at, looked)
             else:
                 for m in rest:
-                    self._learn_copy(m, key, entry, clean_ids, ids_at)
+                    self._learn_copy(m, key, entry, clean_ids, ids_at, looked)
         ledger.put_same(same, ids_at)
+        if self.redactor._generation() == ids_at:  # (else the copies recorded at ids_at are stale: not kept)
+            self._keep_learned(listed, unrecorded, looked, ids_at)
+
+    def _keep_learned(self, listed: list[Message], unrecorded: list[Message], looked: list[Message],
+                      generation: int) -> None:
+        """Keep what each of ``listed`` (the batch learned from) redacts to at ``generation`` for the next call.
+
+        The next bulk redaction is the summarizer's request, a run of the view the catch-up learned from: it takes
+        the results from the kept batch (``Ledger.from_batch``) instead of a look-up per message (issue 22). All but
+        ``looked`` (the messages read one by one) and those recorded before (not in ``unrecorded``) were recorded
+        as redacting to themselves; those are looked up here (renewed, or redacted, as ``redact_messages`` would).
+        Nothing is kept when a secret is learned on the way (nor with a callback, whose results are never kept).
+        """
+        if self.redactor.callback is not None:
+            return
+        if len(unrecorded) < len(listed):  # (recorded before: add() redacted them, maybe before a secret was learned)
+            fresh_ids = set(map(id, unrecorded))
+            looked = [*looked, *itertools.compress(listed, map(operator.not_, map(fresh_ids.__contains__,
+                                                                                     map(id, listed))))]
+        results, missing = self._known(looked, generation, kept=False)
+        for i in missing:
+            results[i] = self.redact_message(looked[i])
+        if self.redactor._generation() != generation:
+            return
+        # (each message takes its own result, or is itself: a get per message, with the message as the default)
+        found: dict[int, Message] = dict(zip(map(id, looked), cast("list[Message]", results), strict=True))
+        self.ledger.keep_batch(listed, tuple(map(found.get, map(id, listed), listed)), generation)
 
     def _learn_copy(self, m: Message, key: SameMessage, entry: tuple[Message, Message, int] | None,
-                    clean_ids: frozenset[str], ids_at: int) -> None:
+                    clean_ids: frozenset[str], ids_at: int, looked: list[Message]) -> None:
         """Learn from ``m``, a copy of the message of ``entry`` (``key``: its content): recalled, or redacted."""
+        looked.append(m)
         # (an id may hold a secret learned since)
         ids = clean_ids if self.redactor._generation() == ids_at else frozenset()
         if self._recall(m, ids, key, entry) is None:

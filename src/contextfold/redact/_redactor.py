@@ -625,6 +625,51 @@ class Redactor:
             else:
                 scans.put(word, ())  # (no trigger and no need of any pattern: no finding, as _scan would say)
 
+    def clean_words(self, words: Sequence[str]) -> set[str]:
+        """Those of ``words`` :meth:`mentions_secret` says no to now, found in bulk instead of asked one by one.
+
+        The prefilter reads the words not answered yet all at once (as :meth:`scan_words` does): one it clears has no
+        finding, and is clean when no remembered string occurs in it nor shares a piece with it. Their answers are
+        remembered as :meth:`mentions_secret` remembers its own; a word the prefilter does not clear is neither
+        scanned nor answered (ask :meth:`mentions_secret`, which scans it). Learns nothing. The read-ahead asks this
+        of each digest's next candidates (issue 22: a scan and an answer per word, ~18 us, were a seventh of it).
+        """
+        if not self.enabled:
+            return set(words)
+        self.patterns  # noqa: B018 (resolves the patterns and the prefilter)
+        if self._prefilter is None:
+            return set()
+        generation = self._generation()
+        known = self._mentioned
+        if known is None or known[0] is not self.memory:
+            known = self._mentioned = (self.memory, generation, {})
+        answers = known[2]
+        clean: set[str] = set()
+        fresh: list[str] = []
+        for word in dict.fromkeys(words):
+            found = answers.get(word)
+            if found is None:
+                if word:
+                    fresh.append(word)
+                else:
+                    clean.add(word)
+            elif not found[0] and found[1] == generation:
+                clean.add(word)
+        if not fresh:
+            return clean
+        suspects: set[int] = set()
+        self._suspect_texts(fresh, suspects, joined=True)  # (short words: one automaton call for all)
+        memory = self.memory if generation else None
+        for i, word in enumerate(fresh):
+            if i in suspects or (memory is not None and (memory.shares_piece(word) or memory.spans(word))):
+                continue
+            clean.add(word)
+            if len(word) <= _MENTIONED_MAX_CHARS:
+                if len(answers) >= _MENTIONED_MAX:
+                    answers.clear()
+                answers[word] = (False, generation)
+        return clean
+
     def safe_cut(self, text: str, at: int, *, keep_head: bool = True) -> int:
         """Where to cut ``text`` near ``at`` so that no secret is split: ``at``, or the edge of the secret there.
 

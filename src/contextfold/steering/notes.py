@@ -14,6 +14,8 @@ summary, and neither is an instruction the model could mistake for its own words
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -102,7 +104,15 @@ def receipt_message(text: str) -> Message:
 
 def without_receipts(messages: Sequence[Message]) -> list[Message]:
     """``messages`` without compaction receipts (a compaction replaces the old receipt with its own)."""
+    # (Only the messages whose meta holds a kind are looked at, found by C loops: a compaction of a 100,000-message
+    # view has at most one receipt among them, issue 22.)
+    kinded = map(operator.contains, map(_META_OF, messages), itertools.repeat("kind"))
+    if not any(m.kind == RECEIPT_KIND for m in itertools.compress(messages, kinded)):
+        return list(messages)
     return [m for m in messages if m.kind != RECEIPT_KIND]
+
+
+_META_OF = operator.attrgetter("meta")
 
 
 def insert_receipt(messages: Sequence[Message], receipt: Message) -> list[Message]:
