@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -11,6 +12,7 @@ import pytest
 from contextfold.exporters.base import InMemoryExporter
 from contextfold.telemetry import (
     BatchProcessor,
+    CacheDecision,
     CacheMasked,
     FanoutTelemetry,
     RecordingTelemetry,
@@ -94,3 +96,25 @@ def test_an_event_that_does_not_build_is_counted_as_failed(processor: BatchProce
     assert [e["name"] for e in processor.exporter.events] == ["cache.masked"]  # type: ignore[attr-defined]
     stats = processor.stats()
     assert (stats.accepted, stats.exported, stats.failed, stats.dropped, stats.in_flight) == (2, 1, 1, 0, 0)
+
+
+def _emit_deferred(tracer: Tracer, made_on: list[int]) -> None:
+    def reason() -> dict[str, object]:
+        made_on.append(threading.get_ident())
+        return {"reason": "mask: deferred r8x4w", "expected_saving": 12.5, "pricing": "claude-sonnet-4"}
+
+    with tracer.span("compact.call", kind="llm.call", call=2):
+        tracer.emit_deferred(CacheDecision, reason, action="mask", applied=False, tokens=9, tokens_freed=4)
+
+
+def test_fields_made_later_are_those_made_at_once(processor: BatchProcessor) -> None:
+    at_once: list[int] = []
+    later: list[int] = []
+    recorded = RecordingTelemetry()
+    _emit_deferred(_tracer(recorded), at_once)
+    _emit_deferred(_tracer(FanoutTelemetry([processor])), later)
+    assert processor.flush()
+    assert processor.exporter.events == [e.to_dict() for e in recorded.events]  # type: ignore[attr-defined]
+    # (made where the event is built: by a sink without ``emit_later`` at once, by the processor on its thread)
+    assert at_once == [threading.get_ident()] and len(later) == 1 and later != at_once
+    assert processor.exporter.events[0]["data"]["reason"] == "mask: deferred r8x4w"  # type: ignore[attr-defined]

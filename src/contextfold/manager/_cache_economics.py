@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -207,14 +208,21 @@ class CacheEconomics:
 
     def _emit(self, action: str, verdict: RewriteVerdict | None, *, tokens: int, freed: int, applied: bool,
               forced: bool, reason: str | None = None) -> None:
-        from ..telemetry import CacheDecision
+        from ..telemetry.events import CacheDecision  # (the module, not the package: no look-up through it)
 
-        self._tracer.emit_new(
-            CacheDecision, action=action, applied=applied, forced=forced, pricing=self.rates.model,
-            reason=reason or (f"{action}: {verdict.reason()}" if verdict is not None else action),
-            tokens=tokens, tokens_freed=freed,
-            invalidated_tokens=verdict.invalidated_tokens if verdict is not None else 0,
-            expected_saving=verdict.expected_saving if verdict is not None else 0.0,
-            invalidation_cost=verdict.invalidation_cost if verdict is not None else 0.0,
-            horizon_turns=verdict.horizon_turns if verdict is not None else 0.0,
-            replaces_forced=verdict.replaces_forced if verdict is not None else False)
+        # The reason's text and the verdict's figures are made where the event is built, on the telemetry thread
+        # when the sink has one: a masking turn decides and goes on (issue 22). All they read is frozen.
+        self._tracer.emit_deferred(
+            CacheDecision, partial(_decision_fields, action, verdict, reason, self.rates), action=action,
+            applied=applied, forced=forced, tokens=tokens, tokens_freed=freed)
+
+
+def _decision_fields(action: str, verdict: RewriteVerdict | None, reason: str | None,
+                     rates: CacheRates) -> dict[str, Any]:
+    """The fields of a ``compact.cache_decision`` read from its verdict (none: zeros) and the prices weighed at."""
+    if verdict is None:
+        return {"pricing": rates.model, "reason": reason or action}
+    return {"pricing": rates.model, "reason": reason or f"{action}: {verdict.reason()}",
+            "invalidated_tokens": verdict.invalidated_tokens, "expected_saving": verdict.expected_saving,
+            "invalidation_cost": verdict.invalidation_cost, "horizon_turns": verdict.horizon_turns,
+            "replaces_forced": verdict.replaces_forced}

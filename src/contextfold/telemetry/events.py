@@ -14,7 +14,7 @@ both are re-exported here.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
@@ -131,20 +131,28 @@ class PendingEvent:
     events and two spans (issue 22). A sink that exports on its own thread (:class:`~contextfold.telemetry.
     BatchProcessor`) takes a pending event instead (``emit_later``) and builds it there; the event is the one
     ``cls(**fields)`` gives now, as the containers among the fields are frozen copies taken when it was emitted.
+
+    ``make``, when given, makes the rest of the fields where the event is built (a reason's text, figures read from
+    a frozen verdict: :meth:`~contextfold.telemetry.Tracer.emit_deferred`); it reads only values that never change,
+    so the event is the one its fields made at once give.
     """
 
-    __slots__ = ("cls", "fields")
+    __slots__ = ("cls", "fields", "make")
 
-    def __init__(self, cls: type[Event], fields: dict[str, Any], *, frozen: bool = False) -> None:
+    def __init__(self, cls: type[Event], fields: dict[str, Any], *, frozen: bool = False,
+                 make: Callable[[], dict[str, Any]] | None = None) -> None:
         """``frozen``: the caller froze every value already (:func:`freeze_values`): they are not walked again."""
         if not frozen:
             freeze_values(fields)
         self.cls = cls
         self.fields = fields
+        self.make = make
 
     def build(self) -> Event:
         """The event."""
-        return self.cls(**self.fields)
+        if self.make is None:
+            return self.cls(**self.fields)
+        return self.cls(**self.fields, **freeze_values(self.make()))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

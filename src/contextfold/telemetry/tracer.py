@@ -221,19 +221,38 @@ class Tracer:
         :class:`~contextfold.telemetry.events.PendingEvent`); a trigger decision that triggered nothing is folded
         as :meth:`emit` folds it.
         """
-        parent = _CURRENT_SPAN.get()
         later = self._hooks().emit_later
+        fields = self._common_fields()
         if later is not None and not (cls is TriggerDecision and not data.get("triggered")):
             # The common fields are the tracer's own strings and the clock's time: only the caller's are frozen.
-            fields = {"session_id": self.session_id, "trace_id": self.trace_id, "span_id": self._ids(),
-                      "parent_id": parent.span_id if parent is not None and parent.trace_id == self.trace_id else None,
-                      "started_at": self._clock(), **freeze_values(data)}
+            fields.update(freeze_values(data))
             self._send_later(later, cls, fields, frozen=True)
             return
-        fields = {"session_id": self.session_id, "trace_id": self.trace_id, "span_id": self._ids(),
-                  "parent_id": parent.span_id if parent is not None and parent.trace_id == self.trace_id else None,
-                  "started_at": self._clock(), **data}
+        fields.update(data)
         self._deliver(cls(**fields), None)
+
+    def emit_deferred(self, cls: type[Event], make: Callable[[], dict[str, Any]], /, **data: Any) -> None:
+        """``emit_new(cls, **data, **make())``, ``make`` called where the event is built.
+
+        A sink that builds events on its own thread (``emit_later``) calls it there: what only the exported event
+        needs (a reason's text, figures read from a verdict) is not made on the agent's turn (issue 22). ``make``
+        must read only values that never change (a frozen verdict, strings), so that the event is the one made at
+        once. Not for trigger decisions (whether one is folded depends on its fields).
+        """
+        later = self._hooks().emit_later
+        if later is None:
+            self.emit_new(cls, **data, **make())
+            return
+        fields = self._common_fields()
+        fields.update(freeze_values(data))
+        self._send_later(later, cls, fields, frozen=True, make=make)
+
+    def _common_fields(self) -> dict[str, Any]:
+        """The fields :meth:`stamp` sets, for an event emitted now in the open span."""
+        parent = _CURRENT_SPAN.get()
+        return {"session_id": self.session_id, "trace_id": self.trace_id, "span_id": self._ids(),
+                "parent_id": parent.span_id if parent is not None and parent.trace_id == self.trace_id else None,
+                "started_at": self._clock()}
 
     def _hooks(self) -> _SinkHooks:
         """The sink's optional methods, looked up once per sink object (several events and spans per call)."""
@@ -244,9 +263,9 @@ class Tracer:
         return hooks
 
     def _send_later(self, later: Callable[[PendingEvent], Any], cls: type[Event], fields: dict[str, Any], *,
-                    frozen: bool = False) -> None:
+                    frozen: bool = False, make: Callable[[], dict[str, Any]] | None = None) -> None:
         try:
-            later(PendingEvent(cls, fields, frozen=frozen))
+            later(PendingEvent(cls, fields, frozen=frozen, make=make))
         except Exception:
             # Telemetry must never break the agent: count, log once per failure, carry on.
             self.emit_failures += 1
