@@ -236,6 +236,11 @@ class ToolOutputCache:
         self._ref_ids.stage(text, ref_id, data, count_lines(data))
         return ref_id
 
+    def staged_size(self, text: str) -> int | None:
+        """The bytes :meth:`put` of ``text`` will store (its ref's ``byte_size``) when it is staged, else None."""
+        staged = self._ref_ids.staged(text)
+        return None if staged is None else len(staged[1])
+
     def put(self, text: str | bytes) -> ToolOutputRef:
         """Store a whole output (once: identical outputs share a ref) and return its ref."""
         data = text if isinstance(text, bytes) else None

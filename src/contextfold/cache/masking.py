@@ -260,7 +260,21 @@ def _mask_one(message: Message, cache: OutputStore, digest_tokens: int = 0, know
         text = None
         extra_meta = {}
     if digest_tokens and counter is not None:
+        memo: PlaceholderMemo | None = getattr(cache, "placeholders", None)
+        key = (ref_id, known, digest_tokens, id(counter.counter))
+        built = memo.get(key) if memo is not None else None
+        # Built ahead whole for this very message (issue 22): the masked message the lines below would make, while
+        # the secrets answer as they did then and the output went where it was to go.
+        stored = extra_meta.get("original_bytes")
+        if (built is not None and built.masked is not None and built.masked[0] is message
+                and built.masked[2] == stored and built.state == (secrets.digest_state() if secrets is not None
+                                                                  else None)):
+            return built.masked[1]
         placeholder = _digested(ref_id, text, cache, digest_tokens, known, counter.counter, secrets)
+        built = memo.get(key) if built is not None and memo is not None else None
+        if (built is not None and built.masked is not None and built.masked[0] is message
+                and built.masked[2] == stored and built.masked[1].content is placeholder):
+            return built.masked[1]  # (the placeholder built ahead still holds: checked against what was learned)
     else:
         placeholder = masked_placeholder(ref_id)
     return message.with_content_and_meta(placeholder, kind="masked", ref=ref_id, **extra_meta)
@@ -332,11 +346,17 @@ def _still_holds(built: Built, secrets: SecretGuard | None, ref_id: str, text: s
 
 
 class Built(NamedTuple):
-    """A placeholder built, the secrets' state it was built at, and the words its digest asked the secrets about."""
+    """A placeholder built, the secrets' state it was built at, and the words its digest asked the secrets about.
+
+    ``masked``: the output message it was built for, that message masked (the placeholder in its place, its kind,
+    ref and the stored size in its meta) and that size (None: the output was stored already, and its meta has none
+    added), when the read-ahead built it (see :func:`placeholder_ahead`).
+    """
 
     placeholder: str
     state: Hashable
     asked: tuple[str, ...]
+    masked: tuple[Message, Message, int | None] | None = None
 
 
 class PlaceholderMemo:
@@ -397,7 +417,35 @@ def placeholder_ahead(message: Message, cache: OutputStore, *, digest_tokens: in
         in_hand = text
     placeholder = _digested(ref_id, in_hand, cache, digest_tokens, known, counter, secrets, material)
     counter.count(placeholder)
+    _masked_ahead(message, cache, ref_id, (ref_id, known, digest_tokens, id(counter)), placeholder, in_hand)
     return placeholder
+
+
+def _masked_ahead(message: Message, cache: OutputStore, ref_id: str, key: Hashable, placeholder: str,
+                  in_hand: str | None) -> None:
+    """Keep ``message`` masked with ``placeholder`` (stored under ``ref_id``) beside its memo entry (``key``).
+
+    The masked message is what :func:`_mask_one` makes of ``message`` once the output is stored: the turn that masks
+    it swaps it in instead of copying the message (issue 22: a masking turn's cost per output). Not kept when the
+    entry is another placeholder's (a secret learned meanwhile), nor for an output in hand whose stored size is
+    not known yet (not staged).
+    """
+    memo: PlaceholderMemo | None = getattr(cache, "placeholders", None)
+    built = memo.get(key) if memo is not None else None
+    if built is None or built.placeholder is not placeholder or (built.masked is not None
+                                                                 and built.masked[0] is message):
+        return
+    extra_meta: dict[str, int] = {}
+    size: int | None = None
+    if in_hand is not None:
+        staged_size = getattr(cache, "staged_size", None)
+        size = staged_size(in_hand) if staged_size is not None else None
+        if size is None:
+            return
+        extra_meta["original_bytes"] = size
+    masked = message.with_content_and_meta(placeholder, kind="masked", ref=ref_id, **extra_meta)
+    assert memo is not None
+    memo.put(key, built._replace(masked=(message, masked, size)))
 
 
 def _clear_inputs(view: list[Message], masked: Sequence[int], cache: OutputStore,

@@ -1,0 +1,44 @@
+"""A turn's catch-up keeps nothing for a bulk redaction (issue 22).
+
+A masking turn learns from the few messages added since the read-ahead (``Redactor.learn_from``, 2-5 of them). What a
+catch-up learned from is kept for the summarizer's request that may follow it (``test_redact_learned_batch``), which
+meant looking each message up in the ledger first; no summarizer's request is a run of a turn's few newest messages,
+so a small batch keeps nothing and asks the ledger nothing. What is redacted afterwards is unchanged.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from contextfold.messages import Message
+from contextfold.redact import Redactor
+from contextfold.redact._ledger import Ledger
+
+NONCE = "tUrnCaUgHt"  # (unique to this file: no cache of another test answers for it)
+TOKEN = "ghp_" + "Rk4Tq8Wn2Zp6Xm0Vc3Hb7Jd1Lf5Gs9Ny2Qa"
+
+
+def _turn() -> list[Message]:
+    return [Message("assistant", f"running the tests {NONCE}"),
+            Message("tool", f"export GITHUB_TOKEN={TOKEN}\nok {NONCE}", tool_call_id="c1"),
+            Message("user", f"and now {TOKEN[4:]} {NONCE}")]
+
+
+def test_a_turns_catch_up_asks_the_ledger_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    redactor = Redactor()
+    turn = _turn()
+    redactor.redact_messages(turn[:1])  # (add() redacted the first before the catch-up)
+    asked: list[int] = []
+    real = Ledger.current
+
+    def counting(self: Ledger, items: list[Message], generation: int) -> list[Message | None]:
+        asked.append(len(items))
+        return real(self, items, generation)
+
+    monkeypatch.setattr(Ledger, "current", counting)
+    redactor.learn_from(turn)
+    assert asked == []
+    oracle = Redactor(callback=lambda text: text)  # (no ledger: every message redacted whole)
+    oracle.learn_from(turn)
+    assert redactor.redact_messages(turn) == [oracle.redact_message(m) for m in turn]
+    assert TOKEN[4:] not in redactor.redact_messages(turn)[2].text
