@@ -84,7 +84,9 @@ class Masking:
         """
         if self.cache is None:
             return "skipped"
-        self._secrets.catch_up()  # a placeholder's digest must not quote a secret found elsewhere in the session
+        # A placeholder's digest must not quote a secret found elsewhere in the session. (Nothing kept for a summary:
+        # a compaction after this masking learns nothing more, and its request is looked up as any.)
+        self._secrets.catch_up(for_summary=False)
         view = self._view.normalized()
         # The view keeps its pairs and each message's tokens (issue 22): neither is derived again per masking turn.
         pairs, counts = self._view.pairs(), self._view.counts()

@@ -43,6 +43,12 @@ class SessionSecrets:
 
     def __init__(self, redactor: Any, cache: Any) -> None:
         self.redactor = redactor if redactor is not None and hasattr(redactor, "learn_from") else None
+        # (contextfold's own Redactor can learn without keeping its results for a summary: see catch_up)
+        self._keeps_learned = False
+        if self.redactor is not None:
+            from ..redact._redactor import Redactor
+
+            self._keeps_learned = isinstance(self.redactor, Redactor)
         self.cache = cache
         self._pending: list[Message] = []
         self._pending_refs: list[str] = []
@@ -68,8 +74,12 @@ class SessionSecrets:
                 return
         self._learn_split(messages)
 
-    def catch_up(self) -> None:
-        """Learn the secrets of everything noted since the last call, then save the memory to the session's store."""
+    def catch_up(self, *, for_summary: bool = True) -> None:
+        """Learn the secrets of everything noted since the last call, then save the memory to the session's store.
+
+        ``for_summary`` off (a masking's catch-up): the redactor keeps nothing for a summarizer's request, when it
+        is contextfold's (``Redactor.learn_from(keep=False)``); another redactor learns as it always does.
+        """
         if self.redactor is None:
             return
         with self._learning:
@@ -79,8 +89,10 @@ class SessionSecrets:
                 deferred, self._split_deferred = self._split_deferred, []
             if deferred:
                 self._learn_split(deferred)
-            if pending:
+            if pending and (for_summary or not self._keeps_learned):
                 self.redactor.learn_from(pending)  # (what add() or the read-ahead redacted is not read again)
+            elif pending:
+                self.redactor.learn_from(pending, keep=False)
             self._learn_stored(refs)
         self.save()
 

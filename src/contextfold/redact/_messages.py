@@ -62,10 +62,6 @@ _CLEARED_MAX_CHARS = 256
 # A turn's batch looks up the scans of its text contents at least this long before the prefilter searches them (a
 # shorter one costs the prefilter less than the look-up), and remembers those it cleared (tool outputs: any length).
 _KNOWN_SCAN_MIN_CHARS = 256
-# A catch-up of fewer messages than this keeps nothing for the next bulk redaction: a masking turn learns from the
-# few messages added since the read-ahead (2-5), which no summarizer's request is a run of, and keeping them meant
-# looking each up in the ledger first (issue 22: ~0.04 ms of a ~1.2 ms masking turn). The next use looks them up.
-_KEEP_LEARNED_MIN = 16
 
 
 class TextRedactor(Protocol):
@@ -236,11 +232,12 @@ class MessageRedactor:
             done += len(chunk)
         return done
 
-    def learn_from(self, messages: Iterable[Message]) -> None:
+    def learn_from(self, messages: Iterable[Message], *, keep: bool = True) -> None:
         """Learn every secret the patterns find in ``messages`` (their texts, arguments, meta and extra).
 
         What a session does before it writes text of its own (a summary, a digest): a value found in context
-        anywhere in the session is then known bare everywhere.
+        anywhere in the session is then known bare everywhere. ``keep`` off: nothing is kept for the next bulk
+        redaction (a masking's catch-up: no summarizer's request follows it, see ``_keep_learned``).
         """
         if not self.redactor.enabled or not self.redactor.remember:
             return
@@ -280,7 +277,8 @@ class MessageRedactor:
             self._learn_fresh(fresh)
         looked: list[Message] = [*fresh]  # (what is not known to redact to itself: looked up for the kept batch)
         if not plan:
-            self._keep_learned(listed, unrecorded, looked, self.redactor._generation())
+            if keep:
+                self._keep_learned(listed, unrecorded, looked, self.redactor._generation())
             return
         # (each copy's id, in plan order, read by C loops: 97,000 copies of a repeated history, issue 22)
         all_ids = _ids_of(list(itertools.chain.from_iterable(map(_GROUP_OF, plan))))
@@ -327,7 +325,7 @@ class MessageRedactor:
                 for m in rest:
                     self._learn_copy(m, key, entry, clean_ids, ids_at, looked)
         ledger.put_same(same, ids_at)
-        if self.redactor._generation() == ids_at:  # (else the copies recorded at ids_at are stale: not kept)
+        if keep and self.redactor._generation() == ids_at:  # (else the copies recorded at ids_at are stale)
             self._keep_learned(listed, unrecorded, looked, ids_at)
 
     def _keep_learned(self, listed: list[Message], unrecorded: list[Message], looked: list[Message],
@@ -338,10 +336,9 @@ class MessageRedactor:
         the results from the kept batch (``Ledger.from_batch``) instead of a look-up per message (issue 22). All but
         ``looked`` (the messages read one by one) and those recorded before (not in ``unrecorded``) were recorded
         as redacting to themselves; those are looked up here (renewed, or redacted, as ``redact_messages`` would).
-        Nothing is kept when a secret is learned on the way (nor with a callback, whose results are never kept), nor
-        for a batch of fewer than ``_KEEP_LEARNED_MIN`` messages.
+        Nothing is kept when a secret is learned on the way (nor with a callback, whose results are never kept).
         """
-        if self.redactor.callback is not None or len(listed) < _KEEP_LEARNED_MIN:
+        if self.redactor.callback is not None:
             return
         if len(unrecorded) < len(listed):  # (recorded before: add() redacted them, maybe before a secret was learned)
             fresh_ids = set(map(id, unrecorded))
