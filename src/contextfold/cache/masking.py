@@ -8,7 +8,7 @@ masked, so nothing is lost; the placeholder keeps ``tool_call_id`` (pair integri
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Hashable, Sequence
+from collections.abc import Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
@@ -372,6 +372,7 @@ class PlaceholderMemo:
     def __init__(self, max_entries: int = 4096) -> None:
         self.max_entries = max_entries
         self._entries: dict[Hashable, Built] = {}
+        self._masked: dict[int, tuple[Message, Message]] = {}  # id(output message) -> (it, it masked), built ahead
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -380,8 +381,21 @@ class PlaceholderMemo:
         """The placeholder built under ``key``, or None."""
         return self._entries.get(key)
 
+    def masked_for(self, messages: Iterable[Message]) -> list[Message]:
+        """The masked messages built ahead for ``messages`` (each given once: taken from here), in their order."""
+        out: list[Message] = []
+        for m in messages:
+            pair = self._masked.pop(id(m), None)
+            if pair is not None and pair[0] is m:
+                out.append(pair[1])
+        return out
+
     def put(self, key: Hashable, built: Built) -> None:
         """Remember ``built`` under ``key`` (as the newest)."""
+        if built.masked is not None:
+            if len(self._masked) >= self.max_entries:
+                self._masked.clear()
+            self._masked[id(built.masked[0])] = (built.masked[0], built.masked[1])
         entries = self._entries
         entries.pop(key, None)
         entries[key] = built

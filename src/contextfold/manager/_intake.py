@@ -381,6 +381,8 @@ class Intake:
             parts.append((warm_for_compaction, (messages, False, redactor, False, outputs,
                                                 manager.policy.mask_digest_tokens if masks else 0,
                                                 manager.counter.counter, None, digests, unredacted)))
+        if digests:
+            parts.append((manager._masking.encode_ahead, (digests,)))  # (the masked messages built: counted, encoded)
         if redactor is not None:
             parts.append((manager._secrets.read_ahead, ()))  # whole outputs cut before add() started reading
         if masks and manager.steering.superseded:

@@ -175,6 +175,18 @@ class Masking:
         return self._fold_ahead, (version, start, self._view.raw, self._view.prefix_pairs_from(start.pairs if start
                                                                                                is not None else 0))
 
+    def encode_ahead(self, outputs: Sequence[tuple[Message, str]]) -> None:
+        """Count and encode the masked messages the read-ahead built for ``outputs`` (a read-ahead part, after them).
+
+        The masking turn that swaps one in (``cache.masking``) then finds its count and its item in the view's
+        encodings made (:meth:`View.encode_ahead`).
+        """
+        if self.cache is None or not outputs:
+            return
+        masked = self.cache.placeholders.masked_for([m for m, _ in outputs])
+        if masked:
+            self._view.encode_ahead(masked)
+
     def _fold_ahead(self, version: int, start: SupersededFold | None, messages: Sequence[Message],
                     pairs: Sequence[ToolPair]) -> None:
         from ..steering.resources import SupersededFold

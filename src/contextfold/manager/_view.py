@@ -12,6 +12,7 @@ import itertools
 import operator
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from functools import partial
 from typing import Any
 
 from ..answered import answered_indices
@@ -30,6 +31,8 @@ CHECK_FIRST_MIN_MESSAGES = 10_000
 # rewrite re-encodes only the changed messages. The others may give one message several items (Responses: a turn's
 # function calls) or merge neighbours: the turns holding a change are encoded again.
 _ONE_ITEM_EACH = frozenset({"openai_chat"})
+# Messages encoded ahead (View.encode_ahead) kept at most: those never masked are dropped together beyond it.
+_AHEAD_MAX = 512
 # normalize() gives a call with no result a synthetic output of this kind (see ensure_call_outputs_present).
 _ABORTED_KIND = "aborted_output"
 _META_OF = operator.attrgetter("meta")
@@ -70,6 +73,10 @@ class View:
         # wire format -> its encodings of the settled prefix, in the list prepare() last returned (see _handed)
         self._encoded: dict[str, HandedList[dict[str, Any]]] = {}
         self._handed_messages: HandedList[Message] = HandedList(one_each=True)
+        # The wire formats encoded so far, and messages encoded ahead for them, alone, by (format, id(message)): the
+        # masked messages the read-ahead built, which a masking's rewrite puts in place of one item (see encode_ahead).
+        self._wires: dict[str, Any] = {}
+        self._ahead: dict[tuple[str, int], tuple[Message, dict[str, Any]]] = {}
         self._call_ids: Counter[str] = Counter()  # ids of the tool calls in the view, to spot orphans on arrival
         self.dropped: list[Message] = []  # messages normalization removed for good, not yet archived
         self._tail_cache: tuple[tuple[int, int, int, int], list[Message]] | None = None
@@ -175,10 +182,38 @@ class View:
         handed = self._encoded.get(wire.NAME)
         if handed is None:
             handed = self._encoded[wire.NAME] = HandedList(one_each=wire.NAME in _ONE_ITEM_EACH)
+            if wire.NAME in _ONE_ITEM_EACH:
+                self._wires[wire.NAME] = wire
         tail: list[dict[str, Any]] = wire.encode(self._normalized_tail())
         if extra:
             tail.extend(extra)
-        return handed.hand(self._settled, lambda start, end: wire.encode(self._messages[start:end]), tail)
+        return handed.hand(self._settled, partial(self._piece, wire), tail)
+
+    def _piece(self, wire: Any, start: int, end: int) -> list[dict[str, Any]]:
+        """``wire.encode`` of the stored messages ``start`` to ``end``; one message encoded ahead is taken as it is."""
+        if end - start == 1 and self._ahead:
+            m = self._messages[start]
+            found = self._ahead.pop((wire.NAME, id(m)), None)
+            if found is not None and found[0] is m:
+                return [found[1]]
+        encoded: list[dict[str, Any]] = wire.encode(self._messages[start:end])
+        return encoded
+
+    def encode_ahead(self, messages: Iterable[Message]) -> None:
+        """Count ``messages`` and encode each alone in the formats encoded so far that give one item a message.
+
+        For the background read-ahead: the masked messages it built (``cache.masking.placeholder_ahead``), which a
+        masking turn's rewrite then finds counted and encoded (issue 22: counting and encoding each masked output
+        were ~10 us of the turn's ~45 an output). An encoding is taken once, by the message itself; never changed.
+        """
+        if len(self._ahead) > _AHEAD_MAX:
+            self._ahead.clear()  # (the outputs a session ended before masking: a quarter of those read ahead)
+        for m in messages:
+            self.counter.count_message(m)
+            for name, wire in list(self._wires.items()):
+                items = wire.encode([m])
+                if len(items) == 1:
+                    self._ahead[(name, id(m))] = (m, items[0])
 
     def handed(self) -> list[Message]:
         """:meth:`normalized` for a caller to keep or change: the one returned last time when it was let go unchanged.
