@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 from contextfold import _background
-from contextfold.formats import get_format
-from contextfold.formats import openai_chat
+from contextfold.formats import get_format, openai_chat
 from contextfold.manager import ContextManager
 from contextfold.messages import Message, ToolCall
 from contextfold.telemetry import RecordingTelemetry
