@@ -391,8 +391,7 @@ class MessageRedactor:
         for k, i in enumerate(clear):
             if k in remembered:
                 self.redact_message(items[i])  # (a remembered string in it: summary and transcript need it redacted)
-            else:
-                self.ledger.put(items[i], items[i], generation)
+        self.ledger.put_clean([items[i] for k, i in enumerate(clear) if k not in remembered], generation)
 
     def _clean_ids(self, ids: list[Any]) -> frozenset[str]:
         """Of ``ids`` (``meta["id"]`` values), the strings the prefilter shows redact to themselves, learning nothing.
