@@ -670,8 +670,20 @@ class MessageRedactor:
             return set()
         if len(learned) > _PREFILTER_MAX_LEARNED:
             return None
-        joined, starts = (SEPARATOR.join(texts), joined_starts(texts)) if whole is None else whole
         holding: set[int] = set()
+        if whole is None:
+            # (The ASCII texts apart: joined, they stay one byte a character and are searched in one pass; one
+            # non-ASCII text in a chunk of tool outputs made the whole chunk wider, see ._ledger.search_joined.)
+            ascii_flags = list(map(str.isascii, texts))
+            if any(ascii_flags) and not all(ascii_flags):
+                for wanted in (True, False):
+                    indexes = [k for k, flag in enumerate(ascii_flags) if flag is wanted]
+                    chosen = [texts[k] for k in indexes]
+                    found: set[int] = set()
+                    search_joined(SEPARATOR.join(chosen), joined_starts(chosen), tuple(learned), found)
+                    holding.update(indexes[n] for n in found)
+                return holding
+        joined, starts = (SEPARATOR.join(texts), joined_starts(texts)) if whole is None else whole
         search_joined(joined, starts, tuple(learned), holding)
         return holding
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from ._anchors import repetitive
 
-__all__ = ["TriggerFinder", "automaton_available"]
+__all__ = ["TriggerFinder", "ascii_positions", "automaton_available"]
 
 # How long the interpreter's exit waits for the automaton's calls in flight (each is milliseconds: one text).
 _EXIT_WAIT_S = 2.0
@@ -70,7 +70,7 @@ class _Automaton:
         return text_found
 
 
-def _find(automaton: Any, lowered: str, *, overlapping: bool = False) -> list[tuple[int, int, int]]:
+def _find(automaton: Any, lowered: str | bytes, *, overlapping: bool = False) -> list[tuple[int, int, int]]:
     global _in_flight
     if threading.get_ident() == _MAIN_THREAD:  # (the thread that finalizes is never ended in a call: no gate)
         found: list[tuple[int, int, int]] = automaton.find_matches_as_indexes(lowered, overlapping)
@@ -114,6 +114,35 @@ def _shared_automaton(triggers: tuple[str, ...]) -> Any:
     if not automaton_available():
         return None
     return _Automaton(triggers)
+
+
+@lru_cache(maxsize=16)
+def _bytes_automaton(words: tuple[str, ...]) -> Any:
+    """An automaton of ``words`` over bytes, once per set of words (a session's remembered secrets: a few sets)."""
+    if not automaton_available():
+        return None
+    import ahocorasick_rs
+
+    return ahocorasick_rs.BytesAhoCorasick([w.encode("utf-8", "surrogatepass") for w in words],
+                                           implementation=ahocorasick_rs.Implementation.DFA)
+
+
+def ascii_positions(words: tuple[str, ...], text: str) -> list[int] | None:
+    """Where ``words`` occur in ``text`` (ASCII), not overlapping, in one pass; None without the automaton.
+
+    Every place where none is part of an earlier match: a text holding a word has a position in it unless that
+    occurrence overlaps a match (of a word not holding the separator of texts joined: the same text). None too
+    for a word that is empty, and at the interpreter's exit.
+    """
+    if not words or not all(words):
+        return None
+    automaton = _bytes_automaton(words)
+    if automaton is None:
+        return None
+    try:
+        return [start for _, start, _ in _find(automaton, text.encode("ascii"))]
+    except _AutomatonClosed:
+        return None
 
 
 @lru_cache(maxsize=16)
