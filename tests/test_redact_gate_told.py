@@ -28,22 +28,22 @@ def _suspects(redactor: Redactor, texts: list[str]) -> set[int]:
     return found
 
 
-@settings(max_examples=300, deadline=None)
+class _Untold(PatternGate):
+    def may_hold(self, text: str, lowered: str, read: Any = None, unmet: Any = ()) -> bool:
+        return PatternGate.may_hold(self, text, lowered)  # (reads and searches the text itself)
+
+
+_TOLD = Redactor(remember=False)
+_TOLD.patterns  # (resolves the prefilter and the gate)
+_ALONE = Redactor(remember=False)
+_ALONE.patterns
+_ALONE._gate.__class__ = _Untold
+
+
+@settings(max_examples=100, deadline=None)
 @given(st.lists(_texts, min_size=1, max_size=6))
 def test_the_gate_told_what_the_prefilter_read_clears_the_same_texts(texts: list[str]) -> None:
-    told = Redactor(remember=False)
-    told.patterns  # (resolves the gate)
-    alone = Redactor(remember=False)
-    alone.patterns
-    gate = alone._gate
-    plain = PatternGate.may_hold
-
-    class Untold(PatternGate):
-        def may_hold(self, text: str, lowered: str, read: Any = None, unmet: Any = ()) -> bool:
-            return plain(self, text, lowered)  # (reads and searches the text itself)
-
-    gate.__class__ = Untold
-    assert _suspects(told, texts) == _suspects(alone, texts)
+    assert _suspects(_TOLD, texts) == _suspects(_ALONE, texts)
 
 
 @pytest.mark.skipif(not automaton_available(), reason="the automaton is the optional extra contextfold[fast]")
@@ -63,3 +63,14 @@ def test_each_text_is_read_by_the_automaton_once(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(_triggers, "_find", counted)
     assert _suspects(redactor, texts) == set()
     assert calls == len(texts)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_texts, min_size=2, max_size=8))
+def test_short_texts_searched_joined_are_the_suspects_they_are_one_by_one(texts: list[str]) -> None:
+    from contextfold.redact import _redactor
+
+    joined = _suspects(_TOLD, texts)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_redactor, "_READ_JOINED_MAX_CHARS", 0)  # (every text read on its own)
+        assert _suspects(_TOLD, texts) == joined

@@ -119,6 +119,9 @@ PERSONAL_DATA_CHOICES = ("telemetry", "everywhere", "nowhere")
 # Texts shorter than this are scanned without the heads of the patterns' regexes (see ._anchors): a digest item,
 # an id or a short argument is searched at once, and asking the automaton for the heads too cost it ~5% more.
 _HEADS_MIN_CHARS = 256
+# The bulk prefilter reads texts shorter than this joined, in one automaton call (a session's user lines, tool calls'
+# arguments: two thirds of a cold compaction's texts, 7.3 ms one by one against 0.4 joined), the others one by one.
+_READ_JOINED_MAX_CHARS = 256
 # A text is cut around its secrets within this distance of the cut (more than any secret is long).
 _CUT_WINDOW_CHARS = 8192
 # mentions_secret remembers its answers for this many words at most, each this long at most (digest items).
@@ -879,8 +882,17 @@ class Redactor:
             # The pass that finds the triggers also finds the heads the gate asks for (issue 22: the gate read each
             # suspect again, a second pass over three quarters of a cold compaction's text); the reader's automaton
             # is not slower than the triggers' own. Where it cannot read a text (a lone surrogate), as before.
-            reads = [None if i in suspects else finder.read(text) for i, text in enumerate(lowered)]
-            suspects.update(i for i, (text, read) in enumerate(zip(lowered, reads, strict=True)) if i not in suspects
+            # Short texts are searched joined (no trigger holds the separator: each text holding one has a position
+            # in it); the gate reads the few of them that are suspects on its own.
+            short = [i for i, text in enumerate(lowered) if len(text) < _READ_JOINED_MAX_CHARS and i not in suspects]
+            chosen = [lowered[i] for i in short]
+            positions = finder.positions(SEPARATOR.join(chosen)) if len(short) > 1 else None
+            unread = suspects if positions is None else suspects.union(short)
+            if positions is not None:
+                short_starts = joined_starts(chosen)
+                suspects.update(short[bisect.bisect_right(short_starts, at) - 1] for at in positions)
+            reads = [None if i in unread else finder.read(text) for i, text in enumerate(lowered)]
+            suspects.update(i for i, (text, read) in enumerate(zip(lowered, reads, strict=True)) if i not in unread
                             and (read[0] if read is not None else finder.holds_any(text)))
         else:
             joined_text = joined_text or SEPARATOR.join(lowered or ())
