@@ -44,3 +44,17 @@ def test_one_pass_finds_every_text_holding_a_needle(texts: list[str], needles: l
         remembered = MessageRedactor(redactor)._remembered_in(texts)
         assert remembered is not None
         assert remembered == _plain(texts, tuple(redactor._learned))
+
+
+def test_the_needles_are_not_kept_after_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    # (the needles are a session's remembered secrets: a process-wide cache of automata would hold them past it)
+    monkeypatch.setattr(_ledger, "_ONE_PASS_MIN_CHARS", 0)
+    needles = tuple(f"{word}-{id(object())}" for word in ("k7q-secret", "k7q-other"))
+    texts = ["plain text", f"holds {needles[1]} here"]
+    before = sys.getrefcount(needles), [sys.getrefcount(n) for n in needles]
+    found: set[int] = set()
+    search_joined(SEPARATOR.join(texts), joined_starts(texts), needles, found)
+    assert found == {1}
+    assert (sys.getrefcount(needles), [sys.getrefcount(n) for n in needles]) == before
