@@ -32,6 +32,9 @@ _lock = threading.Lock()
 _pausing = 0  # compactions of the process pausing the collector now
 _resume = False  # whether the collector was running when the first of them began
 _held = threading.local()  # (``depth``: the pauses this thread holds)
+# Whether the collector has generations (None: not looked yet). A free-threaded build's has none, and its freeze
+# walks the heap: nothing is promoted there. (Looked up at the first pause's end: sysconfig is not imported for it.)
+_generational: bool | None = None
 
 
 def _pause() -> None:
@@ -63,7 +66,12 @@ def _promote_young() -> None:
     made during the pause are found by the next full collection instead (or any ``gc.collect()``). Not done when
     the application froze objects itself: ``unfreeze()`` would thaw them too.
     """
-    if gc.get_freeze_count() == 0:
+    global _generational
+    if _generational is None:
+        import sysconfig
+
+        _generational = not sysconfig.get_config_var("Py_GIL_DISABLED")
+    if _generational and gc.get_freeze_count() == 0:
         gc.freeze()
         gc.unfreeze()
 
