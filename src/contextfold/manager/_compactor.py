@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..telemetry._pace import GilPacer
+from ..telemetry._pace import READ_AHEAD_SLICE_S, GilPacer
 
 # Compaction modules are imported by the first compaction, not with the manager (issue 15: cold start).
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
 
     Paced: the agent's thread never waits long for the GIL.
     """
-    pacer = GilPacer()
+    pacer = GilPacer(READ_AHEAD_SLICE_S)  # (longer slices than the telemetry's: see there)
     if extractive:
         from ..summarize.digest import read_message
 
