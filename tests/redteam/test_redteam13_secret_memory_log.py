@@ -89,17 +89,19 @@ def test_a_save_cut_at_any_byte_never_loses_what_was_saved_before() -> None:
 
 
 def test_a_fold_cut_at_any_byte_never_loses_what_was_saved_before(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("contextfold.redact.memory.MAX_SEGMENTS", 4)  # (a fold every 4 records: a short test)
+    # (A fold once what follows the base outweighs it, however small: a short test. The levels' merges and their
+    # own cuts: test_redteam14_secret_memory_levels.py.)
+    monkeypatch.setattr("contextfold.redact.memory._FOLD_MIN_BYTES", 0)
     store = CountingStore()
     session = f"{NONCE}-fold"
     memory = SecretMemory(store, session)
     for i in range(4):  # (the base, then records up to one short of a fold)
-        memory.learn(_secret(i), "password")
+        memory.learn(_secret(i) * (20 if i == 0 else 1), "password")
         assert memory.save()
     before = SecretMemory(store, session).values()
     snapshot = {key: store.get(key) for key in _memory_keys(store)}
     store.puts.clear()
-    memory.learn(_secret(5_000), "token")
+    memory.learn(_secret(5_000) * 40, "token")
     assert memory.save()  # (appends its record, then folds every record into the other base, then deletes them)
     everything = memory.values()
     (record_key, record), (fold_key, fold) = store.puts

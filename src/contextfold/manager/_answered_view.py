@@ -124,8 +124,12 @@ class AnsweredWidening:
         """The write-time cap of one output in a ``window``-token context (what a wider view is measured against)."""
         return self.cache.config.message_tokens(window)
 
-    def widen(self, view: View, *, room: int, limit: int) -> None:
-        """Show the answered outputs of ``view`` cut at write time wider, within ``room`` tokens, each ≤ ``limit``."""
+    def widen(self, view: View, *, room: Callable[[], int], limit: int) -> None:
+        """Show the answered outputs of ``view`` cut at write time wider, within ``room()`` tokens, each ≤ ``limit``.
+
+        ``room`` is asked once there is an output to widen, on exact counts: byte upper bounds (the tokenizer still
+        loading) would leave less room, and the view sent would depend on when the tokenizer finished loading.
+        """
         if limit <= 0:
             return
         # Only the tail is read (O(new messages), issue 22): the answered results and their call are always in it.
@@ -135,7 +139,8 @@ class AnsweredWidening:
         answered = [i - start for i in view.answered() if i >= start]
         if not any(widenable(tail[i]) for i in answered):
             return
-        wider = widen_answered(tail, room=room, limit=limit, cache=self.cache, counter=self.counter,
+        self.counter.wait_exact()
+        wider = widen_answered(tail, room=room(), limit=limit, cache=self.cache, counter=self.counter,
                                answered=answered)
         raw = view.raw
         for i, message in wider.items():

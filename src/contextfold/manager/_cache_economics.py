@@ -45,6 +45,7 @@ class CacheEconomics:
         self._session_id = session_id
         self._rates: CacheRates | None = None
         self.added_tokens = 0  # tokens of the messages added (after write-time truncation)
+        self._uncounted: list[Message] = []  # messages added while counts were byte bounds, to count exactly
         self.calls = 0
         self.previous_transient = False  # the last view prepared carried a message the next one changes back
         self.waited = False  # the last rewrite weighed waits for the cache to pay
@@ -76,9 +77,29 @@ class CacheEconomics:
             self._rates = cache_rates(model)
         return self._rates
 
+    def note_added(self, messages: Sequence[Message], tokens: int) -> None:
+        """``messages`` were added to the view, ``tokens`` by the manager's counter (after write-time truncation).
+
+        While the counter counts byte upper bounds (the tokenizer loading) they are kept and counted exactly before
+        a verdict reads the growth: a process's first session's verdicts would otherwise depend on when the
+        tokenizer finished loading.
+        """
+        if self._counter.provisional:
+            self._uncounted.extend(messages)
+            return
+        self._count_uncounted()
+        self.added_tokens += tokens
+
+    def _count_uncounted(self) -> None:
+        if self._uncounted:
+            self._counter.wait_exact()
+            self.added_tokens += sum(self._counter.count_each(self._uncounted))
+            self._uncounted = []
+
     @property
     def growth_per_turn(self) -> float:
         """Tokens the view gains per call on average so far."""
+        self._count_uncounted()
         return self.added_tokens / max(self.calls, 1)
 
     def weigh(self, view: Sequence[Message], *, action: str, change_at_index: int, freed: int, tokens: int,

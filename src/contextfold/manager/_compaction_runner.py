@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ._build import CompactionReport
     from ._cache_economics import CacheEconomics
     from ._compactor import Compactor
+    from ._exact_figures import ExactFigures
     from ._idle import IdleCompactions
     from ._masking import Masking
     from ._request_extras import RequestExtras
@@ -114,6 +115,7 @@ class CompactionHost(Protocol):
     def _plan(self) -> tuple[Plan, int, int, int, int]: ...
     def _grounded(self, counted: int) -> int: ...
     def _count_exactly(self) -> None: ...
+    def _exact_figures(self) -> ExactFigures: ...
     def _effective_policy(self) -> Policy: ...
     def _archive_transcript(self, view: list[Message]) -> int: ...
 
@@ -142,10 +144,14 @@ class CompactionRunner:
         started = time.perf_counter()
         plan, tokens, total, tool_tokens, count = manager._plan()
         manager.last_plan = plan
-        system, developer = manager._view.pinned_tokens()
-        manager.tracer.emit_new(TokenEstimate, messages=tokens - system - developer,
-                                tools_schema=manager._extras.tokens, system=system, developer=developer,
-                                model=manager.model.name, context_window=manager.budgets.window)
+        if manager.counter.provisional:  # (byte bounds: the figures are counted exactly where the event is built)
+            manager.tracer.emit_deferred(TokenEstimate, manager._exact_figures().estimate, model=manager.model.name,
+                                         context_window=manager.budgets.window)
+        else:
+            system, developer = manager._view.pinned_tokens()
+            manager.tracer.emit_new(TokenEstimate, messages=tokens - system - developer,
+                                    tools_schema=manager._extras.tokens, system=system, developer=developer,
+                                    model=manager.model.name, context_window=manager.budgets.window)
         # The new messages are read ahead once the policy has acted (see ContextManager._prepare_view).
         manager._warm_after_policy = (bool(manager._intake.unwarmed)
                                       and total >= manager.budgets.soft * WARM_AT_SHARE_OF_SOFT)

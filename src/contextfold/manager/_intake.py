@@ -191,7 +191,7 @@ class Intake:
         # Counted now, as DESIGN's flow of a turn has it, not by the next prepare(): the exact tokenizer releases
         # the GIL, and a background thread taking it then would hold the model call up (issue 15, p99).
         added = sum(manager.counter.count_each(stored))
-        manager._economics.added_tokens += added
+        manager._economics.note_added(stored, added)
         if len(stored) > _READ_AHEAD_MAX and added >= manager.budgets.hard:
             # A bulk add past the hard threshold on its own: the next prepare() compacts it, and the background
             # read-ahead of its ends would run beside that compaction, learning again the secrets its catch-up learns

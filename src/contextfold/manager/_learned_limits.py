@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..media import MediaLimits, MediaTally
     from ..messages import Message
     from ..telemetry import Tracer
+    from ..tokens import MessageCounter
     from ._compactor import Compactor
     from ._request_extras import RequestExtras
     from ._view import View
@@ -35,6 +36,7 @@ class LimitsHost(Protocol):
     """What :class:`LearnedLimits` uses of its manager (``contextfold.manager._manager``, which imports this module)."""
 
     budgets: Budgets
+    counter: MessageCounter
     _policy_summary: dict[str, object]
 
     @property
@@ -57,6 +59,7 @@ class LimitsHost(Protocol):
     def _compactor(self) -> Compactor: ...
     def rewrite_view(self, rewrite: Callable[[list[Message]], list[Message]], *, reason: str,
                      shrinks: bool = False) -> int: ...
+    def _count_exactly(self) -> None: ...
 
 
 class LearnedLimits:
@@ -149,6 +152,12 @@ class LearnedLimits:
         text_tokens = tokens + manager._extras.tokens
         if not guard.over(before, text_tokens):
             return 0
+        if manager.counter.provisional:  # byte upper bounds said "evict": only exact counts may decide it
+            manager._count_exactly()
+            tokens, _, _ = manager._view.totals()
+            text_tokens = tokens + manager._extras.tokens
+            if not guard.over(before, text_tokens):
+                return 0
         from ..media import evict_oldest_media
         from ..telemetry import MediaEvicted
 

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ..summarize import Summarizer
     from ..tokens import MessageCounter, TokenUsage
     from ._build import CompactionReport, Components, Status
+    from ._exact_figures import ExactFigures
 
 __all__ = ["ContextManager"]
 
@@ -367,19 +368,23 @@ class ContextManager:
             if self._widening is not None:
                 rewrote = (self._compactions, self._masking.count) != rewrites
                 if self._economics.may_widen(self._view, rewrote=rewrote):
-                    tokens, _, _ = self._view.totals()
-                    line = self.steering.status_reserve - self.steering.decision_reserve  # a line may follow the view
                     limit = self._widening.limit(self.policy.answered_output_tokens, self.budgets.window)
                     if self.policy.answered_output_tokens is None:
                         limit = self._economics.widen_limit(limit, self._widening.cap(self.budgets.window))
-                    self._widening.widen(self._view,
-                                         room=self.budgets.hard - self._grounded(tokens + self._tool_tokens) - line,
-                                         limit=limit)
+                    self._widening.widen(self._view, room=self._room_to_widen, limit=limit)
                 self._economics.previous_transient = self._widening.active
             tokens, _, count = self._view.totals()
             self._prepared_version = self._view.version
             span.set(tokens=self._grounded(tokens + self._tool_tokens), messages=count,
                      window=self.budgets.window, compactions=self._compactions, maskings=self._masking.count)
+            if self.counter.provisional:  # (a byte bound: the figure is counted exactly where the event is built)
+                span.set_later(self._exact_figures().call_tokens)
+
+    def _room_to_widen(self) -> int:
+        """Tokens the answered outputs may grow by in this call: up to the hard threshold, a budget line after it."""
+        tokens, _, _ = self._view.totals()
+        line = self.steering.status_reserve - self.steering.decision_reserve  # a line may follow the view
+        return self.budgets.hard - self._grounded(tokens + self._tool_tokens) - line
 
     def _redacts_model_input(self) -> bool:
         return self.redactor is not None and bool(getattr(self.redactor, "apply_to_model", False))
@@ -422,6 +427,13 @@ class ContextManager:
         """Wait for the exact tokenizer (a lazy counter counts byte upper bounds while it loads)."""
         if self.counter.provisional:
             self.counter.wait_exact()
+
+    def _exact_figures(self) -> ExactFigures:
+        """The view's figures as they stand, counted exactly when recorded (while counts are byte bounds)."""
+        from ._exact_figures import ExactFigures
+
+        return ExactFigures(self.counter, self._view.normalized(), self._extras.counted_later(),
+                            self.steering.decision_line())
 
     @property
     def _tool_tokens(self) -> int:
@@ -513,6 +525,11 @@ class ContextManager:
             plan, _, total, _, _ = self._plan()
             started = None
             idle = total >= self.policy.sleep_threshold(self.budgets.window)
+            if idle and self.background and self.counter.provisional:
+                # Byte upper bounds said "compact while idle": only exact counts may start it.
+                self._count_exactly()
+                plan, _, total, _, _ = self._plan()
+                idle = total >= self.policy.sleep_threshold(self.budgets.window)
             if self.background and (idle or plan.action in (Action.SOFT, Action.HARD, Action.EMERGENCY)):
                 started = self.compact_in_background()
             # A check that starts nothing is only "not yet" (or "the next prepare() will"): counted, not sent.
@@ -570,6 +587,7 @@ class ContextManager:
                 raise RecoveryFailed(f"automatic compaction is paused after {self._compactor.failed} failed "
                                      "compactions in a row (circuit breaker)")
             if prompt_tokens is not None:
+                self._count_exactly()  # the grounding offset must be against exact counts
                 tokens, _, count = self._view.totals()
                 self._grounding = (self._view.version, count, prompt_tokens - tokens - self._tool_tokens)
             if self._widening is not None and self._widening.active:

@@ -222,6 +222,10 @@ class Masking:
         if not due:
             return
         due_tokens = sum(self._counter.count_message(view[i]) for i in due)
+        if due_tokens >= self._policy.clear_at_least and self._counter.provisional:
+            # Byte upper bounds said "mask": only exact counts may decide it.
+            self._counter.wait_exact()
+            due_tokens = sum(self._counter.count_message(view[i]) for i in due)
         if due_tokens >= self._policy.clear_at_least:
             self.mask(0, budgets, required=self._policy.clear_at_least, only_due=True)
 

@@ -112,6 +112,11 @@ class ProviderItems:
         freed = self._reasoning.freed(view, int(keep), counter)
         if freed is None or (freed < policy.clear_at_least and total() <= budgets.soft):
             return
+        if counter.provisional:  # byte upper bounds said "clear": only exact counts may decide it
+            counter.wait_exact()
+            freed = self._reasoning.freed(view, int(keep), counter)
+            if freed is None or (freed < policy.clear_at_least and total() <= budgets.soft):
+                return
         from ..provider_context import clear_old_reasoning
         from ._spans import MASK_KIND
 

@@ -10,7 +10,8 @@ ContextManager`` loads this module and nothing else of the library's (tests/test
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -65,14 +66,24 @@ class RequestExtras:
         self._revision = self._counter.revision
         return True
 
-    def _count(self) -> int:
-        counter = self._counter
-        total = counter.count_tools(self.tools) if self.tools else 0
-        if self.instructions:
-            from ..messages import Message
+    def counted_later(self) -> Callable[[MessageCounter], int]:
+        """The extras as they stand, counted by the counter it is given when called (a figure made later)."""
+        return partial(_count_extras, tools=tuple(self.tools), instructions=self.instructions,
+                       response_format=self.response_format)
 
-            total += counter.count_message(Message("system", self.instructions))
-        if self.response_format:
-            total += counter.counter.count(json.dumps(self.response_format, ensure_ascii=False,
-                                                      separators=(",", ":"), sort_keys=True, default=str))
-        return total
+    def _count(self) -> int:
+        return _count_extras(self._counter, tools=self.tools, instructions=self.instructions,
+                             response_format=self.response_format)
+
+
+def _count_extras(counter: MessageCounter, *, tools: Sequence[Mapping[str, Any]], instructions: str | None,
+                  response_format: Mapping[str, Any] | None) -> int:
+    total = counter.count_tools(tools) if tools else 0
+    if instructions:
+        from ..messages import Message
+
+        total += counter.count_message(Message("system", instructions))
+    if response_format:
+        total += counter.counter.count(json.dumps(response_format, ensure_ascii=False, separators=(",", ":"),
+                                                  sort_keys=True, default=str))
+    return total

@@ -2,9 +2,15 @@
 
 A save used to rewrite the whole memory (every value learned so far) under one key: a session that learns thousands
 of secrets wrote quadratically many bytes (10,000 secrets, one save per 10: ~250 MB). Now a save writes only what
-is new, as a record of its own under the next key (``<memory key>.<n>``); every ``MAX_SEGMENTS`` records, or once
-they outweigh the base, they are folded into a base (``<memory key>`` or ``<memory key>.b``, in turn; each says
-through which record it holds, and the one holding more is read), so a load reads a bounded number of keys.
+is new, as a record of its own under the next key (``<memory key>.<n>``). Records are merged by levels, so that a
+load reads a bounded number of keys while each byte is written a bounded number of times: ``FAN_IN`` records make
+a run of level 1 (``<memory key>.<first>.1``), ``FAN_IN`` runs of a level one of the next (up to ``MAX_LEVEL``),
+and once what follows the base outweighs it everything is folded into a new base (``<memory key>`` or
+``<memory key>.b``, in turn; each says through which record it holds, and the one holding more is read). A base
+at least doubles at each fold: bases cost at most twice the memory in all, and each record's bytes are written
+again once a level (a fold every 32 records rewrote the whole base: ~14x the memory for many small saves).
+A run of level ``l`` holds ``FAN_IN ** l`` records, from a record whose distance to the base's is a multiple of
+that: where one can start is known, and a load asks for it there.
 
 Each record is a header line (``cf-secrets <format> <length> <crc32>``) and its JSON. A blob store's ``put`` is
 atomic; a record cut short anyway (a store that is not, a copy of the file cut) is told by its length: the newest
@@ -28,13 +34,16 @@ from ..errors import CorruptRecord
 if TYPE_CHECKING:
     from ..cache.blobs import BlobStore
 
-__all__ = ["FORMAT", "MAX_SEGMENTS", "Record", "base_key", "decode_record", "encode_record", "memory_groups",
-           "record_place", "segment_key"]
+__all__ = ["FAN_IN", "FORMAT", "MAX_LEVEL", "Record", "base_key", "decode_record", "encode_record", "memory_groups",
+           "record_place", "run_key", "run_records", "segment_key"]
 
 # The format of a record with a header (1 was a whole JSON document, read still).
 FORMAT = 2
-# Records after the base at most before they are folded into it: what a load reads is bounded (a key each).
-MAX_SEGMENTS = 32
+# Records (or runs of one level) merged into a run of the next level: at most FAN_IN - 1 of each level follow the
+# base, so a load reads a bounded number of keys; each byte is written once a level it climbs.
+FAN_IN = 8
+# The highest level a run is merged to (8 ** 3 = 512 records); runs of it gather until the fold into the base.
+MAX_LEVEL = 3
 _MAGIC = b"cf-secrets"
 _HEADER_RE = re.compile(rb"cf-secrets (\d+) (\d+) ([0-9a-f]{8})\n")
 # The longest header: magic, format, a length of up to 20 digits, the checksum.
@@ -62,6 +71,16 @@ def base_key(key: str, slot: int) -> str:
 def segment_key(key: str, n: int) -> str:
     """The key of the ``n``-th record appended after the base ``key`` (1, 2, …)."""
     return f"{key}.{n}"
+
+
+def run_key(key: str, start: int, level: int) -> str:
+    """The key of the run of ``level`` (1, 2, …) that holds the records from number ``start`` on."""
+    return f"{key}.{start}.{level}"
+
+
+def run_records(level: int) -> int:
+    """How many records a run of ``level`` holds (a record is of level 0)."""
+    return int(FAN_IN ** level)
 
 
 def record_place(store: BlobStore, key: str) -> str:

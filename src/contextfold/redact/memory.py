@@ -10,7 +10,8 @@ The memory of a session lives in the session's blob store beside its tool output
 ``session-secrets.<hash of the session id>``), so a restarted process or another fleet worker with the same store
 redacts what the session saw before. The store holds the values in clear, as it already holds the whole tool
 outputs they came from. A save appends what is new as a record of its own (:mod:`._memory_records`: a base and
-the records after it, folded now and then); a load reads them all and refuses a corrupt one. Two workers that save
+the records after it, merged by levels and folded into the base now and then); a load reads them all and refuses a
+corrupt one. Two workers that save
 at once both keep theirs: each reads what the other appended before it writes, and one that finds its record
 replaced by the other's writes it again under the next key (except in the instant between its check and the other's
 write).
@@ -28,17 +29,21 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .._memo import TextMemo, text_key
 from ..errors import CorruptRecord
 from ._memory_records import (
-    MAX_SEGMENTS,
+    FAN_IN,
+    MAX_LEVEL,
     Record,
     base_key,
     decode_record,
     encode_record,
     record_place,
+    run_key,
+    run_records,
     segment_key,
 )
 
@@ -184,9 +189,10 @@ class SecretMemory:
         self._loaded = store is None
         self._unsaved = False
         self._unsaved_values: dict[str, str] = {}  # learned here since the last save (what the next one appends)
-        # The stored layout as this process knows it: the base holds the records up to ``_through``; the next record
-        # is ``_next``; ``_appended`` records of ``_appended_bytes`` follow the base (of ``_base_bytes``).
-        self._through = self._appended = self._appended_bytes = self._base_bytes = 0
+        # The stored layout as this process knows it: the base (of ``_base_bytes``) holds the records up to
+        # ``_through``; ``_runs`` follow it (records and merged runs, oldest first); the next record is ``_next``.
+        self._through = self._base_bytes = 0
+        self._runs: list[_Run] = []
         self._next = 1
         self._slot = 0  # (which base is the current one: 0, or 1 for <memory key>.b)
         # The store's count of possible losses when the memory was last saved (a Redis restarted empty forgets it).
@@ -386,7 +392,8 @@ class SecretMemory:
         store, key = self._store, self._key
         assert store is not None and key is not None
         values: dict[str, str] = {}
-        self._through = self._base_bytes = self._appended = self._appended_bytes = self._slot = 0
+        self._through = self._base_bytes = self._slot = 0
+        self._runs = []
         bases: list[tuple[int, float, int, Record, int]] = []
         cut: list[str] = []
         for slot in (0, 1):
@@ -409,24 +416,54 @@ class SecretMemory:
         return values
 
     def _read_appended(self, start: int, values: dict[str, str]) -> int:
-        """Read the records appended from number ``start`` into ``values``; the number of the next one to write."""
+        """Read the records and runs from record number ``start`` on into ``values``; the number of the next one."""
+        n = start
+        while (run := self._read_at(n)) is not None:
+            values.update(run.secrets)
+            self._runs.append(run)
+            n = run.start + run_records(run.level)
+        return n
+
+    def _read_at(self, n: int) -> _Run | None:
+        """The run (or the record) that starts at record number ``n``, the highest level first; None when none.
+
+        A run cut short is a merge that never finished: the records (or runs) it merges are still there, and read.
+        """
         store, key = self._store, self._key
         assert store is not None and key is not None
-        n = start
-        while (raw := _get(store, segment_key(key, n))) is not None:
-            record = decode_record(raw, record_place(store, segment_key(key, n)))
+        offset = n - self._through - 1
+        cut_run = None
+        for level in range(MAX_LEVEL, 0, -1):
+            if offset % run_records(level):
+                continue  # (no run of this level can start here)
+            place = run_key(key, n, level)
+            raw = _get(store, place)
+            if raw is None:
+                continue
+            record = decode_record(raw, record_place(store, place))
             if record is None:
-                if _get(store, segment_key(key, n + 1)) is not None:
-                    raise CorruptRecord(f"{record_place(store, segment_key(key, n))}: the record is cut short, "
-                                        "and records follow it")
-                _log.warning("%s: the newest record is cut short (a save that never finished); left out",
-                             record_place(store, segment_key(key, n)))
-                break
-            values.update(record.secrets)
-            n += 1
-            self._appended += 1
-            self._appended_bytes += len(raw)
-        return n
+                _log.warning("%s: a merged run is cut short (a merge that never finished); what it merges is read",
+                             record_place(store, place))
+                cut_run = place
+                continue
+            if record.through != n + run_records(level) - 1:
+                raise CorruptRecord(f"{record_place(store, place)}: holds the records through {record.through}, not "
+                                    f"the {run_records(level)} from {n}")
+            return _Run(place, n, level, len(raw), record.secrets)
+        place = segment_key(key, n)
+        raw = _get(store, place)
+        if raw is not None:
+            record = decode_record(raw, record_place(store, place))
+            if record is not None:
+                return _Run(place, n, 0, len(raw), record.secrets)
+            if _get(store, segment_key(key, n + 1)) is not None:
+                raise CorruptRecord(f"{record_place(store, place)}: the record is cut short, and records follow it")
+            _log.warning("%s: the newest record is cut short (a save that never finished); left out",
+                         record_place(store, place))
+        if cut_run is not None:
+            raise CorruptRecord(f"{record_place(store, cut_run)}: the run is cut short, and the records it merges "
+                                "are gone")
+        return None
 
     def save(self) -> bool:
         """Append what was learned since the last save to the store; True when written.
@@ -460,7 +497,8 @@ class SecretMemory:
                     break
             self._unsaved_values.clear()
             self._unsaved = False
-            if self._appended >= MAX_SEGMENTS or self._appended_bytes >= max(self._base_bytes, _FOLD_MIN_BYTES):
+            self._merge_levels()
+            if sum(run.size for run in self._runs) >= max(self._base_bytes, _FOLD_MIN_BYTES):
                 self._fold()
             return True
 
@@ -472,8 +510,34 @@ class SecretMemory:
         store.put(segment_key(key, n), raw)
         if _get(store, segment_key(key, n)) != raw:
             return False  # (two workers appended under one number: ours is written again under the next)
-        self._next, self._appended, self._appended_bytes = n + 1, self._appended + 1, self._appended_bytes + len(raw)
+        self._runs.append(_Run(segment_key(key, n), n, 0, len(raw), dict(self._unsaved_values)))
+        self._next = n + 1
         return True
+
+    def _merge_levels(self) -> None:
+        """Merge the newest ``FAN_IN`` runs of one level into one of the next, as long as there are such.
+
+        The merged run is written whole before what it merges is deleted: a merge cut short leaves them as they were
+        (a load reads them); a process killed before the deletes leaves runs the merged one holds (never read again).
+        """
+        store, key = self._store, self._key
+        assert store is not None and key is not None
+        runs = self._runs
+        while len(runs) >= FAN_IN:
+            group = runs[-FAN_IN:]
+            level, start = group[0].level, group[0].start
+            if (level >= MAX_LEVEL or any(r.level != level for r in group)
+                    or (start - self._through - 1) % run_records(level + 1)):
+                return  # (also a layout another worker's records made: left as it is, folded with the rest)
+            merged: dict[str, str] = {}
+            for run in group:
+                merged.update(run.secrets)
+            place = run_key(key, start, level + 1)
+            raw = encode_record(merged.items(), time.time(), through=start + run_records(level + 1) - 1)
+            store.put(place, raw)
+            for run in group:
+                store.delete(run.key)
+            runs[-FAN_IN:] = [_Run(place, start, level + 1, len(raw), merged)]
 
     def _first_base(self) -> bool:
         """The first save of a memory the store does not hold: written as its base (one key for most sessions).
@@ -496,27 +560,41 @@ class SecretMemory:
         return True
 
     def _fold(self) -> None:
-        """Write every value known here as a base, holding the records so far; then delete those records.
+        """Write every value known here as a base, holding the records so far; then delete what it holds.
 
-        Into the base slot the current base is not in, whole, before the deletes: a fold cut short leaves the
-        current base and its records as they were; a process killed before the deletes leaves records the new base
-        holds already (never read again; deleted with the memory).
+        Into the base slot the current base is not in, whole, before the deletes (the records and runs it holds,
+        then the previous base): a fold cut short leaves the current base and what follows it as they were; a
+        process killed before the deletes leaves keys the new base holds already (never read again; deleted with
+        the memory).
         """
         store, key = self._store, self._key
         assert store is not None and key is not None
         through = self._next - 1
         raw = encode_record(self._values.items(), time.time(), through=through)
-        slot = 1 - self._slot if self._base_bytes else 0  # (the other base stays until the next fold)
+        previous = base_key(key, self._slot) if self._base_bytes else None
+        slot = 1 - self._slot if self._base_bytes else 0
         store.put(base_key(key, slot), raw)
-        for n in range(self._through + 1, through + 1):
-            store.delete(segment_key(key, n))
-        self._through, self._base_bytes, self._appended, self._appended_bytes = through, len(raw), 0, 0
-        self._slot = slot
+        for run in self._runs:
+            store.delete(run.key)
+        if previous is not None and previous != base_key(key, slot):
+            store.delete(previous)  # (the store holds the memory once, not twice until the next fold)
+        self._through, self._base_bytes, self._runs, self._slot = through, len(raw), [], slot
 
     def extend(self, entries: Iterable[tuple[str, str]]) -> None:
         """Learn ``(value, kind)`` pairs (a copy of another memory's values)."""
         for value, kind in entries:
             self.learn(value, kind)
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """What follows a memory's base in its store: a record (level 0) or a merged run, and the values it holds."""
+
+    key: str
+    start: int  # the number of its first record
+    level: int
+    size: int  # its bytes in the store
+    secrets: dict[str, str]
 
 
 def _losses(store: BlobStore | None) -> int:

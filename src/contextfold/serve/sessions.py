@@ -44,7 +44,7 @@ from ..stores._records import stored_count
 from ..stores.session import SessionConflict, SessionState
 from .apis import INSTRUCTIONS_ID, BadRequest, Exchange, item_key
 from .config import ServeConfig
-from .provenance import SOURCES_MARK, Sources, decode_traced, message_id, slide_of
+from .provenance import MIN_SLIDE_OVERLAP, SOURCES_MARK, Sources, decode_traced, message_id, slide_of
 
 if TYPE_CHECKING:
     from ..archive import Archive
@@ -285,8 +285,13 @@ def _slides(state: SessionState, session: str, known: list[str], keys: Sequence[
 
 def _slid_session(backend: Backend, keys: Sequence[str],
                   tail_id: Callable[[str], str]) -> tuple[str, SessionState] | None:
-    """The session ``keys`` is a slid window of, found by the pointer of its newest fed item; None if none."""
-    for key in list(dict.fromkeys(reversed(keys)))[:MAX_SLIDE_PROBES]:
+    """The session ``keys`` is a slid window of, found by the pointer of its newest fed item; None if none.
+
+    That item is among the ones the client kept, at least ``MIN_SLIDE_OVERLAP`` of them: the request's first
+    ``MIN_SLIDE_OVERLAP - 1`` items cannot be it and are not looked up (a new conversation's first request of a system
+    prompt and a question looks up one pointer, not two).
+    """
+    for key in list(dict.fromkeys(reversed(keys[MIN_SLIDE_OVERLAP - 1:])))[:MAX_SLIDE_PROBES]:
         named = backend.sessions.load_state(tail_id(key)).marks.get("session")
         if named is None:
             continue
@@ -339,7 +344,11 @@ def _point_tail(backend: Backend, session_id: str, before: list[str] | None, mar
     if not known or (before and before[-1] == known[-1]):
         return
     pointer = tail_id(known[-1])
-    backend.sessions.save(pointer, [], backend.sessions.load_state(pointer).version, marks={"session": session_id})
+    try:  # (an entry named by a new item most often: saved as new, without a load to learn its version)
+        backend.sessions.save(pointer, [], 0, marks={"session": session_id})
+    except SessionConflict:
+        backend.sessions.save(pointer, [], backend.sessions.load_state(pointer).version,
+                              marks={"session": session_id})
     delete = getattr(backend.sessions, "delete", None)
     if before and callable(delete):
         old = tail_id(before[-1])

@@ -224,6 +224,10 @@ class Steering:
         """
         return self.status_reserve if self.status_mode == "always" else 0
 
+    def decision_line(self) -> Message | None:
+        """The budget line :attr:`decision_reserve` counts (its longest), or None when decisions count none."""
+        return self.widest_status() if self.status_mode == "always" else None
+
     @property
     def has_line(self) -> bool:
         """Whether the coming call gets a budget line: ``always``, or ``changes`` with something to tell."""

@@ -87,7 +87,8 @@ NOOP_DECISIONS = "noop_decisions"
 class Span:
     """An open span: add figures with :meth:`set`; it is emitted when its ``with`` block ends."""
 
-    __slots__ = ("data", "dropped", "kind", "name", "parent_id", "span_id", "started_at", "status", "trace_id")
+    __slots__ = ("data", "dropped", "kind", "later", "name", "parent_id", "span_id", "started_at", "status",
+                 "trace_id")
 
     def __init__(self, name: str, trace_id: str, span_id: str, parent_id: str | None, started_at: datetime,
                  kind: str = "") -> None:
@@ -100,10 +101,19 @@ class Span:
         self.status: Status = "ok"
         self.data: dict[str, Any] = {}
         self.dropped = False
+        self.later: Callable[[], dict[str, Any]] | None = None
 
     def set(self, **data: Any) -> None:
         """Record figures on the span."""
         self.data.update(data)
+
+    def set_later(self, make: Callable[[], dict[str, Any]]) -> None:
+        """Figures made where the span's event is built (on the sink's thread for a sink that builds there).
+
+        They replace the values set under the same names, in their places. ``make`` must read only values that never
+        change, so that the event is the one made at once gives (see :meth:`Tracer.emit_deferred`).
+        """
+        self.later = make
 
     def count(self, key: str, by: int = 1) -> None:
         """Add ``by`` to the figure ``key``."""
@@ -322,11 +332,20 @@ class Tracer:
                   "parent_id": span.parent_id, "started_at": span.started_at, "ended_at": max(span.started_at, end),
                   "status": span.status}
         later = self._hooks().emit_later
+        made_later = span.later
         if later is not None:
             # (Built on the sink's thread: one closes every prepare(). Its attributes are the one value to freeze.)
-            fields["attributes"] = _freeze(span.data)
-            self._send_later(later, SpanEvent, fields, frozen=True)
+            attributes = _freeze(span.data)
+            if made_later is None:
+                fields["attributes"] = attributes
+                self._send_later(later, SpanEvent, fields, frozen=True)
+                return
+            del fields["attributes"]
+            self._send_later(later, SpanEvent, fields, frozen=True,
+                             make=lambda: {"attributes": {**attributes, **made_later()}})
             return
+        if made_later is not None:
+            span.data.update(made_later())
         self._send(SpanEvent(**fields))
 
     # -- the session trace ------------------------------------------------------------------------------------

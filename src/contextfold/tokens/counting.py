@@ -428,6 +428,15 @@ class MessageCounter:
             self.counter.wait_ready()  # type: ignore[attr-defined]
             self._check_revision()
 
+    def exact_copy(self) -> MessageCounter:
+        """A counter that counts as this one does once exact: the same text counter, format and overhead, not lazy.
+
+        Its counts wait for (or do) the tokenizer's load wherever they are asked, and it shares no cache with this
+        one: figures a turn records while this counter is provisional are counted with it where they are made
+        (off the agent's thread, see ``contextfold.manager._exact_figures``).
+        """
+        return MessageCounter(self.counter, format=self.format, overhead=self.overhead)
+
     def _text(self, text: str) -> int:
         if self._provisional:
             return len(text.encode("utf-8", "surrogatepass"))
