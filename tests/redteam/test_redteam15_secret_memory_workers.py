@@ -156,3 +156,11 @@ def test_over_redis_a_late_worker_s_record_is_read(tmp_path: Path, monkeypatch: 
         assert _secret("late", 0) in values and _secret("other", 0) in values
         assert all(_secret("a", i) in values for i in range(5))
         store.close()
+
+
+def test_put_new_writes_only_where_no_key_is(store: BlobStore) -> None:
+    assert store.put_new(f"{NONCE}-k", b"first")
+    assert not store.put_new(f"{NONCE}-k", b"second")
+    assert store.get(f"{NONCE}-k") == b"first"
+    store.delete(f"{NONCE}-k")
+    assert store.put_new(f"{NONCE}-k", b"third") and store.get(f"{NONCE}-k") == b"third"
