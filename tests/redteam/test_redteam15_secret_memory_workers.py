@@ -34,12 +34,23 @@ def _secret(tag: str, i: int) -> str:
 
 
 class HookedStore(MemoryBlobStore):
-    """A view of another store that runs ``before_append`` once, just before the next record is written."""
+    """A view of another store that runs ``before_append`` once, just before the next record is written.
+
+    And ``after_note`` once, at the store operation that follows the first read of the note of what folds and
+    merges passed over (whatever that operation is).
+    """
 
     def __init__(self, inner: BlobStore) -> None:
         super().__init__()
         self.inner = inner
         self.before_append: Callable[[], None] | None = None
+        self.after_note: Callable[[], None] | None = None
+        self._note_read = False
+
+    def _next_op(self) -> None:
+        if self._note_read and self.after_note is not None:
+            hook, self.after_note = self.after_note, None
+            hook()
 
     def _hook(self, key: str) -> None:
         if self.before_append is not None and _SEGMENT.match(key):
@@ -47,23 +58,30 @@ class HookedStore(MemoryBlobStore):
             hook()
 
     def put(self, key: str, data: bytes) -> None:
+        self._next_op()
         self._hook(key)
         self.inner.put(key, data)
 
     def put_new(self, key: str, data: bytes) -> bool:
+        self._next_op()
         self._hook(key)
         return bool(self.inner.put_new(key, data))
 
     def read_range(self, key: str, start: int, length: int) -> bytes:
+        self._next_op()
         return self.inner.read_range(key, start, length)
 
     def get(self, key: str) -> bytes:
+        self._next_op()
+        self._note_read = self._note_read or key.endswith(".p")
         return self.inner.get(key)
 
     def size(self, key: str) -> int | None:
+        self._next_op()
         return self.inner.size(key)
 
     def delete(self, key: str) -> bool:
+        self._next_op()
         return self.inner.delete(key)
 
     def entries(self) -> Iterator[object]:  # type: ignore[override]
@@ -115,6 +133,26 @@ def test_a_late_worker_s_record_after_another_s_merge_is_read(store: BlobStore) 
     values = SecretMemory(store, session).values()
     assert _secret("late", 0) in values
     assert all(_secret("a", i) in values for i in range(FAN_IN + 1))
+
+
+def test_a_late_fold_first_reads_what_another_worker_folded_meanwhile(
+        store: BlobStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The late worker appended record 3 and found it read; before its fold, the other worker read it, appended
+    # record 4 and folded through 4 into the other base slot, deleting records 3 and 4. The late fold (through 3,
+    # into that same slot) would have replaced that base and lost record 4: it reads the store again first.
+    monkeypatch.setattr(memory_module, "_FOLD_MIN_BYTES", 1)
+    session = f"{NONCE}-folds"
+    first = SecretMemory(store, session)
+    _saved(first, "a", 3)  # a base, records 1 and 2, folded into the base's other slot
+    hooked = HookedStore(store)
+    late = SecretMemory(hooked, session)
+    assert late.values()
+    hooked.after_note = lambda: _saved(first, "a", 1, start=3)  # (after the late record's check: at its fold)
+    late.learn(_secret("late", 0) * 20, "token")  # (its record outweighs the base: it folds)
+    assert late.save()
+    values = SecretMemory(store, session).values()
+    assert _secret("late", 0) * 20 in values
+    assert all(_secret("a", i) in values for i in range(4)), sorted(values)
 
 
 def test_two_workers_appending_one_record_number_both_keep_theirs(store: BlobStore) -> None:

@@ -590,6 +590,8 @@ class SecretMemory:
         """
         store, key = self._store, self._key
         assert store is not None and key is not None
+        if _passed(store, key) >= self._next:  # (another worker folded or merged records not read here: first read)
+            self._learn_stored(self._read())
         through = self._next - 1
         raw = encode_record(self._values.items(), time.time(), through=through)
         previous = base_key(key, self._slot) if self._base_bytes else None
