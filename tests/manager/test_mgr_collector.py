@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import weakref
 from collections.abc import Iterator
 
 import pytest
@@ -200,3 +201,36 @@ def test_a_bulk_add_runs_with_the_collector_paused_and_a_short_one_does_not(monk
         assert cut == [True] and gc.isenabled()
     finally:
         cm.close()
+
+
+class _Node:
+    """A cycle's member, watched by a weak reference."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_what_a_pause_kept_reaches_the_oldest_generation_without_a_young_collection() -> None:
+    # A bulk add keeps what it makes (100,000 messages: ~300,000 tracked objects): the first young collection after
+    # the pause walked all of it (~0.1 s), to promote it toward the oldest generation, where it goes now directly.
+    with collector_paused(_collector.PAUSE_MIN_MESSAGES):
+        kept = [[f"pause-nonce-7f3a {i}"] for i in range(50_000)]
+        cycle = _Node()
+        gone = weakref.ref(cycle)
+        del cycle
+    assert gc.get_count()[0] < gc.get_threshold()[0]  # (no young collection is due)
+    oldest = set(map(id, gc.get_objects(generation=2)))
+    assert id(kept[0]) in oldest and id(kept[-1]) in oldest
+    gc.collect()  # (a cycle made during the pause is found by a full collection)
+    assert gone() is None
+
+
+def test_objects_the_application_froze_stay_frozen_after_a_pause() -> None:
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with collector_paused(_collector.PAUSE_MIN_MESSAGES):
+            kept = [[i] for i in range(1_000)]
+        assert gc.get_freeze_count() == frozen and kept
+    finally:
+        gc.unfreeze()
