@@ -91,3 +91,17 @@ def test_copies_of_any_shape_are_encoded_once_per_origin(monkeypatch: pytest.Mon
     monkeypatch.setattr(serialize, "_encode_line", lambda m, *a, **k: encoded.append(m) or real(m, *a, **k))
     assert b"".join(encode_message_pieces(history)) == _expected(history)
     assert len(encoded) <= len(shapes) + 4  # (a probe per origin; the marker's own text: each of its copies)
+
+
+def test_a_copy_alone_of_its_origin_is_one_piece_and_copies_share_a_head() -> None:
+    # (issue 22, cold compaction: each message of a session is the only copy of its origin in the transcript; its
+    # line is encoded whole, not cut into a template's head and its id's part.)
+    originals = [Message("tool", f"{_nonce} alone {n} \"quoted\"\n" * 30, tool_call_id=f"c{n}", name="bash")
+                 for n in range(3)]
+    twice = Message("user", f"{_nonce} said twice " * 20)
+    history = [m.with_meta(id=f"s:{n}") for n, m in enumerate(originals)] + \
+        [twice.with_meta(id="t:1"), twice.with_meta(id="t:2")]
+    pieces = encode_message_pieces(history)
+    assert b"".join(pieces) == _expected(history)
+    assert len(pieces) == len(originals) + 4  # (one each; then the copies: a shared head and their own part each)
+    assert pieces[-4] is pieces[-2]

@@ -31,7 +31,7 @@ text the scan finds one in is a suspect.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..untrusted.regex import PatternTimeout
@@ -138,6 +138,8 @@ class PatternGate:
             for trigger in dict.fromkeys(pattern.triggers):
                 self._by_trigger.setdefault(trigger, []).append(check)
         self._untriggered = tuple(_untriggered(p) for p in patterns if not p.triggers)
+        # (What each of them needs, as the bulk prefilter searched for it: one it did not find there cannot match.)
+        self._untriggered_needs = tuple(p.needs for p in patterns if not p.triggers)
         # The key rule's words by a trigger each holds (then in a text only when the trigger is), or looked for.
         self._key_words: dict[str, list[tuple[str, str, str]]] = {}
         self._key_words_unfound: list[tuple[str, str, str]] = []
@@ -148,11 +150,18 @@ class PatternGate:
             else:
                 self._key_words.setdefault(holder, []).append(ends)
 
-    def may_hold(self, text: str, lowered: str) -> bool:
-        """Whether the scan of ``text`` (``lowered``: ``text.lower()``) may find a secret, or the key rule may apply."""
+    def may_hold(self, text: str, lowered: str, read: tuple[set[str], dict[str, list[int]]] | None = None,
+                 unmet: Collection[re.Pattern[str]] = ()) -> bool:
+        """Whether the scan of ``text`` (``lowered``: ``text.lower()``) may find a secret, or the key rule may apply.
+
+        ``read``: ``TriggerFinder.read(lowered)``, when the caller has it (the prefilter's own pass over the text).
+        ``unmet``: needs of patterns without triggers known not to match ``lowered`` (the prefilter searched for
+        them): those patterns cannot match (a pattern's need holds wherever it does), and are not tried.
+        """
         if len(lowered) != len(text):
             return True
-        read = self._finder.read(lowered)
+        if read is None:
+            read = self._finder.read(lowered)
         if read is None:
             present, hits = self._finder.present(lowered), None
         else:
@@ -166,6 +175,10 @@ class PatternGate:
             words = [ends for trigger in present for ends in self._key_words.get(trigger, ())]
             if names_a_key(lowered, words + self._key_words_unfound if self._key_words_unfound else words):
                 return True
+            if unmet:
+                return any(check is None or check(text, lowered, hits)
+                           for check, need in zip(self._untriggered, self._untriggered_needs, strict=True)
+                           if need not in unmet)
             return any(check is None or check(text, lowered, hits) for check in self._untriggered)
         except PatternTimeout:
             return True

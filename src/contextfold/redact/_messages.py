@@ -391,8 +391,7 @@ class MessageRedactor:
         for k, i in enumerate(clear):
             if k in remembered:
                 self.redact_message(items[i])  # (a remembered string in it: summary and transcript need it redacted)
-            else:
-                self.ledger.put(items[i], items[i], generation)
+        self.ledger.put_clean([items[i] for k, i in enumerate(clear) if k not in remembered], generation)
 
     def _clean_ids(self, ids: list[Any]) -> frozenset[str]:
         """Of ``ids`` (``meta["id"]`` values), the strings the prefilter shows redact to themselves, learning nothing.
@@ -671,8 +670,20 @@ class MessageRedactor:
             return set()
         if len(learned) > _PREFILTER_MAX_LEARNED:
             return None
-        joined, starts = (SEPARATOR.join(texts), joined_starts(texts)) if whole is None else whole
         holding: set[int] = set()
+        if whole is None:
+            # (The ASCII texts apart: joined, they stay one byte a character and are searched in one pass; one
+            # non-ASCII text in a chunk of tool outputs made the whole chunk wider, see ._ledger.search_joined.)
+            ascii_flags = list(map(str.isascii, texts))
+            if any(ascii_flags) and not all(ascii_flags):
+                for wanted in (True, False):
+                    indexes = [k for k, flag in enumerate(ascii_flags) if flag is wanted]
+                    chosen = [texts[k] for k in indexes]
+                    found: set[int] = set()
+                    search_joined(SEPARATOR.join(chosen), joined_starts(chosen), tuple(learned), found)
+                    holding.update(indexes[n] for n in found)
+                return holding
+        joined, starts = (SEPARATOR.join(texts), joined_starts(texts)) if whole is None else whole
         search_joined(joined, starts, tuple(learned), holding)
         return holding
 
