@@ -251,6 +251,8 @@ def json_text(value: Any, **options: Any) -> str:
     loads back to the same string, so the text stays lossless and readable (other characters stay as they are).
     """
     text = json.dumps(value, ensure_ascii=False, **options)
+    if text.isascii():  # (no surrogate; one C pass, ~50x faster than the search: an event of 100,000 ids is 2 MB)
+        return text
     return _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _SURROGATE_RE.search(text) else text
 
 

@@ -43,6 +43,15 @@ def test_satisfies_the_protocol(store: RedisBlobStore) -> None:
     assert isinstance(store, BlobStore)
 
 
+def test_put_new_writes_only_where_no_key_is(store: RedisBlobStore, server: RedisServer) -> None:
+    assert store.put_new("n", b"first, in several chunks")
+    assert not store.put_new("n", b"second, in several chunks")
+    assert store.get("n") == b"first, in several chunks"
+    assert len(server.client.keys(f"{store.prefix}:data:n:*")) == 1  # (the refused value's staged chunks dropped)
+    store.delete("n")
+    assert store.put_new("n", b"third") and store.get("n") == b"third"
+
+
 def test_put_get_size_exists_delete(store: RedisBlobStore) -> None:
     assert store.size("a") is None
     assert not store.exists("a")

@@ -55,6 +55,18 @@ class BlobStore(Protocol):
         """Up to ``length`` bytes from ``start`` (fewer at the end); raises ``RefNotFound`` for an unknown key."""
         ...
 
+    def put_new(self, key: str, data: bytes) -> bool:
+        """Store ``data`` under ``key`` only when the store holds no ``key``; True when stored.
+
+        Two workers appending under one key: one wins, the other learns it lost (a secret memory's records). The
+        default checks then writes, which another process can slip between; the stores of :mod:`contextfold.stores`
+        do both in one step.
+        """
+        if self.exists(key):
+            return False
+        self.put(key, data)
+        return True
+
     def size(self, key: str) -> int | None:
         """The byte size of ``key``, or None when the store does not hold it."""
         ...

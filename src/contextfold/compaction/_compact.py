@@ -158,12 +158,15 @@ def plan_compaction(
     budget: int,
     kind: CompactionKind | str = "hard",
     counted: tuple[Sequence[int], Sequence[ToolPair]] | None = None,
+    prechecked: bool = False,
 ) -> CompactionPlan:
     """Choose what to keep and what to summarize, without summarizing (a dry run of :func:`compact`).
 
     ``counted``: each message's tokens (as ``counter`` counts it) and ``pair_list(messages)``, when the caller keeps
     them (a manager's view does, issue 22): planning then neither pairs nor counts the messages again. They are
     used only if ``messages`` is normalized (checked; else it is normalized, paired and counted here).
+    ``prechecked``: every message passed :func:`~contextfold.pairing.check_messages` already (a manager's view whose
+    messages were all checked when added: not checked again, issue 22).
 
     Raises:
         InvalidHistory: a message is malformed (the index and field are named).
@@ -174,7 +177,7 @@ def plan_compaction(
         raise ConfigError(f"unknown compaction kind {kind!r}; choose one of {', '.join(_KINDS)}", field="kind")
     if budget <= 0:
         raise ConfigError(f"must be a positive number of tokens, got {budget}", field="budget")
-    checked = check_messages(messages)
+    checked = list(messages) if prechecked else check_messages(messages)
     view, pairs = normalized_with_pairs(checked, None if counted is None else list(counted[1]))
     if counted is not None and view is checked and len(counted[0]) == len(view):
         tokens = list(counted[0])

@@ -294,7 +294,8 @@ class CompactionRunner:
                     + min(undercount, max(0, manager.budgets.hard - manager._tool_tokens) // 2))
         # The view's own counts and pairs, when no receipt was taken out of it (planning does not make them again).
         counted = (manager._view.counts(), manager._view.pairs()) if len(view) == len(found) else None
-        budget, plan = manager._compactor.target(view, kind, reserved, low=manager._economics.aims_low, counted=counted)
+        budget, plan = manager._compactor.target(view, kind, reserved, low=manager._economics.aims_low, counted=counted,
+                                                 checked=manager._view.checked)
         shrunk = manager._compactor.shrink_answered(view, budget,
                                                     manager._view.answered() if counted is not None else None)
         before_recut: list[Message] | None = None
@@ -303,14 +304,15 @@ class CompactionRunner:
             # Every full output is in the tool output cache under its ref: the harder cut loses nothing.
             recut = sum(1 for old, new in zip(view, shrunk, strict=True) if old is not new)
             before_recut = found
-            manager._view.replace(shrunk)
+            manager._view.replace(shrunk, checked=manager._view.checked)
             recut_note = (f"the {recut} answered message{'s' if recut != 1 else ''} (tool results or the user's "
                           f"request) took over half of the compaction budget ({budget:,} tokens): each was cut to a "
                           "shorter view, readable in full by its ref")
             view = manager._view.normalized()
             # the dry run was of the old view
             budget, plan = manager._compactor.target(view, kind, reserved, low=manager._economics.aims_low,
-                                                     counted=(manager._view.counts(), manager._view.pairs()))
+                                                     counted=(manager._view.counts(), manager._view.pairs()),
+                                                     checked=manager._view.checked)
         if automatic and kind == "soft" and plan is None:
             # Declined whatever the summary says (what stays already takes too much): no summary is computed.
             early, plan = manager._compactor.declined_unsummarized(
@@ -330,7 +332,8 @@ class CompactionRunner:
                                             compaction_count=manager._compactions)
         except ContextfoldError:
             if before_recut is not None:
-                manager._view.replace(before_recut)  # a compaction that fails leaves the view as it found it
+                # a compaction that fails leaves the view as it found it
+                manager._view.replace(before_recut, checked=manager._view.checked)
             raise
         if before_recut is not None:
             manager.tracer.emit(CompactWarning(session_id=manager.session_id, code="answered_recut",
@@ -396,7 +399,8 @@ class CompactionRunner:
         covered = result.summary_message.meta.get("compacted_count") if result.summary_message is not None else None
         receipt = manager.steering.receipt(result.summarized or result.removed,
                                            covered if isinstance(covered, int) else None)
-        manager._view.replace(insert_receipt(result.messages, receipt) if receipt is not None else result.messages)
+        manager._view.replace(insert_receipt(result.messages, receipt) if receipt is not None else result.messages,
+                              checked=manager._view.checked)
         manager.steering.note_compacted(result.stats.compacted_count)
         manager._compactions += 1
         manager._compactor.floor = result.stats.tokens_after + manager._tool_tokens

@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..telemetry._pace import GilPacer
+from ..telemetry._pace import READ_AHEAD_SLICE_S, GilPacer
 
 # Compaction modules are imported by the first compaction, not with the manager (issue 15: cold start).
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
 
     Paced: the agent's thread never waits long for the GIL.
     """
-    pacer = GilPacer()
+    pacer = GilPacer(READ_AHEAD_SLICE_S)  # (longer slices than the telemetry's: see there)
     if extractive:
         from ..summarize.digest import read_message
 
@@ -181,7 +181,8 @@ class Compactor:
 
     # -- computing a compaction ---------------------------------------------------------------------------------
     def target(self, view: list[Message], kind: str, tool_tokens: int, *, low: bool = False,
-               counted: tuple[Sequence[int], Sequence[ToolPair]] | None = None) -> tuple[int, CompactionPlan | None]:
+               counted: tuple[Sequence[int], Sequence[ToolPair]] | None = None,
+               checked: bool = False) -> tuple[int, CompactionPlan | None]:
         """Tokens a compaction aims for: halfway between soft and hard when that loses nothing more, else the headroom.
 
         Landing just under hard would compact again on the next turn (thrash, and a prompt-cache miss each time).
@@ -191,6 +192,7 @@ class Compactor:
         ``low`` tries the soft threshold first: with a write premium on the prompt cache (Anthropic) each rewrite
         costs what it keeps, so landing lower makes every cycle both longer and cheaper (``CacheEconomics``).
         ``counted``: each message's tokens and ``pair_list(view)``, kept by the manager's view (not made again).
+        ``checked``: every message of ``view`` passed ``check_messages`` (the view's :attr:`View.checked`).
         """
         from ..compaction import plan_compaction
         from ..errors import ContextfoldError, InsufficientBudget
@@ -216,7 +218,7 @@ class Compactor:
         for target in ((self.budgets.soft - tool_tokens, halfway) if low else (halfway,)):
             try:
                 plan = plan_compaction(rest, policy=self.policy, counter=self.counter, budget=target - head_tokens,
-                                       kind=kind, counted=counted)
+                                       kind=kind, counted=counted, prechecked=checked)
             except ContextfoldError:
                 if target == halfway:
                     return hard, None
@@ -229,7 +231,7 @@ class Compactor:
         below = hard - self.headroom()
         try:
             plan = plan_compaction(view, policy=self.policy, counter=self.counter, budget=below, kind=kind,
-                                   counted=counted)
+                                   counted=counted, prechecked=checked)
         except ContextfoldError:
             return hard, None
         keep = plan.layout.keep

@@ -60,6 +60,11 @@ class View:
         # ``media_version`` does not (issue 22: the media tally was recounted over the whole view after every masking).
         self._media_kept = 0
         self._settled = 0  # view[:settled] is normalized, closed, and ends before an assistant message
+        # Every message passed check_messages: add() checks each, and the view's own rewrites (masking, compaction,
+        # answered outputs narrowed) make valid messages of valid ones; adopt() and rewrite_view() put a caller's
+        # messages in unchecked (replace's default). Planning then does not check the view again (issue 22: ~40 ms
+        # of the first prepare() of 100,000 recorded messages).
+        self.checked = True
         self._settled_tokens = 0
         self._settled_tool_tokens = 0
         self._settled_pinned = {"system": 0, "developer": 0}
@@ -263,8 +268,12 @@ class View:
         # (one update of a list: an update per message, of a generator, was ~5x slower for a bulk add, issue 22)
         self._call_ids.update([c.id for m in messages if m.role == "assistant" for c in m.tool_calls])
 
-    def replace(self, messages: Sequence[Message]) -> None:
-        """Replace the whole view (after masking or compaction); totals and encodings are rebuilt lazily."""
+    def replace(self, messages: Sequence[Message], *, checked: bool = False) -> None:
+        """Replace the whole view (after masking or compaction); totals and encodings are rebuilt lazily.
+
+        ``checked``: every message of ``messages`` passed ``check_messages`` (see :attr:`checked`).
+        """
+        self.checked = checked
         self._messages = list(messages)
         self._aborted = {}
         self._track_aborted(self._messages)
@@ -289,7 +298,7 @@ class View:
             view = self.normalized()
             for i, m in changes.items():
                 view[i] = m
-            self.replace(view)
+            self.replace(view, checked=self.checked)
             return
         count = self.counter.count_message
         text_only = all(_text_only(msgs[i]) and _text_only(m) for i, m in changes.items())

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ..cache.blobs import BlobStore
 
 __all__ = ["FAN_IN", "FORMAT", "MAX_LEVEL", "Record", "base_key", "decode_record", "encode_record", "memory_groups",
-           "record_place", "run_key", "run_records", "segment_key"]
+           "passed_key", "record_place", "run_key", "run_records", "segment_key"]
 
 # The format of a record with a header (1 was a whole JSON document, read still).
 FORMAT = 2
@@ -71,6 +71,15 @@ def base_key(key: str, slot: int) -> str:
 def segment_key(key: str, n: int) -> str:
     """The key of the ``n``-th record appended after the base ``key`` (1, 2, …)."""
     return f"{key}.{n}"
+
+
+def passed_key(key: str) -> str:
+    """The key of the marker saying through which record a fold or a merge passed (a record with no values).
+
+    Written before the fold or the merge deletes what it passed over: a worker that appends a record at or below it
+    (its next number was stale) knows no load will read it, and appends it again after the store's newest.
+    """
+    return f"{key}.p"
 
 
 def run_key(key: str, start: int, level: int) -> str:

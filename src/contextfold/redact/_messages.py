@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ..messages import Message, freeze
-from ..telemetry._pace import GilPacer
+from ..telemetry._pace import READ_AHEAD_SLICE_S, GilPacer
 from ._ledger import (
     ID_KEY,
     MAX_PASSES,
@@ -215,7 +215,7 @@ class MessageRedactor:
             return len(items)
         # In bulk too, a slice of the batch at a time (issue 22: one by one, the first read-ahead of a session, the
         # messages added before half the soft threshold, scanned every text whole; the prefilter clears most).
-        pacer = GilPacer()
+        pacer = GilPacer(READ_AHEAD_SLICE_S)  # (the read-ahead's: see there)
         done = 0
         chunk: list[Message] = []
         size = 0

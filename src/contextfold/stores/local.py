@@ -77,14 +77,24 @@ class LocalBlobStore(SQLiteFile, BlobStore):
     # -- BlobStore --------------------------------------------------------------------------------------------
     def put(self, key: str, data: bytes) -> None:
         """Store ``data`` under ``key`` in one transaction, replacing any previous value."""
+        self._put(key, data, new=False)
+
+    def put_new(self, key: str, data: bytes) -> bool:
+        """Store ``data`` under ``key`` unless it is there; True when stored (checked and written in one step)."""
+        return self._put(key, data, new=True)
+
+    def _put(self, key: str, data: bytes, *, new: bool) -> bool:
         view = memoryview(data)
         rows = ((key, seq, view[off : off + CHUNK_BYTES]) for seq, off in enumerate(range(0, len(view), CHUNK_BYTES)))
         with self._write(f"cannot write {key!r} to {self.path}") as db:
+            if new and db.execute("SELECT 1 FROM blobs WHERE key = ?", (key,)).fetchone() is not None:
+                return False
             db.execute("DELETE FROM chunks WHERE key = ?", (key,))
             db.executemany("INSERT INTO chunks (key, seq, data) VALUES (?, ?, ?)", rows)
             db.execute(
                 f"INSERT OR REPLACE INTO blobs (key, size, accessed) VALUES (?, ?, {_NEXT_ACCESS})", (key, len(view))
             )
+        return True
 
     def read_range(self, key: str, start: int, length: int) -> bytes:
         """Up to ``length`` bytes of ``key`` from ``start``, reading only the chunks that hold them."""

@@ -28,7 +28,7 @@ class MemoryBlobStore(BlobStore):
         self._accessed: dict[str, int] = {}
         self._claims: dict[str, set[str]] = {}  # tag -> refs it holds a claim key on (see claimed_refs)
         self._clock = itertools.count(1)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # (re-entered: put_new puts under it)
 
     def put(self, key: str, data: bytes) -> None:
         """Store ``data`` under ``key``."""
@@ -38,6 +38,14 @@ class MemoryBlobStore(BlobStore):
             self._accessed[key] = next(self._clock)
             if OWNER_INFIX in key:
                 self._index_claim(key, add=True)
+
+    def put_new(self, key: str, data: bytes) -> bool:
+        """Store ``data`` under ``key`` unless it is there; True when stored (one step: under the lock)."""
+        with self._lock:
+            if key in self._data:
+                return False
+            self.put(key, data)
+            return True
 
     def read_range(self, key: str, start: int, length: int) -> bytes:
         """Up to ``length`` bytes of ``key`` from ``start``."""

@@ -83,6 +83,14 @@ end
 return 1
 """
 
+# The same, but only when no value is under the key (a put_new): else the staged chunks are dropped and 0 returned.
+_COMMIT_NEW = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('DEL', ARGV[1] .. ARGV[2])
+  return 0
+end
+""" + _COMMIT
+
 # KEYS: meta. ARGV: data key prefix, start, length, chunk size, max chunks, expected gen ('' for any).
 # Returns false when missing, {size, gen} when the generation is not the expected one or the slice is empty,
 # else {size, gen, chunk...} for at most max chunks from the one holding byte ``start``.
@@ -204,6 +212,7 @@ class RedisBlobStore(BlobStore):
         self._probe_lock = threading.Lock()
         self._watch_restarts()
         self._commit = self._client.register_script(_COMMIT)
+        self._commit_new = self._client.register_script(_COMMIT_NEW)
         self._read = self._client.register_script(_READ)
         self._delete = self._client.register_script(_DELETE)
         self._touch = self._client.register_script(_TOUCH)
@@ -311,6 +320,13 @@ class RedisBlobStore(BlobStore):
     # -- BlobStore ----------------------------------------------------------------------------------------------------
     def put(self, key: str, data: bytes) -> None:
         """Store ``data`` under ``key``: chunks staged under a new generation, then swapped in atomically."""
+        self._put(key, data, new=False)
+
+    def put_new(self, key: str, data: bytes) -> bool:
+        """Store ``data`` under ``key`` unless it is there; True when stored (checked in the script that commits)."""
+        return self._put(key, data, new=True)
+
+    def _put(self, key: str, data: bytes, *, new: bool) -> bool:
         view = memoryview(data)
         gen = uuid.uuid4().hex
         data_key = self._data_prefix(key) + gen
@@ -326,12 +342,13 @@ class RedisBlobStore(BlobStore):
                 pipe.expire(data_key, STAGING_TTL_SECONDS)
                 pipe.execute()
             owner_set, ref = self._claim_keys(key)
-            self._commit(
+            stored = (self._commit_new if new else self._commit)(
                 keys=[self._meta(key), self._lru, self._clock, *owner_set],
                 args=[self._data_prefix(key), gen, len(view), len(offsets), key, self.ttl_seconds or 0, *ref],
             )
         except self._errors as exc:
             raise self._fail("write", key, exc) from exc
+        return bool(stored)
 
     def read_range(self, key: str, start: int, length: int) -> bytes:
         """Up to ``length`` bytes of ``key`` from ``start``, fetching only the chunks that hold them.

@@ -13,11 +13,18 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["FOREGROUND_WAIT_S", "PAUSE_S", "SLICE_S", "GilPacer", "after_foreground", "foreground",
-           "wait_for_foreground"]
+__all__ = ["FOREGROUND_WAIT_S", "PAUSE_S", "READ_AHEAD_SLICE_S", "SLICE_S", "GilPacer", "after_foreground",
+           "foreground", "wait_for_foreground"]
 
 # Work at most this long before pausing: an agent's prepare() is ~0.2 ms, so 0.5 ms keeps its p99 under 1 ms.
 SLICE_S = 0.0005
+# The background read-ahead works this long before pausing: it runs while the agent waits for its model (seconds),
+# and a turn's job is ~0.7 ms of CPU in the lm32b loop, so most jobs never pause; the agent's thread, back from the
+# model in the middle of a long job (a session's first batch), waits for the GIL up to this long, against the
+# interpreter's own 5 ms switch interval. Each pause is a sleep of PAUSE_S, ~40-65 us of the thread's CPU (the
+# switch out and back, more at high load): 0.5 ms slices paused 1,552 times in the lm32b loop at 16K (issue 22:
+# ~8% of the read-ahead at load 8). A call that starts (add(), prepare()) makes the next tick wait, as with any slice.
+READ_AHEAD_SLICE_S = 0.002
 # Long enough for a thread waiting on the GIL to wake up and take it; short enough to cost the worker little
 # (a fifth of its throughput at worst, which the batch processor's queue absorbs).
 PAUSE_S = 0.0001

@@ -70,6 +70,10 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, tuple | list | frozenset | set):
+        # A list of plain values (an event's ids: 100,000 after a bulk's first compaction) is checked and copied by
+        # C loops, not converted item by item (issue 22: ~0.09 s of the telemetry thread's CPU).
+        if all(map(_PLAIN.__contains__, map(type, value))):
+            return list(value)
         return [_jsonable(v) for v in value]
     if isinstance(value, datetime):
         return format_time(value)
