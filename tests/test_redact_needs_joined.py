@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 
 from contextfold.messages import Message
 from contextfold.redact import Redactor
+from contextfold.redact._joins import holding_texts
+from contextfold.redact._ledger import SEPARATOR, joined_starts
 from contextfold.redact._pattern import SecretPattern
 
 _NONCE = "w4n9c"
@@ -59,3 +61,12 @@ def test_bulk_redaction_equals_redaction_one_text_at_a_time(need: str, triggered
     pattern = SecretPattern("zz", re.compile(need + r"[\d ]*"), (), needs=re.compile(need))
     out, alone = _bulk_and_alone([pattern, _TRIGGERED] if triggered else [pattern], texts)
     assert out == alone
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from([*_NEEDS, r"zz\d", r"z*", r"(?:a|z)\d{2}", r"[a-z0-9+/]{4,}", r"\d\x00?\d"]),
+       st.lists(_texts, min_size=1, max_size=6))
+def test_the_joined_search_finds_exactly_the_texts_a_need_matches_alone(need: str, texts: list[str]) -> None:
+    regex = re.compile(need)
+    assert holding_texts(regex, SEPARATOR.join(texts), joined_starts(texts)) == {
+        i for i, text in enumerate(texts) if regex.search(text) is not None}
