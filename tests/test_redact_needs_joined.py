@@ -9,12 +9,13 @@ cleared unredacted in bulk and redacted one by one (a leak; review of the fourte
 
 from __future__ import annotations
 
+import json
 import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold.messages import Message
+from contextfold.messages import Message, ToolCall
 from contextfold.redact import Redactor
 from contextfold.redact._joins import holding_texts
 from contextfold.redact._ledger import SEPARATOR, joined_starts
@@ -70,3 +71,49 @@ def test_the_joined_search_finds_exactly_the_texts_a_need_matches_alone(need: st
     regex = re.compile(need)
     assert holding_texts(regex, SEPARATOR.join(texts), joined_starts(texts)) == {
         i for i, text in enumerate(texts) if regex.search(text) is not None}
+
+
+# A message is redacted in bulk as one text, its strings (content, name, each call's name and arguments, meta)
+# joined with the separator: a need or locating regex that reads around its match must be searched in each string
+# alone, as redact_message reads them (an anchored need missed the name: a leak; review of the fourteenth session).
+_ANCHORED = SecretPattern("zz", re.compile(r"^zz\d{6}"), (), needs=re.compile(r"^zz\d"))
+_LOCATED = SecretPattern("ll", re.compile(r"^ll\d{6}"), ("ll",), locate=re.compile(r"^ll\d"))
+
+
+def _bulk_and_alone_messages(patterns: list[SecretPattern], messages: list[Message]) -> tuple[list[Message],
+                                                                                             list[Message]]:
+    bulk = Redactor(patterns=patterns, builtin=False, remember=False)
+    alone = Redactor(patterns=patterns, builtin=False, remember=False)
+    return bulk.redact_messages(messages), [alone.redact_message(m) for m in messages]
+
+
+def test_a_need_or_locating_regex_reading_around_its_match_is_searched_in_each_string_of_a_message() -> None:
+    for patterns, message in (([_ANCHORED, _TRIGGERED], Message("user", f"abc qq {_NONCE}", name="zz123456")),
+                              ([_ANCHORED], Message("user", f"abc {_NONCE}", name="zz123456")),
+                              ([_LOCATED], Message("user", f"abc ll {_NONCE}", name="ll123456"))):
+        out, alone = _bulk_and_alone_messages(patterns, [message])
+        assert out == alone
+        assert out[0].name in ("[REDACTED:zz]", "[REDACTED:ll]")
+
+
+_READING = [r"^zz\d", r"zz\d$", r"\Azz", r"\bzz\d", r"\Bz\d", r"(?<=a)zz", r"(?<!a)zz\d", r"zz(?!\d)",
+            r"(?m)^z", r"z\d+\Z", r"(?=z\d)z"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(_READING), st.sampled_from(["needs", "locate", "untriggered"]), st.booleans(),
+       st.lists(st.tuples(_texts, _texts, _texts), min_size=1, max_size=4))
+def test_bulk_redaction_of_messages_with_several_strings_equals_redaction_one_message_at_a_time(
+        regex: str, role: str, with_triggered: bool, strings: list[tuple[str, str, str]]) -> None:
+    reads = re.compile(regex)
+    if role == "untriggered":
+        pattern = SecretPattern("zz", re.compile(regex + r"[\d ]*"), (), needs=reads)
+    elif role == "needs":
+        pattern = SecretPattern("zz", re.compile(regex + r"[\d ]*"), ("z",), needs=reads)
+    else:
+        pattern = SecretPattern("zz", re.compile(regex + r"[\d ]*"), ("z",), locate=reads)
+    messages = [Message.assistant(content, [ToolCall(f"c{_NONCE}", "f", json.dumps({"q": argument}))],
+                                  name=name or None)
+                for content, name, argument in strings]
+    out, alone = _bulk_and_alone_messages([pattern, _TRIGGERED] if with_triggered else [pattern], messages)
+    assert out == alone
