@@ -23,6 +23,11 @@ base64 rule): its own findings, exactly (a run opening with ``/`` or ``g``-``v``
 rule of a mapping (``{"db_pass": "…"}``, any JSON or meta key ending in a secret's name) is kept: a text in which
 a secret's name ends a string (before the separator, a quote, or the end) is a suspect.
 
+The texts are a message's strings joined with ``_ledger.SEPARATOR``, and the scan reads each string alone: a need
+or locating regex that reads around its match (an anchor, boundary or lookaround: ``^zz`` misses a message's name
+joined after its content) is searched in each string on its own; one that reads only its match (every built-in
+one) in the text whole, where each string's match is (see :mod:`._joins`).
+
 A text lower-cased to another length (some non-ASCII letters) is not looked at again: the scan searches such a
 text whole. ``tests/test_redact_gate.py`` plants secrets of every rule in random texts and JSON and checks that each
 text the scan finds one in is a suspect.
@@ -36,6 +41,7 @@ from typing import TYPE_CHECKING
 
 from ..untrusted.regex import PatternTimeout
 from ._anchors import openings, search_at
+from ._joins import found_in_a_string, reads_only_its_match
 
 if TYPE_CHECKING:
     from ._triggers import TriggerFinder
@@ -68,8 +74,21 @@ def _starts_of(hits: Mapping[str, list[int]], wanted: frozenset[str]) -> list[in
     return found
 
 
+def _found(regex: re.Pattern[str]) -> Callable[[str], object | None]:
+    """Not None when ``regex`` matches a string of a lower-cased text (its strings joined) searched as the scan does.
+
+    (A regex reading only its match is its own ``search``: the built-in checks cost what they did.)
+    """
+    if reads_only_its_match(regex):
+        return regex.search
+    return lambda lowered: True if found_in_a_string(regex, lowered) else None
+
+
 def _at_heads(locate: re.Pattern[str], heads: frozenset[str] | None) -> _Check:
     """Whether ``locate`` matches the lower-cased text, tried where its heads start when the automaton found them."""
+    if not reads_only_its_match(locate):  # (in each string alone, everywhere: a superset of where its heads are)
+        found = _found(locate)
+        return lambda text, lowered, hits: found(lowered) is not None
     if heads is None:
         return lambda text, lowered, hits: locate.search(lowered) is not None
 
@@ -101,9 +120,11 @@ def _where_located(pattern: SecretPattern, heads: frozenset[str] | None) -> _Che
         where = _at_heads(locate, heads)
         if needs is None:
             return where
-        return lambda text, lowered, hits: needs.search(lowered) is not None and where(text, lowered, hits)
+        needed = _found(needs)
+        return lambda text, lowered, hits: needed(lowered) is not None and where(text, lowered, hits)
     if needs is not None:
-        return lambda text, lowered, hits: needs.search(lowered) is not None
+        needed = _found(needs)
+        return lambda text, lowered, hits: needed(lowered) is not None
     starts = openings(pattern.regex)
     if starts is not None:
         return lambda text, lowered, hits: any(opening in text for opening in starts)
@@ -117,7 +138,8 @@ def _untriggered(pattern: SecretPattern) -> _Check | None:
     needs = pattern.needs
     if needs is None:
         return None
-    return lambda text, lowered, hits: needs.search(lowered) is not None
+    needed = _found(needs)
+    return lambda text, lowered, hits: needed(lowered) is not None
 
 
 class PatternGate:

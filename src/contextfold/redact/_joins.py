@@ -9,19 +9,23 @@ need that search did not find there. The joined search must therefore find every
   begun earlier runs over it. A text a match begins in and ends in holds the regex; a text some match runs across
   a separator into, or out of, is searched again on its own (rare: the built-in needs cannot read the separator).
 * any other regex (``^``, ``$``, ``\b``, lookarounds: the separator is not a text's edge) is searched in each text
-  on its own, as one text at a time would.
+  on its own, as one text at a time would, and in each string of a text on its own (:func:`found_in_a_string`): a
+  message's text is its strings joined with the same separator, and redaction reads each string alone.
 """
 
 from __future__ import annotations
 
 import bisect
+import json
 import re
 import sys
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["holding_texts", "reads_only_its_match"]
+from ._ledger import SEPARATOR
+
+__all__ = ["found_in_a_string", "holding_texts", "reads_only_its_match"]
 
 # The Python versions whose private regex parser (``re._parser``) this reads was checked on (as ._anchors'). On
 # another, every regex is searched text by text: never unsound.
@@ -43,6 +47,50 @@ def reads_only_its_match(regex: re.Pattern[str]) -> bool:
     except Exception:  # (a pattern the stand-alone parse refuses: text by text)
         return False
     return not _reads_around(parsed, c)
+
+
+def found_in_a_string(regex: re.Pattern[str], text: str) -> bool:
+    """Whether ``regex`` matches one of the strings of ``text`` (``SEPARATOR`` between) searched on its own.
+
+    For a regex that reads around its match; one that does not is searched in ``text`` whole (a match in a string
+    is one in the whole at the same place). A string that may be JSON (tool-call arguments: redaction reads each
+    string they decode to on its own, and the bulk surface holds only the text when those are substrings of it) is
+    searched in each of its decoded strings too.
+    """
+    search = regex.search
+    for string in text.split(SEPARATOR) if SEPARATOR in text else (text,):
+        if search(string) is not None:
+            return True
+        if string.lstrip()[:1] in _JSON_OPENINGS:
+            try:
+                decoded = json.loads(string)
+            except ValueError:
+                continue  # (not JSON: the text is all redaction reads of it)
+            except RecursionError:
+                return True  # (too deep to read: a suspect)
+            if any(search(inner) is not None for inner in _strings_in(decoded)):
+                return True
+    return False
+
+
+# What a JSON document that decodes to strings opens with (after blanks).
+_JSON_OPENINGS = frozenset('{["')
+
+
+def _strings_in(decoded: Any) -> list[str]:
+    """The strings (mapping keys too) of a decoded JSON document."""
+    out: list[str] = []
+    pending = [decoded]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict):
+            out.extend(item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return out
 
 
 def _reads_around(items: Any, c: Any) -> bool:
@@ -73,7 +121,7 @@ def holding_texts(need: re.Pattern[str], joined: str, starts: Sequence[int]) -> 
     ends.append(len(joined))
     if not reads_only_its_match(need):
         return {i for i, (start, end) in enumerate(zip(starts, ends, strict=True))
-                if need.search(joined[start:end]) is not None}
+                if found_in_a_string(need, joined[start:end])}
     holding: set[int] = set()
     again: set[int] = set()
     for hit in need.finditer(joined):
