@@ -11,6 +11,7 @@ the other worker's save just before a chosen operation on a chosen key.
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -86,6 +87,23 @@ def test_a_fold_overtaken_by_another_worker_s_fold_keeps_its_values(store: BlobS
     # Fails on 4ee3016: the late fold (through 3) put its base over the other worker's (through 4) in the same
     # slot; the other worker's value 3 was gone, its later records unread, and the late worker's next save
     # returned True with nothing stored.
+    _check_overtaken_fold(store)
+
+
+@pytest.mark.redis
+def test_over_redis_a_fold_overtaken_keeps_its_values(tmp_path: Path) -> None:
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    from contextfold.stores.redis_blob import RedisBlobStore
+    from contextfold.testing.services import RedisServer
+
+    with RedisServer(tmp_path) as server:
+        store = RedisBlobStore(server.url)
+        _check_overtaken_fold(store)
+        store.close()
+
+
+def _check_overtaken_fold(store: BlobStore) -> None:
     session = f"{NONCE}-over"
     first = SecretMemory(store, session)
     _saved(first, "a", 3)  # a base, records 1 and 2
