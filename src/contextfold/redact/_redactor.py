@@ -44,6 +44,7 @@ from ..untrusted.regex import PatternTimeout
 from ._anchors import heads, lowered_heads
 from ._callback import CallbackMemo
 from ._gate import PatternGate
+from ._joins import holding_texts
 from ._key_rule import key_rule_triggers, redact_item
 from ._ledger import SEPARATOR, joined_starts, search_joined
 from ._messages import MessageRedactor
@@ -909,8 +910,8 @@ class Redactor:
                 suspects.update(i for i, text in enumerate(lowered) if i not in suspects and runs.holds(text))
                 continue
             joined_text = joined_text or SEPARATOR.join(lowered or ())
-            # (A text the joined search finds no match in holds none: what clearing a text without triggers relies on.)
-            holding = {bisect.bisect_right(starts, hit.start()) - 1 for hit in need.finditer(joined_text)}
+            # (Exactly the texts it matches alone: what clearing a text without triggers relies on; see ._joins.)
+            holding = holding_texts(need, joined_text, starts)
             suspects |= holding
             unmet.append((need, holding))
         # A trigger is short and common, a base64 run any long path: each text found is looked at again, and

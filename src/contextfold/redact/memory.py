@@ -103,6 +103,10 @@ MEMORY_KEY_PREFIX = _KEY_PREFIX
 _FOLD_MIN_BYTES = 64 * 1024
 # Records a save writes at most when other workers keep taking its number (one retry in practice).
 _MAX_APPEND_TRIES = 8
+# Times a load reads the store again when it stopped below the passed-over note (a fold or merge of another worker
+# deleting what it was reading), and times a fold writes again when another worker's fold took its base slot.
+_MAX_READ_TRIES = 4
+_MAX_FOLD_TRIES = 4
 
 
 _log = logging.getLogger(__name__)
@@ -200,7 +204,6 @@ class SecretMemory:
         self._slot = 0  # (which base is the current one: 0, or 1 for <memory key>.b)
         # The passed-over note as this save read it after appending (None: not read in this save); a merge right
         # after raises it without reading it again (issue 22: a read per merge, ~10% of many small saves' CPU).
-        self._note_seen: int | None = None
         # The store's count of possible losses when the memory was last saved (a Redis restarted empty forgets it).
         self._losses_at_save = _losses(store)
         self._order: list[tuple[str, str]] = []  # the table's entries in the order learned (spans' memo counts them)
@@ -361,7 +364,7 @@ class SecretMemory:
                 return
             self._loaded = True  # (first: learning the stored values must not load again)
             try:
-                stored = self._read()
+                stored = self._read_whole()
             except BaseException:
                 self._loaded = False  # (a corrupt record is refused at every use, not forgotten after the first)
                 raise
@@ -419,6 +422,29 @@ class SecretMemory:
             self._through, _, self._slot, base, self._base_bytes = max(bases, key=lambda b: (b[0], b[1]))
             values.update(base.secrets)
         self._next = self._read_appended(self._through + 1, values)
+        return values
+
+    def _read_whole(self) -> dict[str, str]:
+        """``_read``, again while it stopped below the passed-over note (bounded); past a gap the note says is lost.
+
+        A load that stops at a record another worker's fold or merge passed over read while that worker deleted
+        what it holds: read again, it finds the new base or run. One still missing then is lost (a fold of another
+        worker replaced the base holding it, see DESIGN.md): the records after the note are read all the same,
+        or every later save would be invisible too.
+        """
+        store, key = self._store, self._key
+        assert store is not None and key is not None
+        values = self._read()
+        for _ in range(_MAX_READ_TRIES):
+            note = _passed(store, key)
+            if note < self._next:
+                return values
+            values = self._read()
+        note = _passed(store, key)
+        if note >= self._next:
+            _log.warning("%s: records %d to %d are missing (a worker's fold was overtaken); read past them",
+                         record_place(store, key), self._next, note)
+            self._next = self._read_appended(note + 1, values)
         return values
 
     def _read_appended(self, start: int, values: dict[str, str]) -> int:
@@ -487,26 +513,32 @@ class SecretMemory:
             if not self._loaded:
                 self._load()
             self._losses_at_save = losses
-            self._note_seen = None
             if forgot:
-                self._learn_stored(self._read())
+                self._learn_stored(self._read_whole())
                 self._fold()
                 self._unsaved_values.clear()
                 self._unsaved = False
                 return True
             if self._next == 1 and not self._base_bytes and self._first_base():
                 return True
+            stored = False
             for _ in range(_MAX_APPEND_TRIES):
                 theirs: dict[str, str] = {}
                 self._next = self._read_appended(self._next, theirs)
                 self._learn_stored(theirs)
                 if not self._unsaved_values:
+                    stored = True
                     break
                 appended = self._append(self._next)
                 if appended is None:  # (written where another worker's fold or merge had passed: read all again)
-                    self._learn_stored(self._read())
+                    self._learn_stored(self._read_whole())
                 elif appended:
+                    stored = True
                     break
+            if not stored:  # (kept unsaved: the next save tries again)
+                _log.warning("%s: the secrets learned were not saved (other workers kept passing over the record)",
+                             record_place(self._store, self._key or ""))
+                return False
             self._unsaved_values.clear()
             self._unsaved = False
             self._merge_levels()
@@ -527,8 +559,7 @@ class SecretMemory:
             if _stored_record(store, segment_key(key, n)) is not None:
                 return False  # (two workers appended under one number: ours is written again under the next)
             store.put(segment_key(key, n), raw)  # (a record cut short there: a save that never finished)
-        self._note_seen = _passed(store, key)
-        if self._note_seen >= n:
+        if _passed(store, key) >= n:
             store.delete(segment_key(key, n))
             return None
         self._runs.append(_Run(segment_key(key, n), n, 0, len(raw), dict(self._unsaved_values)))
@@ -548,6 +579,7 @@ class SecretMemory:
             group = runs[-FAN_IN:]
             level, start = group[0].level, group[0].start
             if (level >= MAX_LEVEL or any(r.level != level for r in group)
+                    or any(r.start != start + i * run_records(level) for i, r in enumerate(group))
                     or (start - self._through - 1) % run_records(level + 1)):
                 return  # (also a layout another worker's records made: left as it is, folded with the rest)
             merged: dict[str, str] = {}
@@ -557,7 +589,7 @@ class SecretMemory:
             through = start + run_records(level + 1) - 1
             raw = encode_record(merged.items(), time.time(), through=through)
             store.put(place, raw)
-            self._note_seen = _note_passed(store, key, through, self._note_seen)  # (before the deletes: see _append)
+            _note_passed(store, key, through)  # (before the deletes: see _append; read now, never lowered)
             for run in group:
                 store.delete(run.key)
             runs[-FAN_IN:] = [_Run(place, start, level + 1, len(raw), merged)]
@@ -570,15 +602,15 @@ class SecretMemory:
         store, key = self._store, self._key
         assert store is not None and key is not None
         if store.exists(key) or store.exists(base_key(key, 1)):  # (another worker saved since this one loaded)
-            self._learn_stored(self._read())
+            self._learn_stored(self._read_whole())
             return False
         raw = encode_record(self._values.items(), time.time(), through=0)
         if not _put_new(store, key, raw):
-            self._learn_stored(self._read())
+            self._learn_stored(self._read_whole())
             return False
         if _passed(store, key) > 0:  # (a fold moved the base to the other slot and deleted this one meanwhile)
             store.delete(key)
-            self._learn_stored(self._read())
+            self._learn_stored(self._read_whole())
             return False
         self._base_bytes = len(raw)
         self._unsaved_values.clear()
@@ -591,24 +623,41 @@ class SecretMemory:
         Into the base slot the current base is not in, whole, before the deletes (the records and runs it holds,
         then the previous base): a fold cut short leaves the current base and what follows it as they were; a
         process killed before the deletes leaves keys the new base holds already (never read again; deleted with
-        the memory).
+        the memory). The slot is written only where no key is (``put_new``): a base there holding more than the
+        current one is another worker's fold that overtook this one (read, and this fold goes on from it); one
+        holding no more is left from a fold killed before its deletes (its values are learned, then written over).
         """
         store, key = self._store, self._key
         assert store is not None and key is not None
-        if _passed(store, key) >= self._next:  # (another worker folded or merged records not read here: first read)
-            self._learn_stored(self._read())
-        through = self._next - 1
-        raw = encode_record(self._values.items(), time.time(), through=through)
-        previous = base_key(key, self._slot) if self._base_bytes else None
-        slot = 1 - self._slot if self._base_bytes else 0
-        store.put(base_key(key, slot), raw)
-        if through:
-            _note_passed(store, key, through, None)  # (before the deletes: a late record among them must see it)
-        for run in self._runs:
-            store.delete(run.key)
-        if previous is not None and previous != base_key(key, slot):
-            store.delete(previous)  # (the store holds the memory once, not twice until the next fold)
-        self._through, self._base_bytes, self._runs, self._slot = through, len(raw), [], slot
+        for _ in range(_MAX_FOLD_TRIES):
+            if _passed(store, key) >= self._next:  # (another worker folded or merged records not read here)
+                self._learn_stored(self._read_whole())
+            through, previous_through = self._next - 1, self._through
+            previous = base_key(key, self._slot) if self._base_bytes else None
+            slot = 1 - self._slot if self._base_bytes else 0
+            place = base_key(key, slot)
+            raw = encode_record(self._values.items(), time.time(), through=through)
+            if not _put_new(store, place, raw):
+                held = _stored_record(store, place)
+                if held is not None and held.through > previous_through:
+                    self._learn_stored(self._read_whole())
+                    continue
+                if held is not None:
+                    self._learn_stored(held.secrets)
+                    raw = encode_record(self._values.items(), time.time(), through=through)
+                store.put(place, raw)
+            if through:
+                _note_passed(store, key, through)  # (before the deletes: a late record among them must see it)
+            for run in self._runs:
+                store.delete(run.key)
+            if previous is not None and previous != place:
+                held = _stored_record(store, previous)  # (unless another worker's fold wrote it since: read first)
+                if held is None or held.through <= previous_through:
+                    store.delete(previous)  # (the store holds the memory once, not twice until the next fold)
+            self._through, self._base_bytes, self._runs, self._slot = through, len(raw), [], slot
+            return
+        _log.warning("%s: other workers' folds kept overtaking this one; not folded (what it holds stays stored)",
+                     record_place(store, key))
 
     def extend(self, entries: Iterable[tuple[str, str]]) -> None:
         """Learn ``(value, kind)`` pairs (a copy of another memory's values)."""
@@ -659,14 +708,14 @@ def _passed(store: BlobStore, key: str) -> int:
     return record.through if record is not None else 0
 
 
-def _note_passed(store: BlobStore, key: str, through: int, seen: int | None) -> int:
+def _note_passed(store: BlobStore, key: str, through: int) -> int:
     """Raise the memory's passed-over note to ``through`` (never lower it: another worker's may be further on).
 
-    ``seen``: the note as read since this save began (None: read it now). Read, then written: two workers passing
-    over records in the same save's time may leave the lower of their notes (a late third worker's record below the
-    higher one is then lost: a narrow window left). The note as it is now.
+    Read just before it is written: two workers passing over records at one instant may still leave the lower of
+    their notes (a late third worker's record below the higher one is then lost: a narrow window, no compare-and-set
+    in the protocol). The note as it is now.
     """
-    note = _passed(store, key) if seen is None else seen
+    note = _passed(store, key)
     if note >= through:
         return note
     store.put(passed_key(key), encode_record((), time.time(), through=through))
