@@ -269,7 +269,8 @@ class ToolCall(_ReadOnly):
         return json.loads(self.arguments) if self.arguments else {}
 
 
-@dataclass(frozen=True, slots=True)
+# (weakref_slot: the read-ahead keeps a masked message built for an output without keeping the output, issue 22)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Message(_ReadOnly):
     """One message of a conversation, in no provider's shape.
 

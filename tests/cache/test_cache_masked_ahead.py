@@ -128,3 +128,32 @@ def test_what_a_masking_writes_is_what_it_writes_without_the_read_ahead(
     cold_cache = _cache(knowing)
     cold = _mask(_history(nonce, stored, cold_cache), cold_cache)
     assert warm == cold
+
+
+def _alive_with(text: str) -> int:
+    """Messages still alive whose content mentions ``text``."""
+    import gc
+
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if type(o) is Message and isinstance(o.content, str) and text in o.content)
+
+
+def test_the_memo_does_not_keep_an_output_the_view_no_longer_holds() -> None:
+    # The masked message built ahead is matched to its output by identity, without holding the output: once masked
+    # (or dropped from the view unmasked), the whole output is freed with the view, not kept by the memo (issue 22).
+    nonce = datetime.now(UTC).strftime("mF%H%M%S%f")
+    cache = ToolOutputCache(MemoryBlobStore())  # (no redactor: its ledger would keep the messages it redacted)
+    history = _history(nonce)
+    calls = {c.id: c.arguments for m in history for c in m.tool_calls}
+    for m in history:
+        if m.role == "tool":
+            placeholder_ahead(m, cache, digest_tokens=40, known=calls[m.tool_call_id or ""], counter=_COUNTER.counter)
+    assert sum(1 for b in cache.placeholders._entries.values() if b.masked is not None) == 5
+    masked = mask_tool_outputs(history, budget_tokens=0, counter=_COUNTER, cache=cache, keep_tool_io_pairs=1,
+                               clear_at_least=0, digest_tokens=40).messages
+    assert sum(m.kind == "masked" for m in masked) == 4
+    del history
+    assert _alive_with(f"read_{nonce}_") == 1  # (the last output: still in the masked view)
+    del masked
+    assert _alive_with(f"read_{nonce}_") == 0
+    assert len(cache.placeholders) == 5  # (the placeholders stay: a copy of an output masked later finds its own)

@@ -8,6 +8,7 @@ masked, so nothing is lost; the placeholder keeps ``tool_call_id`` (pair integri
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, NamedTuple, Protocol
@@ -266,13 +267,13 @@ def _mask_one(message: Message, cache: OutputStore, digest_tokens: int = 0, know
         # Built ahead whole for this very message (issue 22): the masked message the lines below would make, while
         # the secrets answer as they did then and the output went where it was to go.
         stored = extra_meta.get("original_bytes")
-        if (built is not None and built.masked is not None and built.masked[0] is message
+        if (built is not None and built.masked is not None and built.masked[0]() is message
                 and built.masked[2] == stored and built.state == (secrets.digest_state() if secrets is not None
                                                                   else None)):
             return built.masked[1]
         placeholder = _digested(ref_id, text, cache, digest_tokens, known, counter.counter, secrets)
         built = memo.get(key) if built is not None and memo is not None else None
-        if (built is not None and built.masked is not None and built.masked[0] is message
+        if (built is not None and built.masked is not None and built.masked[0]() is message
                 and built.masked[2] == stored and built.masked[1].content is placeholder):
             return built.masked[1]  # (the placeholder built ahead still holds: checked against what was learned)
     else:
@@ -348,15 +349,16 @@ def _still_holds(built: Built, secrets: SecretGuard | None, ref_id: str, text: s
 class Built(NamedTuple):
     """A placeholder built, the secrets' state it was built at, and the words its digest asked the secrets about.
 
-    ``masked``: the output message it was built for, that message masked (the placeholder in its place, its kind,
-    ref and the stored size in its meta) and that size (None: the output was stored already, and its meta has none
-    added), when the read-ahead built it (see :func:`placeholder_ahead`).
+    ``masked``: the output message it was built for (a weak reference: the memo never keeps an output the view no
+    longer holds, and an id reused by a new message cannot match), that message masked (the placeholder in its
+    place, its kind, ref and the stored size in its meta) and that size (None: the output was stored already, and
+    its meta has none added), when the read-ahead built it (see :func:`placeholder_ahead`).
     """
 
     placeholder: str
     state: Hashable
     asked: tuple[str, ...]
-    masked: tuple[Message, Message, int | None] | None = None
+    masked: tuple[weakref.ref[Message], Message, int | None] | None = None
 
 
 class PlaceholderMemo:
@@ -372,7 +374,8 @@ class PlaceholderMemo:
     def __init__(self, max_entries: int = 4096) -> None:
         self.max_entries = max_entries
         self._entries: dict[Hashable, Built] = {}
-        self._masked: dict[int, tuple[Message, Message]] = {}  # id(output message) -> (it, it masked), built ahead
+        # id(output message) -> (a weak reference to it, it masked), built ahead: matched by identity, never kept
+        self._masked: dict[int, tuple[weakref.ref[Message], Message]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -386,7 +389,7 @@ class PlaceholderMemo:
         out: list[Message] = []
         for m in messages:
             pair = self._masked.pop(id(m), None)
-            if pair is not None and pair[0] is m:
+            if pair is not None and pair[0]() is m:
                 out.append(pair[1])
         return out
 
@@ -395,7 +398,9 @@ class PlaceholderMemo:
         if built.masked is not None:
             if len(self._masked) >= self.max_entries:
                 self._masked.clear()
-            self._masked[id(built.masked[0])] = (built.masked[0], built.masked[1])
+            output = built.masked[0]()
+            if output is not None:
+                self._masked[id(output)] = (built.masked[0], built.masked[1])
         entries = self._entries
         entries.pop(key, None)
         entries[key] = built
@@ -447,7 +452,7 @@ def _masked_ahead(message: Message, cache: OutputStore, ref_id: str, key: Hashab
     memo: PlaceholderMemo | None = getattr(cache, "placeholders", None)
     built = memo.get(key) if memo is not None else None
     if built is None or built.placeholder is not placeholder or (built.masked is not None
-                                                                 and built.masked[0] is message):
+                                                                 and built.masked[0]() is message):
         return
     extra_meta: dict[str, int] = {}
     size: int | None = None
@@ -459,7 +464,7 @@ def _masked_ahead(message: Message, cache: OutputStore, ref_id: str, key: Hashab
         extra_meta["original_bytes"] = size
     masked = message.with_content_and_meta(placeholder, kind="masked", ref=ref_id, **extra_meta)
     assert memo is not None
-    memo.put(key, built._replace(masked=(message, masked, size)))
+    memo.put(key, built._replace(masked=(weakref.ref(message), masked, size)))
 
 
 def _clear_inputs(view: list[Message], masked: Sequence[int], cache: OutputStore,
