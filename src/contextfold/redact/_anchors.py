@@ -65,21 +65,34 @@ def openings(regex: re.Pattern[str]) -> tuple[str, ...] | None:
 
 def _openings(regex: re.Pattern[str]) -> frozenset[str] | None:
     """The strings every path through ``regex``'s opening must read (see :func:`heads`), or None."""
-    if not isinstance(regex, re.Pattern) or regex.flags & re.IGNORECASE or not isinstance(regex.pattern, str):
+    if not isinstance(regex, re.Pattern) or regex.flags & re.IGNORECASE:
         return None
-    if sys.version_info[:2] not in _PARSER_CHECKED:
-        return None  # (the parser is private: a Python it was not checked on searches as before, never unsoundly)
+    parse = parsed_pattern(regex)
+    if parse is None:
+        return None
+    parsed, c = parse
+    found, _ = _expand(list(parsed), frozenset({""}), c)
+    return found
+
+
+def parsed_pattern(regex: re.Pattern[str]) -> tuple[Any, Any] | None:
+    """``regex`` parsed by the standard library's (private) parser, with that parser's constants module.
+
+    None where the parse cannot be relied on: a bytes pattern, a Python the parser was not checked on, a pattern the
+    stand-alone parse refuses. Callers then search as if nothing were known of the regex, never unsoundly.
+    """
+    if not isinstance(regex.pattern, str) or sys.version_info[:2] not in _PARSER_CHECKED:
+        return None
     try:
         from re import _constants as c  # type: ignore[attr-defined]
         from re import _parser  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover (a Python without the standard parser's modules: searched as before)
+    except ImportError:  # pragma: no cover (a Python without the standard parser's modules)
         return None
     try:
         parsed = _parser.parse(regex.pattern, regex.flags)
-    except Exception:  # (a pattern the stand-alone parse refuses: searched as before)
+    except Exception:  # (a pattern the stand-alone parse refuses)
         return None
-    found, _ = _expand(list(parsed), frozenset({""}), c)
-    return found
+    return parsed, c
 
 
 def _class_chars(items: list[tuple[Any, Any]], c: Any) -> list[str] | None:

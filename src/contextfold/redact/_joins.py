@@ -18,34 +18,27 @@ from __future__ import annotations
 import bisect
 import json
 import re
-import sys
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from ._anchors import parsed_pattern
 from ._ledger import SEPARATOR
 
 __all__ = ["found_in_a_string", "holding_texts", "reads_only_its_match"]
 
-# The Python versions whose private regex parser (``re._parser``) this reads was checked on (as ._anchors'). On
-# another, every regex is searched text by text: never unsound.
-_PARSER_CHECKED = frozenset({(3, 11), (3, 12), (3, 13)})
-
 
 @lru_cache(maxsize=256)
 def reads_only_its_match(regex: re.Pattern[str]) -> bool:
-    """Whether ``regex`` matches at a place whatever the text around the match (no anchor, boundary, lookaround)."""
-    if not isinstance(regex.pattern, str) or sys.version_info[:2] not in _PARSER_CHECKED:
+    """Whether ``regex`` matches at a place whatever the text around the match (no anchor, boundary, lookaround).
+
+    A regex the standard parser cannot be relied on for (see :func:`._anchors.parsed_pattern`) is taken as reading
+    around its match: it is searched text by text, never unsoundly.
+    """
+    parse = parsed_pattern(regex)
+    if parse is None:
         return False
-    try:
-        from re import _constants as c  # type: ignore[attr-defined]
-        from re import _parser  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover (a Python without the standard parser's modules: text by text)
-        return False
-    try:
-        parsed = _parser.parse(regex.pattern, regex.flags)
-    except Exception:  # (a pattern the stand-alone parse refuses: text by text)
-        return False
+    parsed, c = parse
     return not _reads_around(parsed, c)
 
 
