@@ -132,6 +132,11 @@ def _bounded_put(entries: dict[Any, tuple[Message, Message, int]], key: object,
             del entries[stale]
 
 
+def _drop_oldest(entries: dict[Any, Any], count: int) -> None:
+    for stale in list(itertools.islice(entries, count)):
+        del entries[stale]
+
+
 def _entry_chars(entry: tuple[Message, Message, int]) -> int:
     """The characters an entry keeps alive (its message, and what it redacted to when that is another message)."""
     return message_chars(entry[0]) if entry[1] is entry[0] else message_chars(entry[0]) + message_chars(entry[1])
@@ -219,8 +224,7 @@ class Ledger:
         held = self._held_chars()
         while held > LEDGER_CHARS * _SHED_TO and (self._by_object or self._by_content or self._copies):
             for entries in (self._by_object, self._by_content, self._copies):
-                for stale in list(itertools.islice(entries, max(1, len(entries) // 4))):
-                    del entries[stale]  # type: ignore[attr-defined]
+                _drop_oldest(entries, max(1, len(entries) // 4))
             held = self._held_chars()
         self._chars = held
 
