@@ -54,9 +54,10 @@ SEPARATOR = "\x00"
 LEDGER_ENTRIES = 250_000
 # And bounded by the text its entries keep alive (the messages and what they redacted to; characters, each text
 # object once): entries outlive the view they came from, and an entry of a redacted output holds the output and its
-# redacted copy. 250,000 entries of 50 KB outputs were ~25 GB. A view past this is compacted long before (a 1M-token
-# window is ~4M characters; 100,000 recorded messages hold ~9M), so the entries dropped are those of messages gone.
-LEDGER_CHARS = 64 * 1024 * 1024
+# redacted copy: 250,000 entries of 50 KB outputs were ~25 GB. Above the largest view a first prepare() reads, whose
+# every entry its transcript and summary look up again (100,000 distinct recorded messages: ~149M characters; the
+# repeated ones ~6M; a 1M-token window ~4M): the entries dropped are those of messages gone from the view.
+LEDGER_CHARS = 256 * 1024 * 1024
 # What the entry of a copy sharing its text with a recorded message keeps beyond it (its tuple, key and slots),
 # counted in characters; when the ledger is over LEDGER_CHARS, this fraction of it is what is left.
 _ENTRY_CHARS = 64
@@ -195,6 +196,14 @@ class Ledger:
         if self._chars > LEDGER_CHARS:
             self._shed()
 
+    def _new_chars(self, entry: tuple[Message, Message, int]) -> int:
+        """The characters ``entry`` keeps alive that the one it replaces did not (the lock is held)."""
+        m, out = entry[0], entry[1]
+        known = self._by_object.get(id(m))
+        if known is None or known[0] is not m:
+            return _entry_chars(entry)
+        return 0 if out is m or out is known[1] else message_chars(out)
+
     def _held_chars(self) -> int:
         """The characters of text the entries keep alive, each text (and each calls' tuple) counted once."""
         seen: set[int] = set()
@@ -259,8 +268,8 @@ class Ledger:
             return
         entries = [(m, out, generation) for m, out in redacted]
         keys = [SameMessage(m) for m, _ in redacted]
-        chars = sum(map(_entry_chars, entries))
         with self._lock:
+            chars = sum([self._new_chars(entry) for entry in entries])
             for entry, key in zip(entries, keys, strict=True):
                 _bounded_put(self._by_object, id(entry[0]), entry)
                 _bounded_put(self._by_content, key, entry)
@@ -370,8 +379,8 @@ class Ledger:
         entry = (m, redacted, generation)
         if by_content and key is None:
             key = SameMessage(m)
-        chars = _entry_chars(entry)
         with self._lock:
+            chars = self._new_chars(entry)
             _bounded_put(self._by_object, id(m), entry)
             if by_content:
                 _bounded_put(self._by_content, key, entry)
@@ -387,9 +396,10 @@ class Ledger:
             return
         entries = [(m, m, generation) for m in items]
         keys = list(map(SameMessage, items))
-        chars = sum(map(message_chars, items))
         with self._lock:
             by_object, by_content = self._by_object, self._by_content
+            chars = sum([message_chars(m) for m, known in zip(items, map(by_object.get, map(id, items)), strict=True)
+                         if known is None or known[0] is not m])
             by_object.update(zip(map(id, items), entries, strict=True))
             by_content.update(zip(keys, entries, strict=True))
             _bound(by_object)
