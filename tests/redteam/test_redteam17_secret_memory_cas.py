@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from secret_memory_workers import STORE_KINDS, HookedStore, Secrets, opened_store
 
 from contextfold.cache.blobs import BlobStore
@@ -67,6 +69,35 @@ def test_over_redis_put_if_and_the_three_windows(tmp_path: Path, monkeypatch: py
         _check_leftover(store, "redis")
         monkeypatch.setattr(memory_module, "_FOLD_MIN_BYTES", 1)
         _check_previous_base(store, "redis")
+        store.close()
+
+
+_VALUES = st.sampled_from([None, b"", b"a", b"b", bytes(range(256)) * 300])
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps=st.lists(st.tuples(st.sampled_from(["k1", "k2"]), _VALUES, _VALUES, st.booleans()), max_size=12))
+def test_put_if_behaves_as_a_compare_and_set_on_a_dict(steps: list[tuple[str, bytes | None, bytes | None, bool]],
+                                                     tmp_path_factory: pytest.TempPathFactory) -> None:
+    # Each store (and the protocol's default) against a dict: written only where the held value is the expected one.
+    from contextfold.stores.local import LocalBlobStore
+    from contextfold.stores.memory import MemoryBlobStore
+
+    stores: list[BlobStore] = [MemoryBlobStore(), LocalBlobStore(tmp_path_factory.mktemp("cas"))]
+    model: dict[str, bytes] = {}
+    for key, data, expected, as_held in steps:
+        if as_held:
+            expected = model.get(key)  # (half the steps expect what is held: the write happens)
+        done = model.get(key) == expected
+        if done:
+            if data is None:
+                model.pop(key, None)
+            else:
+                model[key] = data
+        for store in stores:
+            assert store.put_if(f"{NONCE}-{key}", data, expected) is done
+            assert {k: store.get(f"{NONCE}-{k}") for k in ("k1", "k2") if store.exists(f"{NONCE}-{k}")} == model
+    for store in stores:
         store.close()
 
 
