@@ -58,9 +58,10 @@ LEDGER_ENTRIES = 250_000
 # every entry its transcript and summary look up again (100,000 distinct recorded messages: ~149M characters; the
 # repeated ones ~6M; a 1M-token window ~4M): the entries dropped are those of messages gone from the view.
 LEDGER_CHARS = 256 * 1024 * 1024
-# What the entry of a copy sharing its text with a recorded message keeps beyond it (its tuple, key and slots),
-# counted in characters; when the ledger is over LEDGER_CHARS, this fraction of it is what is left.
+# What an entry keeps beyond its texts (its tuple, key and dict slots), counted in characters: a copy sharing its
+# text with a recorded message costs this much.
 _ENTRY_CHARS = 64
+# Past LEDGER_CHARS, the oldest entries are dropped until they keep this fraction of it (not one drop per put).
 _SHED_TO = 0.75
 # A message redacted while something was learned is redone at most this many times in a row (the secrets a message
 # teaches are redacted where the message itself mentions them earlier); past that, its entry's generation is the
@@ -134,6 +135,7 @@ def _bounded_put(entries: dict[Any, tuple[Message, Message, int]], key: object,
 
 
 def _drop_oldest(entries: dict[Any, Any], count: int) -> None:
+    """Drop the first ``count`` entries put (dicts keep insertion order)."""
     for stale in list(itertools.islice(entries, count)):
         del entries[stale]
 
@@ -227,8 +229,8 @@ class Ledger:
     def _shed(self) -> None:
         """Drop the oldest entries (a quarter at a time) until what they keep is under :data:`_SHED_TO` of the cap.
 
-        The oldest are the start of a long session, compacted away: what they hold is the ledger's alone. One still
-        in use is redacted again when next asked (the same result: the ledger saves work, it decides nothing).
+        The oldest are mostly the start of a long session, compacted away: what they hold is the ledger's alone. One
+        still in use is redacted again when next asked (the same result: the ledger saves work, it decides nothing).
         """
         held = self._held_chars()
         while held > LEDGER_CHARS * _SHED_TO and (self._by_object or self._by_content or self._copies):

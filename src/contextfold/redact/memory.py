@@ -16,7 +16,8 @@ at once both keep theirs: each reads what the other appended before it writes, a
 key is (``BlobStore.put_new``: the loser writes it again under the next number). A fold or a merge notes through
 which record it passed (``passed_key``) before it deletes what it passed over: a worker whose next number was stale
 (its record lands where no load reads) sees its number at or below the note, reads the store again and appends
-after the newest.
+after the newest. The note and the bases are written (and a previous base deleted) only over what was read
+(``BlobStore.put_if``, a compare-and-set): another worker's write in between makes this one read the store again.
 """
 
 from __future__ import annotations
