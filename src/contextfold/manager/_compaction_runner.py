@@ -401,6 +401,7 @@ class CompactionRunner:
                                            covered if isinstance(covered, int) else None)
         manager._view.replace(insert_receipt(result.messages, receipt) if receipt is not None else result.messages,
                               checked=manager._view.checked)
+        manager._archiver.forget_removed(view, result.messages)
         manager.steering.note_compacted(result.stats.compacted_count)
         manager._compactions += 1
         manager._compactor.floor = result.stats.tokens_after + manager._tool_tokens

@@ -818,13 +818,17 @@ class Redactor:
         """Whether :meth:`redact_message` is known to return ``m`` itself now (found clean, nothing learned since)."""
         return self._message_redactor.is_clean(m)
 
-    def forget_messages(self) -> None:
-        """Drop what it kept of the messages it redacted (each with its result); its memory of secrets stays.
+    def forget_messages(self, messages: Iterable[Message] | None = None) -> None:
+        """Drop what it kept of ``messages`` (of every message it redacted when None); its memory of secrets stays.
 
-        What a manager does when it closes: the kept results are there to spare the session's later scans, and hold
-        the messages (and their redacted copies) alive.
+        What a manager does when it closes, and with what a compaction removed once its transcript is written: the
+        kept results are there to spare the session's later scans, and hold the messages (and their redacted copies)
+        alive. A message forgotten and asked for again is redacted again, to the same result.
         """
-        self._message_redactor.ledger.clear()
+        if messages is None:
+            self._message_redactor.ledger.clear()
+        else:
+            self._message_redactor.ledger.forget(messages)
 
     def _redact_fields(self, m: Message) -> Message:
         content: str | tuple[Part, ...] = (
