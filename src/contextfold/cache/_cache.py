@@ -712,8 +712,16 @@ class ToolOutputCache:
                     self.store.delete(key)
 
     def close(self) -> None:
-        """Release the store (its connection and file descriptors) and the placeholders built ahead."""
+        """Release the store (its connection and file descriptors), the placeholders built ahead and the memos.
+
+        The memos spare later writes and views; with the store closed there are none, and they held the session's
+        rendered views and the texts of its latest outputs (a closed manager of 40 turns of 30 KB outputs at a 16K
+        window: ~1.9 MB, as long as its caller held it).
+        """
         self._placeholders = None  # (they hold masked copies of the session's outputs)
+        self._views = TextMemo(max_bytes=VIEW_MEMO_BYTES)
+        self._needs = TextMemo(max_bytes=NEEDS_MEMO_BYTES)
+        self._ref_ids = _RefIds()
         self.store.close()
 
 
