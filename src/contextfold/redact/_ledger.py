@@ -209,8 +209,8 @@ class Ledger:
             for key in gone.keys() & by_object.keys():
                 del by_object[key]
             by_content = self._by_content
-            for key in [key for key, entry in by_content.items() if id(entry[0]) in gone]:
-                del by_content[key]
+            for same in [same for same, entry in by_content.items() if id(entry[0]) in gone]:
+                del by_content[same]
             copies = self._copies
             for key in origins & copies.keys():
                 del copies[key]
