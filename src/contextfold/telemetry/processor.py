@@ -429,9 +429,9 @@ class BatchProcessor:
 
 def _clearing(redact: Redactor | None, records: list[tuple[dict[str, Any], Redactor | None]],
               ) -> AbstractContextManager[object]:
-    """The redactor's bulk clearing of the short strings of ``records`` (a :class:`contextfold.redact.Redactor`'s
-    ``redact_obj`` as the hook), or nothing for any other hook.
+    """A redactor's bulk clearing of the short strings of ``records``, or nothing (a hook that is no redactor's).
 
+    The hook is a :class:`contextfold.redact.Redactor`'s ``redact_obj`` (a manager's archive events, its exporters).
     Within it the redactor returns each string its prefilter cleared as it is, without a scan (see
     ``Redactor.clearing``); what it does not clear, and a key that names a secret, are redacted as before.
     """
