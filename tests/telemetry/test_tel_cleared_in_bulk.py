@@ -16,6 +16,7 @@ from contextfold.telemetry import BatchProcessor, CompactWarning
 
 _NONCE = "q7c2m9"  # (texts of this test only: no cache of another test's can answer for them)
 _EVENTS = 40
+_PATIENCE_S = 10.0  # (a generous bound: only a broken processor takes this long)
 
 
 def _events(secret_at: int) -> list[CompactWarning]:
@@ -30,7 +31,7 @@ def _export(redact: Any, events: list[CompactWarning]) -> list[dict[str, Any]]:
     try:
         for event in events:
             processor.emit(event)
-        assert processor.flush()
+        assert processor.flush(_PATIENCE_S)
     finally:
         processor.shutdown()
     return list(exporter.events)
@@ -74,8 +75,19 @@ def test_a_key_naming_a_secret_is_redacted_inside_the_clearing() -> None:
     try:
         for record in records:
             processor.emit(record)
-        assert processor.flush()
+        assert processor.flush(_PATIENCE_S)
     finally:
         processor.shutdown()
     assert all(e["data"]["api_key"].startswith("[REDACTED") for e in exporter.events)
     assert [e["data"]["note"] for e in exporter.events] == [f"n{i}" for i in range(_EVENTS)]
+
+
+def test_a_clearing_that_fails_leaves_each_event_redacted_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing(self: Redactor, texts: Any) -> Any:
+        raise RuntimeError("prefilter")
+
+    monkeypatch.setattr(Redactor, "clearing", failing)
+    events = _export(Redactor().redact_obj, _events(secret_at=5))
+    assert len(events) == _EVENTS
+    assert f"{_NONCE}Zx81kQ5" not in str(events)
+    assert "[REDACTED:password]" in events[5]["data"]["message"]
