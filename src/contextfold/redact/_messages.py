@@ -282,8 +282,10 @@ class MessageRedactor:
             return
         # (each copy's id, in plan order, read by C loops: 97,000 copies of a repeated history, issue 22)
         all_ids = _ids_of(list(itertools.chain.from_iterable(map(_GROUP_OF, plan))))
+        # (what clean_ids hold at: read before they are searched, so that a secret another thread learns meanwhile
+        # makes them stale, never current: each copy is then recalled, its id redacted on its own)
+        ids_at = self.redactor._generation()
         clean_ids = self._clean_ids(all_ids)
-        ids_at = self.redactor._generation()  # (what clean_ids hold at)
         offset = 0
         renewed: dict[int, tuple[Message, Message, int] | None] = {}  # id(stale entry) -> its first copy's entry
         same: list[Message] = []  # copies that redact to themselves at ids_at, recorded so at the end

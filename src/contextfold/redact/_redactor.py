@@ -506,13 +506,17 @@ class Redactor:
         compaction of 100,000 messages). Such a string redacts to itself at the generation it was cleared at, and
         later when none of the strings learned since occurs in it. Nothing is kept after the block.
         """
+        # The generation is read before the strings are searched: a secret another thread learns meanwhile then
+        # leaves the set older than the memory, and each cleared string is checked for it (see _was_cleared).
+        # (Read after, the set looked current and a string holding that secret went out bare.)
+        generation = self._generation()
         clean = self._message_redactor.clean_strings(texts)
         if not clean:
             yield
             return
         clearings = self._clearings
         before = getattr(clearings, "now", None)  # (a clearing of a copy of this redactor, which shares the local)
-        clearings.now = (id(self), self.memory, self._generation(), clean)
+        clearings.now = (id(self), self.memory, generation, clean)
         try:
             yield
         finally:
