@@ -68,6 +68,10 @@ _SHED_TO = 0.75
 # one before the last pass, so the next use checks again.
 MAX_PASSES = 3
 ID_KEY = "id"
+# Redactor.redact_text looks a string up (among those found clean, and those a bulk clearing cleared) when it is at
+# most this long; a longer one is scanned. So a bulk clearing (Redactor.clearing: a batch's short strings, an event
+# run's) takes only strings this long: one module's constant for the redactor and the callers that clear.
+CLEARED_MAX_CHARS = 256
 
 
 def _same_but_id(a: Message, b: Message) -> bool:

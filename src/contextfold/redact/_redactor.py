@@ -47,7 +47,7 @@ from ._callback import CallbackMemo
 from ._gate import PatternGate
 from ._joins import holding_texts
 from ._key_rule import key_rule_triggers, redact_item
-from ._ledger import SEPARATOR, joined_starts, search_joined
+from ._ledger import CLEARED_MAX_CHARS, SEPARATOR, joined_starts, search_joined
 from ._messages import MessageRedactor
 from ._provider_state import redact_provider_state
 from ._runs import class_runs
@@ -131,9 +131,8 @@ _MENTIONED_MAX = 8_192
 _MENTIONED_MAX_CHARS = 256
 
 
-# redact_text remembers the strings up to this long found clean, this many characters of them at most (per memory
-# generation; with a set's slot and a string's header, ~8 MB for short strings at the cap).
-_PLAIN_MAX_CHARS = 256
+# redact_text remembers the strings up to CLEARED_MAX_CHARS long found clean, this many characters of them at most (per
+# memory generation; with a set's slot and a string's header, ~8 MB for short strings at the cap).
 _PLAIN_BUDGET_CHARS = 1 << 20
 # A list or tuple of at least this many strings is cleared in bulk before its strings are redacted one by one
 # (see Redactor.clearing): the event of a compaction names every message it removed, 100,000 ids.
@@ -445,7 +444,7 @@ class Redactor:
         """``text`` with every secret replaced by its marker; the rest is unchanged."""
         if not self.enabled or not text:
             return text
-        plain = self._plain_strings() if len(text) <= _PLAIN_MAX_CHARS else None
+        plain = self._plain_strings() if len(text) <= CLEARED_MAX_CHARS else None
         if plain is not None and (text in plain or self._was_cleared(text)):
             found: list[Finding] = []
         else:
@@ -718,7 +717,7 @@ class Redactor:
             return {k: self._redact_item(k, v) for k, v in obj.items()}
         if isinstance(obj, list | tuple):
             if len(obj) >= _CLEAR_IN_BULK_MIN and _clearing_of(self) is None:
-                with self.clearing([v for v in obj if type(v) is str and len(v) <= _PLAIN_MAX_CHARS]):
+                with self.clearing([v for v in obj if type(v) is str and len(v) <= CLEARED_MAX_CHARS]):
                     return self._redact_sequence(obj)
             return self._redact_sequence(obj)
         return obj
