@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from gc import get_referents
 from types import MappingProxyType
-from typing import Any, Literal, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias
 
 __all__ = [
     "EMPTY",
@@ -159,6 +159,21 @@ class _ReadOnly:
 
     __slots__ = ()
 
+    # The fields holding a mapping the caller hands in (a part's or a call's ``extra``, ``cache_control``, ``data``):
+    # owned like a message's meta (``__post_init__``). A Message owns its own fields itself.
+    _MAPPINGS: ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self) -> None:
+        # A dict the caller keeps and changes later must change no message: redaction's verdict is kept by message,
+        # so a credential written into a dict a ToolCall was handed went out as found clean (red team 17). The
+        # formats' decoders hand views contextfold made (kept as they are); None, and what is no mapping, stay.
+        for name in self._MAPPINGS:
+            value = getattr(self, name)
+            if value is None or value is EMPTY:  # (the defaults: most parts and calls)
+                continue
+            if not _own_view(value) and isinstance(value, Mapping):
+                object.__setattr__(self, name, _freeze_owned(value))
+
     def __reduce__(self) -> tuple[Any, ...]:
         values, frozen = [], []
         for index, f in enumerate(fields(self)):  # type: ignore[arg-type]
@@ -191,6 +206,8 @@ def _rebuilt(cls: type[Any], values: tuple[Any, ...], frozen: tuple[int, ...]) -
 class TextPart(_ReadOnly):
     """Plain text."""
 
+    _MAPPINGS: ClassVar[tuple[str, ...]] = ("cache_control", "extra")
+
     text: str
     cache_control: Mapping[str, Any] | None = None
     extra: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
@@ -200,6 +217,8 @@ class TextPart(_ReadOnly):
 @dataclass(frozen=True, slots=True)
 class ImagePart(_ReadOnly):
     """An image by URL or inline base64 data."""
+
+    _MAPPINGS: ClassVar[tuple[str, ...]] = ("cache_control", "extra")
 
     url: str | None = None
     data: str | None = None
@@ -213,6 +232,8 @@ class ImagePart(_ReadOnly):
 @dataclass(frozen=True, slots=True)
 class DocumentPart(_ReadOnly):
     """A document (PDF, plain text file, …) by URL, file id or inline data."""
+
+    _MAPPINGS: ClassVar[tuple[str, ...]] = ("cache_control", "extra")
 
     url: str | None = None
     data: str | None = None
@@ -232,6 +253,8 @@ class ThinkingPart(_ReadOnly):
     sent back unchanged with the tool calls they precede, so normalization keeps them together.
     """
 
+    _MAPPINGS: ClassVar[tuple[str, ...]] = ("cache_control", "extra")
+
     text: str = ""
     signature: str | None = None
     redacted: bool = False
@@ -244,6 +267,8 @@ class ThinkingPart(_ReadOnly):
 @dataclass(frozen=True, slots=True)
 class UnknownPart(_ReadOnly):
     """A part of a kind contextfold does not model, kept verbatim for the format it came from."""
+
+    _MAPPINGS: ClassVar[tuple[str, ...]] = ("data", "cache_control", "extra")
 
     data: Mapping[str, Any]
     format: str = ""
@@ -258,6 +283,8 @@ Part: TypeAlias = TextPart | ImagePart | DocumentPart | ThinkingPart | UnknownPa
 @dataclass(frozen=True, slots=True)
 class ToolCall(_ReadOnly):
     """A function/tool call requested by the assistant. ``arguments`` is a JSON string, as OpenAI sends it."""
+
+    _MAPPINGS: ClassVar[tuple[str, ...]] = ("extra",)
 
     id: str
     name: str
