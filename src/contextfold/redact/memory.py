@@ -194,6 +194,7 @@ class SecretMemory:
         self._store = store
         self._key = memory_key(session_id) if session_id is not None else None
         self._loaded = store is None
+        self._loading = False  # (the thread holding the lock is loading: see _load)
         self._unsaved = False
         self._unsaved_values: dict[str, str] = {}  # learned here since the last save (what the next one appends)
         # The stored layout as this process knows it: the base (of ``_base_bytes``) holds the records up to
@@ -360,15 +361,17 @@ class SecretMemory:
     # -- the store ----------------------------------------------------------------------------------------------
     def _load(self) -> None:
         with self._lock:
-            if self._loaded:
-                return
-            self._loaded = True  # (first: learning the stored values must not load again)
+            if self._loaded or self._loading:
+                return  # (loaded; or this thread's own load, learning what it read: that must not load again)
+            # Marked loaded only once what the store holds is learned: the readers of other threads look at the mark
+            # without the lock, and one that saw it early read the memory empty (a remembered secret went out bare in
+            # an event the telemetry thread redacted during the first call's load; red team 17). They wait here.
+            self._loading = True
             try:
-                stored = self._read_whole()
-            except BaseException:
-                self._loaded = False  # (a corrupt record is refused at every use, not forgotten after the first)
-                raise
-            self._learn_stored(stored)
+                self._learn_stored(self._read_whole())
+            finally:
+                self._loading = False  # (a corrupt record is refused at every use, not forgotten after the first)
+            self._loaded = True
 
     def _learn_stored(self, values: Mapping[str, str]) -> None:
         """Learn what the store holds (nothing of it is saved again)."""
