@@ -657,18 +657,24 @@ class ContextManager:
         Overflow recovery uses it to drop the oldest messages when compaction cannot help. Returns how many
         messages left the view. ``shrinks``: the rewrite makes room as a compaction would, so a soft compaction
         waits until the view has grown again (by ``clear_at_least``), as after one.
+
+        Raises:
+            InvalidHistory: what the rewrite returned holds what ``add()`` refuses; the view is left as it was.
         """
+        from ..pairing import check_messages
         from ..telemetry import MessagesPruned
 
         with self._lock:
             view = self._view.normalized()
-            new = rewrite(list(view))
+            # Checked before anything changes: a dict or a malformed message put in the view failed every later call
+            # (red team 17), and the old view was archived and gone.
+            new = check_messages(rewrite(list(view)))
             if new == view:
                 return 0
             self._archive_transcript(view)
             kept = {id(m) for m in new}
             removed = [m for m in view if id(m) not in kept]
-            self._view.replace(new)
+            self._view.replace(new, checked=True)
             if shrinks:
                 tokens, _, _ = self._view.totals()
                 self._compactor.floor = tokens + self._tool_tokens
