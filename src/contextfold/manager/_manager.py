@@ -272,6 +272,9 @@ class ContextManager:
         ``policy.context_status`` on, the budget line (:meth:`status_message`) comes last. ``cache_breakpoints``
         (Anthropic): ``cache_control`` on the pinned head, the latest summary and the last history message
         (:func:`contextfold.billing.breakpoints.mark_breakpoints`), unless a message already carries one.
+
+        The list is the caller's, but the dicts in it are shared with the lists later calls return (the settled
+        prefix is encoded once, issue 22): copy one before changing it, or the change goes out in the next requests.
         """
         from ..formats import get_format
 
