@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from .errors import InvalidHistory
-from .messages import ROLES, Message, ToolCall
+from .messages import ROLES, DocumentPart, ImagePart, Message, TextPart, ThinkingPart, ToolCall, UnknownPart
 
 __all__ = [
     "ABORTED_OUTPUT_TEXT",
@@ -37,6 +37,10 @@ __all__ = [
     "tool_pairs",
     "validate",
 ]
+
+# What a message's content tuple may hold.
+_PARTS = (TextPart, ImagePart, DocumentPart, ThinkingPart, UnknownPart)
+
 
 # What the model reads where a tool call never got its output (the agent crashed, or the call was interrupted).
 ABORTED_OUTPUT_TEXT = "aborted: no output was recorded for this tool call"
@@ -177,6 +181,8 @@ def check_messages(messages: Iterable[object], *, start: int = 0) -> list[Messag
         if not isinstance(m.content, str | tuple):
             raise InvalidHistory(f"content must be text or parts, got {type(m.content).__name__}", index=i,
                                  field="content")
+        if type(m.content) is tuple:
+            _check_parts(m.content, i)
         if m.role == "tool" and not m.tool_call_id:
             raise InvalidHistory("tool result has no tool_call_id", index=i, field="tool_call_id")
         if m.tool_calls and m.role != "assistant":
@@ -187,6 +193,14 @@ def check_messages(messages: Iterable[object], *, start: int = 0) -> list[Messag
         checked.append(m)
         seen[id(m)] = m
     return checked
+
+
+def _check_parts(parts: tuple[object, ...], index: int) -> None:
+    # (A provider's block where a part belongs passed, went into the view, and failed every later call: red team 17.)
+    for k, part in enumerate(parts):
+        if not isinstance(part, _PARTS):
+            raise InvalidHistory(f"expected a content part (TextPart, ImagePart, ...), got {type(part).__name__}",
+                                 index=index, field=f"content[{k}]")
 
 
 def _check_call(call: object, index: int, k: int) -> None:
