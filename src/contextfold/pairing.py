@@ -9,7 +9,7 @@ index and the field named.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from .errors import InvalidHistory
@@ -38,8 +38,15 @@ __all__ = [
     "validate",
 ]
 
-# What a message's content tuple may hold.
+# What a message's content tuple may hold, with the fields of each that hold text (None allowed for the optional).
 _PARTS = (TextPart, ImagePart, DocumentPart, ThinkingPart, UnknownPart)
+_PART_TEXTS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    TextPart: (("text",), ()),
+    ThinkingPart: (("text",), ("signature", "encrypted")),
+    ImagePart: ((), ("url", "data", "media_type", "detail")),
+    DocumentPart: ((), ("url", "data", "file_id", "media_type", "title")),
+    UnknownPart: ((), ()),
+}
 
 
 # What the model reads where a tool call never got its output (the agent crashed, or the call was interrupted).
@@ -183,6 +190,8 @@ def check_messages(messages: Iterable[object], *, start: int = 0) -> list[Messag
                                  field="content")
         if type(m.content) is tuple:
             _check_parts(m.content, i)
+        if m.name is not None:
+            _check_text(m.name, i, "name")
         if m.role == "tool" and not m.tool_call_id:
             raise InvalidHistory("tool result has no tool_call_id", index=i, field="tool_call_id")
         if m.tool_calls and m.role != "assistant":
@@ -201,6 +210,27 @@ def _check_parts(parts: tuple[object, ...], index: int) -> None:
         if not isinstance(part, _PARTS):
             raise InvalidHistory(f"expected a content part (TextPart, ImagePart, ...), got {type(part).__name__}",
                                  index=index, field=f"content[{k}]")
+        required, optional = next(texts for kind, texts in _PART_TEXTS.items() if isinstance(part, kind))
+        for name in required:
+            _check_text(getattr(part, name), index, f"content[{k}].{name}")
+        for name in optional:
+            value = getattr(part, name)
+            if value is not None:
+                _check_text(value, index, f"content[{k}].{name}")
+        for name in ("data", "extra") if isinstance(part, UnknownPart) else ("extra",):
+            _check_mapping(getattr(part, name), index, f"content[{k}].{name}")
+        if part.cache_control is not None:
+            _check_mapping(part.cache_control, index, f"content[{k}].cache_control")
+
+
+def _check_mapping(value: object, index: int, field: str) -> None:
+    if not isinstance(value, Mapping):
+        raise InvalidHistory(f"must be a mapping, got {type(value).__name__}", index=index, field=field)
+
+
+def _check_text(value: object, index: int, field: str) -> None:
+    if not isinstance(value, str):
+        raise InvalidHistory(f"must be a string, got {type(value).__name__}", index=index, field=field)
 
 
 def _check_call(call: object, index: int, k: int) -> None:
@@ -211,6 +241,8 @@ def _check_call(call: object, index: int, k: int) -> None:
         raise InvalidHistory("tool call has no id", index=index, field=f"{where}.id")
     if not call.name:
         raise InvalidHistory(f"tool call {call.id!r} has no name", index=index, field=f"{where}.name")
+    _check_text(call.name, index, f"{where}.name")
+    _check_mapping(call.extra, index, f"{where}.extra")
     if not isinstance(call.arguments, str):
         raise InvalidHistory("arguments must be a JSON string", index=index, field=f"{where}.arguments")
     if call.arguments and _VALID_ARGUMENTS.get(id(call.arguments)) is not call.arguments:
