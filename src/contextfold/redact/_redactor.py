@@ -733,7 +733,9 @@ class Redactor:
         """
         if isinstance(obj, set | frozenset):
             members = [self.redact_obj(v) for v in obj]
-            return obj if all(map(operator.is_, members, obj)) else type(obj)(members)
+            if all(map(operator.is_, members, obj)):
+                return obj
+            return frozenset(members) if isinstance(obj, frozenset) else set(members)
         try:
             text = str(obj)
         except Exception:  # (written by its type's name: nothing of it to redact)
