@@ -92,27 +92,48 @@ def _freeze_owned(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
     """
     copied = _own_copy(mapping)
     for key, value in copied.items():
-        if type(value) in _CONTAINERS:
+        if _to_own(value):
             copied[key] = _owned(value)
     return MappingProxyType(copied) if copied else EMPTY
 
 
 # Copied exactly (a subclass, e.g. a namedtuple, is shared as it is: copying would change its type).
 _CONTAINERS = frozenset({dict, list, tuple, set})
+# Never containers: told at once (most values of a meta are strings).
+_ATOMS = frozenset({str, int, float, bool, type(None), bytes})
+
+
+def _to_own(value: Any) -> bool:
+    """Whether ``value`` holds what a caller may change later: a container, or a mapping, list or set of any type.
+
+    A caller's ``MappingProxyType``, ``OrderedDict`` or ``defaultdict``, or a list subclass, nested in a meta was
+    shared with the caller: a credential written into it after ``add()`` reached the archive in clear (red team 17).
+    """
+    kind = type(value)
+    if kind in _CONTAINERS:
+        return True
+    return kind not in _ATOMS and isinstance(value, Mapping | list | set) and not _own_view(value)
 
 
 def _owned(value: Any) -> Any:
-    """A copy of the nested dicts, lists, tuples and sets in ``value`` (the rest shared: strings, numbers, objects)."""
+    """A copy of the nested dicts, lists, tuples and sets in ``value`` (the rest shared: strings, numbers, objects).
+
+    A mapping, list or set of another type (not contextfold's own view) is copied as a plain dict, list or set.
+    """
     kind = type(value)
     if kind is dict:
         return {k: _owned(v) for k, v in value.items()}
     if kind is list:
         return [_owned(v) for v in value]
     if kind is tuple:
-        return tuple(_owned(v) for v in value) if any(type(v) in _CONTAINERS for v in value) else value
+        return tuple(_owned(v) for v in value) if any(map(_to_own, value)) else value
     if kind is set:
         return set(value)
-    return value
+    if kind in _ATOMS or not _to_own(value):
+        return value
+    if isinstance(value, Mapping):
+        return {k: _owned(v) for k, v in value.items()}
+    return [_owned(v) for v in value] if isinstance(value, list) else set(value)
 
 
 def _plain_copy(meta: Mapping[str, Any]) -> dict[str, Any]:
