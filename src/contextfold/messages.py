@@ -92,7 +92,7 @@ def _freeze_owned(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
     """
     copied = _own_copy(mapping)
     for key, value in copied.items():
-        if _to_own(value):
+        if type(value) not in _ATOMS and _to_own(value):  # (strings told inline: most values of a meta)
             copied[key] = _owned(value)
     return MappingProxyType(copied) if copied else EMPTY
 

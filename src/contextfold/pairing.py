@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 from .errors import InvalidHistory
 from .messages import ROLES, DocumentPart, ImagePart, Message, TextPart, ThinkingPart, ToolCall, UnknownPart
@@ -224,7 +225,8 @@ def _check_parts(parts: tuple[object, ...], index: int) -> None:
 
 
 def _check_mapping(value: object, index: int, field: str) -> None:
-    if not isinstance(value, Mapping):
+    kind = type(value)  # (a read-only view or a dict told without the ABC's isinstance: one per call of a bulk add)
+    if kind is not MappingProxyType and kind is not dict and not isinstance(value, Mapping):
         raise InvalidHistory(f"must be a mapping, got {type(value).__name__}", index=index, field=field)
 
 
