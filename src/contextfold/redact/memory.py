@@ -595,7 +595,11 @@ class SecretMemory:
             through = start + run_records(level + 1) - 1
             raw = encode_record(merged.items(), time.time(), through=through)
             store.put(place, raw)
-            _note_passed(store, key, through)  # (before the deletes: see _append; read now, never lowered)
+            if not _note_passed(store, key, through):  # (before the deletes: see _append; read now, never lowered)
+                # Not raised: a late record among the group's numbers would land where no load reads. The merge is
+                # abandoned, its run deleted (unless another worker's merge wrote it since); the group stays.
+                _put_if(store, place, None, raw)
+                return
             for run in group:
                 store.delete(run.key)
             runs[-FAN_IN:] = [_Run(place, start, level + 1, len(raw), merged)]
@@ -656,8 +660,11 @@ class SecretMemory:
                 if not _put_if(store, place, raw, held_raw):
                     self._learn_stored(self._read_whole())
                     continue
-            if through:
-                _note_passed(store, key, through)  # (before the deletes: a late record among them must see it)
+            if through and not _note_passed(store, key, through):  # (before the deletes: a late record must see it)
+                # Not raised: a late record among the numbers folded would land where no load reads. The fold is
+                # abandoned, its base deleted (unless another worker's fold wrote that slot since); the rest stays.
+                _put_if(store, place, None, raw)
+                return
             for run in self._runs:
                 store.delete(run.key)
             if previous is not None and previous != place:
@@ -735,24 +742,27 @@ def _passed(store: BlobStore, key: str) -> int:
     return record.through if record is not None else 0
 
 
-def _note_passed(store: BlobStore, key: str, through: int) -> int:
+def _note_passed(store: BlobStore, key: str, through: int) -> bool:
     """Raise the memory's passed-over note to ``through`` (never lower it: another worker's may be further on).
 
     Written over the note read (``put_if``): another worker raising it between the read and the write makes this
     one read it again, so two workers passing over records at one instant leave the higher note (the lower one let
-    a late third worker's record below the higher be lost). The note as it is now.
+    a late third worker's record below the higher be lost). True when the note is at ``through`` or higher now;
+    False when other workers kept changing it below ``through``: the caller must then delete nothing it passed over.
     """
     place = passed_key(key)
     for _ in range(_MAX_NOTE_TRIES):
         raw = _get(store, place)
         held = None if raw is None else decode_record(raw, record_place(store, place))
-        note = held.through if held is not None else 0
-        if note >= through:
-            return note
+        if held is not None and held.through >= through:
+            return True
         if _put_if(store, place, encode_record((), time.time(), through=through), raw):
-            return through
-    _log.warning("%s: other workers kept changing the passed-over note; left at theirs", record_place(store, place))
-    return _passed(store, key)
+            return True
+    if _passed(store, key) >= through:
+        return True
+    _log.warning("%s: other workers kept changing the passed-over note; what was passed over is left as it was",
+                 record_place(store, place))
+    return False
 
 
 def _get(store: BlobStore, key: str) -> bytes | None:
