@@ -177,9 +177,9 @@ def _check_previous_base(store: BlobStore, tag: str) -> None:
 
 
 def test_a_memory_kept_in_a_newer_layout_is_refused_by_name(store: BlobStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Fails on 96ca2cf: a layout this release does not know was read as far as it could, silently (a reader before
-    # merged runs stopped at the first one: every value merged after its base was lost to it). Now every record
-    # holding ``through`` says its layout, and a reader refuses one it does not know, saying so.
+    # Fails on 96ca2cf: a layout this release does not know was read as far as it could, silently. Now every record
+    # holding ``through`` says its layout, and a reader refuses a newer one, saying so (a guard against layouts to
+    # come: a release before the field ignores it, and one reading layout 1 still stops at the first merged run).
     from contextfold.errors import CorruptRecord
     from contextfold.redact import _memory_records
 
