@@ -18,6 +18,9 @@ which record it passed (``passed_key``) before it deletes what it passed over: a
 (its record lands where no load reads) sees its number at or below the note, reads the store again and appends
 after the newest. The note and the bases are written (and a previous base deleted) only over what was read
 (``BlobStore.put_if``, a compare-and-set): another worker's write in between makes this one read the store again.
+All of this holds only where ``put_new`` and ``put_if`` are one step for the store (those of
+:mod:`contextfold.stores` are); a store that keeps the protocol's defaults (read, then write) is said to be one, by
+its class's name, once a process (:func:`_tell_if_not_atomic`).
 """
 
 from __future__ import annotations
@@ -196,6 +199,8 @@ class SecretMemory:
         self._values: dict[str, str] = {}  # the values found, as they were (what the store keeps)
         self._lock = threading.RLock()
         self._store = store
+        if store is not None:
+            _tell_if_not_atomic(store)
         self._key = memory_key(session_id) if session_id is not None else None
         self._loaded = store is None
         self._unsaved = False
@@ -709,6 +714,35 @@ def memory_saved_at(store: BlobStore, key: str) -> float | None:
     except CorruptRecord:
         return None  # (its age is unknown: kept)
     return record.saved_at if record is not None else None
+
+
+# The store classes already said to lack a one-step put_new or put_if (each is said once a process).
+_TOLD_NOT_ATOMIC: set[type] = set()
+_ATOMIC_WRITES = ("put_new", "put_if")
+
+
+def _tell_if_not_atomic(store: BlobStore) -> None:
+    """Warn, once per store class, when ``store`` writes a memory's records with the protocol's read-then-write.
+
+    Two workers saving one session's memory at once rely on ``put_new`` and ``put_if`` being one step for the store:
+    with the defaults (or none: a store that is no BlobStore subclass) a write of another worker between the read
+    and the write is lost, and with it secrets that worker saved. One worker at a time is safe. Not raised: a store
+    used by one process, the common case, loses nothing.
+    """
+    cls = type(store)
+    if cls in _TOLD_NOT_ATOMIC:
+        return
+    from ..cache.blobs import BlobStore
+
+    defaults = [name for name in _ATOMIC_WRITES
+                if getattr(cls, name, None) in (None, getattr(BlobStore, name))]
+    if defaults:
+        _TOLD_NOT_ATOMIC.add(cls)
+        _log.warning("secret memory over %s.%s: its %s %s the BlobStore protocol's default (read, then write), not "
+                     "one step; workers sharing a session's secret memory in this store can lose each other's "
+                     "secrets: implement %s atomically, or save a session's memory from one worker at a time",
+                     cls.__module__, cls.__qualname__, " and ".join(defaults),
+                     "is" if len(defaults) == 1 else "are", " and ".join(defaults))
 
 
 def _put_new(store: BlobStore, key: str, raw: bytes) -> bool:
