@@ -16,8 +16,9 @@ at once both keep theirs: each reads what the other appended before it writes, a
 key is (``BlobStore.put_new``: the loser writes it again under the next number). A fold or a merge notes through
 which record it passed (``passed_key``) before it deletes what it passed over: a worker whose next number was stale
 (its record lands where no load reads) sees its number at or below the note, reads the store again and appends
-after the newest. The note and the bases are written (and a previous base deleted) only over what was read
-(``BlobStore.put_if``, a compare-and-set): another worker's write in between makes this one read the store again.
+after the newest; a fold or a merge that cannot raise the note deletes nothing (and takes back what it wrote).
+The note and the bases are written (and a previous base deleted) only over what was read (``BlobStore.put_if``, a
+compare-and-set): another worker's write in between makes this one read the store again.
 All of this holds only where ``put_new`` and ``put_if`` are one step for the store (those of
 :mod:`contextfold.stores` are); a store that keeps the protocol's defaults (read, then write) is said to be one, by
 its class's name, once a process (:func:`_tell_if_not_atomic`).
@@ -582,6 +583,7 @@ class SecretMemory:
 
         The merged run is written whole before what it merges is deleted: a merge cut short leaves them as they were
         (a load reads them); a process killed before the deletes leaves runs the merged one holds (never read again).
+        A merge whose note other workers kept changing below its ``through`` is abandoned (see :func:`_note_passed`).
         """
         store, key = self._store, self._key
         assert store is not None and key is not None
