@@ -60,11 +60,34 @@ class BlobStore(Protocol):
 
         Two workers appending under one key: one wins, the other learns it lost (a secret memory's records). The
         default checks then writes, which another process can slip between; the stores of :mod:`contextfold.stores`
-        do both in one step.
+        do both in one step. A store whose sessions' secret memories more than one worker saves must override it
+        with one step (the memory warns, naming the class, about a store that keeps the default).
         """
         if self.exists(key):
             return False
         self.put(key, data)
+        return True
+
+    def put_if(self, key: str, data: bytes | None, expected: bytes | None) -> bool:
+        """Compare-and-set: make ``key`` hold ``data`` only when it holds ``expected`` now; True when done.
+
+        None stands for no value, on either side: ``expected=None`` writes only where no ``key`` is (as
+        :meth:`put_new`), ``data=None`` deletes. What a worker read and decided on is what it replaces: a secret
+        memory's note and bases, which another worker may write between the read and the write. The default reads,
+        compares, then writes (another process can slip between); the stores of :mod:`contextfold.stores` do it in
+        one step. A store whose sessions' secret memories more than one worker saves must override it with one step
+        (the memory warns, naming the class, about a store that keeps the default: secrets can be lost).
+        """
+        try:
+            held: bytes | None = self.get(key)
+        except RefNotFound:
+            held = None
+        if held != expected:
+            return False
+        if data is None:
+            self.delete(key)
+        else:
+            self.put(key, data)
         return True
 
     def size(self, key: str) -> int | None:

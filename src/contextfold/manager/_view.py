@@ -62,8 +62,8 @@ class View:
         self._settled = 0  # view[:settled] is normalized, closed, and ends before an assistant message
         # (version, appends, length) when the settled boundary was last moved up as far as it goes (see _settle)
         self._settled_at: tuple[int, int, int] | None = None
-        # Every message passed check_messages: add() checks each, and the view's own rewrites (masking, compaction,
-        # answered outputs narrowed) make valid messages of valid ones; adopt() and rewrite_view() put a caller's
+        # Every message passed check_messages: add() and rewrite_view() check each, and the view's own rewrites
+        # (masking, compaction, answered outputs narrowed) make valid messages of valid ones; adopt() puts a caller's
         # messages in unchecked (replace's default). Planning then does not check the view again (issue 22: ~40 ms
         # of the first prepare() of 100,000 recorded messages).
         self.checked = True

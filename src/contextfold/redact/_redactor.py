@@ -18,11 +18,13 @@ from __future__ import annotations
 import bisect
 import contextlib
 import copy
+import datetime
 import itertools
 import json
 import logging
 import operator
 import re
+import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
@@ -145,6 +147,9 @@ _CLEARED_RECHECK_MAX = 64
 _ENCODED_MIN_CHARS = 8
 _BASE64_RE = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 
+# Values whose text never holds a secret, kept as they are by redaction (numbers and times; see _redact_other).
+_TEXTLESS = (int, float, complex, datetime.date, datetime.time, datetime.timedelta)
+
 class Redactor:
     """Replaces secrets in text, JSON-like objects and messages.
 
@@ -221,9 +226,10 @@ class Redactor:
         self._mentioned: tuple[SecretMemory, int, dict[str, tuple[bool, int]]] | None = None
         # redact_text's short strings found clean: (id of the redactor, its memory, the generation, the strings)
         self._plain: tuple[int, SecretMemory, int, set[str], list[int]] | None = None  # (+ the characters held)
-        # Short strings a batch's prefilter cleared before they are redacted one by one (see clearing):
-        # (id of the redactor, its memory, the generation they were cleared at, the strings)
-        self._cleared: tuple[int, SecretMemory, int, frozenset[str]] | None = None
+        # Short strings a batch's prefilter cleared before they are redacted one by one (see clearing), per thread
+        # (the telemetry thread clears its events' strings while the agent's thread clears a batch's, issue 22):
+        # ``.now`` is (id of the redactor, its memory, the generation they were cleared at, the strings)
+        self._clearings = threading.local()
 
     # -- copies sharing what they can ---------------------------------------------------------------------------
     def for_session(self, memory: SecretMemory) -> Redactor:
@@ -484,7 +490,7 @@ class Redactor:
 
     def _was_cleared(self, text: str) -> bool:
         """Whether ``text`` is one of the strings :meth:`clearing` cleared, and redacts to itself now."""
-        cleared = self._cleared
+        cleared: tuple[int, SecretMemory, int, frozenset[str]] | None = getattr(self._clearings, "now", None)
         if cleared is None or text not in cleared[3] or cleared[0] != id(self) or cleared[1] is not self.memory:
             return False
         at = cleared[2]
@@ -508,11 +514,13 @@ class Redactor:
         if not clean:
             yield
             return
-        self._cleared = (id(self), self.memory, self._generation(), clean)
+        clearings = self._clearings
+        before = getattr(clearings, "now", None)  # (a clearing of a copy of this redactor, which shares the local)
+        clearings.now = (id(self), self.memory, self._generation(), clean)
         try:
             yield
         finally:
-            self._cleared = None
+            clearings.now = before
 
     def _remember_plain(self, plain: set[str], text: str) -> None:
         """Add ``text`` (found clean, nothing learned) to ``plain``, emptied first when it would hold too much."""
@@ -694,7 +702,10 @@ class Redactor:
 
     # -- structures ---------------------------------------------------------------------------------------------
     def redact_obj(self, obj: Any) -> Any:
-        """A deep copy of ``obj`` with every string value redacted (dicts, lists and tuples; keys are kept)."""
+        """A deep copy of ``obj`` with every string value redacted (dicts, lists, tuples and sets; keys are kept).
+
+        Another object (but a number or a time) whose text holds a secret is replaced by that text redacted.
+        """
         if not self.enabled:
             return obj
         kind = type(obj)
@@ -709,11 +720,32 @@ class Redactor:
         if isinstance(obj, Mapping):
             return {k: self._redact_item(k, v) for k, v in obj.items()}
         if isinstance(obj, list | tuple):
-            if len(obj) >= _CLEAR_IN_BULK_MIN and self._cleared is None:
+            if len(obj) >= _CLEAR_IN_BULK_MIN and _clearing_of(self) is None:
                 with self.clearing([v for v in obj if type(v) is str and len(v) <= _PLAIN_MAX_CHARS]):
                     return self._redact_sequence(obj)
             return self._redact_sequence(obj)
-        return obj
+        if obj is None or isinstance(obj, _TEXTLESS):
+            return obj
+        return self._redact_other(obj)
+
+    def _redact_other(self, obj: Any) -> Any:
+        """``obj`` (no str, mapping, list or tuple) redacted: a set's members; another object by its text.
+
+        What a transcript writes of such a value of a caller's meta is its text (a set: its members, see
+        ``serialize._unknown``): a credential in a tag set or in an object's text reached the archive in clear once
+        it was written (red team 17). An object whose text holds no secret is kept as it is.
+        """
+        if isinstance(obj, set | frozenset):
+            members = [self.redact_obj(v) for v in obj]
+            if all(map(operator.is_, members, obj)):
+                return obj
+            return frozenset(members) if isinstance(obj, frozenset) else set(members)
+        try:
+            text = str(obj)
+        except Exception:  # (written by its type's name: nothing of it to redact)
+            return obj
+        redacted = self.redact_text(text)
+        return obj if redacted == text else redacted
 
     def _redact_sequence(self, obj: list[Any] | tuple[Any, ...]) -> list[Any] | tuple[Any, ...]:
         if isinstance(obj, list):
@@ -817,6 +849,14 @@ class Redactor:
     def is_clean(self, m: Message) -> bool:
         """Whether :meth:`redact_message` is known to return ``m`` itself now (found clean, nothing learned since)."""
         return self._message_redactor.is_clean(m)
+
+    def forget_messages(self) -> None:
+        """Drop what it kept of the messages it redacted (each with its result); its memory of secrets stays.
+
+        What a manager does when it closes: the kept results are there to spare the session's later scans, and hold
+        the messages (and their redacted copies) alive.
+        """
+        self._message_redactor.ledger.clear()
 
     def _redact_fields(self, m: Message) -> Message:
         content: str | tuple[Part, ...] = (
@@ -925,6 +965,12 @@ class Redactor:
                              [need for need, holding in unmet if i not in holding]):
                 given.add(i)
 
+
+
+def _clearing_of(redactor: Redactor) -> object:
+    """The clearing ``redactor`` itself has open in this thread, or None."""
+    cleared = getattr(redactor._clearings, "now", None)
+    return cleared if cleared is not None and cleared[0] == id(redactor) else None
 
 
 def _meets_any(text: str, remembered: Sequence[str]) -> bool:
