@@ -52,6 +52,17 @@ _log = logging.getLogger(__name__)
 
 # 48 random bits per manager: collisions between the managers of one session are out of reach.
 _ID_NONCE_HEX = 12
+# The nonce's hex digits with "a" written "g": no built-in secret pattern's trigger ("eaa", "acca", ":aa" are hex)
+# can occur in it. One that did made every id of the manager a suspect of the redactor's prefilter, each read again
+# one by one: in 0.55% of sessions, +1 s or more to the first compaction of 100,000 messages (issue 22).
+_ID_NONCE_DIGITS = str.maketrans("a", "g")
+
+
+def _id_nonce() -> str:
+    """A manager's part of its messages' ids: 48 random bits, in which no built-in trigger can occur."""
+    return uuid.uuid4().hex[:_ID_NONCE_HEX].translate(_ID_NONCE_DIGITS)
+
+
 # A reported prompt above this many times the configured window is no count of a request the provider accepted (a
 # proxy summing a session's usage, a misreporting server): grounding the view in it compacted on every turn. A
 # model's real window may be above the configured one (a 1M-token beta of a 200K model), hence a wide factor.
@@ -179,7 +190,7 @@ class ContextManager:
         # Ids must not repeat across managers of one session (a restarted process, another worker): the archive
         # merges transcripts by id, so a second "s1:1" would hide the first. A per-manager nonce keeps them apart.
         # Pass message_id_prefix for reproducible ids (a replay), when one process owns the session for good.
-        self._intake = Intake(self, message_id_prefix or f"{self.session_id}:{uuid.uuid4().hex[:_ID_NONCE_HEX]}")
+        self._intake = Intake(self, message_id_prefix or f"{self.session_id}:{_id_nonce()}")
         self._compactions = 0
         self.before_compaction = before_compaction
         self._warm_after_policy = False  # the new messages are read ahead once the policy has acted
@@ -272,6 +283,9 @@ class ContextManager:
         ``policy.context_status`` on, the budget line (:meth:`status_message`) comes last. ``cache_breakpoints``
         (Anthropic): ``cache_control`` on the pinned head, the latest summary and the last history message
         (:func:`contextfold.billing.breakpoints.mark_breakpoints`), unless a message already carries one.
+
+        The list is the caller's, but the dicts in it are shared with the lists later calls return (the settled
+        prefix is encoded once, issue 22): copy one before changing it, or the change goes out in the next requests.
         """
         from ..formats import get_format
 
@@ -657,18 +671,24 @@ class ContextManager:
         Overflow recovery uses it to drop the oldest messages when compaction cannot help. Returns how many
         messages left the view. ``shrinks``: the rewrite makes room as a compaction would, so a soft compaction
         waits until the view has grown again (by ``clear_at_least``), as after one.
+
+        Raises:
+            InvalidHistory: what the rewrite returned holds what ``add()`` refuses; the view is left as it was.
         """
+        from ..pairing import check_messages
         from ..telemetry import MessagesPruned
 
         with self._lock:
             view = self._view.normalized()
-            new = rewrite(list(view))
+            # Checked before anything changes: a dict or a malformed message put in the view failed every later call
+            # (red team 17), and the old view was archived and gone.
+            new = check_messages(rewrite(list(view)))
             if new == view:
                 return 0
             self._archive_transcript(view)
             kept = {id(m) for m in new}
             removed = [m for m in view if id(m) not in kept]
-            self._view.replace(new)
+            self._view.replace(new, checked=True)
             if shrinks:
                 tokens, _, _ = self._view.totals()
                 self._compactor.floor = tokens + self._tool_tokens

@@ -68,6 +68,10 @@ _SHED_TO = 0.75
 # one before the last pass, so the next use checks again.
 MAX_PASSES = 3
 ID_KEY = "id"
+# Redactor.redact_text looks a string up (among those found clean, and those a bulk clearing cleared) when it is at
+# most this long; a longer one is scanned. So a bulk clearing (Redactor.clearing: a batch's short strings, an event
+# run's) takes only strings this long: one module's constant for the redactor and the callers that clear.
+CLEARED_MAX_CHARS = 256
 
 
 def _same_but_id(a: Message, b: Message) -> bool:
@@ -644,7 +648,10 @@ _DECODED_ARGUMENTS_MAX_CHARS = 4_096
 
 
 def _walk(obj: Any, out: list[str]) -> bool:
-    """Append the strings of a JSON-like ``obj`` (keys and values) to ``out``; False on a non-ASCII key."""
+    """Append the strings of a JSON-like ``obj`` (keys and values) to ``out``; False when it cannot list them all.
+
+    That is at a non-ASCII key, and at a value that is no string, number, mapping, list or tuple (a set, an object).
+    """
     stack = [obj]
     while stack:  # (a mapping of strings, as meta mostly is, goes through the first branch of each item)
         item = stack.pop()
@@ -661,6 +668,8 @@ def _walk(obj: Any, out: list[str]) -> bool:
                 stack.append(value)
         elif isinstance(item, list | tuple):
             stack.extend(item)
+        elif item is not None and not isinstance(item, int | float):
+            return False  # (a set, an object: redaction reads its members or its text, not listed here)
     return True
 
 

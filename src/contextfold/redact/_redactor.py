@@ -18,11 +18,13 @@ from __future__ import annotations
 import bisect
 import contextlib
 import copy
+import datetime
 import itertools
 import json
 import logging
 import operator
 import re
+import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
@@ -46,7 +48,7 @@ from ._callback import CallbackMemo
 from ._gate import PatternGate
 from ._joins import holding_texts
 from ._key_rule import key_rule_triggers, redact_item
-from ._ledger import SEPARATOR, joined_starts, search_joined
+from ._ledger import CLEARED_MAX_CHARS, SEPARATOR, joined_starts, search_joined
 from ._messages import MessageRedactor
 from ._provider_state import redact_provider_state
 from ._runs import class_runs
@@ -130,9 +132,8 @@ _MENTIONED_MAX = 8_192
 _MENTIONED_MAX_CHARS = 256
 
 
-# redact_text remembers the strings up to this long found clean, this many characters of them at most (per memory
-# generation; with a set's slot and a string's header, ~8 MB for short strings at the cap).
-_PLAIN_MAX_CHARS = 256
+# redact_text remembers the strings up to CLEARED_MAX_CHARS long found clean, this many characters of them at most (per
+# memory generation; with a set's slot and a string's header, ~8 MB for short strings at the cap).
 _PLAIN_BUDGET_CHARS = 1 << 20
 # A list or tuple of at least this many strings is cleared in bulk before its strings are redacted one by one
 # (see Redactor.clearing): the event of a compaction names every message it removed, 100,000 ids.
@@ -144,6 +145,9 @@ _CLEARED_RECHECK_MAX = 64
 # A remembered value this long, all in the base64 alphabet, is also remembered decoded when that is readable text.
 _ENCODED_MIN_CHARS = 8
 _BASE64_RE = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+
+# Values whose text never holds a secret, kept as they are by redaction (numbers and times; see _redact_other).
+_TEXTLESS = (int, float, complex, datetime.date, datetime.time, datetime.timedelta)
 
 class Redactor:
     """Replaces secrets in text, JSON-like objects and messages.
@@ -221,9 +225,10 @@ class Redactor:
         self._mentioned: tuple[SecretMemory, int, dict[str, tuple[bool, int]]] | None = None
         # redact_text's short strings found clean: (id of the redactor, its memory, the generation, the strings)
         self._plain: tuple[int, SecretMemory, int, set[str], list[int]] | None = None  # (+ the characters held)
-        # Short strings a batch's prefilter cleared before they are redacted one by one (see clearing):
-        # (id of the redactor, its memory, the generation they were cleared at, the strings)
-        self._cleared: tuple[int, SecretMemory, int, frozenset[str]] | None = None
+        # Short strings a batch's prefilter cleared before they are redacted one by one (see clearing), per thread
+        # (the telemetry thread clears its events' strings while the agent's thread clears a batch's, issue 22):
+        # ``.now`` is (id of the redactor, its memory, the generation they were cleared at, the strings)
+        self._clearings = threading.local()
 
     # -- copies sharing what they can ---------------------------------------------------------------------------
     def for_session(self, memory: SecretMemory) -> Redactor:
@@ -443,7 +448,7 @@ class Redactor:
         """``text`` with every secret replaced by its marker; the rest is unchanged."""
         if not self.enabled or not text:
             return text
-        plain = self._plain_strings() if len(text) <= _PLAIN_MAX_CHARS else None
+        plain = self._plain_strings() if len(text) <= CLEARED_MAX_CHARS else None
         if plain is not None and (text in plain or self._was_cleared(text)):
             found: list[Finding] = []
         else:
@@ -484,7 +489,7 @@ class Redactor:
 
     def _was_cleared(self, text: str) -> bool:
         """Whether ``text`` is one of the strings :meth:`clearing` cleared, and redacts to itself now."""
-        cleared = self._cleared
+        cleared: tuple[int, SecretMemory, int, frozenset[str]] | None = getattr(self._clearings, "now", None)
         if cleared is None or text not in cleared[3] or cleared[0] != id(self) or cleared[1] is not self.memory:
             return False
         at = cleared[2]
@@ -504,15 +509,21 @@ class Redactor:
         compaction of 100,000 messages). Such a string redacts to itself at the generation it was cleared at, and
         later when none of the strings learned since occurs in it. Nothing is kept after the block.
         """
+        # The generation is read before the strings are searched: a secret another thread learns meanwhile then
+        # leaves the set older than the memory, and each cleared string is checked for it (see _was_cleared).
+        # (Read after, the set looked current and a string holding that secret went out bare.)
+        generation = self._generation()
         clean = self._message_redactor.clean_strings(texts)
         if not clean:
             yield
             return
-        self._cleared = (id(self), self.memory, self._generation(), clean)
+        clearings = self._clearings
+        before = getattr(clearings, "now", None)  # (a clearing of a copy of this redactor, which shares the local)
+        clearings.now = (id(self), self.memory, generation, clean)
         try:
             yield
         finally:
-            self._cleared = None
+            clearings.now = before
 
     def _remember_plain(self, plain: set[str], text: str) -> None:
         """Add ``text`` (found clean, nothing learned) to ``plain``, emptied first when it would hold too much."""
@@ -694,7 +705,10 @@ class Redactor:
 
     # -- structures ---------------------------------------------------------------------------------------------
     def redact_obj(self, obj: Any) -> Any:
-        """A deep copy of ``obj`` with every string value redacted (dicts, lists and tuples; keys are kept)."""
+        """A deep copy of ``obj`` with every string value redacted (dicts, lists, tuples and sets; keys are kept).
+
+        Another object (but a number or a time) whose text holds a secret is replaced by that text redacted.
+        """
         if not self.enabled:
             return obj
         kind = type(obj)
@@ -709,11 +723,32 @@ class Redactor:
         if isinstance(obj, Mapping):
             return {k: self._redact_item(k, v) for k, v in obj.items()}
         if isinstance(obj, list | tuple):
-            if len(obj) >= _CLEAR_IN_BULK_MIN and self._cleared is None:
-                with self.clearing([v for v in obj if type(v) is str and len(v) <= _PLAIN_MAX_CHARS]):
+            if len(obj) >= _CLEAR_IN_BULK_MIN and _clearing_of(self) is None:
+                with self.clearing([v for v in obj if type(v) is str and len(v) <= CLEARED_MAX_CHARS]):
                     return self._redact_sequence(obj)
             return self._redact_sequence(obj)
-        return obj
+        if obj is None or isinstance(obj, _TEXTLESS):
+            return obj
+        return self._redact_other(obj)
+
+    def _redact_other(self, obj: Any) -> Any:
+        """``obj`` (no str, mapping, list or tuple) redacted: a set's members; another object by its text.
+
+        What a transcript writes of such a value of a caller's meta is its text (a set: its members, see
+        ``serialize._unknown``): a credential in a tag set or in an object's text reached the archive in clear once
+        it was written (red team 17). An object whose text holds no secret is kept as it is.
+        """
+        if isinstance(obj, set | frozenset):
+            members = [self.redact_obj(v) for v in obj]
+            if all(map(operator.is_, members, obj)):
+                return obj
+            return frozenset(members) if isinstance(obj, frozenset) else set(members)
+        try:
+            text = str(obj)
+        except Exception:  # (written by its type's name: nothing of it to redact)
+            return obj
+        redacted = self.redact_text(text)
+        return obj if redacted == text else redacted
 
     def _redact_sequence(self, obj: list[Any] | tuple[Any, ...]) -> list[Any] | tuple[Any, ...]:
         if isinstance(obj, list):
@@ -937,6 +972,12 @@ class Redactor:
                              [need for need, holding in unmet if i not in holding]):
                 given.add(i)
 
+
+
+def _clearing_of(redactor: Redactor) -> object:
+    """The clearing ``redactor`` itself has open in this thread, or None."""
+    cleared = getattr(redactor._clearings, "now", None)
+    return cleared if cleared is not None and cleared[0] == id(redactor) else None
 
 
 def _meets_any(text: str, remembered: Sequence[str]) -> bool:
