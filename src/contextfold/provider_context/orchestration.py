@@ -108,10 +108,12 @@ class ProviderContext:
 
         ``total``: the view's tokens as the manager counts them (grounded in the provider's last report).
         """
+        settings = self.engaged
+        if settings is None:
+            return plan  # (before the import: most sessions engage no provider, and this runs every turn)
         from ..compaction import Action
 
-        settings = self.engaged
-        if settings is None or plan.action is Action.NONE:
+        if plan.action is Action.NONE:
             return plan
         if self.mode == "provider":
             return self._none(plan, "the provider manages the context (compactor: provider)")
