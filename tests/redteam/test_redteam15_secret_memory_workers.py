@@ -12,93 +12,28 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from secret_memory_workers import STORE_KINDS, HookedStore, Secrets, opened_store
 
 from contextfold.cache.blobs import BlobStore
 from contextfold.redact import SecretMemory
 from contextfold.redact import memory as memory_module
 from contextfold.redact._memory_records import FAN_IN
 from contextfold.redact.memory import MEMORY_KEY_PREFIX
-from contextfold.stores.local import LocalBlobStore
-from contextfold.stores.memory import MemoryBlobStore
 
 NONCE = "rt15wkr"
-_SEGMENT = re.compile(re.escape(MEMORY_KEY_PREFIX) + r"[0-9a-f]+\.[0-9]+$")
+_SEGMENT = re.escape(MEMORY_KEY_PREFIX) + r"[0-9a-f]+\.[0-9]+$"  # (a record, not a merged run)
+SECRETS = Secrets(NONCE)
+_secret = SECRETS.value
+_saved = SECRETS.saved
 
 
-def _secret(tag: str, i: int) -> str:
-    return f"{NONCE}{tag}Kx{i:04d}q9Zm{i * 7919 % 10_000:04d}"
-
-
-class HookedStore(MemoryBlobStore):
-    """A view of another store that runs ``before_append`` once, just before the next record is written.
-
-    And ``after_note`` once, at the store operation that follows the first read of the note of what folds and
-    merges passed over (whatever that operation is).
-    """
-
-    def __init__(self, inner: BlobStore) -> None:
-        super().__init__()
-        self.inner = inner
-        self.before_append: Callable[[], None] | None = None
-        self.after_note: Callable[[], None] | None = None
-        self._note_read = False
-
-    def _next_op(self) -> None:
-        if self._note_read and self.after_note is not None:
-            hook, self.after_note = self.after_note, None
-            hook()
-
-    def _hook(self, key: str) -> None:
-        if self.before_append is not None and _SEGMENT.match(key):
-            hook, self.before_append = self.before_append, None
-            hook()
-
-    def put(self, key: str, data: bytes) -> None:
-        self._next_op()
-        self._hook(key)
-        self.inner.put(key, data)
-
-    def put_new(self, key: str, data: bytes) -> bool:
-        self._next_op()
-        self._hook(key)
-        return bool(self.inner.put_new(key, data))
-
-    def read_range(self, key: str, start: int, length: int) -> bytes:
-        self._next_op()
-        return self.inner.read_range(key, start, length)
-
-    def get(self, key: str) -> bytes:
-        self._next_op()
-        self._note_read = self._note_read or key.endswith(".p")
-        return self.inner.get(key)
-
-    def size(self, key: str) -> int | None:
-        self._next_op()
-        return self.inner.size(key)
-
-    def delete(self, key: str) -> bool:
-        self._next_op()
-        return self.inner.delete(key)
-
-    def entries(self) -> Iterator[object]:  # type: ignore[override]
-        return self.inner.entries()  # type: ignore[return-value]
-
-
-@pytest.fixture(params=["memory", "local"])
+@pytest.fixture(params=STORE_KINDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BlobStore]:
-    made: BlobStore = MemoryBlobStore() if request.param == "memory" else LocalBlobStore(tmp_path)
-    yield made
-    made.close()
-
-
-def _saved(memory: SecretMemory, tag: str, count: int, start: int = 0) -> None:
-    for i in range(start, start + count):
-        memory.learn(_secret(tag, i), "password")
-        assert memory.save()
+    yield from opened_store(request.param, tmp_path)
 
 
 def test_a_late_worker_s_record_after_another_s_fold_is_read(store: BlobStore, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -128,7 +63,8 @@ def test_a_late_worker_s_record_after_another_s_merge_is_read(store: BlobStore) 
     hooked = HookedStore(store)
     late = SecretMemory(hooked, session)
     assert late.values()
-    hooked.before_append = lambda: _saved(first, "a", FAN_IN - 2, start=3)  # records 3..8: merged into a run
+    # (records 3..8, merged into a run)
+    hooked.hook = ("put", _SEGMENT, lambda: _saved(first, "a", FAN_IN - 2, start=3))
     _saved(late, "late", 1)
     values = SecretMemory(store, session).values()
     assert _secret("late", 0) in values
@@ -147,7 +83,8 @@ def test_a_late_fold_first_reads_what_another_worker_folded_meanwhile(
     hooked = HookedStore(store)
     late = SecretMemory(hooked, session)
     assert late.values()
-    hooked.after_note = lambda: _saved(first, "a", 1, start=3)  # (after the late record's check: at its fold)
+    # (after the late record's check, before its fold)
+    hooked.hook_after = ("get", r"\.p$", lambda: _saved(first, "a", 1, start=3))
     late.learn(_secret("late", 0) * 20, "token")  # (its record outweighs the base: it folds)
     assert late.save()
     values = SecretMemory(store, session).values()
@@ -164,7 +101,7 @@ def test_two_workers_appending_one_record_number_both_keep_theirs(store: BlobSto
     hooked = HookedStore(store)
     late = SecretMemory(hooked, session)
     assert late.values()
-    hooked.before_append = lambda: _saved(first, "a", 1, start=2)  # the first worker's record 2
+    hooked.hook = ("put", _SEGMENT, lambda: _saved(first, "a", 1, start=2))  # the first worker's record 2
     _saved(late, "late", 1)
     values = SecretMemory(store, session).values()
     assert _secret("late", 0) in values and _secret("a", 2) in values
@@ -188,7 +125,7 @@ def test_over_redis_a_late_worker_s_record_is_read(tmp_path: Path, monkeypatch: 
         hooked = HookedStore(store)
         other = SecretMemory(hooked, session)
         assert other.values()
-        hooked.before_append = lambda: _saved(late, "late", 1)  # both append under one number
+        hooked.hook = ("put", _SEGMENT, lambda: _saved(late, "late", 1))  # both append under one number
         _saved(other, "other", 1)
         values = SecretMemory(RedisBlobStore(server.url), session).values()
         assert _secret("late", 0) in values and _secret("other", 0) in values

@@ -5,82 +5,34 @@ whose fold began before another's whole save-and-fold replaced that base with an
 value was gone, and every later record of it was invisible to loads (they stopped at the lost record). The next
 save of the first worker then hit the note at every try and returned True with nothing stored. A load reading
 while another worker merged could also stop short. The interleavings are made deterministic by a store that runs
-the other worker's save just before a chosen operation on a chosen key.
+the other worker's save just before a chosen operation on a chosen key (``secret_memory_workers.HookedStore``).
 """
 
 from __future__ import annotations
 
-import re
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from secret_memory_workers import STORE_KINDS, HookedStore, Secrets, opened_store
 
 from contextfold.cache.blobs import BlobStore
 from contextfold.redact import SecretMemory
 from contextfold.redact import memory as memory_module
 from contextfold.redact._memory_records import FAN_IN
-from contextfold.stores.local import LocalBlobStore
-from contextfold.stores.memory import MemoryBlobStore
 
 NONCE = "rt16fld"
 
 
-def _secret(tag: str, i: int) -> str:
-    return f"{NONCE}{tag}Kx{i:04d}q9Zm{i * 7919 % 10_000:04d}"
+SECRETS = Secrets(NONCE)
+_secret = SECRETS.value
+_saved = SECRETS.saved
 
 
-class HookedStore(MemoryBlobStore):
-    """A view of another store that runs ``hook`` once, just before the first ``op`` on a key matching ``pattern``."""
-
-    def __init__(self, inner: BlobStore) -> None:
-        super().__init__()
-        self.inner = inner
-        self.hook: tuple[str, str, Callable[[], None]] | None = None
-
-    def _before(self, op: str, key: str) -> None:
-        if self.hook is not None and self.hook[0] == op and re.search(self.hook[1], key):
-            run, self.hook = self.hook[2], None
-            run()
-
-    def put(self, key: str, data: bytes) -> None:
-        self._before("put", key)
-        self.inner.put(key, data)
-
-    def put_new(self, key: str, data: bytes) -> bool:
-        self._before("put", key)
-        return bool(self.inner.put_new(key, data))
-
-    def read_range(self, key: str, start: int, length: int) -> bytes:
-        return self.inner.read_range(key, start, length)
-
-    def get(self, key: str) -> bytes:
-        self._before("get", key)
-        return self.inner.get(key)
-
-    def size(self, key: str) -> int | None:
-        return self.inner.size(key)
-
-    def delete(self, key: str) -> bool:
-        self._before("delete", key)
-        return self.inner.delete(key)
-
-    def entries(self) -> Iterator[object]:  # type: ignore[override]
-        return self.inner.entries()  # type: ignore[return-value]
-
-
-@pytest.fixture(params=["memory", "local"])
+@pytest.fixture(params=STORE_KINDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BlobStore]:
-    made: BlobStore = MemoryBlobStore() if request.param == "memory" else LocalBlobStore(tmp_path)
-    yield made
-    made.close()
-
-
-def _saved(memory: SecretMemory, tag: str, count: int, start: int = 0) -> None:
-    for i in range(start, start + count):
-        memory.learn(_secret(tag, i), "password")
-        assert memory.save()
+    yield from opened_store(request.param, tmp_path)
 
 
 def test_a_fold_overtaken_by_another_worker_s_fold_keeps_its_values(store: BlobStore) -> None:

@@ -714,7 +714,8 @@ class ToolOutputCache:
                     self.store.delete(key)
 
     def close(self) -> None:
-        """Release the store (its connection and file descriptors)."""
+        """Release the store (its connection and file descriptors) and the placeholders built ahead."""
+        self._placeholders = None  # (they hold masked copies of the session's outputs)
         self.store.close()
 
 

@@ -67,6 +67,27 @@ class BlobStore(Protocol):
         self.put(key, data)
         return True
 
+    def put_if(self, key: str, data: bytes | None, expected: bytes | None) -> bool:
+        """Compare-and-set: make ``key`` hold ``data`` only when it holds ``expected`` now; True when done.
+
+        None stands for no value, on either side: ``expected=None`` writes only where no ``key`` is (as
+        :meth:`put_new`), ``data=None`` deletes. What a worker read and decided on is what it replaces: a secret
+        memory's note and bases, which another worker may write between the read and the write. The default reads,
+        compares, then writes (another process can slip between); the stores of :mod:`contextfold.stores` do it in
+        one step.
+        """
+        try:
+            held: bytes | None = self.get(key)
+        except RefNotFound:
+            held = None
+        if held != expected:
+            return False
+        if data is None:
+            self.delete(key)
+        else:
+            self.put(key, data)
+        return True
+
     def size(self, key: str) -> int | None:
         """The byte size of ``key``, or None when the store does not hold it."""
         ...

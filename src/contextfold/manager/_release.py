@@ -20,7 +20,10 @@ def release_resources(manager: Any) -> None:
     if cache is not None and cache.retention is not None and cache.stored_outputs:
         steps.append((cache, "retain"))
     archive_store = getattr(manager.archive, "store", None)
-    steps += [(cache, "close"), (archive_store, "prune_if_due"), (archive_store, "close")]
+    # (the redactor's kept results hold the session's messages and their redacted copies: a closed manager kept
+    # every message it redacted, whole outputs included, as long as the caller held it)
+    steps += [(manager.redactor, "forget_messages"), (cache, "close"), (archive_store, "prune_if_due"),
+              (archive_store, "close")]
     first: Exception | None = None
     for target, name in steps:
         method = getattr(target, name, None)

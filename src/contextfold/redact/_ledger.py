@@ -29,11 +29,12 @@ from ..messages import (
     is_opaque,
     same_meta_but_id,
 )
+from ._scans import message_chars
 from ._triggers import ascii_positions
 
 __all__ = [
-    "ID_KEY", "LEDGER_ENTRIES", "MAX_PASSES", "SEPARATOR", "Ledger", "SameMessage", "copy_groups", "joined_starts",
-    "mentions_any", "read_surface", "search_joined", "short_strings", "surface",
+    "ID_KEY", "LEDGER_CHARS", "LEDGER_ENTRIES", "MAX_PASSES", "SEPARATOR", "Ledger", "SameMessage", "copy_groups",
+    "joined_starts", "mentions_any", "read_surface", "search_joined", "short_strings", "surface",
 ]
 
 # A joined ASCII text at least this long is searched for several needles in one pass of an automaton (shorter, one
@@ -51,6 +52,17 @@ SEPARATOR = "\x00"
 # its own (a mapping's items are redacted independently). So a history that repeats a message (the same output read
 # again, sessions replayed one after another) scans it once. Bounded: about 40 MB at the cap, the oldest dropped.
 LEDGER_ENTRIES = 250_000
+# And bounded by the text its entries keep alive (the messages and what they redacted to; characters, each text
+# object once): entries outlive the view they came from, and an entry of a redacted output holds the output and its
+# redacted copy: 250,000 entries of 50 KB outputs were ~25 GB. Above the largest view a first prepare() reads, whose
+# every entry its transcript and summary look up again (100,000 distinct recorded messages: ~149M characters; the
+# repeated ones ~6M; a 1M-token window ~4M): the entries dropped are those of messages gone from the view.
+LEDGER_CHARS = 256 * 1024 * 1024
+# What an entry keeps beyond its texts (its tuple, key and dict slots), counted in characters: a copy sharing its
+# text with a recorded message costs this much.
+_ENTRY_CHARS = 64
+# Past LEDGER_CHARS, the oldest entries are dropped until they keep this fraction of it (not one drop per put).
+_SHED_TO = 0.75
 # A message redacted while something was learned is redone at most this many times in a row (the secrets a message
 # teaches are redacted where the message itself mentions them earlier); past that, its entry's generation is the
 # one before the last pass, so the next use checks again.
@@ -122,6 +134,17 @@ def _bounded_put(entries: dict[Any, tuple[Message, Message, int]], key: object,
             del entries[stale]
 
 
+def _drop_oldest(entries: dict[Any, Any], count: int) -> None:
+    """Drop the first ``count`` entries put (dicts keep insertion order)."""
+    for stale in list(itertools.islice(entries, count)):
+        del entries[stale]
+
+
+def _entry_chars(entry: tuple[Message, Message, int]) -> int:
+    """The characters an entry keeps alive (its message, and what it redacted to when that is another message)."""
+    return message_chars(entry[0]) if entry[1] is entry[0] else message_chars(entry[0]) + message_chars(entry[1])
+
+
 def _bound(entries: dict[Any, Any]) -> None:
     """Drop the oldest entries past :data:`LEDGER_ENTRIES` (a quarter at least): the start of a long session."""
     if len(entries) > LEDGER_ENTRIES:
@@ -147,7 +170,7 @@ class Ledger:
     then (:meth:`put_copies`). Such a copy is recorded as itself when its id is among them; no entry per copy.
     """
 
-    __slots__ = ("_batch", "_by_content", "_by_object", "_copies", "_lock")
+    __slots__ = ("_batch", "_by_content", "_by_object", "_chars", "_copies", "_lock")
 
     def __init__(self) -> None:
         self._by_object: dict[int, tuple[Message, Message, int]] = {}  # (the message kept: its id stays its own)
@@ -156,6 +179,65 @@ class Ledger:
         self._lock = threading.Lock()
         # The last batch redacted, kept for the next one only (see keep_batch): (generation, messages, results).
         self._batch: tuple[int, list[Message], tuple[Message, ...]] | None = None
+        # The characters of text the entries keep alive, counted as they are put (an entry replaced or dropped is
+        # not taken off: an upper bound), counted exactly again when it passes LEDGER_CHARS (see _shed).
+        self._chars = 0
+
+    def clear(self) -> None:
+        """Forget every entry and the kept batch (the session is over: ``ContextManager.close``)."""
+        with self._lock:
+            self._by_object.clear()
+            self._by_content.clear()
+            self._copies.clear()
+            self._batch = None
+            self._chars = 0
+
+    def _count(self, chars: int) -> None:
+        """Add ``chars`` to what the entries keep; past :data:`LEDGER_CHARS`, drop the oldest (the lock is held)."""
+        self._chars += chars
+        if self._chars > LEDGER_CHARS:
+            self._shed()
+
+    def _new_chars(self, entry: tuple[Message, Message, int]) -> int:
+        """The characters ``entry`` keeps alive that the one it replaces did not (the lock is held)."""
+        m, out = entry[0], entry[1]
+        known = self._by_object.get(id(m))
+        if known is None or known[0] is not m:
+            return _entry_chars(entry)
+        return 0 if out is m or out is known[1] else message_chars(out)
+
+    def _held_chars(self) -> int:
+        """The characters of text the entries keep alive, each text (and each calls' tuple) counted once."""
+        seen: set[int] = set()
+        total = 0
+        messages: list[Message] = []
+        for entry in itertools.chain(self._by_object.values(), self._by_content.values()):
+            messages.append(entry[0])
+            if entry[1] is not entry[0]:
+                messages.append(entry[1])
+        messages.extend(entries[0][0] for entries in self._copies.values())
+        for m in messages:
+            content, calls = m.content, m.tool_calls
+            if id(content) not in seen:
+                seen.add(id(content))
+                total += message_chars(m) - sum(len(call.arguments) for call in calls)
+            if calls and id(calls) not in seen:
+                seen.add(id(calls))
+                total += sum(len(call.arguments) for call in calls)
+        return total + _ENTRY_CHARS * (len(self._by_object) + len(self._by_content))
+
+    def _shed(self) -> None:
+        """Drop the oldest entries (a quarter at a time) until what they keep is under :data:`_SHED_TO` of the cap.
+
+        The oldest are mostly the start of a long session, compacted away: what they hold is the ledger's alone. One
+        still in use is redacted again when next asked (the same result: the ledger saves work, it decides nothing).
+        """
+        held = self._held_chars()
+        while held > LEDGER_CHARS * _SHED_TO and (self._by_object or self._by_content or self._copies):
+            for entries in (self._by_object, self._by_content, self._copies):
+                _drop_oldest(entries, max(1, len(entries) // 4))
+            held = self._held_chars()
+        self._chars = held
 
     def _own(self, m: Message) -> tuple[Message, Message, int] | None:
         """``m``'s own entry: by the object, else as a clean copy (see :meth:`put_copies`)."""
@@ -189,9 +271,11 @@ class Ledger:
         entries = [(m, out, generation) for m, out in redacted]
         keys = [SameMessage(m) for m, _ in redacted]
         with self._lock:
+            chars = sum([self._new_chars(entry) for entry in entries])
             for entry, key in zip(entries, keys, strict=True):
                 _bounded_put(self._by_object, id(entry[0]), entry)
                 _bounded_put(self._by_content, key, entry)
+            self._count(chars)
 
     def recorded(self, m: Message) -> bool:
         """Whether ``m`` itself has an entry (not only a message equal to it)."""
@@ -298,9 +382,11 @@ class Ledger:
         if by_content and key is None:
             key = SameMessage(m)
         with self._lock:
+            chars = self._new_chars(entry)
             _bounded_put(self._by_object, id(m), entry)
             if by_content:
                 _bounded_put(self._by_content, key, entry)
+            self._count(chars)
 
     def put_clean(self, items: list[Message], generation: int) -> None:
         """Record each of ``items`` as redacting to itself at ``generation``, by the object and by content, in one lock.
@@ -314,10 +400,13 @@ class Ledger:
         keys = list(map(SameMessage, items))
         with self._lock:
             by_object, by_content = self._by_object, self._by_content
+            chars = sum([message_chars(m) for m, known in zip(items, map(by_object.get, map(id, items)), strict=True)
+                         if known is None or known[0] is not m])
             by_object.update(zip(map(id, items), entries, strict=True))
             by_content.update(zip(keys, entries, strict=True))
             _bound(by_object)
             _bound(by_content)
+            self._count(chars)
 
     def put_same(self, items: list[Message], generation: int) -> None:
         """Record each of ``items`` as redacting to itself at ``generation``, for the object only, under one lock.
@@ -334,6 +423,7 @@ class Ledger:
                 drop = max(len(by_object) // 4, len(by_object) - LEDGER_ENTRIES)
                 for stale in list(itertools.islice(by_object, drop)):
                     del by_object[stale]
+            self._count(_ENTRY_CHARS * len(items))  # (copies: their text is their first copy's, counted with it)
 
     def put_copies(self, origin: Message, generation: int, clean_ids: frozenset[str]) -> None:
         """Record that every copy of ``origin`` (given only an id) whose id is in ``clean_ids`` redacts to itself.
@@ -350,6 +440,7 @@ class Ledger:
                 if len(self._copies) > LEDGER_ENTRIES:
                     for stale in list(itertools.islice(self._copies, len(self._copies) // 4)):
                         del self._copies[stale]
+                self._count(message_chars(origin))
             else:
                 self._copies[id(origin)] = (*known, entry)[-_COPY_ENTRIES:]
 

@@ -34,11 +34,17 @@ from ..errors import CorruptRecord
 if TYPE_CHECKING:
     from ..cache.blobs import BlobStore
 
-__all__ = ["FAN_IN", "FORMAT", "MAX_LEVEL", "Record", "base_key", "decode_record", "encode_record", "memory_groups",
-           "passed_key", "record_place", "run_key", "run_records", "segment_key"]
+__all__ = ["FAN_IN", "FORMAT", "LAYOUT", "MAX_LEVEL", "Record", "base_key", "decode_record", "encode_record",
+           "memory_groups", "passed_key", "record_place", "run_key", "run_records", "segment_key"]
 
 # The format of a record with a header (1 was a whole JSON document, read still).
 FORMAT = 2
+# The layout of a memory's keys, written in every record holding ``through`` (bases, merged runs, the note): 1 was a
+# base and the records after it (thirteenth session), 2 adds merged runs (``<key>.<n>.<level>``) and the passed-over
+# note (fourteenth). A reader refuses a record of a layout it does not know, saying so, instead of loading part of the
+# memory silently (a reader of layout 1 stops at the first merged run: every value merged after its base is lost to
+# it). Absent: written before the field (layout 1 or 2, which a reader of 2 reads).
+LAYOUT = 2
 # Records (or runs of one level) merged into a run of the next level: at most FAN_IN - 1 of each level follow the
 # base, so a load reads a bounded number of keys; each byte is written once a level it climbs.
 FAN_IN = 8
@@ -103,6 +109,7 @@ def encode_record(secrets: Iterable[tuple[str, str]], saved_at: float, through: 
     document: dict[str, Any] = {"saved_at": saved_at, "secrets": [[v, k] for v, k in secrets]}
     if through is not None:
         document["through"] = through
+        document["layout"] = LAYOUT
     payload = json.dumps(document, ensure_ascii=False).encode("utf-8", "surrogatepass")
     return b"%s %d %d %08x\n" % (_MAGIC, FORMAT, len(payload), zlib.crc32(payload)) + payload
 
@@ -148,6 +155,12 @@ def _record(document: Any, place: str) -> Record:
     through = document.get("through", 0)
     if type(through) is not int or through < 0:
         raise CorruptRecord(f"{place}: 'through' is no record number")
+    layout = document.get("layout", LAYOUT)
+    if type(layout) is not int or layout < 1:
+        raise CorruptRecord(f"{place}: 'layout' is no layout number")
+    if layout > LAYOUT:
+        raise CorruptRecord(f"{place}: a secret memory kept in layout {layout} by a newer contextfold; this release "
+                            f"reads layouts up to {LAYOUT} (upgrade every worker sharing the store)")
     return Record({e[0]: e[1] for e in entries},
                   float(saved) if isinstance(saved, int | float) and not isinstance(saved, bool) else None, through)
 

@@ -818,6 +818,14 @@ class Redactor:
         """Whether :meth:`redact_message` is known to return ``m`` itself now (found clean, nothing learned since)."""
         return self._message_redactor.is_clean(m)
 
+    def forget_messages(self) -> None:
+        """Drop what it kept of the messages it redacted (each with its result); its memory of secrets stays.
+
+        What a manager does when it closes: the kept results are there to spare the session's later scans, and hold
+        the messages (and their redacted copies) alive.
+        """
+        self._message_redactor.ledger.clear()
+
     def _redact_fields(self, m: Message) -> Message:
         content: str | tuple[Part, ...] = (
             self.redact_text(m.content) if isinstance(m.content, str) else tuple(map(self._redact_part, m.content))

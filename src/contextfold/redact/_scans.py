@@ -19,7 +19,7 @@ from ..messages import Message
 if TYPE_CHECKING:
     from .rules import SecretPattern
 
-__all__ = ["Finding", "ScanCache", "marker", "scan_cache"]
+__all__ = ["Finding", "ScanCache", "marker", "message_chars", "scan_cache"]
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -83,7 +83,7 @@ class ScanCache:
             return found is not None and found[0] is m
 
     def mark_clean(self, m: Message) -> None:
-        size = _chars(m)
+        size = message_chars(m)
         if size > _SCAN_CACHE_CHARS:
             return  # (kept, it would push out everything else and still be over the bound)
         with self._lock:
@@ -96,12 +96,21 @@ class ScanCache:
                 self._clean_chars -= self._clean.popitem(last=False)[1][1]
 
 
-def _chars(m: Message) -> int:
-    """About what keeping ``m`` keeps alive: its texts and call arguments, in characters."""
+def message_chars(m: Message) -> int:
+    """About what keeping ``m`` keeps alive: its texts (and a part's inline data or URL), its calls' arguments."""
     content = m.content
-    size = len(content) if isinstance(content, str) else \
-        sum(len(getattr(part, "text", None) or getattr(part, "data", None) or "") for part in content)
-    return size + sum(len(call.arguments) for call in m.tool_calls)
+    if type(content) is str:
+        size = len(content)
+    else:
+        size = 0
+        for part in content:
+            for field in ("text", "url", "data"):
+                value = getattr(part, field, None)
+                if type(value) is str:
+                    size += len(value)
+    for call in m.tool_calls:
+        size += len(call.arguments)
+    return size
 
 
 # Redactors with the same patterns share their scans (each manager of a fleet worker's turn builds its own redactor,

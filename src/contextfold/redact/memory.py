@@ -16,7 +16,8 @@ at once both keep theirs: each reads what the other appended before it writes, a
 key is (``BlobStore.put_new``: the loser writes it again under the next number). A fold or a merge notes through
 which record it passed (``passed_key``) before it deletes what it passed over: a worker whose next number was stale
 (its record lands where no load reads) sees its number at or below the note, reads the store again and appends
-after the newest.
+after the newest. The note and the bases are written (and a previous base deleted) only over what was read
+(``BlobStore.put_if``, a compare-and-set): another worker's write in between makes this one read the store again.
 """
 
 from __future__ import annotations
@@ -107,6 +108,9 @@ _MAX_APPEND_TRIES = 8
 # deleting what it was reading), and times a fold writes again when another worker's fold took its base slot.
 _MAX_READ_TRIES = 4
 _MAX_FOLD_TRIES = 4
+# Times the passed-over note is read and written again when another worker changed it in between (each time one
+# did: a worker's note is then higher, or it changes again).
+_MAX_NOTE_TRIES = 8
 
 
 _log = logging.getLogger(__name__)
@@ -556,9 +560,11 @@ class SecretMemory:
         assert store is not None and key is not None
         raw = encode_record(self._unsaved_values.items(), time.time())
         if not _put_new(store, segment_key(key, n), raw):
-            if _stored_record(store, segment_key(key, n)) is not None:
+            held = _get(store, segment_key(key, n))
+            if held is not None and decode_record(held, record_place(store, segment_key(key, n))) is not None:
                 return False  # (two workers appended under one number: ours is written again under the next)
-            store.put(segment_key(key, n), raw)  # (a record cut short there: a save that never finished)
+            if not _put_if(store, segment_key(key, n), raw, held):  # (a record cut short there: a save that never
+                return False  # finished, unless another worker's record replaced it since)
         if _passed(store, key) >= n:
             store.delete(segment_key(key, n))
             return None
@@ -609,7 +615,7 @@ class SecretMemory:
             self._learn_stored(self._read_whole())
             return False
         if _passed(store, key) > 0:  # (a fold moved the base to the other slot and deleted this one meanwhile)
-            store.delete(key)
+            _put_if(store, key, None, raw)  # (unless another worker's fold wrote that slot since)
             self._learn_stored(self._read_whole())
             return False
         self._base_bytes = len(raw)
@@ -638,22 +644,29 @@ class SecretMemory:
             place = base_key(key, slot)
             raw = encode_record(self._values.items(), time.time(), through=through)
             if not _put_new(store, place, raw):
-                held = _stored_record(store, place)
+                held_raw = _get(store, place)
+                held = None if held_raw is None else decode_record(held_raw, record_place(store, place))
                 if held is not None and held.through > previous_through:
                     self._learn_stored(self._read_whole())
                     continue
                 if held is not None:
                     self._learn_stored(held.secrets)
                     raw = encode_record(self._values.items(), time.time(), through=through)
-                store.put(place, raw)
+                # (only over what was read: another worker's fold landing in this slot since is read, not lost)
+                if not _put_if(store, place, raw, held_raw):
+                    self._learn_stored(self._read_whole())
+                    continue
             if through:
                 _note_passed(store, key, through)  # (before the deletes: a late record among them must see it)
             for run in self._runs:
                 store.delete(run.key)
             if previous is not None and previous != place:
-                held = _stored_record(store, previous)  # (unless another worker's fold wrote it since: read first)
-                if held is None or held.through <= previous_through:
-                    store.delete(previous)  # (the store holds the memory once, not twice until the next fold)
+                held_raw = _get(store, previous)  # (unless another worker's fold wrote it since: read first)
+                held = None if held_raw is None else decode_record(held_raw, record_place(store, previous))
+                if held_raw is not None and (held is None or held.through <= previous_through):
+                    # (the store holds the memory once, not twice until the next fold; deleted only as read: a fold
+                    # of another worker writing the slot between the read and the delete keeps its base)
+                    _put_if(store, previous, None, held_raw)
             self._through, self._base_bytes, self._runs, self._slot = through, len(raw), [], slot
             return
         _log.warning("%s: other workers' folds kept overtaking this one; not folded (what it holds stays stored)",
@@ -702,6 +715,20 @@ def _put_new(store: BlobStore, key: str, raw: bytes) -> bool:
     return True
 
 
+def _put_if(store: BlobStore, key: str, data: bytes | None, expected: bytes | None) -> bool:
+    """``store.put_if``; a store without it (not a BlobStore subclass) is read, compared, then written."""
+    put_if = getattr(store, "put_if", None)
+    if callable(put_if):
+        return bool(put_if(key, data, expected))
+    if _get(store, key) != expected:
+        return False
+    if data is None:
+        store.delete(key)
+    else:
+        store.put(key, data)
+    return True
+
+
 def _passed(store: BlobStore, key: str) -> int:
     """Through which record a fold or a merge of the memory ``key`` passed (0 when none did)."""
     record = _stored_record(store, passed_key(key))
@@ -711,15 +738,21 @@ def _passed(store: BlobStore, key: str) -> int:
 def _note_passed(store: BlobStore, key: str, through: int) -> int:
     """Raise the memory's passed-over note to ``through`` (never lower it: another worker's may be further on).
 
-    Read just before it is written: two workers passing over records at one instant may still leave the lower of
-    their notes (a late third worker's record below the higher one is then lost: a narrow window, no compare-and-set
-    in the protocol). The note as it is now.
+    Written over the note read (``put_if``): another worker raising it between the read and the write makes this
+    one read it again, so two workers passing over records at one instant leave the higher note (the lower one let
+    a late third worker's record below the higher be lost). The note as it is now.
     """
-    note = _passed(store, key)
-    if note >= through:
-        return note
-    store.put(passed_key(key), encode_record((), time.time(), through=through))
-    return through
+    place = passed_key(key)
+    for _ in range(_MAX_NOTE_TRIES):
+        raw = _get(store, place)
+        held = None if raw is None else decode_record(raw, record_place(store, place))
+        note = held.through if held is not None else 0
+        if note >= through:
+            return note
+        if _put_if(store, place, encode_record((), time.time(), through=through), raw):
+            return through
+    _log.warning("%s: other workers kept changing the passed-over note; left at theirs", record_place(store, place))
+    return _passed(store, key)
 
 
 def _get(store: BlobStore, key: str) -> bytes | None:

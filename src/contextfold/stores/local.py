@@ -7,6 +7,7 @@ and every entry committed before it stays readable.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -83,11 +84,37 @@ class LocalBlobStore(SQLiteFile, BlobStore):
         """Store ``data`` under ``key`` unless it is there; True when stored (checked and written in one step)."""
         return self._put(key, data, new=True)
 
-    def _put(self, key: str, data: bytes, *, new: bool) -> bool:
+    def put_if(self, key: str, data: bytes | None, expected: bytes | None) -> bool:
+        """Make ``key`` hold ``data`` (None: delete it) only when it holds ``expected`` (None: nothing).
+
+        Compared and written in one write transaction, which no other connection's write can enter.
+        """
+        if expected is None:
+            return self.put_new(key, data) if data is not None else not self.exists(key)
+        if data is None:
+            with self._write(f"cannot delete {key!r} from {self.path}") as db:
+                if not self._holds(db, key, expected):
+                    return False
+                db.execute("DELETE FROM chunks WHERE key = ?", (key,))
+                db.execute("DELETE FROM blobs WHERE key = ?", (key,))
+            return True
+        return self._put(key, data, new=False, expected=expected)
+
+    def _holds(self, db: sqlite3.Connection, key: str, expected: bytes) -> bool:
+        """Whether ``key`` holds exactly ``expected`` (read inside the caller's transaction)."""
+        row = db.execute("SELECT size FROM blobs WHERE key = ?", (key,)).fetchone()
+        if row is None or stored_count(row[0], self._place(key), "size") != len(expected):
+            return False
+        parts = db.execute("SELECT data FROM chunks WHERE key = ? ORDER BY seq", (key,)).fetchall()
+        return stored_bytes([p[0] for p in parts], self._place(key)) == expected
+
+    def _put(self, key: str, data: bytes, *, new: bool, expected: bytes | None = None) -> bool:
         view = memoryview(data)
         rows = ((key, seq, view[off : off + CHUNK_BYTES]) for seq, off in enumerate(range(0, len(view), CHUNK_BYTES)))
         with self._write(f"cannot write {key!r} to {self.path}") as db:
             if new and db.execute("SELECT 1 FROM blobs WHERE key = ?", (key,)).fetchone() is not None:
+                return False
+            if expected is not None and not self._holds(db, key, expected):
                 return False
             db.execute("DELETE FROM chunks WHERE key = ?", (key,))
             db.executemany("INSERT INTO chunks (key, seq, data) VALUES (?, ?, ?)", rows)

@@ -28,7 +28,7 @@ class MemoryBlobStore(BlobStore):
         self._accessed: dict[str, int] = {}
         self._claims: dict[str, set[str]] = {}  # tag -> refs it holds a claim key on (see claimed_refs)
         self._clock = itertools.count(1)
-        self._lock = threading.RLock()  # (re-entered: put_new puts under it)
+        self._lock = threading.RLock()  # (re-entered: put_new and put_if put under it)
 
     def put(self, key: str, data: bytes) -> None:
         """Store ``data`` under ``key``."""
@@ -45,6 +45,17 @@ class MemoryBlobStore(BlobStore):
             if key in self._data:
                 return False
             self.put(key, data)
+            return True
+
+    def put_if(self, key: str, data: bytes | None, expected: bytes | None) -> bool:
+        """Make ``key`` hold ``data`` (None: delete it) only when it holds ``expected`` (None: nothing); one step."""
+        with self._lock:
+            if self._data.get(key) != expected:
+                return False
+            if data is None:
+                self.delete(key)
+            else:
+                self.put(key, data)
             return True
 
     def read_range(self, key: str, start: int, length: int) -> bytes:

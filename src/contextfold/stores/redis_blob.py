@@ -18,6 +18,7 @@ reach keys they compute).
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import uuid
 import weakref
@@ -91,6 +92,28 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 """ + _COMMIT
 
+# Whether the blob whose meta is ``meta`` holds the bytes of ``size`` whose SHA-1 is ``digest`` (size '': none at all).
+# The expected bytes are compared by digest: a secret memory's base can be megabytes, sent once (as the new value).
+_HELD_IS = """
+local function held_is(meta, prefix, size, digest)
+  local held = redis.call('HMGET', meta, 'size', 'chunks', 'gen')
+  if size == '' then return not held[3] end
+  if not held[3] or tonumber(held[1]) ~= tonumber(size) then return false end
+  local parts = {}
+  for i = 0, tonumber(held[2]) - 1 do parts[#parts + 1] = redis.call('HGET', prefix .. held[3], i) or '' end
+  return redis.sha1hex(table.concat(parts)) == digest
+end
+"""
+
+# A compare-and-set (put_if): _COMMIT when the key holds what ARGV[8] (size) and ARGV[9] (digest) say; ARGV[7], the
+# claim's ref, is always given ('' for another key). Else the staged chunks are dropped and 0 returned.
+_COMMIT_IF = _HELD_IS + """
+if not held_is(KEYS[1], ARGV[1], ARGV[8], ARGV[9]) then
+  redis.call('DEL', ARGV[1] .. ARGV[2])
+  return 0
+end
+""" + _COMMIT
+
 # KEYS: meta. ARGV: data key prefix, start, length, chunk size, max chunks, expected gen ('' for any).
 # Returns false when missing, {size, gen} when the generation is not the expected one or the slice is empty,
 # else {size, gen, chunk...} for at most max chunks from the one holding byte ``start``.
@@ -123,6 +146,11 @@ redis.call('DEL', KEYS[1], ARGV[1] .. gen)
 redis.call('ZREM', KEYS[2], ARGV[2])
 return 1
 """
+
+# The same when the key holds what ARGV[4] (size) and ARGV[5] (digest) say (ARGV[3], the claim's ref, always given).
+_DELETE_IF = _HELD_IS + """
+if not held_is(KEYS[1], ARGV[1], ARGV[4], ARGV[5]) then return 0 end
+""" + _DELETE
 
 # KEYS: meta, lru, clock, and for a claim key its tag's owner set. ARGV: key, data key prefix, ttl (0: none). Only
 # keys still held get a new access time (and, with a time to live, a new lease on it, which a claim's owner set
@@ -215,6 +243,8 @@ class RedisBlobStore(BlobStore):
         self._commit_new = self._client.register_script(_COMMIT_NEW)
         self._read = self._client.register_script(_READ)
         self._delete = self._client.register_script(_DELETE)
+        self._commit_if = self._client.register_script(_COMMIT_IF)
+        self._delete_if = self._client.register_script(_DELETE_IF)
         self._touch = self._client.register_script(_TOUCH)
 
     # -- restarts -----------------------------------------------------------------------------------------------------
@@ -326,7 +356,24 @@ class RedisBlobStore(BlobStore):
         """Store ``data`` under ``key`` unless it is there; True when stored (checked in the script that commits)."""
         return self._put(key, data, new=True)
 
-    def _put(self, key: str, data: bytes, *, new: bool) -> bool:
+    def put_if(self, key: str, data: bytes | None, expected: bytes | None) -> bool:
+        """Make ``key`` hold ``data`` (None: delete it) only when it holds ``expected`` (None: nothing).
+
+        Compared (by size and SHA-1) and written in the script that commits or deletes: one step for the server.
+        """
+        if expected is None:
+            return self.put_new(key, data) if data is not None else not self.exists(key)
+        want = [str(len(expected)), hashlib.sha1(expected).hexdigest()]
+        if data is not None:
+            return self._put(key, data, new=False, expected=want)
+        try:
+            owner_set, ref = self._claim_keys(key)
+            return bool(self._delete_if(keys=[self._meta(key), self._lru, *owner_set],
+                                        args=[self._data_prefix(key), key, *(ref or [""]), *want]))
+        except self._errors as exc:
+            raise self._fail("delete", key, exc) from exc
+
+    def _put(self, key: str, data: bytes, *, new: bool, expected: list[str] | None = None) -> bool:
         view = memoryview(data)
         gen = uuid.uuid4().hex
         data_key = self._data_prefix(key) + gen
@@ -342,10 +389,14 @@ class RedisBlobStore(BlobStore):
                 pipe.expire(data_key, STAGING_TTL_SECONDS)
                 pipe.execute()
             owner_set, ref = self._claim_keys(key)
-            stored = (self._commit_new if new else self._commit)(
-                keys=[self._meta(key), self._lru, self._clock, *owner_set],
-                args=[self._data_prefix(key), gen, len(view), len(offsets), key, self.ttl_seconds or 0, *ref],
-            )
+            args: list[str | int] = [self._data_prefix(key), gen, len(view), len(offsets), key,
+                                     self.ttl_seconds or 0, *ref]
+            if expected is not None:
+                stored = self._commit_if(keys=[self._meta(key), self._lru, self._clock, *owner_set],
+                                         args=[*args, *([] if ref else [""]), *expected])
+            else:
+                stored = (self._commit_new if new else self._commit)(
+                    keys=[self._meta(key), self._lru, self._clock, *owner_set], args=args)
         except self._errors as exc:
             raise self._fail("write", key, exc) from exc
         return bool(stored)
