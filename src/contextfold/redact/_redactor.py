@@ -23,6 +23,7 @@ import json
 import logging
 import operator
 import re
+import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
@@ -221,9 +222,10 @@ class Redactor:
         self._mentioned: tuple[SecretMemory, int, dict[str, tuple[bool, int]]] | None = None
         # redact_text's short strings found clean: (id of the redactor, its memory, the generation, the strings)
         self._plain: tuple[int, SecretMemory, int, set[str], list[int]] | None = None  # (+ the characters held)
-        # Short strings a batch's prefilter cleared before they are redacted one by one (see clearing):
-        # (id of the redactor, its memory, the generation they were cleared at, the strings)
-        self._cleared: tuple[int, SecretMemory, int, frozenset[str]] | None = None
+        # Short strings a batch's prefilter cleared before they are redacted one by one (see clearing), per thread
+        # (the telemetry thread clears its events' strings while the agent's thread clears a batch's, issue 22):
+        # ``.now`` is (id of the redactor, its memory, the generation they were cleared at, the strings)
+        self._clearings = threading.local()
 
     # -- copies sharing what they can ---------------------------------------------------------------------------
     def for_session(self, memory: SecretMemory) -> Redactor:
@@ -484,7 +486,7 @@ class Redactor:
 
     def _was_cleared(self, text: str) -> bool:
         """Whether ``text`` is one of the strings :meth:`clearing` cleared, and redacts to itself now."""
-        cleared = self._cleared
+        cleared: tuple[int, SecretMemory, int, frozenset[str]] | None = getattr(self._clearings, "now", None)
         if cleared is None or text not in cleared[3] or cleared[0] != id(self) or cleared[1] is not self.memory:
             return False
         at = cleared[2]
@@ -508,11 +510,13 @@ class Redactor:
         if not clean:
             yield
             return
-        self._cleared = (id(self), self.memory, self._generation(), clean)
+        clearings = self._clearings
+        before = getattr(clearings, "now", None)  # (a clearing of a copy of this redactor, which shares the local)
+        clearings.now = (id(self), self.memory, self._generation(), clean)
         try:
             yield
         finally:
-            self._cleared = None
+            clearings.now = before
 
     def _remember_plain(self, plain: set[str], text: str) -> None:
         """Add ``text`` (found clean, nothing learned) to ``plain``, emptied first when it would hold too much."""
@@ -709,7 +713,7 @@ class Redactor:
         if isinstance(obj, Mapping):
             return {k: self._redact_item(k, v) for k, v in obj.items()}
         if isinstance(obj, list | tuple):
-            if len(obj) >= _CLEAR_IN_BULK_MIN and self._cleared is None:
+            if len(obj) >= _CLEAR_IN_BULK_MIN and _clearing_of(self) is None:
                 with self.clearing([v for v in obj if type(v) is str and len(v) <= _PLAIN_MAX_CHARS]):
                     return self._redact_sequence(obj)
             return self._redact_sequence(obj)
@@ -933,6 +937,12 @@ class Redactor:
                              [need for need, holding in unmet if i not in holding]):
                 given.add(i)
 
+
+
+def _clearing_of(redactor: Redactor) -> object:
+    """The clearing ``redactor`` itself has open in this thread, or None."""
+    cleared = getattr(redactor._clearings, "now", None)
+    return cleared if cleared is not None and cleared[0] == id(redactor) else None
 
 
 def _meets_any(text: str, remembered: Sequence[str]) -> bool:

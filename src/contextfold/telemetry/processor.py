@@ -18,6 +18,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -360,6 +361,7 @@ class BatchProcessor:
         with self._lock:
             backlog = len(self._queue) + len(items)
         pacer = GilPacer(defer=backlog < self._early_wake)
+        built: list[tuple[dict[str, Any], Redactor | None]] = []
         for item in items:
             pacer.tick()
             if isinstance(item, PendingEvent):
@@ -371,16 +373,33 @@ class BatchProcessor:
                     _log.exception("contextfold event %s could not be built; dropped", pending.cls.NAME)
                     continue
             record = item.to_dict() if isinstance(item, Event) else dict(item)
-            redact = self._redactor_for(record)
-            if redact is not None:
+            built.append((record, self._redactor_for(record)))
+        at = 0
+        while at < len(built):
+            redact = built[at][1]
+            end = at + 1
+            while end < len(built) and built[end][1] is redact:
+                end += 1
+            # A run of records with one redaction: their short strings cleared in one pass where the hook is a
+            # redactor's (issue 22: each event's span ids and times were scanned one by one, ~0.2 ms an event, and
+            # a bulk add's 574 write-time cuts' events cost 0.1 s of CPU during the next prepare()).
+            with ExitStack() as stack:
                 try:
-                    record = redacted_event(redact, record)
-                except Exception:
-                    # Exporting the unredacted event could leak a secret; losing it is the lesser harm.
-                    failures += 1
-                    _log.exception("contextfold redaction hook failed; event %s dropped", record.get("name"))
-                    continue
-            batch.append(record)
+                    stack.enter_context(_clearing(redact, built[at:end]))
+                except Exception:  # (a user pattern's time limit in the prefilter: each string is redacted alone)
+                    _log.debug("contextfold telemetry: bulk clearing failed; redacting each event alone", exc_info=True)
+                for record, _ in built[at:end]:
+                    pacer.tick()
+                    if redact is not None:
+                        try:
+                            record = redacted_event(redact, record)
+                        except Exception:
+                            # Exporting the unredacted event could leak a secret; losing it is the lesser harm.
+                            failures += 1
+                            _log.exception("contextfold redaction hook failed; event %s dropped", record.get("name"))
+                            continue
+                    batch.append(record)
+            at = end
         if failures or unbuilt:
             with self._lock:
                 self._redaction_failures += failures
@@ -410,6 +429,40 @@ class BatchProcessor:
         _audit.info("export exporter=%s destination=%s events=%d sessions=%s outcome=%s",
                     type(self.exporter).__name__, _destination(self.exporter), len(batch), ",".join(sessions),
                     outcome)
+
+
+def _clearing(redact: Redactor | None, records: list[tuple[dict[str, Any], Redactor | None]],
+              ) -> AbstractContextManager[object]:
+    """A redactor's bulk clearing of the short strings of ``records``, or nothing (a hook that is no redactor's).
+
+    The hook is a :class:`contextfold.redact.Redactor`'s ``redact_obj`` (a manager's archive events, its exporters).
+    Within it the redactor returns each string its prefilter cleared as it is, without a scan (see
+    ``Redactor.clearing``); what it does not clear, and a key that names a secret, are redacted as before.
+    """
+    clearing = getattr(getattr(redact, "__self__", None), "clearing", None)
+    if len(records) < _CLEAR_EVENTS_MIN or not callable(clearing) or \
+            getattr(redact, "__name__", None) != "redact_obj":
+        return nullcontext()
+    strings: list[str] = []
+    pending: list[Any] = [record for record, _ in records]
+    while pending:  # (the records' values, nested dicts and lists too: the ids of a pruned view are one list)
+        item = pending.pop()
+        kind = type(item)
+        if kind is str:
+            if len(item) <= _CLEARED_MAX_CHARS:
+                strings.append(item)
+        elif kind is dict:
+            pending.extend(item.values())
+        elif kind is list or kind is tuple:
+            pending.extend(item)
+    context: AbstractContextManager[object] = clearing(strings)
+    return context
+
+
+# A run of at least this many events is cleared in bulk (one prefilter pass has a cost of its own), and strings at
+# most this long (what the redactor looks up among the cleared: longer ones are scanned, see Redactor.redact_text).
+_CLEAR_EVENTS_MIN = 8
+_CLEARED_MAX_CHARS = 256
 
 
 class _Worker:
