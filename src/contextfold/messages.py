@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from gc import get_referents
 from types import MappingProxyType
-from typing import Any, Literal, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias
 
 __all__ = [
     "EMPTY",
@@ -92,27 +92,48 @@ def _freeze_owned(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
     """
     copied = _own_copy(mapping)
     for key, value in copied.items():
-        if type(value) in _CONTAINERS:
+        if type(value) not in _ATOMS and _to_own(value):  # (strings told inline: most values of a meta)
             copied[key] = _owned(value)
     return MappingProxyType(copied) if copied else EMPTY
 
 
 # Copied exactly (a subclass, e.g. a namedtuple, is shared as it is: copying would change its type).
 _CONTAINERS = frozenset({dict, list, tuple, set})
+# Never containers: told at once (most values of a meta are strings).
+_ATOMS = frozenset({str, int, float, bool, type(None), bytes})
+
+
+def _to_own(value: Any) -> bool:
+    """Whether ``value`` holds what a caller may change later: a container, or a mapping, list or set of any type.
+
+    A caller's ``MappingProxyType``, ``OrderedDict`` or ``defaultdict``, or a list subclass, nested in a meta was
+    shared with the caller: a credential written into it after ``add()`` reached the archive in clear (red team 17).
+    """
+    kind = type(value)
+    if kind in _CONTAINERS:
+        return True
+    return kind not in _ATOMS and isinstance(value, Mapping | list | set) and not _own_view(value)
 
 
 def _owned(value: Any) -> Any:
-    """A copy of the nested dicts, lists, tuples and sets in ``value`` (the rest shared: strings, numbers, objects)."""
+    """A copy of the nested dicts, lists, tuples and sets in ``value`` (the rest shared: strings, numbers, objects).
+
+    A mapping, list or set of another type (not contextfold's own view) is copied as a plain dict, list or set.
+    """
     kind = type(value)
     if kind is dict:
         return {k: _owned(v) for k, v in value.items()}
     if kind is list:
         return [_owned(v) for v in value]
     if kind is tuple:
-        return tuple(_owned(v) for v in value) if any(type(v) in _CONTAINERS for v in value) else value
+        return tuple(_owned(v) for v in value) if any(map(_to_own, value)) else value
     if kind is set:
         return set(value)
-    return value
+    if kind in _ATOMS or not _to_own(value):
+        return value
+    if isinstance(value, Mapping):
+        return {k: _owned(v) for k, v in value.items()}
+    return [_owned(v) for v in value] if isinstance(value, list) else set(value)
 
 
 def _plain_copy(meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -159,6 +180,21 @@ class _ReadOnly:
 
     __slots__ = ()
 
+    # The fields holding a mapping the caller hands in (a part's or a call's ``extra``, ``cache_control``, ``data``):
+    # owned like a message's meta (``__post_init__``). A Message owns its own fields itself.
+    _MAPPINGS: ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self) -> None:
+        # A dict the caller keeps and changes later must change no message: redaction's verdict is kept by message,
+        # so a credential written into a dict a ToolCall was handed went out as found clean (red team 17). The
+        # formats' decoders hand views contextfold made (kept as they are); None, and what is no mapping, stay.
+        for name in self._MAPPINGS:
+            value = getattr(self, name)
+            if value is None or value is EMPTY:  # (the defaults: most parts and calls)
+                continue
+            if not _own_view(value) and isinstance(value, Mapping):
+                object.__setattr__(self, name, _freeze_owned(value))
+
     def __reduce__(self) -> tuple[Any, ...]:
         values, frozen = [], []
         for index, f in enumerate(fields(self)):  # type: ignore[arg-type]
@@ -191,6 +227,8 @@ def _rebuilt(cls: type[Any], values: tuple[Any, ...], frozen: tuple[int, ...]) -
 class TextPart(_ReadOnly):
     """Plain text."""
 
+    _MAPPINGS: ClassVar[tuple[str, ...]] = ("cache_control", "extra")
+
     text: str
     cache_control: Mapping[str, Any] | None = None
     extra: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
@@ -200,6 +238,8 @@ class TextPart(_ReadOnly):
 @dataclass(frozen=True, slots=True)
 class ImagePart(_ReadOnly):
     """An image by URL or inline base64 data."""
+
+    _MAPPINGS: ClassVar[tuple[str, ...]] = ("cache_control", "extra")
 
     url: str | None = None
     data: str | None = None
@@ -213,6 +253,8 @@ class ImagePart(_ReadOnly):
 @dataclass(frozen=True, slots=True)
 class DocumentPart(_ReadOnly):
     """A document (PDF, plain text file, …) by URL, file id or inline data."""
+
+    _MAPPINGS: ClassVar[tuple[str, ...]] = ("cache_control", "extra")
 
     url: str | None = None
     data: str | None = None
@@ -232,6 +274,8 @@ class ThinkingPart(_ReadOnly):
     sent back unchanged with the tool calls they precede, so normalization keeps them together.
     """
 
+    _MAPPINGS: ClassVar[tuple[str, ...]] = ("cache_control", "extra")
+
     text: str = ""
     signature: str | None = None
     redacted: bool = False
@@ -244,6 +288,8 @@ class ThinkingPart(_ReadOnly):
 @dataclass(frozen=True, slots=True)
 class UnknownPart(_ReadOnly):
     """A part of a kind contextfold does not model, kept verbatim for the format it came from."""
+
+    _MAPPINGS: ClassVar[tuple[str, ...]] = ("data", "cache_control", "extra")
 
     data: Mapping[str, Any]
     format: str = ""
@@ -258,6 +304,8 @@ Part: TypeAlias = TextPart | ImagePart | DocumentPart | ThinkingPart | UnknownPa
 @dataclass(frozen=True, slots=True)
 class ToolCall(_ReadOnly):
     """A function/tool call requested by the assistant. ``arguments`` is a JSON string, as OpenAI sends it."""
+
+    _MAPPINGS: ClassVar[tuple[str, ...]] = ("extra",)
 
     id: str
     name: str

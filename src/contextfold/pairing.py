@@ -9,11 +9,12 @@ index and the field named.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
+from types import MappingProxyType
 
 from .errors import InvalidHistory
-from .messages import ROLES, Message, ToolCall
+from .messages import ROLES, DocumentPart, ImagePart, Message, TextPart, ThinkingPart, ToolCall, UnknownPart
 
 __all__ = [
     "ABORTED_OUTPUT_TEXT",
@@ -37,6 +38,17 @@ __all__ = [
     "tool_pairs",
     "validate",
 ]
+
+# What a message's content tuple may hold, with the fields of each that hold text (None allowed for the optional).
+_PARTS = (TextPart, ImagePart, DocumentPart, ThinkingPart, UnknownPart)
+_PART_TEXTS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    TextPart: (("text",), ()),
+    ThinkingPart: (("text",), ("signature", "encrypted")),
+    ImagePart: ((), ("url", "data", "media_type", "detail")),
+    DocumentPart: ((), ("url", "data", "file_id", "media_type", "title")),
+    UnknownPart: ((), ()),
+}
+
 
 # What the model reads where a tool call never got its output (the agent crashed, or the call was interrupted).
 ABORTED_OUTPUT_TEXT = "aborted: no output was recorded for this tool call"
@@ -199,6 +211,10 @@ def check_messages(messages: Iterable[object], *, start: int = 0) -> list[Messag
         if not isinstance(m.content, str | tuple):
             raise InvalidHistory(f"content must be text or parts, got {type(m.content).__name__}", index=i,
                                  field="content")
+        if type(m.content) is tuple:
+            _check_parts(m.content, i)
+        if m.name is not None:
+            _check_text(m.name, i, "name")
         if m.role == "tool" and not m.tool_call_id:
             raise InvalidHistory("tool result has no tool_call_id", index=i, field="tool_call_id")
         if m.tool_calls and m.role != "assistant":
@@ -211,6 +227,36 @@ def check_messages(messages: Iterable[object], *, start: int = 0) -> list[Messag
     return checked
 
 
+def _check_parts(parts: tuple[object, ...], index: int) -> None:
+    # (A provider's block where a part belongs passed, went into the view, and failed every later call: red team 17.)
+    for k, part in enumerate(parts):
+        if not isinstance(part, _PARTS):
+            raise InvalidHistory(f"expected a content part (TextPart, ImagePart, ...), got {type(part).__name__}",
+                                 index=index, field=f"content[{k}]")
+        required, optional = next(texts for kind, texts in _PART_TEXTS.items() if isinstance(part, kind))
+        for name in required:
+            _check_text(getattr(part, name), index, f"content[{k}].{name}")
+        for name in optional:
+            value = getattr(part, name)
+            if value is not None:
+                _check_text(value, index, f"content[{k}].{name}")
+        for name in ("data", "extra") if isinstance(part, UnknownPart) else ("extra",):
+            _check_mapping(getattr(part, name), index, f"content[{k}].{name}")
+        if part.cache_control is not None:
+            _check_mapping(part.cache_control, index, f"content[{k}].cache_control")
+
+
+def _check_mapping(value: object, index: int, field: str) -> None:
+    kind = type(value)  # (a read-only view or a dict told without the ABC's isinstance: one per call of a bulk add)
+    if kind is not MappingProxyType and kind is not dict and not isinstance(value, Mapping):
+        raise InvalidHistory(f"must be a mapping, got {type(value).__name__}", index=index, field=field)
+
+
+def _check_text(value: object, index: int, field: str) -> None:
+    if not isinstance(value, str):
+        raise InvalidHistory(f"must be a string, got {type(value).__name__}", index=index, field=field)
+
+
 def _check_call(call: object, index: int, k: int) -> None:
     where = f"tool_calls[{k}]"
     if not isinstance(call, ToolCall):
@@ -219,6 +265,8 @@ def _check_call(call: object, index: int, k: int) -> None:
         raise InvalidHistory("tool call has no id", index=index, field=f"{where}.id")
     if not call.name:
         raise InvalidHistory(f"tool call {call.id!r} has no name", index=index, field=f"{where}.name")
+    _check_text(call.name, index, f"{where}.name")
+    _check_mapping(call.extra, index, f"{where}.extra")
     if not isinstance(call.arguments, str):
         raise InvalidHistory("arguments must be a JSON string", index=index, field=f"{where}.arguments")
     if call.arguments and _VALID_ARGUMENTS.get(id(call.arguments)) is not call.arguments:

@@ -61,7 +61,21 @@ def _plain(value: Any) -> Any:
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
-    return value
+    return _unknown(value)
+
+
+def _unknown(value: Any) -> Any:
+    """What JSON writes of a value it has no form for (a caller's meta may hold any): a set as a list, else its text.
+
+    A ``datetime`` or a ``UUID`` in a message's meta stopped every compaction (its transcript could not be written:
+    ``TypeError``, every ``prepare()`` from then on; red team 17). Redaction reads the same text (``redact_obj``).
+    """
+    if isinstance(value, set | frozenset):
+        return sorted((_plain(v) for v in value), key=repr)  # (sorted: a transcript's line is the same every time)
+    try:
+        return str(value)
+    except Exception:  # (an object whose text fails is named by its type)
+        return f"<{type(value).__name__}>"
 
 
 def part_to_dict(part: Part) -> dict[str, Any]:

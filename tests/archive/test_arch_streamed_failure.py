@@ -23,10 +23,16 @@ class _Unencodable:
     """A meta value json cannot write (a caller's object)."""
 
 
+def _refuse(value: object) -> str:
+    raise TypeError(f"cannot encode {type(value).__name__}")  # (a failure mid-stream, whatever the value)
+
+
 @pytest.mark.parametrize("store", ["memory", "fs"])
 def test_a_transcript_failing_mid_stream_leaves_no_file(store: str, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(serialize, "_CHUNK_CHARS", 256)  # (many pieces: the failure comes after several)
+    # (Such a value is written as its text since red team 17: a failure to encode one is made here.)
+    monkeypatch.setattr(serialize, "_unknown", _refuse)
     archive = Archive(MemoryArchiveStore() if store == "memory" else FilesystemArchiveStore(tmp_path, fsync=False),
                       redactor=Redactor(enabled=False))
     good = [Message("user", f"line {i} of the history " * 8, meta={"id": f"m{i}"}) for i in range(60)]

@@ -1,7 +1,7 @@
 """Planning a compaction does not check a manager's view again when add() checked every message (issue 22).
 
-The first ``prepare()`` of 100,000 recorded messages checked them all once more (~40 ms). ``adopt()`` and
-``rewrite_view()`` put a caller's messages in the view as they are: planning still checks those.
+The first ``prepare()`` of 100,000 recorded messages checked them all once more (~40 ms). ``adopt()`` puts
+a caller's messages in the view as they are: planning still checks those (``rewrite_view()`` checks its own).
 """
 
 from __future__ import annotations

@@ -60,7 +60,8 @@ class BlobStore(Protocol):
 
         Two workers appending under one key: one wins, the other learns it lost (a secret memory's records). The
         default checks then writes, which another process can slip between; the stores of :mod:`contextfold.stores`
-        do both in one step.
+        do both in one step. A store whose sessions' secret memories more than one worker saves must override it
+        with one step (the memory warns, naming the class, about a store that keeps the default).
         """
         if self.exists(key):
             return False
@@ -74,7 +75,8 @@ class BlobStore(Protocol):
         :meth:`put_new`), ``data=None`` deletes. What a worker read and decided on is what it replaces: a secret
         memory's note and bases, which another worker may write between the read and the write. The default reads,
         compares, then writes (another process can slip between); the stores of :mod:`contextfold.stores` do it in
-        one step.
+        one step. A store whose sessions' secret memories more than one worker saves must override it with one step
+        (the memory warns, naming the class, about a store that keeps the default: secrets can be lost).
         """
         try:
             held: bytes | None = self.get(key)

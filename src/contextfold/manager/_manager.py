@@ -289,6 +289,9 @@ class ContextManager:
         ``policy.context_status`` on, the budget line (:meth:`status_message`) comes last. ``cache_breakpoints``
         (Anthropic): ``cache_control`` on the pinned head, the latest summary and the last history message
         (:func:`contextfold.billing.breakpoints.mark_breakpoints`), unless a message already carries one.
+
+        The list is the caller's, but the dicts in it are shared with the lists later calls return (the settled
+        prefix is encoded once, issue 22): copy one before changing it, or the change goes out in the next requests.
         """
         wire = _formats.get_format(format)
         with foreground, self._lock:
@@ -670,18 +673,24 @@ class ContextManager:
         Overflow recovery uses it to drop the oldest messages when compaction cannot help. Returns how many
         messages left the view. ``shrinks``: the rewrite makes room as a compaction would, so a soft compaction
         waits until the view has grown again (by ``clear_at_least``), as after one.
+
+        Raises:
+            InvalidHistory: what the rewrite returned holds what ``add()`` refuses; the view is left as it was.
         """
+        from ..pairing import check_messages
         from ..telemetry import MessagesPruned
 
         with self._lock:
             view = self._view.normalized()
-            new = rewrite(list(view))
+            # Checked before anything changes: a dict or a malformed message put in the view failed every later call
+            # (red team 17), and the old view was archived and gone.
+            new = check_messages(rewrite(list(view)))
             if new == view:
                 return 0
             self._archive_transcript(view)
             kept = {id(m) for m in new}
             removed = [m for m in view if id(m) not in kept]
-            self._view.replace(new)
+            self._view.replace(new, checked=True)
             if shrinks:
                 tokens, _, _ = self._view.totals()
                 self._compactor.floor = tokens + self._tool_tokens

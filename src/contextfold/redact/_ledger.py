@@ -619,7 +619,10 @@ _DECODED_ARGUMENTS_MAX_CHARS = 4_096
 
 
 def _walk(obj: Any, out: list[str]) -> bool:
-    """Append the strings of a JSON-like ``obj`` (keys and values) to ``out``; False on a non-ASCII key."""
+    """Append the strings of a JSON-like ``obj`` (keys and values) to ``out``; False when it cannot list them all.
+
+    That is at a non-ASCII key, and at a value that is no string, number, mapping, list or tuple (a set, an object).
+    """
     stack = [obj]
     while stack:  # (a mapping of strings, as meta mostly is, goes through the first branch of each item)
         item = stack.pop()
@@ -636,6 +639,8 @@ def _walk(obj: Any, out: list[str]) -> bool:
                 stack.append(value)
         elif isinstance(item, list | tuple):
             stack.extend(item)
+        elif item is not None and not isinstance(item, int | float):
+            return False  # (a set, an object: redaction reads its members or its text, not listed here)
     return True
 
 

@@ -41,9 +41,11 @@ __all__ = ["FAN_IN", "FORMAT", "LAYOUT", "MAX_LEVEL", "Record", "base_key", "dec
 FORMAT = 2
 # The layout of a memory's keys, written in every record holding ``through`` (bases, merged runs, the note): 1 was a
 # base and the records after it (thirteenth session), 2 adds merged runs (``<key>.<n>.<level>``) and the passed-over
-# note (fourteenth). A reader refuses a record of a layout it does not know, saying so, instead of loading part of the
-# memory silently (a reader of layout 1 stops at the first merged run: every value merged after its base is lost to
-# it). Absent: written before the field (layout 1 or 2, which a reader of 2 reads).
+# note (fourteenth). A reader refuses a record of a layout newer than its own, saying so, instead of loading part of
+# the memory silently: a guard against layouts to come only. Releases before the field (before 96ca2cf) ignore it: one
+# reading layout 1 stops at the first merged run of a layout-2 store, silently (every value merged after its base is
+# lost to it), so every worker sharing a store is upgraded before any of them saves in layout 2. Absent: written
+# before the field (layout 1 or 2, which a reader of 2 reads).
 LAYOUT = 2
 # Records (or runs of one level) merged into a run of the next level: at most FAN_IN - 1 of each level follow the
 # base, so a load reads a bounded number of keys; each byte is written once a level it climbs.

@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import copy
+import datetime
 import itertools
 import json
 import logging
@@ -145,6 +146,9 @@ _CLEARED_RECHECK_MAX = 64
 # A remembered value this long, all in the base64 alphabet, is also remembered decoded when that is readable text.
 _ENCODED_MIN_CHARS = 8
 _BASE64_RE = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+
+# Values whose text never holds a secret, kept as they are by redaction (numbers and times; see _redact_other).
+_TEXTLESS = (int, float, complex, datetime.date, datetime.time, datetime.timedelta)
 
 class Redactor:
     """Replaces secrets in text, JSON-like objects and messages.
@@ -698,7 +702,10 @@ class Redactor:
 
     # -- structures ---------------------------------------------------------------------------------------------
     def redact_obj(self, obj: Any) -> Any:
-        """A deep copy of ``obj`` with every string value redacted (dicts, lists and tuples; keys are kept)."""
+        """A deep copy of ``obj`` with every string value redacted (dicts, lists, tuples and sets; keys are kept).
+
+        Another object (but a number or a time) whose text holds a secret is replaced by that text redacted.
+        """
         if not self.enabled:
             return obj
         kind = type(obj)
@@ -717,7 +724,28 @@ class Redactor:
                 with self.clearing([v for v in obj if type(v) is str and len(v) <= _PLAIN_MAX_CHARS]):
                     return self._redact_sequence(obj)
             return self._redact_sequence(obj)
-        return obj
+        if obj is None or isinstance(obj, _TEXTLESS):
+            return obj
+        return self._redact_other(obj)
+
+    def _redact_other(self, obj: Any) -> Any:
+        """``obj`` (no str, mapping, list or tuple) redacted: a set's members; another object by its text.
+
+        What a transcript writes of such a value of a caller's meta is its text (a set: its members, see
+        ``serialize._unknown``): a credential in a tag set or in an object's text reached the archive in clear once
+        it was written (red team 17). An object whose text holds no secret is kept as it is.
+        """
+        if isinstance(obj, set | frozenset):
+            members = [self.redact_obj(v) for v in obj]
+            if all(map(operator.is_, members, obj)):
+                return obj
+            return frozenset(members) if isinstance(obj, frozenset) else set(members)
+        try:
+            text = str(obj)
+        except Exception:  # (written by its type's name: nothing of it to redact)
+            return obj
+        redacted = self.redact_text(text)
+        return obj if redacted == text else redacted
 
     def _redact_sequence(self, obj: list[Any] | tuple[Any, ...]) -> list[Any] | tuple[Any, ...]:
         if isinstance(obj, list):

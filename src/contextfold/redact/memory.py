@@ -16,8 +16,12 @@ at once both keep theirs: each reads what the other appended before it writes, a
 key is (``BlobStore.put_new``: the loser writes it again under the next number). A fold or a merge notes through
 which record it passed (``passed_key``) before it deletes what it passed over: a worker whose next number was stale
 (its record lands where no load reads) sees its number at or below the note, reads the store again and appends
-after the newest. The note and the bases are written (and a previous base deleted) only over what was read
-(``BlobStore.put_if``, a compare-and-set): another worker's write in between makes this one read the store again.
+after the newest; a fold or a merge that cannot raise the note deletes nothing (and takes back what it wrote).
+The note and the bases are written (and a previous base deleted) only over what was read (``BlobStore.put_if``, a
+compare-and-set): another worker's write in between makes this one read the store again.
+All of this holds only where ``put_new`` and ``put_if`` are one step for the store (those of
+:mod:`contextfold.stores` are); a store that keeps the protocol's defaults (read, then write) is said to be one, by
+its class's name, once a process (:func:`_tell_if_not_atomic`).
 """
 
 from __future__ import annotations
@@ -196,8 +200,11 @@ class SecretMemory:
         self._values: dict[str, str] = {}  # the values found, as they were (what the store keeps)
         self._lock = threading.RLock()
         self._store = store
+        if store is not None:
+            _tell_if_not_atomic(store)
         self._key = memory_key(session_id) if session_id is not None else None
         self._loaded = store is None
+        self._loading = False  # (the thread holding the lock is loading: see _load)
         self._unsaved = False
         self._unsaved_values: dict[str, str] = {}  # learned here since the last save (what the next one appends)
         # The stored layout as this process knows it: the base (of ``_base_bytes``) holds the records up to
@@ -364,15 +371,17 @@ class SecretMemory:
     # -- the store ----------------------------------------------------------------------------------------------
     def _load(self) -> None:
         with self._lock:
-            if self._loaded:
-                return
-            self._loaded = True  # (first: learning the stored values must not load again)
+            if self._loaded or self._loading:
+                return  # (loaded; or this thread's own load, learning what it read: that must not load again)
+            # Marked loaded only once what the store holds is learned: the readers of other threads look at the mark
+            # without the lock, and one that saw it early read the memory empty (a remembered secret went out bare in
+            # an event the telemetry thread redacted during the first call's load; red team 17). They wait here.
+            self._loading = True
             try:
-                stored = self._read_whole()
-            except BaseException:
-                self._loaded = False  # (a corrupt record is refused at every use, not forgotten after the first)
-                raise
-            self._learn_stored(stored)
+                self._learn_stored(self._read_whole())
+            finally:
+                self._loading = False  # (a corrupt record is refused at every use, not forgotten after the first)
+            self._loaded = True
 
     def _learn_stored(self, values: Mapping[str, str]) -> None:
         """Learn what the store holds (nothing of it is saved again)."""
@@ -577,6 +586,7 @@ class SecretMemory:
 
         The merged run is written whole before what it merges is deleted: a merge cut short leaves them as they were
         (a load reads them); a process killed before the deletes leaves runs the merged one holds (never read again).
+        A merge whose note other workers kept changing below its ``through`` is abandoned (see :func:`_note_passed`).
         """
         store, key = self._store, self._key
         assert store is not None and key is not None
@@ -595,7 +605,11 @@ class SecretMemory:
             through = start + run_records(level + 1) - 1
             raw = encode_record(merged.items(), time.time(), through=through)
             store.put(place, raw)
-            _note_passed(store, key, through)  # (before the deletes: see _append; read now, never lowered)
+            if not _note_passed(store, key, through):  # (before the deletes: see _append; read now, never lowered)
+                # Not raised: a late record among the group's numbers would land where no load reads. The merge is
+                # abandoned, its run deleted (unless another worker's merge wrote it since); the group stays.
+                _put_if(store, place, None, raw)
+                return
             for run in group:
                 store.delete(run.key)
             runs[-FAN_IN:] = [_Run(place, start, level + 1, len(raw), merged)]
@@ -656,8 +670,11 @@ class SecretMemory:
                 if not _put_if(store, place, raw, held_raw):
                     self._learn_stored(self._read_whole())
                     continue
-            if through:
-                _note_passed(store, key, through)  # (before the deletes: a late record among them must see it)
+            if through and not _note_passed(store, key, through):  # (before the deletes: a late record must see it)
+                # Not raised: a late record among the numbers folded would land where no load reads. The fold is
+                # abandoned, its base deleted (unless another worker's fold wrote that slot since); the rest stays.
+                _put_if(store, place, None, raw)
+                return
             for run in self._runs:
                 store.delete(run.key)
             if previous is not None and previous != place:
@@ -704,6 +721,35 @@ def memory_saved_at(store: BlobStore, key: str) -> float | None:
     return record.saved_at if record is not None else None
 
 
+# The store classes already said to lack a one-step put_new or put_if (each is said once a process).
+_TOLD_NOT_ATOMIC: set[type] = set()
+_ATOMIC_WRITES = ("put_new", "put_if")
+
+
+def _tell_if_not_atomic(store: BlobStore) -> None:
+    """Warn, once per store class, when ``store`` writes a memory's records with the protocol's read-then-write.
+
+    Two workers saving one session's memory at once rely on ``put_new`` and ``put_if`` being one step for the store:
+    with the defaults (or none: a store that is no BlobStore subclass) a write of another worker between the read
+    and the write is lost, and with it secrets that worker saved. One worker at a time is safe. Not raised: a store
+    used by one process, the common case, loses nothing.
+    """
+    cls = type(store)
+    if cls in _TOLD_NOT_ATOMIC:
+        return
+    from ..cache.blobs import BlobStore
+
+    defaults = [name for name in _ATOMIC_WRITES
+                if getattr(cls, name, None) in (None, getattr(BlobStore, name))]
+    if defaults:
+        _TOLD_NOT_ATOMIC.add(cls)
+        _log.warning("secret memory over %s.%s: its %s %s the BlobStore protocol's default (read, then write), not "
+                     "one step; workers sharing a session's secret memory in this store can lose each other's "
+                     "secrets: implement %s atomically, or save a session's memory from one worker at a time",
+                     cls.__module__, cls.__qualname__, " and ".join(defaults),
+                     "is" if len(defaults) == 1 else "are", " and ".join(defaults))
+
+
 def _put_new(store: BlobStore, key: str, raw: bytes) -> bool:
     """``store.put_new``; a store without it (not a BlobStore subclass) is checked, then written."""
     put_new = getattr(store, "put_new", None)
@@ -735,24 +781,27 @@ def _passed(store: BlobStore, key: str) -> int:
     return record.through if record is not None else 0
 
 
-def _note_passed(store: BlobStore, key: str, through: int) -> int:
+def _note_passed(store: BlobStore, key: str, through: int) -> bool:
     """Raise the memory's passed-over note to ``through`` (never lower it: another worker's may be further on).
 
     Written over the note read (``put_if``): another worker raising it between the read and the write makes this
     one read it again, so two workers passing over records at one instant leave the higher note (the lower one let
-    a late third worker's record below the higher be lost). The note as it is now.
+    a late third worker's record below the higher be lost). True when the note is at ``through`` or higher now;
+    False when other workers kept changing it below ``through``: the caller must then delete nothing it passed over.
     """
     place = passed_key(key)
     for _ in range(_MAX_NOTE_TRIES):
         raw = _get(store, place)
         held = None if raw is None else decode_record(raw, record_place(store, place))
-        note = held.through if held is not None else 0
-        if note >= through:
-            return note
+        if held is not None and held.through >= through:
+            return True
         if _put_if(store, place, encode_record((), time.time(), through=through), raw):
-            return through
-    _log.warning("%s: other workers kept changing the passed-over note; left at theirs", record_place(store, place))
-    return _passed(store, key)
+            return True
+    if _passed(store, key) >= through:
+        return True
+    _log.warning("%s: other workers kept changing the passed-over note; what was passed over is left as it was",
+                 record_place(store, place))
+    return False
 
 
 def _get(store: BlobStore, key: str) -> bytes | None:

@@ -92,12 +92,12 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 """ + _COMMIT
 
-# Whether the blob whose meta is ``meta`` holds the bytes of ``size`` whose SHA-1 is ``digest`` (size '': none at all).
-# The expected bytes are compared by digest: a secret memory's base can be megabytes, sent once (as the new value).
+# Whether the blob whose meta is ``meta`` holds the bytes of ``size`` whose SHA-1 is ``digest`` (put_if expecting
+# no value is put_new, or an exists check for a delete: never this script). The expected bytes are compared by
+# digest: a secret memory's base can be megabytes, sent once (as the new value).
 _HELD_IS = """
 local function held_is(meta, prefix, size, digest)
   local held = redis.call('HMGET', meta, 'size', 'chunks', 'gen')
-  if size == '' then return not held[3] end
   if not held[3] or tonumber(held[1]) ~= tonumber(size) then return false end
   local parts = {}
   for i = 0, tonumber(held[2]) - 1 do parts[#parts + 1] = redis.call('HGET', prefix .. held[3], i) or '' end
