@@ -110,7 +110,7 @@ class ProviderContext:
         """
         settings = self.engaged
         if settings is None:
-            return plan  # (before the import: most sessions engage no provider, and this runs every turn)
+            return plan  # (most managers: before the import, as this runs on every prepare())
         from ..compaction import Action
 
         if plan.action is Action.NONE:
