@@ -157,18 +157,47 @@ class AnsweredWidening:
         from it on, which with prompt caching can cost more than reading the wider view again (``CacheEconomics``).
         A kept output is part of the history from then on, as if it had been written at that size.
         """
-        raw = view.raw
+        if not self._standard:
+            return 0
         put_back = 0
+        # Latest first, as they stand in the view; each is found again by its id right before it changes, so that
+        # nothing keep() or a put-back does to the view can make a change land on another message.
+        for key in self._widened_ids(view.raw):
+            standard = self._standard[key]
+            if keep is not None:
+                # Settled first: keep() counts the view, and a settle inside it (the first since a rewrite_view() left
+                # an orphan result, or since a put-back reset the prefix) drops or adds messages (red team 19).
+                view.tail()
+                index = self._index_of(view.raw, key)
+                if index is not None and keep(index, view.raw[index], standard):
+                    del self._standard[key]
+                    continue
+            index = self._index_of(view.raw, key)
+            if index is not None:
+                view.replace_at(index, narrowed(view.raw[index], self.cache, standard))
+                put_back += 1
+            # (Forgotten only once put back: if keep() raises, what is still widened is put back by the next narrow.)
+            del self._standard[key]
+        self._standard.clear()  # (the widened outputs a rewrite took out of the view)
+        return put_back
+
+    def _widened_ids(self, raw: Sequence[Message]) -> list[str]:
+        """The ids of the widened outputs in ``raw`` this object remembers a standard view of, latest first."""
+        out: list[str] = []
         for index in range(len(raw) - 1, -1, -1):
-            if not self._standard:
-                break
+            if len(out) == len(self._standard):
+                break  # (the widened outputs are the answered ones, at the end: the history is not read)
             m = raw[index]
             key = str(m.meta.get("id"))
-            if m.meta.get(WIDENED_META) and key in self._standard:
-                standard = self._standard.pop(key)
-                if keep is not None and keep(index, m, standard):
-                    continue
-                view.replace_at(index, narrowed(m, self.cache, standard))
-                put_back += 1
-        self._standard.clear()
-        return put_back
+            if m.meta.get(WIDENED_META) and key in self._standard and key not in out:
+                out.append(key)
+        return out
+
+    @staticmethod
+    def _index_of(raw: Sequence[Message], key: str) -> int | None:
+        """Where the widened output whose id is ``key`` stands in ``raw`` now (searched from the end), or None."""
+        for index in range(len(raw) - 1, -1, -1):
+            m = raw[index]
+            if m.meta.get(WIDENED_META) and str(m.meta.get("id")) == key:
+                return index
+        return None
