@@ -61,9 +61,9 @@ class View:
         self._media_kept = 0
         self._settled = 0  # view[:settled] is normalized, closed, and ends before an assistant message
         # Every message passed check_messages: add() and rewrite_view() check each, and the view's own rewrites
-        # (masking, compaction, answered outputs narrowed) make valid messages of valid ones; adopt() puts a caller's
-        # messages in unchecked (replace's default). Planning then does not check the view again (issue 22: ~40 ms
-        # of the first prepare() of 100,000 recorded messages).
+        # (masking, compaction, answered outputs narrowed) make valid messages of valid ones; adopt() checks a
+        # caller's messages as add() does. Planning then does not check the view again (issue 22: ~40 ms of the
+        # first prepare() of 100,000 recorded messages).
         self.checked = True
         self._settled_tokens = 0
         self._settled_tool_tokens = 0
