@@ -187,23 +187,32 @@ def encode_request(messages: Iterable[Message]) -> dict[str, Any]:
 
 def encode_message(message: Message) -> dict[str, Any]:
     """One Message as a Chat Completions dict."""
-    passthrough, hints = split_extra(message.extra, NAME)
-    out: dict[str, Any] = {"role": message.role}
+    extra = message.extra
+    passthrough, hints = split_extra(extra, NAME) if extra else _NO_EXTRA
+    role = message.role
+    out: dict[str, Any] = {"role": role}
     content: str | list[dict[str, Any]] | None = _encode_content(message.content)
-    if message.role == "assistant" and message.tool_calls and content == "":
+    calls = message.tool_calls if role == "assistant" else ()
+    if calls and content == "":
         # OpenAI's own replies spell "no text beside the calls" as null.
         content = None
     out["content"] = content
-    if message.tool_calls and message.role == "assistant":
-        out["tool_calls"] = [_encode_call(c) for c in message.tool_calls]
-    if message.tool_call_id is not None and message.role == "tool":
+    if calls:
+        out["tool_calls"] = [_encode_call(c) for c in calls]
+    if message.tool_call_id is not None and role == "tool":
         out["tool_call_id"] = message.tool_call_id
     if message.name is not None:
         out["name"] = message.name
-    for key, value in passthrough.items():
-        out.setdefault(key, value)
-    apply_hints(out, hints)
+    if passthrough:
+        for key, value in passthrough.items():
+            out.setdefault(key, value)
+    if hints:
+        apply_hints(out, hints)
     return out
+
+
+# What split_extra gives a message or call without extras (most of them): neither is changed by the encoders.
+_NO_EXTRA: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
 
 
 def _encode_content(content: str | tuple[Part, ...]) -> str | list[dict[str, Any]]:
@@ -250,7 +259,10 @@ def encode_part(part: Part) -> dict[str, Any]:
 
 
 def _encode_call(call: ToolCall) -> dict[str, Any]:
-    passthrough, hints = split_extra(call.extra, NAME)
+    extra = call.extra
+    if not extra:
+        return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+    passthrough, hints = split_extra(extra, NAME)
     function = {"name": call.name, "arguments": call.arguments, **hints.get("function", {})}
     out: dict[str, Any] = {"id": call.id, "type": "function", "function": function}
     for key, value in passthrough.items():

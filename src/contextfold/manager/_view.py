@@ -60,6 +60,8 @@ class View:
         # ``media_version`` does not (issue 22: the media tally was recounted over the whole view after every masking).
         self._media_kept = 0
         self._settled = 0  # view[:settled] is normalized, closed, and ends before an assistant message
+        # (version, appends, length) when the settled boundary was last moved up as far as it goes (see _settle)
+        self._settled_at: tuple[int, int, int] | None = None
         # Every message passed check_messages: add() and rewrite_view() check each, and the view's own rewrites
         # (masking, compaction, answered outputs narrowed) make valid messages of valid ones; adopt() checks a
         # caller's messages as add() does. Planning then does not check the view again (issue 22: ~40 ms of the
@@ -450,10 +452,14 @@ class View:
         so its synthetic "aborted" result is kept from now on.
         """
         msgs = self._messages
+        state = (self.version, self._appends, len(msgs))
+        if state == self._settled_at:
+            return  # (nothing appended or rewritten since the last look: prepare() asks ~5 times a call)
         end = len(msgs) - 1
         while end > self._settled and msgs[end].role != "assistant":
             end -= 1
         if end <= self._settled:
+            self._settled_at = state
             return
         segment = msgs[self._settled : end]
         if not self._opened and len(segment) >= CHECK_FIRST_MIN_MESSAGES:
@@ -487,6 +493,7 @@ class View:
             if m.role not in _PINNED_ROLES:
                 self._opened = True
         self._settled += len(fixed)
+        self._settled_at = (self.version, self._appends, len(msgs))
 
 
 def _same_shape(old: Message, new: Message) -> bool:

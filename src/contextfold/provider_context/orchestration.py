@@ -108,10 +108,12 @@ class ProviderContext:
 
         ``total``: the view's tokens as the manager counts them (grounded in the provider's last report).
         """
+        settings = self.engaged
+        if settings is None:
+            return plan  # (most managers: before the import, as this runs on every prepare())
         from ..compaction import Action
 
-        settings = self.engaged
-        if settings is None or plan.action is Action.NONE:
+        if plan.action is Action.NONE:
             return plan
         if self.mode == "provider":
             return self._none(plan, "the provider manages the context (compactor: provider)")

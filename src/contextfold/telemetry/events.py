@@ -95,7 +95,9 @@ def _freeze(value: Any) -> Any:
     if kind in _KEPT:
         return value
     if kind is dict:
-        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
+        # (Values kept as they are are not passed down: a span's attributes are mostly figures, one per prepare().)
+        kept = _KEPT
+        return MappingProxyType({k: v if type(v) in kept else _freeze(v) for k, v in value.items()})
     if isinstance(value, Mapping) and not isinstance(value, MappingProxyType):
         return MappingProxyType({k: _freeze(v) for k, v in value.items()})
     if isinstance(value, list):

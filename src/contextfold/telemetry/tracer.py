@@ -313,7 +313,7 @@ class Tracer:
         span = Span(name, self.trace_id, self._ids(), parent.span_id if parent else None, self._clock(), kind)
         if data:
             span.data.update(data)
-        if parent is None:
+        if parent is None and self._pending_noop:  # (read unlocked: one folded after it goes to the next root span)
             with self._noop_lock:
                 pending, self._pending_noop = self._pending_noop, 0
             if pending:
