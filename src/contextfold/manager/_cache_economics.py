@@ -18,16 +18,23 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from .._lazy import LazyModule
+
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from ..billing import economics as _economics
     from ..billing.economics import RewriteVerdict
     from ..billing.rates import CacheRates
     from ..compaction import Policy
     from ..messages import Message
     from ..telemetry import Tracer
+    from ..telemetry import events as _events
     from ..tokens import MessageCounter, ModelInfo
     from ._view import View
+else:  # (weighed on every masking turn: imported when first used, not with the manager, then no import per turn)
+    _economics = LazyModule("..billing.economics", __package__)
+    _events = LazyModule("..telemetry.events", __package__)
 
 __all__ = ["CacheEconomics"]
 
@@ -115,13 +122,12 @@ class CacheEconomics:
     def assess(self, *, change_at: int, freed: int, tokens: int, pinned: int, hard: int,
                parts_after: int | None = None) -> RewriteVerdict:
         """The verdict on a rewrite from ``change_at`` tokens on, without recording it (:meth:`record` does)."""
-        from ..billing.economics import RewriteCase, reusable_head, weigh_rewrite
-
         rates = self.rates
-        reusable = reusable_head(rates, change_at=change_at, pinned=pinned, parts_after=parts_after)
-        case = RewriteCase(tokens=tokens, freed=freed, reusable=reusable, growth_per_turn=self.growth_per_turn,
-                           turns_so_far=self.calls, hard=hard, idle_s=self.idle_s)
-        return weigh_rewrite(rates, case)
+        reusable = _economics.reusable_head(rates, change_at=change_at, pinned=pinned, parts_after=parts_after)
+        case = _economics.RewriteCase(tokens=tokens, freed=freed, reusable=reusable,
+                                      growth_per_turn=self.growth_per_turn, turns_so_far=self.calls, hard=hard,
+                                      idle_s=self.idle_s)
+        return _economics.weigh_rewrite(rates, case)
 
     def record(self, action: str, verdict: RewriteVerdict, *, tokens: int, freed: int) -> RewriteVerdict:
         """The decision taken on ``verdict``: remembered (``waited``) and sent as a ``compact.cache_decision``."""
@@ -229,12 +235,10 @@ class CacheEconomics:
 
     def _emit(self, action: str, verdict: RewriteVerdict | None, *, tokens: int, freed: int, applied: bool,
               forced: bool, reason: str | None = None) -> None:
-        from ..telemetry.events import CacheDecision  # (the module, not the package: no look-up through it)
-
         # The reason's text and the verdict's figures are made where the event is built, on the telemetry thread
         # when the sink has one: a masking turn decides and goes on (issue 22). All they read is frozen.
         self._tracer.emit_deferred(
-            CacheDecision, partial(_decision_fields, action, verdict, reason, self.rates), action=action,
+            _events.CacheDecision, partial(_decision_fields, action, verdict, reason, self.rates), action=action,
             applied=applied, forced=forced, tokens=tokens, tokens_freed=freed)
 
 

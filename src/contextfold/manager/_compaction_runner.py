@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..compaction import Action, decide
+from ..telemetry.events import TokenEstimate, TriggerDecision
 from ._compactor import protected_names, with_tail
 from ._intake import WARM_AT_SHARE_OF_SOFT, Intake
 from ._spans import COMPACT_KIND
@@ -47,7 +49,7 @@ __all__ = ["COMPACTION_RANK", "CompactionHost", "CompactionRunner"]
 _log = logging.getLogger("contextfold.manager._manager")  # (the manager's logger, as before the move)
 
 # Compaction actions by strength: a compaction is stuck when the view still calls for one at least as strong.
-# (Keyed by the actions' values: Action is a StrEnum, and the policy module is imported only when first needed.)
+# (Keyed by the actions' values: Action is a StrEnum.)
 COMPACTION_RANK = {"soft": 1, "hard": 2, "emergency": 3}
 
 
@@ -137,9 +139,6 @@ class CompactionRunner:
 
     def run_policy(self) -> None:
         """Act on the policy's decision (``prepare()``): masking first, then a compaction if one is still due."""
-        from ..compaction import Action, decide
-        from ..telemetry import TokenEstimate, TriggerDecision
-
         manager = self.manager
         started = time.perf_counter()
         plan, tokens, total, tool_tokens, count = manager._plan()
@@ -246,8 +245,6 @@ class CompactionRunner:
 
     def threshold(self, plan: Plan) -> int:
         """The threshold a decision was taken against: hard for hard and emergency compaction, soft otherwise."""
-        from ..compaction import Action
-
         manager = self.manager
         return manager.budgets.hard if plan.action in (Action.HARD, Action.EMERGENCY) else manager.budgets.soft
 
@@ -401,6 +398,7 @@ class CompactionRunner:
                                            covered if isinstance(covered, int) else None)
         manager._view.replace(insert_receipt(result.messages, receipt) if receipt is not None else result.messages,
                               checked=manager._view.checked)
+        manager._archiver.forget_removed(view, result.messages)
         manager.steering.note_compacted(result.stats.compacted_count)
         manager._compactions += 1
         manager._compactor.floor = result.stats.tokens_after + manager._tool_tokens

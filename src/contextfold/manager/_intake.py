@@ -15,8 +15,10 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from .. import _background
+from . import _compactor
 from ._masking import keep_layout
-from ._read_ahead import HeldOutputs
+from ._read_ahead import HeldOutputs, run_parts
 
 if TYPE_CHECKING:
     from ..compaction import Budgets, Plan, Policy
@@ -105,6 +107,8 @@ class Intake:
         self.manager = manager
         self.id_prefix = id_prefix  # (see ContextManager.__init__: ids never repeat across a session's managers)
         self.unwarmed: list[Message] = []  # messages added that no background warming has read yet
+        # The ids of those whose calls' access add() read (an agent's turn once past half the soft threshold).
+        self.calls_read: set[int] = set()
         self.unredacted = 0  # of those, the first this many, added before add() redacted what it adds
         self.held_outputs = HeldOutputs()  # outputs whose digest material is read once a masking can take them
         self.reading = False  # past half the soft threshold: add() reads what it adds (see _read_on_add)
@@ -276,6 +280,14 @@ class Intake:
         # compact() after one bulk add read 402 ms per 1M tokens instead of 314 (bench_compaction, issue 22).
         if manager.redactor is not None and hasattr(manager.redactor, "redact_ahead"):
             manager.redactor.redact_ahead(worth, paced=False)
+        # What each new call accesses (its arguments parsed), as the next masking's order reads it: the model's call
+        # is added after the read-ahead that parses the others, so its masking turn parsed it (issue 22: ~50 us of
+        # a ~1.2 ms turn, cold). A bulk add leaves its calls to the read-ahead.
+        if len(stored) <= _CALLS_READ_ON_ADD and manager.cache is not None and manager.policy.auto:
+            manager.steering.read_calls_ahead(stored)
+            if len(self.calls_read) > _MAX_UNWARMED:  # (no read-ahead for long: a view shrunk below where it runs)
+                self.calls_read.clear()  # (the read-ahead then looks a few of them up again: the access memo has them)
+            self.calls_read.update(map(id, stored))  # (the read-ahead does not read them again)
 
     def without_foreign_ref(self, m: Message) -> Message:
         """``m`` without its ``meta["ref"]`` when that names an output this session does not own.
@@ -349,12 +361,9 @@ class Intake:
         ``still_in_view``: only those the view still holds (after a compaction, which learned every secret: the
         others will never be masked).
         """
-        from .. import _background
-        from ._compactor import warm_for_compaction
-        from ._read_ahead import run_parts
-
         manager = self.manager
         messages, self.unwarmed = self.unwarmed, []
+        calls_read, self.calls_read = self.calls_read, set()
         # Only what add() did not redact is redacted ahead (issue 22: looking the others up again was ~40 ms of CPU
         # per 1M tokens in the lm32b loop; a secret learned since is looked for by the next use of the ledger).
         unredacted, self.unredacted = messages[:self.unredacted], 0
@@ -378,7 +387,7 @@ class Intake:
                                             manager.policy.mask_digest_tokens) if masks else []
         parts: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []  # (one job: see _read_ahead.run_parts)
         if redactor is not None or outputs is not None:
-            parts.append((warm_for_compaction, (messages, False, redactor, False, outputs,
+            parts.append((_compactor.warm_for_compaction, (messages, False, redactor, False, outputs,
                                                 manager.policy.mask_digest_tokens if masks else 0,
                                                 manager.counter.counter, None, digests, unredacted)))
         if digests:
@@ -386,7 +395,9 @@ class Intake:
         if redactor is not None:
             parts.append((manager._secrets.read_ahead, ()))  # whole outputs cut before add() started reading
         if masks and manager.steering.superseded:
-            parts.append((manager.steering.read_calls_ahead, (messages,)))  # (each call's access, as masking orders)
+            calls = [m for m in messages if id(m) not in calls_read] if calls_read else messages
+            if calls:
+                parts.append((manager.steering.read_calls_ahead, (calls,)))  # (each call's access, as masking orders)
             fold = manager._masking.superseded_ahead()  # (the prefix's superseded reads, after a rewrite)
             if fold is not None:
                 parts.append(fold)
@@ -399,6 +410,10 @@ class Intake:
 # (a resumed or imported history of 100,000 messages), reading every message ahead would cost more than both.
 _READ_AHEAD_HEAD = 200
 _READ_AHEAD_MAX = 1_000
+
+# An add() of at most this many messages (an agent's turn: its call, or the call's results) has its calls' access
+# read at once; a larger one (a resumed history) leaves them to the read-ahead, which reads what masking needs.
+_CALLS_READ_ON_ADD = 16
 
 # A bulk add counts its new messages by batches of this many as it stores them (see Intake.add): well within
 # what the counter remembers of long texts (tokens/counting._LONG_COUNTS_MAX), few enough calls to cost nothing.

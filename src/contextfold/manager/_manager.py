@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._lazy import LazyModule
 from ..telemetry._pace import foreground
 from ._archiver import Archiver
 from ._cache_economics import CacheEconomics
@@ -37,6 +38,8 @@ from ._spans import CALL_KIND, CALL_SPAN, session_metadata
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
+    from .. import compaction as _compaction
+    from .. import formats as _formats
     from ..compaction import CompactionResult, Plan, Policy
     from ..media import MediaLimits, MediaTally
     from ..messages import Message
@@ -44,6 +47,9 @@ if TYPE_CHECKING:
     from ..tokens import MessageCounter, TokenUsage
     from ._build import CompactionReport, Components, Status
     from ._exact_figures import ExactFigures
+else:  # (read on every turn: imported when first used, not with the manager, then no import statement per call)
+    _compaction = LazyModule("..compaction", __package__)
+    _formats = LazyModule("..formats", __package__)
 
 __all__ = ["ContextManager"]
 
@@ -287,9 +293,7 @@ class ContextManager:
         The list is the caller's, but the dicts in it are shared with the lists later calls return (the settled
         prefix is encoded once, issue 22): copy one before changing it, or the change goes out in the next requests.
         """
-        from ..formats import get_format
-
-        wire = get_format(format)
+        wire = _formats.get_format(format)
         with foreground, self._lock:
             self._prepare_view()
             self._provider_items.report_drops(self._view, format)
@@ -425,13 +429,11 @@ class ContextManager:
 
     def _plan(self) -> tuple[Plan, int, int, int, int]:
         """The policy's decision now, with (view tokens, grounded total, tool-output tokens, message count)."""
-        from ..compaction import Action, decide
-
         tokens, tool_tokens, count = self._view.totals()
         total = self._grounded(tokens + self._tool_tokens)
-        plan = self.provider_context.gate(decide(total, count, tool_tokens, self.budgets, self._effective_policy()),
-                                          total)
-        if plan.action is not Action.NONE and self.counter.provisional:
+        plan = self.provider_context.gate(
+            _compaction.decide(total, count, tool_tokens, self.budgets, self._effective_policy()), total)
+        if plan.action is not _compaction.Action.NONE and self.counter.provisional:
             # Byte upper bounds said "act": only exact counts may decide how (the bounds can be 4x too high).
             self._count_exactly()
             return self._plan()

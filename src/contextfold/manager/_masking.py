@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
+from .._lazy import LazyModule
 from ._spans import MASK_KIND
 
 if TYPE_CHECKING:
@@ -29,10 +30,13 @@ if TYPE_CHECKING:
     from ..steering import Steering
     from ..steering.resources import SupersededFold
     from ..telemetry import Tracer
+    from ..telemetry import events as _events
     from ..tokens import MessageCounter
     from ._cache_economics import CacheEconomics
     from ._secrets import SessionSecrets
     from ._view import View
+else:  # (a masking's event: imported when first used, not with the manager, then no import statement per masking)
+    _events = LazyModule("..telemetry.events", __package__)
 
 __all__ = ["MASK_HEADROOM", "Masking", "keep_layout"]
 
@@ -298,8 +302,6 @@ class Masking:
         return frozenset(out)
 
     def _apply(self, view: list[Message], result: Any) -> None:
-        from ..telemetry.events import CacheMasked  # (the module itself: no package look-up on every masking)
-
         changes = {i: result.messages[i] for i in result.changed_indices}
         for i in result.masked_indices:
             changes[i] = keep_layout(view[i], changes[i])
@@ -313,7 +315,7 @@ class Masking:
         self.count += 1
         self._steering.note_masked(len(result.masked_indices), result.tokens_freed)
         # (Built stamped: no throwaway event and copy on a masking turn, issue 22.)
-        self._tracer.emit_new(CacheMasked, count=len(result.masked_indices),
+        self._tracer.emit_new(_events.CacheMasked, count=len(result.masked_indices),
                               refs=tuple(str(result.messages[i].meta.get("ref", "")) for i in result.masked_indices),
                               tokens_freed=result.tokens_freed,
                               prefix_tokens_invalidated=result.prefix_tokens_invalidated)

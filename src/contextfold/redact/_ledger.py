@@ -68,6 +68,10 @@ _SHED_TO = 0.75
 # one before the last pass, so the next use checks again.
 MAX_PASSES = 3
 ID_KEY = "id"
+# Redactor.redact_text looks a string up (among those found clean, and those a bulk clearing cleared) when it is at
+# most this long; a longer one is scanned. So a bulk clearing (Redactor.clearing: a batch's short strings, an event
+# run's) takes only strings this long: one module's constant for the redactor and the callers that clear.
+CLEARED_MAX_CHARS = 256
 
 
 def _same_but_id(a: Message, b: Message) -> bool:
@@ -191,6 +195,31 @@ class Ledger:
             self._copies.clear()
             self._batch = None
             self._chars = 0
+
+    def forget(self, messages: Iterable[Message]) -> None:
+        """Drop the entries of ``messages`` (held by the caller) and of the copies they were made from, and the batch.
+
+        What a manager does once a compaction's transcript is written: nothing asks for the messages it removed
+        any more, and their entries kept them (and the redacted copies of those holding a secret) alive until the
+        cap shed them (100,000 distinct recorded messages: 149M characters after their first prepare(), the view
+        41 messages). A message asked for again is redacted again (the same result).
+        """
+        gone = {id(m): m for m in messages}  # (alive while ``messages`` is held: an id is one object's)
+        if not gone:
+            return
+        origins = {id(m._origin) for m in gone.values() if m._origin is not None}
+        with self._lock:
+            by_object = self._by_object
+            for key in gone.keys() & by_object.keys():
+                del by_object[key]
+            by_content = self._by_content
+            for same in [same for same, entry in by_content.items() if id(entry[0]) in gone]:
+                del by_content[same]
+            copies = self._copies
+            for key in origins & copies.keys():
+                del copies[key]
+            self._batch = None  # (it was the transcript's: the view the compaction was cut from)
+            self._chars = self._held_chars()
 
     def _count(self, chars: int) -> None:
         """Add ``chars`` to what the entries keep; past :data:`LEDGER_CHARS`, drop the oldest (the lock is held)."""

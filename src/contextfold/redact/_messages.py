@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from ..messages import Message, freeze
 from ..telemetry._pace import READ_AHEAD_SLICE_S, GilPacer
 from ._ledger import (
+    CLEARED_MAX_CHARS,
     ID_KEY,
     MAX_PASSES,
     SEPARATOR,
@@ -57,8 +58,6 @@ _PREFILTER_CHUNK_CHARS = 4_000_000
 _REMEMBER_CLEARED_MAX_BATCH = 1_000
 # The paced read-ahead redacts its batch in bulk slices of about this many characters, pausing between them.
 _AHEAD_SLICE_CHARS = 16_384
-# A batch's suspects have their strings up to this long cleared in bulk first (what redact_text remembers as plain).
-_CLEARED_MAX_CHARS = 256
 # A turn's batch looks up the scans of its text contents at least this long before the prefilter searches them (a
 # shorter one costs the prefilter less than the look-up), and remembers those it cleared (tool outputs: any length).
 _KNOWN_SCAN_MIN_CHARS = 256
@@ -282,8 +281,10 @@ class MessageRedactor:
             return
         # (each copy's id, in plan order, read by C loops: 97,000 copies of a repeated history, issue 22)
         all_ids = _ids_of(list(itertools.chain.from_iterable(map(_GROUP_OF, plan))))
+        # (what clean_ids hold at: read before they are searched, so that a secret another thread learns meanwhile
+        # makes them stale, never current: each copy is then recalled, its id redacted on its own)
+        ids_at = self.redactor._generation()
         clean_ids = self._clean_ids(all_ids)
-        ids_at = self.redactor._generation()  # (what clean_ids hold at)
         offset = 0
         renewed: dict[int, tuple[Message, Message, int] | None] = {}  # id(stale entry) -> its first copy's entry
         same: list[Message] = []  # copies that redact to themselves at ids_at, recorded so at the end
@@ -379,7 +380,7 @@ class MessageRedactor:
         start = self.redactor._generation()
         order = sorted(suspects)
         # (each suspect's ids, meta values and arguments cleared in one prefilter pass, not scanned one by one)
-        with self.redactor.clearing(short_strings([items[i] for i in order], _CLEARED_MAX_CHARS)):
+        with self.redactor.clearing(short_strings([items[i] for i in order], CLEARED_MAX_CHARS)):
             for i in order:
                 self.redact_message(items[i])
             if self.redactor._generation() != start:
@@ -557,7 +558,7 @@ class MessageRedactor:
         suspects, texts = found
         before = self.redactor._learned
         order = sorted(suspects)
-        with self.redactor.clearing(short_strings([items[i] for i in order], _CLEARED_MAX_CHARS)):
+        with self.redactor.clearing(short_strings([items[i] for i in order], CLEARED_MAX_CHARS)):
             done = {i: self.redact_message(items[i]) for i in order}
         if self.redactor._learned is not before:
             done = {}  # (a secret learned on the way may be mentioned in a message redacted before it)

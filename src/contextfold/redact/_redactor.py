@@ -48,7 +48,7 @@ from ._callback import CallbackMemo
 from ._gate import PatternGate
 from ._joins import holding_texts
 from ._key_rule import key_rule_triggers, redact_item
-from ._ledger import SEPARATOR, joined_starts, search_joined
+from ._ledger import CLEARED_MAX_CHARS, SEPARATOR, joined_starts, search_joined
 from ._messages import MessageRedactor
 from ._provider_state import redact_provider_state
 from ._runs import class_runs
@@ -132,9 +132,8 @@ _MENTIONED_MAX = 8_192
 _MENTIONED_MAX_CHARS = 256
 
 
-# redact_text remembers the strings up to this long found clean, this many characters of them at most (per memory
-# generation; with a set's slot and a string's header, ~8 MB for short strings at the cap).
-_PLAIN_MAX_CHARS = 256
+# redact_text remembers the strings up to CLEARED_MAX_CHARS long found clean, this many characters of them at most (per
+# memory generation; with a set's slot and a string's header, ~8 MB for short strings at the cap).
 _PLAIN_BUDGET_CHARS = 1 << 20
 # A list or tuple of at least this many strings is cleared in bulk before its strings are redacted one by one
 # (see Redactor.clearing): the event of a compaction names every message it removed, 100,000 ids.
@@ -449,7 +448,7 @@ class Redactor:
         """``text`` with every secret replaced by its marker; the rest is unchanged."""
         if not self.enabled or not text:
             return text
-        plain = self._plain_strings() if len(text) <= _PLAIN_MAX_CHARS else None
+        plain = self._plain_strings() if len(text) <= CLEARED_MAX_CHARS else None
         if plain is not None and (text in plain or self._was_cleared(text)):
             found: list[Finding] = []
         else:
@@ -510,13 +509,17 @@ class Redactor:
         compaction of 100,000 messages). Such a string redacts to itself at the generation it was cleared at, and
         later when none of the strings learned since occurs in it. Nothing is kept after the block.
         """
+        # The generation is read before the strings are searched: a secret another thread learns meanwhile then
+        # leaves the set older than the memory, and each cleared string is checked for it (see _was_cleared).
+        # (Read after, the set looked current and a string holding that secret went out bare.)
+        generation = self._generation()
         clean = self._message_redactor.clean_strings(texts)
         if not clean:
             yield
             return
         clearings = self._clearings
         before = getattr(clearings, "now", None)  # (a clearing of a copy of this redactor, which shares the local)
-        clearings.now = (id(self), self.memory, self._generation(), clean)
+        clearings.now = (id(self), self.memory, generation, clean)
         try:
             yield
         finally:
@@ -721,7 +724,7 @@ class Redactor:
             return {k: self._redact_item(k, v) for k, v in obj.items()}
         if isinstance(obj, list | tuple):
             if len(obj) >= _CLEAR_IN_BULK_MIN and _clearing_of(self) is None:
-                with self.clearing([v for v in obj if type(v) is str and len(v) <= _PLAIN_MAX_CHARS]):
+                with self.clearing([v for v in obj if type(v) is str and len(v) <= CLEARED_MAX_CHARS]):
                     return self._redact_sequence(obj)
             return self._redact_sequence(obj)
         if obj is None or isinstance(obj, _TEXTLESS):
@@ -850,13 +853,17 @@ class Redactor:
         """Whether :meth:`redact_message` is known to return ``m`` itself now (found clean, nothing learned since)."""
         return self._message_redactor.is_clean(m)
 
-    def forget_messages(self) -> None:
-        """Drop what it kept of the messages it redacted (each with its result); its memory of secrets stays.
+    def forget_messages(self, messages: Iterable[Message] | None = None) -> None:
+        """Drop what it kept of ``messages`` (of every message it redacted when None); its memory of secrets stays.
 
-        What a manager does when it closes: the kept results are there to spare the session's later scans, and hold
-        the messages (and their redacted copies) alive.
+        What a manager does when it closes, and with what a compaction removed once its transcript is written: the
+        kept results are there to spare the session's later scans, and hold the messages (and their redacted copies)
+        alive. A message forgotten and asked for again is redacted again, to the same result.
         """
-        self._message_redactor.ledger.clear()
+        if messages is None:
+            self._message_redactor.ledger.clear()
+        else:
+            self._message_redactor.ledger.forget(messages)
 
     def _redact_fields(self, m: Message) -> Message:
         content: str | tuple[Part, ...] = (

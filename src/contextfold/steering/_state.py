@@ -119,11 +119,12 @@ class Steering:
         return mask_order(view, self.policies, superseded=self.superseded, pairs=pairs, stale=stale)
 
     def read_calls_ahead(self, messages: Sequence[Message]) -> None:
-        """Read what each tool call of ``messages`` accesses, as :meth:`mask_order` will (for a background thread).
+        """Read what each tool call of ``messages`` accesses, as :meth:`mask_order` will (the read-ahead, ``add()``).
 
         The order of a masking turn reads every call's access (its arguments parsed, its resource and lines); the
-        calls made since the last turn were parsed there, ~45 µs each (issue 22, masking turns). Parsed ahead,
-        they are found remembered (``resources._access_of_call``).
+        calls made since the last turn were parsed there, ~45 µs each (issue 22, masking turns). Parsed ahead (the
+        model's call as it is added: it comes after the read-ahead), they are found remembered
+        (``resources._access_of_call``).
         """
         if not self.superseded:
             return

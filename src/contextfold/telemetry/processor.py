@@ -22,6 +22,7 @@ from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from ..redact._ledger import CLEARED_MAX_CHARS
 from ._pace import GilPacer, after_foreground
 from ._session_redaction import SessionRedaction, redacted_event
 from .events import Event, PendingEvent
@@ -449,7 +450,7 @@ def _clearing(redact: Redactor | None, records: list[tuple[dict[str, Any], Redac
         item = pending.pop()
         kind = type(item)
         if kind is str:
-            if len(item) <= _CLEARED_MAX_CHARS:
+            if len(item) <= CLEARED_MAX_CHARS:
                 strings.append(item)
         elif kind is dict:
             pending.extend(item.values())
@@ -459,10 +460,9 @@ def _clearing(redact: Redactor | None, records: list[tuple[dict[str, Any], Redac
     return context
 
 
-# A run of at least this many events is cleared in bulk (one prefilter pass has a cost of its own), and strings at
-# most this long (what the redactor looks up among the cleared: longer ones are scanned, see Redactor.redact_text).
+# A run of at least this many events is cleared in bulk (one prefilter pass has a cost of its own); of their strings,
+# those of at most CLEARED_MAX_CHARS (what the redactor looks up among the cleared: longer ones are scanned).
 _CLEAR_EVENTS_MIN = 8
-_CLEARED_MAX_CHARS = 256
 
 
 class _Worker:
