@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
-__all__ = ["SESSION_REDACTORS", "SessionRedaction", "redacted_event"]
+__all__ = ["SESSION_REDACTORS", "SessionRedaction", "own_ids", "own_item_redaction", "redacted_event"]
 
 # Sessions whose redactor a shared sink remembers (a redactor is small; a worker serves fewer sessions at once).
 SESSION_REDACTORS = 1024
@@ -31,9 +31,8 @@ _REDACTOR_MODULE = "contextfold.redact._redactor"
 
 def redacted_event(redact: Callable[[dict[str, Any]], dict[str, Any]], record: dict[str, Any]) -> dict[str, Any]:
     """``redact(record)`` with the event's own ids as they were (a value in their place that is no id is redacted)."""
-    ids = {key: value for key in _OWN_ID_KEYS
-           if isinstance(value := record.get(key), str) and _HEX_ID.fullmatch(value)}
-    item = _own_item_redaction(redact) if ids and type(record) is dict else None
+    ids = own_ids(record)
+    item = own_item_redaction(redact) if ids and type(record) is dict else None
     if item is not None:
         # Our redactor's redact_obj, item by item, without the ids it would scan only for them to be put back (issue
         # 22: ~a third of the telemetry thread's CPU per event). The same dict, keys in the same order.
@@ -44,7 +43,13 @@ def redacted_event(redact: Callable[[dict[str, Any]], dict[str, Any]], record: d
     return redacted
 
 
-def _own_item_redaction(redact: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[str, Any], Any] | None:
+def own_ids(record: Mapping[str, Any]) -> dict[str, str]:
+    """The event's own ids (trace, span, parent) that are ids of ours: hex of their length."""
+    return {key: value for key in _OWN_ID_KEYS
+            if isinstance(value := record.get(key), str) and _HEX_ID.fullmatch(value)}
+
+
+def own_item_redaction(redact: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[str, Any], Any] | None:
     """What ``redact`` does to each item of a dict when it is a contextfold redactor's ``redact_obj``, else None.
 
     Only with nothing of the user's in the loop (enabled, no callback): then an item left out changes nothing of the
