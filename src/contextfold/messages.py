@@ -97,7 +97,7 @@ def _freeze_owned(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(copied) if copied else EMPTY
 
 
-# Copied exactly (a subclass, e.g. a namedtuple, is shared as it is: copying would change its type).
+# Copied exactly (a subclass is told by isinstance, see _to_own).
 _CONTAINERS = frozenset({dict, list, tuple, set})
 # Never containers: told at once (most values of a meta are strings).
 _ATOMS = frozenset({str, int, float, bool, type(None), bytes})
@@ -108,17 +108,24 @@ def _to_own(value: Any) -> bool:
 
     A caller's ``MappingProxyType``, ``OrderedDict`` or ``defaultdict``, or a list subclass, nested in a meta was
     shared with the caller: a credential written into it after ``add()`` reached the archive in clear (red team 17).
+    So was a tuple subclass (a namedtuple) holding one (red team 19); one holding only atoms stays shared.
     """
     kind = type(value)
     if kind in _CONTAINERS:
         return True
-    return kind not in _ATOMS and isinstance(value, Mapping | list | set) and not _own_view(value)
+    if kind in _ATOMS:
+        return False
+    if isinstance(value, tuple):
+        return any(map(_to_own, value))
+    return isinstance(value, Mapping | list | set) and not _own_view(value)
 
 
 def _owned(value: Any) -> Any:
     """A copy of the nested dicts, lists, tuples and sets in ``value`` (the rest shared: strings, numbers, objects).
 
-    A mapping, list or set of another type (not contextfold's own view) is copied as a plain dict, list or set.
+    A mapping, list or set of another type (not contextfold's own view) is copied as a plain dict, list or set; a
+    tuple subclass holding one as a tuple of its type when it is a namedtuple (its ``_make``), else a plain tuple (a
+    subclass's own constructor may take other arguments).
     """
     kind = type(value)
     if kind is dict:
@@ -131,6 +138,9 @@ def _owned(value: Any) -> Any:
         return set(value)
     if kind in _ATOMS or not _to_own(value):
         return value
+    if isinstance(value, tuple):
+        items = [_owned(v) for v in value]
+        return kind._make(items) if hasattr(kind, "_fields") and hasattr(kind, "_make") else tuple(items)
     if isinstance(value, Mapping):
         return {k: _owned(v) for k, v in value.items()}
     return [_owned(v) for v in value] if isinstance(value, list) else set(value)

@@ -217,6 +217,9 @@ def check_messages(messages: Iterable[object], *, start: int = 0) -> list[Messag
             _check_text(m.name, i, "name")
         if m.role == "tool" and not m.tool_call_id:
             raise InvalidHistory("tool result has no tool_call_id", index=i, field="tool_call_id")
+        call_id = m.tool_call_id  # (an int went to the provider as one: every API takes a string, red team 19)
+        if call_id is not None and type(call_id) is not str:
+            _check_text(call_id, i, "tool_call_id")
         if m.tool_calls and m.role != "assistant":
             raise InvalidHistory(f"only assistant messages carry tool calls, not {m.role}", index=i,
                                  field="tool_calls")
@@ -263,6 +266,8 @@ def _check_call(call: object, index: int, k: int) -> None:
         raise InvalidHistory(f"expected a ToolCall, got {type(call).__name__}", index=index, field=where)
     if not call.id:
         raise InvalidHistory("tool call has no id", index=index, field=f"{where}.id")
+    if type(call.id) is not str:  # (the decoders take strings only; a Message built in code may not)
+        _check_text(call.id, index, f"{where}.id")
     if not call.name:
         raise InvalidHistory(f"tool call {call.id!r} has no name", index=index, field=f"{where}.name")
     _check_text(call.name, index, f"{where}.name")

@@ -23,29 +23,35 @@ from contextfold.telemetry import Event, RecordingTelemetry
 
 @pytest.fixture(autouse=True)
 def _collector_restored() -> Iterator[None]:
-    was = gc.isenabled()
+    was, thresholds = gc.isenabled(), gc.get_threshold()
     yield
+    gc.set_threshold(*thresholds)
     if was:
         gc.enable()
 
 
+def _collecting() -> bool:
+    """Whether the collector runs by itself (a pause stops it without turning it off: that is the application's)."""
+    return gc.isenabled() and gc.get_threshold()[0] != 0
+
+
 def test_a_long_view_pauses_the_collector_and_resumes_it_after_even_on_error() -> None:
-    assert gc.isenabled()
+    assert _collecting()
     with collector_paused(_collector.PAUSE_MIN_MESSAGES):
-        assert not gc.isenabled()
-    assert gc.isenabled()
+        assert not _collecting()
+    assert _collecting()
     with pytest.raises(ValueError), collector_paused(10**6):
-        assert not gc.isenabled()
+        assert not _collecting()
         raise ValueError("compaction failed")
-    assert gc.isenabled()
+    assert _collecting()
     with collector_paused(_collector.PAUSE_MIN_MESSAGES - 1):  # (short: not paused)
-        assert gc.isenabled()
+        assert _collecting()
 
 
 def test_a_collector_the_application_turned_off_stays_off() -> None:
     gc.disable()
     with collector_paused(10**6):
-        assert not gc.isenabled()
+        assert not _collecting()
     assert not gc.isenabled()
 
 
@@ -57,16 +63,16 @@ def test_compactions_on_two_threads_share_one_pause_resumed_by_the_last() -> Non
         with collector_paused(10**6):
             entered.set()
             release.wait()
-            seen.append(gc.isenabled())
+            seen.append(_collecting())
 
     thread = threading.Thread(target=other)
     with collector_paused(10**6):
         thread.start()
         entered.wait()
-    assert not gc.isenabled()  # (the other compaction still runs)
+    assert not _collecting()  # (the other compaction still runs)
     release.set()
     thread.join()
-    assert seen == [False] and gc.isenabled()
+    assert seen == [False] and _collecting()
 
 
 class _Recording:
@@ -77,7 +83,7 @@ class _Recording:
         self.fail = fail
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
-        self.enabled.append(gc.isenabled())
+        self.enabled.append(_collecting())
         if self.fail:
             raise RuntimeError("provider down")
         return SummaryResult(summary=f"{len(request.messages)} messages", summarizer="recording")
@@ -108,12 +114,12 @@ def test_a_manager_compacts_a_long_view_with_the_collector_paused_but_not_while_
         else:
             assert cm.compact().compacted > 0
             assert ("compact.pruned_messages", False) in telemetry.running  # (applied inside the pause)
-        assert summarizer.enabled == [True] and gc.isenabled()
+        assert summarizer.enabled == [True] and _collecting()
         monkeypatch.setattr(_collector, "PAUSE_MIN_MESSAGES", 10_000)
         cm.add([Message.user("collector-5e1a one more " * 20)])
         summarizer.fail = False
         cm.compact()
-        assert summarizer.enabled == [True, True] and gc.isenabled()  # (a short view: not paused)
+        assert summarizer.enabled == [True, True] and _collecting()  # (a short view: not paused)
     finally:
         cm.close()
 
@@ -126,7 +132,7 @@ def test_the_built_in_extractive_summarizer_runs_inside_the_pause(monkeypatch: p
 
     class Noting(ExtractiveSummarizer):
         def summarize(self, request: SummaryRequest) -> SummaryResult:
-            seen.append(gc.isenabled())
+            seen.append(_collecting())
             return super().summarize(request)
 
     monkeypatch.setattr(_collector, "PAUSE_MIN_MESSAGES", 20)
@@ -135,7 +141,7 @@ def test_the_built_in_extractive_summarizer_runs_inside_the_pause(monkeypatch: p
     try:
         cm.add(_history())
         assert cm.compact().compacted > 0
-        assert seen == [False] and gc.isenabled()
+        assert seen == [False] and _collecting()
     finally:
         cm.close()
 
@@ -143,11 +149,11 @@ def test_the_built_in_extractive_summarizer_runs_inside_the_pause(monkeypatch: p
 def test_released_inside_a_pause_lets_the_collector_run_unless_another_thread_pauses_it() -> None:
     with collector_paused(10**6):
         with _collector.collector_released():
-            assert gc.isenabled()
-        assert not gc.isenabled()
-    assert gc.isenabled()
+            assert _collecting()
+        assert not _collecting()
+    assert _collecting()
     with _collector.collector_released():  # (outside a pause: nothing to lift)
-        assert gc.isenabled()
+        assert _collecting()
     entered, release = threading.Event(), threading.Event()
 
     def other() -> None:
@@ -159,10 +165,10 @@ def test_released_inside_a_pause_lets_the_collector_run_unless_another_thread_pa
     thread.start()
     entered.wait()
     with collector_paused(10**6), _collector.collector_released():
-        assert not gc.isenabled()  # (the other thread's compaction still holds it)
+        assert not _collecting()  # (the other thread's compaction still holds it)
     release.set()
     thread.join()
-    assert gc.isenabled()
+    assert _collecting()
 
 
 class _CollectorNoting(RecordingTelemetry):
@@ -173,7 +179,7 @@ class _CollectorNoting(RecordingTelemetry):
         self.running: list[tuple[str, bool]] = []
 
     def emit(self, event: Event) -> None:
-        self.running.append((event.name, gc.isenabled()))
+        self.running.append((event.name, _collecting()))
         super().emit(event)
 
 
@@ -194,11 +200,11 @@ def test_a_bulk_add_runs_with_the_collector_paused_and_a_short_one_does_not(monk
         telemetry.running.clear()
         cm.add([m for i in range(8) for m in turn(i)])  # 24 messages: a bulk add
         cut = [running for name, running in telemetry.running if name == "cache.truncated"]
-        assert len(cut) == 8 and not any(cut) and gc.isenabled()
+        assert len(cut) == 8 and not any(cut) and _collecting()
         telemetry.running.clear()
         cm.add(turn(8))  # 3 messages: the collector runs as usual
         cut = [running for name, running in telemetry.running if name == "cache.truncated"]
-        assert cut == [True] and gc.isenabled()
+        assert cut == [True] and _collecting()
     finally:
         cm.close()
 

@@ -1,7 +1,7 @@
 """Planning a compaction does not check a manager's view again when add() checked every message (issue 22).
 
-The first ``prepare()`` of 100,000 recorded messages checked them all once more (~40 ms). ``adopt()`` puts
-a caller's messages in the view as they are: planning still checks those (``rewrite_view()`` checks its own).
+The first ``prepare()`` of 100,000 recorded messages checked them all once more (~40 ms). ``adopt()`` checks a
+caller's messages as ``add()`` does (red team 19), and ``rewrite_view()`` checks its own.
 """
 
 from __future__ import annotations
@@ -44,18 +44,18 @@ def test_a_view_of_added_messages_is_not_checked_again(monkeypatch: pytest.Monke
     assert not [n for n in sizes if n >= 40]  # (the summary's few messages may be; not the view's 60)
 
 
-def test_adopted_messages_are_still_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_adopted_messages_are_checked_by_adopt_not_again_by_planning(monkeypatch: pytest.MonkeyPatch) -> None:
     cm = ContextManager("gpt-4o", store="memory", archive="memory", session_id="nonce-9b2e")
     cm.adopt(_history("nonce-9b2e"))
     sizes = _checks(monkeypatch)
     cm.compact()
-    assert [n for n in sizes if n >= 40]
+    assert not [n for n in sizes if n >= 40]
 
 
-def test_an_adopted_malformed_message_is_refused_by_planning() -> None:
+def test_an_adopted_malformed_message_is_refused_by_adopt() -> None:
     cm = ContextManager("gpt-4o", store="memory", archive="memory", session_id="nonce-5a07")
     bad = Message(role="user", content="nonce-5a07 x")
     object.__setattr__(bad, "role", "robot")
-    cm.adopt([*_history("nonce-5a07"), bad])
     with pytest.raises(InvalidHistory):
-        cm.compact()
+        cm.adopt([*_history("nonce-5a07"), bad])
+    assert cm.messages() == []

@@ -31,6 +31,11 @@ PAUSE_MIN_MESSAGES = 10_000
 _lock = threading.Lock()
 _pausing = 0  # compactions of the process pausing the collector now
 _resume = False  # whether the collector was running when the first of them began
+# The thresholds the first pause found (what the last one puts back). A pause sets the first to 0, which stops
+# automatic collection (documented so on every CPython) and leaves ``gc.isenabled()`` to the application: a
+# ``gc.disable()`` it makes during the pause is its own and stays (``gc.disable()`` by the pause hid it, and the
+# collector was turned on again at the pause's end, red team 19).
+_thresholds: tuple[int, ...] = ()
 _held = threading.local()  # (``depth``: the pauses this thread holds)
 # Whether the collector has generations (None: not looked yet). A free-threaded build's has none, and its freeze
 # walks the heap: nothing is promoted there. (Looked up at the first pause's end: sysconfig is not imported for it.)
@@ -38,11 +43,13 @@ _generational: bool | None = None
 
 
 def _pause() -> None:
-    global _pausing, _resume
+    global _pausing, _resume, _thresholds
     with _lock:
         if _pausing == 0:
-            _resume = gc.isenabled()
-            gc.disable()
+            _thresholds = gc.get_threshold()
+            _resume = gc.isenabled() and _thresholds[0] != 0
+            if _resume:
+                gc.set_threshold(0, *_thresholds[1:])
         _pausing += 1
 
 
@@ -52,8 +59,9 @@ def _unpause() -> None:
         _pausing -= 1
         if _pausing == 0 and _resume:
             _resume = False
+            if gc.get_threshold()[0] == 0:  # (else the application set thresholds of its own meanwhile: kept)
+                gc.set_threshold(*_thresholds)
             _promote_young()
-            gc.enable()
 
 
 def _promote_young() -> None:

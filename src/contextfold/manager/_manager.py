@@ -777,14 +777,22 @@ class ContextManager:
 
         The messages are taken as they are: no write-time truncation again, ids and refs kept. Call it on a fresh
         manager, before adding anything.
+
+        Raises:
+            InvalidHistory: a message ``add()`` would refuse (an unknown role, arguments that are not a JSON object,
+                a call id that is not a string, ...), naming its index and field; nothing is adopted.
         """
+        from ..pairing import check_messages
+        from ..provider_context import mark
+
         with self._lock:
             if len(self._view):
                 raise ValueError("adopt: the manager already holds messages; adopt on a fresh manager")
-            from ..provider_context import mark
-
-            stored = [self._intake.without_foreign_ref(mark(m)) for m in messages]
-            self._view.replace(stored)  # (not append: "aborted" placeholders must be known, for late results)
+            # Checked as add() checks, before anything changes: unchecked, a bad role was dropped from the view
+            # without a word and invalid arguments went to the provider (red team 19). (mark and the foreign ref's
+            # removal change meta only: what passed stays valid, so planning does not check the view again.)
+            stored = [self._intake.without_foreign_ref(mark(m)) for m in check_messages(messages)]
+            self._view.replace(stored, checked=True)  # (not append: "aborted" placeholders known, for late results)
             self._provider_items.note(stored)
             versions = [int(m.meta.get("summary_version", 0)) for m in stored if m.kind == "summary"]
             self._compactions = max(versions, default=0)  # the next summary continues the numbering

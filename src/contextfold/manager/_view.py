@@ -63,9 +63,9 @@ class View:
         # (version, appends, length) when the settled boundary was last moved up as far as it goes (see _settle)
         self._settled_at: tuple[int, int, int] | None = None
         # Every message passed check_messages: add() and rewrite_view() check each, and the view's own rewrites
-        # (masking, compaction, answered outputs narrowed) make valid messages of valid ones; adopt() puts a caller's
-        # messages in unchecked (replace's default). Planning then does not check the view again (issue 22: ~40 ms
-        # of the first prepare() of 100,000 recorded messages).
+        # (masking, compaction, answered outputs narrowed) make valid messages of valid ones; adopt() checks a
+        # caller's messages as add() does. Planning then does not check the view again (issue 22: ~40 ms of the
+        # first prepare() of 100,000 recorded messages).
         self.checked = True
         self._settled_tokens = 0
         self._settled_tool_tokens = 0
