@@ -363,6 +363,11 @@ class Message(_ReadOnly):
     ``kind`` (``"summary"``, ``"placeholder"``, ``"retain"``, ``"user_block"``, ``"aborted_output"``, …),
     ``ref`` (a cached tool output id), ``summary_version`` and the summary metadata, ``id`` (a stable message id).
     ``extra`` keeps provider keys contextfold does not model, for a lossless round trip.
+
+    ``meta`` and ``extra`` are the message's own, taken when it is built: nested dicts, lists, tuples and sets are
+    copied (as plain ones); strings, numbers, bytes and times are kept as they are; any other value (a ``deque``, a
+    ``bytearray``, an application's object) is held as its text, the text a transcript writes of it. A caller who
+    changes what it handed in changes no message. A part's or call's ``extra=None`` is the empty mapping.
     """
 
     role: Role
