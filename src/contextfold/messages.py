@@ -7,6 +7,7 @@ same dict. ``meta`` carries contextfold's own annotations (protection, labels, r
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -32,6 +33,7 @@ __all__ = [
     "is_opaque",
     "message_text",
     "same_meta_but_id",
+    "value_text",
 ]
 
 Role: TypeAlias = Literal["system", "developer", "user", "assistant", "tool"]
@@ -85,7 +87,7 @@ def freeze(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 
 def _freeze_owned(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
-    """:func:`freeze` with nested dicts, lists, tuples and sets copied (what a caller hands a Message).
+    """:func:`freeze` with the nested values a caller may change later made the message's own (:func:`_owned`).
 
     A caller who keeps one and changes it later changes no message: a message found clean stays clean (shared, a
     credential written into it later reached the archive, issue 21).
@@ -99,33 +101,41 @@ def _freeze_owned(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
 
 # Copied exactly (a subclass is told by isinstance, see _to_own).
 _CONTAINERS = frozenset({dict, list, tuple, set})
-# Never containers: told at once (most values of a meta are strings).
-_ATOMS = frozenset({str, int, float, bool, type(None), bytes})
+# Kept as they are, told at once (most values of a meta are strings): immutable, and their text never changes
+# (exact types: a subclass's ``__str__`` may read what its owner changes later).
+_ATOMS = frozenset({str, int, float, bool, type(None), bytes, complex, datetime.date, datetime.datetime, datetime.time,
+                    datetime.timedelta, datetime.timezone})
 
 
 def _to_own(value: Any) -> bool:
-    """Whether ``value`` holds what a caller may change later: a container, or a mapping, list or set of any type.
+    """Whether ``value`` holds what a caller may change later (anything but atoms, and tuples and frozensets of them).
 
     A caller's ``MappingProxyType``, ``OrderedDict`` or ``defaultdict``, or a list subclass, nested in a meta was
     shared with the caller: a credential written into it after ``add()`` reached the archive in clear (red team 17).
-    So was a tuple subclass (a namedtuple) holding one (red team 19); one holding only atoms stays shared.
+    So was a tuple subclass (a namedtuple) holding one (red team 19), and a ``deque``, a ``bytearray`` or an object
+    whose text changes (red team 19: the transcript writes its text as it is then). A string or number of a
+    subclass stays shared (JSON writes its value, not its ``__str__``).
     """
     kind = type(value)
     if kind in _CONTAINERS:
         return True
     if kind in _ATOMS:
         return False
-    if isinstance(value, tuple):
+    if isinstance(value, tuple | frozenset):
         return any(map(_to_own, value))
-    return isinstance(value, Mapping | list | set) and not _own_view(value)
+    if isinstance(value, Mapping):
+        return not _own_view(value)
+    return not isinstance(value, str | int | float)
 
 
 def _owned(value: Any) -> Any:
-    """A copy of the nested dicts, lists, tuples and sets in ``value`` (the rest shared: strings, numbers, objects).
+    """``value`` as the message's own: nested dicts, lists, tuples and sets copied, any other object as its text.
 
     A mapping, list or set of another type (not contextfold's own view) is copied as a plain dict, list or set; a
     tuple subclass holding one as a tuple of its type when it is a namedtuple (its ``_make``), else a plain tuple (a
-    subclass's own constructor may take other arguments).
+    subclass's own constructor may take other arguments). A value JSON has no form for (a ``deque``, a
+    ``bytearray``, an application's object) is held as its text, the text a transcript writes of it
+    (:func:`value_text`), taken once: what redaction checked is what the archive gets. Atoms stay as they are.
     """
     kind = type(value)
     if kind is dict:
@@ -135,7 +145,7 @@ def _owned(value: Any) -> Any:
     if kind is tuple:
         return tuple(_owned(v) for v in value) if any(map(_to_own, value)) else value
     if kind is set:
-        return set(value)
+        return {_owned(v) for v in value} if any(map(_to_own, value)) else set(value)
     if kind in _ATOMS or not _to_own(value):
         return value
     if isinstance(value, tuple):
@@ -143,7 +153,20 @@ def _owned(value: Any) -> Any:
         return kind._make(items) if hasattr(kind, "_fields") and hasattr(kind, "_make") else tuple(items)
     if isinstance(value, Mapping):
         return {k: _owned(v) for k, v in value.items()}
-    return [_owned(v) for v in value] if isinstance(value, list) else set(value)
+    if isinstance(value, list):
+        return [_owned(v) for v in value]
+    if isinstance(value, set | frozenset):
+        members = {_owned(v) for v in value}
+        return members if isinstance(value, set) else frozenset(members)
+    return value_text(value)
+
+
+def value_text(value: Any) -> str:
+    """The text of a value JSON has no form for, as a transcript writes it (its ``str``, else its type's name)."""
+    try:
+        return str(value)
+    except Exception:  # (an object whose text fails is named by its type)
+        return f"<{type(value).__name__}>"
 
 
 def _plain_copy(meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -197,10 +220,14 @@ class _ReadOnly:
     def __post_init__(self) -> None:
         # A dict the caller keeps and changes later must change no message: redaction's verdict is kept by message,
         # so a credential written into a dict a ToolCall was handed went out as found clean (red team 17). The
-        # formats' decoders hand views contextfold made (kept as they are); None, and what is no mapping, stay.
+        # formats' decoders hand views contextfold made (kept as they are). An ``extra`` of None is the empty mapping
+        # (as a Message's: check_messages wants a mapping, 96ca2cf took None); another None, and what is no mapping,
+        # stay.
         for name in self._MAPPINGS:
             value = getattr(self, name)
             if value is None or value is EMPTY:  # (the defaults: most parts and calls)
+                if value is None and name == "extra":  # (None for no extra: the empty mapping, as a Message's)
+                    object.__setattr__(self, name, EMPTY)
                 continue
             if not _own_view(value) and isinstance(value, Mapping):
                 object.__setattr__(self, name, _freeze_owned(value))
@@ -336,6 +363,11 @@ class Message(_ReadOnly):
     ``kind`` (``"summary"``, ``"placeholder"``, ``"retain"``, ``"user_block"``, ``"aborted_output"``, …),
     ``ref`` (a cached tool output id), ``summary_version`` and the summary metadata, ``id`` (a stable message id).
     ``extra`` keeps provider keys contextfold does not model, for a lossless round trip.
+
+    ``meta`` and ``extra`` are the message's own, taken when it is built: nested dicts, lists, tuples and sets are
+    copied (as plain ones); strings, numbers, bytes and times are kept as they are; any other value (a ``deque``, a
+    ``bytearray``, an application's object) is held as its text, the text a transcript writes of it. A caller who
+    changes what it handed in changes no message. A part's or call's ``extra=None`` is the empty mapping.
     """
 
     role: Role

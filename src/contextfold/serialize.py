@@ -32,6 +32,7 @@ from .messages import (
     UnknownPart,
     freeze,
     same_meta_but_id,
+    value_text,
 )
 
 __all__ = [
@@ -72,10 +73,7 @@ def _unknown(value: Any) -> Any:
     """
     if isinstance(value, set | frozenset):
         return sorted((_plain(v) for v in value), key=repr)  # (sorted: a transcript's line is the same every time)
-    try:
-        return str(value)
-    except Exception:  # (an object whose text fails is named by its type)
-        return f"<{type(value).__name__}>"
+    return value_text(value)  # (what a Message holds of such a value it was handed: the same text, see messages._owned)
 
 
 def part_to_dict(part: Part) -> dict[str, Any]:

@@ -72,8 +72,6 @@ class HeldOutputs:
         view's counter); an output of at most its placeholder's tokens plus ``digest_tokens`` is never masked, and
         never held.
         """
-        from ..cache.masking import _PLACEHOLDER_SHAPE  # the placeholder every masking writes, digest aside
-
         arguments = {c.id: c.arguments for m in batch for c in m.tool_calls}
         shapes = self._placeholder_tokens
         for m in batch:
@@ -84,6 +82,9 @@ class HeldOutputs:
                 continue
             shape = shapes.get(m.name)
             if shape is None:
+                # (imported here, once per tool name: a masking turn's hand-over finds its names' shapes counted)
+                from ..cache.masking import _PLACEHOLDER_SHAPE  # the placeholder every masking writes, digest aside
+
                 shape = shapes[m.name] = count(m.with_content(_PLACEHOLDER_SHAPE))
             if count(m) > shape + digest_tokens:  # (as masking's eligibility: cache/masking._eligible)
                 self._held.append((self._results, m, arguments.get(m.tool_call_id or "", "")))

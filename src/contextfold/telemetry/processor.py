@@ -24,7 +24,7 @@ from typing import Any
 
 from ..redact._ledger import CLEARED_MAX_CHARS
 from ._pace import GilPacer, after_foreground
-from ._session_redaction import SessionRedaction, redacted_event
+from ._session_redaction import SessionRedaction, own_ids, own_item_redaction, redacted_event
 from .events import Event, PendingEvent
 from .exporter import Exporter, shutdown_exporter
 
@@ -445,7 +445,14 @@ def _clearing(redact: Redactor | None, records: list[tuple[dict[str, Any], Redac
             getattr(redact, "__name__", None) != "redact_obj":
         return nullcontext()
     strings: list[str] = []
-    pending: list[Any] = [record for record, _ in records]
+    pending: list[Any] = []
+    unscanned_ids = redact is not None and own_item_redaction(redact) is not None  # (redacted_event skips the ids)
+    for record, _ in records:
+        if unscanned_ids:
+            ids = own_ids(record)
+            pending.extend(value for key, value in record.items() if key not in ids)
+        else:
+            pending.append(record)
     while pending:  # (the records' values, nested dicts and lists too: the ids of a pruned view are one list)
         item = pending.pop()
         kind = type(item)
