@@ -190,21 +190,23 @@ def remember_ref_material(ref_id: str, text: str) -> None:
 _WINDOW_EDGE = re.compile(r"[\s\"'`,;{}\[\]()<>|]")
 
 
-def digest_source(text: str) -> tuple[str, bool]:
+def digest_source(text: str, head_chars: int = DIGEST_HEAD_CHARS,
+                  tail_chars: int = DIGEST_TAIL_CHARS) -> tuple[str, bool]:
     """What a digest reads of ``text``: all of it, or its first and last whole lines within the two windows.
 
-    A window with no line end in it ends between words instead (minified JSON, a log of one line); one without
-    even that reads nothing at that end.
+    A text over :data:`DIGEST_HEAD_CHARS` + :data:`DIGEST_TAIL_CHARS` characters is read in two windows of
+    ``head_chars`` and ``tail_chars`` (those by default). A window with no line end in it ends between words instead
+    (minified JSON, a log of one line); one without even that reads nothing at that end.
     """
     if len(text) <= DIGEST_HEAD_CHARS + DIGEST_TAIL_CHARS:
         return text, False
-    head_end = text.rfind("\n", 0, DIGEST_HEAD_CHARS)
+    head_end = text.rfind("\n", 0, head_chars)
     if head_end <= 0:
-        edges = [edge.start() for edge in _WINDOW_EDGE.finditer(text, 0, DIGEST_HEAD_CHARS + 1)]
+        edges = [edge.start() for edge in _WINDOW_EDGE.finditer(text, 0, head_chars + 1)]
         head_end = edges[-1] if edges else 0
-    tail_start = text.find("\n", len(text) - DIGEST_TAIL_CHARS)
+    tail_start = text.find("\n", len(text) - tail_chars)
     if tail_start < 0:
-        found = _WINDOW_EDGE.search(text, len(text) - DIGEST_TAIL_CHARS - 1)
+        found = _WINDOW_EDGE.search(text, len(text) - tail_chars - 1)
         tail_start = found.start() if found is not None else len(text) - 1
     return f"{text[:head_end]}\n{text[tail_start + 1 :]}", True
 
