@@ -1,5 +1,5 @@
 """The light digest (issue 22, ``policy.mask_digest="light"``): a masked output's entities by kind as first seen,
-counted and checked for secrets at once. Its placeholder for a fixed output, exactly; never a secret in it (one a
+checked for secrets at once. Its placeholder for a fixed output, exactly; never a secret in it (one a
 rule finds, one the session learned from a ``password=`` elsewhere and that comes back bare, a piece of a key);
 never over its budget; the same placeholder built ahead by the read-ahead or cold by the masking; and the policy
 field refuses what it does not know."""
@@ -69,12 +69,12 @@ def test_a_light_placeholder_lists_the_entities_by_kind_as_first_seen() -> None:
                        f"src/app_{n}/loader.py::test_load_{n}, FAILED, user_id, parse_row_{n}]")
 
 
-def test_a_light_digest_fills_its_budget_by_characters_then_counts() -> None:
+def test_a_light_digest_skips_what_does_not_fit_for_a_shorter_item() -> None:
     output = ("Traceback (most recent call last):\n  File \"/repo/pkg/core.py\", line 88, in resolve_name\n"
               "ImportError: cannot import name 'load_config' from 'pkg.settings'\n")
     assert light_digest(output, budget_tokens=64, counter=COUNTER.counter).text == (
         "/repo/pkg/core.py, ImportError, pkg.settings, resolve_name, load_config")
-    # Filled by characters (4 a token), then counted once; an item that does not fit is skipped for a shorter one.
+    # Each item's count and a separator's within the budget; one that does not fit is skipped for a shorter one.
     assert light_digest(output, budget_tokens=10, counter=COUNTER.counter).text == "/repo/pkg/core.py, ImportError"
     assert light_digest(output, budget_tokens=4, counter=COUNTER.counter).text == "ImportError"
 
@@ -143,6 +143,9 @@ WORDS = st.sampled_from(["src/app/main.py", "KeyError", "test_parse", "load_rows
        st.integers(min_value=0, max_value=48))
 def test_a_light_digest_is_never_over_its_budget_and_lists_only_what_the_output_says(text: str, budget: int) -> None:
     digest = light_digest(text, budget_tokens=budget, counter=COUNTER.counter)
-    assert COUNTER.counter.count(digest.text) <= budget
-    assert all(item in text for item in digest.text.split(", ") if item)
+    items = digest.text.split(", ") if digest.text else []
+    count = COUNTER.counter.count
+    assert sum(map(count, items)) + count(", ") * max(0, len(items) - 1) <= budget
+    assert count(digest.text) <= budget
+    assert all(item in text for item in items)
     assert light_digest(text, budget_tokens=budget, counter=COUNTER.counter) == digest  # (deterministic)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import weakref
 from collections import Counter
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import NamedTuple
 
 from .._memo import TextMemo, size_of_strings, text_key
@@ -23,8 +23,8 @@ from ..summarize.entities import bare_numbers, entity_kinds
 from ..tokens import TokenCounter
 from ..tokens.counting import EstimatingCounter, TiktokenCounter
 
-__all__ = ["DIGEST_SEPARATOR", "Material", "digest_material", "digest_source", "output_digest", "ref_material",
-           "remember_ref_material"]
+__all__ = ["DIGEST_SEPARATOR", "Material", "digest_items", "digest_material", "digest_source", "output_digest",
+           "ref_material", "remember_ref_material"]
 
 # Items are joined by this: short, and never part of a name, a path or a number.
 DIGEST_SEPARATOR = ", "
@@ -253,6 +253,16 @@ def output_digest(text: str, *, budget_tokens: int, counter: TokenCounter, known
     if budget_tokens <= 0 or (material is None and not text):
         return ""
     ranked = digest_material(text).items if material is None else material
+    return DIGEST_SEPARATOR.join(digest_items(ranked, budget_tokens, counter, known, allow))
+
+
+def digest_items(ranked: Iterable[str], budget_tokens: int, counter: TokenCounter, known: str = "",
+                 allow: Callable[[str], bool] | None = None) -> list[str]:
+    """The items of ``ranked`` a digest of ``budget_tokens`` lists, in order (see :func:`output_digest`).
+
+    Each item costs its own count plus a separator's after the first: their sum stays within the budget. Items that
+    do not fit are skipped for shorter ones further down, up to :data:`MAX_MISSES`.
+    """
     items: list[str] = []
     spent = 0
     separator_tokens = counter.count(DIGEST_SEPARATOR)
@@ -276,4 +286,4 @@ def output_digest(text: str, *, budget_tokens: int, counter: TokenCounter, known
             continue  # a shorter item further down may still fit
         items.append(value)
         spent += cost
-    return DIGEST_SEPARATOR.join(items)
+    return items

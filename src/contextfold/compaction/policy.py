@@ -203,8 +203,8 @@ class Policy(BaseModel):
     mask_digest: Literal["full", "light"] = Field(
         default="full",
         description="what that digest lists: full (candidates ranked by kind and mentions, definitions with their "
-                    "line numbers, bare numbers) or light (the entities by kind as first seen, counted and checked "
-                    "for secrets at once: a fraction of the background read-ahead's CPU)")
+                    "line numbers, bare numbers) or light (the entities by kind as first seen, checked for secrets "
+                    "at once: about half the background read-ahead's CPU, the same recall on the shared sessions)")
 
     # -- the provider's prompt cache ----------------------------------------------------------------------------
     cache_aware: bool = Field(
