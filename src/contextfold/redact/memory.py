@@ -751,28 +751,23 @@ def _tell_if_not_atomic(store: BlobStore) -> None:
 
 
 def _put_new(store: BlobStore, key: str, raw: bytes) -> bool:
-    """``store.put_new``; a store without it (not a BlobStore subclass) is checked, then written."""
+    """``store.put_new``; for a store without it (not a BlobStore subclass), the protocol's default (check, write)."""
     put_new = getattr(store, "put_new", None)
     if callable(put_new):
         return bool(put_new(key, raw))
-    if store.exists(key):
-        return False
-    store.put(key, raw)
-    return True
+    from ..cache.blobs import BlobStore
+
+    return BlobStore.put_new(store, key, raw)
 
 
 def _put_if(store: BlobStore, key: str, data: bytes | None, expected: bytes | None) -> bool:
-    """``store.put_if``; a store without it (not a BlobStore subclass) is read, compared, then written."""
+    """``store.put_if``; for a store without it (not a BlobStore subclass) the protocol's default: read, then write."""
     put_if = getattr(store, "put_if", None)
     if callable(put_if):
         return bool(put_if(key, data, expected))
-    if _get(store, key) != expected:
-        return False
-    if data is None:
-        store.delete(key)
-    else:
-        store.put(key, data)
-    return True
+    from ..cache.blobs import BlobStore
+
+    return BlobStore.put_if(store, key, data, expected)
 
 
 def _passed(store: BlobStore, key: str) -> int:
