@@ -443,13 +443,24 @@ class MessageRedactor:
         ``kept=False``: neither take nor leave the batch the ledger keeps for the next call (the read-ahead's slices,
         on another thread, between a compaction's two batches).
         """
+        return self.redact_messages_at(messages, kept=kept)[0]
+
+    def redact_messages_at(self, messages: Iterable[Message], *,
+                           kept: bool = True) -> tuple[list[Message], int]:
+        """:meth:`redact_messages`, and the generation of the memory the result holds at.
+
+        The generation is read before the work that made the result (a secret another thread learns after that may
+        stand bare in it): a caller labelling what it derives from the result must take this one, not one it reads
+        after the call (a secret learned in between would then look considered, and is not; issue 22, the race of
+        ``Redactor.clearing`` fixed in the fifteenth session).
+        """
         items = list(messages)
         if not self.redactor.enabled:
-            return items
-        if self.redactor.callback is not None:
-            return self._redact_batch(items)
-        # Messages redacted before come back from the ledger; the others are redacted in bulk, then recorded.
+            return items, 0  # (nothing redacted, at any generation; the memory is not loaded for it)
         start = self.redactor._generation()
+        if self.redactor.callback is not None:
+            return self._redact_batch(items), start
+        # Messages redacted before come back from the ledger; the others are redacted in bulk, then recorded.
         out, fresh = self._known(items, start, kept=kept)
         if fresh:
             for i, redacted in zip(fresh, self._redact_batch([items[i] for i in fresh]), strict=True):
@@ -464,7 +475,7 @@ class MessageRedactor:
         result = cast("list[Message]", out)  # (each one known, redacted in the batch, or redone)
         if kept and self.redactor._generation() == start:
             self.ledger.keep_batch(items, tuple(result), start)  # (a copy: the caller may change its list)
-        return result
+        return result, start
 
     def _known(self, items: list[Message], generation: int, *,
                kept: bool = True) -> tuple[list[Message | None], list[int]]:

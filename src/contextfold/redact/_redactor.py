@@ -690,6 +690,14 @@ class Redactor:
         """
         return self._message_redactor.redact_messages(messages, kept=kept)
 
+    def redact_messages_at(self, messages: Iterable[Message], *, kept: bool = True) -> tuple[list[Message], int]:
+        """:meth:`redact_messages`, and the generation of :attr:`memory` the result holds at (read before the work).
+
+        A secret learned on another thread after that generation may stand bare in the result; see
+        :meth:`MessageRedactor.redact_messages_at <contextfold.redact._messages.MessageRedactor.redact_messages_at>`.
+        """
+        return self._message_redactor.redact_messages_at(messages, kept=kept)
+
     def learn_from(self, messages: Iterable[Message], *, keep: bool = True) -> None:
         """Learn every secret the patterns find in ``messages`` (their texts, arguments, meta and extra).
 
