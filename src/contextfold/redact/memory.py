@@ -644,8 +644,8 @@ class SecretMemory:
 
         Into the base slot the current base is not in, whole, before the deletes (the records and runs it holds,
         then the previous base): a fold cut short leaves the current base and what follows it as they were; a
-        process killed before the deletes leaves keys the new base holds already (never read again; deleted with
-        the memory). The slot is written only where no key is (``put_new``): a base there holding more than the
+        process killed before the deletes leaves keys the new base holds already (never read again; deleted by the
+        next fold). The slot is written only where no key is (``put_new``): a base there holding more than the
         current one is another worker's fold that overtook this one (read, and this fold goes on from it); one
         holding no more is left from a fold killed before its deletes (its values are learned, then written over, and
         the keys that fold left after it are deleted: :func:`_sweep_range`).
@@ -684,8 +684,8 @@ class SecretMemory:
                 _sweep_merged(store, key, run.start, run.level)
                 store.delete(run.key)
             if left_through is not None:
-                # The fold that wrote the current base was killed before its deletes: what it held past the base it
-                # left (the records and runs after it, through the current base's) is read by no load.
+                # The fold that wrote the current base was killed before its deletes (or an overtaken fold wrote an
+                # older base beside it): what lies between the two bases is read by no load.
                 _sweep_range(store, key, left_through, previous_through)
             if previous is not None and previous != place:
                 held_raw = _get(store, previous)  # (unless another worker's fold wrote it since: read first)
