@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import ContextfoldError
+from ..errors import ContextfoldError, InvalidHistory
+from ..formats._common import MAX_NESTING, check_nesting
 from .identity import CACHE_MARK
 
 __all__ = ["API_NAMES", "ApiName", "BadRequest", "Exchange", "item_key", "parse_request", "reply_items",
@@ -98,12 +99,34 @@ def _items(value: Any, field: str) -> list[dict[str, Any]]:
 
 # Longer than any provider's model id (fine-tuned ids, deployment names and ARNs stay well under it).
 MAX_MODEL_NAME = 256
+# Containers nested deeper than this in a request body are refused: an item sits two levels down (``messages[i]``)
+# and the formats take it up to MAX_NESTING deep; the proxy's own walks of a body (its opening's fingerprint, item
+# keys, cache marks) recurse, and a body 900 deep made them hit Python's recursion limit (an internal error).
+MAX_BODY_NESTING = MAX_NESTING + 2
+
+
+def _check_body_nesting(body: dict[str, Any]) -> None:
+    """BadRequest naming the field where ``body`` nests containers deeper than ``MAX_BODY_NESTING``.
+
+    Level by level without paths (~0.5 ms for 300 messages); the walk that names the field runs only on a refusal.
+    """
+    level: list[Any] = [body]
+    for _ in range(MAX_BODY_NESTING):
+        level = [child for container in level for child in (container.values() if isinstance(container, dict)
+                                                            else container) if isinstance(child, dict | list)]
+        if not level:
+            return
+    try:
+        check_nesting(body, limit=MAX_BODY_NESTING)
+    except InvalidHistory as exc:
+        raise BadRequest(exc.problem, exc.field or "body") from None
 
 
 def parse_request(api: ApiName, body: Any) -> Exchange:
     """The :class:`Exchange` of a request body; :class:`BadRequest` naming the field when it is not one."""
     if not isinstance(body, dict):
         raise BadRequest(f"the request body must be a JSON object, got {type(body).__name__}", "body")
+    _check_body_nesting(body)
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise BadRequest("a model name is required", "model")
@@ -112,6 +135,14 @@ def parse_request(api: ApiName, body: Any) -> Exchange:
         # log lines: a megabyte "name" must not reach either.
         raise BadRequest(f"a model name is at most {MAX_MODEL_NAME} characters, got {len(model):,}", "model")
     stream = body.get("stream") is True
+    options = body.get("stream_options")
+    if stream and api == "chat" and options is not None and not isinstance(options, Mapping):
+        # The proxy adds include_usage to it (upstream_body): an int or a list there was an internal error.
+        raise BadRequest(f"expected an object, got {type(options).__name__}", "stream_options")
+    tools = body.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        # Counted against the window and, with the retrieval tools on, extended: no API takes anything else there.
+        raise BadRequest(f"expected a list of tools, got {type(tools).__name__}", "tools")
     instructions: str | None = None
     handle: tuple[str, str] | None = None
     reply_tokens = 0

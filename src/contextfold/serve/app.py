@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ContextfoldError, InsufficientBudget, MissingExtra, RecoveryFailed, StoreError
+from ..formats._common import json_problem
 
 try:
     import httpx
@@ -271,8 +272,9 @@ class ServeApp:
                                          f"{self.config.max_body_bytes} bytes", started=started)
         except BadRequest as exc:
             return self._error(api, 400, str(exc), param=exc.field, started=started)
-        except ValueError as exc:
-            return self._error(api, 400, f"body: not valid JSON ({exc})", started=started)
+        except (ValueError, RecursionError) as exc:  # (RecursionError: arrays nested past the JSON reader's depth)
+            return self._error(api, 400, f"body: not valid JSON ({json_problem(exc).removeprefix('invalid JSON: ')})",
+                               started=started)
         headers = {k.lower(): v for k, v in request.headers.items()}
         scope = caller_scope(caller_key(headers), self.config.key_salt)
         try:
@@ -282,6 +284,11 @@ class ServeApp:
         except StoreError as exc:  # (finding the session reads the store: a response's pointer, an opening's forks)
             return self._error(api, 503, f"the session store is unavailable: {exc}", kind="api_error",
                                started=started)
+        except Exception as exc:  # a bug here must reach the client as its API's error too, not as Starlette's text
+            log_event("internal error", level=logging.ERROR, api=api,
+                      error=self._redacted(f"{type(exc).__name__}: {exc}", None))
+            return self._error(api, 500, f"contextfold serve: internal error ({type(exc).__name__})",
+                               kind="api_error", started=started)
         release = await self.locks.acquire(session)
         handed_over = False
         try:
