@@ -89,8 +89,8 @@ class LearnedLimits:
     def learn_limit(self, tokens: int, *, provider_limit: int | None = None, shared: int | None = None) -> bool:
         """What :meth:`ContextManager.learn_limit` does (taking the manager's lock)."""
         manager = self.manager
-        for name, value in (("tokens", tokens), ("shared", shared)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+        for name, value, least in (("tokens", tokens, 1), ("shared", shared, 0)):  # (shared=0: none of it is)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
                 from ..errors import ConfigError
 
                 raise ConfigError(f"must be a positive number of tokens, got {value!r}", field=f"learn_limit.{name}")

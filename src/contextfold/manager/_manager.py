@@ -626,7 +626,7 @@ class ContextManager:
         widened past it; the limit is kept in the blob store for the model, where other sessions, a restarted
         process or another worker find it. It only goes down; True when it did. ``shared``: the part of it that
         holds for every caller of the model, stored instead of ``tokens`` when given (what this session's own
-        ``max_tokens`` took off stays with this manager).
+        ``max_tokens`` took off stays with this manager); ``0`` when none of it does (an error naming no limit).
         """
         return self._limits.learn_limit(tokens, provider_limit=provider_limit, shared=shared)
 
