@@ -277,11 +277,13 @@ def caller_wants_usage(exchange: Exchange) -> bool:
 def reply_items(api: ApiName, response: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The reply as conversation items of the API (what the caller appends to its history)."""
     if api == "chat":
-        choices = response.get("choices") or []
-        message = choices[0].get("message") if choices and isinstance(choices[0], Mapping) else None
+        choices = response.get("choices")
+        first = choices[0] if isinstance(choices, list) and choices else None
+        message = first.get("message") if isinstance(first, Mapping) else None
         return [dict(_plain(message))] if isinstance(message, Mapping) else []
     if api == "responses":
-        return [dict(_plain(item)) for item in response.get("output") or [] if isinstance(item, Mapping)]
+        output = response.get("output")
+        return [dict(_plain(item)) for item in output if isinstance(item, Mapping)] if isinstance(output, list) else []
     content = response.get("content")
     return [{"role": "assistant", "content": content}] if isinstance(content, list) and content else []
 

@@ -376,6 +376,9 @@ class ServeApp:
             if self.config.retrieval_tools:
                 try:
                     payload = await self._retrieval_rounds(turn, payload, headers, recovery)
+                except httpx.HTTPError as exc:  # (a retrieval round's call: unreachable as the first can be)
+                    return self._error(api, 502, f"the upstream could not be reached: {type(exc).__name__}",
+                                       kind="api_error", started=started, session=session)
                 except _RoundFailed as failed:
                     if failed.response is None:
                         return self._error(api, 400, failed.body["error"]["message"], started=started, session=session)
@@ -578,7 +581,13 @@ class ServeApp:
                     yield encode_event(error_body(api, f"contextfold cannot fit this conversation in the window "
                                                        f"with the retrieval results: {exc}"), "error")
                     return
-                following, _ = await self._send_recovering(turn, view, headers, recovery)
+                try:
+                    following, _ = await self._send_recovering(turn, view, headers, recovery)
+                except httpx.HTTPError as exc:  # (the stream has begun: its last event says so, as for an error)
+                    self.metrics.requests.labels(api, "502").inc()
+                    yield encode_event(error_body(api, f"the upstream could not be reached: {type(exc).__name__}",
+                                                  kind="api_error"), "error")
+                    return
                 if following.status_code >= 400:
                     # The client's reply is not complete without this round: it gets the upstream's error as its
                     # stream's last event (its SDK raises it), not a reply ending in tool calls it never sees.
@@ -739,7 +748,7 @@ class _ReadAhead(httpx.AsyncByteStream):
 def _json_or_text(data: bytes) -> Any:
     try:
         return json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # (RecursionError: a body nested past the JSON reader is no JSON to us)
         return data.decode("utf-8", "replace")
 
 

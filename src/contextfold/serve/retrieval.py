@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..archive.search import HISTORY_SEARCH_TOOL, HistorySearchTool, history_search_schema
 from ..cache import GREP_TOOL, READ_TOOL, retrieval_tool_schemas
+from ..formats.intake import UNPARSED_ARGUMENTS, repair_reply_arguments
 from ..messages import ToolCall
-from .apis import ApiName
+from .apis import FORMATS, ApiName
 from .sse import SseEvent, encode_event
 
 if TYPE_CHECKING:
@@ -86,8 +87,15 @@ class Split:
     for_client: bool = False  # the reply holds something of the client's (text with no calls, or its own calls)
 
     def internal(self, api: ApiName, answers: Sequence[str]) -> list[dict[str, Any]]:
-        """The retrieval calls and their results as the API's items (what the session records)."""
-        pairs = list(zip(self.calls, answers, strict=True))
+        """The retrieval calls and their results as the API's items (what the session records).
+
+        The model wrote the calls: arguments that are no JSON object are kept wrapped in one
+        (``formats.intake.repair_reply_arguments``), ids as text; recorded as written, the session refused them.
+        """
+        return [dict(item) for item in repair_reply_arguments(FORMATS[api], self._items(api, answers))]
+
+    def _items(self, api: ApiName, answers: Sequence[str]) -> list[dict[str, Any]]:
+        pairs = [((str(i), n, a), text) for (i, n, a), text in zip(self.calls, answers, strict=True)]
         if api == "chat":
             return [{"role": "assistant", "content": None, "tool_calls": [
                 {"id": i, "type": "function", "function": {"name": n, "arguments": _json(a)}} for (i, n, a), _ in pairs
@@ -106,13 +114,18 @@ def _json(arguments: Any) -> str:
     return arguments if isinstance(arguments, str) else json.dumps(arguments)
 
 
-def _obj(arguments: Any) -> Any:
+def _obj(arguments: Any) -> dict[str, Any]:
+    """The arguments as an Anthropic ``input``: an object, whatever the model wrote (kept as text when no object)."""
     if isinstance(arguments, str):
         try:
-            return json.loads(arguments)
-        except ValueError:
-            return {}
-    return arguments
+            parsed = json.loads(arguments) if arguments else {}
+        except (ValueError, RecursionError):
+            parsed = None
+        if isinstance(parsed, dict):
+            return parsed
+    elif isinstance(arguments, dict):
+        return arguments
+    return {UNPARSED_ARGUMENTS: _json(arguments)}
 
 
 def split_reply(api: ApiName, items: Sequence[Mapping[str, Any]]) -> Split:
@@ -122,7 +135,7 @@ def split_reply(api: ApiName, items: Sequence[Mapping[str, Any]]) -> Split:
         if api == "chat":
             calls = list(item.get("tool_calls") or ())
             mine = [c for c in calls if (c.get("function") or {}).get("name") in TOOL_NAMES]
-            split.calls += [(c["id"], c["function"]["name"], c["function"].get("arguments")) for c in mine]
+            split.calls += [(str(c["id"]), c["function"]["name"], c["function"].get("arguments")) for c in mine]
             rest = [c for c in calls if c not in mine]
             message = {k: v for k, v in item.items() if k != "tool_calls"}
             if rest:
