@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -105,10 +106,18 @@ MAX_MODEL_NAME = 256
 MAX_BODY_NESTING = MAX_NESTING + 2
 
 
+# The body's fields a nesting error may name: the client's own keys are not repeated (the refusal is logged before
+# the session, and the secrets it remembers, are known).
+_NAMED_FIELDS = frozenset({"messages", "input", "system", "tools", "instructions", "text", "response_format",
+                           "tool_choice", "metadata"})
+_ITEM_FIELD = re.compile(r"(\w+)(\[\d+\])?")
+
+
 def _check_body_nesting(body: dict[str, Any]) -> None:
     """BadRequest naming the field where ``body`` nests containers deeper than ``MAX_BODY_NESTING``.
 
     Level by level without paths (~0.5 ms for 300 messages); the walk that names the field runs only on a refusal.
+    The field is named down to its item (``messages[3]``), an API field's only.
     """
     level: list[Any] = [body]
     for _ in range(MAX_BODY_NESTING):
@@ -119,7 +128,10 @@ def _check_body_nesting(body: dict[str, Any]) -> None:
     try:
         check_nesting(body, limit=MAX_BODY_NESTING)
     except InvalidHistory as exc:
-        raise BadRequest(exc.problem, exc.field or "body") from None
+        named = _ITEM_FIELD.match(exc.field or "")
+        field = named.group(0) if named is not None and named.group(1) in _NAMED_FIELDS else "body"
+        raise BadRequest(f"{exc.problem} (at most {MAX_BODY_NESTING} levels of objects and arrays in a request)",
+                         field) from None
 
 
 def parse_request(api: ApiName, body: Any) -> Exchange:
