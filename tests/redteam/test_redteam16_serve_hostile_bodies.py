@@ -1,10 +1,11 @@
 """Request bodies of the wrong shape get the API's 400 naming the field, never an internal error (red team 16).
 
 Found by the sixteenth red team over real HTTP on loopback (a scripted upstream behind the proxy). On 309338f:
-a Chat tool whose ``function`` is no object was a 500 (the proxy reads tool names to know whether the model has the
-retrieval tools); ``stream_options`` that is no object on a Chat stream was a 500 (the proxy adds
-``include_usage`` to it); ``tools`` that is no list was a 500 with the retrieval tools on (the proxy extends it),
-and forwarded as characters or keys when it was a string or an object; a body nested past the JSON reader's depth
+a Chat tool whose ``function`` is no object, or whose name is a list, was a 500 (the proxy reads tool names to know
+whether the model has the retrieval tools, and which of them the client declared itself); ``stream_options`` that
+is no object on a Chat stream was a 500 (the proxy adds ``include_usage`` to it); ``tools`` that is no list was a
+500 with the retrieval tools on (the proxy extends it), and forwarded as characters or keys when it was a string or
+an object; a body nested past the JSON reader's depth
 (RecursionError) or 900 levels deep (the proxy's own walks of a body recurse) was Starlette's plain-text
 "Internal Server Error" with a traceback in the log, not the API's error shape.
 """
@@ -57,6 +58,7 @@ def _nested(depth: int) -> bytes:
 BAD_BODIES: dict[str, tuple[str, bytes, str | None]] = {
     # name: (path, body, the field the error names)
     "tool function a number": (CHAT, _chat(tools=[{"type": "function", "function": 5}]), None),
+    "tool name a list": (CHAT, _chat(tools=[{"type": "function", "function": {"name": [], "parameters": {}}}]), None),
     "stream_options a number": (CHAT, _chat(stream=True, stream_options=5), "stream_options"),
     "stream_options a list": (CHAT, _chat(stream=True, stream_options=[1]), "stream_options"),
     "tools a number": (CHAT, _chat(tools=5), "tools"),
@@ -82,7 +84,7 @@ BAD_BODIES: dict[str, tuple[str, bytes, str | None]] = {
 def test_a_body_of_the_wrong_shape_is_a_400_naming_the_field(proxy: ProxyServer, name: str) -> None:
     path, content, field = BAD_BODIES[name]
     answer = _post(proxy, path, content)
-    if name == "tool function a number":  # (the provider judges the tools it is sent: the proxy reads them safely)
+    if name.startswith("tool "):  # (the provider judges the tools it is sent: the proxy reads them safely)
         assert answer.status_code == 200, answer.text
         return
     assert answer.status_code == 400, answer.text

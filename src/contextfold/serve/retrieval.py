@@ -50,7 +50,7 @@ def with_tools(api: ApiName, format: str, body: dict[str, Any], cm: ContextManag
     from ..formats.tool_schemas import tool_schema
 
     tools = list(body.get("tools") or ())
-    present = {_tool_name(t) for t in tools}
+    present = {name for name in map(_tool_name, tools) if isinstance(name, str)}  # (a client's name may be a list)
     schemas: list[dict[str, Any]] = []
     if cm.cache is not None:
         schemas += [dict(s) for s in retrieval_tool_schemas("openai_responses")]
