@@ -8,7 +8,7 @@ the client's 500 "internal error" (or a stream cut short):
 - with the retrieval tools on, a round's call to an upstream that drops the connection (a 502 for the first call,
   a 500 for a retrieval round; a stream ended without a word);
 - with the retrieval tools on, a retrieval call the model wrote with arguments that are no JSON object (``[1]``,
-  ``5``, a string) or a number as its id: the proxy records the calls in the session, which refused them
+  ``5``, a string) or a number or nothing as its id: the proxy records the calls in the session, which refused them
   (``InvalidHistory``). A model's arguments are untrusted input: the call is answered (the answer says what to fix),
   recorded with its arguments wrapped, and the client gets the reply of the next round.
 """
@@ -144,7 +144,7 @@ def test_a_streamed_retrieval_round_whose_upstream_drops_ends_with_an_error_even
 
 
 @pytest.mark.parametrize(("arguments", "call_id"), [("[1]", "r1"), ("5", "r1"), ('"pattern"', "r1"), (7, "r1"),
-                                                     ('{"pattern": "x"}', 42)])
+                                                     ('{"pattern": "x"}', 42), ('{"pattern": "x"}', "")])
 def test_a_chat_retrieval_call_with_odd_arguments_is_answered(upstream: RawUpstream, proxy: ProxyServer,
                                                               arguments: Any, call_id: Any) -> None:
     before = len(upstream.bodies)
@@ -154,7 +154,7 @@ def test_a_chat_retrieval_call_with_odd_arguments_is_answered(upstream: RawUpstr
     assert answer.status_code == 200, answer.text
     assert answer.json()["choices"][0]["message"]["content"] == f"done {NONCE}"
     round_view = upstream.bodies[before + 1]["messages"]
-    assert round_view[-1]["role"] == "tool" and round_view[-1]["tool_call_id"] == str(call_id)
+    assert round_view[-1]["role"] == "tool" and round_view[-1]["tool_call_id"] == (str(call_id) or "retrieval_0")
 
 
 def test_a_responses_retrieval_call_with_arguments_that_are_no_object_is_answered(upstream: RawUpstream,

@@ -118,7 +118,8 @@ class LearnedLimits:
         manager = self.manager
         return manager._view.media_version, manager._view.settle_edits
 
-    def learn_media_limit(self, *, max_bytes: int | None = None, max_items: int | None = None) -> bool:
+    def learn_media_limit(self, *, max_bytes: int | None = None, max_items: int | None = None,
+                          shared: bool = True) -> bool:
         """What :meth:`ContextManager.learn_media_limit` does (taking the manager's lock)."""
         from ..errors import ConfigError
         from ..media import MediaLimits
@@ -128,7 +129,7 @@ class LearnedLimits:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
                 raise ConfigError(f"must be a positive integer, got {value!r}", field=f"learn_media_limit.{name}")
         with manager._lock:
-            return self.guard.learn(MediaLimits(max_bytes=max_bytes, max_items=max_items))
+            return self.guard.learn(MediaLimits(max_bytes=max_bytes, max_items=max_items), shared=shared)
 
     def keep_media_within_limits(self) -> int:
         """What :meth:`ContextManager.keep_media_within_limits` does (taking the manager's lock)."""

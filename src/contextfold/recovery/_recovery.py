@@ -73,6 +73,11 @@ LIMIT_SAFETY_MARGIN = 0.05
 # a few steps: 15%, 30%, 50% below), never more than half.
 NO_LIMIT_SHARE = 0.15
 NO_LIMIT_MAX_SHARE = 0.5
+# No body limit in front of an LLM API is below nginx's default (1 MiB; cloud gateways take 6-32 MB): a refusal for
+# size naming no limit, of a smaller request with media, is no limit of the path every caller shares (a gateway's
+# quota, a lying server). Stored for the model, one caller's 8 KB screenshot refused so stripped every caller of the
+# model of its images: the manager keeps such a limit to itself.
+MIN_UNNAMED_BODY_LIMIT = 1024 * 1024
 # Messages whose kind carries the compacted history: dropping them while keeping later turns is the worst trade.
 _UNDROPPABLE_KINDS = frozenset({"summary", "retain"})
 
@@ -245,7 +250,8 @@ class OverflowRecovery:
         media = cm.media()
         before = counted_tokens(cm)
         learned = media_ceiling(info, media, before, attempt=self.attempt)
-        cm.learn_media_limit(max_bytes=learned.max_bytes, max_items=learned.max_items)
+        cm.learn_media_limit(max_bytes=learned.max_bytes, max_items=learned.max_items,
+                             shared=_shares_media_limit(info, media, before))
         limits = cm.media_limits
         cm.tracer.emit(RecoveryMediaLimit(session_id=cm.session_id, attempt=self.attempt, measure=info.kind,
                                           message=info.message, limit=info.limit, sent=info.sent,
@@ -377,6 +383,20 @@ def media_ceiling(info: MediaLimitInfo, media: MediaTally, text_tokens: int, *, 
     if named is None:
         named = known_limits(info.provider).max_bytes
     return MediaLimits(max_bytes=max(1, below if named is None else min(named, below)))
+
+
+def _shares_media_limit(info: MediaLimitInfo, media: MediaTally, text_tokens: int) -> bool:
+    """Whether what a media error teaches holds for every caller of the model (else this manager keeps it alone).
+
+    A limit of items, or of bytes the error or the provider names, does; a refusal for the size of a request under
+    :data:`MIN_UNNAMED_BODY_LIMIT` naming no usable figure does not.
+    """
+    if info.kind == "items":
+        return True
+    named = info.limit if info.limit is not None and info.limit > request_bytes(MediaTally(), text_tokens) else None
+    if named is not None or known_limits(info.provider).max_bytes is not None:
+        return True
+    return request_bytes(media, text_tokens) >= MIN_UNNAMED_BODY_LIMIT
 
 
 def _within_limit(info: OverflowInfo, reply_tokens: int) -> bool:

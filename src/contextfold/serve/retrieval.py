@@ -95,7 +95,8 @@ class Split:
         return [dict(item) for item in repair_reply_arguments(FORMATS[api], self._items(api, answers))]
 
     def _items(self, api: ApiName, answers: Sequence[str]) -> list[dict[str, Any]]:
-        pairs = [((str(i), n, a), text) for (i, n, a), text in zip(self.calls, answers, strict=True)]
+        pairs = [((str(i) or f"retrieval_{k}", n, a), text)  # (an empty id: the session takes none)
+                 for k, ((i, n, a), text) in enumerate(zip(self.calls, answers, strict=True))]
         if api == "chat":
             return [{"role": "assistant", "content": None, "tool_calls": [
                 {"id": i, "type": "function", "function": {"name": n, "arguments": _json(a)}} for (i, n, a), _ in pairs
