@@ -112,3 +112,12 @@ def test_recovery_gives_up_at_once_on_such_an_error() -> None:
         OverflowRecovery(cm, 3, 0).shrink(OverflowInfo(LYING, "openai", prompt_tokens=40, limit=128_000),
                                           RuntimeError("refused"))
     assert cm.learned_limit is None
+
+
+def test_a_limit_stated_without_the_requests_count_is_read() -> None:
+    """"This model's maximum context length is N tokens. Please reduce…" names the limit (it was read as none)."""
+    from contextfold.recovery import parse_overflow
+
+    info = parse_overflow({"error": {"message": "This model's maximum context length is 8192 tokens. Please reduce "
+                                                "the length of the messages.", "code": "context_length_exceeded"}})
+    assert info is not None and (info.limit, info.prompt_tokens) == (8_192, None)
