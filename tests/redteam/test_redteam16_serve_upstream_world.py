@@ -7,6 +7,9 @@ the client's 500 "internal error" (or a stream cut short):
 - a 200 whose ``choices`` is no list (reading the reply's items);
 - with the retrieval tools on, a round's call to an upstream that drops the connection (a 502 for the first call,
   a 500 for a retrieval round; a stream ended without a word);
+- a 200 stream opening with an error event (Anthropic's ``overloaded_error``, an overflow recovery gave up on):
+  the proxy relayed the upstream response it had closed after reading that event, so the client's response broke
+  off after its headers and the error never reached it;
 - with the retrieval tools on, a retrieval call the model wrote with arguments that are no JSON object (``[1]``,
   ``5``, a string) or a number or nothing as its id: the proxy records the calls in the session, which refused them
   (``InvalidHistory``). A model's arguments are untrusted input: the call is answered (the answer says what to fix),
@@ -200,3 +203,24 @@ def test_an_anthropic_retrieval_call_whose_input_is_no_object_is_answered(upstre
     assert text in answer.text and "event: error" not in answer.text
     if stream:
         assert answer.text.rstrip().endswith('data: {"type":"message_stop"}')
+
+
+@pytest.mark.parametrize("kind", ["overloaded", "overflow given up"])
+def test_a_stream_opening_with_an_error_reaches_the_client_whole(upstream: RawUpstream, proxy: ProxyServer,
+                                                                kind: str) -> None:
+    if kind == "overloaded":
+        error = {"type": "error", "error": {"type": "overloaded_error", "message": f"Overloaded {NONCE}"}}
+        event = b"event: error\ndata: " + json.dumps(error).encode() + b"\n\n"
+        upstream.answers.append((200, event))
+        answer = httpx.post(proxy.url + "/v1/messages", headers=HEADERS, timeout=30, json={
+            "model": CLAUDE, "max_tokens": 10, "stream": True, "messages": [{"role": "user", "content": kind}]})
+    else:
+        error = {"error": {"message": f"Your input exceeds the context window of this model. {NONCE}",
+                           "type": "invalid_request_error", "code": "context_length_exceeded"}}
+        event = b"data: " + json.dumps(error).encode() + b"\n\n"
+        upstream.answers.extend([(200, event)] * 4)  # the first call and the three retries
+        answer = _chat(proxy, kind, stream=True)
+        upstream.answers.clear()
+    assert answer.status_code == 200
+    name, _, data = answer.text.strip().rpartition("data: ")  # (the retrieval relay re-encodes Anthropic events)
+    assert json.loads(data) == error and name == ("event: error\n" if kind == "overloaded" else "")

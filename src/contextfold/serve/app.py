@@ -706,8 +706,13 @@ _PEEK_BYTES = 64 * 1024
 
 
 async def _stream_error(upstream: httpx.Response) -> tuple[httpx.Response, dict[str, Any] | None]:
-    """An event stream's opening error (read, the stream closed), or the stream to relay with what was read."""
-    chunks = upstream.aiter_bytes()
+    """The stream to relay with what was read, and its opening error when it opens with one.
+
+    A stream opening with an error is closed, and what was read of it is what is relayed when the error is passed on
+    (not an overflow, or one recovery gave up on): relaying the closed upstream cut the client's response after its
+    headers, and the error (Anthropic's ``overloaded_error``, a rate limit) never reached it.
+    """
+    chunks: AsyncIterator[bytes] = upstream.aiter_bytes()
     splitter = SseSplitter()
     read: list[bytes] = []
     first: SseEvent | None = None
@@ -721,12 +726,18 @@ async def _stream_error(upstream: httpx.Response) -> tuple[httpx.Response, dict[
     error = _only_error(first.json()) if first is not None and b'"error"' in first.raw else None
     if error is not None:
         await upstream.aclose()
-        return upstream, error
+        chunks = _no_more()
     # Decoded bytes from here on: the content-encoding the upstream named is undone already.
     headers = [(k, v) for k, v in upstream.headers.multi_items()
                if k.lower() not in ("content-encoding", "content-length")]
     return httpx.Response(upstream.status_code, headers=headers, stream=_ReadAhead(read, chunks, upstream),
-                          request=upstream.request), None
+                          request=upstream.request), error
+
+
+async def _no_more() -> AsyncIterator[bytes]:
+    """The rest of a stream closed after what was read."""
+    return
+    yield  # (an async generator)
 
 
 class _ReadAhead(httpx.AsyncByteStream):
