@@ -98,6 +98,11 @@ def upstream_fixture() -> Iterator[RawUpstream]:
     server.close()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_queue(upstream: RawUpstream) -> None:
+    upstream.answers.clear()  # (a test that failed leaves no answers for the next one)
+
+
 @pytest.fixture(scope="module", name="proxy")
 def proxy_fixture(upstream: RawUpstream) -> Iterator[ProxyServer]:
     with ProxyServer(ServeConfig(port=0, openai_base_url=upstream.url + "/v1", anthropic_base_url=upstream.url,
