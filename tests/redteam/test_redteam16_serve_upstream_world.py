@@ -13,7 +13,9 @@ the client's 500 "internal error" (or a stream cut short):
 - with the retrieval tools on, a retrieval call the model wrote with arguments that are no JSON object (``[1]``,
   ``5``, a string) or a number or nothing as its id: the proxy records the calls in the session, which refused them
   (``InvalidHistory``). A model's arguments are untrusted input: the call is answered (the answer says what to fix),
-  recorded with its arguments wrapped, and the client gets the reply of the next round.
+  recorded with its arguments wrapped, and the client gets the reply of the next round;
+- with the retrieval tools on, a client's own tool named like one of them (``history_search``): the proxy answered
+  its calls from the session's archive, and the client's tool never ran. Its calls are the client's.
 """
 
 from __future__ import annotations
@@ -229,3 +231,25 @@ def test_a_stream_opening_with_an_error_reaches_the_client_whole(upstream: RawUp
     assert answer.status_code == 200
     name, _, data = answer.text.strip().rpartition("data: ")  # (the retrieval relay re-encodes Anthropic events)
     assert json.loads(data) == error and name == ("event: error\n" if kind == "overloaded" else "")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_clients_own_tool_named_like_a_retrieval_tool_is_the_clients(upstream: RawUpstream, proxy: ProxyServer,
+                                                                      stream: bool) -> None:
+    own = {"type": "function", "function": {"name": "history_search", "parameters": {"type": "object"}}}
+    call = {"id": "h1", "type": "function", "function": {"name": "history_search", "arguments": '{"q": "x"}'}}
+    if stream:
+        reply = _sse([{"id": "c", "object": "chat.completion.chunk", "choices": [
+                       {"index": 0, "delta": {"role": "assistant", "tool_calls": [{"index": 0, **call}]},
+                        "finish_reason": None}]},
+                      {"id": "c", "object": "chat.completion.chunk", "choices": [
+                       {"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]) + b"data: [DONE]\n\n"
+    else:
+        reply = _chat_reply(None, [call])
+    before = len(upstream.bodies)
+    upstream.answers.append((200, reply))
+    answer = _chat(proxy, f"own history_search {stream}", tools=[own], stream=stream)
+    assert answer.status_code == 200, answer.text
+    assert len(upstream.bodies) - before == 1  # no round answered by the proxy
+    assert '"history_search"' in answer.text and '"h1"' in answer.text
+    assert [t["function"]["name"] for t in upstream.bodies[-1]["tools"]].count("history_search") == 1

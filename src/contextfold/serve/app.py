@@ -51,7 +51,16 @@ from .identity import (
 )
 from .ops import Metrics, log_event
 from .replies import ReplyCollector
-from .retrieval import MAX_ROUNDS, RoundRelay, Split, answer, client_payload, split_reply, with_tools
+from .retrieval import (
+    MAX_ROUNDS,
+    RoundRelay,
+    Split,
+    answer,
+    client_payload,
+    proxy_tool_names,
+    split_reply,
+    with_tools,
+)
 from .sessions import Backend, Conflict, Turn, follow_forks, open_turn, own_round, resolve_pointer, save_reply
 from .sse import SseEvent, SseSplitter, encode_event, events
 from .upstream import Upstream, UpstreamError, error_body, response_headers
@@ -458,7 +467,7 @@ class ServeApp:
         api = turn.exchange.api
         for _ in range(MAX_ROUNDS):
             try:
-                split = split_reply(api, reply_items(api, payload))
+                split = split_reply(api, reply_items(api, payload), proxy_tool_names(turn.exchange.body))
             except (TypeError, ValueError, AttributeError, KeyError):
                 return payload  # (a reply of a shape the proxy cannot read is the client's, as it came)
             if not split.calls:
@@ -485,7 +494,8 @@ class ServeApp:
                     raise _RoundFailed(upstream)
                 return client_payload(api, payload, split)
             payload = following
-        return client_payload(api, payload, split_reply(api, reply_items(api, payload)))
+        return client_payload(api, payload,
+                              split_reply(api, reply_items(api, payload), proxy_tool_names(turn.exchange.body)))
 
     def _resave(self, turn: Turn) -> Any:
         """The view after recovery shrank it, saved so that the next request starts from it."""
@@ -555,7 +565,7 @@ class ServeApp:
         exchange = turn.exchange
         api = exchange.api
         collector = ReplyCollector(api)
-        relay = RoundRelay(api) if self.config.retrieval_tools else None
+        relay = RoundRelay(api, proxy_tool_names(exchange.body)) if self.config.retrieval_tools else None
         drop_usage = api == "chat" and not caller_wants_usage(exchange)
         status = upstream.status_code
         try:
@@ -606,7 +616,7 @@ class ServeApp:
                     yield chunk
             items = collector.items()
             if relay is not None and api != "chat":
-                items = split_reply(api, items).client_items
+                items = split_reply(api, items, relay.names).client_items
             response_id = relay.response_id if relay is not None and relay.response_id else collector.response_id
             if not collector.finished or collector.unreadable:
                 # The upstream's stream ended before its final event (a dropped connection), or held an event the
