@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -200,23 +200,6 @@ class BatchProcessor:
     def emit_later(self, pending: PendingEvent) -> None:
         """:meth:`emit` of an event built on the worker thread as it is exported (the agent's thread only queues it)."""
         self.emit(pending)
-
-    def emit_later_many(self, pendings: Sequence[PendingEvent]) -> None:
-        """:meth:`emit_later` of each of ``pendings``, in order, under one hold of the lock (a model call's events)."""
-        with self._lock:
-            before = len(self._queue)
-            if self._stopping:
-                self._dropped += len(pendings)
-                return
-            room = self._max_queue - before
-            taken = pendings if len(pendings) <= room else pendings[: max(0, room)]
-            self._queue.extend(taken)
-            self._accepted += len(taken)
-            self._dropped += len(pendings) - len(taken)
-            queued = before + len(taken)
-        # (As emit() one by one would: when the queue stops being empty, and when it reaches the early-wake mark.)
-        if taken and (before == 0 or before < self._early_wake <= queued):
-            self._worker.schedule(self, now=queued >= self._early_wake)
 
     def wake(self) -> None:
         """Export what is queued now instead of after the batch delay; returns at once (a compaction completed)."""

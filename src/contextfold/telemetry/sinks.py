@@ -123,24 +123,6 @@ class FanoutTelemetry:
                 event = pending.build()
             sink.emit(event)
 
-    def emit_later_many(self, pendings: Sequence[PendingEvent]) -> None:
-        """:meth:`emit_later` of each of ``pendings``, in order: in one call to each sink that takes them so."""
-        for sink in self.sinks:
-            many = getattr(sink, "emit_later_many", None)
-            if many is not None:
-                many(pendings)
-                continue
-            later = getattr(sink, "emit_later", None)
-            for pending in pendings:
-                if later is not None:
-                    later(pending)
-                else:
-                    sink.emit(pending.build())
-
-    def builds_later(self) -> bool:
-        """Whether every sink takes a batch of events to build later (then a model call's events may wait for it)."""
-        return all(getattr(sink, "emit_later_many", None) is not None for sink in self.sinks)
-
     def span_started(self, span: Any) -> None:
         """Tell the live sinks that a span opened."""
         for sink in self.sinks:

@@ -87,8 +87,8 @@ NOOP_DECISIONS = "noop_decisions"
 class Span:
     """An open span: add figures with :meth:`set`; it is emitted when its ``with`` block ends."""
 
-    __slots__ = ("data", "dropped", "held", "kind", "later", "name", "parent_id", "root", "span_id", "started_at",
-                 "status", "trace_id")
+    __slots__ = ("data", "dropped", "kind", "later", "name", "parent_id", "span_id", "started_at", "status",
+                 "trace_id")
 
     def __init__(self, name: str, trace_id: str, span_id: str, parent_id: str | None, started_at: datetime,
                  kind: str = "") -> None:
@@ -102,10 +102,6 @@ class Span:
         self.data: dict[str, Any] = {}
         self.dropped = False
         self.later: Callable[[], dict[str, Any]] | None = None
-        # The root span of this one (itself for a root); a root's events still to hand to the sink, as one batch when
-        # it closes (None: each goes at once; see Tracer._open).
-        self.root: Span = self
-        self.held: list[PendingEvent] | None = None
 
     def set(self, **data: Any) -> None:
         """Record figures on the span."""
@@ -278,56 +274,12 @@ class Tracer:
 
     def _send_later(self, later: Callable[[PendingEvent], Any], cls: type[Event], fields: dict[str, Any], *,
                     frozen: bool = False, make: Callable[[], dict[str, Any]] | None = None) -> None:
-        self._send_pending(later, PendingEvent(cls, fields, frozen=frozen, make=make))
-
-    def _send_pending(self, later: Callable[[PendingEvent], Any], pending: PendingEvent) -> None:
-        span = _CURRENT_SPAN.get()
-        if span is not None:
-            held = span.root.held
-            if held is not None and span.trace_id == self.trace_id:
-                held.append(pending)  # (sent as the root span closes)
-                return
-        self._hand(later, pending)
-
-    def _hand(self, later: Callable[[PendingEvent], Any], pending: PendingEvent) -> None:
         try:
-            later(pending)
+            later(PendingEvent(cls, fields, frozen=frozen, make=make))
         except Exception:
             # Telemetry must never break the agent: count, log once per failure, carry on.
             self.emit_failures += 1
-            _log.exception("contextfold telemetry sink failed on %s", pending.cls.NAME)
-
-    def _send_held(self, held: list[PendingEvent]) -> None:
-        """Hand a root span's held events to the sink, in order: in one call where it takes batches."""
-        hooks = self._hooks()
-        many = hooks.emit_later_many
-        if many is not None:
-            try:
-                many(held)
-            except Exception:
-                self.emit_failures += 1
-                _log.exception("contextfold telemetry sink failed on %d events", len(held))
-            return
-        # (The sink was replaced while the span was open by one that takes no batch: one by one, as it takes them.)
-        later = hooks.emit_later
-        for pending in held:
-            if later is not None:
-                self._hand(later, pending)
-            else:
-                try:
-                    self.telemetry.emit(pending.build())
-                except Exception:
-                    self.emit_failures += 1
-                    _log.exception("contextfold telemetry sink failed on %s", pending.cls.NAME)
-
-    def _release_held(self) -> None:
-        """Send the held events of this context's root span now (something is about to go to the sink at once)."""
-        span = _CURRENT_SPAN.get()
-        if span is not None:
-            root = span.root
-            if root.held and root.trace_id == self.trace_id:
-                held, root.held = root.held, []
-                self._send_held(held)
+            _log.exception("contextfold telemetry sink failed on %s", cls.NAME)
 
     def _deliver(self, stamped: E, noop: bool | None) -> E:
         if noop is None:
@@ -359,13 +311,6 @@ class Tracer:
         if parent is not None and parent.trace_id != self.trace_id:
             parent = None  # (another session's span: see current_span)
         span = Span(name, self.trace_id, self._ids(), parent.span_id if parent else None, self._clock(), kind)
-        if parent is not None:
-            span.root = parent.root
-        elif self._hooks().holds():
-            # A model call's events go to the sink together as its span closes: one hand-over (a lock, a queue's
-            # append, a fan-out) per call instead of one per event (issue 22: two per no-op prepare(), six per
-            # masking turn). Sent in the order they were emitted, before anything the tracer sends at once.
-            span.held = []
         if data:
             span.data.update(data)
         if parent is None and self._pending_noop:  # (read unlocked: one folded after it goes to the next root span)
@@ -378,12 +323,7 @@ class Tracer:
 
     def _close(self, span: Span) -> None:
         end = self._clock()
-        held = span.held
-        if held is not None:
-            span.held = None  # (what is emitted after this, in the root's context, goes at once)
         if span.dropped:
-            if held:
-                self._send_held(held)
             self._span_dropped(span)
             return
         # (The span's own dict: the pending event and the event freeze a copy of it, so it is copied once.)
@@ -398,19 +338,12 @@ class Tracer:
             attributes = _freeze(span.data)
             if made_later is None:
                 fields["attributes"] = attributes
-                own = PendingEvent(SpanEvent, fields, frozen=True)
-            else:
-                del fields["attributes"]
-                own = PendingEvent(SpanEvent, fields, frozen=True,
-                                   make=lambda: {"attributes": {**attributes, **made_later()}})
-            if held is not None:
-                held.append(own)
-                self._send_held(held)
+                self._send_later(later, SpanEvent, fields, frozen=True)
                 return
-            self._send_pending(later, own)
+            del fields["attributes"]
+            self._send_later(later, SpanEvent, fields, frozen=True,
+                             make=lambda: {"attributes": {**attributes, **made_later()}})
             return
-        if held:
-            self._send_held(held)
         if made_later is not None:
             span.data.update(made_later())
         self._send(SpanEvent(**fields))
@@ -438,7 +371,6 @@ class Tracer:
 
         Never blocks: a batching sink only wakes its exporter thread.
         """
-        self._release_held()
         hook = getattr(self.telemetry, "wake", None)
         if callable(hook):
             try:
@@ -466,7 +398,6 @@ class Tracer:
                 _log.exception("contextfold telemetry sink failed on dropping %s", span.name)
 
     def _send(self, event: Event) -> None:
-        self._release_held()  # (what was emitted before goes before it)
         try:
             self.telemetry.emit(event)
         except Exception:
@@ -478,29 +409,14 @@ class Tracer:
 class _SinkHooks:
     """A sink's optional methods (``emit_later``, ``span_started``, ``span_dropped``), or None for those it lacks."""
 
-    __slots__ = ("builds_later", "emit_later", "emit_later_many", "sink", "span_dropped", "span_started")
+    __slots__ = ("emit_later", "sink", "span_dropped", "span_started")
 
     def __init__(self, sink: Telemetry) -> None:
         self.sink = sink
         self.emit_later: Callable[[PendingEvent], Any] | None = getattr(sink, "emit_later", None)
-        many = getattr(sink, "emit_later_many", None)
-        self.emit_later_many: Callable[[list[PendingEvent]], Any] | None = many if callable(many) else None
-        builds = getattr(sink, "builds_later", None)
-        self.builds_later: Callable[[], bool] | None = builds if callable(builds) else None
         started, dropped = getattr(sink, "span_started", None), getattr(sink, "span_dropped", None)
         self.span_started: Callable[[Span], Any] | None = started if callable(started) else None
         self.span_dropped: Callable[[Span], Any] | None = dropped if callable(dropped) else None
-
-    def holds(self) -> bool:
-        """Whether a model call's events may be held until its span closes.
-
-        The sink takes them in one batch and builds every one later: no sink of it builds at once, in the middle of
-        the call (a live tracer, a test's recording).
-        """
-        if self.emit_later_many is None:
-            return False
-        builds = self.builds_later
-        return builds is None or bool(builds())
 
 
 class _OpenSpan:
