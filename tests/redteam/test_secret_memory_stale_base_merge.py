@@ -11,6 +11,7 @@ looks for the run covering it wherever one can start. The interleavings are forc
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from collections.abc import Iterator
@@ -83,10 +84,8 @@ def _check_stale_merge(store: BlobStore, monkeypatch: pytest.MonkeyPatch, tag: s
 
     merging_store.hook_after = ("delete", r"\.1$", killed)  # (the last delete of a merge of records 1..8)
     merging.learn(SECRETS.value("m", FAN_IN - 2), "password")
-    try:
+    with contextlib.suppress(_Killed):
         merging.save()  # record 8 (a merge of 1..8 over base 0 would delete them, record 1 last)
-    except _Killed:
-        pass
     values = SecretMemory(store, session).values()
     expected = [SECRETS.value("base", 0), SECRETS.value("fold", 0) * 40] + [
         SECRETS.value("m", i) for i in range(FAN_IN - 1)]
