@@ -571,10 +571,13 @@ class ContextManager:
         self._archived_seq = self._seq  # every message added so far is now in an archived transcript
         return number
 
-    def _archive_dropped(self) -> None:
-        """Archive what normalization removed for good (a result whose call was compacted away, a duplicate)."""
+    def _archive_dropped(self, also: Sequence[Message] = ()) -> None:
+        """Archive what normalization removed for good (a result whose call was compacted away, a duplicate).
+
+        ``also``: the results of a batch being added that answer no call (if the archive fails, that add fails).
+        """
         dropped, self._view.dropped = self._view.dropped, []
-        self._archiver.dropped(dropped)
+        self._archiver.dropped([*dropped, *also])
 
     # -- idle-time compaction -------------------------------------------------------------------------------------
     def compact_in_background(self) -> Future[CompactionResult] | None:
