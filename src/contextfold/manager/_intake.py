@@ -192,6 +192,7 @@ class Intake:
         # the GIL, and a background thread taking it then would hold the model call up (issue 15, p99).
         added = sum(manager.counter.count_each(kept))
         manager._secrets.added(stored)  # (learning from a batch that then fails redacts the caller's secrets: safe)
+        counting_view = not self.reading  # (the view is counted below, as the reading's threshold counted it)
         calls_read = self._read_on_add(kept, cut, added)
         if orphans:  # (the last step that may fail: archived only by an add that gets this far)
             manager._archive_dropped(orphans)
@@ -214,6 +215,11 @@ class Intake:
             self.unwarmed.extend(_worth_reading(stored)[:_MAX_UNWARMED - queued])
         manager._provider_items.note(kept)
         manager.counter.ensure_capacity(len(view))
+        if counting_view:
+            # Its tail normalized and counted now (the batch's counts looked up), not by the next prepare(): as before
+            # the reading's threshold was read before the commit, where this view's totals were those of the last
+            # add's (a look-up then).
+            view.totals()
         manager._economics.note_added(kept, added)
         if len(kept) > _READ_AHEAD_MAX and added >= manager.budgets.hard:
             # A bulk add past the hard threshold on its own: the next prepare() compacts it, and the background
