@@ -1,14 +1,14 @@
 """The secret scan over every text of the shared sessions: CPU ns per character, and its findings against another tree.
 
-Issue 22: the scan (``Redactor._scan``: every pattern's findings in one text, before anything learned is applied)
-cost ~120 ns a character, ~420 ms per million tokens by itself, against a read-ahead bar of 150 ms. Every message
-text and tool-call argument string of the recorded sessions (``/work/shared/data/trajectories``, all three sets),
-and every text of the secrets corpora (``tests/redact_corpus.py``), is scanned once per run, each tree in its own
+Issue 22: the scan (``contextfold.redact._scanner.Scanner.scan``: every pattern's findings in one text, before anything
+learned is applied) cost ~120 ns a character, ~420 ms per million tokens by itself, against a read-ahead bar of 150 ms.
+Every message text and tool-call argument string of the recorded sessions (``/work/shared/data/trajectories``, all three
+sets), and every text of the secrets corpora (``tests/redact_corpus.py``), is scanned once per run, each tree in its own
 interpreter, the trees alternating run by run (the same load of the moment). Figures are CPU time
-(``time.process_time``), medians of the runs; texts over 200 characters (tool outputs, files) and shorter ones
-(digest items, ids, arguments) are given apart, as their costs differ (per character, per text); "runs" are five
-texts of 1M characters repeating one or two (``'A' * 1_000_000``, base64 of zeros: a word repeating itself would
-occur at every position, issue 22), not in "all". With
+(``time.process_time``), medians of the runs; texts over 200 characters (tool outputs, files) and shorter ones (digest
+items, ids, arguments) are given apart, as their costs differ (per character, per text); "runs" are five texts of 1M
+characters repeating one or two (``'A' * 1_000_000``, base64 of zeros: a word repeating itself would occur at every
+position, issue 22), not in "all". With
 ``--baseline``, the findings of every text are compared with the baseline's: the number that differ must be 0.
 
 Run: python bench/bench_scan.py [--baseline /tmp/base8/src] [--runs 5] [--data DIR]
@@ -35,12 +35,14 @@ texts = pickle.load(open(sys.argv[1], "rb"))
 RUNS = ["A" * 1_000_000, "a" * 1_000_000, "0" * 1_000_000, "-" * 1_000_000, "ab" * 500_000]
 redactor = Redactor()
 redactor.patterns  # (compiled before timing)
+# (the scan of one text: Scanner.scan since the sixteenth session, Redactor._scan before)
+scan = redactor._scanner.scan if hasattr(redactor, "_scanner") else redactor._scan
 times = {}
 found = []
 for group, chosen in (("long", [t for t in texts if len(t) > 200]), ("short", [t for t in texts if len(t) <= 200]),
                       ("runs", RUNS)):
     c0 = time.process_time()
-    out = [redactor._scan(t) for t in chosen]
+    out = [scan(t) for t in chosen]
     times[group] = (time.process_time() - c0, sum(map(len, chosen)), len(chosen))
     found += [(t, [(f.start, f.end, f.name) for f in fs]) for t, fs in zip(chosen, out)]
 pickle.dump({"times": times, "found": dict(found)}, open(sys.argv[2], "wb"))

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from redact_corpus import CODE, SECRETS
 
 from contextfold.messages import Message, ToolCall
-from contextfold.redact import Redactor, _redactor
+from contextfold.redact import Redactor
+from contextfold.redact._scanner import Scanner
 
 _NONCE = "q7v3k"
 _PLAIN = f"plain words of a listing {_NONCE} " * 20  # (no trigger of any pattern, over the heads' minimum length)
@@ -22,13 +23,13 @@ def test_the_paced_read_ahead_does_not_scan_what_the_prefilter_clears(monkeypatc
     redactor = Redactor()
     outputs = [Message.tool(f"c{n}", f"{_PLAIN} {n}") for n in range(12)]
     scanned: list[str] = []
-    plain_scan = _redactor.Redactor._scan
+    plain_scan = Scanner.scan
 
-    def counting(self: Redactor, text: str) -> object:
+    def counting(self: Scanner, text: str) -> object:
         scanned.append(text)
         return plain_scan(self, text)
 
-    monkeypatch.setattr(_redactor.Redactor, "_scan", counting)
+    monkeypatch.setattr(Scanner, "scan", counting)
     assert redactor.redact_ahead(outputs) == len(outputs)
     assert not [text for text in scanned if _NONCE in text]
     assert all(redactor.is_clean(m) for m in outputs)

@@ -14,7 +14,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from redact_corpus import CODE, SECRETS
 
-from contextfold.redact import Redactor, _redactor, _triggers
+from contextfold.redact import Redactor, _scanner, _triggers
 from contextfold.redact._anchors import MIN_HEAD_CHARS, heads, lowered_heads, search_at
 from contextfold.redact._triggers import automaton_available
 from contextfold.redact.rules import BUILTIN_PATTERNS
@@ -102,19 +102,19 @@ def _redactors() -> tuple[Redactor, Redactor]:
         mp.setattr(_triggers, "_automaton", lambda triggers: None)
         slow = Redactor()
         slow.patterns
-    assert not slow._triggers.one_pass and slow._triggers.read("password") is None
+    assert not slow._scanner.triggers.one_pass and slow._scanner.triggers.read("password") is None
     return fast, slow
 
 
 @needs_automaton
-@pytest.mark.parametrize("heads_from", [0, _redactor._HEADS_MIN_CHARS])
+@pytest.mark.parametrize("heads_from", [0, _scanner._HEADS_MIN_CHARS])
 def test_the_corpora_give_the_same_findings_as_without_the_automaton(heads_from: int,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_redactor, "_HEADS_MIN_CHARS", heads_from)  # (0: every text is scanned with the heads)
+    monkeypatch.setattr(_scanner, "_HEADS_MIN_CHARS", heads_from)  # (0: every text is scanned with the heads)
     fast, slow = _redactors()
-    assert fast._triggers.read("password") is not None
+    assert fast._scanner.triggers.read("password") is not None
     for text in _TEXTS:
-        assert fast._scan(text) == slow._scan(text), text
+        assert fast._scanner.scan(text) == slow._scanner.scan(text), text
 
 
 # Heads in every case, what follows a key (separators, quotes, values), and characters that lower-case to another
@@ -142,8 +142,8 @@ def test_generated_texts_give_the_same_findings_as_searching(text: str) -> None:
         _BOTH.append(_redactors())
     fast, slow = _BOTH[0]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_redactor, "_HEADS_MIN_CHARS", 0)  # (the generated texts are short: scanned with the heads)
-        assert fast._scan(text) == slow._scan(text)
+        mp.setattr(_scanner, "_HEADS_MIN_CHARS", 0)  # (the generated texts are short: scanned with the heads)
+        assert fast._scanner.scan(text) == slow._scanner.scan(text)
 
 
 _COOKIE_RULE = next(p for p in BUILTIN_PATTERNS if p.name == "session_cookie")
@@ -195,10 +195,10 @@ def test_a_python_the_private_parser_was_not_checked_on_gets_no_heads_and_the_sa
     try:
         unchecked = Redactor()
         assert all(heads(regex) is None for regex, _, _ in _ANCHORED)
-        assert unchecked._scan("password") is not None and unchecked._located_heads == (None,) * len(
-            unchecked._located_heads)
+        assert unchecked._scanner.scan("password") is not None and unchecked._scanner.located_heads == (None,) * len(
+            unchecked._scanner.located_heads)
         for text in _TEXTS:
-            assert unchecked._scan(text) == checked._scan(text), text
+            assert unchecked._scanner.scan(text) == checked._scanner.scan(text), text
     finally:
         heads.cache_clear()
         lowered_heads.cache_clear()

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(not automaton_available(),
 
 _REDACTOR = Redactor(remember=False)
 _REDACTOR.patterns  # (resolves the finder)
-_WORDS = _REDACTOR._triggers._words
+_WORDS = _REDACTOR._scanner.triggers._words
 _PIECES = [*_WORDS[:60], "x9_nonce", " ", "\n", "é", "ß", "\u212a", "ǅ", "passé"]
 _TWIN = _Automaton(_WORDS) if automaton_available() else None
 

@@ -172,17 +172,17 @@ def test_a_text_the_prefilter_cleared_is_remembered_with_the_findings_a_scan_giv
     # Issue 22: the read-ahead scanned again, for a digest's blanking, every output add() had cleared in bulk. The
     # cleared texts are now remembered as scanned (no finding); that must be what a scan of each finds.
     bulk, plain = Redactor(), Redactor()
-    bulk._scan_memory = type(bulk._scans)()  # (a cache of its own: what this batch alone records)
+    bulk._scanner.scans = type(bulk._scanner.scans)()  # (a cache of its own: what this batch alone records)
     bulk.redact_messages(batch)
     for m in batch:
-        if isinstance(m.content, str) and bulk._scans.get(m.content) == ():
-            assert plain._scan(m.content) == ()
+        if isinstance(m.content, str) and bulk._scanner.scans.get(m.content) == ():
+            assert plain._scanner.scan(m.content) == ()
 
 
 def test_a_clean_output_add_cleared_in_bulk_is_not_scanned_again_by_a_digest() -> None:
     r = Redactor()
-    r._scan_memory = type(r._scans)()
+    r._scanner.scans = type(r._scanner.scans)()
     text = "\n".join(f"src/app/module_{n}.py:{n}: def load_{n}(x): return x + {n}" for n in range(40))
     r.redact_messages([Message.tool("c1", text, name="bash"), Message.user("Fix the loader.")])  # (a turn: in bulk)
-    assert r._scans.get(text) == ()
+    assert r._scanner.scans.get(text) == ()
     assert r.blank(text) == text

@@ -60,7 +60,7 @@ def test_a_message_found_clean_is_redacted_again_once_a_secret_is_learned() -> N
 def test_scans_are_shared_with_the_shadow_and_bounded() -> None:
     redactor = Redactor()
     redactor.warm([Message.user("nothing secret here")])
-    assert redactor._scans.get("nothing secret here") == ()
+    assert redactor._scanner.scans.get("nothing secret here") == ()
 
 
 # The words a digest may list: secrets' values and their text (the patterns' own context), code and its words.
@@ -77,7 +77,7 @@ def test_words_scanned_in_bulk_are_found_as_when_scanned_one_by_one(words: list[
     redactor.scan_words(words)
     assert not redactor.memory.values()  # (scanning learns nothing)
     for word in words:
-        assert redactor.scan(word) == list(redactor._scan(word))
+        assert redactor.scan(word) == list(redactor._scanner.scan(word))
 
 
 _SHARED_PREFILTER = Redactor()
@@ -94,6 +94,6 @@ def test_words_read_joined_are_suspected_as_when_read_one_by_one(words: list[str
     fresh = list(dict.fromkeys(w for w in words if w))
     one_by_one: set[int] = set()
     joined: set[int] = set()
-    redactor._suspect_texts(fresh, one_by_one)
-    redactor._suspect_texts(fresh, joined, joined=True)
+    redactor._scanner.suspect_texts(fresh, one_by_one)
+    redactor._scanner.suspect_texts(fresh, joined, joined=True)
     assert joined == one_by_one

@@ -78,14 +78,14 @@ def test_the_bulk_prefilter_suspects_what_the_regex_would(texts: list[str]) -> N
     redactor = _PREFILTERING
     redactor.patterns
     suspects: set[int] = set()
-    redactor._suspect_texts(texts, suspects)
+    redactor._scanner.suspect_texts(texts, suspects)
     lowered = [t.lower() for t in texts]
     for i, text in enumerate(lowered):
         # (Every text the scan finds a secret in; of the others, only some holding a trigger or a run: see ._gate.)
-        if redactor._scan(texts[i]):
+        if redactor._scanner.scan(texts[i]):
             assert i in suspects, texts[i]
         if i in suspects:
-            assert _NEED.search(text) or redactor._triggers.holds_any(text), texts[i]
+            assert _NEED.search(text) or redactor._scanner.triggers.holds_any(text), texts[i]
 
 
 def test_a_base64_secret_is_still_caught_at_a_run_start_only() -> None:

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from contextfold.messages import Message, ToolCall
 from contextfold.redact import Redactor
 from contextfold.redact import _redactor as redactor_module
+from contextfold.redact._scanner import Scanner
 
 _NONCE = "q7v3clearing"
 _GITHUB = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
@@ -25,13 +26,13 @@ _GITHUB = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
 def _scanned(redactor: Redactor, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The texts ``redactor`` scans from now on (each scan the cache does not answer)."""
     seen: list[str] = []
-    original = redactor_module.Redactor._scan
+    original = Scanner.scan
 
-    def counting(self: Redactor, text: str) -> tuple[object, ...]:
+    def counting(self: Scanner, text: str) -> tuple[object, ...]:
         seen.append(text)
         return original(self, text)
 
-    monkeypatch.setattr(redactor_module.Redactor, "_scan", counting)
+    monkeypatch.setattr(Scanner, "scan", counting)
     return seen
 
 

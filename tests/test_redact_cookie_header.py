@@ -48,9 +48,9 @@ _pieces = st.sampled_from(["cookie", "Cookie: ", "COOKıE:", "COOKİE:", "cooKie
 def test_the_findings_are_the_rules_without_the_header_check(text: str) -> None:
     with_check = Redactor(builtin=False, patterns=[_COOKIE], remember=False)
     without = Redactor(builtin=False, patterns=[replace(_COOKIE, requires=())], remember=False)
-    found = with_check._scan(text)
-    assert found == without._scan(text)
+    found = with_check._scanner.scan(text)
+    assert found == without._scanner.scan(text)
     suspects: set[int] = set()
     assert with_check.patterns  # (resolves the prefilter)
-    with_check._suspect_texts([text, "plain"], suspects)
+    with_check._scanner.suspect_texts([text, "plain"], suspects)
     assert bool(found) <= (0 in suspects)

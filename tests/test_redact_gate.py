@@ -81,7 +81,7 @@ _REDACTOR = Redactor(remember=False)
 def _suspects(texts: list[str], *, joined: bool = False) -> set[int]:
     found: set[int] = set()
     _REDACTOR.patterns  # (resolves the prefilter)
-    _REDACTOR._suspect_texts(texts, found, joined=joined)
+    _REDACTOR._scanner.suspect_texts(texts, found, joined=joined)
     return found
 
 

@@ -24,7 +24,7 @@ _NONCE = "q7v3k"
 
 def _suspects(redactor: Redactor, texts: list[str]) -> set[int]:
     found: set[int] = set()
-    redactor._suspect_texts(texts, found)
+    redactor._scanner.suspect_texts(texts, found)
     return found
 
 
@@ -37,7 +37,7 @@ _TOLD = Redactor(remember=False)
 _TOLD.patterns  # (resolves the prefilter and the gate)
 _ALONE = Redactor(remember=False)
 _ALONE.patterns
-_ALONE._gate.__class__ = _Untold
+_ALONE._scanner.gate.__class__ = _Untold
 
 
 @settings(max_examples=100, deadline=None)
@@ -68,9 +68,9 @@ def test_each_text_is_read_by_the_automaton_once(monkeypatch: pytest.MonkeyPatch
 @settings(max_examples=100, deadline=None)
 @given(st.lists(_texts, min_size=2, max_size=8))
 def test_short_texts_searched_joined_are_the_suspects_they_are_one_by_one(texts: list[str]) -> None:
-    from contextfold.redact import _redactor
+    from contextfold.redact import _scanner
 
     joined = _suspects(_TOLD, texts)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_redactor, "_READ_JOINED_MAX_CHARS", 0)  # (every text read on its own)
+        patch.setattr(_scanner, "_READ_JOINED_MAX_CHARS", 0)  # (every text read on its own)
         assert _suspects(_TOLD, texts) == joined

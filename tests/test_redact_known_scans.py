@@ -17,6 +17,7 @@ from redact_corpus import CODE, SECRETS
 
 from contextfold.messages import Message, ToolCall
 from contextfold.redact import Redactor
+from contextfold.redact._scanner import Scanner
 
 _NONCE = "kq7v3t"
 _TEXTS = [item.text for item in (*SECRETS, *CODE)]
@@ -30,13 +31,13 @@ def test_a_prompt_scanned_in_an_earlier_session_is_not_searched_again(monkeypatc
     assert first.redact_messages([Message.system(_PROMPT), Message.user(f"fix {_NONCE}")], kept=False)[0].text \
         == _PROMPT
     searched: list[str] = []
-    real = Redactor._suspect_texts
+    real = Scanner.suspect_texts
 
-    def recording(self: Redactor, texts: list[str], suspects: set[int], **kwargs: object) -> None:
+    def recording(self: Scanner, texts: list[str], suspects: set[int], **kwargs: object) -> None:
         searched.extend(texts)
         real(self, texts, suspects, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Redactor, "_suspect_texts", recording)
+    monkeypatch.setattr(Scanner, "suspect_texts", recording)
     prompt = Message.system(_PROMPT).with_meta(id=f"{_NONCE}-1")
     out = second.redact_messages([prompt, Message.user(f"again {_NONCE}")], kept=False)
     assert out[0] is prompt

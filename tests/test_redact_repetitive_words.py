@@ -32,7 +32,7 @@ def test_repetitive_words() -> None:
 def test_a_run_of_one_character_gives_the_automaton_no_matches() -> None:
     redactor = Redactor()
     redactor.patterns
-    finder = redactor._triggers
+    finder = redactor._scanner.triggers
     assert not [w for w in finder._words if repetitive(w)]
     lowered = "a" * 20_000
     assert finder.read(lowered) == ({"a" * 22}, {})  # the Twitter trigger, found with `in`
@@ -46,7 +46,7 @@ def _reference(monkeypatch: pytest.MonkeyPatch) -> Redactor:
     monkeypatch.setattr(_triggers, "_automaton", lambda triggers: None)
     redactor = Redactor()
     redactor.patterns
-    assert not redactor._triggers.one_pass
+    assert not redactor._scanner.triggers.one_pass
     return redactor
 
 
@@ -58,8 +58,8 @@ def _reference(monkeypatch: pytest.MonkeyPatch) -> Redactor:
 ])
 def test_runs_are_scanned_as_the_reference_scans_them(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
     fast = Redactor()
-    expected = _reference(monkeypatch)._scan(text)
-    assert fast._scan(text) == expected
+    expected = _reference(monkeypatch)._scanner.scan(text)
+    assert fast._scanner.scan(text) == expected
     assert {f.name for f in expected} >= ({"twitter_token"} if _TWITTER in text else set())
 
 
@@ -70,6 +70,7 @@ def test_runs_and_secrets_mixed(text: str) -> None:
     fast = Redactor()
     slow = Redactor()
     slow.patterns
-    slow._triggers._reader = slow._triggers._automaton = None  # (each trigger looked for in turn, no heads)
-    slow._triggers.heads = ()
-    assert fast._scan(text) == slow._scan(text)
+    finder = slow._scanner.triggers
+    finder._reader = finder._automaton = None  # (each trigger looked for in turn, no heads)
+    finder.heads = ()
+    assert fast._scanner.scan(text) == slow._scanner.scan(text)

@@ -22,7 +22,7 @@ def _without_automaton(monkeypatch: pytest.MonkeyPatch) -> Redactor:
     monkeypatch.setattr(_triggers, "_automaton", lambda triggers: None)
     redactor = Redactor()
     redactor.patterns
-    assert not redactor._triggers.one_pass
+    assert not redactor._scanner.triggers.one_pass
     return redactor
 
 
@@ -30,12 +30,12 @@ def _without_automaton(monkeypatch: pytest.MonkeyPatch) -> Redactor:
 def test_the_automaton_finds_what_looking_in_turn_finds_in_the_corpora(monkeypatch: pytest.MonkeyPatch) -> None:
     fast = Redactor()
     fast.patterns
-    assert fast._triggers.one_pass
+    assert fast._scanner.triggers.one_pass
     slow = _without_automaton(monkeypatch)
     for text in _TEXTS:
         lowered = text.lower()
-        assert fast._triggers.present(lowered) == slow._triggers.present(lowered), text
-        assert fast._scan(text) == slow._scan(text), text
+        assert fast._scanner.triggers.present(lowered) == slow._scanner.triggers.present(lowered), text
+        assert fast._scanner.scan(text) == slow._scanner.scan(text), text
     batch = [Message.user(text) for text in _TEXTS]
     assert fast._message_redactor._suspects(batch) == slow._message_redactor._suspects(batch)
 

@@ -39,8 +39,8 @@ def test_a_nonce_drawn_with_a_trigger_in_it_gives_ids_the_prefilter_clears(monke
 def _triggers() -> tuple[str, ...]:
     redactor = Redactor()
     _ = redactor.patterns  # (resolves the prefilter)
-    assert redactor._prefilter is not None
-    return tuple(redactor._prefilter[0])
+    assert redactor._scanner.prefilter is not None
+    return tuple(redactor._scanner.prefilter[0])
 
 
 def test_no_builtin_trigger_is_made_of_the_nonces_characters() -> None:

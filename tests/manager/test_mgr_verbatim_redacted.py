@@ -14,6 +14,7 @@ import pytest
 from contextfold.manager._secrets import SecretSafeSummarizer
 from contextfold.messages import Message
 from contextfold.redact import Redactor
+from contextfold.redact._scanner import Scanner
 from contextfold.summarize import SummaryRequest, SummaryResult
 
 NONCE = "vb7Rdx2q"  # (unique to this file: no cache of another test answers for it)
@@ -62,13 +63,13 @@ def test_verbatim_texts_of_summarized_messages_are_not_scanned_again(monkeypatch
     request = _request(f"{NONCE}b")
     redactor = _redactor()
     scanned: list[str] = []
-    real = Redactor._scan
+    real = Scanner.scan
 
-    def counting(self: Redactor, text: str) -> object:
+    def counting(self: Scanner, text: str) -> object:
         scanned.append(text)
         return real(self, text)
 
-    monkeypatch.setattr(Redactor, "_scan", counting)
+    monkeypatch.setattr(Scanner, "scan", counting)
     SecretSafeSummarizer(_Keeps(), redactor).summarize(request)
     summarized = {m.text for m in request.messages}
     again = [text for text in scanned if text in summarized]

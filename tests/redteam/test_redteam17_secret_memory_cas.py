@@ -254,3 +254,38 @@ def test_a_store_without_a_one_step_put_if_is_named_once(caplog: pytest.LogCaptu
     told = [r.getMessage() for r in caplog.records]
     assert len(told) == 1 and f"{__name__}._ReadThenWriteStore" in told[0]
     assert "put_new and put_if are the BlobStore protocol's default" in told[0]
+
+
+class _DuckStore:
+    """A store that is no BlobStore subclass and has neither put_new nor put_if (only what the memory reads)."""
+
+    def __init__(self) -> None:
+        self.held: dict[str, bytes] = {}
+
+    def put(self, key: str, data: bytes) -> None:
+        self.held[key] = data
+
+    def get(self, key: str) -> bytes:
+        from contextfold.errors import RefNotFound
+
+        if key not in self.held:
+            raise RefNotFound(key)
+        return self.held[key]
+
+    def exists(self, key: str) -> bool:
+        return key in self.held
+
+    def delete(self, key: str) -> bool:
+        return self.held.pop(key, None) is not None
+
+
+def test_a_store_without_put_new_or_put_if_gets_the_protocol_s_defaults() -> None:
+    # Sixteenth session (lane S): the memory wrote such a store with its own copy of BlobStore's defaults; now it
+    # calls them. Saves and merges over it keep every value, and the store holds one memory's keys.
+    duck = _DuckStore()
+    store: BlobStore = duck  # type: ignore[assignment]
+    count = FAN_IN * 2 + 3
+    SECRETS.saved(SecretMemory(store, f"{NONCE}-duck"), "k", count)
+    values = SecretMemory(store, f"{NONCE}-duck").values()
+    assert set(values) == {SECRETS.value("k", i) for i in range(count)}
+    assert duck.held and all(key.startswith(memory_key(f"{NONCE}-duck")) for key in duck.held)

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redact_corpus import CODE, SECRETS
 
-from contextfold.redact import Redactor, _redactor
+from contextfold.redact import Redactor, _scanner
 from contextfold.redact.rules import SecretPattern
 from contextfold.untrusted.regex import PatternTimeout
 
@@ -56,7 +56,7 @@ _REDACTORS = _redactors()
 
 @pytest.fixture(autouse=True)
 def _heads_for_every_text(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_redactor, "_HEADS_MIN_CHARS", 0)
+    monkeypatch.setattr(_scanner, "_HEADS_MIN_CHARS", 0)
 
 
 def _secret_span(m: re.Match[str]) -> tuple[int, int]:
@@ -106,7 +106,7 @@ def _words() -> list[str]:
     words: set[str] = set()
     for redactor in _REDACTORS.values():
         assert redactor.patterns  # (resolves the patterns, their triggers and heads)
-        finder: Any = redactor._triggers
+        finder: Any = redactor._scanner.triggers
         words.update(finder.triggers)
         words.update(getattr(finder, "heads", ()))
     return sorted(words)
@@ -161,7 +161,7 @@ _TEXTS = st.lists(_FRAGMENTS, min_size=1, max_size=16).map("".join)
 
 def _check(text: str) -> None:
     for name, redactor in _REDACTORS.items():
-        got = [(f.start, f.end, f.name) for f in redactor._scan(text)]
+        got = [(f.start, f.end, f.name) for f in redactor._scanner.scan(text)]
         assert got == _reference(redactor, text), (name, text)
 
 

@@ -219,8 +219,13 @@ class SecretSafeSummarizer:
         redactor = self.redactor
         if self.context:
             redactor.learn_from(self.context)
-        messages = redactor.redact_messages(request.messages)
-        redacted_at = _generation(redactor)
+        # The generation the messages were redacted at, read before the work (a secret learned on another thread
+        # after the redaction but before a read here would label them as considering it: a verbatim text holding it
+        # then took its message's unredacted content).
+        if _generation(redactor) is None:
+            messages, redacted_at = redactor.redact_messages(request.messages), None
+        else:
+            messages, redacted_at = redactor.redact_messages_at(request.messages)
         provider_clean = tuple(redactor.redact_provider_state(messages))
         previous = redactor.redact_text(request.previous_summary) if request.previous_summary is not None else None
         # A verbatim text is a user message's text, mostly one summarized too (1,462 of 1,468 in bench_compaction):

@@ -1,6 +1,6 @@
 """Whether a text can hold a secret at all: the bulk prefilter's second look at the texts holding a trigger.
 
-The bulk prefilter (``Redactor._suspect_texts``: ``redact_messages``, ``learn_from``, ``scan_words``) clears a text
+The bulk prefilter (``Scanner.suspect_texts``: ``redact_messages``, ``learn_from``, ``scan_words``) clears a text
 holding no pattern's trigger and nothing a pattern without triggers needs; the others are redacted whole. Triggers
 are short and common (``key``, ``token``, ``pass``, ``sk``, ``value``), and a base64 run is any path of 24
 characters: in the lm32b loop a third of the digest items and 70% of the messages redacted in bulk were suspects,

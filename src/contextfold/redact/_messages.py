@@ -39,6 +39,7 @@ from ._ledger import (
 )
 
 if TYPE_CHECKING:
+    from ._scanner import Scanner
     from ._scans import ScanCache
     from .memory import SecretMemory
 
@@ -66,7 +67,8 @@ _KNOWN_SCAN_MIN_CHARS = 256
 class TextRedactor(Protocol):
     """What a :class:`MessageRedactor` uses of its :class:`~contextfold.redact.Redactor` (which imports this module).
 
-    Its settings and memory, the patterns' scans and prefilter, and the redaction of one message's fields.
+    Its settings and memory, its patterns compiled for search (their scans and prefilter), and the redaction of one
+    message's fields.
     """
 
     @property
@@ -78,16 +80,10 @@ class TextRedactor(Protocol):
     @property
     def memory(self) -> SecretMemory: ...
     @property
-    def patterns(self) -> Sequence[object]: ...
-    @property
-    def _prefilter(self) -> object: ...
-    @property
-    def _scans(self) -> ScanCache: ...
+    def _scanner(self) -> Scanner: ...
     @property
     def _learned(self) -> Mapping[str, str]: ...
     def _generation(self) -> int: ...
-    def _suspect_texts(self, texts: list[str], suspects: set[int], *, joined: bool = False,
-                       whole: tuple[str, list[int]] | None = None) -> None: ...
     def _redact_item(self, key: Any, value: Any) -> Any: ...
     def _redact_fields(self, m: Message) -> Message: ...
     def clearing(self, texts: Iterable[str]) -> AbstractContextManager[None]: ...
@@ -122,7 +118,7 @@ class MessageRedactor:
             if known is not None:
                 return known
         plain = redactor.callback is None and not redactor._learned  # then a message found clean before is clean again
-        if plain and redactor._scans.is_clean(m):
+        if plain and redactor._scanner.scans.is_clean(m):
             self.ledger.put(m, m, 0)
             return m
         for _ in range(MAX_PASSES):
@@ -133,7 +129,7 @@ class MessageRedactor:
         if out == m:
             out = m  # (the same object: a caller may ask whether anything changed by identity)
             if plain and not redactor._learned:
-                redactor._scans.mark_clean(m)
+                redactor._scanner.scans.mark_clean(m)
         if redactor.callback is None:
             self.ledger.put(m, out, generation)
         return out
@@ -194,7 +190,7 @@ class MessageRedactor:
         known = self._recall(m)
         if known is not None:
             return known is m
-        return not self.redactor._learned and self.redactor._scans.is_clean(m)
+        return not self.redactor._learned and self.redactor._scanner.scans.is_clean(m)
 
     def redact_ahead(self, messages: Iterable[Message], *, paced: bool = True) -> int:
         """Redact ``messages`` (learning their secrets) and keep the results for the transcripts and summaries to come.
@@ -421,13 +417,13 @@ class MessageRedactor:
             [text for text in distinct if isinstance(text, str) and text]
         if len(texts) < 2 or not self.redactor.enabled:
             return frozenset()
-        self.redactor.patterns  # noqa: B018 (resolves the patterns and the prefilter)
-        if self.redactor._prefilter is None or self.redactor.callback is not None:
+        scanner = self.redactor._scanner
+        if scanner.prefilter is None or self.redactor.callback is not None:
             return frozenset()
         suspects: set[int] = set()
         # (searched for the triggers, then for what is remembered)
         whole = (SEPARATOR.join(texts), joined_starts(texts))
-        self.redactor._suspect_texts(texts, suspects, joined=True, whole=whole)
+        scanner.suspect_texts(texts, suspects, joined=True, whole=whole)
         if self.redactor.remember:
             remembered = self._remembered_in(texts, whole)
             if remembered is None:  # (too many remembered strings to look for each in the joined ids)
@@ -447,13 +443,24 @@ class MessageRedactor:
         ``kept=False``: neither take nor leave the batch the ledger keeps for the next call (the read-ahead's slices,
         on another thread, between a compaction's two batches).
         """
+        return self.redact_messages_at(messages, kept=kept)[0]
+
+    def redact_messages_at(self, messages: Iterable[Message], *,
+                           kept: bool = True) -> tuple[list[Message], int]:
+        """:meth:`redact_messages`, and the generation of the memory the result holds at.
+
+        The generation is read before the work that made the result (a secret another thread learns after that may
+        stand bare in it): a caller labelling what it derives from the result must take this one, not one it reads
+        after the call (a secret learned in between would then look considered, and is not; issue 22, the race of
+        ``Redactor.clearing`` fixed in the fifteenth session).
+        """
         items = list(messages)
         if not self.redactor.enabled:
-            return items
-        if self.redactor.callback is not None:
-            return self._redact_batch(items)
-        # Messages redacted before come back from the ledger; the others are redacted in bulk, then recorded.
+            return items, 0  # (nothing redacted, at any generation; the memory is not loaded for it)
         start = self.redactor._generation()
+        if self.redactor.callback is not None:
+            return self._redact_batch(items), start
+        # Messages redacted before come back from the ledger; the others are redacted in bulk, then recorded.
         out, fresh = self._known(items, start, kept=kept)
         if fresh:
             for i, redacted in zip(fresh, self._redact_batch([items[i] for i in fresh]), strict=True):
@@ -468,7 +475,7 @@ class MessageRedactor:
         result = cast("list[Message]", out)  # (each one known, redacted in the batch, or redone)
         if kept and self.redactor._generation() == start:
             self.ledger.keep_batch(items, tuple(result), start)  # (a copy: the caller may change its list)
-        return result
+        return result, start
 
     def _known(self, items: list[Message], generation: int, *,
                kept: bool = True) -> tuple[list[Message | None], list[int]]:
@@ -545,7 +552,7 @@ class MessageRedactor:
 
     def _redact_batch(self, items: list[Message]) -> list[Message]:
         """:meth:`redact_messages` of messages not redacted before: learn the batch, then redact, prefiltered."""
-        scans = self.redactor._scans
+        scans = self.redactor._scanner.scans
         # (A turn's batch, not a long history's transcript: its texts scanned before are looked up, and its cleared
         # outputs are remembered as scanned, for the digests' blanking after.)
         turn = len(items) <= _REMEMBER_CLEARED_MAX_BATCH
@@ -598,8 +605,7 @@ class MessageRedactor:
         first: scanned before (a session's system prompt, the same in the last session), its findings say whether
         the message is a suspect, and only its other strings are searched (redaction reads each string on its own).
         """
-        self.redactor.patterns  # noqa: B018 (resolves the patterns and the prefilter)
-        if self.redactor._prefilter is None or self.redactor.callback is not None:
+        if self.redactor._scanner.prefilter is None or self.redactor.callback is not None:
             return None
         suspects: set[int] = set()
         texts: list[str | None] = []
@@ -630,12 +636,13 @@ class MessageRedactor:
         return suspects, texts
 
     def _suspect_chunk(self, texts: list[str], offset: int, suspects: set[int]) -> None:
-        """:meth:`Redactor._suspect_texts` of a batch's ``texts`` from index ``offset`` on."""
+        """:meth:`Scanner.suspect_texts <._scanner.Scanner.suspect_texts>` of a batch's ``texts`` from ``offset`` on."""
+        scanner = self.redactor._scanner
         if not offset:
-            self.redactor._suspect_texts(texts, suspects)
+            scanner.suspect_texts(texts, suspects)
             return
         found = {i - offset for i in suspects if i >= offset}
-        self.redactor._suspect_texts(texts, found)
+        scanner.suspect_texts(texts, found)
         suspects.update(offset + k for k in found)
 
     def _remembered_of(self, items: list[Message], texts: list[str | None], indexes: Sequence[int]) -> set[int] | None:

@@ -8,20 +8,19 @@ before anything is replaced, so one replacement can never create or hide another
 What the model sees is not redacted unless the configuration asks for it: the agent may legitimately need a
 token it was given. Redaction protects what is exported and archived.
 
-This module redacts text and JSON-like structures (and a message's fields); messages as such, one by one or in bulk,
-go through the ledger of what each redacted to in :mod:`._messages`, which every :class:`Redactor` holds. A mapping's
-items go through the key rule of :mod:`._key_rule` (a key naming a secret makes its whole value one).
+This module redacts text and JSON-like structures (and a message's fields), and learns what it redacts; the patterns'
+search of a text (or of many at once) is :mod:`._scanner`'s, which every :class:`Redactor` builds on first use.
+Messages as such, one by one or in bulk, go through the ledger of what each redacted to in :mod:`._messages`, which
+every :class:`Redactor` holds. A mapping's items go through the key rule of :mod:`._key_rule` (a key naming a secret
+makes its whole value one).
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import copy
 import datetime
-import itertools
 import json
-import logging
 import operator
 import re
 import threading
@@ -42,18 +41,13 @@ from ..messages import (
     freeze,
     is_opaque,
 )
-from ..untrusted.regex import PatternTimeout
-from ._anchors import heads, lowered_heads
 from ._callback import CallbackMemo
-from ._gate import PatternGate
-from ._joins import holding_texts
-from ._key_rule import key_rule_triggers, redact_item
-from ._ledger import CLEARED_MAX_CHARS, SEPARATOR, joined_starts, search_joined
+from ._key_rule import redact_item
+from ._ledger import CLEARED_MAX_CHARS
 from ._messages import MessageRedactor
 from ._provider_state import redact_provider_state
-from ._runs import class_runs
-from ._scans import Finding, ScanCache, marker, scan_cache
-from ._triggers import TriggerFinder
+from ._scanner import Scanner
+from ._scans import MARKER_RE, Finding, marker
 from .memory import LEARN_MIN_CHARS, MAX_LEARNED, PIECE_CHARS, SecretMemory
 
 if TYPE_CHECKING:
@@ -68,63 +62,14 @@ __all__ = [
     "marker",
 ]
 
-_log = logging.getLogger(__name__)
 # Kinds of personal data (contextfold.redact._personal): redacted where asked, never remembered as secrets.
 _PERSONAL_KINDS = frozenset({"email", "phone", "card_number"})
 # What is remembered when remembering is off: nothing, the same object every time.
 _NOTHING: Mapping[str, str] = MappingProxyType({})
 
-# A finding that is exactly a marker is a secret redacted earlier: renaming it (`api_key = "[REDACTED:openai_key]"`
-# seen again by the api_key pattern) would make redaction depend on how many times it ran (the manager redacts a
-# transcript and the archive redacts it again).
-_MARKER_RE = re.compile(r"\[REDACTED:[^\]\n]*\]")
-
-
-_timed_out: set[str] = set()
-
-
-def _warn_timeout(name: str, chars: int) -> None:
-    """Say once per pattern (and process) that a redaction pattern timed out and what was done about it."""
-    if name in _timed_out:
-        return
-    _timed_out.add(name)
-    _log.warning("redaction pattern %r ran past its time limit on a text of %d characters; the whole text was "
-                 "redacted (the pattern backtracks too much: simplify it)", name, chars)
-
-
-def _need_finder(need: re.Pattern[str]) -> Callable[[str], object]:
-    """What tells whether ``need`` finds something in a lower-cased text (a class run: without the regex engine)."""
-    runs = class_runs(need)
-    return runs.holds if runs is not None else need.search
-
-
-def _head_starts(hits: Mapping[str, list[int]] | None, wanted: frozenset[str]) -> list[int]:
-    """Where any head in ``wanted`` starts, ascending, from the trigger pass's ``hits`` (see ._anchors)."""
-    if not hits:
-        return []
-    found = [starts for head, starts in hits.items() if head in wanted]
-    if len(found) <= 1:
-        return found[0] if found else []
-    return sorted({at for starts in found for at in starts})
-
-
-def _secret_span(m: re.Match[str]) -> tuple[int, int]:
-    groups = m.re.groupindex
-    for name in sorted(groups):
-        if name.startswith("v") and m.group(name) is not None:
-            return m.span(name)
-    return m.span()
-
-
 # Where personal data (e-mail addresses, phone and card numbers) is redacted too: "telemetry" (the default: what
 # exporters send out of the process), "everywhere" (the archive as well), "nowhere".
 PERSONAL_DATA_CHOICES = ("telemetry", "everywhere", "nowhere")
-# Texts shorter than this are scanned without the heads of the patterns' regexes (see ._anchors): a digest item,
-# an id or a short argument is searched at once, and asking the automaton for the heads too cost it ~5% more.
-_HEADS_MIN_CHARS = 256
-# The bulk prefilter reads texts shorter than this joined, in one automaton call (a session's user lines, tool calls'
-# arguments: two thirds of a cold compaction's texts, 7.3 ms one by one against 0.4 joined), the others one by one.
-_READ_JOINED_MAX_CHARS = 256
 # A text is cut around its secrets within this distance of the cut (more than any secret is long).
 _CUT_WINDOW_CHARS = 8192
 # mentions_secret remembers its answers for this many words at most, each this long at most (digest items).
@@ -209,7 +154,7 @@ class Redactor:
         self._user_patterns = tuple(user)
         self._skip = skip
         self._builtin = builtin
-        self._patterns: tuple[SecretPattern, ...] | None = None
+        self._compiled: Scanner | None = None
         self.enabled = enabled
         self.callback = callback
         self._called = CallbackMemo(callback) if callback is not None else None  # (shared by for_session's twins)
@@ -252,7 +197,7 @@ class Redactor:
             return self
         twin = copy.copy(self)
         twin._with_personal = True
-        twin._patterns = None  # (resolved again, with the personal-data patterns)
+        twin._compiled = None  # (compiled again, with the personal-data patterns)
         twin._message_redactor = MessageRedactor(twin)
         twin._mentioned = None
         return twin
@@ -260,7 +205,13 @@ class Redactor:
     @property
     def patterns(self) -> tuple[SecretPattern, ...]:
         """The patterns in use: the user's first (for an identical span, their name is shown), then the built-ins."""
-        if self._patterns is None:
+        return self._scanner.patterns
+
+    @property
+    def _scanner(self) -> Scanner:
+        """The patterns compiled for search (see ._scanner), on first use: the built-ins are compiled then."""
+        scanner = self._compiled
+        if scanner is None:
             chosen: list[SecretPattern] = []
             if self._builtin:
                 from .rules import BUILTIN_PATTERNS
@@ -270,47 +221,8 @@ class Redactor:
                 from ._personal import PERSONAL_PATTERNS
 
                 chosen.extend(PERSONAL_PATTERNS)
-            patterns = (*self._user_patterns, *chosen)
-            # Which patterns a text needs: the triggers it holds, all found at once (many patterns share "secret",
-            # "key"…), each naming the patterns it lets run; patterns without triggers run when their needs is met.
-            triggers = tuple(dict.fromkeys(t for p in patterns for t in p.triggers))
-            # The key rule ({"db_pass": "…"} in meta or arguments) applies whatever the patterns: the bulk prefilter
-            # must find its words even when no pattern's trigger holds them (builtin=False with the user's own
-            # patterns cleared such messages unredacted while one by one they were redacted).
-            triggers += key_rule_triggers(triggers)
-            # Where each pattern's locating regex (or, without triggers, its need) can match: the strings its
-            # matches start with, found in the triggers' pass (None: it searches the text; see ._anchors).
-            located = tuple(heads(p.locate) if p.locate is not None else
-                            lowered_heads(p.regex) if p.starts is None else None for p in patterns)
-            needed = tuple(heads(p.needs) if not p.triggers and p.needs is not None else None for p in patterns)
-            self._located_heads = tuple(frozenset(found) if found else None for found in located)
-            self._need_heads = tuple(frozenset(found) if found else None for found in needed)
-            self._triggers = TriggerFinder(triggers, heads=[h for found in (*located, *needed) if found for h in found])
-            by_trigger: dict[str, list[int]] = {t: [] for t in triggers}
-            for priority, p in enumerate(patterns):
-                for t in dict.fromkeys(p.triggers):
-                    by_trigger[t].append(priority)
-            self._by_trigger = {t: tuple(indexes) for t, indexes in by_trigger.items()}
-            self._untriggered = tuple(i for i, p in enumerate(patterns) if not p.triggers)
-            # What each pattern without triggers needs, as a search of the lower-cased text (None: it needs nothing).
-            self._needs_found = tuple(_need_finder(p.needs) if not p.triggers and p.needs is not None else None
-                                      for p in patterns)
-            # For bulk redaction: what the patterns without triggers need; None when some pattern may match any text.
-            needs = tuple(p.needs for p in patterns if not p.triggers and p.needs is not None)
-            untested = any(not p.triggers and p.needs is None for p in patterns)
-            separated = any(SEPARATOR in t for t in triggers)
-            self._prefilter = None if untested or separated else (self._triggers.needles, needs)
-            # (What the prefilter asks again of a text its triggers or needs did not clear: see ._gate.)
-            self._gate = PatternGate(patterns, self._triggers, self._located_heads)
-            self._scan_memory = scan_cache(patterns)
-            self._patterns = patterns
-        return self._patterns
-
-    @property
-    def _scans(self) -> ScanCache:
-        if self._patterns is None:
-            self.patterns  # noqa: B018 (resolves the patterns and their cache)
-        return self._scan_memory
+            scanner = self._compiled = Scanner((*self._user_patterns, *chosen))
+        return scanner
 
     @property
     def _learned(self) -> Mapping[str, str]:
@@ -346,63 +258,7 @@ class Redactor:
     # -- text ---------------------------------------------------------------------------------------------------
     def scan(self, text: str) -> list[Finding]:
         """The secrets in ``text``, left to right, without overlaps (the earliest, then longest, finding wins)."""
-        cached = self._scans.get(text)
-        if cached is None:
-            cached = self._scan(text)
-            self._scans.put(text, cached)
-        return list(cached)
-
-    def _scan(self, text: str) -> tuple[Finding, ...]:
-        found: list[tuple[int, int, int, str]] = []
-        patterns = self.patterns
-        lowered = text.lower()
-        by_trigger = self._by_trigger
-        needs_found = self._needs_found
-        runs = set(self._untriggered)
-        # (A short text is searched by each regex at once: finding the heads too costs it more than it saves.)
-        read = self._triggers.read(lowered) if len(lowered) >= _HEADS_MIN_CHARS else None
-        same_length = len(lowered) == len(text)
-        present, hits = (self._triggers.present(lowered), None) if read is None else read
-        for trigger in present:
-            runs.update(by_trigger[trigger])  # (SecretPattern.may_match, with each trigger looked for once)
-        for priority in sorted(runs):
-            pattern = patterns[priority]
-            need = needs_found[priority]
-            if need is not None:
-                need_heads = self._need_heads[priority] if hits is not None else None
-                if need_heads is not None:
-                    assert pattern.needs is not None
-                    # (Tried only where the strings every match of it starts with start: found, or not, the same.)
-                    places = _head_starts(hits, need_heads)
-                    if not places or not any(map(pattern.needs.match, itertools.repeat(lowered), places)):
-                        continue
-                elif not need(lowered):
-                    continue  # (what a pattern without triggers needs is cheaper to find than its matches)
-            if pattern.requires and same_length and not any(r in lowered for r in pattern.requires):
-                continue  # (what its accept needs is not in the text: no finding)
-            located_heads = self._located_heads[priority] if hits is not None else None
-            located = _head_starts(hits, located_heads) if located_heads is not None else None
-            if located is not None and not located and same_length:
-                continue  # (no head of its regex in the text: no match; a text lowered to another length is searched)
-            try:
-                matches = pattern.findings(text, lowered, located)
-            except PatternTimeout:
-                # A pattern that cannot finish cannot vouch for any part of the text: the whole text is its finding.
-                _warn_timeout(pattern.name, len(text))
-                found.append((0, -len(text), priority, pattern.name))
-                continue
-            for m, name in matches:
-                start, end = _secret_span(m)
-                if end > start and not _MARKER_RE.fullmatch(text, start, end):
-                    found.append((start, -(end - start), priority, name))
-        found.sort()
-        out: list[Finding] = []
-        last_end = -1
-        for start, neg_len, _, name in found:
-            if start >= last_end:
-                out.append(Finding(start, start - neg_len, name))
-                last_end = start - neg_len
-        return tuple(out)
+        return list(self._scanner.findings(text))
 
     def spans(self, text: str) -> list[Finding]:
         """Every secret in ``text``: what the patterns find (learning it), then what is remembered, without overlaps.
@@ -421,7 +277,7 @@ class Redactor:
         out: list[Finding] = []
         last_end = -1
         for f in merged:
-            if f.start >= last_end and not _MARKER_RE.fullmatch(text, f.start, f.end):
+            if f.start >= last_end and not MARKER_RE.fullmatch(text, f.start, f.end):
                 out.append(f)
                 last_end = f.end
         return out
@@ -623,22 +479,22 @@ class Redactor:
         """
         if not self.enabled:
             return
-        self.patterns  # noqa: B018 (resolves the patterns and the prefilter)
-        scans = self._scans
+        scanner = self._scanner
+        scans = scanner.scans
         fresh = [w for w in dict.fromkeys(words) if w and scans.get(w) is None]
         if not fresh:
             return
-        if self._prefilter is None:
+        if scanner.prefilter is None:
             for word in fresh:
-                self.scan(word)
+                scanner.findings(word)
             return
         suspects: set[int] = set()
-        self._suspect_texts(fresh, suspects, joined=True)  # (short words: one automaton call for all)
+        scanner.suspect_texts(fresh, suspects, joined=True)  # (short words: one automaton call for all)
         for i, word in enumerate(fresh):
             if i in suspects:
-                self.scan(word)
+                scanner.findings(word)
             else:
-                scans.put(word, ())  # (no trigger and no need of any pattern: no finding, as _scan would say)
+                scans.put(word, ())  # (no trigger and no need of any pattern: no finding, as a scan would say)
 
     def clean_words(self, words: Sequence[str]) -> set[str]:
         """Those of ``words`` :meth:`mentions_secret` says no to now, found in bulk instead of asked one by one.
@@ -651,8 +507,8 @@ class Redactor:
         """
         if not self.enabled:
             return set(words)
-        self.patterns  # noqa: B018 (resolves the patterns and the prefilter)
-        if self._prefilter is None:
+        scanner = self._scanner
+        if scanner.prefilter is None:
             return set()
         generation = self._generation()
         known = self._mentioned
@@ -673,7 +529,7 @@ class Redactor:
         if not fresh:
             return clean
         suspects: set[int] = set()
-        self._suspect_texts(fresh, suspects, joined=True)  # (short words: one automaton call for all)
+        scanner.suspect_texts(fresh, suspects, joined=True)  # (short words: one automaton call for all)
         memory = self.memory if generation else None
         for i, word in enumerate(fresh):
             if i in suspects or (memory is not None and (memory.shares_piece(word) or memory.spans(word))):
@@ -834,6 +690,14 @@ class Redactor:
         """
         return self._message_redactor.redact_messages(messages, kept=kept)
 
+    def redact_messages_at(self, messages: Iterable[Message], *, kept: bool = True) -> tuple[list[Message], int]:
+        """:meth:`redact_messages`, and the generation of :attr:`memory` the result holds at (read before the work).
+
+        A secret learned on another thread after that generation may stand bare in the result; see
+        :meth:`MessageRedactor.redact_messages_at <contextfold.redact._messages.MessageRedactor.redact_messages_at>`.
+        """
+        return self._message_redactor.redact_messages_at(messages, kept=kept)
+
     def learn_from(self, messages: Iterable[Message], *, keep: bool = True) -> None:
         """Learn every secret the patterns find in ``messages`` (their texts, arguments, meta and extra).
 
@@ -900,80 +764,6 @@ class Redactor:
 
     def _generation(self) -> int:
         return self.memory.generation if self.remember else 0
-
-
-    def _suspect_texts(self, texts: list[str], suspects: set[int], *, joined: bool = False,
-                       whole: tuple[str, list[int]] | None = None) -> None:
-        """Add to ``suspects`` the index of every text holding a pattern's trigger or need (the prefilter's search).
-
-        ``joined``: the texts are short (ids): the automaton reads them joined, in one call. ``whole``: the texts
-        joined and their :func:`~._ledger.joined_starts`, when the caller has them.
-        """
-        assert self._prefilter is not None
-        needles, needs = self._prefilter
-        given, suspects = suspects, set(suspects)  # (the texts this search finds are looked at again, below)
-        lowered: list[str] | None = None
-        joined_text = (SEPARATOR.join(texts) if whole is None else whole[0]) if joined else ""
-        if joined and joined_text.isascii():
-            # (Many short texts, ASCII: lower-cased in one call, which keeps every length, so the same starts.)
-            joined_text = joined_text.lower()
-            starts = joined_starts(texts) if whole is None else whole[1]
-        else:
-            lowered = [t.lower() for t in texts]  # (one by one: lower-casing may change a text's length)
-            starts = joined_starts(lowered)
-            # (Texts read one by one are joined below only where a search needs it: a copy of the whole chunk.)
-            joined_text = SEPARATOR.join(lowered) if joined else ""
-        finder = self._triggers
-        positions = finder.positions(joined_text) if joined else None
-        # (Each text's read: its triggers and where the heads start, for the gate below; see TriggerFinder.read.)
-        reads: list[tuple[set[str], dict[str, list[int]]] | None] | None = None
-        if positions is not None:
-            suspects.update(bisect.bisect_right(starts, at) - 1 for at in positions)
-        elif finder.one_pass:  # (one pass per text; the matches of a text that holds many are not all wanted)
-            lowered = lowered or [t.lower() for t in texts]
-            # The pass that finds the triggers also finds the heads the gate asks for (issue 22: the gate read each
-            # suspect again, a second pass over three quarters of a cold compaction's text); the reader's automaton
-            # is not slower than the triggers' own. Where it cannot read a text (a lone surrogate), as before.
-            # Short texts are searched joined (no trigger holds the separator: each text holding one has a position
-            # in it); the gate reads the few of them that are suspects on its own.
-            short = [i for i, text in enumerate(lowered) if len(text) < _READ_JOINED_MAX_CHARS and i not in suspects]
-            chosen = [lowered[i] for i in short]
-            positions = finder.positions(SEPARATOR.join(chosen)) if len(short) > 1 else None
-            unread = suspects if positions is None else suspects.union(short)
-            if positions is not None:
-                short_starts = joined_starts(chosen)
-                suspects.update(short[bisect.bisect_right(short_starts, at) - 1] for at in positions)
-            reads = [None if i in unread else finder.read(text) for i, text in enumerate(lowered)]
-            suspects.update(i for i, (text, read) in enumerate(zip(lowered, reads, strict=True)) if i not in unread
-                            and (read[0] if read is not None else finder.holds_any(text)))
-        else:
-            joined_text = joined_text or SEPARATOR.join(lowered or ())
-            search_joined(joined_text, starts, needles, suspects)
-        unmet: list[tuple[re.Pattern[str], set[int]]] = []  # (each need searched in every text: the texts holding it)
-        for need in needs:
-            runs = class_runs(need)
-            if runs is not None:  # (a class run: each text not yet suspect, at C speed; see contextfold.redact._runs)
-                if joined and not runs.holds(joined_text):
-                    continue  # (no run crosses the separator: none in the whole, none in any of the short texts)
-                lowered = lowered or [t.lower() for t in texts]
-                suspects.update(i for i, text in enumerate(lowered) if i not in suspects and runs.holds(text))
-                continue
-            joined_text = joined_text or SEPARATOR.join(lowered or ())
-            # (Exactly the texts it matches alone: what clearing a text without triggers relies on; see ._joins.)
-            holding = holding_texts(need, joined_text, starts)
-            suspects |= holding
-            unmet.append((need, holding))
-        # A trigger is short and common, a base64 run any long path: each text found is looked at again, and
-        # cleared when no pattern it could set off can match in it (issue 22; a necessary condition, see ._gate).
-        # It is told what the search above read of the text: its heads, and the needs it does not hold.
-        gate = self._gate
-        for i in suspects - given:
-            text = texts[i]
-            if gate.may_hold(text, lowered[i] if lowered is not None else text.lower(),
-                             reads[i] if reads is not None else None,
-                             [need for need, holding in unmet if i not in holding]):
-                given.add(i)
-
 
 
 def _clearing_of(redactor: Redactor) -> object:

@@ -9,6 +9,7 @@ mostly scanned already, by an earlier transcript or on the background thread whi
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from ..messages import Message
 if TYPE_CHECKING:
     from .rules import SecretPattern
 
-__all__ = ["Finding", "ScanCache", "marker", "message_chars", "scan_cache"]
+__all__ = ["MARKER_RE", "Finding", "ScanCache", "marker", "message_chars", "scan_cache"]
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -34,6 +35,12 @@ class Finding:
 def marker(name: str) -> str:
     """The text a secret of kind ``name`` is replaced with."""
     return f"[REDACTED:{name}]"
+
+
+# A marker (of any kind). A finding that is exactly one is a secret redacted earlier: renaming it (`api_key =
+# "[REDACTED:openai_key]"` seen again by the api_key pattern) would make redaction depend on how many times it ran
+# (the manager redacts a transcript and the archive redacts it again).
+MARKER_RE = re.compile(r"\[REDACTED:[^\]\n]*\]")
 
 
 # Scans remembered by text (issue 15): a transcript archived at compaction is redacted whole, and its messages were

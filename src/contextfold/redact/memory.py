@@ -585,8 +585,9 @@ class SecretMemory:
         """Merge the newest ``FAN_IN`` runs of one level into one of the next, as long as there are such.
 
         The merged run is written whole before what it merges is deleted: a merge cut short leaves them as they were
-        (a load reads them); a process killed before the deletes leaves runs the merged one holds (never read again).
-        A merge whose note other workers kept changing below its ``through`` is abandoned (see :func:`_note_passed`).
+        (a load reads them); a process killed before the deletes leaves runs the merged one holds (never read again),
+        deleted when the merged run is merged or folded in turn (:func:`_sweep_merged`). A merge whose note other
+        workers kept changing below its ``through`` is abandoned (see :func:`_note_passed`).
         """
         store, key = self._store, self._key
         assert store is not None and key is not None
@@ -610,7 +611,8 @@ class SecretMemory:
                 # abandoned, its run deleted (unless another worker's merge wrote it since); the group stays.
                 _put_if(store, place, None, raw)
                 return
-            for run in group:
+            for run in reversed(group):  # (last first: a merge cut short among its deletes leaves the first)
+                _sweep_merged(store, key, run.start, run.level)  # (what a merge of it cut short left: see there)
                 store.delete(run.key)
             runs[-FAN_IN:] = [_Run(place, start, level + 1, len(raw), merged)]
 
@@ -642,14 +644,16 @@ class SecretMemory:
 
         Into the base slot the current base is not in, whole, before the deletes (the records and runs it holds,
         then the previous base): a fold cut short leaves the current base and what follows it as they were; a
-        process killed before the deletes leaves keys the new base holds already (never read again; deleted with
-        the memory). The slot is written only where no key is (``put_new``): a base there holding more than the
+        process killed before the deletes leaves keys the new base holds already (never read again; deleted by the
+        next fold). The slot is written only where no key is (``put_new``): a base there holding more than the
         current one is another worker's fold that overtook this one (read, and this fold goes on from it); one
-        holding no more is left from a fold killed before its deletes (its values are learned, then written over).
+        holding no more is left from a fold killed before its deletes (its values are learned, then written over, and
+        the keys that fold left after it are deleted: :func:`_sweep_range`).
         """
         store, key = self._store, self._key
         assert store is not None and key is not None
         for _ in range(_MAX_FOLD_TRIES):
+            left_through: int | None = None  # (a base a fold killed before its deletes left in the slot: its through)
             if _passed(store, key) >= self._next:  # (another worker folded or merged records not read here)
                 self._learn_stored(self._read_whole())
             through, previous_through = self._next - 1, self._through
@@ -665,6 +669,7 @@ class SecretMemory:
                     continue
                 if held is not None:
                     self._learn_stored(held.secrets)
+                    left_through = held.through
                     raw = encode_record(self._values.items(), time.time(), through=through)
                 # (only over what was read: another worker's fold landing in this slot since is read, not lost)
                 if not _put_if(store, place, raw, held_raw):
@@ -676,7 +681,12 @@ class SecretMemory:
                 _put_if(store, place, None, raw)
                 return
             for run in self._runs:
+                _sweep_merged(store, key, run.start, run.level)
                 store.delete(run.key)
+            if left_through is not None:
+                # The fold that wrote the current base was killed before its deletes (or an overtaken fold wrote an
+                # older base beside it): what lies between the two bases is read by no load.
+                _sweep_range(store, key, left_through, previous_through)
             if previous is not None and previous != place:
                 held_raw = _get(store, previous)  # (unless another worker's fold wrote it since: read first)
                 held = None if held_raw is None else decode_record(held_raw, record_place(store, previous))
@@ -704,6 +714,42 @@ class _Run:
     level: int
     size: int  # its bytes in the store
     secrets: dict[str, str]
+
+
+def _key_at(key: str, n: int, level: int) -> str:
+    """The key of the record (level 0) or the run of ``level`` that starts at record number ``n``."""
+    return segment_key(key, n) if level == 0 else run_key(key, n, level)
+
+
+def _sweep_merged(store: BlobStore, key: str, start: int, level: int) -> None:
+    """Delete what the run of ``level`` from record ``start`` merged, when the merge that wrote it left some of it.
+
+    A merge deletes its group last first, so a merge killed before or among its deletes leaves the group's first
+    member: looked for (one ``exists``; nothing more when it is gone), and when there, the whole group is deleted, and
+    what each member merged in turn. Called only with the passed-over note at or above the run's last record and the
+    run whole in the store: nothing under it is read by a load then (one that stops at a deleted key below the note
+    reads the store again). A run of a release that deleted first to last, killed among its deletes, is not found.
+    """
+    if level == 0:
+        return
+    below, step = level - 1, run_records(level - 1)
+    if not store.exists(_key_at(key, start, below)):
+        return
+    for n in range(start + (FAN_IN - 1) * step, start - 1, -step):
+        _sweep_merged(store, key, n, below)
+        store.delete(_key_at(key, n, below))
+
+
+def _sweep_range(store: BlobStore, key: str, after: int, through: int) -> None:
+    """Delete every record, and every run placed after a base through ``after``, within ``after + 1`` to ``through``.
+
+    What a fold killed before its deletes left (see :meth:`SecretMemory._fold`): bounded by that fold's records (a
+    delete each, and one per place a run of each level can start). Called with the note at or above ``through``.
+    """
+    for level in range(MAX_LEVEL, -1, -1):
+        size = run_records(level)
+        for n in range(after + 1, through + 2 - size, size):  # (a run wholly in the range: one reaching past it is
+            store.delete(_key_at(key, n, level))  # another layout's, and left as it was)
 
 
 def _losses(store: BlobStore | None) -> int:
@@ -751,28 +797,23 @@ def _tell_if_not_atomic(store: BlobStore) -> None:
 
 
 def _put_new(store: BlobStore, key: str, raw: bytes) -> bool:
-    """``store.put_new``; a store without it (not a BlobStore subclass) is checked, then written."""
+    """``store.put_new``; for a store without it (not a BlobStore subclass), the protocol's default (check, write)."""
     put_new = getattr(store, "put_new", None)
     if callable(put_new):
         return bool(put_new(key, raw))
-    if store.exists(key):
-        return False
-    store.put(key, raw)
-    return True
+    from ..cache.blobs import BlobStore
+
+    return BlobStore.put_new(store, key, raw)
 
 
 def _put_if(store: BlobStore, key: str, data: bytes | None, expected: bytes | None) -> bool:
-    """``store.put_if``; a store without it (not a BlobStore subclass) is read, compared, then written."""
+    """``store.put_if``; for a store without it (not a BlobStore subclass) the protocol's default: read, then write."""
     put_if = getattr(store, "put_if", None)
     if callable(put_if):
         return bool(put_if(key, data, expected))
-    if _get(store, key) != expected:
-        return False
-    if data is None:
-        store.delete(key)
-    else:
-        store.put(key, data)
-    return True
+    from ..cache.blobs import BlobStore
+
+    return BlobStore.put_if(store, key, data, expected)
 
 
 def _passed(store: BlobStore, key: str) -> int:
