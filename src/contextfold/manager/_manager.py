@@ -267,7 +267,11 @@ class ContextManager:
             format: str | None = None) -> None:
         """Append messages (Message objects or provider dicts, format auto-detected unless given).
 
-        Big tool outputs are stored whole in the cache and replaced by a view with their ref at once.
+        Big tool outputs are stored whole in the cache and replaced by a view with their ref at once. All or nothing:
+        when it raises (a store, the archive, the redactor's callback), none of the messages was added and a retry
+        adds them once; only an interrupt (a ``BaseException`` that is not an ``Exception``) from the policy check
+        after tool results comes once they are in (the check's other errors are logged and reported as a
+        ``compact.warning``).
         """
         from ._build import coerce_messages
         from ._collector import collector_paused
