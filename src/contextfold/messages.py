@@ -32,6 +32,7 @@ __all__ = [
     "freeze",
     "is_compaction",
     "is_opaque",
+    "kept_value_type",
     "message_text",
     "same_meta_but_id",
     "value_text",
@@ -114,8 +115,11 @@ _ATOMS = frozenset({str, int, float, bool, type(None), bytes, complex, datetime.
 _VALUE_TYPES = (("uuid", "UUID"), ("decimal", "Decimal"))
 
 
-def _value_type(kind: type) -> bool:
-    """Whether ``kind`` is exactly one of :data:`_VALUE_TYPES`."""
+def kept_value_type(kind: type) -> bool:
+    """Whether ``kind`` is exactly one of the value types a message keeps as they are (:data:`_VALUE_TYPES`).
+
+    Redaction reads such a value's text (``serialize._unknown`` writes it); the bulk prefilter lists it too.
+    """
     modules = sys.modules
     for module, name in _VALUE_TYPES:
         loaded = modules.get(module)
@@ -142,7 +146,7 @@ def _to_own(value: Any) -> bool:
         return any(map(_to_own, value))
     if isinstance(value, Mapping):
         return not _own_view(value)
-    return not isinstance(value, str | int | float) and not _value_type(kind)
+    return not isinstance(value, str | int | float) and not kept_value_type(kind)
 
 
 def _owned(value: Any) -> Any:

@@ -70,3 +70,11 @@ def test_a_uuid_whose_text_is_a_secret_is_redacted_where_it_is_written() -> None
     assert bulk == alone
     assert str(secret_run) not in repr([dict(m.meta) for m in bulk])
     assert bulk[0].meta["run"] is RUN  # (a value holding no secret is kept as it is)
+
+
+def test_the_bulk_prefilter_reads_a_uuids_text_instead_of_redacting_its_message_alone() -> None:
+    """Held as its text, a UUID was listed by the prefilter; held as itself, its message is not sent to be redacted
+    alone for it (3,000 messages stamped with one: ~150 ms against ~30 as text; ~50 listed)."""
+    messages = [Message.user(f"note {i} {NONCE}", meta={"run": uuid.uuid4(), "price": Decimal(i)}) for i in range(20)]
+    found = Redactor()._message_redactor._suspects(messages)
+    assert found is not None and not found[0]
