@@ -121,8 +121,10 @@ class Intake:
         bookkeeping. A raise before that point leaves the view, the ids, the pairing and every part's state as they
         were; what it leaves behind no later step reads as the view's (the outputs stored and their cut events,
         memos of what was counted or read, secrets learned from the batch). A provider's compaction item archives
-        the view it replaces after the commit: when that archive fails the batch is taken out again. The trigger
-        check after tool results runs once the batch is in (see :meth:`_check_after_results`).
+        the view it replaces after the commit: when that archive fails the batch is taken out again. The view's
+        count and the trigger check after tool results run once the batch is in: their errors are logged (see
+        :meth:`_check_after_results`); an interrupt (a ``BaseException`` that is not an ``Exception``) from them
+        propagates with the batch in.
         """
         from ..provider_context import BOUNDARY_KIND
         from ..telemetry import CacheTruncated
@@ -215,11 +217,6 @@ class Intake:
             self.unwarmed.extend(_worth_reading(stored)[:_MAX_UNWARMED - queued])
         manager._provider_items.note(kept)
         manager.counter.ensure_capacity(len(view))
-        if counting_view:
-            # Its tail normalized and counted now (the batch's counts looked up), not by the next prepare(): as before
-            # the reading's threshold was read before the commit, where this view's totals were those of the last
-            # add's (a look-up then).
-            view.totals()
         manager._economics.note_added(kept, added)
         if len(kept) > _READ_AHEAD_MAX and added >= manager.budgets.hard:
             # A bulk add past the hard threshold on its own: the next prepare() compacts it, and the background
@@ -232,6 +229,15 @@ class Intake:
             self.calls_read.update(map(id, kept))  # (the read-ahead does not read them again)
         if not self.reading:
             self.unredacted = len(self.unwarmed)  # (past half the soft threshold, add() redacts what it adds)
+        if counting_view:
+            # Its tail normalized and counted now (the batch's counts looked up), not by the next prepare(): as before
+            # the reading's threshold was read before the commit, where this view's totals were those of the last
+            # add's (a look-up then). Only an output normalizing adds ("aborted") may be new to the tokenizer: if it
+            # fails, the batch is in all the same, and the next prepare() counts again (and raises there).
+            try:
+                view.totals()
+            except Exception:
+                _log.warning("counting the view after add() failed; the next prepare() counts it", exc_info=True)
         if results:
             self._check_after_results()
 

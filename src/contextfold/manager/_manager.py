@@ -269,9 +269,9 @@ class ContextManager:
 
         Big tool outputs are stored whole in the cache and replaced by a view with their ref at once. All or nothing:
         when it raises (a store, the archive, the redactor's callback), none of the messages was added and a retry
-        adds them once; only an interrupt (a ``BaseException`` that is not an ``Exception``) from the policy check
-        after tool results comes once they are in (the check's other errors are logged and reported as a
-        ``compact.warning``).
+        adds them once. Only an interrupt (a ``BaseException`` that is not an ``Exception``) raised once they are in
+        (counting the view, the policy check after tool results) leaves them added; those steps' other errors are
+        logged (the check's reported as a ``compact.warning``), and the next ``prepare()`` runs them again.
         """
         from ._build import coerce_messages
         from ._collector import collector_paused
