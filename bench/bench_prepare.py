@@ -16,7 +16,9 @@ Each (tree, size) runs in a fresh interpreter; with ``--base SRC`` another sourc
 ``git worktree add /tmp/perf-base <commit>`` and ``--base /tmp/perf-base/src``) is measured in the same run, the
 trees alternating run by run so that both see the same load. Prints, per size and tree, the median and p99 of the
 calls of all ``--runs`` runs pooled (wall, and this thread's CPU time, which leaves out waiting for a core), the
-spread of the per-run p99s, LangChain's median in the same processes, and the base's figures over ours.
+spread of the per-run p99s, LangChain's median in the same processes, and the base's figures over ours; then the CPU
+the process's other threads spent per call (the telemetry thread building, redacting and writing the calls' events,
+the background jobs; what they had queued at the end included), and with this thread's median the process's.
 Targets of issue 22: p99 <= 1 ms at every size, median flat within 2x from 100 to 100,000 messages, our p99 below
 LangChain's median. Nothing here asserts on time.
 
@@ -118,7 +120,12 @@ def measure(step: Callable[[int], Timing], start: int, repeats: int) -> list[Tim
 KEPT = "prepare(), last list kept"
 
 
+# Rows of the other threads' CPU per call (one figure per run) are named with this prefix.
+OTHER_THREADS = "other threads' CPU per call: "
+
+
 def contextfold_steps(size: int, repeats: int, seed: int, kept: bool = False) -> dict[str, list[Timing]]:
+    from contextfold import _background
     from contextfold.compaction import Action
 
     results: dict[str, list[Timing]] = {}
@@ -149,7 +156,14 @@ def contextfold_steps(size: int, repeats: int, seed: int, kept: bool = False) ->
                 raise SystemExit(f"the bench's premise broke: the policy planned {cm.last_plan}")
             return elapsed
 
+        process, own = time.process_time(), time.thread_time()
         results[label] = measure(step, size, repeats)
+        # The CPU the process's other threads spent for these calls (the telemetry thread building, redacting and
+        # writing their events; the background jobs), what they had queued included: per call, in ms.
+        getattr(cm.tracer.telemetry, "flush", lambda: None)()
+        _background.wait_idle()
+        others = (time.process_time() - process) - (time.thread_time() - own)
+        results[f"{OTHER_THREADS}{label}"] = [(others * 1000 / repeats, others * 1000 / repeats)]
         cm.close()
     return results
 
@@ -250,6 +264,7 @@ def main() -> None:
           f"and size, {args.calls} calls per run (LangChain {args.lc_calls}), trees alternating")
     pooled: dict[tuple[int, str], dict[str, list[Timing]]] = {}
     run_p99: dict[tuple[int, str, str], list[float]] = {}
+    others: dict[tuple[int, str, str], list[float]] = {}
     for run in range(args.runs):
         for size in args.sizes:
             for label, src in trees if run % 2 == 0 else trees[::-1]:
@@ -257,6 +272,9 @@ def main() -> None:
                 lc_calls = args.lc_calls if size < 100_000 else max(10, args.lc_calls // 5)
                 result = run_child(src, size, args.calls, lc_calls, args.seed + run, args.kept)
                 for api, timings in result["rows"].items():
+                    if api.startswith(OTHER_THREADS):
+                        others.setdefault((size, label, api[len(OTHER_THREADS):]), []).append(timings[0][1])
+                        continue
                     if isinstance(timings, str):
                         print(f"{size:>9} | {label} | {api}: {timings}")
                         continue
@@ -292,6 +310,12 @@ def main() -> None:
                 print(f"{size:>9} | {label:<9} | {api:<34} | {median:>9.4f} | {p99:>8.4f} | "
                       f"{statistics.median(cpu):>8.4f} | {percentile(cpu, 0.99):>8.4f} | "
                       f"{min(runs):>9.3f} - {max(runs):>9.3f} | {len(timings):>5} | {versus:<30} | {ratio}")
+    print("CPU of the process's other threads (telemetry, background jobs) per call, ms: median of runs (min-max); "
+          "with this thread's median, the process's CPU per call")
+    for (size, label, api), figures in others.items():
+        own = statistics.median(c for _, c in pooled[(size, label)][api])
+        print(f"{size:>9} | {label:<9} | {api:<34} | {statistics.median(figures):.3f} ({min(figures):.3f}-"
+              f"{max(figures):.3f}) | process {own + statistics.median(figures):.3f}")
     for label, _ in trees:
         for api in ("prepare(openai_chat)", KEPT):
             by_size = {size: pooled[(size, label)][api] for size in args.sizes

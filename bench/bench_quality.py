@@ -16,18 +16,24 @@ Rows are at the same window (peers fill up to contextfold's hard threshold) and 
 budget bisected until it sends as many tokens as contextfold's default policy), beside the unmanaged history (every
 message so far; it overflows the window at the share of turns shown, so it is a reference, not an option).
 ``--answered`` instead checks the answered-message guarantee exhaustively: every session at 4K, 8K and 16K.
+``--digests full,light,off`` instead compares contextfold's masked outputs' digests (issue 22): the default policy
+with each kind of digest (``policy.mask_digest``) or none (``mask_digest_tokens=0``), at the same window and at
+equal tokens (the window searched until the variant sends as many tokens as the full digest), with the spread over
+sessions of each variant's recall against the full digest's (a paired bootstrap: the replay is deterministic, the
+sessions are the sample).
 
 Every view is billed with prompt caching counted (``contextfold.billing``: OpenAI's automatic prefix cache at gpt-4o's
 rates, Anthropic's breakpoints at Claude Sonnet 4's, calls 30 s apart). Bills are relative to the unmanaged history's
 bill *with* caching: "bill" is the approach with caching, "w/o cache" the same views with every token fresh.
 
-    PYTHONPATH=src python bench/bench_quality.py [--sources lm32b,tau,claude] [--answered]
+    PYTHONPATH=src python bench/bench_quality.py [--sources lm32b,tau,claude] [--answered] [--digests full,off]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -330,6 +336,84 @@ def compare(name: str, window: int, *, equal: bool = True) -> list[dict[str, Any
     return rows
 
 
+# -- contextfold's digests --------------------------------------------------------------------------------------------
+# Policy fields of each kind of masked-output digest compared by --digests (the rest of the policy is the default).
+DIGEST_VARIANTS: dict[str, dict[str, Any]] = {
+    "full": {}, "light": {"mask_digest": "light"}, "off": {"mask_digest_tokens": 0},
+}
+# The equal-token search stops within this share of the target (secant steps on the window, at most EQUAL_STEPS).
+DIGEST_TOKENS_TOLERANCE = 0.002
+EQUAL_STEPS = 5
+BOOTSTRAP_SAMPLES = 2_000
+
+
+def _replayed(sessions: Sequence[RecordedSession], window: int, fields: dict[str, Any]) -> dict[str, Any]:
+    started = time.perf_counter()
+    d = aggregate([replay_session(s, ReplayOptions(window=window, policy=fields or None)) for s in sessions], {})
+    print(f"    {fields or 'default'} @ {window}: {d['tokens_sent']:,} tokens, recall {d['needed_fact_recall']:.4%} "
+          f"({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+    return d
+
+
+def _recall_spread(variant: dict[str, Any], full: dict[str, Any]) -> tuple[float, float, float]:
+    """The variant's recall minus the full digest's, and its 95% interval over sessions (paired bootstrap)."""
+    pairs = [(v["totals"]["in_view"], f["totals"]["in_view"], f["totals"]["needed"])
+             for v, f in zip(variant["per_session"], full["per_session"], strict=True)]
+
+    def diff(sample: Sequence[tuple[int, int, int]]) -> float:
+        needed = sum(n for _, _, n in sample)
+        return (sum(v for v, _, _ in sample) - sum(f for _, f, _ in sample)) / needed if needed else 0.0
+
+    draw = random.Random(22)
+    diffs = sorted(diff(draw.choices(pairs, k=len(pairs))) for _ in range(BOOTSTRAP_SAMPLES))
+    return diff(pairs), diffs[int(0.025 * BOOTSTRAP_SAMPLES)], diffs[int(0.975 * BOOTSTRAP_SAMPLES) - 1]
+
+
+def compare_digests(name: str, window: int, variants: Sequence[str]) -> list[dict[str, Any]]:
+    """Rows of contextfold's default policy with each kind of digest, at the window and at the full one's tokens."""
+    sessions = load_sessions(DATA / SOURCES[name][0])
+    full = _replayed(sessions, window, {})
+    rows: list[dict[str, Any]] = []
+    for variant in variants:
+        fields = DIGEST_VARIANTS[variant]
+        at_window = full if not fields else _replayed(sessions, window, fields)
+        found = [(window, at_window)]
+        # Secant steps on the window until the variant sends the full digest's tokens (tokens grow with the window).
+        while fields and len(found) <= EQUAL_STEPS:
+            (w0, d0), (w1, d1) = found[-1], found[-2] if len(found) > 1 else (0, {"tokens_sent": 0})
+            if abs(d0["tokens_sent"] - full["tokens_sent"]) <= DIGEST_TOKENS_TOLERANCE * full["tokens_sent"]:
+                break
+            slope = (d0["tokens_sent"] - d1["tokens_sent"]) / (w0 - w1) if w0 != w1 else 0
+            step = (full["tokens_sent"] - d0["tokens_sent"]) / slope if slope > 0 else 0
+            guess = w0 + max(-window // 10, min(window // 10, round(step or window * 0.01)))
+            if any(w == guess for w, _ in found):
+                break
+            found.append((guess, _replayed(sessions, guess, fields)))
+        equal_window, equal = min(found, key=lambda f: abs(f[1]["tokens_sent"] - full["tokens_sent"]))
+        for at, d in (("window", at_window), (f"equal tokens (window {equal_window})", equal)):
+            if at != "window" and not fields:
+                continue
+            diff, low, high = _recall_spread(d, full)
+            rows.append({"approach": f"contextfold, digest {variant}", "at": at,
+                         **{k: _r(d[k]) for k in ("needed_fact_recall", "number_recall", "non_number_recall")},
+                         "recall_vs_full": f"{100 * diff:+.2f} pt [{100 * low:+.2f}, {100 * high:+.2f}]",
+                         "tokens": d["tokens_sent"], "maskings": d["maskings"], "bill": d["bill"]})
+    return rows
+
+
+def print_digest_rows(name: str, rows: Sequence[dict[str, Any]]) -> None:
+    print(f"\n### {name} @ {SOURCES[name][1] // 1000}K: masked outputs' digests\n")
+    print("| digest | at | recall | vs full (95% over sessions) | number recall | other facts | tokens "
+          "| maskings | bill OpenAI (w/o cache) | bill Anthropic (w/o cache) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        o, a = (r["bill"] or {}).get("openai") or {}, (r["bill"] or {}).get("anthropic") or {}
+        print(f"| {r['approach']} | {r['at']} | {_pct(r['needed_fact_recall'])} | {r['recall_vs_full']} | "
+              f"{_pct(r['number_recall'])} | {_pct(r['non_number_recall'])} | {r['tokens']:,} | {r['maskings']} | "
+              f"{_x(o.get('ratio'))} ({_x(o.get('ratio_uncached'))}) | {_x(a.get('ratio'))} "
+              f"({_x(a.get('ratio_uncached'))}) |")
+
+
 def check_answered() -> int:
     failures = 0
     for name, (path, _) in SOURCES.items():
@@ -357,9 +441,19 @@ def main() -> int:
     parser.add_argument("--answered", action="store_true", help="check the answered-message guarantee exhaustively")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--no-equal-tokens", action="store_true", help="leave out the peers' equal-token rows")
+    parser.add_argument("--digests", default=None,
+                        help=f"compare contextfold's digests instead ({','.join(DIGEST_VARIANTS)}; see above)")
     args = parser.parse_args()
     if args.answered:
         return 1 if check_answered() else 0
+    if args.digests:
+        variants = args.digests.split(",")
+        digests = {name: compare_digests(name, SOURCES[name][1], variants) for name in args.sources.split(",")}
+        if args.json:
+            print(json.dumps(digests, indent=1))
+        for name, rows in digests.items():
+            print_digest_rows(name, rows)
+        return 0
     out: dict[str, list[dict[str, Any]]] = {}
     for name in args.sources.split(","):
         out[name] = compare(name, SOURCES[name][1], equal=not args.no_equal_tokens)

@@ -20,6 +20,7 @@ and those a masking takes unbuilt (built in the masking turn instead, on the age
 
 Run: PYTHONPATH=src python bench/bench_read_ahead_parts.py [--sessions 69] [--window 16000] [--digest-tokens N]
      [--simulate] (``--digest-tokens 0``: masked outputs without digests, the read-ahead without any digest work)
+     [--digest light] (``policy.mask_digest``: the light digest, cache/_light_digest.py)
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=69, help="the first N lm32b sessions by id")
     parser.add_argument("--window", type=int, default=16_000)
     parser.add_argument("--digest-tokens", type=int, default=None, help="policy.mask_digest_tokens (default: its own)")
+    parser.add_argument("--digest", choices=("full", "light"), default=None,
+                        help="policy.mask_digest (default: its own)")
     parser.add_argument("--data", type=Path, default=DATA, help="the recorded lm32b sessions")
     parser.add_argument("--simulate", action="store_true", help="play a read-ahead that builds only what is needed")
     args = parser.parse_args()
@@ -80,6 +83,8 @@ def main() -> None:
     timed(_digest, "_rank", "  digest material (ranking)")
     timed(entities, "_extract", "    entity extraction (words not remembered)")
     timed(_digests_ahead, "placeholder_ahead", "  placeholders (digest walk, checks, counts)")
+    if hasattr(masking, "light_digest"):  # (a tree before the light digest has none)
+        timed(masking, "light_digest", "    light digests (entities, checks, count)")
     timed(_redactor.Redactor, "clean_words", "    digest items' secret checks (bulk)")
     timed(masking, "_masked_ahead", "    masked messages built")
     timed(_masking.Masking, "encode_ahead", "masked messages counted and encoded")
@@ -126,7 +131,8 @@ def main() -> None:
         return submit(run, *job_args)
 
     _background.submit = submit_timed
-    policy = None if args.digest_tokens is None else {"mask_digest_tokens": args.digest_tokens}
+    policy = {**({} if args.digest_tokens is None else {"mask_digest_tokens": args.digest_tokens}),
+              **({} if args.digest is None else {"mask_digest": args.digest})} or None
     added_tokens = 0
     played: list[list[tuple[Any, ...]]] = []
     soft = 0

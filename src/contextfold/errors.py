@@ -115,7 +115,14 @@ class RefNotFound(ContextfoldError, KeyError):
         super().__init__(ref_id)
 
     def __str__(self) -> str:
-        return f"no cached tool output with ref {self.ref_id!r}"
+        ref = self.ref_id
+        if isinstance(ref, str) and len(ref) > _MAX_REF_SHOWN:  # a model's made-up "ref": not echoed into its context
+            return f"no cached tool output with ref {ref[:_MAX_REF_SHOWN]!r}… ({len(ref):,} characters)"
+        return f"no cached tool output with ref {ref!r}"
+
+
+# A ref id is 21 characters; more of what a caller or a model passed as one is not repeated in the error.
+_MAX_REF_SHOWN = 64
 
 
 class StoreError(ContextfoldError):

@@ -179,10 +179,9 @@ def test_a_requests_own_max_tokens_is_not_shared_with_the_models_other_callers()
     big = OverflowInfo("too long", prompt_tokens=9_000, limit=8_000)
     assert shared_ceiling(big, 9_000, ratio=1.0, attempt=1, policy=Policy()) == \
         learned_ceiling(big, 9_000, ratio=1.0, reply_tokens=0, attempt=1, policy=Policy())
-    # Without the provider's figure nothing tells the two apart.
+    # Without the provider's figure nothing is known of other callers' requests: nothing is shared (red team 16).
     bare = OverflowInfo("Your input exceeds the context window of this model.")
-    assert shared_ceiling(bare, 9_000, ratio=1.0, attempt=1, policy=Policy()) == \
-        learned_ceiling(bare, 9_000, ratio=1.0, reply_tokens=0, attempt=1, policy=Policy())
+    assert shared_ceiling(bare, 9_000, ratio=1.0, attempt=1, policy=Policy()) == 0
 
 
 def test_the_store_keeps_only_the_shared_part_of_a_learned_limit(tmp_path: Path) -> None:
@@ -196,7 +195,7 @@ def test_the_store_keeps_only_the_shared_part_of_a_learned_limit(tmp_path: Path)
     assert (cm.learned_limit, manager(tmp_path, "chat", store=store, session_id="s3")[0].learned_limit) == \
         (250, 8_000)
     with pytest.raises(ConfigError, match=r"learn_limit\.shared"):
-        cm.learn_limit(100, shared=0)
+        cm.learn_limit(100, shared=-1)
 
 
 def test_learned_ceiling_without_figures_narrows_faster_on_each_retry() -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import weakref
 from collections import Counter
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import NamedTuple
 
 from .._memo import TextMemo, size_of_strings, text_key
@@ -23,8 +23,8 @@ from ..summarize.entities import bare_numbers, entity_kinds
 from ..tokens import TokenCounter
 from ..tokens.counting import EstimatingCounter, TiktokenCounter
 
-__all__ = ["DIGEST_SEPARATOR", "Material", "digest_material", "digest_source", "output_digest", "ref_material",
-           "remember_ref_material"]
+__all__ = ["DIGEST_SEPARATOR", "Material", "digest_items", "digest_material", "digest_source", "output_digest",
+           "ref_material", "remember_ref_material"]
 
 # Items are joined by this: short, and never part of a name, a path or a number.
 DIGEST_SEPARATOR = ", "
@@ -190,21 +190,23 @@ def remember_ref_material(ref_id: str, text: str) -> None:
 _WINDOW_EDGE = re.compile(r"[\s\"'`,;{}\[\]()<>|]")
 
 
-def digest_source(text: str) -> tuple[str, bool]:
+def digest_source(text: str, head_chars: int = DIGEST_HEAD_CHARS,
+                  tail_chars: int = DIGEST_TAIL_CHARS) -> tuple[str, bool]:
     """What a digest reads of ``text``: all of it, or its first and last whole lines within the two windows.
 
-    A window with no line end in it ends between words instead (minified JSON, a log of one line); one without
-    even that reads nothing at that end.
+    A text over :data:`DIGEST_HEAD_CHARS` + :data:`DIGEST_TAIL_CHARS` characters is read in two windows of
+    ``head_chars`` and ``tail_chars`` (those by default). A window with no line end in it ends between words instead
+    (minified JSON, a log of one line); one without even that reads nothing at that end.
     """
     if len(text) <= DIGEST_HEAD_CHARS + DIGEST_TAIL_CHARS:
         return text, False
-    head_end = text.rfind("\n", 0, DIGEST_HEAD_CHARS)
+    head_end = text.rfind("\n", 0, head_chars)
     if head_end <= 0:
-        edges = [edge.start() for edge in _WINDOW_EDGE.finditer(text, 0, DIGEST_HEAD_CHARS + 1)]
+        edges = [edge.start() for edge in _WINDOW_EDGE.finditer(text, 0, head_chars + 1)]
         head_end = edges[-1] if edges else 0
-    tail_start = text.find("\n", len(text) - DIGEST_TAIL_CHARS)
+    tail_start = text.find("\n", len(text) - tail_chars)
     if tail_start < 0:
-        found = _WINDOW_EDGE.search(text, len(text) - DIGEST_TAIL_CHARS - 1)
+        found = _WINDOW_EDGE.search(text, len(text) - tail_chars - 1)
         tail_start = found.start() if found is not None else len(text) - 1
     return f"{text[:head_end]}\n{text[tail_start + 1 :]}", True
 
@@ -251,6 +253,16 @@ def output_digest(text: str, *, budget_tokens: int, counter: TokenCounter, known
     if budget_tokens <= 0 or (material is None and not text):
         return ""
     ranked = digest_material(text).items if material is None else material
+    return DIGEST_SEPARATOR.join(digest_items(ranked, budget_tokens, counter, known, allow))
+
+
+def digest_items(ranked: Iterable[str], budget_tokens: int, counter: TokenCounter, known: str = "",
+                 allow: Callable[[str], bool] | None = None) -> list[str]:
+    """The items of ``ranked`` a digest of ``budget_tokens`` lists, in order (see :func:`output_digest`).
+
+    Each item costs its own count plus a separator's after the first: their sum stays within the budget. Items that
+    do not fit are skipped for shorter ones further down, up to :data:`MAX_MISSES`.
+    """
     items: list[str] = []
     spent = 0
     separator_tokens = counter.count(DIGEST_SEPARATOR)
@@ -274,4 +286,4 @@ def output_digest(text: str, *, budget_tokens: int, counter: TokenCounter, known
             continue  # a shorter item further down may still fit
         items.append(value)
         spent += cost
-    return DIGEST_SEPARATOR.join(items)
+    return items

@@ -18,6 +18,7 @@ from ..errors import InvalidHistory
 from ..messages import Message
 from ..pairing import ToolPair, pair_list
 from ._digest import Material, digest_material, output_digest, ref_material
+from ._light_digest import light_digest
 from .refs import ref_id_for
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_CLEAR_AT_LEAST",
     "DEFAULT_KEEP_TOOL_IO_PAIRS",
+    "DIGEST_KINDS",
     "MaskResult",
     "PlaceholderMemo",
     "mask_tool_outputs",
@@ -43,6 +45,9 @@ DEFAULT_KEEP_TOOL_IO_PAIRS = 3
 DEFAULT_CLEAR_AT_LEAST = 5_000
 # Tool-call arguments shorter than this are left alone when clearing inputs: the placeholder would not be shorter.
 MIN_CLEARABLE_ARGUMENT_BYTES = 200
+# What a placeholder's digest lists: "full" ranks every candidate by kind and mentions (cache/_digest.py), "light"
+# lists the entities by kind as first seen, counted and checked for secrets at once (cache/_light_digest.py).
+DIGEST_KINDS = ("full", "light")
 
 
 class OutputStore(Protocol):
@@ -109,6 +114,7 @@ def mask_tool_outputs(
     clear_at_least: int = DEFAULT_CLEAR_AT_LEAST,
     clear_tool_inputs: bool = False,
     digest_tokens: int = 0,
+    digest_kind: str = "full",
     secrets: SecretGuard | None = None,
     first: Sequence[int] = (),
     exempt: Collection[int] = (),
@@ -126,6 +132,7 @@ def mask_tool_outputs(
     replaced too. With ``digest_tokens``, each placeholder keeps a digest of that many tokens at most: the names,
     ids and numbers of the output most likely needed again (:func:`~contextfold.output_digest.output_digest`),
     none of which holds one of ``secrets`` (the session's) or a piece of one: a digest never lists a value bare.
+    ``digest_kind``: one of :data:`DIGEST_KINDS` (``"light"``: :func:`~contextfold.cache._light_digest.light_digest`).
     ``first`` and ``exempt`` carry an ordering decided elsewhere (:func:`contextfold.steering.mask_order`): the
     eligible results in ``first`` go before any other, in that order; the results in ``exempt`` are never masked.
     Neither makes a result eligible that is not (the answered ones, the last ``keep_tool_io_pairs``, protected or
@@ -135,7 +142,7 @@ def mask_tool_outputs(
 
     Raises:
         InvalidHistory: a message that is not a ``Message``.
-        ValueError: a negative budget, keep count or batch size.
+        ValueError: a negative budget, keep count or batch size, or an unknown ``digest_kind``.
     """
     for name, value in (
         ("budget_tokens", budget_tokens),
@@ -145,6 +152,9 @@ def mask_tool_outputs(
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"mask_tool_outputs: {name} must be an integer >= 0, got {value!r}")
+    if digest_kind not in DIGEST_KINDS:
+        raise ValueError(f"mask_tool_outputs: digest_kind must be one of {', '.join(DIGEST_KINDS)}, "
+                         f"got {digest_kind!r}")
     for i, m in enumerate(messages):
         if not isinstance(m, Message):
             raise InvalidHistory(f"expected a Message, got {type(m).__name__}", index=i)
@@ -174,7 +184,7 @@ def mask_tool_outputs(
         if freed >= target:
             break
         known = _arguments_of(view, by_result.get(i)) if digest_tokens else ""
-        replacement = _mask_one(view[i], cache, digest_tokens, known, counter, secrets)
+        replacement = _mask_one(view[i], cache, digest_tokens, known, counter, secrets, digest_kind)
         after[i] = counter.count_message(replacement)
         freed += counts[i] - after[i]
         view[i] = replacement
@@ -248,8 +258,16 @@ def _text_of(message: Message) -> str | None:
     return None
 
 
+def _memo_key(ref_id: str, known: str, digest_tokens: int, counter: TokenCounter, kind: str) -> Hashable:
+    """A placeholder's key in :class:`PlaceholderMemo` (the full digest's without its kind, as before a light one)."""
+    if kind == "full":
+        return (ref_id, known, digest_tokens, id(counter))
+    return (ref_id, known, digest_tokens, id(counter), kind)
+
+
 def _mask_one(message: Message, cache: OutputStore, digest_tokens: int = 0, known: str = "",
-              counter: MessageCounter | None = None, secrets: SecretGuard | None = None) -> Message:
+              counter: MessageCounter | None = None, secrets: SecretGuard | None = None,
+              digest_kind: str = "full") -> Message:
     ref_id = message.meta.get("ref")
     if not (isinstance(ref_id, str) and cache.contains(ref_id)):
         text = _text_of(message)
@@ -262,7 +280,7 @@ def _mask_one(message: Message, cache: OutputStore, digest_tokens: int = 0, know
         extra_meta = {}
     if digest_tokens and counter is not None:
         memo: PlaceholderMemo | None = getattr(cache, "placeholders", None)
-        key = (ref_id, known, digest_tokens, id(counter.counter))
+        key = _memo_key(ref_id, known, digest_tokens, counter.counter, digest_kind)
         built = memo.get(key) if memo is not None else None
         # Built ahead whole for this very message (issue 22): the masked message the lines below would make, while
         # the secrets answer as they did then and the output went where it was to go.
@@ -271,7 +289,8 @@ def _mask_one(message: Message, cache: OutputStore, digest_tokens: int = 0, know
                 and built.masked[2] == stored and built.state == (secrets.digest_state() if secrets is not None
                                                                   else None)):
             return built.masked[1]
-        placeholder = _digested(ref_id, text, cache, digest_tokens, known, counter.counter, secrets)
+        placeholder = _digested(ref_id, text, cache, digest_tokens, known, counter.counter, secrets,
+                                kind=digest_kind)
         built = memo.get(key) if built is not None and memo is not None else None
         if (built is not None and built.masked is not None and built.masked[0]() is message
                 and built.masked[2] == stored and built.masked[1].content is placeholder):
@@ -282,15 +301,16 @@ def _mask_one(message: Message, cache: OutputStore, digest_tokens: int = 0, know
 
 
 def _digested(ref_id: str, text: str | None, cache: OutputStore, digest_tokens: int, known: str,
-              counter: TokenCounter, secrets: SecretGuard | None, read: tuple[Material, Hashable] | None = None) -> str:
+              counter: TokenCounter, secrets: SecretGuard | None, read: tuple[Material, Hashable] | None = None, *,
+              kind: str = "full") -> str:
     """The placeholder of the output stored under ``ref_id`` (``text``: the output in hand, not stored yet).
 
     Built ahead by :func:`placeholder_ahead` when the session's secrets answer as they did then: looked up, not built.
     ``read``: the digest material of ``text`` blanked, and the secrets' state it was blanked at, when the caller
-    has it (used at that state only).
+    has it (used at that state only). ``kind``: the digest's (:data:`DIGEST_KINDS`).
     """
     memo: PlaceholderMemo | None = getattr(cache, "placeholders", None)
-    key = (ref_id, known, digest_tokens, id(counter))
+    key = _memo_key(ref_id, known, digest_tokens, counter, kind)
     state = secrets.digest_state() if secrets is not None else None
     if memo is not None:
         built = memo.get(key)
@@ -298,6 +318,8 @@ def _digested(ref_id: str, text: str | None, cache: OutputStore, digest_tokens: 
             if built.state != state:
                 memo.put(key, built._replace(state=state))  # (checked once: the next look-up is a plain hit)
             return built.placeholder
+    if kind == "light":
+        return _light_placeholder(ref_id, text, cache, digest_tokens, known, counter, secrets, memo, key, state)
     # The whole output, not its write-time view: what the view cut is exactly what the digest can bring back.
     # Its material was read when the output was added (issue 22): the stored output is read again only if not.
     # With the session's secrets, an output is read with them blanked (in hand or stored), and its items are
@@ -323,6 +345,20 @@ def _digested(ref_id: str, text: str | None, cache: OutputStore, digest_tokens: 
     placeholder = masked_placeholder(ref_id, digest, partial=material.partial)
     if memo is not None and (secrets is None or secrets.digest_state() == state):
         memo.put(key, Built(placeholder, state, tuple(asked)))  # (not when a secret was learned meanwhile)
+    return placeholder
+
+
+def _light_placeholder(ref_id: str, text: str | None, cache: OutputStore, digest_tokens: int, known: str,
+                       counter: TokenCounter, secrets: SecretGuard | None, memo: PlaceholderMemo | None,
+                       key: Hashable, state: Hashable) -> str:
+    """:func:`_digested` with a light digest: read from the same whole output, blanked alike; remembered alike."""
+    whole = text if text is not None else cache.get(ref_id)
+    digest = light_digest(secrets.blank(whole) if secrets is not None else whole, budget_tokens=digest_tokens,
+                          counter=counter, known=known,
+                          mentions_secret=secrets.mentions_secret if secrets is not None else None)
+    placeholder = masked_placeholder(ref_id, digest.text, partial=digest.partial)
+    if memo is not None and (secrets is None or secrets.digest_state() == state):
+        memo.put(key, Built(placeholder, state, digest.asked))  # (not when a secret was learned meanwhile)
     return placeholder
 
 
@@ -413,7 +449,7 @@ class PlaceholderMemo:
 
 def placeholder_ahead(message: Message, cache: OutputStore, *, digest_tokens: int, known: str,
                       counter: TokenCounter, secrets: SecretGuard | None = None,
-                      material: tuple[Material, Hashable] | None = None) -> str | None:
+                      material: tuple[Material, Hashable] | None = None, digest_kind: str = "full") -> str | None:
     """Build the placeholder a masking would put in place of ``message``, and count it (for a background thread).
 
     The same placeholder :func:`mask_tool_outputs` writes with ``digest_tokens`` and the call's arguments ``known``;
@@ -421,7 +457,8 @@ def placeholder_ahead(message: Message, cache: OutputStore, *, digest_tokens: in
     the masking turn only assembles the message and finds its count. The ref of an output not stored yet is the
     hash of its text (the output is stored when it is masked, not now). None for a message masking never takes.
     ``material``: the digest material of the message's text with the secrets blanked, and the secrets' state it was
-    read at (``digest_state()``), when the caller read it (used for an output not stored, at that state only).
+    read at (``digest_state()``), when the caller read it (used for an output not stored, at that state only; a
+    light digest reads none). ``digest_kind``: the digest's (:data:`DIGEST_KINDS`).
     """
     text = _text_of(message)
     if message.role != "tool" or text is None or not digest_tokens:
@@ -434,9 +471,11 @@ def placeholder_ahead(message: Message, cache: OutputStore, *, digest_tokens: in
         stage = getattr(cache, "stage", None)
         ref_id = stage(text) if stage is not None else ref_id_for(text.encode("utf-8", "surrogatepass"))
         in_hand = text
-    placeholder = _digested(ref_id, in_hand, cache, digest_tokens, known, counter, secrets, material)
+    placeholder = _digested(ref_id, in_hand, cache, digest_tokens, known, counter, secrets, material,
+                            kind=digest_kind)
     counter.count(placeholder)
-    _masked_ahead(message, cache, ref_id, (ref_id, known, digest_tokens, id(counter)), placeholder, in_hand)
+    _masked_ahead(message, cache, ref_id, _memo_key(ref_id, known, digest_tokens, counter, digest_kind), placeholder,
+                  in_hand)
     return placeholder
 
 

@@ -371,7 +371,7 @@ def _answer(cache: OutputReader, call: ToolCall) -> str:
             return f"error: pattern is {len(pattern):,} characters; keep it under {MAX_PATTERN_CHARS:,}"
         ref_arg = args.get("ref_id")
         if ref_arg is not None and not isinstance(ref_arg, str):
-            return f"error: ref_id must be a string, got {ref_arg!r}"
+            return f"error: ref_id must be a string, got {type(ref_arg).__name__}"
         result = cache.grep(
             pattern,
             ref_arg or None,

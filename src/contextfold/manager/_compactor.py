@@ -66,7 +66,7 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
                         outputs: ToolOutputCache | None = None, digest_tokens: int = 0,
                         counter: TokenCounter | None = None, never_masked: Collection[str] | None = None,
                         digests: Sequence[tuple[Message, str]] | None = None,
-                        unredacted: Sequence[Message] | None = None) -> None:
+                        unredacted: Sequence[Message] | None = None, digest_kind: str = "full") -> None:
     """Read ``messages`` as a compaction will, on a background thread: a compaction then finds the work done.
 
     - ``extractive``: the summarizer is the extractive one: read each message as its summary will (entities,
@@ -83,6 +83,7 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
       an output once a masking can take it soon, see :mod:`._read_ahead`); None: every output of ``messages``, with
       the arguments of the calls among ``messages``.
     - ``unredacted``: those of ``messages`` to redact (the others were, as they were added); None: all of them.
+    - ``digest_kind``: ``policy.mask_digest`` (a light digest reads no ranked material ahead: see read_digests).
 
     The entities' token counts are not taken ahead: a summary counts only its best ranked few hundred (issue 22:
     counting every entity of every message was ~10% of the read-ahead, for names no summary would weigh).
@@ -106,7 +107,7 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
             arguments = {c.id: c.arguments for m in messages for c in m.tool_calls} if digest_tokens else {}
             digests = [(m, arguments.get(m.tool_call_id or "", "")) for m in messages
                        if m.role == "tool" and not m.protected and isinstance(m.content, str)]
-        read_digests(digests, outputs, redactor, digest_tokens, counter, pacer)
+        read_digests(digests, outputs, redactor, digest_tokens, counter, pacer, digest_kind)
     if redactor is not None:
         redactor.redact_ahead(messages if unredacted is None else unredacted)
     if archived:

@@ -31,12 +31,21 @@ DIGEST_ITEMS_SCANNED_AHEAD = 32
 
 
 def read_digests(digests: Iterable[tuple[Message, str]], outputs: ToolOutputCache, redactor: Any,
-                 digest_tokens: int, counter: TokenCounter | None, pacer: GilPacer) -> None:
+                 digest_tokens: int, counter: TokenCounter | None, pacer: GilPacer, digest_kind: str = "full") -> None:
     """Read each output's digest material; with ``digest_tokens`` and ``counter``, build and count its placeholder.
 
     ``digests``: the outputs with their calls' arguments (what stays in view beside the placeholder). The part of
-    :func:`~contextfold.manager._compactor.warm_for_compaction` that reads tool outputs (see there).
+    :func:`~contextfold.manager._compactor.warm_for_compaction` that reads tool outputs (see there). A light digest
+    (``digest_kind``) has no ranked material: its placeholder is built and counted, and nothing else is read.
     """
+    if digest_kind != "full":
+        if digest_tokens and counter is not None:
+            for m, known in digests:
+                if isinstance(m.content, str):
+                    placeholder_ahead(m, outputs, digest_tokens=digest_tokens, known=known, counter=counter,
+                                      secrets=redactor, digest_kind=digest_kind)
+                pacer.tick()
+        return
     bulk = redactor is not None and hasattr(redactor, "scan_words")
     for m, known in digests:
         if not isinstance(m.content, str):

@@ -443,7 +443,8 @@ class Intake:
         if redactor is not None or outputs is not None:
             parts.append((_compactor.warm_for_compaction, (messages, False, redactor, False, outputs,
                                                 manager.policy.mask_digest_tokens if masks else 0,
-                                                manager.counter.counter, None, digests, unredacted)))
+                                                manager.counter.counter, None, digests, unredacted,
+                                                manager.policy.mask_digest)))
         if digests:
             parts.append((manager._masking.encode_ahead, (digests,)))  # (the masked messages built: counted, encoded)
         if redactor is not None:

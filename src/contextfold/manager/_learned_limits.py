@@ -89,8 +89,8 @@ class LearnedLimits:
     def learn_limit(self, tokens: int, *, provider_limit: int | None = None, shared: int | None = None) -> bool:
         """What :meth:`ContextManager.learn_limit` does (taking the manager's lock)."""
         manager = self.manager
-        for name, value in (("tokens", tokens), ("shared", shared)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+        for name, value, least in (("tokens", tokens, 1), ("shared", shared, 0)):  # (shared=0: none of it is)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
                 from ..errors import ConfigError
 
                 raise ConfigError(f"must be a positive number of tokens, got {value!r}", field=f"learn_limit.{name}")
@@ -118,7 +118,8 @@ class LearnedLimits:
         manager = self.manager
         return manager._view.media_version, manager._view.settle_edits
 
-    def learn_media_limit(self, *, max_bytes: int | None = None, max_items: int | None = None) -> bool:
+    def learn_media_limit(self, *, max_bytes: int | None = None, max_items: int | None = None,
+                          shared: bool = True) -> bool:
         """What :meth:`ContextManager.learn_media_limit` does (taking the manager's lock)."""
         from ..errors import ConfigError
         from ..media import MediaLimits
@@ -128,7 +129,7 @@ class LearnedLimits:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
                 raise ConfigError(f"must be a positive integer, got {value!r}", field=f"learn_media_limit.{name}")
         with manager._lock:
-            return self.guard.learn(MediaLimits(max_bytes=max_bytes, max_items=max_items))
+            return self.guard.learn(MediaLimits(max_bytes=max_bytes, max_items=max_items), shared=shared)
 
     def keep_media_within_limits(self) -> int:
         """What :meth:`ContextManager.keep_media_within_limits` does (taking the manager's lock)."""

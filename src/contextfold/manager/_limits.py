@@ -144,19 +144,20 @@ class ProviderLimit:
         """Lower the limit to ``tokens`` (never raises it); True when it went down.
 
         ``shared``: the part that holds for every caller of the model (``tokens`` when not given), saved to the
-        store; a lower ``tokens`` stays with this manager.
+        store; a lower ``tokens`` stays with this manager. ``0``: none of it does (an error that names no limit).
         """
         self.load()
-        shared = max(1, tokens if shared is None else max(tokens, shared))
-        lower_shared = self._shared is None or shared < self._shared
-        if lower_shared:
-            self._shared = shared
-            if provider_limit is not None:
-                self.provider_limit = provider_limit
-            self._write()
+        if shared != 0:
+            shared = max(1, tokens if shared is None else max(tokens, shared))
+            lower_shared = self._shared is None or shared < self._shared
+            if lower_shared:
+                self._shared = shared
+                if provider_limit is not None:
+                    self.provider_limit = provider_limit
+                self._write()
         if self.tokens is not None and tokens >= self.tokens:
             return False
-        self.tokens = max(1, min(tokens, shared if self._shared is None else self._shared))
+        self.tokens = max(1, tokens if self._shared is None else min(tokens, self._shared))
         if provider_limit is not None:
             self.provider_limit = provider_limit
         if self._shared is not None and self.tokens < self._shared:

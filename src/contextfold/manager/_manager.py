@@ -633,7 +633,7 @@ class ContextManager:
         widened past it; the limit is kept in the blob store for the model, where other sessions, a restarted
         process or another worker find it. It only goes down; True when it did. ``shared``: the part of it that
         holds for every caller of the model, stored instead of ``tokens`` when given (what this session's own
-        ``max_tokens`` took off stays with this manager).
+        ``max_tokens`` took off stays with this manager); ``0`` when none of it does (an error naming no limit).
         """
         return self._limits.learn_limit(tokens, provider_limit=provider_limit, shared=shared)
 
@@ -646,16 +646,18 @@ class ContextManager:
         """The images and documents the view carries now (inline bytes as sent, and items)."""
         return self._limits.media()
 
-    def learn_media_limit(self, *, max_bytes: int | None = None, max_items: int | None = None) -> bool:
+    def learn_media_limit(self, *, max_bytes: int | None = None, max_items: int | None = None,
+                          shared: bool = True) -> bool:
         """Keep each request under ``max_bytes`` (media and text) and ``max_items`` images and documents, our count.
 
         The limits apply from the next ``prepare()`` on; True when one went down. Overflow recovery calls it with
         what a media error teaches (``413 request_too_large``, ``Too much media``). Limits only go down. From then
         on, whenever the view is over one, the oldest images and documents are replaced with a short text naming
         them (the originals stay in the archive), down to :data:`~contextfold.media.LOW_WATER` of it, so that the
-        cached prefix is not rewritten on every turn.
+        cached prefix is not rewritten on every turn. ``shared=False``: kept by this manager only, not in the store
+        for the model's other managers (a refusal naming no limit may be of this request alone).
         """
-        return self._limits.learn_media_limit(max_bytes=max_bytes, max_items=max_items)
+        return self._limits.learn_media_limit(max_bytes=max_bytes, max_items=max_items, shared=shared)
 
     def keep_media_within_limits(self) -> int:
         """Take the oldest images and documents out until the view is within the media limits; how many went.

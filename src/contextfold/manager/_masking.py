@@ -111,8 +111,8 @@ class Masking:
                 keep_tool_io_pairs=0 if only_due else p.keep_tool_io_pairs,
                 exclude_tools=(*p.exclude_tools, *p.protected_tools),
                 clear_at_least=p.clear_at_least, clear_tool_inputs=p.clear_tool_inputs,
-                digest_tokens=p.mask_digest_tokens, first=order.first, exempt=order.exempt, pairs=pairs,
-                counts=counts,
+                digest_tokens=p.mask_digest_tokens, digest_kind=p.mask_digest, first=order.first,
+                exempt=order.exempt, pairs=pairs, counts=counts,
             )
 
         with self._tracer.span("compact.mask", kind=MASK_KIND, budget_tokens=budget_tokens) as span:

@@ -39,6 +39,7 @@ class MediaGuard:
                  warn: Callable[[str], None] | None = None) -> None:
         self.published = known_limits(provider)
         self.learned = MediaLimits()
+        self._shared = MediaLimits()  # the part of ``learned`` that holds for every caller of the model (stored)
         self.limits = self.published
         self._model = model
         self._store = store  # a BlobStore, or None (the limits live as long as the manager)
@@ -61,17 +62,24 @@ class MediaGuard:
         stored = self._read()
         if stored.known:
             self.learned = self.learned.lower(stored)
+            self._shared = self._shared.lower(stored)
             self.limits = self.published.lower(self.learned)
 
-    def learn(self, limits: MediaLimits) -> bool:
-        """Lower the limits to ``limits`` where it is stricter; True when something went down (kept in the store)."""
+    def learn(self, limits: MediaLimits, *, shared: bool = True) -> bool:
+        """Lower the limits to ``limits`` where it is stricter; True when something went down.
+
+        Kept in the store for the model when ``shared``; otherwise by this manager only (what one refusal that names
+        no limit taught: it may be this request's alone).
+        """
         self.load()
         learned = self.learned.lower(limits)
         if learned == self.learned:
             return False
         self.learned = learned
         self.limits = self.published.lower(learned)
-        self._write()
+        if shared:
+            self._shared = self._shared.lower(limits)
+            self._write()
         return True
 
     def _read(self) -> MediaLimits:
@@ -97,7 +105,7 @@ class MediaGuard:
         if self._store is None:
             return
         # Another manager may have learned lower limits meanwhile: the store keeps the lowest of each.
-        lowest = self.learned.lower(self._read())
+        lowest = self._shared.lower(self._read())
         record = {"model": self._model, "max_bytes": lowest.max_bytes, "max_items": lowest.max_items,
                   "saved_at": time.time()}
         try:

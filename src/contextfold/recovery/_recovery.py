@@ -73,6 +73,11 @@ LIMIT_SAFETY_MARGIN = 0.05
 # a few steps: 15%, 30%, 50% below), never more than half.
 NO_LIMIT_SHARE = 0.15
 NO_LIMIT_MAX_SHARE = 0.5
+# No body limit in front of an LLM API is below nginx's default (1 MiB; cloud gateways take 6-32 MB): a refusal for
+# size naming no limit, of a smaller request with media, is no limit of the path every caller shares (a gateway's
+# quota, a lying server). Stored for the model, one caller's 8 KB screenshot refused so stripped every caller of the
+# model of its images: the manager keeps such a limit to itself.
+MIN_UNNAMED_BODY_LIMIT = 1024 * 1024
 # Messages whose kind carries the compacted history: dropping them while keeping later turns is the worst trade.
 _UNDROPPABLE_KINDS = frozenset({"summary", "retain"})
 
@@ -187,6 +192,12 @@ class OverflowRecovery:
         self.attempt += 1
         cm.tracer.emit(RecoveryOverflow(session_id=cm.session_id, attempt=self.attempt, message=info.message,
                                         prompt_tokens=info.prompt_tokens, limit=info.limit, provider=info.provider))
+        if _within_limit(info, self.reply_tokens):
+            # The error's own figures say the request fits: whatever it is, a smaller view does not cure it, and a
+            # limit learned from it (below a request it says fits) would stay with the session for good.
+            self._give_up(f"the provider's error says the request is within its limit ({info.prompt_tokens} tokens "
+                          f"and {max(info.max_tokens or 0, self.reply_tokens)} for the reply, limit {info.limit}): "
+                          f"nothing for recovery to shrink ({_figures(info)})", cause)
         before = counted_tokens(cm)  # the rejected request, by our count
         # Provider tokens per token of ours: the error counted the very view we sent.
         ratio = info.prompt_tokens / before if info.prompt_tokens and before else 1.0
@@ -196,7 +207,7 @@ class OverflowRecovery:
                                   policy=cm.policy)
         if ceiling > 0:
             shared = shared_ceiling(info, before, ratio=ratio, attempt=self.attempt, policy=cm.policy)
-            cm.learn_limit(ceiling, provider_limit=info.limit, shared=max(ceiling, shared))
+            cm.learn_limit(ceiling, provider_limit=info.limit, shared=max(ceiling, shared) if shared else 0)
         if self.attempt > self.max_retries:
             self._give_up(f"the prompt is still too long after {self.max_retries} retries ({_figures(info)})", cause)
         extras = cm.request_extras_tokens
@@ -239,7 +250,8 @@ class OverflowRecovery:
         media = cm.media()
         before = counted_tokens(cm)
         learned = media_ceiling(info, media, before, attempt=self.attempt)
-        cm.learn_media_limit(max_bytes=learned.max_bytes, max_items=learned.max_items)
+        cm.learn_media_limit(max_bytes=learned.max_bytes, max_items=learned.max_items,
+                             shared=_shares_media_limit(info, media, before))
         limits = cm.media_limits
         cm.tracer.emit(RecoveryMediaLimit(session_id=cm.session_id, attempt=self.attempt, measure=info.kind,
                                           message=info.message, limit=info.limit, sent=info.sent,
@@ -327,13 +339,15 @@ def shared_ceiling(info: OverflowInfo, rejected: int, *, ratio: float, attempt: 
     With the provider's limit: the thresholds of a model registered with that window (the policy's reply reserve),
     and below the rejected request only when its input alone was over them. This request's own ``max_tokens`` is
     left out: a caller asking for a reply of nearly the whole window is refused for its request, and must not leave
-    every other caller of the store a few dozen tokens. Without the limit nothing tells the two apart: the same
-    ceiling.
+    every other caller of the store a few dozen tokens. Without the limit, 0: nothing holds for other callers. The
+    error says only that this request was too long, for reasons that may be its own (its ``max_tokens``, its tools,
+    a gateway's wording): shared, one caller's 40-token request refused so taught every caller of the model a limit
+    of 34 tokens, for good.
     """
     from ..errors import ConfigError
 
     if info.limit is None:
-        return learned_ceiling(info, rejected, ratio=ratio, reply_tokens=0, attempt=attempt, policy=policy)
+        return 0
     window = int(min(info.limit, info.limit / ratio) * (1 - LIMIT_SAFETY_MARGIN))
     try:
         hard = policy.budgets(window).hard if window > 0 else 0
@@ -369,6 +383,27 @@ def media_ceiling(info: MediaLimitInfo, media: MediaTally, text_tokens: int, *, 
     if named is None:
         named = known_limits(info.provider).max_bytes
     return MediaLimits(max_bytes=max(1, below if named is None else min(named, below)))
+
+
+def _shares_media_limit(info: MediaLimitInfo, media: MediaTally, text_tokens: int) -> bool:
+    """Whether what a media error teaches holds for every caller of the model (else this manager keeps it alone).
+
+    A limit of items, or of bytes the error or the provider names, does; a refusal for the size of a request under
+    :data:`MIN_UNNAMED_BODY_LIMIT` naming no usable figure does not.
+    """
+    if info.kind == "items":
+        return True
+    named = info.limit if info.limit is not None and info.limit > request_bytes(MediaTally(), text_tokens) else None
+    if named is not None or known_limits(info.provider).max_bytes is not None:
+        return True
+    return request_bytes(media, text_tokens) >= MIN_UNNAMED_BODY_LIMIT
+
+
+def _within_limit(info: OverflowInfo, reply_tokens: int) -> bool:
+    """Whether the error's own figures put the request under its limit (a gateway's error that is not one of size)."""
+    if info.limit is None or info.prompt_tokens is None:
+        return False
+    return info.prompt_tokens + max(info.max_tokens or 0, reply_tokens) < info.limit
 
 
 def _target(info: OverflowInfo, ratio: float, reply_tokens: int) -> int | None:

@@ -99,6 +99,8 @@ _PATTERNS: tuple[_Pattern, ...] = (
                r"your request has (?P<prompt>\d+) input tokens"),
     _p("openai", r"maximum context length is (?P<limit>\d+) tokens\.?,?\s*however,? (?:your messages resulted in|"
                  r"you requested|your request has) (?P<total>\d+) (?:input )?tokens" + _BREAKDOWN),
+    # The same without the request's count (gateways and older servers stop at the limit).
+    _p("openai", r"maximum context length is (?P<limit>\d+) tokens"),
     _p("anthropic", r"prompt is too long: (?P<prompt>\d+) tokens > (?P<limit>\d+) maximum"),
     _p("anthropic", r"input length and `?max_tokens`? exceed context limit: (?P<prompt>\d+) \+ (?P<output>\d+) > "
                     r"(?P<limit>\d+)"),

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import ContextfoldError
+from ..errors import ContextfoldError, InvalidHistory
+from ..formats._common import MAX_NESTING, check_nesting
 from .identity import CACHE_MARK
 
 __all__ = ["API_NAMES", "ApiName", "BadRequest", "Exchange", "item_key", "parse_request", "reply_items",
@@ -98,12 +100,45 @@ def _items(value: Any, field: str) -> list[dict[str, Any]]:
 
 # Longer than any provider's model id (fine-tuned ids, deployment names and ARNs stay well under it).
 MAX_MODEL_NAME = 256
+# Containers nested deeper than this in a request body are refused: an item sits two levels down (``messages[i]``)
+# and the formats take it up to MAX_NESTING deep; the proxy's own walks of a body (its opening's fingerprint, item
+# keys, cache marks) recurse, and a body 900 deep made them hit Python's recursion limit (an internal error).
+MAX_BODY_NESTING = MAX_NESTING + 2
+
+
+# The body's fields a nesting error may name: the client's own keys are not repeated (the refusal is logged before
+# the session, and the secrets it remembers, are known).
+_NAMED_FIELDS = frozenset({"messages", "input", "system", "tools", "instructions", "text", "response_format",
+                           "tool_choice", "metadata"})
+_ITEM_FIELD = re.compile(r"(\w+)(\[\d+\])?")
+
+
+def _check_body_nesting(body: dict[str, Any]) -> None:
+    """BadRequest naming the field where ``body`` nests containers deeper than ``MAX_BODY_NESTING``.
+
+    Level by level without paths (~0.5 ms for 300 messages); the walk that names the field runs only on a refusal.
+    The field is named down to its item (``messages[3]``), an API field's only.
+    """
+    level: list[Any] = [body]
+    for _ in range(MAX_BODY_NESTING):
+        level = [child for container in level for child in (container.values() if isinstance(container, dict)
+                                                            else container) if isinstance(child, dict | list)]
+        if not level:
+            return
+    try:
+        check_nesting(body, limit=MAX_BODY_NESTING)
+    except InvalidHistory as exc:
+        named = _ITEM_FIELD.match(exc.field or "")
+        field = named.group(0) if named is not None and named.group(1) in _NAMED_FIELDS else "body"
+        raise BadRequest(f"{exc.problem} (at most {MAX_BODY_NESTING} levels of objects and arrays in a request)",
+                         field) from None
 
 
 def parse_request(api: ApiName, body: Any) -> Exchange:
     """The :class:`Exchange` of a request body; :class:`BadRequest` naming the field when it is not one."""
     if not isinstance(body, dict):
         raise BadRequest(f"the request body must be a JSON object, got {type(body).__name__}", "body")
+    _check_body_nesting(body)
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise BadRequest("a model name is required", "model")
@@ -112,6 +147,14 @@ def parse_request(api: ApiName, body: Any) -> Exchange:
         # log lines: a megabyte "name" must not reach either.
         raise BadRequest(f"a model name is at most {MAX_MODEL_NAME} characters, got {len(model):,}", "model")
     stream = body.get("stream") is True
+    options = body.get("stream_options")
+    if stream and api == "chat" and options is not None and not isinstance(options, Mapping):
+        # The proxy adds include_usage to it (upstream_body): an int or a list there was an internal error.
+        raise BadRequest(f"expected an object, got {type(options).__name__}", "stream_options")
+    tools = body.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        # Counted against the window and, with the retrieval tools on, extended: no API takes anything else there.
+        raise BadRequest(f"expected a list of tools, got {type(tools).__name__}", "tools")
     instructions: str | None = None
     handle: tuple[str, str] | None = None
     reply_tokens = 0
@@ -246,11 +289,13 @@ def caller_wants_usage(exchange: Exchange) -> bool:
 def reply_items(api: ApiName, response: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The reply as conversation items of the API (what the caller appends to its history)."""
     if api == "chat":
-        choices = response.get("choices") or []
-        message = choices[0].get("message") if choices and isinstance(choices[0], Mapping) else None
+        choices = response.get("choices")
+        first = choices[0] if isinstance(choices, list) and choices else None
+        message = first.get("message") if isinstance(first, Mapping) else None
         return [dict(_plain(message))] if isinstance(message, Mapping) else []
     if api == "responses":
-        return [dict(_plain(item)) for item in response.get("output") or [] if isinstance(item, Mapping)]
+        output = response.get("output")
+        return [dict(_plain(item)) for item in output if isinstance(item, Mapping)] if isinstance(output, list) else []
     content = response.get("content")
     return [{"role": "assistant", "content": content}] if isinstance(content, list) and content else []
 

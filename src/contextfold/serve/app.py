@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ContextfoldError, InsufficientBudget, MissingExtra, RecoveryFailed, StoreError
+from ..formats._common import json_problem
 
 try:
     import httpx
@@ -50,7 +51,16 @@ from .identity import (
 )
 from .ops import Metrics, log_event
 from .replies import ReplyCollector
-from .retrieval import MAX_ROUNDS, RoundRelay, Split, answer, client_payload, split_reply, with_tools
+from .retrieval import (
+    MAX_ROUNDS,
+    RoundRelay,
+    Split,
+    answer,
+    client_payload,
+    proxy_tool_names,
+    split_reply,
+    with_tools,
+)
 from .sessions import Backend, Conflict, Turn, follow_forks, open_turn, own_round, resolve_pointer, save_reply
 from .sse import SseEvent, SseSplitter, encode_event, events
 from .upstream import Upstream, UpstreamError, error_body, response_headers
@@ -271,8 +281,9 @@ class ServeApp:
                                          f"{self.config.max_body_bytes} bytes", started=started)
         except BadRequest as exc:
             return self._error(api, 400, str(exc), param=exc.field, started=started)
-        except ValueError as exc:
-            return self._error(api, 400, f"body: not valid JSON ({exc})", started=started)
+        except (ValueError, RecursionError) as exc:  # (RecursionError: arrays nested past the JSON reader's depth)
+            return self._error(api, 400, f"body: not valid JSON ({json_problem(exc).removeprefix('invalid JSON: ')})",
+                               started=started)
         headers = {k.lower(): v for k, v in request.headers.items()}
         scope = caller_scope(caller_key(headers), self.config.key_salt)
         try:
@@ -282,6 +293,11 @@ class ServeApp:
         except StoreError as exc:  # (finding the session reads the store: a response's pointer, an opening's forks)
             return self._error(api, 503, f"the session store is unavailable: {exc}", kind="api_error",
                                started=started)
+        except Exception as exc:  # a bug here must reach the client as its API's error too, not as Starlette's text
+            log_event("internal error", level=logging.ERROR, api=api,
+                      error=self._redacted(f"{type(exc).__name__}: {exc}", None))
+            return self._error(api, 500, f"contextfold serve: internal error ({type(exc).__name__})",
+                               kind="api_error", started=started)
         release = await self.locks.acquire(session)
         handed_over = False
         try:
@@ -369,6 +385,9 @@ class ServeApp:
             if self.config.retrieval_tools:
                 try:
                     payload = await self._retrieval_rounds(turn, payload, headers, recovery)
+                except httpx.HTTPError as exc:  # (a retrieval round's call: unreachable as the first can be)
+                    return self._error(api, 502, f"the upstream could not be reached: {type(exc).__name__}",
+                                       kind="api_error", started=started, session=session)
                 except _RoundFailed as failed:
                     if failed.response is None:
                         return self._error(api, 400, failed.body["error"]["message"], started=started, session=session)
@@ -448,7 +467,7 @@ class ServeApp:
         api = turn.exchange.api
         for _ in range(MAX_ROUNDS):
             try:
-                split = split_reply(api, reply_items(api, payload))
+                split = split_reply(api, reply_items(api, payload), proxy_tool_names(turn.exchange.body))
             except (TypeError, ValueError, AttributeError, KeyError):
                 return payload  # (a reply of a shape the proxy cannot read is the client's, as it came)
             if not split.calls:
@@ -475,7 +494,8 @@ class ServeApp:
                     raise _RoundFailed(upstream)
                 return client_payload(api, payload, split)
             payload = following
-        return client_payload(api, payload, split_reply(api, reply_items(api, payload)))
+        return client_payload(api, payload,
+                              split_reply(api, reply_items(api, payload), proxy_tool_names(turn.exchange.body)))
 
     def _resave(self, turn: Turn) -> Any:
         """The view after recovery shrank it, saved so that the next request starts from it."""
@@ -545,7 +565,7 @@ class ServeApp:
         exchange = turn.exchange
         api = exchange.api
         collector = ReplyCollector(api)
-        relay = RoundRelay(api) if self.config.retrieval_tools else None
+        relay = RoundRelay(api, proxy_tool_names(exchange.body)) if self.config.retrieval_tools else None
         drop_usage = api == "chat" and not caller_wants_usage(exchange)
         status = upstream.status_code
         try:
@@ -571,7 +591,13 @@ class ServeApp:
                     yield encode_event(error_body(api, f"contextfold cannot fit this conversation in the window "
                                                        f"with the retrieval results: {exc}"), "error")
                     return
-                following, _ = await self._send_recovering(turn, view, headers, recovery)
+                try:
+                    following, _ = await self._send_recovering(turn, view, headers, recovery)
+                except httpx.HTTPError as exc:  # (the stream has begun: its last event says so, as for an error)
+                    self.metrics.requests.labels(api, "502").inc()
+                    yield encode_event(error_body(api, f"the upstream could not be reached: {type(exc).__name__}",
+                                                  kind="api_error"), "error")
+                    return
                 if following.status_code >= 400:
                     # The client's reply is not complete without this round: it gets the upstream's error as its
                     # stream's last event (its SDK raises it), not a reply ending in tool calls it never sees.
@@ -590,7 +616,7 @@ class ServeApp:
                     yield chunk
             items = collector.items()
             if relay is not None and api != "chat":
-                items = split_reply(api, items).client_items
+                items = split_reply(api, items, relay.names).client_items
             response_id = relay.response_id if relay is not None and relay.response_id else collector.response_id
             if not collector.finished or collector.unreadable:
                 # The upstream's stream ended before its final event (a dropped connection), or held an event the
@@ -690,8 +716,13 @@ _PEEK_BYTES = 64 * 1024
 
 
 async def _stream_error(upstream: httpx.Response) -> tuple[httpx.Response, dict[str, Any] | None]:
-    """An event stream's opening error (read, the stream closed), or the stream to relay with what was read."""
-    chunks = upstream.aiter_bytes()
+    """The stream to relay with what was read, and its opening error when it opens with one.
+
+    A stream opening with an error is closed, and what was read of it is what is relayed when the error is passed on
+    (not an overflow, or one recovery gave up on): relaying the closed upstream cut the client's response after its
+    headers, and the error (Anthropic's ``overloaded_error``, a rate limit) never reached it.
+    """
+    chunks: AsyncIterator[bytes] = upstream.aiter_bytes()
     splitter = SseSplitter()
     read: list[bytes] = []
     first: SseEvent | None = None
@@ -705,12 +736,18 @@ async def _stream_error(upstream: httpx.Response) -> tuple[httpx.Response, dict[
     error = _only_error(first.json()) if first is not None and b'"error"' in first.raw else None
     if error is not None:
         await upstream.aclose()
-        return upstream, error
+        chunks = _no_more()
     # Decoded bytes from here on: the content-encoding the upstream named is undone already.
     headers = [(k, v) for k, v in upstream.headers.multi_items()
                if k.lower() not in ("content-encoding", "content-length")]
     return httpx.Response(upstream.status_code, headers=headers, stream=_ReadAhead(read, chunks, upstream),
-                          request=upstream.request), None
+                          request=upstream.request), error
+
+
+async def _no_more() -> AsyncIterator[bytes]:
+    """The rest of a stream closed after what was read."""
+    return
+    yield  # (an async generator)
 
 
 class _ReadAhead(httpx.AsyncByteStream):
@@ -732,7 +769,7 @@ class _ReadAhead(httpx.AsyncByteStream):
 def _json_or_text(data: bytes) -> Any:
     try:
         return json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # (RecursionError: a body nested past the JSON reader is no JSON to us)
         return data.decode("utf-8", "replace")
 
 

@@ -22,14 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..archive.search import HISTORY_SEARCH_TOOL, HistorySearchTool, history_search_schema
 from ..cache import GREP_TOOL, READ_TOOL, retrieval_tool_schemas
+from ..formats.intake import UNPARSED_ARGUMENTS, repair_reply_arguments
 from ..messages import ToolCall
-from .apis import ApiName
+from .apis import FORMATS, ApiName
 from .sse import SseEvent, encode_event
 
 if TYPE_CHECKING:
     from ..manager import ContextManager
 
-__all__ = ["MAX_ROUNDS", "TOOL_NAMES", "RoundRelay", "Split", "answer", "split_reply", "with_tools"]
+__all__ = ["MAX_ROUNDS", "TOOL_NAMES", "RoundRelay", "Split", "answer", "proxy_tool_names", "split_reply", "with_tools"]
 
 TOOL_NAMES = frozenset({READ_TOOL, GREP_TOOL, HISTORY_SEARCH_TOOL})
 # Upstream calls answering retrieval calls in one request before the reply goes to the client anyway: a model that
@@ -44,12 +45,23 @@ def _tool_name(tool: Any) -> Any:
     return None
 
 
+def proxy_tool_names(body: Mapping[str, Any]) -> frozenset[str]:
+    """The retrieval tools the proxy answers for a request: those the client did not declare as its own.
+
+    A client's own tool named ``history_search`` is the client's: its calls go to the client (the proxy answered
+    them from its archive, and the client's tool never ran).
+    """
+    tools = body.get("tools")
+    declared = {_tool_name(t) for t in tools if isinstance(_tool_name(t), str)} if isinstance(tools, list) else set()
+    return TOOL_NAMES - declared
+
+
 def with_tools(api: ApiName, format: str, body: dict[str, Any], cm: ContextManager) -> dict[str, Any]:
     """``body`` with the retrieval tools the session can answer added to its ``tools``."""
     from ..formats.tool_schemas import tool_schema
 
     tools = list(body.get("tools") or ())
-    present = {_tool_name(t) for t in tools}
+    present = {name for name in map(_tool_name, tools) if isinstance(name, str)}  # (a client's name may be a list)
     schemas: list[dict[str, Any]] = []
     if cm.cache is not None:
         schemas += [dict(s) for s in retrieval_tool_schemas("openai_responses")]
@@ -86,8 +98,16 @@ class Split:
     for_client: bool = False  # the reply holds something of the client's (text with no calls, or its own calls)
 
     def internal(self, api: ApiName, answers: Sequence[str]) -> list[dict[str, Any]]:
-        """The retrieval calls and their results as the API's items (what the session records)."""
-        pairs = list(zip(self.calls, answers, strict=True))
+        """The retrieval calls and their results as the API's items (what the session records).
+
+        The model wrote the calls: arguments that are no JSON object are kept wrapped in one
+        (``formats.intake.repair_reply_arguments``), ids as text; recorded as written, the session refused them.
+        """
+        return [dict(item) for item in repair_reply_arguments(FORMATS[api], self._items(api, answers))]
+
+    def _items(self, api: ApiName, answers: Sequence[str]) -> list[dict[str, Any]]:
+        pairs = [((str(i) or f"retrieval_{k}", n, a), text)  # (an empty id: the session takes none)
+                 for k, ((i, n, a), text) in enumerate(zip(self.calls, answers, strict=True))]
         if api == "chat":
             return [{"role": "assistant", "content": None, "tool_calls": [
                 {"id": i, "type": "function", "function": {"name": n, "arguments": _json(a)}} for (i, n, a), _ in pairs
@@ -106,23 +126,28 @@ def _json(arguments: Any) -> str:
     return arguments if isinstance(arguments, str) else json.dumps(arguments)
 
 
-def _obj(arguments: Any) -> Any:
+def _obj(arguments: Any) -> dict[str, Any]:
+    """The arguments as an Anthropic ``input``: an object, whatever the model wrote (kept as text when no object)."""
     if isinstance(arguments, str):
         try:
-            return json.loads(arguments)
-        except ValueError:
-            return {}
-    return arguments
+            parsed = json.loads(arguments) if arguments else {}
+        except (ValueError, RecursionError):
+            parsed = None
+        if isinstance(parsed, dict):
+            return parsed
+    elif isinstance(arguments, dict):
+        return arguments
+    return {UNPARSED_ARGUMENTS: _json(arguments)}
 
 
-def split_reply(api: ApiName, items: Sequence[Mapping[str, Any]]) -> Split:
-    """Split a reply's items (``reply_items``) into retrieval calls and the client's part."""
+def split_reply(api: ApiName, items: Sequence[Mapping[str, Any]], names: frozenset[str] = TOOL_NAMES) -> Split:
+    """Split a reply's items (``reply_items``) into calls of the retrieval tools ``names`` and the client's part."""
     split = Split()
     for item in items:
         if api == "chat":
             calls = list(item.get("tool_calls") or ())
-            mine = [c for c in calls if (c.get("function") or {}).get("name") in TOOL_NAMES]
-            split.calls += [(c["id"], c["function"]["name"], c["function"].get("arguments")) for c in mine]
+            mine = [c for c in calls if (c.get("function") or {}).get("name") in names]
+            split.calls += [(str(c["id"]), c["function"]["name"], c["function"].get("arguments")) for c in mine]
             rest = [c for c in calls if c not in mine]
             message = {k: v for k, v in item.items() if k != "tool_calls"}
             if rest:
@@ -130,13 +155,13 @@ def split_reply(api: ApiName, items: Sequence[Mapping[str, Any]]) -> Split:
             split.client_items.append(message)
             split.for_client |= bool(rest) or (not mine and bool(item.get("content")))
         elif api == "responses":
-            if item.get("type") == "function_call" and item.get("name") in TOOL_NAMES:
+            if item.get("type") == "function_call" and item.get("name") in names:
                 split.calls.append((str(item.get("call_id")), str(item["name"]), item.get("arguments")))
             else:
                 split.client_items.append(dict(item))
         else:
             blocks = [b for b in item.get("content") or () if isinstance(b, Mapping)]
-            mine = [b for b in blocks if b.get("type") == "tool_use" and b.get("name") in TOOL_NAMES]
+            mine = [b for b in blocks if b.get("type") == "tool_use" and b.get("name") in names]
             split.calls += [(str(b.get("id")), str(b["name"]), b.get("input")) for b in mine]
             rest = [b for b in blocks if b not in mine]
             split.client_items.append({**item, "content": rest})
@@ -172,8 +197,9 @@ class RoundRelay:
     closing events of the last round.
     """
 
-    def __init__(self, api: ApiName) -> None:
+    def __init__(self, api: ApiName, names: frozenset[str] = TOOL_NAMES) -> None:
         self.api = api
+        self.names = names  # the retrieval tools the proxy answers (proxy_tool_names)
         self.round = 0
         self._hidden: set[int] = set()  # this round's upstream indexes of retrieval calls
         self._index: dict[int, int] = {}  # this round's upstream index -> the client's index
@@ -250,7 +276,7 @@ class RoundRelay:
             slot["id"] = call.get("id") or slot["id"]
             slot["name"] += function.get("name") or ""
             slot["arguments"].append(function.get("arguments") or "")
-            if function.get("name") in TOOL_NAMES:
+            if function.get("name") in self.names:
                 self._hidden.add(index)
             if index in self._hidden:
                 continue
@@ -293,7 +319,7 @@ class RoundRelay:
         index = int(data["output_index"])
         item = data.get("item")
         if kind == "response.output_item.added" and isinstance(item, dict):
-            if item.get("type") == "function_call" and item.get("name") in TOOL_NAMES:
+            if item.get("type") == "function_call" and item.get("name") in self.names:
                 self._hidden.add(index)
                 self._partial[index] = {"id": item.get("call_id"), "name": item["name"], "arguments": []}
             elif item.get("type") == "function_call":
@@ -335,7 +361,7 @@ class RoundRelay:
         index = int(data["index"])
         block = data.get("content_block")
         if kind == "content_block_start" and isinstance(block, dict) and block.get("type") == "tool_use":
-            if block.get("name") in TOOL_NAMES:
+            if block.get("name") in self.names:
                 self._hidden.add(index)
                 self._partial[index] = {"id": block.get("id"), "name": block["name"], "arguments": []}
             else:

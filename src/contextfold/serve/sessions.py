@@ -387,7 +387,7 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
         cm.set_request_extras(tools=cm.tools, response_format=schema)
     if cm.cache is not None:
         # A note on a cut output names the retrieval tools only when the model has them.
-        names = {str((t.get("function") or {}).get("name") or t.get("name")) for t in cm.tools}
+        names = {str(_tool_name(t)) for t in cm.tools}
         cm.cache.names_retrieval_tools = backend.config.retrieval_tools or {
             "tool_output_cache", "tool_output_cache_grep"} <= names
     gone: list[Any] = []
@@ -484,6 +484,12 @@ def _stored_keys(marks: Mapping[str, str], session_id: str) -> list[str] | None:
     if known is not None and not (isinstance(known, list) and all(isinstance(k, str) for k in known)):
         raise CorruptRecord(f"{_mark_place(session_id, 'keys')}: no list of item keys (not saved by the proxy)")
     return known
+
+
+def _tool_name(tool: Mapping[str, Any]) -> Any:
+    """A client's tool's name: Chat's ``function.name``, else its ``name`` (a ``function`` that is no object: none)."""
+    function = tool.get("function")
+    return (function.get("name") if isinstance(function, Mapping) else None) or tool.get("name")
 
 
 def _response_format(body: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -226,9 +226,11 @@ class Event:
 
     def data(self) -> dict[str, Any]:
         """The event's own figures (everything but the common fields), JSON-friendly."""
-        return {
-            f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name not in COMMON_FIELDS
-        }
+        # (The class's own field names read once, not dataclasses.fields() per event: ~10 us an event on the
+        # telemetry thread, two events per no-op prepare(), issue 22. Plain values are not passed to _jsonable.)
+        plain = _PLAIN
+        return {name: value if type(value := getattr(self, name)) in plain else _jsonable(value)
+                for name in _own_fields(type(self))}
 
     def to_dict(self) -> dict[str, Any]:
         """Return the event as a JSON-friendly dict: name, kind, the common fields and ``data``."""
