@@ -696,6 +696,8 @@ class _Held:
         try:
             if self.lease is not None:
                 await asyncio.to_thread(self.lease.release)
+        except Exception as exc:  # (it expires; the request's answer stands)
+            log_event("lease not given back", level=logging.WARNING, error=type(exc).__name__)
         finally:
             self.unlock()
 
