@@ -444,9 +444,8 @@ class SecretMemory:
         """``_read``, again while it stopped below the passed-over note (bounded); past a gap the note says is lost.
 
         A load that stops at a record another worker's fold or merge passed over read while that worker deleted
-        what it holds: read again, it finds the new base or run. One still missing then is lost (a fold of another
-        worker replaced the base holding it, see DESIGN.md): the records after the note are read all the same,
-        or every later save would be invisible too.
+        what it holds: read again, it finds the new base or run. Still stopped below the note, it reads on past the
+        gap (:meth:`_read_past_gap`: a run aligned to an older base, or later records).
         """
         store, key = self._store, self._key
         assert store is not None and key is not None
