@@ -116,7 +116,7 @@ _JOB = st.one_of(st.just(_RESTART), st.sampled_from([1, 1, 1, 2, 40]))  # (a val
 _BURSTS = st.lists(st.tuples(st.integers(0, 2), st.integers(1, 60)), min_size=5, max_size=40)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(jobs=st.lists(st.lists(_JOB, min_size=6, max_size=20), min_size=2, max_size=3), schedule=_BURSTS,
        fold_min_bytes=st.sampled_from([0, 600, 2_000]))
 def test_a_fresh_load_holds_every_value_saved_whatever_the_interleaving(
