@@ -426,14 +426,15 @@ class ServeApp:
         For the request's first call and for every retrieval round after it (a round adds the answers to the view,
         so it is where a provider limit below the window is met first). Returns the upstream's response (a
         success still unread, or the error it ended with, read and closed) and whether that error is an overflow
-        recovery gave up on. Raises httpx.HTTPError when the upstream cannot be reached. Each call renews the
-        request's lease (serve.leases: a request can last longer than one).
+        recovery gave up on. Raises httpx.HTTPError when the upstream cannot be reached. A call renews the
+        request's lease when it is due (serve.leases: a request can last longer than one).
         """
         from ..recovery import parse_limit_error
 
         api, provider = turn.exchange.api, turn.exchange.provider
         while True:
-            await held.renew()
+            if held.renewal_due():
+                await held.renew()
             sent_at = time.perf_counter()
             upstream = await self.upstream.send(api, self._upstream_body(turn, view), headers)
             self.metrics.upstream_seconds.labels(api).observe(time.perf_counter() - sent_at)
@@ -711,7 +712,7 @@ class _Held:
         return self.lease is not None and not self._released and self.lease.due()
 
     async def renew(self) -> None:
-        """Renew the lease if one is held (serve.leases: a request renews it before each upstream call)."""
+        """Renew the lease if one is held (serve.leases: a request renews it when due, at a call or an event)."""
         if self.lease is not None and not self._released:
             await asyncio.to_thread(self.lease.renew)
 

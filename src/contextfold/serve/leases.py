@@ -17,9 +17,9 @@ nothing: the first may still be in flight, and a different continuation must sti
 
 A request can last longer than a lease's time (the upstream's timeout is per chunk when streaming; a request makes
 up to 7 upstream calls with the retrieval tools and more with overflow recovery): its holder renews the lease
-(:meth:`Lease.renew`) before each upstream call and, while relaying, at an event once a third of its time has
-passed, so a live request keeps it and a dead instance's expires. An abandoned lease is not collected: it stays in
-the store (a few hundred bytes) until the response is continued again and it is taken over.
+(:meth:`Lease.renew`) at an upstream call or a relayed event once a third of its time or half the margin has passed
+(:meth:`Lease.due`), so a live request keeps it and a dead instance's expires. An abandoned lease is not collected:
+it stays in the store (about a hundred bytes) until the response is continued again and it is taken over.
 """
 
 from __future__ import annotations
@@ -39,14 +39,15 @@ __all__ = ["LEASE_KEY_PREFIX", "LEASE_MARGIN_S", "Lease", "lease_key", "take_lea
 
 # Blob-store keys of the leases (no output, memory or limit key starts so: the cache's collection leaves them).
 LEASE_KEY_PREFIX = "serve-lease."
-# A lease lasts the upstream's read timeout and this much more: a call that has not answered by then has failed,
-# and a session whose instance died stays closed to other continuations at most that long.
+# A lease lasts the upstream's read timeout and this much more from its last renewal: a call or stream that has
+# sent nothing by then has failed, and a session whose instance died stays closed to other continuations that long.
 LEASE_MARGIN_S = 300.0
 # Tries to take a lease that other requests keep taking and giving back in between (each try is one of them).
 _MAX_TRIES = 8
 
 
-# A holder renews its lease once this share of its time has passed (a third: two more chances before it expires).
+# A holder renews its lease once this share of its time has passed, or half the margin, whichever comes first: the
+# next upstream call or event comes within the read timeout, so a live request renews it before it expires.
 RENEW_AFTER_SHARE = 1 / 3
 
 
@@ -68,7 +69,7 @@ class Lease:
 
     def due(self) -> bool:
         """Whether a share of the lease's time has passed since it was taken or renewed (no store call)."""
-        return self.clock() - self.renewed_at >= self.seconds * RENEW_AFTER_SHARE
+        return self.clock() - self.renewed_at >= min(self.seconds * RENEW_AFTER_SHARE, LEASE_MARGIN_S / 2)
 
     def renew(self) -> bool:
         """Give the lease ``seconds`` more from now if it is still this request's; whether it was.
