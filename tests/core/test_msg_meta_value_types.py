@@ -120,3 +120,14 @@ def test_a_uuid_or_decimal_under_a_secret_key_is_redacted_and_learned() -> None:
         assert str(key) not in text and str(pin) not in text
     assert "[REDACTED:api_key]" in archived and "[REDACTED:password]" in archived
     cm.close()
+
+
+def test_a_decimal_nan_is_held_as_its_text() -> None:
+    """Kept as itself (b52e09e), a Decimal NaN made a message unequal to its copy, and a signalling one raised
+    InvalidOperation on ==; held as its text, as before."""
+    for text in ("NaN", "sNaN", "-NaN"):
+        a = Message.user(f"hi {NONCE}", meta={"v": Decimal(text), "both": (RUN, Decimal(text))})
+        b = Message.user(f"hi {NONCE}", meta={"v": Decimal(text), "both": (RUN, Decimal(text))})
+        assert a == b
+        assert a.meta["v"] == str(Decimal(text)) and a.meta["both"] == (RUN, str(Decimal(text)))
+    assert Message.user("x", meta={"v": Decimal("Infinity")}).meta["v"] == Decimal("Infinity")  # (kept: equal)
