@@ -111,7 +111,7 @@ _ATOMS = frozenset({str, int, float, bool, type(None), bytes, complex, datetime.
 # stamps its messages with comes back as itself, as it did before they were held as their text (fifteenth session,
 # lane X1); a transcript, an archive or a stored session writes their text (``serialize._unknown``), so a message
 # read back from one holds that text. Named by module, looked up where loaded: a value of one means its module is
-# loaded, and this module does not import them.
+# loaded, and this module does not import them. A Decimal NaN is held as its text (unequal to itself: see _to_own).
 _VALUE_TYPES = (("uuid", "UUID"), ("decimal", "Decimal"))
 
 
@@ -146,7 +146,14 @@ def _to_own(value: Any) -> bool:
         return any(map(_to_own, value))
     if isinstance(value, Mapping):
         return not _own_view(value)
-    return not isinstance(value, str | int | float) and not kept_value_type(kind)
+    if isinstance(value, str | int | float):
+        return False
+    if kept_value_type(kind):
+        # A Decimal NaN is unequal to another (a signalling one raises on ==): a message holding one never equalled
+        # its copy, so it is held as its text ("NaN", "sNaN"), as such a value was before (b52e09e).
+        is_nan = getattr(value, "is_nan", None)
+        return is_nan is not None and bool(is_nan())
+    return True
 
 
 def _owned(value: Any) -> Any:
@@ -157,7 +164,7 @@ def _owned(value: Any) -> Any:
     subclass's own constructor may take other arguments). A value JSON has no form for (a ``deque``, a
     ``bytearray``, an application's object) is held as its text, the text a transcript writes of it
     (:func:`value_text`), taken once: what redaction checked is what the archive gets. Atoms and the value types
-    (:data:`_VALUE_TYPES`) stay as they are.
+    (:data:`_VALUE_TYPES`) stay as they are, but a Decimal NaN (its text: see :func:`_to_own`).
     """
     kind = type(value)
     if kind is dict:

@@ -14,6 +14,7 @@ import itertools
 import pickle
 import uuid
 from decimal import Decimal
+from typing import Any
 
 from contextfold import ContextManager
 from contextfold.messages import Message
@@ -28,6 +29,16 @@ _T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 class _MyUUID(uuid.UUID):
     """A subclass: its text may read what its owner changes, so it is held as its text."""
+
+
+class _Events:
+    """A telemetry sink keeping what it is given."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def emit(self, event: Any) -> None:
+        self.seen.append(event)
 
 
 def test_a_message_keeps_a_uuid_and_a_decimal_as_themselves() -> None:
@@ -78,3 +89,45 @@ def test_the_bulk_prefilter_reads_a_uuids_text_instead_of_redacting_its_message_
     messages = [Message.user(f"note {i} {NONCE}", meta={"run": uuid.uuid4(), "price": Decimal(i)}) for i in range(20)]
     found = Redactor()._message_redactor._suspects(messages)
     assert found is not None and not found[0]
+
+
+def test_a_uuid_or_decimal_under_a_secret_key_is_redacted_and_learned() -> None:
+    """The key rule read only str values: kept as itself (b52e09e), a UUID under ``api_key`` (a Heroku key is one)
+    reached the archive, the events and prepare() in clear, and was not learned for the tool output quoting it."""
+    key = uuid.UUID("7e3a91c4-2b6d-4f08-9c15-a1b2c3d16000")
+    pin = Decimal("83917465")
+    redactor = Redactor()
+    redacted = redactor.redact_obj({"api_key": key, "password": pin, "run": RUN})
+    assert redacted == {"api_key": "[REDACTED:api_key]", "password": "[REDACTED:password]", "run": RUN}
+    assert redacted["run"] is RUN  # (a key naming no secret: the value is kept as it is)
+    assert redactor.redact_text(f"quoted {key} and {pin}") == "quoted [REDACTED:api_key] and [REDACTED:password]"
+
+    events = _Events()
+    ticks = itertools.count()
+    cm = ContextManager(model="gpt-4o", max_context_tokens=3_000, store="memory", archive="memory",
+                        session_id=f"{NONCE}k", telemetry=events,
+                        clock=lambda: _T0 + datetime.timedelta(seconds=next(ticks)))
+    call = {"id": "c1", "type": "function", "function": {"name": "env", "arguments": "{}"}}
+    cm.add([Message("user", f"deploy {NONCE}", meta={"api_key": key, "password": pin}),
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": f"deployed with {key}, then {pin} {NONCE}"}])
+    cm.prepare("openai_chat")
+    cm.archive_view()
+    assert cm.archive is not None
+    archived = repr([m for _, messages in cm.archive.transcripts(f"{NONCE}k") for m in messages])
+    # (prepare() sends no meta, and the live tool output as it is: the archive is where it is written.)
+    for text in (archived, repr(events.seen)):
+        assert str(key) not in text and str(pin) not in text
+    assert "[REDACTED:api_key]" in archived and "[REDACTED:password]" in archived
+    cm.close()
+
+
+def test_a_decimal_nan_is_held_as_its_text() -> None:
+    """Kept as itself (b52e09e), a Decimal NaN made a message unequal to its copy, and a signalling one raised
+    InvalidOperation on ==; held as its text, as before."""
+    for text in ("NaN", "sNaN", "-NaN"):
+        a = Message.user(f"hi {NONCE}", meta={"v": Decimal(text), "both": (RUN, Decimal(text))})
+        b = Message.user(f"hi {NONCE}", meta={"v": Decimal(text), "both": (RUN, Decimal(text))})
+        assert a == b
+        assert a.meta["v"] == str(Decimal(text)) and a.meta["both"] == (RUN, str(Decimal(text)))
+    assert Message.user("x", meta={"v": Decimal("Infinity")}).meta["v"] == Decimal("Infinity")  # (kept: equal)

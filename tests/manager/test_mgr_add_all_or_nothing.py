@@ -289,6 +289,60 @@ def test_a_failed_archive_of_a_provider_compaction_takes_the_batch_out() -> None
     cm.close()
 
 
+def _with_a_duplicate_result(cm: ContextManager) -> None:
+    """A turn whose call was answered twice: normalization drops the second answer, for the archive."""
+    cm.add([{"role": "user", "content": f"task {NONCE}"},
+            {"role": "assistant", "content": None, "tool_calls": [_call("d1", "read")]},
+            {"role": "tool", "tool_call_id": "d1", "content": f"first answer {NONCE}"},
+            {"role": "tool", "tool_call_id": "d1", "content": f"second answer {NONCE}"}])
+
+
+def _archived_texts(cm: ContextManager) -> list[str]:
+    assert cm.archive is not None
+    return [m.text for _, messages in cm.archive.transcripts(NONCE) for m in messages]
+
+
+def test_what_normalization_dropped_stays_owed_when_its_archive_fails() -> None:
+    """On b52e09e view.dropped was emptied before its archive: a failing one lost the duplicate answer for good."""
+    cm = _manager()
+    _with_a_duplicate_result(cm)
+    cm.add([{"role": "assistant", "content": f"done {NONCE}"}, {"role": "user", "content": f"next {NONCE}"},
+            {"role": "assistant", "content": f"ok {NONCE}"}, {"role": "user", "content": f"more {NONCE}"}])
+    cm._view.normalized()  # (settled past the duplicate: dropped, owed to the archive)
+    assert len(cm._view.dropped) == 1
+    orphan = [{"role": "tool", "tool_call_id": "nobody", "content": f"orphan {NONCE}"}]
+    _archive_down(cm, True)
+    with pytest.raises(StoreError):
+        cm.add(orphan)
+    _archive_down(cm, False)
+    cm.add(orphan)  # (the caller's retry)
+    cm.archive_view()
+    archived = _archived_texts(cm)
+    assert sum(f"second answer {NONCE}" in t for t in archived) == 1
+    assert sum(f"orphan {NONCE}" in t for t in archived) == 1
+    cm.close()
+
+
+def test_a_rolled_back_provider_compaction_leaves_nothing_to_archive_twice() -> None:
+    """Normalizing the view for the item's archive dropped the duplicate again; the rollback kept that drop, and the
+    retry archived the duplicate a second time (b52e09e)."""
+    cm = _manager()
+    _with_a_duplicate_result(cm)
+    cm.prepare("openai_chat")  # (the duplicate is dropped and archived here)
+    assert cm._view.dropped == []
+    batch = [{"role": "user", "content": f"go on {NONCE}"}, _boundary(1), {"role": "user", "content": f"after {NONCE}"}]
+    _archive_down(cm, True)
+    with pytest.raises(StoreError):
+        cm.add(batch)
+    assert cm._view.dropped == []
+    _archive_down(cm, False)
+    cm.add(batch)
+    cm.prepare("openai_chat")
+    cm.archive_view()
+    assert sum(f"second answer {NONCE}" in t for t in _archived_texts(cm)) == 1
+    cm.close()
+
+
 def test_a_failing_check_after_tool_results_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
     """The check runs once the batch is in: raising told the caller it was not added (309338f)."""
     cm = _manager()

@@ -200,6 +200,8 @@ class Intake:
             manager._archive_dropped(orphans)
         # -- Committed: the manager's own bookkeeping from here on, but for a provider's compaction item. --
         before = list(view.raw) if boundaries else None  # (rare: the view is copied only then)
+        # (What normalizing for the item's archive drops goes with the rollback too: the restored view drops it again.)
+        dropped_before = len(view.dropped)
         seq_before, manager._seq = manager._seq, seq
         view.append(kept)
         if boundaries:
@@ -209,6 +211,7 @@ class Intake:
             except BaseException:
                 assert before is not None
                 view.replace(before, checked=view.checked)  # (the batch out again: its archive was not written)
+                del view.dropped[dropped_before:]  # (else archived twice: now, and when normalized again)
                 manager._seq = seq_before
                 raise
         self._note_steering(stored)

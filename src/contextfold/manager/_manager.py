@@ -579,9 +579,10 @@ class ContextManager:
         """Archive what normalization removed for good (a result whose call was compacted away, a duplicate).
 
         ``also``: the results of a batch being added that answer no call (if the archive fails, that add fails).
+        Forgotten only once archived: a failing archive (or redactor) left them out of it for good (b52e09e).
         """
-        dropped, self._view.dropped = self._view.dropped, []
-        self._archiver.dropped([*dropped, *also])
+        self._archiver.dropped([*self._view.dropped, *also])
+        self._view.dropped = []
 
     # -- idle-time compaction -------------------------------------------------------------------------------------
     def compact_in_background(self) -> Future[CompactionResult] | None:

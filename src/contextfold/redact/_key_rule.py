@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from ..messages import kept_value_type, value_text
 from ._gate import KEY_NAME_WORDS
 from ._scans import marker
 
@@ -63,6 +64,12 @@ def key_says(key: str) -> tuple[str, str | None] | None:
 
 def redact_item(redactor: _Host, key: Any, value: Any) -> Any:
     # {"password": "..."}: the key says the whole value is a secret, whatever it looks like.
+    if type(value) is not str and isinstance(key, str) and kept_value_type(type(value)):
+        # (A UUID or a Decimal a message keeps as itself: its text is what a transcript writes, so the key rule
+        # reads that text, learned and replaced as a string would be; no pattern matches a bare UUID.)
+        text = value_text(value)
+        redacted = redact_item(redactor, key, text)
+        return value if redacted == text else redacted
     if type(value) is str and isinstance(key, str) and not value.startswith("[REDACTED"):
         says = key_says(key)
         if says is not None:
