@@ -22,15 +22,17 @@ is forwarded as it is (``Upstream.forward``), without a session.
 - **Many instances** (``sessions.py``): every request loads the session with its version, feeds, prepares and saves
   with optimistic concurrency before anything goes upstream (a conflict redoes the step), so instances over a shared
   Redis session/blob store and S3 archive serve any session behind a round-robin balancer; message ids are derived
-  from the session, the version and the items, so a request retried after an instance died adds nothing twice.
+  from the session, the version and the items, so a request retried after an instance died adds nothing twice. A
+  Responses continuation holds a lease in the shared blob store while in flight (``leases.py``): a second
+  continuation of the same response meanwhile, on any instance, is a 409.
 - **Operations** (``ops.py``, ``app.py``): ``/healthz``, ``/readyz``, Prometheus ``/metrics``, JSON log lines with
   secrets redacted, a body size limit, upstream timeouts, graceful shutdown; binds to 127.0.0.1 unless told
   otherwise, and any other address requires a token (``x-contextfold-token``).
 
 Layout: ``config`` (ServeConfig), ``apis`` (the three APIs as bodies in, bodies out), ``identity`` (callers and
-session names), ``sessions`` (stores and one request's turn), ``sse`` and ``replies`` (streams read as they pass),
-``upstream`` (the httpx client), ``retrieval`` (server-side tools), ``ops`` (metrics, logs), ``app`` (Starlette),
-``runner`` (uvicorn: foreground or a thread).
+session names), ``sessions`` (stores and one request's turn), ``leases`` (a continuation in flight), ``sse`` and
+``replies`` (streams read as they pass), ``upstream`` (the httpx client), ``retrieval`` (server-side tools), ``ops``
+(metrics, logs), ``app`` (Starlette), ``runner`` (uvicorn: foreground or a thread).
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from .apis import (
     BadRequest,
     Exchange,
     caller_wants_usage,
+    item_key,
     parse_request,
     reply_items,
     reply_usage,
@@ -49,6 +50,7 @@ from .identity import (
     session_id,
     token_matches,
 )
+from .leases import LEASE_MARGIN_S, Lease, take_lease
 from .ops import Metrics, log_event
 from .replies import ReplyCollector
 from .retrieval import (
@@ -61,7 +63,17 @@ from .retrieval import (
     split_reply,
     with_tools,
 )
-from .sessions import Backend, Conflict, Turn, follow_forks, open_turn, own_round, resolve_pointer, save_reply
+from .sessions import (
+    Backend,
+    Conflict,
+    Turn,
+    continuation_tag,
+    follow_forks,
+    open_turn,
+    own_round,
+    resolve_pointer,
+    save_reply,
+)
 from .sse import SseEvent, SseSplitter, encode_event, events
 from .upstream import Upstream, UpstreamError, error_body, response_headers
 
@@ -298,10 +310,10 @@ class ServeApp:
                       error=self._redacted(f"{type(exc).__name__}: {exc}", None))
             return self._error(api, 500, f"contextfold serve: internal error ({type(exc).__name__})",
                                kind="api_error", started=started)
-        release = await self.locks.acquire(session)
+        held = _Held(await self.locks.acquire(session))
         handed_over = False
         try:
-            response = await self._turn(exchange, headers, scope, session, continues, started, release, loaded)
+            response = await self._turn(exchange, headers, scope, session, continues, started, held, loaded)
             handed_over = isinstance(response, StreamingResponse)
             return response
         except Exception as exc:  # a bug must reach the client as its API's error and the log, never as a hang
@@ -311,7 +323,7 @@ class ServeApp:
                                kind="api_error", started=started)
         finally:
             if not handed_over:
-                release()
+                await held.release()
 
     async def _session_of(self, exchange: Exchange, headers: dict[str, str],
                           scope: str) -> tuple[str, str | None, SessionState | None]:
@@ -340,10 +352,15 @@ class ServeApp:
         return forked, None, state
 
     async def _turn(self, exchange: Exchange, headers: dict[str, str], scope: str, session: str,
-                    continues: str | None, started: float, release: Callable[[], None],
+                    continues: str | None, started: float, held: _Held,
                     loaded: SessionState | None = None) -> Response:
         api = exchange.api
         try:
+            if continues is not None:  # (given back with the instance's lock: serve.leases)
+                held.lease = await asyncio.to_thread(
+                    take_lease, self.backend.blobs, session, continues,
+                    continuation_tag(continues, [item_key(item) for item in exchange.items]),
+                    seconds=self.config.upstream_timeout_s + LEASE_MARGIN_S, clock=self.backend.clock)
             # (a state loaded by _session_of: the session is named by its opening, a slid window finds it by its tail)
             turn = await asyncio.to_thread(open_turn, self.backend, exchange, session, continues=continues,
                                            loaded=loaded, tail_id=None if loaded is None else _tail_id(scope))
@@ -372,8 +389,8 @@ class ServeApp:
                       status=upstream.status_code, overflow=overflow)
             return Response(upstream.content, status_code=upstream.status_code, headers=response_headers(upstream))
         if exchange.stream:
-            return _RelayResponse(self._relay(turn, upstream, headers, scope, started, release, recovery),
-                                  upstream, release, status_code=upstream.status_code, headers={
+            return _RelayResponse(self._relay(turn, upstream, headers, scope, started, held.release, recovery),
+                                  upstream, held.release, status_code=upstream.status_code, headers={
                                       **response_headers(upstream), "cache-control": "no-cache",
                                       "x-accel-buffering": "no"})
         try:
@@ -555,7 +572,7 @@ class ServeApp:
                   ms=round((time.perf_counter() - started) * 1000, 1))
 
     async def _relay(self, turn: Turn, upstream: httpx.Response, headers: dict[str, str], scope: str,
-                     started: float, release: Callable[[], None],
+                     started: float, release: Callable[[], Awaitable[None]],
                      recovery: OverflowRecovery) -> AsyncIterator[bytes]:
         """Pass the upstream's events through as they arrive; read the usage and the reply on the way.
 
@@ -630,7 +647,7 @@ class ServeApp:
             self._done(turn, status, started)
         finally:
             await upstream.aclose()
-            release()
+            await release()
 
 
 class _RelayResponse(StreamingResponse):
@@ -641,8 +658,8 @@ class _RelayResponse(StreamingResponse):
     good, and every later request of that session on this instance waited forever.
     """
 
-    def __init__(self, content: AsyncIterator[bytes], upstream: httpx.Response, release: Callable[[], None],
-                 **kwargs: Any) -> None:
+    def __init__(self, content: AsyncIterator[bytes], upstream: httpx.Response,
+                 release: Callable[[], Awaitable[None]], **kwargs: Any) -> None:
         super().__init__(content, **kwargs)
         self._relay_iterator = content
         self._upstream = upstream
@@ -656,7 +673,33 @@ class _RelayResponse(StreamingResponse):
             if aclose is not None:
                 await aclose()  # (a relay that started ends through its own finally; one that never did, not at all)
             await self._upstream.aclose()
-            self._release()  # (once: a second call does nothing)
+            await self._release()  # (once: a second call does nothing)
+
+
+class _Held:
+    """What a request holds of its session until its reply is recorded (or its call failed).
+
+    The instance's lock, and for a Responses continuation its lease (serve.leases), taken after the lock and given
+    back before it.
+    """
+
+    def __init__(self, unlock: Callable[[], None]) -> None:
+        self.unlock = unlock
+        self.lease: Lease | None = None
+        self._released = False
+
+    async def release(self) -> None:
+        """Give both back (once: a second call does nothing); the lock even when the store cannot be reached."""
+        if self._released:
+            return
+        self._released = True
+        try:
+            if self.lease is not None:
+                await asyncio.to_thread(self.lease.release)
+        except Exception as exc:  # (it expires; the request's answer stands)
+            log_event("lease not given back", level=logging.WARNING, error=type(exc).__name__)
+        finally:
+            self.unlock()
 
 
 class _RoundFailed(Exception):

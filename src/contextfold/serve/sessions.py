@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from ..tokens import MessageCounter
 
 __all__ = ["MAX_ATTEMPTS", "MAX_FORK_HOPS", "MAX_SLIDE_PROBES", "SOURCE", "Backend", "Conflict", "Turn",
-           "follow_forks", "open_turn", "own_round", "resolve_pointer", "restore", "save_reply"]
+           "continuation_tag", "follow_forks", "open_turn", "own_round", "resolve_pointer", "restore", "save_reply"]
 
 # The framework-history source of the proxy's clients (manager/reconcile.py).
 SOURCE = "serve"
@@ -88,6 +88,8 @@ class Backend:
 
     config: ServeConfig
     telemetry: Any = None
+    # Wall-clock seconds: when a continuation's lease expires (serve.leases; a test moves it on).
+    clock: Callable[[], float] = field(default_factory=lambda: time.time)
     sessions: MarkedSessionStore = field(init=False)
     blobs: Any = field(init=False)
     archive: Archive = field(init=False)
@@ -533,6 +535,11 @@ def _converter(turn: Turn, wire: Any) -> Any:
     return convert
 
 
+def continuation_tag(response_id: str | None, keys: Sequence[str]) -> str:
+    """Which continuation a Responses request is: the response it continues, and its input's item keys."""
+    return f"{response_id}:{_digest(keys)}"
+
+
 def _continuation(exchange: Exchange, session_id: str, marks: dict[str, str], keys: list[str],
                   continues: str | None) -> list[dict[str, Any]]:
     """Items a continued Responses request feeds: the previous reply (held by the proxy), then its input.
@@ -541,14 +548,16 @@ def _continuation(exchange: Exchange, session_id: str, marks: dict[str, str], ke
     """
     head = marks.get("head")
     previous = continues if exchange.handle is not None and exchange.handle[0] == "response" else head
-    tag = f"{previous}:{_digest(keys)}"
+    tag = continuation_tag(previous, keys)
     if marks.get("fed") == tag:
         return []
     if exchange.handle is not None and exchange.handle[0] == "response" and previous != head:
         raise Conflict(f"response {previous!r} is not the latest of its conversation ({head!r} is): the proxy "
                        "continues only the latest response; send the whole history instead", "previous_response_id")
     pending = _mark_json(marks, "pending", session_id)
-    marks.pop("pending", None)
+    # Emptied, not dropped: a save sets the marks it is given and keeps the others, so a dropped mark stayed, and an
+    # edited retry after this request's failed call fed the previous reply a second time.
+    marks["pending"] = "[]"
     if pending is None:
         pending = []
     if not (isinstance(pending, list) and all(isinstance(item, dict) for item in pending)):

@@ -1,0 +1,183 @@
+"""Two proxy instances over shared stores: a response is continued once at a time (serve.leases).
+
+Red team 16: two Responses requests continuing the same response at once, one on each instance, were both fed into
+the session (each instance's lock serializes only its own requests; between the first one's feed and its reply the
+session's head is still that response). The scripted upstream holds the first continuation's call until the test
+has the second one's answer: no sleeps. Both instances share a real store: SQLite files and a blob directory, or a
+redis-server.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from _serve_support import MODEL, UPSTREAM_WINDOW, proxy_config
+from conftest import require_binary
+
+from contextfold.serve import ProxyServer
+from contextfold.serve.apis import item_key
+from contextfold.serve.identity import caller_scope, session_id
+from contextfold.serve.leases import take_lease
+from contextfold.serve.sessions import continuation_tag, resolve_pointer
+from contextfold.testing import ErrorReply, RecordedRequest, ScriptedLLMServer
+from contextfold.testing.services import RedisServer
+
+SALT = "lease-test-salt"
+KEY = "sk-lease-caller"
+HEADERS = {"authorization": f"Bearer {KEY}"}
+# Seconds a test waits for a request it knows is coming (a failure, not a pace: events end every wait sooner).
+WAIT_S = 10.0
+
+
+class Gates:
+    """The upstream's answers: a request whose input holds a held marker waits until the test opens its gate."""
+
+    def __init__(self) -> None:
+        self.held: dict[str, tuple[threading.Event, threading.Event]] = {}
+
+    def hold(self, marker: str) -> tuple[threading.Event, threading.Event]:
+        """(arrived, opened) for requests holding ``marker``."""
+        self.held[marker] = (threading.Event(), threading.Event())
+        return self.held[marker]
+
+    def answer(self, request: RecordedRequest) -> str:
+        text = json.dumps(request.body.get("input"))
+        for marker, (arrived, opened) in list(self.held.items()):
+            if marker in text:
+                arrived.set()
+                opened.wait(WAIT_S)
+        return f"reply {request.number} {uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def gates() -> Gates:
+    return Gates()
+
+
+@pytest.fixture(scope="module")
+def upstream(gates: Gates) -> Iterator[ScriptedLLMServer]:
+    with ScriptedLLMServer(handler=gates.answer, context_window=UPSTREAM_WINDOW, validator="formats") as server:
+        yield server
+
+
+@pytest.fixture(scope="module", params=["local", "redis"])
+def instances(request: pytest.FixtureRequest, upstream: ScriptedLLMServer,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ProxyServer]]:
+    state = tmp_path_factory.mktemp("state")
+    if request.param == "local":
+        config = proxy_config(upstream, key_salt=SALT, sessions="local", store="local", state_dir=str(state),
+                              archive=str(Path(state) / "archive"))
+        with ProxyServer(config) as one, ProxyServer(config) as two:
+            yield [one, two]
+        return
+    require_binary("redis-server")
+    with RedisServer(tmp_path_factory.mktemp("redis")) as redis:
+        config = proxy_config(upstream, key_salt=SALT, sessions=redis.url, store=redis.url, state_dir=str(state))
+        with ProxyServer(config) as one, ProxyServer(config) as two:
+            yield [one, two]
+
+
+def post(proxy: ProxyServer, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(proxy.url + "/v1/responses", json={"model": MODEL, **body}, headers=HEADERS, timeout=WAIT_S)
+
+
+def streamed_id(response: httpx.Response) -> str:
+    """The id of a streamed Responses reply (its ``response.completed`` event)."""
+    for line in response.text.splitlines():
+        if line.startswith("data:") and '"response.completed"' in line:
+            return str(json.loads(line[5:])["response"]["id"])
+    raise AssertionError(f"no response.completed event in {response.text[:300]!r}")
+
+
+def upstream_input(upstream: ScriptedLLMServer) -> str:
+    return json.dumps(upstream.requests[-1].body["input"])
+
+
+def session_of(proxy: ProxyServer, response_id: str) -> str:
+    found = resolve_pointer(proxy.serve_app.backend, session_id(caller_scope(KEY, SALT), "response", response_id))
+    assert found is not None
+    return found
+
+
+def test_two_continuations_of_one_response_at_once_feed_one(upstream: ScriptedLLMServer, gates: Gates,
+                                                            instances: list[ProxyServer]) -> None:
+    one, two = instances
+    nonce = uuid.uuid4().hex[:8]
+    first = post(one, {"input": f"Task lease-{nonce}: count the files."})
+    assert first.status_code == 200
+    arrived, opened = gates.hold(f"A-{nonce}")
+    held: list[httpx.Response] = []
+    worker = threading.Thread(target=lambda: held.append(post(one, {
+        "previous_response_id": first.json()["id"], "input": f"A-{nonce}: and the dirs?", "stream": True})))
+    worker.start()
+    try:
+        assert arrived.wait(WAIT_S), "the first continuation never reached the upstream"
+        calls = len(upstream.requests)
+        refused = post(two, {"previous_response_id": first.json()["id"], "input": f"B-{nonce}: and the links?"})
+    finally:
+        opened.set()
+        worker.join(WAIT_S)
+    assert refused.status_code == 409, refused.text
+    error = refused.json()["error"]
+    assert error["param"] == "previous_response_id" and "in flight" in error["message"]
+    assert error["type"] == "invalid_request_error"
+    assert len(upstream.requests) == calls + 1  # (the held one, answered now; the refused one never went)
+    assert held[0].status_code == 200
+    # The streamed continuation's lease went back with its reply: its reply is continued, on the other instance.
+    assert post(two, {"previous_response_id": streamed_id(held[0]), "input": f"C-{nonce}"}).status_code == 200
+    sent = upstream_input(upstream)
+    assert sent.count(f"A-{nonce}") == 1 and f"B-{nonce}" not in sent
+    assert sent.count(first.json()["output"][0]["content"][0]["text"]) == 1
+
+
+def test_an_edited_retry_after_a_failed_call_is_taken(upstream: ScriptedLLMServer,
+                                                      instances: list[ProxyServer]) -> None:
+    one, two = instances
+    nonce = uuid.uuid4().hex[:8]
+    first = post(one, {"input": f"Task lease-{nonce}: list the tests."})
+    upstream.push(ErrorReply.server_error())
+    failed = post(one, {"previous_response_id": first.json()["id"], "input": f"A-{nonce}: and the slow ones?"})
+    assert failed.status_code == 500
+    retried = post(two, {"previous_response_id": first.json()["id"], "input": f"A2-{nonce}: the slow ones?"})
+    assert retried.status_code == 200, retried.text
+    # The previous reply is in the view once (it was fed again by the retry: the emptied mark stayed in the store).
+    assert upstream_input(upstream).count(first.json()["output"][0]["content"][0]["text"]) == 1
+
+
+def test_a_lease_left_by_a_dead_instance_is_taken_over_once_expired(upstream: ScriptedLLMServer,
+                                                                     instances: list[ProxyServer],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    one, two = instances
+    nonce = uuid.uuid4().hex[:8]
+    first = post(one, {"input": f"Task lease-{nonce}: find the flaky test."})
+    response = first.json()["id"]
+    backend = one.serve_app.backend
+    start = time.time()
+    # An instance that took the lease for another input and died before answering: never given back.
+    take_lease(backend.blobs, session_of(one, response), response, "died", seconds=60.0, clock=lambda: start)
+    body = {"previous_response_id": response, "input": f"B-{nonce}: which one?"}
+    assert post(two, body).status_code == 409
+    monkeypatch.setattr(two.serve_app.backend, "clock", lambda: start + 61.0)
+    assert post(two, body).status_code == 200
+
+
+def test_the_same_request_retried_takes_a_live_lease_over(upstream: ScriptedLLMServer,
+                                                          instances: list[ProxyServer]) -> None:
+    one, two = instances
+    nonce = uuid.uuid4().hex[:8]
+    first = post(one, {"input": f"Task lease-{nonce}: read the log."})
+    response, text = first.json()["id"], f"A-{nonce}: what failed?"
+    tag = continuation_tag(response, [item_key({"role": "user", "content": text})])
+    # Its instance took the lease and died before answering; the client's SDK retries on the other one at once.
+    take_lease(one.serve_app.backend.blobs, session_of(one, response), response, tag, seconds=60.0,
+               clock=time.time)
+    assert post(two, {"previous_response_id": response, "input": text}).status_code == 200
+    assert upstream_input(upstream).count(f"A-{nonce}") == 1
