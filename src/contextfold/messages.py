@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from gc import get_referents
@@ -31,6 +32,7 @@ __all__ = [
     "freeze",
     "is_compaction",
     "is_opaque",
+    "kept_value_type",
     "message_text",
     "same_meta_but_id",
     "value_text",
@@ -105,6 +107,25 @@ _CONTAINERS = frozenset({dict, list, tuple, set})
 # (exact types: a subclass's ``__str__`` may read what its owner changes later).
 _ATOMS = frozenset({str, int, float, bool, type(None), bytes, complex, datetime.date, datetime.datetime, datetime.time,
                     datetime.timedelta, datetime.timezone})
+# Value types kept as they are too, for the same reasons (exact types): a ``UUID`` or a ``Decimal`` an application
+# stamps its messages with comes back as itself, as it did before they were held as their text (fifteenth session,
+# lane X1); a transcript, an archive or a stored session writes their text (``serialize._unknown``), so a message
+# read back from one holds that text. Named by module, looked up where loaded: a value of one means its module is
+# loaded, and this module does not import them.
+_VALUE_TYPES = (("uuid", "UUID"), ("decimal", "Decimal"))
+
+
+def kept_value_type(kind: type) -> bool:
+    """Whether ``kind`` is exactly one of the value types a message keeps as they are (:data:`_VALUE_TYPES`).
+
+    Redaction reads such a value's text (``serialize._unknown`` writes it); the bulk prefilter lists it too.
+    """
+    modules = sys.modules
+    for module, name in _VALUE_TYPES:
+        loaded = modules.get(module)
+        if loaded is not None and kind is getattr(loaded, name, None):
+            return True
+    return False
 
 
 def _to_own(value: Any) -> bool:
@@ -125,7 +146,7 @@ def _to_own(value: Any) -> bool:
         return any(map(_to_own, value))
     if isinstance(value, Mapping):
         return not _own_view(value)
-    return not isinstance(value, str | int | float)
+    return not isinstance(value, str | int | float) and not kept_value_type(kind)
 
 
 def _owned(value: Any) -> Any:
@@ -135,7 +156,8 @@ def _owned(value: Any) -> Any:
     tuple subclass holding one as a tuple of its type when it is a namedtuple (its ``_make``), else a plain tuple (a
     subclass's own constructor may take other arguments). A value JSON has no form for (a ``deque``, a
     ``bytearray``, an application's object) is held as its text, the text a transcript writes of it
-    (:func:`value_text`), taken once: what redaction checked is what the archive gets. Atoms stay as they are.
+    (:func:`value_text`), taken once: what redaction checked is what the archive gets. Atoms and the value types
+    (:data:`_VALUE_TYPES`) stay as they are.
     """
     kind = type(value)
     if kind is dict:
@@ -365,9 +387,11 @@ class Message(_ReadOnly):
     ``extra`` keeps provider keys contextfold does not model, for a lossless round trip.
 
     ``meta`` and ``extra`` are the message's own, taken when it is built: nested dicts, lists, tuples and sets are
-    copied (as plain ones); strings, numbers, bytes and times are kept as they are; any other value (a ``deque``, a
-    ``bytearray``, an application's object) is held as its text, the text a transcript writes of it. A caller who
-    changes what it handed in changes no message. A part's or call's ``extra=None`` is the empty mapping.
+    copied (as plain ones); strings, numbers, bytes, times, ``UUID`` and ``Decimal`` values are kept as they are; any
+    other value (a ``deque``, a ``bytearray``, an application's object) is held as its text, the text a transcript
+    writes of it. A caller who changes what it handed in changes no message. A value JSON has no form for (a time, a
+    ``UUID``, a ``Decimal``, a set) is written as its text (a set as a list) in transcripts, archives and stored
+    sessions: a message read back from one holds that text. A part's or call's ``extra=None`` is the empty mapping.
     """
 
     role: Role

@@ -51,24 +51,54 @@ _DATA_URL = re.compile(r"^data:(?P<media>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$
 MAX_NESTING = 128
 
 
+# (parent's link, whether the key is a mapping key rather than a list index, the key or index).
+_PathLink = tuple[Any, bool, Any]
+
+
+# How much of the offending field's path an error shows (the start names the message part it is in).
+_SHOWN_PATH_CHARS = 60
+
+
 def check_nesting(value: Any, *, index: int | None = None, limit: int = MAX_NESTING) -> None:
     """Raise :class:`InvalidHistory` naming the field where ``value`` nests containers deeper than ``limit``.
 
-    Iterative, so that the check itself cannot hit the recursion limit it guards.
+    Iterative, so that the check itself cannot hit the recursion limit it guards. A node is pushed with a link to
+    its parent's link and its own key, not with its path: building every node's path string would cost the path's
+    length per sibling (quadratic in the input for a deep chain of long keys with many children at the bottom). The
+    path is spelled out only for the node that is refused.
     """
-    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    stack: list[tuple[Any, _PathLink | None, int]] = [(value, None, 0)]
     while stack:
-        item, path, depth = stack.pop()
+        item, link, depth = stack.pop()
         if isinstance(item, Mapping):
-            children: Iterable[tuple[str, Any]] = ((f"{path}.{k}" if path else str(k), v) for k, v in item.items())
+            children: Iterable[tuple[_PathLink, Any]] = (((link, True, k), v) for k, v in item.items())
         elif isinstance(item, list | tuple):
-            children = ((f"{path}[{i}]", v) for i, v in enumerate(item))
+            children = (((link, False, i), v) for i, v in enumerate(item))
         else:
             continue
         if depth >= limit:
-            shown = path if len(path) <= 60 else path[:60] + "…"
+            path = _spell_path(link, _SHOWN_PATH_CHARS)
+            shown = path if len(path) <= _SHOWN_PATH_CHARS else path[:_SHOWN_PATH_CHARS] + "…"
             raise InvalidHistory(f"nested deeper than {limit} levels", index=index, field=shown or None)
-        stack.extend((child, child_path, depth + 1) for child_path, child in children)
+        stack.extend((child, child_link, depth + 1) for child_link, child in children)
+
+
+def _spell_path(link: _PathLink | None, cap: int) -> str:
+    """The dotted path (``a.b[2].c``) a chain of links leads to, root first; cut after ``cap + 1`` characters.
+
+    The cut keeps a refusal of huge keys cheap; the caller only shows the first ``cap`` characters anyway.
+    """
+    steps: list[tuple[bool, Any]] = []
+    while link is not None:
+        link, is_key, key = link
+        steps.append((is_key, key))
+    path = ""
+    for is_key, key in reversed(steps):
+        step = str(key)[: cap + 1]
+        path = (f"{path}.{step}" if path else step) if is_key else f"{path}[{step}]"
+        if len(path) > cap:
+            return path[: cap + 1]
+    return path
 
 
 def json_problem(exc: ValueError | RecursionError) -> str:

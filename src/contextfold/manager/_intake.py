@@ -97,7 +97,7 @@ class IntakeHost(Protocol):
     def check(self, where: str = "check") -> Plan: ...
     def _never_masked(self) -> frozenset[str] | None: ...
     def _archive_transcript(self, view: list[Message]) -> int: ...
-    def _archive_dropped(self) -> None: ...
+    def _archive_dropped(self, also: Sequence[Message] = ()) -> None: ...
 
 
 class Intake:
@@ -114,18 +114,30 @@ class Intake:
         self.reading = False  # past half the soft threshold: add() reads what it adds (see _read_on_add)
 
     def add(self, incoming: list[Message]) -> None:
-        """Store ``incoming`` (coerced, under the lock): the write-time views, the secrets, the view, the read-ahead."""
+        """Store ``incoming`` (coerced, under the lock): the write-time views, the secrets, the view, the read-ahead.
+
+        All or nothing. What can fail (the stores, the tokenizer, the redactor and its callback, the archive of
+        the results that answer no call) runs before the batch is committed; what commits it is the manager's own
+        bookkeeping. A raise before that point leaves the view, the ids, the pairing and every part's state as they
+        were; what it leaves behind no later step reads as the view's (the outputs stored and their cut events,
+        memos of what was counted or read, secrets learned from the batch). A provider's compaction item archives
+        the view it replaces after the commit: when that archive fails the batch is taken out again. The view's
+        count and the trigger check after tool results run once the batch is in: their errors are logged (see
+        :meth:`_check_after_results`); an interrupt (a ``BaseException`` that is not an ``Exception``) from them
+        propagates with the batch in.
+        """
         from ..provider_context import BOUNDARY_KIND
         from ..telemetry import CacheTruncated
 
         manager = self.manager
         if manager._widening is not None and manager._widening.active and any(m.role != "tool" for m in incoming):
             # A new turn: the outputs it follows are no longer being answered (unless putting one back would cost
-            # more prompt cache than it saves: then it stays, as part of the history).
+            # more prompt cache than it saves: then it stays, as part of the history). All or nothing itself, and
+            # the view valid either way: if this add fails later, the next prepare() widens them again.
             manager._widening.narrow(manager._view, keep=manager._compaction.keeps_wide)
         stored: list[Message] = []
         cut: dict[str, str] = {}  # ref -> the whole output, for the outputs cut at write time
-        # The sequence moves only once every message is in: a failed add leaves no gap and no half-added batch.
+        # The sequence moves only once the batch is committed: a failed add leaves no gap and no half-added batch.
         seq = manager._seq
         prefix, large = self.id_prefix, manager.policy.large_input_bytes
         boundaries = results = False  # (whether the batch holds a provider's compaction item, a tool result)
@@ -173,39 +185,79 @@ class Intake:
         for entry in made.values():
             results = results or entry.tool
             boundaries = boundaries or entry.boundary
-        manager._seq = seq
-        manager._secrets.added(stored)
+        view = manager._view
+        kept, orphans = view.split_orphans(stored)
+        if orphans:
+            boundaries = any(m.kind == BOUNDARY_KIND for m in kept)
+            results = any(m.role == "tool" for m in kept)
+        # Counted now, as DESIGN's flow of a turn has it, not by the next prepare(): the exact tokenizer releases
+        # the GIL, and a background thread taking it then would hold the model call up (issue 15, p99).
+        added = sum(manager.counter.count_each(kept))
+        manager._secrets.added(stored)  # (learning from a batch that then fails redacts the caller's secrets: safe)
+        counting_view = not self.reading  # (the view is counted below, as the reading's threshold counted it)
+        calls_read = self._read_on_add(kept, cut, added)
+        if orphans:  # (the last step that may fail: archived only by an add that gets this far)
+            manager._archive_dropped(orphans)
+        # -- Committed: the manager's own bookkeeping from here on, but for a provider's compaction item. --
+        before = list(view.raw) if boundaries else None  # (rare: the view is copied only then)
+        seq_before, manager._seq = manager._seq, seq
+        view.append(kept)
+        if boundaries:
+            try:
+                if manager._provider_items.drop_before_boundary(view, manager._archive_transcript):
+                    manager._compactor.floor = manager._compactor.stalled = None  # of a view that no longer exists
+            except BaseException:
+                assert before is not None
+                view.replace(before, checked=view.checked)  # (the batch out again: its archive was not written)
+                manager._seq = seq_before
+                raise
         self._note_steering(stored)
         queued = len(self.unwarmed)
         if queued < _MAX_UNWARMED:
             self.unwarmed.extend(_worth_reading(stored)[:_MAX_UNWARMED - queued])
-        stored, orphans = manager._view.split_orphans(stored)
-        if orphans:
-            manager._view.dropped.extend(orphans)
-            manager._archive_dropped()
-        manager._view.append(stored)
-        manager._provider_items.note(stored)
-        if orphans:
-            boundaries = any(m.kind == BOUNDARY_KIND for m in stored)
-            results = any(m.role == "tool" for m in stored)
-        if boundaries and manager._provider_items.drop_before_boundary(
-                manager._view, manager._archive_transcript):
-            manager._compactor.floor = manager._compactor.stalled = None  # of a view that no longer exists
-        manager.counter.ensure_capacity(len(manager._view))
-        # Counted now, as DESIGN's flow of a turn has it, not by the next prepare(): the exact tokenizer releases
-        # the GIL, and a background thread taking it then would hold the model call up (issue 15, p99).
-        added = sum(manager.counter.count_each(stored))
-        manager._economics.note_added(stored, added)
-        if len(stored) > _READ_AHEAD_MAX and added >= manager.budgets.hard:
+        manager._provider_items.note(kept)
+        manager.counter.ensure_capacity(len(view))
+        manager._economics.note_added(kept, added)
+        if len(kept) > _READ_AHEAD_MAX and added >= manager.budgets.hard:
             # A bulk add past the hard threshold on its own: the next prepare() compacts it, and the background
             # read-ahead of its ends would run beside that compaction, learning again the secrets its catch-up learns
             # of messages it summarizes (~0.5 s of CPU in the first prepare() of 100,000 recorded messages, issue 22).
             del self.unwarmed[queued:]
-        self._read_on_add(stored, cut)
+        if calls_read:
+            if len(self.calls_read) > _MAX_UNWARMED:  # (no read-ahead for long: a view shrunk below where it runs)
+                self.calls_read.clear()  # (the read-ahead then looks a few of them up again: the access memo has them)
+            self.calls_read.update(map(id, kept))  # (the read-ahead does not read them again)
         if not self.reading:
             self.unredacted = len(self.unwarmed)  # (past half the soft threshold, add() redacts what it adds)
+        if counting_view:
+            # Its tail normalized and counted now (the batch's counts looked up), not by the next prepare(): as before
+            # the reading's threshold was read before the commit, where this view's totals were those of the last
+            # add's (a look-up then). Only an output normalizing adds ("aborted") may be new to the tokenizer: if it
+            # fails, the batch is in all the same, and the next prepare() counts again (and raises there).
+            try:
+                view.totals()
+            except Exception:
+                _log.warning("counting the view after add() failed; the next prepare() counts it", exc_info=True)
         if results:
+            self._check_after_results()
+
+    def _check_after_results(self) -> None:
+        """The policy's check after tool results arrive, once the batch is in: its failure does not undo the add.
+
+        The check decides without acting (an event; with ``background``, a compaction started on a worker thread)
+        and the next ``prepare()`` decides again, so an error in it is logged and reported, not raised: raising
+        would tell the caller the batch was not added when it was (a retry then added it twice). An interrupt
+        (an exception that is not an ``Exception``) still propagates, the batch in.
+        """
+        from ..telemetry import CompactWarning
+
+        manager = self.manager
+        try:
             manager.check("after tool execution")
+        except Exception as error:
+            message = f"the check after tool execution failed ({type(error).__name__}); the messages were added"
+            _log.exception(message)
+            manager.tracer.emit(CompactWarning(session_id=manager.session_id, message=message, code="check_failed"))
 
     def _store_one(self, m: Message, incoming: Sequence[Message], cut: dict[str, str],
                    ) -> tuple[Message, CacheTruncated | None]:
@@ -240,7 +292,7 @@ class Intake:
                 m = keep_layout(m, processed)
         return m, truncated
 
-    def _read_on_add(self, stored: list[Message], cut: dict[str, str]) -> None:
+    def _read_on_add(self, stored: list[Message], cut: dict[str, str], added: int) -> bool:
         """Read what later compactions and maskings need of the new messages, once, as they arrive (issue 22).
 
         The extractive summary's reading of each message and the secrets the archive will redact: remembered by
@@ -250,12 +302,15 @@ class Intake:
         Of a bulk add (a resumed or imported history) only the two ends are read (see ``_worth_reading``); the
         compaction's catch-up learns the secrets of the rest (learning them here instead was measured to cost more
         than it saved, issue 22).
+
+        Run before the batch is committed (the redactor's callback may raise): ``added`` is what the batch adds to
+        the view's tokens. Returns whether the calls' access was read (the caller notes them once committed).
         """
         manager = self.manager
         if not self.reading:
-            tokens, _, _ = manager._view.totals()
-            if tokens + manager._tool_tokens < manager.budgets.soft * WARM_AT_SHARE_OF_SOFT:
-                return
+            tokens, _, _ = manager._view.totals()  # (the view before the batch)
+            if tokens + added + manager._tool_tokens < manager.budgets.soft * WARM_AT_SHARE_OF_SOFT:
+                return False
             self.reading = True
         summarizer = manager._summarizer
         extractive = summarizer is None  # (the default, built by the first compaction: not imported for this)
@@ -285,9 +340,8 @@ class Intake:
         # a ~1.2 ms turn, cold). A bulk add leaves its calls to the read-ahead.
         if len(stored) <= _CALLS_READ_ON_ADD and manager.cache is not None and manager.policy.auto:
             manager.steering.read_calls_ahead(stored)
-            if len(self.calls_read) > _MAX_UNWARMED:  # (no read-ahead for long: a view shrunk below where it runs)
-                self.calls_read.clear()  # (the read-ahead then looks a few of them up again: the access memo has them)
-            self.calls_read.update(map(id, stored))  # (the read-ahead does not read them again)
+            return True
+        return False
 
     def without_foreign_ref(self, m: Message) -> Message:
         """``m`` without its ``meta["ref"]`` when that names an output this session does not own.

@@ -78,7 +78,8 @@ class LearnedLimits:
         self.limit = ProviderLimit(manager.model.name, store, self.store_failed,
                                    session_tag=owner_tag(manager.session_id))
         # The images and documents a request may carry (published limits, lowered by the provider's errors).
-        self.guard = MediaGuard(manager.model.provider, model=manager.model.name, store=store, warn=self.store_failed)
+        self.guard = MediaGuard(manager.model.provider, model=manager.model.name, store=store, warn=self.store_failed,
+                                session_tag=self.limit.session_tag)
 
     def learned_limit(self) -> int | None:
         """What :meth:`ContextManager.learned_limit` does (taking the manager's lock)."""

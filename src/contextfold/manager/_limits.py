@@ -17,7 +17,11 @@ input) stays with the session that sent it: one caller asking for a reply of nea
 shrink every other caller of a shared store (the proxy's) to a few dozen tokens. That part is kept under the
 session (``session-limit.<owner tag>:<model>``, read by no other session), so a restarted process or another
 instance serving the session does not meet the same overflow again; retention drops it with the session's secret
-memory (``ToolOutputCache.retain``).
+memory (``ToolOutputCache.retain``). So does all of a limit of which nothing holds for other callers (an error that
+names no limit): the proxy builds a manager per request, which would otherwise meet the refusal again every time
+the session's view grows past it. A session's own record is read only where the model has a record (a manager
+reads the model's record every time it starts, a fleet worker every turn: one round trip when no limit is known);
+where none holds for every caller, that record is a marker naming no limit (:data:`_NO_SHARED_LIMIT`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,11 @@ __all__ = ["LIMIT_KEY_PREFIX", "SESSION_LIMIT_KEY_PREFIX", "ProviderLimit", "bud
 LIMIT_KEY_PREFIX = "limit:"
 # A stored record bigger than this is not one of ours (a record is a few dozen bytes).
 _MAX_RECORD_BYTES = 4_096
+
+
+# The model's record when no limit holds for every caller but some session keeps one of its own: it names no limit
+# (a release before it reads no limit in it either), and tells a manager that its session's own record may exist.
+_NO_SHARED_LIMIT: dict[str, object] = {"tokens": None, "provider_limit": None, "sessions": True}
 
 
 # Keys of a session's own lower limits: ``session-limit.<owner tag>:<model>`` (the tag as the session's claims
@@ -103,7 +112,7 @@ def budgets_within(policy: Policy, window: int, prompt_limit: int) -> Budgets:
 
 @dataclass(frozen=True, slots=True)
 class _Record:
-    tokens: int
+    tokens: int | None  # None: the model's marker naming no limit (:data:`_NO_SHARED_LIMIT`)
     provider_limit: int | None
 
 
@@ -122,6 +131,7 @@ class ProviderLimit:
         self.tokens: int | None = None  # the learned prompt limit by our count, None while none is known
         self.provider_limit: int | None = None  # the provider's own figure, when an error gave one
         self._shared: int | None = None  # the part of ``tokens`` that holds for every caller: what is stored
+        self._model_recorded = False  # whether the store holds the model's record (a limit or the marker)
         self._loaded = store is None
         self._losses = _losses(store)  # the store's count of possible losses when its records were last known
 
@@ -131,12 +141,15 @@ class ProviderLimit:
             return self.tokens
         self._loaded = True
         record = self._read()
-        if record is not None and (self.tokens is None or record.tokens < self.tokens):
-            self.tokens, self.provider_limit = record.tokens, record.provider_limit
-        if record is not None and (self._shared is None or record.tokens < self._shared):
-            self._shared = record.tokens
+        self._model_recorded = record is not None
+        if record is not None and record.tokens is not None:
+            if self.tokens is None or record.tokens < self.tokens:
+                self.tokens, self.provider_limit = record.tokens, record.provider_limit
+            if self._shared is None or record.tokens < self._shared:
+                self._shared = record.tokens
+        # (an own record exists only beside the model's: a session's own limit, or the marker)
         own = self._read(self._session_key()) if record is not None else None
-        if own is not None and own.tokens < (self.tokens or own.tokens + 1):
+        if own is not None and own.tokens is not None and (self.tokens is None or own.tokens < self.tokens):
             self.tokens = own.tokens
         return self.tokens
 
@@ -160,8 +173,7 @@ class ProviderLimit:
         self.tokens = max(1, tokens if self._shared is None else min(tokens, self._shared))
         if provider_limit is not None:
             self.provider_limit = provider_limit
-        if self._shared is not None and self.tokens < self._shared:
-            self._write_own()
+        self._keep_own()
         return True
 
     def restore_if_lost(self) -> bool:
@@ -175,16 +187,17 @@ class ProviderLimit:
         if losses == self._losses:
             return False
         self._losses = losses
-        if self._shared is None:
+        if self.tokens is None:
             return False
+        self._model_recorded = False  # (the marker may be gone with the rest)
         self._write()
-        if self.tokens is not None and self.tokens < self._shared:
-            self._write_own()
+        self._keep_own()
         return True
 
     def forget(self) -> None:
         """Drop the learned limit, here and in the store (the provider's window was raised, say)."""
         self.tokens = self.provider_limit = self._shared = None
+        self._model_recorded = False
         if self.store is not None:
             try:
                 self.store.delete(limit_key(self.model))
@@ -197,6 +210,27 @@ class ProviderLimit:
 
     def _session_key(self) -> str | None:
         return session_limit_key(self.model, self.session_tag) if self.session_tag is not None else None
+
+    def _keep_own(self) -> None:
+        """Keep under the session what of its limit holds for no other caller, if any (below the shared, or all)."""
+        if self.tokens is None or (self._shared is not None and self.tokens >= self._shared):
+            return
+        if self._shared is None:
+            self._mark_model()
+        self._write_own()
+
+    def _mark_model(self) -> None:
+        """Make sure the model has a record, so that the session's next manager reads its own (the marker)."""
+        if self.store is None or self._model_recorded or self._session_key() is None:
+            return
+        record = dict(_NO_SHARED_LIMIT, model=self.model)
+        try:
+            # Never over a limit another worker stored meanwhile (any record makes a manager read its own).
+            put_new = getattr(self.store, "put_new", None)  # (a store of the protocol's older shape: a plain put)
+            (put_new or self.store.put)(limit_key(self.model), json.dumps(record).encode())
+            self._model_recorded = True
+        except Exception as exc:
+            self.warn(f"could not save the learned limit of {self.model!r} to the store: {exc}")
 
     def _write_own(self) -> None:
         """Keep this session's own lower limit under the session (another session never reads it)."""
@@ -217,8 +251,8 @@ class ProviderLimit:
         from ..errors import RefNotFound
 
         try:
-            # One round trip for the shared record (a fleet worker reads it every turn); a session's own record is
-            # read only where the store holds a shared one (an own limit is only ever below a shared one).
+            # One round trip for the model's record (a fleet worker reads it every turn); a session's own record is
+            # read only where the store holds one for the model (a limit, or the marker of sessions' own limits).
             raw = self.store.get(key if key is not None else limit_key(self.model))
             if len(raw) > _MAX_RECORD_BYTES:
                 return None
@@ -230,8 +264,11 @@ class ProviderLimit:
         except Exception as exc:
             self.warn(f"could not read the learned limit of {self.model!r} from the store: {exc}")
             return None
-        tokens = data.get("tokens") if isinstance(data, dict) else None
-        provider = data.get("provider_limit") if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            return None
+        tokens, provider = data.get("tokens"), data.get("provider_limit")
+        if tokens is None and data.get("sessions") is True:
+            return _Record(None, None)
         if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0:
             return None
         return _Record(tokens, provider if isinstance(provider, int) and not isinstance(provider, bool) else None)
@@ -241,7 +278,8 @@ class ProviderLimit:
             return
         # Another worker may have learned a lower limit meanwhile: the store keeps the lowest.
         stored = self._read()
-        if stored is not None and stored.tokens <= self._shared:
+        if stored is not None and stored.tokens is not None and stored.tokens <= self._shared:
+            self._model_recorded = True
             self._shared = stored.tokens
             self.tokens = stored.tokens if self.tokens is None else min(self.tokens, stored.tokens)
             self.provider_limit = stored.provider_limit or self.provider_limit
@@ -249,6 +287,7 @@ class ProviderLimit:
         record = {"model": self.model, "tokens": self._shared, "provider_limit": self.provider_limit}
         try:
             self.store.put(limit_key(self.model), json.dumps(record).encode())
+            self._model_recorded = True
         except Exception as exc:
             self.warn(f"could not save the learned limit of {self.model!r} to the store: {exc}")
 

@@ -267,7 +267,11 @@ class ContextManager:
             format: str | None = None) -> None:
         """Append messages (Message objects or provider dicts, format auto-detected unless given).
 
-        Big tool outputs are stored whole in the cache and replaced by a view with their ref at once.
+        Big tool outputs are stored whole in the cache and replaced by a view with their ref at once. All or nothing:
+        when it raises (a store, the archive, the redactor's callback), none of the messages was added and a retry
+        adds them once. Only an interrupt (a ``BaseException`` that is not an ``Exception``) raised once they are in
+        (counting the view, the policy check after tool results) leaves them added; those steps' other errors are
+        logged (the check's reported as a ``compact.warning``), and the next ``prepare()`` runs them again.
         """
         from ._build import coerce_messages
         from ._collector import collector_paused
@@ -571,10 +575,13 @@ class ContextManager:
         self._archived_seq = self._seq  # every message added so far is now in an archived transcript
         return number
 
-    def _archive_dropped(self) -> None:
-        """Archive what normalization removed for good (a result whose call was compacted away, a duplicate)."""
+    def _archive_dropped(self, also: Sequence[Message] = ()) -> None:
+        """Archive what normalization removed for good (a result whose call was compacted away, a duplicate).
+
+        ``also``: the results of a batch being added that answer no call (if the archive fails, that add fails).
+        """
         dropped, self._view.dropped = self._view.dropped, []
-        self._archiver.dropped(dropped)
+        self._archiver.dropped([*dropped, *also])
 
     # -- idle-time compaction -------------------------------------------------------------------------------------
     def compact_in_background(self) -> Future[CompactionResult] | None:

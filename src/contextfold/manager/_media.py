@@ -3,7 +3,10 @@
 The limits in force are the provider's published ones (:func:`contextfold.media.known_limits`), lowered by what its
 errors taught (:meth:`MediaGuard.learn`, from overflow recovery). What is learned is kept in the blob store per model
 (``media-limit:<model>``, the lowest learned), as token limits are: the proxy and fleet workers run each request on a
-fresh manager, which would otherwise send too many images again and meet the same refusal. The store is read once,
+fresh manager, which would otherwise send too many images again and meet the same refusal. A limit that may be one
+request's alone (a refusal naming none) is kept under the session instead (``session-limit.<owner tag>:media-limit:
+<model>``, read by no other session and aged with it, as a session's own token limit), read only where the model has
+a record (when it has none, one with no limit marks that some session keeps its own). The store is read once,
 when the view first holds an image or document. Counting the view's media must not cost a
 text-only agent anything per turn (issue 22): appended messages are counted as they arrive (one type check each for
 text), and the whole view only after a rewrite, and only when some limit is known at all.
@@ -19,6 +22,7 @@ from typing import Any
 from ..media.budget import MediaTally, media_of, request_bytes
 from ..media.limits import MediaLimits, known_limits
 from ..messages import Message
+from ._limits import session_limit_key
 
 __all__ = ["MEDIA_LIMIT_KEY_PREFIX", "MediaGuard", "media_limit_key"]
 
@@ -36,7 +40,7 @@ class MediaGuard:
     """The limits in force for one manager, and the media its view carries. Not thread-safe: the manager's lock."""
 
     def __init__(self, provider: str | None, *, model: str = "", store: Any = None,
-                 warn: Callable[[str], None] | None = None) -> None:
+                 warn: Callable[[str], None] | None = None, session_tag: str | None = None) -> None:
         self.published = known_limits(provider)
         self.learned = MediaLimits()
         self._shared = MediaLimits()  # the part of ``learned`` that holds for every caller of the model (stored)
@@ -44,6 +48,9 @@ class MediaGuard:
         self._model = model
         self._store = store  # a BlobStore, or None (the limits live as long as the manager)
         self._warn = warn
+        # where the session keeps what it learned for itself alone (None: nowhere, the manager keeps it)
+        self._own_key = session_limit_key(media_limit_key(model), session_tag) if session_tag is not None else None
+        self._model_recorded = False  # whether the store holds the model's record (limits, or none)
         self._loaded = store is None
         self._tally = MediaTally()
         # ((view version, settle edits), messages counted) the tally is of
@@ -60,58 +67,82 @@ class MediaGuard:
             return
         self._loaded = True
         stored = self._read()
-        if stored.known:
-            self.learned = self.learned.lower(stored)
+        self._model_recorded = stored is not None
+        # (a session's own record exists only beside the model's: one round trip for a model with none)
+        own = self._read(self._own_key) if stored is not None and self._own_key is not None else None
+        if stored is not None:
             self._shared = self._shared.lower(stored)
+        kept = self._shared.lower(own) if own is not None else self._shared
+        if kept.known:
+            self.learned = self.learned.lower(kept)
             self.limits = self.published.lower(self.learned)
 
     def learn(self, limits: MediaLimits, *, shared: bool = True) -> bool:
         """Lower the limits to ``limits`` where it is stricter; True when something went down.
 
-        Kept in the store for the model when ``shared``; otherwise by this manager only (what one refusal that names
-        no limit taught: it may be this request's alone).
+        Kept in the store for the model when ``shared``; otherwise under the session (what one refusal that names
+        no limit taught: it may be this request's alone), read by its later managers only.
         """
         self.load()
+        if shared:
+            lower_shared = self._shared.lower(limits)
+            if lower_shared != self._shared:  # (even where this manager's own limits are lower still)
+                self._shared = lower_shared
+                self._write()
         learned = self.learned.lower(limits)
         if learned == self.learned:
             return False
         self.learned = learned
         self.limits = self.published.lower(learned)
-        if shared:
-            self._shared = self._shared.lower(limits)
-            self._write()
+        if learned != self._shared:
+            self._write_own()
         return True
 
-    def _read(self) -> MediaLimits:
+    def _read(self, key: str | None = None) -> MediaLimits | None:
+        """The limits under ``key`` (the model's record by default), None where the store holds no record of ours."""
         if self._store is None:
-            return MediaLimits()
+            return None
         from ..errors import RefNotFound
 
         try:
-            raw = self._store.get(media_limit_key(self._model))
+            raw = self._store.get(key if key is not None else media_limit_key(self._model))
             data = json.loads(raw) if len(raw) <= _MAX_RECORD_BYTES else None
         except RefNotFound:
-            return MediaLimits()
+            return None
         except ValueError:
-            return MediaLimits()  # not a record of ours: the next refusal teaches the limits again
+            return None  # not a record of ours: the next refusal teaches the limits again
         except Exception as exc:
             self._report(f"could not read the learned media limits of {self._model!r} from the store: {exc}")
-            return MediaLimits()
+            return None
         if not isinstance(data, dict):
-            return MediaLimits()
+            return None
         return MediaLimits(_positive(data.get("max_bytes")), _positive(data.get("max_items")))
 
     def _write(self) -> None:
         if self._store is None:
             return
         # Another manager may have learned lower limits meanwhile: the store keeps the lowest of each.
-        lowest = self._shared.lower(self._read())
-        record = {"model": self._model, "max_bytes": lowest.max_bytes, "max_items": lowest.max_items,
+        stored = self._read()
+        lowest = self._shared.lower(stored) if stored is not None else self._shared
+        self._model_recorded = self._put(media_limit_key(self._model), lowest)
+
+    def _write_own(self) -> None:
+        """Keep under the session what it learned for itself (and give the model a record: its managers read it)."""
+        if self._store is None or self._own_key is None:
+            return
+        if not self._model_recorded:
+            self._write()  # (no limit for every caller, most often: a record that names none)
+        self._put(self._own_key, self.learned)
+
+    def _put(self, key: str, limits: MediaLimits) -> bool:
+        record = {"model": self._model, "max_bytes": limits.max_bytes, "max_items": limits.max_items,
                   "saved_at": time.time()}
         try:
-            self._store.put(media_limit_key(self._model), json.dumps(record).encode())
+            self._store.put(key, json.dumps(record).encode())
         except Exception as exc:
             self._report(f"could not save the learned media limits of {self._model!r} to the store: {exc}")
+            return False
+        return True
 
     def _report(self, message: str) -> None:
         if self._warn is not None:

@@ -250,8 +250,11 @@ class OverflowRecovery:
         media = cm.media()
         before = counted_tokens(cm)
         learned = media_ceiling(info, media, before, attempt=self.attempt)
-        cm.learn_media_limit(max_bytes=learned.max_bytes, max_items=learned.max_items,
-                             shared=_shares_media_limit(info, media, before))
+        shared = _shared_media_ceiling(info, learned, media, before)
+        if shared.known:
+            cm.learn_media_limit(max_bytes=shared.max_bytes, max_items=shared.max_items)
+        if shared != learned:  # (the rest is this session's: kept under it, read by no other caller)
+            cm.learn_media_limit(max_bytes=learned.max_bytes, max_items=learned.max_items, shared=False)
         limits = cm.media_limits
         cm.tracer.emit(RecoveryMediaLimit(session_id=cm.session_id, attempt=self.attempt, measure=info.kind,
                                           message=info.message, limit=info.limit, sent=info.sent,
@@ -375,28 +378,36 @@ def media_ceiling(info: MediaLimitInfo, media: MediaTally, text_tokens: int, *, 
     rejected = request_bytes(media, text_tokens)
     share = min(NO_LIMIT_MAX_SHARE, NO_LIMIT_SHARE * 2 ** (max(1, attempt) - 1))
     below = int(rejected * (1 - share))
-    named = info.limit
-    if named is not None and named <= request_bytes(MediaTally(), text_tokens):
-        # A figure the request's text alone is over ("max 0 MB"): no eviction of media can meet it, and learned it
-        # would be stored for the model and strip every later session of its images. Not a limit to learn.
-        named = None
+    named = _named_bytes(info, text_tokens)
     if named is None:
         named = known_limits(info.provider).max_bytes
     return MediaLimits(max_bytes=max(1, below if named is None else min(named, below)))
 
 
-def _shares_media_limit(info: MediaLimitInfo, media: MediaTally, text_tokens: int) -> bool:
-    """Whether what a media error teaches holds for every caller of the model (else this manager keeps it alone).
+def _named_bytes(info: MediaLimitInfo, text_tokens: int) -> int | None:
+    """The byte limit a media error names, when it is one a request can meet by sending fewer media."""
+    named = info.limit
+    if named is not None and named <= request_bytes(MediaTally(), text_tokens):
+        # A figure the request's text alone is over ("max 0 MB"): no eviction of media can meet it, and learned it
+        # would be stored for the model and strip every later session of its images. Not a limit to learn.
+        return None
+    return named
 
-    A limit of items, or of bytes the error or the provider names, does; a refusal for the size of a request under
-    :data:`MIN_UNNAMED_BODY_LIMIT` naming no usable figure does not.
+
+def _shared_media_ceiling(info: MediaLimitInfo, learned: MediaLimits, media: MediaTally,
+                          text_tokens: int) -> MediaLimits:
+    """The part of ``learned`` (:func:`media_ceiling`) that holds for every caller of the model (what is stored).
+
+    A limit of items does, and so does a byte limit learned from a request of at least
+    :data:`MIN_UNNAMED_BODY_LIMIT`. Of a smaller request, only the figure the error names: a share under the refused
+    request may be this request's alone (a gateway's quota, a lying server), and so may a figure the request was
+    under ("exceeds 20 MB" of 26 KB), or a published one that says nothing of why it was refused (Anthropic's 32 MB
+    beside a 24 KB request). Stored for the model, it stripped every other caller of the model of its images.
     """
-    if info.kind == "items":
-        return True
-    named = info.limit if info.limit is not None and info.limit > request_bytes(MediaTally(), text_tokens) else None
-    if named is not None or known_limits(info.provider).max_bytes is not None:
-        return True
-    return request_bytes(media, text_tokens) >= MIN_UNNAMED_BODY_LIMIT
+    if info.kind == "items" or request_bytes(media, text_tokens) >= MIN_UNNAMED_BODY_LIMIT:
+        return learned
+    named = _named_bytes(info, text_tokens)
+    return MediaLimits(max_bytes=named) if named is not None else MediaLimits()
 
 
 def _within_limit(info: OverflowInfo, reply_tokens: int) -> bool:

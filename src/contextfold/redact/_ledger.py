@@ -27,6 +27,7 @@ from ..messages import (
     ThinkingPart,
     UnknownPart,
     is_opaque,
+    kept_value_type,
     same_meta_but_id,
 )
 from ._scans import message_chars
@@ -650,7 +651,8 @@ _DECODED_ARGUMENTS_MAX_CHARS = 4_096
 def _walk(obj: Any, out: list[str]) -> bool:
     """Append the strings of a JSON-like ``obj`` (keys and values) to ``out``; False when it cannot list them all.
 
-    That is at a non-ASCII key, and at a value that is no string, number, mapping, list or tuple (a set, an object).
+    That is at a non-ASCII key, and at a value that is no string, number, mapping, list or tuple (a set, an object)
+    but a ``UUID`` or ``Decimal`` (its text is listed: what redaction reads of it, see ``Redactor._redact_other``).
     """
     stack = [obj]
     while stack:  # (a mapping of strings, as meta mostly is, goes through the first branch of each item)
@@ -669,6 +671,9 @@ def _walk(obj: Any, out: list[str]) -> bool:
         elif isinstance(item, list | tuple):
             stack.extend(item)
         elif item is not None and not isinstance(item, int | float):
+            if kept_value_type(kind):  # (a UUID, a Decimal of a caller's meta: redaction reads its text, listed)
+                out.append(str(item))
+                continue
             return False  # (a set, an object: redaction reads its members or its text, not listed here)
     return True
 

@@ -89,7 +89,7 @@ _REFERENCE = re.compile(r"\$[A-Za-z_{(]")
 # Text after a `key: value` that makes it prose (a docstring's `password: the user's password`), not a setting.
 _PROSE_AFTER = re.compile(r"[ \t]+[A-Za-z]")
 # Shell parameter expansion around the key: `${POSTGRES_PASSWORD:?set it}`, `${DB_PASS:-postgres}`.
-_IN_EXPANSION = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*$")
+_IN_EXPANSION = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def _names_a_secret(identifier: str) -> bool:

@@ -30,7 +30,8 @@ from .sse import SseEvent, encode_event
 if TYPE_CHECKING:
     from ..manager import ContextManager
 
-__all__ = ["MAX_ROUNDS", "TOOL_NAMES", "RoundRelay", "Split", "answer", "proxy_tool_names", "split_reply", "with_tools"]
+__all__ = ["MAX_ROUNDS", "TOOL_NAMES", "RoundRelay", "Split", "added_tool_names", "answer", "proxy_tool_names",
+           "split_reply", "with_tools"]
 
 TOOL_NAMES = frozenset({READ_TOOL, GREP_TOOL, HISTORY_SEARCH_TOOL})
 # Upstream calls answering retrieval calls in one request before the reply goes to the client anyway: a model that
@@ -54,6 +55,16 @@ def proxy_tool_names(body: Mapping[str, Any]) -> frozenset[str]:
     tools = body.get("tools")
     declared = {_tool_name(t) for t in tools if isinstance(_tool_name(t), str)} if isinstance(tools, list) else set()
     return TOOL_NAMES - declared
+
+
+def added_tool_names(body: Mapping[str, Any], cm: ContextManager) -> frozenset[str]:
+    """The retrieval tools :func:`with_tools` adds to ``body`` for ``cm``'s session: those it can answer."""
+    kept: set[str] = set()
+    if cm.cache is not None:
+        kept |= {READ_TOOL, GREP_TOOL}
+    if cm.archive is not None:
+        kept.add(HISTORY_SEARCH_TOOL)
+    return proxy_tool_names(body) & kept
 
 
 def with_tools(api: ApiName, format: str, body: dict[str, Any], cm: ContextManager) -> dict[str, Any]:

@@ -362,6 +362,7 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
           marks: dict[str, str], continues: str | None) -> Turn:
     from ..formats import get_format
     from ..manager.reconcile import pin_head, reconcile
+    from .retrieval import TOOL_NAMES, added_tool_names
 
     wire = get_format(exchange.format)
     keys = [item_key(item) for item in exchange.items]
@@ -387,11 +388,13 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
     schema = _response_format(exchange.body)
     if schema is not None:  # a structured-output schema travels with every request: counted with the view
         cm.set_request_extras(tools=cm.tools, response_format=schema)
-    if cm.cache is not None:
-        # A note on a cut output names the retrieval tools only when the model has them.
-        names = {str(_tool_name(t)) for t in cm.tools}
-        cm.cache.names_retrieval_tools = backend.config.retrieval_tools or {
-            "tool_output_cache", "tool_output_cache_grep"} <= names
+    # The notes (receipt, budget line) name only the retrieval tools the proxy answers: a client's own tool of such a
+    # name is the client's (proxy_tool_names), so sending the model to it for the archive would be wrong.
+    added = added_tool_names(exchange.body, cm) if backend.config.retrieval_tools else frozenset()
+    cm.steering.declared_tools -= TOOL_NAMES
+    cm.steering.offer(added)
+    if cm.cache is not None:  # (and a note on a cut output, likewise)
+        cm.cache.names_retrieval_tools = {"tool_output_cache", "tool_output_cache_grep"} <= added
     gone: list[Any] = []
     if dropped:  # (left out before adopting: the view the session goes on with is the client's less what it dropped)
         gone = [m for m in stored if m.meta.get("id") in dropped]
@@ -486,12 +489,6 @@ def _stored_keys(marks: Mapping[str, str], session_id: str) -> list[str] | None:
     if known is not None and not (isinstance(known, list) and all(isinstance(k, str) for k in known)):
         raise CorruptRecord(f"{_mark_place(session_id, 'keys')}: no list of item keys (not saved by the proxy)")
     return known
-
-
-def _tool_name(tool: Mapping[str, Any]) -> Any:
-    """A client's tool's name: Chat's ``function.name``, else its ``name`` (a ``function`` that is no object: none)."""
-    function = tool.get("function")
-    return (function.get("name") if isinstance(function, Mapping) else None) or tool.get("name")
 
 
 def _response_format(body: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -12,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
-__all__ = ["SESSION_REDACTORS", "SessionRedaction", "own_ids", "own_item_redaction", "redacted_event"]
+__all__ = ["SESSION_REDACTORS", "SessionRedaction", "own_ids", "own_item_redaction", "redacted_event", "unscanned"]
 
 # Sessions whose redactor a shared sink remembers (a redactor is small; a worker serves fewer sessions at once).
 SESSION_REDACTORS = 1024
@@ -24,6 +24,13 @@ R = TypeVar("R")
 # the exported event lost its id and the trace its nesting (about 1 span in 20,000).
 _OWN_ID_KEYS = ("trace_id", "span_id", "parent_id")
 _HEX_ID = re.compile(r"[0-9a-f]{16}|[0-9a-f]{32}")
+# An event's times are ours too: the tracer's clock read when it was emitted, written by ``_clock.format_time``. Of
+# that exact shape (digits and its fixed punctuation: no room for anything a user wrote) they say when, nothing of
+# the session; the OpenTelemetry sink hands the same times on as numbers, never redacted. Our redactor leaves them
+# out (issue 22); a user pattern or a remembered secret that happens to match one no longer cuts an event's time
+# (nor tells, by which times it cut, what the secret's digits are).
+_OWN_TIME_KEYS = ("started_at", "ended_at")
+_OUR_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
 # Where the redactor whose ``redact_obj`` a sink may take item by item lives (named, not imported: redact imports
 # telemetry).
 _REDACTOR_MODULE = "contextfold.redact._redactor"
@@ -35,9 +42,9 @@ def redacted_event(redact: Callable[[dict[str, Any]], dict[str, Any]], record: d
     item = own_item_redaction(redact) if ids and type(record) is dict else None
     if item is not None:
         # Our redactor's redact_obj, item by item, without the ids it would scan only for them to be put back (issue
-        # 22: ~a third of the telemetry thread's CPU per event). The same dict, keys in the same order.
-        figures = _FIGURES
-        return {key: value if key in ids or type(value) in figures else
+        # 22: ~a third of the telemetry thread's CPU per event) nor the times. The same dict, keys in the same order.
+        left, figures = unscanned(record, ids), _FIGURES
+        return {key: value if key in left or type(value) in figures else
                 _items_redacted(item, value) if type(value) is dict else item(key, value)
                 for key, value in record.items()}
     redacted = redact(record)
@@ -65,6 +72,17 @@ def own_ids(record: Mapping[str, Any]) -> dict[str, str]:
     """The event's own ids (trace, span, parent) that are ids of ours: hex of their length."""
     return {key: value for key in _OWN_ID_KEYS
             if isinstance(value := record.get(key), str) and _HEX_ID.fullmatch(value)}
+
+
+def unscanned(record: Mapping[str, Any], ids: dict[str, str] | None = None) -> dict[str, str]:
+    """What our redactor leaves out of an event: its own ids (``ids``, when known) and its times of our shape."""
+    left = own_ids(record) if ids is None else dict(ids)
+    if not left:
+        return left  # (an event without ids of ours is redacted whole: see redacted_event)
+    for key in _OWN_TIME_KEYS:
+        if isinstance(value := record.get(key), str) and _OUR_TIME.fullmatch(value):
+            left[key] = value
+    return left
 
 
 def own_item_redaction(redact: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[str, Any], Any] | None:

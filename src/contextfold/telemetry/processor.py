@@ -24,7 +24,7 @@ from typing import Any
 
 from ..redact._ledger import CLEARED_MAX_CHARS
 from ._pace import GilPacer, after_foreground
-from ._session_redaction import SessionRedaction, own_ids, own_item_redaction, redacted_event
+from ._session_redaction import SessionRedaction, own_item_redaction, redacted_event, unscanned
 from .events import Event, PendingEvent
 from .exporter import Exporter, shutdown_exporter
 
@@ -446,10 +446,10 @@ def _clearing(redact: Redactor | None, records: list[tuple[dict[str, Any], Redac
         return nullcontext()
     strings: list[str] = []
     pending: list[Any] = []
-    unscanned_ids = redact is not None and own_item_redaction(redact) is not None  # (redacted_event skips the ids)
+    unscanned_ids = redact is not None and own_item_redaction(redact) is not None  # (redacted_event skips ids, times)
     for record, _ in records:
         if unscanned_ids:
-            ids = own_ids(record)
+            ids = unscanned(record)  # (its ids and times)
             pending.extend(value for key, value in record.items() if key not in ids)
         else:
             pending.append(record)
