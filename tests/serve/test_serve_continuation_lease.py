@@ -25,7 +25,7 @@ from conftest import require_binary
 from contextfold.serve import ProxyServer
 from contextfold.serve.apis import item_key
 from contextfold.serve.identity import caller_scope, session_id
-from contextfold.serve.leases import take_lease
+from contextfold.serve.leases import LEASE_MARGIN_S, lease_key, take_lease
 from contextfold.serve.sessions import continuation_tag, resolve_pointer
 from contextfold.testing import ErrorReply, RecordedRequest, ScriptedLLMServer
 from contextfold.testing.services import RedisServer
@@ -181,3 +181,40 @@ def test_the_same_request_retried_takes_a_live_lease_over(upstream: ScriptedLLMS
                clock=time.time)
     assert post(two, {"previous_response_id": response, "input": text}).status_code == 200
     assert upstream_input(upstream).count(f"A-{nonce}") == 1
+
+
+def test_a_stream_outlasting_the_lease_renews_it(upstream: ScriptedLLMServer, gates: Gates,
+                                                 instances: list[ProxyServer],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    one, _ = instances
+    nonce = uuid.uuid4().hex[:8]
+    first = post(one, {"input": f"Task lease-{nonce}: bisect the regression."})
+    response = first.json()["id"]
+    backend = one.serve_app.backend
+    now = [time.time()]
+    monkeypatch.setattr(backend, "clock", lambda: now[0])
+    written: list[bytes] = []
+    put_if, lease = backend.blobs.put_if, lease_key(session_of(one, response), response)
+
+    def recording(key: str, data: bytes | None, expected: bytes | None) -> bool:
+        if key == lease and data is not None:
+            written.append(data)
+        return put_if(key, data, expected)
+
+    monkeypatch.setattr(backend.blobs, "put_if", recording)
+    arrived, opened = gates.hold(f"A-{nonce}")
+    held: list[httpx.Response] = []
+    worker = threading.Thread(target=lambda: held.append(post(one, {
+        "previous_response_id": response, "input": f"A-{nonce}: which commit?", "stream": True})))
+    worker.start()
+    try:
+        assert arrived.wait(WAIT_S), "the continuation never reached the upstream"
+        taken = now[0]
+        now[0] += one.config.upstream_timeout_s  # (the upstream's first event, just within its read timeout)
+    finally:
+        opened.set()
+        worker.join(WAIT_S)
+    assert held[0].status_code == 200
+    # Renewed at the stream's first event: its time runs from then, past where the first one ended.
+    assert written and json.loads(written[0])["until"] == now[0] + one.config.upstream_timeout_s + LEASE_MARGIN_S
+    assert json.loads(written[0])["until"] > taken + one.config.upstream_timeout_s + LEASE_MARGIN_S

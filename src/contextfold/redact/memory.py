@@ -213,6 +213,9 @@ class SecretMemory:
         self._runs: list[_Run] = []
         self._next = 1
         self._slot = 0  # (which base is the current one: 0, or 1 for <memory key>.b)
+        # The highest passed-over note this worker read with the layout or wrote itself: one above it was raised by
+        # another worker's fold or merge since, and this worker's view of the base may be stale (see _merge_levels).
+        self._note_seen = 0
         # The passed-over note as this save read it after appending (None: not read in this save); a merge right
         # after raises it without reading it again (issue 22: a read per merge, ~10% of many small saves' CPU).
         # The store's count of possible losses when the memory was last saved (a Redis restarted empty forgets it).
@@ -441,24 +444,72 @@ class SecretMemory:
         """``_read``, again while it stopped below the passed-over note (bounded); past a gap the note says is lost.
 
         A load that stops at a record another worker's fold or merge passed over read while that worker deleted
-        what it holds: read again, it finds the new base or run. One still missing then is lost (a fold of another
-        worker replaced the base holding it, see DESIGN.md): the records after the note are read all the same,
-        or every later save would be invisible too.
+        what it holds: read again, it finds the new base or run. Still stopped below the note, it reads on past the
+        gap (:meth:`_read_past_gap`: a run aligned to an older base, or later records).
         """
         store, key = self._store, self._key
         assert store is not None and key is not None
         values = self._read()
         for _ in range(_MAX_READ_TRIES):
             note = _passed(store, key)
+            self._note_seen = max(self._note_seen, note)
             if note < self._next:
                 return values
             values = self._read()
         note = _passed(store, key)
-        if note >= self._next:
-            _log.warning("%s: records %d to %d are missing (a worker's fold was overtaken); read past them",
-                         record_place(store, key), self._next, note)
-            self._next = self._read_appended(note + 1, values)
+        self._note_seen = max(self._note_seen, note)
+        while self._next <= note:
+            self._next = self._read_past_gap(self._next, note, values)
         return values
+
+    def _read_past_gap(self, gap: int, note: int, values: dict[str, str]) -> int:
+        """Read on from record ``gap``, where no record or run aligned to the base starts and the note passed.
+
+        A merge of a worker whose base was stale (another worker folded meanwhile) writes its run aligned to the older
+        base: a load from the new base finds nothing where it looks, though the values are in the store (review of
+        the sixteenth session: up to half of them, with 4 workers). So the run that covers ``gap`` is looked for
+        wherever one of each level can start (the highest level first), then any record or run starting after it
+        up to the note. What no key covers is lost (a fold of another worker replaced the base holding it): read past,
+        or every later save would be invisible too. Up to ``FAN_IN ** MAX_LEVEL`` + 72 reads, only past a gap.
+        """
+        store, key = self._store, self._key
+        assert store is not None and key is not None
+        run = self._covering(gap)
+        n = gap
+        while run is None and n < note:
+            n += 1
+            run = next((found for level in range(MAX_LEVEL, -1, -1) if (found := self._run_at(n, level))), None)
+        if n > gap or run is None:
+            _log.warning("%s: records %d to %d are missing (a worker's fold was overtaken); read past them",
+                         record_place(store, key), gap, n - 1 if run is not None else note)
+        if run is None:
+            return self._read_appended(note + 1, values)
+        values.update(run.secrets)
+        self._runs.append(run)
+        return self._read_appended(run.start + run_records(run.level), values)
+
+    def _covering(self, n: int) -> _Run | None:
+        """A run (of any alignment, the highest level and the latest start first) or the record holding record ``n``."""
+        for level in range(MAX_LEVEL, -1, -1):
+            for start in range(n, max(n - run_records(level), 0), -1):
+                run = self._run_at(start, level)
+                if run is not None:
+                    return run
+        return None
+
+    def _run_at(self, start: int, level: int) -> _Run | None:
+        """The whole run of ``level`` (a record: 0) stored from record ``start`` on, or None."""
+        store, key = self._store, self._key
+        assert store is not None and key is not None
+        place = _key_at(key, start, level)
+        raw = _get(store, place)
+        record = None if raw is None else decode_record(raw, record_place(store, place))
+        if raw is None or record is None:
+            return None
+        if level and record.through != start + run_records(level) - 1:
+            raise CorruptRecord(f"{record_place(store, place)}: holds the records through {record.through}, not "
+                                f"the {run_records(level)} from {start}")
+        return _Run(place, start, level, len(raw), record.secrets)
 
     def _read_appended(self, start: int, values: dict[str, str]) -> int:
         """Read the records and runs from record number ``start`` on into ``values``; the number of the next one."""
@@ -606,11 +657,18 @@ class SecretMemory:
             through = start + run_records(level + 1) - 1
             raw = encode_record(merged.items(), time.time(), through=through)
             store.put(place, raw)
-            if not _note_passed(store, key, through):  # (before the deletes: see _append; read now, never lowered)
+            # (before the deletes: see _append; read now, never lowered)
+            raised = _note_passed(store, key, through, stale_above=self._note_seen)
+            if not raised:
                 # Not raised: a late record among the group's numbers would land where no load reads. The merge is
-                # abandoned, its run deleted (unless another worker's merge wrote it since); the group stays.
+                # abandoned, its run deleted (unless another worker's merge wrote it since); the group stays. Or
+                # another worker folded or merged since this one read the store: its base may be stale here, and a
+                # run aligned to it is not where a load from the new base looks (review of the sixteenth session).
                 _put_if(store, place, None, raw)
+                if raised is None:
+                    self._learn_stored(self._read_whole())
                 return
+            self._note_seen = max(self._note_seen, through)
             for run in reversed(group):  # (last first: a merge cut short among its deletes leaves the first)
                 _sweep_merged(store, key, run.start, run.level)  # (what a merge of it cut short left: see there)
                 store.delete(run.key)
@@ -654,7 +712,8 @@ class SecretMemory:
         assert store is not None and key is not None
         for _ in range(_MAX_FOLD_TRIES):
             left_through: int | None = None  # (a base a fold killed before its deletes left in the slot: its through)
-            if _passed(store, key) >= self._next:  # (another worker folded or merged records not read here)
+            note = _passed(store, key)
+            if note >= self._next or note > self._note_seen:  # (another worker folded or merged since it was read)
                 self._learn_stored(self._read_whole())
             through, previous_through = self._next - 1, self._through
             previous = base_key(key, self._slot) if self._base_bytes else None
@@ -680,6 +739,7 @@ class SecretMemory:
                 # abandoned, its base deleted (unless another worker's fold wrote that slot since); the rest stays.
                 _put_if(store, place, None, raw)
                 return
+            self._note_seen = max(self._note_seen, through)
             for run in self._runs:
                 _sweep_merged(store, key, run.start, run.level)
                 store.delete(run.key)
@@ -822,18 +882,22 @@ def _passed(store: BlobStore, key: str) -> int:
     return record.through if record is not None else 0
 
 
-def _note_passed(store: BlobStore, key: str, through: int) -> bool:
+def _note_passed(store: BlobStore, key: str, through: int, stale_above: int | None = None) -> bool | None:
     """Raise the memory's passed-over note to ``through`` (never lower it: another worker's may be further on).
 
     Written over the note read (``put_if``): another worker raising it between the read and the write makes this
     one read it again, so two workers passing over records at one instant leave the higher note (the lower one let
     a late third worker's record below the higher be lost). True when the note is at ``through`` or higher now;
     False when other workers kept changing it below ``through``: the caller must then delete nothing it passed over.
+    None, raising nothing, when the note read is above ``stale_above`` (given): another worker folded or merged since
+    the caller read the store.
     """
     place = passed_key(key)
     for _ in range(_MAX_NOTE_TRIES):
         raw = _get(store, place)
         held = None if raw is None else decode_record(raw, record_place(store, place))
+        if stale_above is not None and held is not None and held.through > stale_above:
+            return None
         if held is not None and held.through >= through:
             return True
         if _put_if(store, place, encode_record((), time.time(), through=through), raw):

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -357,10 +359,10 @@ class ServeApp:
         api = exchange.api
         try:
             if continues is not None:  # (given back with the instance's lock: serve.leases)
-                held.lease = await asyncio.to_thread(
+                await held.take(functools.partial(
                     take_lease, self.backend.blobs, session, continues,
                     continuation_tag(continues, [item_key(item) for item in exchange.items]),
-                    seconds=self.config.upstream_timeout_s + LEASE_MARGIN_S, clock=self.backend.clock)
+                    seconds=self.config.upstream_timeout_s + LEASE_MARGIN_S, clock=self.backend.clock))
             # (a state loaded by _session_of: the session is named by its opening, a slid window finds it by its tail)
             turn = await asyncio.to_thread(open_turn, self.backend, exchange, session, continues=continues,
                                            loaded=loaded, tail_id=None if loaded is None else _tail_id(scope))
@@ -379,7 +381,7 @@ class ServeApp:
 
         recovery = OverflowRecovery(turn.cm, self.config.recovery_retries, exchange.reply_tokens)
         try:
-            upstream, overflow = await self._send_recovering(turn, turn.sent, headers, recovery)
+            upstream, overflow = await self._send_recovering(turn, turn.sent, headers, recovery, held)
         except httpx.HTTPError as exc:
             return self._error(api, 502, f"the upstream could not be reached: {type(exc).__name__}",
                                kind="api_error", started=started, session=session)
@@ -389,7 +391,7 @@ class ServeApp:
                       status=upstream.status_code, overflow=overflow)
             return Response(upstream.content, status_code=upstream.status_code, headers=response_headers(upstream))
         if exchange.stream:
-            return _RelayResponse(self._relay(turn, upstream, headers, scope, started, held.release, recovery),
+            return _RelayResponse(self._relay(turn, upstream, headers, scope, started, held, recovery),
                                   upstream, held.release, status_code=upstream.status_code, headers={
                                       **response_headers(upstream), "cache-control": "no-cache",
                                       "x-accel-buffering": "no"})
@@ -401,7 +403,7 @@ class ServeApp:
         if isinstance(payload, dict):
             if self.config.retrieval_tools:
                 try:
-                    payload = await self._retrieval_rounds(turn, payload, headers, recovery)
+                    payload = await self._retrieval_rounds(turn, payload, headers, recovery, held)
                 except httpx.HTTPError as exc:  # (a retrieval round's call: unreachable as the first can be)
                     return self._error(api, 502, f"the upstream could not be reached: {type(exc).__name__}",
                                        kind="api_error", started=started, session=session)
@@ -417,19 +419,22 @@ class ServeApp:
         self._done(turn, upstream.status_code, started)
         return Response(data, status_code=upstream.status_code, headers=response_headers(upstream))
 
-    async def _send_recovering(self, turn: Turn, view: Any, headers: dict[str, str],
-                               recovery: OverflowRecovery) -> tuple[httpx.Response, bool]:
+    async def _send_recovering(self, turn: Turn, view: Any, headers: dict[str, str], recovery: OverflowRecovery,
+                               held: _Held) -> tuple[httpx.Response, bool]:
         """Send ``view`` upstream; after a context-length error, shrink the session's view and send it again.
 
         For the request's first call and for every retrieval round after it (a round adds the answers to the view,
         so it is where a provider limit below the window is met first). Returns the upstream's response (a
         success still unread, or the error it ended with, read and closed) and whether that error is an overflow
-        recovery gave up on. Raises httpx.HTTPError when the upstream cannot be reached.
+        recovery gave up on. Raises httpx.HTTPError when the upstream cannot be reached. A call renews the
+        request's lease when it is due (serve.leases: a request can last longer than one).
         """
         from ..recovery import parse_limit_error
 
         api, provider = turn.exchange.api, turn.exchange.provider
         while True:
+            if held.renewal_due():
+                await held.renew()
             sent_at = time.perf_counter()
             upstream = await self.upstream.send(api, self._upstream_body(turn, view), headers)
             self.metrics.upstream_seconds.labels(api).observe(time.perf_counter() - sent_at)
@@ -479,7 +484,7 @@ class ServeApp:
         return self._resave(turn)
 
     async def _retrieval_rounds(self, turn: Turn, payload: dict[str, Any], headers: dict[str, str],
-                                recovery: OverflowRecovery) -> dict[str, Any]:
+                                recovery: OverflowRecovery, held: _Held) -> dict[str, Any]:
         """Answer the model's retrieval calls and ask again until the reply is the client's (non-streaming)."""
         api = turn.exchange.api
         for _ in range(MAX_ROUNDS):
@@ -496,7 +501,7 @@ class ServeApp:
                                                          f"with the retrieval results: {exc}")) from exc
             if split.for_client:
                 return client_payload(api, payload, split)
-            upstream, _ = await self._send_recovering(turn, view, headers, recovery)
+            upstream, _ = await self._send_recovering(turn, view, headers, recovery, held)
             try:
                 data = await upstream.aread()
             finally:
@@ -572,8 +577,7 @@ class ServeApp:
                   ms=round((time.perf_counter() - started) * 1000, 1))
 
     async def _relay(self, turn: Turn, upstream: httpx.Response, headers: dict[str, str], scope: str,
-                     started: float, release: Callable[[], Awaitable[None]],
-                     recovery: OverflowRecovery) -> AsyncIterator[bytes]:
+                     started: float, held: _Held, recovery: OverflowRecovery) -> AsyncIterator[bytes]:
         """Pass the upstream's events through as they arrive; read the usage and the reply on the way.
 
         With the retrieval tools, rounds that only call them are answered here and followed by the next round's
@@ -588,6 +592,8 @@ class ServeApp:
         try:
             for _ in range(MAX_ROUNDS + 1):
                 async for event in events(upstream.aiter_bytes()):
+                    if held.renewal_due():  # (a stream can last longer than the lease: serve.leases)
+                        await held.renew()
                     data = event.json()
                     collector.observe(data)
                     if drop_usage and isinstance(data, dict) and not data.get("choices") and data.get("usage"):
@@ -609,7 +615,7 @@ class ServeApp:
                                                        f"with the retrieval results: {exc}"), "error")
                     return
                 try:
-                    following, _ = await self._send_recovering(turn, view, headers, recovery)
+                    following, _ = await self._send_recovering(turn, view, headers, recovery, held)
                 except httpx.HTTPError as exc:  # (the stream has begun: its last event says so, as for an error)
                     self.metrics.requests.labels(api, "502").inc()
                     yield encode_event(error_body(api, f"the upstream could not be reached: {type(exc).__name__}",
@@ -647,7 +653,7 @@ class ServeApp:
             self._done(turn, status, started)
         finally:
             await upstream.aclose()
-            await release()
+            await held.release()
 
 
 class _RelayResponse(StreamingResponse):
@@ -688,6 +694,28 @@ class _Held:
         self.lease: Lease | None = None
         self._released = False
 
+    async def take(self, take: Callable[[], Lease]) -> None:
+        """Take the lease by ``take`` (a store's round trips, in a thread); raises what it raises.
+
+        A request cancelled meanwhile (its client gone, the server shutting down) cannot stop the thread: the lease
+        it takes then is given back when it is (it was never recorded here, and stayed closed until its expiry).
+        """
+        taking = asyncio.get_running_loop().run_in_executor(None, take)
+        try:
+            self.lease = await asyncio.shield(taking)
+        except asyncio.CancelledError:
+            taking.add_done_callback(_give_back_taken)
+            raise
+
+    def renewal_due(self) -> bool:
+        """Whether the lease is held and due for renewal (a clock read: called at every relayed event)."""
+        return self.lease is not None and not self._released and self.lease.due()
+
+    async def renew(self) -> None:
+        """Renew the lease if one is held (serve.leases: a request renews it when due, at a call or an event)."""
+        if self.lease is not None and not self._released:
+            await asyncio.to_thread(self.lease.renew)
+
     async def release(self) -> None:
         """Give both back (once: a second call does nothing); the lock even when the store cannot be reached."""
         if self._released:
@@ -700,6 +728,13 @@ class _Held:
             log_event("lease not given back", level=logging.WARNING, error=type(exc).__name__)
         finally:
             self.unlock()
+
+
+def _give_back_taken(taking: asyncio.Future[Lease]) -> None:
+    """Give back a lease taken for a request cancelled while it was being taken (in a thread: store round trips)."""
+    if taking.cancelled() or taking.exception() is not None:
+        return
+    threading.Thread(target=taking.result().release, name="contextfold-lease-give-back").start()
 
 
 class _RoundFailed(Exception):
