@@ -27,10 +27,12 @@ import json
 import random
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from contextfold.archive import Archive, MemoryArchiveStore
+from contextfold.cache import BlobStore
 from contextfold.errors import ContextfoldError, StoreError, SummarizerError
 from contextfold.formats import get_format
 from contextfold.manager import ContextManager
@@ -88,6 +90,10 @@ class FlakyStore(MemoryBlobStore):
             self.failures += 1
             raise StoreError("injected: the store is unavailable")
         super().put(key, data)
+
+    def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        # One put each (the protocol's default): each write may fail, as before the batch (an output without its claim).
+        BlobStore.put_many(self, items)
 
 
 @dataclass

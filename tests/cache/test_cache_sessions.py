@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from contextfold.cache import GREP_TOOL, READ_TOOL, Retention, ToolOutputCache, owner_key, owner_tag
+from contextfold.cache import GREP_TOOL, READ_TOOL, BlobStore, Retention, ToolOutputCache, owner_key, owner_tag
 from contextfold.errors import StoreError
 from contextfold.manager import ContextManager
 from contextfold.messages import Message, ToolCall
@@ -149,6 +150,10 @@ class ClaimFailsOnce(MemoryBlobStore):
             self.failed = True
             raise StoreError("injected: the store is unavailable")
         super().put(key, data)
+
+    def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        # One put each (the protocol's default, as a Redis or S3 store does): the output is written, its claim fails.
+        BlobStore.put_many(self, items)
 
 
 def test_a_put_retried_after_its_claim_failed_is_owned() -> None:

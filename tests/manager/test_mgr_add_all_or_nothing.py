@@ -144,7 +144,8 @@ def _arm(cm: ContextManager, sink: _Sink, where: str, nth: int, error: BaseExcep
         undo.append(lambda: setattr(obj, name, original))
 
     if where == "blob store":
-        wrap(cm.cache.store, "put")  # type: ignore[union-attr]
+        for name in ("put", "put_many"):  # (a new output, its index and its claim are written in one put_many)
+            wrap(cm.cache.store, name)  # type: ignore[union-attr]
     elif where == "archive store":
         for name in _ARCHIVE_WRITES:
             wrap(cm.archive.store, name)  # type: ignore[union-attr]

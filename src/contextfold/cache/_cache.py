@@ -31,6 +31,7 @@ from .owners import (
     OWNER_INFIX,
     Retention,
     StoredOutput,
+    claim_item,
     delete_output,
     load_claims,
     owner_key,
@@ -273,13 +274,25 @@ class ToolOutputCache:
             data = _encode(str(text))
         if line_count is None:
             line_count = count_lines(data)
+        claimed_at: float | None = None
         if self.store.size(ref_id) != len(data):
+            writes: list[tuple[str, bytes]] = []
             index = build_line_index(data, line_count)
             if index is not None:
                 # The index goes first: a crash in between leaves an orphan index (collected by gc), never an
                 # output that cannot be paged.
-                self.store.put(index_key(ref_id), index)
-            self.store.put(ref_id, data)
+                writes.append((index_key(ref_id), index))
+            writes.append((ref_id, data))
+            # Its claim after it, in the same call (one store call and lock for the three, issue 22).
+            claimed_at = self._claim_due(ref_id)
+            if claimed_at is not None:
+                writes.append(claim_item(ref_id, self._tag, claimed_at))
+            put_many = getattr(self.store, "put_many", None)  # (a third party's store may predate it)
+            if callable(put_many):
+                put_many(writes)
+            else:
+                for key, value in writes:
+                    self.store.put(key, value)
         else:
             self.store.touch(ref_id)
         ref = ToolOutputRef(ref_id, len(data), line_count)
@@ -287,7 +300,10 @@ class ToolOutputCache:
             self._refs[ref_id] = ref
             self._new_outputs += 1
             due = self.retention is not None and self._new_outputs % self.retention.every_puts == 0
-        self._claim(ref_id)
+            if claimed_at is not None:
+                self._claimed[ref_id] = claimed_at
+        if claimed_at is None:
+            self._claim(ref_id)
         if due:
             self.retain()
         return ref
@@ -303,15 +319,22 @@ class ToolOutputCache:
 
         A cache without a session claims nothing: its outputs are aged by size (LRU) only.
         """
-        if self.session_id is None:
-            return
-        now = self._clock()
-        last = self._claimed.get(ref_id)
-        if last is not None and now - last < CLAIM_REFRESH_S:
+        now = self._claim_due(ref_id)
+        if now is None:
             return
         write_claim(self.store, ref_id, self._tag, now)
         with self._lock:
             self._claimed[ref_id] = now
+
+    def _claim_due(self, ref_id: str) -> float | None:
+        """The time to claim ``ref_id`` at now, or None when this cache need not (no session, or claimed lately)."""
+        if self.session_id is None:
+            return None
+        now = self._clock()
+        last = self._claimed.get(ref_id)
+        if last is not None and now - last < CLAIM_REFRESH_S:
+            return None
+        return now
 
     def owns(self, ref_id: str) -> bool:
         """Whether this cache's session has a claim on ``ref_id`` (a cache without a session owns everything)."""

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from ._line_index import index_owner
 from .blobs import BlobStore
 
-__all__ = ["OWNER_INFIX", "Retention", "StoredOutput", "delete_output", "load_claims", "owner_key", "owner_tag",
-           "parse_owner_key", "read_claim", "survey", "write_claim"]
+__all__ = ["OWNER_INFIX", "Retention", "StoredOutput", "claim_item", "delete_output", "load_claims", "owner_key",
+           "owner_tag", "parse_owner_key", "read_claim", "survey", "write_claim"]
 
 OWNER_INFIX = ".owner."
 # 64 bits of the session id's hash: names the owner without putting a user-chosen string in a key.
@@ -75,7 +75,12 @@ def parse_owner_key(key: str) -> tuple[str, str] | None:
 
 def write_claim(store: BlobStore, ref_id: str, tag: str, now: float) -> None:
     """Record that ``tag`` used ``ref_id`` at ``now``."""
-    store.put(owner_key(ref_id, tag), _TIME.pack(int(now)))
+    store.put(*claim_item(ref_id, tag, now))
+
+
+def claim_item(ref_id: str, tag: str, now: float) -> tuple[str, bytes]:
+    """The key and value :func:`write_claim` stores (for a caller writing it in one call with others)."""
+    return owner_key(ref_id, tag), _TIME.pack(int(now))
 
 
 def read_claim(store: BlobStore, ref_id: str, tag: str) -> float | None:

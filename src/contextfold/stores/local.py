@@ -80,6 +80,14 @@ class LocalBlobStore(SQLiteFile, BlobStore):
         """Store ``data`` under ``key`` in one transaction, replacing any previous value."""
         self._put(key, data, new=False)
 
+    def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """Store each ``(key, data)`` in order, all in one transaction (a process killed mid-write leaves none)."""
+        if not items:
+            return
+        with self._write(f"cannot write {items[0][0]!r} and {len(items) - 1} more to {self.path}") as db:
+            for key, data in items:
+                self._write_rows(db, key, data)
+
     def put_new(self, key: str, data: bytes) -> bool:
         """Store ``data`` under ``key`` unless it is there; True when stored (checked and written in one step)."""
         return self._put(key, data, new=True)
@@ -109,19 +117,24 @@ class LocalBlobStore(SQLiteFile, BlobStore):
         return stored_bytes([p[0] for p in parts], self._place(key)) == expected
 
     def _put(self, key: str, data: bytes, *, new: bool, expected: bytes | None = None) -> bool:
-        view = memoryview(data)
-        rows = ((key, seq, view[off : off + CHUNK_BYTES]) for seq, off in enumerate(range(0, len(view), CHUNK_BYTES)))
         with self._write(f"cannot write {key!r} to {self.path}") as db:
             if new and db.execute("SELECT 1 FROM blobs WHERE key = ?", (key,)).fetchone() is not None:
                 return False
             if expected is not None and not self._holds(db, key, expected):
                 return False
-            db.execute("DELETE FROM chunks WHERE key = ?", (key,))
-            db.executemany("INSERT INTO chunks (key, seq, data) VALUES (?, ?, ?)", rows)
-            db.execute(
-                f"INSERT OR REPLACE INTO blobs (key, size, accessed) VALUES (?, ?, {_NEXT_ACCESS})", (key, len(view))
-            )
+            self._write_rows(db, key, data)
         return True
+
+    @staticmethod
+    def _write_rows(db: sqlite3.Connection, key: str, data: bytes) -> None:
+        """Replace ``key``'s chunks and row with ``data`` (inside the caller's write transaction)."""
+        view = memoryview(data)
+        rows = ((key, seq, view[off : off + CHUNK_BYTES]) for seq, off in enumerate(range(0, len(view), CHUNK_BYTES)))
+        db.execute("DELETE FROM chunks WHERE key = ?", (key,))
+        db.executemany("INSERT INTO chunks (key, seq, data) VALUES (?, ?, ?)", rows)
+        db.execute(
+            f"INSERT OR REPLACE INTO blobs (key, size, accessed) VALUES (?, ?, {_NEXT_ACCESS})", (key, len(view))
+        )
 
     def read_range(self, key: str, start: int, length: int) -> bytes:
         """Up to ``length`` bytes of ``key`` from ``start``, reading only the chunks that hold them."""

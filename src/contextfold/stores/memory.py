@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from ..cache import BlobInfo, BlobStore
 from ..cache.owners import OWNER_INFIX, parse_owner_key
@@ -38,6 +38,16 @@ class MemoryBlobStore(BlobStore):
             self._accessed[key] = next(self._clock)
             if OWNER_INFIX in key:
                 self._index_claim(key, add=True)
+
+    def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """Store each ``(key, data)`` in order, under one hold of the lock."""
+        values = [(key, bytes(data)) for key, data in items]
+        with self._lock:
+            for key, value in values:
+                self._data[key] = value
+                self._accessed[key] = next(self._clock)
+                if OWNER_INFIX in key:
+                    self._index_claim(key, add=True)
 
     def put_new(self, key: str, data: bytes) -> bool:
         """Store ``data`` under ``key`` unless it is there; True when stored (one step: under the lock)."""
