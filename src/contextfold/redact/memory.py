@@ -449,15 +449,20 @@ class SecretMemory:
         """
         store, key = self._store, self._key
         assert store is not None and key is not None
+        # Staleness is judged by the note read BEFORE the layout (what the layout is at least as new as): one read
+        # after it may be another worker's fold in between, and taken as seen, no later check would find this
+        # worker's base stale (its merges then land aligned to the old base: every load reads past a gap).
+        before = _passed(store, key)
         values = self._read()
         for _ in range(_MAX_READ_TRIES):
             note = _passed(store, key)
-            self._note_seen = max(self._note_seen, note)
             if note < self._next:
+                self._note_seen = max(self._note_seen, before)
                 return values
+            before = note
             values = self._read()
         note = _passed(store, key)
-        self._note_seen = max(self._note_seen, note)
+        self._note_seen = max(self._note_seen, before)
         while self._next <= note:
             self._next = self._read_past_gap(self._next, note, values)
         return values
@@ -470,7 +475,8 @@ class SecretMemory:
         the sixteenth session: up to half of them, with 4 workers). So the run that covers ``gap`` is looked for
         wherever one of each level can start (the highest level first), then any record or run starting after it
         up to the note. What no key covers is lost (a fold of another worker replaced the base holding it): read past,
-        or every later save would be invisible too. Up to ``FAN_IN ** MAX_LEVEL`` + 72 reads, only past a gap.
+        or every later save would be invisible too. Only past a gap: up to 585 reads a gap for the run covering it
+        (every start of every level: 1 + 8 + 64 + 512), then 4 per record from it up to the note (each level's start).
         """
         store, key = self._store, self._key
         assert store is not None and key is not None
@@ -656,7 +662,12 @@ class SecretMemory:
             place = run_key(key, start, level + 1)
             through = start + run_records(level + 1) - 1
             raw = encode_record(merged.items(), time.time(), through=through)
-            store.put(place, raw)
+            if not _put_new(store, place, raw) and not _over_cut_run(store, place, raw):
+                # Another worker's merge of this group wrote it (the same records): theirs, never overwritten nor
+                # deleted here (overwritten, then taken back by this merge's abandon, it lost the records that worker
+                # had deleted after its note passed: review of the sixteenth session). The store is read again.
+                self._learn_stored(self._read_whole())
+                return
             # (before the deletes: see _append; read now, never lowered)
             raised = _note_passed(store, key, through, stale_above=self._note_seen)
             if not raised:
@@ -810,6 +821,17 @@ def _sweep_range(store: BlobStore, key: str, after: int, through: int) -> None:
         size = run_records(level)
         for n in range(after + 1, through + 2 - size, size):  # (a run wholly in the range: one reaching past it is
             store.delete(_key_at(key, n, level))  # another layout's, and left as it was)
+
+
+def _over_cut_run(store: BlobStore, place: str, raw: bytes) -> bool:
+    """Write ``raw`` over the run at ``place`` when that is cut short (a merge that never finished); True when written.
+
+    Over what was read only (``put_if``): a whole run there, or one written since, is another worker's merge.
+    """
+    held = _get(store, place)
+    if held is None or decode_record(held, record_place(store, place)) is not None:
+        return False
+    return _put_if(store, place, raw, held)
 
 
 def _losses(store: BlobStore | None) -> int:
