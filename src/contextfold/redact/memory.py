@@ -16,7 +16,8 @@ at once both keep theirs: each reads what the other appended before it writes, a
 key is (``BlobStore.put_new``: the loser writes it again under the next number). A fold or a merge notes through
 which record it passed (``passed_key``) before it deletes what it passed over: a worker whose next number was stale
 (its record lands where no load reads) sees its number at or below the note, reads the store again and appends
-after the newest; a fold or a merge that cannot raise the note deletes nothing (and takes back what it wrote).
+after the newest; a fold or a merge that cannot raise the note deletes nothing (and takes back what it wrote). A
+merge writes its run only where no key is: one there is another worker's merge of the same records, left alone.
 The note and the bases are written (and a previous base deleted) only over what was read (``BlobStore.put_if``, a
 compare-and-set): another worker's write in between makes this one read the store again.
 All of this holds only where ``put_new`` and ``put_if`` are one step for the store (those of
@@ -672,9 +673,9 @@ class SecretMemory:
             raised = _note_passed(store, key, through, stale_above=self._note_seen)
             if not raised:
                 # Not raised: a late record among the group's numbers would land where no load reads. The merge is
-                # abandoned, its run deleted (unless another worker's merge wrote it since); the group stays. Or
-                # another worker folded or merged since this one read the store: its base may be stale here, and a
-                # run aligned to it is not where a load from the new base looks (review of the sixteenth session).
+                # abandoned, its run deleted (its own: written where no key was); the group stays. Or another worker
+                # folded or merged since this one read the store: its base may be stale here, and a run aligned to it
+                # is not where a load from the new base looks (review of the sixteenth session).
                 _put_if(store, place, None, raw)
                 if raised is None:
                     self._learn_stored(self._read_whole())
