@@ -289,8 +289,9 @@ class ContextManager:
 
         A list of messages/items for OpenAI Chat and Responses; the request fragment for Anthropic
         (``{"system", "messages"}``) and Gemini (``{"system_instruction", "contents"}``). Compacts first when
-        the policy says so; raises InsufficientBudget when even full compaction cannot fit. With
-        ``policy.context_status`` on, the budget line (:meth:`status_message`) comes last. ``cache_breakpoints``
+        the policy says so; raises InsufficientBudget when even full compaction cannot fit. A failing archive does
+        not stop the request: it is reported (``compact.warning``, ``code="archive_failed"``), retried next turn.
+        With ``policy.context_status`` on, the budget line (:meth:`status_message`) comes last. ``cache_breakpoints``
         (Anthropic): ``cache_control`` on the pinned head, the latest summary and the last history message
         (:func:`contextfold.billing.breakpoints.mark_breakpoints`), unless a message already carries one.
 
@@ -302,7 +303,7 @@ class ContextManager:
             self._prepare_view()
             self._provider_items.report_drops(self._view, format)
             if self._view.dropped:  # what normalization removed for good goes to the archive now, not "later"
-                self._archive_dropped()
+                self._archive_dropped_or_report()
             status = self._status_after_view(sending=True)
             tail = [status] if status is not None else []
             if self._redacts_model_input():
@@ -583,6 +584,24 @@ class ContextManager:
         """
         self._archiver.dropped([*self._view.dropped, *also])
         self._view.dropped = []
+
+    def _archive_dropped_or_report(self) -> None:
+        """``_archive_dropped()`` for ``prepare()``: a failure is logged and reported, not raised.
+
+        The model call must not wait on the archive: raising here failed every ``prepare()`` for as long as the
+        archive was down (what is owed stays owed, so each turn tried again). The items stay in ``view.dropped``
+        and the next ``prepare()`` (or ``archive_view()``, which raises) archives them once the archive is back.
+        """
+        from ..telemetry import CompactWarning
+
+        try:
+            self._archive_dropped()
+        except Exception as error:
+            owed = len(self._view.dropped)
+            message = (f"archiving {owed} message(s) normalization dropped failed ({type(error).__name__}); "
+                       "they stay owed to the archive and the next prepare() tries again")
+            _log.exception(message)
+            self.tracer.emit(CompactWarning(session_id=self.session_id, message=message, code="archive_failed"))
 
     # -- idle-time compaction -------------------------------------------------------------------------------------
     def compact_in_background(self) -> Future[CompactionResult] | None:
