@@ -16,7 +16,8 @@ at once both keep theirs: each reads what the other appended before it writes, a
 key is (``BlobStore.put_new``: the loser writes it again under the next number). A fold or a merge notes through
 which record it passed (``passed_key``) before it deletes what it passed over: a worker whose next number was stale
 (its record lands where no load reads) sees its number at or below the note, reads the store again and appends
-after the newest; a fold or a merge that cannot raise the note deletes nothing (and takes back what it wrote).
+after the newest; a fold or a merge that cannot raise the note deletes nothing (and takes back what it wrote). A
+merge writes its run only where no key is: one there is another worker's merge of the same records, left alone.
 The note and the bases are written (and a previous base deleted) only over what was read (``BlobStore.put_if``, a
 compare-and-set): another worker's write in between makes this one read the store again.
 All of this holds only where ``put_new`` and ``put_if`` are one step for the store (those of
@@ -449,15 +450,20 @@ class SecretMemory:
         """
         store, key = self._store, self._key
         assert store is not None and key is not None
+        # Staleness is judged by the note read BEFORE the layout (what the layout is at least as new as): one read
+        # after it may be another worker's fold in between, and taken as seen, no later check would find this
+        # worker's base stale (its merges then land aligned to the old base: every load reads past a gap).
+        before = _passed(store, key)
         values = self._read()
         for _ in range(_MAX_READ_TRIES):
             note = _passed(store, key)
-            self._note_seen = max(self._note_seen, note)
             if note < self._next:
+                self._note_seen = max(self._note_seen, before)
                 return values
+            before = note
             values = self._read()
         note = _passed(store, key)
-        self._note_seen = max(self._note_seen, note)
+        self._note_seen = max(self._note_seen, before)
         while self._next <= note:
             self._next = self._read_past_gap(self._next, note, values)
         return values
@@ -470,7 +476,8 @@ class SecretMemory:
         the sixteenth session: up to half of them, with 4 workers). So the run that covers ``gap`` is looked for
         wherever one of each level can start (the highest level first), then any record or run starting after it
         up to the note. What no key covers is lost (a fold of another worker replaced the base holding it): read past,
-        or every later save would be invisible too. Up to ``FAN_IN ** MAX_LEVEL`` + 72 reads, only past a gap.
+        or every later save would be invisible too. Only past a gap: up to 585 reads a gap for the run covering it
+        (every start of every level: 1 + 8 + 64 + 512), then 4 per record from it up to the note (each level's start).
         """
         store, key = self._store, self._key
         assert store is not None and key is not None
@@ -656,14 +663,19 @@ class SecretMemory:
             place = run_key(key, start, level + 1)
             through = start + run_records(level + 1) - 1
             raw = encode_record(merged.items(), time.time(), through=through)
-            store.put(place, raw)
+            if not _put_new(store, place, raw) and not _over_cut_run(store, place, raw):
+                # Another worker's merge of this group wrote it (the same records): theirs, never overwritten nor
+                # deleted here (overwritten, then taken back by this merge's abandon, it lost the records that worker
+                # had deleted after its note passed: review of the sixteenth session). The store is read again.
+                self._learn_stored(self._read_whole())
+                return
             # (before the deletes: see _append; read now, never lowered)
             raised = _note_passed(store, key, through, stale_above=self._note_seen)
             if not raised:
                 # Not raised: a late record among the group's numbers would land where no load reads. The merge is
-                # abandoned, its run deleted (unless another worker's merge wrote it since); the group stays. Or
-                # another worker folded or merged since this one read the store: its base may be stale here, and a
-                # run aligned to it is not where a load from the new base looks (review of the sixteenth session).
+                # abandoned, its run deleted (its own: written where no key was); the group stays. Or another worker
+                # folded or merged since this one read the store: its base may be stale here, and a run aligned to it
+                # is not where a load from the new base looks (review of the sixteenth session).
                 _put_if(store, place, None, raw)
                 if raised is None:
                     self._learn_stored(self._read_whole())
@@ -810,6 +822,17 @@ def _sweep_range(store: BlobStore, key: str, after: int, through: int) -> None:
         size = run_records(level)
         for n in range(after + 1, through + 2 - size, size):  # (a run wholly in the range: one reaching past it is
             store.delete(_key_at(key, n, level))  # another layout's, and left as it was)
+
+
+def _over_cut_run(store: BlobStore, place: str, raw: bytes) -> bool:
+    """Write ``raw`` over the run at ``place`` when that is cut short (a merge that never finished); True when written.
+
+    Over what was read only (``put_if``): a whole run there, or one written since, is another worker's merge.
+    """
+    held = _get(store, place)
+    if held is None or decode_record(held, record_place(store, place)) is not None:
+        return False
+    return _put_if(store, place, raw, held)
 
 
 def _losses(store: BlobStore | None) -> int:
