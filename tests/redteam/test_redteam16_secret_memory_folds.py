@@ -20,7 +20,7 @@ from secret_memory_workers import STORE_KINDS, HookedStore, Secrets, opened_stor
 from contextfold.cache.blobs import BlobStore
 from contextfold.redact import SecretMemory
 from contextfold.redact import memory as memory_module
-from contextfold.redact._memory_records import FAN_IN
+from contextfold.redact._memory_records import FAN_IN, passed
 
 NONCE = "rt16fld"
 
@@ -107,7 +107,7 @@ def test_a_merge_never_lowers_another_worker_s_note(store: BlobStore, monkeypatc
     assert isinstance(merging._store, HookedStore)
     merging._store.hook = ("put", r"\.1\.1$", fold_first)  # (just before its merged run is written)
     _saved(merging, "m", 1)  # record 8: 1..8 merged
-    assert memory_module._passed(store, merging._key or "") >= FAN_IN + 1
+    assert passed(store, merging._key or "") >= FAN_IN + 1
 
 
 def test_a_save_that_stores_nothing_says_so(store: BlobStore, monkeypatch: pytest.MonkeyPatch) -> None:

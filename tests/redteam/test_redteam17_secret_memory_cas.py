@@ -22,7 +22,7 @@ from secret_memory_workers import STORE_KINDS, HookedStore, Secrets, opened_stor
 from contextfold.cache.blobs import BlobInfo, BlobStore
 from contextfold.redact import SecretMemory
 from contextfold.redact import memory as memory_module
-from contextfold.redact._memory_records import FAN_IN, base_key, encode_record, passed_key
+from contextfold.redact._memory_records import FAN_IN, base_key, encode_record, note_passed, passed, passed_key
 from contextfold.redact.memory import MEMORY_KEY_PREFIX, memory_key
 
 NONCE = "rt17cas"
@@ -115,9 +115,9 @@ def _check_note(store: BlobStore, tag: str) -> None:
     merging = SecretMemory(hooked, session)
     assert merging.values()
     key = memory_key(session)
-    hooked.hook = ("put", r"\.p$", lambda: memory_module._note_passed(store, key, 100))  # (another worker's fold)
+    hooked.hook = ("put", r"\.p$", lambda: note_passed(store, key, 100))  # (another worker's fold)
     SECRETS.saved(merging, "m", 1)  # record 8: 1..8 merged, the note raised to 8 at most
-    assert memory_module._passed(store, key) == 100
+    assert passed(store, key) == 100
 
 
 def test_a_leftover_base_taken_by_another_fold_meanwhile_is_not_written_over(store: BlobStore) -> None:

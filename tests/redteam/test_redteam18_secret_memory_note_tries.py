@@ -20,8 +20,7 @@ from secret_memory_workers import STORE_KINDS, HookedStore, Secrets, opened_stor
 
 from contextfold.cache.blobs import BlobStore
 from contextfold.redact import SecretMemory
-from contextfold.redact import memory as memory_module
-from contextfold.redact._memory_records import FAN_IN
+from contextfold.redact._memory_records import FAN_IN, note_passed
 from contextfold.redact.memory import memory_key
 
 NONCE = "rt18note"
@@ -94,7 +93,7 @@ def _check_note_given_up(store: BlobStore, passing: str) -> None:
     def another_raises_the_note() -> None:
         through = next(raises, None)
         if through is not None:
-            assert memory_module._note_passed(store, key, through)
+            assert note_passed(store, key, through)
             merging_store.hook = ("put", r"\.p$", another_raises_the_note)
 
     def late_saves() -> None:

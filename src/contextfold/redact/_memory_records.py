@@ -18,12 +18,19 @@ record cut short, or a base cut short, is a save that never finished, left out (
 other base and the records after it were not deleted yet); any other record that is not whole, or whose checksum or
 JSON is wrong, is refused with a :class:`~contextfold.errors.CorruptRecord` naming the store and the key (a memory
 that forgot what it held would redact nothing of it).
+
+The store's operations on those keys are here too: reading a record, the one-step writes workers sharing a
+memory rely on (``put_new``, ``put_if``: the protocol's read-then-write for a store without them), the passed-over
+note raised and never lowered, and the sweeps of what a killed merge or fold left. :mod:`.memory` decides when to
+append, merge, fold and read; this module says where each thing is and how it is written.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
+import time
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -34,8 +41,10 @@ from ..errors import CorruptRecord
 if TYPE_CHECKING:
     from ..cache.blobs import BlobStore
 
-__all__ = ["FAN_IN", "FORMAT", "LAYOUT", "MAX_LEVEL", "Record", "base_key", "decode_record", "encode_record",
-           "memory_groups", "passed_key", "record_place", "run_key", "run_records", "segment_key"]
+__all__ = ["FAN_IN", "FORMAT", "LAYOUT", "MAX_LEVEL", "Record", "base_key", "decode_record", "encode_record", "key_at",
+           "memory_groups", "note_passed", "over_cut_run", "passed", "passed_key", "put_if", "put_new", "record_place",
+           "run_key", "run_records", "segment_key", "stored_bytes", "stored_record", "sweep_merged", "sweep_range",
+           "tell_if_not_atomic"]
 
 # The format of a record with a header (1 was a whole JSON document, read still).
 FORMAT = 2
@@ -174,3 +183,157 @@ def memory_groups(keys: Iterable[str], prefix: str) -> Mapping[str, list[str]]:
         if key.startswith(prefix):
             groups.setdefault(key[len(prefix):].partition(".")[0], []).append(key)
     return groups
+
+
+# -- the store's operations on a memory's keys (one step each where the store allows: put_new, put_if) --------
+
+# Times the passed-over note is read and written again when another worker changed it in between (each time one
+# did: a worker's note is then higher, or it changes again).
+_MAX_NOTE_TRIES = 8
+
+# (Their warnings are the memory's: logged under its module's name, as before they moved here.)
+_log = logging.getLogger(__package__ + ".memory")
+
+
+def key_at(key: str, n: int, level: int) -> str:
+    """The key of the record (level 0) or the run of ``level`` that starts at record number ``n``."""
+    return segment_key(key, n) if level == 0 else run_key(key, n, level)
+
+
+def sweep_merged(store: BlobStore, key: str, start: int, level: int) -> None:
+    """Delete what the run of ``level`` from record ``start`` merged, when the merge that wrote it left some of it.
+
+    A merge deletes its group last first, so a merge killed before or among its deletes leaves the group's first
+    member: looked for (one ``exists``; nothing more when it is gone), and when there, the whole group is deleted, and
+    what each member merged in turn. Called only with the passed-over note at or above the run's last record and the
+    run whole in the store: nothing under it is read by a load then (one that stops at a deleted key below the note
+    reads the store again). A run of a release that deleted first to last, killed among its deletes, is not found.
+    """
+    if level == 0:
+        return
+    below, step = level - 1, run_records(level - 1)
+    if not store.exists(key_at(key, start, below)):
+        return
+    for n in range(start + (FAN_IN - 1) * step, start - 1, -step):
+        sweep_merged(store, key, n, below)
+        store.delete(key_at(key, n, below))
+
+
+def sweep_range(store: BlobStore, key: str, after: int, through: int) -> None:
+    """Delete every record, and every run placed after a base through ``after``, within ``after + 1`` to ``through``.
+
+    What a fold killed before its deletes left (see :meth:`SecretMemory._fold`): bounded by that fold's records (a
+    delete each, and one per place a run of each level can start). Called with the note at or above ``through``.
+    """
+    for level in range(MAX_LEVEL, -1, -1):
+        size = run_records(level)
+        for n in range(after + 1, through + 2 - size, size):  # (a run wholly in the range: one reaching past it is
+            store.delete(key_at(key, n, level))  # another layout's, and left as it was)
+
+
+def over_cut_run(store: BlobStore, place: str, raw: bytes) -> bool:
+    """Write ``raw`` over the run at ``place`` when that is cut short (a merge that never finished); True when written.
+
+    Over what was read only (``put_if``): a whole run there, or one written since, is another worker's merge.
+    """
+    held = stored_bytes(store, place)
+    if held is None or decode_record(held, record_place(store, place)) is not None:
+        return False
+    return put_if(store, place, raw, held)
+
+
+# The store classes already said to lack a one-step put_new or put_if (each is said once a process).
+_TOLD_NOT_ATOMIC: set[type] = set()
+_ATOMIC_WRITES = ("put_new", "put_if")
+
+
+def tell_if_not_atomic(store: BlobStore) -> None:
+    """Warn, once per store class, when ``store`` writes a memory's records with the protocol's read-then-write.
+
+    Two workers saving one session's memory at once rely on ``put_new`` and ``put_if`` being one step for the store:
+    with the defaults (or none: a store that is no BlobStore subclass) a write of another worker between the read
+    and the write is lost, and with it secrets that worker saved. One worker at a time is safe. Not raised: a store
+    used by one process, the common case, loses nothing.
+    """
+    cls = type(store)
+    if cls in _TOLD_NOT_ATOMIC:
+        return
+    from ..cache.blobs import BlobStore
+
+    defaults = [name for name in _ATOMIC_WRITES
+                if getattr(cls, name, None) in (None, getattr(BlobStore, name))]
+    if defaults:
+        _TOLD_NOT_ATOMIC.add(cls)
+        _log.warning("secret memory over %s.%s: its %s %s the BlobStore protocol's default (read, then write), not "
+                     "one step; workers sharing a session's secret memory in this store can lose each other's "
+                     "secrets: implement %s atomically, or save a session's memory from one worker at a time",
+                     cls.__module__, cls.__qualname__, " and ".join(defaults),
+                     "is" if len(defaults) == 1 else "are", " and ".join(defaults))
+
+
+def put_new(store: BlobStore, key: str, raw: bytes) -> bool:
+    """``store.put_new``; for a store without it (not a BlobStore subclass), the protocol's default (check, write)."""
+    put_new = getattr(store, "put_new", None)
+    if callable(put_new):
+        return bool(put_new(key, raw))
+    from ..cache.blobs import BlobStore
+
+    return BlobStore.put_new(store, key, raw)
+
+
+def put_if(store: BlobStore, key: str, data: bytes | None, expected: bytes | None) -> bool:
+    """``store.put_if``; for a store without it (not a BlobStore subclass) the protocol's default: read, then write."""
+    put_if = getattr(store, "put_if", None)
+    if callable(put_if):
+        return bool(put_if(key, data, expected))
+    from ..cache.blobs import BlobStore
+
+    return BlobStore.put_if(store, key, data, expected)
+
+
+def passed(store: BlobStore, key: str) -> int:
+    """Through which record a fold or a merge of the memory ``key`` passed (0 when none did)."""
+    record = stored_record(store, passed_key(key))
+    return record.through if record is not None else 0
+
+
+def note_passed(store: BlobStore, key: str, through: int, stale_above: int | None = None) -> bool | None:
+    """Raise the memory's passed-over note to ``through`` (never lower it: another worker's may be further on).
+
+    Written over the note read (``put_if``): another worker raising it between the read and the write makes this
+    one read it again, so two workers passing over records at one instant leave the higher note (the lower one let
+    a late third worker's record below the higher be lost). True when the note is at ``through`` or higher now;
+    False when other workers kept changing it below ``through``: the caller must then delete nothing it passed over.
+    None, raising nothing, when the note read is above ``stale_above`` (given): another worker folded or merged since
+    the caller read the store.
+    """
+    place = passed_key(key)
+    for _ in range(_MAX_NOTE_TRIES):
+        raw = stored_bytes(store, place)
+        held = None if raw is None else decode_record(raw, record_place(store, place))
+        if stale_above is not None and held is not None and held.through > stale_above:
+            return None
+        if held is not None and held.through >= through:
+            return True
+        if put_if(store, place, encode_record((), time.time(), through=through), raw):
+            return True
+    if passed(store, key) >= through:
+        return True
+    _log.warning("%s: other workers kept changing the passed-over note; what was passed over is left as it was",
+                 record_place(store, place))
+    return False
+
+
+def stored_bytes(store: BlobStore, key: str) -> bytes | None:
+    from ..errors import RefNotFound
+
+    try:
+        return store.get(key)
+    except RefNotFound:
+        return None
+
+
+def stored_record(store: BlobStore, key: str) -> Record | None:
+    """The record under ``key`` (None when none, or cut short); CorruptRecord when it is no memory's record."""
+    raw = stored_bytes(store, key)
+    return None if raw is None else decode_record(raw, record_place(store, key))

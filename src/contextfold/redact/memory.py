@@ -22,7 +22,7 @@ The note and the bases are written (and a previous base deleted) only over what 
 compare-and-set): another worker's write in between makes this one read the store again.
 All of this holds only where ``put_new`` and ``put_if`` are one step for the store (those of
 :mod:`contextfold.stores` are); a store that keeps the protocol's defaults (read, then write) is said to be one, by
-its class's name, once a process (:func:`_tell_if_not_atomic`).
+its class's name, once a process (:func:`tell_if_not_atomic`).
 """
 
 from __future__ import annotations
@@ -49,11 +49,21 @@ from ._memory_records import (
     base_key,
     decode_record,
     encode_record,
-    passed_key,
+    key_at,
+    note_passed,
+    over_cut_run,
+    passed,
+    put_if,
+    put_new,
     record_place,
     run_key,
     run_records,
     segment_key,
+    stored_bytes,
+    stored_record,
+    sweep_merged,
+    sweep_range,
+    tell_if_not_atomic,
 )
 
 if TYPE_CHECKING:
@@ -113,9 +123,6 @@ _MAX_APPEND_TRIES = 8
 # deleting what it was reading), and times a fold writes again when another worker's fold took its base slot.
 _MAX_READ_TRIES = 4
 _MAX_FOLD_TRIES = 4
-# Times the passed-over note is read and written again when another worker changed it in between (each time one
-# did: a worker's note is then higher, or it changes again).
-_MAX_NOTE_TRIES = 8
 
 
 _log = logging.getLogger(__name__)
@@ -202,7 +209,7 @@ class SecretMemory:
         self._lock = threading.RLock()
         self._store = store
         if store is not None:
-            _tell_if_not_atomic(store)
+            tell_if_not_atomic(store)
         self._key = memory_key(session_id) if session_id is not None else None
         self._loaded = store is None
         self._loading = False  # (the thread holding the lock is loading: see _load)
@@ -404,7 +411,7 @@ class SecretMemory:
         memory = cls()
         for info in store.entries():
             if info.key.startswith(_KEY_PREFIX):
-                record = _stored_record(store, info.key)
+                record = stored_record(store, info.key)
                 if record is not None:
                     memory.learn_all(record.secrets)
         return memory
@@ -423,7 +430,7 @@ class SecretMemory:
         bases: list[tuple[int, float, int, Record, int]] = []
         cut: list[str] = []
         for slot in (0, 1):
-            raw = _get(store, base_key(key, slot))
+            raw = stored_bytes(store, base_key(key, slot))
             if raw is None:
                 continue
             base = decode_record(raw, record_place(store, base_key(key, slot)))
@@ -453,16 +460,16 @@ class SecretMemory:
         # Staleness is judged by the note read BEFORE the layout (what the layout is at least as new as): one read
         # after it may be another worker's fold in between, and taken as seen, no later check would find this
         # worker's base stale (its merges then land aligned to the old base: every load reads past a gap).
-        before = _passed(store, key)
+        before = passed(store, key)
         values = self._read()
         for _ in range(_MAX_READ_TRIES):
-            note = _passed(store, key)
+            note = passed(store, key)
             if note < self._next:
                 self._note_seen = max(self._note_seen, before)
                 return values
             before = note
             values = self._read()
-        note = _passed(store, key)
+        note = passed(store, key)
         self._note_seen = max(self._note_seen, before)
         while self._next <= note:
             self._next = self._read_past_gap(self._next, note, values)
@@ -508,8 +515,8 @@ class SecretMemory:
         """The whole run of ``level`` (a record: 0) stored from record ``start`` on, or None."""
         store, key = self._store, self._key
         assert store is not None and key is not None
-        place = _key_at(key, start, level)
-        raw = _get(store, place)
+        place = key_at(key, start, level)
+        raw = stored_bytes(store, place)
         record = None if raw is None else decode_record(raw, record_place(store, place))
         if raw is None or record is None:
             return None
@@ -540,7 +547,7 @@ class SecretMemory:
             if offset % run_records(level):
                 continue  # (no run of this level can start here)
             place = run_key(key, n, level)
-            raw = _get(store, place)
+            raw = stored_bytes(store, place)
             if raw is None:
                 continue
             record = decode_record(raw, record_place(store, place))
@@ -554,12 +561,12 @@ class SecretMemory:
                                     f"the {run_records(level)} from {n}")
             return _Run(place, n, level, len(raw), record.secrets)
         place = segment_key(key, n)
-        raw = _get(store, place)
+        raw = stored_bytes(store, place)
         if raw is not None:
             record = decode_record(raw, record_place(store, place))
             if record is not None:
                 return _Run(place, n, 0, len(raw), record.secrets)
-            if _get(store, segment_key(key, n + 1)) is not None:
+            if stored_bytes(store, segment_key(key, n + 1)) is not None:
                 raise CorruptRecord(f"{record_place(store, place)}: the record is cut short, and records follow it")
             _log.warning("%s: the newest record is cut short (a save that never finished); left out",
                          record_place(store, place))
@@ -626,13 +633,13 @@ class SecretMemory:
         store, key = self._store, self._key
         assert store is not None and key is not None
         raw = encode_record(self._unsaved_values.items(), time.time())
-        if not _put_new(store, segment_key(key, n), raw):
-            held = _get(store, segment_key(key, n))
+        if not put_new(store, segment_key(key, n), raw):
+            held = stored_bytes(store, segment_key(key, n))
             if held is not None and decode_record(held, record_place(store, segment_key(key, n))) is not None:
                 return False  # (two workers appended under one number: ours is written again under the next)
-            if not _put_if(store, segment_key(key, n), raw, held):  # (a record cut short there: a save that never
+            if not put_if(store, segment_key(key, n), raw, held):  # (a record cut short there: a save that never
                 return False  # finished, unless another worker's record replaced it since)
-        if _passed(store, key) >= n:
+        if passed(store, key) >= n:
             store.delete(segment_key(key, n))
             return None
         self._runs.append(_Run(segment_key(key, n), n, 0, len(raw), dict(self._unsaved_values)))
@@ -644,8 +651,8 @@ class SecretMemory:
 
         The merged run is written whole before what it merges is deleted: a merge cut short leaves them as they were
         (a load reads them); a process killed before the deletes leaves runs the merged one holds (never read again),
-        deleted when the merged run is merged or folded in turn (:func:`_sweep_merged`). A merge whose note other
-        workers kept changing below its ``through`` is abandoned (see :func:`_note_passed`).
+        deleted when the merged run is merged or folded in turn (:func:`sweep_merged`). A merge whose note other
+        workers kept changing below its ``through`` is abandoned (see :func:`note_passed`).
         """
         store, key = self._store, self._key
         assert store is not None and key is not None
@@ -663,26 +670,26 @@ class SecretMemory:
             place = run_key(key, start, level + 1)
             through = start + run_records(level + 1) - 1
             raw = encode_record(merged.items(), time.time(), through=through)
-            if not _put_new(store, place, raw) and not _over_cut_run(store, place, raw):
+            if not put_new(store, place, raw) and not over_cut_run(store, place, raw):
                 # Another worker's merge of this group wrote it (the same records): theirs, never overwritten nor
                 # deleted here (overwritten, then taken back by this merge's abandon, it lost the records that worker
                 # had deleted after its note passed: review of the sixteenth session). The store is read again.
                 self._learn_stored(self._read_whole())
                 return
             # (before the deletes: see _append; read now, never lowered)
-            raised = _note_passed(store, key, through, stale_above=self._note_seen)
+            raised = note_passed(store, key, through, stale_above=self._note_seen)
             if not raised:
                 # Not raised: a late record among the group's numbers would land where no load reads. The merge is
                 # abandoned, its run deleted (its own: written where no key was); the group stays. Or another worker
                 # folded or merged since this one read the store: its base may be stale here, and a run aligned to it
                 # is not where a load from the new base looks (review of the sixteenth session).
-                _put_if(store, place, None, raw)
+                put_if(store, place, None, raw)
                 if raised is None:
                     self._learn_stored(self._read_whole())
                 return
             self._note_seen = max(self._note_seen, through)
             for run in reversed(group):  # (last first: a merge cut short among its deletes leaves the first)
-                _sweep_merged(store, key, run.start, run.level)  # (what a merge of it cut short left: see there)
+                sweep_merged(store, key, run.start, run.level)  # (what a merge of it cut short left: see there)
                 store.delete(run.key)
             runs[-FAN_IN:] = [_Run(place, start, level + 1, len(raw), merged)]
 
@@ -697,11 +704,11 @@ class SecretMemory:
             self._learn_stored(self._read_whole())
             return False
         raw = encode_record(self._values.items(), time.time(), through=0)
-        if not _put_new(store, key, raw):
+        if not put_new(store, key, raw):
             self._learn_stored(self._read_whole())
             return False
-        if _passed(store, key) > 0:  # (a fold moved the base to the other slot and deleted this one meanwhile)
-            _put_if(store, key, None, raw)  # (unless another worker's fold wrote that slot since)
+        if passed(store, key) > 0:  # (a fold moved the base to the other slot and deleted this one meanwhile)
+            put_if(store, key, None, raw)  # (unless another worker's fold wrote that slot since)
             self._learn_stored(self._read_whole())
             return False
         self._base_bytes = len(raw)
@@ -718,13 +725,13 @@ class SecretMemory:
         next fold). The slot is written only where no key is (``put_new``): a base there holding more than the
         current one is another worker's fold that overtook this one (read, and this fold goes on from it); one
         holding no more is left from a fold killed before its deletes (its values are learned, then written over, and
-        the keys that fold left after it are deleted: :func:`_sweep_range`).
+        the keys that fold left after it are deleted: :func:`sweep_range`).
         """
         store, key = self._store, self._key
         assert store is not None and key is not None
         for _ in range(_MAX_FOLD_TRIES):
             left_through: int | None = None  # (a base a fold killed before its deletes left in the slot: its through)
-            note = _passed(store, key)
+            note = passed(store, key)
             if note >= self._next or note > self._note_seen:  # (another worker folded or merged since it was read)
                 self._learn_stored(self._read_whole())
             through, previous_through = self._next - 1, self._through
@@ -732,8 +739,8 @@ class SecretMemory:
             slot = 1 - self._slot if self._base_bytes else 0
             place = base_key(key, slot)
             raw = encode_record(self._values.items(), time.time(), through=through)
-            if not _put_new(store, place, raw):
-                held_raw = _get(store, place)
+            if not put_new(store, place, raw):
+                held_raw = stored_bytes(store, place)
                 held = None if held_raw is None else decode_record(held_raw, record_place(store, place))
                 if held is not None and held.through > previous_through:
                     self._learn_stored(self._read_whole())
@@ -743,29 +750,29 @@ class SecretMemory:
                     left_through = held.through
                     raw = encode_record(self._values.items(), time.time(), through=through)
                 # (only over what was read: another worker's fold landing in this slot since is read, not lost)
-                if not _put_if(store, place, raw, held_raw):
+                if not put_if(store, place, raw, held_raw):
                     self._learn_stored(self._read_whole())
                     continue
-            if through and not _note_passed(store, key, through):  # (before the deletes: a late record must see it)
+            if through and not note_passed(store, key, through):  # (before the deletes: a late record must see it)
                 # Not raised: a late record among the numbers folded would land where no load reads. The fold is
                 # abandoned, its base deleted (unless another worker's fold wrote that slot since); the rest stays.
-                _put_if(store, place, None, raw)
+                put_if(store, place, None, raw)
                 return
             self._note_seen = max(self._note_seen, through)
             for run in self._runs:
-                _sweep_merged(store, key, run.start, run.level)
+                sweep_merged(store, key, run.start, run.level)
                 store.delete(run.key)
             if left_through is not None:
                 # The fold that wrote the current base was killed before its deletes (or an overtaken fold wrote an
                 # older base beside it): what lies between the two bases is read by no load.
-                _sweep_range(store, key, left_through, previous_through)
+                sweep_range(store, key, left_through, previous_through)
             if previous is not None and previous != place:
-                held_raw = _get(store, previous)  # (unless another worker's fold wrote it since: read first)
+                held_raw = stored_bytes(store, previous)  # (unless another worker's fold wrote it since: read first)
                 held = None if held_raw is None else decode_record(held_raw, record_place(store, previous))
                 if held_raw is not None and (held is None or held.through <= previous_through):
                     # (the store holds the memory once, not twice until the next fold; deleted only as read: a fold
                     # of another worker writing the slot between the read and the delete keeps its base)
-                    _put_if(store, previous, None, held_raw)
+                    put_if(store, previous, None, held_raw)
             self._through, self._base_bytes, self._runs, self._slot = through, len(raw), [], slot
             return
         _log.warning("%s: other workers' folds kept overtaking this one; not folded (what it holds stays stored)",
@@ -788,53 +795,6 @@ class _Run:
     secrets: dict[str, str]
 
 
-def _key_at(key: str, n: int, level: int) -> str:
-    """The key of the record (level 0) or the run of ``level`` that starts at record number ``n``."""
-    return segment_key(key, n) if level == 0 else run_key(key, n, level)
-
-
-def _sweep_merged(store: BlobStore, key: str, start: int, level: int) -> None:
-    """Delete what the run of ``level`` from record ``start`` merged, when the merge that wrote it left some of it.
-
-    A merge deletes its group last first, so a merge killed before or among its deletes leaves the group's first
-    member: looked for (one ``exists``; nothing more when it is gone), and when there, the whole group is deleted, and
-    what each member merged in turn. Called only with the passed-over note at or above the run's last record and the
-    run whole in the store: nothing under it is read by a load then (one that stops at a deleted key below the note
-    reads the store again). A run of a release that deleted first to last, killed among its deletes, is not found.
-    """
-    if level == 0:
-        return
-    below, step = level - 1, run_records(level - 1)
-    if not store.exists(_key_at(key, start, below)):
-        return
-    for n in range(start + (FAN_IN - 1) * step, start - 1, -step):
-        _sweep_merged(store, key, n, below)
-        store.delete(_key_at(key, n, below))
-
-
-def _sweep_range(store: BlobStore, key: str, after: int, through: int) -> None:
-    """Delete every record, and every run placed after a base through ``after``, within ``after + 1`` to ``through``.
-
-    What a fold killed before its deletes left (see :meth:`SecretMemory._fold`): bounded by that fold's records (a
-    delete each, and one per place a run of each level can start). Called with the note at or above ``through``.
-    """
-    for level in range(MAX_LEVEL, -1, -1):
-        size = run_records(level)
-        for n in range(after + 1, through + 2 - size, size):  # (a run wholly in the range: one reaching past it is
-            store.delete(_key_at(key, n, level))  # another layout's, and left as it was)
-
-
-def _over_cut_run(store: BlobStore, place: str, raw: bytes) -> bool:
-    """Write ``raw`` over the run at ``place`` when that is cut short (a merge that never finished); True when written.
-
-    Over what was read only (``put_if``): a whole run there, or one written since, is another worker's merge.
-    """
-    held = _get(store, place)
-    if held is None or decode_record(held, record_place(store, place)) is not None:
-        return False
-    return _put_if(store, place, raw, held)
-
-
 def _losses(store: BlobStore | None) -> int:
     """The store's count of possible losses (0 for none, or a store without the method)."""
     losses = getattr(store, "losses", None)
@@ -844,104 +804,7 @@ def _losses(store: BlobStore | None) -> int:
 def memory_saved_at(store: BlobStore, key: str) -> float | None:
     """When the record stored under ``key`` (a memory's base or one appended) was saved, or None when not known."""
     try:
-        record = _stored_record(store, key)
+        record = stored_record(store, key)
     except CorruptRecord:
         return None  # (its age is unknown: kept)
     return record.saved_at if record is not None else None
-
-
-# The store classes already said to lack a one-step put_new or put_if (each is said once a process).
-_TOLD_NOT_ATOMIC: set[type] = set()
-_ATOMIC_WRITES = ("put_new", "put_if")
-
-
-def _tell_if_not_atomic(store: BlobStore) -> None:
-    """Warn, once per store class, when ``store`` writes a memory's records with the protocol's read-then-write.
-
-    Two workers saving one session's memory at once rely on ``put_new`` and ``put_if`` being one step for the store:
-    with the defaults (or none: a store that is no BlobStore subclass) a write of another worker between the read
-    and the write is lost, and with it secrets that worker saved. One worker at a time is safe. Not raised: a store
-    used by one process, the common case, loses nothing.
-    """
-    cls = type(store)
-    if cls in _TOLD_NOT_ATOMIC:
-        return
-    from ..cache.blobs import BlobStore
-
-    defaults = [name for name in _ATOMIC_WRITES
-                if getattr(cls, name, None) in (None, getattr(BlobStore, name))]
-    if defaults:
-        _TOLD_NOT_ATOMIC.add(cls)
-        _log.warning("secret memory over %s.%s: its %s %s the BlobStore protocol's default (read, then write), not "
-                     "one step; workers sharing a session's secret memory in this store can lose each other's "
-                     "secrets: implement %s atomically, or save a session's memory from one worker at a time",
-                     cls.__module__, cls.__qualname__, " and ".join(defaults),
-                     "is" if len(defaults) == 1 else "are", " and ".join(defaults))
-
-
-def _put_new(store: BlobStore, key: str, raw: bytes) -> bool:
-    """``store.put_new``; for a store without it (not a BlobStore subclass), the protocol's default (check, write)."""
-    put_new = getattr(store, "put_new", None)
-    if callable(put_new):
-        return bool(put_new(key, raw))
-    from ..cache.blobs import BlobStore
-
-    return BlobStore.put_new(store, key, raw)
-
-
-def _put_if(store: BlobStore, key: str, data: bytes | None, expected: bytes | None) -> bool:
-    """``store.put_if``; for a store without it (not a BlobStore subclass) the protocol's default: read, then write."""
-    put_if = getattr(store, "put_if", None)
-    if callable(put_if):
-        return bool(put_if(key, data, expected))
-    from ..cache.blobs import BlobStore
-
-    return BlobStore.put_if(store, key, data, expected)
-
-
-def _passed(store: BlobStore, key: str) -> int:
-    """Through which record a fold or a merge of the memory ``key`` passed (0 when none did)."""
-    record = _stored_record(store, passed_key(key))
-    return record.through if record is not None else 0
-
-
-def _note_passed(store: BlobStore, key: str, through: int, stale_above: int | None = None) -> bool | None:
-    """Raise the memory's passed-over note to ``through`` (never lower it: another worker's may be further on).
-
-    Written over the note read (``put_if``): another worker raising it between the read and the write makes this
-    one read it again, so two workers passing over records at one instant leave the higher note (the lower one let
-    a late third worker's record below the higher be lost). True when the note is at ``through`` or higher now;
-    False when other workers kept changing it below ``through``: the caller must then delete nothing it passed over.
-    None, raising nothing, when the note read is above ``stale_above`` (given): another worker folded or merged since
-    the caller read the store.
-    """
-    place = passed_key(key)
-    for _ in range(_MAX_NOTE_TRIES):
-        raw = _get(store, place)
-        held = None if raw is None else decode_record(raw, record_place(store, place))
-        if stale_above is not None and held is not None and held.through > stale_above:
-            return None
-        if held is not None and held.through >= through:
-            return True
-        if _put_if(store, place, encode_record((), time.time(), through=through), raw):
-            return True
-    if _passed(store, key) >= through:
-        return True
-    _log.warning("%s: other workers kept changing the passed-over note; what was passed over is left as it was",
-                 record_place(store, place))
-    return False
-
-
-def _get(store: BlobStore, key: str) -> bytes | None:
-    from ..errors import RefNotFound
-
-    try:
-        return store.get(key)
-    except RefNotFound:
-        return None
-
-
-def _stored_record(store: BlobStore, key: str) -> Record | None:
-    """The record under ``key`` (None when none, or cut short); CorruptRecord when it is no memory's record."""
-    raw = _get(store, key)
-    return None if raw is None else decode_record(raw, record_place(store, key))
