@@ -116,15 +116,8 @@ _ITEM_FIELD = re.compile(r"(\w+)(\[\d+\])?")
 def _check_body_nesting(body: dict[str, Any]) -> None:
     """BadRequest naming the field where ``body`` nests containers deeper than ``MAX_BODY_NESTING``.
 
-    Level by level without paths (~0.5 ms for 300 messages); the walk that names the field runs only on a refusal.
     The field is named down to its item (``messages[3]``), an API field's only.
     """
-    level: list[Any] = [body]
-    for _ in range(MAX_BODY_NESTING):
-        level = [child for container in level for child in (container.values() if isinstance(container, dict)
-                                                            else container) if isinstance(child, dict | list)]
-        if not level:
-            return
     try:
         check_nesting(body, limit=MAX_BODY_NESTING)
     except InvalidHistory as exc:
