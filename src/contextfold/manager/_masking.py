@@ -196,7 +196,7 @@ class Masking:
         if self._view.version != version:
             return  # (rewritten since: read again after it)
         if start is not None:
-            fold = start.copy()  # (most turns: no import statement, ~2-5 us of each turn's read-ahead, issue 22)
+            fold = start.copy()  # (most turns: no import statement, ~2 us warm and more on a job's cold caches)
         else:
             from ..steering.resources import SupersededFold
 
