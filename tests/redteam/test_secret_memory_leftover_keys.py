@@ -25,7 +25,7 @@ from secret_memory_workers import STORE_KINDS, HookedStore, Secrets, opened_stor
 from contextfold.cache.blobs import BlobStore
 from contextfold.redact import SecretMemory
 from contextfold.redact import memory as memory_module
-from contextfold.redact._memory_records import FAN_IN, encode_record, passed_key, run_key
+from contextfold.redact._memory_records import FAN_IN, passed_key, run_key
 from contextfold.redact.memory import memory_key
 
 NONCE = "s16sleft"
@@ -167,22 +167,3 @@ def test_a_fold_overtaken_at_every_try_loses_nothing_and_leaves_no_key(store: Bl
     first._fold()  # (now unopposed)
     assert _keys(store, session) in ([key], [f"{key}.b"])
     assert set(SecretMemory(store, session).values()) == expected | {SECRETS.value("a", saved)}
-
-
-def test_records_an_older_releases_killed_merge_left_are_deleted_by_the_next_merge_of_its_run(
-        store: BlobStore) -> None:
-    # Fails on c04dd8d: a release that deleted a merged group first to last, killed among its deletes, left its last
-    # members; the sweep looked only for the first, and they stayed for the memory's life.
-    session = f"{NONCE}-older"
-    key = memory_key(session)
-    worker = SecretMemory(store, session)
-    worker.learn(SECRETS.value("base", 0) * 40, "password")
-    assert worker.save()
-    SECRETS.saved(worker, "a", FAN_IN)  # (records 1..FAN_IN merged into the run from 1, all deleted)
-    left = [f"{key}.{n}" for n in range(FAN_IN // 2 + 1, FAN_IN + 1)]  # (its second half: killed after the first)
-    for n, place in enumerate(left):
-        store.put(place, encode_record([(SECRETS.value("a", FAN_IN // 2 + n), "password")], 0.0))
-    assert run_key(key, 1, 1) in _keys(store, session)
-    other = SecretMemory(store, session)
-    SECRETS.saved(other, "b", FAN_IN ** 2 - FAN_IN)  # (up to record FAN_IN ** 2: the runs of level 1 merge into one)
-    assert _keys(store, session) == sorted([key, run_key(key, 1, 2)])

@@ -1,10 +1,12 @@
-"""A worker's record appended where another worker's merge had passed is not taken as saved, nor deleted too soon.
+"""A value read from a record appended where another worker's merge had passed is not taken as saved.
 
 Sixteenth stop's "left out". A worker whose next number was stale appends where a merge (or fold) of another worker
-had passed: no load reads that record, and its writer appends it again after the newest. Until then (c04dd8d):
-another worker that read it took its own copy of the same value as saved and wrote nothing, so when the writer died
-before appending again, the value was gone from every load though that worker's save had said it was stored; and the
-writer deleted the record before writing it again, so a kill in between left nothing of it in the store.
+had passed: no load reads that record, and its writer deletes it and appends it again after the newest. In between
+(c04dd8d) another worker that read it took its own copy of the same value as saved and wrote nothing: when the
+writer died before appending again, the value was gone from every load though that worker's save said it was stored.
+Now a worker writes what it learned itself, whatever it reads. (Keeping the passed-over record until it is written
+again, so that a kill leaves it in the store, was tried: other workers' loads then read on through its number and
+the stress lost a value; not done.)
 """
 
 from __future__ import annotations
@@ -66,26 +68,7 @@ def test_a_value_read_in_a_passed_over_record_is_still_written_by_the_worker_tha
     assert value in SecretMemory(shared, session).values()  # (c04dd8d: lost, taken as saved from that record)
 
 
-def test_a_passed_over_record_stays_until_it_is_written_again() -> None:
-    session = f"{NONCE}-keep"
-    shared = MemoryBlobStore()
-    writer = _with_a_large_base(shared, session)
-    SECRETS.saved(writer, "w", 1)
-    stale_store = HookedStore(shared)
-    stale = SecretMemory(stale_store, session)
-    stale.values()  # (its next record: 2, where no run can start)
-    SECRETS.saved(writer, "w", FAN_IN - 1, start=1)  # (records 1..FAN_IN, merged: the note at FAN_IN, all deleted)
-    value = SECRETS.value("stale", 0)
-    stale.learn(value, "password")
-    stale_store.hook = ("put", rf"\.{FAN_IN + 1}$", _die)  # (dies as it appends again, after the newest)
-    with pytest.raises(_Killed):
-        stale.save()
-    # c04dd8d: record 2 deleted before the append again; nothing of the value left in the store.
-    assert value in SecretMemory.of_store(shared).values()
-    assert shared.exists(segment_key(memory_key(session), 2))
-
-
-def test_a_passed_over_record_is_deleted_once_written_again() -> None:
+def test_a_passed_over_record_is_deleted_and_written_after_the_newest() -> None:
     session = f"{NONCE}-done"
     shared = MemoryBlobStore()
     writer = _with_a_large_base(shared, session)

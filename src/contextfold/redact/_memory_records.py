@@ -204,17 +204,17 @@ def sweep_merged(store: BlobStore, key: str, start: int, level: int) -> None:
     """Delete what the run of ``level`` from record ``start`` merged, when the merge that wrote it left some of it.
 
     A merge deletes its group last first, so a merge killed before or among its deletes leaves the group's first
-    member; one of a release that deleted first to last (before the sixteenth stop) leaves its last. Both are looked
-    for (an ``exists`` each; nothing more when both are gone), and when either is there, the whole group is deleted,
-    and what each member merged in turn. Called only with the passed-over note at or above the run's last record and
-    the run whole in the store: nothing under it is read by a load then (one that stops at a deleted key below the
-    note reads the store again).
+    member: looked for (one ``exists``; nothing more when it is gone), and when there, the whole group is deleted, and
+    what each member merged in turn. Called only with the passed-over note at or above the run's last record and the
+    run whole in the store: nothing under it is read by a load then (one that stops at a deleted key below the note
+    reads the store again). A run of a release that deleted first to last, killed among its deletes, is not found.
+    (Its last member is not looked for: that key can be another layout's live run or record, whose values a sweep
+    of it would delete; the seventeenth stop's stress lost one so.)
     """
     if level == 0:
         return
     below, step = level - 1, run_records(level - 1)
-    if not store.exists(key_at(key, start, below)) and \
-            not store.exists(key_at(key, start + (FAN_IN - 1) * step, below)):
+    if not store.exists(key_at(key, start, below)):
         return
     for n in range(start + (FAN_IN - 1) * step, start - 1, -step):
         sweep_merged(store, key, n, below)

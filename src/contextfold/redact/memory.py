@@ -221,9 +221,6 @@ class SecretMemory:
         self._runs: list[_Run] = []
         self._next = 1
         self._slot = 0  # (which base is the current one: 0, or 1 for <memory key>.b)
-        # Records this worker appended where a fold or merge had passed, as written: deleted once what they hold is
-        # in a record a load reads (see _append).
-        self._passed_over: list[tuple[str, bytes]] = []
         # The highest passed-over note this worker read with the layout or wrote itself: one above it was raised by
         # another worker's fold or merge since, and this worker's view of the base may be stale (see _merge_levels).
         self._note_seen = 0
@@ -628,9 +625,6 @@ class SecretMemory:
                 _log.warning("%s: the secrets learned were not saved (other workers kept passing over the record)",
                              record_place(self._store, self._key or ""))
                 return False
-            for place, raw in self._passed_over:  # (now that a record a load reads holds what they hold)
-                put_if(self._store, place, None, raw)
-            self._passed_over.clear()
             self._unsaved_values.clear()
             self._unsaved = False
             self._merge_levels()
@@ -642,9 +636,10 @@ class SecretMemory:
         """Write what is unsaved as record ``n``; False when another worker's record is there already.
 
         None when another worker's fold or merge passed over ``n`` (this worker's next number was stale): no load
-        would read the record (the caller reads the store anew and appends after it). It is deleted only once that
-        append is written (:meth:`save`): until then another worker may have read what it holds, and a worker
-        killed in between leaves it in the store, not gone.
+        would read the record, so it is deleted again (the caller reads the store anew and appends after it). Kept
+        until that append instead, other workers' loads read on through its number as if no fold or merge had passed
+        there (the seventeenth stop's stress lost a value so): what another worker read from it, that worker writes
+        again itself (see :meth:`save`).
         """
         store, key = self._store, self._key
         assert store is not None and key is not None
@@ -656,7 +651,7 @@ class SecretMemory:
             if not put_if(store, segment_key(key, n), raw, held):  # (a record cut short there: a save that never
                 return False  # finished, unless another worker's record replaced it since)
         if passed(store, key) >= n:
-            self._passed_over.append((segment_key(key, n), raw))
+            store.delete(segment_key(key, n))
             return None
         self._runs.append(_Run(segment_key(key, n), n, 0, len(raw), dict(self._unsaved_values)))
         self._next = n + 1
