@@ -98,6 +98,15 @@ _TEXTLESS = (int, float, complex, datetime.date, datetime.time, datetime.timedel
 _TEXTLESS_TYPES = frozenset({int, float, complex, bool, datetime.date, datetime.datetime, datetime.time,
                              datetime.timedelta})
 
+def _value_text(obj: Any) -> str | None:
+    """The text of ``obj``'s value as its exact type writes it (``obj``: a number, time or string of a subclass)."""
+    for base in type(obj).__mro__:
+        if base is str or base in _TEXTLESS_TYPES:
+            text: str = base.__dict__["__repr__" if base in (int, float, complex, bool) else "__str__"](obj)
+            return text
+    return None
+
+
 class Redactor:
     """Replaces secrets in text, JSON-like objects and messages.
 
@@ -602,7 +611,10 @@ class Redactor:
         Its value is what JSON writes, but a sink that prints or formats an event writes its ``__str__`` or
         ``__format__``, which a subclass (an ``IntEnum`` member, a ``StrEnum``'s) defines as it likes: a secret in
         either passed telemetry redaction in clear (sixteenth stop's "left out"). Replaced by that text redacted.
+        Only a text other than its value's own is read: a subclass showing its value (``numpy.float64``, an
+        ``IntEnum`` as Python writes it) is kept as the exact type is, whatever the patterns say of its digits.
         """
+        plain = _value_text(obj)
         shown: list[str] = []
         for show in (str, format):
             try:
@@ -610,9 +622,10 @@ class Redactor:
             except Exception:  # (a text that fails to show shows nothing)
                 continue
         for text in dict.fromkeys(shown):
-            redacted = self.redact_text(text)
-            if redacted != text:
-                return redacted
+            if text != plain:
+                redacted = self.redact_text(text)
+                if redacted != text:
+                    return redacted
         return obj
 
     def _redact_other(self, obj: Any) -> Any:
