@@ -269,9 +269,10 @@ class ContextManager:
 
         Big tool outputs are stored whole in the cache and replaced by a view with their ref at once. All or nothing:
         when it raises (a store, the archive, the redactor's callback), none of the messages was added and a retry
-        adds them once. Only an interrupt (a ``BaseException`` that is not an ``Exception``) raised once they are in
-        (counting the view, the policy check after tool results) leaves them added; those steps' other errors are
-        logged (the check's reported as a ``compact.warning``), and the next ``prepare()`` runs them again.
+        adds them once; an interrupt (a ``BaseException`` that is not an ``Exception``) too, wherever it is raised.
+        Counting the view and the policy check after tool results run once they are in: those steps' errors are
+        logged (the check's reported as a ``compact.warning``) and the messages stay added; the next ``prepare()``
+        runs them again.
         """
         from ._build import coerce_messages
         from ._collector import collector_paused
