@@ -53,7 +53,8 @@ if TYPE_CHECKING:
     from ..tokens import MessageCounter
 
 __all__ = ["MAX_ATTEMPTS", "MAX_FORK_HOPS", "MAX_SLIDE_PROBES", "SOURCE", "Backend", "Conflict", "Turn",
-           "continuation_tag", "follow_forks", "open_turn", "own_round", "resolve_pointer", "restore", "save_reply"]
+           "continuation_tag", "follow_forks", "open_turn", "own_round", "resolve_pointer", "restore", "save_reply",
+           "session_head"]
 
 # The framework-history source of the proxy's clients (manager/reconcile.py).
 SOURCE = "serve"
@@ -595,6 +596,11 @@ def save_reply(backend: Backend, turn: Turn, *, prompt_tokens: int | None, respo
     if pointer is not None:
         backend.sessions.save(pointer, [], backend.sessions.load_state(pointer).version,
                               marks={"session": turn.session_id})
+
+
+def session_head(backend: Backend, session_id: str) -> str | None:
+    """The response the session was last answered with (a Responses session's head), None when it has none."""
+    return backend.sessions.load_state(session_id).marks.get("head")
 
 
 def resolve_pointer(backend: Backend, pointer: str) -> str | None:
