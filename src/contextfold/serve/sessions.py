@@ -363,7 +363,7 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
           marks: dict[str, str], continues: str | None) -> Turn:
     from ..formats import get_format
     from ..manager.reconcile import pin_head, reconcile
-    from .retrieval import TOOL_NAMES, added_tool_names
+    from .retrieval import TOOL_NAMES, added_schemas, added_tool_names
 
     wire = get_format(exchange.format)
     keys = [item_key(item) for item in exchange.items]
@@ -387,8 +387,10 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
     cm = backend.manager(session_id, exchange.model, id_prefix=id_prefix,
                          tools=[t for t in tools if isinstance(t, Mapping)] if isinstance(tools, list) else ())
     schema = _response_format(exchange.body)
-    if schema is not None:  # a structured-output schema travels with every request: counted with the view
-        cm.set_request_extras(tools=cm.tools, response_format=schema)
+    # The retrieval tools' schemas the proxy adds travel with every request too: counted with the view.
+    retrieval = added_schemas(exchange.format, exchange.body, cm) if backend.config.retrieval_tools else []
+    if schema is not None or retrieval:  # a structured-output schema travels with every request: counted too
+        cm.set_request_extras(tools=[*cm.tools, *retrieval], response_format=schema)
     # The notes (receipt, budget line) name only the retrieval tools the proxy answers: a client's own tool of such a
     # name is the client's (proxy_tool_names), so sending the model to it for the archive would be wrong.
     added = added_tool_names(exchange.body, cm) if backend.config.retrieval_tools else frozenset()
