@@ -16,7 +16,7 @@ import pytest
 
 from contextfold.serve.app import _Held
 from contextfold.serve.leases import MAX_HOLDERS, lease_key, take_lease
-from contextfold.serve.sessions import Conflict
+from contextfold.serve.sessions import Conflict, continuation_tag
 from contextfold.stores.memory import MemoryBlobStore
 
 # The lease's time in these tests: the default upstream timeout (600 s) and the margin.
@@ -147,18 +147,26 @@ def test_a_lease_on_a_response_the_session_moved_past_is_taken_over() -> None:
     session, response = names()
     take_lease(store, session, response, "tag-a", seconds=LEASE_S, clock=clock)  # (recorded its reply, then died)
     with pytest.raises(Conflict):  # (the session still at that response: its holder may be feeding it)
-        take_lease(store, session, "resp_next", "tag-b", seconds=LEASE_S, clock=clock, head=lambda: response)
-    taken = take_lease(store, session, "resp_next", "tag-b", seconds=LEASE_S, clock=clock, head=lambda: "resp_next")
+        take_lease(store, session, "resp_next", "tag-b", seconds=LEASE_S, clock=clock, marks=lambda: {"head": response})
+    taken = take_lease(store, session, "resp_next", "tag-b", seconds=LEASE_S, clock=clock,
+                       marks=lambda: {"head": "resp_next"})
     assert store.get(lease_key(session)) == taken.held
 
 
-def test_a_conversations_lease_is_never_taken_over_by_its_head() -> None:
+def test_a_conversations_lease_is_taken_over_once_its_holders_reply_is_recorded() -> None:
     store, clock = MemoryBlobStore(), Clock()
     session, _ = names()
-    take_lease(store, session, None, "tag-a", seconds=LEASE_S, clock=clock)
-    with pytest.raises(Conflict) as refused:
-        take_lease(store, session, None, "tag-b", seconds=LEASE_S, clock=clock, head=lambda: "resp_other")
-    assert refused.value.field == "conversation"
+    holder = continuation_tag(None, ["key-a"])
+    take_lease(store, session, None, holder, seconds=LEASE_S, clock=clock)  # (then its instance died)
+    mine = continuation_tag(None, ["key-b"])
+    fed = continuation_tag("resp_1", ["key-a"])  # (what the holder's feed wrote: the head then, its input)
+    for marks in ({"head": "resp_1"}, {"head": "resp_1", "fed": fed}, {"head": "resp_2", "fed": "resp_1:other"}):
+        with pytest.raises(Conflict) as refused:  # (not fed yet, or fed with no reply recorded: it may be live)
+            take_lease(store, session, None, mine, seconds=LEASE_S, clock=clock, marks=lambda m=marks: m)
+        assert refused.value.field == "conversation"
+    taken = take_lease(store, session, None, mine, seconds=LEASE_S, clock=clock,
+                       marks=lambda: {"head": "resp_2", "fed": fed})  # (its reply recorded: the head moved)
+    assert store.get(lease_key(session)) == taken.held
 
 
 def test_a_request_retried_past_the_holders_bound_is_refused() -> None:

@@ -75,7 +75,7 @@ from .sessions import (
     own_round,
     resolve_pointer,
     save_reply,
-    session_head,
+    session_marks,
 )
 from .sse import SseEvent, SseSplitter, encode_event, events
 from .upstream import Upstream, UpstreamError, error_body, response_headers
@@ -364,7 +364,7 @@ class ServeApp:
                     take_lease, self.backend.blobs, session, continues,
                     continuation_tag(continues, [item_key(item) for item in exchange.items]),
                     seconds=self.config.upstream_timeout_s + LEASE_MARGIN_S, clock=self.backend.clock,
-                    head=functools.partial(session_head, self.backend, session)))
+                    marks=functools.partial(session_marks, self.backend, session)))
             # (a state loaded by _session_of: the session is named by its opening, a slid window finds it by its tail)
             turn = await asyncio.to_thread(open_turn, self.backend, exchange, session, continues=continues,
                                            loaded=loaded, tail_id=None if loaded is None else _tail_id(scope))

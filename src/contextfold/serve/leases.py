@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,14 +124,14 @@ def lease_key(session_id: str) -> str:
 
 
 def take_lease(store: Any, session_id: str, response_id: str | None, tag: str, *, seconds: float,
-               clock: Callable[[], float], head: Callable[[], Any] | None = None) -> Lease:
+               clock: Callable[[], float], marks: Callable[[], Mapping[str, str]] | None = None) -> Lease:
     """Take the session's lease for ``seconds``; :class:`Conflict` while another request holds it.
 
     ``response_id``: the response the request continues (None: a ``conversation`` request). ``tag``: the request's
-    (as its ``fed`` mark): a holder of the same tag is the same request, retried, and is joined. ``clock``:
-    wall-clock seconds, compared across instances. ``head``: reads the session's head (one store round trip, only
-    when another request's lease is live): a lease on a response that is not the head is taken over. Raises
-    StoreError when the store cannot be reached.
+    (:func:`~contextfold.serve.sessions.continuation_tag`, as its ``fed`` mark): a holder of the same tag is the same
+    request, retried, and is joined. ``clock``: wall-clock seconds, compared across instances. ``marks``: reads the
+    session's marks (one store round trip, only when another request's lease is live): a lease its holder can no
+    longer use is taken over (:func:`_moved_past`). Raises StoreError when the store cannot be reached.
     """
     key = lease_key(session_id)
     holder = uuid.uuid4().hex
@@ -148,9 +148,9 @@ def take_lease(store: Any, session_id: str, response_id: str | None, tag: str, *
         fields = _fields(current)
         live = _live(_holders(fields), now)
         if live and fields.get("tag") != tag:
-            if not _moved_past(fields.get("response"), response_id, head):
+            if not _moved_past(fields, response_id, marks):
                 break
-            live = {}  # (its holder can feed nothing: the session's head is no longer the response it continues)
+            live = {}  # (its holder can feed nothing more: the session moved on)
         if len(live) >= MAX_HOLDERS:
             break
         written = _encode(tag, response_id, {**live, **mine})
@@ -164,11 +164,24 @@ def take_lease(store: Any, session_id: str, response_id: str | None, tag: str, *
                    "or send the whole history instead", "previous_response_id")
 
 
-def _moved_past(leased: Any, response_id: str | None, head: Callable[[], Any] | None) -> bool:
-    """Whether the session has moved past the response a live lease continues (never for a conversation's)."""
-    if head is None or not isinstance(leased, str) or leased == response_id:
+def _moved_past(fields: dict[str, Any], response_id: str | None,
+                marks: Callable[[], Mapping[str, str]] | None) -> bool:
+    """Whether the session moved on from a live lease's holder: it can feed nothing more (its lease may be taken).
+
+    A continuation of a response other than the session's head (``head``) is refused when fed, or was fed and its
+    reply recorded. A conversation's request (no response named) was fed (``fed``: the head then and its input's
+    keys, its lease's tag ends with the same keys) and its reply recorded (the head is no longer that one).
+    """
+    leased, held_tag = fields.get("response"), fields.get("tag")
+    if marks is None:
         return False
-    return bool(head() != leased)
+    if isinstance(leased, str):  # (another continuation of the response this request continues: live, refused)
+        return leased != response_id and marks().get("head") != leased
+    if leased is not None or not isinstance(held_tag, str):
+        return False
+    now = marks()
+    fed_head, _, fed_keys = str(now.get("fed")).rpartition(":")
+    return fed_keys == held_tag.rpartition(":")[2] and fed_head != str(now.get("head"))
 
 
 def _encode(tag: Any, response: Any, holders: dict[str, float]) -> bytes:

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_ATTEMPTS", "MAX_FORK_HOPS", "MAX_SLIDE_PROBES", "SOURCE", "Backend", "Conflict", "Turn",
            "continuation_tag", "follow_forks", "open_turn", "own_round", "resolve_pointer", "restore", "save_reply",
-           "session_head"]
+           "session_marks"]
 
 # The framework-history source of the proxy's clients (manager/reconcile.py).
 SOURCE = "serve"
@@ -600,9 +600,9 @@ def save_reply(backend: Backend, turn: Turn, *, prompt_tokens: int | None, respo
                               marks={"session": turn.session_id})
 
 
-def session_head(backend: Backend, session_id: str) -> str | None:
-    """The response the session was last answered with (a Responses session's head), None when it has none."""
-    return backend.sessions.load_state(session_id).marks.get("head")
+def session_marks(backend: Backend, session_id: str) -> Mapping[str, str]:
+    """The session's marks as stored (``head``: the response it was last answered with; ``fed``: see _continuation)."""
+    return backend.sessions.load_state(session_id).marks
 
 
 def resolve_pointer(backend: Backend, pointer: str) -> str | None:
