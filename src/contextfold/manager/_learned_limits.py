@@ -15,6 +15,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ._limits import store_losses
+
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
@@ -192,8 +194,6 @@ class LearnedLimits:
 
     def restore_if_lost(self) -> None:
         """Write the learned token and media limits again if the store says it may have lost them (no round trip)."""
-        from ._limits import store_losses
-
         losses = store_losses(self.limit.store)  # (read once: a Redis store polls a pooled connection for it)
         self.limit.restore_if_lost(losses)
         self.guard.restore_if_lost(losses)
