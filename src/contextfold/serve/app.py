@@ -146,14 +146,12 @@ class ServeApp:
 
     def __init__(self, config: ServeConfig, *, backend: Backend | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
-        from ..redact import Redactor
-
         self.config = config
         self.metrics = Metrics()
         self.backend = backend if backend is not None else Backend(config)
         self.upstream = Upstream(config, transport)
         self.locks = SessionLocks()
-        self.redactor = Redactor()
+        self.redactor = config.redactor()  # (log lines: always redacted, with the operator's patterns)
         self.draining = False
         routes = [Route(path, self._endpoint(api), methods=["POST"])
                   for api, paths in _API_PATHS.items() for path in paths]

@@ -100,7 +100,6 @@ class Backend:
 
     def __post_init__(self) -> None:
         from ..archive import Archive
-        from ..redact import Redactor
         from ..stores import open_blob_store
         from ..stores.archive_open import open_archive_store
 
@@ -116,7 +115,7 @@ class Backend:
             archive_store: Any = MemoryArchiveStore()
         else:
             archive_store = open_archive_store(archive or str(state / "archive"))
-        self.archive = Archive(archive_store, redactor=Redactor(enabled=self.config.redact))
+        self.archive = Archive(archive_store, redactor=self.config.redactor(enabled=self.config.redact))
 
     def prune_sessions(self, now: float | None = None) -> list[str]:
         """Delete the sessions past ``session_max_age_s``; returns their ids.
@@ -178,10 +177,15 @@ class Backend:
 
         return ContextManager(
             model, max_context_tokens=self.window(model), policy=self.config.policy, store=self.blobs,
-            archive=self.archive, telemetry=self.telemetry, session_id=session_id, redact=self.config.redact,
+            archive=self.archive, telemetry=self.telemetry, session_id=session_id, redact=self._redact(),
             counter=self.counter(model), archive_events=False, message_id_prefix=id_prefix, agent="contextfold-serve",
             tools=tools,
         )
+
+    def _redact(self) -> Any:
+        """What a manager is told to redact with: the built-in patterns (True), with the operator's beside them."""
+        config = self.config
+        return config.redactor() if config.redact and config.redact_patterns else config.redact
 
     def close(self) -> None:
         """Release the stores' connections and files."""
