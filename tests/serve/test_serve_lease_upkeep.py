@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -222,3 +223,21 @@ def test_the_same_conversation_request_retried_on_another_instance_is_taken(
     retry.join(WAIT_S)
     assert [answer.status_code for answer in answers] == [200, 200]
     assert upstream_input(upstream).count(f"A-{nonce}") == 1
+
+
+def test_a_pruned_sessions_abandoned_lease_goes_with_it(upstream: ScriptedLLMServer, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # A session never continued after its instance died holding the lease: nothing took the lease over, and pruning
+    # the session (past its age) left it in the store for good (c04dd8d: the key stays).
+    config = proxy_config(upstream, key_salt=SALT, sessions="local", store="local", state_dir=str(tmp_path),
+                          archive=str(tmp_path / "archive"), session_max_age_s=3600.0)
+    with ProxyServer(config) as proxy:
+        nonce = uuid.uuid4().hex[:8]
+        blobs = proxy.serve_app.backend.blobs
+        first = post(proxy, {"input": f"Task upkeep-{nonce}: read the log."})
+        monkeypatch.setattr(blobs, "put_if", lambda key, data, expected: False)  # (no give-back gets through)
+        assert post(proxy, {"previous_response_id": first.json()["id"], "input": f"A-{nonce}"}).status_code == 200
+        assert lease_keys(proxy)
+        monkeypatch.undo()
+        assert proxy.serve_app.backend.prune_sessions(now=time.time() + 2 * 3600.0)
+        assert lease_keys(proxy) == []

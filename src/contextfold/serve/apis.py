@@ -21,7 +21,7 @@ from ..errors import ContextfoldError, InvalidHistory
 from ..formats._common import MAX_NESTING, check_nesting
 from .identity import CACHE_MARK
 
-__all__ = ["API_NAMES", "ApiName", "BadRequest", "Exchange", "item_key", "parse_request", "reply_items",
+__all__ = ["API_NAMES", "ApiName", "BadRequest", "Conflict", "Exchange", "item_key", "parse_request", "reply_items",
            "reply_usage", "upstream_body"]
 
 ApiName = Literal["chat", "responses", "messages"]
@@ -44,6 +44,10 @@ class BadRequest(ContextfoldError):
     def __init__(self, problem: str, field: str) -> None:
         self.field = field
         super().__init__(f"{field}: {problem}")
+
+
+class Conflict(BadRequest):
+    """A continuation the session cannot take (a response that is not the session's latest, or one in flight); 409."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import RefNotFound, StoreError
-from .sessions import Conflict
+from .apis import Conflict
 
 __all__ = ["LEASE_KEY_PREFIX", "LEASE_MARGIN_S", "MAX_HOLDERS", "Lease", "lease_key", "take_lease"]
 

@@ -42,8 +42,9 @@ from ..errors import CorruptRecord, StoreError
 from ..formats._common import json_problem
 from ..stores._records import stored_count
 from ..stores.session import SessionConflict, SessionState
-from .apis import INSTRUCTIONS_ID, BadRequest, Exchange, item_key
+from .apis import INSTRUCTIONS_ID, BadRequest, Conflict, Exchange, item_key
 from .config import ServeConfig
+from .leases import lease_key
 from .provenance import MIN_SLIDE_OVERLAP, SOURCES_MARK, Sources, decode_traced, message_id, slide_of
 
 if TYPE_CHECKING:
@@ -72,10 +73,6 @@ PRUNE_INTERVAL_S = 3600.0
 MAX_COUNTERS = 32
 # Hex digits of the part of a message id that tells two requests' items apart.
 _ID_DIGEST_HEX = 10
-
-
-class Conflict(BadRequest):
-    """A continuation the session cannot take (a response that is not the session's latest); HTTP 409."""
 
 
 @dataclass
@@ -128,7 +125,20 @@ class Backend:
         if max_age is None or not callable(prune) or (now is None and clock - self._pruned_at < PRUNE_INTERVAL_S):
             return []
         self._pruned_at = clock
-        return list(prune(max_age, now=now))
+        pruned = list(prune(max_age, now=now))
+        self._drop_leases(pruned)
+        return pruned
+
+    def _drop_leases(self, sessions: Sequence[str]) -> None:
+        """Delete the leases the pruned ``sessions`` left (an instance died holding one): one query, few deletes."""
+        keys = [lease_key(session) for session in sessions]
+        if not keys:
+            return
+        try:
+            for key in set(keys) - self.blobs.missing(keys):
+                self.blobs.delete(key)
+        except StoreError:  # (a store failing now leaves them: ~150 bytes each, none of them read again)
+            return
 
     def window(self, model: str) -> int | None:
         """The window for ``model``: configured, else the registry's (None), else the default; BadRequest if none."""
