@@ -241,3 +241,22 @@ def test_a_pruned_sessions_abandoned_lease_goes_with_it(upstream: ScriptedLLMSer
         monkeypatch.undo()
         assert proxy.serve_app.backend.prune_sessions(now=time.time() + 2 * 3600.0)
         assert lease_keys(proxy) == []
+
+
+def test_the_prune_at_start_drops_leases_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (the prune at start ran before the blob store was opened: dropping a pruned session's lease must not break it)
+    from contextfold.serve import ServeConfig
+    from contextfold.serve.leases import lease_key, take_lease
+    from contextfold.serve.sessions import Backend
+    from contextfold.stores.session_local import LocalSessionStore
+
+    config = ServeConfig(port=0, sessions="local", store="local", state_dir=str(tmp_path), archive="memory")
+    backend = Backend(config)
+    take_lease(backend.blobs, "sess-pruned", "resp_1", "tag", seconds=60.0, clock=time.time)
+    backend.close()
+    monkeypatch.setattr(LocalSessionStore, "prune", lambda self, max_age, now=None: ["sess-pruned"])
+    backend = Backend(config)
+    try:
+        assert not backend.blobs.exists(lease_key("sess-pruned"))
+    finally:
+        backend.close()

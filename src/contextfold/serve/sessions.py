@@ -102,9 +102,9 @@ class Backend:
 
         state = Path(self.config.state_dir or ".contextfold")
         self.sessions = open_session_store(self.config.sessions, state, self.config.session_max_age_s)
-        self.prune_sessions()
         store = self.config.store
         self.blobs = open_blob_store(f"local://{state.resolve()}" if store == "local" else store)
+        self.prune_sessions()  # (after the blob store: a pruned session's lease goes with it)
         archive = self.config.archive
         if archive == "memory":
             from ..archive import MemoryArchiveStore
