@@ -124,8 +124,9 @@ class ServeConfig:
         if self.default_window is not None and (not isinstance(self.default_window, int) or self.default_window <= 0):
             raise ConfigError(f"must be a positive integer, got {self.default_window!r}", field="default_window")
         for name, source in self.redact_patterns.items():
-            if not isinstance(source, str) or not _compiles(source):
-                raise ConfigError(f"must be a regular expression, got {source!r}", field=f"redact_patterns.{name}")
+            problem = _pattern_problem(name, source)
+            if problem is not None:
+                raise ConfigError(problem, field=f"redact_patterns.{name}")
         for name in ("upstream_timeout_s", "connect_timeout_s", "shutdown_grace_s", "session_max_age_s"):
             value = getattr(self, name)
             if value is None and name == "session_max_age_s":
@@ -144,11 +145,14 @@ class ServeConfig:
         return self.windows.get(model)
 
 
-def _compiles(source: str) -> bool:
-    import re
+def _pattern_problem(name: str, source: object) -> str | None:
+    """Why ``source`` is no secret pattern the redactor takes (compiled as it compiles them), or None."""
+    if not isinstance(source, str):
+        return f"must be a regular expression, got {type(source).__name__}"
+    from ..redact import Redactor
 
     try:
-        re.compile(source)
-    except re.error:
-        return False
-    return True
+        Redactor(patterns={name: source})
+    except ValueError as exc:  # (the untrusted-pattern compiler's InvalidPattern)
+        return str(exc)
+    return None
