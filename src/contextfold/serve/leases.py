@@ -22,7 +22,8 @@ back the first try's lease when it ended, restoring it after that try had ended:
 its expiry). A lease whose holders all expired is taken over (their instance may have died mid-request), and so is
 one on a response the session has moved past (its holder can feed nothing: its session's head is no longer that
 response; a continuation of the new head must not wait for the lease of an instance that died after its reply was
-recorded).
+recorded), and a conversation request's once it was fed and its reply recorded (:func:`_moved_past`). A lease no
+request takes over goes when its session is pruned (``Backend.prune_sessions``).
 
 A request can last longer than a lease's time (the upstream's timeout is per chunk when streaming; a request makes
 up to 7 upstream calls with the retrieval tools and more with overflow recovery): its holder renews its hold
