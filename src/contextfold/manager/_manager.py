@@ -373,7 +373,7 @@ class ContextManager:
             self._compaction.apply_idle_result()
             if self.cache is not None:
                 mark_lost_refs(self._view, self.cache)  # free unless the store reports a loss (a Redis restart)
-                self._limits.limit.restore_if_lost()  # (the learned limits, written again for the next manager)
+                self._limits.restore_if_lost()  # (the learned limits, written again for the next manager)
             if self._widening is not None and self._widening.active:
                 self._widening.narrow(self._view)  # decide on the view the history holds, never on a widened one
             self._provider_items.clear_old_reasoning(self._view, policy=self.policy, budgets=self.budgets,
