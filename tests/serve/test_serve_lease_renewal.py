@@ -156,11 +156,12 @@ def test_a_lease_on_a_response_the_session_moved_past_is_taken_over() -> None:
 def test_a_conversations_lease_is_taken_over_once_its_holders_reply_is_recorded() -> None:
     store, clock = MemoryBlobStore(), Clock()
     session, _ = names()
-    holder = continuation_tag(None, ["key-a"])
-    take_lease(store, session, None, holder, seconds=LEASE_S, clock=clock)  # (then its instance died)
-    mine = continuation_tag(None, ["key-b"])
-    fed = continuation_tag("resp_1", ["key-a"])  # (what the holder's feed wrote: the head then, its input)
-    for marks in ({"head": "resp_1"}, {"head": "resp_1", "fed": fed}, {"head": "resp_2", "fed": "resp_1:other"}):
+    fed = continuation_tag("resp_1", ["key-a"])  # (the head the holder read before taking it, and its input)
+    take_lease(store, session, None, fed, seconds=LEASE_S, clock=clock)  # (then its instance died)
+    mine = continuation_tag("resp_1", ["key-b"])
+    previous = continuation_tag("resp_0", ["key-a"])  # (the request before it, whose input it repeats: "go on")
+    for marks in ({"head": "resp_1"}, {"head": "resp_1", "fed": fed}, {"head": "resp_2", "fed": "resp_1:other"},
+                  {"head": "resp_1", "fed": previous}):
         with pytest.raises(Conflict) as refused:  # (not fed yet, or fed with no reply recorded: it may be live)
             take_lease(store, session, None, mine, seconds=LEASE_S, clock=clock, marks=lambda m=marks: m)
         assert refused.value.field == "conversation"

@@ -357,15 +357,22 @@ class ServeApp:
                     loaded: SessionState | None = None) -> Response:
         api = exchange.api
         try:
+            tail_id = None if loaded is None else _tail_id(scope)  # (loaded by _session_of: named by its opening)
             if exchange.handle is not None:  # (continuing a response or a conversation: serve.leases)
+                feeds_on = continues
+                if continues is None:
+                    # A conversation's request feeds on the session's head: its lease is tagged as its fed mark will
+                    # be, which tells it from the previous request's when it repeats that one's input. The state is
+                    # the feed's first attempt (one load: a save refused as stale loads again).
+                    loaded = await asyncio.to_thread(self.backend.sessions.load_state, session)
+                    feeds_on = loaded.marks.get("head")
                 await held.take(functools.partial(
                     take_lease, self.backend.blobs, session, continues,
-                    continuation_tag(continues, [item_key(item) for item in exchange.items]),
+                    continuation_tag(feeds_on, [item_key(item) for item in exchange.items]),
                     seconds=self.config.upstream_timeout_s + LEASE_MARGIN_S, clock=self.backend.clock,
                     marks=functools.partial(session_marks, self.backend, session)))
-            # (a state loaded by _session_of: the session is named by its opening, a slid window finds it by its tail)
             turn = await asyncio.to_thread(open_turn, self.backend, exchange, session, continues=continues,
-                                           loaded=loaded, tail_id=None if loaded is None else _tail_id(scope))
+                                           loaded=loaded, tail_id=tail_id)
         except Conflict as exc:
             return self._error(api, 409, str(exc), param=exc.field, started=started, session=session)
         except BadRequest as exc:

@@ -14,16 +14,17 @@ the session only): an abandoned one (its instance died, or the store failed when
 than one key a session, and the session's next continuation takes it over. Taken and given back by compare-and-set
 (``BlobStore.put_new`` / ``put_if``): two instances taking it at one instant, one wins.
 
-The lease names the request (``tag``: the response continued and the input's item keys) and the response it
-continues; its holders are that request's tries, each with its time (``holders``): the same request retried (an SDK
-retrying after its instance died must not wait for an expiry; its ``fed`` mark feeds it once) joins the lease, and
-each try gives back only its own hold, so the lease is free once every try has ended or expired (a retry used to put
-back the first try's lease when it ended, restoring it after that try had ended: an edited retry was refused until
-its expiry). A lease whose holders all expired is taken over (their instance may have died mid-request), and so is
-one on a response the session has moved past (its holder can feed nothing: its session's head is no longer that
-response; a continuation of the new head must not wait for the lease of an instance that died after its reply was
-recorded), and a conversation request's once it was fed and its reply recorded (:func:`_moved_past`). A lease no
-request takes over goes when its session is pruned (``Backend.prune_sessions``).
+The lease names the request (``tag``, as its ``fed`` mark will be: the response continued, for a conversation the
+session's head as read before taking it, and the input's item keys) and the response it continues; its holders are
+that request's tries, each with its time (``holders``): the same request retried (an SDK retrying after its instance
+died must not wait for an expiry; its ``fed`` mark feeds it once) joins the lease, and each try gives back only its
+own hold, so the lease is free once every try has ended or expired (a retry used to put back the first try's lease
+when it ended, restoring it after that try had ended: an edited retry was refused until its expiry). A lease whose
+holders all expired is taken over (their instance may have died mid-request), and so is one on a response the
+session has moved past (its holder can feed nothing: its session's head is no longer that response; a continuation
+of the new head must not wait for the lease of an instance that died after its reply was recorded), and a
+conversation request's once it was fed and its reply recorded (:func:`_moved_past`). A lease no request takes over
+goes when its session is pruned (``Backend.prune_sessions``).
 
 A request can last longer than a lease's time (the upstream's timeout is per chunk when streaming; a request makes
 up to 7 upstream calls with the retrieval tools and more with overflow recovery): its holder renews its hold
@@ -170,8 +171,10 @@ def _moved_past(fields: dict[str, Any], response_id: str | None,
     """Whether the session moved on from a live lease's holder: it can feed nothing more (its lease may be taken).
 
     A continuation of a response other than the session's head (``head``) is refused when fed, or was fed and its
-    reply recorded. A conversation's request (no response named) was fed (``fed``: the head then and its input's
-    keys, its lease's tag ends with the same keys) and its reply recorded (the head is no longer that one).
+    reply recorded. A conversation's request (no response named) was fed (``fed`` is its lease's tag: the head it
+    read before taking the lease and its input's keys) and its reply recorded (the head is no longer that one). The
+    keys alone matched a request repeating the previous one's input ("go on") before it was fed: the previous one's
+    ``fed`` mark has the same keys and an older head (reviewer 2, s17).
     """
     leased, held_tag = fields.get("response"), fields.get("tag")
     if marks is None:
@@ -181,8 +184,7 @@ def _moved_past(fields: dict[str, Any], response_id: str | None,
     if leased is not None or not isinstance(held_tag, str):
         return False
     now = marks()
-    fed_head, _, fed_keys = str(now.get("fed")).rpartition(":")
-    return fed_keys == held_tag.rpartition(":")[2] and fed_head != str(now.get("head"))
+    return now.get("fed") == held_tag and held_tag.rpartition(":")[0] != str(now.get("head"))
 
 
 def _encode(tag: Any, response: Any, holders: dict[str, float]) -> bytes:
