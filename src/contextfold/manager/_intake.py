@@ -200,10 +200,14 @@ class Intake:
             manager._archive_dropped(orphans)
         # -- Committed: the manager's own bookkeeping from here on, but for a provider's compaction item. --
         # What the rollback below puts back: the view is copied only when the append rewrites more than its end (a
-        # late result in place of an "aborted" output, a provider's compaction item: rare), else cut back to its
-        # length; the other parts say what they change.
+        # late result in place of an "aborted" output, a provider's compaction item: rare); else its settled prefix
+        # is kept and its unsettled tail copied, O(tail): the view's count and the check settle it, and settling
+        # rewrites the stored messages after the prefix, those before the batch included (an "aborted" output
+        # inserted after an unanswered call, a duplicate result dropped), never the prefix itself. The other parts
+        # say what they change.
         before = list(view.raw) if boundaries or view.answers_late(kept) else None
-        length_before = len(view)
+        settled_before = view.tail_start()
+        tail_before = view.raw[settled_before:]
         # (What normalizing for the item's archive drops goes with the rollback too: the restored view drops it again.)
         dropped_before = len(view.dropped)
         seq_before, manager._seq = manager._seq, seq
@@ -217,7 +221,8 @@ class Intake:
             # All or nothing for an interrupt too (a KeyboardInterrupt in the view's count or the trigger check; the
             # provider item's archive failing): the batch out again, every part as it was. A background compaction
             # the check started is dropped when applied: the view was rewritten (its version moved).
-            view.replace(before if before is not None else view.raw[:length_before], checked=view.checked)
+            view.replace(before if before is not None else [*view.raw[:settled_before], *tail_before],
+                         checked=view.checked)
             del view.dropped[dropped_before:]  # (else archived twice: now, and when normalized again)
             manager._seq = seq_before
             manager.steering.take_back_added(steering_before)

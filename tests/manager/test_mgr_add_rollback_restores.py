@@ -1,0 +1,144 @@
+"""What add()'s rollback restores once the batch is in: the view as it was, and every part the commit moved.
+
+Found by a review of 674ab2e (add() all or nothing for interrupts). The rollback cut the view back to its length
+before the batch, but the view's count and the trigger check settle it first, and settling rewrites the stored
+messages after the settled prefix, those before the batch included: an "aborted" output inserted after a call the
+agent moved on from, a result delivered twice dropped. The cut then kept the wrong messages (the user's message
+gone, an "aborted" output in its place; the batch's own call kept in a dropped duplicate's place, sent twice after
+the caller's retry). It also left a background compaction the check started pending (the retry's check could not
+start its own), and a provider compaction item's archive marking the batch as archived (its session's final
+transcript skipped).
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+from typing import Any
+
+import pytest
+
+from contextfold import ContextManager
+
+NONCE = "f1rbk5zq"
+_T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+
+
+class _Sink:
+    """A telemetry sink that raises KeyboardInterrupt on the next trigger decision once armed."""
+
+    def __init__(self) -> None:
+        self.armed = False
+
+    def emit(self, event: Any) -> None:
+        if self.armed and type(event).__name__ == "TriggerDecision":
+            self.armed = False
+            raise KeyboardInterrupt
+
+
+def _manager(*, background: bool = False, sink: _Sink | None = None) -> ContextManager:
+    ticks = itertools.count()
+    cm = ContextManager(model="gpt-4o", max_context_tokens=3000, store="memory", archive="memory",
+                        session_id=NONCE, message_id_prefix="m", archive_events=False, background=background,
+                        telemetry=sink, clock=lambda: _T0 + datetime.timedelta(seconds=next(ticks)))
+    cm.counter.wait_exact()  # (exact counts from the start: the same decisions whenever the tokenizer loads)
+    return cm
+
+
+def _call(call_id: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": "read", "arguments": '{"path": "a.py"}'}}
+
+
+def _stored(cm: ContextManager) -> list[tuple[Any, ...]]:
+    return [(m.role, m.text, m.tool_call_id, tuple(c.id for c in m.tool_calls), m.meta.get("id"), m.kind)
+            for m in cm._view.raw]
+
+
+def _sent_once(wire: list[dict[str, Any]]) -> None:
+    calls = [c["id"] for item in wire if item["role"] == "assistant" for c in item.get("tool_calls") or ()]
+    assert len(calls) == len(set(calls)), calls
+
+
+def _interrupt_after_the_settle(cm: ContextManager, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """An interrupt once the batch is in and the view settled: in the trigger check, or right after the count."""
+    if where == "check":
+        def interrupted_check(*args: Any, **kwargs: Any) -> Any:
+            raise KeyboardInterrupt
+        monkeypatch.setattr(cm, "check", interrupted_check)
+        return
+    before = len(cm._view.raw)
+    counted = cm._view.totals
+
+    def interrupted_count(*args: Any, **kwargs: Any) -> Any:
+        result = counted(*args, **kwargs)  # (settled and counted; the interrupt lands right after)
+        if len(cm._view.raw) > before:
+            raise KeyboardInterrupt
+        return result
+    monkeypatch.setattr(cm._view, "totals", interrupted_count)
+
+
+UNANSWERED_THEN_USER: list[list[dict[str, Any]]] = [
+    [{"role": "system", "content": f"system {NONCE}"}, {"role": "user", "content": f"task {NONCE}"}],
+    [{"role": "assistant", "content": f"calling {NONCE}", "tool_calls": [_call("c1")]}],  # never answered
+    [{"role": "user", "content": f"never mind that {NONCE}"}],
+]
+RESULT_TWICE: list[list[dict[str, Any]]] = [
+    [{"role": "system", "content": f"system {NONCE}"}, {"role": "user", "content": f"task {NONCE}"}],
+    [{"role": "assistant", "content": f"calling {NONCE}", "tool_calls": [_call("c1")]},
+     {"role": "tool", "tool_call_id": "c1", "content": f"out {NONCE}"}],
+    [{"role": "tool", "tool_call_id": "c1", "content": f"out again {NONCE}"}],  # a result delivered twice
+]
+FAILING: list[dict[str, Any]] = [
+    {"role": "assistant", "content": f"next {NONCE}", "tool_calls": [_call("c2")]},
+    {"role": "tool", "tool_call_id": "c2", "content": f"second out {NONCE}"},
+]
+
+
+@pytest.mark.parametrize("where", ["check", "count"])
+def test_the_users_message_after_an_unanswered_call_survives_the_rollback(monkeypatch: pytest.MonkeyPatch,
+                                                                         where: str) -> None:
+    cm, ref = _manager(), _manager()
+    for batch in UNANSWERED_THEN_USER:
+        cm.add(batch)
+        ref.add(batch)
+    before = _stored(cm)
+    _interrupt_after_the_settle(cm, monkeypatch, where)
+    with pytest.raises(KeyboardInterrupt):
+        cm.add(FAILING)
+    monkeypatch.undo()
+    # 1c2b5ec: the user's message gone, the "aborted" output settling inserted after c1 in its place
+    assert _stored(cm) == before
+    assert [m.text for m in cm._view.raw][-1] == f"never mind that {NONCE}"
+    cm.add(FAILING)  # the caller's retry
+    ref.add(FAILING)
+    assert _stored(cm) == _stored(ref)  # (the "aborted" output for c1, settled again, is there once)
+    wire = cm.prepare("openai_chat")
+    assert wire == ref.prepare("openai_chat")
+    _sent_once(wire)
+    cm.close()
+    ref.close()
+
+
+@pytest.mark.parametrize("where", ["check", "count"])
+def test_a_retry_after_a_settle_dropped_a_duplicate_result_sends_the_batch_once(monkeypatch: pytest.MonkeyPatch,
+                                                                                where: str) -> None:
+    cm, ref = _manager(), _manager()
+    for batch in RESULT_TWICE:
+        cm.add(batch)
+        ref.add(batch)
+    before = _stored(cm)
+    _interrupt_after_the_settle(cm, monkeypatch, where)
+    with pytest.raises(KeyboardInterrupt):
+        cm.add(FAILING)
+    monkeypatch.undo()
+    assert _stored(cm) == before  # 1c2b5ec: the batch's call c2 (m:6) kept where the dropped duplicate was
+    cm.add(FAILING)
+    ref.add(FAILING)
+    assert _stored(cm) == _stored(ref)
+    ids = [m.meta.get("id") for m in cm._view.raw]
+    assert ids.count("m:6") == ids.count("m:7") == 1, ids  # 1c2b5ec: m:6 (call c2) stored twice
+    wire = cm.prepare("openai_chat")
+    assert wire == ref.prepare("openai_chat")
+    _sent_once(wire)  # 1c2b5ec: call c2 sent twice
+    cm.close()
+    ref.close()
