@@ -142,3 +142,44 @@ def test_a_retry_after_a_settle_dropped_a_duplicate_result_sends_the_batch_once(
     _sent_once(wire)  # 1c2b5ec: call c2 sent twice
     cm.close()
     ref.close()
+
+
+def _turn(n: int) -> list[dict[str, Any]]:
+    return [{"role": "assistant", "content": f"turn {n} {NONCE}", "tool_calls": [_call(f"t{n}")]},
+            {"role": "tool", "tool_call_id": f"t{n}", "content": f"line {n} {NONCE} of the file\n" * 12}]
+
+
+def _finish_background(cm: ContextManager) -> None:
+    future = cm._idle._pending[2] if cm._idle._pending is not None else None
+    if future is not None:
+        future.result()  # (the job's own end, not a sleep)
+
+
+def test_a_background_compaction_the_interrupted_check_started_is_forgotten() -> None:
+    sink = _Sink()
+    cm, ref = _manager(background=True, sink=sink), _manager(background=True)
+    start = [{"role": "system", "content": f"system {NONCE}"}, {"role": "user", "content": f"task {NONCE}"}]
+    for m in (cm, ref):
+        m.add(start)
+    n = 0
+    # Up to just below the background threshold: the next turn's check starts a background compaction.
+    while cm.tokens() < cm.policy.sleep_threshold(cm.budgets.window) - 150:
+        for m in (cm, ref):
+            m.add(_turn(n))
+            m.prepare("openai_chat")
+        n += 1
+    assert not cm._idle.pending
+    sink.armed = True
+    with pytest.raises(KeyboardInterrupt):
+        cm.add(_turn(n))
+    assert not sink.armed, "the check decided nothing"
+    assert not cm._idle.pending  # 1c2b5ec: the job started on the rolled-back batch still pending
+    cm.add(_turn(n))  # the caller's retry: its check starts its own job
+    ref.add(_turn(n))
+    assert cm._idle.pending and ref._idle.pending
+    _finish_background(cm)
+    _finish_background(ref)
+    assert cm.prepare("openai_chat") == ref.prepare("openai_chat")  # 1c2b5ec: ref compacted, cm did not
+    assert _stored(cm) == _stored(ref)
+    cm.close()
+    ref.close()

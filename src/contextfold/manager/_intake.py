@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ._answered_view import AnsweredWidening
     from ._cache_economics import CacheEconomics
     from ._compactor import Compactor
+    from ._idle import IdleCompactions
     from ._masking import Masking
     from ._provider_items import ProviderItems
     from ._secrets import SessionSecrets
@@ -78,6 +79,8 @@ class IntakeHost(Protocol):
     def _view(self) -> View: ...
     @property
     def _compactor(self) -> Compactor: ...
+    @property
+    def _idle(self) -> IdleCompactions: ...
     @property
     def _compaction(self) -> WideOutputs: ...
     @property
@@ -211,6 +214,7 @@ class Intake:
         # (What normalizing for the item's archive drops goes with the rollback too: the restored view drops it again.)
         dropped_before = len(view.dropped)
         seq_before, manager._seq = manager._seq, seq
+        idle_before = manager._idle.started_mark()
         steering_before, economics_before = manager.steering.added_mark(), manager._economics.added_mark()
         compactor_policy, origins = manager._compactor.policy, set(manager._provider_items.origins)
         unwarmed_before, unredacted_before = len(self.unwarmed), self.unredacted
@@ -219,12 +223,13 @@ class Intake:
             self._commit(stored, kept, added, counting_view, calls_read, boundaries, results)
         except BaseException:
             # All or nothing for an interrupt too (a KeyboardInterrupt in the view's count or the trigger check; the
-            # provider item's archive failing): the batch out again, every part as it was. A background compaction
-            # the check started is dropped when applied: the view was rewritten (its version moved).
+            # provider item's archive failing): the batch out again, every part as it was, a background compaction
+            # the check started on it forgotten (the retry's check starts its own).
             view.replace(before if before is not None else [*view.raw[:settled_before], *tail_before],
                          checked=view.checked)
             del view.dropped[dropped_before:]  # (else archived twice: now, and when normalized again)
             manager._seq = seq_before
+            manager._idle.forget_started_since(idle_before)
             manager.steering.take_back_added(steering_before)
             manager._economics.take_back_added(economics_before)
             manager._compactor.policy = compactor_policy
