@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from contextfold import ContextManager
+from contextfold.messages import Message, UnknownPart
 
 NONCE = "f1rbk5zq"
 _T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -183,3 +184,36 @@ def test_a_background_compaction_the_interrupted_check_started_is_forgotten() ->
     assert _stored(cm) == _stored(ref)
     cm.close()
     ref.close()
+
+
+def test_a_rolled_back_provider_compaction_item_leaves_the_final_transcript_owed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    cm = _manager()
+    cm.add([{"role": "system", "content": f"system {NONCE}"}, {"role": "user", "content": f"task {NONCE}"},
+            {"role": "assistant", "content": f"working {NONCE}"}, {"role": "user", "content": f"go on {NONCE}"}])
+    boundary = Message("assistant", (UnknownPart({"type": "compaction", "content": f"summary {NONCE}"},
+                                                 format="anthropic"),))
+    # (A rewrite that makes room as a compaction would: a floor the item's archive clears, archived up to m:4.)
+    cm.rewrite_view(lambda view: [view[0], *view[3:]], reason=f"pruned {NONCE}", shrinks=True)
+    floor, stalled = cm._compactor.floor, cm._compactor.stalled
+    assert floor is not None
+    counted = cm._view.totals
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        if any(m.meta.get("id") == "m:5" for m in cm._view.raw):  # (the item archived what came before it)
+            raise KeyboardInterrupt
+        return counted(*args, **kwargs)
+
+    monkeypatch.setattr(cm._view, "totals", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        cm.add([boundary, {"role": "user", "content": f"after {NONCE}"}])
+    monkeypatch.undo()
+    assert cm._seq == 4
+    assert cm._archived_seq == 4  # 1c2b5ec: 6, as if the batch's messages were archived
+    assert (cm._compactor.floor, cm._compactor.stalled) == (floor, stalled)  # 1c2b5ec: no floor
+    cm.add([{"role": "user", "content": f"last words {NONCE}"}])  # (the caller moved on instead of retrying)
+    cm.close()
+    archive = cm.archive
+    assert archive is not None
+    texts = [m.text for _, transcript in archive.transcripts(NONCE) for m in transcript]
+    assert f"last words {NONCE}" in texts  # 1c2b5ec: the final transcript skipped, these messages archived nowhere

@@ -58,6 +58,7 @@ class IntakeHost(Protocol):
     """What :class:`Intake` uses of its manager (``contextfold.manager._manager``, which imports this module)."""
 
     _seq: int
+    _archived_seq: int
 
     @property
     def budgets(self) -> Budgets: ...
@@ -215,6 +216,9 @@ class Intake:
         dropped_before = len(view.dropped)
         seq_before, manager._seq = manager._seq, seq
         idle_before = manager._idle.started_mark()
+        # (A provider item's archive marks the view archived up to the batch, and clears the compactor's floors.)
+        archived_before = manager._archived_seq
+        floor_before, stalled_before = manager._compactor.floor, manager._compactor.stalled
         steering_before, economics_before = manager.steering.added_mark(), manager._economics.added_mark()
         compactor_policy, origins = manager._compactor.policy, set(manager._provider_items.origins)
         unwarmed_before, unredacted_before = len(self.unwarmed), self.unredacted
@@ -230,6 +234,8 @@ class Intake:
             del view.dropped[dropped_before:]  # (else archived twice: now, and when normalized again)
             manager._seq = seq_before
             manager._idle.forget_started_since(idle_before)
+            manager._archived_seq = archived_before  # (else the close() skipped the final transcript it owes)
+            manager._compactor.floor, manager._compactor.stalled = floor_before, stalled_before
             manager.steering.take_back_added(steering_before)
             manager._economics.take_back_added(economics_before)
             manager._compactor.policy = compactor_policy
