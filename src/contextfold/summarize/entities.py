@@ -97,15 +97,22 @@ _REDACTED = re.compile(r"\[REDACTED:[^\]\n]*\]")
 _TRAILING = ".,:;!?'\")]}>"
 
 
+# What a path holds besides word characters (see _PATH; "_" is a word character but not alphanumeric).
+_PATH_PUNCTUATION = "~./+@-_"
+
+
 def _accept_path(value: str) -> bool:
     if value.startswith(("/", "~", ".")):
-        # "/" or "//" alone is punctuation, not a path.
-        return any(c.isalnum() for c in value)
+        # "/" or "//" alone is punctuation, not a path. (A path's characters are word characters, which are
+        # alphanumeric or "_", and these: one besides them is alphanumeric.)
+        return bool(value.strip(_PATH_PUNCTUATION))
     if "/" not in value:
         return True  # a bare file name with a known extension
-    segments = [s for s in value.split("/") if s]
     # "and/or", "yes/no" are prose: a relative path needs depth, a file name or an identifier-like segment.
-    return len(segments) >= 3 or any("." in s or "_" in s for s in segments)
+    if "." in value or "_" in value:  # (in a segment: "/" separates them)
+        return True
+    segments = value.split("/")
+    return len(segments) - segments.count("") >= 3
 
 
 def _accept_dotted(value: str) -> bool:
