@@ -343,8 +343,9 @@ def _read_units(units: list[str]) -> dict[str, _Findings]:
     """Each (distinct) unit's findings: ``(rule index, value)`` pairs by rule (as _FAST_RULES), then by place."""
     read = dict.fromkeys(units, _NOTHING)
     # A word of lower-case letters (a third of the new words of a session) holds nothing: every rule needs an
-    # ASCII upper-case letter, a digit or a punctuation mark.
-    units = [unit for unit in units if not (unit.islower() and unit.isalpha())]
+    # ASCII upper-case letter, a digit or a punctuation mark. (isalpha first: it stops at a word's first character
+    # that is not a letter, islower reads every character of a word without a capital.)
+    units = [unit for unit in units if not (unit.isalpha() and unit.islower())]
     if not units:
         return read
     work = list(units)  # each unit with what claiming rules took blanked
