@@ -188,7 +188,7 @@ def test_a_failing_add_leaves_the_manager_as_if_never_called(plan: list[tuple[An
         _same(cm, ref)
     before = _ids(cm)
     error: BaseException = Interrupt(NONCE) if interrupt else StoreError(f"down {NONCE}")
-    disarm, committed = _arm(cm, sink, where, nth, error)
+    disarm, _ = _arm(cm, sink, where, nth, error)
     try:
         cm.add(batches[failing])
         raised = False
@@ -197,11 +197,9 @@ def test_a_failing_add_leaves_the_manager_as_if_never_called(plan: list[tuple[An
     finally:
         disarm()
     ref.add(batches[failing])
-    if raised and _ids(cm) == before:  # (an output shown wider may be back in its standard view: a new turn came)
+    if raised:  # (an interrupt too, once the batch was in: the view's count, the check's sink; c04dd8d kept it in)
+        assert _ids(cm) == before, "raised with the batch in"
         cm.add(batches[failing])  # the caller's retry: the batch comes once
-    else:
-        # Added: without a raise, or an interrupt raised once the batch was in (the view's count, the check's sink).
-        assert not raised or (interrupt and committed[0]), "raised with the batch in"
     _same(cm, ref)
     for batch in batches[failing + 1:]:
         cm.add(batch)
@@ -360,3 +358,34 @@ def test_a_failing_check_after_tool_results_is_reported_not_raised(monkeypatch: 
     monkeypatch.undo()
     _check_pairing(cm.prepare("openai_chat"))
     cm.close()
+
+
+@pytest.mark.parametrize("where", ["count", "check"])
+def test_an_interrupt_once_the_batch_is_in_takes_it_out(monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """The view's count and the trigger check run once the batch is in: an interrupt there left it in (c04dd8d),
+    and the caller's retry sent the call twice."""
+    cm, ref = _manager(), _manager()
+    for m in (cm, ref):
+        m.add([{"role": "user", "content": f"task {NONCE} interrupted"}])
+    batch = [{"role": "assistant", "content": f"a {NONCE}", "tool_calls": [_call("i1", "read")]},
+             {"role": "tool", "tool_call_id": "i1", "content": f"out {NONCE} interrupted"}]
+    before = _ids(cm)
+
+    counted = cm._view.totals
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        if len(cm._view.raw) == len(before):  # (the count before the commit: not this test's)
+            return counted(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cm, "check", interrupted) if where == "check" else monkeypatch.setattr(
+        cm._view, "totals", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        cm.add(batch)
+    monkeypatch.undo()
+    assert _ids(cm) == before
+    cm.add(batch)  # (the caller's retry)
+    ref.add(batch)
+    _same(cm, ref)
+    cm.close()
+    ref.close()

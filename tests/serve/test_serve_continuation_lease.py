@@ -194,7 +194,7 @@ def test_a_stream_outlasting_the_lease_renews_it(upstream: ScriptedLLMServer, ga
     now = [time.time()]
     monkeypatch.setattr(backend, "clock", lambda: now[0])
     written: list[bytes] = []
-    put_if, lease = backend.blobs.put_if, lease_key(session_of(one, response), response)
+    put_if, lease = backend.blobs.put_if, lease_key(session_of(one, response))
 
     def recording(key: str, data: bytes | None, expected: bytes | None) -> bool:
         if key == lease and data is not None:

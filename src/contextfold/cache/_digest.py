@@ -235,7 +235,33 @@ def _rank(text: str) -> Material:
                 seen.add(value)
                 ranked.append((-(weight * (mentions(value) or 1)), len(ranked), value))
     ranked.sort()
-    return Material(tuple(value for _, _, value in ranked), partial)
+    return Material(_assignments_first([value for _, _, value in ranked]), partial)
+
+
+# The value of an assignment inside an item (``password=X`` in a backtick item, ``?api_key=X`` in a URL) or a URL's
+# password (``://user:X@``): what the item's own secret check learns when its key names a secret.
+_ASSIGNED_VALUE = re.compile(r"=([^=&;,@/\s\"'`)\]}]+)|://[^/:@\s]*:([^/@\s]+)@")
+
+
+def _assignments_first(items: list[str]) -> tuple[str, ...]:
+    """``items`` with each item that assigns a value another item lists ahead of that value's first place.
+
+    A digest's items are checked for secrets one by one in this order, and the check of ``password=X`` teaches the
+    session that ``X`` is a secret: ranked below a bare ``X``, it came too late to keep ``X`` out (only where the
+    whole-text scan missed the secret). Moved just ahead of the value, in their own order; nothing else moves.
+    """
+    if not any("=" in item or "@" in item for item in items):
+        return tuple(items)
+    place = {item: at for at, item in enumerate(items)}
+    keys: list[tuple[int, int, int]] = []
+    for at, item in enumerate(items):
+        first = at
+        if "=" in item or "@" in item:
+            for found in _ASSIGNED_VALUE.finditer(item):
+                value_at = place.get(found.group(1) or found.group(2), at)
+                first = min(first, value_at)
+        keys.append((first, 0 if first < at else 1, at))
+    return tuple(items[at] for _, _, at in sorted(keys))
 
 
 # Counters whose count of a non-empty text is at least 1 (what ends a digest's walk early; see output_digest).

@@ -66,6 +66,9 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument("--key-salt", help="mixed into the hash of callers' keys; instances serving the same "
                         f"sessions share it (env {_ENVIRONMENT['key_salt']})")
     parser.add_argument("--no-redact", action="store_true", help="do not redact secrets from the archive")
+    parser.add_argument("--redact-pattern", action="append", default=[], metavar="NAME=REGEX",
+                        help="a secret pattern of yours, redacted beside the built-in ones in archives, events and "
+                        "log lines (repeatable)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.set_defaults(handler=run)
 
@@ -81,6 +84,16 @@ def _windows(values: list[str]) -> dict[str, int]:
     return windows
 
 
+def _patterns(values: list[str]) -> dict[str, str]:
+    patterns: dict[str, str] = {}
+    for value in values:
+        name, sep, source = value.partition("=")
+        if not sep or not name or not source:
+            raise ConfigError(f"expected NAME=REGEX, got {value!r}", field="--redact-pattern")
+        patterns[name] = source
+    return patterns
+
+
 def config_from_args(args: argparse.Namespace, environ: dict[str, str] | None = None) -> object:
     """The ServeConfig the command line and the environment describe (the command line wins)."""
     from ..serve.config import ServeConfig
@@ -88,6 +101,7 @@ def config_from_args(args: argparse.Namespace, environ: dict[str, str] | None = 
     env = os.environ if environ is None else environ
     options: dict[str, object] = {"host": args.host, "port": args.port, "windows": _windows(args.window),
                                   "retrieval_tools": args.retrieval_tools, "redact": not args.no_redact,
+                                  "redact_patterns": _patterns(getattr(args, "redact_pattern", None) or []),
                                   "log_level": args.log_level}
     for name, variable in _ENVIRONMENT.items():
         value = getattr(args, name, None) or env.get(variable)

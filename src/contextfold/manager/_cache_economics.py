@@ -97,6 +97,15 @@ class CacheEconomics:
         self._count_uncounted()
         self.added_tokens += tokens
 
+    def added_mark(self) -> tuple[int, list[Message], int]:
+        """What :meth:`note_added` changes, as it is now: given to :meth:`take_back_added` when that add is undone."""
+        return self.added_tokens, self._uncounted, len(self._uncounted)
+
+    def take_back_added(self, mark: tuple[int, list[Message], int]) -> None:
+        """Undo the :meth:`note_added` calls since ``mark`` (:meth:`added_mark`): an add() that raised."""
+        self.added_tokens, self._uncounted, uncounted = mark
+        del self._uncounted[uncounted:]  # (the list note_added extended, or left whole when it counted it)
+
     def _count_uncounted(self) -> None:
         if self._uncounted:
             self._counter.wait_exact()

@@ -123,8 +123,8 @@ class Intake:
         memos of what was counted or read, secrets learned from the batch). A provider's compaction item archives
         the view it replaces after the commit: when that archive fails the batch is taken out again. The view's
         count and the trigger check after tool results run once the batch is in: their errors are logged (see
-        :meth:`_check_after_results`); an interrupt (a ``BaseException`` that is not an ``Exception``) from them
-        propagates with the batch in.
+        :meth:`_check_after_results`); an interrupt (a ``BaseException`` that is not an ``Exception``) from them, or
+        any raise after the commit, takes the batch out again (every part as it was) and propagates.
         """
         from ..provider_context import BOUNDARY_KIND
         from ..telemetry import CacheTruncated
@@ -199,21 +199,42 @@ class Intake:
         if orphans:  # (the last step that may fail: archived only by an add that gets this far)
             manager._archive_dropped(orphans)
         # -- Committed: the manager's own bookkeeping from here on, but for a provider's compaction item. --
-        before = list(view.raw) if boundaries else None  # (rare: the view is copied only then)
+        # What the rollback below puts back: the view is copied only when the append rewrites more than its end (a
+        # late result in place of an "aborted" output, a provider's compaction item: rare), else cut back to its
+        # length; the other parts say what they change.
+        before = list(view.raw) if boundaries or view.answers_late(kept) else None
+        length_before = len(view)
         # (What normalizing for the item's archive drops goes with the rollback too: the restored view drops it again.)
         dropped_before = len(view.dropped)
         seq_before, manager._seq = manager._seq, seq
+        steering_before, economics_before = manager.steering.added_mark(), manager._economics.added_mark()
+        compactor_policy, origins = manager._compactor.policy, set(manager._provider_items.origins)
+        unwarmed_before, unredacted_before = len(self.unwarmed), self.unredacted
         view.append(kept)
-        if boundaries:
-            try:
-                if manager._provider_items.drop_before_boundary(view, manager._archive_transcript):
-                    manager._compactor.floor = manager._compactor.stalled = None  # of a view that no longer exists
-            except BaseException:
-                assert before is not None
-                view.replace(before, checked=view.checked)  # (the batch out again: its archive was not written)
-                del view.dropped[dropped_before:]  # (else archived twice: now, and when normalized again)
-                manager._seq = seq_before
-                raise
+        try:
+            self._commit(stored, kept, added, counting_view, calls_read, boundaries, results)
+        except BaseException:
+            # All or nothing for an interrupt too (a KeyboardInterrupt in the view's count or the trigger check; the
+            # provider item's archive failing): the batch out again, every part as it was. A background compaction
+            # the check started is dropped when applied: the view was rewritten (its version moved).
+            view.replace(before if before is not None else view.raw[:length_before], checked=view.checked)
+            del view.dropped[dropped_before:]  # (else archived twice: now, and when normalized again)
+            manager._seq = seq_before
+            manager.steering.take_back_added(steering_before)
+            manager._economics.take_back_added(economics_before)
+            manager._compactor.policy = compactor_policy
+            manager._provider_items.origins = origins
+            del self.unwarmed[unwarmed_before:]
+            self.unredacted = unredacted_before
+            self.calls_read.difference_update(map(id, kept))
+            raise
+
+    def _commit(self, stored: list[Message], kept: list[Message], added: int, counting_view: bool,
+                calls_read: bool, boundaries: bool, results: bool) -> None:
+        """The batch, appended to the view: the parts told, the view counted, the policy's check (see :meth:`add`)."""
+        manager, view = self.manager, self.manager._view
+        if boundaries and manager._provider_items.drop_before_boundary(view, manager._archive_transcript):
+            manager._compactor.floor = manager._compactor.stalled = None  # of a view that no longer exists
         self._note_steering(stored)
         queued = len(self.unwarmed)
         if queued < _MAX_UNWARMED:
@@ -250,7 +271,7 @@ class Intake:
         The check decides without acting (an event; with ``background``, a compaction started on a worker thread)
         and the next ``prepare()`` decides again, so an error in it is logged and reported, not raised: raising
         would tell the caller the batch was not added when it was (a retry then added it twice). An interrupt
-        (an exception that is not an ``Exception``) still propagates, the batch in.
+        (an exception that is not an ``Exception``) still propagates: :meth:`add` takes the batch out again.
         """
         from ..telemetry import CompactWarning
 

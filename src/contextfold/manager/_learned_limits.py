@@ -15,6 +15,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ._limits import store_losses
+
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
@@ -189,6 +191,12 @@ class LearnedLimits:
         with manager._lock:
             self.limit.forget()
             self.set_budgets(self.window_budgets)
+
+    def restore_if_lost(self) -> None:
+        """Write the learned token and media limits again if the store says it may have lost them (no round trip)."""
+        losses = store_losses(self.limit.store)  # (read once: a Redis store polls a pooled connection for it)
+        self.limit.restore_if_lost(losses)
+        self.guard.restore_if_lost(losses)
 
     def apply_stored_limit(self) -> None:
         """A limit learned earlier for this model (another session, process or worker) applies from the start."""

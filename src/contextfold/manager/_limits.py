@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ..compaction import Budgets, Policy
 
 __all__ = ["LIMIT_KEY_PREFIX", "SESSION_LIMIT_KEY_PREFIX", "ProviderLimit", "budgets_within", "limit_key",
-           "limit_saved_at", "session_limit_key"]
+           "limit_saved_at", "session_limit_key", "store_losses"]
 
 # Blob-store keys of learned limits: ``limit:<model>``. Not a ref id, an index or a claim, so the cache's
 # garbage collection and retention never touch them.
@@ -133,7 +133,7 @@ class ProviderLimit:
         self._shared: int | None = None  # the part of ``tokens`` that holds for every caller: what is stored
         self._model_recorded = False  # whether the store holds the model's record (a limit or the marker)
         self._loaded = store is None
-        self._losses = _losses(store)  # the store's count of possible losses when its records were last known
+        self._losses = store_losses(store)  # the store's count of possible losses when its records were last known
 
     def load(self) -> int | None:
         """Read the stored limit once (the first call); the learned limit after it. A failing store is skipped."""
@@ -176,14 +176,14 @@ class ProviderLimit:
         self._keep_own()
         return True
 
-    def restore_if_lost(self) -> bool:
+    def restore_if_lost(self, losses: int | None = None) -> bool:
         """Write the limits again when the store says it may have lost them (a Redis restarted empty); True if so.
 
         Cheap when nothing was lost (the store's counter, no round trip): the manager asks before every call. The
         process still knows what it learned; without this, the next manager of the model (another worker, the
         proxy's next request) met the provider's error again.
         """
-        losses = _losses(self.store)
+        losses = store_losses(self.store) if losses is None else losses  # (``losses``: the counter as just read)
         if losses == self._losses:
             return False
         self._losses = losses
@@ -292,7 +292,7 @@ class ProviderLimit:
             self.warn(f"could not save the learned limit of {self.model!r} to the store: {exc}")
 
 
-def _losses(store: Any) -> int:
+def store_losses(store: Any) -> int:
     """The store's count of possible losses (0 for none, or a store that never forgets on its own)."""
     losses = getattr(store, "losses", None)
     try:

@@ -269,9 +269,10 @@ class ContextManager:
 
         Big tool outputs are stored whole in the cache and replaced by a view with their ref at once. All or nothing:
         when it raises (a store, the archive, the redactor's callback), none of the messages was added and a retry
-        adds them once. Only an interrupt (a ``BaseException`` that is not an ``Exception``) raised once they are in
-        (counting the view, the policy check after tool results) leaves them added; those steps' other errors are
-        logged (the check's reported as a ``compact.warning``), and the next ``prepare()`` runs them again.
+        adds them once; an interrupt (a ``BaseException`` that is not an ``Exception``) too, wherever it is raised.
+        Counting the view and the policy check after tool results run once they are in: those steps' errors are
+        logged (the check's reported as a ``compact.warning``) and the messages stay added; the next ``prepare()``
+        runs them again.
         """
         from ._build import coerce_messages
         from ._collector import collector_paused
@@ -372,7 +373,7 @@ class ContextManager:
             self._compaction.apply_idle_result()
             if self.cache is not None:
                 mark_lost_refs(self._view, self.cache)  # free unless the store reports a loss (a Redis restart)
-                self._limits.limit.restore_if_lost()  # (the learned limits, written again for the next manager)
+                self._limits.restore_if_lost()  # (the learned limits, written again for the next manager)
             if self._widening is not None and self._widening.active:
                 self._widening.narrow(self._view)  # decide on the view the history holds, never on a widened one
             self._provider_items.clear_old_reasoning(self._view, policy=self.policy, budgets=self.budgets,

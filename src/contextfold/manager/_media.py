@@ -22,7 +22,7 @@ from typing import Any
 from ..media.budget import MediaTally, media_of, request_bytes
 from ..media.limits import MediaLimits, known_limits
 from ..messages import Message
-from ._limits import session_limit_key
+from ._limits import session_limit_key, store_losses
 
 __all__ = ["MEDIA_LIMIT_KEY_PREFIX", "MediaGuard", "media_limit_key"]
 
@@ -52,6 +52,7 @@ class MediaGuard:
         self._own_key = session_limit_key(media_limit_key(model), session_tag) if session_tag is not None else None
         self._model_recorded = False  # whether the store holds the model's record (limits, or none)
         self._loaded = store is None
+        self._losses = store_losses(store)  # the store's count of possible losses when its records were last known
         self._tally = MediaTally()
         # ((view version, settle edits), messages counted) the tally is of
         self._counted: tuple[tuple[int, int], int] | None = None
@@ -95,6 +96,26 @@ class MediaGuard:
         self.learned = learned
         self.limits = self.published.lower(learned)
         if learned != self._shared:
+            self._write_own()
+        return True
+
+    def restore_if_lost(self, losses: int | None = None) -> bool:
+        """Write the learned limits again when the store says it may have lost them (a Redis restarted empty).
+
+        As :meth:`ProviderLimit.restore_if_lost <contextfold.manager._limits.ProviderLimit.restore_if_lost>`: the
+        store's counter, no round trip when nothing was lost. Without it the next manager of the model (another
+        worker, the proxy's next request) sent every image again and met the provider's refusal again.
+        """
+        losses = store_losses(self._store) if losses is None else losses  # (``losses``: the counter as just read)
+        if losses == self._losses:
+            return False
+        self._losses = losses
+        if not self.learned.known:
+            return False
+        self._model_recorded = False  # (the record naming none may be gone with the rest)
+        if self._shared.known:
+            self._write()
+        if self.learned != self._shared:
             self._write_own()
         return True
 

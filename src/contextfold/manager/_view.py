@@ -240,11 +240,16 @@ class View:
         dropped by normalization and lost.
         """
         incoming = list(messages)
-        if self._aborted and any(m.role == "tool" and m.tool_call_id in self._aborted for m in incoming):
+        if self.answers_late(incoming):
             incoming = self._answer_late(incoming)
         self._count_calls(incoming)
         self._messages.extend(incoming)
         self._appends += 1
+
+    def answers_late(self, messages: Sequence[Message]) -> bool:
+        """Whether appending ``messages`` puts a result in place of a synthetic "aborted" output (:meth:`append`)."""
+        aborted = self._aborted
+        return bool(aborted) and any(m.role == "tool" and m.tool_call_id in aborted for m in messages)
 
     def split_orphans(self, incoming: Sequence[Message]) -> tuple[list[Message], list[Message]]:
         """(messages to append, results that answer no call in the view or in ``incoming``).

@@ -398,13 +398,18 @@ def _shared_media_ceiling(info: MediaLimitInfo, learned: MediaLimits, media: Med
                           text_tokens: int) -> MediaLimits:
     """The part of ``learned`` (:func:`media_ceiling`) that holds for every caller of the model (what is stored).
 
-    A limit of items does, and so does a byte limit learned from a request of at least
-    :data:`MIN_UNNAMED_BODY_LIMIT`. Of a smaller request, only the figure the error names: a share under the refused
-    request may be this request's alone (a gateway's quota, a lying server), and so may a figure the request was
-    under ("exceeds 20 MB" of 26 KB), or a published one that says nothing of why it was refused (Anthropic's 32 MB
-    beside a 24 KB request). Stored for the model, it stripped every other caller of the model of its images.
+    Of items, the figure the error names, as named: "one fewer than this request had" (an error whose figure is
+    unreadable) and the figure scaled by this request's pages per item of ours (a caller's 300-page documents) are
+    this request's; stored for the model, one caller's refusal left every caller one image a request. A byte limit
+    learned from a request of at least :data:`MIN_UNNAMED_BODY_LIMIT` holds for every caller. Of a smaller request,
+    only the figure the error names: a share under the refused request may be this request's alone (a gateway's
+    quota, a lying server), and so may a figure the request was under ("exceeds 20 MB" of 26 KB), or a published one
+    that says nothing of why it was refused (Anthropic's 32 MB beside a 24 KB request). Stored for the model, it
+    stripped every other caller of the model of its images.
     """
-    if info.kind == "items" or request_bytes(media, text_tokens) >= MIN_UNNAMED_BODY_LIMIT:
+    if info.kind == "items":
+        return MediaLimits(max_items=info.limit) if info.limit is not None and info.limit > 0 else MediaLimits()
+    if request_bytes(media, text_tokens) >= MIN_UNNAMED_BODY_LIMIT:
         return learned
     named = _named_bytes(info, text_tokens)
     return MediaLimits(max_bytes=named) if named is not None else MediaLimits()

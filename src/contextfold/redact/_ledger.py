@@ -651,14 +651,15 @@ _DECODED_ARGUMENTS_MAX_CHARS = 4_096
 def _walk(obj: Any, out: list[str]) -> bool:
     """Append the strings of a JSON-like ``obj`` (keys and values) to ``out``; False when it cannot list them all.
 
-    That is at a non-ASCII key, and at a value that is no string, number, mapping, list or tuple (a set, an object)
-    but a ``UUID`` or ``Decimal`` (its text is listed: what redaction reads of it, see ``Redactor._redact_other``).
+    That is at a non-ASCII key, and at a value that is no string, number, mapping, list or tuple of those exact
+    types (a set, an object, an ``IntEnum`` member) but a ``UUID`` or ``Decimal`` (its text is listed: what redaction
+    reads of it, see ``Redactor._redact_other``).
     """
     stack = [obj]
     while stack:  # (a mapping of strings, as meta mostly is, goes through the first branch of each item)
         item = stack.pop()
         kind = type(item)
-        if kind is str or isinstance(item, str):
+        if kind is str:
             out.append(item)
         # (meta and extra are told by their type first: the ABC's isinstance is the slow path)
         elif kind is MappingProxyType or kind is dict or isinstance(item, Mapping):
@@ -670,7 +671,9 @@ def _walk(obj: Any, out: list[str]) -> bool:
                 stack.append(value)
         elif isinstance(item, list | tuple):
             stack.extend(item)
-        elif item is not None and not isinstance(item, int | float):
+        elif item is not None and kind is not int and kind is not float and kind is not bool:
+            # (A string or number of a subclass too: redaction reads the texts it shows, see
+            # Redactor._shown_redacted.)
             if kept_value_type(kind):  # (a UUID, a Decimal of a caller's meta: redaction reads its text, listed)
                 out.append(str(item))
                 continue

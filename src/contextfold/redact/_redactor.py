@@ -93,6 +93,19 @@ _BASE64_RE = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 
 # Values whose text never holds a secret, kept as they are by redaction (numbers and times; see _redact_other).
 _TEXTLESS = (int, float, complex, datetime.date, datetime.time, datetime.timedelta)
+# Those exact types: a subclass's text is its own (an IntEnum whose __str__ or __format__ says what it stands for),
+# read as another object's (see Redactor._shown_redacted).
+_TEXTLESS_TYPES = frozenset({int, float, complex, bool, datetime.date, datetime.datetime, datetime.time,
+                             datetime.timedelta})
+
+def _value_text(obj: Any) -> str | None:
+    """The text of ``obj``'s value as its exact type writes it (``obj``: a number, time or string of a subclass)."""
+    for base in type(obj).__mro__:
+        if base is str or base in _TEXTLESS_TYPES:
+            text: str = base.__dict__["__repr__" if base in (int, float, complex, bool) else "__str__"](obj)
+            return text
+    return None
+
 
 class Redactor:
     """Replaces secrets in text, JSON-like objects and messages.
@@ -576,8 +589,9 @@ class Redactor:
             return {k: self._redact_item(k, v) for k, v in obj.items()}
         if obj is None or kind is int or kind is float or kind is bool:
             return obj  # (an event's figures: before the ABC checks below, each of its numbers went through them)
-        if isinstance(obj, str):
-            return self.redact_text(obj)
+        if isinstance(obj, str):  # (a subclass: its value, and the texts it shows, see _shown_redacted)
+            redacted = self.redact_text(obj)
+            return redacted if redacted != obj else self._shown_redacted(obj)
         if isinstance(obj, Mapping):
             return {k: self._redact_item(k, v) for k, v in obj.items()}
         if isinstance(obj, list | tuple):
@@ -585,9 +599,34 @@ class Redactor:
                 with self.clearing([v for v in obj if type(v) is str and len(v) <= CLEARED_MAX_CHARS]):
                     return self._redact_sequence(obj)
             return self._redact_sequence(obj)
-        if obj is None or isinstance(obj, _TEXTLESS):
+        if obj is None or kind in _TEXTLESS_TYPES:
             return obj
+        if isinstance(obj, _TEXTLESS):
+            return self._shown_redacted(obj)
         return self._redact_other(obj)
+
+    def _shown_redacted(self, obj: Any) -> Any:
+        """``obj`` (a number, time or string of a subclass), or the text it shows redacted when that holds a secret.
+
+        Its value is what JSON writes, but a sink that prints or formats an event writes its ``__str__`` or
+        ``__format__``, which a subclass (an ``IntEnum`` member, a ``StrEnum``'s) defines as it likes: a secret in
+        either passed telemetry redaction in clear (sixteenth stop's "left out"). Replaced by that text redacted.
+        Only a text other than its value's own is read: a subclass showing its value (``numpy.float64``, an
+        ``IntEnum`` as Python writes it) is kept as the exact type is, whatever the patterns say of its digits.
+        """
+        plain = _value_text(obj)
+        shown: list[str] = []
+        for show in (str, format):
+            try:
+                shown.append(show(obj))
+            except Exception:  # (a text that fails to show shows nothing)
+                continue
+        for text in dict.fromkeys(shown):
+            if text != plain:
+                redacted = self.redact_text(text)
+                if redacted != text:
+                    return redacted
+        return obj
 
     def _redact_other(self, obj: Any) -> Any:
         """``obj`` (no str, mapping, list or tuple) redacted: a set's members; another object by its text.

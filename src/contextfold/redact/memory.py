@@ -494,8 +494,11 @@ class SecretMemory:
             n += 1
             run = next((found for level in range(MAX_LEVEL, -1, -1) if (found := self._run_at(n, level))), None)
         if n > gap or run is None:
-            _log.warning("%s: records %d to %d are missing (a worker's fold was overtaken); read past them",
-                         record_place(store, key), gap, n - 1 if run is not None else note)
+            # (Not "missing": a number is also left empty by an append passed over and written again after the
+            # newest, or by a merge abandoned. Only a fold that was overtaken loses what it held.)
+            _log.warning("%s: no record or run holds numbers %d to %d, below the passed-over note %d (numbers left "
+                         "empty, or records replaced by a fold that was overtaken); read past them",
+                         record_place(store, key), gap, n - 1 if run is not None else note, note)
         if run is None:
             return self._read_appended(note + 1, values)
         values.update(run.secrets)
@@ -597,6 +600,11 @@ class SecretMemory:
                 self._unsaved_values.clear()
                 self._unsaved = False
                 return True
+            # What this worker learned stays to be written by it, even where a read finds it in another worker's
+            # record: that record may be one appended where a fold or merge had passed (no load reads it), whose
+            # writer dies before writing it again; a value taken as saved from it was lost (sixteenth stop's "left
+            # out"). Written again here it costs a few bytes, when another worker found the same value.
+            mine = dict(self._unsaved_values)
             if self._next == 1 and not self._base_bytes and self._first_base():
                 return True
             stored = False
@@ -604,16 +612,16 @@ class SecretMemory:
                 theirs: dict[str, str] = {}
                 self._next = self._read_appended(self._next, theirs)
                 self._learn_stored(theirs)
-                if not self._unsaved_values:
-                    stored = True
-                    break
+                self._unsaved_values.update(mine)
                 appended = self._append(self._next)
                 if appended is None:  # (written where another worker's fold or merge had passed: read all again)
                     self._learn_stored(self._read_whole())
+                    self._unsaved_values.update(mine)
                 elif appended:
                     stored = True
                     break
             if not stored:  # (kept unsaved: the next save tries again)
+                self._unsaved = True
                 _log.warning("%s: the secrets learned were not saved (other workers kept passing over the record)",
                              record_place(self._store, self._key or ""))
                 return False
@@ -628,7 +636,10 @@ class SecretMemory:
         """Write what is unsaved as record ``n``; False when another worker's record is there already.
 
         None when another worker's fold or merge passed over ``n`` (this worker's next number was stale): no load
-        would read the record, so it is deleted again (the caller reads the store anew and appends after it).
+        would read the record, so it is deleted again (the caller reads the store anew and appends after it). Kept
+        until that append instead, other workers' loads read on through its number as if no fold or merge had passed
+        there (the seventeenth stop's stress lost a value so): what another worker read from it, that worker writes
+        again itself (see :meth:`save`).
         """
         store, key = self._store, self._key
         assert store is not None and key is not None

@@ -21,7 +21,7 @@ from ..errors import ContextfoldError, InvalidHistory
 from ..formats._common import MAX_NESTING, check_nesting
 from .identity import CACHE_MARK
 
-__all__ = ["API_NAMES", "ApiName", "BadRequest", "Exchange", "item_key", "parse_request", "reply_items",
+__all__ = ["API_NAMES", "ApiName", "BadRequest", "Conflict", "Exchange", "item_key", "parse_request", "reply_items",
            "reply_usage", "upstream_body"]
 
 ApiName = Literal["chat", "responses", "messages"]
@@ -44,6 +44,10 @@ class BadRequest(ContextfoldError):
     def __init__(self, problem: str, field: str) -> None:
         self.field = field
         super().__init__(f"{field}: {problem}")
+
+
+class Conflict(BadRequest):
+    """A continuation the session cannot take (a response that is not the session's latest, or one in flight); 409."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +104,9 @@ def _items(value: Any, field: str) -> list[dict[str, Any]]:
 
 # Longer than any provider's model id (fine-tuned ids, deployment names and ARNs stay well under it).
 MAX_MODEL_NAME = 256
+# The longest response or conversation id taken: a provider's are a few dozen characters, a gateway's encoded ones a
+# few hundred. Named in errors and log lines (a 10 MB id went into both whole) and hashed into the session's name.
+MAX_HANDLE = 1_024
 # Containers nested deeper than this in a request body are refused: an item sits two levels down (``messages[i]``)
 # and the formats take it up to MAX_NESTING deep; the proxy's own walks of a body (its opening's fingerprint, item
 # keys, cache marks) recurse, and a body 900 deep made them hit Python's recursion limit (an internal error).
@@ -166,13 +173,9 @@ def parse_request(api: ApiName, body: Any) -> Exchange:
         if previous is not None and conversation is not None:
             raise BadRequest("give previous_response_id or conversation, not both", "previous_response_id")
         if previous is not None:
-            if not isinstance(previous, str) or not previous:
-                raise BadRequest("must be a response id", "previous_response_id")
-            handle = ("response", previous)
+            handle = ("response", _handle(previous, "previous_response_id", "a response id"))
         elif conversation is not None:
-            if not isinstance(conversation, str) or not conversation:
-                raise BadRequest("must be a conversation id", "conversation")
-            handle = ("conversation", conversation)
+            handle = ("conversation", _handle(conversation, "conversation", "a conversation id"))
     else:
         items = _items(body.get("messages"), "messages")
         system = body.get("system")
@@ -186,6 +189,15 @@ def parse_request(api: ApiName, body: Any) -> Exchange:
     if not items:
         raise BadRequest("the conversation is empty", "input" if api == "responses" else "messages")
     return Exchange(api, body, model, items, instructions, handle, stream, reply_tokens)
+
+
+def _handle(value: Any, field: str, what: str) -> str:
+    """A response or conversation id as the request gives it; BadRequest (naming its length only) when it is none."""
+    if not isinstance(value, str) or not value:
+        raise BadRequest(f"must be {what}", field)
+    if len(value) > MAX_HANDLE:
+        raise BadRequest(f"{what} is at most {MAX_HANDLE:,} characters, got {len(value):,}", field)
+    return value
 
 
 def _plain(value: Any, drop: str = "") -> Any:

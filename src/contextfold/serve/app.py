@@ -75,6 +75,7 @@ from .sessions import (
     own_round,
     resolve_pointer,
     save_reply,
+    session_marks,
 )
 from .sse import SseEvent, SseSplitter, encode_event, events
 from .upstream import Upstream, UpstreamError, error_body, response_headers
@@ -145,14 +146,12 @@ class ServeApp:
 
     def __init__(self, config: ServeConfig, *, backend: Backend | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
-        from ..redact import Redactor
-
         self.config = config
         self.metrics = Metrics()
         self.backend = backend if backend is not None else Backend(config)
         self.upstream = Upstream(config, transport)
         self.locks = SessionLocks()
-        self.redactor = Redactor()
+        self.redactor = config.redactor()  # (log lines: always redacted, with the operator's patterns)
         self.draining = False
         routes = [Route(path, self._endpoint(api), methods=["POST"])
                   for api, paths in _API_PATHS.items() for path in paths]
@@ -358,11 +357,12 @@ class ServeApp:
                     loaded: SessionState | None = None) -> Response:
         api = exchange.api
         try:
-            if continues is not None:  # (given back with the instance's lock: serve.leases)
+            if exchange.handle is not None:  # (continuing a response or a conversation: serve.leases)
                 await held.take(functools.partial(
                     take_lease, self.backend.blobs, session, continues,
                     continuation_tag(continues, [item_key(item) for item in exchange.items]),
-                    seconds=self.config.upstream_timeout_s + LEASE_MARGIN_S, clock=self.backend.clock))
+                    seconds=self.config.upstream_timeout_s + LEASE_MARGIN_S, clock=self.backend.clock,
+                    marks=functools.partial(session_marks, self.backend, session)))
             # (a state loaded by _session_of: the session is named by its opening, a slid window finds it by its tail)
             turn = await asyncio.to_thread(open_turn, self.backend, exchange, session, continues=continues,
                                            loaded=loaded, tail_id=None if loaded is None else _tail_id(scope))
@@ -685,8 +685,8 @@ class _RelayResponse(StreamingResponse):
 class _Held:
     """What a request holds of its session until its reply is recorded (or its call failed).
 
-    The instance's lock, and for a Responses continuation its lease (serve.leases), taken after the lock and given
-    back before it.
+    The instance's lock, and for a request continuing a response or a conversation the session's lease (serve.leases),
+    taken after the lock and given back before it.
     """
 
     def __init__(self, unlock: Callable[[], None]) -> None:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..redact import Redactor
 
 __all__ = ["DEFAULT_ANTHROPIC_BASE_URL", "DEFAULT_OPENAI_BASE_URL", "ServeConfig", "is_loopback"]
 
@@ -66,6 +69,9 @@ class ServeConfig:
         recovery_retries: Overflow retries per request.
         key_salt: Mixed into the hash of callers' API keys; instances serving the same sessions share it.
         redact: Redact secrets from the archive and events.
+        redact_patterns: The operator's own secret patterns (name -> regular expression), redacted beside the
+            built-in ones wherever the proxy redacts: sessions' archives and events, and its log lines (a refusal
+            before its session is found included).
         shutdown_grace_s: How long in-flight requests may finish after a stop signal.
         session_max_age_s: Sessions not continued for this long are deleted (a Redis session expires); None keeps
             them until deleted.
@@ -91,6 +97,7 @@ class ServeConfig:
     recovery_retries: int = 3
     key_salt: str = ""
     redact: bool = True
+    redact_patterns: Mapping[str, str] = field(default_factory=dict)
     shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S
     log_level: str = "info"
     session_max_age_s: float | None = DEFAULT_SESSION_MAX_AGE_S
@@ -116,6 +123,10 @@ class ServeConfig:
                 raise ConfigError(f"must be a non-negative integer, got {value!r}", field=name)
         if self.default_window is not None and (not isinstance(self.default_window, int) or self.default_window <= 0):
             raise ConfigError(f"must be a positive integer, got {self.default_window!r}", field="default_window")
+        for name, source in self.redact_patterns.items():
+            problem = _pattern_problem(name, source)
+            if problem is not None:
+                raise ConfigError(problem, field=f"redact_patterns.{name}")
         for name in ("upstream_timeout_s", "connect_timeout_s", "shutdown_grace_s", "session_max_age_s"):
             value = getattr(self, name)
             if value is None and name == "session_max_age_s":
@@ -123,6 +134,25 @@ class ServeConfig:
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ConfigError(f"must be a positive number of seconds, got {value!r}", field=name)
 
+    def redactor(self, *, enabled: bool = True) -> Redactor:
+        """A redactor of the built-in patterns and ``redact_patterns`` (``enabled``: False for one that does not)."""
+        from ..redact import Redactor
+
+        return Redactor(enabled=enabled, patterns=self.redact_patterns)
+
     def window_for(self, model: str) -> int | None:
         """The window configured for ``model`` (exact name first), or None to use the registry's."""
         return self.windows.get(model)
+
+
+def _pattern_problem(name: str, source: object) -> str | None:
+    """Why ``source`` is no secret pattern the redactor takes (compiled as it compiles them), or None."""
+    if not isinstance(source, str):
+        return f"must be a regular expression, got {type(source).__name__}"
+    from ..redact import Redactor
+
+    try:
+        Redactor(patterns={name: source})
+    except ValueError as exc:  # (the untrusted-pattern compiler's InvalidPattern)
+        return str(exc)
+    return None

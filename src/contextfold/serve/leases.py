@@ -1,48 +1,58 @@
-"""A lease on a Responses continuation in flight, held in the blob store every instance shares.
+"""A lease on a session's continuation in flight, held in the blob store every instance shares.
 
-A request continuing a response (``previous_response_id``) is fed into the session, then sent upstream; the
-session's head moves to the new response only when its reply is saved. In between, a second continuation of the
-same response on another instance (each instance's lock serializes only its own requests) found the session still
-at that head and was fed too: two continuations in the session where the client meant one (red team 16: 2 of 16
-concurrent continuations through two instances). A continuation's ``fed`` mark cannot tell them apart: a client's
-edited retry after a failed call continues the same response, and must be taken.
+A request continuing a response (``previous_response_id``) or a ``conversation`` is fed into the session, then sent
+upstream; the session's head moves to the new response only when its reply is saved. In between, a second request
+of the same session on another instance (each instance's lock serializes only its own requests) found the session
+still at that head and was fed too: two continuations in the session where the client meant one (red team 16: 2 of
+16 concurrent continuations through two instances); of a conversation, the second's input went in after the first's
+and the first's reply, replaced by the second's as the one to feed next, was lost. A continuation's ``fed`` mark
+cannot tell them apart: a client's edited retry after a failed call continues the same response, and must be taken.
 
-So a continuation takes a lease on (session, response) before it is fed, and gives it back once its reply is
-recorded or its call failed (:class:`Lease`); another continuation of that response meanwhile is refused (409).
-Taken and given back by compare-and-set (``BlobStore.put_new`` / ``put_if``): two instances taking it at one
-instant, one wins. A lease expires (its holder's instance may have died mid-request): one past its time is taken
-over. The same request retried (the same input: its ``fed`` mark feeds it once) takes over a live lease too: an SDK
-retrying after its instance died must not wait for the expiry; the retry gives back the lease it took over (not
-nothing: the first may still be in flight, and a different continuation must still be refused).
+So such a request takes the session's lease before it is fed, and gives it back once its reply is recorded or its
+call failed (:class:`Lease`); another continuation meanwhile is refused (409). One lease a session (the key names
+the session only): an abandoned one (its instance died, or the store failed when it was given back) is never more
+than one key a session, and the session's next continuation takes it over. Taken and given back by compare-and-set
+(``BlobStore.put_new`` / ``put_if``): two instances taking it at one instant, one wins.
+
+The lease names the request (``tag``: the response continued and the input's item keys) and the response it
+continues; its holders are that request's tries, each with its time (``holders``): the same request retried (an SDK
+retrying after its instance died must not wait for an expiry; its ``fed`` mark feeds it once) joins the lease, and
+each try gives back only its own hold, so the lease is free once every try has ended or expired (a retry used to put
+back the first try's lease when it ended, restoring it after that try had ended: an edited retry was refused until
+its expiry). A lease whose holders all expired is taken over (their instance may have died mid-request), and so is
+one on a response the session has moved past (its holder can feed nothing: its session's head is no longer that
+response; a continuation of the new head must not wait for the lease of an instance that died after its reply was
+recorded), and a conversation request's once it was fed and its reply recorded (:func:`_moved_past`). A lease no
+request takes over goes when its session is pruned (``Backend.prune_sessions``).
 
 A request can last longer than a lease's time (the upstream's timeout is per chunk when streaming; a request makes
-up to 7 upstream calls with the retrieval tools and more with overflow recovery): its holder renews the lease
+up to 7 upstream calls with the retrieval tools and more with overflow recovery): its holder renews its hold
 (:meth:`Lease.renew`) at an upstream call or a relayed event once a third of its time or half the margin has passed
-(:meth:`Lease.due`), so a live request keeps it and a dead instance's expires. An abandoned lease is not collected:
-it stays in the store (about a hundred bytes) until the response is continued again and it is taken over.
+(:meth:`Lease.due`), so a live request keeps it and a dead instance's expires.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import RefNotFound, StoreError
-from .sessions import Conflict
+from .apis import Conflict
 
-__all__ = ["LEASE_KEY_PREFIX", "LEASE_MARGIN_S", "Lease", "lease_key", "take_lease"]
+__all__ = ["LEASE_KEY_PREFIX", "LEASE_MARGIN_S", "MAX_HOLDERS", "Lease", "lease_key", "take_lease"]
 
 # Blob-store keys of the leases (no output, memory or limit key starts so: the cache's collection leaves them).
 LEASE_KEY_PREFIX = "serve-lease."
 # A lease lasts the upstream's read timeout and this much more from its last renewal: a call or stream that has
 # sent nothing by then has failed, and a session whose instance died stays closed to other continuations that long.
 LEASE_MARGIN_S = 300.0
-# Tries to take a lease that other requests keep taking and giving back in between (each try is one of them).
+# Tries of one request holding a lease at once: more is a client retrying in a loop, refused like another request.
+MAX_HOLDERS = 8
+# Compare-and-set rounds of one take, renewal or give-back that other requests keep changing under it.
 _MAX_TRIES = 8
 
 
@@ -53,86 +63,132 @@ RENEW_AFTER_SHARE = 1 / 3
 
 @dataclass
 class Lease:
-    """A continuation's hold on (session, response): given back by :meth:`release` (once its reply is recorded).
+    """One try's hold on its session's lease: given back by :meth:`release` (once its reply is recorded).
 
-    ``held``: the lease's bytes as this request last wrote them; ``previous``: the live lease of the same request's
-    earlier try that this one took over (put back on release), None when there was none.
+    ``held``: the lease's bytes as this try last wrote or read them; ``holder``: this try's id among its holders.
     """
 
     store: Any
     key: str
     held: bytes
+    holder: str
     seconds: float
     clock: Callable[[], float]
     renewed_at: float
-    previous: bytes | None = None
 
     def due(self) -> bool:
         """Whether a share of the lease's time has passed since it was taken or renewed (no store call)."""
         return self.clock() - self.renewed_at >= min(self.seconds * RENEW_AFTER_SHARE, LEASE_MARGIN_S / 2)
 
     def renew(self) -> bool:
-        """Give the lease ``seconds`` more from now if it is still this request's; whether it was.
+        """Give this try's hold ``seconds`` more from now if the lease still holds it; whether it did.
 
-        One taken over meanwhile (a retry of this request, or another request once it expired) stays theirs. A store
-        that cannot be reached leaves it as it was (False).
+        A lease taken over meanwhile (expired, or on a response the session moved past) stays its new holder's. A
+        store that cannot be reached leaves it as it was (False).
         """
         now = self.clock()
         self.renewed_at = now
-        fields = _fields(self.held)
-        renewed = _encode(fields.get("tag"), fields.get("holder"), now + self.seconds)
-        with contextlib.suppress(StoreError):
-            if self.store.put_if(self.key, renewed, self.held):
-                self.held = renewed
-                return True
-        return False
+        return self._change(lambda holders: {**_live(holders, now), self.holder: now + self.seconds})
 
     def release(self) -> None:
-        """Give the lease back, unless another request took it over since (it expired meanwhile): theirs now.
+        """Give this try's hold back: the lease is free once no other try of the request holds it.
 
-        A lease taken over from an earlier try of the same request is given back to it (that try may still be in
-        flight: it renews it, or it expires). A store that cannot be reached leaves it to expire.
+        A lease taken over meanwhile stays its new holder's; a store that cannot be reached leaves the hold to expire.
         """
-        with contextlib.suppress(StoreError):
-            self.store.put_if(self.key, self.previous, self.held)
+        now = self.clock()
+        self._change(lambda holders: {h: t for h, t in _live(holders, now).items() if h != self.holder})
+
+    def _change(self, change: Callable[[dict[str, float]], dict[str, float]]) -> bool:
+        """Write the lease with its holders changed by ``change`` while this try is one of them; whether it was."""
+        current = self.held
+        try:
+            for _ in range(_MAX_TRIES):
+                fields = _fields(current)
+                holders = _holders(fields)
+                if self.holder not in holders:
+                    return False
+                kept = change(holders)
+                written = _encode(fields.get("tag"), fields.get("response"), kept) if kept else None
+                if self.store.put_if(self.key, written, current):
+                    self.held = written if written is not None else current
+                    return True
+                current = self.store.get(self.key)  # (another try joined or left meanwhile)
+        except (RefNotFound, StoreError):
+            pass
+        return False
 
 
-def lease_key(session_id: str, response_id: str) -> str:
-    """The blob-store key of the lease on continuing ``response_id`` in ``session_id`` (neither appears in it)."""
-    digest = hashlib.blake2b(f"{session_id}\n{response_id}".encode("utf-8", "surrogatepass"), digest_size=12)
+def lease_key(session_id: str) -> str:
+    """The blob-store key of ``session_id``'s lease (the id does not appear in it)."""
+    digest = hashlib.blake2b(session_id.encode("utf-8", "surrogatepass"), digest_size=12, person=b"cf-serve-lease")
     return LEASE_KEY_PREFIX + digest.hexdigest()
 
 
-def take_lease(store: Any, session_id: str, response_id: str, tag: str, *, seconds: float,
-               clock: Callable[[], float]) -> Lease:
-    """Take the lease on continuing ``response_id`` for ``seconds``; :class:`Conflict` while another request holds it.
+def take_lease(store: Any, session_id: str, response_id: str | None, tag: str, *, seconds: float,
+               clock: Callable[[], float], marks: Callable[[], Mapping[str, str]] | None = None) -> Lease:
+    """Take the session's lease for ``seconds``; :class:`Conflict` while another request holds it.
 
-    ``tag``: the continuation's (the response and its input's keys, as its ``fed`` mark): a holder of the same tag
-    is the same request, retried; its lease is taken over. ``clock``: wall-clock seconds, compared across
-    instances. Raises StoreError when the store cannot be reached.
+    ``response_id``: the response the request continues (None: a ``conversation`` request). ``tag``: the request's
+    (:func:`~contextfold.serve.sessions.continuation_tag`, as its ``fed`` mark): a holder of the same tag is the same
+    request, retried, and is joined. ``clock``: wall-clock seconds, compared across instances. ``marks``: reads the
+    session's marks (one store round trip, only when another request's lease is live): a lease its holder can no
+    longer use is taken over (:func:`_moved_past`). Raises StoreError when the store cannot be reached.
     """
-    key = lease_key(session_id, response_id)
-    now = clock()
-    mine = _encode(tag, uuid.uuid4().hex, now + seconds)
+    key = lease_key(session_id)
+    holder = uuid.uuid4().hex
     for _ in range(_MAX_TRIES):
-        if store.put_new(key, mine):
-            return Lease(store, key, mine, seconds, clock, now)
+        now = clock()
+        mine = {holder: now + seconds}
+        written = _encode(tag, response_id, mine)
+        if store.put_new(key, written):
+            return Lease(store, key, written, holder, seconds, clock, now)
         try:
-            held = store.get(key)
+            current = store.get(key)
         except RefNotFound:
             continue  # given back meanwhile
-        live = _live(held, now)
-        if live and _tag(held) != tag:
+        fields = _fields(current)
+        live = _live(_holders(fields), now)
+        if live and fields.get("tag") != tag:
+            if not _moved_past(fields, response_id, marks):
+                break
+            live = {}  # (its holder can feed nothing more: the session moved on)
+        if len(live) >= MAX_HOLDERS:
             break
-        if store.put_if(key, mine, held):
-            return Lease(store, key, mine, seconds, clock, now, previous=held if live else None)
+        written = _encode(tag, response_id, {**live, **mine})
+        if store.put_if(key, written, current):
+            return Lease(store, key, written, holder, seconds, clock, now)
+    if response_id is None:
+        raise Conflict("another request of this conversation is in flight (on this proxy or another instance): "
+                       "a conversation takes one request at a time; retry after it is answered", "conversation")
     raise Conflict(f"another continuation of response {response_id!r} is in flight (on this proxy or another "
                    "instance): a response is continued once; retry after it is answered (then continue its reply), "
                    "or send the whole history instead", "previous_response_id")
 
 
-def _encode(tag: Any, holder: Any, until: float) -> bytes:
-    return json.dumps({"tag": tag, "holder": holder, "until": until}).encode()
+def _moved_past(fields: dict[str, Any], response_id: str | None,
+                marks: Callable[[], Mapping[str, str]] | None) -> bool:
+    """Whether the session moved on from a live lease's holder: it can feed nothing more (its lease may be taken).
+
+    A continuation of a response other than the session's head (``head``) is refused when fed, or was fed and its
+    reply recorded. A conversation's request (no response named) was fed (``fed``: the head then and its input's
+    keys, its lease's tag ends with the same keys) and its reply recorded (the head is no longer that one).
+    """
+    leased, held_tag = fields.get("response"), fields.get("tag")
+    if marks is None:
+        return False
+    if isinstance(leased, str):  # (another continuation of the response this request continues: live, refused)
+        return leased != response_id and marks().get("head") != leased
+    if leased is not None or not isinstance(held_tag, str):
+        return False
+    now = marks()
+    fed_head, _, fed_keys = str(now.get("fed")).rpartition(":")
+    return fed_keys == held_tag.rpartition(":")[2] and fed_head != str(now.get("head"))
+
+
+def _encode(tag: Any, response: Any, holders: dict[str, float]) -> bytes:
+    # ("until": the latest holder's time, for a reader of the lease: the holders' times are what counts)
+    return json.dumps({"tag": tag, "response": response, "until": max(holders.values()),
+                       "holders": holders}).encode()
 
 
 def _fields(held: bytes) -> dict[str, Any]:
@@ -143,11 +199,14 @@ def _fields(held: bytes) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _live(held: bytes, now: float) -> bool:
-    """Whether a lease as stored is still in its time (one that is no lease the proxy wrote is not: taken over)."""
-    until = _fields(held).get("until")
-    return isinstance(until, (int, float)) and not isinstance(until, bool) and now < until
+def _holders(fields: dict[str, Any]) -> dict[str, float]:
+    """The holders of a lease as stored, with their times (none in one the proxy did not write: taken over)."""
+    holders = fields.get("holders")
+    if not isinstance(holders, dict):
+        return {}
+    return {h: t for h, t in holders.items()
+            if isinstance(h, str) and isinstance(t, int | float) and not isinstance(t, bool)}
 
 
-def _tag(held: bytes) -> Any:
-    return _fields(held).get("tag")
+def _live(holders: dict[str, float], now: float) -> dict[str, float]:
+    return {h: t for h, t in holders.items() if now < t}

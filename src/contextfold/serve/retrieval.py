@@ -30,8 +30,8 @@ from .sse import SseEvent, encode_event
 if TYPE_CHECKING:
     from ..manager import ContextManager
 
-__all__ = ["MAX_ROUNDS", "TOOL_NAMES", "RoundRelay", "Split", "added_tool_names", "answer", "proxy_tool_names",
-           "split_reply", "with_tools"]
+__all__ = ["MAX_ROUNDS", "TOOL_NAMES", "RoundRelay", "Split", "added_schemas", "added_tool_names", "answer",
+           "proxy_tool_names", "split_reply", "with_tools"]
 
 TOOL_NAMES = frozenset({READ_TOOL, GREP_TOOL, HISTORY_SEARCH_TOOL})
 # Upstream calls answering retrieval calls in one request before the reply goes to the client anyway: a model that
@@ -69,19 +69,26 @@ def added_tool_names(body: Mapping[str, Any], cm: ContextManager) -> frozenset[s
 
 def with_tools(api: ApiName, format: str, body: dict[str, Any], cm: ContextManager) -> dict[str, Any]:
     """``body`` with the retrieval tools the session can answer added to its ``tools``."""
+    return {**body, "tools": [*(body.get("tools") or ()), *added_schemas(format, body, cm)]}
+
+
+def added_schemas(format: str, body: Mapping[str, Any], cm: ContextManager) -> list[dict[str, Any]]:
+    """The schemas (in ``format``'s shape) of the retrieval tools :func:`with_tools` adds to ``body`` for ``cm``.
+
+    What the request carries beside the client's tools: counted against the window with the view
+    (``serve.sessions``), or a view fitted without them went out over the threshold by them (~266 tokens).
+    """
     from ..formats.tool_schemas import tool_schema
 
-    tools = list(body.get("tools") or ())
-    present = {name for name in map(_tool_name, tools) if isinstance(name, str)}  # (a client's name may be a list)
+    tools = body.get("tools")
+    present = {name for name in map(_tool_name, tools) if isinstance(name, str)} if isinstance(tools, list) else set()
     schemas: list[dict[str, Any]] = []
     if cm.cache is not None:
         schemas += [dict(s) for s in retrieval_tool_schemas("openai_responses")]
     if cm.archive is not None:
         schemas.append(history_search_schema("openai_responses"))
-    for spec in schemas:
-        if spec["name"] not in present:
-            tools.append(tool_schema(format, str(spec["name"]), str(spec["description"]), spec["parameters"]))
-    return {**body, "tools": tools}
+    return [tool_schema(format, str(spec["name"]), str(spec["description"]), spec["parameters"])
+            for spec in schemas if spec["name"] not in present]  # (a client's name may be a list: never present)
 
 
 def answer(cm: ContextManager, name: str, arguments: Any, call_id: str) -> str:

@@ -27,13 +27,17 @@ def _uvicorn() -> Any:
     return uvicorn
 
 
-def configure_logging(level: str = "info") -> None:
-    """JSON lines on stderr for ``contextfold.serve`` (secrets redacted); uvicorn's own lines at warning."""
+def configure_logging(level: str = "info", redactor: Any = None) -> None:
+    """JSON lines on stderr for ``contextfold.serve`` (secrets redacted); uvicorn's own lines at warning.
+
+    ``redactor``: what redacts the lines (the built-in patterns when None; ``ServeConfig.redactor()`` adds the
+    operator's).
+    """
     from ..redact import Redactor
     from .ops import JsonFormatter
 
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter(Redactor()))
+    handler.setFormatter(JsonFormatter(redactor if redactor is not None else Redactor()))
     logger = logging.getLogger("contextfold.serve")
     logger.handlers[:] = [handler]
     logger.setLevel(level.upper())
@@ -55,7 +59,7 @@ def run(config: ServeConfig) -> None:
     """Serve in the foreground until SIGINT/SIGTERM; in-flight requests get ``shutdown_grace_s`` to finish."""
     from .app import ServeApp
 
-    configure_logging(config.log_level)
+    configure_logging(config.log_level, config.redactor())
     _server(config, ServeApp(config).app).run()
 
 

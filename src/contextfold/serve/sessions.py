@@ -42,8 +42,9 @@ from ..errors import CorruptRecord, StoreError
 from ..formats._common import json_problem
 from ..stores._records import stored_count
 from ..stores.session import SessionConflict, SessionState
-from .apis import INSTRUCTIONS_ID, BadRequest, Exchange, item_key
+from .apis import INSTRUCTIONS_ID, BadRequest, Conflict, Exchange, item_key
 from .config import ServeConfig
+from .leases import lease_key
 from .provenance import MIN_SLIDE_OVERLAP, SOURCES_MARK, Sources, decode_traced, message_id, slide_of
 
 if TYPE_CHECKING:
@@ -53,7 +54,8 @@ if TYPE_CHECKING:
     from ..tokens import MessageCounter
 
 __all__ = ["MAX_ATTEMPTS", "MAX_FORK_HOPS", "MAX_SLIDE_PROBES", "SOURCE", "Backend", "Conflict", "Turn",
-           "continuation_tag", "follow_forks", "open_turn", "own_round", "resolve_pointer", "restore", "save_reply"]
+           "continuation_tag", "follow_forks", "open_turn", "own_round", "resolve_pointer", "restore", "save_reply",
+           "session_marks"]
 
 # The framework-history source of the proxy's clients (manager/reconcile.py).
 SOURCE = "serve"
@@ -71,10 +73,6 @@ PRUNE_INTERVAL_S = 3600.0
 MAX_COUNTERS = 32
 # Hex digits of the part of a message id that tells two requests' items apart.
 _ID_DIGEST_HEX = 10
-
-
-class Conflict(BadRequest):
-    """A continuation the session cannot take (a response that is not the session's latest); HTTP 409."""
 
 
 @dataclass
@@ -99,15 +97,14 @@ class Backend:
 
     def __post_init__(self) -> None:
         from ..archive import Archive
-        from ..redact import Redactor
         from ..stores import open_blob_store
         from ..stores.archive_open import open_archive_store
 
         state = Path(self.config.state_dir or ".contextfold")
         self.sessions = open_session_store(self.config.sessions, state, self.config.session_max_age_s)
-        self.prune_sessions()
         store = self.config.store
         self.blobs = open_blob_store(f"local://{state.resolve()}" if store == "local" else store)
+        self.prune_sessions()  # (after the blob store: a pruned session's lease goes with it)
         archive = self.config.archive
         if archive == "memory":
             from ..archive import MemoryArchiveStore
@@ -115,7 +112,7 @@ class Backend:
             archive_store: Any = MemoryArchiveStore()
         else:
             archive_store = open_archive_store(archive or str(state / "archive"))
-        self.archive = Archive(archive_store, redactor=Redactor(enabled=self.config.redact))
+        self.archive = Archive(archive_store, redactor=self.config.redactor(enabled=self.config.redact))
 
     def prune_sessions(self, now: float | None = None) -> list[str]:
         """Delete the sessions past ``session_max_age_s``; returns their ids.
@@ -128,7 +125,20 @@ class Backend:
         if max_age is None or not callable(prune) or (now is None and clock - self._pruned_at < PRUNE_INTERVAL_S):
             return []
         self._pruned_at = clock
-        return list(prune(max_age, now=now))
+        pruned = list(prune(max_age, now=now))
+        self._drop_leases(pruned)
+        return pruned
+
+    def _drop_leases(self, sessions: Sequence[str]) -> None:
+        """Delete the leases the pruned ``sessions`` left (an instance died holding one): one query, few deletes."""
+        keys = [lease_key(session) for session in sessions]
+        if not keys:
+            return
+        try:
+            for key in set(keys) - self.blobs.missing(keys):
+                self.blobs.delete(key)
+        except StoreError:  # (a store failing now leaves them: ~150 bytes each, none of them read again)
+            return
 
     def window(self, model: str) -> int | None:
         """The window for ``model``: configured, else the registry's (None), else the default; BadRequest if none."""
@@ -177,10 +187,15 @@ class Backend:
 
         return ContextManager(
             model, max_context_tokens=self.window(model), policy=self.config.policy, store=self.blobs,
-            archive=self.archive, telemetry=self.telemetry, session_id=session_id, redact=self.config.redact,
+            archive=self.archive, telemetry=self.telemetry, session_id=session_id, redact=self._redact(),
             counter=self.counter(model), archive_events=False, message_id_prefix=id_prefix, agent="contextfold-serve",
             tools=tools,
         )
+
+    def _redact(self) -> Any:
+        """What a manager is told to redact with: the built-in patterns (True), with the operator's beside them."""
+        config = self.config
+        return config.redactor() if config.redact and config.redact_patterns else config.redact
 
     def close(self) -> None:
         """Release the stores' connections and files."""
@@ -362,7 +377,7 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
           marks: dict[str, str], continues: str | None) -> Turn:
     from ..formats import get_format
     from ..manager.reconcile import pin_head, reconcile
-    from .retrieval import TOOL_NAMES, added_tool_names
+    from .retrieval import TOOL_NAMES, added_schemas, added_tool_names
 
     wire = get_format(exchange.format)
     keys = [item_key(item) for item in exchange.items]
@@ -386,8 +401,10 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
     cm = backend.manager(session_id, exchange.model, id_prefix=id_prefix,
                          tools=[t for t in tools if isinstance(t, Mapping)] if isinstance(tools, list) else ())
     schema = _response_format(exchange.body)
-    if schema is not None:  # a structured-output schema travels with every request: counted with the view
-        cm.set_request_extras(tools=cm.tools, response_format=schema)
+    # The retrieval tools' schemas the proxy adds travel with every request too: counted with the view.
+    retrieval = added_schemas(exchange.format, exchange.body, cm) if backend.config.retrieval_tools else []
+    if schema is not None or retrieval:  # a structured-output schema travels with every request: counted too
+        cm.set_request_extras(tools=[*cm.tools, *retrieval], response_format=schema)
     # The notes (receipt, budget line) name only the retrieval tools the proxy answers: a client's own tool of such a
     # name is the client's (proxy_tool_names), so sending the model to it for the archive would be wrong.
     added = added_tool_names(exchange.body, cm) if backend.config.retrieval_tools else frozenset()
@@ -595,6 +612,11 @@ def save_reply(backend: Backend, turn: Turn, *, prompt_tokens: int | None, respo
     if pointer is not None:
         backend.sessions.save(pointer, [], backend.sessions.load_state(pointer).version,
                               marks={"session": turn.session_id})
+
+
+def session_marks(backend: Backend, session_id: str) -> Mapping[str, str]:
+    """The session's marks as stored (``head``: the response it was last answered with; ``fed``: see _continuation)."""
+    return backend.sessions.load_state(session_id).marks
 
 
 def resolve_pointer(backend: Backend, pointer: str) -> str | None:

@@ -165,6 +165,15 @@ class Steering:
             return None
         return tuple(dict.fromkeys((*protected_tools, *keep)))
 
+    def added_mark(self) -> tuple[Any, ...]:
+        """What :meth:`note_added` changes, as it is now: given to :meth:`take_back_added` when that add is undone."""
+        return self.since, self._told, self.messages_since_compaction, frozenset(self._tools_seen)
+
+    def take_back_added(self, mark: tuple[Any, ...]) -> None:
+        """Undo the :meth:`note_added` calls since ``mark`` (:meth:`added_mark`): an add() that raised."""
+        self.since, self._told, self.messages_since_compaction, tools_seen = mark
+        self._tools_seen = set(tools_seen)
+
     def note_masked(self, count: int, tokens: int) -> None:
         """A masking pass replaced ``count`` outputs, freeing ``tokens``."""
         self.since.masked += count
