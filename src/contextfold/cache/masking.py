@@ -503,7 +503,8 @@ def _masked_ahead(message: Message, cache: OutputStore, ref_id: str, key: Hashab
         extra_meta["original_bytes"] = size
     masked = message.with_content_and_meta(placeholder, kind="masked", ref=ref_id, **extra_meta)
     assert memo is not None
-    memo.put(key, built._replace(masked=(weakref.ref(message), masked, size)))
+    # (Made field by field: a named tuple's _replace builds a dict and maps over its fields, per output.)
+    memo.put(key, Built(built.placeholder, built.state, built.asked, (weakref.ref(message), masked, size)))
 
 
 def _clear_inputs(view: list[Message], masked: Sequence[int], cache: OutputStore,
