@@ -5,7 +5,8 @@ measures the whole; this splits it). The loop is ``bench_agent_loop.py``'s (each
 turn, ``prepare()``, then the background thread given the model call's time), without its collections before each
 turn. Thread CPU timers wrap the read-ahead's parts (inclusive: the placeholders hold their digests' secret checks
 and counts; the digest material holds its entity extraction); each timer costs ~2-4 us a call, so the parts called
-most (the digest items' checks) read a little high.
+most (the digest items' checks) read a little high. The placeholders' own counts are the tokenizer's count of each
+placeholder built (one call each: its ref and digest are new text), timed only where ``placeholder_ahead`` asks.
 
 Then the placeholders built ahead (each with its masked message, ``cache/masking._masked_ahead``) are followed to
 the end of their session: taken by an applied masking, still in the view unmasked when the session ends, or gone
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import sys
 import threading
 import time
 from collections import Counter
@@ -49,13 +51,14 @@ def main() -> None:
     args = parser.parse_args()
 
     from contextfold import _background
-    from contextfold.cache import _digest, masking
+    from contextfold.cache import ToolOutputCache, _digest, masking
     from contextfold.importers import load_sessions
     from contextfold.manager import ContextManager, _digests_ahead, _masking, _secrets
     from contextfold.redact import _redactor
     from contextfold.steering import _state
     from contextfold.steering.resources import superseded_reads
     from contextfold.summarize import entities
+    from contextfold.tokens.counting import TiktokenCounter
 
     spent: Counter[str] = Counter()
     calls: Counter[str] = Counter()
@@ -79,12 +82,39 @@ def main() -> None:
         setattr(owner, name, part)
         labels.append(label)
 
+    def timed_from(caller: Callable[..., Any], owner: Any, name: str, label: str) -> None:
+        """``timed``, counting only the calls ``caller`` makes itself (a counter's count of the placeholder)."""
+        inner: Callable[..., Any] = getattr(owner, name)
+        code = caller.__code__
+
+        @functools.wraps(inner)
+        def part(*a: Any, **k: Any) -> Any:
+            if sys._getframe(1).f_code is not code or threading.current_thread() is agent:
+                return inner(*a, **k)
+            started = time.thread_time()
+            try:
+                return inner(*a, **k)
+            finally:
+                spent[label] += time.thread_time() - started
+                calls[label] += 1
+
+        setattr(owner, name, part)
+        labels.append(label)
+
     timed(_digests_ahead, "read_digests", "outputs' digests (material + placeholders)")
     timed(_digest, "_rank", "  digest material (ranking)")
     timed(entities, "_extract", "    entity extraction (words not remembered)")
+    timed(_redactor.Redactor, "blank", "  outputs blanked (light: inside placeholders)")
     timed(_digests_ahead, "placeholder_ahead", "  placeholders (digest walk, checks, counts)")
+    timed(ToolOutputCache, "stage", "    outputs staged (encoded, hashed, lines counted)")
+    timed_from(masking.placeholder_ahead, TiktokenCounter, "count", "    the placeholders' own counts")
     if hasattr(masking, "light_digest"):  # (a tree before the light digest has none)
         timed(masking, "light_digest", "    light digests (entities, checks, count)")
+        from contextfold.cache import _light_digest
+        timed(_redactor.Redactor, "blank", "      blanking (Redactor.blank)")
+        timed(_light_digest, "entity_kinds", "      light digests' entities")
+        timed(_light_digest, "digest_items", "      light digests' walks (items counted)")
+        timed(_redactor.Redactor, "mentions_secret", "      secret checks (Redactor.mentions_secret)")
     timed(_redactor.Redactor, "clean_words", "    digest items' secret checks (bulk)")
     timed(masking, "_masked_ahead", "    masked messages built")
     timed(_masking.Masking, "encode_ahead", "masked messages counted and encoded")

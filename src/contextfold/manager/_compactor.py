@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from .._lazy import LazyModule
 from ..telemetry._pace import READ_AHEAD_SLICE_S, GilPacer
 
 # Compaction modules are imported by the first compaction, not with the manager (issue 15: cold start).
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
     from ..summarize import Summarizer
     from ..telemetry import Tracer
     from ..tokens import MessageCounter, TokenCounter
+    from . import _digests_ahead
+else:  # (the read-ahead's outputs, imported by the first job that reads one, then no import statement per job)
+    _digests_ahead = LazyModule("._digests_ahead", __package__)
 
 __all__ = ["Compactor", "compact_after_boundary", "masked_before_summarized", "protected_names", "warm_for_compaction",
            "with_tail"]
@@ -99,15 +103,13 @@ def warm_for_compaction(messages: Sequence[Message], extractive: bool, redactor:
                 read_message(m)
             pacer.tick()
     if outputs is not None:
-        from ._digests_ahead import read_digests  # (one import: a job's imports were ~15 us of a turn's, issue 22)
-
         if digests is None:
             # What stays in view beside each placeholder: the arguments of the output's call (read from this batch;
             # an output whose call came in an earlier batch is warmed without them).
             arguments = {c.id: c.arguments for m in messages for c in m.tool_calls} if digest_tokens else {}
             digests = [(m, arguments.get(m.tool_call_id or "", "")) for m in messages
                        if m.role == "tool" and not m.protected and isinstance(m.content, str)]
-        read_digests(digests, outputs, redactor, digest_tokens, counter, pacer, digest_kind)
+        _digests_ahead.read_digests(digests, outputs, redactor, digest_tokens, counter, pacer, digest_kind)
     if redactor is not None:
         redactor.redact_ahead(messages if unredacted is None else unredacted)
     if archived:
