@@ -110,6 +110,11 @@ def main() -> None:
     timed_from(masking.placeholder_ahead, TiktokenCounter, "count", "    the placeholders' own counts")
     if hasattr(masking, "light_digest"):  # (a tree before the light digest has none)
         timed(masking, "light_digest", "    light digests (entities, checks, count)")
+        from contextfold.cache import _light_digest
+        timed(_redactor.Redactor, "blank", "      blanking (Redactor.blank)")
+        timed(_light_digest, "entity_kinds", "      light digests' entities")
+        timed(_light_digest, "digest_items", "      light digests' walks (items counted)")
+        timed(_redactor.Redactor, "mentions_secret", "      secret checks (Redactor.mentions_secret)")
     timed(_redactor.Redactor, "clean_words", "    digest items' secret checks (bulk)")
     timed(masking, "_masked_ahead", "    masked messages built")
     timed(_masking.Masking, "encode_ahead", "masked messages counted and encoded")
