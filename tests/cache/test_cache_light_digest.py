@@ -92,7 +92,7 @@ def test_an_unknown_digest_kind_is_refused() -> None:
     with pytest.raises(ValueError, match="digest_kind must be one of full, light"):
         mask_tool_outputs([], budget_tokens=0, counter=COUNTER, cache=_cache(), digest_kind="lite")
     assert Policy(mask_digest="light").mask_digest == "light"
-    assert Policy().mask_digest == "full"
+    assert Policy().mask_digest == "light"  # (the default since the seventeenth session)
     with pytest.raises(ValidationError, match="mask_digest"):
         Policy(mask_digest="lite")  # type: ignore[arg-type]
     with pytest.raises(ConfigError) as raised:
