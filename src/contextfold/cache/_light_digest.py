@@ -68,11 +68,14 @@ def light_digest(text: str, *, budget_tokens: int, counter: TokenCounter, known:
     out. ``mentions_secret``: the session's answer to "does this hold a secret or a piece of one"; asked once of
     the candidates walked (chosen or skipped for the budget), joined by line ends, then of each candidate alone when
     it says yes. ``blank``: the session's
-    secrets blanked out of ``text`` before it is read (an output too long to read is not blanked).
+    secrets blanked out of ``text`` before it is read; an output too long to read is not read, but still handed
+    to it: blanking teaches the session the secrets it finds, and a later short output's digest may hold one bare.
     """
     if budget_tokens <= 0 or not text:
         return LightDigest("", False, ())
     if len(text) > LIGHT_MAX_CHARS:
+        if blank is not None:
+            blank(text)  # (its secrets learned: see above; a scan add() or the read-ahead made is looked up)
         return LightDigest("", True, ())
     read = blank(text) if blank is not None else text
     candidates = _candidates(entity_kinds(read))
