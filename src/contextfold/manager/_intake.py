@@ -461,18 +461,8 @@ class Intake:
         masks = manager.cache is not None and manager.policy.mask_digest_tokens and manager.policy.auto
         outputs = manager.cache if masks else None
         # (Each output's digest material once a masking can take it soon: see _read_ahead.)
-        if still_in_view:
-            self.held_outputs.keep_only(held)
-        near = True
-        if masks:
-            from ._read_ahead import NEAR_SHARE
-            tokens, tool, _ = manager._view.totals()
-            b = manager.budgets
-            margin = int(b.soft * NEAR_SHARE)
-            near = (tokens + manager._tool_tokens + margin > b.soft
-                    or tool + margin >= b.tool_output_budget + manager.policy.clear_at_least)
         digests = self.held_outputs.release(messages, manager.policy.keep_tool_io_pairs, manager.counter.count_message,
-                                            manager.policy.mask_digest_tokens, near=near) if masks else []
+                                            manager.policy.mask_digest_tokens) if masks else []
         parts: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []  # (one job: see _read_ahead.run_parts)
         if redactor is not None or outputs is not None:
             parts.append((_compactor.warm_for_compaction, (messages, False, redactor, False, outputs,

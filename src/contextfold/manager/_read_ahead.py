@@ -33,14 +33,6 @@ __all__ = ["DIGEST_ITEMS_SCANNED_TOGETHER", "HeldOutputs", "ScanningInBulk", "ru
 # digests take one bulk clearing (16 at a time cleared 10,253 words for 6,175 asks, 8 clears 7,864 in 1,140 calls).
 DIGEST_ITEMS_SCANNED_TOGETHER = 8
 
-import os
-_TOGETHER = int(os.environ.get("CF_TOGETHER", "1"))
-NEAR_SHARE = float(os.environ.get("CF_NEAR", "0.25"))
-import collections, atexit
-_STATS: collections.Counter[int] = collections.Counter()
-if os.environ.get("CF_STATS"):
-    atexit.register(lambda: print("handouts", sorted(_STATS.items())))
-
 
 def run_parts(parts: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]]) -> None:
     """Run the read-ahead's parts in turn: one job of the background thread for a turn, not one per part.
@@ -67,13 +59,12 @@ class HeldOutputs:
         self._held: list[tuple[int, Message, str]] = []  # (the output's number among all tool results, it, arguments)
         self._results = 0  # tool results seen (masking keeps the newest of all results, whatever their size)
         self._placeholder_tokens: dict[str | None, int] = {}  # a placeholder's tokens depend on the name only
-        self._waiting: list[tuple[Message, str]] = []  # released, not handed out yet (see release's ``near``)
 
     def __len__(self) -> int:
         return len(self._held)
 
     def release(self, batch: Sequence[Message], keep: int, count: Callable[[Message], int],
-                digest_tokens: int, *, near: bool = True) -> list[tuple[Message, str]]:
+                digest_tokens: int) -> list[tuple[Message, str]]:
         """Hold the maskable outputs of ``batch``; return (oldest first) those a masking may take by the next turn.
 
         ``keep``: the newest tool results masking never takes (``policy.keep_tool_io_pairs``); the held outputs
@@ -101,17 +92,9 @@ class HeldOutputs:
         cut = 0
         while cut < len(self._held) and self._held[cut][0] <= newest_kept:
             cut += 1
-        self._waiting.extend((m, known) for _, m, known in self._held[:cut])
+        ready = [(m, known) for _, m, known in self._held[:cut]]
         del self._held[:cut]
-        if not near and len(self._waiting) < _TOGETHER:
-            return []
-        ready, self._waiting = self._waiting, []
-        if ready:
-            _STATS[len(ready)] += 1
         return ready
-
-    def keep_only(self, in_view: Collection[int]) -> None:
-        self._waiting = [(m, known) for m, known in self._waiting if id(m) in in_view]
 
 
 class ScanningInBulk:
