@@ -10,8 +10,9 @@ placeholder built (one call each: its ref and digest are new text), timed only w
 
 Then the placeholders built ahead (each with its masked message, ``cache/masking._masked_ahead``) are followed to
 the end of their session: taken by an applied masking, still in the view unmasked when the session ends, or gone
-(a compaction summarized them). Those left in the view are why a quarter to a third of what is built is never
-masked (issue 22, fifteenth session: see DESIGN.md).
+(a compaction summarized them), and the outputs each applied masking took with no placeholder built ahead (built
+on the agent's thread, in that masking turn) are counted. Those left in the view are why a quarter to a third of
+what is built is never masked (issue 22, fifteenth session: see DESIGN.md).
 
 With ``--simulate``, each turn's view (its tokens, steering's masking order) and what the read-ahead built and the
 maskings took are recorded, and a read-ahead that builds only what the next masking takes is played over them: after
@@ -110,6 +111,11 @@ def main() -> None:
     timed_from(masking.placeholder_ahead, TiktokenCounter, "count", "    the placeholders' own counts")
     if hasattr(masking, "light_digest"):  # (a tree before the light digest has none)
         timed(masking, "light_digest", "    light digests (entities, checks, count)")
+        from contextfold.cache import _light_digest
+        timed(_redactor.Redactor, "blank", "      blanking (Redactor.blank)")
+        timed(_light_digest, "entity_kinds", "      light digests' entities")
+        timed(_light_digest, "digest_items", "      light digests' walks (items counted)")
+        timed(_redactor.Redactor, "mentions_secret", "      secret checks (Redactor.mentions_secret)")
     timed(_redactor.Redactor, "clean_words", "    digest items' secret checks (bulk)")
     timed(masking, "_masked_ahead", "    masked messages built")
     timed(_masking.Masking, "encode_ahead", "masked messages counted and encoded")

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from contextfold import ContextManager
 from contextfold.cache import ToolOutputCache, mask_tool_outputs
+from contextfold.cache._digest import digest_source
 from contextfold.cache._light_digest import light_digest
 from contextfold.cache.masking import placeholder_ahead
 from contextfold.compaction import Policy
@@ -26,6 +27,7 @@ from contextfold.errors import ConfigError
 from contextfold.messages import Message, ToolCall
 from contextfold.redact import Redactor
 from contextfold.stores import MemoryBlobStore
+from contextfold.summarize import entities
 from contextfold.tokens import MessageCounter, TiktokenCounter
 
 COUNTER = MessageCounter(TiktokenCounter("o200k_base"))
@@ -90,12 +92,31 @@ def test_an_unknown_digest_kind_is_refused() -> None:
     with pytest.raises(ValueError, match="digest_kind must be one of full, light"):
         mask_tool_outputs([], budget_tokens=0, counter=COUNTER, cache=_cache(), digest_kind="lite")
     assert Policy(mask_digest="light").mask_digest == "light"
-    assert Policy().mask_digest == "full"
+    assert Policy().mask_digest == "light"  # (the default since the seventeenth session)
     with pytest.raises(ValidationError, match="mask_digest"):
         Policy(mask_digest="lite")  # type: ignore[arg-type]
     with pytest.raises(ConfigError) as raised:
         ContextManager("gpt-4o", policy={"mask_digest": "lite"})
     assert raised.value.field == "policy.mask_digest"
+
+
+def test_an_output_too_long_to_read_lists_nothing_and_its_ends_are_not_read() -> None:
+    # (Issue 22, seventeenth session: two windows of a long output were extracted cold for each light digest, a
+    # third of its cost, for no recall measured; the full digest still reads them.)
+    n = _nonce()
+    head = f"FAILED src/app_{n}/loader.py::test_load_{n} - KeyError: parse_row_{n}\n"
+    tail = f"E   ValueError in finish_{n}\n1 failed in 0.31s\n"
+    output = head + "collected item ok\n" * 180 + tail
+    assert len(output) > 3_000  # (the full digest's bound for reading an output whole)
+    content = _masked(output, tokens=200)
+    ref = re.search(r"ref=(tout_[0-9a-f]+)", content)
+    assert ref is not None and content == f"[tool output trimmed; ref={ref.group(1)}]"
+    digest = light_digest(output, budget_tokens=200, counter=COUNTER.counter)
+    assert digest.text == "" and digest.partial
+    assert not entities.is_read(digest_source(output, 1_000, 500)[0])  # (the two windows lane A's digest read)
+    short = head + "collected item ok\n" * 100 + tail  # (under the bound: read whole, as before)
+    assert f"src/app_{n}/loader.py::test_load_{n}" in light_digest(short, budget_tokens=200,
+                                                                   counter=COUNTER.counter).text
 
 
 KEY_BODY = base64.b64encode(random.Random(5).randbytes(600)).decode()
@@ -125,7 +146,7 @@ def test_the_read_ahead_builds_the_placeholder_the_masking_writes() -> None:
     n = _nonce()
     redactor = Redactor()
     cache = _cache(redactor)
-    output = "\n".join(f"/srv/{n}/pkg/mod_{i}.py:{i * 7}: AttributeError in run_{n}_{i}()" for i in range(40))
+    output = "\n".join(f"/srv/{n}/pkg/mod_{i}.py:{i * 7}: AttributeError in run_{n}_{i}()" for i in range(30))
     message = Message("tool", output, tool_call_id="c1", name="bash")
     ahead = placeholder_ahead(message, cache, digest_tokens=24, known="", counter=COUNTER.counter,
                               secrets=redactor, digest_kind="light")

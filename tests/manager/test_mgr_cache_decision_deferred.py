@@ -37,7 +37,7 @@ def _session(telemetry: Any, name: str, **policy: object) -> tuple[ContextManage
 
     cm = ContextManager("gpt-4o", max_context_tokens=16_000, store="memory", archive=False, telemetry=telemetry,
                         session_id=f"deferred-{name}", clock=lambda: now[0], message_id_prefix="t",
-                        policy={"clear_at_least": 1_000, **policy})
+                        policy={"clear_at_least": 1_000, "mask_digest": "full", **policy})  # (the golden's digest)
     cm.counter.wait_exact()  # (until the tokenizer is loaded, counts are estimates: the figures would vary)
     cm.add([Message.system("You are a coding agent."), Message.user(f"measure every module and report {NONCE}")])
     return cm, advance

@@ -17,8 +17,9 @@ from contextfold.messages import Message, ToolCall
 
 
 def _manager(session_id: str) -> ContextManager:
+    # (The full digest: its ranked material is what is read ahead or not; the light one reads none.)
     return ContextManager("gpt-4o", max_context_tokens=16_000, store="memory", archive="memory",
-                          session_id=session_id, message_id_prefix="r")
+                          session_id=session_id, message_id_prefix="r", policy={"mask_digest": "full"})
 
 
 def _turn(nonce: str, i: int, lines: int = 12) -> list[Message]:

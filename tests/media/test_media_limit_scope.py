@@ -16,6 +16,8 @@ import base64
 import time
 from typing import Any
 
+import pytest
+
 from contextfold import ContextManager
 from contextfold.cache.owners import Retention
 from contextfold.media import MediaLimitInfo
@@ -85,6 +87,20 @@ def test_a_named_limit_below_the_request_is_still_stored_for_the_model() -> None
                                                     provider="openai", status_code=413))
     assert cm.media_limits.max_bytes == 30_000
     assert manager(GPT, store, "r-b").media_limits.max_bytes == 30_000
+
+
+@pytest.mark.parametrize(("limit", "sent", "stored"), [
+    (3, None, None),  # (the request's 3 images within "Max is 3": a figure it did not exceed, a client's echo maybe)
+    (2, None, 2),  # (over it by our count)
+    (5, 7, 5),  # (over it by the error's own count: a document's pages)
+])
+def test_an_item_figure_is_stored_for_the_model_only_when_the_request_exceeded_it(
+        limit: int, sent: int | None, stored: int | None) -> None:
+    store = MemoryBlobStore()
+    cm = refused(GPT, store, f"r-items-{limit}", MediaLimitInfo(
+        "items", f"Too many images in request. Max is {limit} ({NONCE})", limit=limit, sent=sent, provider="openai"))
+    assert cm.media_limits.max_items is not None and cm.media_limits.max_items < 3  # (the session keeps under it)
+    assert manager(GPT, store, f"r-other-{limit}").media_limits.max_items == stored  # (db7922a: 3 for the first)
 
 
 def test_a_limit_for_every_caller_is_stored_after_a_lower_one_of_the_managers_own() -> None:

@@ -61,6 +61,34 @@ def test_other_errors_are_not_media_refusals(error: object) -> None:
     assert parse_media_limit(error) is None
 
 
+@pytest.mark.parametrize("error", [
+    # OpenAI's 400 for an invalid enum value echoes the client's value (here an image's "detail") whole.
+    f"Invalid value: 'Too many images in request. Max is 1 {NONCE}'. Supported values are: 'low', 'high', and 'auto'.",
+    _StatusError(400, {"error": {"message": "Invalid value: 'Too many images in request. Max is 1'. Supported "
+                                            f"values are: 'low', 'high', and 'auto'. {NONCE}",
+                                 "type": "invalid_request_error", "param": "messages[0].content[1]"}}),
+    # ... and rendered by a wrapper in its own text, the message quoted under its key.
+    "BadRequestError: OpenAIException - {'error': {'message': \"Invalid value: 'Too many images in request. Max is "
+    f"1'. Supported values are: 'low'.\", 'type': 'invalid_request_error'}}}} {NONCE}",
+    '{"error": {"message": "Invalid value: \\"At most 1 image may be provided in one request\\". ' + NONCE + '"}}',
+], ids=["text", "sdk-error", "wrapper-text", "escaped-json"])  # (ids: the values hold this process's nonce)
+def test_an_item_wording_the_error_quotes_is_the_clients_not_a_limit(error: object) -> None:
+    assert parse_media_limit(error) is None
+
+
+@pytest.mark.parametrize(("error", "limit"), [
+    # A wrapper rendering the provider's body quotes its message under its key: that message is the provider's.
+    (f"BadRequestError: OpenAIException - {{'error': {{'message': 'Too many images in request. Max is 10.', "
+     f"'type': 'invalid_request_error'}}}} {NONCE}", 10),
+    ('AnthropicException - {"type":"error","error":{"type":"invalid_request_error","message":"Too much media: '
+     f'0 document pages + 103 images > 100"}}}} {NONCE}', 100),
+    (f"You can't send that many ({NONCE}). Too many images in request. Max is 10. It's the model's limit.", 10),
+], ids=["wrapper-repr", "wrapper-json", "apostrophes"])
+def test_an_item_wording_a_wrapper_quotes_as_the_message_is_read(error: str, limit: int) -> None:
+    info = parse_media_limit(error)
+    assert info is not None and (info.kind, info.limit) == ("items", limit)
+
+
 def test_a_context_overflow_is_still_an_overflow_for_recovery() -> None:
     info = parse_limit_error("prompt is too long: 210000 tokens > 200000 maximum")
     assert info is not None and getattr(info, "prompt_tokens", None) == 210_000

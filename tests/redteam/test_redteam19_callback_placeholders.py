@@ -8,6 +8,7 @@ redacted message is kept (``redact_message``: every time), so the view sent (``a
 passed through the callback of the moment, placeholders built ahead included. (A callback is documented as a function
 of its input only: the same callback answering otherwise for the same string is not asked again, ``CallbackMemo``.)
 This pins it: the placeholders list the codename, the wire and the archive never do once the callback takes it.
+(With the full digest: the light one lists nothing of these long outputs.)
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def test_placeholders_built_before_a_callback_changed_leave_redacted_by_the_new_
     redactor = Redactor(apply_to_model=True, callback=lambda text: text)
     cm = ContextManager("gpt-4o", max_context_tokens=16_000, store="memory", archive="memory", session_id=NONCE,
                         policy={"clear_at_least": 3_000, "keep_tool_io_pairs": 1, "cache_aware": False,
-                                "tool_output_budget_tokens": 5_800}, redact=redactor)
+                                "tool_output_budget_tokens": 5_800, "mask_digest": "full"}, redact=redactor)
     cm.counter.wait_exact()
     cm.add([Message.system("agent"), Message.user("make the tests pass")])
     maskings_after_switch = 0

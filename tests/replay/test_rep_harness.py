@@ -164,7 +164,8 @@ def test_the_manager_sees_the_replays_call_interval(claude_session: RecordedSess
     head = replace(claude_session, messages=claude_session.messages[:50])
 
     def decided(interval: float) -> list[tuple[int, str, bool, str]]:
-        result = replay_session(head, ReplayOptions(window=16_000, policy={"cache_pricing": "claude-sonnet-4"},
+        result = replay_session(head, ReplayOptions(window=16_000, policy={"cache_pricing": "claude-sonnet-4",
+                                                                           "mask_digest": "full"},  # (its placeholders)
                                                     call_interval_s=interval))
         return [(e["turn"], e["data"]["action"], e["data"]["applied"], e["data"]["reason"])
                 for e in result["events"] if e["name"] == "compact.cache_decision"]

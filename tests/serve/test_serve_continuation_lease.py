@@ -22,6 +22,7 @@ import pytest
 from _serve_support import MODEL, UPSTREAM_WINDOW, proxy_config
 from conftest import require_binary
 
+import contextfold.serve.app as serve_app
 from contextfold.serve import ProxyServer
 from contextfold.serve.apis import item_key
 from contextfold.serve.identity import caller_scope, session_id
@@ -218,3 +219,43 @@ def test_a_stream_outlasting_the_lease_renews_it(upstream: ScriptedLLMServer, ga
     # Renewed at the stream's first event: its time runs from then, past where the first one ended.
     assert written and json.loads(written[0])["until"] == now[0] + one.config.upstream_timeout_s + LEASE_MARGIN_S
     assert json.loads(written[0])["until"] > taken + one.config.upstream_timeout_s + LEASE_MARGIN_S
+
+
+def test_a_conversation_request_repeating_its_input_keeps_its_lease_until_fed(
+        upstream: ScriptedLLMServer, instances: list[ProxyServer], monkeypatch: pytest.MonkeyPatch) -> None:
+    # Reviewer 2 (s17r): the takeover rule read "fed and answered" from a fed mark with the same input keys and an
+    # older head; a request repeating the previous one's input ("go on") matched it before it was fed, and another
+    # instance's request took its lease over: both were fed, one reply lost.
+    one, two = instances
+    nonce = uuid.uuid4().hex[:8]
+    conversation = f"conv_lease_{nonce}"
+    again = {"conversation": conversation, "input": f"go on {nonce}"}
+    assert post(one, {"conversation": conversation, "input": f"Task lease-{nonce}: count the files."}).status_code \
+        == 200
+    assert post(one, again).status_code == 200
+    # A: the same input again, paused once it holds the lease and before it is fed (a slow load or compaction).
+    real_open_turn = serve_app.open_turn
+    a_holds, a_go = threading.Event(), threading.Event()
+
+    def paused_open_turn(backend: Any, exchange: Any, session: str, **kwargs: Any) -> Any:
+        if exchange.body.get("input") == again["input"] and not a_holds.is_set():
+            a_holds.set()
+            a_go.wait(WAIT_S)
+        return real_open_turn(backend, exchange, session, **kwargs)
+
+    monkeypatch.setattr(serve_app, "open_turn", paused_open_turn)
+    answered: list[httpx.Response] = []
+    worker = threading.Thread(target=lambda: answered.append(post(one, again)))
+    worker.start()
+    try:
+        assert a_holds.wait(WAIT_S), "the repeated request never took its lease"
+        other = post(two, {"conversation": conversation, "input": f"B-{nonce}: and the dirs?"})
+    finally:
+        a_go.set()
+        worker.join(WAIT_S)
+    assert other.status_code == 409, other.text  # (on main before the fix: 200, fed while A held the lease)
+    assert other.json()["error"]["param"] == "conversation"
+    assert answered[0].status_code == 200
+    assert post(one, {"conversation": conversation, "input": f"C-{nonce}: done?"}).status_code == 200
+    sent = upstream_input(upstream)
+    assert sent.count(answered[0].json()["output"][0]["content"][0]["text"]) == 1 and f"B-{nonce}" not in sent

@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
+import logging
 import threading
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from contextfold.serve.app import _Held
-from contextfold.serve.leases import MAX_HOLDERS, lease_key, take_lease
+from contextfold.serve.leases import MAX_HOLDERS, Lease, lease_key, take_lease
 from contextfold.serve.sessions import Conflict, continuation_tag
+from contextfold.stores.local import LocalBlobStore
 from contextfold.stores.memory import MemoryBlobStore
 
 # The lease's time in these tests: the default upstream timeout (600 s) and the margin.
@@ -156,11 +162,12 @@ def test_a_lease_on_a_response_the_session_moved_past_is_taken_over() -> None:
 def test_a_conversations_lease_is_taken_over_once_its_holders_reply_is_recorded() -> None:
     store, clock = MemoryBlobStore(), Clock()
     session, _ = names()
-    holder = continuation_tag(None, ["key-a"])
-    take_lease(store, session, None, holder, seconds=LEASE_S, clock=clock)  # (then its instance died)
-    mine = continuation_tag(None, ["key-b"])
-    fed = continuation_tag("resp_1", ["key-a"])  # (what the holder's feed wrote: the head then, its input)
-    for marks in ({"head": "resp_1"}, {"head": "resp_1", "fed": fed}, {"head": "resp_2", "fed": "resp_1:other"}):
+    fed = continuation_tag("resp_1", ["key-a"])  # (the head the holder read before taking it, and its input)
+    take_lease(store, session, None, fed, seconds=LEASE_S, clock=clock)  # (then its instance died)
+    mine = continuation_tag("resp_1", ["key-b"])
+    previous = continuation_tag("resp_0", ["key-a"])  # (the request before it, whose input it repeats: "go on")
+    for marks in ({"head": "resp_1"}, {"head": "resp_1", "fed": fed}, {"head": "resp_2", "fed": "resp_1:other"},
+                  {"head": "resp_1", "fed": previous}):
         with pytest.raises(Conflict) as refused:  # (not fed yet, or fed with no reply recorded: it may be live)
             take_lease(store, session, None, mine, seconds=LEASE_S, clock=clock, marks=lambda m=marks: m)
         assert refused.value.field == "conversation"
@@ -178,3 +185,87 @@ def test_a_request_retried_past_the_holders_bound_is_refused() -> None:
         take_lease(store, session, response, "tag-a", seconds=LEASE_S, clock=clock)
     clock.now += LEASE_S + 1  # (all of them dead)
     take_lease(store, session, response, "tag-a", seconds=LEASE_S, clock=clock)
+
+
+class Churning:
+    """A store where another try of the request joins the lease just before each of the next ``rounds`` CAS of the
+    try under test, and the one that joined before leaves: the lease's bytes change under it every time."""
+
+    def __init__(self, store: MemoryBlobStore, session: str, response: str, clock: Clock, rounds: int) -> None:
+        self.store, self.session, self.response, self.clock, self.rounds = store, session, response, clock, rounds
+        self.other: Lease | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def put_if(self, key: str, data: bytes | None, expected: bytes | None) -> bool:
+        if self.rounds > 0:
+            self.rounds -= 1
+            joined = take_lease(self.store, self.session, self.response, "tag-a", seconds=LEASE_S, clock=self.clock)
+            if self.other is not None:
+                self.other.release()
+            self.other = joined
+        return bool(self.store.put_if(key, data, expected))
+
+
+@pytest.fixture
+def lease_log() -> Iterator[list[logging.LogRecord]]:
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("contextfold.serve")
+    logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_a_give_back_outlasts_other_tries_joining_and_leaving(lease_log: list[logging.LogRecord]) -> None:
+    # Reviewer 2 (s17): a give-back stopped after 8 lost rounds and left its hold until its expiry (an edited
+    # request of the session refused 409 that long); each lost round is another writer's progress.
+    store, clock = MemoryBlobStore(), Clock()
+    session, response = names()
+    lease = take_lease(store, session, response, "tag-a", seconds=LEASE_S, clock=clock)
+    churning = Churning(store, session, response, clock, rounds=40)
+    lease.store = churning
+    lease.release()
+    assert churning.rounds == 0  # (it lost all 40 rounds before it won)
+    left = json.loads(store.get(lease_key(session)))["holders"]
+    assert lease.holder not in left and list(left) == [churning.other.holder if churning.other else None]
+    assert not lease_log
+
+
+def test_a_give_back_that_never_wins_a_round_says_so(lease_log: list[logging.LogRecord]) -> None:
+    store, clock = MemoryBlobStore(), Clock()
+    session, response = names()
+    lease = take_lease(store, session, response, "tag-a", seconds=LEASE_S, clock=clock)
+    lease.store = Churning(store, session, response, clock, rounds=10_000)
+    lease.release()
+    assert lease.holder in json.loads(store.get(lease_key(session)))["holders"]  # (left to expire)
+    assert [r.getMessage() for r in lease_log] == ["lease give-back gave up"]
+
+
+def test_a_give_back_over_the_local_store_reads_the_lease_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                lease_log: list[logging.LogRecord]) -> None:
+    # The local store's get read the size, then the bytes: a try joining in between made it return the new lease
+    # cut at the old size, which a give-back read as its hold gone (6 threads over one SQLite file, 3-6 of ~3,500
+    # give-backs left their hold; none now).
+    store, clock = LocalBlobStore(tmp_path), Clock()
+    session, response = names()
+    lease = take_lease(store, session, response, "tag-a", seconds=LEASE_S, clock=clock)
+    take_lease(store, session, response, "tag-a", seconds=LEASE_S, clock=clock)  # (the give-back's first CAS loses)
+    real_size, armed = store.size, [True]
+
+    def size_then_join(key: str) -> int | None:
+        size = real_size(key)
+        if armed:
+            armed.clear()
+            take_lease(store, session, response, "tag-a", seconds=LEASE_S, clock=clock)  # (between get's reads)
+        return size
+
+    monkeypatch.setattr(store, "size", size_then_join)
+    lease.release()
+    left = json.loads(store.get(lease_key(session)))["holders"]
+    assert lease.holder not in left and len(left) >= 1
+    assert not lease_log

@@ -23,9 +23,10 @@ from contextfold.testing.server import ScriptedReply
 NONCE = "r17-items-Pw4c"
 
 
-def _screenshot(step: int) -> dict[str, Any]:
+def _screenshot(step: int, detail: str | None = None) -> dict[str, Any]:
     data = base64.b64encode(f"PNG-{NONCE}-{step}-".encode() * 50).decode()
-    return {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}}
+    image = {"url": f"data:image/png;base64,{data}", **({"detail": detail} if detail is not None else {})}
+    return {"type": "image_url", "image_url": image}
 
 
 def _images(body: dict[str, Any]) -> int:
@@ -62,3 +63,30 @@ def test_one_callers_item_refusal_leaves_other_callers_their_images(wording: str
         assert send("sk-caller-b", "b").status_code == 200
         assert _images(upstream.requests[-1].body) == 3  # (c04dd8d: 1, the other caller's limit)
         assert len(upstream.requests) == sent + 2
+
+
+def test_an_item_limit_echoed_from_a_clients_own_value_teaches_no_caller() -> None:
+    # Reviewer 2 (s17): OpenAI echoes an invalid enum value in its 400; a caller whose image "detail" said "Too many
+    # images in request. Max is 1" made the proxy store 1 image a request for the model: every caller sent 1.
+    def handler(request: RecordedRequest) -> ScriptedReply:
+        for message in request.body["messages"]:
+            for part in message["content"] if isinstance(message.get("content"), list) else ():
+                detail = part["image_url"].get("detail") if part.get("type") == "image_url" else None
+                if detail not in (None, "low", "high", "auto"):  # (as OpenAI words an invalid enum value)
+                    return ErrorReply("invalid_request", f"Invalid value: '{detail}'. Supported values are: "
+                                                         "'low', 'high', and 'auto'.")
+        return f"ok {NONCE}"
+
+    with ScriptedLLMServer(handler=handler) as upstream, \
+            ProxyServer(proxy_config(upstream, windows={MODEL: 60_000})) as proxy, \
+            httpx.Client(base_url=proxy.url, timeout=30) as client:
+        echoed = client.post("/v1/chat/completions", headers={"authorization": "Bearer sk-caller-a"}, json={
+            "model": MODEL, "messages": [{"role": "user", "content": [
+                {"type": "text", "text": f"look {NONCE}"}, _screenshot(0, f"Too many images in request. Max is 1 "
+                                                                         f"{NONCE}"), _screenshot(1)]}]})
+        assert echoed.status_code == 400  # (the client's error, passed on: nothing to recover)
+        other = client.post("/v1/chat/completions", headers={"authorization": "Bearer sk-caller-b"}, json={
+            "model": MODEL, "messages": [{"role": "user", "content": [
+                {"type": "text", "text": f"step {s} {NONCE}"}, _screenshot(s)]} for s in range(3)]})
+        assert other.status_code == 200
+        assert _images(upstream.requests[-1].body) == 3  # (db7922a: 1, the limit the first caller wrote)

@@ -9,9 +9,11 @@ in clear. ``ServeConfig.redact_patterns`` (``--redact-pattern NAME=REGEX``) now 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import io
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -22,6 +24,7 @@ from contextfold.errors import ConfigError
 from contextfold.serve import ProxyServer, ServeConfig
 from contextfold.serve.ops import JsonFormatter
 from contextfold.testing import ScriptedLLMServer
+from contextfold.untrusted.regex import PATTERN_TIME_LIMIT_S, TimedPattern
 
 NONCE = "r17-patterns-Hn6x"
 TICKET = "TCK-482913"
@@ -70,3 +73,42 @@ def test_the_command_line_takes_patterns_and_refuses_a_bad_one() -> None:
     with pytest.raises(ConfigError) as bad:
         ServeConfig(redact_patterns={"broken": "TCK-[0-9"})
     assert bad.value.field == "redact_patterns.broken"
+
+
+def test_a_refusals_log_line_is_scanned_by_the_operators_patterns_off_the_event_loop(
+        monkeypatch: pytest.MonkeyPatch, log: io.StringIO) -> None:
+    # Reviewer 2 (s17): a refusal's log line (quoting a previous_response_id of up to 1,024 characters) was redacted
+    # on the event loop: a pattern that backtracks held every request of the instance up to 1 CPU second a line.
+    on_loop: list[bool] = []
+    finditer = TimedPattern.finditer
+
+    def watched(self: TimedPattern, text: str) -> list[Any]:
+        try:
+            asyncio.get_running_loop()
+            on_loop.append(True)
+        except RuntimeError:
+            on_loop.append(False)
+        return finditer(self, text)
+
+    monkeypatch.setattr(TimedPattern, "finditer", watched)
+    with ScriptedLLMServer(default=f"ok {NONCE}") as upstream, \
+            ProxyServer(proxy_config(upstream, redact_patterns={"op": r"zz-loop-(b|bb)+$", **PATTERNS})) as proxy:
+        refused = httpx.post(proxy.url + "/v1/responses", timeout=30, headers={"authorization": "Bearer sk-r17-loop"},
+                             json={"model": MODEL, "previous_response_id": f"resp_{TICKET}_{'b' * 40}!",
+                                   "input": NONCE})
+    assert refused.status_code == 400
+    assert on_loop and not any(on_loop), f"{on_loop.count(True)} of {len(on_loop)} scans ran on the event loop"
+    assert "[REDACTED:ticket]" in log.getvalue() and TICKET not in log.getvalue()  # (redacted all the same)
+
+
+def test_an_operator_patterns_scan_of_a_short_text_has_a_small_budget() -> None:
+    pattern = TimedPattern(r"zz-(b|bb)+$")
+    assert pattern.scan_budget_s(1_100) < PATTERN_TIME_LIMIT_S / 10  # (a log line quoting a 1,024-character id)
+    assert pattern.scan_budget_s(10_000_000) == PATTERN_TIME_LIMIT_S  # (a large tool output: the whole limit)
+
+
+@pytest.mark.parametrize("catch_all", [".", ".+", r"\S+|\s+", "(?s).*"])
+def test_a_pattern_that_redacts_a_plain_sentence_whole_is_refused_at_start(catch_all: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        ServeConfig(redact_patterns={"anything": catch_all, **PATTERNS})
+    assert refused.value.field == "redact_patterns.anything" and repr(catch_all) in str(refused.value)

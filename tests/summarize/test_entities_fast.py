@@ -124,3 +124,29 @@ def test_ascii_text_reads_as_the_unicode_patterns_read_it(text: str) -> None:
     assert _extract(text) == _extract_plain(text)
     plain = entities._BARE_NUMBER.findall(entities._without_line_numbers(text))
     assert entities.bare_numbers(text) == plain
+
+
+def _accept_path_as_written_first(value: str) -> bool:
+    """``entities._accept_path`` as the specification first wrote it (a test of every character, every segment)."""
+    if value.startswith(("/", "~", ".")):
+        return any(c.isalnum() for c in value)
+    if "/" not in value:
+        return True
+    segments = [s for s in value.split("/") if s]
+    return len(segments) >= 3 or any("." in s or "_" in s for s in segments)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["/", "//", "~", ".", "..", "_", "-", "+", "@", "a", "Z", "7", "é", "٣", "²", "ǅ",
+                                 "k7nq", "src", "a.py"]), max_size=12).map("".join))
+def test_a_path_is_accepted_as_the_first_definition_accepts_it(value: str) -> None:
+    # (values the path rule can give: word characters, which are alphanumeric or "_", and its punctuation)
+    assert entities._accept_path(value) == _accept_path_as_written_first(value)
+
+
+def test_every_path_the_rule_finds_in_recorded_messages_is_accepted_as_first_defined(trajectories: Path) -> None:
+    values = {match.group().rstrip(entities._TRAILING)
+              for session in load_sessions(trajectories / "sweagent-lm32b")[:8] for m in session.messages
+              for match in entities._PATH.finditer(m.text)}
+    assert len(values) > 1_000
+    assert [v for v in values if entities._accept_path(v) != _accept_path_as_written_first(v)] == []

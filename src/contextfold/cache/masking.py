@@ -353,9 +353,9 @@ def _light_placeholder(ref_id: str, text: str | None, cache: OutputStore, digest
                        key: Hashable, state: Hashable) -> str:
     """:func:`_digested` with a light digest: read from the same whole output, blanked alike; remembered alike."""
     whole = text if text is not None else cache.get(ref_id)
-    digest = light_digest(secrets.blank(whole) if secrets is not None else whole, budget_tokens=digest_tokens,
-                          counter=counter, known=known,
-                          mentions_secret=secrets.mentions_secret if secrets is not None else None)
+    digest = light_digest(whole, budget_tokens=digest_tokens, counter=counter, known=known,
+                          mentions_secret=secrets.mentions_secret if secrets is not None else None,
+                          blank=secrets.blank if secrets is not None else None)
     placeholder = masked_placeholder(ref_id, digest.text, partial=digest.partial)
     if memo is not None and (secrets is None or secrets.digest_state() == state):
         memo.put(key, Built(placeholder, state, digest.asked))  # (not when a secret was learned meanwhile)

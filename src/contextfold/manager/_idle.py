@@ -66,6 +66,21 @@ class IdleCompactions:
         """Whether a job was started and its outcome not taken yet."""
         return self._pending is not None
 
+    def started_mark(self) -> object:
+        """A mark of the job pending now, for :meth:`forget_started_since` (``add()``'s rollback)."""
+        return self._pending
+
+    def forget_started_since(self, mark: object) -> None:
+        """Forget a job started after ``mark`` (cancelled if it has not begun): the view it compacts was taken back.
+
+        Left pending, it kept the next check from starting its own (one job at a time), and the next ``prepare()``
+        discarded it (the view's version moved): a background compaction was lost to a rolled-back ``add()``.
+        """
+        pending = self._pending
+        if pending is not mark and pending is not None:
+            self._pending = None
+            pending[2].cancel()
+
     def start(self, snapshot: list[Message], version: int,
               job: Callable[[], CompactionResult]) -> Future[CompactionResult]:
         """Run ``job`` (the compaction of ``snapshot``, the view at ``version``) on a shared worker thread."""

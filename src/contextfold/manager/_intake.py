@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ._answered_view import AnsweredWidening
     from ._cache_economics import CacheEconomics
     from ._compactor import Compactor
+    from ._idle import IdleCompactions
     from ._masking import Masking
     from ._provider_items import ProviderItems
     from ._secrets import SessionSecrets
@@ -57,6 +58,7 @@ class IntakeHost(Protocol):
     """What :class:`Intake` uses of its manager (``contextfold.manager._manager``, which imports this module)."""
 
     _seq: int
+    _archived_seq: int
 
     @property
     def budgets(self) -> Budgets: ...
@@ -78,6 +80,8 @@ class IntakeHost(Protocol):
     def _view(self) -> View: ...
     @property
     def _compactor(self) -> Compactor: ...
+    @property
+    def _idle(self) -> IdleCompactions: ...
     @property
     def _compaction(self) -> WideOutputs: ...
     @property
@@ -200,13 +204,21 @@ class Intake:
             manager._archive_dropped(orphans)
         # -- Committed: the manager's own bookkeeping from here on, but for a provider's compaction item. --
         # What the rollback below puts back: the view is copied only when the append rewrites more than its end (a
-        # late result in place of an "aborted" output, a provider's compaction item: rare), else cut back to its
-        # length; the other parts say what they change.
+        # late result in place of an "aborted" output, a provider's compaction item: rare); else its settled prefix
+        # is kept and its unsettled tail copied, O(tail): the view's count and the check settle it, and settling
+        # rewrites the stored messages after the prefix, those before the batch included (an "aborted" output
+        # inserted after an unanswered call, a duplicate result dropped), never the prefix itself. The other parts
+        # say what they change.
         before = list(view.raw) if boundaries or view.answers_late(kept) else None
-        length_before = len(view)
+        settled_before = view.tail_start()
+        tail_before = view.raw[settled_before:]
         # (What normalizing for the item's archive drops goes with the rollback too: the restored view drops it again.)
         dropped_before = len(view.dropped)
         seq_before, manager._seq = manager._seq, seq
+        idle_before = manager._idle.started_mark()
+        # (A provider item's archive marks the view archived up to the batch, and clears the compactor's floors.)
+        archived_before = manager._archived_seq
+        floor_before, stalled_before = manager._compactor.floor, manager._compactor.stalled
         steering_before, economics_before = manager.steering.added_mark(), manager._economics.added_mark()
         compactor_policy, origins = manager._compactor.policy, set(manager._provider_items.origins)
         unwarmed_before, unredacted_before = len(self.unwarmed), self.unredacted
@@ -215,11 +227,15 @@ class Intake:
             self._commit(stored, kept, added, counting_view, calls_read, boundaries, results)
         except BaseException:
             # All or nothing for an interrupt too (a KeyboardInterrupt in the view's count or the trigger check; the
-            # provider item's archive failing): the batch out again, every part as it was. A background compaction
-            # the check started is dropped when applied: the view was rewritten (its version moved).
-            view.replace(before if before is not None else view.raw[:length_before], checked=view.checked)
+            # provider item's archive failing): the batch out again, every part as it was, a background compaction
+            # the check started on it forgotten (the retry's check starts its own).
+            view.replace(before if before is not None else [*view.raw[:settled_before], *tail_before],
+                         checked=view.checked)
             del view.dropped[dropped_before:]  # (else archived twice: now, and when normalized again)
             manager._seq = seq_before
+            manager._idle.forget_started_since(idle_before)
+            manager._archived_seq = archived_before  # (else the close() skipped the final transcript it owes)
+            manager._compactor.floor, manager._compactor.stalled = floor_before, stalled_before
             manager.steering.take_back_added(steering_before)
             manager._economics.take_back_added(economics_before)
             manager._compactor.policy = compactor_policy

@@ -390,12 +390,9 @@ class ContextManager:
                 self._intake.warm_for_compaction(still_in_view=self._compactions != rewrites[0])
             self._limits.keep_media_within_limits_locked()
             if self._widening is not None:
-                rewrote = (self._compactions, self._masking.count) != rewrites
-                if self._economics.may_widen(self._view, rewrote=rewrote):
-                    limit = self._widening.limit(self.policy.answered_output_tokens, self.budgets.window)
-                    if self.policy.answered_output_tokens is None:
-                        limit = self._economics.widen_limit(limit, self._widening.cap(self.budgets.window))
-                    self._widening.widen(self._view, room=self._room_to_widen, limit=limit)
+                # (Most calls answer no output cut at write time: nothing to weigh then.)
+                if self._widening.has_candidate(self._view):
+                    self._widen_answered(rewrote=(self._compactions, self._masking.count) != rewrites)
                 self._economics.previous_transient = self._widening.active
             tokens, _, count = self._view.totals()
             self._prepared_version = self._view.version
@@ -403,6 +400,16 @@ class ContextManager:
                      window=self.budgets.window, compactions=self._compactions, maskings=self._masking.count)
             if self.counter.provisional:  # (a byte bound: the figure is counted exactly where the event is built)
                 span.set_later(self._exact_figures().call_tokens)
+
+    def _widen_answered(self, *, rewrote: bool) -> None:
+        """Show the answered output cut at write time wider, when the cache economics allow it in this call."""
+        assert self._widening is not None
+        if not self._economics.may_widen(self._view, rewrote=rewrote):
+            return
+        limit = self._widening.limit(self.policy.answered_output_tokens, self.budgets.window)
+        if self.policy.answered_output_tokens is None:
+            limit = self._economics.widen_limit(limit, self._widening.cap(self.budgets.window))
+        self._widening.widen(self._view, room=self._room_to_widen, limit=limit)
 
     def _room_to_widen(self) -> int:
         """Tokens the answered outputs may grow by in this call: up to the hard threshold, a budget line after it."""

@@ -46,6 +46,12 @@ _ITEM_TEXTS = (
     re.compile(r"number of images (?:in the request )?(?:\((?P<sent>\d+)\) )?exceeds (?:the )?(?:maximum|limit)"
                r"(?: of)? \(?(?P<limit>\d+)\)?", _FLAGS),
 )
+# A quoted span (single, double or back quotes; escaped quotes inside kept), opening and closing outside a word (an
+# apostrophe is no quote), and the key before it when it is the text's message: a wrapper's rendering of the
+# provider's body ("{'error': {'message': 'Too many images ...'}}").
+_QUOTED = re.compile(r"""(?P<key>['"]?\b(?:message|msg|detail|error)['"]?\s*[:=]\s*)?"""
+                     r"""(?<!\w)(?P<span>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|`[^`]*`)(?!\w)""", re.DOTALL)
+_ESCAPED_QUOTE = re.compile(r"""\\(['"])""")
 _QUOTA_WORDS = re.compile(r"per min|per day|tokens per|requests per|\bTPM\b|\bRPM\b|quota", _FLAGS)
 
 
@@ -115,8 +121,9 @@ def parse_media_limit(error: object, *, provider: str | None = None) -> MediaLim
         return None
     said_by = provider or reading.provider
     for text in reading.texts:
+        said = _unquoted(text)  # (what the error quotes is the client's: OpenAI echoes an invalid value whole)
         for pattern in _ITEM_TEXTS:
-            match = pattern.search(text)
+            match = pattern.search(said)
             if match:
                 return MediaLimitInfo("items", text.strip(), limit=read_figure(match["limit"]), sent=_items_sent(match),
                                       provider=said_by, status_code=reading.status)
@@ -134,6 +141,21 @@ def parse_media_limit(error: object, *, provider: str | None = None) -> MediaLim
         return MediaLimitInfo("bytes", message, limit=_megabytes(message), provider=said_by,
                               status_code=reading.status)
     return None
+
+
+def _unquoted(text: str) -> str:
+    """``text`` without the spans it quotes, but for a message it quotes under a message key (read unquoted).
+
+    OpenAI echoes an invalid value in its 400 ("Invalid value: '...'. Supported values are: ..."): a client whose
+    image ``detail`` said "Too many images in request. Max is 1" taught every caller of the model 1 image a request
+    (reviewer 2, s17). A wrapper that renders the provider's body in its text quotes the whole message under its key.
+    """
+    def outside(match: re.Match[str]) -> str:
+        if match["key"] is None:
+            return " "
+        return match["key"] + _unquoted(_ESCAPED_QUOTE.sub(r"\1", match["span"][1:-1]))
+
+    return _QUOTED.sub(outside, text)
 
 
 def _items_sent(match: re.Match[str]) -> int | None:

@@ -398,9 +398,11 @@ def _shared_media_ceiling(info: MediaLimitInfo, learned: MediaLimits, media: Med
                           text_tokens: int) -> MediaLimits:
     """The part of ``learned`` (:func:`media_ceiling`) that holds for every caller of the model (what is stored).
 
-    Of items, the figure the error names, as named: "one fewer than this request had" (an error whose figure is
-    unreadable) and the figure scaled by this request's pages per item of ours (a caller's 300-page documents) are
-    this request's; stored for the model, one caller's refusal left every caller one image a request. A byte limit
+    Of items, the figure the error names, as named, when the request was over it (by our count or the error's own):
+    "one fewer than this request had" (an error whose figure is unreadable) and the figure scaled by this request's
+    pages per item of ours (a caller's 300-page documents) are this request's; stored for the model, one caller's
+    refusal left every caller one image a request, and so did a figure the request was within (a client's own text
+    echoed in an error unquoted, reviewer 2 of s17: "Max is 1" of a request with one image). A byte limit
     learned from a request of at least :data:`MIN_UNNAMED_BODY_LIMIT` holds for every caller. Of a smaller request,
     only the figure the error names: a share under the refused request may be this request's alone (a gateway's
     quota, a lying server), and so may a figure the request was under ("exceeds 20 MB" of 26 KB), or a published one
@@ -408,7 +410,9 @@ def _shared_media_ceiling(info: MediaLimitInfo, learned: MediaLimits, media: Med
     stripped every other caller of the model of its images.
     """
     if info.kind == "items":
-        return MediaLimits(max_items=info.limit) if info.limit is not None and info.limit > 0 else MediaLimits()
+        named = info.limit
+        exceeded = named is not None and 0 < named < max(media.items, info.sent or 0)
+        return MediaLimits(max_items=named) if exceeded else MediaLimits()
     if request_bytes(media, text_tokens) >= MIN_UNNAMED_BODY_LIMIT:
         return learned
     named = _named_bytes(info, text_tokens)

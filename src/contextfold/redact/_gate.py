@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 from ..untrusted.regex import PatternTimeout
 from ._anchors import openings, search_at
 from ._joins import found_in_a_string, reads_only_its_match
+from ._key_words import KEY_NAME_WORDS
 
 if TYPE_CHECKING:
     from ._triggers import TriggerFinder
@@ -49,10 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = ["KEY_NAME_WORDS", "PatternGate", "names_a_key"]
 
-# The words a mapping key the key rule (``rules.SECRET_KEY``) redacts the value of ends with. Such a key ends where a
-# string ends, in the lower-cased strings of a message joined by ``_ledger.SEPARATOR`` (a key of meta, or decoded
-# from arguments), or before its closing quote in raw JSON arguments.
-KEY_NAME_WORDS = ("passwd", "password", "passphrase", "key", "secret", "token", "pass", "pwd")
+# (KEY_NAME_WORDS: the words a key the key rule redacts under ends with, kept in a leaf module, see _key_words.)
 _KEY_NAME_ENDS = tuple((word, f'{word}"', f"{word}\x00") for word in KEY_NAME_WORDS)
 
 

@@ -614,7 +614,10 @@ class Redactor:
         Only a text other than its value's own is read: a subclass showing its value (``numpy.float64``, an
         ``IntEnum`` as Python writes it) is kept as the exact type is, whatever the patterns say of its digits.
         """
-        plain = _value_text(obj)
+        try:
+            plain = _value_text(obj)
+        except Exception:  # (an int past Python's digit limit for text: no text of its value; its shown ones are read)
+            plain = None
         shown: list[str] = []
         for show in (str, format):
             try:

@@ -206,13 +206,27 @@ class ServeApp:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _error(self, api: ApiName, status: int, message: str, *, param: str | None = None,
-               kind: str = "invalid_request_error", started: float | None = None,
-               session: str | None = None) -> Response:
+    async def _error(self, api: ApiName, status: int, message: str, *, param: str | None = None,
+                     kind: str = "invalid_request_error", started: float | None = None,
+                     session: str | None = None) -> Response:
         self.metrics.requests.labels(api, str(status)).inc()
-        log_event("refused", level=logging.WARNING, api=api, status=status, problem=self._redacted(message, session),
-                  ms=round((time.perf_counter() - started) * 1000, 1) if started else None)
+        ms = round((time.perf_counter() - started) * 1000, 1) if started else None
+        await self._log_redacted("refused", logging.WARNING, session, "problem", message, api=api, status=status,
+                                 ms=ms)
         return JSONResponse(error_body(api, message, kind=kind, param=param), status_code=status)
+
+    async def _log_redacted(self, message: str, level: int, secrets_of: str | None, field: str, text: str,
+                            **fields: Any) -> None:
+        """A log line whose ``field`` is ``text`` redacted (:meth:`_redacted`), written in a thread.
+
+        ``text`` quotes the client (a refused id, a value it sent): the operator's patterns scan it, each within its
+        time limit, and the memory of session ``secrets_of`` is read from the store. On the event loop, a pattern that
+        backtracks held every request of the instance that long, per refused request (reviewer 2, s17).
+        """
+        def write() -> None:
+            log_event(message, level=level, **fields, **{field: self._redacted(text, secrets_of)})
+
+        await asyncio.to_thread(write)
 
     def _redacted(self, text: str, session: str | None) -> str:
         """``text`` for a log line: the built-in patterns, and the secrets ``session`` remembers when it is known.
@@ -258,20 +272,20 @@ class ServeApp:
         api: ApiName = "messages" if "/messages" in request.url.path else "chat"
         started = time.perf_counter()
         if self._denied(request):
-            return self._error(api, 401, f"this proxy needs its token in the {TOKEN_HEADER} header",
-                               kind="authentication_error", started=started)
+            return await self._error(api, 401, f"this proxy needs its token in the {TOKEN_HEADER} header",
+                                     kind="authentication_error", started=started)
         try:
             content = await self._body(request)
         except BodyTooLarge:
-            return self._error(api, 413, f"the request body is over the proxy's limit of "
-                                         f"{self.config.max_body_bytes} bytes", started=started)
+            return await self._error(api, 413, f"the request body is over the proxy's limit of "
+                                               f"{self.config.max_body_bytes} bytes", started=started)
         headers = {k.lower(): v for k, v in request.headers.items()}
         try:
             upstream = await self.upstream.forward(request.method, request.url.path, request.url.query, content,
                                                    headers)
         except httpx.HTTPError as exc:
-            return self._error(api, 502, f"the upstream could not be reached: {type(exc).__name__}",
-                               kind="api_error", started=started)
+            return await self._error(api, 502, f"the upstream could not be reached: {type(exc).__name__}",
+                                     kind="api_error", started=started)
         try:
             data = await upstream.aread()
         finally:
@@ -284,33 +298,33 @@ class ServeApp:
         """Serve one request of ``api``."""
         started = time.perf_counter()
         if self._denied(request):
-            return self._error(api, 401, f"this proxy needs its token in the {TOKEN_HEADER} header",
-                               kind="authentication_error", started=started)
+            return await self._error(api, 401, f"this proxy needs its token in the {TOKEN_HEADER} header",
+                                     kind="authentication_error", started=started)
         try:
             body = json.loads(await self._body(request))
             exchange = parse_request(api, body)
         except BodyTooLarge:
-            return self._error(api, 413, f"the request body is over the proxy's limit of "
-                                         f"{self.config.max_body_bytes} bytes", started=started)
+            return await self._error(api, 413, f"the request body is over the proxy's limit of "
+                                               f"{self.config.max_body_bytes} bytes", started=started)
         except BadRequest as exc:
-            return self._error(api, 400, str(exc), param=exc.field, started=started)
+            return await self._error(api, 400, str(exc), param=exc.field, started=started)
         except (ValueError, RecursionError) as exc:  # (RecursionError: arrays nested past the JSON reader's depth)
-            return self._error(api, 400, f"body: not valid JSON ({json_problem(exc).removeprefix('invalid JSON: ')})",
-                               started=started)
+            problem = json_problem(exc).removeprefix("invalid JSON: ")
+            return await self._error(api, 400, f"body: not valid JSON ({problem})", started=started)
         headers = {k.lower(): v for k, v in request.headers.items()}
         scope = caller_scope(caller_key(headers), self.config.key_salt)
         try:
             session, continues, loaded = await self._session_of(exchange, headers, scope)
         except BadRequest as exc:
-            return self._error(api, 400, str(exc), param=exc.field, started=started)
+            return await self._error(api, 400, str(exc), param=exc.field, started=started)
         except StoreError as exc:  # (finding the session reads the store: a response's pointer, an opening's forks)
-            return self._error(api, 503, f"the session store is unavailable: {exc}", kind="api_error",
-                               started=started)
+            return await self._error(api, 503, f"the session store is unavailable: {exc}", kind="api_error",
+                                     started=started)
         except Exception as exc:  # a bug here must reach the client as its API's error too, not as Starlette's text
-            log_event("internal error", level=logging.ERROR, api=api,
-                      error=self._redacted(f"{type(exc).__name__}: {exc}", None))
-            return self._error(api, 500, f"contextfold serve: internal error ({type(exc).__name__})",
-                               kind="api_error", started=started)
+            await self._log_redacted("internal error", logging.ERROR, None, "error", f"{type(exc).__name__}: {exc}",
+                                     api=api)
+            return await self._error(api, 500, f"contextfold serve: internal error ({type(exc).__name__})",
+                                     kind="api_error", started=started)
         held = _Held(await self.locks.acquire(session))
         handed_over = False
         try:
@@ -318,10 +332,10 @@ class ServeApp:
             handed_over = isinstance(response, StreamingResponse)
             return response
         except Exception as exc:  # a bug must reach the client as its API's error and the log, never as a hang
-            log_event("internal error", level=logging.ERROR, api=api, session=session,
-                      error=self._redacted(f"{type(exc).__name__}: {exc}", session))
-            return self._error(api, 500, f"contextfold serve: internal error ({type(exc).__name__})",
-                               kind="api_error", started=started)
+            await self._log_redacted("internal error", logging.ERROR, session, "error",
+                                     f"{type(exc).__name__}: {exc}", api=api, session=session)
+            return await self._error(api, 500, f"contextfold serve: internal error ({type(exc).__name__})",
+                                     kind="api_error", started=started)
         finally:
             if not handed_over:
                 await held.release()
@@ -357,25 +371,32 @@ class ServeApp:
                     loaded: SessionState | None = None) -> Response:
         api = exchange.api
         try:
+            tail_id = None if loaded is None else _tail_id(scope)  # (loaded by _session_of: named by its opening)
             if exchange.handle is not None:  # (continuing a response or a conversation: serve.leases)
+                feeds_on = continues
+                if continues is None:
+                    # A conversation's request feeds on the session's head: its lease is tagged as its fed mark will
+                    # be, which tells it from the previous request's when it repeats that one's input. The state is
+                    # the feed's first attempt (one load: a save refused as stale loads again).
+                    loaded = await asyncio.to_thread(self.backend.sessions.load_state, session)
+                    feeds_on = loaded.marks.get("head")
                 await held.take(functools.partial(
                     take_lease, self.backend.blobs, session, continues,
-                    continuation_tag(continues, [item_key(item) for item in exchange.items]),
+                    continuation_tag(feeds_on, [item_key(item) for item in exchange.items]),
                     seconds=self.config.upstream_timeout_s + LEASE_MARGIN_S, clock=self.backend.clock,
                     marks=functools.partial(session_marks, self.backend, session)))
-            # (a state loaded by _session_of: the session is named by its opening, a slid window finds it by its tail)
             turn = await asyncio.to_thread(open_turn, self.backend, exchange, session, continues=continues,
-                                           loaded=loaded, tail_id=None if loaded is None else _tail_id(scope))
+                                           loaded=loaded, tail_id=tail_id)
         except Conflict as exc:
-            return self._error(api, 409, str(exc), param=exc.field, started=started, session=session)
+            return await self._error(api, 409, str(exc), param=exc.field, started=started, session=session)
         except BadRequest as exc:
-            return self._error(api, 400, str(exc), param=exc.field, started=started, session=session)
+            return await self._error(api, 400, str(exc), param=exc.field, started=started, session=session)
         except InsufficientBudget as exc:
-            return self._error(api, 400, f"contextfold cannot fit this conversation in the window: {exc}",
-                               started=started, session=session)
+            return await self._error(api, 400, f"contextfold cannot fit this conversation in the window: {exc}",
+                                     started=started, session=session)
         except StoreError as exc:
-            return self._error(api, 503, f"the session store is unavailable: {exc}", kind="api_error",
-                               started=started, session=session)
+            return await self._error(api, 503, f"the session store is unavailable: {exc}", kind="api_error",
+                                     started=started, session=session)
         self._count_turn(turn, started)
         from ..recovery import OverflowRecovery
 
@@ -383,8 +404,8 @@ class ServeApp:
         try:
             upstream, overflow = await self._send_recovering(turn, turn.sent, headers, recovery, held)
         except httpx.HTTPError as exc:
-            return self._error(api, 502, f"the upstream could not be reached: {type(exc).__name__}",
-                               kind="api_error", started=started, session=session)
+            return await self._error(api, 502, f"the upstream could not be reached: {type(exc).__name__}",
+                                     kind="api_error", started=started, session=session)
         if upstream.status_code >= 400:
             self.metrics.requests.labels(api, str(upstream.status_code)).inc()
             log_event("upstream error", level=logging.WARNING, api=api, session=session,
@@ -405,11 +426,12 @@ class ServeApp:
                 try:
                     payload = await self._retrieval_rounds(turn, payload, headers, recovery, held)
                 except httpx.HTTPError as exc:  # (a retrieval round's call: unreachable as the first can be)
-                    return self._error(api, 502, f"the upstream could not be reached: {type(exc).__name__}",
-                                       kind="api_error", started=started, session=session)
+                    return await self._error(api, 502, f"the upstream could not be reached: {type(exc).__name__}",
+                                             kind="api_error", started=started, session=session)
                 except _RoundFailed as failed:
                     if failed.response is None:
-                        return self._error(api, 400, failed.body["error"]["message"], started=started, session=session)
+                        return await self._error(api, 400, failed.body["error"]["message"], started=started,
+                                                 session=session)
                     self.metrics.requests.labels(api, str(failed.response.status_code)).inc()
                     return Response(failed.response.content, status_code=failed.response.status_code,
                                     headers=response_headers(failed.response))

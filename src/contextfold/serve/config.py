@@ -145,6 +145,10 @@ class ServeConfig:
         return self.windows.get(model)
 
 
+# A sentence with no secret in it: an operator's pattern that leaves none of it is a catch-all, refused at start.
+_PLAIN_PROBE = "The build passed in 12 s; see the log at /tmp/run-7.txt for details."
+
+
 def _pattern_problem(name: str, source: object) -> str | None:
     """Why ``source`` is no secret pattern the redactor takes (compiled as it compiles them), or None."""
     if not isinstance(source, str):
@@ -155,4 +159,11 @@ def _pattern_problem(name: str, source: object) -> str | None:
         Redactor(patterns={name: source})
     except ValueError as exc:  # (the untrusted-pattern compiler's InvalidPattern)
         return str(exc)
+    placeholder = f"[REDACTED:{name}]"
+    probed = Redactor(builtin=False, remember=False, patterns={name: source}).redact_text(_PLAIN_PROBE)
+    if not probed.replace(placeholder, ""):
+        # (a catch-all such as "." or ".+", or one that backtracks on plain text: redaction fails closed)
+        return (f"the pattern {source!r} redacts every character of a plain sentence ({_PLAIN_PROBE!r} became "
+                f"{probed[:60]!r}{'...' if len(probed) > 60 else ''}): every log line and message would be redacted "
+                "whole; match the secret's own shape (a prefix, a length)")
     return None

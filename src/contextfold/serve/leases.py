@@ -14,16 +14,17 @@ the session only): an abandoned one (its instance died, or the store failed when
 than one key a session, and the session's next continuation takes it over. Taken and given back by compare-and-set
 (``BlobStore.put_new`` / ``put_if``): two instances taking it at one instant, one wins.
 
-The lease names the request (``tag``: the response continued and the input's item keys) and the response it
-continues; its holders are that request's tries, each with its time (``holders``): the same request retried (an SDK
-retrying after its instance died must not wait for an expiry; its ``fed`` mark feeds it once) joins the lease, and
-each try gives back only its own hold, so the lease is free once every try has ended or expired (a retry used to put
-back the first try's lease when it ended, restoring it after that try had ended: an edited retry was refused until
-its expiry). A lease whose holders all expired is taken over (their instance may have died mid-request), and so is
-one on a response the session has moved past (its holder can feed nothing: its session's head is no longer that
-response; a continuation of the new head must not wait for the lease of an instance that died after its reply was
-recorded), and a conversation request's once it was fed and its reply recorded (:func:`_moved_past`). A lease no
-request takes over goes when its session is pruned (``Backend.prune_sessions``).
+The lease names the request (``tag``, as its ``fed`` mark will be: the response continued, for a conversation the
+session's head as read before taking it, and the input's item keys) and the response it continues; its holders are
+that request's tries, each with its time (``holders``): the same request retried (an SDK retrying after its instance
+died must not wait for an expiry; its ``fed`` mark feeds it once) joins the lease, and each try gives back only its
+own hold, so the lease is free once every try has ended or expired (a retry used to put back the first try's lease
+when it ended, restoring it after that try had ended: an edited retry was refused until its expiry). A lease whose
+holders all expired is taken over (their instance may have died mid-request), and so is one on a response the
+session has moved past (its holder can feed nothing: its session's head is no longer that response; a continuation
+of the new head must not wait for the lease of an instance that died after its reply was recorded), and a
+conversation request's once it was fed and its reply recorded (:func:`_moved_past`). A lease no request takes over
+goes when its session is pruned (``Backend.prune_sessions``).
 
 A request can last longer than a lease's time (the upstream's timeout is per chunk when streaming; a request makes
 up to 7 upstream calls with the retrieval tools and more with overflow recovery): its holder renews its hold
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -42,6 +44,7 @@ from typing import Any
 
 from ..errors import RefNotFound, StoreError
 from .apis import Conflict
+from .ops import log_event
 
 __all__ = ["LEASE_KEY_PREFIX", "LEASE_MARGIN_S", "MAX_HOLDERS", "Lease", "lease_key", "take_lease"]
 
@@ -52,8 +55,12 @@ LEASE_KEY_PREFIX = "serve-lease."
 LEASE_MARGIN_S = 300.0
 # Tries of one request holding a lease at once: more is a client retrying in a loop, refused like another request.
 MAX_HOLDERS = 8
-# Compare-and-set rounds of one take, renewal or give-back that other requests keep changing under it.
+# Compare-and-set rounds of one take that other requests keep changing under it.
 _MAX_TRIES = 8
+# Rounds of a renewal or give-back of a hold still there. Each round lost is another writer's progress (a try that
+# joined, renewed or left), so it goes on much longer than a take: a give-back that stopped at 8 left its hold until
+# its expiry (4 of 4,232 give-backs, 6 threads over one SQLite file; reviewer 2, s17). Past it, it says so in the log.
+_MAX_CHANGE_ROUNDS = 256
 
 
 # A holder renews its lease once this share of its time has passed, or half the margin, whichever comes first: the
@@ -88,7 +95,7 @@ class Lease:
         """
         now = self.clock()
         self.renewed_at = now
-        return self._change(lambda holders: {**_live(holders, now), self.holder: now + self.seconds})
+        return self._change("renewal", lambda holders: {**_live(holders, now), self.holder: now + self.seconds})
 
     def release(self) -> None:
         """Give this try's hold back: the lease is free once no other try of the request holds it.
@@ -96,13 +103,17 @@ class Lease:
         A lease taken over meanwhile stays its new holder's; a store that cannot be reached leaves the hold to expire.
         """
         now = self.clock()
-        self._change(lambda holders: {h: t for h, t in _live(holders, now).items() if h != self.holder})
+        self._change("give-back", lambda holders: {h: t for h, t in _live(holders, now).items() if h != self.holder})
 
-    def _change(self, change: Callable[[dict[str, float]], dict[str, float]]) -> bool:
-        """Write the lease with its holders changed by ``change`` while this try is one of them; whether it was."""
+    def _change(self, what: str, change: Callable[[dict[str, float]], dict[str, float]]) -> bool:
+        """Write the lease with its holders changed by ``change`` while this try is one of them; whether it was.
+
+        Retried while the hold is there (each round lost is another writer's progress), up to
+        :data:`_MAX_CHANGE_ROUNDS`; giving up then, or on a store error, is logged (``what``: the change).
+        """
         current = self.held
         try:
-            for _ in range(_MAX_TRIES):
+            for _ in range(_MAX_CHANGE_ROUNDS):
                 fields = _fields(current)
                 holders = _holders(fields)
                 if self.holder not in holders:
@@ -112,9 +123,14 @@ class Lease:
                 if self.store.put_if(self.key, written, current):
                     self.held = written if written is not None else current
                     return True
-                current = self.store.get(self.key)  # (another try joined or left meanwhile)
-        except (RefNotFound, StoreError):
-            pass
+                current = self.store.get(self.key)  # (another try joined, renewed or left meanwhile)
+        except RefNotFound:
+            return False  # (given back by every holder, or taken over and given back: no hold of this try left)
+        except StoreError as exc:
+            log_event(f"lease {what} failed", level=logging.WARNING, error=type(exc).__name__)
+            return False
+        log_event(f"lease {what} gave up", level=logging.WARNING, rounds=_MAX_CHANGE_ROUNDS,
+                  holders=len(_holders(_fields(current))))
         return False
 
 
@@ -170,8 +186,10 @@ def _moved_past(fields: dict[str, Any], response_id: str | None,
     """Whether the session moved on from a live lease's holder: it can feed nothing more (its lease may be taken).
 
     A continuation of a response other than the session's head (``head``) is refused when fed, or was fed and its
-    reply recorded. A conversation's request (no response named) was fed (``fed``: the head then and its input's
-    keys, its lease's tag ends with the same keys) and its reply recorded (the head is no longer that one).
+    reply recorded. A conversation's request (no response named) was fed (``fed`` is its lease's tag: the head it
+    read before taking the lease and its input's keys) and its reply recorded (the head is no longer that one). The
+    keys alone matched a request repeating the previous one's input ("go on") before it was fed: the previous one's
+    ``fed`` mark has the same keys and an older head (reviewer 2, s17).
     """
     leased, held_tag = fields.get("response"), fields.get("tag")
     if marks is None:
@@ -181,8 +199,7 @@ def _moved_past(fields: dict[str, Any], response_id: str | None,
     if leased is not None or not isinstance(held_tag, str):
         return False
     now = marks()
-    fed_head, _, fed_keys = str(now.get("fed")).rpartition(":")
-    return fed_keys == held_tag.rpartition(":")[2] and fed_head != str(now.get("head"))
+    return now.get("fed") == held_tag and held_tag.rpartition(":")[0] != str(now.get("head"))
 
 
 def _encode(tag: Any, response: Any, holders: dict[str, float]) -> bytes:

@@ -39,6 +39,11 @@ __all__ = [
 # A grep or history search gives up after this many CPU seconds. A linear pattern scans hundreds of megabytes in
 # that time; only a catastrophically backtracking pattern gets near it.
 PATTERN_TIME_LIMIT_S = 1.0
+# An operator's pattern (:class:`TimedPattern`) scans a text within this floor plus this much a character, at most
+# PATTERN_TIME_LIMIT_S: a linear pattern reads a character in well under a tenth of that, while one that backtracks
+# spent the whole second on a log line's 1,000 characters, per line and per pattern (reviewer 2, s17).
+OPERATOR_SCAN_FLOOR_S = 0.01
+OPERATOR_SCAN_S_PER_CHAR = 2e-6
 # The most items a pattern's counted repeats may expand to when compiled (each repeat's lower bound times what it
 # repeats, nested repeats multiplying): ``x{100000}`` compiles in 0.04 s and 38 MB, any real search needs far less.
 MAX_PATTERN_EXPANSION = 100_000
@@ -221,7 +226,10 @@ class UntrustedPattern:
 
 
 class TimedPattern:
-    """A compiled pattern each of whose scans has the time limit on its own (operator-supplied redaction patterns).
+    """A compiled pattern each of whose scans has a time limit on its own (operator-supplied redaction patterns).
+
+    A scan's limit grows with the text (:meth:`scan_budget_s`): a short text gets a small one, a megabyte the whole
+    ``time_limit_s``.
 
     It reads like a ``re.Pattern`` for :class:`~contextfold.redact.SecretPattern`: ``finditer``, ``match``,
     ``groupindex``, ``pattern``. A scan past the limit raises :class:`PatternTimeout`; what to do then is the
@@ -244,19 +252,25 @@ class TimedPattern:
         self.groupindex: dict[str, int] = dict(self._compiled.groupindex)
         self.time_limit_s = PATTERN_TIME_LIMIT_S if time_limit_s is None else time_limit_s
 
+    def scan_budget_s(self, chars: int) -> float:
+        """The CPU seconds a scan of a text of ``chars`` characters may take."""
+        return min(self.time_limit_s, OPERATOR_SCAN_FLOOR_S + chars * OPERATOR_SCAN_S_PER_CHAR)
+
     def finditer(self, text: str) -> list[Any]:
-        """Every match in ``text``, all found within the time limit."""
+        """Every match in ``text``, all found within the scan's time limit."""
+        budget = self.scan_budget_s(len(text))
         try:
-            return list(self._compiled.finditer(text, timeout=self.time_limit_s))
+            return list(self._compiled.finditer(text, timeout=budget))
         except TimeoutError:
-            raise self._timeout() from None
+            raise self._timeout(budget) from None
 
     def match(self, text: str, pos: int = 0) -> Any:
         """A match at ``pos``, or None."""
+        budget = self.scan_budget_s(len(text) - pos)
         try:
-            return self._compiled.match(text, pos, timeout=self.time_limit_s)
+            return self._compiled.match(text, pos, timeout=budget)
         except TimeoutError:
-            raise self._timeout() from None
+            raise self._timeout(budget) from None
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, TimedPattern) and other.pattern == self.pattern
@@ -264,5 +278,5 @@ class TimedPattern:
     def __hash__(self) -> int:
         return hash(("TimedPattern", self.pattern))
 
-    def _timeout(self) -> PatternTimeout:
-        return PatternTimeout(f"the pattern {self.pattern!r} took more than {self.time_limit_s:g} s and was stopped")
+    def _timeout(self, budget: float) -> PatternTimeout:
+        return PatternTimeout(f"the pattern {self.pattern!r} took more than {budget:g} s and was stopped")
