@@ -10,8 +10,9 @@ placeholder built (one call each: its ref and digest are new text), timed only w
 
 Then the placeholders built ahead (each with its masked message, ``cache/masking._masked_ahead``) are followed to
 the end of their session: taken by an applied masking, still in the view unmasked when the session ends, or gone
-(a compaction summarized them). Those left in the view are why a quarter to a third of what is built is never
-masked (issue 22, fifteenth session: see DESIGN.md).
+(a compaction summarized them), and the outputs each applied masking took with no placeholder built ahead (built
+on the agent's thread, in that masking turn) are counted. Those left in the view are why a quarter to a third of
+what is built is never masked (issue 22, fifteenth session: see DESIGN.md).
 
 With ``--simulate``, each turn's view (its tokens, steering's masking order) and what the read-ahead built and the
 maskings took are recorded, and a read-ahead that builds only what the next masking takes is played over them: after
@@ -140,8 +141,15 @@ def main() -> None:
     masking._masked_ahead = built_ahead
     apply = _masking.Masking._apply
 
+    unbuilt: Counter[str] = Counter()  # outputs a masking took with no placeholder built ahead, and its turns
+
     def applied(self: Any, view: list[Any], result: Any) -> None:
         taken.update(id(view[i]) for i in result.masked_indices)
+        cold = sum(1 for i in result.masked_indices if id(view[i]) not in built)
+        unbuilt["outputs"] += cold
+        unbuilt["turns"] += cold > 0
+        unbuilt["maskings"] += 1
+        unbuilt["most"] = max(unbuilt["most"], cold)
         if args.simulate:
             events.append(("masked", [id(view[i]) for i in result.masked_indices]))
         apply(self, view, result)
@@ -207,6 +215,8 @@ def main() -> None:
     for label in labels:
         print(f"  {label:52s} {spent[label] * per_million:6.0f}   ({calls[label]:,} calls)")
     print(f"placeholders built ahead: {sum(fate.values()):,}; " + ", ".join(f"{k} {v:,}" for k, v in fate.items()))
+    print(f"maskings applied: {unbuilt['maskings']:,}; outputs they took unbuilt {unbuilt['outputs']:,}, in "
+          f"{unbuilt['turns']:,} of them (at most {unbuilt['most']} in one)")
     if args.simulate:
         for margin in (0, 500, 1_000, 1_500, 2_000, 3_000):
             print(f"  built only for the next masking, margin {margin:5,}: " + _simulate(played, soft, margin))
