@@ -102,7 +102,7 @@ def test_a_refusals_log_line_is_scanned_by_the_operators_patterns_off_the_event_
 
 
 def test_an_operator_patterns_scan_of_a_short_text_has_a_small_budget() -> None:
-    pattern = TimedPattern(r"zz-(b|bb)+$")
+    pattern = TimedPattern(r"zz-(b|bb)+$", log_lines=True)
     assert pattern.scan_budget_s(1_100) < PATTERN_TIME_LIMIT_S / 10  # (a log line quoting a 1,024-character id)
     assert pattern.scan_budget_s(10_000_000) == PATTERN_TIME_LIMIT_S  # (a large tool output: the whole limit)
 

@@ -63,16 +63,17 @@ class SecretPattern:
         return cls(name, re.compile(pattern, flags))
 
     @classmethod
-    def untrusted(cls, name: str, source: str) -> SecretPattern:
+    def untrusted(cls, name: str, source: str, *, log_lines: bool = False) -> SecretPattern:
         """A pattern from an operator's regex source, each scan under the time limit model-chosen patterns have.
 
         A scan past the limit raises :class:`~contextfold.untrusted.regex.PatternTimeout`; the redactor then redacts
         the whole text it was scanning (it cannot say which part is safe). Raises ``InvalidPattern`` (a
-        ``ValueError``) for invalid syntax.
+        ``ValueError``) for invalid syntax. ``log_lines``: the scans are of a proxy's log lines, each with a budget
+        that grows with the line (see :class:`~contextfold.untrusted.regex.TimedPattern`).
         """
         from ..untrusted.regex import TimedPattern
 
-        timed: Any = TimedPattern(source)
+        timed: Any = TimedPattern(source, log_lines=log_lines)
         return cls(name, timed)
 
     def may_match(self, lowered: str) -> bool:

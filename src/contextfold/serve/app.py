@@ -151,7 +151,7 @@ class ServeApp:
         self.backend = backend if backend is not None else Backend(config)
         self.upstream = Upstream(config, transport)
         self.locks = SessionLocks()
-        self.redactor = config.redactor()  # (log lines: always redacted, with the operator's patterns)
+        self.redactor = config.redactor(log_lines=True)  # (log lines: always redacted, with the operator's patterns)
         self.draining = False
         routes = [Route(path, self._endpoint(api), methods=["POST"])
                   for api, paths in _API_PATHS.items() for path in paths]

@@ -134,11 +134,20 @@ class ServeConfig:
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ConfigError(f"must be a positive number of seconds, got {value!r}", field=name)
 
-    def redactor(self, *, enabled: bool = True) -> Redactor:
-        """A redactor of the built-in patterns and ``redact_patterns`` (``enabled``: False for one that does not)."""
-        from ..redact import Redactor
+    def redactor(self, *, enabled: bool = True, log_lines: bool = False) -> Redactor:
+        """A redactor of the built-in patterns and ``redact_patterns`` (``enabled``: False for one that does not).
 
-        return Redactor(enabled=enabled, patterns=self.redact_patterns)
+        ``log_lines``: it redacts the proxy's log lines, where an operator's pattern scans within a budget growing
+        with the line (a backtracking one would hold the instance a second a line); elsewhere each scan has the whole
+        second (past it the whole text is redacted).
+        """
+        from ..redact import Redactor, SecretPattern
+
+        if not log_lines:
+            return Redactor(enabled=enabled, patterns=self.redact_patterns)
+        patterns = [SecretPattern.untrusted(name, source, log_lines=True)
+                    for name, source in self.redact_patterns.items()]
+        return Redactor(enabled=enabled, patterns=patterns)
 
     def window_for(self, model: str) -> int | None:
         """The window configured for ``model`` (exact name first), or None to use the registry's."""

@@ -59,7 +59,7 @@ def run(config: ServeConfig) -> None:
     """Serve in the foreground until SIGINT/SIGTERM; in-flight requests get ``shutdown_grace_s`` to finish."""
     from .app import ServeApp
 
-    configure_logging(config.log_level, config.redactor())
+    configure_logging(config.log_level, config.redactor(log_lines=True))
     _server(config, ServeApp(config).app).run()
 
 

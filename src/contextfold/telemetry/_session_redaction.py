@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeGuard, TypeVar
 
 __all__ = ["SESSION_REDACTORS", "SessionRedaction", "exact_values", "own_ids", "own_item_redaction", "redacted_event",
            "unscanned"]
@@ -99,23 +99,30 @@ def exact_values(value: Any) -> Any:
         if _EXACT.issuperset(map(type, value.values())) and _EXACT.issuperset(map(type, value)):
             return value
         return {_exact_key(k): exact_values(v) for k, v in value.items()}
-    if isinstance(value, str):
+    # (its type, not isinstance: an object's ``__class__`` property can claim int, and int.__int__ then raised
+    # TypeError and the event was dropped, reviewer 4)
+    if issubclass(kind, str):
         return str.__str__(value)  # (a copy of its value, its own methods never called)
-    if isinstance(value, int):  # (bool has no subclasses)
+    if issubclass(kind, int):  # (bool has no subclasses)
         return int.__int__(value)
-    if isinstance(value, float):
+    if issubclass(kind, float):
         return float.__float__(value)
     return value
 
 
 def _exact_key(key: Any) -> Any:
-    return key if type(key) is str or not isinstance(key, str) else str.__str__(key)
+    return key if type(key) is str or not issubclass(type(key), str) else str.__str__(key)
+
+
+def _is_text(value: object) -> TypeGuard[str]:
+    """Whether ``value`` is a str by its type (its ``__class__`` can claim one)."""
+    return issubclass(type(value), str)
 
 
 def own_ids(record: Mapping[str, Any]) -> dict[str, str]:
     """The event's own ids (trace, span, parent) that are ids of ours: hex of their length."""
     return {key: value for key in _OWN_ID_KEYS
-            if isinstance(value := record.get(key), str) and _HEX_ID.fullmatch(value)}
+            if _is_text(value := record.get(key)) and _HEX_ID.fullmatch(value)}
 
 
 def unscanned(record: Mapping[str, Any], ids: dict[str, str] | None = None) -> dict[str, str]:
@@ -124,7 +131,7 @@ def unscanned(record: Mapping[str, Any], ids: dict[str, str] | None = None) -> d
     if not left:
         return left  # (an event without ids of ours is redacted whole: see redacted_event)
     for key in _OWN_TIME_KEYS:
-        if isinstance(value := record.get(key), str) and _OUR_TIME.fullmatch(value):
+        if _is_text(value := record.get(key)) and _OUR_TIME.fullmatch(value):
             left[key] = value
     return left
 
