@@ -39,7 +39,7 @@ from ._ledger import (
 )
 
 if TYPE_CHECKING:
-    from ._scanner import Read, Scanner
+    from ._scanner import Scanner
     from ._scans import ScanCache
     from .memory import SecretMemory
 
@@ -404,8 +404,7 @@ class MessageRedactor:
         it. (Redacting every message of the batch for the record, a secret learned late redone everywhere, cost a
         quarter more when the messages are all distinct.)
         """
-        reads: dict[int, tuple[str, Read]] = {}
-        found = self._suspects(items, reads=reads)
+        found = self._suspects(items)
         if found is None:
             for m in items:
                 self.redact_message(m)  # (learning is what redacting a message does on the way)
@@ -413,10 +412,8 @@ class MessageRedactor:
         suspects, texts = found
         start = self.redactor._generation()
         order = sorted(suspects)
-        # (each suspect's ids, meta values and arguments cleared in one prefilter pass, not scanned one by one; its
-        # long strings scanned with the prefilter's read of them)
-        with self.redactor.clearing(short_strings([items[i] for i in order], CLEARED_MAX_CHARS)), \
-                self.redactor._scanner.reading(reads):
+        # (each suspect's ids, meta values and arguments cleared in one prefilter pass, not scanned one by one)
+        with self.redactor.clearing(short_strings([items[i] for i in order], CLEARED_MAX_CHARS)):
             for i in order:
                 self.redact_message(items[i])
             if self.redactor._generation() != start:
@@ -596,8 +593,7 @@ class MessageRedactor:
         # (A turn's batch, not a long history's transcript: its texts scanned before are looked up, and its cleared
         # outputs are remembered as scanned, for the digests' blanking after.)
         turn = len(items) <= _REMEMBER_CLEARED_MAX_BATCH
-        reads: dict[int, tuple[str, Read]] = {}
-        found = self._suspects(items, scans if turn else None, reads)
+        found = self._suspects(items, scans if turn else None)
         if found is None:
             if self.redactor.remember:
                 for m in items:
@@ -606,8 +602,7 @@ class MessageRedactor:
         suspects, texts = found
         before = self.redactor._learned
         order = sorted(suspects)
-        with self.redactor.clearing(short_strings([items[i] for i in order], CLEARED_MAX_CHARS)), \
-                self.redactor._scanner.reading(reads):
+        with self.redactor.clearing(short_strings([items[i] for i in order], CLEARED_MAX_CHARS)):
             done = {i: self.redact_message(items[i]) for i in order}
         if self.redactor._learned is not before:
             done = {}  # (a secret learned on the way may be mentioned in a message redacted before it)
@@ -635,37 +630,29 @@ class MessageRedactor:
                     scans.put(m.content, ())
         return out
 
-    def _suspects(self, items: list[Message], scans: ScanCache | None = None,
-                  reads: dict[int, tuple[str, Read]] | None = None) -> tuple[set[int], list[str | None]] | None:
+    def _suspects(self, items: list[Message],
+                  scans: ScanCache | None = None) -> tuple[set[int], list[str | None]] | None:
         """The messages the patterns' prefilter cannot clear, with the texts it searched; None when it cannot work.
 
         Texts are each message's strings joined, in order (what :meth:`_remembered_of` searches next); None for a
-        message whose arguments were decoded: those strings are made again then, not held for the batch. The
+        message whose arguments were decoded: those strings are made again then, not held for the whole batch. The
         texts are lowered and searched :data:`_PREFILTER_CHUNK_CHARS` at a time.
 
         ``scans``: the patterns' scans, where a text content of :data:`_KNOWN_SCAN_MIN_CHARS` or more is looked up
         first: scanned before (a session's system prompt, the same in the last session), its findings say whether
         the message is a suspect, and only its other strings are searched (redaction reads each string on its own).
-
-        ``reads``: where the search's read of each suspect's strings is given (by ``id`` of the string, see
-        ``Scanner.reading``): redacting the suspects then does not read them again (issue 22).
         """
-        scanner = self.redactor._scanner
-        if scanner.prefilter is None or self.redactor.callback is not None:
+        if self.redactor._scanner.prefilter is None or self.redactor.callback is not None:
             return None
-        if reads is not None and not scanner.splits_reads:
-            reads = None
         suspects: set[int] = set()
         texts: list[str | None] = []
         chunk: list[str] = []
-        parts: list[Sequence[str]] = []  # (each chunk text's strings, when reads are wanted)
         chunk_chars = 0
         for i, m in enumerate(items):
             strings, decoded = read_surface(m)
             if strings is None:
                 suspects.add(i)
                 strings = []
-            joined = strings
             text = SEPARATOR.join(strings)
             texts.append(None if decoded else text)
             content = m.content
@@ -675,38 +662,25 @@ class MessageRedactor:
                     # (read_surface gives the text content first; the prefilter reads the strings after it)
                     if known:
                         suspects.add(i)
-                    joined = strings[1:]
-                    text = SEPARATOR.join(joined)
+                    text = SEPARATOR.join(itertools.islice(strings, 1, None))
             chunk.append(text)
-            if reads is not None:
-                parts.append(joined)
             chunk_chars += len(text)
             if chunk_chars >= _PREFILTER_CHUNK_CHARS:
-                self._suspect_chunk(chunk, i + 1 - len(chunk), suspects, parts, reads)
-                chunk, parts, chunk_chars = [], [], 0
+                self._suspect_chunk(chunk, i + 1 - len(chunk), suspects)
+                chunk, chunk_chars = [], 0
         if chunk:
-            self._suspect_chunk(chunk, len(items) - len(chunk), suspects, parts, reads)
+            self._suspect_chunk(chunk, len(items) - len(chunk), suspects)
         return suspects, texts
 
-    def _suspect_chunk(self, texts: list[str], offset: int, suspects: set[int], parts: list[Sequence[str]],
-                       reads: dict[int, tuple[str, Read]] | None) -> None:
-        """:meth:`Scanner.suspect_texts <._scanner.Scanner.suspect_texts>` of a batch's ``texts`` from ``offset`` on.
-
-        ``reads``: each suspect's strings' reads are added (``parts``: each text's strings), see :meth:`_suspects`.
-        """
+    def _suspect_chunk(self, texts: list[str], offset: int, suspects: set[int]) -> None:
+        """:meth:`Scanner.suspect_texts <._scanner.Scanner.suspect_texts>` of a batch's ``texts`` from ``offset`` on."""
         scanner = self.redactor._scanner
-        read: dict[int, tuple[str, Read]] | None = {} if reads is not None else None
         if not offset:
-            scanner.suspect_texts(texts, suspects, reads_out=read)
-        else:
-            found = {i - offset for i in suspects if i >= offset}
-            scanner.suspect_texts(texts, found, reads_out=read)
-            suspects.update(offset + k for k in found)
-        if read and reads is not None:
-            from ._scanner import split_read
-
-            for k, (lowered, whole) in read.items():
-                reads.update(split_read(lowered, whole, parts[k]))
+            scanner.suspect_texts(texts, suspects)
+            return
+        found = {i - offset for i in suspects if i >= offset}
+        scanner.suspect_texts(texts, found)
+        suspects.update(offset + k for k in found)
 
     def _remembered_of(self, items: list[Message], texts: list[str | None], indexes: Sequence[int]) -> set[int] | None:
         """:meth:`_remembered_in` of the texts :meth:`_suspects` gave for ``items[i]``, ``i`` in ``indexes``.

@@ -16,12 +16,10 @@ A scan depends on the text and the patterns only: what the redactor remembered i
 from __future__ import annotations
 
 import bisect
-import contextlib
 import itertools
 import logging
 import re
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from ..untrusted.regex import PatternTimeout
@@ -37,10 +35,7 @@ from ._triggers import TriggerFinder
 if TYPE_CHECKING:
     from .rules import SecretPattern
 
-__all__ = ["Read", "Scanner"]
-
-# What the triggers' pass read in a lower-cased text (see TriggerFinder.read): its triggers, and where each head starts.
-Read = tuple[set[str], dict[str, list[int]]]
+__all__ = ["Scanner"]
 
 _log = logging.getLogger(__name__)
 
@@ -134,10 +129,6 @@ class Scanner:
         # (What the prefilter asks again of a text its triggers or needs did not clear: see ._gate.)
         self.gate = PatternGate(patterns, self.triggers, self.located_heads)
         self.scans = scan_cache(patterns)
-        # What the bulk prefilter read of the texts a batch then scans (see reading): a thread's own, for a block.
-        self._given = threading.local()
-        # Whether a read of texts joined by SEPARATOR splits into each text's own: no word holds the separator.
-        self.splits_reads = not any(SEPARATOR in word for word in (*self.triggers.triggers, *self.triggers.heads))
 
     def findings(self, text: str) -> tuple[Finding, ...]:
         """:meth:`scan` of ``text``, kept in :attr:`scans` (the same text is redacted again and again)."""
@@ -156,12 +147,7 @@ class Scanner:
         needs_found = self._needs_found
         runs = set(self._untriggered)
         # (A short text is searched by each regex at once: finding the heads too costs it more than it saves.)
-        read = None
-        if len(lowered) >= _HEADS_MIN_CHARS:
-            # (Read by the bulk prefilter that made it a suspect: the same pass, not made twice; see reading.)
-            given: dict[int, tuple[str, Read]] | None = getattr(self._given, "reads", None)
-            entry = given.get(id(text)) if given else None
-            read = entry[1] if entry is not None and entry[0] is text else self.triggers.read(lowered)
+        read = self.triggers.read(lowered) if len(lowered) >= _HEADS_MIN_CHARS else None
         same_length = len(lowered) == len(text)
         present, hits = (self.triggers.present(lowered), None) if read is None else read
         for trigger in present:
@@ -205,30 +191,12 @@ class Scanner:
                 last_end = start - neg_len
         return tuple(out)
 
-    @contextlib.contextmanager
-    def reading(self, reads: Mapping[int, tuple[str, Read]]) -> Iterator[None]:
-        """Within the block, :meth:`scan` on this thread takes the read of a text in ``reads`` instead of making it.
-
-        ``reads``: by ``id(text)``, the text and what :meth:`~._triggers.TriggerFinder.read` gives for it lowered
-        (:func:`split_read` of the bulk prefilter's reads: issue 22, a suspect's text was read again by its scan, a
-        fifth of a cold compaction). The text is kept with its read, so an id is that text's while the block runs.
-        """
-        before = getattr(self._given, "reads", None)
-        self._given.reads = reads
-        try:
-            yield
-        finally:
-            self._given.reads = before
-
     def suspect_texts(self, texts: list[str], suspects: set[int], *, joined: bool = False,
-                      whole: tuple[str, list[int]] | None = None,
-                      reads_out: dict[int, tuple[str, Read]] | None = None) -> None:
+                      whole: tuple[str, list[int]] | None = None) -> None:
         """Add to ``suspects`` the index of every text holding a pattern's trigger or need (the prefilter's search).
 
         ``joined``: the texts are short (ids): the automaton reads them joined, in one call. ``whole``: the texts
-        joined and their :func:`~._ledger.joined_starts`, when the caller has them. ``reads_out``: where the reads
-        of the ASCII texts this search makes suspects are given (by index: the text lowered and its read), for
-        :func:`split_read` and :meth:`reading` (their scans then do not read them again).
+        joined and their :func:`~._ledger.joined_starts`, when the caller has them.
         """
         assert self.prefilter is not None
         needles, needs = self.prefilter
@@ -288,41 +256,10 @@ class Scanner:
         # cleared when no pattern it could set off can match in it (issue 22; a necessary condition, see ._gate).
         # It is told what the search above read of the text: its heads, and the needs it does not hold.
         gate = self.gate
-        keep_reads = reads_out is not None and reads is not None and lowered is not None and self.splits_reads
         for i in suspects - given:
             text = texts[i]
             if gate.may_hold(text, lowered[i] if lowered is not None else text.lower(),
                              reads[i] if reads is not None else None,
                              [need for need, holding in unmet if i not in holding]):
                 given.add(i)
-                if keep_reads:
-                    assert reads is not None and lowered is not None and reads_out is not None
-                    read = reads[i]
-                    if read is not None and lowered[i].isascii():  # (then its offsets are the text's own)
-                        reads_out[i] = (lowered[i], read)
 
-
-
-def split_read(lowered: str, read: Read, parts: Sequence[str]) -> dict[int, tuple[str, Read]]:
-    """Each of ``parts``' own read, by ``id(part)``, from ``read`` of ``lowered``: the parts joined, lower-cased.
-
-    ``lowered`` is ``SEPARATOR.join(parts).lower()``, ASCII (so each part's offsets in it are its own), read by a
-    finder none of whose words holds the separator (``Scanner.splits_reads``): a word found in it lies within one
-    part, so a part's triggers are the read's found in it, and its heads' starts those in its span, shifted.
-    Only parts of at least the length a scan reads heads for are given (the others are scanned without a read).
-    """
-    present, starts = read
-    out: dict[int, tuple[str, Read]] = {}
-    at = 0
-    for part in parts:
-        end = at + len(part)
-        if end - at >= _HEADS_MIN_CHARS:
-            own = lowered[at:end]
-            heads: dict[str, list[int]] = {}
-            for head, found in starts.items():
-                first, last = bisect.bisect_left(found, at), bisect.bisect_left(found, end)
-                if first < last:
-                    heads[head] = [p - at for p in found[first:last]]
-            out[id(part)] = (part, ({t for t in present if t in own}, heads))
-        at = end + len(SEPARATOR)
-    return out
