@@ -18,17 +18,15 @@ from typing import Any
 
 import httpx
 import pytest
-from _serve_support import MODEL, UPSTREAM_WINDOW, proxy_config
-from conftest import require_binary
+from _serve_support import LEASE_SALT, MODEL, UPSTREAM_WINDOW, instances_fixture, proxy_config  # noqa: F401 (fixtures)
 
 from contextfold.errors import StoreError
 from contextfold.serve import ProxyServer
 from contextfold.serve.leases import LEASE_KEY_PREFIX
 from contextfold.testing import ErrorReply, RecordedRequest, ScriptedLLMServer
 from contextfold.testing.server import ScriptedReply
-from contextfold.testing.services import RedisServer
 
-SALT = "lease-upkeep-salt"
+SALT = LEASE_SALT
 KEY = "sk-lease-upkeep-caller"
 HEADERS = {"authorization": f"Bearer {KEY}"}
 # Seconds a test waits for a request it knows is coming (a failure, not a pace: events end every wait sooner).
@@ -77,23 +75,6 @@ def gates() -> Gates:
 def upstream(gates: Gates) -> Iterator[ScriptedLLMServer]:
     with ScriptedLLMServer(handler=gates.answer, context_window=UPSTREAM_WINDOW, validator="formats") as server:
         yield server
-
-
-@pytest.fixture(scope="module", params=["local", "redis"])
-def instances(request: pytest.FixtureRequest, upstream: ScriptedLLMServer,
-              tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ProxyServer]]:
-    state = tmp_path_factory.mktemp("state")
-    if request.param == "local":
-        config = proxy_config(upstream, key_salt=SALT, sessions="local", store="local", state_dir=str(state),
-                              archive=str(Path(state) / "archive"))
-        with ProxyServer(config) as one, ProxyServer(config) as two:
-            yield [one, two]
-        return
-    require_binary("redis-server")
-    with RedisServer(tmp_path_factory.mktemp("redis")) as redis:
-        config = proxy_config(upstream, key_salt=SALT, sessions=redis.url, store=redis.url, state_dir=str(state))
-        with ProxyServer(config) as one, ProxyServer(config) as two:
-            yield [one, two]
 
 
 def post(proxy: ProxyServer, body: dict[str, Any]) -> httpx.Response:
@@ -157,15 +138,15 @@ def test_leases_never_given_back_stay_one_a_session(instances: list[ProxyServer]
     one, _ = instances
     nonce = uuid.uuid4().hex[:8]
     before = set(lease_keys(one))
-    blobs = one.serve_app.backend.blobs
-    put_if = blobs.put_if
+    leases = one.serve_app.backend.leases
+    put_if = leases.put_if
 
     def no_give_back(key: str, data: bytes | None, expected: bytes | None) -> bool:
         if key.startswith(LEASE_KEY_PREFIX) and data is None:
             raise StoreError("the store is unavailable (test)")
         return put_if(key, data, expected)
 
-    monkeypatch.setattr(blobs, "put_if", no_give_back)
+    monkeypatch.setattr(leases, "put_if", no_give_back)
     reply = post(one, {"input": f"Task upkeep-{nonce}: read the build log."})
     for turn in range(4):
         reply = post(one, {"previous_response_id": reply.json()["id"], "input": f"T{turn}-{nonce}: and then?"})

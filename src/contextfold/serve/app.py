@@ -381,12 +381,13 @@ class ServeApp:
                     loaded = await asyncio.to_thread(self.backend.sessions.load_state, session)
                     feeds_on = loaded.marks.get("head")
                 await held.take(functools.partial(
-                    take_lease, self.backend.blobs, session, continues,
+                    take_lease, self.backend.leases, session, continues,
                     continuation_tag(feeds_on, [item_key(item) for item in exchange.items]),
                     seconds=self.config.upstream_timeout_s + LEASE_MARGIN_S, clock=self.backend.clock,
                     marks=functools.partial(session_marks, self.backend, session)))
+            retag = held.lease.retag if continues is None and held.lease is not None else None  # (serve.leases)
             turn = await asyncio.to_thread(open_turn, self.backend, exchange, session, continues=continues,
-                                           loaded=loaded, tail_id=tail_id)
+                                           loaded=loaded, tail_id=tail_id, retag=retag)
         except Conflict as exc:
             return await self._error(api, 409, str(exc), param=exc.field, started=started, session=session)
         except BadRequest as exc:
