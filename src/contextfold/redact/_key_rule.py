@@ -64,6 +64,9 @@ def key_says(key: str) -> tuple[str, str | None] | None:
 
 
 def redact_item(redactor: _Host, key: Any, value: Any) -> Any:
+    kind = type(value)
+    if kind is int or kind is float or kind is bool or value is None:
+        return value  # (a figure: what redact_obj returns for it, without the checks below)
     # A str of a subclass (key or value) is read as its exact value, by its type: its own methods (a ``startswith``
     # saying it was redacted already, a ``__class__`` claiming str) never decide (see contextfold._exact).
     if type(value) is not str and issubclass(type(value), str):

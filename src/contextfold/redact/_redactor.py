@@ -822,6 +822,8 @@ class Redactor:
         if not mapping:
             return mapping
         redacted = self.redact_obj(mapping)
+        if len(redacted) == len(mapping) and all(map(operator.is_, redacted.values(), mapping.values())):
+            return mapping  # (most metas: every value kept as it was; C loops, as the == it replaces)
         return mapping if unchanged(redacted, mapping) else freeze(redacted)
 
     def _generation(self) -> int:
