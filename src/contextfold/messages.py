@@ -251,6 +251,8 @@ class _ReadOnly:
     # The fields holding a mapping the caller hands in (a part's or a call's ``extra``, ``cache_control``, ``data``):
     # owned like a message's meta (``__post_init__``). A Message owns its own fields itself.
     _MAPPINGS: ClassVar[tuple[str, ...]] = ()
+    # The text fields: a str of a subclass given there is held as its exact value (see Message.__post_init__).
+    _TEXTS: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self) -> None:
         # A dict the caller keeps and changes later must change no message: redaction's verdict is kept by message,
@@ -258,6 +260,10 @@ class _ReadOnly:
         # formats' decoders hand views contextfold made (kept as they are). An ``extra`` of None is the empty mapping
         # (as a Message's: check_messages wants a mapping, 96ca2cf took None); another None, and what is no mapping,
         # stay.
+        for name in self._TEXTS:
+            text = getattr(self, name)
+            if text is not None and type(text) is not str and issubclass(type(text), str):
+                object.__setattr__(self, name, str.__str__(text))
         for name in self._MAPPINGS:
             value = getattr(self, name)
             if value is None or value is EMPTY:  # (the defaults: most parts and calls)
@@ -300,6 +306,7 @@ class TextPart(_ReadOnly):
     """Plain text."""
 
     _MAPPINGS: ClassVar[tuple[str, ...]] = ("cache_control", "extra")
+    _TEXTS: ClassVar[tuple[str, ...]] = ("text",)
 
     text: str
     cache_control: Mapping[str, Any] | None = None
@@ -312,6 +319,7 @@ class ImagePart(_ReadOnly):
     """An image by URL or inline base64 data."""
 
     _MAPPINGS: ClassVar[tuple[str, ...]] = ("cache_control", "extra")
+    _TEXTS: ClassVar[tuple[str, ...]] = ("url", "data", "media_type", "detail")
 
     url: str | None = None
     data: str | None = None
@@ -327,6 +335,7 @@ class DocumentPart(_ReadOnly):
     """A document (PDF, plain text file, …) by URL, file id or inline data."""
 
     _MAPPINGS: ClassVar[tuple[str, ...]] = ("cache_control", "extra")
+    _TEXTS: ClassVar[tuple[str, ...]] = ("url", "data", "file_id", "media_type", "title")
 
     url: str | None = None
     data: str | None = None
@@ -347,6 +356,7 @@ class ThinkingPart(_ReadOnly):
     """
 
     _MAPPINGS: ClassVar[tuple[str, ...]] = ("cache_control", "extra")
+    _TEXTS: ClassVar[tuple[str, ...]] = ("text", "signature", "encrypted")
 
     text: str = ""
     signature: str | None = None
@@ -378,6 +388,7 @@ class ToolCall(_ReadOnly):
     """A function/tool call requested by the assistant. ``arguments`` is a JSON string, as OpenAI sends it."""
 
     _MAPPINGS: ClassVar[tuple[str, ...]] = ("extra",)
+    _TEXTS: ClassVar[tuple[str, ...]] = ("id", "name", "arguments")
 
     id: str
     name: str

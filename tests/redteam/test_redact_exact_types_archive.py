@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextfold.archive import Archive, MemoryArchiveStore
-from contextfold.messages import Message
+from contextfold.messages import Message, TextPart, ToolCall
 from contextfold.redact import Redactor
 from contextfold.telemetry._session_redaction import redacted_event
 
@@ -71,6 +71,16 @@ def test_a_lying_subclass_in_meta_and_content_is_redacted_in_the_transcript() ->
     written = _written(archive, f"s-{NONCE}")
     assert "see " in written  # (the transcript is there)
     assert SECRET not in written and PASSWORD not in written  # 08dd6b2: both in clear
+
+
+def test_a_lying_part_text_or_call_arguments_are_redacted_in_the_transcript() -> None:
+    archive = Archive(MemoryArchiveStore())
+    messages = [Message("user", (TextPart(Liar(f"part {SECRET}")),)),
+                Message("assistant", "calling", tool_calls=(ToolCall("c1", "read", Liar(f'{{"p": "a {SECRET}"}}')),)),
+                Message.tool("c1", f"out {NONCE}")]
+    archive.archive_transcript(f"s-{NONCE}-parts", messages)
+    written = _written(archive, f"s-{NONCE}-parts")
+    assert "part " in written and SECRET not in written  # 08dd6b2: both in clear (Message == said unchanged)
 
 
 def test_the_bulk_and_single_message_paths_agree() -> None:

@@ -327,6 +327,8 @@ class Redactor:
         if not self.enabled:
             return text
         if type(text) is not str:
+            if not isinstance(text, str):
+                return text  # (no text at all: None, as before)
             text = exact_text(text)
         if not text:
             return text
@@ -687,7 +689,7 @@ class Redactor:
         """
         if not self.enabled:
             return text
-        if type(text) is not str:
+        if type(text) is not str and isinstance(text, str):
             text = exact_text(text)  # (as redact_text: a subclass's own methods never read)
         try:
             decoded = json.loads(text)
