@@ -826,13 +826,13 @@ class Redactor:
         redacted = self.redact_obj(mapping)
         if len(redacted) == len(mapping) and all(map(operator.is_, redacted.values(), mapping.values())):
             return mapping  # (most metas: every value kept as it was; C loops, as the == it replaces)
-        return mapping if unchanged(redacted, mapping) else freeze(redacted)
+        return mapping if _unchanged(redacted, mapping) else freeze(redacted)
 
     def _generation(self) -> int:
         return self.memory.generation if self.remember else 0
 
 
-def unchanged(redacted: Any, original: Any) -> bool:
+def _unchanged(redacted: Any, original: Any) -> bool:
     """Whether ``redacted`` (what ``redact_obj`` made of ``original``) holds what ``original`` does.
 
     Compared by exact types and identity only: ``==`` between an exact value and a subclass calls the subclass's
@@ -847,12 +847,12 @@ def unchanged(redacted: Any, original: Any) -> bool:
             return False
         if all(map(operator.is_, redacted.values(), original.values())):
             return True  # (most metas: every value kept as it was; keys are always kept)
-        return all(key is old_key and unchanged(value, old)
+        return all(key is old_key and _unchanged(value, old)
                    for (key, value), (old_key, old) in zip(redacted.items(), original.items(), strict=True))
     if kind is not other:
         return False
     if kind is list or kind is tuple:
-        return len(redacted) == len(original) and all(map(unchanged, redacted, original))
+        return len(redacted) == len(original) and all(map(_unchanged, redacted, original))
     return kind in EXACT_LEAVES and bool(redacted == original)
 
 
