@@ -8,7 +8,6 @@ masked, so nothing is lost; the placeholder keeps ``tool_call_id`` (pair integri
 from __future__ import annotations
 
 import json
-import re
 import weakref
 from collections.abc import Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -18,10 +17,9 @@ from ..answered import answered_indices
 from ..errors import InvalidHistory
 from ..messages import Message
 from ..pairing import ToolPair, pair_list
-from ..tokens.counting import TiktokenCounter
 from ._digest import Material, digest_material, output_digest, ref_material
 from ._light_digest import light_digest
-from .refs import REF_PREFIX, is_ref_id, ref_id_for
+from .refs import ref_id_for
 
 if TYPE_CHECKING:
     from ..tokens import MessageCounter, TokenCounter
@@ -64,11 +62,6 @@ class OutputStore(Protocol):
 
 # Every ref id has this length, so this placeholder costs what any real one does.
 _PLACEHOLDER_SHAPE = "[tool output trimmed; ref=tout_0000000000000000]"
-# A placeholder listing nothing, up to its ref id's hex digits: o200k's and cl100k's pre-tokenizers end a piece
-# after "tout" (a run of letters), cut the hex digits into runs of letters (the first one led by "_") and of at most
-# three digits (each one token in both encodings), and end a piece before "]" (see _fixed_placeholder_pieces).
-_FIXED_HEAD = "[tool output trimmed; ref=" + REF_PREFIX.rstrip("_")
-_HEX_PIECES = re.compile(r"[a-f]+|[0-9]{1,3}")
 
 
 def masked_placeholder(ref_id: str, digest: str = "", *, partial: bool = False) -> str:
@@ -481,35 +474,10 @@ def placeholder_ahead(message: Message, cache: OutputStore, *, digest_tokens: in
         in_hand = text
     placeholder = _digested(ref_id, in_hand, cache, digest_tokens, known, counter, secrets, material,
                             kind=digest_kind)
-    # (A subclass may count its own way; a placeholder with a digest is new text, counted by the encoder.)
-    if type(counter) is TiktokenCounter and (pieces := _fixed_placeholder_pieces(placeholder, ref_id)) is not None:
-        counter.count_split(placeholder, pieces)
-    else:
-        counter.count(placeholder)
+    counter.count(placeholder)
     _masked_ahead(message, cache, ref_id, _memo_key(ref_id, known, digest_tokens, counter, digest_kind), placeholder,
                   in_hand)
     return placeholder
-
-
-def _fixed_placeholder_pieces(placeholder: str, ref_id: str) -> list[str] | None:
-    """The pieces tiktoken's pre-tokenizer cuts ``placeholder`` into when it lists nothing (its ref id's), else None.
-
-    What :meth:`~contextfold.tokens.TiktokenCounter.count_split` counts without an encoder call for the whole (one
-    per placeholder built ahead, ~50 us on the read-ahead's cold caches; a third of them list nothing: an output
-    over the light digest's bound, issue 22). Exact for every encoding the counter knows
-    (``tests/cache/test_cache_fixed_placeholder_count.py`` compares each with the encoder's count).
-    """
-    if len(placeholder) != len(_PLACEHOLDER_SHAPE) or not is_ref_id(ref_id):
-        return None  # (a placeholder with a digest is longer)
-    digits = ref_id[len(REF_PREFIX):]
-    if placeholder != f"{_FIXED_HEAD}_{digits}]":
-        return None
-    pieces = _HEX_PIECES.findall(digits)
-    if digits[0] <= "9":
-        pieces.insert(0, "_")  # (a lone "_" before a digit: punctuation is a piece of its own)
-    else:
-        pieces[0] = "_" + pieces[0]  # (before a letter it leads the letters' piece)
-    return [_FIXED_HEAD, *pieces, "]"]
 
 
 def _masked_ahead(message: Message, cache: OutputStore, ref_id: str, key: Hashable, placeholder: str,

@@ -209,23 +209,6 @@ class TiktokenCounter:
         memo[key] = n
         return n
 
-    def count_split(self, text: str, pieces: Iterable[str]) -> int:
-        """:meth:`count` of ``text``, the concatenation of ``pieces``, where the pre-tokenizer cuts between them.
-
-        The caller knows the encoding's pre-tokenizer splits ``text`` at least at each boundary between ``pieces``
-        (its pattern reads no text behind a match, and BPE never merges across its pieces): the tokens are then the
-        sum of each piece's, each counted as :meth:`count` counts it (remembered: a short piece recurs). ``text`` is
-        remembered with that sum, as if counted. For a text that is known pieces around a new short run (a masked
-        output's placeholder and its ref id, issue 22): no call into the encoder for the whole.
-        """
-        n = sum(map(self.count, pieces))
-        if text and len(text) <= _SHORT_TEXT_CHARS:
-            memo = _SHORT_COUNTS.setdefault(self.encoding_name, {})
-            if len(memo) >= _SHORT_COUNTS_MAX:
-                _drop_older_half(memo)
-            memo[text] = n
-        return n
-
     def __repr__(self) -> str:
         return f"TiktokenCounter({self.encoding_name!r})"
 
