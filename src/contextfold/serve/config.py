@@ -159,8 +159,10 @@ class ServeConfig:
 _PLAIN_PROBE = ("The build passed in 12 s; see the log at /tmp/run-7.txt for details.\n"
                 "def total(items): return sum(item.price for item in items)\n"
                 "2026-11-27 18:40:02 INFO worker 3 finished the nightly report, 42 rows written.")
-# The share of the probe's characters an operator's pattern may redact: a secret's shape leaves most of it.
+# The share of the probe's characters an operator's pattern may redact: a secret's shape leaves most of it; and of
+# any one of its lines (a word pattern such as "[A-Za-z]{4,}" takes 60% of the code line; an anchored catch-all, all).
 _MAX_PROBE_REDACTED_SHARE = 0.5
+_MAX_LINE_REDACTED_SHARE = 0.75
 
 
 def _pattern_problem(name: str, source: object) -> str | None:
@@ -173,13 +175,19 @@ def _pattern_problem(name: str, source: object) -> str | None:
         Redactor(patterns={name: source})
     except ValueError as exc:  # (the untrusted-pattern compiler's InvalidPattern)
         return str(exc)
+    probe = Redactor(builtin=False, remember=False, patterns={name: source})
     placeholder = f"[REDACTED:{name}]"
-    probed = Redactor(builtin=False, remember=False, patterns={name: source}).redact_text(_PLAIN_PROBE)
-    kept = len(probed.replace(placeholder, ""))
-    if kept < len(_PLAIN_PROBE) * (1 - _MAX_PROBE_REDACTED_SHARE):
-        # (a catch-all such as "." or "\\S+", or one that backtracks on plain text: redaction fails closed)
-        return (f"the pattern {source!r} redacts {len(_PLAIN_PROBE) - kept} of the {len(_PLAIN_PROBE)} characters of "
-                f"plain text with no secret in it ({_PLAIN_PROBE.splitlines()[0]!r} became "
-                f"{probed[:60]!r}{'...' if len(probed) > 60 else ''}): every log line and message would be mostly "
-                "redacted; match the secret's own shape (a prefix, a length)")
+    # Each line as well as the whole: an anchored catch-all ("^.+", ".+$", "\\A.*\\Z") takes one line of the three,
+    # yet every log line and almost every message is one line, redacted whole.
+    samples = [(_PLAIN_PROBE, _MAX_PROBE_REDACTED_SHARE)]
+    samples += [(line, _MAX_LINE_REDACTED_SHARE) for line in _PLAIN_PROBE.splitlines()]
+    for sample, share in samples:
+        probed = probe.redact_text(sample)
+        redacted = len(sample) - len(probed.replace(placeholder, ""))
+        if redacted > len(sample) * share:
+            # (a catch-all such as "." or "\\S+", or one that backtracks on plain text: redaction fails closed)
+            return (f"the pattern {source!r} redacts {redacted} of the {len(sample)} characters of plain text with "
+                    f"no secret in it ({sample[:60]!r} became {probed[:60]!r}{'...' if len(probed) > 60 else ''}): "
+                    "every log line and message would be mostly redacted; match the secret's own shape (a prefix, "
+                    "a length)")
     return None
