@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -131,8 +132,9 @@ class ServeConfig:
             value = getattr(self, name)
             if value is None and name == "session_max_age_s":
                 continue
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise ConfigError(f"must be a positive number of seconds, got {value!r}", field=name)
+            # (finite: inf gave a lease a Redis key could not live for, math.ceil(inf), and uvicorn a grace int(inf))
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+                raise ConfigError(f"must be a positive, finite number of seconds, got {value!r}", field=name)
 
     def redactor(self, *, enabled: bool = True, log_lines: bool = False) -> Redactor:
         """A redactor of the built-in patterns and ``redact_patterns`` (``enabled``: False for one that does not).
