@@ -184,4 +184,5 @@ def test_a_queued_record_keeps_its_error_as_text_not_its_traceback() -> None:
     lines.handle(record)
     queued = lines.bounded.get_nowait()
     assert queued is not None and queued.exc_info is None  # (its frames no longer held while it waits)
+    assert record.exc_info is not None  # (the logger's other handlers still get it)
     assert json.loads(JsonFormatter().format(queued))["error"] == f"ValueError: upstream down {NONCE}"

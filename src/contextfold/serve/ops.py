@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import logging.handlers
 import queue
-import threading
 import time
 from typing import Any
 
@@ -115,8 +115,9 @@ class LineQueue(logging.handlers.QueueHandler):
         """
         record.msg, record.args = record.getMessage(), None
         if record.exc_info:
+            record = copy.copy(record)  # (the caller's record keeps it for the logger's other handlers)
             record.error = _error_text(record)
-            record.exc_info = None
+            record.exc_info = record.exc_text = None
         return record
 
     def enqueue(self, record: logging.LogRecord) -> None:
@@ -134,9 +135,12 @@ class LineQueue(logging.handlers.QueueHandler):
 
     def close_intake(self) -> int:
         """Take no more records (each counted dropped) and return the count of those dropped so far (then zero)."""
-        with self.lock or threading.RLock():
+        self.acquire()
+        try:
             self.closed = True
             dropped, self.dropped = self.dropped, 0
+        finally:
+            self.release()
         return dropped
 
 
