@@ -286,8 +286,8 @@ def _mask_one(message: Message, cache: OutputStore, digest_tokens: int = 0, know
         # the secrets answer as they did then and the output went where it was to go.
         stored = extra_meta.get("original_bytes")
         if (built is not None and built.masked is not None and built.masked[0]() is message
-                and built.masked[2] == stored and built.state == (secrets.digest_state() if secrets is not None
-                                                                  else None)):
+                and built.masked[2] == stored and (built.state is READS_NO_SECRETS or built.state == (
+                    secrets.digest_state() if secrets is not None else None))):
             return built.masked[1]
         placeholder = _digested(ref_id, text, cache, digest_tokens, known, counter.counter, secrets,
                                 kind=digest_kind)
@@ -314,8 +314,9 @@ def _digested(ref_id: str, text: str | None, cache: OutputStore, digest_tokens: 
     state = secrets.digest_state() if secrets is not None else None
     if memo is not None:
         built = memo.get(key)
-        if built is not None and (built.state == state or _still_holds(built, secrets, ref_id, text, cache)):
-            if built.state != state:
+        if built is not None and (built.state == state or built.state is READS_NO_SECRETS
+                                  or _still_holds(built, secrets, ref_id, text, cache)):
+            if built.state != state and built.state is not READS_NO_SECRETS:
                 memo.put(key, built._replace(state=state))  # (checked once: the next look-up is a plain hit)
             return built.placeholder
     if kind == "light":
@@ -355,9 +356,15 @@ def _light_placeholder(ref_id: str, text: str | None, cache: OutputStore, digest
     whole = text if text is not None else cache.get(ref_id)
     digest = light_digest(whole, budget_tokens=digest_tokens, counter=counter, known=known,
                           mentions_secret=secrets.mentions_secret if secrets is not None else None,
-                          blank=secrets.blank if secrets is not None else None)
+                          blank=secrets.blank if secrets is not None else None,
+                          learn=getattr(secrets, "learn_text", None))
     placeholder = masked_placeholder(ref_id, digest.text, partial=digest.partial)
-    if memo is not None and (secrets is None or secrets.digest_state() == state):
+    if memo is not None and digest.partial:
+        # An output too long to read lists nothing: what the session learns later cannot change its placeholder, so
+        # it is never checked or built again for a secret (issue 22: such a check read the stored output back and
+        # searched it, and a learned value found there had the turn blank the whole output again to rebuild it).
+        memo.put(key, Built(placeholder, READS_NO_SECRETS, digest.asked))
+    elif memo is not None and (secrets is None or secrets.digest_state() == state):
         memo.put(key, Built(placeholder, state, digest.asked))  # (not when a secret was learned meanwhile)
     return placeholder
 
@@ -382,8 +389,15 @@ def _still_holds(built: Built, secrets: SecretGuard | None, ref_id: str, text: s
     return bool(holds_since(built.state, text, built.asked))
 
 
+# The state of a placeholder built ahead that nothing the session's secrets answer went into (a light digest of an
+# output too long to read lists nothing): it stands whatever they learn later.
+READS_NO_SECRETS: Hashable = ("reads no secrets",)
+
+
 class Built(NamedTuple):
     """A placeholder built, the secrets' state it was built at, and the words its digest asked the secrets about.
+
+    ``state`` is :data:`READS_NO_SECRETS` for a placeholder no answer of the secrets went into.
 
     ``masked``: the output message it was built for (a weak reference: the memo never keeps an output the view no
     longer holds, and an id reused by a new message cannot match), that message masked (the placeholder in its
