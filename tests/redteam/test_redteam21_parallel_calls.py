@@ -10,6 +10,7 @@ compaction: results² × attempts. On 8c274dd the first ``prepare()`` of that hi
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 from contextfold.compaction._partition import Keep, Unit, partition, recent_indices
 from contextfold.compaction.policy import Policy
@@ -24,7 +25,7 @@ class _CountedIndices(tuple[int, ...]):
 
     walks = 0
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[int]:
         type(self).walks += 1
         return super().__iter__()
 
