@@ -750,6 +750,7 @@ class ContextManager:
 
         parsed = TokenUsage.from_any(usage)
         with foreground, self._lock:
+            self._economics.note_usage(usage)  # (the cache the call wrote prices the next rewrites)
             self._count_exactly()  # the grounding offset must be against exact counts
             self.usage_total = self.usage_total + parsed
             tokens, _, count = self._view.totals()
