@@ -23,8 +23,9 @@ from contextfold.telemetry import BatchProcessor, RecordingTelemetry
 
 GOLDEN = Path(__file__).parent / "data" / "noop_events_08dd6b2.json"
 NONCE = "n8q3w"  # (in the texts: no stale cache can answer for them)
-TOOLS = [{"type": "function", "function": {"name": "bash", "description": f"run a command {NONCE}",
-                                           "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}}]
+_PARAMETERS = {"type": "object", "properties": {"cmd": {"type": "string"}}}
+TOOLS = [{"type": "function",
+          "function": {"name": "bash", "description": f"run a command {NONCE}", "parameters": _PARAMETERS}}]
 WINDOW = 1_000_000  # (far above these sessions: every call is a no-op)
 
 

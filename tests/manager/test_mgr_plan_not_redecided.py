@@ -82,6 +82,6 @@ def test_the_kept_plan_is_the_one_decide_makes(calls: list[tuple[int, int, int, 
     from contextfold.manager._decisions import Decisions  # (here: the other tests fail on 08dd6b2 by their asserts)
 
     decisions = Decisions()
-    for total, count, tool, budgets, policy in calls:
-        args = (total, count, tool, _BUDGETS[budgets], _POLICIES[policy])
+    for total, count, tool, budgets, chosen in calls:
+        args = (total, count, tool, _BUDGETS[budgets], _POLICIES[chosen])
         assert decisions.decide(*args) == compaction.decide(*args)
