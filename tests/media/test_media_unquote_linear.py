@@ -9,11 +9,12 @@ from __future__ import annotations
 import random
 import re
 import uuid
+from typing import Any
 
 import pytest
 
 from contextfold.media import limits, parse_media_limit
-from contextfold.recovery import parse_limit_error
+from contextfold.recovery import _quoted, parse_limit_error
 from contextfold.serve.upstream import UpstreamError
 
 NONCE = uuid.uuid4().hex[:8]
@@ -43,14 +44,14 @@ def test_scanner_reads_as_the_regex_did_on_short_texts() -> None:
 
 def test_scanner_steps_are_linear_on_unclosed_escaped_quotes(monkeypatch: pytest.MonkeyPatch) -> None:
     steps = 0
-    span_end = limits._span_end
+    span_end = _quoted._span_end
 
     def counted(text: str, start: int, ends: dict[str, list[int]]) -> int:
         nonlocal steps
         steps += 1
         return span_end(text, start, ends)
 
-    monkeypatch.setattr(limits, "_span_end", counted)
+    monkeypatch.setattr(_quoted, "_span_end", counted)
     text = f"Invalid value: '{NONCE} {_ADVERSARIAL}'. Supported values are: 'low' and 'high' {NONCE}"
     said = limits._unquoted(text)
     assert said.startswith("Invalid value: ")  # (the unclosed echo stays, the closed 'low' and 'high' go)
@@ -60,7 +61,7 @@ def test_scanner_steps_are_linear_on_unclosed_escaped_quotes(monkeypatch: pytest
 
 def test_an_echo_without_item_wording_is_never_unquoted(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    monkeypatch.setattr(limits, "_unquoted", lambda text, depth=0: calls.append(len(text)) or text)
+    monkeypatch.setattr(limits, "_unquoted", lambda text, *rest: calls.append(len(text)) or text)
     echoed = f"{NONCE} " + '"\\' * 500_000
     body = {"error": {"message": f"Invalid value: '{echoed}'. Supported values are: 'low', 'high', and 'auto'.",
                       "type": "invalid_request_error"}}
@@ -73,9 +74,9 @@ def test_a_text_past_the_cap_is_never_unquoted(monkeypatch: pytest.MonkeyPatch) 
     calls: list[int] = []
     unquoted = limits._unquoted
 
-    def counted(text: str, depth: int = 0) -> str:
+    def counted(text: str, *rest: Any) -> str:
         calls.append(len(text))
-        return unquoted(text, depth)
+        return unquoted(text, *rest)
 
     monkeypatch.setattr(limits, "_unquoted", counted)
     echoed = f"Too many images in request. Max is 1 {NONCE} " + "x" * limits._MAX_UNQUOTED_CHARS

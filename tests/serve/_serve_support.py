@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,12 +19,15 @@ pytest.importorskip("starlette", reason="contextfold[serve] is not installed")
 
 from contextfold.serve import ProxyServer, ServeConfig
 from contextfold.testing import ScriptedLLMServer
+from contextfold.testing.services import RedisServer
 
 # The proxy works in this window; the upstream refuses anything over UPSTREAM_WINDOW (a bit larger: our count and
 # the scripted server's differ a little, and the tests check the proxy keeps every request within its own window).
 WINDOW = 6_000
 UPSTREAM_WINDOW = 8_000
 MODEL = "gpt-4o-mini"
+# The key salt of the two-instance modules (``instances``): their callers' sessions are named under it.
+LEASE_SALT = "lease-test-salt"
 
 
 def proxy_config(upstream: ScriptedLLMServer, **overrides: Any) -> ServeConfig:
@@ -50,3 +54,26 @@ def proxy_fixture(upstream: ScriptedLLMServer) -> Iterator[ProxyServer]:
 def opening_fixture() -> str:
     """A task statement no other test uses: a session of its own."""
     return f"Task {uuid.uuid4().hex[:8]}: find why the parser fails on empty input."
+
+
+@pytest.fixture(scope="module", name="instances", params=["local", "redis"])
+def instances_fixture(request: pytest.FixtureRequest, upstream: ScriptedLLMServer,
+                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ProxyServer]]:
+    """Two proxy instances over one shared store: SQLite files and a blob directory, or a redis-server.
+
+    Over the module's ``upstream`` fixture (each module scripts its own), with ``LEASE_SALT``.
+    """
+    from conftest import require_binary
+
+    state = tmp_path_factory.mktemp("state")
+    if request.param == "local":
+        config = proxy_config(upstream, key_salt=LEASE_SALT, sessions="local", store="local", state_dir=str(state),
+                              archive=str(Path(state) / "archive"))
+        with ProxyServer(config) as one, ProxyServer(config) as two:
+            yield [one, two]
+        return
+    with RedisServer(tmp_path_factory.mktemp("redis"), binary=require_binary("redis-server")) as redis:
+        config = proxy_config(upstream, key_salt=LEASE_SALT, sessions=redis.url, store=redis.url,
+                              state_dir=str(state))
+        with ProxyServer(config) as one, ProxyServer(config) as two:
+            yield [one, two]

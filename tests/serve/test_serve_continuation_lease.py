@@ -14,13 +14,11 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from _serve_support import MODEL, UPSTREAM_WINDOW, proxy_config
-from conftest import require_binary
+from _serve_support import LEASE_SALT, MODEL, UPSTREAM_WINDOW, instances_fixture  # noqa: F401 (fixtures)
 
 import contextfold.serve.app as serve_app
 from contextfold.serve import ProxyServer
@@ -29,9 +27,8 @@ from contextfold.serve.identity import caller_scope, session_id
 from contextfold.serve.leases import LEASE_MARGIN_S, lease_key, take_lease
 from contextfold.serve.sessions import continuation_tag, resolve_pointer
 from contextfold.testing import ErrorReply, RecordedRequest, ScriptedLLMServer
-from contextfold.testing.services import RedisServer
 
-SALT = "lease-test-salt"
+SALT = LEASE_SALT
 KEY = "sk-lease-caller"
 HEADERS = {"authorization": f"Bearer {KEY}"}
 # Seconds a test waits for a request it knows is coming (a failure, not a pace: events end every wait sooner).
@@ -67,23 +64,6 @@ def gates() -> Gates:
 def upstream(gates: Gates) -> Iterator[ScriptedLLMServer]:
     with ScriptedLLMServer(handler=gates.answer, context_window=UPSTREAM_WINDOW, validator="formats") as server:
         yield server
-
-
-@pytest.fixture(scope="module", params=["local", "redis"])
-def instances(request: pytest.FixtureRequest, upstream: ScriptedLLMServer,
-              tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ProxyServer]]:
-    state = tmp_path_factory.mktemp("state")
-    if request.param == "local":
-        config = proxy_config(upstream, key_salt=SALT, sessions="local", store="local", state_dir=str(state),
-                              archive=str(Path(state) / "archive"))
-        with ProxyServer(config) as one, ProxyServer(config) as two:
-            yield [one, two]
-        return
-    require_binary("redis-server")
-    with RedisServer(tmp_path_factory.mktemp("redis")) as redis:
-        config = proxy_config(upstream, key_salt=SALT, sessions=redis.url, store=redis.url, state_dir=str(state))
-        with ProxyServer(config) as one, ProxyServer(config) as two:
-            yield [one, two]
 
 
 def post(proxy: ProxyServer, body: dict[str, Any]) -> httpx.Response:
@@ -195,14 +175,14 @@ def test_a_stream_outlasting_the_lease_renews_it(upstream: ScriptedLLMServer, ga
     now = [time.time()]
     monkeypatch.setattr(backend, "clock", lambda: now[0])
     written: list[bytes] = []
-    put_if, lease = backend.blobs.put_if, lease_key(session_of(one, response))
+    put_if, lease = backend.leases.put_if, lease_key(session_of(one, response))
 
     def recording(key: str, data: bytes | None, expected: bytes | None) -> bool:
         if key == lease and data is not None:
             written.append(data)
         return put_if(key, data, expected)
 
-    monkeypatch.setattr(backend.blobs, "put_if", recording)
+    monkeypatch.setattr(backend.leases, "put_if", recording)
     arrived, opened = gates.hold(f"A-{nonce}")
     held: list[httpx.Response] = []
     worker = threading.Thread(target=lambda: held.append(post(one, {

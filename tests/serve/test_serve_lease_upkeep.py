@@ -1,5 +1,6 @@
 """Leases (serve.leases) when the world misbehaves: tries of one request ending out of order, leases never given
-back, and ``conversation`` requests on two instances at once.
+back (in Redis they expire past their holders' time), ``conversation`` requests on two instances at once, and one fed
+on a head that moved between reading it and taking the lease (re-tagged: the takeover rule matches its ``fed`` mark).
 
 Two proxy instances over one shared store (SQLite files and a blob directory, or a redis-server); the scripted
 upstream holds a request whose input holds a marker until the test opens that request's gate (the first arrival's
@@ -18,17 +19,17 @@ from typing import Any
 
 import httpx
 import pytest
-from _serve_support import MODEL, UPSTREAM_WINDOW, proxy_config
-from conftest import require_binary
+from _serve_support import LEASE_SALT, MODEL, UPSTREAM_WINDOW, instances_fixture, proxy_config  # noqa: F401 (fixtures)
 
 from contextfold.errors import StoreError
 from contextfold.serve import ProxyServer
-from contextfold.serve.leases import LEASE_KEY_PREFIX
+from contextfold.serve.identity import caller_scope, session_id
+from contextfold.serve.leases import LEASE_KEY_PREFIX, LEASE_MARGIN_S, lease_key
+from contextfold.serve.sessions import resolve_pointer
 from contextfold.testing import ErrorReply, RecordedRequest, ScriptedLLMServer
 from contextfold.testing.server import ScriptedReply
-from contextfold.testing.services import RedisServer
 
-SALT = "lease-upkeep-salt"
+SALT = LEASE_SALT
 KEY = "sk-lease-upkeep-caller"
 HEADERS = {"authorization": f"Bearer {KEY}"}
 # Seconds a test waits for a request it knows is coming (a failure, not a pace: events end every wait sooner).
@@ -77,23 +78,6 @@ def gates() -> Gates:
 def upstream(gates: Gates) -> Iterator[ScriptedLLMServer]:
     with ScriptedLLMServer(handler=gates.answer, context_window=UPSTREAM_WINDOW, validator="formats") as server:
         yield server
-
-
-@pytest.fixture(scope="module", params=["local", "redis"])
-def instances(request: pytest.FixtureRequest, upstream: ScriptedLLMServer,
-              tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ProxyServer]]:
-    state = tmp_path_factory.mktemp("state")
-    if request.param == "local":
-        config = proxy_config(upstream, key_salt=SALT, sessions="local", store="local", state_dir=str(state),
-                              archive=str(Path(state) / "archive"))
-        with ProxyServer(config) as one, ProxyServer(config) as two:
-            yield [one, two]
-        return
-    require_binary("redis-server")
-    with RedisServer(tmp_path_factory.mktemp("redis")) as redis:
-        config = proxy_config(upstream, key_salt=SALT, sessions=redis.url, store=redis.url, state_dir=str(state))
-        with ProxyServer(config) as one, ProxyServer(config) as two:
-            yield [one, two]
 
 
 def post(proxy: ProxyServer, body: dict[str, Any]) -> httpx.Response:
@@ -157,15 +141,15 @@ def test_leases_never_given_back_stay_one_a_session(instances: list[ProxyServer]
     one, _ = instances
     nonce = uuid.uuid4().hex[:8]
     before = set(lease_keys(one))
-    blobs = one.serve_app.backend.blobs
-    put_if = blobs.put_if
+    leases = one.serve_app.backend.leases
+    put_if = leases.put_if
 
     def no_give_back(key: str, data: bytes | None, expected: bytes | None) -> bool:
         if key.startswith(LEASE_KEY_PREFIX) and data is None:
             raise StoreError("the store is unavailable (test)")
         return put_if(key, data, expected)
 
-    monkeypatch.setattr(blobs, "put_if", no_give_back)
+    monkeypatch.setattr(leases, "put_if", no_give_back)
     reply = post(one, {"input": f"Task upkeep-{nonce}: read the build log."})
     for turn in range(4):
         reply = post(one, {"previous_response_id": reply.json()["id"], "input": f"T{turn}-{nonce}: and then?"})
@@ -260,3 +244,67 @@ def test_the_prune_at_start_drops_leases_too(tmp_path: Path, monkeypatch: pytest
         assert not backend.blobs.exists(lease_key("sess-pruned"))
     finally:
         backend.close()
+
+
+def lease_store(proxy: ProxyServer) -> Any:
+    backend = proxy.serve_app.backend
+    return getattr(backend, "leases", backend.blobs)  # (08dd6b2 wrote leases to the blob store itself)
+
+
+def no_give_back(monkeypatch: pytest.MonkeyPatch, proxy: ProxyServer) -> None:
+    """The instance's give-backs meet a store outage (as if it died once its reply was recorded)."""
+    store = lease_store(proxy)
+    put_if = store.put_if
+
+    def failing(key: str, data: bytes | None, expected: bytes | None) -> bool:
+        if key.startswith(LEASE_KEY_PREFIX) and data is None:
+            raise StoreError("the store is unavailable (test)")
+        return put_if(key, data, expected)
+
+    monkeypatch.setattr(store, "put_if", failing)
+
+
+def test_a_lease_left_in_redis_expires_after_its_holders_time(instances: list[ProxyServer],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    one, _ = instances
+    if not one.config.store.startswith("redis://"):
+        pytest.skip("a local store's leases go when their sessions are pruned (test above)")
+    import redis
+
+    nonce = uuid.uuid4().hex[:8]
+    first = post(one, {"input": f"Task upkeep-{nonce}: read the build log."})
+    no_give_back(monkeypatch, one)
+    assert post(one, {"previous_response_id": first.json()["id"], "input": f"A-{nonce}: and?"}).status_code == 200
+    session = resolve_pointer(one.serve_app.backend, session_id(caller_scope(KEY, SALT), "response",
+                                                                first.json()["id"]))
+    assert session is not None
+    store = lease_store(one)
+    left = redis.Redis.from_url(one.config.store).ttl(f"{store.prefix}:meta:{lease_key(session)}")
+    held = one.config.upstream_timeout_s + LEASE_MARGIN_S
+    assert held <= left <= held + 2 * LEASE_MARGIN_S  # (08dd6b2: -1, kept for good)
+
+
+def test_a_conversation_fed_on_a_head_that_moved_can_be_taken_over_once_answered(
+        instances: list[ProxyServer], monkeypatch: pytest.MonkeyPatch) -> None:
+    one, two = instances
+    nonce = uuid.uuid4().hex[:8]
+    conversation = f"conv_retag_{nonce}"
+    assert post(one, {"conversation": conversation, "input": f"Task upkeep-{nonce}: count the files."}) \
+        .status_code == 200
+    # B (instance one) reads the head, then, before its lease is taken, A (instance two) is answered: the head moves.
+    store = lease_store(one)
+    put_new = store.put_new
+    answered: list[httpx.Response] = []
+
+    def a_first(key: str, data: bytes) -> bool:
+        if key.startswith(LEASE_KEY_PREFIX) and not answered:
+            answered.append(post(two, {"conversation": conversation, "input": f"A-{nonce}: and the dirs?"}))
+        return put_new(key, data)
+
+    monkeypatch.setattr(store, "put_new", a_first)
+    no_give_back(monkeypatch, one)  # (B's instance dies once its reply is recorded: its lease is left)
+    b = post(one, {"conversation": conversation, "input": f"B-{nonce}: and the links?"})
+    assert [r.status_code for r in answered] == [200] and b.status_code == 200, b.text
+    # The conversation moved past B (fed, answered): C is not kept waiting for B's lease to expire.
+    c = post(two, {"conversation": conversation, "input": f"C-{nonce}: done?"})
+    assert c.status_code == 200, c.text  # (08dd6b2: 409, the lease's tag named the head B read, not the one it fed on)

@@ -107,8 +107,14 @@ def test_an_operator_patterns_scan_of_a_short_text_has_a_small_budget() -> None:
     assert pattern.scan_budget_s(10_000_000) == PATTERN_TIME_LIMIT_S  # (a large tool output: the whole limit)
 
 
-@pytest.mark.parametrize("catch_all", [".", ".+", r"\S+|\s+", "(?s).*"])
-def test_a_pattern_that_redacts_a_plain_sentence_whole_is_refused_at_start(catch_all: str) -> None:
+@pytest.mark.parametrize("catch_all", [".", ".+", r"\S+|\s+", "(?s).*",
+                                       r"\S+", r"\w+", "[a-z]+"])  # (08dd6b2 took these three: spaces were left)
+def test_a_pattern_that_redacts_most_of_plain_text_is_refused_at_start(catch_all: str) -> None:
     with pytest.raises(ConfigError) as refused:
         ServeConfig(redact_patterns={"anything": catch_all, **PATTERNS})
     assert refused.value.field == "redact_patterns.anything" and repr(catch_all) in str(refused.value)
+
+
+@pytest.mark.parametrize("shaped", [r"TCK-[0-9]{6}", r"/tmp/\S+", r"\d+", r"sk-[A-Za-z0-9]{20,}", r"[A-Za-z]{4,}"])
+def test_a_pattern_of_a_secrets_shape_is_taken(shaped: str) -> None:
+    assert dict(ServeConfig(redact_patterns={"shaped": shaped}).redact_patterns) == {"shaped": shaped}

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from ..recovery._quoted import MAX_UNQUOTED_CHARS as _MAX_UNQUOTED_CHARS
+from ..recovery._quoted import unquoted as _unquoted
 from ..recovery.overflow import MAX_ERROR_FIGURE, read_error, read_figure
 
 __all__ = ["MediaLimitInfo", "MediaLimits", "known_limits", "parse_media_limit"]
@@ -46,18 +48,6 @@ _ITEM_TEXTS = (
     re.compile(r"number of images (?:in the request )?(?:\((?P<sent>\d+)\) )?exceeds (?:the )?(?:maximum|limit)"
                r"(?: of)? \(?(?P<limit>\d+)\)?", _FLAGS),
 )
-# A quoted span (single, double or back quotes; escaped quotes inside kept), opening and closing outside a word (an
-# apostrophe is no quote), and the key before it when it is the text's message: a wrapper's rendering of the
-# provider's body ("{'error': {'message': 'Too many images ...'}}"). Read by :func:`_unquoted`'s one-pass scanner.
-_MESSAGE_KEY = re.compile(r"""['"]?\b(?:message|msg|detail|error)['"]?\s*[:=]\s*""")
-_QUOTES = "'\"`"
-_ESCAPING_QUOTES = "'\""  # (a back-quoted span has no escapes)
-_ESCAPED_QUOTE = re.compile(r"""\\(['"])""")
-# The longest error text read for an item limit (then without its quotes): a provider's message is a sentence or two;
-# an echoed value can be megabytes, and the proxy reads errors on its event loop.
-_MAX_UNQUOTED_CHARS = 8_192
-# Messages quoted inside quoted messages read unquoted this deep; deeper spans are dropped like echoed values.
-_MAX_QUOTE_DEPTH = 3
 _QUOTA_WORDS = re.compile(r"per min|per day|tokens per|requests per|\bTPM\b|\bRPM\b|quota", _FLAGS)
 
 
@@ -127,101 +117,41 @@ def parse_media_limit(error: object, *, provider: str | None = None) -> MediaLim
         return None
     said_by = provider or reading.provider
     for text in reading.texts:
-        if len(text) > _MAX_UNQUOTED_CHARS or not any(pattern.search(text) for pattern in _ITEM_TEXTS):
-            # (unquoting only takes words away: no wording in the raw text, none in the unquoted one; a text past the
-            # cap is no provider's sentence, and cut short its echoed value would read as unquoted)
-            continue
-        said = _unquoted(text)  # (what the error quotes is the client's: OpenAI echoes an invalid value whole)
-        for pattern in _ITEM_TEXTS:
-            match = pattern.search(said)
-            if match:
-                return MediaLimitInfo("items", text.strip(), limit=read_figure(match["limit"]), sent=_items_sent(match),
-                                      provider=said_by, status_code=reading.status)
+        said = _said(text, _ITEM_TEXTS)
+        if said is not None:
+            match, _ = said
+            return MediaLimitInfo("items", text.strip(), limit=read_figure(match["limit"]), sent=_items_sent(match),
+                                  provider=said_by, status_code=reading.status)
     texts = [t for t in reading.texts if not _QUOTA_WORDS.search(t)]
     if len(texts) < len(reading.texts) and reading.status != _TOO_LARGE_STATUS:
         return None  # a quota's wording ("... tokens per min"): not about the request's bytes
     for text in texts:
-        for pattern in _BYTES_TEXTS:
-            match = pattern.search(text)
-            if match:
-                return MediaLimitInfo("bytes", text.strip(), limit=_megabytes(text), provider=said_by,
-                                      status_code=reading.status)
+        said = _said(text, _BYTES_TEXTS)
+        if said is not None:
+            return MediaLimitInfo("bytes", text.strip(), limit=_megabytes(said[1]), provider=said_by,
+                                  status_code=reading.status)
     if reading.status == _TOO_LARGE_STATUS or reading.codes & _TOO_LARGE_CODES:
         message = texts[0].strip() if texts else "the request is too large"
-        return MediaLimitInfo("bytes", message, limit=_megabytes(message), provider=said_by,
+        figures = _unquoted(message) if len(message) <= _MAX_UNQUOTED_CHARS else ""
+        return MediaLimitInfo("bytes", message, limit=_megabytes(figures), provider=said_by,
                               status_code=reading.status)
     return None
 
 
-def _unquoted(text: str, depth: int = 0) -> str:
-    """``text`` without the spans it quotes, but for a message it quotes under a message key (read unquoted).
+def _said(text: str, wordings: tuple[re.Pattern[str], ...]) -> tuple[re.Match[str], str] | None:
+    """The first of ``wordings`` that ``text`` says outside what it quotes (the client's), with that text; or None.
 
-    OpenAI echoes an invalid value in its 400 ("Invalid value: '...'. Supported values are: ..."): a client whose
-    image ``detail`` said "Too many images in request. Max is 1" taught every caller of the model 1 image a request
-    (reviewer 2, s17). A wrapper that renders the provider's body in its text quotes the whole message under its key.
-
-    One pass: where each span closes is looked up (:func:`_span_ends`), not searched for again from every quote (a
-    regex doing so took 48 s on 80 KB of unclosed escaped quotes, reviewer 4).
+    Only a text a wording matches raw is unquoted (unquoting only takes words away), and only up to
+    ``MAX_UNQUOTED_CHARS`` (past it no provider's sentence: cut short, its echoed value would read as unquoted).
     """
-    ends = _span_ends(text)
-    kept: list[str] = []
-    copied = at = 0
-    while at < len(text):
-        key = _MESSAGE_KEY.match(text, at) if text[at] in _QUOTES or text[at] in "mde" else None
-        span_start = key.end() if key is not None else at
-        span_end = _span_end(text, span_start, ends)
-        if key is not None and span_end < 0:  # (a key's own quotes may open a span: "message" then no span)
-            key, span_start = None, at
-            span_end = _span_end(text, at, ends)
-        if span_end < 0:
-            at += 1
-            continue
-        kept.append(text[copied:at])
-        if key is None:
-            kept.append(" ")
-        else:
-            inner = _ESCAPED_QUOTE.sub(r"\1", text[span_start + 1:span_end - 1])
-            kept.append(key.group() + (_unquoted(inner, depth + 1) if depth < _MAX_QUOTE_DEPTH else " "))
-        copied = at = span_end
-    kept.append(text[copied:])
-    return "".join(kept)
-
-
-def _span_end(text: str, start: int, ends: dict[str, list[int]]) -> int:
-    """Where the span opening at ``start`` ends (past its closing quote), or -1 when no span opens there."""
-    if start >= len(text) or text[start] not in _QUOTES or (start > 0 and _is_word(text[start - 1])):
-        return -1
-    close = ends[text[start]][start + 1]
-    if close < 0 or (close + 1 < len(text) and _is_word(text[close + 1])):
-        return -1
-    return close + 1
-
-
-def _span_ends(text: str) -> dict[str, list[int]]:
-    """For each quote and position, where a span's body read from there meets its closing quote (-1: never).
-
-    Built from the end: a backslash takes the character after it (quotes that escape), so the body from ``i`` closes
-    where the body from ``i + 2`` does; any other character defers to ``i + 1``.
-    """
-    ends: dict[str, list[int]] = {}
-    size = len(text)
-    for quote in _QUOTES:
-        escapes = quote in _ESCAPING_QUOTES
-        closes = [-1] * (size + 2)
-        for i in range(size - 1, -1, -1):
-            char = text[i]
-            if char == quote:
-                closes[i] = i
-            elif escapes and char == "\\":
-                closes[i] = closes[i + 2] if i + 1 < size else -1
-            else:
-                closes[i] = closes[i + 1]
-        ends[quote] = closes
-    return ends
-
-
-def _is_word(char: str) -> bool:
-    return char.isalnum() or char == "_"
+    if len(text) > _MAX_UNQUOTED_CHARS or not any(pattern.search(text) for pattern in wordings):
+        return None
+    said = _unquoted(text)  # (what the error quotes is the client's: OpenAI echoes an invalid value whole)
+    for pattern in wordings:
+        match = pattern.search(said)
+        if match:
+            return match, said
+    return None
 
 
 def _items_sent(match: re.Match[str]) -> int | None:

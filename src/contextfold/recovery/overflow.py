@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ContextOverflowError
+from ._quoted import MAX_UNQUOTED_CHARS, STRING_QUOTES, unquoted
 
 __all__ = ["MAX_ERROR_FIGURE", "OVERFLOW_CODES", "ErrorReading", "OverflowInfo", "parse_overflow", "read_error",
            "read_figure"]
@@ -179,8 +180,15 @@ def parse_overflow(error: object, *, provider: str | None = None) -> OverflowInf
     if evidence.status == _RATE_LIMIT_STATUS:
         return None
     for text in evidence.texts:
+        said = next((pattern for pattern in _PATTERNS if pattern.regex.search(text)), None)
+        if said is None:
+            continue
+        if len(text) > MAX_UNQUOTED_CHARS:  # (no provider's sentence: an echo is; the overflow taken, no figure)
+            return _info(text, None, provider or evidence.provider or said.provider, evidence)
+        # What the error quotes is the client's (an invalid value echoed whole): its wording there sets no limit.
+        plain = unquoted(text, STRING_QUOTES)
         for pattern in _PATTERNS:
-            match = pattern.regex.search(text)
+            match = pattern.regex.search(plain)
             if match:
                 return _info(text, match, provider or evidence.provider or pattern.provider, evidence)
     if evidence.forced or evidence.codes & OVERFLOW_CODES:

@@ -208,11 +208,15 @@ class ServeApp:
 
     async def _error(self, api: ApiName, status: int, message: str, *, param: str | None = None,
                      kind: str = "invalid_request_error", started: float | None = None,
-                     session: str | None = None) -> Response:
+                     session: str | None = None, ours: bool = False) -> Response:
+        """The API's error response, logged. ``ours``: the message quotes nothing of the client (a 401, a 413)."""
         self.metrics.requests.labels(api, str(status)).inc()
         ms = round((time.perf_counter() - started) * 1000, 1) if started else None
-        await self._log_redacted("refused", logging.WARNING, session, "problem", message, api=api, status=status,
-                                 ms=ms)
+        if ours:  # (queued as it is, no thread: a flood of 401s, which need no token, took the pool's threads)
+            log_event("refused", level=logging.WARNING, api=api, status=status, ms=ms, problem=message)
+        else:
+            await self._log_redacted("refused", logging.WARNING, session, "problem", message, api=api,
+                                     status=status, ms=ms)
         return JSONResponse(error_body(api, message, kind=kind, param=param), status_code=status)
 
     async def _log_redacted(self, message: str, level: int, secrets_of: str | None, field: str, text: str,
@@ -273,12 +277,12 @@ class ServeApp:
         started = time.perf_counter()
         if self._denied(request):
             return await self._error(api, 401, f"this proxy needs its token in the {TOKEN_HEADER} header",
-                                     kind="authentication_error", started=started)
+                                     kind="authentication_error", started=started, ours=True)
         try:
             content = await self._body(request)
         except BodyTooLarge:
             return await self._error(api, 413, f"the request body is over the proxy's limit of "
-                                               f"{self.config.max_body_bytes} bytes", started=started)
+                                               f"{self.config.max_body_bytes} bytes", started=started, ours=True)
         headers = {k.lower(): v for k, v in request.headers.items()}
         try:
             upstream = await self.upstream.forward(request.method, request.url.path, request.url.query, content,
@@ -299,13 +303,13 @@ class ServeApp:
         started = time.perf_counter()
         if self._denied(request):
             return await self._error(api, 401, f"this proxy needs its token in the {TOKEN_HEADER} header",
-                                     kind="authentication_error", started=started)
+                                     kind="authentication_error", started=started, ours=True)
         try:
             body = json.loads(await self._body(request))
             exchange = parse_request(api, body)
         except BodyTooLarge:
             return await self._error(api, 413, f"the request body is over the proxy's limit of "
-                                               f"{self.config.max_body_bytes} bytes", started=started)
+                                               f"{self.config.max_body_bytes} bytes", started=started, ours=True)
         except BadRequest as exc:
             return await self._error(api, 400, str(exc), param=exc.field, started=started)
         except (ValueError, RecursionError) as exc:  # (RecursionError: arrays nested past the JSON reader's depth)
@@ -381,12 +385,13 @@ class ServeApp:
                     loaded = await asyncio.to_thread(self.backend.sessions.load_state, session)
                     feeds_on = loaded.marks.get("head")
                 await held.take(functools.partial(
-                    take_lease, self.backend.blobs, session, continues,
+                    take_lease, self.backend.leases, session, continues,
                     continuation_tag(feeds_on, [item_key(item) for item in exchange.items]),
                     seconds=self.config.upstream_timeout_s + LEASE_MARGIN_S, clock=self.backend.clock,
                     marks=functools.partial(session_marks, self.backend, session)))
+            retag = held.lease.retag if continues is None and held.lease is not None else None  # (serve.leases)
             turn = await asyncio.to_thread(open_turn, self.backend, exchange, session, continues=continues,
-                                           loaded=loaded, tail_id=tail_id)
+                                           loaded=loaded, tail_id=tail_id, retag=retag)
         except Conflict as exc:
             return await self._error(api, 409, str(exc), param=exc.field, started=started, session=session)
         except BadRequest as exc:

@@ -154,8 +154,13 @@ class ServeConfig:
         return self.windows.get(model)
 
 
-# A sentence with no secret in it: an operator's pattern that leaves none of it is a catch-all, refused at start.
-_PLAIN_PROBE = "The build passed in 12 s; see the log at /tmp/run-7.txt for details."
+# Ordinary text with no secret in it (prose, a path, code, a log line): an operator's pattern that redacts most of it
+# is a catch-all (".", ".+", "\\S+", "\\w+"), refused at start: every log line and message would be redacted.
+_PLAIN_PROBE = ("The build passed in 12 s; see the log at /tmp/run-7.txt for details.\n"
+                "def total(items): return sum(item.price for item in items)\n"
+                "2026-11-27 18:40:02 INFO worker 3 finished the nightly report, 42 rows written.")
+# The share of the probe's characters an operator's pattern may redact: a secret's shape leaves most of it.
+_MAX_PROBE_REDACTED_SHARE = 0.5
 
 
 def _pattern_problem(name: str, source: object) -> str | None:
@@ -170,9 +175,11 @@ def _pattern_problem(name: str, source: object) -> str | None:
         return str(exc)
     placeholder = f"[REDACTED:{name}]"
     probed = Redactor(builtin=False, remember=False, patterns={name: source}).redact_text(_PLAIN_PROBE)
-    if not probed.replace(placeholder, ""):
-        # (a catch-all such as "." or ".+", or one that backtracks on plain text: redaction fails closed)
-        return (f"the pattern {source!r} redacts every character of a plain sentence ({_PLAIN_PROBE!r} became "
-                f"{probed[:60]!r}{'...' if len(probed) > 60 else ''}): every log line and message would be redacted "
-                "whole; match the secret's own shape (a prefix, a length)")
+    kept = len(probed.replace(placeholder, ""))
+    if kept < len(_PLAIN_PROBE) * (1 - _MAX_PROBE_REDACTED_SHARE):
+        # (a catch-all such as "." or "\\S+", or one that backtracks on plain text: redaction fails closed)
+        return (f"the pattern {source!r} redacts {len(_PLAIN_PROBE) - kept} of the {len(_PLAIN_PROBE)} characters of "
+                f"plain text with no secret in it ({_PLAIN_PROBE.splitlines()[0]!r} became "
+                f"{probed[:60]!r}{'...' if len(probed) > 60 else ''}): every log line and message would be mostly "
+                "redacted; match the secret's own shape (a prefix, a length)")
     return None

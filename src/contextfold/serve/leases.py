@@ -24,7 +24,13 @@ holders all expired is taken over (their instance may have died mid-request), an
 session has moved past (its holder can feed nothing: its session's head is no longer that response; a continuation
 of the new head must not wait for the lease of an instance that died after its reply was recorded), and a
 conversation request's once it was fed and its reply recorded (:func:`_moved_past`). A lease no request takes over
-goes when its session is pruned (``Backend.prune_sessions``).
+goes when its session is pruned (``Backend.prune_sessions``), and in a Redis store, whose sessions expire unseen, by
+its own time to live (:func:`lease_store`).
+
+A conversation's request tags its lease with the head it read before taking it; the head it is fed on is read again
+after (the save of a stale load is refused and redone). When they differ (another request was answered in between)
+the holder re-tags its lease before the save that writes its ``fed`` mark (:meth:`Lease.retag`): the lease's tag is
+always what the takeover rule compares the ``fed`` mark with, and the same request retried joins it.
 
 A request can last longer than a lease's time (the upstream's timeout is per chunk when streaming; a request makes
 up to 7 upstream calls with the retrieval tools and more with overflow recovery): its holder renews its hold
@@ -37,6 +43,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -46,13 +53,17 @@ from ..errors import RefNotFound, StoreError
 from .apis import Conflict
 from .ops import log_event
 
-__all__ = ["LEASE_KEY_PREFIX", "LEASE_MARGIN_S", "MAX_HOLDERS", "Lease", "lease_key", "take_lease"]
+__all__ = ["LEASE_KEY_PREFIX", "LEASE_MARGIN_S", "MAX_HOLDERS", "Lease", "lease_key", "lease_store", "take_lease"]
 
 # Blob-store keys of the leases (no output, memory or limit key starts so: the cache's collection leaves them).
 LEASE_KEY_PREFIX = "serve-lease."
 # A lease lasts the upstream's read timeout and this much more from its last renewal: a call or stream that has
 # sent nothing by then has failed, and a session whose instance died stays closed to other continuations that long.
 LEASE_MARGIN_S = 300.0
+# A lease key in a store whose keys can expire (Redis) lives this much longer than a hold after each write: a hold's
+# time is the instances' wall clocks, the key's the server's, and a key gone before its holders' time frees a live
+# lease (another continuation is fed while the holder is in flight).
+LEASE_KEY_SLACK_S = LEASE_MARGIN_S
 # Tries of one request holding a lease at once: more is a client retrying in a loop, refused like another request.
 MAX_HOLDERS = 8
 # Compare-and-set rounds of one take that other requests keep changing under it.
@@ -105,9 +116,27 @@ class Lease:
         now = self.clock()
         self._change("give-back", lambda holders: {h: t for h, t in _live(holders, now).items() if h != self.holder})
 
-    def _change(self, what: str, change: Callable[[dict[str, float]], dict[str, float]]) -> bool:
+    def retag(self, tag: str) -> None:
+        """Name the request by ``tag`` from now on (the head it is fed on moved since it took the lease).
+
+        Raises :class:`Conflict` when this try no longer holds the lease (taken over meanwhile: another request may be
+        in flight), so nothing is fed under a tag the lease does not carry.
+        """
+        if _fields(self.held).get("tag") == tag:
+            return
+        now = self.clock()
+        # (a renewal too: the hold is written anyway)
+        if not self._change("re-tag", lambda holders: {**_live(holders, now), self.holder: now + self.seconds},
+                            tag=tag):
+            raise Conflict("another request of this conversation is in flight (on this proxy or another instance): "
+                           "a conversation takes one request at a time; retry after it is answered", "conversation")
+        self.renewed_at = now
+
+    def _change(self, what: str, change: Callable[[dict[str, float]], dict[str, float]],
+                tag: str | None = None) -> bool:
         """Write the lease with its holders changed by ``change`` while this try is one of them; whether it was.
 
+        ``tag``: the request's new tag (:meth:`retag`), else the lease keeps its own.
         Retried while the hold is there (each round lost is another writer's progress), up to
         :data:`_MAX_CHANGE_ROUNDS`; giving up then, or on a store error, is logged (``what``: the change).
         """
@@ -119,7 +148,8 @@ class Lease:
                 if self.holder not in holders:
                     return False
                 kept = change(holders)
-                written = _encode(fields.get("tag"), fields.get("response"), kept) if kept else None
+                written = _encode(fields.get("tag") if tag is None else tag, fields.get("response"), kept) \
+                    if kept else None
                 if self.store.put_if(self.key, written, current):
                     self.held = written if written is not None else current
                     return True
@@ -138,6 +168,21 @@ def lease_key(session_id: str) -> str:
     """The blob-store key of ``session_id``'s lease (the id does not appear in it)."""
     digest = hashlib.blake2b(session_id.encode("utf-8", "surrogatepass"), digest_size=12, person=b"cf-serve-lease")
     return LEASE_KEY_PREFIX + digest.hexdigest()
+
+
+def lease_store(blobs: Any, seconds: float) -> Any:
+    """The store leases of ``seconds`` are written to: ``blobs``, or for Redis the same keys with a time to live.
+
+    A Redis session expires on its own (``session_max_age_s``), unseen: nothing prunes it, and a lease its instance
+    left (it died, or the give-back met an outage) stayed for good, ~150 bytes a session. Each write of a lease (take,
+    renewal, give-back) gives its key ``seconds`` + :data:`LEASE_KEY_SLACK_S` to live: past its holders' time, which
+    is when it could be taken over anyway. Other stores keep it until it is taken over or its session pruned.
+    """
+    if type(blobs).__name__ != "RedisBlobStore":
+        return blobs
+    from ..stores.redis_blob import RedisBlobStore
+
+    return RedisBlobStore(blobs.url, prefix=blobs.prefix, ttl_seconds=math.ceil(seconds + LEASE_KEY_SLACK_S))
 
 
 def take_lease(store: Any, session_id: str, response_id: str | None, tag: str, *, seconds: float,

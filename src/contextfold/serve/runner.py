@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import logging.handlers
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from .config import ServeConfig
 
 __all__ = ["ProxyServer", "configure_logging", "run"]
 
+# The thread writing the log lines configure_logging set up (stopped when it is called again).
+_writer: logging.handlers.QueueListener | None = None
 # How long start() waits for the server to say it is listening before giving up.
 _START_TIMEOUT_S = 30.0
 
@@ -27,17 +31,25 @@ def _uvicorn() -> Any:
     return uvicorn
 
 
-def configure_logging(level: str = "info", redactor: Any = None) -> None:
+def configure_logging(level: str = "info", redactor: Any = None) -> Callable[[], None]:
     """JSON lines on stderr for ``contextfold.serve`` (secrets redacted); uvicorn's own lines at warning.
 
     ``redactor``: what redacts the lines (the built-in patterns when None; ``ServeConfig.redactor()`` adds the
-    operator's).
+    operator's). Lines are formatted, redacted and written by a thread of their own (:class:`~.ops.LineQueue`): the
+    event loop only queues them. Returns what stops that thread once the lines queued are written.
     """
     from ..redact import Redactor
-    from .ops import JsonFormatter
+    from .ops import JsonFormatter, LineQueue
 
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter(redactor if redactor is not None else Redactor()))
+    global _writer
+    if _writer is not None:
+        _writer.stop()
+    stream = logging.StreamHandler(sys.stderr)
+    stream.setFormatter(JsonFormatter(redactor if redactor is not None else Redactor()))
+    handler = LineQueue()
+    writer = logging.handlers.QueueListener(handler.queue, stream)
+    writer.start()
+    _writer = writer
     logger = logging.getLogger("contextfold.serve")
     logger.handlers[:] = [handler]
     logger.setLevel(level.upper())
@@ -45,6 +57,14 @@ def configure_logging(level: str = "info", redactor: Any = None) -> None:
     for name in ("uvicorn", "uvicorn.error"):
         logging.getLogger(name).handlers[:] = [handler]
         logging.getLogger(name).setLevel(logging.WARNING)
+
+    def stop() -> None:
+        global _writer
+        if _writer is writer:
+            _writer = None
+            writer.stop()
+
+    return stop
 
 
 def _server(config: ServeConfig, app: Any) -> Any:
@@ -59,8 +79,11 @@ def run(config: ServeConfig) -> None:
     """Serve in the foreground until SIGINT/SIGTERM; in-flight requests get ``shutdown_grace_s`` to finish."""
     from .app import ServeApp
 
-    configure_logging(config.log_level, config.redactor(log_lines=True))
-    _server(config, ServeApp(config).app).run()
+    stop_writing = configure_logging(config.log_level, config.redactor(log_lines=True))
+    try:
+        _server(config, ServeApp(config).app).run()
+    finally:
+        stop_writing()  # (the lines still queued are written)
 
 
 class ProxyServer:

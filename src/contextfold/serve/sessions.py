@@ -44,7 +44,7 @@ from ..stores._records import stored_count
 from ..stores.session import SessionConflict, SessionState
 from .apis import INSTRUCTIONS_ID, BadRequest, Conflict, Exchange, item_key
 from .config import ServeConfig
-from .leases import lease_key
+from .leases import LEASE_MARGIN_S, lease_key, lease_store
 from .provenance import MIN_SLIDE_OVERLAP, SOURCES_MARK, Sources, decode_traced, message_id, slide_of
 
 if TYPE_CHECKING:
@@ -90,6 +90,7 @@ class Backend:
     clock: Callable[[], float] = field(default_factory=lambda: time.time)
     sessions: MarkedSessionStore = field(init=False)
     blobs: Any = field(init=False)
+    leases: Any = field(init=False)  # (the blob store, or its keys with a time to live: serve.leases.lease_store)
     archive: Archive = field(init=False)
     _counters: OrderedDict[str, MessageCounter] = field(init=False, default_factory=OrderedDict)
     _counters_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
@@ -104,6 +105,7 @@ class Backend:
         self.sessions = open_session_store(self.config.sessions, state, self.config.session_max_age_s)
         store = self.config.store
         self.blobs = open_blob_store(f"local://{state.resolve()}" if store == "local" else store)
+        self.leases = lease_store(self.blobs, self.config.upstream_timeout_s + LEASE_MARGIN_S)
         self.prune_sessions()  # (after the blob store: a pruned session's lease goes with it)
         archive = self.config.archive
         if archive == "memory":
@@ -199,7 +201,7 @@ class Backend:
 
     def close(self) -> None:
         """Release the stores' connections and files."""
-        for resource in (self.sessions, self.blobs):
+        for resource in (self.sessions, self.blobs, *([self.leases] if self.leases is not self.blobs else [])):
             close = getattr(resource, "close", None)
             if callable(close):
                 close()
@@ -320,14 +322,17 @@ def _slid_session(backend: Backend, keys: Sequence[str],
 
 
 def open_turn(backend: Backend, exchange: Exchange, session_id: str, *, continues: str | None = None,
-              loaded: SessionState | None = None, tail_id: Callable[[str], str] | None = None) -> Turn:
+              loaded: SessionState | None = None, tail_id: Callable[[str], str] | None = None,
+              retag: Callable[[str], None] | None = None) -> Turn:
     """Load the session, feed it the request, prepare the view and save; redone from a fresh load on a conflict.
 
     ``continues``: the response id a Responses request continues (``previous_response_id``), whose session this
     is. ``loaded``: the session's state as a caller loaded it (:func:`follow_forks`), used for the first attempt (a
     save refused as stale redoes it from a fresh load). ``tail_id``: for a session named by its opening, the
     pointer entry named by its newest fed item is set to it (:func:`follow_forks` finds a slid window by it; the
-    previous one is deleted, so a session keeps one). Raises BadRequest for a history the formats reject,
+    previous one is deleted, so a session keeps one). ``retag``: a conversation's lease, told the request's ``fed``
+    mark before the save that writes it (:meth:`~contextfold.serve.leases.Lease.retag`: the head it is fed on may
+    have moved since the lease was tagged). Raises BadRequest for a history the formats reject,
     Conflict for a continuation the session cannot take, StoreError when the stores stay unreachable.
     """
     backend.prune_sessions()  # (at most once per PRUNE_INTERVAL_S)
@@ -337,6 +342,8 @@ def open_turn(backend: Backend, exchange: Exchange, session_id: str, *, continue
             state = loaded if loaded is not None and attempt == 1 else backend.sessions.load_state(session_id)
             turn = _feed(backend, exchange, session_id, state.messages, state.version, dict(state.marks), continues)
             turn.sent = turn.view()  # compacts when due, before the state is saved
+            if retag is not None and "fed" in turn.marks:
+                retag(turn.marks["fed"])
             turn.version = backend.sessions.save(session_id, turn.cm.stored_messages(), state.version,
                                                  marks=turn.marks)
             turn.attempts, turn.conflicts = attempt, conflicts
