@@ -12,10 +12,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeGuard, TypeVar
 
-from ..redact._ledger import CLEARED_MAX_CHARS
-
-__all__ = ["KEPT_ITEMS_MAX", "SESSION_REDACTORS", "KeptItems", "SessionRedaction", "exact_values", "own_ids",
-           "own_item_redaction", "redacted_event", "unscanned"]
+__all__ = ["SESSION_REDACTORS", "SessionRedaction", "exact_values", "own_ids", "own_item_redaction", "redacted_event",
+           "unscanned"]
 
 # Sessions whose redactor a shared sink remembers (a redactor is small; a worker serves fewer sessions at once).
 SESSION_REDACTORS = 1024
@@ -39,20 +37,16 @@ _OUR_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
 _REDACTOR_MODULE = "contextfold.redact._redactor"
 
 
-def redacted_event(redact: Callable[[dict[str, Any]], dict[str, Any]], record: dict[str, Any],
-                   kept: KeptItems | None = None) -> dict[str, Any]:
+def redacted_event(redact: Callable[[dict[str, Any]], dict[str, Any]], record: dict[str, Any]) -> dict[str, Any]:
     """``redact(record)`` with the event's own ids as they were (a value in their place that is no id is redacted).
 
-    A ``str``, ``int`` or ``float`` of a subclass is redacted as its exact type (see :func:`exact_values`). ``kept``:
-    the items of short strings found clean before, not asked again while the redactor's state is the same.
+    A ``str``, ``int`` or ``float`` of a subclass is redacted as its exact type (see :func:`exact_values`).
     """
     ids = own_ids(record)
     item = own_item_redaction(redact) if ids and type(record) is dict else None
     if item is not None:
         # Our redactor's redact_obj, item by item, without the ids it would scan only for them to be put back (issue
         # 22: ~a third of the telemetry thread's CPU per event) nor the times. The same dict, keys in the same order.
-        if kept is not None:
-            item = kept.around(item)
         left, figures = unscanned(record, ids), _FIGURES
         return {key if type(key) is str else _exact_key(key): value if key in left or type(value) in figures else
                 _items_redacted(item, value) if type(value) is dict else
@@ -62,60 +56,6 @@ def redacted_event(redact: Callable[[dict[str, Any]], dict[str, Any]], record: d
     if ids and isinstance(redacted, dict):
         redacted.update(ids)
     return redacted
-
-
-# Items of short strings the key rule returned as they were, kept per redactor state, at most this many (a few KB:
-# an event's names, kinds, statuses and model repeat on every call).
-KEPT_ITEMS_MAX = 1024
-
-
-class KeptItems:
-    """Our redactor's key rule, with the (key, text) items it returned as they were at one state of the redactor.
-
-    The same item gives the same answer while the redactor's :meth:`~contextfold.redact.Redactor.digest_state` is the
-    same (the patterns are fixed; what its memory finds changes only with its generation): at that state such an item
-    is not asked again (issue 22: each of a no-op prepare()'s two events carries ~6 such strings, ~2 us each on the
-    telemetry thread, on every call). Only exact ``str`` keys and texts of at most ``CLEARED_MAX_CHARS``. A processor
-    keeps one for the events it redacts (one thread at a time); it holds what the processor holds already.
-    """
-
-    __slots__ = ("_item", "_kept", "_state")
-
-    def __init__(self) -> None:
-        self._item: Callable[[str, Any], Any] | None = None
-        self._state: object = None
-        self._kept: set[tuple[str, str]] = set()
-
-    def around(self, item: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
-        """``item`` (a redactor's key rule, bound) answering the items it kept at the redactor's present state."""
-        state_of = getattr(getattr(item, "__self__", None), "digest_state", None)
-        if state_of is None:
-            return item
-        state = state_of()  # (read before the items are asked: a secret learned meanwhile makes the next state new)
-        if self._item != item or state is None or self._state != state:
-            self._item, self._state, self._kept = item, state, set()
-        return self._ask
-
-    def _ask(self, key: str, value: Any) -> Any:
-        item = self._item
-        assert item is not None
-        if type(value) is not str or type(key) is not str or len(value) > CLEARED_MAX_CHARS:
-            return item(key, value)
-        pair = (key, value)
-        kept = self._kept
-        if pair in kept:
-            return value
-        redacted = item(key, value)
-        if type(redacted) is str and redacted == value:
-            if len(kept) >= KEPT_ITEMS_MAX:
-                kept.clear()
-            kept.add(pair)
-        else:
-            # Something was redacted, maybe learned (a key naming a secret): the rest of the event is asked again,
-            # and the next event reads the state anew.
-            self._kept = set()
-            self._state = None
-        return redacted
 
 
 # Values the key rule and redact_obj return as they are (an event's figures: most of its values).

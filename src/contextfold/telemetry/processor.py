@@ -24,7 +24,7 @@ from typing import Any
 
 from ..redact._ledger import CLEARED_MAX_CHARS
 from ._pace import GilPacer, after_foreground
-from ._session_redaction import KeptItems, SessionRedaction, own_item_redaction, redacted_event, unscanned
+from ._session_redaction import SessionRedaction, own_item_redaction, redacted_event, unscanned
 from .events import Event, PendingEvent
 from .exporter import Exporter, shutdown_exporter
 
@@ -159,7 +159,6 @@ class BatchProcessor:
         self._abandoned = 0
         self._in_flight = 0
         self._stalled = False  # a flush ran out of time and none has finished in time since
-        self._kept = KeptItems()  # (the worker's: the short strings its events' redaction found clean, per state)
         # Started here (or the shared one joined), not on the first emit, so that no emit() pays for starting a thread.
         self._worker = _shared_worker() if shared_worker else _Worker(shared=False)
         self._worker.attach()
@@ -394,7 +393,7 @@ class BatchProcessor:
                     pacer.tick()
                     if redact is not None:
                         try:
-                            record = redacted_event(redact, record, self._kept)
+                            record = redacted_event(redact, record)
                         except Exception:
                             # Exporting the unredacted event could leak a secret; losing it is the lesser harm.
                             failures += 1
