@@ -24,20 +24,16 @@ from __future__ import annotations
 import argparse
 import pickle
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories" / "sweagent-lm32b"
+from _timing import DATA, best_cpu, replay_loop
 
 
 def _record(data: Path, sessions: int) -> tuple[list[str], list[tuple[tuple[str, ...], str, int]]]:
     """The texts the loop's read-ahead ranked, and each digest it walked (candidates, call's arguments, budget)."""
-    from contextfold import _background
     from contextfold.cache import _digest, masking
-    from contextfold.importers import load_sessions
-    from contextfold.manager import ContextManager
 
     agent = threading.current_thread()
     texts: list[str] = []
@@ -58,22 +54,7 @@ def _record(data: Path, sessions: int) -> tuple[list[str], list[tuple[tuple[str,
     _digest._rank = ranked
     masking.output_digest = walked  # type: ignore[assignment]
     try:
-        for n, recorded in enumerate(sorted(load_sessions(data), key=lambda s: s.id)[:sessions]):
-            cm = ContextManager("gpt-4o", max_context_tokens=16_000, store="memory", archive="memory",
-                                session_id=f"steps-{n}")
-            cm.counter.wait_exact()
-            added = 0
-            messages = recorded.messages
-            for index, answer in enumerate(messages):
-                if answer.role != "assistant":
-                    continue
-                if messages[added:index]:
-                    cm.add(messages[added:index])
-                cm.prepare()
-                _background.wait_idle()  # (the model call: the read-ahead runs now)
-                cm.add(answer)
-                added = index + 1
-            cm.close()
+        replay_loop(data, sessions, session_prefix="steps", policy={"mask_digest": "full"})  # (light is the default)
     finally:
         _digest._rank = rank
         masking.output_digest = walk
@@ -83,15 +64,7 @@ def _record(data: Path, sessions: int) -> tuple[list[str], list[tuple[tuple[str,
 def _best(step: Callable[[Any], Any], inputs: Sequence[Any], reps: int,
           before: Callable[[], None] | None = None) -> float:
     """The best of ``reps`` runs of ``step`` over ``inputs``: microseconds of thread CPU per input."""
-    best = float("inf")
-    for _ in range(reps):
-        if before is not None:
-            before()
-        started = time.thread_time()
-        for item in inputs:
-            step(item)
-        best = min(best, time.thread_time() - started)
-    return best / max(1, len(inputs)) * 1e6
+    return best_cpu(lambda: [step(item) for item in inputs], reps, before) / max(1, len(inputs)) * 1e6
 
 
 def main() -> None:

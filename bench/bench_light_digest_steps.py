@@ -22,12 +22,11 @@ from __future__ import annotations
 import argparse
 import pickle
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories" / "sweagent-lm32b"
+from _timing import DATA, best_cpu, replay_loop
 
 
 class Input:
@@ -39,10 +38,7 @@ class Input:
 
 def _record(data: Path, sessions: int) -> list[Input]:
     """What the loop's read-ahead handed the light placeholder, in order (its managers are closed after)."""
-    from contextfold import _background
     from contextfold.cache import masking
-    from contextfold.importers import load_sessions
-    from contextfold.manager import ContextManager
 
     agent = threading.current_thread()
     inputs: list[Input] = []
@@ -57,37 +53,10 @@ def _record(data: Path, sessions: int) -> list[Input]:
 
     masking._light_placeholder = recorded
     try:
-        for n, session in enumerate(sorted(load_sessions(data), key=lambda s: s.id)[:sessions]):
-            cm = ContextManager("gpt-4o", max_context_tokens=16_000, store="memory", archive="memory",
-                                session_id=f"light-steps-{n}", policy={"mask_digest": "light"})
-            cm.counter.wait_exact()
-            added = 0
-            messages = session.messages
-            for index, answer in enumerate(messages):
-                if answer.role != "assistant":
-                    continue
-                if messages[added:index]:
-                    cm.add(messages[added:index])
-                cm.prepare()
-                _background.wait_idle()
-                cm.add(answer)
-                added = index + 1
-            cm.close()
+        replay_loop(data, sessions, session_prefix="light-steps", policy={"mask_digest": "light"})
     finally:
         masking._light_placeholder = build
     return inputs
-
-
-def _best(step: Callable[[], None], reps: int, before: Callable[[], None] | None = None) -> float:
-    """The least CPU seconds ``step`` took over ``reps`` runs (``before`` runs untimed ahead of each)."""
-    best = float("inf")
-    for _ in range(reps):
-        if before is not None:
-            before()
-        started = time.thread_time()
-        step()
-        best = min(best, time.thread_time() - started)
-    return best
 
 
 def main() -> None:
@@ -153,7 +122,7 @@ def main() -> None:
     print(f"{n:,} light digests ({sum(len(i.whole) for i in inputs) / max(n, 1):,.0f} characters an output on "
           f"average, {sum(long):,} over 3,000)")
     for label, step, before in steps:
-        seconds = _best(step, args.reps, before)
+        seconds = best_cpu(step, args.reps, before)
         print(f"  {label:40s} {seconds / max(n, 1) * 1e6:8.1f} us an output")
     if args.dump is not None:
         args.dump.write_bytes(pickle.dumps([tuple(digest(i)) for i in inputs]))

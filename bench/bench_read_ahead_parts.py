@@ -28,16 +28,13 @@ Run: PYTHONPATH=src python bench/bench_read_ahead_parts.py [--sessions 69] [--wi
 from __future__ import annotations
 
 import argparse
-import functools
-import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories" / "sweagent-lm32b"
+from _timing import DATA, ThreadTimers, replay_loop
 
 
 def main() -> None:
@@ -53,66 +50,34 @@ def main() -> None:
 
     from contextfold import _background
     from contextfold.cache import ToolOutputCache, _digest, masking
-    from contextfold.importers import load_sessions
-    from contextfold.manager import ContextManager, _digests_ahead, _masking, _secrets
+    from contextfold.manager import _compactor, _digests_ahead, _masking, _secrets
     from contextfold.redact import _redactor
     from contextfold.steering import _state
     from contextfold.steering.resources import superseded_reads
     from contextfold.summarize import entities
     from contextfold.tokens.counting import TiktokenCounter
 
-    spent: Counter[str] = Counter()
-    calls: Counter[str] = Counter()
-    agent = threading.current_thread()
-    labels: list[str] = []  # (printed in this order: each part under the one that holds it)
-
-    def timed(owner: Any, name: str, label: str) -> None:
-        inner: Callable[..., Any] = getattr(owner, name)
-
-        @functools.wraps(inner)
-        def part(*a: Any, **k: Any) -> Any:
-            if threading.current_thread() is agent:  # (a masking turn building what was not built ahead)
-                return inner(*a, **k)
-            started = time.thread_time()
-            try:
-                return inner(*a, **k)
-            finally:
-                spent[label] += time.thread_time() - started
-                calls[label] += 1
-
-        setattr(owner, name, part)
-        labels.append(label)
-
-    def timed_from(caller: Callable[..., Any], owner: Any, name: str, label: str) -> None:
-        """``timed``, counting only the calls ``caller`` makes itself (a counter's count of the placeholder)."""
-        inner: Callable[..., Any] = getattr(owner, name)
-        code = caller.__code__
-
-        @functools.wraps(inner)
-        def part(*a: Any, **k: Any) -> Any:
-            if sys._getframe(1).f_code is not code or threading.current_thread() is agent:
-                return inner(*a, **k)
-            started = time.thread_time()
-            try:
-                return inner(*a, **k)
-            finally:
-                spent[label] += time.thread_time() - started
-                calls[label] += 1
-
-        setattr(owner, name, part)
-        labels.append(label)
-
-    timed(_digests_ahead, "read_digests", "outputs' digests (material + placeholders)")
+    timers = ThreadTimers()
+    timed = timers.wrap
+    digests_part = timed(_digests_ahead, "read_digests", "outputs' digests (material + placeholders)")
+    # The read-ahead calls it through a LazyModule, which keeps the function it first read: one read before this
+    # patch (an import order changed) would leave the part untimed. What it will call is read now, and must be it.
+    if _compactor._digests_ahead.read_digests is not digests_part:
+        raise SystemExit("bench_read_ahead_parts: the read-ahead calls another read_digests than the timed one "
+                         "(manager._compactor._digests_ahead read it before the patch)")
     timed(_digest, "_rank", "  digest material (ranking)")
     timed(entities, "_extract", "    entity extraction (words not remembered)")
     timed(_redactor.Redactor, "blank", "  outputs blanked (light: inside placeholders)")
     timed(_digests_ahead, "placeholder_ahead", "  placeholders (digest walk, checks, counts)")
     timed(ToolOutputCache, "stage", "    outputs staged (encoded, hashed, lines counted)")
-    timed_from(masking.placeholder_ahead, TiktokenCounter, "count", "    the placeholders' own counts")
+    timed(TiktokenCounter, "count", "    the placeholders' own counts", only_from=masking.placeholder_ahead)
+    if hasattr(TiktokenCounter, "count_split"):  # (a tree before the eighteenth session has none)
+        timed(TiktokenCounter, "count_split", "    the placeholders' counts from pieces (listing nothing)")
     if hasattr(masking, "light_digest"):  # (a tree before the light digest has none)
-        timed(masking, "light_digest", "    light digests (entities, checks, count)")
         from contextfold.cache import _light_digest
+        timed(masking, "light_digest", "    light digests (entities, checks, count)")
         timed(_redactor.Redactor, "blank", "      blanking (Redactor.blank)")
+        timed(_redactor.Redactor, "learn_text", "      long outputs' secrets learned (Redactor.learn_text)")
         timed(_light_digest, "entity_kinds", "      light digests' entities")
         timed(_light_digest, "digest_items", "      light digests' walks (items counted)")
         timed(_redactor.Redactor, "mentions_secret", "      secret checks (Redactor.mentions_secret)")
@@ -171,36 +136,26 @@ def main() -> None:
     _background.submit = submit_timed
     policy = {**({} if args.digest_tokens is None else {"mask_digest_tokens": args.digest_tokens}),
               **({} if args.digest is None else {"mask_digest": args.digest})} or None
-    added_tokens = 0
+    added = {"tokens": 0}
     played: list[list[tuple[Any, ...]]] = []
-    soft = 0
-    for n, recorded in enumerate(sorted(load_sessions(args.data), key=lambda s: s.id)[: args.sessions]):
-        cm = ContextManager("gpt-4o", max_context_tokens=args.window, store="memory", archive="memory",
-                            session_id=f"parts-{n}", policy=policy)
+    soft = [0]
+
+    def started(cm: Any) -> None:
         session[0] = cm
-        soft = cm.budgets.soft
-        cm.counter.wait_exact()
-        added = 0
-        messages = recorded.messages
-        for index, answer in enumerate(messages):
-            if answer.role != "assistant":
-                continue
-            pending = messages[added:index]
-            if pending:
-                added_tokens += sum(cm.counter.count_message(m) for m in pending)
-                cm.add(pending)
-                added = index
-            cm.prepare()
-            _background.wait_idle()  # the model call: the read-ahead runs now
-            if args.simulate:  # (the view after the turn: what the next masking would take first, its tokens)
-                view, pairs = cm._view.normalized(), cm._view.pairs()
-                order = cm.steering.mask_order(view, pairs, superseded_reads(view, cm.steering.policies.resource_rule,
-                                                                             pairs))
-                events.append(("turn", [id(view[i]) for i in order.first if 0 <= i < len(view)],
-                               [id(m) for m in view if m.role == "tool"], cm._view.totals()[0] + cm._tool_tokens))
-            added_tokens += cm.counter.count_message(answer)
-            cm.add(answer)
-            added = index + 1
+        soft[0] = cm.budgets.soft
+
+    def counted(cm: Any, message: Any) -> None:
+        added["tokens"] += cm.counter.count_message(message)
+
+    def turned(cm: Any) -> None:
+        if args.simulate:  # (the view after the turn: what the next masking would take first, its tokens)
+            view, pairs = cm._view.normalized(), cm._view.pairs()
+            order = cm.steering.mask_order(view, pairs, superseded_reads(view, cm.steering.policies.resource_rule,
+                                                                         pairs))
+            events.append(("turn", [id(view[i]) for i in order.first if 0 <= i < len(view)],
+                           [id(m) for m in view if m.role == "tool"], cm._view.totals()[0] + cm._tool_tokens))
+
+    def ended(cm: Any) -> None:
         in_view = {id(m) for m in cm._view.raw}
         for key in built:
             fate["masked" if key in taken else "in the view unmasked at the end" if key in in_view else "gone"] += 1
@@ -208,18 +163,23 @@ def main() -> None:
         taken.clear()
         played.append(events[:])
         events.clear()
-        cm.close()
+
+    replay_loop(args.data, args.sessions, session_prefix="parts", policy=policy, window=args.window,
+                on_session=started, on_added=counted, on_turn=turned, on_end=ended)
+    added_tokens = added["tokens"]
+    if not timers.calls[timers.labels[0]] and sum(fate.values()):
+        raise SystemExit("bench_read_ahead_parts: placeholders were built ahead but read_digests was never timed")
 
     per_million = 1e9 / added_tokens
     print(f"{added_tokens:,} tokens added; read-ahead {ahead['cpu'] * per_million:.0f} ms CPU per 1M tokens")
-    for label in labels:
-        print(f"  {label:52s} {spent[label] * per_million:6.0f}   ({calls[label]:,} calls)")
+    for label, ms, calls in timers.rows(per_million):
+        print(f"  {label:56s} {ms:6.0f}   ({calls:,} calls)")
     print(f"placeholders built ahead: {sum(fate.values()):,}; " + ", ".join(f"{k} {v:,}" for k, v in fate.items()))
     print(f"maskings applied: {unbuilt['maskings']:,}; outputs they took unbuilt {unbuilt['outputs']:,}, in "
           f"{unbuilt['turns']:,} of them (at most {unbuilt['most']} in one)")
     if args.simulate:
         for margin in (0, 500, 1_000, 1_500, 2_000, 3_000):
-            print(f"  built only for the next masking, margin {margin:5,}: " + _simulate(played, soft, margin))
+            print(f"  built only for the next masking, margin {margin:5,}: " + _simulate(played, soft[0], margin))
 
 
 # A placeholder with a digest of the default 32 tokens takes about this many: masking an output saves the rest.

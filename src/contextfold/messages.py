@@ -17,6 +17,8 @@ from gc import get_referents
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal, TypeAlias
 
+from ._exact import exact_leaf
+
 __all__ = [
     "EMPTY",
     "ROLES",
@@ -135,19 +137,21 @@ def _to_own(value: Any) -> bool:
     shared with the caller: a credential written into it after ``add()`` reached the archive in clear (red team 17).
     So was a tuple subclass (a namedtuple) holding one (red team 19), and a ``deque``, a ``bytearray`` or an object
     whose text changes (red team 19: the transcript writes its text as it is then). A string or number of a
-    subclass stays shared (JSON writes its value, not its ``__str__``).
+    subclass is held as its exact value (eighteenth stop, lane S: its own ``__eq__``, ``__hash__`` or ``__str__``
+    misled redaction, see :mod:`contextfold._exact`). Told by type, never ``isinstance`` (a ``__class__`` property
+    claiming ``str`` kept an object shared that redaction then could not read).
     """
     kind = type(value)
     if kind in _CONTAINERS:
         return True
     if kind in _ATOMS:
         return False
-    if isinstance(value, tuple | frozenset):
+    if issubclass(kind, tuple | frozenset):
         return any(map(_to_own, value))
-    if isinstance(value, Mapping):
+    if issubclass(kind, Mapping):
         return not _own_view(value)
-    if isinstance(value, str | int | float):
-        return False
+    if issubclass(kind, str | int | float):
+        return True
     if kept_value_type(kind):
         # A Decimal NaN is unequal to another (a signalling one raises on ==): a message holding one never equalled
         # its copy, so it is held as its text ("NaN", "sNaN"), as such a value was before (b52e09e).
@@ -177,16 +181,18 @@ def _owned(value: Any) -> Any:
         return {_owned(v) for v in value} if any(map(_to_own, value)) else set(value)
     if kind in _ATOMS or not _to_own(value):
         return value
-    if isinstance(value, tuple):
+    if issubclass(kind, str | int | float):
+        return exact_leaf(value)
+    if issubclass(kind, tuple):
         items = [_owned(v) for v in value]
         return kind._make(items) if hasattr(kind, "_fields") and hasattr(kind, "_make") else tuple(items)
-    if isinstance(value, Mapping):
+    if issubclass(kind, Mapping):
         return {k: _owned(v) for k, v in value.items()}
-    if isinstance(value, list):
+    if issubclass(kind, list):
         return [_owned(v) for v in value]
-    if isinstance(value, set | frozenset):
+    if issubclass(kind, set | frozenset):
         members = {_owned(v) for v in value}
-        return members if isinstance(value, set) else frozenset(members)
+        return members if issubclass(kind, set) else frozenset(members)
     return value_text(value)
 
 
@@ -245,6 +251,8 @@ class _ReadOnly:
     # The fields holding a mapping the caller hands in (a part's or a call's ``extra``, ``cache_control``, ``data``):
     # owned like a message's meta (``__post_init__``). A Message owns its own fields itself.
     _MAPPINGS: ClassVar[tuple[str, ...]] = ()
+    # The text fields: a str of a subclass given there is held as its exact value (see Message.__post_init__).
+    _TEXTS: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self) -> None:
         # A dict the caller keeps and changes later must change no message: redaction's verdict is kept by message,
@@ -252,6 +260,10 @@ class _ReadOnly:
         # formats' decoders hand views contextfold made (kept as they are). An ``extra`` of None is the empty mapping
         # (as a Message's: check_messages wants a mapping, 96ca2cf took None); another None, and what is no mapping,
         # stay.
+        for name in self._TEXTS:
+            text = getattr(self, name)
+            if text is not None and type(text) is not str and issubclass(type(text), str):
+                object.__setattr__(self, name, str.__str__(text))
         for name in self._MAPPINGS:
             value = getattr(self, name)
             if value is None or value is EMPTY:  # (the defaults: most parts and calls)
@@ -294,6 +306,7 @@ class TextPart(_ReadOnly):
     """Plain text."""
 
     _MAPPINGS: ClassVar[tuple[str, ...]] = ("cache_control", "extra")
+    _TEXTS: ClassVar[tuple[str, ...]] = ("text",)
 
     text: str
     cache_control: Mapping[str, Any] | None = None
@@ -306,6 +319,7 @@ class ImagePart(_ReadOnly):
     """An image by URL or inline base64 data."""
 
     _MAPPINGS: ClassVar[tuple[str, ...]] = ("cache_control", "extra")
+    _TEXTS: ClassVar[tuple[str, ...]] = ("url", "data", "media_type", "detail")
 
     url: str | None = None
     data: str | None = None
@@ -321,6 +335,7 @@ class DocumentPart(_ReadOnly):
     """A document (PDF, plain text file, …) by URL, file id or inline data."""
 
     _MAPPINGS: ClassVar[tuple[str, ...]] = ("cache_control", "extra")
+    _TEXTS: ClassVar[tuple[str, ...]] = ("url", "data", "file_id", "media_type", "title")
 
     url: str | None = None
     data: str | None = None
@@ -341,6 +356,7 @@ class ThinkingPart(_ReadOnly):
     """
 
     _MAPPINGS: ClassVar[tuple[str, ...]] = ("cache_control", "extra")
+    _TEXTS: ClassVar[tuple[str, ...]] = ("text", "signature", "encrypted")
 
     text: str = ""
     signature: str | None = None
@@ -372,6 +388,7 @@ class ToolCall(_ReadOnly):
     """A function/tool call requested by the assistant. ``arguments`` is a JSON string, as OpenAI sends it."""
 
     _MAPPINGS: ClassVar[tuple[str, ...]] = ("extra",)
+    _TEXTS: ClassVar[tuple[str, ...]] = ("id", "name", "arguments")
 
     id: str
     name: str
@@ -527,6 +544,15 @@ class Message(_ReadOnly):
         return fp
 
     def __post_init__(self) -> None:
+        # A text of a str subclass is held as its exact value (what JSON writes): its own __eq__/__hash__/
+        # __contains__ answered redaction's caches and prefilter (a lying one passed the archive in clear).
+        if type(self.content) is not str and issubclass(type(self.content), str):
+            object.__setattr__(self, "content", str.__str__(self.content))
+        if self.name is not None and type(self.name) is not str and issubclass(type(self.name), str):
+            object.__setattr__(self, "name", str.__str__(self.name))
+        if self.tool_call_id is not None and type(self.tool_call_id) is not str and \
+                issubclass(type(self.tool_call_id), str):
+            object.__setattr__(self, "tool_call_id", str.__str__(self.tool_call_id))
         # Accept plain dicts and lists from callers, but store read-only values so a Message never changes.
         if isinstance(self.content, list):
             object.__setattr__(self, "content", tuple(self.content))

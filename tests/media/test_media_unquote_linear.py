@@ -61,7 +61,7 @@ def test_scanner_steps_are_linear_on_unclosed_escaped_quotes(monkeypatch: pytest
 
 def test_an_echo_without_item_wording_is_never_unquoted(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    monkeypatch.setattr(limits, "_unquoted", lambda text, *rest: calls.append(len(text)) or text)
+    monkeypatch.setattr(_quoted, "unquoted", lambda text, *rest: calls.append(len(text)) or text)
     echoed = f"{NONCE} " + '"\\' * 500_000
     body = {"error": {"message": f"Invalid value: '{echoed}'. Supported values are: 'low', 'high', and 'auto'.",
                       "type": "invalid_request_error"}}
@@ -72,13 +72,13 @@ def test_an_echo_without_item_wording_is_never_unquoted(monkeypatch: pytest.Monk
 
 def test_a_text_past_the_cap_is_never_unquoted(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    unquoted = limits._unquoted
+    unquoted = _quoted.unquoted
 
     def counted(text: str, *rest: Any) -> str:
         calls.append(len(text))
         return unquoted(text, *rest)
 
-    monkeypatch.setattr(limits, "_unquoted", counted)
+    monkeypatch.setattr(_quoted, "unquoted", counted)
     echoed = f"Too many images in request. Max is 1 {NONCE} " + "x" * limits._MAX_UNQUOTED_CHARS
     body = {"error": {"message": f"Invalid value: '{echoed}'. Supported values are: 'low', 'high', and 'auto'.",
                       "type": "invalid_request_error"}}

@@ -66,11 +66,12 @@ class Number(int):
     """A subclass showing its value, as ``numpy.float64`` shows its own."""
 
 
-def test_a_subclass_showing_no_secret_or_only_its_value_is_kept_as_it_is() -> None:
+def test_a_subclass_showing_no_secret_or_only_its_value_is_kept_as_its_figure() -> None:
+    # (Since lane S, eighteenth stop: as its exact type, the value JSON writes; its own methods never read.)
     card = 4111111111111111  # (its digits are a card number to the patterns: a figure all the same, as an int)
     out = Redactor().redact_obj({"level": Plain.LOW, "n": 3, "card": Number(card), "exact": card})
-    assert out["level"] is Plain.LOW and out["n"] == 3
-    assert type(out["card"]) is Number and out["card"] == card == out["exact"]
+    assert type(out["level"]) is int and out["level"] == 1 and out["n"] == 3
+    assert type(out["card"]) is int and out["card"] == card == out["exact"]
 
 
 def test_bulk_redaction_reads_a_subclass_as_one_message_alone_does() -> None:

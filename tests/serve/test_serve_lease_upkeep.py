@@ -24,8 +24,9 @@ from _serve_support import LEASE_SALT, MODEL, UPSTREAM_WINDOW, instances_fixture
 from contextfold.errors import StoreError
 from contextfold.serve import ProxyServer
 from contextfold.serve.identity import caller_scope, session_id
-from contextfold.serve.leases import LEASE_KEY_PREFIX, LEASE_MARGIN_S, lease_key
+from contextfold.serve.leases import LEASE_KEY_PREFIX, LEASE_MARGIN_S, lease_key, take_lease
 from contextfold.serve.sessions import resolve_pointer
+from contextfold.stores.memory import MemoryBlobStore
 from contextfold.testing import ErrorReply, RecordedRequest, ScriptedLLMServer
 from contextfold.testing.server import ScriptedReply
 
@@ -34,6 +35,7 @@ KEY = "sk-lease-upkeep-caller"
 HEADERS = {"authorization": f"Bearer {KEY}"}
 # Seconds a test waits for a request it knows is coming (a failure, not a pace: events end every wait sooner).
 WAIT_S = 10.0
+NONCE = "r18f1-retag-Kp2v"
 
 
 class Gates:
@@ -308,3 +310,17 @@ def test_a_conversation_fed_on_a_head_that_moved_can_be_taken_over_once_answered
     # The conversation moved past B (fed, answered): C is not kept waiting for B's lease to expire.
     c = post(two, {"conversation": conversation, "input": f"C-{nonce}: done?"})
     assert c.status_code == 200, c.text  # (08dd6b2: 409, the lease's tag named the head B read, not the one it fed on)
+
+
+def test_a_store_outage_during_a_retag_is_a_store_error_not_a_conflict() -> None:
+    # (8c274dd: Conflict, a 409 "another request ... is in flight" where none was; a StoreError is open_turn's retry
+    # and then its 503)
+    store = MemoryBlobStore()
+    lease = take_lease(store, f"sess-{NONCE}", None, f"head0:{NONCE}", seconds=900, clock=lambda: 1000.0)
+
+    def down(key: str, data: bytes | None, expected: bytes | None) -> bool:
+        raise StoreError(f"the store is unavailable ({NONCE})")
+
+    store.put_if = down  # type: ignore[method-assign]
+    with pytest.raises(StoreError):
+        lease.retag(f"head1:{NONCE}")

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import logging
+import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,7 +24,7 @@ import pytest
 from _serve_support import MODEL, proxy_config
 
 from contextfold.serve import ProxyServer
-from contextfold.serve.ops import JsonFormatter, LineQueue
+from contextfold.serve.ops import LOG_QUEUE_LINES, JsonFormatter, LineQueue, LineWriter, log_event
 from contextfold.serve.runner import configure_logging
 from contextfold.testing import ScriptedLLMServer
 from contextfold.untrusted.regex import TimedPattern
@@ -109,3 +112,77 @@ def test_a_full_line_queue_drops_and_counts_instead_of_waiting() -> None:
     queue.handle(logging.LogRecord("contextfold.serve", logging.INFO, __file__, 1, "after", None, None))
     last = [queue.queue.get_nowait() for _ in range(2)][-1]
     assert last.getMessage() == "after" and last.fields == {"lines_dropped": 3} and queue.dropped == 0
+
+
+class _GatedRedactor:
+    """Holds the writer on its first line until ``gate`` is set (at most 10 s: a stuck test fails, never hangs)."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+
+    def redact_text(self, text: str) -> str:
+        self.gate.wait(10)
+        return text
+
+
+def _open_gate_at_close(monkeypatch: pytest.MonkeyPatch, gate: threading.Event) -> None:
+    """The writer goes on once stop() has closed the queue's intake: stop() begins with the queue full."""
+    close_intake = LineQueue.close_intake
+
+    def closing(self: LineQueue) -> int:
+        dropped = close_intake(self)
+        gate.set()
+        return dropped
+
+    monkeypatch.setattr(LineQueue, "close_intake", closing)
+
+
+def test_a_writer_stopped_with_its_queue_full_writes_every_line_then_the_drops(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    redactor = _GatedRedactor()
+    _open_gate_at_close(monkeypatch, redactor.gate)
+    out = io.StringIO()
+    stream = logging.StreamHandler(out)
+    stream.setFormatter(JsonFormatter(redactor))
+    lines = LineQueue(capacity=8)
+    writer = LineWriter(lines, stream)
+    writer.start()
+    try:
+        for n in range(20):  # (the writer holds at most one: the queue is full, the rest dropped)
+            lines.handle(logging.LogRecord("contextfold.serve", logging.INFO, __file__, 1, f"{NONCE} {n}", None, None))
+        assert lines.bounded.full()
+        writer.stop()  # (8c274dd: queue.Full, the thread never joined)
+    finally:
+        redactor.gate.set()
+    written = [json.loads(line) for line in out.getvalue().splitlines()]
+    said = [line for line in written if line["msg"].startswith(NONCE)]
+    reported = sum(line.get("lines_dropped", 0) for line in written)
+    assert len(said) in (8, 9) and len(said) + reported == 20  # (8c274dd: the last drops never reported)
+    assert written[-1]["msg"] == "log lines dropped"
+
+
+def test_configure_logging_again_with_the_queue_full_does_not_fail(monkeypatch: pytest.MonkeyPatch,
+                                                                  logging_restored: None) -> None:
+    redactor = _GatedRedactor()
+    _open_gate_at_close(monkeypatch, redactor.gate)
+    stop = configure_logging("info", redactor)
+    try:
+        for n in range(LOG_QUEUE_LINES + 50):
+            log_event("refused", level=logging.WARNING, nonce=NONCE, n=n)
+        configure_logging("info")()  # (stops the first writer: 8c274dd raised queue.Full here)
+    finally:
+        redactor.gate.set()
+        stop()
+
+
+def test_a_queued_record_keeps_its_error_as_text_not_its_traceback() -> None:
+    lines = LineQueue(capacity=2)
+    try:
+        raise ValueError(f"upstream down {NONCE}")
+    except ValueError:
+        record = logging.LogRecord("contextfold.serve", logging.ERROR, __file__, 1, "failed", None, sys.exc_info())
+    lines.handle(record)
+    queued = lines.bounded.get_nowait()
+    assert queued is not None and queued.exc_info is None  # (its frames no longer held while it waits)
+    assert record.exc_info is not None  # (the logger's other handlers still get it)
+    assert json.loads(JsonFormatter().format(queued))["error"] == f"ValueError: upstream down {NONCE}"

@@ -21,6 +21,7 @@ from _serve_support import MODEL, proxy_config
 
 from contextfold.cli.serve import config_from_args, register
 from contextfold.errors import ConfigError
+from contextfold.redact import Redactor
 from contextfold.serve import ProxyServer, ServeConfig
 from contextfold.serve.ops import JsonFormatter
 from contextfold.testing import ScriptedLLMServer
@@ -115,6 +116,19 @@ def test_a_pattern_that_redacts_most_of_plain_text_is_refused_at_start(catch_all
     assert refused.value.field == "redact_patterns.anything" and repr(catch_all) in str(refused.value)
 
 
-@pytest.mark.parametrize("shaped", [r"TCK-[0-9]{6}", r"/tmp/\S+", r"\d+", r"sk-[A-Za-z0-9]{20,}", r"[A-Za-z]{4,}"])
+@pytest.mark.parametrize("anchored", [r"^.+", r"^.*$", r"\A.+", r".+$", r"^.+$", r"\A.*\Z"])
+def test_an_anchored_catch_all_is_refused_at_start(anchored: str) -> None:
+    # (it takes one line of the probe's three, 8c274dd took it; every log line is one line, redacted whole)
+    line = f'{{"level": "info", "logger": "contextfold.serve", "msg": "served", "id": "{NONCE}"}}'
+    assert Redactor(builtin=False, remember=False, patterns={"x": anchored}).redact_text(line) == "[REDACTED:x]"
+    with pytest.raises(ConfigError) as refused:
+        ServeConfig(redact_patterns={"anything": anchored, **PATTERNS})
+    assert refused.value.field == "redact_patterns.anything" and repr(anchored) in str(refused.value)
+
+
+@pytest.mark.parametrize("shaped", [
+    r"TCK-[0-9]{6}", r"/tmp/\S+", r"\d+", r"sk-[A-Za-z0-9]{20,}", r"[A-Za-z]{4,}", r"[\w.+-]+@[\w-]+\.[\w.]+",
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", r"eyJ[\w-]+\.[\w-]+\.[\w-]+",
+    r"\b(?:\d{1,3}\.){3}\d{1,3}\b", r"(?:/[\w.-]+)+", r"password\s*[:=]\s*\S+", r"[A-Z]+-\d+"])
 def test_a_pattern_of_a_secrets_shape_is_taken(shaped: str) -> None:
     assert dict(ServeConfig(redact_patterns={"shaped": shaped}).redact_patterns) == {"shaped": shaped}

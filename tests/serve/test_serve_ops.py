@@ -52,6 +52,15 @@ def test_a_token_guards_everything_but_health(upstream: ScriptedLLMServer, openi
         assert httpx.get(guarded.url + "/healthz").status_code == 200
 
 
+@pytest.mark.parametrize("field", ["upstream_timeout_s", "connect_timeout_s", "shutdown_grace_s", "session_max_age_s"])
+@pytest.mark.parametrize("value", [float("inf"), float("nan")])
+def test_a_timeout_that_never_ends_is_refused_naming_its_field(field: str, value: float) -> None:
+    # (8c274dd took inf: over Redis the lease store's math.ceil(inf + 600) crashed the start, uvicorn's int(inf) too)
+    with pytest.raises(ConfigError) as refused:
+        ServeConfig(**{field: value})
+    assert refused.value.field == field and "finite" in str(refused.value)
+
+
 def test_binding_beyond_loopback_needs_a_token(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(ConfigError, match="token"):
         ServeConfig(host="0.0.0.0")

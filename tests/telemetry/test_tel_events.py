@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from contextfold.telemetry import (
     COMMON_FIELDS,
     EVENT_TYPES,
+    AddRolledBack,
     CacheDecision,
     CacheMasked,
     CacheTruncated,
@@ -80,6 +81,7 @@ def sample_events() -> list[Event]:
                               compactions=1, context_tokens=41_000),
         ProviderItemDropped(format="openai_chat", count=2, kinds={"thinking": 2}, origins=("anthropic",),
                             ids=("s:1",)),
+        AddRolledBack(ids=("m:5", "m:6"), voided=("0123456789abcdef",), error_type="KeyboardInterrupt"),
     ]
 
 
@@ -105,6 +107,7 @@ def test_every_issue_event_name_has_a_type() -> None:
         "session.trace",
         "provider.context",
         "provider.item_dropped",
+        "compact.add_rolled_back",
     }
     assert set(EVENT_TYPES) == wanted
     assert {type(e).NAME for e in sample_events()} >= wanted

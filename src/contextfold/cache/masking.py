@@ -355,7 +355,8 @@ def _light_placeholder(ref_id: str, text: str | None, cache: OutputStore, digest
     whole = text if text is not None else cache.get(ref_id)
     digest = light_digest(whole, budget_tokens=digest_tokens, counter=counter, known=known,
                           mentions_secret=secrets.mentions_secret if secrets is not None else None,
-                          blank=secrets.blank if secrets is not None else None)
+                          blank=secrets.blank if secrets is not None else None,
+                          learn=getattr(secrets, "learn_text", None))
     placeholder = masked_placeholder(ref_id, digest.text, partial=digest.partial)
     if memo is not None and (secrets is None or secrets.digest_state() == state):
         memo.put(key, Built(placeholder, state, digest.asked))  # (not when a secret was learned meanwhile)

@@ -443,6 +443,7 @@ class CompactionRunner:
     def compact_in_background(self) -> Future[CompactionResult] | None:
         """What :meth:`ContextManager.compact_in_background` does (taking the manager's lock)."""
         from ._compactor import compact_after_boundary
+        from ._idle import ForgettableSummarizer
 
         manager = self.manager
         with manager._lock:
@@ -456,12 +457,14 @@ class CompactionRunner:
             snapshot = manager._view.normalized()
             compactable = without_receipts(snapshot)  # the last receipt is replaced by the new one, not summarized
             # (The summary is computed away from the lock: the summarizer learns the whole view's secrets itself.)
-            summarizer, count = manager._secrets.guard(manager.summarizer, context=snapshot), manager._compactions
+            # (Forgettable: a job add()'s rollback forgets stops before its summarizer's call, see _idle.)
+            summarizer = ForgettableSummarizer(manager._secrets.guard(manager.summarizer, context=snapshot))
+            count = manager._compactions
             budget = manager.budgets.hard - manager._tool_tokens - manager.steering.compaction_reserve
             policy = manager._compactor.policy  # per-tool rules included (summarize: false)
             return manager._idle.start(snapshot, manager._view.version, lambda: compact_after_boundary(
                 compactable, policy=policy, counter=manager.counter, summarizer=summarizer, budget=budget,
-                kind="soft", compaction_count=count, clock=manager._clock))
+                kind="soft", compaction_count=count, clock=manager._clock), summarizer)
 
     def apply_idle_result(self) -> None:
         """Apply a finished idle compaction, unless the view was rewritten meanwhile or it saves too little."""

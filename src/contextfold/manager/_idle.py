@@ -10,15 +10,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 
     from ..compaction import CompactionResult
     from ..messages import Message
+    from ..summarize import Summarizer, SummaryRequest, SummaryResult
 
-__all__ = ["IdleCompactions", "IdleOutcome"]
+__all__ = ["ForgettableSummarizer", "IdleCompactions", "IdleOutcome", "JobForgotten"]
 
 # Background compactions of every manager of the process share these workers, started on first need (issue 22: a
 # thread per manager left 402 threads behind 200 managers dropped without close()). A session never has more than
@@ -55,11 +56,40 @@ class IdleOutcome:
     tail: tuple[Message, ...] = ()
 
 
+class JobForgotten(RuntimeError):
+    """A background compaction's summarizer not called: its job was forgotten (its view taken back by add())."""
+
+
+class ForgettableSummarizer:
+    """A background job's summarizer, not called once the job is forgotten.
+
+    ``add()``'s rollback forgets a job its check started; one the shared executor had begun already could not be
+    cancelled and ran on, its summarizer call (an LLM's, paid) included, for a result nobody takes. Forgotten before
+    that call, the job ends there (:class:`JobForgotten`, a failed job nobody reads). A call already under way runs
+    to its end.
+    """
+
+    def __init__(self, inner: Summarizer) -> None:
+        self.inner = inner
+        self.forgotten = threading.Event()
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        """The wrapped summarizer's summary, unless the job was forgotten."""
+        if self.forgotten.is_set():
+            raise JobForgotten("the background compaction was forgotten before its summary was asked for")
+        return self.inner.summarize(request)
+
+    def __getattr__(self, name: str) -> Any:
+        # Anything else a summarizer offers (its counter, a name) is the wrapped summarizer's.
+        return getattr(self.inner, name)
+
+
 class IdleCompactions:
     """At most one background compaction of one session's view, and the check that its result still applies."""
 
     def __init__(self) -> None:
         self._pending: tuple[int, list[Message], Future[CompactionResult]] | None = None
+        self._summarizer: ForgettableSummarizer | None = None  # the pending job's, told when it is forgotten
 
     @property
     def pending(self) -> bool:
@@ -80,12 +110,19 @@ class IdleCompactions:
         if pending is not mark and pending is not None:
             self._pending = None
             pending[2].cancel()
+            if self._summarizer is not None:  # (begun already: it stops before its summarizer's call)
+                self._summarizer.forgotten.set()
+                self._summarizer = None
 
-    def start(self, snapshot: list[Message], version: int,
-              job: Callable[[], CompactionResult]) -> Future[CompactionResult]:
-        """Run ``job`` (the compaction of ``snapshot``, the view at ``version``) on a shared worker thread."""
+    def start(self, snapshot: list[Message], version: int, job: Callable[[], CompactionResult],
+              summarizer: ForgettableSummarizer | None = None) -> Future[CompactionResult]:
+        """Run ``job`` (the compaction of ``snapshot``, the view at ``version``) on a shared worker thread.
+
+        ``summarizer``: the job's, told when the job is forgotten (see :meth:`forget_started_since`).
+        """
         future = _shared_executor().submit(job)
         self._pending = (version, snapshot, future)
+        self._summarizer = summarizer
         return future
 
     def take(self, current: Sequence[Message], version: int) -> IdleOutcome | None:
@@ -95,7 +132,7 @@ class IdleCompactions:
         pending = self._pending
         if pending is None or not pending[2].done():
             return None
-        self._pending = None
+        self._pending = self._summarizer = None  # (the summarizer holds the job's whole view: not kept past it)
         started_at, snapshot, future = pending
         length = len(snapshot)
         intact = started_at == version and len(current) >= length and all(

@@ -11,6 +11,7 @@ sequence of ids stay the manager's (``contextfold.manager._manager``, which hold
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -116,6 +117,8 @@ class Intake:
         self.unredacted = 0  # of those, the first this many, added before add() redacted what it adds
         self.held_outputs = HeldOutputs()  # outputs whose digest material is read once a masking can take them
         self.reading = False  # past half the soft threshold: add() reads what it adds (see _read_on_add)
+        # The last view a provider's compaction item replaced, archived: its digest and transcript number.
+        self._replaced_archived: tuple[bytes, int] | None = None
 
     def add(self, incoming: list[Message]) -> None:
         """Store ``incoming`` (coerced, under the lock): the write-time views, the secrets, the view, the read-ahead.
@@ -223,9 +226,11 @@ class Intake:
         compactor_policy, origins = manager._compactor.policy, set(manager._provider_items.origins)
         unwarmed_before, unredacted_before = len(self.unwarmed), self.unredacted
         view.append(kept)
+        sent = manager.tracer.record_sent()  # (what the commit tells, voided by the rollback's event)
         try:
             self._commit(stored, kept, added, counting_view, calls_read, boundaries, results)
-        except BaseException:
+        except BaseException as error:
+            manager.tracer.stop_recording()
             # All or nothing for an interrupt too (a KeyboardInterrupt in the view's count or the trigger check; the
             # provider item's archive failing): the batch out again, every part as it was, a background compaction
             # the check started on it forgotten (the retry's check starts its own).
@@ -243,13 +248,21 @@ class Intake:
             del self.unwarmed[unwarmed_before:]
             self.unredacted = unredacted_before
             self.calls_read.difference_update(map(id, kept))
+            # The events the commit sent (its trigger decision, what settling pruned) stay sent: this one says
+            # they no longer hold, and which messages are not in the history (the last step: a sink may raise).
+            from ..telemetry import AddRolledBack
+
+            manager.tracer.emit(AddRolledBack(session_id=manager.session_id, error_type=type(error).__name__,
+                                              ids=tuple(str(m.meta.get("id", "")) for m in stored),
+                                              voided=tuple(sent)))
             raise
+        manager.tracer.stop_recording()
 
     def _commit(self, stored: list[Message], kept: list[Message], added: int, counting_view: bool,
                 calls_read: bool, boundaries: bool, results: bool) -> None:
         """The batch, appended to the view: the parts told, the view counted, the policy's check (see :meth:`add`)."""
         manager, view = self.manager, self.manager._view
-        if boundaries and manager._provider_items.drop_before_boundary(view, manager._archive_transcript):
+        if boundaries and manager._provider_items.drop_before_boundary(view, self._archive_replaced):
             manager._compactor.floor = manager._compactor.stalled = None  # of a view that no longer exists
         self._note_steering(stored)
         queued = len(self.unwarmed)
@@ -280,6 +293,23 @@ class Intake:
                 _log.warning("counting the view after add() failed; the next prepare() counts it", exc_info=True)
         if results:
             self._check_after_results()
+
+    def _archive_replaced(self, view: list[Message]) -> int:
+        """Archive the view a provider's compaction item replaces: once for the same messages.
+
+        An add() rolled back after this archive (an interrupt in its count or its check) left the transcript
+        written; the caller's retry replaces the same view, and wrote the same transcript again under the next
+        number. The same messages (ids and content) are now the transcript already written: its number, the view
+        marked archived again (the rollback took the mark back).
+        """
+        key = _view_key(view)
+        done = self._replaced_archived
+        if done is not None and done[0] == key:
+            self.manager._archived_seq = self.manager._seq
+            return done[1]
+        number = self.manager._archive_transcript(view)
+        self._replaced_archived = (key, number)
+        return number
 
     def _check_after_results(self) -> None:
         """The policy's check after tool results arrive, once the batch is in: its failure does not undo the add.
@@ -524,6 +554,14 @@ class _Made(NamedTuple):
     large: bool  # whether it may be over policy.large_input_bytes (each copy is warned about)
     tool: bool  # a tool result (the batch then runs the policy check)
     boundary: bool  # a provider's compaction item
+
+
+def _view_key(view: Sequence[Message]) -> bytes:
+    """A digest of ``view``'s messages: their ids and what each says (its fingerprint), in order."""
+    digest = hashlib.blake2b(digest_size=16)
+    for m in view:
+        digest.update(f"{m.meta.get('id', '')}\0{m.fingerprint()}\0".encode())
+    return digest.digest()
 
 
 def _worth_reading(batch: list[Message]) -> list[Message]:

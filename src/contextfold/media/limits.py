@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..recovery._quoted import MAX_UNQUOTED_CHARS as _MAX_UNQUOTED_CHARS
+from ..recovery._quoted import said_in
 from ..recovery._quoted import unquoted as _unquoted
 from ..recovery.overflow import MAX_ERROR_FIGURE, read_error, read_figure
 
@@ -117,40 +118,32 @@ def parse_media_limit(error: object, *, provider: str | None = None) -> MediaLim
         return None
     said_by = provider or reading.provider
     for text in reading.texts:
-        said = _said(text, _ITEM_TEXTS)
-        if said is not None:
-            match, _ = said
+        # (an item wording said only in quotes is the client's echo, reviewer 2 of s17: no count to evict to)
+        said = said_in(text, _ITEM_TEXTS)
+        if said is not None and said.match is not None:
+            match = said.match
             return MediaLimitInfo("items", text.strip(), limit=read_figure(match["limit"]), sent=_items_sent(match),
                                   provider=said_by, status_code=reading.status)
     texts = [t for t in reading.texts if not _QUOTA_WORDS.search(t)]
     if len(texts) < len(reading.texts) and reading.status != _TOO_LARGE_STATUS:
         return None  # a quota's wording ("... tokens per min"): not about the request's bytes
+    unread: MediaLimitInfo | None = None  # a byte wording said only in quotes or past the cap: no figures
     for text in texts:
-        said = _said(text, _BYTES_TEXTS)
-        if said is not None:
-            return MediaLimitInfo("bytes", text.strip(), limit=_megabytes(said[1]), provider=said_by,
+        said = said_in(text, _BYTES_TEXTS)
+        if said is None:
+            continue
+        if said.match is not None:
+            return MediaLimitInfo("bytes", text.strip(), limit=_megabytes(said.match.string), provider=said_by,
                                   status_code=reading.status)
+        # (httpx's "Client error '413 Request Entity Too Large' for url ...": a byte limit, as at 08dd6b2)
+        unread = unread or MediaLimitInfo("bytes", text.strip(), provider=said_by, status_code=reading.status)
+    if unread is not None:
+        return unread
     if reading.status == _TOO_LARGE_STATUS or reading.codes & _TOO_LARGE_CODES:
         message = texts[0].strip() if texts else "the request is too large"
         figures = _unquoted(message) if len(message) <= _MAX_UNQUOTED_CHARS else ""
         return MediaLimitInfo("bytes", message, limit=_megabytes(figures), provider=said_by,
                               status_code=reading.status)
-    return None
-
-
-def _said(text: str, wordings: tuple[re.Pattern[str], ...]) -> tuple[re.Match[str], str] | None:
-    """The first of ``wordings`` that ``text`` says outside what it quotes (the client's), with that text; or None.
-
-    Only a text a wording matches raw is unquoted (unquoting only takes words away), and only up to
-    ``MAX_UNQUOTED_CHARS`` (past it no provider's sentence: cut short, its echoed value would read as unquoted).
-    """
-    if len(text) > _MAX_UNQUOTED_CHARS or not any(pattern.search(text) for pattern in wordings):
-        return None
-    said = _unquoted(text)  # (what the error quotes is the client's: OpenAI echoes an invalid value whole)
-    for pattern in wordings:
-        match = pattern.search(said)
-        if match:
-            return match, said
     return None
 
 

@@ -5,14 +5,19 @@ a client whose text said "Too many images in request. Max is 1" or "maximum cont
 provider echoes it taught every caller of the model that limit (reviewer 2, s17; the token and byte wordings since
 the eighteenth stop). The error's wording is matched in :func:`unquoted` text, and only in a text of at most
 :data:`MAX_UNQUOTED_CHARS` (a provider's message is a sentence or two; an echoed value can be megabytes, and the proxy
-reads errors on its event loop). Used by :mod:`contextfold.recovery.overflow` and :mod:`contextfold.media.limits`.
+reads errors on its event loop). Used by :mod:`contextfold.recovery.overflow` and :mod:`contextfold.media.limits`,
+both through :func:`said_in`: a wording the error says only inside its quotes (or past the cap) is still said, without
+figures, so recovery is never lost (a gateway quoting its upstream's message, ``{exc!r}``, SageMaker's ``with message
+"..."``; review of s18).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-__all__ = ["ALL_QUOTES", "MAX_UNQUOTED_CHARS", "STRING_QUOTES", "unquoted"]
+__all__ = ["ALL_QUOTES", "MAX_UNQUOTED_CHARS", "STRING_QUOTES", "Said", "said_in", "unquoted"]
 
 # A quoted span (single, double or back quotes; escaped quotes inside kept), opening and closing outside a word (an
 # apostrophe is no quote), and the key before it when it is the text's message: a wrapper's rendering of the
@@ -29,6 +34,36 @@ _ESCAPED_QUOTE = re.compile(r"""\\(['"])""")
 MAX_UNQUOTED_CHARS = 8_192
 # Messages quoted inside quoted messages read unquoted this deep; deeper spans are dropped like echoed values.
 _MAX_QUOTE_DEPTH = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """Which wording a text says (its index in the wordings given) and, when it says it outside its quotes, where.
+
+    ``match`` is None when the wording is only inside quotes or the text is past :data:`MAX_UNQUOTED_CHARS`: the
+    limit is taken, its figures are not (they may be the client's).
+    """
+
+    wording: int
+    match: re.Match[str] | None
+
+
+def said_in(text: str, wordings: Sequence[re.Pattern[str]], quotes: str = ALL_QUOTES) -> Said | None:
+    """Whether ``text`` says one of ``wordings``: raw match, cap, unquote, match again; None when it says none.
+
+    Only a text a wording matches raw is unquoted (unquoting only takes words away), and only up to the cap.
+    """
+    raw = next((index for index, wording in enumerate(wordings) if wording.search(text)), None)
+    if raw is None:
+        return None
+    if len(text) > MAX_UNQUOTED_CHARS:
+        return Said(raw, None)
+    plain = unquoted(text, quotes)
+    for index, wording in enumerate(wordings):
+        match = wording.search(plain)
+        if match:
+            return Said(index, match)
+    return Said(raw, None)
 
 
 def unquoted(text: str, quotes: str = ALL_QUOTES, depth: int = 0) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ContextOverflowError
-from ._quoted import MAX_UNQUOTED_CHARS, STRING_QUOTES, unquoted
+from ._quoted import STRING_QUOTES, said_in
 
 __all__ = ["MAX_ERROR_FIGURE", "OVERFLOW_CODES", "ErrorReading", "OverflowInfo", "parse_overflow", "read_error",
            "read_figure"]
@@ -138,6 +138,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
     _p(None, r"context length exceeded|context_length_exceeded|exceeds? (?:the )?(?:model's )?context window|"
              r"context window (?:exceeded|is full)|maximum context length"),
 )
+_REGEXES = tuple(pattern.regex for pattern in _PATTERNS)
 # A breakdown's parts: "4000 in the messages", "1000 for the completion", "12 of tool input", "10 in the output".
 _PART = re.compile(r"(\d+) (?:in|of|for) (?:the |your )?([a-z ]+?)(?=[,;)]|$)", re.IGNORECASE)
 _OUTPUT_WORDS = ("completion", "output")
@@ -179,18 +180,18 @@ def parse_overflow(error: object, *, provider: str | None = None) -> OverflowInf
     evidence = read_error(error)
     if evidence.status == _RATE_LIMIT_STATUS:
         return None
+    unread: OverflowInfo | None = None  # a wording said only in quotes or past the cap: an overflow, no figures
     for text in evidence.texts:
-        said = next((pattern for pattern in _PATTERNS if pattern.regex.search(text)), None)
+        # What the error quotes is the client's (an invalid value echoed whole): its wording there sets no limit.
+        said = said_in(text, _REGEXES, STRING_QUOTES)
         if said is None:
             continue
-        if len(text) > MAX_UNQUOTED_CHARS:  # (no provider's sentence: an echo is; the overflow taken, no figure)
-            return _info(text, None, provider or evidence.provider or said.provider, evidence)
-        # What the error quotes is the client's (an invalid value echoed whole): its wording there sets no limit.
-        plain = unquoted(text, STRING_QUOTES)
-        for pattern in _PATTERNS:
-            match = pattern.regex.search(plain)
-            if match:
-                return _info(text, match, provider or evidence.provider or pattern.provider, evidence)
+        said_by = provider or evidence.provider or _PATTERNS[said.wording].provider
+        if said.match is not None:
+            return _info(text, said.match, said_by, evidence)
+        unread = unread or _info(text, None, said_by, evidence)
+    if unread is not None:
+        return unread
     if evidence.forced or evidence.codes & OVERFLOW_CODES:
         message = evidence.texts[0] if evidence.texts else "context window exceeded"
         return _info(message, None, provider or evidence.provider, evidence)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from .._exact import exact_key
 from ..messages import kept_value_type, value_text
 from ._gate import KEY_NAME_WORDS
 from ._scans import marker
@@ -63,14 +64,23 @@ def key_says(key: str) -> tuple[str, str | None] | None:
 
 
 def redact_item(redactor: _Host, key: Any, value: Any) -> Any:
+    kind = type(value)
+    if kind is int or kind is float or kind is bool or value is None:
+        return value  # (a figure: what redact_obj returns for it, without the checks below)
+    # A str of a subclass (key or value) is read as its exact value, by its type: its own methods (a ``startswith``
+    # saying it was redacted already, a ``__class__`` claiming str) never decide (see contextfold._exact).
+    if type(value) is not str and issubclass(type(value), str):
+        value = str.__str__(value)
+    if type(key) is not str:
+        key = exact_key(key)
     # {"password": "..."}: the key says the whole value is a secret, whatever it looks like.
-    if type(value) is not str and isinstance(key, str) and kept_value_type(type(value)):
+    if type(value) is not str and type(key) is str and kept_value_type(type(value)):
         # (A UUID or a Decimal a message keeps as itself: its text is what a transcript writes, so the key rule
         # reads that text, learned and replaced as a string would be; no pattern matches a bare UUID.)
         text = value_text(value)
         redacted = redact_item(redactor, key, text)
         return value if redacted == text else redacted
-    if type(value) is str and isinstance(key, str) and not value.startswith("[REDACTED"):
+    if type(value) is str and type(key) is str and not value.startswith("[REDACTED"):
         says = key_says(key)
         if says is not None:
             from .rules import is_placeholder, weak_value_ok
@@ -80,15 +90,4 @@ def redact_item(redactor: _Host, key: Any, value: Any) -> Any:
                 redactor.learn(value, name)
                 return marker(name)
         return redactor.redact_text(value)
-    if isinstance(key, str) and isinstance(value, str) and not value.startswith("[REDACTED"):
-        # (A str subclass: read as the key rule always read it.)
-        from .rules import SECRET_KEY, is_placeholder, weak_value_ok
-
-        m = SECRET_KEY.fullmatch(key)
-        weak = m.group("weak") if m is not None else None
-        if (m is not None and not is_placeholder(value, maybe_tag=False)
-                and (weak is None or weak_value_ok(weak, value))):
-            name = "password" if m.group("pw") or m.group("wpw") else "api_key"
-            redactor.learn(value, name)
-            return marker(name)
     return redactor.redact_obj(value)

@@ -29,6 +29,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from .._exact import EXACT_LEAVES, exact_leaf, exact_text
 from ..messages import (
     DocumentPart,
     ImagePart,
@@ -97,6 +98,10 @@ _TEXTLESS = (int, float, complex, datetime.date, datetime.time, datetime.timedel
 # read as another object's (see Redactor._shown_redacted).
 _TEXTLESS_TYPES = frozenset({int, float, complex, bool, datetime.date, datetime.datetime, datetime.time,
                              datetime.timedelta})
+
+# The types whose subclasses redact_obj reads as their exact type (contextfold._exact.exact_leaf).
+_EXACT_BASES = (str, int, float)
+
 
 def _value_text(obj: Any) -> str | None:
     """The text of ``obj``'s value as its exact type writes it (``obj``: a number, time or string of a subclass)."""
@@ -314,8 +319,18 @@ class Redactor:
         return shadow.redact_ahead(messages, paced=paced)
 
     def redact_text(self, text: str) -> str:
-        """``text`` with every secret replaced by its marker; the rest is unchanged."""
-        if not self.enabled or not text:
+        """``text`` with every secret replaced by its marker; the rest is unchanged.
+
+        A ``str`` of a subclass is read (and returned) as its exact value: its own ``__eq__``, ``__hash__`` or
+        ``__contains__`` could tell the cache below it was a text found clean (see :mod:`contextfold._exact`).
+        """
+        if not self.enabled:
+            return text
+        if type(text) is not str:
+            if not isinstance(text, str):
+                return text  # (no text at all: None, as before)
+            text = exact_text(text)
+        if not text:
             return text
         plain = self._plain_strings() if len(text) <= CLEARED_MAX_CHARS else None
         if plain is not None and (text in plain or self._was_cleared(text)):
@@ -576,7 +591,11 @@ class Redactor:
     def redact_obj(self, obj: Any) -> Any:
         """A deep copy of ``obj`` with every string value redacted (dicts, lists, tuples and sets; keys are kept).
 
-        Another object (but a number or a time) whose text holds a secret is replaced by that text redacted.
+        A ``str``, ``int`` or ``float`` of a subclass comes back as its exact type (its value, what JSON writes of
+        it), redacted: its own methods are never called, so none can show or hide a secret (see
+        :mod:`contextfold._exact`). Containers and the rest are told by their type, never ``isinstance`` (an
+        object's ``__class__`` property can claim ``str``: it made redaction raise). Another object (but a number
+        or a time) whose text holds a secret is replaced by that text redacted.
         """
         if not self.enabled:
             return obj
@@ -589,30 +608,30 @@ class Redactor:
             return {k: self._redact_item(k, v) for k, v in obj.items()}
         if obj is None or kind is int or kind is float or kind is bool:
             return obj  # (an event's figures: before the ABC checks below, each of its numbers went through them)
-        if isinstance(obj, str):  # (a subclass: its value, and the texts it shows, see _shown_redacted)
-            redacted = self.redact_text(obj)
-            return redacted if redacted != obj else self._shown_redacted(obj)
-        if isinstance(obj, Mapping):
+        if kind in _TEXTLESS_TYPES:
+            return obj
+        if issubclass(kind, _EXACT_BASES):  # (a subclass: its exact value, redacted; see contextfold._exact)
+            return self.redact_obj(exact_leaf(obj))
+        if issubclass(kind, Mapping):
             return {k: self._redact_item(k, v) for k, v in obj.items()}
-        if isinstance(obj, list | tuple):
+        if issubclass(kind, list | tuple):
             if len(obj) >= _CLEAR_IN_BULK_MIN and _clearing_of(self) is None:
                 with self.clearing([v for v in obj if type(v) is str and len(v) <= CLEARED_MAX_CHARS]):
                     return self._redact_sequence(obj)
             return self._redact_sequence(obj)
-        if obj is None or kind in _TEXTLESS_TYPES:
-            return obj
-        if isinstance(obj, _TEXTLESS):
+        if issubclass(kind, _TEXTLESS):
             return self._shown_redacted(obj)
         return self._redact_other(obj)
 
     def _shown_redacted(self, obj: Any) -> Any:
-        """``obj`` (a number, time or string of a subclass), or the text it shows redacted when that holds a secret.
+        """``obj`` (a time or a complex number of a subclass), or the text it shows redacted when that holds a secret.
 
-        Its value is what JSON writes, but a sink that prints or formats an event writes its ``__str__`` or
-        ``__format__``, which a subclass (an ``IntEnum`` member, a ``StrEnum``'s) defines as it likes: a secret in
-        either passed telemetry redaction in clear (sixteenth stop's "left out"). Replaced by that text redacted.
-        Only a text other than its value's own is read: a subclass showing its value (``numpy.float64``, an
-        ``IntEnum`` as Python writes it) is kept as the exact type is, whatever the patterns say of its digits.
+        What a transcript writes of it is its ``__str__`` (``serialize._unknown``), and a sink that formats an event
+        writes its ``__format__``, which a subclass defines as it likes: a secret in either passed telemetry
+        redaction in clear (sixteenth stop's "left out"). Replaced by that text redacted. Only a text other than its
+        value's own is read; the texts are read as exact ``str`` (a ``__str__`` returning a ``str`` subclass whose
+        ``__ne__`` lies is compared by its value). Strings and numbers of a subclass never come here: they are
+        redacted as their exact type (:func:`contextfold._exact.exact_leaf`).
         """
         try:
             plain = _value_text(obj)
@@ -621,7 +640,7 @@ class Redactor:
         shown: list[str] = []
         for show in (str, format):
             try:
-                shown.append(show(obj))
+                shown.append(exact_text(show(obj)))
             except Exception:  # (a text that fails to show shows nothing)
                 continue
         for text in dict.fromkeys(shown):
@@ -638,13 +657,14 @@ class Redactor:
         ``serialize._unknown``): a credential in a tag set or in an object's text reached the archive in clear once
         it was written (red team 17). An object whose text holds no secret is kept as it is.
         """
-        if isinstance(obj, set | frozenset):
+        kind = type(obj)
+        if issubclass(kind, set | frozenset):
             members = [self.redact_obj(v) for v in obj]
-            if all(map(operator.is_, members, obj)):
-                return obj
-            return frozenset(members) if isinstance(obj, frozenset) else set(members)
+            if (kind is set or kind is frozenset) and all(map(operator.is_, members, obj)):
+                return obj  # (a subclass is copied: what its iteration gave is what is written)
+            return frozenset(members) if issubclass(kind, frozenset) else set(members)
         try:
-            text = str(obj)
+            text = exact_text(str(obj))
         except Exception:  # (written by its type's name: nothing of it to redact)
             return obj
         redacted = self.redact_text(text)
@@ -669,6 +689,8 @@ class Redactor:
         """
         if not self.enabled:
             return text
+        if type(text) is not str and isinstance(text, str):
+            text = exact_text(text)  # (as redact_text: a subclass's own methods never read)
         try:
             decoded = json.loads(text)
         except ValueError:
@@ -802,10 +824,36 @@ class Redactor:
         if not mapping:
             return mapping
         redacted = self.redact_obj(mapping)
-        return mapping if redacted == mapping else freeze(redacted)
+        if len(redacted) == len(mapping) and all(map(operator.is_, redacted.values(), mapping.values())):
+            return mapping  # (most metas: every value kept as it was; C loops, as the == it replaces)
+        return mapping if _unchanged(redacted, mapping) else freeze(redacted)
 
     def _generation(self) -> int:
         return self.memory.generation if self.remember else 0
+
+
+def _unchanged(redacted: Any, original: Any) -> bool:
+    """Whether ``redacted`` (what ``redact_obj`` made of ``original``) holds what ``original`` does.
+
+    Compared by exact types and identity only: ``==`` between an exact value and a subclass calls the subclass's
+    ``__eq__`` first, and one that lies said a redacted meta equalled its original, which was then kept (eighteenth
+    stop, lane S). A value redact_obj left alone is the same object; a container it rebuilt is walked.
+    """
+    if redacted is original:
+        return True
+    kind, other = type(redacted), type(original)
+    if kind is dict and (other is dict or other is MappingProxyType):
+        if len(redacted) != len(original):
+            return False
+        if all(map(operator.is_, redacted.values(), original.values())):
+            return True  # (most metas: every value kept as it was; keys are always kept)
+        return all(key is old_key and _unchanged(value, old)
+                   for (key, value), (old_key, old) in zip(redacted.items(), original.items(), strict=True))
+    if kind is not other:
+        return False
+    if kind is list or kind is tuple:
+        return len(redacted) == len(original) and all(map(_unchanged, redacted, original))
+    return kind in EXACT_LEAVES and bool(redacted == original)
 
 
 def _clearing_of(redactor: Redactor) -> object:

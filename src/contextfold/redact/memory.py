@@ -215,6 +215,10 @@ class SecretMemory:
         self._loading = False  # (the thread holding the lock is loading: see _load)
         self._unsaved = False
         self._unsaved_values: dict[str, str] = {}  # learned here since the last save (what the next one appends)
+        # Values known only from other workers' records a save read (not written by this worker): one of those may
+        # be a record appended where a fold or merge had passed, deleted by its writer before it writes it again.
+        # Learned here later, such a value is this worker's to write too (see learn).
+        self._read_only: set[str] = set()
         # The stored layout as this process knows it: the base (of ``_base_bytes``) holds the records up to
         # ``_through``; ``_runs`` follow it (records and merged runs, oldest first); the next record is ``_next``.
         self._through = self._base_bytes = 0
@@ -354,6 +358,13 @@ class SecretMemory:
         with self._lock:
             fresh = {s: kind for s in strings if s not in self._table}
             if not fresh:
+                if value in self._read_only and not self._loading:
+                    # Found here too, but known only from another worker's record: written by this worker as well
+                    # (a few bytes), or its save said stored while that record was one its writer was taking back
+                    # (the seventeenth stop's shared-values stress: 1 of 300 seeds).
+                    self._read_only.discard(value)
+                    self._unsaved = True
+                    self._unsaved_values[value] = self._values.get(value, kind)
                 return False
             if len(self._table) + len(fresh) > MAX_LEARNED:
                 if not self._full_told:
@@ -389,10 +400,22 @@ class SecretMemory:
             # an event the telemetry thread redacted during the first call's load; red team 17). They wait here.
             self._loading = True
             try:
-                self._learn_stored(self._read_whole())
+                values = self._read_whole()
+                self._note_read_only(self._runs)
+                self._learn_stored(values)
             finally:
                 self._loading = False  # (a corrupt record is refused at every use, not forgotten after the first)
             self._loaded = True
+
+    def _note_read_only(self, runs: Iterable[_Run]) -> None:
+        """Note the values of other workers' records among ``runs`` (just read) that this worker does not know yet.
+
+        Records only (level 0), not merged runs or bases: a record may be one appended where a fold or merge had
+        passed, which its writer deletes and writes again after the newest (see :meth:`_append`); a merge or a fold
+        wrote what it read. A restarted worker that finds such a value again writes it again (a few bytes).
+        """
+        known = self._values
+        self._read_only.update(value for run in runs if not run.level for value in run.secrets if value not in known)
 
     def _learn_stored(self, values: Mapping[str, str]) -> None:
         """Learn what the store holds (nothing of it is saved again)."""
@@ -610,12 +633,16 @@ class SecretMemory:
             stored = False
             for _ in range(_MAX_APPEND_TRIES):
                 theirs: dict[str, str] = {}
+                read_from = len(self._runs)
                 self._next = self._read_appended(self._next, theirs)
+                self._note_read_only(self._runs[read_from:])
                 self._learn_stored(theirs)
                 self._unsaved_values.update(mine)
                 appended = self._append(self._next)
                 if appended is None:  # (written where another worker's fold or merge had passed: read all again)
-                    self._learn_stored(self._read_whole())
+                    values = self._read_whole()
+                    self._note_read_only(self._runs)
+                    self._learn_stored(values)
                     self._unsaved_values.update(mine)
                 elif appended:
                     stored = True

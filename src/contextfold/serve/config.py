@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -131,8 +132,9 @@ class ServeConfig:
             value = getattr(self, name)
             if value is None and name == "session_max_age_s":
                 continue
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise ConfigError(f"must be a positive number of seconds, got {value!r}", field=name)
+            # (finite: inf gave a lease a Redis key could not live for, math.ceil(inf), and uvicorn a grace int(inf))
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+                raise ConfigError(f"must be a positive, finite number of seconds, got {value!r}", field=name)
 
     def redactor(self, *, enabled: bool = True, log_lines: bool = False) -> Redactor:
         """A redactor of the built-in patterns and ``redact_patterns`` (``enabled``: False for one that does not).
@@ -159,8 +161,10 @@ class ServeConfig:
 _PLAIN_PROBE = ("The build passed in 12 s; see the log at /tmp/run-7.txt for details.\n"
                 "def total(items): return sum(item.price for item in items)\n"
                 "2026-11-27 18:40:02 INFO worker 3 finished the nightly report, 42 rows written.")
-# The share of the probe's characters an operator's pattern may redact: a secret's shape leaves most of it.
+# The share of the probe's characters an operator's pattern may redact: a secret's shape leaves most of it; and of
+# any one of its lines (a word pattern such as "[A-Za-z]{4,}" takes 60% of the code line; an anchored catch-all, all).
 _MAX_PROBE_REDACTED_SHARE = 0.5
+_MAX_LINE_REDACTED_SHARE = 0.75
 
 
 def _pattern_problem(name: str, source: object) -> str | None:
@@ -173,13 +177,19 @@ def _pattern_problem(name: str, source: object) -> str | None:
         Redactor(patterns={name: source})
     except ValueError as exc:  # (the untrusted-pattern compiler's InvalidPattern)
         return str(exc)
+    probe = Redactor(builtin=False, remember=False, patterns={name: source})
     placeholder = f"[REDACTED:{name}]"
-    probed = Redactor(builtin=False, remember=False, patterns={name: source}).redact_text(_PLAIN_PROBE)
-    kept = len(probed.replace(placeholder, ""))
-    if kept < len(_PLAIN_PROBE) * (1 - _MAX_PROBE_REDACTED_SHARE):
-        # (a catch-all such as "." or "\\S+", or one that backtracks on plain text: redaction fails closed)
-        return (f"the pattern {source!r} redacts {len(_PLAIN_PROBE) - kept} of the {len(_PLAIN_PROBE)} characters of "
-                f"plain text with no secret in it ({_PLAIN_PROBE.splitlines()[0]!r} became "
-                f"{probed[:60]!r}{'...' if len(probed) > 60 else ''}): every log line and message would be mostly "
-                "redacted; match the secret's own shape (a prefix, a length)")
+    # Each line as well as the whole: an anchored catch-all ("^.+", ".+$", "\\A.*\\Z") takes one line of the three,
+    # yet every log line and almost every message is one line, redacted whole.
+    samples = [(_PLAIN_PROBE, _MAX_PROBE_REDACTED_SHARE)]
+    samples += [(line, _MAX_LINE_REDACTED_SHARE) for line in _PLAIN_PROBE.splitlines()]
+    for sample, share in samples:
+        probed = probe.redact_text(sample)
+        redacted = len(sample) - len(probed.replace(placeholder, ""))
+        if redacted > len(sample) * share:
+            # (a catch-all such as "." or "\\S+", or one that backtracks on plain text: redaction fails closed)
+            return (f"the pattern {source!r} redacts {redacted} of the {len(sample)} characters of plain text with "
+                    f"no secret in it ({sample[:60]!r} became {probed[:60]!r}{'...' if len(probed) > 60 else ''}): "
+                    "every log line and message would be mostly redacted; match the secret's own shape (a prefix, "
+                    "a length)")
     return None

@@ -125,18 +125,19 @@ class Lease:
         if _fields(self.held).get("tag") == tag:
             return
         now = self.clock()
-        # (a renewal too: the hold is written anyway)
+        # (a renewal too: the hold is written anyway; a store outage raises StoreError, the 503 path of open_turn,
+        # not Conflict: no other request need be in flight)
         if not self._change("re-tag", lambda holders: {**_live(holders, now), self.holder: now + self.seconds},
-                            tag=tag):
-            raise Conflict("another request of this conversation is in flight (on this proxy or another instance): "
-                           "a conversation takes one request at a time; retry after it is answered", "conversation")
+                            tag=tag, outage_raises=True):
+            raise _conversation_in_flight()
         self.renewed_at = now
 
     def _change(self, what: str, change: Callable[[dict[str, float]], dict[str, float]],
-                tag: str | None = None) -> bool:
+                tag: str | None = None, outage_raises: bool = False) -> bool:
         """Write the lease with its holders changed by ``change`` while this try is one of them; whether it was.
 
-        ``tag``: the request's new tag (:meth:`retag`), else the lease keeps its own.
+        ``tag``: the request's new tag (:meth:`retag`), else the lease keeps its own. ``outage_raises``: a store error
+        is raised (logged either way), not answered False.
         Retried while the hold is there (each round lost is another writer's progress), up to
         :data:`_MAX_CHANGE_ROUNDS`; giving up then, or on a store error, is logged (``what``: the change).
         """
@@ -158,6 +159,8 @@ class Lease:
             return False  # (given back by every holder, or taken over and given back: no hold of this try left)
         except StoreError as exc:
             log_event(f"lease {what} failed", level=logging.WARNING, error=type(exc).__name__)
+            if outage_raises:
+                raise
             return False
         log_event(f"lease {what} gave up", level=logging.WARNING, rounds=_MAX_CHANGE_ROUNDS,
                   holders=len(_holders(_fields(current))))
@@ -219,11 +222,15 @@ def take_lease(store: Any, session_id: str, response_id: str | None, tag: str, *
         if store.put_if(key, written, current):
             return Lease(store, key, written, holder, seconds, clock, now)
     if response_id is None:
-        raise Conflict("another request of this conversation is in flight (on this proxy or another instance): "
-                       "a conversation takes one request at a time; retry after it is answered", "conversation")
+        raise _conversation_in_flight()
     raise Conflict(f"another continuation of response {response_id!r} is in flight (on this proxy or another "
                    "instance): a response is continued once; retry after it is answered (then continue its reply), "
                    "or send the whole history instead", "previous_response_id")
+
+
+def _conversation_in_flight() -> Conflict:
+    return Conflict("another request of this conversation is in flight (on this proxy or another instance): a "
+                    "conversation takes one request at a time; retry after it is answered", "conversation")
 
 
 def _moved_past(fields: dict[str, Any], response_id: str | None,

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import logging.handlers
 import queue
-import threading
 import time
 from typing import Any
 
-__all__ = ["LOG_QUEUE_LINES", "JsonFormatter", "LineQueue", "Metrics", "log_event"]
+__all__ = ["LOG_QUEUE_LINES", "JsonFormatter", "LineQueue", "LineWriter", "Metrics", "log_event"]
 
 _log = logging.getLogger("contextfold.serve")
 # Log lines waiting for the writer thread (LineQueue) at most: a flood of refusals (401s need no token, so anyone can
@@ -79,8 +79,9 @@ class JsonFormatter(logging.Formatter):
                                 f".{int(record.msecs):03d}Z", "level": record.levelname.lower(),
                                 "logger": record.name, "msg": record.getMessage()}
         line.update(getattr(record, "fields", {}) or {})
-        if record.exc_info and record.exc_info[1] is not None:
-            line["error"] = f"{type(record.exc_info[1]).__name__}: {record.exc_info[1]}"
+        error = getattr(record, "error", None) or _error_text(record)
+        if error:
+            line["error"] = error
         text = json.dumps(line, ensure_ascii=False, default=str)
         return self.redactor.redact_text(text) if self.redactor is not None else text
 
@@ -92,32 +93,91 @@ def log_event(message: str, *, level: int = logging.INFO, **fields: Any) -> None
 
 
 class LineQueue(logging.handlers.QueueHandler):
-    """Hands records to a writer thread (a ``QueueListener``) that formats, redacts and writes them.
+    """Hands records to a writer thread (a :class:`LineWriter`) that formats, redacts and writes them.
 
     The proxy logs on its event loop ("served", "upstream error"): formatting there redacted each line on the loop,
     with the operator's patterns within their budget (10 ms + 2 us a character: a backtracking one held every request
     that long a line). Here a record is only put in a queue of :data:`LOG_QUEUE_LINES`; past it, it is dropped and
-    counted, and the next line that goes in says how many (``lines_dropped``).
+    counted, and the next line that goes in says how many (``lines_dropped``; at the writer's stop, a line of its own).
     """
 
     def __init__(self, capacity: int = LOG_QUEUE_LINES) -> None:
-        super().__init__(queue.Queue(capacity))
-        self.dropped = 0
-        self._dropped_lock = threading.Lock()
+        self.bounded: queue.Queue[logging.LogRecord | None] = queue.Queue(capacity)
+        super().__init__(self.bounded)
+        self.dropped = 0  # (read and written under the handler's lock: handle() holds it around enqueue)
+        self.closed = False
 
     def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
-        """The record with its message merged (no formatting: that is the writer's, redaction included)."""
+        """The record with its message merged and its error as text (formatting and redaction are the writer's).
+
+        The exception is not kept: its traceback's frames (a request's locals) would stay alive as long as the
+        record waits in the queue, up to :data:`LOG_QUEUE_LINES` of them.
+        """
         record.msg, record.args = record.getMessage(), None
+        if record.exc_info:
+            record = copy.copy(record)  # (the caller's record keeps it for the logger's other handlers)
+            record.error = _error_text(record)
+            record.exc_info = record.exc_text = None
         return record
 
     def enqueue(self, record: logging.LogRecord) -> None:
-        """Put the record in the queue, or count it dropped when the queue is full (never waits)."""
-        with self._dropped_lock:
-            dropped, self.dropped = self.dropped, 0
+        """Put the record in the queue, or count it dropped when the queue is full or closed (never waits)."""
+        if self.closed:
+            self.dropped += 1
+            return
+        dropped, self.dropped = self.dropped, 0
         if dropped:
             record.fields = {**(getattr(record, "fields", None) or {}), "lines_dropped": dropped}
         try:
             self.queue.put_nowait(record)
         except queue.Full:
-            with self._dropped_lock:
-                self.dropped += dropped + 1
+            self.dropped += dropped + 1
+
+    def close_intake(self) -> int:
+        """Take no more records (each counted dropped) and return the count of those dropped so far (then zero)."""
+        self.acquire()
+        try:
+            self.closed = True
+            dropped, self.dropped = self.dropped, 0
+        finally:
+            self.release()
+        return dropped
+
+
+class LineWriter(logging.handlers.QueueListener):
+    """The thread that writes what a :class:`LineQueue` holds through ``handlers`` (formatted, redacted).
+
+    Its stop writes every line queued and then how many were dropped (a flood's last drops had no later line to say
+    so). The stock stop put its stop mark without waiting: with the queue full (the flood it is bounded for) it raised
+    queue.Full, never joined the thread and lost the lines queued. Here the queue takes no more lines first, so the
+    mark waits only for the writer to take one.
+    """
+
+    _sentinel = None  # (the stock stop mark, named here: this class puts it)
+
+    def __init__(self, lines: LineQueue, *handlers: logging.Handler) -> None:
+        super().__init__(lines.bounded, *handlers)
+        self.lines = lines
+
+    def enqueue_sentinel(self) -> None:
+        """Put the stop mark, waiting for room (the intake is closed: the writer makes room, nothing takes it)."""
+        self.lines.bounded.put(self._sentinel)
+
+    def stop(self) -> None:
+        """Close the queue's intake, write the lines queued, then a line with the count dropped (if any)."""
+        if self._thread is None:
+            return
+        dropped = self.lines.close_intake()
+        super().stop()
+        dropped += self.lines.close_intake()
+        if dropped:
+            record = logging.LogRecord(_log.name, logging.WARNING, __file__, 0, "log lines dropped", None, None)
+            record.fields = {"lines_dropped": dropped}
+            self.handle(record)
+
+
+def _error_text(record: logging.LogRecord) -> str | None:
+    """The record's exception as one line ("Type: message"), or None."""
+    if record.exc_info and record.exc_info[1] is not None:
+        return f"{type(record.exc_info[1]).__name__}: {record.exc_info[1]}"
+    return None

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import logging.handlers
 import socket
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import ServeConfig
+
+if TYPE_CHECKING:
+    from .ops import LineWriter
 
 __all__ = ["ProxyServer", "configure_logging", "run"]
 
 # The thread writing the log lines configure_logging set up (stopped when it is called again).
-_writer: logging.handlers.QueueListener | None = None
+_writer: LineWriter | None = None
 # How long start() waits for the server to say it is listening before giving up.
 _START_TIMEOUT_S = 30.0
 
@@ -39,7 +41,7 @@ def configure_logging(level: str = "info", redactor: Any = None) -> Callable[[],
     event loop only queues them. Returns what stops that thread once the lines queued are written.
     """
     from ..redact import Redactor
-    from .ops import JsonFormatter, LineQueue
+    from .ops import JsonFormatter, LineQueue, LineWriter
 
     global _writer
     if _writer is not None:
@@ -47,7 +49,7 @@ def configure_logging(level: str = "info", redactor: Any = None) -> Callable[[],
     stream = logging.StreamHandler(sys.stderr)
     stream.setFormatter(JsonFormatter(redactor if redactor is not None else Redactor()))
     handler = LineQueue()
-    writer = logging.handlers.QueueListener(handler.queue, stream)
+    writer = LineWriter(handler, stream)
     writer.start()
     _writer = writer
     logger = logging.getLogger("contextfold.serve")

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         COMMON_FIELDS,
         EVENT_TYPES,
         STATUSES,
+        AddRolledBack,
         CacheDecision,
         CacheMasked,
         CacheTruncated,
@@ -67,6 +68,7 @@ _EXPORTS: dict[str, str] = {
     "CacheDecision": ".events",
     "CacheMasked": ".events",
     "CacheTruncated": ".events",
+    "AddRolledBack": ".events",
     "CompactError": ".events",
     "CompactWarning": ".events",
     "CustomEvent": ".events",
@@ -114,7 +116,8 @@ _EXPORTS: dict[str, str] = {
 }
 __all__ = [
     "COMMON_FIELDS", "DEFAULT_FLUSH_TIMEOUT_S", "DEFAULT_MAX_BATCH", "DEFAULT_MAX_QUEUE", "DEFAULT_SCHEDULE_DELAY_S",
-    "EVENT_TYPES", "STATUSES", "Batch", "BatchProcessor", "CacheDecision", "CacheMasked", "CacheTruncated",
+    "EVENT_TYPES", "STATUSES", "AddRolledBack", "Batch", "BatchProcessor", "CacheDecision", "CacheMasked",
+    "CacheTruncated",
     "CompactError", "CompactWarning", "CustomEvent", "Event", "Exporter", "FanoutTelemetry", "FixedClock",
     "MediaEvicted", "MessagesPruned", "NullTelemetry", "ProcessorStats", "ProviderContextReport", "ProviderItemDropped",
     "RecordingTelemetry", "RecoveryCircuitOpen", "RecoveryGaveUp", "RecoveryLimitLearned", "RecoveryMediaLimit",

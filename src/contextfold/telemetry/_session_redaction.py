@@ -12,6 +12,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeGuard, TypeVar
 
+from .._exact import exact_key as _exact_key
+from .._exact import exact_values
+
 __all__ = ["SESSION_REDACTORS", "SessionRedaction", "exact_values", "own_ids", "own_item_redaction", "redacted_event",
            "unscanned"]
 
@@ -72,46 +75,6 @@ def _items_redacted(item: Callable[[str, Any], Any], mapping: dict[str, Any]) ->
             _items_redacted(item, value) if type(value) is dict else
             item(key, value if type(value) is str else exact_values(value))
             for key, value in mapping.items()}
-
-
-# What an event's values are written as, exactly: a subclass of one is written as its value.
-_EXACT: frozenset[type] = _FIGURES | {str}
-
-
-def exact_values(value: Any) -> Any:
-    """``value`` with every ``str``, ``int`` and ``float`` of a subclass in it turned into its exact type.
-
-    What JSON writes of such a value is its value's own text, but a sink that prints or formats an event writes the
-    subclass's ``__str__``/``__format__`` (an ``IntEnum`` member saying what it stands for, a secret), and redaction
-    reading those texts can be misled (a ``__format__`` showing a secret for a non-empty spec only, a text whose
-    ``__ne__`` lies). Made its exact type before redaction, it writes its value whatever the sink does: the same
-    figures, the same JSON. Containers (dict, list, tuple) are copied only when they hold one; other objects are
-    left to redaction.
-    """
-    kind = type(value)
-    if kind in _EXACT:
-        return value
-    if kind is list or kind is tuple:
-        if _EXACT.issuperset(map(type, value)):  # (C loops: an event's 100,000 ids, ~3% of their redaction)
-            return value
-        return kind(map(exact_values, value))
-    if kind is dict:
-        if _EXACT.issuperset(map(type, value.values())) and _EXACT.issuperset(map(type, value)):
-            return value
-        return {_exact_key(k): exact_values(v) for k, v in value.items()}
-    # (its type, not isinstance: an object's ``__class__`` property can claim int, and int.__int__ then raised
-    # TypeError and the event was dropped, reviewer 4)
-    if issubclass(kind, str):
-        return str.__str__(value)  # (a copy of its value, its own methods never called)
-    if issubclass(kind, int):  # (bool has no subclasses)
-        return int.__int__(value)
-    if issubclass(kind, float):
-        return float.__float__(value)
-    return value
-
-
-def _exact_key(key: Any) -> Any:
-    return key if type(key) is str or not issubclass(type(key), str) else str.__str__(key)
 
 
 def _is_text(value: object) -> TypeGuard[str]:

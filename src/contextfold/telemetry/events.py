@@ -27,6 +27,7 @@ __all__ = [
     "COMMON_FIELDS",
     "EVENT_TYPES",
     "STATUSES",
+    "AddRolledBack",
     "CacheDecision",
     "CacheMasked",
     "CacheTruncated",
@@ -351,6 +352,23 @@ class MessagesPruned(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AddRolledBack(Event):
+    """An ``add()`` taken back after its batch went in (an interrupt in its count or its check): none of it holds.
+
+    ``ids``: the batch's messages as they were stored (none is in the history now); ``voided``: the span ids of the
+    events the batch's commit sent before the rollback (a trigger decision, messages pruned by settling it), which no
+    longer describe the history; ``error_type``: what interrupted it. The caller's retry sends its own events.
+    """
+
+    NAME: ClassVar[str] = "compact.add_rolled_back"
+    DEFAULT_STATUS: ClassVar[Status] = "error"
+
+    ids: tuple[str, ...] = ()
+    voided: tuple[str, ...] = ()
+    error_type: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CompactError(Event):
     """Compaction failed; ``fallback`` names what was done instead (None when nothing could be)."""
 
@@ -639,6 +657,7 @@ EVENT_TYPES: Mapping[str, type[Event]] = MappingProxyType(
             TriggerDecision,
             SummaryCreated,
             MessagesPruned,
+            AddRolledBack,
             CompactError,
             CompactWarning,
             CacheDecision,

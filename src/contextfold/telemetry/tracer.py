@@ -177,6 +177,8 @@ class Tracer:
         self._noop_lock = threading.Lock()
         self._session: SessionTrace | None = None
         self._sink_hooks: _SinkHooks | None = None
+        # What one thread sends while add() commits a batch (see record_sent): (its id, the span ids), or None.
+        self._recording: tuple[int, list[str]] | None = None
 
     def now(self) -> datetime:
         """Read the tracer's clock."""
@@ -185,6 +187,25 @@ class Tracer:
     def new_id(self) -> str:
         """Return a new span id."""
         return self._ids()
+
+    def record_sent(self) -> list[str]:
+        """Note the span id of every event this thread sends from now on, until :meth:`stop_recording`.
+
+        ``add()`` notes what its batch's commit sent: the events its rollback voids (``AddRolledBack``). Events other
+        threads send meanwhile (a background compaction's) are not noted.
+        """
+        sent: list[str] = []
+        self._recording = (threading.get_ident(), sent)
+        return sent
+
+    def stop_recording(self) -> None:
+        """End :meth:`record_sent`."""
+        self._recording = None
+
+    def _note_sent(self, span_id: str) -> None:
+        recording = self._recording
+        if recording is not None and recording[0] == threading.get_ident():
+            recording[1].append(span_id)
 
     def current_span(self) -> Span | None:
         """The innermost open span of this tracer, if any."""
@@ -275,6 +296,8 @@ class Tracer:
 
     def _send_later(self, later: Callable[[PendingEvent], Any], cls: type[Event], fields: dict[str, Any], *,
                     frozen: bool = False, make: Callable[[], dict[str, Any]] | None = None) -> None:
+        if self._recording is not None:
+            self._note_sent(fields["span_id"])
         try:
             later(PendingEvent(cls, fields, frozen=frozen, make=make))
         except Exception:
@@ -401,6 +424,8 @@ class Tracer:
                 _log.exception("contextfold telemetry sink failed on dropping %s", span.name)
 
     def _send(self, event: Event) -> None:
+        if self._recording is not None:
+            self._note_sent(event.span_id)
         try:
             self.telemetry.emit(event)
         except Exception:

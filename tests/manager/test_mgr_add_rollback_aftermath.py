@@ -1,0 +1,187 @@
+"""What a rolled-back add() had already done outside the manager: its events, an archive, a background job.
+
+Left open by the seventeenth stop. The rollback put every part of the manager back, but (1) the events the batch's
+commit sent (a trigger decision, the messages a provider's compaction item pruned) stayed sent with nothing saying
+they no longer hold; (2) the transcript a provider item's archive wrote was written again by the caller's retry (two
+transcripts of one view); (3) a background compaction the interrupted check started, once begun on the shared
+executor, ran on to its summarizer's call (an LLM's, paid) for a result nobody takes.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import threading
+from typing import Any
+
+import pytest
+
+from contextfold import ContextManager
+from contextfold.manager import _compactor
+from contextfold.manager._idle import JobForgotten
+from contextfold.messages import Message, UnknownPart
+from contextfold.telemetry import AddRolledBack, MessagesPruned, TriggerDecision
+from contextfold.testing import ScriptedSummarizer
+
+NONCE = "s18srbk4"
+_T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+_WAIT_S = 30.0  # (a bound on a wait for the worker thread, never reached: the events are set by the code under test)
+
+
+class _Sink:
+    """Records every event; once armed, raises KeyboardInterrupt right after recording a trigger decision."""
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+        self.armed = False
+        self.before_interrupt: threading.Event | None = None  # waited for before raising, when set
+
+    def emit(self, event: Any) -> None:
+        self.events.append(event)
+        if self.armed and type(event) is TriggerDecision:
+            self.armed = False
+            if self.before_interrupt is not None:
+                assert self.before_interrupt.wait(_WAIT_S)
+            raise KeyboardInterrupt
+
+
+def _manager(sink: Any = None, *, background: bool = False, summarizer: Any = "extractive",
+             session: str = NONCE) -> ContextManager:
+    ticks = itertools.count()
+    cm = ContextManager(model="gpt-4o", max_context_tokens=3000, store="memory", archive="memory",
+                        session_id=session, message_id_prefix="m", archive_events=False, background=background,
+                        telemetry=sink, summarizer=summarizer,
+                        clock=lambda: _T0 + datetime.timedelta(seconds=next(ticks)))
+    cm.counter.wait_exact()
+    return cm
+
+
+def _call(call_id: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": "read", "arguments": '{"path": "a.py"}'}}
+
+
+def _turn(n: int) -> list[dict[str, Any]]:
+    return [{"role": "assistant", "content": f"turn {n} {NONCE}", "tool_calls": [_call(f"t{n}")]},
+            {"role": "tool", "tool_call_id": f"t{n}", "content": f"line {n} {NONCE} of the file\n" * 12}]
+
+
+def _near_background(cm: ContextManager) -> int:
+    """Turns up to just below the background threshold: the next turn's check starts a background compaction."""
+    cm.add([{"role": "system", "content": f"system {NONCE}"}, {"role": "user", "content": f"task {NONCE}"}])
+    n = 0
+    while cm.tokens() < cm.policy.sleep_threshold(cm.budgets.window) - 150:
+        cm.add(_turn(n))
+        cm.prepare("openai_chat")
+        n += 1
+    assert not cm._idle.pending
+    return n
+
+
+def test_the_rollback_says_which_messages_and_events_no_longer_hold() -> None:
+    sink = _Sink()
+    cm = _manager(sink, background=True)
+    n = _near_background(cm)
+    sent_before = len(sink.events)
+    sink.armed = True
+    with pytest.raises(KeyboardInterrupt):
+        cm.add(_turn(n))
+    during = sink.events[sent_before:]
+    decisions = [e for e in during if type(e) is TriggerDecision]
+    assert decisions and decisions[0].triggered
+    rolled = [e for e in during if type(e) is AddRolledBack]
+    assert len(rolled) == 1  # 08dd6b2: none; the decision stood for a batch the history does not hold
+    assert rolled[0].ids == (f"m:{cm._seq + 1}", f"m:{cm._seq + 2}")
+    assert decisions[0].span_id in rolled[0].voided
+    assert rolled[0].error_type == "KeyboardInterrupt" and rolled[0].status == "error"
+    assert all(e.span_id in rolled[0].voided for e in during if e is not rolled[0])
+    assert not any(m.meta.get("id") in rolled[0].ids for m in cm._view.raw)
+    cm.close()
+
+
+def test_a_clean_add_sends_no_rollback() -> None:
+    sink = _Sink()
+    cm = _manager(sink)
+    cm.add([{"role": "user", "content": f"task {NONCE}"}, *_turn(0)])
+    assert not [e for e in sink.events if type(e) is AddRolledBack]
+    assert cm.tracer._recording is None  # (the note of what a commit sends ends with it)
+    cm.close()
+
+
+def test_a_retried_provider_item_archives_the_view_it_replaces_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    sink = _Sink()
+    cm = _manager(sink, session=f"{NONCE}-p")
+    cm.add([{"role": "system", "content": f"system {NONCE}"}, {"role": "user", "content": f"task {NONCE}"},
+            {"role": "assistant", "content": f"working {NONCE}"}, {"role": "user", "content": f"go on {NONCE}"}])
+    boundary = Message("assistant", (UnknownPart({"type": "compaction", "content": f"summary {NONCE}"},
+                                                 format="anthropic"),))
+    batch = [boundary, {"role": "user", "content": f"after {NONCE}"}]
+    counted = cm._view.totals
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        if any(m.meta.get("id") == "m:5" for m in cm._view.raw):  # (the item archived what came before it)
+            raise KeyboardInterrupt
+        return counted(*args, **kwargs)
+
+    monkeypatch.setattr(cm._view, "totals", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        cm.add(batch)
+    monkeypatch.undo()
+    events = list(sink.events)
+    cm.add(batch)  # the caller's retry
+    assert cm._archived_seq == cm._seq  # (marked archived again, as the first attempt had)
+    cm.close()
+    archive = cm.archive
+    assert archive is not None
+    transcripts = archive.transcripts(f"{NONCE}-p")
+    replaced = [n for n, messages in transcripts if f"working {NONCE}" in [m.text for m in messages]]
+    assert len(replaced) == 1, replaced  # 08dd6b2: [1, 2], the same view archived twice
+    texts = [m.text for _, messages in transcripts for m in messages]
+    assert f"after {NONCE}" in texts  # (the final transcript, owed by close(), is there)
+    pruned = [e for e in events if type(e) is MessagesPruned]
+    rolled = [e for e in events if type(e) is AddRolledBack]
+    assert pruned and rolled and pruned[-1].span_id in rolled[0].voided  # 08dd6b2: no AddRolledBack
+
+
+def test_a_begun_background_job_the_rollback_forgets_does_not_call_its_summarizer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    summarizer = ScriptedSummarizer()
+    sink = _Sink()
+    cm = _manager(sink, background=True, summarizer=summarizer)
+    n = _near_background(cm)
+    called_before = len(summarizer.requests)
+    begun, release = threading.Event(), threading.Event()
+    compact = _compactor.compact_after_boundary
+
+    def gated(*args: Any, **kwargs: Any) -> Any:
+        begun.set()  # (the job is running on the shared executor: past where cancel() could stop it)
+        assert release.wait(_WAIT_S)
+        return compact(*args, **kwargs)
+
+    monkeypatch.setattr(_compactor, "compact_after_boundary", gated)
+    sink.before_interrupt = begun
+    sink.armed = True
+    job: list[Any] = []
+    checked = cm.check
+
+    def noting_check(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return checked(*args, **kwargs)
+        finally:
+            if cm._idle._pending is not None:
+                job.append(cm._idle._pending[2])
+
+    monkeypatch.setattr(cm, "check", noting_check)
+    with pytest.raises(KeyboardInterrupt):
+        cm.add(_turn(n))
+    monkeypatch.undo()
+    assert job and not cm._idle.pending
+    release.set()
+    error = job[0].exception(timeout=_WAIT_S)  # (the job's own end, not a sleep)
+    assert len(summarizer.requests) == called_before  # 08dd6b2: the summarizer was called for the forgotten job
+    assert isinstance(error, Exception) and isinstance(error.__cause__, JobForgotten)  # (failed: nobody reads it)
+    cm.add(_turn(n))  # the caller's retry starts its own job, which summarizes
+    future = cm._idle._pending[2] if cm._idle._pending is not None else None
+    assert future is not None
+    future.result(timeout=_WAIT_S)
+    assert len(summarizer.requests) == called_before + 1
+    cm.close()
