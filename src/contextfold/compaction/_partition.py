@@ -238,6 +238,10 @@ def recent_indices(messages: Sequence[Message], part: Partition, keep: Keep) -> 
         units = part.units
         firsts = [unit.indices[0] for unit in units]  # (ascending: units come in order of their first message)
         for index in answered_indices(messages) if part.answered is None else part.answered:
+            if index in kept:
+                # Its unit is kept already (units are disjoint): the answered results of one call share a unit, and
+                # adding that unit again for each of thousands of parallel results was quadratic.
+                continue
             # The unit holding it starts at the latest first index up to it (units of a normalized view are runs);
             # otherwise (a result far from its call) every unit is looked at.
             at = bisect_right(firsts, index) - 1

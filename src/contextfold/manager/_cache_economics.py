@@ -14,7 +14,7 @@ the provider's cache lifetime finds the cache dropped, so a rewrite then invalid
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from ..billing import economics as _economics
     from ..billing.economics import RewriteVerdict
-    from ..billing.rates import CacheRates
+    from ..billing.rates import CacheRates, Ttl
     from ..compaction import Policy
     from ..messages import Message
     from ..telemetry import Tracer
@@ -51,6 +51,7 @@ class CacheEconomics:
         self._tracer = tracer
         self._session_id = session_id
         self._rates: CacheRates | None = None
+        self._ttl: Ttl = "5m"  # Anthropic's cache the session writes: the 1-hour one once a usage report says so
         self.added_tokens = 0  # tokens of the messages added (after write-time truncation)
         self._uncounted: list[Message] = []  # messages added while counts were byte bounds, to count exactly
         self.calls = 0
@@ -81,8 +82,21 @@ class CacheEconomics:
                     model = get_model(self._pricing)
                 except UnknownModel:
                     model = self._model  # config validation names unknown models; never fail a turn over prices
-            self._rates = cache_rates(model)
+            self._rates = cache_rates(model, ttl=self._ttl)
         return self._rates
+
+    def note_usage(self, usage: Any) -> None:
+        """A call's usage report: one that wrote Anthropic's 1-hour cache prices later rewrites at that cache.
+
+        The 5-minute cache is dropped after 300 s idle and the 1-hour one is not: priced at the 5-minute cache, a
+        pause of a few minutes made a waiting rewrite look free while it wrote the whole view again at 2x.
+        """
+        if self._ttl == "1h":
+            return
+        written = _part(_part(_part(usage, "usage") or usage, "cache_creation"), "ephemeral_1h_input_tokens")
+        if isinstance(written, int) and not isinstance(written, bool) and written > 0:
+            self._ttl = "1h"
+            self._rates = None
 
     def note_added(self, messages: Sequence[Message], tokens: int) -> None:
         """``messages`` were added to the view, ``tokens`` by the manager's counter (after write-time truncation).
@@ -260,3 +274,12 @@ def _decision_fields(action: str, verdict: RewriteVerdict | None, reason: str | 
             "invalidated_tokens": verdict.invalidated_tokens, "expected_saving": verdict.expected_saving,
             "invalidation_cost": verdict.invalidation_cost, "horizon_turns": verdict.horizon_turns,
             "replaces_forced": verdict.replaces_forced}
+
+
+def _part(obj: Any, key: str) -> Any:
+    """``obj[key]`` of a mapping or ``obj.key`` of an SDK object; None for anything else (a report is never fatal)."""
+    if obj is None:
+        return None
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    return getattr(obj, key, None)

@@ -24,6 +24,7 @@ from ..telemetry._pace import foreground
 from ._archiver import Archiver
 from ._cache_economics import CacheEconomics
 from ._compactor import Compactor
+from ._decisions import Decisions
 from ._idle import IdleCompactions
 from ._lost_refs import mark_lost_refs
 from ._masking import Masking
@@ -207,6 +208,7 @@ class ContextManager:
         # reply's usage fed by an adapter to a new manager over a persisted history is of a view it never sent).
         self._prepared_version: int | None = None
         self.last_plan: Plan | None = None
+        self._decisions = Decisions()  # (the same figures are not decided on twice)
         self._closed = False
         self.usage_total = TokenUsage()
         # What framework adapters have fed this manager (reconcile.py): adapters themselves keep no such state.
@@ -445,7 +447,7 @@ class ContextManager:
         tokens, tool_tokens, count = self._view.totals()
         total = self._grounded(tokens + self._tool_tokens)
         plan = self.provider_context.gate(
-            _compaction.decide(total, count, tool_tokens, self.budgets, self._effective_policy()), total)
+            self._decisions.decide(total, count, tool_tokens, self.budgets, self._effective_policy()), total)
         if plan.action is not _compaction.Action.NONE and self.counter.provisional:
             # Byte upper bounds said "act": only exact counts may decide how (the bounds can be 4x too high).
             self._count_exactly()
@@ -750,6 +752,7 @@ class ContextManager:
 
         parsed = TokenUsage.from_any(usage)
         with foreground, self._lock:
+            self._economics.note_usage(usage)  # (the cache the call wrote prices the next rewrites)
             self._count_exactly()  # the grounding offset must be against exact counts
             self.usage_total = self.usage_total + parsed
             tokens, _, count = self._view.totals()

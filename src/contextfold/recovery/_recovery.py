@@ -73,6 +73,10 @@ LIMIT_SAFETY_MARGIN = 0.05
 # a few steps: 15%, 30%, 50% below), never more than half.
 NO_LIMIT_SHARE = 0.15
 NO_LIMIT_MAX_SHARE = 0.5
+# The most provider tokens per token of ours the limit shared with the model's other callers follows: the estimating
+# counter's calibration bound (tokens.counting), past which usage figures are not the counted messages'. An error
+# counting ten times our count of the request taught every session of the store a tenth of the model's limit.
+SHARED_RATIO_MAX = 2.5
 # No body limit in front of an LLM API is below nginx's default (1 MiB; cloud gateways take 6-32 MB): a refusal for
 # size naming no limit, of a smaller request with media, is no limit of the path every caller shares (a gateway's
 # quota, a lying server). Stored for the model, one caller's 8 KB screenshot refused so stripped every caller of the
@@ -351,6 +355,9 @@ def shared_ceiling(info: OverflowInfo, rejected: int, *, ratio: float, attempt: 
 
     if info.limit is None:
         return 0
+    # A count of the request beyond what a tokenizer can be off says the request carried what we did not count (a
+    # gateway's own prompt, the caller's unpassed tools): that factor is this request's, not the model's.
+    ratio = min(ratio, SHARED_RATIO_MAX)
     window = int(min(info.limit, info.limit / ratio) * (1 - LIMIT_SAFETY_MARGIN))
     try:
         hard = policy.budgets(window).hard if window > 0 else 0

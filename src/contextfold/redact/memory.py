@@ -94,6 +94,9 @@ MAX_LEARNED = 16_384
 # A secret found inside JSON text (tool-call arguments) still has its escapes: `\nMIIE...` must teach `MIIE...`.
 _JSON_ESCAPE_RE = re.compile(r"\\(?:[nrtbf/\"\\]|u[0-9a-fA-F]{4})")
 _MARKER_RE = re.compile(r"\[REDACTED:[^\]\n]*\]")
+# What Go's encoding/json escapes beyond JSON's own (HTML-safe by default), and a URL's percent escapes with a letter.
+_GO_JSON_RE = re.compile("[&<>\u2028\u2029]")
+_PERCENT_HEX_RE = re.compile(r"%(?:[0-9A-F][A-F]|[A-F][0-9])")
 # A line of a multi-line secret remembered on its own: 12 characters or more of base64 with letters and digits.
 _LINE_SPLIT_RE = re.compile(r"\s*(?:\n|\\n)\s*")
 _KEY_LINE_RE = re.compile(r"(?=[^\n]*[0-9])(?=[^\n]*[A-Za-z])[A-Za-z0-9+/=_-]{12,}")
@@ -165,11 +168,27 @@ def _encoded(value: str) -> list[str]:
     without its padding, which depends on what follows.
     """
     encoded = base64.b64encode(value.encode("utf-8", "surrogatepass")).decode("ascii").rstrip("=")
-    return [json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(value, ensure_ascii=True)[1:-1],
-            urllib.parse.quote(value, safe="", errors="surrogatepass"),
-            urllib.parse.quote_plus(value, safe="", errors="surrogatepass"),
+    as_json, as_ascii_json = json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(value, ensure_ascii=True)[1:-1]
+    quoted = urllib.parse.quote(value, safe="", errors="surrogatepass")
+    quoted_plus = urllib.parse.quote_plus(value, safe="", errors="surrogatepass")
+    return [as_json, as_ascii_json, quoted, quoted_plus,
             html.escape(value, quote=False), html.escape(value, quote=True),
-            encoded, encoded.replace("+", "-").replace("/", "_")]
+            encoded, encoded.replace("+", "-").replace("/", "_"),
+            # The forms everyday encoders write besides (each differs from one above only for a value holding the
+            # characters it treats apart, so other values remember nothing more): PHP's json_encode escapes "/",
+            # Go's encoding/json escapes & < > as \u00XX, Python's quote() keeps "/", .NET's UrlEncode writes
+            # lowercase hex.
+            as_ascii_json.replace("/", "\\/"), _GO_JSON_RE.sub(_go_json_escape, as_json),
+            urllib.parse.quote(value, errors="surrogatepass"),
+            _PERCENT_HEX_RE.sub(_lower, quoted), _PERCENT_HEX_RE.sub(_lower, quoted_plus)]
+
+
+def _go_json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def _lower(match: re.Match[str]) -> str:
+    return match.group().lower()
 
 
 def forms(value: str) -> list[str]:

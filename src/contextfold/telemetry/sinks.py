@@ -102,6 +102,7 @@ class FanoutTelemetry:
     def __init__(self, sinks: Sequence[Any], *, flush_timeout_s: float = DEFAULT_FLUSH_DEADLINE_S) -> None:
         self.sinks = list(sinks)
         self.flush_timeout_s = flush_timeout_s
+        self._looked_up: _FanoutHooks | None = None
 
     def emit(self, event: Event) -> None:
         """Hand ``event`` to every sink (each sink is responsible for never blocking)."""
@@ -114,8 +115,7 @@ class FanoutTelemetry:
         Those have an ``emit_later``; the others get the event built once here.
         """
         event: Event | None = None
-        for sink in self.sinks:
-            later = getattr(sink, "emit_later", None)
+        for later, sink in self._hooks().later:
             if later is not None:
                 later(pending)
                 continue
@@ -125,10 +125,15 @@ class FanoutTelemetry:
 
     def span_started(self, span: Any) -> None:
         """Tell the live sinks that a span opened."""
-        for sink in self.sinks:
-            hook = getattr(sink, "span_started", None)
-            if callable(hook):
-                hook(span)
+        for hook in self._hooks().started:
+            hook(span)
+
+    def _hooks(self) -> _FanoutHooks:
+        """The sinks' optional methods, looked up again only when :attr:`sinks` changed (two per prepare() call)."""
+        hooks = self._looked_up
+        if hooks is None or hooks.sinks != self.sinks:  # (the same sinks compare by identity, a C loop)
+            hooks = self._looked_up = _FanoutHooks(self.sinks)
+        return hooks
 
     def wake(self) -> None:
         """Have the batching sinks export what they hold now, without waiting for it (a compaction completed)."""
@@ -183,3 +188,15 @@ class FanoutTelemetry:
                 deadline = start + self._patience(sink, timeout)
                 ok = stop(max(0.0, deadline - time.monotonic())) is not False and ok
         return ok
+
+
+class _FanoutHooks:
+    """The optional methods of a fanout's sinks, in their order, as they were when these sinks were listed."""
+
+    __slots__ = ("later", "sinks", "started")
+
+    def __init__(self, sinks: list[Any]) -> None:
+        self.sinks = list(sinks)
+        self.later: list[tuple[Any, Any]] = [(getattr(sink, "emit_later", None), sink) for sink in sinks]
+        started = [getattr(sink, "span_started", None) for sink in sinks]
+        self.started: list[Any] = [hook for hook in started if callable(hook)]

@@ -25,11 +25,11 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from datetime import datetime, timedelta
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Any, TypeVar
 
 from ._clock import new_span_id, utc_now
-from .events import Event, PendingEvent, SessionTrace, SpanEvent, Status, TriggerDecision, _freeze, freeze_values
+from .events import _KEPT, Event, PendingEvent, SessionTrace, SpanEvent, Status, TriggerDecision, _freeze, freeze_values
 from .sinks import NullTelemetry, Telemetry
 
 __all__ = ["FixedClock", "SequentialIds", "Span", "Tracer", "trace_id_for_session"]
@@ -255,8 +255,9 @@ class Tracer:
         later = self._hooks().emit_later
         fields = self._common_fields()
         if later is not None and not (cls is TriggerDecision and not data.get("triggered")):
-            # The common fields are the tracer's own strings and the clock's time: only the caller's are frozen.
-            fields.update(freeze_values(data))
+            # The common fields are the tracer's own strings and the clock's time: only the caller's are frozen (none
+            # when all are figures and names, as a no-op call's estimate's are: told by C loops).
+            fields.update(data if _KEPT.issuperset(map(type, data.values())) else freeze_values(data))
             self._send_later(later, cls, fields, frozen=True)
             return
         fields.update(data)
@@ -357,8 +358,10 @@ class Tracer:
         later = self._hooks().emit_later
         made_later = span.later
         if later is not None:
-            # (Built on the sink's thread: one closes every prepare(). Its attributes are the one value to freeze.)
-            attributes = _freeze(span.data)
+            # (Built on the sink's thread: one closes every prepare(). Its attributes are the one value to freeze:
+            # a copy, by C loops when they are all plain figures and names, as a no-op call's are.)
+            data = span.data
+            attributes = MappingProxyType({**data}) if _KEPT.issuperset(map(type, data.values())) else _freeze(data)
             if made_later is None:
                 fields["attributes"] = attributes
                 self._send_later(later, SpanEvent, fields, frozen=True)

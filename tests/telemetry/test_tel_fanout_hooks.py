@@ -1,0 +1,68 @@
+"""A fanout looks its sinks' optional methods up once per list of sinks, and a sink put in the list gets the next
+events (issue 22, eighteenth session, lane N: two look-ups per sink and event, on every prepare()). The count fails
+on 08dd6b2."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from contextfold.telemetry import FanoutTelemetry, RecordingTelemetry, TokenEstimate, Tracer
+from contextfold.telemetry.events import PendingEvent, SpanEvent
+
+_HOOKS = ("emit_later", "span_started")
+NONCE = "f5n2hq"
+
+
+class _LaterSink:
+    def __init__(self) -> None:
+        self.pending: list[PendingEvent] = []
+        self.started: list[str] = []
+        self.looked_up: Counter[str] = Counter()
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in _HOOKS:
+            object.__getattribute__(self, "looked_up")[name] += 1
+        return object.__getattribute__(self, name)
+
+    def emit(self, event: Any) -> None:  # pragma: no cover - every event here is sent later
+        raise AssertionError("expected emit_later")
+
+    def emit_later(self, pending: PendingEvent) -> None:
+        self.pending.append(pending)
+
+    def span_started(self, span: Any) -> None:
+        self.started.append(span.name)
+
+
+def _call(tracer: Tracer, n: int) -> None:
+    with tracer.span("prepare", kind="llm.call", call=n):
+        tracer.emit_new(TokenEstimate, messages=n, tools_schema=0, system=0, developer=0, model=f"m-{NONCE}",
+                        context_window=100)
+
+
+def test_a_fanout_looks_hooks_up_once_per_list_of_sinks() -> None:
+    later, recorded = _LaterSink(), RecordingTelemetry()
+    fanout = FanoutTelemetry([later, recorded])
+    tracer = Tracer(f"s-{NONCE}", fanout)
+    for n in range(5):
+        _call(tracer, n)
+    assert [p.cls for p in later.pending] == [TokenEstimate, SpanEvent] * 5
+    assert later.started == ["prepare"] * 5
+    assert [type(e) for e in recorded.events] == [TokenEstimate, SpanEvent] * 5
+    assert all(later.looked_up[name] <= 1 for name in _HOOKS), later.looked_up  # (08dd6b2: 10 and 5)
+
+
+def test_a_sink_put_in_the_list_gets_the_next_events() -> None:
+    first, added = RecordingTelemetry(), _LaterSink()
+    fanout = FanoutTelemetry([first])
+    tracer = Tracer(f"s-{NONCE}-b", fanout)
+    _call(tracer, 0)
+    fanout.sinks.append(added)
+    _call(tracer, 1)
+    fanout.sinks[0] = replaced = RecordingTelemetry()
+    _call(tracer, 2)
+    assert [e.attributes["call"] for e in first.of_type(SpanEvent)] == [0, 1]
+    assert [p.fields["attributes"]["call"] for p in added.pending if p.cls is SpanEvent] == [1, 2]
+    assert added.started == ["prepare", "prepare"]
+    assert [e.attributes["call"] for e in replaced.of_type(SpanEvent)] == [2]
