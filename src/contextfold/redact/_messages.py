@@ -325,10 +325,12 @@ class MessageRedactor:
                 # Its content redacts to another message at ids_at: a copy whose id is clean redacts to that one
                 # with its own id (what _transplant makes), without the general path's look-ups (issue 22: the
                 # copies of each message holding a secret, 1,433 of 100,000 recorded messages).
-                redacted = entry[1]
+                redacted, keys = entry[1], tuple(entry[0].meta)
                 for m in rest:
                     own = m.meta.get(ID_KEY)
-                    if type(own) is str and own in clean_ids and m is not entry[0]:
+                    # (a copy keeps its own meta's order: copies are told apart by the keys' values, not their order)
+                    if (type(own) is str and own in clean_ids and m is not entry[0]
+                            and ((m._origin is not None and m._origin is entry[0]._origin) or tuple(m.meta) == keys)):
                         moved.append((m, redacted.with_id(own)))
                     else:
                         self._learn_copy(m, key, entry, clean_ids, ids_at, looked)
@@ -744,9 +746,10 @@ _GROUP_OF = operator.itemgetter(0)
 def _moves_by_id(entry: tuple[Message, Message, int]) -> bool:
     """Whether a copy of ``entry``'s message redacts to ``entry[1].with_id(its id)`` when its id is clean.
 
-    What :meth:`MessageRedactor._transplant` makes of such a copy: ``entry[1]`` with the copy's meta keys (the same
-    as the message's, in order), the id its own. True when ``entry[1]`` is another message (not one equal to it,
-    which this redactor does not make) with the same meta keys in the same order, and the message has an id.
+    What :meth:`MessageRedactor._transplant` makes of such a copy: ``entry[1]`` with the copy's meta keys, the id
+    its own (the caller checks that the copy's keys come in the message's order). True when ``entry[1]`` is another
+    message (not one equal to it, which this redactor does not make) with the same meta keys in the same order, and
+    the message has an id.
     """
     original, redacted, _ = entry
     return (redacted is not original and ID_KEY in original.meta and list(redacted.meta) == list(original.meta)
