@@ -712,21 +712,27 @@ class Redactor:
             # A provider's opaque state (signed thinking, encrypted reasoning, a compaction item) goes back to that
             # provider byte for byte or not at all: one changed character fails its signature check (issue 23).
             return part
+        # Each part itself when nothing in it changed (never compared after: see _redact_fields).
         if isinstance(part, TextPart):
-            return replace(part, text=self.redact_text(part.text), extra=freeze(self.redact_obj(part.extra)))
+            text, extra = self.redact_text(part.text), self._redact_mapping(part.extra)
+            return part if text is part.text and extra is part.extra else replace(part, text=text, extra=extra)
         if isinstance(part, ThinkingPart):
             # signature / encrypted are opaque provider tokens that must round-trip; only readable text is redacted.
-            return replace(part, text=self.redact_text(part.text))
+            text = self.redact_text(part.text)
+            return part if text is part.text else replace(part, text=text)
         if isinstance(part, UnknownPart):
-            return replace(part, data=freeze(self.redact_obj(part.data)))
-        if isinstance(part, DocumentPart):
-            # Inline data is binary (base64); a URL can carry credentials, a title (a file name) any text.
-            return replace(part, url=self.redact_text(part.url) if part.url else part.url,
-                           title=self.redact_text(part.title) if part.title else part.title,
-                           extra=freeze(self.redact_obj(part.extra)))
-        if isinstance(part, ImagePart):
-            return replace(part, url=self.redact_text(part.url) if part.url else part.url,
-                           extra=freeze(self.redact_obj(part.extra)))
+            data = self._redact_mapping(part.data)
+            return part if data is part.data else replace(part, data=data)
+        if isinstance(part, DocumentPart | ImagePart):
+            # Inline data is binary (base64); a URL can carry credentials, a document's title (a file name) any text.
+            url = self.redact_text(part.url) if part.url else part.url
+            extra = self._redact_mapping(part.extra)
+            if isinstance(part, DocumentPart):
+                title = self.redact_text(part.title) if part.title else part.title
+                if url is part.url and title is part.title and extra is part.extra:
+                    return part
+                return replace(part, url=url, title=title, extra=extra)
+            return part if url is part.url and extra is part.extra else replace(part, url=url, extra=extra)
         return part
 
     def redact_provider_state(self, messages: Sequence[Message]) -> list[Message]:
@@ -796,9 +802,13 @@ class Redactor:
             self._message_redactor.ledger.forget(messages)
 
     def _redact_fields(self, m: Message) -> Message:
-        content: str | tuple[Part, ...] = (
-            self.redact_text(m.content) if isinstance(m.content, str) else tuple(map(self._redact_part, m.content))
-        )
+        content: str | tuple[Part, ...] = m.content
+        if isinstance(content, str):
+            content = self.redact_text(content)
+        else:
+            redone_parts = tuple(map(self._redact_part, content))
+            if any(map(operator.is_not, redone_parts, content)):
+                content = redone_parts
         calls = m.tool_calls
         if calls:
             redone = tuple(map(self._redact_call, calls))
