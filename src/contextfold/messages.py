@@ -150,9 +150,10 @@ def _to_own(value: Any) -> bool:
     if kind is tuple or kind is frozenset:
         return any(map(_to_own, value))
     if issubclass(kind, tuple | frozenset):
-        # A subclass is copied whatever it holds: its own ``__eq__``/``__ne__`` answered whether redaction changed a
-        # message, and one that lies kept a secret in clear (eighteenth stop, fix lane F2).
-        return True
+        # Another subclass is copied whatever it holds: its own ``__eq__``/``__ne__`` answered whether redaction
+        # changed a message, and one that lied kept a secret in clear (eighteenth stop, fix lane F2). A namedtuple
+        # that reads and compares as a tuple is kept as it is when nothing in it can change.
+        return not _plain_namedtuple(kind) or any(map(_to_own, value))
     if issubclass(kind, Mapping):
         return not _own_view(value)
     if issubclass(kind, str | int | float):
@@ -202,17 +203,17 @@ def _owned(value: Any) -> Any:
 
 
 def _plain_namedtuple(kind: type) -> bool:
-    """Whether ``kind`` is a namedtuple comparing and hashing as a tuple does (kept as its type, see _owned).
+    """Whether ``kind`` is a namedtuple reading, comparing and hashing as a tuple does (kept as its type, see _owned).
 
-    A namedtuple in a meta comes back as itself (an application may read its fields); one redefining ``__eq__``,
-    ``__ne__`` or ``__hash__`` is held as a plain tuple, so that only a tuple's comparison answers redaction.
+    A namedtuple in a meta comes back as itself (an application may read its fields); one redefining how it compares
+    or is read (``__eq__``, ``__iter__``...) is held as a plain tuple: only a tuple's own methods answer redaction.
     """
     return (hasattr(kind, "_fields") and hasattr(kind, "_make")
-            and all(getattr(kind, name) is getattr(tuple, name) for name in _TUPLE_COMPARISONS))
+            and all(getattr(kind, name) is getattr(tuple, name) for name in _TUPLE_METHODS))
 
 
 # What a namedtuple kept as its type must take from tuple (see _plain_namedtuple).
-_TUPLE_COMPARISONS = ("__eq__", "__ne__", "__hash__")
+_TUPLE_METHODS = ("__eq__", "__ne__", "__hash__", "__iter__", "__len__", "__getitem__", "__contains__")
 
 
 def value_text(value: Any) -> str:
