@@ -172,7 +172,9 @@ class MessageRedactor:
         ``clean_ids``: ids known to redact to themselves now (:meth:`_clean_ids`), not scanned again.
         """
         if redacted is not original and redacted == original:
-            return None  # (an entry this redactor does not make: redone rather than guessed)
+            # (An entry this redactor does not make: redone rather than guessed. A caller's class answering this
+            # ``==`` can only have the message redone, never kept.)
+            return None
         clean = redacted is original
         if ID_KEY not in m.meta:
             return m if clean else redacted
