@@ -579,12 +579,10 @@ def read_surface(m: Message) -> tuple[list[str] | None, bool]:
         for part in m.content:
             if is_opaque(part):
                 continue  # a provider's state is never redacted (see _redact_part), so never searched either
-            if isinstance(part, TextPart):
+            if isinstance(part, TextPart | ThinkingPart):  # (a thinking part here is unsigned: its extra too)
                 out.append(part.text)
                 if part.extra and not _walk(part.extra, out):
                     return None, False
-            elif isinstance(part, ThinkingPart):
-                out.append(part.text)
             elif isinstance(part, ImagePart | DocumentPart):
                 if part.url:
                     out.append(part.url)

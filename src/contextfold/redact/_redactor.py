@@ -717,9 +717,10 @@ class Redactor:
             text, extra = _kept(self.redact_text(part.text), part.text), self._redact_mapping(part.extra)
             return part if text is part.text and extra is part.extra else replace(part, text=text, extra=extra)
         if isinstance(part, ThinkingPart):
-            # signature / encrypted are opaque provider tokens that must round-trip; only readable text is redacted.
-            text = _kept(self.redact_text(part.text), part.text)
-            return part if text is part.text else replace(part, text=text)
+            # Unsigned, unencrypted reasoning (an opaque one is returned above): its text and its extra, as a text
+            # part's (the extra was left out until the eighteenth stop's review of lane S: a secret there went out).
+            text, extra = _kept(self.redact_text(part.text), part.text), self._redact_mapping(part.extra)
+            return part if text is part.text and extra is part.extra else replace(part, text=text, extra=extra)
         if isinstance(part, UnknownPart):
             data = self._redact_mapping(part.data)
             return part if data is part.data else replace(part, data=data)
