@@ -186,3 +186,13 @@ def test_a_queued_record_keeps_its_error_as_text_not_its_traceback() -> None:
     assert queued is not None and queued.exc_info is None  # (its frames no longer held while it waits)
     assert record.exc_info is not None  # (the logger's other handlers still get it)
     assert json.loads(JsonFormatter().format(queued))["error"] == f"ValueError: upstream down {NONCE}"
+
+
+def test_a_uvicorn_error_line_is_written_once(logging_restored: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """``uvicorn.error`` passes its records up to ``uvicorn``, which had the same handler: each line came out twice."""
+    stop = configure_logging("info")
+    logging.getLogger("uvicorn.error").warning("%s uvicorn said", NONCE)
+    stop()
+    lines = [line for line in capsys.readouterr().err.splitlines() if NONCE in line]
+    assert len(lines) == 1, lines
+    assert f"{NONCE} uvicorn said" in json.loads(lines[0])["msg"]

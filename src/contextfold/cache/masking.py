@@ -63,6 +63,10 @@ class OutputStore(Protocol):
 # Every ref id has this length, so this placeholder costs what any real one does.
 _PLACEHOLDER_SHAPE = "[tool output trimmed; ref=tout_0000000000000000]"
 
+# The state of a placeholder built ahead that nothing the session's secrets answer went into (a light digest of an
+# output too long to read lists nothing): it stands whatever they learn later.
+_READS_NO_SECRETS: Hashable = ("reads no secrets",)
+
 
 def masked_placeholder(ref_id: str, digest: str = "", *, partial: bool = False) -> str:
     """What a masked tool output reads like in the context (with the digest of what it replaces, when given).
@@ -286,7 +290,7 @@ def _mask_one(message: Message, cache: OutputStore, digest_tokens: int = 0, know
         # the secrets answer as they did then and the output went where it was to go.
         stored = extra_meta.get("original_bytes")
         if (built is not None and built.masked is not None and built.masked[0]() is message
-                and built.masked[2] == stored and (built.state is READS_NO_SECRETS or built.state == (
+                and built.masked[2] == stored and (built.state is _READS_NO_SECRETS or built.state == (
                     secrets.digest_state() if secrets is not None else None))):
             return built.masked[1]
         placeholder = _digested(ref_id, text, cache, digest_tokens, known, counter.counter, secrets,
@@ -314,9 +318,9 @@ def _digested(ref_id: str, text: str | None, cache: OutputStore, digest_tokens: 
     state = secrets.digest_state() if secrets is not None else None
     if memo is not None:
         built = memo.get(key)
-        if built is not None and (built.state == state or built.state is READS_NO_SECRETS
+        if built is not None and (built.state == state or built.state is _READS_NO_SECRETS
                                   or _still_holds(built, secrets, ref_id, text, cache)):
-            if built.state != state and built.state is not READS_NO_SECRETS:
+            if built.state != state and built.state is not _READS_NO_SECRETS:
                 memo.put(key, built._replace(state=state))  # (checked once: the next look-up is a plain hit)
             return built.placeholder
     if kind == "light":
@@ -357,13 +361,14 @@ def _light_placeholder(ref_id: str, text: str | None, cache: OutputStore, digest
     digest = light_digest(whole, budget_tokens=digest_tokens, counter=counter, known=known,
                           mentions_secret=secrets.mentions_secret if secrets is not None else None,
                           blank=secrets.blank if secrets is not None else None,
-                          learn=getattr(secrets, "learn_text", None))
+                          learn=secrets.learn_text if secrets is not None else None)
     placeholder = masked_placeholder(ref_id, digest.text, partial=digest.partial)
-    if memo is not None and digest.partial:
+    if memo is not None and digest.partial and not digest.text:
         # An output too long to read lists nothing: what the session learns later cannot change its placeholder, so
         # it is never checked or built again for a secret (issue 22: such a check read the stored output back and
         # searched it, and a learned value found there had the turn blank the whole output again to rebuild it).
-        memo.put(key, Built(placeholder, READS_NO_SECRETS, digest.asked))
+        # Decided on the text, not on ``partial`` alone, which also meant "listed from its first and last lines".
+        memo.put(key, Built(placeholder, _READS_NO_SECRETS, digest.asked))
     elif memo is not None and (secrets is None or secrets.digest_state() == state):
         memo.put(key, Built(placeholder, state, digest.asked))  # (not when a secret was learned meanwhile)
     return placeholder
@@ -389,15 +394,10 @@ def _still_holds(built: Built, secrets: SecretGuard | None, ref_id: str, text: s
     return bool(holds_since(built.state, text, built.asked))
 
 
-# The state of a placeholder built ahead that nothing the session's secrets answer went into (a light digest of an
-# output too long to read lists nothing): it stands whatever they learn later.
-READS_NO_SECRETS: Hashable = ("reads no secrets",)
-
-
 class Built(NamedTuple):
     """A placeholder built, the secrets' state it was built at, and the words its digest asked the secrets about.
 
-    ``state`` is :data:`READS_NO_SECRETS` for a placeholder no answer of the secrets went into.
+    ``state`` is :data:`_READS_NO_SECRETS` for a placeholder no answer of the secrets went into.
 
     ``masked``: the output message it was built for (a weak reference: the memo never keeps an output the view no
     longer holds, and an id reused by a new message cannot match), that message masked (the placeholder in its

@@ -15,7 +15,7 @@ import itertools
 import json
 import operator
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -467,6 +467,22 @@ class Ledger:
                     del by_object[stale]
             self._count(_ENTRY_CHARS * len(items))  # (copies: their text is their first copy's, counted with it)
 
+    def put_own(self, redacted: Sequence[tuple[Message, Message]], generation: int) -> None:
+        """Record each ``(message, what it redacts to)`` at ``generation``, for the object only, under one lock.
+
+        What :meth:`put` with ``by_content=False`` does for each: the copies ``MessageRedactor.learn_from`` gives
+        their content's redaction with their own id (their content's entry stands).
+        """
+        if not redacted:
+            return
+        entries = [(m, out, generation) for m, out in redacted]
+        with self._lock:
+            chars = sum([self._new_chars(entry) for entry in entries])
+            by_object = self._by_object
+            by_object.update(zip(map(id, map(_FIRST_OF, redacted)), entries, strict=True))
+            _bound(by_object)
+            self._count(chars)
+
     def put_copies(self, origin: Message, generation: int, clean_ids: frozenset[str]) -> None:
         """Record that every copy of ``origin`` (given only an id) whose id is in ``clean_ids`` redacts to itself.
 
@@ -489,6 +505,8 @@ class Ledger:
     def __len__(self) -> int:
         return len(self._by_object)
 
+
+_FIRST_OF = operator.itemgetter(0)
 
 # A batch kept for the next one is found in it as at most this many runs (the summary's input is the view but for a
 # few messages kept verbatim: its system message, pinned ones, the recent turns); else it is found by id.

@@ -280,13 +280,16 @@ class MessageRedactor:
             return
         # (each copy's id, in plan order, read by C loops: 97,000 copies of a repeated history, issue 22)
         all_ids = _ids_of(list(itertools.chain.from_iterable(map(_GROUP_OF, plan))))
+        # The entries made stale by the fresh contents' learning (add() redacted a bulk's ends before it), renewed
+        # at once: one search of the strings learned since in all of them, not a re-check per group's first copy.
+        renewed = self._renew_stale(plan)  # id(stale entry) -> its current entry (or its first copy's, below)
         # (what clean_ids hold at: read before they are searched, so that a secret another thread learns meanwhile
         # makes them stale, never current: each copy is then recalled, its id redacted on its own)
         ids_at = self.redactor._generation()
         clean_ids = self._clean_ids(all_ids)
         offset = 0
-        renewed: dict[int, tuple[Message, Message, int] | None] = {}  # id(stale entry) -> its first copy's entry
         same: list[Message] = []  # copies that redact to themselves at ids_at, recorded so at the end
+        moved: list[tuple[Message, Message]] = []  # copies that take their content's redaction with their own id
         for group, key, entry, first in plan:
             group_ids = all_ids[offset : offset + len(group)]
             offset += len(group)
@@ -321,15 +324,47 @@ class MessageRedactor:
                         same.append(m)
                     else:
                         self._learn_copy(m, key, entry, clean_ids, ids_at, looked)
+            elif entry is not None and entry[2] == ids_at and _moves_by_id(entry):
+                # Its content redacts to another message at ids_at: a copy whose id is clean redacts to that one
+                # with its own id (what _transplant makes), without the general path's look-ups (issue 22: the
+                # copies of each message holding a secret, 1,433 of 100,000 recorded messages).
+                redacted = entry[1]
+                for m in rest:
+                    own = m.meta.get(ID_KEY)
+                    if type(own) is str and own in clean_ids and m is not entry[0]:
+                        moved.append((m, redacted.with_id(own)))
+                    else:
+                        self._learn_copy(m, key, entry, clean_ids, ids_at, looked)
             else:
                 for m in rest:
                     self._learn_copy(m, key, entry, clean_ids, ids_at, looked)
         ledger.put_same(same, ids_at)
+        ledger.put_own(moved, ids_at)
         if keep and self.redactor._generation() == ids_at:  # (else the copies recorded at ids_at are stale)
-            self._keep_learned(listed, unrecorded, looked, ids_at)
+            self._keep_learned(listed, unrecorded, looked, ids_at, moved)
+
+    def _renew_stale(self, plan: Sequence[tuple[list[Message], SameMessage, tuple[Message, Message, int] | None,
+                                                Message | None]]) -> dict[int, tuple[Message, Message, int] | None]:
+        """The plan's entries made before the memory's present generation, renewed where still true: by id(entry).
+
+        :meth:`_renewed` of their messages, in one search per earlier generation; an entry a string learned since
+        may occur in is left out (its group's first copy is recalled, or redacted, as before).
+        """
+        now = self.redactor._generation()
+        stale = {id(entry): entry for _, _, entry, _ in plan if entry is not None and entry[2] != now}
+        out: dict[int, tuple[Message, Message, int] | None] = {}
+        if not stale:
+            return out
+        entries = list(stale.values())
+        for entry, result in zip(entries, self._renewed([(entry[0], entry) for entry in entries]), strict=True):
+            if result is not None:
+                own = self.ledger.own_entry(entry[0])  # (renewed: its entry at the present generation)
+                if own is not None and own[2] == now and own[1] is result:
+                    out[id(entry)] = own
+        return out
 
     def _keep_learned(self, listed: list[Message], unrecorded: list[Message], looked: list[Message],
-                      generation: int) -> None:
+                      generation: int, moved: Sequence[tuple[Message, Message]] = ()) -> None:
         """Keep what each of ``listed`` (the batch learned from) redacts to at ``generation`` for the next call.
 
         The next bulk redaction is the summarizer's request, a run of the view the catch-up learned from: it takes
@@ -337,6 +372,7 @@ class MessageRedactor:
         ``looked`` (the messages read one by one) and those recorded before (not in ``unrecorded``) were recorded
         as redacting to themselves; those are looked up here (renewed, or redacted, as ``redact_messages`` would).
         Nothing is kept when a secret is learned on the way (nor with a callback, whose results are never kept).
+        ``moved``: copies with what they redact to at ``generation`` (recorded so by the caller), not looked up.
         """
         if self.redactor.callback is not None:
             return
@@ -351,6 +387,7 @@ class MessageRedactor:
             return
         # (each message takes its own result, or is itself: a get per message, with the message as the default)
         found: dict[int, Message] = dict(zip(map(id, looked), cast("list[Message]", results), strict=True))
+        found.update({id(m): out for m, out in moved})
         self.ledger.keep_batch(listed, tuple(map(found.get, map(id, listed), listed)), generation)
 
     def _learn_copy(self, m: Message, key: SameMessage, entry: tuple[Message, Message, int] | None,
@@ -705,6 +742,18 @@ class MessageRedactor:
 _META_OF = operator.attrgetter("meta")
 _ID_ITEM = operator.itemgetter(ID_KEY)
 _GROUP_OF = operator.itemgetter(0)
+
+
+def _moves_by_id(entry: tuple[Message, Message, int]) -> bool:
+    """Whether a copy of ``entry``'s message redacts to ``entry[1].with_id(its id)`` when its id is clean.
+
+    What :meth:`MessageRedactor._transplant` makes of such a copy: ``entry[1]`` with the copy's meta keys (the same
+    as the message's, in order), the id its own. True when ``entry[1]`` is another message (not one equal to it,
+    which this redactor does not make) with the same meta keys in the same order, and the message has an id.
+    """
+    original, redacted, _ = entry
+    return (redacted is not original and ID_KEY in original.meta and list(redacted.meta) == list(original.meta)
+            and redacted != original)
 
 
 def _ids_of(messages: list[Message]) -> list[Any]:

@@ -56,9 +56,12 @@ def configure_logging(level: str = "info", redactor: Any = None) -> Callable[[],
     logger.handlers[:] = [handler]
     logger.setLevel(level.upper())
     logger.propagate = False
-    for name in ("uvicorn", "uvicorn.error"):
-        logging.getLogger(name).handlers[:] = [handler]
-        logging.getLogger(name).setLevel(logging.WARNING)
+    # uvicorn.error passes its records up to uvicorn: one handler, on the parent, writes each line once.
+    uvicorn_root, uvicorn_error = logging.getLogger("uvicorn"), logging.getLogger("uvicorn.error")
+    uvicorn_root.handlers[:], uvicorn_root.propagate = [handler], False
+    uvicorn_error.handlers[:], uvicorn_error.propagate = [], True
+    for uvicorn_logger in (uvicorn_root, uvicorn_error):
+        uvicorn_logger.setLevel(logging.WARNING)
 
     def stop() -> None:
         global _writer
