@@ -103,3 +103,15 @@ def test_mentions_secret_remembered_answers_are_the_answers_read_again(ops: list
         assert other.mentions_secret(word) == other.for_session(other.memory).mentions_secret(word)
     for _, word in ops:
         assert redactor.mentions_secret(word) == redactor.for_session(redactor.memory).mentions_secret(word)
+
+
+def test_the_url_forms_of_javascript_and_dotnet_keeping_marks_are_remembered() -> None:
+    # review of lane T: encodeURIComponent and .NET's UrlEncode leave ! ' ( ) * as they are, every form kept escaped
+    # them ("Hunter2!xyz#9" came back from a Node tool's query string as "Hunter2!xyz%239", not redacted)
+    memory = SecretMemory()
+    memory.learn("Hunt3r!(q*x'/#9 rev18tn", "password")
+    for encoded in ("Hunt3r!(q*x'%2F%239%20rev18tn",  # JavaScript's encodeURIComponent
+                    "Hunt3r!(q*x%27%2F%239+rev18tn",  # .NET's WebUtility.UrlEncode
+                    "Hunt3r!(q*x%27%2f%239+rev18tn"):  # .NET's HttpUtility.UrlEncode
+        text = f"GET https://api.example.com/v1/verify?key={encoded}&x=1"
+        assert [text[start:end] for start, end, _ in memory.spans(text)] == [encoded], encoded

@@ -14,8 +14,10 @@ import openai
 import pytest
 from _rec_history import history
 
+from contextfold.compaction import Action, Plan
 from contextfold.errors import ConfigError
 from contextfold.manager import ContextManager
+from contextfold.provider_context import anthropic_settings
 from contextfold.recovery import OverflowInfo, call_with_recovery, counted_tokens, learned_ceiling, shared_ceiling
 from contextfold.telemetry import RecordingTelemetry, RecoveryLimitLearned, RecoveryOverflow
 from contextfold.testing.agent_run import chat_tools, page, reading_script, responses_tools
@@ -228,3 +230,21 @@ def test_another_worker_on_the_same_redis_knows_the_learned_limit(tmp_path: Path
         other.close()
     assert [r.status for r in server.requests] == [200] * (TURNS + 1)
     assert [(e.source, e.tokens) for e in events.of_type(RecoveryLimitLearned)] == [("store", learned)]
+
+
+def test_a_learned_limit_sizes_the_provider_context_too() -> None:
+    # review of lanes T and N: the provider context kept the configured window's thresholds, so with "both" a plan
+    # over the learned hard threshold became "the provider clears old tool results first", and Anthropic's clearing
+    # and compaction triggers stayed sized to the configured window
+    manager = ContextManager("claude-sonnet-4", max_context_tokens=100_000, store="memory", archive=False,
+                             policy={"compactor": "both"}, message_id_prefix="rev18tn-pc")
+    manager.learn_limit(30_000, provider_limit=32_000)
+    assert manager.budgets.hard < 32_000
+    settings = manager.provider_context.settings("anthropic")
+    assert settings is not None
+    assert settings.params == anthropic_settings(manager.policy, manager.budgets).params
+    plan = manager.provider_context.gate(Plan(Action.HARD, "over the learned hard threshold rev18tn"),
+                                         manager.budgets.hard + 2_000)
+    assert plan.action is Action.HARD, plan.reason
+    manager.forget_learned_limit()
+    assert manager.provider_context.budgets is manager.budgets

@@ -66,3 +66,23 @@ def test_a_sink_put_in_the_list_gets_the_next_events() -> None:
     assert [p.fields["attributes"]["call"] for p in added.pending if p.cls is SpanEvent] == [1, 2]
     assert added.started == ["prepare", "prepare"]
     assert [e.attributes["call"] for e in replaced.of_type(SpanEvent)] == [2]
+
+
+def test_a_sink_replaced_by_an_equal_one_gets_the_next_events() -> None:
+    # review of lane N: the list was told changed by ``!=``, so an equal sink put in place of another (rebuilt from
+    # the same settings) kept the old one's emit_later and span_started
+    class ConfigSink(_LaterSink):
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, ConfigSink)
+
+        __hash__ = object.__hash__
+
+    old = ConfigSink()
+    fanout = FanoutTelemetry([old])
+    tracer = Tracer(f"s-{NONCE}-eq", fanout)
+    _call(tracer, 0)
+    fanout.sinks[0] = new = ConfigSink()
+    _call(tracer, 1)
+    assert [p.fields["attributes"]["call"] for p in old.pending if p.cls is SpanEvent] == [0]
+    assert [p.fields["attributes"]["call"] for p in new.pending if p.cls is SpanEvent] == [1]
+    assert old.started == new.started == ["prepare"]

@@ -306,3 +306,22 @@ def test_the_events_own_ids_are_never_redacted(processors: list[BatchProcessor])
     assert (own["span_id"], own["parent_id"], own["trace_id"]) == (card_like_span, card_like_parent, trace)
     assert "4111" not in own["data"]["message"]  # (the event's text is redacted as before)
     assert given["span_id"] == "[REDACTED:card_number] and more"  # (a value that is no id of ours: redacted)
+
+
+def test_a_subclass_emit_sees_the_events_handed_over_to_build_later(processors: list[BatchProcessor]) -> None:
+    # review of lane N: ``emit_later = emit`` bound the base class's emit, past a subclass's filter or sampler
+    class Counting(BatchProcessor):
+        seen: list[str]
+
+        def emit(self, event: Any) -> None:
+            self.seen.append(type(event).__name__)
+            super().emit(event)
+
+    exporter = InMemoryExporter()
+    processor = Counting(exporter)
+    processor.seen = []
+    processors.append(processor)
+    Tracer("s-later-rev18tn", processor).emit_new(CompactWarning, message="later rev18tn")
+    processor.flush()
+    assert processor.seen == ["PendingEvent"]
+    assert [e["data"]["message"] for e in exporter.events] == ["later rev18tn"]

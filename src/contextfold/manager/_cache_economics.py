@@ -51,7 +51,7 @@ class CacheEconomics:
         self._tracer = tracer
         self._session_id = session_id
         self._rates: CacheRates | None = None
-        self._ttl: Ttl = "5m"  # Anthropic's cache the session writes: the 1-hour one once a usage report says so
+        self._ttl: Ttl = "5m"  # Anthropic's cache the session's rewrites land in: as the latest call that wrote says
         self.added_tokens = 0  # tokens of the messages added (after write-time truncation)
         self._uncounted: list[Message] = []  # messages added while counts were byte bounds, to count exactly
         self.calls = 0
@@ -86,16 +86,22 @@ class CacheEconomics:
         return self._rates
 
     def note_usage(self, usage: Any) -> None:
-        """A call's usage report: one that wrote Anthropic's 1-hour cache prices later rewrites at that cache.
+        """A call's usage report: the cache its writes went to prices later rewrites (Anthropic's 1-hour or 5-minute).
 
         The 5-minute cache is dropped after 300 s idle and the 1-hour one is not: priced at the 5-minute cache, a
-        pause of a few minutes made a waiting rewrite look free while it wrote the whole view again at 2x.
+        pause of a few minutes made a waiting rewrite look free while it wrote the whole view again at 2x. Anthropic
+        puts 1-hour breakpoints before 5-minute ones, so a call that wrote both (tools and system at 1h, the
+        conversation at 5m) has the part rewrites change in the 5-minute cache: 1h only when the latest call that
+        wrote anything wrote none at 5m; a call that only read leaves the choice as it is.
         """
-        if self._ttl == "1h":
-            return
-        written = _part(_part(_part(usage, "usage") or usage, "cache_creation"), "ephemeral_1h_input_tokens")
-        if isinstance(written, int) and not isinstance(written, bool) and written > 0:
-            self._ttl = "1h"
+        creation = _part(_part(usage, "usage") or usage, "cache_creation")
+        one_hour = _count(_part(creation, "ephemeral_1h_input_tokens"))
+        five_minutes = _count(_part(creation, "ephemeral_5m_input_tokens"))
+        if one_hour == 0 and five_minutes == 0:
+            return  # read only (or no split reported): says nothing about the cache the session writes
+        ttl: Ttl = "1h" if five_minutes == 0 else "5m"
+        if ttl != self._ttl:
+            self._ttl = ttl
             self._rates = None
 
     def note_added(self, messages: Sequence[Message], tokens: int) -> None:
@@ -274,6 +280,11 @@ def _decision_fields(action: str, verdict: RewriteVerdict | None, reason: str | 
             "invalidated_tokens": verdict.invalidated_tokens, "expected_saving": verdict.expected_saving,
             "invalidation_cost": verdict.invalidation_cost, "horizon_turns": verdict.horizon_turns,
             "replaces_forced": verdict.replaces_forced}
+
+
+def _count(value: Any) -> int:
+    """A usage report's token count; 0 for a missing or malformed one."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _part(obj: Any, key: str) -> Any:

@@ -3,9 +3,9 @@
 Overflow recovery tells the manager what each error teaches; :class:`LearnedLimits` keeps it (the limit in
 :class:`~contextfold.manager._limits.ProviderLimit`, the media limits in
 :class:`~contextfold.manager._media.MediaGuard`, both kept in the blob store per model) and applies it to the
-manager: the thresholds of the learned limit (``budgets``, the compactor's, the events' policy summary, the
-write-time cut of new outputs), and the oldest images and documents taken out of the view while it is over a media
-limit. The manager's public methods (``learn_limit``, ``learned_limit``, ``forget_learned_limit``,
+manager: the thresholds of the learned limit (``budgets``, the compactor's, the provider context's, the events'
+policy summary, the write-time cut of new outputs), and the oldest images and documents taken out of the view while
+it is over a media limit. The manager's public methods (``learn_limit``, ``learned_limit``, ``forget_learned_limit``,
 ``learn_media_limit``, ``media_limits``, ``media``, ``keep_media_within_limits``) delegate here.
 """
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..compaction import Budgets, Policy
     from ..media import MediaLimits, MediaTally
     from ..messages import Message
+    from ..provider_context import ProviderContext
     from ..telemetry import Tracer
     from ..tokens import MessageCounter
     from ._compactor import Compactor
@@ -59,6 +60,8 @@ class LimitsHost(Protocol):
     def _extras(self) -> RequestExtras: ...
     @property
     def _compactor(self) -> Compactor: ...
+    @property
+    def provider_context(self) -> ProviderContext: ...
     def rewrite_view(self, rewrite: Callable[[list[Message]], list[Message]], *, reason: str,
                      shrinks: bool = False) -> int: ...
     def _count_exactly(self) -> None: ...
@@ -219,7 +222,11 @@ class LearnedLimits:
                                                  provider_limit=self.limit.provider_limit, source=source))
 
     def set_budgets(self, budgets: Budgets) -> None:
-        """Thresholds in force from now on: the manager's, its compactor's and the events' policy summary."""
+        """Thresholds in force from now on: the manager's, its compactor's, the provider context's and the events'.
+
+        The provider context's too: with ``compactor: both`` it judges contextfold's plans by the hard threshold and
+        sizes the provider's own clearing and compaction triggers to the window.
+        """
         import dataclasses
 
         from ._build import cache_budget
@@ -227,6 +234,7 @@ class LearnedLimits:
         manager = self.manager
         manager.budgets = budgets
         manager._compactor.budgets = budgets
+        manager.provider_context.budgets = budgets
         manager._policy_summary.update(hard=budgets.hard, soft=budgets.soft)
         cache = manager.cache
         if cache is not None:

@@ -197,9 +197,12 @@ class BatchProcessor:
         if queued == 1 or queued == self._early_wake:
             self._worker.schedule(self, now=queued >= self._early_wake)
 
-    # :meth:`emit` of an event built on the worker thread as it is exported (the agent's thread only queues it): the
-    # same method, without a call in between (two events per prepare()).
-    emit_later = emit
+    def emit_later(self, pending: PendingEvent) -> None:
+        """:meth:`emit` of an event built on the worker thread as it is exported (the agent's thread only queues it).
+
+        Through ``self.emit``, so a subclass's own :meth:`emit` (a filter, a sampler) sees these events too.
+        """
+        self.emit(pending)
 
     def wake(self) -> None:
         """Export what is queued now instead of after the batch delay; returns at once (a compaction completed)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from operator import is_not
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
@@ -130,9 +131,10 @@ class FanoutTelemetry:
 
     def _hooks(self) -> _FanoutHooks:
         """The sinks' optional methods, looked up again only when :attr:`sinks` changed (two per prepare() call)."""
-        hooks = self._looked_up
-        if hooks is None or hooks.sinks != self.sinks:  # (the same sinks compare by identity, a C loop)
-            hooks = self._looked_up = _FanoutHooks(self.sinks)
+        hooks, sinks = self._looked_up, self.sinks
+        # by identity, not ``!=``: a sink replaced by an equal one (rebuilt from the same settings) is a new sink
+        if hooks is None or len(hooks.sinks) != len(sinks) or any(map(is_not, hooks.sinks, sinks)):
+            hooks = self._looked_up = _FanoutHooks(sinks)
         return hooks
 
     def wake(self) -> None:
