@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from gc import get_referents
 from types import MappingProxyType
-from typing import Any, ClassVar, Literal, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias, cast
 
 from ._exact import exact_leaf
 
@@ -31,6 +31,7 @@ __all__ = [
     "ThinkingPart",
     "ToolCall",
     "UnknownPart",
+    "exact_items",
     "freeze",
     "is_compaction",
     "is_opaque",
@@ -146,8 +147,13 @@ def _to_own(value: Any) -> bool:
         return True
     if kind in _ATOMS:
         return False
-    if issubclass(kind, tuple | frozenset):
+    if kind is tuple or kind is frozenset:
         return any(map(_to_own, value))
+    if issubclass(kind, tuple | frozenset):
+        # Another subclass is copied whatever it holds: its own ``__eq__``/``__ne__`` answered whether redaction
+        # changed a message, and one that lied kept a secret in clear (eighteenth stop, fix lane F2). A namedtuple
+        # that reads and compares as a tuple is kept as it is when nothing in it can change.
+        return not _plain_namedtuple(kind) or any(map(_to_own, value))
     if issubclass(kind, Mapping):
         return not _own_view(value)
     if issubclass(kind, str | int | float):
@@ -185,7 +191,7 @@ def _owned(value: Any) -> Any:
         return exact_leaf(value)
     if issubclass(kind, tuple):
         items = [_owned(v) for v in value]
-        return kind._make(items) if hasattr(kind, "_fields") and hasattr(kind, "_make") else tuple(items)
+        return cast(Any, kind)._make(items) if _plain_namedtuple(kind) else tuple(items)
     if issubclass(kind, Mapping):
         return {k: _owned(v) for k, v in value.items()}
     if issubclass(kind, list):
@@ -194,6 +200,20 @@ def _owned(value: Any) -> Any:
         members = {_owned(v) for v in value}
         return members if issubclass(kind, set) else frozenset(members)
     return value_text(value)
+
+
+def _plain_namedtuple(kind: type) -> bool:
+    """Whether ``kind`` is a namedtuple reading, comparing and hashing as a tuple does (kept as its type, see _owned).
+
+    A namedtuple in a meta comes back as itself (an application may read its fields); one redefining how it compares
+    or is read (``__eq__``, ``__iter__``...) is held as a plain tuple: only a tuple's own methods answer redaction.
+    """
+    return (hasattr(kind, "_fields") and hasattr(kind, "_make")
+            and all(getattr(kind, name) is getattr(tuple, name) for name in _TUPLE_METHODS))
+
+
+# What a namedtuple kept as its type must take from tuple (see _plain_namedtuple).
+_TUPLE_METHODS = ("__eq__", "__ne__", "__hash__", "__iter__", "__len__", "__getitem__", "__contains__")
 
 
 def value_text(value: Any) -> str:
@@ -381,6 +401,17 @@ class UnknownPart(_ReadOnly):
 
 
 Part: TypeAlias = TextPart | ImagePart | DocumentPart | ThinkingPart | UnknownPart
+# The part and call types whose ``==`` is the dataclass's own (over exact texts and owned mappings), see exact_items.
+_EXACT_ITEM_TYPES: frozenset[type] = frozenset({TextPart, ImagePart, DocumentPart, ThinkingPart, UnknownPart})
+
+
+def exact_items(items: tuple[Any, ...]) -> bool:
+    """Whether every part or call in ``items`` is of contextfold's own type (none of a caller's subclass).
+
+    Only then is ``==`` between two messages' contents or calls contextfold's answer: a subclass's own ``__eq__`` is
+    called first and may say anything (one that lied kept a redaction's secret in clear, eighteenth stop, fix F2).
+    """
+    return _EXACT_ITEM_TYPES.issuperset(map(type, items))
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,6 +429,9 @@ class ToolCall(_ReadOnly):
     def parsed_arguments(self) -> Any:
         """The arguments decoded from JSON (callers validate them when the message is built)."""
         return json.loads(self.arguments) if self.arguments else {}
+
+
+_EXACT_ITEM_TYPES = _EXACT_ITEM_TYPES | {ToolCall}
 
 
 # (weakref_slot: the read-ahead keeps a masked message built for an output without keeping the output, issue 22)
@@ -553,11 +587,14 @@ class Message(_ReadOnly):
         if self.tool_call_id is not None and type(self.tool_call_id) is not str and \
                 issubclass(type(self.tool_call_id), str):
             object.__setattr__(self, "tool_call_id", str.__str__(self.tool_call_id))
-        # Accept plain dicts and lists from callers, but store read-only values so a Message never changes.
-        if isinstance(self.content, list):
-            object.__setattr__(self, "content", tuple(self.content))
-        if isinstance(self.tool_calls, list):
-            object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        # Accept plain dicts and lists from callers, but store read-only values so a Message never changes. A tuple
+        # subclass is held as a plain tuple (its own __eq__ would answer whether redaction changed the message).
+        content = self.content
+        if type(content) is not str and type(content) is not tuple and isinstance(content, list | tuple):
+            object.__setattr__(self, "content", tuple(content))
+        calls = self.tool_calls
+        if type(calls) is not tuple and isinstance(calls, list | tuple):
+            object.__setattr__(self, "tool_calls", tuple(calls))
         # (An empty dict too: kept, it was the one mutable field of a message.) A read-only view the caller made is
         # the caller's dict: owned like one.
         if not _own_view(self.meta):

@@ -20,6 +20,8 @@ from contextfold.stores.memory import MemoryBlobStore
 
 NONCE = "s18srtl3"
 SECRETS = Secrets(NONCE)
+REREAD_NONCE = "f2rr5q8m"
+REREAD_SECRETS = Secrets(REREAD_NONCE)
 
 
 class _Killed(Exception):
@@ -70,3 +72,44 @@ def test_a_value_known_only_from_a_base_is_not_written_again() -> None:
     assert value in again.values()
     again.learn(value, "password")
     assert not again._unsaved  # (a base is what a fold or the first save wrote: nothing to write again)
+
+
+def test_the_mark_survives_a_save_that_reads_the_record_again() -> None:
+    """Review of lane S: a save's re-read of the passed-over record (learning it again) wiped the "read only" mark.
+
+    Its own append passed over, the finder's save reads the whole store again (record 1 included): what it learns
+    there is not "found here", so the value it finds itself afterwards is still written by it.
+    """
+    session = f"{REREAD_NONCE}-reread"
+    shared = MemoryBlobStore()
+    base = SecretMemory(shared, session)
+    base.learn(REREAD_SECRETS.value("base", 0) * 40, "password")
+    assert base.save()
+    writer_store = HookedStore(shared)
+    writer = SecretMemory(writer_store, session)
+    writer.values()
+    finder = SecretMemory(shared, session)
+    value = REREAD_SECRETS.value("both", 0)
+    seen: dict[str, bool] = {}
+
+    def meanwhile() -> None:
+        assert value in finder.values()  # load reads record 1: marked read-only
+        seen["after_load"] = value in finder._read_only
+        # Another worker's merge raises the note past 2: the finder's next append (at 2) is passed over, and
+        # its save reads the whole store again (record 1 included).
+        assert note_passed(shared, memory_key(session), 2)
+        finder.learn(REREAD_SECRETS.value("other", 0), "password")
+        finder.save()
+        seen["after_reread"] = value in finder._read_only
+        finder.learn(value, "password")  # found in its own text
+        finder.save()
+        writer_store.hook_after = ("delete", r"\.1$", _die)
+
+    writer_store.hook_after = ("put", r"\.1$", meanwhile)
+    writer.learn(value, "password")
+    with pytest.raises(_Killed):
+        writer.save()
+    assert seen["after_load"]
+    lost = value not in SecretMemory(shared, session).values()
+    assert seen["after_reread"] or not lost, "mark cleared by the re-read AND the value is lost"
+    assert value in SecretMemory(shared, session).values()

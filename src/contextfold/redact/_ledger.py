@@ -26,6 +26,7 @@ from ..messages import (
     TextPart,
     ThinkingPart,
     UnknownPart,
+    exact_items,
     is_opaque,
     kept_value_type,
     same_meta_but_id,
@@ -82,8 +83,8 @@ def _same_but_id(a: Message, b: Message) -> bool:
     origin = a._origin
     if origin is not None and origin is b._origin:
         return True  # (copies of one message that differ only by their ids, see Message.with_meta)
-    if not (a.role == b.role and (a.content is b.content or a.content == b.content)
-            and (a.tool_calls is b.tool_calls or a.tool_calls == b.tool_calls)
+    if not (a.role == b.role and (a.content is b.content or _same_items(a.content, b.content))
+            and (a.tool_calls is b.tool_calls or _same_items(a.tool_calls, b.tool_calls))
             and a.tool_call_id == b.tool_call_id and a.name == b.name and (a.extra is b.extra or a.extra == b.extra)):
         return False
     meta_a, meta_b = a.meta, b.meta
@@ -97,6 +98,17 @@ def _same_but_id(a: Message, b: Message) -> bool:
             if other is not value and other != value:
                 return False
     return True
+
+
+def _same_items(a: str | tuple[Any, ...], b: str | tuple[Any, ...]) -> bool:
+    """Whether two messages' contents (or calls) are equal, by contextfold's own ``==`` only (never a caller's).
+
+    A part or call of a caller's subclass answers ``==`` itself: one that lied made a message holding a secret share
+    the entry of a clean one, and came back as found clean (eighteenth stop, fix F2). Such a message shares no entry.
+    """
+    if isinstance(a, str) or isinstance(b, str):
+        return type(a) is type(b) and a == b  # (a Message's text is held as an exact str)
+    return exact_items(a) and exact_items(b) and a == b
 
 
 class SameMessage:
@@ -585,12 +597,10 @@ def read_surface(m: Message) -> tuple[list[str] | None, bool]:
         for part in m.content:
             if is_opaque(part):
                 continue  # a provider's state is never redacted (see _redact_part), so never searched either
-            if isinstance(part, TextPart):
+            if isinstance(part, TextPart | ThinkingPart):  # (a thinking part here is unsigned: its extra too)
                 out.append(part.text)
                 if part.extra and not _walk(part.extra, out):
                     return None, False
-            elif isinstance(part, ThinkingPart):
-                out.append(part.text)
             elif isinstance(part, ImagePart | DocumentPart):
                 if part.url:
                     out.append(part.url)

@@ -126,10 +126,11 @@ class MessageRedactor:
             out = redactor._redact_fields(m)
             if redactor._generation() == generation:
                 break
-        if out == m:
-            out = m  # (the same object: a caller may ask whether anything changed by identity)
-            if plain and not redactor._learned:
-                redactor._scanner.scans.mark_clean(m)
+        # Nothing changed is the message itself (_redact_fields keeps every unchanged field and part by identity):
+        # never ``==``, which a caller's part or container class answers itself (one that lied kept the original,
+        # secret included, eighteenth stop, fix F2).
+        if out is m and plain and not redactor._learned:
+            redactor._scanner.scans.mark_clean(m)
         if redactor.callback is None:
             self.ledger.put(m, out, generation)
         return out
@@ -171,7 +172,9 @@ class MessageRedactor:
         ``clean_ids``: ids known to redact to themselves now (:meth:`_clean_ids`), not scanned again.
         """
         if redacted is not original and redacted == original:
-            return None  # (an entry this redactor does not make: redone rather than guessed)
+            # (An entry this redactor does not make: redone rather than guessed. A caller's class answering this
+            # ``==`` can only have the message redone, never kept.)
+            return None
         clean = redacted is original
         if ID_KEY not in m.meta:
             return m if clean else redacted

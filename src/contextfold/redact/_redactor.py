@@ -712,21 +712,28 @@ class Redactor:
             # A provider's opaque state (signed thinking, encrypted reasoning, a compaction item) goes back to that
             # provider byte for byte or not at all: one changed character fails its signature check (issue 23).
             return part
+        # Each part itself when nothing in it changed (never compared after: see _redact_fields).
         if isinstance(part, TextPart):
-            return replace(part, text=self.redact_text(part.text), extra=freeze(self.redact_obj(part.extra)))
+            text, extra = _kept(self.redact_text(part.text), part.text), self._redact_mapping(part.extra)
+            return part if text is part.text and extra is part.extra else replace(part, text=text, extra=extra)
         if isinstance(part, ThinkingPart):
-            # signature / encrypted are opaque provider tokens that must round-trip; only readable text is redacted.
-            return replace(part, text=self.redact_text(part.text))
+            # Unsigned, unencrypted reasoning (an opaque one is returned above): its text and its extra, as a text
+            # part's (the extra was left out until the eighteenth stop's review of lane S: a secret there went out).
+            text, extra = _kept(self.redact_text(part.text), part.text), self._redact_mapping(part.extra)
+            return part if text is part.text and extra is part.extra else replace(part, text=text, extra=extra)
         if isinstance(part, UnknownPart):
-            return replace(part, data=freeze(self.redact_obj(part.data)))
-        if isinstance(part, DocumentPart):
-            # Inline data is binary (base64); a URL can carry credentials, a title (a file name) any text.
-            return replace(part, url=self.redact_text(part.url) if part.url else part.url,
-                           title=self.redact_text(part.title) if part.title else part.title,
-                           extra=freeze(self.redact_obj(part.extra)))
-        if isinstance(part, ImagePart):
-            return replace(part, url=self.redact_text(part.url) if part.url else part.url,
-                           extra=freeze(self.redact_obj(part.extra)))
+            data = self._redact_mapping(part.data)
+            return part if data is part.data else replace(part, data=data)
+        if isinstance(part, DocumentPart | ImagePart):
+            # Inline data is binary (base64); a URL can carry credentials, a document's title (a file name) any text.
+            url = _kept(self.redact_text(part.url), part.url) if part.url else part.url
+            extra = self._redact_mapping(part.extra)
+            if isinstance(part, DocumentPart):
+                title = _kept(self.redact_text(part.title), part.title) if part.title else part.title
+                if url is part.url and title is part.title and extra is part.extra:
+                    return part
+                return replace(part, url=url, title=title, extra=extra)
+            return part if url is part.url and extra is part.extra else replace(part, url=url, extra=extra)
         return part
 
     def redact_provider_state(self, messages: Sequence[Message]) -> list[Message]:
@@ -796,16 +803,21 @@ class Redactor:
             self._message_redactor.ledger.forget(messages)
 
     def _redact_fields(self, m: Message) -> Message:
-        content: str | tuple[Part, ...] = (
-            self.redact_text(m.content) if isinstance(m.content, str) else tuple(map(self._redact_part, m.content))
-        )
+        content: str | tuple[Part, ...] = m.content
+        if isinstance(content, str):
+            content = _kept(self.redact_text(content), content)
+        else:
+            redone_parts = tuple(map(self._redact_part, content))
+            if any(map(operator.is_not, redone_parts, content)):
+                content = redone_parts
         calls = m.tool_calls
         if calls:
             redone = tuple(map(self._redact_call, calls))
             if any(map(operator.is_not, redone, calls)):
                 calls = redone
         meta, extra = self._redact_mapping(m.meta), self._redact_mapping(m.extra)
-        name = self.redact_text(m.name) if m.name else m.name  # (a participant's name is any text a caller gave)
+        # (a participant's name is any text a caller gave)
+        name = _kept(self.redact_text(m.name), m.name) if m.name else m.name
         if content is m.content and calls is m.tool_calls and meta is m.meta and extra is m.extra and name is m.name:
             # Nothing changed: the message itself, not a copy compared with it after (issue 22: most of a session's
             # messages redact to themselves).
@@ -814,7 +826,8 @@ class Redactor:
 
     def _redact_call(self, call: ToolCall) -> ToolCall:
         """``call`` with its arguments and extra redacted; ``call`` itself when neither changed."""
-        arguments, extra = self.redact_json_string(call.arguments), self._redact_mapping(call.extra)
+        arguments = _kept(self.redact_json_string(call.arguments), call.arguments)
+        extra = self._redact_mapping(call.extra)
         if arguments is call.arguments and extra is call.extra:
             return call
         return ToolCall(call.id, call.name, arguments, extra=extra)
@@ -830,6 +843,18 @@ class Redactor:
 
     def _generation(self) -> int:
         return self.memory.generation if self.remember else 0
+
+
+def _kept(redacted: str, original: str) -> str:
+    """``original`` when ``redacted`` (what redaction made of it) is the same text, else ``redacted``.
+
+    A text re-serialized to the same characters (a call's JSON arguments) is the field itself, so an unchanged
+    message is itself (redact_message tells so by identity). Compared only as exact ``str`` (a Message holds its
+    texts so): never by a caller's ``__eq__``.
+    """
+    if redacted is original or type(redacted) is not str or type(original) is not str:
+        return redacted
+    return original if redacted == original else redacted
 
 
 def _unchanged(redacted: Any, original: Any) -> bool:

@@ -249,6 +249,7 @@ class SecretMemory:
         self._key = memory_key(session_id) if session_id is not None else None
         self._loaded = store is None
         self._loading = False  # (the thread holding the lock is loading: see _load)
+        self._learning_stored = False  # (the thread holding the lock learns what a read found: see _learn_stored)
         self._unsaved = False
         self._unsaved_values: dict[str, str] = {}  # learned here since the last save (what the next one appends)
         # Values known only from other workers' records a save read (not written by this worker): one of those may
@@ -394,7 +395,7 @@ class SecretMemory:
         with self._lock:
             fresh = {s: kind for s in strings if s not in self._table}
             if not fresh:
-                if value in self._read_only and not self._loading:
+                if value in self._read_only and not self._loading and not self._learning_stored:
                     # Found here too, but known only from another worker's record: written by this worker as well
                     # (a few bytes), or its save said stored while that record was one its writer was taking back
                     # (the seventeenth stop's shared-values stress: 1 of 300 seeds).
@@ -454,10 +455,18 @@ class SecretMemory:
         self._read_only.update(value for run in runs if not run.level for value in run.secrets if value not in known)
 
     def _learn_stored(self, values: Mapping[str, str]) -> None:
-        """Learn what the store holds (nothing of it is saved again)."""
-        for value, kind in values.items():
-            self.learn(value, kind)
-            self._unsaved_values.pop(value, None)
+        """Learn what the store holds (nothing of it is saved again).
+
+        Not "found here" (see :meth:`learn`): a save reading another worker's record again kept no value of it
+        ``_read_only``, and the value this worker then found itself was not written by it (review of lane S).
+        """
+        self._learning_stored = True
+        try:
+            for value, kind in values.items():
+                self.learn(value, kind)
+                self._unsaved_values.pop(value, None)
+        finally:
+            self._learning_stored = False
         self._unsaved = bool(self._unsaved_values)
 
     @classmethod
