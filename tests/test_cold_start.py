@@ -50,11 +50,11 @@ def test_importing_the_manager_loads_no_heavy_module_and_a_default_first_turn_no
     for name in NOT_AT_IMPORT + OWN_NOT_AT_IMPORT:
         assert name not in loaded["after_import"], f"from contextfold import ContextManager imports {name}"
     own = [m for m in loaded["after_import"] if m.startswith("contextfold")]
-    # (_cache_economics, _lost_refs, _masking, _request_extras and _secrets import their collaborators
+    # (_cache_economics, _decisions, _lost_refs, _masking, _request_extras and _secrets import their collaborators
     # only for type checking or inside functions: nothing heavy comes along.)
     assert own == ["contextfold", "contextfold._lazy", "contextfold.manager", "contextfold.manager._archiver",
                    "contextfold.manager._cache_economics", "contextfold.manager._collector",
-                   "contextfold.manager._compactor",
+                   "contextfold.manager._compactor", "contextfold.manager._decisions",
                    "contextfold.manager._idle", "contextfold.manager._lost_refs", "contextfold.manager._manager",
                    "contextfold.manager._masking",
                    "contextfold.manager._request_extras",
