@@ -4,35 +4,13 @@ on 08dd6b2."""
 
 from __future__ import annotations
 
-from collections import Counter
-from typing import Any
+from _hook_sinks import LaterSink
 
 from contextfold.telemetry import FanoutTelemetry, RecordingTelemetry, TokenEstimate, Tracer
-from contextfold.telemetry.events import PendingEvent, SpanEvent
+from contextfold.telemetry.events import SpanEvent
 
 _HOOKS = ("emit_later", "span_started")
 NONCE = "f5n2hq"
-
-
-class _LaterSink:
-    def __init__(self) -> None:
-        self.pending: list[PendingEvent] = []
-        self.started: list[str] = []
-        self.looked_up: Counter[str] = Counter()
-
-    def __getattribute__(self, name: str) -> Any:
-        if name in _HOOKS:
-            object.__getattribute__(self, "looked_up")[name] += 1
-        return object.__getattribute__(self, name)
-
-    def emit(self, event: Any) -> None:  # pragma: no cover - every event here is sent later
-        raise AssertionError("expected emit_later")
-
-    def emit_later(self, pending: PendingEvent) -> None:
-        self.pending.append(pending)
-
-    def span_started(self, span: Any) -> None:
-        self.started.append(span.name)
 
 
 def _call(tracer: Tracer, n: int) -> None:
@@ -42,7 +20,7 @@ def _call(tracer: Tracer, n: int) -> None:
 
 
 def test_a_fanout_looks_hooks_up_once_per_list_of_sinks() -> None:
-    later, recorded = _LaterSink(), RecordingTelemetry()
+    later, recorded = LaterSink(), RecordingTelemetry()
     fanout = FanoutTelemetry([later, recorded])
     tracer = Tracer(f"s-{NONCE}", fanout)
     for n in range(5):
@@ -54,7 +32,7 @@ def test_a_fanout_looks_hooks_up_once_per_list_of_sinks() -> None:
 
 
 def test_a_sink_put_in_the_list_gets_the_next_events() -> None:
-    first, added = RecordingTelemetry(), _LaterSink()
+    first, added = RecordingTelemetry(), LaterSink()
     fanout = FanoutTelemetry([first])
     tracer = Tracer(f"s-{NONCE}-b", fanout)
     _call(tracer, 0)
@@ -71,7 +49,7 @@ def test_a_sink_put_in_the_list_gets_the_next_events() -> None:
 def test_a_sink_replaced_by_an_equal_one_gets_the_next_events() -> None:
     # review of lane N: the list was told changed by ``!=``, so an equal sink put in place of another (rebuilt from
     # the same settings) kept the old one's emit_later and span_started
-    class ConfigSink(_LaterSink):
+    class ConfigSink(LaterSink):
         def __eq__(self, other: object) -> bool:
             return isinstance(other, ConfigSink)
 

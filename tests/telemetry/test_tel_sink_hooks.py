@@ -2,40 +2,10 @@
 
 from __future__ import annotations
 
-from collections import Counter
-from typing import Any
+from _hook_sinks import HOOKS, LaterSink
 
 from contextfold.telemetry import CacheMasked, RecordingTelemetry, TokenEstimate, Tracer
-from contextfold.telemetry.events import PendingEvent, SpanEvent
-
-_HOOKS = ("emit_later", "span_started", "span_dropped")
-
-
-class _LaterSink:
-    """A sink that builds events later and hears about spans, counting how often each optional method is looked up."""
-
-    def __init__(self) -> None:
-        self.pending: list[PendingEvent] = []
-        self.started: list[str] = []
-        self.dropped: list[str] = []
-        self.looked_up: Counter[str] = Counter()
-
-    def __getattribute__(self, name: str) -> Any:
-        if name in _HOOKS:
-            object.__getattribute__(self, "looked_up")[name] += 1
-        return object.__getattribute__(self, name)
-
-    def emit(self, event: Any) -> None:  # pragma: no cover - every event here is sent later
-        raise AssertionError("expected emit_later")
-
-    def emit_later(self, pending: PendingEvent) -> None:
-        self.pending.append(pending)
-
-    def span_started(self, span: Any) -> None:
-        self.started.append(span.name)
-
-    def span_dropped(self, span: Any) -> None:
-        self.dropped.append(span.name)
+from contextfold.telemetry.events import SpanEvent
 
 
 def _turn(tracer: Tracer, nonce: str) -> None:
@@ -50,18 +20,18 @@ def _turn(tracer: Tracer, nonce: str) -> None:
 
 
 def test_optional_methods_are_looked_up_once_per_sink() -> None:
-    sink = _LaterSink()
+    sink = LaterSink()
     tracer = Tracer("s-hooks-7f3a", sink)  # type: ignore[arg-type]
     for n in range(5):
         _turn(tracer, f"hooks-7f3a-{n}")
     assert sink.started == ["compact.call", "compact.mask", "compact.nothing"] * 5
     assert sink.dropped == ["compact.nothing"] * 5
     assert [p.cls for p in sink.pending] == [TokenEstimate, CacheMasked, SpanEvent, SpanEvent] * 5
-    assert all(sink.looked_up[name] <= 1 for name in _HOOKS), sink.looked_up
+    assert all(sink.looked_up[name] <= 1 for name in HOOKS), sink.looked_up
 
 
 def test_a_sink_put_in_place_gets_the_next_events() -> None:
-    first, second = _LaterSink(), RecordingTelemetry()
+    first, second = LaterSink(), RecordingTelemetry()
     tracer = Tracer("s-hooks-91c2", first)  # type: ignore[arg-type]
     _turn(tracer, "hooks-91c2-a")
     tracer.telemetry = second
@@ -73,7 +43,7 @@ def test_a_sink_put_in_place_gets_the_next_events() -> None:
 
 
 def test_a_span_sent_later_keeps_its_attributes_as_they_were_at_its_close() -> None:
-    sink = _LaterSink()
+    sink = LaterSink()
     tracer = Tracer("s-hooks-5d0e", sink)  # type: ignore[arg-type]
     with tracer.span("compact.mask", nonce="hooks-5d0e") as span:
         span.set(refs=["tout_1"], figures={"freed": 3})
