@@ -35,7 +35,12 @@ always what the takeover rule compares the ``fed`` mark with, and the same reque
 A request can last longer than a lease's time (the upstream's timeout is per chunk when streaming; a request makes
 up to 7 upstream calls with the retrieval tools and more with overflow recovery): its holder renews its hold
 (:meth:`Lease.renew`) at an upstream call or a relayed event once a third of its time or half the margin has passed
-(:meth:`Lease.due`), so a live request keeps it and a dead instance's expires.
+(:meth:`Lease.due`), so a live request keeps it and a dead instance's expires. A stream whose client stops reading
+relays no event, so it renews nothing: stalled past the lease's time, its hold is taken over by the next
+continuation, which is fed and answered. The renewal at its next event, or the check before its reply is recorded,
+finds the hold gone (:attr:`Lease.lost`): its reply is not recorded as the session's head (that put the session back
+on a response the new holder had continued past: the new holder's reply could no longer be continued), and the
+instance logs "lease lost".
 """
 
 from __future__ import annotations
@@ -83,7 +88,9 @@ RENEW_AFTER_SHARE = 1 / 3
 class Lease:
     """One try's hold on its session's lease: given back by :meth:`release` (once its reply is recorded).
 
-    ``held``: the lease's bytes as this try last wrote or read them; ``holder``: this try's id among its holders.
+    ``held``: the lease's bytes as this try last wrote or read them; ``holder``: this try's id among its holders;
+    ``lost``: a change found this try's hold gone (taken over once it expired, or given back): the session may
+    have moved on under another request, so this one must record nothing more of its own as the session's.
     """
 
     store: Any
@@ -93,6 +100,7 @@ class Lease:
     seconds: float
     clock: Callable[[], float]
     renewed_at: float
+    lost: bool = False
 
     def due(self) -> bool:
         """Whether a share of the lease's time has passed since it was taken or renewed (no store call)."""
@@ -101,8 +109,8 @@ class Lease:
     def renew(self) -> bool:
         """Give this try's hold ``seconds`` more from now if the lease still holds it; whether it did.
 
-        A lease taken over meanwhile (expired, or on a response the session moved past) stays its new holder's. A
-        store that cannot be reached leaves it as it was (False).
+        A lease taken over meanwhile (expired, or on a response the session moved past) stays its new holder's
+        (False, and :attr:`lost` set). A store that cannot be reached leaves it as it was (False, not lost).
         """
         now = self.clock()
         self.renewed_at = now
@@ -147,6 +155,7 @@ class Lease:
                 fields = _fields(current)
                 holders = _holders(fields)
                 if self.holder not in holders:
+                    self.lost = True
                     return False
                 kept = change(holders)
                 written = _encode(fields.get("tag") if tag is None else tag, fields.get("response"), kept) \
@@ -155,8 +164,9 @@ class Lease:
                     self.held = written if written is not None else current
                     return True
                 current = self.store.get(self.key)  # (another try joined, renewed or left meanwhile)
-        except RefNotFound:
-            return False  # (given back by every holder, or taken over and given back: no hold of this try left)
+        except RefNotFound:  # (given back by every holder, or taken over and given back: no hold of this try left)
+            self.lost = True
+            return False
         except StoreError as exc:
             log_event(f"lease {what} failed", level=logging.WARNING, error=type(exc).__name__)
             if outage_raises:

@@ -595,7 +595,9 @@ def save_reply(backend: Backend, turn: Turn, *, prompt_tokens: int | None, respo
     version of the view they counted) grounds the next request's counts when the session is still at that view.
     A Responses reply is fed before the next continuation's input, and a pointer entry (``pointer``, named by
     the caller and the response id) maps the response to its session, so that any instance can continue it.
-    A conflict reloads and sets the marks again (the usage only if the view did not change).
+    A conflict reloads and sets the marks again (the usage only if the view did not change). ``pointer`` without
+    ``response_id``: a reply that does not become the head (its request lost its lease) is still mapped to its
+    session, so that a continuation of it is refused as not the latest rather than as unknown.
     """
     # First try against the version this request saved, with the view it saved: no load, and the store writes
     # only the marks (it still holds those messages). Only after a conflict is the session loaded again.
@@ -608,12 +610,12 @@ def save_reply(backend: Backend, turn: Turn, *, prompt_tokens: int | None, respo
             if response_id is not None:
                 marks.update(head=response_id, pending=json.dumps(list(items)))
             if not marks:
-                return
+                break
             backend.sessions.save(turn.session_id, messages, version, marks=marks)
             break
         except SessionConflict:
             if attempt == MAX_ATTEMPTS or response_id is None:
-                return  # the usage of a view that moved on grounds nothing
+                break  # the usage of a view that moved on grounds nothing
             state = backend.sessions.load_state(turn.session_id)
             messages, version = state.messages, state.version
     if pointer is not None:
