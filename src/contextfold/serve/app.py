@@ -53,7 +53,7 @@ from .identity import (
     token_matches,
 )
 from .leases import LEASE_MARGIN_S, Lease, take_lease
-from .ops import Metrics, log_event
+from .ops import Metrics, lines_to_the_applications_handlers, log_event
 from .replies import ReplyCollector
 from .retrieval import (
     MAX_ROUNDS,
@@ -162,13 +162,19 @@ class ServeApp:
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
+        # (an application that did not call configure_logging: its handlers get the lines off the loop, redacted)
+        stop_lines = lines_to_the_applications_handlers(self.redactor)
         log_event("serving", host=self.config.host, port=self.config.port, sessions=self.config.sessions,
                   openai=self.config.openai_base_url, anthropic=self.config.anthropic_base_url)
         try:
             yield
         finally:
             self.draining = True
-            await self.aclose()
+            try:
+                await self.aclose()
+            finally:
+                if stop_lines is not None:
+                    await asyncio.to_thread(stop_lines)  # (the lines queued are written)
 
     async def aclose(self) -> None:
         """Close the upstream pool and the stores."""
