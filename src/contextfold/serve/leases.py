@@ -25,7 +25,8 @@ session has moved past (its holder can feed nothing: its session's head is no lo
 of the new head must not wait for the lease of an instance that died after its reply was recorded), and a
 conversation request's once it was fed and its reply recorded (:func:`_moved_past`). A lease no request takes over
 goes when its session is pruned (``Backend.prune_sessions``), and in a Redis store, whose sessions expire unseen, by
-its own time to live (:func:`lease_store`).
+its own time to live (:func:`lease_store`); in a local blob store beside Redis sessions, by the proxy's collection
+(:func:`drop_abandoned_leases`, ``Backend.collect_blobs``).
 
 A conversation's request tags its lease with the head it read before taking it; the head it is fed on is read again
 after (the save of a stale load is refused and redone). When they differ (another request was answered in between)
@@ -58,7 +59,8 @@ from ..errors import RefNotFound, StoreError
 from .apis import Conflict
 from .ops import log_event
 
-__all__ = ["LEASE_KEY_PREFIX", "LEASE_MARGIN_S", "MAX_HOLDERS", "Lease", "lease_key", "lease_store", "take_lease"]
+__all__ = ["LEASE_KEY_PREFIX", "LEASE_MARGIN_S", "MAX_HOLDERS", "Lease", "drop_abandoned_leases", "lease_key",
+           "lease_store", "take_lease"]
 
 # Blob-store keys of the leases (no output, memory or limit key starts so: the cache's collection leaves them).
 LEASE_KEY_PREFIX = "serve-lease."
@@ -196,6 +198,30 @@ def lease_store(blobs: Any, seconds: float) -> Any:
     from ..stores.redis_blob import RedisBlobStore
 
     return RedisBlobStore(blobs.url, prefix=blobs.prefix, ttl_seconds=math.ceil(seconds + LEASE_KEY_SLACK_S))
+
+
+def drop_abandoned_leases(store: Any, now: float) -> int:
+    """Delete the leases whose every holder's time passed :data:`LEASE_KEY_SLACK_S` or more before ``now``; how many.
+
+    For a store whose keys do not expire (:func:`lease_store` gives Redis's a time to live): a lease its instance
+    left (it died, or its give-back met an outage) on a session nothing prunes (a Redis session expires unseen) was
+    kept for good. Past its holders' time it could be taken over anyway, and the slack covers the instances' clocks;
+    each is deleted by compare-and-set, so a lease taken or joined meanwhile stays.
+    """
+    dropped = 0
+    for info in list(store.entries()):
+        if not info.key.startswith(LEASE_KEY_PREFIX):
+            continue
+        try:
+            held = store.get(info.key)
+        except RefNotFound:
+            continue  # (given back meanwhile)
+        holders = _holders(_fields(held))
+        if holders and max(holders.values()) + LEASE_KEY_SLACK_S > now:
+            continue
+        if store.put_if(info.key, None, held):
+            dropped += 1
+    return dropped
 
 
 def take_lease(store: Any, session_id: str, response_id: str | None, tag: str, *, seconds: float,

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -44,7 +45,8 @@ from ..stores._records import stored_count
 from ..stores.session import SessionConflict, SessionState
 from .apis import INSTRUCTIONS_ID, BadRequest, Conflict, Exchange, item_key
 from .config import ServeConfig
-from .leases import LEASE_MARGIN_S, lease_key, lease_store
+from .leases import LEASE_MARGIN_S, drop_abandoned_leases, lease_key, lease_store
+from .ops import log_event
 from .provenance import MIN_SLIDE_OVERLAP, SOURCES_MARK, Sources, decode_traced, message_id, slide_of
 
 if TYPE_CHECKING:
@@ -95,6 +97,8 @@ class Backend:
     _counters: OrderedDict[str, MessageCounter] = field(init=False, default_factory=OrderedDict)
     _counters_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
     _pruned_at: float = field(init=False, default=float("-inf"))
+    _collecting: threading.Thread | None = field(init=False, default=None)
+    _collect_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         from ..archive import Archive
@@ -117,19 +121,57 @@ class Backend:
         self.archive = Archive(archive_store, redactor=self.config.redactor(enabled=self.config.redact))
 
     def prune_sessions(self, now: float | None = None) -> list[str]:
-        """Delete the sessions past ``session_max_age_s``; returns their ids.
+        """Delete the sessions past ``session_max_age_s`` and collect what sessions left in the blob store; their ids.
 
-        The local store's, at most once per ``PRUNE_INTERVAL_S`` unless ``now`` is given (Redis expires its own).
+        At most once per ``PRUNE_INTERVAL_S`` unless ``now`` is given. The local store's sessions are pruned here (a
+        Redis session expires on its own); the blob store is collected by :meth:`collect_blobs`, at ``now`` here when
+        it is given, otherwise on a thread of its own (it reads every key: no request waits for it).
         """
         max_age = self.config.session_max_age_s
-        prune = getattr(self.sessions, "prune", None)
         clock = time.time()
-        if max_age is None or not callable(prune) or (now is None and clock - self._pruned_at < PRUNE_INTERVAL_S):
+        if max_age is None or (now is None and clock - self._pruned_at < PRUNE_INTERVAL_S):
             return []
         self._pruned_at = clock
-        pruned = list(prune(max_age, now=now))
+        prune = getattr(self.sessions, "prune", None)
+        pruned = list(prune(max_age, now=now)) if callable(prune) else []
         self._drop_leases(pruned)
+        if now is not None:
+            self.collect_blobs(now)
+        elif self._collecting is None or not self._collecting.is_alive():
+            self._collecting = threading.Thread(target=self._collect_logged, name="contextfold-serve-collect",
+                                                daemon=True)
+            self._collecting.start()
         return pruned
+
+    def collect_blobs(self, now: float | None = None) -> int:
+        """Delete what sessions unused for ``session_max_age_s`` left in the blob store; how many outputs went.
+
+        Their tool outputs (with their claims and line indexes), secret memories and learned limits go by the cache's
+        store-wide retention (``ToolOutputCache.retain``) at the sessions' own age: a session is deleted that long
+        after its last save, and these that long after its last use of them; no size cap (it would evict outputs of
+        sessions still in use). A lease its instance left goes once its holders' time is long past
+        (:func:`~contextfold.serve.leases.drop_abandoned_leases`; a Redis store's expire by themselves). Nothing of
+        a turn ever collected them: a manager's cache retains every 200 outputs it stores, and the proxy's managers
+        live one turn; a local blob store beside Redis sessions (which expire unseen) kept them for good.
+        """
+        from ..cache import ToolOutputCache
+        from ..cache.owners import Retention
+
+        max_age = self.config.session_max_age_s
+        if max_age is None:
+            return 0
+        at = time.time() if now is None else now
+        with self._collect_lock:  # (one collection at a time: the periodic one and a caller's)
+            result = ToolOutputCache(self.blobs, retention=Retention(max_age_s=max_age, max_bytes=None)).retain(at)
+            if self.leases is self.blobs:
+                drop_abandoned_leases(self.blobs, at)
+        return len(result.deleted)
+
+    def _collect_logged(self) -> None:
+        try:
+            self.collect_blobs()
+        except Exception as exc:  # (a store failing now: the next prune interval tries again)
+            log_event("blob store collection failed", level=logging.WARNING, error=type(exc).__name__)
 
     def _drop_leases(self, sessions: Sequence[str]) -> None:
         """Delete the leases the pruned ``sessions`` left (an instance died holding one): one query, few deletes."""
@@ -200,7 +242,9 @@ class Backend:
         return config.redactor() if config.redact and config.redact_patterns else config.redact
 
     def close(self) -> None:
-        """Release the stores' connections and files."""
+        """Release the stores' connections and files (once a collection under way has ended)."""
+        if self._collecting is not None:
+            self._collecting.join()
         for resource in (self.sessions, self.blobs, *([self.leases] if self.leases is not self.blobs else [])):
             close = getattr(resource, "close", None)
             if callable(close):
