@@ -20,8 +20,11 @@ import httpx
 import pytest
 from _serve_support import MODEL, UPSTREAM_WINDOW, proxy_config
 
+from contextfold.cache import ToolOutputCache
 from contextfold.cache.owners import OWNER_INFIX
-from contextfold.serve import ProxyServer
+from contextfold.serve import ProxyServer, ServeConfig
+from contextfold.serve.collection import AGES_KEY, FOR_GOOD_NOTED_S
+from contextfold.serve.sessions import Backend
 from contextfold.serve.leases import LEASE_KEY_PREFIX, take_lease
 from contextfold.testing import Reply, ScriptedLLMServer, ScriptedToolCall
 from contextfold.testing.services import RedisServer
@@ -61,7 +64,8 @@ def converse(upstream: ScriptedLLMServer, proxy: ProxyServer, turns: int) -> Non
 
 
 def keys(proxy: ProxyServer) -> list[str]:
-    return sorted(info.key for info in proxy.serve_app.backend.blobs.entries())
+    """The blob store's keys, but the instances' note of their session ages (serve.collection)."""
+    return sorted(info.key for info in proxy.serve_app.backend.blobs.entries() if info.key != AGES_KEY)
 
 
 def test_what_expired_sessions_left_beside_redis_sessions_is_collected(upstream: ScriptedLLMServer,
@@ -91,3 +95,44 @@ def test_outputs_used_within_the_sessions_age_are_kept(upstream: ScriptedLLMServ
     new = set(keys(proxy)) - old
     backend.collect_blobs(time.time() + MAX_AGE_S / 2)
     assert new and new <= set(keys(proxy))
+
+
+def backend(tmp_path: Path, max_age: float | None) -> Backend:
+    return Backend(ServeConfig(port=0, sessions="memory", store="local", state_dir=str(tmp_path), archive="memory",
+                               session_max_age_s=max_age))
+
+
+def test_instances_told_different_ages_collect_at_the_longest(tmp_path: Path) -> None:
+    # Two configs over one store: the instance told 1 h must not delete what sessions of the one told 10 days still
+    # have (a collection at its own age did).
+    short, long, keeping = backend(tmp_path, MAX_AGE_S), backend(tmp_path, 10 * 86_400.0), None
+    try:
+        now = time.time()
+        ref = ToolOutputCache(short.blobs, session_id="a-session-of-the-long-instance").put(listing(1)).id
+        long.collect_blobs(now)
+        short.collect_blobs(now + 2 * MAX_AGE_S)
+        assert short.blobs.exists(ref)
+        keeping = backend(tmp_path, None)  # (a third keeps sessions for good: nobody collects while it is counted)
+        keeping.collect_blobs(now)
+        short.collect_blobs(now + 11 * 86_400.0)  # (past the long instance's age: only the third counts)
+        assert short.blobs.exists(ref)
+        short.collect_blobs(now + FOR_GOOD_NOTED_S + 86_400.0)
+        assert not short.blobs.exists(ref)
+    finally:
+        for one in (short, long, keeping):
+            if one is not None:
+                one.close()
+
+
+def test_a_note_another_writer_left_unreadable_is_written_anew(tmp_path: Path) -> None:
+    from contextfold.serve.collection import collection_age
+    from contextfold.stores.local import LocalBlobStore
+
+    store = LocalBlobStore(tmp_path)
+    try:
+        for garbage in (b"not json", b"[1, 2]", b'{"x": [0, 1], "y": ["a", 1], "z": [5, NaN]}'):
+            store.put(AGES_KEY, garbage)
+            assert collection_age(store, "me", MAX_AGE_S, 1_000.0) == MAX_AGE_S
+        assert collection_age(store, "other", None, 1_000.0) == float("inf")
+    finally:
+        store.close()

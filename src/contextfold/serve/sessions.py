@@ -33,6 +33,7 @@ import json
 import logging
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ from ..stores._records import stored_count
 from ..stores.session import SessionConflict, SessionState
 from .apis import INSTRUCTIONS_ID, BadRequest, Conflict, Exchange, item_key
 from .config import ServeConfig
-from .leases import LEASE_MARGIN_S, drop_abandoned_leases, lease_key, lease_store
+from .leases import LEASE_MARGIN_S, lease_key, lease_store
 from .ops import log_event
 from .provenance import MIN_SLIDE_OVERLAP, SOURCES_MARK, Sources, decode_traced, message_id, slide_of
 
@@ -99,6 +100,7 @@ class Backend:
     _pruned_at: float = field(init=False, default=float("-inf"))
     _collecting: threading.Thread | None = field(init=False, default=None)
     _collect_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
+    _instance: str = field(init=False, default_factory=lambda: uuid.uuid4().hex[:16])  # (serve.collection's note)
 
     def __post_init__(self) -> None:
         from ..archive import Archive
@@ -129,11 +131,11 @@ class Backend:
         """
         max_age = self.config.session_max_age_s
         clock = time.time()
-        if max_age is None or (now is None and clock - self._pruned_at < PRUNE_INTERVAL_S):
+        if now is None and clock - self._pruned_at < PRUNE_INTERVAL_S:
             return []
         self._pruned_at = clock
         prune = getattr(self.sessions, "prune", None)
-        pruned = list(prune(max_age, now=now)) if callable(prune) else []
+        pruned = list(prune(max_age, now=now)) if callable(prune) and max_age is not None else []
         self._drop_leases(pruned)
         if now is not None:
             self.collect_blobs(now)
@@ -144,28 +146,17 @@ class Backend:
         return pruned
 
     def collect_blobs(self, now: float | None = None) -> int:
-        """Delete what sessions unused for ``session_max_age_s`` left in the blob store; how many outputs went.
+        """Delete what sessions unused for the sessions' age left in the blob store; how many tool outputs went.
 
-        Their tool outputs (with their claims and line indexes), secret memories and learned limits go by the cache's
-        store-wide retention (``ToolOutputCache.retain``) at the sessions' own age: a session is deleted that long
-        after its last save, and these that long after its last use of them; no size cap (it would evict outputs of
-        sessions still in use). A lease its instance left goes once its holders' time is long past
-        (:func:`~contextfold.serve.leases.drop_abandoned_leases`; a Redis store's expire by themselves). Nothing of
-        a turn ever collected them: a manager's cache retains every 200 outputs it stores, and the proxy's managers
-        live one turn; a local blob store beside Redis sessions (which expire unseen) kept them for good.
+        The age is the longest of the instances sharing the store (``serve.collection``: this instance's
+        ``session_max_age_s`` is noted there first; one keeping sessions for good stops collection).
         """
-        from ..cache import ToolOutputCache
-        from ..cache.owners import Retention
+        from .collection import collect
 
-        max_age = self.config.session_max_age_s
-        if max_age is None:
-            return 0
         at = time.time() if now is None else now
         with self._collect_lock:  # (one collection at a time: the periodic one and a caller's)
-            result = ToolOutputCache(self.blobs, retention=Retention(max_age_s=max_age, max_bytes=None)).retain(at)
-            if self.leases is self.blobs:
-                drop_abandoned_leases(self.blobs, at)
-        return len(result.deleted)
+            return collect(self.blobs, self._instance, self.config.session_max_age_s, at,
+                           leases=self.leases is self.blobs)
 
     def _collect_logged(self) -> None:
         try:
