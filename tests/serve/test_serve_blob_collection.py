@@ -24,8 +24,8 @@ from contextfold.cache import ToolOutputCache
 from contextfold.cache.owners import OWNER_INFIX
 from contextfold.serve import ProxyServer, ServeConfig
 from contextfold.serve.collection import AGES_KEY, FOR_GOOD_NOTED_S
-from contextfold.serve.sessions import Backend
 from contextfold.serve.leases import LEASE_KEY_PREFIX, take_lease
+from contextfold.serve.sessions import Backend
 from contextfold.testing import Reply, ScriptedLLMServer, ScriptedToolCall
 from contextfold.testing.services import RedisServer
 

@@ -74,6 +74,8 @@ MAX_SLIDE_PROBES = 16
 PRUNE_INTERVAL_S = 3600.0
 # Message counters kept at once, least recently used dropped (Backend.counter): a few models per deployment.
 MAX_COUNTERS = 32
+# The mark naming the messages of the latest continuation's own input, and its item count (serve._failed_try).
+FED_INPUT_MARK = "fed_input"
 # Hex digits of the part of a message id that tells two requests' items apart.
 _ID_DIGEST_HEX = 10
 
@@ -429,6 +431,11 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
         sources = Sources.read(marks, _mark_place(session_id, SOURCES_MARK), len(known))
         slide = None if sources is None else slide_of(known, keys)
     dropped: set[str] = set()
+    retried = _failed_try(exchange, marks, keys, continues, session_id)
+    if retried is not None:
+        # An edited retry of a continuation whose call failed: the failed try's input leaves the view (archived).
+        dropped, count = retried
+        known = (known or [])[:max(0, len(known or []) - count)]
     if slide is not None and sources is not None and known is not None:
         # The client dropped items the session was fed: the session goes on, and their messages leave its view.
         dropped = sources.dropped(*slide)
@@ -485,6 +492,13 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
             if items:
                 cm.add(_converter(turn, wire)(items))
                 marks["keys"] = json.dumps([*(known or []), *(item_key(i) for i in items)])
+                # The messages of the request's own input (not the previous reply fed before it): what an edited
+                # retry after this call failed takes out again (_failed_try).
+                own = turn.traced[len(items) - len(exchange.items):]
+                marks[FED_INPUT_MARK] = json.dumps({"ids": [message_id(id_prefix, n) for ordinals in own
+                                                            for n in ordinals], "items": len(exchange.items)})
+            elif retried is not None:
+                marks["keys"] = json.dumps(known or [])
             turn.fresh = len(items)
     except BadRequest:
         raise
@@ -589,6 +603,33 @@ def _converter(turn: Turn, wire: Any) -> Any:
         return list(messages)
 
     return convert
+
+
+def _failed_try(exchange: Exchange, marks: Mapping[str, str], keys: Sequence[str], continues: str | None,
+                session_id: str) -> tuple[set[str], int] | None:
+    """The message ids and item count of a failed try's input that an edited retry of it replaces; None if none.
+
+    A continuation of the session's head (``previous_response_id``) is fed and saved before its call; when the call
+    fails, no reply moves the head, and the client continues the same response again, often with its input edited.
+    A response continued is its history and the new input (the Responses API's own semantics): the failed try's
+    input goes. Told by the ``fed`` mark: a continuation of this same head whose input differs (the same input is
+    the same request retried: fed once). Not for a ``conversation``, whose failed request may stand in it.
+    """
+    if exchange.handle is None or exchange.handle[0] != "response" or continues is None:
+        return None
+    fed, head = marks.get("fed"), marks.get("head")
+    if head != continues or fed is None or fed == continuation_tag(continues, keys) or \
+            fed.rpartition(":")[0] != str(continues):
+        return None
+    noted = _mark_json(marks, FED_INPUT_MARK, session_id)
+    if not isinstance(noted, dict):
+        return None  # (fed before the mark existed: it stays, as it did)
+    ids, items = noted.get("ids"), noted.get("items")
+    if not (isinstance(ids, list) and all(isinstance(i, str) for i in ids) and isinstance(items, int)
+            and not isinstance(items, bool) and items >= 0):
+        raise CorruptRecord(f"{_mark_place(session_id, FED_INPUT_MARK)}: no ids and item count (not saved by the "
+                            "proxy)")
+    return set(ids), items
 
 
 def continuation_tag(response_id: str | None, keys: Sequence[str]) -> str:
