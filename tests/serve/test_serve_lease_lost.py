@@ -113,3 +113,6 @@ def test_a_stream_that_lost_its_lease_does_not_move_the_head_back(
     assert "lease lost" in said.messages
     following = post(one, {"previous_response_id": taken.json()["id"], "input": f"C-{nonce}: which are both?"})
     assert following.status_code == 200, following.text
+    # The stalled reply is still known to the proxy: continuing it is refused as not the latest (not as unknown).
+    stalled = post(two, {"previous_response_id": events[-1]["response"]["id"], "input": f"D-{nonce}: go on"})
+    assert stalled.status_code == 409 and stalled.json()["error"]["param"] == "previous_response_id", stalled.text
