@@ -832,7 +832,8 @@ async def _error_of_success(upstream: httpx.Response,
 
     With the response to read on: a reply as JSON is read here (the caller reads it again from memory); of an
     event stream, the first event with data is read (some providers answer ``stream: true`` with 200 and an error
-    event first) and a stream that opens otherwise is handed on whole, the bytes read here first.
+    event first) and a stream that opens otherwise is handed on whole, the bytes read here first. A stream request
+    answered with a JSON error is handed on as an event stream of that error (its SDK raises it).
     """
     if stream and not upstream.headers.get("content-type", "").lower().startswith("application/json"):
         return await _stream_error(upstream)
@@ -840,7 +841,15 @@ async def _error_of_success(upstream: httpx.Response,
     await upstream.aclose()
     if b'"error"' not in data:  # (a reply is parsed once, by the caller)
         return upstream, None
-    return upstream, _only_error(_json_or_text(data))
+    error = _only_error(_json_or_text(data))
+    if error is not None and stream:
+        # A stream answered with a JSON error: relayed as the stream's bytes, the SDKs found no event in it and
+        # returned an empty stream without raising. It is the stream's error event instead (the SDKs raise it).
+        headers = [(k, v) for k, v in upstream.headers.multi_items()
+                   if k.lower() not in ("content-type", "content-encoding", "content-length", "transfer-encoding")]
+        upstream = httpx.Response(upstream.status_code, headers=[*headers, ("content-type", "text/event-stream")],
+                                  content=encode_event(error, "error"), request=upstream.request)
+    return upstream, error
 
 
 def _only_error(payload: Any) -> dict[str, Any] | None:
