@@ -497,8 +497,6 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
                 own = turn.traced[len(items) - len(exchange.items):]
                 marks[FED_INPUT_MARK] = json.dumps({"ids": [message_id(id_prefix, n) for ordinals in own
                                                             for n in ordinals], "items": len(exchange.items)})
-            elif retried is not None:
-                marks["keys"] = json.dumps(known or [])
             turn.fresh = len(items)
     except BadRequest:
         raise
