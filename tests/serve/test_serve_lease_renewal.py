@@ -51,7 +51,7 @@ def test_a_renewed_lease_outlives_its_first_time() -> None:
     clock.now += LEASE_S / 2  # (a stream still relaying, or a later retrieval round)
     assert first.due()
     assert first.renew()
-    assert not first.due()
+    assert not first.due() and not first.lost
     clock.now += LEASE_S - 1  # past the first time, within the renewed one
     with pytest.raises(Conflict):
         take_lease(store, session, response, "tag-b", seconds=LEASE_S, clock=clock)
@@ -66,6 +66,7 @@ def test_an_expired_lease_taken_over_is_not_renewed_by_its_old_holder() -> None:
     clock.now += LEASE_S + 1
     other = take_lease(store, session, response, "tag-b", seconds=LEASE_S, clock=clock)
     assert not dead.renew()
+    assert dead.lost  # (its request must record nothing more as the session's: serve.app._Held.still_held)
     dead.release()
     assert store.get(lease_key(session)) == other.held
 

@@ -53,7 +53,7 @@ from .identity import (
     token_matches,
 )
 from .leases import LEASE_MARGIN_S, Lease, take_lease
-from .ops import Metrics, log_event
+from .ops import Metrics, lines_to_the_applications_handlers, log_event
 from .replies import ReplyCollector
 from .retrieval import (
     MAX_ROUNDS,
@@ -162,13 +162,19 @@ class ServeApp:
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
+        # (an application that did not call configure_logging: its handlers get the lines off the loop, redacted)
+        stop_lines = lines_to_the_applications_handlers(self.redactor)
         log_event("serving", host=self.config.host, port=self.config.port, sessions=self.config.sessions,
                   openai=self.config.openai_base_url, anthropic=self.config.anthropic_base_url)
         try:
             yield
         finally:
             self.draining = True
-            await self.aclose()
+            try:
+                await self.aclose()
+            finally:
+                if stop_lines is not None:
+                    await asyncio.to_thread(stop_lines)  # (the lines queued are written)
 
     async def aclose(self) -> None:
         """Close the upstream pool and the stores."""
@@ -329,7 +335,7 @@ class ServeApp:
                                      api=api)
             return await self._error(api, 500, f"contextfold serve: internal error ({type(exc).__name__})",
                                      kind="api_error", started=started)
-        held = _Held(await self.locks.acquire(session))
+        held = _Held(await self.locks.acquire(session), session)
         handed_over = False
         try:
             response = await self._turn(exchange, headers, scope, session, continues, started, held, loaded)
@@ -442,7 +448,7 @@ class ServeApp:
                                     headers=response_headers(failed.response))
                 data = json.dumps(payload, ensure_ascii=False).encode("utf-8", "surrogatepass")
             await self._after_reply(turn, scope, reply_usage(payload), payload.get("id"),
-                                    reply_items(api, payload))
+                                    reply_items(api, payload), held)
         self._done(turn, upstream.status_code, started)
         return Response(data, status_code=upstream.status_code, headers=response_headers(upstream))
 
@@ -573,8 +579,13 @@ class ServeApp:
         self.metrics.tokens_saved.labels(api).inc(max(0, int(turn.marks.get("client_tokens", "0")) - sent))
 
     async def _after_reply(self, turn: Turn, scope: str, usage: Any, response_id: Any,
-                           items: list[dict[str, Any]]) -> None:
-        """Record the usage; for Responses, remember the reply so that a continuation of it finds its session."""
+                           items: list[dict[str, Any]], held: _Held) -> None:
+        """Record the usage; for Responses, remember the reply so that a continuation of it finds its session.
+
+        A continuation that lost its lease meanwhile (serve.leases) does not make its reply the session's head: the
+        session went on under the request that took the lease over. Its pointer is still written (a continuation of
+        it is then refused as not the latest, naming the head, rather than as a response the proxy never gave).
+        """
         api = turn.exchange.api
         recorded = None
         if usage:
@@ -586,10 +597,11 @@ class ServeApp:
                 self.metrics.usage.labels(api, "input").inc(recorded.input)
                 self.metrics.usage.labels(api, "output").inc(recorded.output)
         continuable = api == "responses" and isinstance(response_id, str) and bool(response_id)
+        heads = continuable and await held.still_held()
         try:
             await asyncio.to_thread(
                 save_reply, self.backend, turn, prompt_tokens=recorded.prompt_tokens if recorded else None,
-                response_id=response_id if continuable else None, items=items,
+                response_id=response_id if heads else None, items=items if heads else (),
                 pointer=session_id(scope, "response", response_id) if continuable else None)
         except StoreError as exc:
             log_event("reply not remembered", level=logging.WARNING, api=api, session=turn.session_id,
@@ -676,7 +688,7 @@ class ServeApp:
                           "stream held an event the proxy could not read", level=logging.WARNING, api=api,
                           session=turn.session_id)
                 response_id, items = None, []
-            await self._after_reply(turn, scope, collector.usage, response_id, items)
+            await self._after_reply(turn, scope, collector.usage, response_id, items, held)
             self._done(turn, status, started)
         finally:
             await upstream.aclose()
@@ -716,8 +728,9 @@ class _Held:
     taken after the lock and given back before it.
     """
 
-    def __init__(self, unlock: Callable[[], None]) -> None:
+    def __init__(self, unlock: Callable[[], None], session: str | None = None) -> None:
         self.unlock = unlock
+        self.session = session
         self.lease: Lease | None = None
         self._released = False
 
@@ -739,9 +752,30 @@ class _Held:
         return self.lease is not None and not self._released and self.lease.due()
 
     async def renew(self) -> None:
-        """Renew the lease if one is held (serve.leases: a request renews it when due, at a call or an event)."""
-        if self.lease is not None and not self._released:
-            await asyncio.to_thread(self.lease.renew)
+        """Renew the lease if one is held (serve.leases: a request renews it when due, at a call or an event).
+
+        A renewal that finds the hold taken over (the request stalled past the lease's time) is logged, once.
+        """
+        lease = self.lease
+        if lease is None or self._released or lease.lost:
+            return
+        await asyncio.to_thread(lease.renew)
+        if lease.lost:
+            log_event("lease lost", level=logging.WARNING, session=self.session,
+                      problem="the request outlived its lease (no call or event renewed it in time) and another "
+                              "request took it over: its reply is not recorded as the session's")
+
+    async def still_held(self) -> bool:
+        """Whether the request may still record its reply as the session's: it holds no lease, or still holds it.
+
+        Renewed first when due: a hold not due for renewal has most of its time left, so no other request can take
+        it over before the reply is recorded; one due is renewed, which finds it gone if it was taken over.
+        """
+        if self.lease is None:
+            return True
+        if self.lease.due():
+            await self.renew()
+        return not self.lease.lost
 
     async def release(self) -> None:
         """Give both back (once: a second call does nothing); the lock even when the store cannot be reached."""
@@ -798,7 +832,8 @@ async def _error_of_success(upstream: httpx.Response,
 
     With the response to read on: a reply as JSON is read here (the caller reads it again from memory); of an
     event stream, the first event with data is read (some providers answer ``stream: true`` with 200 and an error
-    event first) and a stream that opens otherwise is handed on whole, the bytes read here first.
+    event first) and a stream that opens otherwise is handed on whole, the bytes read here first. A stream request
+    answered with a JSON error is handed on as an event stream of that error (its SDK raises it).
     """
     if stream and not upstream.headers.get("content-type", "").lower().startswith("application/json"):
         return await _stream_error(upstream)
@@ -806,7 +841,15 @@ async def _error_of_success(upstream: httpx.Response,
     await upstream.aclose()
     if b'"error"' not in data:  # (a reply is parsed once, by the caller)
         return upstream, None
-    return upstream, _only_error(_json_or_text(data))
+    error = _only_error(_json_or_text(data))
+    if error is not None and stream:
+        # A stream answered with a JSON error: relayed as the stream's bytes, the SDKs found no event in it and
+        # returned an empty stream without raising. It is the stream's error event instead (the SDKs raise it).
+        headers = [(k, v) for k, v in upstream.headers.multi_items()
+                   if k.lower() not in ("content-type", "content-encoding", "content-length", "transfer-encoding")]
+        upstream = httpx.Response(upstream.status_code, headers=[*headers, ("content-type", "text/event-stream")],
+                                  content=encode_event(error, "error"), request=upstream.request)
+    return upstream, error
 
 
 def _only_error(payload: Any) -> dict[str, Any] | None:

@@ -25,7 +25,8 @@ session has moved past (its holder can feed nothing: its session's head is no lo
 of the new head must not wait for the lease of an instance that died after its reply was recorded), and a
 conversation request's once it was fed and its reply recorded (:func:`_moved_past`). A lease no request takes over
 goes when its session is pruned (``Backend.prune_sessions``), and in a Redis store, whose sessions expire unseen, by
-its own time to live (:func:`lease_store`).
+its own time to live (:func:`lease_store`); in a local blob store beside Redis sessions, by the proxy's collection
+(:func:`drop_abandoned_leases`, ``Backend.collect_blobs``).
 
 A conversation's request tags its lease with the head it read before taking it; the head it is fed on is read again
 after (the save of a stale load is refused and redone). When they differ (another request was answered in between)
@@ -35,7 +36,12 @@ always what the takeover rule compares the ``fed`` mark with, and the same reque
 A request can last longer than a lease's time (the upstream's timeout is per chunk when streaming; a request makes
 up to 7 upstream calls with the retrieval tools and more with overflow recovery): its holder renews its hold
 (:meth:`Lease.renew`) at an upstream call or a relayed event once a third of its time or half the margin has passed
-(:meth:`Lease.due`), so a live request keeps it and a dead instance's expires.
+(:meth:`Lease.due`), so a live request keeps it and a dead instance's expires. A stream whose client stops reading
+relays no event, so it renews nothing: stalled past the lease's time, its hold is taken over by the next
+continuation, which is fed and answered. The renewal at its next event, or the check before its reply is recorded,
+finds the hold gone (:attr:`Lease.lost`): its reply is not recorded as the session's head (that put the session back
+on a response the new holder had continued past: the new holder's reply could no longer be continued), and the
+instance logs "lease lost".
 """
 
 from __future__ import annotations
@@ -53,7 +59,8 @@ from ..errors import RefNotFound, StoreError
 from .apis import Conflict
 from .ops import log_event
 
-__all__ = ["LEASE_KEY_PREFIX", "LEASE_MARGIN_S", "MAX_HOLDERS", "Lease", "lease_key", "lease_store", "take_lease"]
+__all__ = ["LEASE_KEY_PREFIX", "LEASE_MARGIN_S", "MAX_HOLDERS", "Lease", "drop_abandoned_leases", "lease_key",
+           "lease_store", "take_lease"]
 
 # Blob-store keys of the leases (no output, memory or limit key starts so: the cache's collection leaves them).
 LEASE_KEY_PREFIX = "serve-lease."
@@ -83,7 +90,9 @@ RENEW_AFTER_SHARE = 1 / 3
 class Lease:
     """One try's hold on its session's lease: given back by :meth:`release` (once its reply is recorded).
 
-    ``held``: the lease's bytes as this try last wrote or read them; ``holder``: this try's id among its holders.
+    ``held``: the lease's bytes as this try last wrote or read them; ``holder``: this try's id among its holders;
+    ``lost``: a change found this try's hold gone (taken over once it expired, or given back): the session may
+    have moved on under another request, so this one must record nothing more of its own as the session's.
     """
 
     store: Any
@@ -93,6 +102,7 @@ class Lease:
     seconds: float
     clock: Callable[[], float]
     renewed_at: float
+    lost: bool = False
 
     def due(self) -> bool:
         """Whether a share of the lease's time has passed since it was taken or renewed (no store call)."""
@@ -101,8 +111,8 @@ class Lease:
     def renew(self) -> bool:
         """Give this try's hold ``seconds`` more from now if the lease still holds it; whether it did.
 
-        A lease taken over meanwhile (expired, or on a response the session moved past) stays its new holder's. A
-        store that cannot be reached leaves it as it was (False).
+        A lease taken over meanwhile (expired, or on a response the session moved past) stays its new holder's
+        (False, and :attr:`lost` set). A store that cannot be reached leaves it as it was (False, not lost).
         """
         now = self.clock()
         self.renewed_at = now
@@ -147,6 +157,7 @@ class Lease:
                 fields = _fields(current)
                 holders = _holders(fields)
                 if self.holder not in holders:
+                    self.lost = True
                     return False
                 kept = change(holders)
                 written = _encode(fields.get("tag") if tag is None else tag, fields.get("response"), kept) \
@@ -155,8 +166,9 @@ class Lease:
                     self.held = written if written is not None else current
                     return True
                 current = self.store.get(self.key)  # (another try joined, renewed or left meanwhile)
-        except RefNotFound:
-            return False  # (given back by every holder, or taken over and given back: no hold of this try left)
+        except RefNotFound:  # (given back by every holder, or taken over and given back: no hold of this try left)
+            self.lost = True
+            return False
         except StoreError as exc:
             log_event(f"lease {what} failed", level=logging.WARNING, error=type(exc).__name__)
             if outage_raises:
@@ -186,6 +198,30 @@ def lease_store(blobs: Any, seconds: float) -> Any:
     from ..stores.redis_blob import RedisBlobStore
 
     return RedisBlobStore(blobs.url, prefix=blobs.prefix, ttl_seconds=math.ceil(seconds + LEASE_KEY_SLACK_S))
+
+
+def drop_abandoned_leases(store: Any, now: float) -> int:
+    """Delete the leases whose every holder's time passed :data:`LEASE_KEY_SLACK_S` or more before ``now``; how many.
+
+    For a store whose keys do not expire (:func:`lease_store` gives Redis's a time to live): a lease its instance
+    left (it died, or its give-back met an outage) on a session nothing prunes (a Redis session expires unseen) was
+    kept for good. Past its holders' time it could be taken over anyway, and the slack covers the instances' clocks;
+    each is deleted by compare-and-set, so a lease taken or joined meanwhile stays.
+    """
+    dropped = 0
+    for info in list(store.entries()):
+        if not info.key.startswith(LEASE_KEY_PREFIX):
+            continue
+        try:
+            held = store.get(info.key)
+        except RefNotFound:
+            continue  # (given back meanwhile)
+        holders = _holders(_fields(held))
+        if holders and max(holders.values()) + LEASE_KEY_SLACK_S > now:
+            continue
+        if store.put_if(info.key, None, held):
+            dropped += 1
+    return dropped
 
 
 def take_lease(store: Any, session_id: str, response_id: str | None, tag: str, *, seconds: float,

@@ -7,10 +7,13 @@ import json
 import logging
 import logging.handlers
 import queue
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["LOG_QUEUE_LINES", "JsonFormatter", "LineQueue", "LineWriter", "Metrics", "log_event"]
+__all__ = ["LOG_QUEUE_LINES", "JsonFormatter", "LineQueue", "LineWriter", "Metrics",
+           "lines_to_the_applications_handlers", "log_event"]
 
 _log = logging.getLogger("contextfold.serve")
 # Log lines waiting for the writer thread (LineQueue) at most: a flood of refusals (401s need no token, so anyone can
@@ -174,6 +177,84 @@ class LineWriter(logging.handlers.QueueListener):
             record = logging.LogRecord(_log.name, logging.WARNING, __file__, 0, "log lines dropped", None, None)
             record.fields = {"lines_dropped": dropped}
             self.handle(record)
+
+
+class _Onward(logging.Handler):
+    """The writer thread's handler when the application keeps its own: the record, redacted, handed up the loggers.
+
+    The message and each text of ``fields`` are redacted (the application's formatter decides what it prints of a
+    record, ``fields`` included), then the record goes to the handlers it would have reached by propagation (the
+    stock last-resort handler when there are none), on this thread.
+    """
+
+    def __init__(self, redactor: Any) -> None:
+        super().__init__()
+        self.redactor = redactor
+
+    def emit(self, record: logging.LogRecord) -> None:
+        redact = self.redactor.redact_text
+        record.msg, record.args = redact(record.getMessage()), None
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            record.fields = {name: redact(value) if isinstance(value, str) else
+                             value if value is None or isinstance(value, int | float) else redact(str(value))
+                             for name, value in fields.items()}
+        error = getattr(record, "error", None)
+        if isinstance(error, str):
+            record.error = redact(error)
+        if _log.parent is not None:
+            _log.parent.callHandlers(record)
+
+
+# The writer an application without configure_logging gets while any ServeApp of the process is serving, and how
+# many are (apps in one process share the logger; the last to stop puts it back as it was).
+_onward_lock = threading.Lock()
+_onward: tuple[LineQueue, LineWriter, bool] | None = None
+_onward_users = 0
+
+
+def lines_to_the_applications_handlers(redactor: Any) -> Callable[[], None] | None:
+    """While serving without ``configure_logging``: the proxy's lines, redacted, to the application's handlers.
+
+    A thread writes them to the handlers ``contextfold.serve``'s records reach by propagation. Without it, such an
+    application got every record on the event loop, unredacted (``fields`` quote the client: a model name), and a
+    slow handler held every request meanwhile. Nothing is changed when ``contextfold.serve`` has a handler of its own
+    (``configure_logging``'s, or the application's): where its lines go was chosen. Returns what stops it (once every
+    app that started it has: the lines queued are written, the logger put back), or None. ``redactor``: the first
+    app's (its operator patterns) redacts for all of them.
+    """
+    global _onward, _onward_users
+    with _onward_lock:
+        if _onward is None:
+            if _log.handlers:
+                return None
+            lines = LineQueue()
+            writer = LineWriter(lines, _Onward(redactor))
+            writer.start()
+            _onward = (lines, writer, _log.propagate)
+            _log.addHandler(lines)
+            _log.propagate = False  # (the writer hands each record up itself: once, redacted)
+        _onward_users += 1
+    stopped = False
+
+    def stop() -> None:
+        global _onward, _onward_users
+        nonlocal stopped
+        with _onward_lock:
+            if stopped or _onward is None:
+                return
+            stopped = True
+            _onward_users -= 1
+            if _onward_users:
+                return
+            lines, writer, propagate = _onward
+            _onward = None
+            if lines in _log.handlers:  # (else configure_logging replaced it meanwhile: its choice stands)
+                _log.removeHandler(lines)
+                _log.propagate = propagate
+        writer.stop()
+
+    return stop
 
 
 def _error_text(record: logging.LogRecord) -> str | None:

@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +47,7 @@ from ..stores.session import SessionConflict, SessionState
 from .apis import INSTRUCTIONS_ID, BadRequest, Conflict, Exchange, item_key
 from .config import ServeConfig
 from .leases import LEASE_MARGIN_S, lease_key, lease_store
+from .ops import log_event
 from .provenance import MIN_SLIDE_OVERLAP, SOURCES_MARK, Sources, decode_traced, message_id, slide_of
 
 if TYPE_CHECKING:
@@ -71,6 +74,8 @@ MAX_SLIDE_PROBES = 16
 PRUNE_INTERVAL_S = 3600.0
 # Message counters kept at once, least recently used dropped (Backend.counter): a few models per deployment.
 MAX_COUNTERS = 32
+# The mark naming the messages of the latest continuation's own input, and its item count (serve._failed_try).
+FED_INPUT_MARK = "fed_input"
 # Hex digits of the part of a message id that tells two requests' items apart.
 _ID_DIGEST_HEX = 10
 
@@ -95,6 +100,9 @@ class Backend:
     _counters: OrderedDict[str, MessageCounter] = field(init=False, default_factory=OrderedDict)
     _counters_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
     _pruned_at: float = field(init=False, default=float("-inf"))
+    _collecting: threading.Thread | None = field(init=False, default=None)
+    _collect_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
+    _instance: str = field(init=False, default_factory=lambda: uuid.uuid4().hex[:16])  # (serve.collection's note)
 
     def __post_init__(self) -> None:
         from ..archive import Archive
@@ -117,19 +125,46 @@ class Backend:
         self.archive = Archive(archive_store, redactor=self.config.redactor(enabled=self.config.redact))
 
     def prune_sessions(self, now: float | None = None) -> list[str]:
-        """Delete the sessions past ``session_max_age_s``; returns their ids.
+        """Delete the sessions past ``session_max_age_s`` and collect what sessions left in the blob store; their ids.
 
-        The local store's, at most once per ``PRUNE_INTERVAL_S`` unless ``now`` is given (Redis expires its own).
+        At most once per ``PRUNE_INTERVAL_S`` unless ``now`` is given. The local store's sessions are pruned here (a
+        Redis session expires on its own); the blob store is collected by :meth:`collect_blobs`, at ``now`` here when
+        it is given, otherwise on a thread of its own (it reads every key: no request waits for it).
         """
         max_age = self.config.session_max_age_s
-        prune = getattr(self.sessions, "prune", None)
         clock = time.time()
-        if max_age is None or not callable(prune) or (now is None and clock - self._pruned_at < PRUNE_INTERVAL_S):
+        if now is None and clock - self._pruned_at < PRUNE_INTERVAL_S:
             return []
         self._pruned_at = clock
-        pruned = list(prune(max_age, now=now))
+        prune = getattr(self.sessions, "prune", None)
+        pruned = list(prune(max_age, now=now)) if callable(prune) and max_age is not None else []
         self._drop_leases(pruned)
+        if now is not None:
+            self.collect_blobs(now)
+        elif self._collecting is None or not self._collecting.is_alive():
+            self._collecting = threading.Thread(target=self._collect_logged, name="contextfold-serve-collect",
+                                                daemon=True)
+            self._collecting.start()
         return pruned
+
+    def collect_blobs(self, now: float | None = None) -> int:
+        """Delete what sessions unused for the sessions' age left in the blob store; how many tool outputs went.
+
+        The age is the longest of the instances sharing the store (``serve.collection``: this instance's
+        ``session_max_age_s`` is noted there first; one keeping sessions for good stops collection).
+        """
+        from .collection import collect
+
+        at = time.time() if now is None else now
+        with self._collect_lock:  # (one collection at a time: the periodic one and a caller's)
+            return collect(self.blobs, self._instance, self.config.session_max_age_s, at,
+                           leases=self.leases is self.blobs)
+
+    def _collect_logged(self) -> None:
+        try:
+            self.collect_blobs()
+        except Exception as exc:  # (a store failing now: the next prune interval tries again)
+            log_event("blob store collection failed", level=logging.WARNING, error=type(exc).__name__)
 
     def _drop_leases(self, sessions: Sequence[str]) -> None:
         """Delete the leases the pruned ``sessions`` left (an instance died holding one): one query, few deletes."""
@@ -200,7 +235,9 @@ class Backend:
         return config.redactor() if config.redact and config.redact_patterns else config.redact
 
     def close(self) -> None:
-        """Release the stores' connections and files."""
+        """Release the stores' connections and files (once a collection under way has ended)."""
+        if self._collecting is not None:
+            self._collecting.join()
         for resource in (self.sessions, self.blobs, *([self.leases] if self.leases is not self.blobs else [])):
             close = getattr(resource, "close", None)
             if callable(close):
@@ -394,6 +431,11 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
         sources = Sources.read(marks, _mark_place(session_id, SOURCES_MARK), len(known))
         slide = None if sources is None else slide_of(known, keys)
     dropped: set[str] = set()
+    retried = _failed_try(exchange, marks, keys, continues, session_id)
+    if retried is not None:
+        # An edited retry of a continuation whose call failed: the failed try's input leaves the view (archived).
+        dropped, count = retried
+        known = (known or [])[:max(0, len(known or []) - count)]
     if slide is not None and sources is not None and known is not None:
         # The client dropped items the session was fed: the session goes on, and their messages leave its view.
         dropped = sources.dropped(*slide)
@@ -450,6 +492,11 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
             if items:
                 cm.add(_converter(turn, wire)(items))
                 marks["keys"] = json.dumps([*(known or []), *(item_key(i) for i in items)])
+                # The messages of the request's own input (not the previous reply fed before it): what an edited
+                # retry after this call failed takes out again (_failed_try).
+                own = turn.traced[len(items) - len(exchange.items):]
+                marks[FED_INPUT_MARK] = json.dumps({"ids": [message_id(id_prefix, n) for ordinals in own
+                                                            for n in ordinals], "items": len(exchange.items)})
             turn.fresh = len(items)
     except BadRequest:
         raise
@@ -556,6 +603,33 @@ def _converter(turn: Turn, wire: Any) -> Any:
     return convert
 
 
+def _failed_try(exchange: Exchange, marks: Mapping[str, str], keys: Sequence[str], continues: str | None,
+                session_id: str) -> tuple[set[str], int] | None:
+    """The message ids and item count of a failed try's input that an edited retry of it replaces; None if none.
+
+    A continuation of the session's head (``previous_response_id``) is fed and saved before its call; when the call
+    fails, no reply moves the head, and the client continues the same response again, often with its input edited.
+    A response continued is its history and the new input (the Responses API's own semantics): the failed try's
+    input goes. Told by the ``fed`` mark: a continuation of this same head whose input differs (the same input is
+    the same request retried: fed once). Not for a ``conversation``, whose failed request may stand in it.
+    """
+    if exchange.handle is None or exchange.handle[0] != "response" or continues is None:
+        return None
+    fed, head = marks.get("fed"), marks.get("head")
+    if head != continues or fed is None or fed == continuation_tag(continues, keys) or \
+            fed.rpartition(":")[0] != str(continues):
+        return None
+    noted = _mark_json(marks, FED_INPUT_MARK, session_id)
+    if not isinstance(noted, dict):
+        return None  # (fed before the mark existed: it stays, as it did)
+    ids, items = noted.get("ids"), noted.get("items")
+    if not (isinstance(ids, list) and all(isinstance(i, str) for i in ids) and isinstance(items, int)
+            and not isinstance(items, bool) and items >= 0):
+        raise CorruptRecord(f"{_mark_place(session_id, FED_INPUT_MARK)}: no ids and item count (not saved by the "
+                            "proxy)")
+    return set(ids), items
+
+
 def continuation_tag(response_id: str | None, keys: Sequence[str]) -> str:
     """Which continuation a Responses request is: the response it continues, and its input's item keys."""
     return f"{response_id}:{_digest(keys)}"
@@ -595,7 +669,9 @@ def save_reply(backend: Backend, turn: Turn, *, prompt_tokens: int | None, respo
     version of the view they counted) grounds the next request's counts when the session is still at that view.
     A Responses reply is fed before the next continuation's input, and a pointer entry (``pointer``, named by
     the caller and the response id) maps the response to its session, so that any instance can continue it.
-    A conflict reloads and sets the marks again (the usage only if the view did not change).
+    A conflict reloads and sets the marks again (the usage only if the view did not change). ``pointer`` without
+    ``response_id``: a reply that does not become the head (its request lost its lease) is still mapped to its
+    session, so that a continuation of it is refused as not the latest rather than as unknown.
     """
     # First try against the version this request saved, with the view it saved: no load, and the store writes
     # only the marks (it still holds those messages). Only after a conflict is the session loaded again.
@@ -608,12 +684,12 @@ def save_reply(backend: Backend, turn: Turn, *, prompt_tokens: int | None, respo
             if response_id is not None:
                 marks.update(head=response_id, pending=json.dumps(list(items)))
             if not marks:
-                return
+                break
             backend.sessions.save(turn.session_id, messages, version, marks=marks)
             break
         except SessionConflict:
             if attempt == MAX_ATTEMPTS or response_id is None:
-                return  # the usage of a view that moved on grounds nothing
+                break  # the usage of a view that moved on grounds nothing
             state = backend.sessions.load_state(turn.session_id)
             messages, version = state.messages, state.version
     if pointer is not None:

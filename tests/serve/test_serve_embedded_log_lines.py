@@ -1,0 +1,97 @@
+"""An application that runs the proxy without ``configure_logging`` (``ProxyServer``, or ``ServeApp.app`` mounted in
+its own ASGI server) keeps its own log handlers, and the proxy's lines still reach them redacted, off the event loop.
+
+base19: with no handler of its own, ``contextfold.serve`` passed its records straight up to the application's
+handlers, on the event loop and unredacted: the ``fields`` of a "served" line (the client's model name) reached a
+handler that prints them with an operator's secret in clear, and any slow handler held every request meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from _serve_support import proxy_config
+
+from contextfold.serve import ProxyServer
+from contextfold.testing import ScriptedLLMServer
+
+SECRET = "TCK-482913"
+MODEL = f"acme-{SECRET}-large"
+
+
+class Collected(logging.Handler):
+    """The application's own handler: the proxy's records it was handed, and whether on an event loop."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.seen: list[tuple[str, dict[str, Any], bool, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            asyncio.get_running_loop()
+            on_loop = True
+        except RuntimeError:
+            on_loop = False
+        if not record.name.startswith("contextfold.serve"):
+            return  # (httpx's own lines, and the test client's)
+        fields = dict(getattr(record, "fields", None) or {})
+        self.seen.append((record.getMessage(), fields, on_loop, threading.current_thread().name))
+
+
+@pytest.fixture
+def application_logging() -> Iterator[Collected]:
+    """A handler on the root logger at INFO, as an application sets one up; everything put back after."""
+    root, serve = logging.getLogger(), logging.getLogger("contextfold.serve")
+    saved = root.level, serve.handlers[:], serve.propagate, serve.level
+    collected = Collected()
+    root.addHandler(collected)
+    root.setLevel(logging.INFO)
+    serve.handlers[:] = []
+    serve.propagate = True
+    serve.setLevel(logging.NOTSET)
+    try:
+        yield collected
+    finally:
+        root.removeHandler(collected)
+        root.setLevel(saved[0])
+        serve.handlers[:], serve.propagate = saved[1], saved[2]
+        serve.setLevel(saved[3])
+
+
+def test_lines_reach_the_applications_handlers_redacted_and_off_the_loop(application_logging: Collected) -> None:
+    with ScriptedLLMServer(default="ok") as upstream, \
+            ProxyServer(proxy_config(upstream, default_window=6_000, redact_patterns={"ticket": r"TCK-[0-9]{6}"})
+                        ) as proxy:
+        served = httpx.post(proxy.url + "/v1/chat/completions", timeout=30, json={
+            "model": MODEL, "messages": [{"role": "user", "content": "hello"}]})
+    assert served.status_code == 200, served.text
+    ours = [seen for seen in application_logging.seen if seen[0] in ("serving", "served")]
+    assert [message for message, *_ in ours] == ["serving", "served"]  # (every line written by the proxy's stop)
+    served_fields = ours[1][1]
+    assert served_fields["model"] == "acme-[REDACTED:ticket]-large"
+    assert SECRET not in repr(application_logging.seen)
+    assert not any(on_loop for _, _, on_loop, _ in application_logging.seen)
+    # The application's logging is left as it was found.
+    serve = logging.getLogger("contextfold.serve")
+    assert serve.handlers == [] and serve.propagate
+
+
+def test_an_application_handler_on_the_proxys_logger_is_left_alone(application_logging: Collected) -> None:
+    # (its own handler on contextfold.serve: it chose where the lines go, as configure_logging does)
+    own = Collected()
+    serve = logging.getLogger("contextfold.serve")
+    serve.addHandler(own)
+    try:
+        with ScriptedLLMServer(default="ok") as upstream, ProxyServer(proxy_config(upstream)) as proxy:
+            assert serve.handlers == [own]
+            assert httpx.post(proxy.url + "/v1/chat/completions", timeout=30, json={
+                "model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hello"}]}).status_code == 200
+    finally:
+        serve.removeHandler(own)
+    assert "served" in [message for message, *_ in own.seen]
