@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from ._common import EXIT_OK, Subparsers, add_session_argument, json_lines, printable
+from ._common import EXIT_OK, Subparsers, add_session_argument, json_lines, printable, write_private
 
 if TYPE_CHECKING:
     from ..importers._session import RecordedSession
@@ -126,5 +126,5 @@ def run(args: argparse.Namespace) -> int:
         # Session ids may hold a "/" (tau-bench: <file stem>/<task>-<trial>): that becomes a sub-folder.
         target = args.out_dir.joinpath(file)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(_lines(_encode(session, args.to, args.session)), encoding="utf-8")
+        write_private(target, _lines(_encode(session, args.to, args.session)))  # whole tool outputs: the owner's
     return EXIT_OK
