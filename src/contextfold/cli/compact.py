@@ -7,7 +7,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._common import DEFAULT_MODEL, EXIT_OK, Subparsers, add_session_argument, json_lines, warn_if_unknown_model
+from ._common import (
+    DEFAULT_MODEL,
+    EXIT_OK,
+    Subparsers,
+    add_session_argument,
+    json_lines,
+    warn_if_unknown_model,
+    write_private,
+)
 from .convert import WIRE_FORMATS
 from .replay import positive_int
 
@@ -95,6 +103,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        write_private(out, text)  # the recent turns' tool outputs, whole: as 'archive restore' writes its file
     sys.stderr.write(f"contextfold: {session.id}: {report.line()}\n")
     return EXIT_OK

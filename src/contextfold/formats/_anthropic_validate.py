@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import InvalidHistory
+from ._call_ids import ANTHROPIC_IDS, check_call_id
 from ._common import as_items, expect_list, expect_mapping, expect_str, role_of
 
 __all__ = ["validate"]
@@ -153,6 +154,7 @@ def _check_assistant(blocks: list[Mapping[str, Any]], index: int) -> dict[str, i
             first_other = k
         if kind == "tool_use":
             call_id = expect_str(block.get("id"), index, f"{field}.id", nonempty=True)
+            check_call_id(call_id, ANTHROPIC_IDS, index, f"{field}.id")
             expect_str(block.get("name"), index, f"{field}.name", nonempty=True)
             expect_mapping(block.get("input"), index, f"{field}.input")
             if call_id in pending:

@@ -19,6 +19,7 @@ from ..messages import Message, Part, TextPart, ToolCall
 from ._anthropic_marks import keep_latest_marks
 from ._anthropic_parts import NAME, decode_block, decode_blocks, encode_block, encode_content
 from ._anthropic_validate import validate
+from ._call_ids import anthropic_call_id
 from ._common import (
     WIRE_KEY,
     apply_hints,
@@ -247,14 +248,17 @@ def _interleave(
 
 def _encode_use(call: ToolCall) -> dict[str, Any]:
     passthrough, _ = split_extra(call.extra, NAME)
-    block = {"type": "tool_use", "id": call.id, "name": call.name, "input": call.parsed_arguments()}
+    block = {"type": "tool_use", "id": anthropic_call_id(call.id), "name": call.name,
+             "input": call.parsed_arguments()}
     block.update((k, v) for k, v in passthrough.items() if k not in block)
     return block
 
 
 def _encode_result(message: Message) -> dict[str, Any]:
     passthrough, hints = split_extra(message.extra, NAME)
-    block = {"type": "tool_result", "tool_use_id": message.tool_call_id, "content": encode_content(message.content)}
+    call_id = message.tool_call_id
+    block = {"type": "tool_result", "tool_use_id": None if call_id is None else anthropic_call_id(call_id),
+             "content": encode_content(message.content)}
     block.update((k, v) for k, v in passthrough.items() if k not in block)
     apply_hints(block, hints)
     return block

@@ -23,6 +23,7 @@ from ..messages import (
     ToolCall,
     UnknownPart,
 )
+from ._call_ids import CHAT_IDS, chat_call_id, check_call_id
 from ._common import (
     apply_hints,
     as_items,
@@ -200,7 +201,7 @@ def encode_message(message: Message) -> dict[str, Any]:
     if calls:
         out["tool_calls"] = [_encode_call(c) for c in calls]
     if message.tool_call_id is not None and role == "tool":
-        out["tool_call_id"] = message.tool_call_id
+        out["tool_call_id"] = chat_call_id(message.tool_call_id)
     if message.name is not None:
         out["name"] = message.name
     if passthrough:
@@ -261,10 +262,11 @@ def encode_part(part: Part) -> dict[str, Any]:
 def _encode_call(call: ToolCall) -> dict[str, Any]:
     extra = call.extra
     if not extra:
-        return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+        return {"id": chat_call_id(call.id), "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments}}
     passthrough, hints = split_extra(extra, NAME)
     function = {"name": call.name, "arguments": call.arguments, **hints.get("function", {})}
-    out: dict[str, Any] = {"id": call.id, "type": "function", "function": function}
+    out: dict[str, Any] = {"id": chat_call_id(call.id), "type": "function", "function": function}
     for key, value in passthrough.items():
         out.setdefault(key, value)
     apply_hints(out, hints, constant=("type",))
@@ -333,6 +335,7 @@ def _check_calls(calls: Any, index: int) -> dict[str, int]:
         field = f"tool_calls[{k}]"
         call = expect_mapping(call, index, field)
         call_id = expect_str(call.get("id"), index, f"{field}.id", nonempty=True)
+        check_call_id(call_id, CHAT_IDS, index, f"{field}.id")
         if call.get("type") != "function":
             problem = f"type must be 'function', got {call.get('type')!r}"
             raise InvalidHistory(problem, index=index, field=f"{field}.type")

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import InvalidHistory
 from ..messages import Message, Part, Role, TextPart, ThinkingPart, ToolCall, UnknownPart
+from ._call_ids import RESPONSES_IDS, check_call_id, responses_call_id
 from ._common import (
     WIRE_KEY,
     apply_hints,
@@ -249,7 +250,7 @@ def encode_request(messages: Iterable[Message]) -> dict[str, Any]:
 def _encode_output(message: Message, passthrough: Mapping[str, Any]) -> dict[str, Any]:
     item: dict[str, Any] = {"type": "function_call_output"}
     if message.tool_call_id is not None:
-        item["call_id"] = message.tool_call_id
+        item["call_id"] = responses_call_id(message.tool_call_id)
     item["output"] = encode_content(message.content, "tool", NAME)
     item.update((k, v) for k, v in passthrough.items() if k not in item)
     return item
@@ -276,7 +277,8 @@ def _encode_turn(message: Message, passthrough: Mapping[str, Any], hints: Mappin
         out.append(item)
     for call in message.tool_calls:
         call_extra, _ = split_extra(call.extra, NAME)
-        fc = {"type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.arguments}
+        fc = {"type": "function_call", "call_id": responses_call_id(call.id), "name": call.name,
+              "arguments": call.arguments}
         fc.update((k, v) for k, v in call_extra.items() if k not in fc)
         out.append(fc)
     return out
@@ -299,6 +301,7 @@ def validate(items: Iterable[Mapping[str, Any]]) -> None:
         elif kind == "function_call":
             call = _decode_call(raw, index)
             json_arguments(call.arguments, index, "arguments", allow_empty=False)
+            check_call_id(call.id, RESPONSES_IDS, index, "call_id")
             if call.id in pending:
                 problem = f"call_id {call.id!r} is already waiting for its output"
                 raise InvalidHistory(problem, index=index, field="call_id")

@@ -17,6 +17,7 @@ Needs ``pip install 'contextfold[s3]'``.
 from __future__ import annotations
 
 import re
+import secrets
 import threading
 from typing import Any
 
@@ -35,6 +36,11 @@ _SEQ_DIGITS = 12
 _SEQ_RE = re.compile(rf"[0-9]{{{_SEQ_DIGITS}}}")
 _CHUNKS = "_chunks"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,199}$")
+# A conditional write's own mark, sent as object metadata. A PUT whose answer was lost after the object was stored
+# (a reset connection, a 5xx from a proxy) is sent again by botocore's retries, and the copy is refused as a conflict
+# with the object the first one stored: the mark tells that object ours, not another writer's. Without it an events
+# append was written twice and a compaction's transcript archived under two numbers.
+_WRITE_MARK = "contextfold-write"
 _CONFLICT_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict", "412", "409"})
 _MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 
@@ -103,14 +109,29 @@ class S3ArchiveStore:
         """PUT the object; ``exclusive`` adds ``If-None-Match: *`` and raises ``FileExistsError`` on a conflict."""
         key = self._key(session_id, name)
         args = self._put_args()
+        mark = secrets.token_hex(16)
         if exclusive:
             args["IfNoneMatch"] = "*"
+            args["Metadata"] = {_WRITE_MARK: mark}
         try:
             self.client.put_object(Bucket=self.bucket, Key=key, Body=data, **args)
         except Exception as exc:
             if exclusive and _error_code(exc) in _CONFLICT_CODES:
+                if self._written_by(key, mark):
+                    return
                 raise FileExistsError(f"s3://{self.bucket}/{key} exists") from None
             raise StoreError(f"s3://{self.bucket}/{key}: cannot write: {exc}") from exc
+
+    def _written_by(self, key: str, mark: str) -> bool:
+        """Whether the object at ``key`` is the one a write marked ``mark`` stored (see :data:`_WRITE_MARK`)."""
+        try:
+            head = self.client.head_object(Bucket=self.bucket, Key=key)
+        except Exception as exc:
+            if _error_code(exc) in _MISSING_CODES:
+                return False
+            raise StoreError(f"s3://{self.bucket}/{key}: cannot read: {exc}") from exc
+        metadata = head.get("Metadata") if isinstance(head, dict) else None
+        return isinstance(metadata, dict) and metadata.get(_WRITE_MARK) == mark
 
     def _get(self, key: str) -> tuple[bytes, str] | None:
         try:
@@ -148,13 +169,19 @@ class S3ArchiveStore:
             seq = self._next_chunk.get(slot)
         if seq is None:
             seq = self._first_free(session_id, name)
+        mark = secrets.token_hex(16)  # (one per append: a number found taken under it was taken by this append)
         for attempt in range(1, 2 * _APPEND_RETRIES + 1):
             key = self._chunk_key(session_id, name, seq)
             try:
-                self.client.put_object(Bucket=self.bucket, Key=key, Body=data, IfNoneMatch="*", **self._put_args())
+                self.client.put_object(Bucket=self.bucket, Key=key, Body=data, IfNoneMatch="*",
+                                       Metadata={_WRITE_MARK: mark}, **self._put_args())
             except Exception as exc:
                 if _error_code(exc) not in _CONFLICT_CODES:
                     raise StoreError(f"s3://{self.bucket}/{key}: cannot append: {exc}") from exc
+                if self._written_by(key, mark):  # our own chunk, its answer lost and the PUT sent again
+                    with self._lock:
+                        self._next_chunk[slot] = seq + 1
+                    return
                 # Another writer took this number: the next one, or past everything after a few collisions.
                 seq = self._first_free(session_id, name) if attempt % _APPEND_RETRIES == 0 else seq + 1
                 continue

@@ -1,0 +1,88 @@
+"""Tool call ids as each API takes them: a recorded id of another provider may be one it refuses.
+
+Anthropic takes a ``tool_use`` id only of letters, digits, ``_`` and ``-`` (``tool_use.id: String should match
+pattern '^[a-zA-Z0-9_-]+$'``); OpenAI's Chat Completions takes ids of at most 40 characters and the Responses API
+``call_id`` values of at most 64 (``string too long``). Ids written by other servers break them: ``functions.bash:0``
+(Kimi-style), a 46-character gateway id, an MCP server's ``server.tool/1``. A history holding one was encoded as it
+was, and the provider refused the whole request with a 400.
+
+An id the API would refuse is sent as its allowed characters, cut to fit, followed by ``_`` and a hash of the whole
+id: the same id gives the same wire id in every request (the prompt cache's prefix stays the same), a call and its
+result keep their pairing, and two ids that differ only in refused characters stay apart. An id that fits is sent
+as it is, so histories of the API's own ids are unchanged. The validators refuse what the API refuses, naming the
+field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from ..errors import InvalidHistory
+
+__all__ = ["ANTHROPIC_IDS", "CHAT_IDS", "RESPONSES_IDS", "CallIdRule", "anthropic_call_id", "chat_call_id",
+           "check_call_id", "responses_call_id", "wire_call_id"]
+
+# Bytes of the hash that keeps two rewritten ids apart: 48 bits, no collision among the ids of any one history.
+_HASH_BYTES = 6
+
+
+@dataclass(frozen=True, slots=True)
+class CallIdRule:
+    """What one API takes as a tool call id: a most length, and characters it refuses (a pattern of one of them)."""
+
+    max_chars: int | None
+    refused: re.Pattern[str] | None
+    spelled: str  # what the API takes, for error messages
+
+    def fits(self, call_id: str) -> bool:
+        """Whether the API takes ``call_id`` as it is."""
+        if self.max_chars is not None and len(call_id) > self.max_chars:
+            return False
+        return self.refused is None or self.refused.search(call_id) is None
+
+
+ANTHROPIC_IDS = CallIdRule(None, re.compile(r"[^A-Za-z0-9_-]"), "only letters, digits, '_' and '-'")
+CHAT_IDS = CallIdRule(40, None, "at most 40 characters")
+RESPONSES_IDS = CallIdRule(64, None, "at most 64 characters")
+
+
+def wire_call_id(call_id: str, rule: CallIdRule) -> str:
+    """``call_id`` as the API of ``rule`` takes it: itself when it fits, else its allowed part and a hash of it."""
+    if rule.fits(call_id):
+        return call_id
+    suffix = "_" + hashlib.blake2b(call_id.encode("utf-8", "surrogatepass"), digest_size=_HASH_BYTES).hexdigest()
+    kept = rule.refused.sub("_", call_id) if rule.refused is not None else call_id
+    if rule.max_chars is not None:
+        kept = kept[: rule.max_chars - len(suffix)]
+    return kept + suffix
+
+
+# The encoders' own spellings: one test, inline, for the ids that fit (nearly all): encoding is on every new message.
+_ANTHROPIC_FITS = re.compile(r"[A-Za-z0-9_-]+").fullmatch
+_CHAT_MAX = 40
+_RESPONSES_MAX = 64
+
+
+def anthropic_call_id(call_id: str) -> str:
+    """:func:`wire_call_id` for Anthropic."""
+    return call_id if _ANTHROPIC_FITS(call_id) else wire_call_id(call_id, ANTHROPIC_IDS)
+
+
+def chat_call_id(call_id: str) -> str:
+    """:func:`wire_call_id` for Chat Completions."""
+    return call_id if len(call_id) <= _CHAT_MAX else wire_call_id(call_id, CHAT_IDS)
+
+
+def responses_call_id(call_id: str) -> str:
+    """:func:`wire_call_id` for the Responses API."""
+    return call_id if len(call_id) <= _RESPONSES_MAX else wire_call_id(call_id, RESPONSES_IDS)
+
+
+def check_call_id(call_id: str, rule: CallIdRule, index: int, field: str) -> None:
+    """Raise :class:`InvalidHistory` naming ``field`` when the API of ``rule`` refuses ``call_id``."""
+    if not rule.fits(call_id):
+        shown = call_id if len(call_id) <= 80 else call_id[:80] + "…"
+        raise InvalidHistory(f"tool call id {shown!r} is refused by the API: it takes {rule.spelled}",
+                             index=index, field=field)
