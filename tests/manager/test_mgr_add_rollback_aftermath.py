@@ -185,3 +185,54 @@ def test_a_begun_background_job_the_rollback_forgets_does_not_call_its_summarize
     future.result(timeout=_WAIT_S)
     assert len(summarizer.requests) == called_before + 1
     cm.close()
+
+
+def test_a_summary_under_way_when_the_rollback_forgets_its_job_is_not_handed_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The forgotten job's summarizer call had begun: it runs to its end (an LLM's call cannot be taken back), but
+    # the job must not end with a compaction of a view the history no longer holds, as if it were a valid one.
+    entered, release = threading.Event(), threading.Event()
+    calls = itertools.count()
+
+    def answer(request: Any) -> str:
+        if next(calls) == 0:  # (the job the rollback forgets: under way when the interrupt comes)
+            entered.set()
+            assert release.wait(_WAIT_S)
+            return f"<summary>the forgotten view {NONCE}</summary>"
+        return f"<summary>the retried view {NONCE}</summary>"
+
+    summarizer = ScriptedSummarizer(handler=answer)
+    sink = _Sink()
+    cm = _manager(sink, background=True, summarizer=summarizer)
+    n = _near_background(cm)
+    sink.before_interrupt = entered  # (the interrupt comes while the summarizer is writing)
+    sink.armed = True
+    job: list[Any] = []
+    checked = cm.check
+
+    def noting_check(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return checked(*args, **kwargs)
+        finally:
+            if cm._idle._pending is not None:
+                job.append(cm._idle._pending[2])
+
+    monkeypatch.setattr(cm, "check", noting_check)
+    with pytest.raises(KeyboardInterrupt):
+        cm.add(_turn(n))
+    monkeypatch.undo()
+    assert job and not cm._idle.pending
+    release.set()
+    error = job[0].exception(timeout=_WAIT_S)
+    assert len(summarizer.requests) == 1  # (the call under way ran to its end)
+    # afa4c7c: None, the job ended with a compaction of the rolled-back view
+    assert isinstance(error, Exception) and isinstance(error.__cause__, JobForgotten)
+    cm.add(_turn(n))  # the caller's retry: its own job, applied by the next prepare()
+    future = cm._idle._pending[2] if cm._idle._pending is not None else None
+    assert future is not None
+    future.result(timeout=_WAIT_S)
+    cm.prepare("openai_chat")
+    texts = [m.text for m in cm._view.raw]
+    assert any(f"the retried view {NONCE}" in t for t in texts)
+    assert not any(f"the forgotten view {NONCE}" in t for t in texts)
+    cm.close()
