@@ -227,6 +227,7 @@ class Intake:
         unwarmed_before, unredacted_before = len(self.unwarmed), self.unredacted
         view.append(kept)
         sent = manager.tracer.record_sent()  # (what the commit tells, voided by the rollback's event)
+        folded_before = manager.tracer.noop_decisions  # (its check's decision, when folded: taken back with it)
         try:
             self._commit(stored, kept, added, counting_view, calls_read, boundaries, results)
         except BaseException as error:
@@ -248,6 +249,7 @@ class Intake:
             del self.unwarmed[unwarmed_before:]
             self.unredacted = unredacted_before
             self.calls_read.difference_update(map(id, kept))
+            manager.tracer.take_back_folded(manager.tracer.noop_decisions - folded_before)
             # The events the commit sent (its trigger decision, what settling pruned) stay sent: this one says
             # they no longer hold, and which messages are not in the history (the last step: a sink may raise).
             from ..telemetry import AddRolledBack

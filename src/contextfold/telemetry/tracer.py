@@ -202,6 +202,17 @@ class Tracer:
         """End :meth:`record_sent`."""
         self._recording = None
 
+    def take_back_folded(self, count: int) -> None:
+        """Un-count ``count`` no-op trigger decisions folded outside any span since (a rolled-back ``add()``'s check).
+
+        The decision was made for a batch the history does not hold; the caller's retry makes its own. Only those
+        still waiting for a root span are taken back (``add()`` opens none: that is where its checks fold).
+        """
+        with self._noop_lock:
+            taken = max(0, min(count, self._pending_noop))
+            self._pending_noop -= taken
+            self.noop_decisions -= taken
+
     def _note_sent(self, span_id: str) -> None:
         recording = self._recording
         if recording is not None and recording[0] == threading.get_ident():
