@@ -15,11 +15,11 @@ import threading
 from typing import Any
 
 import pytest
+from rollback_setups import item_add_rolled_back
 
 from contextfold import ContextManager
 from contextfold.manager import _compactor
 from contextfold.manager._idle import JobForgotten
-from contextfold.messages import Message, UnknownPart
 from contextfold.telemetry import AddRolledBack, MessagesPruned, TriggerDecision
 from contextfold.testing import ScriptedSummarizer
 
@@ -77,6 +77,32 @@ def _near_background(cm: ContextManager) -> int:
     return n
 
 
+def _job_forgotten_once(cm: ContextManager, sink: _Sink, monkeypatch: pytest.MonkeyPatch, n: int,
+                        reached: threading.Event) -> Any:
+    """The future of the background job turn ``n``'s check starts, its add() interrupted once ``reached`` is set.
+
+    The rollback forgets the job (asserted): what it does after ``reached`` is the caller's to release.
+    """
+    jobs: list[Any] = []
+    checked = cm.check
+
+    def noting_check(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return checked(*args, **kwargs)
+        finally:
+            if cm._idle._pending is not None:
+                jobs.append(cm._idle._pending[2])
+
+    monkeypatch.setattr(cm, "check", noting_check)
+    sink.before_interrupt = reached
+    sink.armed = True
+    with pytest.raises(KeyboardInterrupt):
+        cm.add(_turn(n))
+    monkeypatch.undo()
+    assert jobs and not cm._idle.pending
+    return jobs[0]
+
+
 def test_the_rollback_says_which_messages_and_events_no_longer_hold() -> None:
     sink = _Sink()
     cm = _manager(sink, background=True)
@@ -110,22 +136,7 @@ def test_a_clean_add_sends_no_rollback() -> None:
 def test_a_retried_provider_item_archives_the_view_it_replaces_once(monkeypatch: pytest.MonkeyPatch) -> None:
     sink = _Sink()
     cm = _manager(sink, session=f"{NONCE}-p")
-    cm.add([{"role": "system", "content": f"system {NONCE}"}, {"role": "user", "content": f"task {NONCE}"},
-            {"role": "assistant", "content": f"working {NONCE}"}, {"role": "user", "content": f"go on {NONCE}"}])
-    boundary = Message("assistant", (UnknownPart({"type": "compaction", "content": f"summary {NONCE}"},
-                                                 format="anthropic"),))
-    batch = [boundary, {"role": "user", "content": f"after {NONCE}"}]
-    counted = cm._view.totals
-
-    def interrupted(*args: Any, **kwargs: Any) -> Any:
-        if any(m.meta.get("id") == "m:5" for m in cm._view.raw):  # (the item archived what came before it)
-            raise KeyboardInterrupt
-        return counted(*args, **kwargs)
-
-    monkeypatch.setattr(cm._view, "totals", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        cm.add(batch)
-    monkeypatch.undo()
+    batch = item_add_rolled_back(cm, monkeypatch, NONCE)
     events = list(sink.events)
     cm.add(batch)  # the caller's retry
     assert cm._archived_seq == cm._seq  # (marked archived again, as the first attempt had)
@@ -158,25 +169,9 @@ def test_a_begun_background_job_the_rollback_forgets_does_not_call_its_summarize
         return compact(*args, **kwargs)
 
     monkeypatch.setattr(_compactor, "compact_after_boundary", gated)
-    sink.before_interrupt = begun
-    sink.armed = True
-    job: list[Any] = []
-    checked = cm.check
-
-    def noting_check(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return checked(*args, **kwargs)
-        finally:
-            if cm._idle._pending is not None:
-                job.append(cm._idle._pending[2])
-
-    monkeypatch.setattr(cm, "check", noting_check)
-    with pytest.raises(KeyboardInterrupt):
-        cm.add(_turn(n))
-    monkeypatch.undo()
-    assert job and not cm._idle.pending
+    job = _job_forgotten_once(cm, sink, monkeypatch, n, begun)
     release.set()
-    error = job[0].exception(timeout=_WAIT_S)  # (the job's own end, not a sleep)
+    error = job.exception(timeout=_WAIT_S)  # (the job's own end, not a sleep)
     assert len(summarizer.requests) == called_before  # 08dd6b2: the summarizer was called for the forgotten job
     assert isinstance(error, Exception) and isinstance(error.__cause__, JobForgotten)  # (failed: nobody reads it)
     cm.add(_turn(n))  # the caller's retry starts its own job, which summarizes
@@ -205,25 +200,9 @@ def test_a_summary_under_way_when_the_rollback_forgets_its_job_is_not_handed_on(
     sink = _Sink()
     cm = _manager(sink, background=True, summarizer=summarizer)
     n = _near_background(cm)
-    sink.before_interrupt = entered  # (the interrupt comes while the summarizer is writing)
-    sink.armed = True
-    job: list[Any] = []
-    checked = cm.check
-
-    def noting_check(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return checked(*args, **kwargs)
-        finally:
-            if cm._idle._pending is not None:
-                job.append(cm._idle._pending[2])
-
-    monkeypatch.setattr(cm, "check", noting_check)
-    with pytest.raises(KeyboardInterrupt):
-        cm.add(_turn(n))
-    monkeypatch.undo()
-    assert job and not cm._idle.pending
+    job = _job_forgotten_once(cm, sink, monkeypatch, n, entered)  # (while the summarizer is writing)
     release.set()
-    error = job[0].exception(timeout=_WAIT_S)
+    error = job.exception(timeout=_WAIT_S)
     assert len(summarizer.requests) == 1  # (the call under way ran to its end)
     # afa4c7c: None, the job ended with a compaction of the rolled-back view
     assert isinstance(error, Exception) and isinstance(error.__cause__, JobForgotten)

@@ -12,10 +12,11 @@ import datetime
 from typing import Any
 
 import pytest
+from rollback_setups import item_add_rolled_back
 
 from contextfold import ContextManager
 from contextfold.importers._session import RecordedSession
-from contextfold.messages import Message, ToolCall, UnknownPart
+from contextfold.messages import Message, ToolCall
 from contextfold.replay.harness import ReplayOptions, SessionReplayer, voided_span_ids
 from contextfold.replay.metrics import aggregate
 from contextfold.report.page import render_html
@@ -87,31 +88,13 @@ def test_a_replay_with_a_rolled_back_add_counts_as_the_one_without(monkeypatch: 
     assert all(decisions in page for page in pages)
 
 
-def test_what_a_rolled_back_commit_sent_is_voided_and_its_rollback_stands() -> None:
+def test_what_a_rolled_back_commit_sent_is_voided_and_its_rollback_stands(monkeypatch: pytest.MonkeyPatch) -> None:
     # A provider's compaction item prunes the view before it (a MessagesPruned); the add is then interrupted.
     sink = RecordingTelemetry()
     cm = ContextManager(model="gpt-4o", max_context_tokens=3000, store="memory", archive="memory",
                         session_id=f"{NONCE}-p", message_id_prefix="m", archive_events=False, telemetry=sink,
                         clock=lambda: datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC))
-    cm.add([{"role": "system", "content": f"system {NONCE}"}, {"role": "user", "content": f"task {NONCE}"},
-            {"role": "assistant", "content": f"working {NONCE}"}, {"role": "user", "content": f"go on {NONCE}"}])
-    boundary = Message("assistant", (UnknownPart({"type": "compaction", "content": f"summary {NONCE}"},
-                                                 format="anthropic"),))
-    batch = [boundary, {"role": "user", "content": f"after {NONCE}"}]
-    counted = cm._view.totals
-
-    def interrupted(*args: Any, **kwargs: Any) -> Any:
-        if any(m.meta.get("id") == "m:5" for m in cm._view.raw):
-            raise KeyboardInterrupt
-        return counted(*args, **kwargs)
-
-    cm._view.totals = interrupted  # type: ignore[method-assign]
-    try:
-        cm.add(batch)
-    except KeyboardInterrupt:
-        pass
-    del cm._view.totals
-    cm.add(batch)  # the caller's retry
+    cm.add(item_add_rolled_back(cm, monkeypatch, NONCE))  # the caller's retry
     cm.close()
     events = sink.events
     voided = voided_span_ids(events)
