@@ -38,6 +38,12 @@ def _manager() -> ContextManager:
     return cm
 
 
+def _add_a_tool_result(cm: ContextManager) -> None:
+    """A call and its result: add() checks after tool results (a check point)."""
+    cm.add([Message.assistant("", [ToolCall("c1", "bash", '{"cmd": "ls"}')]),
+            Message.tool("c1", f"{NONCE} parser.py tokenizer.py")])
+
+
 def test_two_calls_on_one_view_decide_once(monkeypatch: pytest.MonkeyPatch) -> None:
     cm = _manager()
     decided = _decided(monkeypatch)
@@ -52,8 +58,7 @@ def test_a_check_point_and_the_call_after_it_decide_once(monkeypatch: pytest.Mon
     cm = _manager()
     cm.prepare()
     decided = _decided(monkeypatch)
-    cm.add([Message.assistant("", [ToolCall("c1", "bash", '{"cmd": "ls"}')]),
-            Message.tool("c1", f"{NONCE} parser.py tokenizer.py")])  # (the check point after tool results)
+    _add_a_tool_result(cm)
     cm.prepare()
     assert len(decided) == 1
 
@@ -76,8 +81,7 @@ def test_a_paused_session_decides_once_per_view(monkeypatch: pytest.MonkeyPatch)
     cm.prepare()
     cm.paused = True
     decided = _decided(monkeypatch)
-    cm.add([Message.assistant("", [ToolCall("c1", "bash", '{"cmd": "ls"}')]),
-            Message.tool("c1", f"{NONCE} parser.py tokenizer.py")])
+    _add_a_tool_result(cm)
     cm.prepare()
     plan = cm.last_plan
     cm.prepare()

@@ -9,56 +9,28 @@ batch look free ("the cache expired") while the next call wrote the whole view a
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from anthropic_cache_sessions import Usage, anthropic_usage, pause_then_prepare, waiting_masking
 
 from contextfold import ContextManager
 from contextfold.compaction import Policy
 from contextfold.errors import ConfigError
-from contextfold.messages import Message, ToolCall
-from contextfold.telemetry import CacheDecision, RecordingTelemetry
+from contextfold.telemetry import CacheDecision
 
 NONCE = "s19g-ttl-7c1e"
-OUTPUT = "\n".join(f"{n:4d}  result_{n} = measure({n}) + offset_{n * 3} {NONCE}" for n in range(1, 70))
 
 
-def _written(prompt: int, ttl: str) -> dict[str, object]:
-    """Anthropic's usage of a call that wrote all but 10 tokens of its prompt to the cache of ``ttl``."""
-    written = prompt - 10
-    one_hour = written if ttl == "1h" else 0
-    return {"input_tokens": 10, "cache_creation_input_tokens": written, "cache_read_input_tokens": 0,
-            "output_tokens": 5, "cache_creation": {"ephemeral_5m_input_tokens": written - one_hour,
-                                                   "ephemeral_1h_input_tokens": one_hour}}
+def _paused_masking(policy: dict[str, Any], usage: Usage | None = None) -> tuple[ContextManager, CacheDecision]:
+    """A session at Claude's prices whose masking batch waits, then a 6-minute pause and the next call's verdict."""
+    cm, sink, now = waiting_masking(NONCE, usage, policy)
+    return cm, pause_then_prepare(cm, sink, now, NONCE)
 
 
-def _paused_masking(policy: dict[str, Any], usage: Callable[[int], dict[str, object]] | None = None
-                    ) -> tuple[ContextManager, CacheDecision]:
-    """A session at Claude's prices whose masking batch waits, then a 6-minute pause and the next call's verdict.
-
-    ``usage``: each call's usage report, by the prompt's tokens (None: the caller records none).
-    """
-    now = [datetime(2026, 11, 27, 12, 0, tzinfo=UTC)]
-    sink = RecordingTelemetry()
-    cm = ContextManager("claude-sonnet-4", max_context_tokens=16_000, store="memory", archive=False, telemetry=sink,
-                        message_id_prefix="t", clock=lambda: now[0], policy={"clear_at_least": 1_000, **policy})
-    cm.add([Message.system("You are a coding agent."), Message.user(f"measure every module of {NONCE}")])
-    for n in range(20):
-        now[0] += timedelta(seconds=30)
-        cm.add([Message.assistant(f"step {n}", [ToolCall(f"c{n}", "measure", f'{{"module": {n}}}')]),
-                Message.tool(f"c{n}", OUTPUT.replace("measure", f"measure{n}"))])
-        cm.prepare("anthropic")
-        if usage is not None:
-            cm.record_usage(usage(cm.tokens()))
-        if any(not d.applied for d in sink.of_type(CacheDecision)):
-            break
-    assert cm.maskings == 0 and cm.tokens() > cm.budgets.soft  # a masking batch waits: it does not pay
-    now[0] += timedelta(minutes=6)
-    cm.add([Message.user(f"also measure the tests of {NONCE}")])
-    cm.prepare("anthropic")
-    return cm, sink.of_type(CacheDecision)[-1]
+def _written(ttl: str) -> Usage:
+    """Each call's usage: it wrote its prompt to the cache of ``ttl``."""
+    return lambda n, prompt: anthropic_usage(prompt, ttl)
 
 
 def test_a_caller_recording_no_usage_says_its_cache_is_kept_an_hour() -> None:
@@ -76,9 +48,9 @@ def test_unset_or_five_minutes_the_pause_drops_the_cache(policy: dict[str, Any])
 
 
 def test_recorded_usage_still_decides_against_the_policy() -> None:
-    cm, verdict = _paused_masking({"prompt_cache_ttl": "1h"}, lambda prompt: _written(prompt, "5m"))
+    cm, verdict = _paused_masking({"prompt_cache_ttl": "1h"}, _written("5m"))
     assert cm.maskings == 1 and "lifetime 300 s" in verdict.reason  # the calls wrote the 5-minute cache
-    cm, verdict = _paused_masking({"prompt_cache_ttl": "5m"}, lambda prompt: _written(prompt, "1h"))
+    cm, verdict = _paused_masking({"prompt_cache_ttl": "5m"}, _written("1h"))
     assert cm.maskings == 0 and "expired" not in verdict.reason  # they wrote the 1-hour one
 
 
