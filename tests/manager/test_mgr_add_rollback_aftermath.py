@@ -201,9 +201,14 @@ def test_a_summary_under_way_when_the_rollback_forgets_its_job_is_not_handed_on(
     cm = _manager(sink, background=True, summarizer=summarizer)
     n = _near_background(cm)
     job = _job_forgotten_once(cm, sink, monkeypatch, n, entered)  # (while the summarizer is writing)
+    sent, archived = len(sink.events), cm.archive.transcripts(NONCE) if cm.archive is not None else None
+    view = list(cm._view.raw)
     release.set()
     error = job.exception(timeout=_WAIT_S)
     assert len(summarizer.requests) == 1  # (the call under way ran to its end)
+    # (What else the job did once its summary came back: nothing sent, nothing archived, the view as it was.)
+    assert len(sink.events) == sent and archived == (cm.archive.transcripts(NONCE) if cm.archive else None)
+    assert all(a is b for a, b in zip(cm._view.raw, view, strict=True))
     # afa4c7c: None, the job ended with a compaction of the rolled-back view
     assert isinstance(error, Exception) and isinstance(error.__cause__, JobForgotten)
     cm.add(_turn(n))  # the caller's retry: its own job, applied by the next prepare()
