@@ -15,11 +15,11 @@ import threading
 from typing import Any
 
 import pytest
+from rollback_setups import item_add_rolled_back
 
 from contextfold import ContextManager
 from contextfold.manager import _compactor
 from contextfold.manager._idle import JobForgotten
-from contextfold.messages import Message, UnknownPart
 from contextfold.telemetry import AddRolledBack, MessagesPruned, TriggerDecision
 from contextfold.testing import ScriptedSummarizer
 
@@ -77,6 +77,32 @@ def _near_background(cm: ContextManager) -> int:
     return n
 
 
+def _job_forgotten_once(cm: ContextManager, sink: _Sink, monkeypatch: pytest.MonkeyPatch, n: int,
+                        reached: threading.Event) -> Any:
+    """The future of the background job turn ``n``'s check starts, its add() interrupted once ``reached`` is set.
+
+    The rollback forgets the job (asserted): what it does after ``reached`` is the caller's to release.
+    """
+    jobs: list[Any] = []
+    checked = cm.check
+
+    def noting_check(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return checked(*args, **kwargs)
+        finally:
+            if cm._idle._pending is not None:
+                jobs.append(cm._idle._pending[2])
+
+    monkeypatch.setattr(cm, "check", noting_check)
+    sink.before_interrupt = reached
+    sink.armed = True
+    with pytest.raises(KeyboardInterrupt):
+        cm.add(_turn(n))
+    monkeypatch.undo()
+    assert jobs and not cm._idle.pending
+    return jobs[0]
+
+
 def test_the_rollback_says_which_messages_and_events_no_longer_hold() -> None:
     sink = _Sink()
     cm = _manager(sink, background=True)
@@ -110,22 +136,7 @@ def test_a_clean_add_sends_no_rollback() -> None:
 def test_a_retried_provider_item_archives_the_view_it_replaces_once(monkeypatch: pytest.MonkeyPatch) -> None:
     sink = _Sink()
     cm = _manager(sink, session=f"{NONCE}-p")
-    cm.add([{"role": "system", "content": f"system {NONCE}"}, {"role": "user", "content": f"task {NONCE}"},
-            {"role": "assistant", "content": f"working {NONCE}"}, {"role": "user", "content": f"go on {NONCE}"}])
-    boundary = Message("assistant", (UnknownPart({"type": "compaction", "content": f"summary {NONCE}"},
-                                                 format="anthropic"),))
-    batch = [boundary, {"role": "user", "content": f"after {NONCE}"}]
-    counted = cm._view.totals
-
-    def interrupted(*args: Any, **kwargs: Any) -> Any:
-        if any(m.meta.get("id") == "m:5" for m in cm._view.raw):  # (the item archived what came before it)
-            raise KeyboardInterrupt
-        return counted(*args, **kwargs)
-
-    monkeypatch.setattr(cm._view, "totals", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        cm.add(batch)
-    monkeypatch.undo()
+    batch = item_add_rolled_back(cm, monkeypatch, NONCE)
     events = list(sink.events)
     cm.add(batch)  # the caller's retry
     assert cm._archived_seq == cm._seq  # (marked archived again, as the first attempt had)
@@ -158,25 +169,9 @@ def test_a_begun_background_job_the_rollback_forgets_does_not_call_its_summarize
         return compact(*args, **kwargs)
 
     monkeypatch.setattr(_compactor, "compact_after_boundary", gated)
-    sink.before_interrupt = begun
-    sink.armed = True
-    job: list[Any] = []
-    checked = cm.check
-
-    def noting_check(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return checked(*args, **kwargs)
-        finally:
-            if cm._idle._pending is not None:
-                job.append(cm._idle._pending[2])
-
-    monkeypatch.setattr(cm, "check", noting_check)
-    with pytest.raises(KeyboardInterrupt):
-        cm.add(_turn(n))
-    monkeypatch.undo()
-    assert job and not cm._idle.pending
+    job = _job_forgotten_once(cm, sink, monkeypatch, n, begun)
     release.set()
-    error = job[0].exception(timeout=_WAIT_S)  # (the job's own end, not a sleep)
+    error = job.exception(timeout=_WAIT_S)  # (the job's own end, not a sleep)
     assert len(summarizer.requests) == called_before  # 08dd6b2: the summarizer was called for the forgotten job
     assert isinstance(error, Exception) and isinstance(error.__cause__, JobForgotten)  # (failed: nobody reads it)
     cm.add(_turn(n))  # the caller's retry starts its own job, which summarizes
@@ -184,4 +179,44 @@ def test_a_begun_background_job_the_rollback_forgets_does_not_call_its_summarize
     assert future is not None
     future.result(timeout=_WAIT_S)
     assert len(summarizer.requests) == called_before + 1
+    cm.close()
+
+
+def test_a_summary_under_way_when_the_rollback_forgets_its_job_is_not_handed_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The forgotten job's summarizer call had begun: it runs to its end (an LLM's call cannot be taken back), but
+    # the job must not end with a compaction of a view the history no longer holds, as if it were a valid one.
+    entered, release = threading.Event(), threading.Event()
+    calls = itertools.count()
+
+    def answer(request: Any) -> str:
+        if next(calls) == 0:  # (the job the rollback forgets: under way when the interrupt comes)
+            entered.set()
+            assert release.wait(_WAIT_S)
+            return f"<summary>the forgotten view {NONCE}</summary>"
+        return f"<summary>the retried view {NONCE}</summary>"
+
+    summarizer = ScriptedSummarizer(handler=answer)
+    sink = _Sink()
+    cm = _manager(sink, background=True, summarizer=summarizer)
+    n = _near_background(cm)
+    job = _job_forgotten_once(cm, sink, monkeypatch, n, entered)  # (while the summarizer is writing)
+    sent, archived = len(sink.events), cm.archive.transcripts(NONCE) if cm.archive is not None else None
+    view = list(cm._view.raw)
+    release.set()
+    error = job.exception(timeout=_WAIT_S)
+    assert len(summarizer.requests) == 1  # (the call under way ran to its end)
+    # (What else the job did once its summary came back: nothing sent, nothing archived, the view as it was.)
+    assert len(sink.events) == sent and archived == (cm.archive.transcripts(NONCE) if cm.archive else None)
+    assert all(a is b for a, b in zip(cm._view.raw, view, strict=True))
+    # afa4c7c: None, the job ended with a compaction of the rolled-back view
+    assert isinstance(error, Exception) and isinstance(error.__cause__, JobForgotten)
+    cm.add(_turn(n))  # the caller's retry: its own job, applied by the next prepare()
+    future = cm._idle._pending[2] if cm._idle._pending is not None else None
+    assert future is not None
+    future.result(timeout=_WAIT_S)
+    cm.prepare("openai_chat")
+    texts = [m.text for m in cm._view.raw]
+    assert any(f"the retried view {NONCE}" in t for t in texts)
+    assert not any(f"the forgotten view {NONCE}" in t for t in texts)
     cm.close()

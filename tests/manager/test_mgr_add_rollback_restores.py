@@ -17,9 +17,9 @@ import itertools
 from typing import Any
 
 import pytest
+from rollback_setups import interrupt_once_archived, provider_compaction_item
 
 from contextfold import ContextManager
-from contextfold.messages import Message, UnknownPart
 
 NONCE = "f1rbk5zq"
 _T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -95,11 +95,14 @@ FAILING: list[dict[str, Any]] = [
 ]
 
 
-@pytest.mark.parametrize("where", ["check", "count"])
-def test_the_users_message_after_an_unanswered_call_survives_the_rollback(monkeypatch: pytest.MonkeyPatch,
-                                                                         where: str) -> None:
+def _rolled_back_after(history: list[list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch,
+                       where: str) -> tuple[ContextManager, ContextManager, list[tuple[Any, ...]]]:
+    """A manager given ``history`` then FAILING, interrupted (see _interrupt_after_the_settle); one given ``history``.
+
+    Also what the first stored before FAILING.
+    """
     cm, ref = _manager(), _manager()
-    for batch in UNANSWERED_THEN_USER:
+    for batch in history:
         cm.add(batch)
         ref.add(batch)
     before = _stored(cm)
@@ -107,6 +110,13 @@ def test_the_users_message_after_an_unanswered_call_survives_the_rollback(monkey
     with pytest.raises(KeyboardInterrupt):
         cm.add(FAILING)
     monkeypatch.undo()
+    return cm, ref, before
+
+
+@pytest.mark.parametrize("where", ["check", "count"])
+def test_the_users_message_after_an_unanswered_call_survives_the_rollback(monkeypatch: pytest.MonkeyPatch,
+                                                                         where: str) -> None:
+    cm, ref, before = _rolled_back_after(UNANSWERED_THEN_USER, monkeypatch, where)
     # 1c2b5ec: the user's message gone, the "aborted" output settling inserted after c1 in its place
     assert _stored(cm) == before
     assert [m.text for m in cm._view.raw][-1] == f"never mind that {NONCE}"
@@ -123,15 +133,7 @@ def test_the_users_message_after_an_unanswered_call_survives_the_rollback(monkey
 @pytest.mark.parametrize("where", ["check", "count"])
 def test_a_retry_after_a_settle_dropped_a_duplicate_result_sends_the_batch_once(monkeypatch: pytest.MonkeyPatch,
                                                                                 where: str) -> None:
-    cm, ref = _manager(), _manager()
-    for batch in RESULT_TWICE:
-        cm.add(batch)
-        ref.add(batch)
-    before = _stored(cm)
-    _interrupt_after_the_settle(cm, monkeypatch, where)
-    with pytest.raises(KeyboardInterrupt):
-        cm.add(FAILING)
-    monkeypatch.undo()
+    cm, ref, before = _rolled_back_after(RESULT_TWICE, monkeypatch, where)
     assert _stored(cm) == before  # 1c2b5ec: the batch's call c2 (m:6) kept where the dropped duplicate was
     cm.add(FAILING)
     ref.add(FAILING)
@@ -191,22 +193,13 @@ def test_a_rolled_back_provider_compaction_item_leaves_the_final_transcript_owed
     cm = _manager()
     cm.add([{"role": "system", "content": f"system {NONCE}"}, {"role": "user", "content": f"task {NONCE}"},
             {"role": "assistant", "content": f"working {NONCE}"}, {"role": "user", "content": f"go on {NONCE}"}])
-    boundary = Message("assistant", (UnknownPart({"type": "compaction", "content": f"summary {NONCE}"},
-                                                 format="anthropic"),))
     # (A rewrite that makes room as a compaction would: a floor the item's archive clears, archived up to m:4.)
     cm.rewrite_view(lambda view: [view[0], *view[3:]], reason=f"pruned {NONCE}", shrinks=True)
     floor, stalled = cm._compactor.floor, cm._compactor.stalled
     assert floor is not None
-    counted = cm._view.totals
-
-    def interrupted(*args: Any, **kwargs: Any) -> Any:
-        if any(m.meta.get("id") == "m:5" for m in cm._view.raw):  # (the item archived what came before it)
-            raise KeyboardInterrupt
-        return counted(*args, **kwargs)
-
-    monkeypatch.setattr(cm._view, "totals", interrupted)
+    interrupt_once_archived(cm, monkeypatch, "m:5")
     with pytest.raises(KeyboardInterrupt):
-        cm.add([boundary, {"role": "user", "content": f"after {NONCE}"}])
+        cm.add([provider_compaction_item(f"summary {NONCE}"), {"role": "user", "content": f"after {NONCE}"}])
     monkeypatch.undo()
     assert cm._seq == 4
     assert cm._archived_seq == 4  # 1c2b5ec: 6, as if the batch's messages were archived

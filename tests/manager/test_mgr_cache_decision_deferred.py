@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _processor_exports import exported_per_session
 
 from contextfold import ContextManager
 from contextfold.billing.economics import RewriteVerdict
@@ -85,19 +86,7 @@ def _decisions(records: list[dict[str, Any]]) -> list[str]:
 
 def _exported() -> list[str]:
     """The cache decisions the sessions export through a processor (built on its thread), as JSON lines."""
-    processors: list[BatchProcessor] = []
-
-    def processor() -> BatchProcessor:
-        processors.append(BatchProcessor(InMemoryExporter()))
-        return processors[-1]
-
-    _scenarios(processor)
-    lines = []
-    for made in processors:
-        assert made.flush()
-        lines += _decisions(made.exporter.events)  # type: ignore[attr-defined]
-        made.shutdown()
-    return lines
+    return [line for records in exported_per_session(_scenarios) for line in _decisions(records)]
 
 
 def test_the_exported_cache_decisions_are_those_9466d5b_exported() -> None:

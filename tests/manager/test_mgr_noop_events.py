@@ -16,10 +16,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from _processor_exports import exported_per_session
+
 from contextfold import ContextManager
-from contextfold.exporters.base import InMemoryExporter
 from contextfold.messages import Message, ToolCall
-from contextfold.telemetry import BatchProcessor, RecordingTelemetry
+from contextfold.telemetry import RecordingTelemetry
 
 GOLDEN = Path(__file__).parent / "data" / "noop_events_08dd6b2.json"
 NONCE = "n8q3w"  # (in the texts: no stale cache can answer for them)
@@ -98,19 +99,7 @@ def _linked(records: list[dict[str, Any]]) -> list[str]:
 
 def _exported() -> list[list[str]]:
     """What each session exports through a processor (events built and redacted on its thread)."""
-    processors: list[BatchProcessor] = []
-
-    def processor() -> BatchProcessor:
-        processors.append(BatchProcessor(InMemoryExporter()))
-        return processors[-1]
-
-    _scenarios(processor)
-    out = []
-    for made in processors:
-        assert made.flush()
-        out.append(_linked(made.exporter.events))  # type: ignore[attr-defined]
-        made.shutdown()
-    return out
+    return [_linked(records) for records in exported_per_session(_scenarios)]
 
 
 def test_a_noop_prepare_exports_the_events_08dd6b2_exported() -> None:

@@ -38,6 +38,12 @@ def _manager() -> ContextManager:
     return cm
 
 
+def _add_a_tool_result(cm: ContextManager) -> None:
+    """A call and its result: add() checks after tool results (a check point)."""
+    cm.add([Message.assistant("", [ToolCall("c1", "bash", '{"cmd": "ls"}')]),
+            Message.tool("c1", f"{NONCE} parser.py tokenizer.py")])
+
+
 def test_two_calls_on_one_view_decide_once(monkeypatch: pytest.MonkeyPatch) -> None:
     cm = _manager()
     decided = _decided(monkeypatch)
@@ -52,8 +58,7 @@ def test_a_check_point_and_the_call_after_it_decide_once(monkeypatch: pytest.Mon
     cm = _manager()
     cm.prepare()
     decided = _decided(monkeypatch)
-    cm.add([Message.assistant("", [ToolCall("c1", "bash", '{"cmd": "ls"}')]),
-            Message.tool("c1", f"{NONCE} parser.py tokenizer.py")])  # (the check point after tool results)
+    _add_a_tool_result(cm)
     cm.prepare()
     assert len(decided) == 1
 
@@ -67,6 +72,36 @@ def test_a_new_message_is_decided_on(monkeypatch: pytest.MonkeyPatch) -> None:
     cm.prepare()
     assert len(decided) == 1 and cm.last_plan is not before
     assert cm.last_plan is not None and cm.last_plan.figures["tokens"] > before.figures["tokens"]  # type: ignore[union-attr]
+
+
+def test_a_paused_session_decides_once_per_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    # While the circuit breaker holds compaction paused, the policy in force is a copy with auto off: one per call
+    # made every decision look new (afa4c7c: 3 decisions, the check point, the call after it and the next call).
+    cm = _manager()
+    cm.prepare()
+    cm.paused = True
+    decided = _decided(monkeypatch)
+    _add_a_tool_result(cm)
+    cm.prepare()
+    plan = cm.last_plan
+    cm.prepare()
+    assert len(decided) == 1 and cm.last_plan is plan
+    in_force = cm._effective_policy()
+    assert in_force.auto is False and in_force == cm.policy.model_copy(update={"auto": False})
+
+
+def test_the_paused_policy_follows_the_policy_and_the_breaker() -> None:
+    cm = _manager()
+    cm.paused = True
+    first = cm._effective_policy()
+    assert cm._effective_policy() is first and not first.auto
+    cm.policy = Policy(clear_at_least=7)  # (a new policy set on the manager: its own paused copy)
+    assert cm._effective_policy() == Policy(clear_at_least=7, auto=False)
+    cm.paused = False
+    assert cm._effective_policy() is cm.policy
+    cm.policy = Policy(auto=False)
+    cm.paused = True
+    assert cm._effective_policy() is cm.policy  # (auto off already: no copy)
 
 
 _POLICIES = (Policy(), Policy(clear_at_least=10, tool_output_budget_tokens=50), Policy(enabled=False),

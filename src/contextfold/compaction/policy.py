@@ -216,6 +216,12 @@ class Policy(BaseModel):
     cache_pricing: str | None = Field(
         default=None, min_length=1,
         description="the model whose prompt-cache scheme and prices those decisions use (None: the manager's model)")
+    prompt_cache_ttl: Literal["5m", "1h"] | None = Field(
+        default=None,
+        description="the lifetime of the provider's prompt cache the session writes, for those decisions: '5m' or "
+                    "'1h' (Anthropic's 1-hour cache: 2x writes, kept an hour idle). None: 5 minutes until a usage "
+                    "report says otherwise; once record_usage() sees cache writes, the latest call that wrote "
+                    "decides either way")
     # -- what the agent sees of its context, per-tool rules (issue 24, contextfold.steering) ------------------------
     tools: dict[str, ToolPolicy] = Field(
         default_factory=dict,

@@ -8,7 +8,9 @@ anything pays for the cached tokens it invalidates; otherwise it waits, up to th
 whatever the cost. Every verdict is a ``compact.cache_decision`` event with its figures.
 
 Each call notes when it happened (the manager's clock, else a monotonic one): a call after an idle gap longer than
-the provider's cache lifetime finds the cache dropped, so a rewrite then invalidates nothing and pays.
+the provider's cache lifetime finds the cache dropped, so a rewrite then invalidates nothing and pays. The lifetime
+(and Anthropic's write price) is the cache the session writes: ``policy.prompt_cache_ttl`` ("5m", "1h"; None: 5
+minutes) until a recorded usage report's cache writes say which, and from then on the latest call that wrote.
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ class CacheEconomics:
         self._tracer = tracer
         self._session_id = session_id
         self._rates: CacheRates | None = None
-        self._ttl: Ttl = "5m"  # Anthropic's cache the session's rewrites land in: as the latest call that wrote says
+        # Anthropic's cache the session's rewrites land in: as the latest call that wrote says (note_usage), the
+        # policy's prompt_cache_ttl before any did (a caller who never records usage has only that to say it).
+        self._ttl: Ttl = policy.prompt_cache_ttl or "5m"
         self.added_tokens = 0  # tokens of the messages added (after write-time truncation)
         self._uncounted: list[Message] = []  # messages added while counts were byte bounds, to count exactly
         self.calls = 0

@@ -66,7 +66,8 @@ class ForgettableSummarizer:
     ``add()``'s rollback forgets a job its check started; one the shared executor had begun already could not be
     cancelled and ran on, its summarizer call (an LLM's, paid) included, for a result nobody takes. Forgotten before
     that call, the job ends there (:class:`JobForgotten`, a failed job nobody reads). A call already under way runs
-    to its end.
+    to its end (it cannot be taken back), but its summary is not handed on: the job ends as forgotten then too, so
+    its future never holds a compaction of a view the history does not hold as if it were one.
     """
 
     def __init__(self, inner: Summarizer) -> None:
@@ -77,7 +78,10 @@ class ForgettableSummarizer:
         """The wrapped summarizer's summary, unless the job was forgotten."""
         if self.forgotten.is_set():
             raise JobForgotten("the background compaction was forgotten before its summary was asked for")
-        return self.inner.summarize(request)
+        result = self.inner.summarize(request)
+        if self.forgotten.is_set():
+            raise JobForgotten("the background compaction was forgotten while its summary was being written")
+        return result
 
     def __getattr__(self, name: str) -> Any:
         # Anything else a summarizer offers (its counter, a name) is the wrapped summarizer's.

@@ -226,7 +226,7 @@ class Intake:
         compactor_policy, origins = manager._compactor.policy, set(manager._provider_items.origins)
         unwarmed_before, unredacted_before = len(self.unwarmed), self.unredacted
         view.append(kept)
-        sent = manager.tracer.record_sent()  # (what the commit tells, voided by the rollback's event)
+        sent = manager.tracer.record_sent()  # (what the commit tells, voided by the rollback's event or taken back)
         try:
             self._commit(stored, kept, added, counting_view, calls_read, boundaries, results)
         except BaseException as error:
@@ -248,6 +248,7 @@ class Intake:
             del self.unwarmed[unwarmed_before:]
             self.unredacted = unredacted_before
             self.calls_read.difference_update(map(id, kept))
+            manager.tracer.take_back_folded()  # (its check's decision, folded: it decided on the batch taken out)
             # The events the commit sent (its trigger decision, what settling pruned) stay sent: this one says
             # they no longer hold, and which messages are not in the history (the last step: a sink may raise).
             from ..telemetry import AddRolledBack

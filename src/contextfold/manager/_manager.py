@@ -209,6 +209,7 @@ class ContextManager:
         self._prepared_version: int | None = None
         self.last_plan: Plan | None = None
         self._decisions = Decisions()  # (the same figures are not decided on twice)
+        self._paused_policy: tuple[Policy, Policy] | None = None  # (a policy, its copy in force while paused)
         self._closed = False
         self.usage_total = TokenUsage()
         # What framework adapters have fed this manager (reconcile.py): adapters themselves keep no such state.
@@ -540,9 +541,19 @@ class ContextManager:
         return frozenset((*p.exclude_tools, *p.protected_tools))
 
     def _effective_policy(self) -> Policy:
-        if self.paused and self.policy.auto:
-            return self.policy.model_copy(update={"auto": False})
-        return self.policy
+        """The policy in force: ``policy``, with ``auto`` off while the circuit breaker holds compaction paused.
+
+        The paused copy is made once per policy (a policy is frozen; one set on the manager is a new object) and
+        handed out again: a copy per call made each decision look new to the plan kept per figures (``Decisions``
+        compares the policy by identity), so a paused session decided every call again.
+        """
+        policy = self.policy
+        if not (policy.auto and self.paused):
+            return policy
+        paused = self._paused_policy
+        if paused is None or paused[0] is not policy:
+            paused = self._paused_policy = (policy, policy.model_copy(update={"auto": False}))
+        return paused[1]
 
     def check(self, where: str = "check") -> Plan:
         """Decide without acting: the event says what the policy would do.

@@ -16,7 +16,7 @@ import bisect
 import json
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,7 +28,7 @@ from ..errors import ContextfoldError
 from ..formats import get_format
 from ..importers._session import RecordedSession
 from ..messages import Message
-from ..telemetry import Event, RecordingTelemetry, SessionTrace, SpanEvent, SummaryCreated
+from ..telemetry import AddRolledBack, Event, RecordingTelemetry, SessionTrace, SpanEvent, SummaryCreated
 from .metrics import (
     MAX_MISSING_LISTED,
     TurnMetrics,
@@ -48,6 +48,7 @@ __all__ = [
     "dump_path",
     "manager_session_id",
     "replay_session",
+    "voided_span_ids",
 ]
 
 DEFAULT_MODEL = "gpt-4o"
@@ -388,7 +389,11 @@ class SessionReplayer:
         events: list[dict[str, Any]] = []
         summaries: list[dict[str, Any]] = []
         omitted = 0
-        for n, event in enumerate(self.telemetry.events):
+        recorded = self.telemetry.events
+        voided = voided_span_ids(recorded)
+        for n, event in enumerate(recorded):
+            if event.span_id in voided:
+                continue  # sent by an add() taken back: the retry's own events say what happened
             turn = self._turn_of(n)
             if isinstance(event, SummaryCreated):
                 summaries.append(_summary_entry(event, turn))
@@ -425,6 +430,21 @@ class SessionReplayer:
         """
         redacted: dict[str, Any] = self.manager.redact_outgoing(result)
         return redacted
+
+
+def voided_span_ids(events: Iterable[Event]) -> frozenset[str]:
+    """The span ids of ``events`` that no longer hold: those a rolled-back ``add()`` names (``AddRolledBack.voided``).
+
+    An ``add()`` interrupted after its batch went in (its count, its check) is taken back whole, but what its commit
+    sent stays sent: a trigger decision for a batch the history does not hold, messages pruned from a view it put
+    back. Counted, they told of one more decision (or pruning) than the session made; the caller's retry sends its
+    own. The ``AddRolledBack`` itself holds: it says the add failed.
+    """
+    voided: set[str] = set()
+    for event in events:
+        if type(event) is AddRolledBack:
+            voided.update(event.voided)
+    return frozenset(voided)
 
 
 def _first_event(entry: tuple[int, int]) -> int:

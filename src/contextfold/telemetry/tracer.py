@@ -177,8 +177,10 @@ class Tracer:
         self._noop_lock = threading.Lock()
         self._session: SessionTrace | None = None
         self._sink_hooks: _SinkHooks | None = None
-        # What one thread sends while add() commits a batch (see record_sent): (its id, the span ids), or None.
+        # What one thread sends while add() commits a batch (see record_sent): (its id, the span ids), or None;
+        # and how many no-op decisions it folded outside any span meanwhile (see take_back_folded).
         self._recording: tuple[int, list[str]] | None = None
+        self._folded_recording = 0
 
     def now(self) -> datetime:
         """Read the tracer's clock."""
@@ -195,12 +197,26 @@ class Tracer:
         threads send meanwhile (a background compaction's) are not noted.
         """
         sent: list[str] = []
+        self._folded_recording = 0
         self._recording = (threading.get_ident(), sent)
         return sent
 
     def stop_recording(self) -> None:
         """End :meth:`record_sent`."""
         self._recording = None
+
+    def take_back_folded(self) -> None:
+        """Un-count the no-op trigger decisions the last :meth:`record_sent` thread folded outside any span.
+
+        A rolled-back ``add()``'s check decided for a batch the history does not hold; the caller's retry decides
+        again. Those still waiting for a root span are taken back (``add()`` opens none: that is where its checks
+        fold); one counted on a span already is the span's.
+        """
+        with self._noop_lock:
+            taken = min(self._folded_recording, self._pending_noop)
+            self._folded_recording = 0
+            self._pending_noop -= taken
+            self.noop_decisions -= taken
 
     def _note_sent(self, span_id: str) -> None:
         recording = self._recording
@@ -320,6 +336,9 @@ class Tracer:
             self.noop_decisions += 1
             if span is None:
                 self._pending_noop += 1
+                recording = self._recording
+                if recording is not None and recording[0] == threading.get_ident():
+                    self._folded_recording += 1
         if span is not None:
             span.count(NOOP_DECISIONS)
 
