@@ -351,8 +351,11 @@ class Ledger:
         """Whether ``m`` itself has an entry (not only a message equal to it)."""
         return self._own(m) is not None
 
-    def unrecorded(self, items: Iterable[Message]) -> list[Message]:
-        """Those of ``items`` that have no entry of their own (:meth:`recorded`), in one loop."""
+    def unrecorded(self, items: Iterable[Message], recorded: list[Message] | None = None) -> list[Message]:
+        """Those of ``items`` that have no entry of their own (:meth:`recorded`), in one loop.
+
+        ``recorded``: where the others go, in order (the caller's second pass over 100,000 messages, issue 22).
+        """
         by_object, copies = self._by_object, self._copies
         out: list[Message] = []
         for m in items:
@@ -361,6 +364,9 @@ class Ledger:
                 origin = m._origin  # (a copy of an origin with no entry: not recorded, without a second look)
                 if origin is None or id(origin) not in copies or self._own(m) is None:
                     out.append(m)
+                    continue
+            if recorded is not None:
+                recorded.append(m)
         return out
 
     def current(self, items: list[Message], generation: int) -> list[Message | None]:
