@@ -1,8 +1,9 @@
-"""A copy of a message keeps its own meta and extra values' types when it takes its content's redaction.
+"""A copy of a message keeps its own values' types (meta, extra, a part's or a call's) when it takes a redaction.
 
 ``1``, ``True`` and ``1.0`` compare equal, so two messages equal but for their ids and the type of one value were
 copies to the ledger (``SameMessage``): the second took the first's redaction, and with it the first's value
-(``{"flag": 1}`` archived as ``{"flag": true}``). Copies are now equal value for value and type for type.
+(``{"flag": 1}`` archived as ``{"flag": true}``); the same through a part's data or extra and a call's extra,
+whose content the copy took whole. Copies are now equal value for value and type for type.
 """
 from typing import Any
 
@@ -11,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contextfold.manager import ContextManager
-from contextfold.messages import Message
+from contextfold.messages import Message, TextPart, ToolCall, UnknownPart
 from contextfold.redact import Redactor
 
 SECRET = "Hu2nt3er9Xy7Qz4Lm8Pw-k18types"
@@ -52,6 +53,22 @@ def test_a_copy_keeps_its_own_extra_value(first: Any, second: Any) -> None:
     r = Redactor()
     r.redact_message(original)
     assert repr(r.redact_message(copy).extra["x"]) == repr(second)
+
+
+@pytest.mark.parametrize(("first", "second"), PAIRS)
+def test_a_copy_keeps_its_own_parts_and_calls_values(first: Any, second: Any) -> None:
+    def message(value: Any, own: str) -> Message:
+        return Message("assistant", (TextPart(TEXT, extra={"x": value}), UnknownPart({"type": "x", "v": value})),
+                       (ToolCall("c1", "run", "{}", extra={"x": value}),), meta={"id": own})
+
+    original, copy = message(first, "o-1"), message(second, "c-2")
+    r = Redactor()
+    r.redact_message(original)
+    out = r.redact_message(copy)
+    assert SECRET not in out.text and out.meta["id"] == "c-2"
+    text_part, unknown = out.content
+    assert isinstance(text_part, TextPart) and isinstance(unknown, UnknownPart)
+    assert repr(text_part.extra["x"]) == repr(unknown.data["v"]) == repr(out.tool_calls[0].extra["x"]) == repr(second)
 
 
 def test_the_archived_transcript_keeps_each_messages_value_types() -> None:

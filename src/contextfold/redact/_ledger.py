@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import itertools
 import json
 import math
@@ -136,7 +137,14 @@ def _same_items(a: str | tuple[Any, ...], b: str | tuple[Any, ...]) -> bool:
     """
     if isinstance(a, str) or isinstance(b, str):
         return type(a) is type(b) and a == b  # (a Message's text is held as an exact str)
-    return exact_items(a) and exact_items(b) and a == b
+    # (and field for field of the same types: a part's data or a call's extra holding 1 where the other holds True)
+    return exact_items(a) and exact_items(b) and a == b and all(map(_same_fields, a, b))
+
+
+def _same_fields(a: Any, b: Any) -> bool:
+    """Whether two parts (or calls) already found ``==`` hold values of the same types too (see :func:`same_value`)."""
+    return a is b or (type(a) is type(b)
+                      and all(same_value(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a)))
 
 
 class SameMessage:
