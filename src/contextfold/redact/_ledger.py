@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import itertools
 import json
+import math
 import operator
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -85,7 +87,8 @@ def _same_but_id(a: Message, b: Message) -> bool:
         return True  # (copies of one message that differ only by their ids, see Message.with_meta)
     if not (a.role == b.role and (a.content is b.content or _same_items(a.content, b.content))
             and (a.tool_calls is b.tool_calls or _same_items(a.tool_calls, b.tool_calls))
-            and a.tool_call_id == b.tool_call_id and a.name == b.name and (a.extra is b.extra or a.extra == b.extra)):
+            and a.tool_call_id == b.tool_call_id and a.name == b.name
+            and (a.extra is b.extra or same_value(a.extra, b.extra))):
         return False
     meta_a, meta_b = a.meta, b.meta
     if len(meta_a) != len(meta_b) or ((ID_KEY in meta_a) != (ID_KEY in meta_b)):
@@ -95,9 +98,35 @@ def _same_but_id(a: Message, b: Message) -> bool:
     for key, value in meta_a.items():
         if key != ID_KEY:
             other = meta_b.get(key, missing)
-            if other is not value and other != value:
+            if other is not value and not same_value(value, other):
                 return False
     return True
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` are equal and of the same types throughout (a meta or extra value of two messages).
+
+    ``==`` alone says ``1``, ``True`` and ``1.0`` are equal (and ``0.0`` and ``-0.0``): a copy found equal so took
+    the original's redaction, and with it the original's value of another type (JSON writes ``true`` for ``1``).
+    Mappings compare item by item in order (keys of the same types too), sequences element by element; anything
+    else of one type by ``==``. Stricter than ``==`` only: two values it tells apart are redacted each on its own.
+    """
+    if a is b:
+        return True
+    kind = type(a)
+    if kind is not type(b):
+        return False
+    if kind is str or kind is int or kind is bool:
+        return bool(a == b)
+    if kind is float:
+        return bool(a == b) and math.copysign(1.0, a) == math.copysign(1.0, b)
+    if isinstance(a, Mapping):
+        return len(a) == len(b) and all(map(same_value, a, b)) and all(map(same_value, a.values(), b.values()))
+    if isinstance(a, tuple | list):
+        return len(a) == len(b) and all(map(same_value, a, b))
+    if isinstance(a, set | frozenset):
+        return bool(a == b) and {(type(x), x) for x in a} == {(type(x), x) for x in b}
+    return bool(a == b)
 
 
 def _same_items(a: str | tuple[Any, ...], b: str | tuple[Any, ...]) -> bool:
@@ -108,7 +137,14 @@ def _same_items(a: str | tuple[Any, ...], b: str | tuple[Any, ...]) -> bool:
     """
     if isinstance(a, str) or isinstance(b, str):
         return type(a) is type(b) and a == b  # (a Message's text is held as an exact str)
-    return exact_items(a) and exact_items(b) and a == b
+    # (and field for field of the same types: a part's data or a call's extra holding 1 where the other holds True)
+    return exact_items(a) and exact_items(b) and a == b and all(map(_same_fields, a, b))
+
+
+def _same_fields(a: Any, b: Any) -> bool:
+    """Whether two parts (or calls) already found ``==`` hold values of the same types too (see :func:`same_value`)."""
+    return a is b or (type(a) is type(b)
+                      and all(same_value(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a)))
 
 
 class SameMessage:
@@ -323,8 +359,11 @@ class Ledger:
         """Whether ``m`` itself has an entry (not only a message equal to it)."""
         return self._own(m) is not None
 
-    def unrecorded(self, items: Iterable[Message]) -> list[Message]:
-        """Those of ``items`` that have no entry of their own (:meth:`recorded`), in one loop."""
+    def unrecorded(self, items: Iterable[Message], recorded: list[Message] | None = None) -> list[Message]:
+        """Those of ``items`` that have no entry of their own (:meth:`recorded`), in one loop.
+
+        ``recorded``: where the others go, in order (the caller's second pass over 100,000 messages, issue 22).
+        """
         by_object, copies = self._by_object, self._copies
         out: list[Message] = []
         for m in items:
@@ -333,6 +372,9 @@ class Ledger:
                 origin = m._origin  # (a copy of an origin with no entry: not recorded, without a second look)
                 if origin is None or id(origin) not in copies or self._own(m) is None:
                     out.append(m)
+                    continue
+            if recorded is not None:
+                recorded.append(m)
         return out
 
     def current(self, items: list[Message], generation: int) -> list[Message | None]:

@@ -251,7 +251,8 @@ class MessageRedactor:
         # first copy, and the groups after it with the same entry take the renewed one.
         ledger = self.ledger
         listed = messages if type(messages) is list else list(messages)
-        unrecorded = ledger.unrecorded(listed)
+        recorded: list[Message] = []  # (those recorded before, in order: looked up again by _keep_learned)
+        unrecorded = ledger.unrecorded(listed, recorded)
         firsts: dict[SameMessage, Message] = {}
         fresh: list[Message] = []
         plan: list[tuple[list[Message], SameMessage, tuple[Message, Message, int] | None, Message | None]] = []
@@ -276,7 +277,7 @@ class MessageRedactor:
         looked: list[Message] = [*fresh]  # (what is not known to redact to itself: looked up for the kept batch)
         if not plan:
             if keep:
-                self._keep_learned(listed, unrecorded, looked, self.redactor._generation())
+                self._keep_learned(listed, recorded, looked, self.redactor._generation())
             return
         # (each copy's id, in plan order, read by C loops: 97,000 copies of a repeated history, issue 22)
         all_ids = _ids_of(list(itertools.chain.from_iterable(map(_GROUP_OF, plan))))
@@ -343,7 +344,7 @@ class MessageRedactor:
         ledger.put_same(same, ids_at)
         ledger.put_own(moved, ids_at)
         if keep and self.redactor._generation() == ids_at:  # (else the copies recorded at ids_at are stale)
-            self._keep_learned(listed, unrecorded, looked, ids_at, moved)
+            self._keep_learned(listed, recorded, looked, ids_at, moved)
 
     def _renew_stale(self, plan: Sequence[tuple[list[Message], SameMessage, tuple[Message, Message, int] | None,
                                                 Message | None]]) -> dict[int, tuple[Message, Message, int] | None]:
@@ -365,23 +366,21 @@ class MessageRedactor:
                     out[id(entry)] = own
         return out
 
-    def _keep_learned(self, listed: list[Message], unrecorded: list[Message], looked: list[Message],
+    def _keep_learned(self, listed: list[Message], recorded: list[Message], looked: list[Message],
                       generation: int, moved: Sequence[tuple[Message, Message]] = ()) -> None:
         """Keep what each of ``listed`` (the batch learned from) redacts to at ``generation`` for the next call.
 
         The next bulk redaction is the summarizer's request, a run of the view the catch-up learned from: it takes
         the results from the kept batch (``Ledger.from_batch``) instead of a look-up per message (issue 22). All but
-        ``looked`` (the messages read one by one) and those recorded before (not in ``unrecorded``) were recorded
+        ``looked`` (the messages read one by one) and those recorded before (``recorded``) were recorded
         as redacting to themselves; those are looked up here (renewed, or redacted, as ``redact_messages`` would).
         Nothing is kept when a secret is learned on the way (nor with a callback, whose results are never kept).
         ``moved``: copies with what they redact to at ``generation`` (recorded so by the caller), not looked up.
         """
         if self.redactor.callback is not None:
             return
-        if len(unrecorded) < len(listed):  # (recorded before: add() redacted them, maybe before a secret was learned)
-            fresh_ids = set(map(id, unrecorded))
-            looked = [*looked, *itertools.compress(listed, map(operator.not_, map(fresh_ids.__contains__,
-                                                                                     map(id, listed))))]
+        if recorded:  # (recorded before: add() redacted them, maybe before a secret was learned)
+            looked = [*looked, *recorded]
         results, missing = self._known(looked, generation, kept=False)
         for i in missing:
             results[i] = self.redact_message(looked[i])
