@@ -78,7 +78,8 @@ class HeldOutputs:
         """Hold the maskable outputs of ``batch``; return (oldest first) those a masking may take by the next turn.
 
         ``keep``: the newest tool results masking never takes (``policy.keep_tool_io_pairs``); the held outputs
-        among the newest ``keep - 1`` results stay held, the others are released. ``count``: a message's tokens (the
+        among the newest ``keep - 1`` results stay held, the others are released (with the next
+        ``BUILT_TOGETHER - 1`` held ones when any is). ``count``: a message's tokens (the
         view's counter); an output of at most its placeholder's tokens plus ``digest_tokens`` is never masked, and
         never held.
         """
