@@ -7,6 +7,7 @@ sessions turn by turn and wrapped functions with thread CPU timers of their own;
 from __future__ import annotations
 
 import functools
+import gc
 import sys
 import threading
 import time
@@ -22,13 +23,14 @@ def replay_loop(data: Path, sessions: int, *, session_prefix: str, policy: dict[
                 window: int = 16_000, on_session: Callable[[Any], None] | None = None,
                 on_added: Callable[[Any, Any], None] | None = None,
                 on_turn: Callable[[Any], None] | None = None,
-                on_end: Callable[[Any], None] | None = None) -> None:
+                on_end: Callable[[Any], None] | None = None, collect: bool = False) -> None:
     """The first ``sessions`` recorded sessions by id, played as an agent runs them (``bench_agent_loop.py``'s loop).
 
     Each session's messages before an assistant turn are added, ``prepare()`` is called, the background thread is
     given the model call's time (``_background.wait_idle()``), then the answer is added. The hooks see the manager:
     ``on_session`` when it is made, ``on_added(manager, message)`` before each message is added, ``on_turn`` after
-    each model call's wait, ``on_end`` before it is closed.
+    each model call's wait, ``on_end`` before it is closed. ``collect``: a full garbage collection before each
+    ``prepare()``, as ``bench_agent_loop.py`` does (the read-ahead then runs with the caches as cold as there).
     """
     from contextfold import _background
     from contextfold.importers import load_sessions
@@ -51,6 +53,8 @@ def replay_loop(data: Path, sessions: int, *, session_prefix: str, policy: dict[
                     for m in pending:
                         on_added(cm, m)
                 cm.add(pending)
+            if collect:
+                gc.collect()
             cm.prepare()
             _background.wait_idle()  # the model call: the read-ahead runs now
             if on_turn is not None:

@@ -46,6 +46,12 @@ def main() -> None:
                         help="policy.mask_digest (default: its own)")
     parser.add_argument("--data", type=Path, default=DATA, help="the recorded lm32b sessions")
     parser.add_argument("--simulate", action="store_true", help="play a read-ahead that builds only what is needed")
+    parser.add_argument("--reach", type=int, default=None,
+                        help="manager._read_ahead.MASKING_REACH_TOKENS (default: its own)")
+    parser.add_argument("--together", type=int, default=None,
+                        help="manager._read_ahead.BUILT_TOGETHER (default: its own)")
+    parser.add_argument("--collect", action="store_true",
+                        help="a full collection before each prepare(), as bench_agent_loop.py (caches as cold)")
     args = parser.parse_args()
 
     from contextfold import _background
@@ -57,6 +63,18 @@ def main() -> None:
     from contextfold.summarize import entities
     from contextfold.tokens.counting import TiktokenCounter
 
+    if args.reach is not None:
+        from contextfold.manager import _read_ahead
+
+        if not hasattr(_read_ahead, "MASKING_REACH_TOKENS"):
+            raise SystemExit("bench_read_ahead_parts: --reach: this tree has no MASKING_REACH_TOKENS")
+        _read_ahead.MASKING_REACH_TOKENS = args.reach
+    if args.together is not None:
+        from contextfold.manager import _read_ahead
+
+        if not hasattr(_read_ahead, "BUILT_TOGETHER"):
+            raise SystemExit("bench_read_ahead_parts: --together: this tree has no BUILT_TOGETHER")
+        _read_ahead.BUILT_TOGETHER = args.together
     timers = ThreadTimers()
     timed = timers.wrap
     digests_part = timed(_digests_ahead, "read_digests", "outputs' digests (material + placeholders)")
@@ -165,7 +183,7 @@ def main() -> None:
         events.clear()
 
     replay_loop(args.data, args.sessions, session_prefix="parts", policy=policy, window=args.window,
-                on_session=started, on_added=counted, on_turn=turned, on_end=ended)
+                on_session=started, on_added=counted, on_turn=turned, on_end=ended, collect=args.collect)
     added_tokens = added["tokens"]
     if not timers.calls[timers.labels[0]] and sum(fate.values()):
         raise SystemExit("bench_read_ahead_parts: placeholders were built ahead but read_digests was never timed")

@@ -1,7 +1,9 @@
 """The read-ahead reads a tool output's digest material only once a masking can take it soon (issue 22: it read
 every output as it arrived, ~1,500 ms of CPU per million tokens for the read-ahead, ten times its bar): once the
 output has left the results masking keeps (the newest ``keep_tool_io_pairs``, released one early). An output no
-longer than its placeholder is never masked, and never read.
+longer than its placeholder is never masked, and never read. A read-ahead that releases outputs releases the next
+held one with them (``BUILT_TOGETHER``: built together, a placeholder costs about half on the second): the turn that
+would have released that one alone releases nothing.
 """
 
 from __future__ import annotations
@@ -47,12 +49,19 @@ def test_the_outputs_masking_keeps_or_never_takes_are_not_read_for_their_digest(
     cm.prepare()
     _background.wait_idle()
     outputs = [m for m in cm.messages() if m.role == "tool"]
-    # Masking keeps the newest 4 results ("ok" among them): the newest 3 (keep - 1) are held, and "ok" never read.
-    assert [_material_read(m) for m in outputs] == [True] * 12 + [False] * 2 + [False]
+    # Masking keeps the newest 4 results ("ok" among them): the newest 3 (keep - 1) are held, and "ok" never read;
+    # the next held output to be released goes with the 12 released.
+    assert [_material_read(m) for m in outputs] == [True] * 13 + [False] + [False]
 
-    cm.add(_turn(nonce, 14))  # the next turn pushes the oldest held output out
+    cm.add(_turn(nonce, 14))  # the next turn pushes the output released with them out: nothing new is released
     cm.prepare()
     _background.wait_idle()
     outputs = [m for m in cm.messages() if m.role == "tool" and m.text != small.text]
     assert [_material_read(m) for m in outputs] == [True] * 13 + [False] * 2
+
+    cm.add(_turn(nonce, 15))  # the one after pushes the 14th out: it is released, and the next held one with it
+    cm.prepare()
+    _background.wait_idle()
+    outputs = [m for m in cm.messages() if m.role == "tool" and m.text != small.text]
+    assert [_material_read(m) for m in outputs] == [True] * 15 + [False]
     cm.close()

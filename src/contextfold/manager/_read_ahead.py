@@ -8,7 +8,9 @@ masking can take it soon: once the output has left the results masking keeps (th
 tool results, whatever their size). Until then no masking batch can take it, and the newest outputs of a session
 that ends are never masked. It is released one result early: the next turn's result pushes the oldest kept one
 out, and the masking of that turn may take it at once. An output no longer than its placeholder with a digest is
-never masked (masking would cost tokens), so its material is never read ahead at all.
+never masked (masking would cost tokens), so its material is never read ahead at all. The next held output goes
+with those released (:data:`BUILT_TOGETHER`): a placeholder built right after another costs about half of one built
+alone on a turn's cold caches, and the turn that would have released it alone builds none.
 
 An output held back is read by a later read-ahead, or by its masking itself if one comes first (the same reading,
 on the agent's thread): what is read never changes, only when. The rest is read as before, from half the soft
@@ -26,12 +28,20 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..messages import Message
 
-__all__ = ["DIGEST_ITEMS_SCANNED_TOGETHER", "HeldOutputs", "ScanningInBulk", "run_parts"]
+__all__ = ["BUILT_TOGETHER", "DIGEST_ITEMS_SCANNED_TOGETHER", "HeldOutputs", "ScanningInBulk", "run_parts"]
 
 # The items a placeholder built ahead asks the secrets about are cleared in bulk this many at a time: a digest of the
 # default 40 tokens asks about ~6 items (at most 16 in the lm32b loop at 16K; 80% of them 8 or fewer), so most
 # digests take one bulk clearing (16 at a time cleared 10,253 words for 6,175 asks, 8 clears 7,864 in 1,140 calls).
 DIGEST_ITEMS_SCANNED_TOGETHER = 8
+
+
+# A read-ahead that builds placeholders builds the outputs of this many results at once: those a masking may take
+# by the next turn, and the next ones to be released (built a turn or so early; the turns in between build none). A
+# placeholder built alone in a turn's job costs about twice one built after another in the lm32b loop at 16K (the
+# encoder, the scanner's and the extractor's code and tables are cold after the agent's turn, issue 22); built
+# early, an output the session ends before masking is built for nothing (at most BUILT_TOGETHER - 1 a session).
+BUILT_TOGETHER = 2
 
 
 def run_parts(parts: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]]) -> None:
@@ -68,7 +78,8 @@ class HeldOutputs:
         """Hold the maskable outputs of ``batch``; return (oldest first) those a masking may take by the next turn.
 
         ``keep``: the newest tool results masking never takes (``policy.keep_tool_io_pairs``); the held outputs
-        among the newest ``keep - 1`` results stay held, the others are released. ``count``: a message's tokens (the
+        among the newest ``keep - 1`` results stay held, the others are released (with the next
+        ``BUILT_TOGETHER - 1`` held ones when any is). ``count``: a message's tokens (the
         view's counter); an output of at most its placeholder's tokens plus ``digest_tokens`` is never masked, and
         never held.
         """
@@ -92,6 +103,10 @@ class HeldOutputs:
         cut = 0
         while cut < len(self._held) and self._held[cut][0] <= newest_kept:
             cut += 1
+        if cut:
+            # The next held outputs to be released go with these (see BUILT_TOGETHER): the turns that would have
+            # released them alone release nothing, and build nothing.
+            cut = min(len(self._held), cut + BUILT_TOGETHER - 1)
         ready = [(m, known) for _, m, known in self._held[:cut]]
         del self._held[:cut]
         return ready
