@@ -104,3 +104,25 @@ def test_the_otel_name_gives_the_live_sink_through_the_global_provider() -> None
     sink = telemetry_sink("otel")
     assert isinstance(sink, OtelTelemetry)
     assert sink.provider is otel_trace.get_tracer_provider()
+
+
+def test_two_live_sinks_give_the_callers_context_back(memory: tuple[InMemorySpanExporter, TracerProvider]) -> None:
+    # Each live sink makes its span the current one when it opens and restores the context before it when it
+    # closes; restoring is only right in the reverse order of opening. Two sinks closing in their list order left
+    # the first sink's span current in the caller's thread for good (every later span of the process its child).
+    exported, provider = memory
+    other = InMemorySpanExporter()
+    other_provider = TracerProvider()
+    other_provider.add_span_processor(SimpleSpanProcessor(other))
+    cm = session_manager([OtelTelemetry(tracer_provider=provider), OtelTelemetry(tracer_provider=other_provider)],
+                         session_id="otel-two-sinks")
+    run_session(cm)
+    cm.close()
+    other_provider.shutdown()
+    assert not otel_trace.get_current_span().get_span_context().is_valid
+    archives = [s for s in exported.get_finished_spans() if s.name == "compact.archive"]
+    assert archives and len(archives) == len([s for s in other.get_finished_spans() if s.name == "compact.archive"])
+    # and each sink's spans have their own sink's parents: no span of one provider under the other's
+    for spans in (list(exported.get_finished_spans()), list(other.get_finished_spans())):
+        ids = {s.context.span_id for s in spans if s.context is not None}
+        assert all(s.parent is None or s.parent.is_remote or s.parent.span_id in ids for s in spans)

@@ -23,6 +23,7 @@ import hashlib
 import json
 import logging
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -75,6 +76,9 @@ _GENAI_FROM_DATA: Mapping[str, str] = {
 _GENAI_OPERATIONS: Mapping[str, str] = {"compact.summarize": "chat"}
 # Open live spans remembered at most (a span that never closes must not grow memory without bound).
 _MAX_OPEN_SPANS = 10_000
+# The OTel spans live sinks made current. Another sink's span is not the caller's active span: with two live sinks
+# (two providers), the second's spans would otherwise hang under the first's, a parent its backend never receives.
+_MADE_CURRENT_BY_A_SINK: weakref.WeakSet[Any] = weakref.WeakSet()
 # Recorded span contexts the batch exporter remembers to parent late children under.
 _MAX_RECORDED = 50_000
 # Events waiting for their parent in the batch exporter, at most; beyond it the oldest are recorded as roots.
@@ -228,13 +232,14 @@ class OtelTelemetry:
             parent = self._open.get(span.parent_id) if span.parent_id else None
         if parent is not None:
             context = otel_trace.set_span_in_context(parent[0])
-        elif otel_trace.get_current_span().get_span_context().is_valid:
+        elif _callers_span_is_active():
             context = otel_context.get_current()  # the caller's active span is the parent
         else:
             context = _session_parent(span.trace_id)
         attributes = event_attributes({"name": span.name, "kind": span.kind, "session_id": "", "data": {}})
         started = self._tracer.start_span(span.name, context=context, attributes=attributes,
                                           start_time=_nanos_of(span.started_at))
+        _MADE_CURRENT_BY_A_SINK.add(started)
         token = otel_context.attach(otel_trace.set_span_in_context(started))
         with self._lock:
             self._open[span.span_id] = (started, token)
@@ -274,7 +279,7 @@ class OtelTelemetry:
                                 timestamp=_nanos(record.get("started_at")))
             return
         # An instant event outside any contextfold span (a usage record, a check): a zero-length span of its own.
-        context = (otel_context.get_current() if otel_trace.get_current_span().get_span_context().is_valid
+        context = (otel_context.get_current() if _callers_span_is_active()
                    else _session_parent(str(record.get("trace_id") or "")))
         start = _nanos(record.get("started_at"))
         instant = self._tracer.start_span(str(record.get("name")), context=context,
@@ -305,6 +310,12 @@ class OtelTelemetry:
         except Exception:
             # A span closed in another context than it opened in: the context is the caller's, leave it be.
             _log.debug("contextfold: OTel context token from another context", exc_info=True)
+
+
+def _callers_span_is_active() -> bool:
+    """Whether the active OTel span is the caller's (valid, and not one a live sink of ours made current)."""
+    current = otel_trace.get_current_span()
+    return current.get_span_context().is_valid and current not in _MADE_CURRENT_BY_A_SINK
 
 
 def _nanos_of(moment: datetime) -> int:

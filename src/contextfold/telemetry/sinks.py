@@ -107,7 +107,9 @@ class FanoutTelemetry:
 
     def emit(self, event: Event) -> None:
         """Hand ``event`` to every sink (each sink is responsible for never blocking)."""
-        for sink in self.sinks:
+        # In reverse order: an event closing a span makes each live sink give back the context it had when the
+        # span opened (in list order), and that is only right last-opened first (see span_started).
+        for sink in reversed(self.sinks):
             sink.emit(event)
 
     def emit_later(self, pending: PendingEvent) -> None:
@@ -116,7 +118,7 @@ class FanoutTelemetry:
         Those have an ``emit_later``; the others get the event built once here.
         """
         event: Event | None = None
-        for later, sink in self._hooks().later:
+        for later, sink in reversed(self._hooks().later):  # reversed: see emit()
             if later is not None:
                 later(pending)
                 continue
@@ -146,7 +148,7 @@ class FanoutTelemetry:
 
     def span_dropped(self, span: Any) -> None:
         """Tell the live sinks that an open span will not be emitted."""
-        for sink in self.sinks:
+        for sink in reversed(self.sinks):  # reversed: see emit()
             hook = getattr(sink, "span_dropped", None)
             if callable(hook):
                 hook(span)
