@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from contextfold.exporters.base import InMemoryExporter
 from contextfold.redact import Redactor
 from contextfold.telemetry import BatchProcessor, CustomEvent, Event, TokenEstimate
+from contextfold.telemetry._session_redaction import unscanned
 
 _NONCE = "c4p9vx"  # (texts of this test only: no cache of another test's can answer for them)
 _PATIENCE_S = 10.0  # (a generous bound: only a broken processor takes this long)
@@ -150,3 +151,15 @@ def test_the_exported_events_are_those_redacted_one_by_one(batches: list[list[di
         ours.close()
         whole.close()
     assert _SECRET not in str(ours.exporter.events)
+
+
+def test_ids_and_times_checked_once_are_still_checked() -> None:
+    # The last trace id found ours and an end that is its start's very string skip a second check; nothing else.
+    span, trace = "a1b2c3d4e5f60718", "0123456789abcdef0123456789abcdef"
+    time = "2026-11-27T13:05:41.123456Z"
+    assert unscanned({"trace_id": trace, "span_id": span, "started_at": time, "ended_at": time}) == \
+        {"trace_id": trace, "span_id": span, "started_at": time, "ended_at": time}
+    assert unscanned({"trace_id": trace, "span_id": span, "started_at": None, "ended_at": None}) == \
+        {"trace_id": trace, "span_id": span}
+    assert unscanned({"trace_id": f"{trace[:-4]}{_NONCE[:4]}", "span_id": span, "parent_id": None,
+                      "started_at": f"{time} password=x", "ended_at": f"{time} password=x"}) == {"span_id": span}

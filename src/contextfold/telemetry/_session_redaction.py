@@ -130,8 +130,24 @@ def _is_text(value: object) -> TypeGuard[str]:
 
 def own_ids(record: Mapping[str, Any]) -> dict[str, str]:
     """The event's own ids (trace, span, parent) that are ids of ours: hex of their length."""
-    return {key: value for key in _OWN_ID_KEYS
-            if _is_text(value := record.get(key)) and _HEX_ID.fullmatch(value)}
+    # (exact str first, without a call: three ids an event, every event, issue 22)
+    found: dict[str, str] = {}
+    for key in _OWN_ID_KEYS:
+        value = record.get(key)
+        if value is _checked_id[0] and value is not None:
+            found[key] = value  # (the same string object as one found an id of ours: a session's trace id)
+        elif (type(value) is str or _is_text(value)) and _HEX_ID.fullmatch(value):
+            found[key] = value
+            if key == "trace_id" and type(value) is str:
+                _checked_id[0] = value
+    return found
+
+
+_UNMATCHED = object()  # (no record's value)
+
+# The last trace id found to be one of ours (every event of a session carries the same string object). One slot,
+# written and read whole under the GIL: at worst an id is checked again.
+_checked_id: list[str | None] = [None]
 
 
 def unscanned(record: Mapping[str, Any], ids: dict[str, str] | None = None) -> dict[str, str]:
@@ -139,9 +155,12 @@ def unscanned(record: Mapping[str, Any], ids: dict[str, str] | None = None) -> d
     left = own_ids(record) if ids is None else dict(ids)
     if not left:
         return left  # (an event without ids of ours is redacted whole: see redacted_event)
+    matched: Any = _UNMATCHED
     for key in _OWN_TIME_KEYS:
-        if _is_text(value := record.get(key)) and _OUR_TIME.fullmatch(value):
+        value: Any = record.get(key)
+        if value is matched or ((type(value) is str or _is_text(value)) and _OUR_TIME.fullmatch(value)):
             left[key] = value
+            matched = value  # (an instantaneous event's end is its start's very string: checked once)
     return left
 
 
