@@ -7,6 +7,13 @@ fires bursts of events from the "agent" thread through a Tracer, and prints:
 - p50 / p95 / max from the emit() call to the server having the event (target: p95 < 200 ms);
 - p50 / p99 / max duration of one Tracer.emit() call on the agent thread (target: max < 1 ms);
 - the same emit() figures against a stalled server with a small queue (the drop path).
+
+``--noop [--baseline SRC]`` instead measures the telemetry thread's work for no-op ``prepare()`` calls (issue 22): a
+manager as ``bench_prepare.py`` makes it (archive in memory: its events file's processor, redacted by the session's
+redactor), 100 messages, its processor's thread held while ``--calls`` calls queue their events, then the processor's
+export of them timed on this thread (build, dicts, redaction, the events file's lines), thread CPU per call. Each tree
+runs in fresh interpreters, alternating with ``--baseline``'s (another ``src``) run by run; prints the median and the
+minimum of ``--rounds`` rounds per run, pooled over ``--runs`` runs.
 """
 
 from __future__ import annotations
@@ -15,11 +22,16 @@ import argparse
 import gc
 import json
 import multiprocessing
+import os
+import random
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from contextfold.exporters.ariadne import AriadneExporter
@@ -156,11 +168,76 @@ def null_sink(events: int) -> list[float]:
     return emit_us
 
 
+def noop_child(calls: int, rounds: int) -> None:
+    """In this interpreter (the tree on PYTHONPATH): the processor's CPU per no-op call, per round, as one JSON line."""
+    import contextfold
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_prepare
+
+    rng = random.Random(0)
+    cm = bench_prepare.manager()
+    cm.add([bench_prepare.message(i, rng) for i in range(100)])
+    cm.prepare(format="openai_chat")
+    cm.tokens()
+    processor: Any = getattr(cm.tracer.telemetry, "sinks")[-1]  # (the archive's events file's)
+    processor.flush()  # (the first batch loads the redaction rules: not measured)
+    processor._worker.schedule = lambda *_, **__: None  # (the thread is held: the calls' events wait in the queue)
+    figures: list[float] = []
+    at = 100
+    for _ in range(rounds + 1):
+        for _ in range(calls):
+            cm.add(bench_prepare.message(at, rng))
+            at += 1
+            cm.prepare(format="openai_chat")
+        events = len(processor._queue)
+        gc.collect()
+        start = time.thread_time()
+        processor._drain()
+        figures.append((time.thread_time() - start) * 1e6 / calls)
+    print(json.dumps({"source": str(Path(contextfold.__file__).parent), "us_per_call": figures[1:],
+                      "events_per_call": events / calls}))
+
+
+def noop(args: argparse.Namespace) -> None:
+    here = Path(__file__).resolve()
+    trees = [("this tree", str(here.parent.parent / "src"))] + ([("base", args.baseline)] if args.baseline else [])
+    print(f"load average at start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}; the telemetry thread's work per "
+          f"no-op prepare() at 100 messages, {args.calls} calls a round, {args.rounds} rounds a run, {args.runs} runs")
+    pooled: dict[str, list[float]] = {}
+    for run in range(args.runs):
+        for label, src in trees if run % 2 == 0 else trees[::-1]:
+            done = subprocess.run([sys.executable, str(here), "--noop-child", "--calls", str(args.calls), "--rounds",
+                                   str(args.rounds)], capture_output=True, text=True,
+                                  env={**os.environ, "PYTHONPATH": src})
+            if done.returncode != 0:
+                raise SystemExit(f"{src} failed:\n{done.stderr[-3000:]}")
+            result = json.loads(done.stdout.strip().splitlines()[-1])
+            if Path(result["source"]).resolve() != (Path(src) / "contextfold").resolve():
+                raise SystemExit(f"the child imported {result['source']}, not the tree under {src}")
+            pooled.setdefault(label, []).extend(result["us_per_call"])
+    for label, figures in pooled.items():
+        print(f"{label:<9}: {statistics.median(figures):6.1f} us a call (min {min(figures):.1f}, "
+              f"max {max(figures):.1f}) over {len(figures)} rounds")
+    print(f"load average at end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--noop", action="store_true", help="the telemetry thread's work per no-op prepare()")
+    parser.add_argument("--noop-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--baseline", default=None, help="with --noop: another src directory, in the same run")
+    parser.add_argument("--calls", type=int, default=500, help="with --noop: calls per round")
+    parser.add_argument("--runs", type=int, default=5, help="with --noop: fresh interpreters per tree")
     args = parser.parse_args()
+    if args.noop_child:
+        noop_child(args.calls, args.rounds)
+        return
+    if args.noop:
+        noop(args)
+        return
 
     remote = Remote()
     print(f"{args.rounds} bursts of {args.events} events, BatchProcessor -> AriadneExporter -> 127.0.0.1")

@@ -12,7 +12,7 @@ from typing import Any
 
 from contextfold.redact import Redactor
 from contextfold.telemetry import CompactWarning
-from contextfold.telemetry._session_redaction import redacted_event
+from contextfold.telemetry._session_redaction import redacted_event, unscanned
 from contextfold.telemetry.processor import _clearing
 
 _NONCE = "r16t7z"
@@ -49,7 +49,7 @@ def test_the_bulk_clearing_does_not_read_the_times() -> None:
         return clearing(strings)
 
     redactor.clearing = spy  # type: ignore[method-assign]
-    records = [(_record(n=n), redactor) for n in range(8)]
+    records = [(record, unscanned(record)) for record in (_record(n=n) for n in range(8))]
     with _clearing(redactor.redact_obj, records):
         pass
     assert given and not set(_TIMES.values()) & set(given[0])

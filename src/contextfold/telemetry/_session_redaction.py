@@ -10,13 +10,14 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, Generic, TypeGuard, TypeVar
 
 from .._exact import exact_key as _exact_key
 from .._exact import exact_values
 
-__all__ = ["SESSION_REDACTORS", "SessionRedaction", "exact_values", "own_ids", "own_item_redaction", "redacted_event",
-           "unscanned"]
+__all__ = ["SESSION_REDACTORS", "CleanPairs", "SessionRedaction", "exact_values", "own_ids", "own_item_redaction",
+           "redacted_event", "unscanned"]
 
 # Sessions whose redactor a shared sink remembers (a redactor is small; a worker serves fewer sessions at once).
 SESSION_REDACTORS = 1024
@@ -40,18 +41,20 @@ _OUR_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
 _REDACTOR_MODULE = "contextfold.redact._redactor"
 
 
-def redacted_event(redact: Callable[[dict[str, Any]], dict[str, Any]], record: dict[str, Any]) -> dict[str, Any]:
+def redacted_event(redact: Callable[[dict[str, Any]], dict[str, Any]], record: dict[str, Any], *,
+                   left: dict[str, str] | None = None) -> dict[str, Any]:
     """``redact(record)`` with the event's own ids as they were (a value in their place that is no id is redacted).
 
     A ``str``, ``int`` or ``float`` of a subclass is redacted as its exact type (see :func:`exact_values`). The span
     ids a rolled-back ``add()`` voids are ids of ours too, left out as its own are (see :func:`_voided_ids`).
+    ``left``: :func:`unscanned` of ``record``, when the caller has it (its checks are not made twice).
     """
     voided = _voided_ids(record)
     if voided is None:
-        return _redacted_event(redact, record)
+        return _redacted_event(redact, record, left)
     data = record["data"]
     redacted = _redacted_event(redact, {**record, "data": {key: value for key, value in data.items()
-                                                           if key != _VOIDED_KEY}})
+                                                           if key != _VOIDED_KEY}}, left)
     redacted_data = redacted.get("data")
     if type(redacted_data) is dict:  # (put back in its place among the event's figures)
         rebuilt = {key: voided if key == _VOIDED_KEY else redacted_data[key] for key in data
@@ -85,13 +88,15 @@ def _voided_ids(record: Mapping[str, Any]) -> list[str] | tuple[str, ...] | None
     return None
 
 
-def _redacted_event(redact: Callable[[dict[str, Any]], dict[str, Any]], record: dict[str, Any]) -> dict[str, Any]:
-    ids = own_ids(record)
+def _redacted_event(redact: Callable[[dict[str, Any]], dict[str, Any]], record: dict[str, Any],
+                    left: dict[str, str] | None) -> dict[str, Any]:
+    # (unscanned(), when the caller has it, holds the own ids and the times)
+    ids = own_ids(record) if left is None else {key: value for key, value in left.items() if key in _OWN_ID_KEYS}
     item = own_item_redaction(redact) if ids and type(record) is dict else None
     if item is not None:
         # Our redactor's redact_obj, item by item, without the ids it would scan only for them to be put back (issue
         # 22: ~a third of the telemetry thread's CPU per event) nor the times. The same dict, keys in the same order.
-        left, figures = unscanned(record, ids), _FIGURES
+        left, figures = (unscanned(record, ids) if left is None else left), _FIGURES
         return {key if type(key) is str else _exact_key(key): value if key in left or type(value) in figures else
                 _items_redacted(item, value) if type(value) is dict else
                 item(key, value if type(value) is str else exact_values(value))
@@ -125,8 +130,24 @@ def _is_text(value: object) -> TypeGuard[str]:
 
 def own_ids(record: Mapping[str, Any]) -> dict[str, str]:
     """The event's own ids (trace, span, parent) that are ids of ours: hex of their length."""
-    return {key: value for key in _OWN_ID_KEYS
-            if _is_text(value := record.get(key)) and _HEX_ID.fullmatch(value)}
+    # (exact str first, without a call: three ids an event, every event, issue 22)
+    found: dict[str, str] = {}
+    for key in _OWN_ID_KEYS:
+        value = record.get(key)
+        if value is _checked_id[0] and value is not None:
+            found[key] = value  # (the same string object as one found an id of ours: a session's trace id)
+        elif (type(value) is str or _is_text(value)) and _HEX_ID.fullmatch(value):
+            found[key] = value
+            if key == "trace_id" and type(value) is str:
+                _checked_id[0] = value
+    return found
+
+
+_UNMATCHED = object()  # (no record's value)
+
+# The last trace id found to be one of ours (every event of a session carries the same string object). One slot,
+# written and read whole under the GIL: at worst an id is checked again.
+_checked_id: list[str | None] = [None]
 
 
 def unscanned(record: Mapping[str, Any], ids: dict[str, str] | None = None) -> dict[str, str]:
@@ -134,9 +155,12 @@ def unscanned(record: Mapping[str, Any], ids: dict[str, str] | None = None) -> d
     left = own_ids(record) if ids is None else dict(ids)
     if not left:
         return left  # (an event without ids of ours is redacted whole: see redacted_event)
+    matched: Any = _UNMATCHED
     for key in _OWN_TIME_KEYS:
-        if _is_text(value := record.get(key)) and _OUR_TIME.fullmatch(value):
+        value: Any = record.get(key)
+        if value is matched or ((type(value) is str or _is_text(value)) and _OUR_TIME.fullmatch(value)):
             left[key] = value
+            matched = value  # (an instantaneous event's end is its start's very string: checked once)
     return left
 
 
@@ -188,3 +212,92 @@ class SessionRedaction(Generic[R]):
     def has_sessions(self) -> bool:
         """Whether any session gave its own (a sink with none need not look at a record's session)."""
         return bool(self._by_session)
+
+
+# Pairs a CleanPairs holds at most (emptied when full): a session's events repeat a few dozen names and values.
+CLEAN_PAIRS_MAX = 4096
+# Strings longer than this are not remembered (a summary's text, an error's message: they rarely come back).
+CLEAN_VALUE_MAX_CHARS = 200
+
+
+class CleanPairs:
+    """The (key, string) items our redactor's item rule returned as they were, at one state of one redactor.
+
+    A session's events repeat the same few strings call after call (an event's name and kind, the session id, the
+    model, a token estimate's source: ~5 an event, two events a no-op ``prepare()``), and each went through the key
+    rule, the prefilter's bulk clearing and a look-up in the redactor's clean strings (issue 22: ~half the telemetry
+    thread's work per call). What our redactor makes of an item depends on the item and on its
+    ``digest_state()`` only (the patterns are fixed; a callback, which could answer otherwise, keeps events off this
+    path: see :func:`own_item_redaction`): an item it returned as it was at one state, it returns so at that state.
+    The state only changes by learning a secret, which empties these pairs. Keys and values are exact ``str`` (a
+    subclass's ``__hash__``/``__eq__`` could answer a look-up). Used by one thread (a processor's worker).
+    """
+
+    __slots__ = ("_pairs", "_redactor", "_state")
+
+    def __init__(self) -> None:
+        self._redactor: Any = None
+        self._state: object = None
+        self._pairs: set[tuple[str, str]] = set()
+
+    def at_state(self, redact: Callable[[dict[str, Any]], dict[str, Any]]) -> set[tuple[str, str]]:
+        """The pairs clean at the present state of ``redact``'s redactor (an own-item redaction's)."""
+        redactor: Any = getattr(redact, "__self__", None)
+        state = redactor.digest_state()
+        if redactor is not self._redactor or state != self._state:
+            self._redactor, self._state, self._pairs = redactor, state, set()
+        return self._pairs
+
+    def learn(self, redact: Callable[[dict[str, Any]], dict[str, Any]], record: dict[str, Any],
+              redacted: dict[str, Any], left: Mapping[str, str]) -> None:
+        """Remember the items of ``record`` that ``redacted``, its redaction since :meth:`at_state`, kept as they were.
+
+        Kept means the same object: our redactor returns a string it found nothing in as itself. Only when the state
+        is still the one :meth:`at_state` read: it only grows, so the redaction ran at that state from end to end.
+        """
+        redactor: Any = getattr(redact, "__self__", None)
+        if redactor is not self._redactor or redactor.digest_state() != self._state:
+            return  # (a secret was learned meanwhile: by this record's key rule, or on another thread)
+        pairs = self._pairs
+        if len(pairs) >= CLEAN_PAIRS_MAX:
+            pairs.clear()
+        _learn_kept(pairs, record, redacted, left)
+
+
+def _learn_kept(pairs: set[tuple[str, str]], mapping: dict[str, Any], redacted: Any, skip: Mapping[str, str]) -> None:
+    if type(redacted) is not dict:
+        return
+    for key, value in mapping.items():
+        if type(key) is not str or key in skip:
+            continue
+        if type(value) is str:
+            text: str = value
+            if len(text) <= CLEAN_VALUE_MAX_CHARS and redacted.get(key) is text:
+                pairs.add((key, text))
+        elif type(value) is dict:
+            _learn_kept(pairs, value, redacted.get(key), _NOTHING)
+
+
+_NOTHING: Mapping[str, str] = MappingProxyType({})
+
+
+def all_clean(mapping: dict[str, Any], pairs: set[tuple[str, str]], skip: Mapping[str, str]) -> bool:
+    """Whether redacting ``mapping`` item by item (:func:`redacted_event`'s way) would give it back as it is.
+
+    So when each of its items is a figure, one of ``skip`` (the event's own ids and times), an exact (key, string)
+    pair of ``pairs``, or a plain dict of such items; anything else (a list, a subclass, a key that is no ``str``)
+    answers False, and the event is redacted as before.
+    """
+    figures = _FIGURES
+    for key, value in mapping.items():
+        if type(key) is not str:
+            return False  # (redaction writes it as its exact str: another key object)
+        kind = type(value)
+        if kind in figures:
+            continue
+        if kind is str:
+            if (key, value) not in pairs and key not in skip:
+                return False
+        elif kind is not dict or not all_clean(value, pairs, _NOTHING):
+            return False
+    return True

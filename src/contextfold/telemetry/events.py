@@ -68,6 +68,12 @@ COMMON_FIELDS: tuple[str, ...] = (
 
 def _jsonable(value: Any) -> Any:
     """Turn the frozen containers events hold into plain JSON-friendly values."""
+    kind = type(value)
+    if kind is MappingProxyType or kind is dict:
+        # (A span's attributes: mostly figures and names, passed by without a call and the ABC checks below, ~1 us
+        # each on the telemetry thread; every prepare() closes a span, issue 22.)
+        plain = _PLAIN
+        return {k if type(k) is str else str(k): v if type(v) in plain else _jsonable(v) for k, v in value.items()}
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, tuple | list | frozenset | set):
@@ -235,6 +241,8 @@ class Event:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the event as a JSON-friendly dict: name, kind, the common fields and ``data``."""
+        started, ended = self.started_at, self.ended_at
+        started_text = format_time(started)
         return {
             "name": self.name,
             "kind": self.kind,
@@ -242,8 +250,9 @@ class Event:
             "trace_id": self.trace_id,
             "span_id": self.span_id,
             "parent_id": self.parent_id,
-            "started_at": format_time(self.started_at),
-            "ended_at": format_time(self.ended_at or self.started_at),
+            "started_at": started_text,
+            # (an instantaneous event's end is its start, the same object: written once)
+            "ended_at": started_text if ended is None or ended is started else format_time(ended),
             "status": self.status,
             "data": self.data(),
         }
@@ -283,7 +292,9 @@ class TokenEstimate(Event):
         """
         breakdown = {"system": self.system, "developer": self.developer, "tools_schema": self.tools_schema,
                      "messages": self.messages}
-        return {**Event.data(self), "total": self.total, "usage_pct": self.usage_pct, "t_est": self.total,
+        total = self.total  # (once: one estimate per prepare(), issue 22; usage_pct as the property says)
+        usage_pct = round(100 * total / self.context_window, 1) if self.context_window else None
+        return {**Event.data(self), "total": total, "usage_pct": usage_pct, "t_est": total,
                 "max_tokens": self.context_window, "breakdown": breakdown}
 
 
@@ -613,7 +624,8 @@ class CustomEvent(Event):
 
     def data(self) -> dict[str, Any]:
         """The attributes as given."""
-        return dict(_jsonable(self.attributes))
+        data = _jsonable(self.attributes)
+        return data if type(data) is dict else dict(data)  # (a dict made for this call already: not copied again)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

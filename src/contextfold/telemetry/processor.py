@@ -24,7 +24,7 @@ from typing import Any
 
 from ..redact._ledger import CLEARED_MAX_CHARS
 from ._pace import GilPacer, after_foreground
-from ._session_redaction import SessionRedaction, own_item_redaction, redacted_event, unscanned
+from ._session_redaction import CleanPairs, SessionRedaction, all_clean, own_item_redaction, redacted_event, unscanned
 from .events import Event, PendingEvent
 from .exporter import Exporter, shutdown_exporter
 
@@ -140,6 +140,7 @@ class BatchProcessor:
         self._max_batch = max_batch
         self._delay = schedule_delay_s
         self._redaction: SessionRedaction[Redactor] = SessionRedaction(redact)  # (see redact_with)
+        self._clean = CleanPairs()  # (the worker's: the strings of events its redactor kept, see _redact_run)
         if flush_timeout_s < 0:
             raise ValueError(f"BatchProcessor: flush_timeout_s: must not be negative, got {flush_timeout_s}")
         self.flush_timeout_s = flush_timeout_s
@@ -365,7 +366,7 @@ class BatchProcessor:
         with self._lock:
             backlog = len(self._queue) + len(items)
         pacer = GilPacer(defer=backlog < self._early_wake)
-        built: list[tuple[dict[str, Any], Redactor | None]] = []
+        built: list[tuple[dict[str, Any], Redactor | None, bool]] = []  # (record, its redaction, built here)
         for item in items:
             pacer.tick()
             if isinstance(item, PendingEvent):
@@ -376,33 +377,22 @@ class BatchProcessor:
                     unbuilt += 1  # (an event of ours that does not build: a bug, logged, counted as failed)
                     _log.exception("contextfold event %s could not be built; dropped", pending.cls.NAME)
                     continue
-            record = item.to_dict() if isinstance(item, Event) else dict(item)
-            built.append((record, self._redactor_for(record)))
+            if isinstance(item, Event):
+                record = item.to_dict()
+                built.append((record, self._redactor_for(record), True))
+            else:
+                record = dict(item)
+                built.append((record, self._redactor_for(record), False))
         at = 0
         while at < len(built):
             redact = built[at][1]
             end = at + 1
             while end < len(built) and built[end][1] is redact:
                 end += 1
-            # A run of records with one redaction: their short strings cleared in one pass where the hook is a
-            # redactor's (issue 22: each event's span ids and times were scanned one by one, ~0.2 ms an event, and
-            # a bulk add's 574 write-time cuts' events cost 0.1 s of CPU during the next prepare()).
-            with ExitStack() as stack:
-                try:
-                    stack.enter_context(_clearing(redact, built[at:end]))
-                except Exception:  # (a user pattern's time limit in the prefilter: each string is redacted alone)
-                    _log.debug("contextfold telemetry: bulk clearing failed; redacting each event alone", exc_info=True)
-                for record, _ in built[at:end]:
-                    pacer.tick()
-                    if redact is not None:
-                        try:
-                            record = redacted_event(redact, record)
-                        except Exception:
-                            # Exporting the unredacted event could leak a secret; losing it is the lesser harm.
-                            failures += 1
-                            _log.exception("contextfold redaction hook failed; event %s dropped", record.get("name"))
-                            continue
-                    batch.append(record)
+            if redact is None:
+                batch.extend(record for record, _, _ in built[at:end])
+            else:
+                failures += self._redact_run(redact, built[at:end], batch, pacer)
             at = end
         if failures or unbuilt:
             with self._lock:
@@ -410,6 +400,51 @@ class BatchProcessor:
                 self._failed += unbuilt
                 self._in_flight -= failures + unbuilt
         return batch
+
+    def _redact_run(self, redact: Redactor, run: list[tuple[dict[str, Any], Redactor | None, bool]],
+                    batch: list[dict[str, Any]], pacer: GilPacer) -> int:
+        """Redact a run of records that share one redaction into ``batch``, in order; the number dropped."""
+        own = own_item_redaction(redact) is not None
+        # Each record's own ids and times, checked once (the bulk clearing and redacted_event both leave them out).
+        lefts = [unscanned(record) if own and type(record) is dict else None for record, _, _ in run]
+        pairs: set[tuple[str, str]] | None = None
+        if own:
+            pairs = self._clean.at_state(redact)
+        done: list[dict[str, Any] | None] = [None] * len(run)
+        slow: list[int] = []
+        for index, (record, _, ours) in enumerate(run):
+            left = lefts[index]
+            # An event built here (fresh dicts down to its leaves) whose every string our redactor returned as it was
+            # at this state: the redaction would give it back as it is (issue 22: a no-op prepare()'s two events).
+            if pairs is not None and ours and left and all_clean(record, pairs, left):
+                done[index] = record
+            else:
+                slow.append(index)
+        failures = 0
+        if slow:
+            # A run of records with one redaction: their short strings cleared in one pass where the hook is a
+            # redactor's (issue 22: each event's span ids and times were scanned one by one, ~0.2 ms an event, and
+            # a bulk add's 574 write-time cuts' events cost 0.1 s of CPU during the next prepare()).
+            with ExitStack() as stack:
+                try:
+                    stack.enter_context(_clearing(redact, [(run[index][0], lefts[index]) for index in slow]))
+                except Exception:  # (a user pattern's time limit in the prefilter: each string is redacted alone)
+                    _log.debug("contextfold telemetry: bulk clearing failed; redacting each event alone", exc_info=True)
+                for index in slow:
+                    pacer.tick()
+                    record, left = run[index][0], lefts[index]
+                    try:
+                        redacted = redacted_event(redact, record, left=left)
+                    except Exception:
+                        # Exporting the unredacted event could leak a secret; losing it is the lesser harm.
+                        failures += 1
+                        _log.exception("contextfold redaction hook failed; event %s dropped", record.get("name"))
+                        continue
+                    if pairs is not None and left and run[index][2]:
+                        self._clean.learn(redact, record, redacted, left)
+                    done[index] = redacted
+        batch.extend(record for record in done if record is not None)
+        return failures
 
     def _export(self, batch: list[dict[str, Any]]) -> None:
         try:
@@ -435,13 +470,14 @@ class BatchProcessor:
                     outcome)
 
 
-def _clearing(redact: Redactor | None, records: list[tuple[dict[str, Any], Redactor | None]],
+def _clearing(redact: Redactor, records: list[tuple[dict[str, Any], dict[str, str] | None]],
               ) -> AbstractContextManager[object]:
     """A redactor's bulk clearing of the short strings of ``records``, or nothing (a hook that is no redactor's).
 
     The hook is a :class:`contextfold.redact.Redactor`'s ``redact_obj`` (a manager's archive events, its exporters).
     Within it the redactor returns each string its prefilter cleared as it is, without a scan (see
-    ``Redactor.clearing``); what it does not clear, and a key that names a secret, are redacted as before.
+    ``Redactor.clearing``); what it does not clear, and a key that names a secret, are redacted as before. Each
+    record comes with what redacted_event leaves out of it (its own ids and times), or None when it leaves nothing.
     """
     clearing = getattr(getattr(redact, "__self__", None), "clearing", None)
     if len(records) < _CLEAR_EVENTS_MIN or not callable(clearing) or \
@@ -449,11 +485,9 @@ def _clearing(redact: Redactor | None, records: list[tuple[dict[str, Any], Redac
         return nullcontext()
     strings: list[str] = []
     pending: list[Any] = []
-    unscanned_ids = redact is not None and own_item_redaction(redact) is not None  # (redacted_event skips ids, times)
-    for record, _ in records:
-        if unscanned_ids:
-            ids = unscanned(record)  # (its ids and times)
-            pending.extend(value for key, value in record.items() if key not in ids)
+    for record, left in records:
+        if left:
+            pending.extend(value for key, value in record.items() if key not in left)
         else:
             pending.append(record)
     while pending:  # (the records' values, nested dicts and lists too: the ids of a pruned view are one list)
