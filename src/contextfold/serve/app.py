@@ -25,6 +25,7 @@ from ..formats._common import json_problem
 try:
     import httpx
     from starlette.applications import Starlette
+    from starlette.middleware import Middleware
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
@@ -53,7 +54,7 @@ from .identity import (
     token_matches,
 )
 from .leases import LEASE_MARGIN_S, Lease, take_lease
-from .ops import Metrics, lines_to_the_applications_handlers, log_event
+from .ops import LogRedactorScope, Metrics, lines_to_the_applications_handlers, log_event
 from .replies import ReplyCollector
 from .retrieval import (
     MAX_ROUNDS,
@@ -158,7 +159,8 @@ class ServeApp:
         routes += [Route("/healthz", self.health, methods=["GET"]), Route("/readyz", self.ready, methods=["GET"]),
                    Route("/metrics", self.metrics_endpoint, methods=["GET"]),
                    Route("/{path:path}", self.passthrough, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])]
-        self.app = Starlette(routes=routes, lifespan=self._lifespan)
+        self.app = Starlette(routes=routes, lifespan=self._lifespan,
+                             middleware=[Middleware(LogRedactorScope, redactor=self.redactor)])
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
