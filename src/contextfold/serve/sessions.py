@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import threading
 import time
 import uuid
@@ -76,6 +77,8 @@ PRUNE_INTERVAL_S = 3600.0
 MAX_COUNTERS = 32
 # The mark naming the messages of the latest continuation's own input, and its item count (serve._failed_try).
 FED_INPUT_MARK = "fed_input"
+# The mark of when the session last claimed again the outputs its view cites (_refresh_claims).
+CLAIMS_MARK = "claims_at"
 # Hex digits of the part of a message id that tells two requests' items apart.
 _ID_DIGEST_HEX = 10
 
@@ -466,6 +469,7 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
         gone = [m for m in stored if m.meta.get("id") in dropped]
         stored = [m for m in stored if m.meta.get("id") not in dropped]
     if stored:
+        _refresh_claims(backend, session_id, stored, marks)
         cm.adopt(stored)
         if not gone:  # (a usage report is of the view it was sent with: not of this one)
             _ground(cm, session_id, marks, version)
@@ -507,6 +511,31 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
     before = 0 if turn.rebuilt else stored_count(stored_tokens, _mark_place(session_id, "client_tokens"), "token count")
     marks["client_tokens"] = str(max(0, before - dropped_tokens) + turn.client_tokens)
     return turn
+
+
+def _refresh_claims(backend: Backend, session_id: str, stored: Sequence[Any], marks: dict[str, str]) -> None:
+    """Claim again the outputs the session's saved view cites, at most every ``CLAIM_REFRESH_S`` (its mark).
+
+    Collection (serve.collection) ages an output by its claims, which a cache writes when it stores or reads it: a
+    session still continued whose cut output it does not read again had that output (and its secret memory, aged by
+    the same claims) deleted while its view still cited the ref. A claim refreshed as the session is used keeps them
+    as long as the session is. Refreshed before the save that writes the mark; at the backend's clock.
+    """
+    from ..cache import referenced_refs
+    from ..cache._cache import CLAIM_REFRESH_S
+    from ..cache.owners import owner_tag, write_claim
+
+    now = backend.clock()
+    try:
+        last = float(marks.get(CLAIMS_MARK, "-inf"))
+    except ValueError:
+        last = -math.inf  # (not the proxy's: refreshed, and rewritten)
+    if now - last < CLAIM_REFRESH_S and last <= now:
+        return
+    tag = owner_tag(session_id)
+    for ref in sorted(referenced_refs(stored)):
+        write_claim(backend.blobs, ref, tag, now)
+    marks[CLAIMS_MARK] = repr(now)
 
 
 def own_round(turn: Turn, messages: list[Any]) -> list[Any]:
