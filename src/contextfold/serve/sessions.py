@@ -704,6 +704,9 @@ def save_reply(backend: Backend, turn: Turn, *, prompt_tokens: int | None, respo
     """
     # First try against the version this request saved, with the view it saved: no load, and the store writes
     # only the marks (it still holds those messages). Only after a conflict is the session loaded again.
+    # A continuation's reply becomes the head only while the session's fed mark is still its own (compare-and-set by
+    # the version): another request fed meanwhile (it took the lease over) moved the session on.
+    fed = turn.marks.get("fed") if turn.exchange.handle is not None else None
     messages, version = turn.cm.stored_messages(), turn.version
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
@@ -720,6 +723,10 @@ def save_reply(backend: Backend, turn: Turn, *, prompt_tokens: int | None, respo
             if attempt == MAX_ATTEMPTS or response_id is None:
                 break  # the usage of a view that moved on grounds nothing
             state = backend.sessions.load_state(turn.session_id)
+            if fed is not None and state.marks.get("fed") != fed:
+                log_event("reply not the head", level=logging.WARNING, session=turn.session_id,
+                          problem="another request continued the session while this one was answered")
+                break
             messages, version = state.messages, state.version
     if pointer is not None:
         backend.sessions.save(pointer, [], backend.sessions.load_state(pointer).version,
