@@ -70,10 +70,10 @@ from .sessions import (
     Backend,
     Conflict,
     Turn,
+    add_round,
     continuation_tag,
     follow_forks,
     open_turn,
-    own_round,
     resolve_pointer,
     save_reply,
     session_marks,
@@ -515,7 +515,7 @@ class ServeApp:
             self.metrics.retrieval_calls.labels(name).inc()
         # (Named as the request's newest item's: they leave the view when the client drops it, serve.provenance.)
         round_messages = get_format(turn.exchange.format).decode(split.internal(turn.exchange.api, answers))
-        turn.cm.add(own_round(turn, round_messages))
+        add_round(turn, round_messages)
         return self._resave(turn)
 
     async def _retrieval_rounds(self, turn: Turn, payload: dict[str, Any], headers: dict[str, str],

@@ -58,8 +58,8 @@ if TYPE_CHECKING:
     from ..tokens import MessageCounter
 
 __all__ = ["MAX_ATTEMPTS", "MAX_FORK_HOPS", "MAX_SLIDE_PROBES", "SOURCE", "Backend", "Conflict", "Turn",
-           "continuation_tag", "follow_forks", "open_turn", "own_round", "resolve_pointer", "restore", "save_reply",
-           "session_marks"]
+           "add_round", "continuation_tag", "follow_forks", "open_turn", "own_round", "resolve_pointer", "restore",
+           "save_reply", "session_marks"]
 
 # The framework-history source of the proxy's clients (manager/reconcile.py).
 SOURCE = "serve"
@@ -536,6 +536,25 @@ def _refresh_claims(backend: Backend, session_id: str, stored: Sequence[Any], ma
     for ref in sorted(referenced_refs(stored)):
         write_claim(backend.blobs, ref, tag, now)
     marks[CLAIMS_MARK] = repr(now)
+
+
+def add_round(turn: Turn, messages: list[Any]) -> None:
+    """Add a retrieval round's ``messages`` to the view (:func:`own_round`); a continuation's input mark names them.
+
+    The round belongs to the request's own input: an edited retry after this request's call failed takes it out
+    with that input (_failed_try), or the model's call and its result, answering a question the client took back,
+    stayed in front of the retry's input.
+    """
+    before = {m.meta.get("id") for m in turn.cm.stored_messages()}
+    turn.cm.add(own_round(turn, messages))
+    if turn.exchange.handle is None or FED_INPUT_MARK not in turn.marks:
+        return
+    noted = _mark_json(turn.marks, FED_INPUT_MARK, turn.session_id)
+    if not (isinstance(noted, dict) and isinstance(noted.get("ids"), list)):
+        return  # (not the proxy's: _failed_try says so if it is ever read)
+    added = [ident for m in turn.cm.stored_messages()
+             if isinstance(ident := m.meta.get("id"), str) and ident not in before]
+    turn.marks[FED_INPUT_MARK] = json.dumps({**noted, "ids": [*noted["ids"], *added]})
 
 
 def own_round(turn: Turn, messages: list[Any]) -> list[Any]:
