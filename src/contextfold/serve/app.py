@@ -845,13 +845,20 @@ async def _error_of_success(upstream: httpx.Response,
         return upstream, None
     error = _only_error(_json_or_text(data))
     if error is not None and stream:
-        # A stream answered with a JSON error: relayed as the stream's bytes, the SDKs found no event in it and
-        # returned an empty stream without raising. It is the stream's error event instead (the SDKs raise it).
-        headers = [(k, v) for k, v in upstream.headers.multi_items()
-                   if k.lower() not in ("content-type", "content-encoding", "content-length", "transfer-encoding")]
-        upstream = httpx.Response(upstream.status_code, headers=[*headers, ("content-type", "text/event-stream")],
-                                  content=encode_event(error, "error"), request=upstream.request)
+        upstream = _as_error_event(upstream, error)
     return upstream, error
+
+
+def _as_error_event(upstream: httpx.Response, error: dict[str, Any]) -> httpx.Response:
+    """A stream answered with a JSON error, as an event stream of that error.
+
+    Relayed as the stream's bytes, the SDKs found no event in it and returned an empty stream without raising: it is
+    the stream's error event instead (the SDKs raise it).
+    """
+    headers = [(k, v) for k, v in upstream.headers.multi_items()
+               if k.lower() not in ("content-type", "content-encoding", "content-length", "transfer-encoding")]
+    return httpx.Response(upstream.status_code, headers=[*headers, ("content-type", "text/event-stream")],
+                          content=encode_event(error, "error"), request=upstream.request)
 
 
 def _only_error(payload: Any) -> dict[str, Any] | None:
@@ -883,6 +890,14 @@ async def _stream_error(upstream: httpx.Response) -> tuple[httpx.Response, dict[
             break
     else:
         first = next((event for event in splitter.rest() if event.data), None)
+        whole = b"".join(read)
+        if first is None and b'"error"' in whole:
+            # No event in the whole body: a JSON error, whatever the upstream labelled it (text/event-stream,
+            # text/plain, application/problem+json), is passed on as the stream's error event.
+            error = _only_error(_json_or_text(whole))
+            if error is not None:
+                await upstream.aclose()
+                return _as_error_event(upstream, error), error
     error = _only_error(first.json()) if first is not None and b'"error"' in first.raw else None
     if error is not None:
         await upstream.aclose()
