@@ -19,8 +19,12 @@ import httpx
 import pytest
 from _serve_support import MODEL, proxy_config
 
+from contextfold.cache import ToolOutputCache
+from contextfold.cache.owners import owner_key, owner_tag, write_claim
 from contextfold.cache.refs import ref_id_for
 from contextfold.serve import ProxyServer
+from contextfold.serve.collection import collect
+from contextfold.stores.memory import MemoryBlobStore
 from contextfold.testing import Reply, ScriptedLLMServer, ScriptedToolCall
 from contextfold.testing.services import RedisServer
 
@@ -86,3 +90,30 @@ def test_an_output_a_live_session_cites_survives_collection(upstream: ScriptedLL
         assert "ref=" + ref in json.dumps(upstream.requests[before].body["messages"])  # (still cited)
         grep_result = json.dumps(upstream.requests[before + 1].body["messages"][-1])
         assert "needle: linker error" in grep_result, grep_result  # (before the fix: deleted)
+
+
+class ClaimedMeanwhile(MemoryBlobStore):
+    """A store where a session claims the output again right after the collection first read its claim."""
+
+    def __init__(self, ref: str, tag: str, at: float) -> None:
+        super().__init__()
+        self.claim_key, self.ref, self.tag, self.at = owner_key(ref, tag), ref, tag, at
+        self.claimed = False
+
+    def read_range(self, key: str, start: int, length: int) -> bytes:
+        data = super().read_range(key, start, length)
+        if key == self.claim_key and not self.claimed:
+            self.claimed = True
+            write_claim(self, self.ref, self.tag, self.at)  # (the session used it meanwhile)
+        return data
+
+
+def test_an_output_claimed_while_collection_runs_stays() -> None:
+    now = time.time()
+    text = build_log("meanwhile")
+    ref, tag = ref_id_for(text.encode()), owner_tag("a-session-in-use")
+    store = ClaimedMeanwhile(ref, tag, now)
+    ToolOutputCache(store, session_id="a-session-in-use").put(text)
+    write_claim(store, ref, tag, now - 2 * MAX_AGE_S)  # (its claim as the collection reads it first: long unused)
+    assert collect(store, "one-instance", MAX_AGE_S, now, leases=False) == 0  # (before the fix: 1, deleted)
+    assert store.claimed and store.exists(ref) and store.get(ref) == text.encode()
