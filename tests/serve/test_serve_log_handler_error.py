@@ -17,7 +17,7 @@ import pytest
 from _serve_support import proxy_config
 
 from contextfold.serve import ProxyServer
-from contextfold.serve.ops import LOG_QUEUE_LINES, log_event
+from contextfold.serve.ops import LOG_QUEUE_LINES, LineQueue, LineWriter, log_event
 from contextfold.testing import ScriptedLLMServer
 
 WAIT_S = 20.0
@@ -80,3 +80,47 @@ def test_the_app_still_stops_after_a_handler_error(flaky: FlakyOnce) -> None:
             log_event("served", n=n)
         threading.Thread(target=stop, daemon=True).start()
         assert stopped.wait(WAIT_S), "the app's stop never returned (LineWriter.enqueue_sentinel on a full queue)"
+
+
+class EndsTheThread(logging.Handler):
+    """A handler whose first record ends the thread it runs on (what no ``except Exception`` catches)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ended = False
+        self.written: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.ended:
+            self.ended = True
+            raise SystemExit("the writer thread ends here")
+        self.written.append(record.getMessage())
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # (the thread's end, on purpose)
+def test_a_stop_does_not_wait_for_a_writer_thread_that_ended() -> None:
+    lines, handler = LineQueue(capacity=2), EndsTheThread()
+    writer = LineWriter(lines, handler)
+    writer.start()
+    thread = writer._thread
+    assert thread is not None
+    log = logging.getLogger("contextfold.serve.test-ended-writer")
+    log.propagate, log.level = False, logging.INFO
+    log.addHandler(lines)
+    try:
+        log.info("the line that ends it")
+        thread.join(WAIT_S)
+        assert not thread.is_alive()
+        for n in range(3):  # (the queue full: nothing reads it any more)
+            log.info("queued for nobody %d", n)
+    finally:
+        log.removeHandler(lines)
+    stopped = threading.Event()
+
+    def stop() -> None:
+        writer.stop()
+        stopped.set()
+
+    threading.Thread(target=stop, daemon=True).start()
+    assert stopped.wait(WAIT_S), "the stop waited for room a dead writer never makes"  # (before the fix: for ever)
+    assert handler.written == ["log lines dropped"]
