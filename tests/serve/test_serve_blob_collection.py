@@ -10,6 +10,7 @@ A real redis-server for the sessions, a local blob store in a temporary director
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -136,3 +137,33 @@ def test_a_note_another_writer_left_unreadable_is_written_anew(tmp_path: Path) -
         assert collection_age(store, "other", None, 1_000.0) == float("inf")
     finally:
         store.close()
+
+
+def test_a_backend_made_reads_nothing_of_the_store_until_a_turn(tmp_path: Path) -> None:
+    # A backend a test or the CLI makes started a collection (every key of the store read) on a thread, and its
+    # close waited for it: the collection's note of the age is what shows it ran.
+    made = backend(tmp_path, MAX_AGE_S)
+    made.close()
+    again = backend(tmp_path, MAX_AGE_S)
+    try:
+        assert not again.blobs.exists(AGES_KEY)  # (before the fix: noted by the collection at construction)
+    finally:
+        again.close()
+
+
+def test_instances_of_one_age_note_it_once_however_often_they_restart(tmp_path: Path) -> None:
+    now = time.time()
+    for restart in range(3):
+        one = backend(tmp_path, MAX_AGE_S)
+        try:
+            one.collect_blobs(now + restart)
+        finally:
+            one.close()
+    other = backend(tmp_path, 2 * MAX_AGE_S)
+    try:
+        other.collect_blobs(now + 3)
+        noted = json.loads(other.blobs.get(AGES_KEY))
+    finally:
+        other.close()
+    # (before the fix: an entry per process, four)
+    assert sorted(noted.values()) == [[MAX_AGE_S, now + 2], [2 * MAX_AGE_S, now + 3]]

@@ -687,6 +687,9 @@ class ToolOutputCache:
         for entry in outputs.values():
             last_use = max(entry.claims.values(), default=None)
             if policy.max_age_s is not None and last_use is not None and now - last_use > policy.max_age_s:
+                load_claims(self.store, [entry])  # (again: a session may have used it since they were read)
+                last_use = max(entry.claims.values(), default=None)
+            if policy.max_age_s is not None and last_use is not None and now - last_use > policy.max_age_s:
                 drop(entry)
             else:
                 survivors.append(entry)

@@ -25,6 +25,7 @@ from ..formats._common import json_problem
 try:
     import httpx
     from starlette.applications import Starlette
+    from starlette.middleware import Middleware
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
@@ -53,7 +54,7 @@ from .identity import (
     token_matches,
 )
 from .leases import LEASE_MARGIN_S, Lease, take_lease
-from .ops import Metrics, lines_to_the_applications_handlers, log_event
+from .ops import LogRedactorScope, Metrics, lines_to_the_applications_handlers, log_event
 from .replies import ReplyCollector
 from .retrieval import (
     MAX_ROUNDS,
@@ -69,10 +70,10 @@ from .sessions import (
     Backend,
     Conflict,
     Turn,
+    add_round,
     continuation_tag,
     follow_forks,
     open_turn,
-    own_round,
     resolve_pointer,
     save_reply,
     session_marks,
@@ -158,7 +159,8 @@ class ServeApp:
         routes += [Route("/healthz", self.health, methods=["GET"]), Route("/readyz", self.ready, methods=["GET"]),
                    Route("/metrics", self.metrics_endpoint, methods=["GET"]),
                    Route("/{path:path}", self.passthrough, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])]
-        self.app = Starlette(routes=routes, lifespan=self._lifespan)
+        self.app = Starlette(routes=routes, lifespan=self._lifespan,
+                             middleware=[Middleware(LogRedactorScope, redactor=self.redactor)])
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
@@ -513,7 +515,7 @@ class ServeApp:
             self.metrics.retrieval_calls.labels(name).inc()
         # (Named as the request's newest item's: they leave the view when the client drops it, serve.provenance.)
         round_messages = get_format(turn.exchange.format).decode(split.internal(turn.exchange.api, answers))
-        turn.cm.add(own_round(turn, round_messages))
+        add_round(turn, round_messages)
         return self._resave(turn)
 
     async def _retrieval_rounds(self, turn: Turn, payload: dict[str, Any], headers: dict[str, str],
@@ -843,13 +845,20 @@ async def _error_of_success(upstream: httpx.Response,
         return upstream, None
     error = _only_error(_json_or_text(data))
     if error is not None and stream:
-        # A stream answered with a JSON error: relayed as the stream's bytes, the SDKs found no event in it and
-        # returned an empty stream without raising. It is the stream's error event instead (the SDKs raise it).
-        headers = [(k, v) for k, v in upstream.headers.multi_items()
-                   if k.lower() not in ("content-type", "content-encoding", "content-length", "transfer-encoding")]
-        upstream = httpx.Response(upstream.status_code, headers=[*headers, ("content-type", "text/event-stream")],
-                                  content=encode_event(error, "error"), request=upstream.request)
+        upstream = _as_error_event(upstream, error)
     return upstream, error
+
+
+def _as_error_event(upstream: httpx.Response, error: dict[str, Any]) -> httpx.Response:
+    """A stream answered with a JSON error, as an event stream of that error.
+
+    Relayed as the stream's bytes, the SDKs found no event in it and returned an empty stream without raising: it is
+    the stream's error event instead (the SDKs raise it).
+    """
+    headers = [(k, v) for k, v in upstream.headers.multi_items()
+               if k.lower() not in ("content-type", "content-encoding", "content-length", "transfer-encoding")]
+    return httpx.Response(upstream.status_code, headers=[*headers, ("content-type", "text/event-stream")],
+                          content=encode_event(error, "error"), request=upstream.request)
 
 
 def _only_error(payload: Any) -> dict[str, Any] | None:
@@ -881,6 +890,14 @@ async def _stream_error(upstream: httpx.Response) -> tuple[httpx.Response, dict[
             break
     else:
         first = next((event for event in splitter.rest() if event.data), None)
+        whole = b"".join(read)
+        if first is None and b'"error"' in whole:
+            # No event in the whole body: a JSON error, whatever the upstream labelled it (text/event-stream,
+            # text/plain, application/problem+json), is passed on as the stream's error event.
+            error = _only_error(_json_or_text(whole))
+            if error is not None:
+                await upstream.aclose()
+                return _as_error_event(upstream, error), error
     error = _only_error(first.json()) if first is not None and b'"error"' in first.raw else None
     if error is not None:
         await upstream.aclose()

@@ -7,8 +7,9 @@ no session has used them for the sessions' age (:func:`collect`).
 
 Instances sharing one store can be told different ages (two configs over one Redis, a rolling change of
 ``session_max_age_s``): one collecting at its shorter age deleted the outputs of sessions another instance keeps.
-Each instance notes its age in the store when it collects (:data:`AGES_KEY`, one entry per instance, by
-compare-and-set), and collection uses the longest age noted: an instance keeping sessions for ``X`` seconds is
+Each instance notes its age in the store when it collects (:data:`AGES_KEY`, by compare-and-set; one entry per age,
+:func:`collection_instance`: instances of one age share it, and a restart adds none), and collection uses the
+longest age noted: an instance keeping sessions for ``X`` seconds is
 counted for ``X`` seconds after it last said so (its sessions expire by then anyway), one keeping them for good
 (None) for :data:`FOR_GOOD_NOTED_S`. Instances that predate the note are not counted.
 """
@@ -22,7 +23,7 @@ from typing import Any
 from ..errors import RefNotFound
 from .leases import drop_abandoned_leases
 
-__all__ = ["AGES_KEY", "FOR_GOOD_NOTED_S", "collect", "collection_age"]
+__all__ = ["AGES_KEY", "FOR_GOOD_NOTED_S", "collect", "collection_age", "collection_instance"]
 
 # The blob-store key of the instances' session ages (not a ref id, claim, memory or limit key: retention leaves it).
 AGES_KEY = "serve-collection.session-ages"
@@ -31,6 +32,15 @@ AGES_KEY = "serve-collection.session-ages"
 FOR_GOOD_NOTED_S = 30 * 24 * 3600.0
 # Compare-and-set rounds of noting an age that other instances keep changing under it.
 _MAX_TRIES = 8
+
+
+def collection_instance(age: float | None) -> str:
+    """The name an instance keeping sessions for ``age`` seconds (None: for good) notes its age under.
+
+    By its age, not a random id per process: each restart added an entry, kept until it lapsed. Instances of one
+    age sharing an entry lose nothing: the entry counts that age as long as any of them last said so.
+    """
+    return "age-for-good" if age is None else f"age-{age!r}"
 
 
 def collection_age(store: Any, instance: str, age: float | None, now: float) -> float:

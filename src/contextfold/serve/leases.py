@@ -39,9 +39,11 @@ up to 7 upstream calls with the retrieval tools and more with overflow recovery)
 (:meth:`Lease.due`), so a live request keeps it and a dead instance's expires. A stream whose client stops reading
 relays no event, so it renews nothing: stalled past the lease's time, its hold is taken over by the next
 continuation, which is fed and answered. The renewal at its next event, or the check before its reply is recorded,
-finds the hold gone (:attr:`Lease.lost`): its reply is not recorded as the session's head (that put the session back
+finds the hold taken (:attr:`Lease.lost`): its reply is not recorded as the session's head (that put the session back
 on a response the new holder had continued past: the new holder's reply could no longer be continued), and the
-instance logs "lease lost".
+instance logs "lease lost". A lease key found gone says nothing (its time to live, a failover, the collection, or
+a new holder that gave it back): the session's ``fed`` mark decides, by compare-and-set in ``save_reply`` (the reply
+is the head only while the mark is still the request's own).
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ class Lease:
     """One try's hold on its session's lease: given back by :meth:`release` (once its reply is recorded).
 
     ``held``: the lease's bytes as this try last wrote or read them; ``holder``: this try's id among its holders;
-    ``lost``: a change found this try's hold gone (taken over once it expired, or given back): the session may
+    ``lost``: a change found the lease held by others only (taken over once it expired): the session may
     have moved on under another request, so this one must record nothing more of its own as the session's.
     """
 
@@ -166,8 +168,9 @@ class Lease:
                     self.held = written if written is not None else current
                     return True
                 current = self.store.get(self.key)  # (another try joined, renewed or left meanwhile)
-        except RefNotFound:  # (given back by every holder, or taken over and given back: no hold of this try left)
-            self.lost = True
+        except RefNotFound:
+            # (gone: its time to live, a failover, drop_abandoned_leases, or taken over and given back. Which, the key
+            # cannot tell: not lost. Whether the reply becomes the head is the session's fed mark's say: save_reply.)
             return False
         except StoreError as exc:
             log_event(f"lease {what} failed", level=logging.WARNING, error=type(exc).__name__)

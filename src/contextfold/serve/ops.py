@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import json
 import logging
@@ -12,13 +13,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["LOG_QUEUE_LINES", "JsonFormatter", "LineQueue", "LineWriter", "Metrics",
+__all__ = ["LOG_QUEUE_LINES", "JsonFormatter", "LineQueue", "LineWriter", "LogRedactorScope", "Metrics",
            "lines_to_the_applications_handlers", "log_event"]
 
 _log = logging.getLogger("contextfold.serve")
 # Log lines waiting for the writer thread (LineQueue) at most: a flood of refusals (401s need no token, so anyone can
 # send them) faster than lines are redacted drops lines, counted, rather than growing the instance's memory.
 LOG_QUEUE_LINES = 10_000
+# The redactor of the app whose request (or lifespan) logs a line: apps in one process have their own operator patterns.
+_app_redactor: contextvars.ContextVar[Any] = contextvars.ContextVar("contextfold_serve_redactor", default=None)
 # Upstream latency buckets (seconds): a cached short reply takes 0.2 s, a long reasoning reply minutes.
 _UPSTREAM_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 # The proxy's own work per request (load, reconcile, prepare, save): milliseconds unless it compacts.
@@ -121,6 +124,10 @@ class LineQueue(logging.handlers.QueueHandler):
             record = copy.copy(record)  # (the caller's record keeps it for the logger's other handlers)
             record.error = _error_text(record)
             record.exc_info = record.exc_text = None
+        # Which redactors the writer applies (_Onward): the logging app's, read here on the logging thread (the
+        # context is the request's); a line logged outside any app's context, every serving app's.
+        own = _app_redactor.get()
+        record.cf_redactors = (own,) if own is not None else _live_redactors
         return record
 
     def enqueue(self, record: logging.LogRecord) -> None:
@@ -163,8 +170,24 @@ class LineWriter(logging.handlers.QueueListener):
         self.lines = lines
 
     def enqueue_sentinel(self) -> None:
-        """Put the stop mark, waiting for room (the intake is closed: the writer makes room, nothing takes it)."""
-        self.lines.bounded.put(self._sentinel)
+        """Put the stop mark, waiting for room (the intake is closed: the writer makes room, nothing takes it).
+
+        A writer thread that ended (it should not: :meth:`handle` catches) makes no room: the stop does not wait.
+        """
+        while True:
+            try:
+                self.lines.bounded.put(self._sentinel, timeout=_SENTINEL_WAIT_S)
+                return
+            except queue.Full:
+                if self._thread is None or not self._thread.is_alive():
+                    return
+
+    def handle(self, record: logging.LogRecord) -> None:
+        """Write one record; an error of a handler's filter ends this line, never the thread (every later line)."""
+        try:
+            super().handle(record)
+        except Exception:  # (a handler's emit reports its own errors: handleError; a filter's comes here)
+            _report_handler_error()
 
     def stop(self) -> None:
         """Close the queue's intake, write the lines queued, then a line with the count dropped (if any)."""
@@ -192,7 +215,26 @@ class _Onward(logging.Handler):
         self.redactor = redactor
 
     def emit(self, record: logging.LogRecord) -> None:
-        redact = self.redactor.redact_text
+        """Redact the record and hand it up; an error of the application's handlers goes to handleError.
+
+        Unguarded, one exception from an application's handler ended the writer thread: every later line was lost,
+        and once the queue was full the app's stop waited for ever.
+        """
+        try:
+            self._redact(record)
+            if _log.parent is not None:
+                _log.parent.callHandlers(record)
+        except Exception:
+            self.handleError(record)
+
+    def _redact(self, record: logging.LogRecord) -> None:
+        redactors = getattr(record, "cf_redactors", None) or (self.redactor,)
+
+        def redact(text: str) -> str:
+            for redactor in redactors:
+                text = redactor.redact_text(text)
+            return text
+
         record.msg, record.args = redact(record.getMessage()), None
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict):
@@ -202,8 +244,6 @@ class _Onward(logging.Handler):
         error = getattr(record, "error", None)
         if isinstance(error, str):
             record.error = redact(error)
-        if _log.parent is not None:
-            _log.parent.callHandlers(record)
 
 
 # The writer an application without configure_logging gets while any ServeApp of the process is serving, and how
@@ -211,6 +251,35 @@ class _Onward(logging.Handler):
 _onward_lock = threading.Lock()
 _onward: tuple[LineQueue, LineWriter, bool] | None = None
 _onward_users = 0
+# The redactors of the apps serving (a line logged outside every app's context is redacted with each).
+_live_redactors: tuple[Any, ...] = ()
+# How long the stop waits for room for its mark before it looks whether the writer thread is still there.
+_SENTINEL_WAIT_S = 0.5
+
+
+class LogRedactorScope:
+    """ASGI middleware: the app's requests and lifespan log with its redactor (its operator patterns, F4)."""
+
+    def __init__(self, app: Any, redactor: Any) -> None:
+        self.app = app
+        self.redactor = redactor
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Pass the call on with this app's redactor as the one its lines are redacted with."""
+        token = _app_redactor.set(self.redactor)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            _app_redactor.reset(token)
+
+
+def _report_handler_error() -> None:
+    """What logging does with a handler's error: printed on stderr when ``logging.raiseExceptions``."""
+    if logging.raiseExceptions:
+        import sys
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
 
 
 def lines_to_the_applications_handlers(redactor: Any) -> Callable[[], None] | None:
@@ -219,14 +288,16 @@ def lines_to_the_applications_handlers(redactor: Any) -> Callable[[], None] | No
     A thread writes them to the handlers ``contextfold.serve``'s records reach by propagation. Without it, such an
     application got every record on the event loop, unredacted (``fields`` quote the client: a model name), and a
     slow handler held every request meanwhile. Nothing is changed when ``contextfold.serve`` has a handler of its own
-    (``configure_logging``'s, or the application's): where its lines go was chosen. Returns what stops it (once every
-    app that started it has: the lines queued are written, the logger put back), or None. ``redactor``: the first
-    app's (its operator patterns) redacts for all of them.
+    (``configure_logging``'s, or the application's) or does not propagate: where its lines go was chosen. Returns what
+    stops it (once every app that started it has: the lines queued are written, the logger put back), or None.
+    ``redactor``: the app's (its operator patterns); a line logged in an app's context (:class:`LogRedactorScope`) is
+    redacted with its app's, one logged outside every app's with each serving app's.
     """
-    global _onward, _onward_users
+    global _onward, _onward_users, _live_redactors
     with _onward_lock:
         if _onward is None:
-            if _log.handlers:
+            # (a handler of its own, or propagation turned off: the application chose where the lines go)
+            if _log.handlers or not _log.propagate:
                 return None
             lines = LineQueue()
             writer = LineWriter(lines, _Onward(redactor))
@@ -235,16 +306,19 @@ def lines_to_the_applications_handlers(redactor: Any) -> Callable[[], None] | No
             _log.addHandler(lines)
             _log.propagate = False  # (the writer hands each record up itself: once, redacted)
         _onward_users += 1
+        _live_redactors = (*_live_redactors, redactor)
     stopped = False
 
     def stop() -> None:
-        global _onward, _onward_users
+        global _onward, _onward_users, _live_redactors
         nonlocal stopped
         with _onward_lock:
             if stopped or _onward is None:
                 return
             stopped = True
             _onward_users -= 1
+            mine = _live_redactors.index(redactor)
+            _live_redactors = (*_live_redactors[:mine], *_live_redactors[mine + 1:])
             if _onward_users:
                 return
             lines, writer, propagate = _onward

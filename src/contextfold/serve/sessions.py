@@ -31,9 +31,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,8 +57,8 @@ if TYPE_CHECKING:
     from ..tokens import MessageCounter
 
 __all__ = ["MAX_ATTEMPTS", "MAX_FORK_HOPS", "MAX_SLIDE_PROBES", "SOURCE", "Backend", "Conflict", "Turn",
-           "continuation_tag", "follow_forks", "open_turn", "own_round", "resolve_pointer", "restore", "save_reply",
-           "session_marks"]
+           "add_round", "continuation_tag", "follow_forks", "open_turn", "own_round", "resolve_pointer", "restore",
+           "save_reply", "session_marks"]
 
 # The framework-history source of the proxy's clients (manager/reconcile.py).
 SOURCE = "serve"
@@ -76,6 +76,8 @@ PRUNE_INTERVAL_S = 3600.0
 MAX_COUNTERS = 32
 # The mark naming the messages of the latest continuation's own input, and its item count (serve._failed_try).
 FED_INPUT_MARK = "fed_input"
+# The mark of when the session last claimed again the outputs its view cites (_refresh_claims).
+CLAIMS_MARK = "claims_at"
 # Hex digits of the part of a message id that tells two requests' items apart.
 _ID_DIGEST_HEX = 10
 
@@ -100,9 +102,9 @@ class Backend:
     _counters: OrderedDict[str, MessageCounter] = field(init=False, default_factory=OrderedDict)
     _counters_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
     _pruned_at: float = field(init=False, default=float("-inf"))
+    _collected_at: float = field(init=False, default=float("-inf"))
     _collecting: threading.Thread | None = field(init=False, default=None)
     _collect_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
-    _instance: str = field(init=False, default_factory=lambda: uuid.uuid4().hex[:16])  # (serve.collection's note)
 
     def __post_init__(self) -> None:
         from ..archive import Archive
@@ -114,7 +116,9 @@ class Backend:
         store = self.config.store
         self.blobs = open_blob_store(f"local://{state.resolve()}" if store == "local" else store)
         self.leases = lease_store(self.blobs, self.config.upstream_timeout_s + LEASE_MARGIN_S)
-        self.prune_sessions()  # (after the blob store: a pruned session's lease goes with it)
+        # (after the blob store: a pruned session's lease goes with it. Not collected here: a backend a test or the CLI
+        # makes read every key of the store on a thread, and its close waited for it; the first turn starts it.)
+        self.prune_sessions(collect=False)
         archive = self.config.archive
         if archive == "memory":
             from ..archive import MemoryArchiveStore
@@ -124,24 +128,27 @@ class Backend:
             archive_store = open_archive_store(archive or str(state / "archive"))
         self.archive = Archive(archive_store, redactor=self.config.redactor(enabled=self.config.redact))
 
-    def prune_sessions(self, now: float | None = None) -> list[str]:
+    def prune_sessions(self, now: float | None = None, *, collect: bool = True) -> list[str]:
         """Delete the sessions past ``session_max_age_s`` and collect what sessions left in the blob store; their ids.
 
-        At most once per ``PRUNE_INTERVAL_S`` unless ``now`` is given. The local store's sessions are pruned here (a
-        Redis session expires on its own); the blob store is collected by :meth:`collect_blobs`, at ``now`` here when
-        it is given, otherwise on a thread of its own (it reads every key: no request waits for it).
+        Each at most once per ``PRUNE_INTERVAL_S`` unless ``now`` is given. The local store's sessions are pruned here
+        (a Redis session expires on its own); the blob store is collected by :meth:`collect_blobs` (unless
+        ``collect`` is False), at ``now`` here when it is given, otherwise on a thread of its own (it reads every key:
+        no request waits for it).
         """
         max_age = self.config.session_max_age_s
         clock = time.time()
-        if now is None and clock - self._pruned_at < PRUNE_INTERVAL_S:
-            return []
-        self._pruned_at = clock
-        prune = getattr(self.sessions, "prune", None)
-        pruned = list(prune(max_age, now=now)) if callable(prune) and max_age is not None else []
-        self._drop_leases(pruned)
+        pruned: list[str] = []
+        if now is not None or clock - self._pruned_at >= PRUNE_INTERVAL_S:
+            self._pruned_at = clock
+            prune = getattr(self.sessions, "prune", None)
+            pruned = list(prune(max_age, now=now)) if callable(prune) and max_age is not None else []
+            self._drop_leases(pruned)
         if now is not None:
             self.collect_blobs(now)
-        elif self._collecting is None or not self._collecting.is_alive():
+        elif collect and clock - self._collected_at >= PRUNE_INTERVAL_S and \
+                (self._collecting is None or not self._collecting.is_alive()):
+            self._collected_at = clock
             self._collecting = threading.Thread(target=self._collect_logged, name="contextfold-serve-collect",
                                                 daemon=True)
             self._collecting.start()
@@ -153,12 +160,12 @@ class Backend:
         The age is the longest of the instances sharing the store (``serve.collection``: this instance's
         ``session_max_age_s`` is noted there first; one keeping sessions for good stops collection).
         """
-        from .collection import collect
+        from .collection import collect, collection_instance
 
         at = time.time() if now is None else now
         with self._collect_lock:  # (one collection at a time: the periodic one and a caller's)
-            return collect(self.blobs, self._instance, self.config.session_max_age_s, at,
-                           leases=self.leases is self.blobs)
+            return collect(self.blobs, collection_instance(self.config.session_max_age_s),
+                           self.config.session_max_age_s, at, leases=self.leases is self.blobs)
 
     def _collect_logged(self) -> None:
         try:
@@ -466,6 +473,7 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
         gone = [m for m in stored if m.meta.get("id") in dropped]
         stored = [m for m in stored if m.meta.get("id") not in dropped]
     if stored:
+        _refresh_claims(backend, session_id, stored, marks)
         cm.adopt(stored)
         if not gone:  # (a usage report is of the view it was sent with: not of this one)
             _ground(cm, session_id, marks, version)
@@ -507,6 +515,50 @@ def _feed(backend: Backend, exchange: Exchange, session_id: str, stored: list[An
     before = 0 if turn.rebuilt else stored_count(stored_tokens, _mark_place(session_id, "client_tokens"), "token count")
     marks["client_tokens"] = str(max(0, before - dropped_tokens) + turn.client_tokens)
     return turn
+
+
+def _refresh_claims(backend: Backend, session_id: str, stored: Sequence[Any], marks: dict[str, str]) -> None:
+    """Claim again the outputs the session's saved view cites, at most every ``CLAIM_REFRESH_S`` (its mark).
+
+    Collection (serve.collection) ages an output by its claims, which a cache writes when it stores or reads it: a
+    session still continued whose cut output it does not read again had that output (and its secret memory, aged by
+    the same claims) deleted while its view still cited the ref. A claim refreshed as the session is used keeps them
+    as long as the session is. Refreshed before the save that writes the mark; at the backend's clock.
+    """
+    from ..cache import referenced_refs
+    from ..cache._cache import CLAIM_REFRESH_S
+    from ..cache.owners import owner_tag, write_claim
+
+    now = backend.clock()
+    try:
+        last = float(marks.get(CLAIMS_MARK, "-inf"))
+    except ValueError:
+        last = -math.inf  # (not the proxy's: refreshed, and rewritten)
+    if now - last < CLAIM_REFRESH_S and last <= now:
+        return
+    tag = owner_tag(session_id)
+    for ref in sorted(referenced_refs(stored)):
+        write_claim(backend.blobs, ref, tag, now)
+    marks[CLAIMS_MARK] = repr(now)
+
+
+def add_round(turn: Turn, messages: list[Any]) -> None:
+    """Add a retrieval round's ``messages`` to the view (:func:`own_round`); a continuation's input mark names them.
+
+    The round belongs to the request's own input: an edited retry after this request's call failed takes it out
+    with that input (_failed_try), or the model's call and its result, answering a question the client took back,
+    stayed in front of the retry's input.
+    """
+    before = {m.meta.get("id") for m in turn.cm.stored_messages()}
+    turn.cm.add(own_round(turn, messages))
+    if turn.exchange.handle is None or FED_INPUT_MARK not in turn.marks:
+        return
+    noted = _mark_json(turn.marks, FED_INPUT_MARK, turn.session_id)
+    if not (isinstance(noted, dict) and isinstance(noted.get("ids"), list)):
+        return  # (not the proxy's: _failed_try says so if it is ever read)
+    added = [ident for m in turn.cm.stored_messages()
+             if isinstance(ident := m.meta.get("id"), str) and ident not in before]
+    turn.marks[FED_INPUT_MARK] = json.dumps({**noted, "ids": [*noted["ids"], *added]})
 
 
 def own_round(turn: Turn, messages: list[Any]) -> list[Any]:
@@ -675,6 +727,9 @@ def save_reply(backend: Backend, turn: Turn, *, prompt_tokens: int | None, respo
     """
     # First try against the version this request saved, with the view it saved: no load, and the store writes
     # only the marks (it still holds those messages). Only after a conflict is the session loaded again.
+    # A continuation's reply becomes the head only while the session's fed mark is still its own (compare-and-set by
+    # the version): another request fed meanwhile (it took the lease over) moved the session on.
+    fed = turn.marks.get("fed") if turn.exchange.handle is not None else None
     messages, version = turn.cm.stored_messages(), turn.version
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
@@ -691,6 +746,10 @@ def save_reply(backend: Backend, turn: Turn, *, prompt_tokens: int | None, respo
             if attempt == MAX_ATTEMPTS or response_id is None:
                 break  # the usage of a view that moved on grounds nothing
             state = backend.sessions.load_state(turn.session_id)
+            if fed is not None and state.marks.get("fed") != fed:
+                log_event("reply not the head", level=logging.WARNING, session=turn.session_id,
+                          problem="another request continued the session while this one was answered")
+                break
             messages, version = state.messages, state.version
     if pointer is not None:
         backend.sessions.save(pointer, [], backend.sessions.load_state(pointer).version,

@@ -1,0 +1,46 @@
+"""An application that cut contextfold.serve off from its handlers (propagate = False) gets its lines anyway.
+
+lines_to_the_applications_handlers (ops.py) starts its writer whenever contextfold.serve has no handler, and
+_Onward.emit hands every record to ``_log.parent.callHandlers`` whatever ``propagate`` was: the application's
+choice (no proxy lines on its handlers) is overridden while the app serves.
+"""
+from __future__ import annotations
+
+import logging
+
+import httpx
+from _serve_support import proxy_config
+
+from contextfold.serve import ProxyServer
+from contextfold.testing import ScriptedLLMServer
+
+
+class Collected(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.name.startswith("contextfold.serve"):
+            self.messages.append(record.getMessage())
+
+
+def test_a_logger_cut_off_by_the_application_stays_cut_off() -> None:
+    root, serve = logging.getLogger(), logging.getLogger("contextfold.serve")
+    saved = root.level, serve.handlers[:], serve.propagate, serve.level
+    collected = Collected()
+    root.addHandler(collected)
+    root.setLevel(logging.INFO)
+    serve.handlers[:], serve.propagate = [], False  # (the application: no proxy lines on my handlers)
+    serve.setLevel(logging.NOTSET)
+    try:
+        with ScriptedLLMServer(default="ok") as upstream, \
+                ProxyServer(proxy_config(upstream, default_window=6_000)) as proxy:
+            assert httpx.post(proxy.url + "/v1/chat/completions", timeout=30, json={
+                "model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hello"}]}).status_code == 200
+    finally:
+        root.removeHandler(collected)
+        root.setLevel(saved[0])
+        serve.handlers[:], serve.propagate = saved[1], saved[2]
+        serve.setLevel(saved[3])
+    assert collected.messages == [], collected.messages  # (before the fix: both lines)
