@@ -34,18 +34,17 @@ _NAMED = ("amp", "lt", "gt", "quot", "apos", "sol", "bsol", "plus", "equals", "n
 _ESCAPE_RE = re.compile(r"\\u(00[2-7][0-9a-fA-F])|&#0*([3-9][0-9]|1[01][0-9]|12[0-6]);|&#[xX]0*([2-7][0-9a-fA-F]);"
                         r"|&(?:" + "|".join(_NAMED) + ");"
                         # A shell command continued on the next line, in a word (the break read as nothing).
-                        r"|(?<=[A-Za-z0-9+/=_.~-])\\\r?\n[ \t]*(?=[A-Za-z0-9+/=_.~-])"
+                        r"|\\(?<=[A-Za-z0-9+/=_.~-]\\)\r?\n[ \t]*(?=[A-Za-z0-9+/=_.~-])"
                         # A JSON string's escaped line break inside base64 or a token at least 16 characters long.
-                        r"|(?<=[A-Za-z0-9+/=_-]{16})(?:\\r)?\\n(?=[A-Za-z0-9+/=_-])")
+                        # (The literal first: a look behind tried at every place cost more than the rest.)
+                        r"|\\n(?<=[A-Za-z0-9+/=_-]{16}\\n)(?=[A-Za-z0-9+/=_-])")
 # A line break inside a wrapped token: after a line that is one token of 16 characters or more (a PEM or base64
 # body, a hex dump, a key folded on its own lines; indented in YAML), or inside a word after a line of 60 characters or
 # more (a terminal or `fold` wrapping at 60 to 80 columns cuts wherever the column falls, in a value too).
 _WRAP_RE = re.compile(r"^[ \t]*[A-Za-z0-9+/=_-]{16,}(\r?\n[ \t]*)(?=[A-Za-z0-9+/=_-])"
-                      r"|^[^\n]{59,}(?<=[A-Za-z0-9+/=_-])(\r?\n)(?=[A-Za-z0-9+/=_-])", re.MULTILINE)
+                      r"|^[^\n]{59,}(?<=\S)(\r?\n)(?=\S)", re.MULTILINE)
 # A run of upper-case hex (with a letter and a digit) that a hex form remembered in lower case stands in.
-_UPPER_HEX_RE = re.compile(r"(?=[0-9A-F]{12})(?=[0-9]*[A-F])(?=[A-F]*[0-9])[0-9A-F]{12,}")
-# A quick test of whether a text may have a view at all.
-_MAYBE_RE = re.compile(r"\\u|&#?[A-Za-z0-9]|\\\r?\n|\\n|[A-Za-z0-9+/=_-]\r?\n|[0-9A-F]{12}")
+_UPPER_HEX_RE = re.compile(r"[0-9A-F]{12,}")
 # The literal openings of what a view reads as something else (see view_needles).
 ESCAPE_NEEDLES = (*(f"\\u00{digit}" for digit in "234567"), "&#", *(f"&{name};" for name in _NAMED))
 
@@ -82,8 +81,6 @@ class TextView:
 
 def view_of(text: str) -> TextView | None:
     """``text``'s view, or None when it has none (no escape, no wrapped token, no upper-case hex run)."""
-    if _MAYBE_RE.search(text) is None:
-        return None
     # (start, end, replacement, same length) of each piece replaced, from the passes below (they never overlap:
     # an escape holds no line break a wrap takes out, and upper-case hex no escape's characters but its digits).
     pieces: list[tuple[int, int, str, bool]] = []
@@ -100,6 +97,8 @@ def view_of(text: str) -> TextView | None:
     else:
         taken = []
     for m in _UPPER_HEX_RE.finditer(text):
+        if m.group().isdigit() or m.group().isalpha():
+            continue
         s, e = m.span()
         if taken and _overlaps(taken, s, e):  # (the hex digits of an escape: read with it)
             continue
@@ -148,7 +147,9 @@ def _read_escape(m: re.Match[str]) -> str | None:
 
 
 # A run that may be base64 or hex holding a remembered string at any offset (16 characters or more; hex from 12).
-_ENCODED_RUN_RE = re.compile(r"[A-Za-z0-9+/_-]{12,}")
+# Base64 of 12 bytes or more has both cases (but about once in 5,000): a run without (a path, a word, an
+# identifier in snake case) is not decoded. Hex: a digit and a letter.
+_RUN_RE = re.compile(r"[A-Za-z0-9+/_-]{16,}")
 _HEX_RUN_RE = re.compile(r"[0-9a-fA-F]{12,}")
 _URL_SAFE = str.maketrans("-_", "+/")
 
@@ -184,18 +185,22 @@ def decoded_runs(text: str) -> DecodedRuns | None:
     runs: list[tuple[int, int, int, int, int]] = []
     length = 0
     found: list[tuple[int, int, bytes, int]] = []
-    for m in _ENCODED_RUN_RE.finditer(text):
+    for m in _RUN_RE.finditer(text):
         run = m.group()
-        if len(run) >= 16 and not _HEX_RUN_RE.fullmatch(run):
-            usable = run[: len(run) & ~3].translate(_URL_SAFE)
-            with contextlib.suppress(ValueError):  # (a "=" cannot be inside: the run holds none)
-                found.append((m.start(), m.end(), base64.b64decode(usable), 6))
+        if run.islower() or run.isupper():
+            continue
+        usable = run[: len(run) & ~3].translate(_URL_SAFE)
+        with contextlib.suppress(ValueError):  # (a "=" cannot be inside: the run holds none)
+            found.append((m.start(), m.end(), base64.b64decode(usable), 6))
     for m in _HEX_RUN_RE.finditer(text):
-        # (Both alignments: a hex dump joined to the word after it, or one hex digit of what stands before it.)
-        for skip in (0, 1):
-            start = m.start() + skip
-            digits = (m.end() - start) & ~1
-            found.append((start, start + digits, bytes.fromhex(text[start : start + digits]), 4))
+        # (An odd run at both alignments: a hex dump joined to the word after it, or one digit of what precedes it.)
+        start, end = m.span()
+        if m.group().isdigit() or m.group().isalpha():
+            continue
+        found.append((start, start + ((end - start) & ~1), bytes.fromhex(text[start : start + ((end - start) & ~1)]),
+                      4))
+        if (end - start) & 1:
+            found.append((start + 1, end, bytes.fromhex(text[start + 1 : end]), 4))
     for start, end, data, bits in found:
         decoded = data.decode("latin-1")
         pieces.append(decoded)
@@ -226,10 +231,16 @@ def encoded_needles(remembered: str) -> list[str]:
             cores.append(url_safe)
     hexed = raw.hex()
     cores.extend((hexed, hexed.upper()))
-    return [half for core in cores for half in _halves(core) if half]
+    return [half for core in cores if core for half in _halves(core)]
 
 
-def _halves(text: str) -> tuple[str, str]:
+def _halves(text: str) -> tuple[str, ...]:
+    """The two halves of ``text`` (one of them is whole where one line break cuts it); itself when shorter than 16.
+
+    (Halves of fewer than 8 characters are in too many texts: each would be redacted again at every secret learned.)
+    """
+    if len(text) < _HALVED_MIN_CHARS:
+        return (text,)
     half = (len(text) + 1) // 2
     return text[:half], text[len(text) - half:]
 
@@ -239,12 +250,14 @@ def view_needles(remembered: str) -> list[str]:
 
     Its halves when it has no spaces (a line break inside it leaves one of them whole), the halves of its base64 and
     hex forms (:func:`encoded_needles`), its upper-case form when it is lower-case hex (an upper-case hex run
-    lowered); the openings of the escapes a view reads are :data:`ESCAPE_NEEDLES`. Not told: a string broken by two
-    breaks or more (it holds no half whole; wrapped twice, it is longer than 60 characters: a PEM body's lines are
-    remembered), and a string of several words broken inside one (a password with spaces; its halves are common
-    words, which would redo every text holding them): a text redacted before it was learned keeps that redaction.
+    lowered); the openings of the escapes a view reads are :data:`ESCAPE_NEEDLES`. A string (or form) shorter than
+    16 characters is its own needle, not halved. Not told, so a text redacted before the string was learned keeps
+    that redaction: such a string broken by a line break; a string broken by two breaks or more (it holds no half
+    whole; wrapped twice, it is longer than 60 characters: a PEM body's lines are remembered); a string of several
+    words broken inside one (a password with spaces: its halves are common words, which would redo every text
+    holding them). A text redacted after the string is learned is searched in its view whole.
     """
-    needles = [*_halves(remembered)] if _TOKEN_RE.fullmatch(remembered) else []
+    needles = list(_halves(remembered)) if _TOKEN_RE.fullmatch(remembered) else []
     needles.extend(encoded_needles(remembered))
     upper = remembered.upper()
     if upper != remembered and _LOWER_HEX_RE.fullmatch(remembered):
@@ -253,5 +266,6 @@ def view_needles(remembered: str) -> list[str]:
 
 
 _LOWER_HEX_RE = re.compile(r"[0-9a-f]+")
+_HALVED_MIN_CHARS = 16
 # A remembered string without spaces: one a view's line break can be in (see view_needles).
 _TOKEN_RE = re.compile(r"\S+")

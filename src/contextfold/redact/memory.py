@@ -38,7 +38,7 @@ import time
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._memo import TextMemo, text_key
 from ..errors import CorruptRecord
@@ -306,18 +306,20 @@ class SecretMemory:
         self._order: list[tuple[str, str]] = []  # the table's entries in the order learned (spans' memo counts them)
         self._found: TextMemo[tuple[int, tuple[tuple[int, int, str], ...]]] = TextMemo(_FOUND_MEMO_BYTES)
         # What a text's view and decoded runs hold, by the text's hash, for one generation (see _hits_seen).
-        self._seen: TextMemo[tuple[int, tuple[tuple[int, int, str], ...]]] = TextMemo(_FOUND_MEMO_BYTES)
+        # (the generation, the hits, how many needles there were then)
+        self._seen: TextMemo[tuple[int, tuple[tuple[int, int, str], ...], int]] = TextMemo(_FOUND_MEMO_BYTES)
         # The remembered strings by their first PIECE_CHARS characters (spans of short texts).
         self._by_head: dict[str, list[tuple[str, str]]] = {}
         # Every piece of PIECE_CHARS characters of the first ``_grams_of`` strings of ``_order`` (shares_piece).
         self._grams: set[str] = set()
         self._grams_of = 0
         self._full_told = False  # (a full memory is said once)
-        # The view needles of every remembered string (see learned_since), each once, in the order found (appends
-        # never move what is there: a snapshot is a length); and the last snapshot of them with the table.
+        # The view needles of every remembered string (see learned_since), in the order learned (appends never move
+        # what is there: a snapshot is a length); and the last snapshot of them with the table.
         self._needle_list: list[str] = []
-        self._needle_set: set[str] = set()
         self._searched: Searched | None = None
+        # (an automaton of the first n needles, n, the needles looked for one by one since: see _may_hold_needle)
+        self._gate: tuple[Any, int, list[int]] | None = None
 
     # -- reading ------------------------------------------------------------------------------------------------
     @property
@@ -408,11 +410,20 @@ class SecretMemory:
         As ``(start, -end, kind)`` over the characters they stand in (an escape, a line break, the base64 characters
         mixing its bits with its neighbours' are redacted with it); remembered by the text for a generation.
         """
-        learned = len(self._order)
+        learned, needles = len(self._order), len(self._needle_list)
+        if not self._may_hold_needle(text):
+            return ()
         key = text_key(text)
         known = self._seen.get(key)
-        if known is not None and known[0] == learned:
-            return known[1]
+        if known is not None:
+            at, hits, needles_then = known
+            if at == learned:
+                return hits
+            # Found at an earlier generation: it holds unless the text holds a needle of a string learned since.
+            fresh = self._needle_list[needles_then:needles]
+            if not any(needle in text for needle in fresh) and not any(n in text for n in ESCAPE_NEEDLES):
+                self._seen.put(key, (learned, hits, needles), _HIT_BYTES * (1 + len(hits)))
+                return hits
         out: list[tuple[int, int, str]] = []
         view = view_of(text)
         if view is not None:
@@ -428,8 +439,34 @@ class SecretMemory:
                     found = view.span(*found) if view is not None else found
                     out.append((found[0], -found[1], kind))
         hits = tuple(out)
-        self._seen.put(key, (learned, hits), _HIT_BYTES * (1 + len(hits)))
+        self._seen.put(key, (learned, hits, needles), _HIT_BYTES * (1 + len(hits)))
         return hits
+
+    def _may_hold_needle(self, text: str) -> bool:
+        """Whether ``text`` holds a view needle of a remembered string (else its view and runs hold none of them).
+
+        One pass of an automaton of the needles (issue 22: reading every text's view and runs cost a cold redaction
+        of real outputs about twice its time). The needles found since it was built are looked for one by one, until
+        that has cost more than building it again (needles looked for, against needles built); without the
+        automaton, True.
+        """
+        needles = self._needle_list
+        count = len(needles)
+        gate = self._gate
+        if gate is None or (count > gate[1] and gate[2][0] > gate[1]):
+            from ._triggers import automaton_available
+
+            if not automaton_available():
+                return True
+            import ahocorasick_rs
+
+            gate = self._gate = (ahocorasick_rs.AhoCorasick(needles[:count]), count, [0])
+        automaton, covered, spent = gate
+        if count > covered:
+            spent[0] += count - covered
+            if any(needle in text for needle in needles[covered:count]):
+                return True
+        return bool(automaton.find_matches_as_indexes(text, overlapping=False))
 
     def _hits(self, text: str) -> tuple[tuple[int, int, str], ...]:
         """Every occurrence in ``text`` of a remembered string, as ``(start, -end, kind)`` (remembered by text)."""
@@ -526,11 +563,9 @@ class SecretMemory:
                 self._by_head.setdefault(remembered[:PIECE_CHARS], []).append((remembered, fresh_kind))
             if not self._needle_list:
                 self._needle_list.extend(ESCAPE_NEEDLES)
-                self._needle_set.update(ESCAPE_NEEDLES)
-            for needle in (needle for remembered in fresh for needle in view_needles(remembered)):
-                if needle not in self._needle_set:
-                    self._needle_set.add(needle)
-                    self._needle_list.append(needle)
+            # (Each string's own, repeated where two share one: the needles from a count on are those of the strings
+            # learned since, see _hits_seen.)
+            self._needle_list.extend(needle for remembered in fresh for needle in view_needles(remembered))
             self._values[value] = kind
             if self._store is not None:
                 self._unsaved = True
@@ -999,7 +1034,7 @@ class Searched(Mapping[str, str]):
         extra = self._extra
         if extra is None:
             table = self.table
-            extra = self._extra = tuple(n for n in self._needles[: self._count] if n not in table)
+            extra = self._extra = tuple(n for n in dict.fromkeys(self._needles[: self._count]) if n not in table)
         return extra
 
     def __getitem__(self, key: str) -> str:
