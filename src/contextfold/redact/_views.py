@@ -211,7 +211,7 @@ def decoded_runs(text: str) -> DecodedRuns | None:
     return DecodedRuns("\n".join(pieces), runs)
 
 
-def encoded_needles(remembered: str) -> list[str]:
+def encoded_needles(remembered: str, complete: bool = True) -> list[str]:
     """What a text holds literally where ``remembered`` is in one of its runs decoded (see :func:`decoded_runs`).
 
     The halves of its base64 characters at each alignment (whole, or a line break inside them: one half whole) and
@@ -231,34 +231,36 @@ def encoded_needles(remembered: str) -> list[str]:
             cores.append(url_safe)
     hexed = raw.hex()
     cores.extend((hexed, hexed.upper()))
-    return [half for core in cores if core for half in _halves(core)]
+    return [half for core in cores if core for half in _halves(core, complete)]
 
 
-def _halves(text: str) -> tuple[str, ...]:
-    """The two halves of ``text`` (one of them is whole where one line break cuts it); itself when shorter than 16.
+def _halves(text: str, complete: bool) -> tuple[str, ...]:
+    """The two halves of ``text``: one of them is whole where one line break cuts it.
 
-    (Halves of fewer than 8 characters are in too many texts: each would be redacted again at every secret learned.)
+    Unless ``complete``, ``text`` itself when shorter than 16 (halves of fewer than 8 characters are in too many
+    texts, each redone at every learn).
     """
-    if len(text) < _HALVED_MIN_CHARS:
+    if len(text) < _HALVED_MIN_CHARS and not complete:
         return (text,)
     half = (len(text) + 1) // 2
     return text[:half], text[len(text) - half:]
 
 
-def view_needles(remembered: str) -> list[str]:
+def view_needles(remembered: str, complete: bool = True) -> list[str]:
     """Strings one of which a text holds literally when ``remembered`` occurs in its view but not in it.
 
     Its halves when it has no spaces (a line break inside it leaves one of them whole), the halves of its base64 and
     hex forms (:func:`encoded_needles`), its upper-case form when it is lower-case hex (an upper-case hex run
-    lowered); the openings of the escapes a view reads are :data:`ESCAPE_NEEDLES`. A string (or form) shorter than
-    16 characters is its own needle, not halved. Not told, so a text redacted before the string was learned keeps
-    that redaction: such a string broken by a line break; a string broken by two breaks or more (it holds no half
-    whole; wrapped twice, it is longer than 60 characters: a PEM body's lines are remembered); a string of several
-    words broken inside one (a password with spaces: its halves are common words, which would redo every text
-    holding them). A text redacted after the string is learned is searched in its view whole.
+    lowered); the openings of the escapes a view reads are :data:`ESCAPE_NEEDLES`. ``complete``: every one (what
+    decides whether a text's view is read at all). Else the ones a cache of redactions made before the string was
+    learned is checked against: a string (or form) shorter than 16 characters is its own needle, not halved, and a
+    string with spaces has no halves (they are common words, and every text holding one would be redone at every
+    learn); so such a string broken by a line break, or any string broken by two breaks or more (wrapped twice, it
+    is longer than 60 characters: a PEM body's lines are remembered), is found in a text redacted after it is
+    learned, not in one redacted before and kept.
     """
-    needles = list(_halves(remembered)) if _TOKEN_RE.fullmatch(remembered) else []
-    needles.extend(encoded_needles(remembered))
+    needles = list(_halves(remembered, complete)) if complete or _TOKEN_RE.fullmatch(remembered) else []
+    needles.extend(encoded_needles(remembered, complete))
     upper = remembered.upper()
     if upper != remembered and _LOWER_HEX_RE.fullmatch(remembered):
         needles.append(upper)

@@ -370,7 +370,7 @@ class SecretMemory:
         learned = [remembered for remembered, _ in self._order[generation:]]
         if not learned:
             return learned
-        needles = dict.fromkeys(needle for remembered in learned for needle in view_needles(remembered))
+        needles = dict.fromkeys(needle for remembered in learned for needle in view_needles(remembered, False))
         needles.update(dict.fromkeys(ESCAPE_NEEDLES))
         known = set(learned)
         return [*learned, *(needle for needle in needles if needle not in known)]
