@@ -186,6 +186,8 @@ def test_no_form_of_a_learned_value_is_left_readable(value: str, before: bytes, 
     encode = FORMS[form][1]
     if form in ("upper_case_hex_token", "lower_case_key"):
         return  # (the other case is for single-case values: the two examples above)
+    if form in ("folded_log_line", "shell_continued") and len(value) < 12:
+        return  # (a line break is looked for in a value of 12 characters or more: see _views.view_needles)
     written = encode(value) if not form.startswith("base64_inside") else base64.b64encode(
         before + value.encode() + b"!").decode()
     redactor = Redactor(builtin=False)

@@ -237,10 +237,11 @@ def encoded_needles(remembered: str, complete: bool = True) -> list[str]:
 def _halves(text: str, complete: bool) -> tuple[str, ...]:
     """The two halves of ``text``: one of them is whole where one line break cuts it.
 
-    Unless ``complete``, ``text`` itself when shorter than 16 (halves of fewer than 8 characters are in too many
-    texts, each redone at every learn).
+    ``text`` itself when shorter than 12 characters (``complete``) or 16: halves of 3 to 5 characters are in most
+    texts (``ame`` of a remembered ``sésame`` in every ``name``), whose views would then all be read (the cold
+    redaction of real outputs cost 3.6 times base's), and each text redone at every learn.
     """
-    if len(text) < _HALVED_MIN_CHARS and not complete:
+    if len(text) < (_HALVED_MIN_CHARS if complete else _HALVED_MIN_CHARS_KEPT):
         return (text,)
     half = (len(text) + 1) // 2
     return text[:half], text[len(text) - half:]
@@ -251,13 +252,14 @@ def view_needles(remembered: str, complete: bool = True) -> list[str]:
 
     Its halves when it has no spaces (a line break inside it leaves one of them whole), the halves of its base64 and
     hex forms (:func:`encoded_needles`), its upper-case form when it is lower-case hex (an upper-case hex run
-    lowered); the openings of the escapes a view reads are :data:`ESCAPE_NEEDLES`. ``complete``: every one (what
-    decides whether a text's view is read at all). Else the ones a cache of redactions made before the string was
-    learned is checked against: a string (or form) shorter than 16 characters is its own needle, not halved, and a
-    string with spaces has no halves (they are common words, and every text holding one would be redone at every
-    learn); so such a string broken by a line break, or any string broken by two breaks or more (wrapped twice, it
-    is longer than 60 characters: a PEM body's lines are remembered), is found in a text redacted after it is
-    learned, not in one redacted before and kept.
+    lowered); the openings of the escapes a view reads are :data:`ESCAPE_NEEDLES`. ``complete``: what decides
+    whether a text's view is read at all; a string (or form) shorter than 12 characters is its own needle, not
+    halved: such a string broken by a line break is not found (a fold or a wrap cutting a short password). Else the
+    ones a cache of redactions made before the string was learned is checked against: not halved under 16
+    characters, and a string with spaces has no halves (they are common words, and every text holding one would be
+    redone at every learn); so such a string broken by a line break, or any string broken by two breaks or more
+    (wrapped twice, it is longer than 60 characters: a PEM body's lines are remembered), is found in a text redacted
+    after it is learned, not in one redacted before and kept.
     """
     needles = list(_halves(remembered, complete)) if complete or _TOKEN_RE.fullmatch(remembered) else []
     needles.extend(encoded_needles(remembered, complete))
@@ -268,6 +270,7 @@ def view_needles(remembered: str, complete: bool = True) -> list[str]:
 
 
 _LOWER_HEX_RE = re.compile(r"[0-9a-f]+")
-_HALVED_MIN_CHARS = 16
+_HALVED_MIN_CHARS = 12
+_HALVED_MIN_CHARS_KEPT = 16
 # A remembered string without spaces: one a view's line break can be in (see view_needles).
 _TOKEN_RE = re.compile(r"\S+")
