@@ -460,13 +460,15 @@ class SecretMemory:
                 return True
             import ahocorasick_rs
 
-            gate = self._gate = (ahocorasick_rs.AhoCorasick(needles[:count]), count, [0])
+            # (Over bytes: twice as fast as over str on tool outputs, with the UTF-8 of the text a copy for ASCII.)
+            gate = self._gate = (ahocorasick_rs.BytesAhoCorasick(
+                [n.encode("utf-8", "surrogatepass") for n in dict.fromkeys(needles[:count])]), count, [0])
         automaton, covered, spent = gate
         if count > covered:
             spent[0] += count - covered
             if any(needle in text for needle in needles[covered:count]):
                 return True
-        return bool(automaton.find_matches_as_indexes(text, overlapping=False))
+        return bool(automaton.find_matches_as_indexes(text.encode("utf-8", "surrogatepass"), overlapping=False))
 
     def _hits(self, text: str) -> tuple[tuple[int, int, str], ...]:
         """Every occurrence in ``text`` of a remembered string, as ``(start, -end, kind)`` (remembered by text)."""
