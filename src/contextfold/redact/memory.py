@@ -65,7 +65,7 @@ from ._memory_records import (
     sweep_range,
     tell_if_not_atomic,
 )
-from ._views import ESCAPE_NEEDLES, decoded_runs, view_needles, view_of
+from ._views import ESCAPE_NEEDLE_RE, ESCAPE_NEEDLES, decoded_runs, view_needles, view_of
 
 if TYPE_CHECKING:
     from ..cache.blobs import BlobStore
@@ -111,6 +111,9 @@ PIECE_CHARS = 5
 # What spans() found in a text, by the text's hash: at most this many bytes a session (about 8,000 texts).
 _FOUND_MEMO_BYTES = 2 * 1024 * 1024
 _HIT_BYTES = 64
+# A text's view hits found at an earlier generation are checked for at most this many needles learned since, one by
+# one; more are searched for with all the others in one pass of the automaton (see SecretMemory._hits_seen).
+_STALE_NEEDLES_MAX = 16
 # Texts up to this long are first searched position by position (SecretMemory._short_hits) when more strings are
 # remembered than the text has characters; otherwise string by string.
 _SHORT_TEXT_CHARS = 512
@@ -411,19 +414,22 @@ class SecretMemory:
         mixing its bits with its neighbours' are redacted with it); remembered by the text for a generation.
         """
         learned, needles = len(self._order), len(self._needle_list)
-        if not self._may_hold_needle(text):
-            return ()
         key = text_key(text)
         known = self._seen.get(key)
         if known is not None:
             at, hits, needles_then = known
             if at == learned:
                 return hits
-            # Found at an earlier generation: it holds unless the text holds a needle of a string learned since.
+            # Found at an earlier generation: it holds unless the text holds a needle of a string learned since
+            # (looked for one by one when they are few; else the automaton of all of them decides, below).
             fresh = self._needle_list[needles_then:needles]
-            if not any(needle in text for needle in fresh) and not any(n in text for n in ESCAPE_NEEDLES):
+            if len(fresh) <= _STALE_NEEDLES_MAX and not any(needle in text for needle in fresh) and \
+                    ESCAPE_NEEDLE_RE.search(text) is None:
                 self._seen.put(key, (learned, hits, needles), _HIT_BYTES * (1 + len(hits)))
                 return hits
+        if not self._may_hold_needle(text):
+            self._seen.put(key, (learned, (), needles), _HIT_BYTES)  # (none: asked again, a look-up, not a pass)
+            return ()
         out: list[tuple[int, int, str]] = []
         view = view_of(text)
         if view is not None:
