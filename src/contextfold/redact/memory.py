@@ -318,8 +318,12 @@ class SecretMemory:
         self._grams_of = 0
         self._full_told = False  # (a full memory is said once)
         # The view needles of every remembered string (see learned_since), in the order learned (appends never move
-        # what is there: a snapshot is a length); and the last snapshot of them with the table.
+        # what is there: a snapshot is a length); and the last snapshot of them with the table. Also the needles a
+        # cached redaction is checked against (view_needles' relaxed ones), and how many there were after each
+        # string of _order was remembered.
         self._needle_list: list[str] = []
+        self._kept_needles: list[str] = []
+        self._kept_marks: list[int] = []
         self._searched: Searched | None = None
         # (an automaton of the first n needles, n, the needles looked for one by one since: see _may_hold_needle)
         self._gate: tuple[Any, int, list[int]] | None = None
@@ -373,7 +377,7 @@ class SecretMemory:
         learned = [remembered for remembered, _ in self._order[generation:]]
         if not learned:
             return learned
-        needles = dict.fromkeys(needle for remembered in learned for needle in view_needles(remembered, False))
+        needles = dict.fromkeys(self._kept_needles[self._kept_marks[generation - 1] if generation else 0 :])
         needles.update(dict.fromkeys(ESCAPE_NEEDLES))
         known = set(learned)
         return [*learned, *(needle for needle in needles if needle not in known)]
@@ -565,15 +569,20 @@ class SecretMemory:
                                  "redacted where a rule finds them, not where they are repeated bare",
                                  len(self._table))
                 return False
+            # (The needles first: a reader that sees a string in _order finds its needles there.)
+            if not self._needle_list:
+                self._needle_list.extend(ESCAPE_NEEDLES)
+            stripped = value.strip()
+            for remembered in fresh:
+                # (The base64 and hex needles of the value found only, not of each of its forms: see view_needles.)
+                encoded = remembered == stripped or remembered == _unescaped(stripped)
+                self._needle_list.extend(view_needles(remembered, encoded=encoded))
+                self._kept_needles.extend(view_needles(remembered, False, encoded))
+                self._kept_marks.append(len(self._kept_needles))
             self._table = {**self._table, **fresh}
             self._order.extend(fresh.items())
             for remembered, fresh_kind in fresh.items():
                 self._by_head.setdefault(remembered[:PIECE_CHARS], []).append((remembered, fresh_kind))
-            if not self._needle_list:
-                self._needle_list.extend(ESCAPE_NEEDLES)
-            # (Each string's own, repeated where two share one: the needles from a count on are those of the strings
-            # learned since, see _hits_seen.)
-            self._needle_list.extend(needle for remembered in fresh for needle in view_needles(remembered))
             self._values[value] = kind
             if self._store is not None:
                 self._unsaved = True
