@@ -270,11 +270,14 @@ def view_needles(remembered: str, complete: bool = True, encoded: bool = True) -
     upper = remembered.upper()
     if upper != remembered and _LOWER_HEX_RE.fullmatch(remembered):
         needles.append(upper)
-    return needles
+    # A needle's head is one too (where the needle is, its head is): an automaton of a long value's halves and
+    # cores, thousands of characters (a text a timed-out pattern made one secret), took 10 s to build.
+    return [needle[:_NEEDLE_MAX_CHARS] for needle in needles]
 
 
 _LOWER_HEX_RE = re.compile(r"[0-9a-f]+")
 _HALVED_MIN_CHARS = 12
+_NEEDLE_MAX_CHARS = 32
 _HALVED_MIN_CHARS_KEPT = 16
 # A remembered string without spaces: one a view's line break can be in (see view_needles).
 _TOKEN_RE = re.compile(r"\S+")
