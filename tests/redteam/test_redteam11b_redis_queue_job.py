@@ -1,8 +1,8 @@
 """A compaction job someone else pushed onto the fleet's Redis queue is a StoreError naming the queue.
 
-Found pushing bytes that are no UTF-8 onto the queue (then ``contextfold:jobs:compact:list``) on a real redis-server: ``take()``
-raised UnicodeDecodeError, which no fleet caller expects of a store (they handle StoreError). The bad job is taken
-off the queue, and the next take returns the next job.
+Found pushing bytes that are no UTF-8 onto the queue (then ``contextfold:jobs:compact:list``) on a real redis-server:
+``take()`` raised UnicodeDecodeError, which no fleet caller expects of a store (they handle StoreError). The bad job
+is taken off the queue, and the next take returns the next job.
 """
 
 from __future__ import annotations

@@ -18,11 +18,10 @@ import socket
 import threading
 from collections.abc import Iterator
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 import pytest
 import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from contextfold.errors import StoreError
 from contextfold.stores.redis_queue import RedisJobQueue
