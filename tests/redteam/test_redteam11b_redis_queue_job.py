@@ -1,8 +1,8 @@
 """A compaction job someone else pushed onto the fleet's Redis queue is a StoreError naming the queue.
 
-Found pushing bytes that are no UTF-8 onto ``contextfold:jobs:compact:list`` on a real redis-server: ``take()``
-raised UnicodeDecodeError, which no fleet caller expects of a store (they handle StoreError). The bad job is taken
-off the queue, and the next take returns the next job.
+Found pushing bytes that are no UTF-8 onto the queue (then ``contextfold:jobs:compact:list``) on a real redis-server:
+``take()`` raised UnicodeDecodeError, which no fleet caller expects of a store (they handle StoreError). The bad job
+is taken off the queue, and the next take returns the next job.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ def test_a_job_that_is_no_utf8_is_a_store_error_and_the_queue_goes_on(redis_serv
     client.flushall()
     queue = RedisJobQueue(redis_server.url)
     try:
-        client.rpush("contextfold:jobs:compact:list", b"\xff\xfe")
+        client.zadd("contextfold:jobs:compact:waiting", {b"\xff\xfe": 0})
         assert queue.offer(NONCE)
-        with pytest.raises(StoreError, match="Redis queue 'contextfold:jobs:compact:list'"):
+        with pytest.raises(StoreError, match="Redis queue 'contextfold:jobs:compact:waiting'"):
             queue.take()
         assert queue.take() == NONCE
     finally:

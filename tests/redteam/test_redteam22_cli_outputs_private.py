@@ -12,12 +12,16 @@ from __future__ import annotations
 import json
 import os
 import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from contextfold.archive import Archive
 from contextfold.cli import main
+from contextfold.messages import Message
+from contextfold.stores.archive_open import open_archive_store
 
 SECRETISH = "DB_PASSWORD=hunter2-not-a-real-one"
 
@@ -67,3 +71,62 @@ def test_convert_outputs_are_the_owners(tmp_path: Path) -> None:
     written.chmod(0o644)
     assert main(["convert", str(_session(tmp_path)), "--to", "anthropic", "--out-dir", str(folder)]) == 0
     assert _mode(written) == 0o600
+
+
+# Found on the first fix (review of s19f): write_private made whatever it opened 0600. Run as root,
+# ``compact -o /dev/null`` made the machine's /dev/null 0600 (every other user's ``> /dev/null`` then fails); as a user
+# it failed with EPERM (exit 5). Only a regular file's mode is the command's to change.
+
+
+def _device_node(tmp_path: Path) -> Path:
+    """A node for the same device as /dev/null, so the machine's own stays untouched."""
+    if os.geteuid() != 0:
+        pytest.skip("a device node needs root")
+    node = tmp_path / "null"
+    os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    node.chmod(0o666)
+    return node
+
+
+def _fifo_read_by_a_thread(tmp_path: Path) -> tuple[Path, list[bytes], threading.Thread]:
+    """A FIFO (mode 0644) and a thread reading it to the end: the writer's open waits for this reader."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo, 0o644)
+    fifo.chmod(0o644)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    return fifo, received, reader
+
+
+def _archived(tmp_path: Path) -> Path:
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    archive = Archive(open_archive_store(str(folder)))
+    archive.archive_transcript("s1", [Message(role="user", content="hi"), Message(role="assistant", content="hello")])
+    return folder
+
+
+def test_compact_to_a_device_leaves_its_mode(tmp_path: Path) -> None:
+    node = _device_node(tmp_path)
+    args = ["compact", str(_session(tmp_path)), "-o", str(node), "--store", "memory", "--archive",
+            str(tmp_path / "archive")]
+    assert main(args) == 0
+    assert _mode(node) == 0o666  # s19f: 0o600 (for /dev/null itself: the machine's)
+
+
+@pytest.mark.parametrize("command", ["compact", "restore"])
+def test_a_fifo_written_to_keeps_its_mode(tmp_path: Path, command: str) -> None:
+    if command == "compact":
+        args = ["compact", str(_session(tmp_path)), "--store", "memory", "--archive", str(tmp_path / "archive")]
+        expected = "show the env"
+    else:
+        args = ["archive", "restore", "s1", "--archive", str(_archived(tmp_path)), "--store", "memory"]
+        expected = "hello"
+    fifo, received, reader = _fifo_read_by_a_thread(tmp_path)
+    try:
+        assert main([*args, "-o", str(fifo)]) == 0
+    finally:
+        reader.join(10)
+    assert expected in received[0].decode("utf-8")
+    assert _mode(fifo) == 0o644  # s19f: 0o600

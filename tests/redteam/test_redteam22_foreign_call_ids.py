@@ -11,6 +11,7 @@ as valid turns).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -118,3 +119,53 @@ def test_convert_writes_ids_the_target_takes(tmp_path: Path, capsys: pytest.Capt
     get_format("anthropic").validate(items)
     assert items[1]["content"][0]["id"] == items[2]["content"][0]["tool_use_id"]
     assert _ANTHROPIC.fullmatch(items[1]["content"][0]["id"])
+
+
+# Found on the first fix (review of s19f): the hash is public, so a history can hold, as an id the API takes, the
+# very id a rewrite gives: ``a.b`` and ``a_b_<hash of a.b>`` were both sent as ``a_b_<hash>``, two calls with one id
+# (Anthropic refuses the request; which output answers which call was lost). The ids that fit keep themselves; a
+# rewrite landing on one is hashed again with a counter.
+
+
+def _rewrite(call_id: str, keep: int | None = None, attempt: int = 0) -> str:
+    salted = call_id.encode() + (b"\x00%d" % attempt if attempt else b"")
+    kept = re.sub(r"[^A-Za-z0-9_-]", "_", call_id)[:keep]
+    return kept + "_" + hashlib.blake2b(salted, digest_size=6).hexdigest()
+
+
+COLLIDING = {  # a refused id, and the id that fits which its first rewrite gives
+    "anthropic": ("a.b", _rewrite("a.b")),
+    "openai_chat": ("c" * 41, _rewrite("c" * 41, 27)),
+    "openai_responses": ("r" * 65, _rewrite("r" * 65, 51)),
+}
+
+
+@pytest.mark.parametrize("target", sorted(COLLIDING))
+@pytest.mark.parametrize("order", ["refused first", "fitting first"])
+def test_a_rewrite_never_lands_on_an_id_sent_as_it_is(target: str, order: str) -> None:
+    refused, fitting = COLLIDING[target]
+    ids = [refused, fitting] if order == "refused first" else [fitting, refused]
+    wire = get_format(target)
+    items = wire.encode(_history(ids))
+    wire.validate(items)
+    calls, results = _wire_ids(target, items)
+    assert calls == results
+    keep = {"anthropic": None, "openai_chat": 27, "openai_responses": 51}[target]
+    expected = {fitting: fitting, refused: _rewrite(refused, keep, attempt=1)}  # s19f: both sent as `fitting`
+    assert calls == [expected[i] for i in ids]
+    assert wire.encode(_history(ids)) == items  # deterministic: the prompt cache's prefix stays
+
+
+@given(st.lists(st.text(alphabet="ab.", min_size=1, max_size=4), min_size=1, max_size=8, unique=True),
+       st.data())
+def test_distinct_ids_are_sent_distinct(refused_or_not: list[str], data: st.DataObject) -> None:
+    # Each rewrite of the history is also added as a literal id (the worst case), sometimes several counters deep.
+    ids = list(refused_or_not)
+    for call_id in refused_or_not:
+        if "." in call_id:
+            ids.extend(_rewrite(call_id, attempt=n) for n in range(data.draw(st.integers(0, 2))))
+    wire = get_format("anthropic")
+    calls, results = _wire_ids("anthropic", wire.encode(_history(ids)))
+    assert calls == results
+    assert len(set(calls)) == len(ids)
+    assert all(_taken("anthropic", i) for i in calls)

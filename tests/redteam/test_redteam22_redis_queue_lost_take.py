@@ -4,6 +4,11 @@ Found on afa4c7c against a real redis-server behind a loopback proxy that drops 
 the answer that hands out a job: the job was popped but its session's pending flag stayed set, so every later
 ``offer`` of that session answered "already waiting" while nothing was waiting, and it never had a background
 compaction again. A worker killed between a blocking take's pop and the flag's clearing left the same state.
+
+Found on that fix (review of s19f): an offer finding a flag without an entry queued the session, and when that offer
+landed inside a blocking take (after its BLPOP, before its SREM) the take's SREM then cleared the new entry's flag:
+the next offer queued the session a second time (two compactions of one session). The queue is now one sorted set
+(a member is waiting; a pop removes it in one step); keys of the old layout are moved into it.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from contextfold.errors import StoreError
 from contextfold.stores.redis_queue import RedisJobQueue
@@ -25,8 +32,49 @@ pytestmark = pytest.mark.redis
 QUEUE = "rt22:jobs"
 
 
+class AnswerHoldingProxy:
+    """A TCP relay to a redis-server that holds the first answer holding ``marker`` until ``release`` is set."""
+
+    def __init__(self, upstream_port: int, marker: bytes) -> None:
+        self.upstream_port = upstream_port
+        self.marker = marker
+        self.seen = threading.Event()
+        self.release = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"redis://127.0.0.1:{self._listener.getsockname()[1]}/0"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
+
+    def _pump(self, source: socket.socket, target: socket.socket, answers: bool) -> None:
+        try:
+            while data := source.recv(65536):
+                if answers and self.marker in data and not self.seen.is_set():
+                    self.seen.set()
+                    self.release.wait(30)
+                target.sendall(data)
+        except OSError:
+            pass
+        for sock in (source, target):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def close(self) -> None:
+        self.release.set()
+        self._listener.close()
+
+
 class AnswerDroppingProxy:
-    """A TCP relay to a redis-server that drops the connection at the first answer equal to ``lost``."""
+    """A TCP relay to a redis-server that drops the connection at the first answer holding ``lost``."""
 
     def __init__(self, upstream_port: int, lost: bytes) -> None:
         self.upstream_port = upstream_port
@@ -52,7 +100,7 @@ class AnswerDroppingProxy:
             while data := source.recv(65536):
                 if answers:
                     with self._lock:
-                        drop = self.dropped == 0 and data == self.lost
+                        drop = self.dropped == 0 and self.lost in data
                         self.dropped += drop
                     if drop:
                         break
@@ -68,16 +116,20 @@ class AnswerDroppingProxy:
         self._listener.close()
 
 
+ALL_KEYS = [f"{QUEUE}:waiting", f"{QUEUE}:arrivals", f"{QUEUE}:list", f"{QUEUE}:pending"]
+
+
 @pytest.fixture
 def client(redis_server: RedisServer) -> Iterator[redis.Redis]:
     plain = redis.Redis.from_url(redis_server.url)
-    plain.delete(f"{QUEUE}:list", f"{QUEUE}:pending")
+    plain.delete(*ALL_KEYS)
     yield plain
     plain.close()
 
 
 def test_a_job_whose_answer_was_lost_can_be_queued_again(redis_server: RedisServer, client: redis.Redis) -> None:
-    proxy = AnswerDroppingProxy(redis_server.port, lost=b"$8\r\nsession1\r\n")  # the answer handing out session1
+    # The answer handing out session1 (the offers' answers are numbers).
+    proxy = AnswerDroppingProxy(redis_server.port, lost=b"$8\r\nsession1\r\n")
     queue = RedisJobQueue(proxy.url, name=QUEUE)
     try:
         assert queue.offer("session1") and queue.offer("session2")
@@ -87,23 +139,72 @@ def test_a_job_whose_answer_was_lost_can_be_queued_again(redis_server: RedisServ
         # session1's job went with the lost answer; its next turn queues it again, and a worker gets it.
         assert queue.offer("session1")
         assert [queue.take(), queue.take(), queue.take()] == ["session2", "session1", None]
-        assert client.smembers(f"{QUEUE}:pending") == set()
+        assert len(queue) == 0
     finally:
         queue.close()
         proxy.close()
 
 
-def test_a_flag_left_by_a_worker_killed_mid_take_does_not_block_the_session(
-        redis_server: RedisServer, client: redis.Redis) -> None:
+def test_an_offer_inside_a_blocking_take_queues_the_session_once(redis_server: RedisServer,
+                                                                  client: redis.Redis) -> None:
+    proxy = AnswerHoldingProxy(redis_server.port, marker=b"session1")
+    worker = RedisJobQueue(proxy.url, name=QUEUE)  # its blocking take's answer is held by the proxy
+    turns = RedisJobQueue(redis_server.url, name=QUEUE)  # another process's turns, direct
+    try:
+        assert turns.offer("session1")
+        taken: list[str | None] = []
+        thread = threading.Thread(target=lambda: taken.append(worker.take(timeout=10)))
+        thread.start()
+        assert proxy.seen.wait(10)  # the job is handed out; the worker has not read its answer yet
+        assert turns.offer("session1")  # a turn lands meanwhile: the session is not waiting, so it is queued
+        proxy.release.set()
+        thread.join(10)
+        assert taken == ["session1"]
+        assert not turns.offer("session1")  # the next turn: waiting already (s19f queued it a second time)
+        assert len(turns) == 1
+        assert [turns.take(), turns.take()] == ["session1", None]
+    finally:
+        worker.close()
+        turns.close()
+        proxy.close()
+
+
+def test_the_old_layouts_entries_are_moved_into_the_queue(redis_server: RedisServer, client: redis.Redis) -> None:
+    # What a deployment of the two-key layout leaves: entries, their flags, and a flag a cut take left alone.
+    client.rpush(f"{QUEUE}:list", "old1", "old2")
+    client.sadd(f"{QUEUE}:pending", "old1", "old2", "orphan")
+    newer = RedisJobQueue(redis_server.url, name=QUEUE)
+    assert newer.offer("new1")  # after the old entries it moved
+    newer.close()
+    client.rpush(f"{QUEUE}:list", "old3", "new1")  # an old worker still writing; then a fresh object moves them
     queue = RedisJobQueue(redis_server.url, name=QUEUE)
     try:
-        assert queue.offer("session1")
-        # What a worker killed between a blocking take's pop and its clearing of the flag leaves behind.
-        assert client.blpop([f"{QUEUE}:list"], timeout=1) == (f"{QUEUE}:list".encode(), b"session1")
-        assert queue.offer("session1")
-        assert not queue.offer("session1")  # waiting now: at most one entry
-        assert client.lrange(f"{QUEUE}:list", 0, -1) == [b"session1"]
-        assert queue.take(timeout=1) == "session1"
-        assert client.smembers(f"{QUEUE}:pending") == set()
+        assert len(queue) == 4  # old1, old2, new1, old3: new1 once
+        assert client.exists(f"{QUEUE}:list", f"{QUEUE}:pending") == 0
+        assert not queue.offer("old2")
+        assert queue.offer("orphan")  # a flag without an entry was no waiting session
+        assert [queue.take() for _ in range(6)] == ["old1", "old2", "new1", "old3", "orphan", None]
     finally:
         queue.close()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(st.sampled_from(["s1", "s2", "s3", "s\u00e9"]), st.none()), max_size=30))
+def test_the_queue_behaves_as_an_ordered_set(redis_server: RedisServer, steps: list[str | None]) -> None:
+    plain = redis.Redis.from_url(redis_server.url)
+    plain.delete(*ALL_KEYS)
+    queue = RedisJobQueue(redis_server.url, name=QUEUE)
+    model: dict[str, None] = {}  # insertion-ordered: the waiting sessions, oldest first
+    try:
+        for step in steps:
+            if step is None:  # a take
+                expected = next(iter(model), None)
+                model.pop(expected or "", None)
+                assert queue.take() == expected
+            else:
+                assert queue.offer(step) == (step not in model)
+                model.setdefault(step)
+            assert len(queue) == len(model)
+    finally:
+        queue.close()
+        plain.close()

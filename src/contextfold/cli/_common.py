@@ -165,12 +165,16 @@ def write_private(path: Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` readable by the owner only: restored histories hold whole tool outputs.
 
     A new file is created 0600 whatever the umask; an existing one is emptied and made 0600 before the text goes in.
+    Only a regular file's mode is changed: ``-o /dev/null`` or a FIFO is the machine's (or another program's) and
+    keeps its own, else root's run would leave /dev/null 0600 for every user and a user's run would fail on EPERM.
     """
     import os
+    import stat
 
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        if os.fstat(fd).st_mode & 0o077:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode) and mode & 0o077:
             os.fchmod(fd, 0o600)
         fh.write(text)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections import Counter
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -73,23 +72,81 @@ def _relative_file(session_id: str) -> PurePosixPath:
 def out_files(sessions: list[RecordedSession]) -> list[PurePosixPath]:
     """Each session's file under ``--out-dir``, in order: one file per session, even when two share an id.
 
-    A session whose file is taken (an id met before) is written to ``<id>~2.jsonl`` (``~3``, …), skipping every name
-    another session is written to: overwriting the first was losing it.
+    A session whose file is taken (an id met before, or one cleaned to the same name) is written to ``<id>~2.jsonl``
+    (``~3``, …), skipping every name another session is written to: overwriting the first was losing it. A path is
+    taken too when it is the folder of another file (ids ``q`` and ``q-0.jsonl/z``): then the file is renamed; when
+    one of its folders is another file, that folder is (``q-0.jsonl~2/z-0.jsonl``). The next number to try is kept
+    per name: N sessions sharing one id try N names, not N²/2.
     """
     wanted = [_relative_file(s.id) for s in sessions]
-    taken: set[PurePosixPath] = set(wanted)
-    seen: set[PurePosixPath] = set()
-    files = []
-    for path in wanted:
+    return _Namer(wanted).files
+
+
+class _Namer:
+    """The files chosen for ``wanted`` paths, in order; the first session naming a free path keeps it."""
+
+    def __init__(self, wanted: list[PurePosixPath]) -> None:
+        # Every session's own name and its folders: a renamed session never takes one of them.
+        self._reserved = set(wanted)
+        self._reserved_folders = {folder for path in wanted for folder in _folders(path)}
+        self._files: set[PurePosixPath] = set()
+        self._folders: set[PurePosixPath] = set()
+        self._next_number: dict[PurePosixPath, int] = {}
+        self.files = [self._choose(path) for path in wanted]
+
+    def _is_file(self, path: PurePosixPath, renamed: bool) -> bool:
+        return path in self._files or (renamed and path in self._reserved)
+
+    def _is_taken(self, path: PurePosixPath, renamed: bool) -> bool:
+        return (self._is_file(path, renamed) or path in self._folders
+                or (renamed and path in self._reserved_folders))
+
+    def _choose(self, path: PurePosixPath) -> PurePosixPath:
         chosen = path
-        if path in seen:
-            n = 2
-            while (chosen := path.with_name(f"{path.stem}~{n}.jsonl")) in taken:
-                n += 1
-            taken.add(chosen)
-        seen.add(path)
-        files.append(chosen)
-    return files
+        while blocked := [folder for folder in _folders(chosen) if self._is_file(folder, chosen != path)]:
+            base = blocked[0]  # outermost first: a folder that is another session's file is renamed
+            number = self._next_number.get(base, 2)
+            while self._is_file(folder := base.with_name(f"{base.name}~{number}"), True):
+                number += 1
+            self._next_number[base] = number  # (the folder stays free for the next file renamed into it)
+            chosen = folder / chosen.relative_to(base)
+        if self._is_taken(chosen, chosen != path):
+            base = chosen
+            number = self._next_number.get(base, 2)
+            while self._is_taken(chosen := base.with_name(f"{base.stem}~{number}.jsonl"), True):
+                number += 1
+            self._next_number[base] = number + 1
+        self._files.add(chosen)
+        self._folders.update(_folders(chosen))
+        return chosen
+
+
+def _folders(path: PurePosixPath) -> list[PurePosixPath]:
+    """The folders ``path`` is under (not the top), outermost first."""
+    return list(reversed(path.parents[:-1]))
+
+
+def _report_renamed(sessions: list[RecordedSession], files: list[PurePosixPath]) -> None:
+    """A stderr line for each name more than one session named, and each session written elsewhere than its id."""
+    groups: dict[PurePosixPath, list[tuple[str, PurePosixPath]]] = {}
+    for session, file in zip(sessions, files, strict=True):
+        groups.setdefault(_relative_file(session.id), []).append((session.id, file))
+    for name, members in groups.items():
+        if len(members) == 1 and members[0][1] == name:
+            continue
+        written = printable(", ".join(str(file) for _, file in members))
+        ids = {session_id for session_id, _ in members}
+        if len(ids) == 1 and len(members) > 1:
+            shown = printable(repr(members[0][0]))
+            sys.stderr.write(f"contextfold: {len(members)} sessions have the id {shown}: written to {written}\n")
+        elif len(members) > 1:
+            shown = printable(", ".join(repr(session_id) for session_id, _ in members))
+            sys.stderr.write(f"contextfold: {len(members)} sessions' ids ({shown}) make one file name {name}: "
+                             f"written to {written}\n")
+        else:
+            shown = printable(repr(members[0][0]))
+            sys.stderr.write(f"contextfold: the session {shown} would be written to {printable(str(name))}, "
+                             f"another session's file or folder: written to {written}\n")
 
 
 def _encode(session: RecordedSession, target: str, source: str) -> list[dict[str, Any]]:
@@ -116,12 +173,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(_lines(_encode(sessions[0], args.to, args.session)))
         return EXIT_OK
     files = out_files(sessions)
-    shared = Counter(s.id for s in sessions)
-    for session_id, count in shared.items():
-        if count > 1:
-            written = ", ".join(str(f) for s, f in zip(sessions, files, strict=True) if s.id == session_id)
-            sys.stderr.write(f"contextfold: {count} sessions have the id {printable(repr(session_id))}: written to "
-                             f"{printable(written)}\n")
+    _report_renamed(sessions, files)
     for session, file in zip(sessions, files, strict=True):
         # Session ids may hold a "/" (tau-bench: <file stem>/<task>-<trial>): that becomes a sub-folder.
         target = args.out_dir.joinpath(file)

@@ -11,18 +11,27 @@ id: the same id gives the same wire id in every request (the prompt cache's pref
 result keep their pairing, and two ids that differ only in refused characters stay apart. An id that fits is sent
 as it is, so histories of the API's own ids are unchanged. The validators refuse what the API refuses, naming the
 field.
+
+The hash is public, so a history (an imported file: untrusted) may also hold, as an id that fits, the very id a
+rewrite gives (``a.b`` and ``a_b_<hash of a.b>``), or two refused ids whose rewrites meet: two calls would then share
+one wire id and their results could no longer be told apart. :func:`history_call_ids` names a whole history's ids:
+the ids that fit are taken first, a rewrite landing on a taken id is hashed again with a counter. Still
+deterministic (the same history, the same wire ids); only such a history's rewrite can change when a later message
+brings the id it landed on.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..errors import InvalidHistory
+from ..messages import Message
 
 __all__ = ["ANTHROPIC_IDS", "CHAT_IDS", "RESPONSES_IDS", "CallIdRule", "anthropic_call_id", "chat_call_id",
-           "check_call_id", "responses_call_id", "wire_call_id"]
+           "check_call_id", "history_call_ids", "responses_call_id", "wire_call_id"]
 
 # Bytes of the hash that keeps two rewritten ids apart: 48 bits, no collision among the ids of any one history.
 _HASH_BYTES = 6
@@ -48,11 +57,16 @@ CHAT_IDS = CallIdRule(40, None, "at most 40 characters")
 RESPONSES_IDS = CallIdRule(64, None, "at most 64 characters")
 
 
-def wire_call_id(call_id: str, rule: CallIdRule) -> str:
-    """``call_id`` as the API of ``rule`` takes it: itself when it fits, else its allowed part and a hash of it."""
+def wire_call_id(call_id: str, rule: CallIdRule, *, attempt: int = 0) -> str:
+    """``call_id`` as the API of ``rule`` takes it: itself when it fits, else its allowed part and a hash of it.
+
+    ``attempt`` > 0 hashes it with that counter: the rewrite that :func:`history_call_ids` takes when the first
+    landed on an id of the history.
+    """
     if rule.fits(call_id):
         return call_id
-    suffix = "_" + hashlib.blake2b(call_id.encode("utf-8", "surrogatepass"), digest_size=_HASH_BYTES).hexdigest()
+    hashed = call_id.encode("utf-8", "surrogatepass") + (b"\x00%d" % attempt if attempt else b"")
+    suffix = "_" + hashlib.blake2b(hashed, digest_size=_HASH_BYTES).hexdigest()
     kept = rule.refused.sub("_", call_id) if rule.refused is not None else call_id
     if rule.max_chars is not None:
         kept = kept[: rule.max_chars - len(suffix)]
@@ -78,6 +92,50 @@ def chat_call_id(call_id: str) -> str:
 def responses_call_id(call_id: str) -> str:
     """:func:`wire_call_id` for the Responses API."""
     return call_id if len(call_id) <= _RESPONSES_MAX else wire_call_id(call_id, RESPONSES_IDS)
+
+
+def history_call_ids(messages: Sequence[Message], rule: CallIdRule,
+                     one: Callable[[str], str]) -> Callable[[str], str]:
+    """The wire id of each tool call id of ``messages`` (calls and results): ``one`` unless a rewrite meets an id.
+
+    ``one`` is the format's own :func:`wire_call_id` (e.g. :func:`anthropic_call_id`), which gives an id that fits
+    back as the same object. The ids that fit keep themselves; the refused ones, in sorted order (not the history's:
+    the same set of ids, the same names), take their rewrite, or the next counter's when it is taken. The history is
+    looked through only when a refused id is met: nearly every history has none, and is encoded at every turn.
+    """
+    renamed: dict[str, str] = {}
+
+    def named(call_id: str) -> str:
+        wire = one(call_id)
+        if wire is call_id:
+            return wire
+        if not renamed:
+            renamed.update(_rename_refused(messages, rule, one))
+        return renamed[call_id]
+
+    return named
+
+
+def _rename_refused(messages: Sequence[Message], rule: CallIdRule, one: Callable[[str], str]) -> dict[str, str]:
+    fitting: set[str] = set()
+    refused: set[str] = set()
+    for message in messages:
+        ids = [call.id for call in message.tool_calls]
+        if message.tool_call_id is not None:
+            ids.append(message.tool_call_id)
+        for call_id in ids:
+            (fitting if one(call_id) is call_id else refused).add(call_id)
+    taken = set(fitting)
+    renamed: dict[str, str] = {}
+    for call_id in sorted(refused):
+        attempt = 0
+        wire = one(call_id)
+        while wire in taken:
+            attempt += 1
+            wire = wire_call_id(call_id, rule, attempt=attempt)
+        taken.add(wire)
+        renamed[call_id] = wire
+    return renamed
 
 
 def check_call_id(call_id: str, rule: CallIdRule, index: int, field: str) -> None:

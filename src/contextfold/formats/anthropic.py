@@ -10,7 +10,7 @@ Messages, and a block-content user Message right after them, back into one turn.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -19,7 +19,7 @@ from ..messages import Message, Part, TextPart, ToolCall
 from ._anthropic_marks import keep_latest_marks
 from ._anthropic_parts import NAME, decode_block, decode_blocks, encode_block, encode_content
 from ._anthropic_validate import validate
-from ._call_ids import anthropic_call_id
+from ._call_ids import ANTHROPIC_IDS, anthropic_call_id, history_call_ids
 from ._common import (
     WIRE_KEY,
     apply_hints,
@@ -175,6 +175,7 @@ def _decode_result(block: Mapping[str, Any], index: int, field: str) -> Message:
 def encode(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """Anthropic message dicts; system and developer messages stay items of their own (the JSONL form)."""
     history = portable(messages, NAME)  # another provider's state is dropped, never sent
+    ids = history_call_ids(history, ANTHROPIC_IDS, anthropic_call_id)
     out: list[dict[str, Any]] = []
     i = 0
     while i < len(history):
@@ -184,11 +185,11 @@ def encode(messages: Iterable[Message]) -> list[dict[str, Any]]:
             while end < len(history) and history[end].role == "tool":
                 end += 1
             joined = end < len(history) and _joins(history[end])
-            out.append(_encode_results(history[i:end], history[end] if joined else None))
+            out.append(_encode_results(history[i:end], history[end] if joined else None, ids))
             i = end + 1 if joined else end
             continue
         if message.role == "assistant":
-            out.append(_encode_assistant(message))
+            out.append(_encode_assistant(message, ids))
         else:
             passthrough, hints = split_extra(message.extra, NAME)
             turn = {"role": message.role, "content": encode_content(message.content)}
@@ -222,13 +223,13 @@ def _joins(message: Message) -> bool:
     return not split_extra(message.extra, NAME)[1].get("own_turn")
 
 
-def _encode_assistant(message: Message) -> dict[str, Any]:
+def _encode_assistant(message: Message, ids: Callable[[str], str] = anthropic_call_id) -> dict[str, Any]:
     passthrough, hints = split_extra(message.extra, NAME)
     content: str | list[dict[str, Any]] = encode_content(message.content)
     if message.tool_calls:
         text_block = [{"type": "text", "text": content}] if content else []
         parts: list[dict[str, Any]] = text_block if isinstance(content, str) else content
-        uses = [_encode_use(c) for c in message.tool_calls]
+        uses = [_encode_use(c, ids) for c in message.tool_calls]
         content = _interleave(parts, uses, hints.get("order"), "p", "t")
     turn = {"role": "assistant", "content": content}
     turn.update((k, v) for k, v in passthrough.items() if k not in turn)
@@ -246,26 +247,26 @@ def _interleave(
     return [next(queues[c]) for c in order]
 
 
-def _encode_use(call: ToolCall) -> dict[str, Any]:
+def _encode_use(call: ToolCall, ids: Callable[[str], str]) -> dict[str, Any]:
     passthrough, _ = split_extra(call.extra, NAME)
-    block = {"type": "tool_use", "id": anthropic_call_id(call.id), "name": call.name,
+    block = {"type": "tool_use", "id": ids(call.id), "name": call.name,
              "input": call.parsed_arguments()}
     block.update((k, v) for k, v in passthrough.items() if k not in block)
     return block
 
 
-def _encode_result(message: Message) -> dict[str, Any]:
+def _encode_result(message: Message, ids: Callable[[str], str] = anthropic_call_id) -> dict[str, Any]:
     passthrough, hints = split_extra(message.extra, NAME)
     call_id = message.tool_call_id
-    block = {"type": "tool_result", "tool_use_id": None if call_id is None else anthropic_call_id(call_id),
+    block = {"type": "tool_result", "tool_use_id": None if call_id is None else ids(call_id),
              "content": encode_content(message.content)}
     block.update((k, v) for k, v in passthrough.items() if k not in block)
     apply_hints(block, hints)
     return block
 
 
-def _encode_results(results: Sequence[Message], user: Message | None) -> dict[str, Any]:
-    blocks = [_encode_result(m) for m in results]
+def _encode_results(results: Sequence[Message], user: Message | None, ids: Callable[[str], str]) -> dict[str, Any]:
+    blocks = [_encode_result(m, ids) for m in results]
     first_hints = split_extra(results[0].extra, NAME)[1]
     if user is not None:
         user_hints = split_extra(user.extra, NAME)[1]

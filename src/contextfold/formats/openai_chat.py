@@ -7,7 +7,7 @@ and each result is a ``tool`` message naming its ``tool_call_id``. Keys this mod
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -23,7 +23,7 @@ from ..messages import (
     ToolCall,
     UnknownPart,
 )
-from ._call_ids import CHAT_IDS, chat_call_id, check_call_id
+from ._call_ids import CHAT_IDS, chat_call_id, check_call_id, history_call_ids
 from ._common import (
     apply_hints,
     as_items,
@@ -178,7 +178,9 @@ def _decode_call(raw: Any, index: int, field: str) -> ToolCall:
 # -- encode ---------------------------------------------------------------------------------------------------------
 def encode(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """Chat Completions dicts, one per message (system and developer included); reasoning has no place in them."""
-    return [encode_message(m) for m in portable(messages, NAME)]
+    history = portable(messages, NAME)
+    ids = history_call_ids(history, CHAT_IDS, chat_call_id)
+    return [encode_message(m, ids) for m in history]
 
 
 def encode_request(messages: Iterable[Message]) -> dict[str, Any]:
@@ -186,8 +188,8 @@ def encode_request(messages: Iterable[Message]) -> dict[str, Any]:
     return {"messages": encode(messages)}
 
 
-def encode_message(message: Message) -> dict[str, Any]:
-    """One Message as a Chat Completions dict."""
+def encode_message(message: Message, ids: Callable[[str], str] = chat_call_id) -> dict[str, Any]:
+    """One Message as a Chat Completions dict; ``ids`` gives the wire id of a tool call id (its history's)."""
     extra = message.extra
     passthrough, hints = split_extra(extra, NAME) if extra else _NO_EXTRA
     role = message.role
@@ -199,9 +201,9 @@ def encode_message(message: Message) -> dict[str, Any]:
         content = None
     out["content"] = content
     if calls:
-        out["tool_calls"] = [_encode_call(c) for c in calls]
+        out["tool_calls"] = [_encode_call(c, ids) for c in calls]
     if message.tool_call_id is not None and role == "tool":
-        out["tool_call_id"] = chat_call_id(message.tool_call_id)
+        out["tool_call_id"] = ids(message.tool_call_id)
     if message.name is not None:
         out["name"] = message.name
     if passthrough:
@@ -259,14 +261,14 @@ def encode_part(part: Part) -> dict[str, Any]:
     return out
 
 
-def _encode_call(call: ToolCall) -> dict[str, Any]:
+def _encode_call(call: ToolCall, ids: Callable[[str], str]) -> dict[str, Any]:
     extra = call.extra
     if not extra:
-        return {"id": chat_call_id(call.id), "type": "function",
+        return {"id": ids(call.id), "type": "function",
                 "function": {"name": call.name, "arguments": call.arguments}}
     passthrough, hints = split_extra(extra, NAME)
     function = {"name": call.name, "arguments": call.arguments, **hints.get("function", {})}
-    out: dict[str, Any] = {"id": chat_call_id(call.id), "type": "function", "function": function}
+    out: dict[str, Any] = {"id": ids(call.id), "type": "function", "function": function}
     for key, value in passthrough.items():
         out.setdefault(key, value)
     apply_hints(out, hints, constant=("type",))

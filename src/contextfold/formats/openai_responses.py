@@ -8,13 +8,13 @@ back in the same order. Item ids and statuses stay in ``extra`` so the items com
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from ..errors import InvalidHistory
 from ..messages import Message, Part, Role, TextPart, ThinkingPart, ToolCall, UnknownPart
-from ._call_ids import RESPONSES_IDS, check_call_id, responses_call_id
+from ._call_ids import RESPONSES_IDS, check_call_id, history_call_ids, responses_call_id
 from ._common import (
     WIRE_KEY,
     apply_hints,
@@ -203,15 +203,17 @@ def _decode_opaque(raw: Mapping[str, Any], index: int) -> Message:
 def encode(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """Responses input items; an assistant Message may become several (reasoning, message, function calls)."""
     out: list[dict[str, Any]] = []
-    for message in portable(messages, NAME):  # another provider's state is dropped, never sent
+    history = portable(messages, NAME)  # another provider's state is dropped, never sent
+    ids = history_call_ids(history, RESPONSES_IDS, responses_call_id)
+    for message in history:
         passthrough, hints = split_extra(message.extra, NAME)
         content = message.content
         if hints.get("item") and len(content) == 1 and isinstance(content[0], UnknownPart):
             out.append(plain(content[0].data))
         elif message.role == "tool":
-            out.append(_encode_output(message, passthrough))
+            out.append(_encode_output(message, passthrough, ids))
         elif message.role == "assistant":
-            out.extend(_encode_turn(message, passthrough, hints))
+            out.extend(_encode_turn(message, passthrough, hints, ids))
         else:
             item = {"type": "message", "role": message.role, "content": encode_content(content, message.role, NAME)}
             item.update((k, v) for k, v in passthrough.items() if k not in item)
@@ -247,16 +249,17 @@ def encode_request(messages: Iterable[Message]) -> dict[str, Any]:
     return {"input": encode(messages)}
 
 
-def _encode_output(message: Message, passthrough: Mapping[str, Any]) -> dict[str, Any]:
+def _encode_output(message: Message, passthrough: Mapping[str, Any], ids: Callable[[str], str]) -> dict[str, Any]:
     item: dict[str, Any] = {"type": "function_call_output"}
     if message.tool_call_id is not None:
-        item["call_id"] = responses_call_id(message.tool_call_id)
+        item["call_id"] = ids(message.tool_call_id)
     item["output"] = encode_content(message.content, "tool", NAME)
     item.update((k, v) for k, v in passthrough.items() if k not in item)
     return item
 
 
-def _encode_turn(message: Message, passthrough: Mapping[str, Any], hints: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _encode_turn(message: Message, passthrough: Mapping[str, Any], hints: Mapping[str, Any],
+                 ids: Callable[[str], str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     rest: str | tuple[Part, ...] = message.content
     if not isinstance(message.content, str):
@@ -277,7 +280,7 @@ def _encode_turn(message: Message, passthrough: Mapping[str, Any], hints: Mappin
         out.append(item)
     for call in message.tool_calls:
         call_extra, _ = split_extra(call.extra, NAME)
-        fc = {"type": "function_call", "call_id": responses_call_id(call.id), "name": call.name,
+        fc = {"type": "function_call", "call_id": ids(call.id), "name": call.name,
               "arguments": call.arguments}
         fc.update((k, v) for k, v in call_extra.items() if k not in fc)
         out.append(fc)

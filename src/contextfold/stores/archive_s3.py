@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import secrets
 import threading
+import time
 from typing import Any
 
 from ..archive import validate_session_id
@@ -42,6 +43,11 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,199}$")
 # append was written twice and a compaction's transcript archived under two numbers.
 _WRITE_MARK = "contextfold-write"
 _CONFLICT_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict", "412", "409"})
+# AWS answers 409 ConditionalRequestConflict while another conditional write of the same key is in flight: that
+# write may fail and leave the key free, so the same key is tried again (after a short wait) before it is given up
+# as taken; taking the next number at once left a gap, or put a compaction's transcript under 002 with 001 free.
+_IN_FLIGHT_CODES = frozenset({"ConditionalRequestConflict", "409"})
+_IN_FLIGHT_WAITS = (0.05, 0.1, 0.2, 0.4)
 _MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 
 
@@ -114,13 +120,24 @@ class S3ArchiveStore:
             args["IfNoneMatch"] = "*"
             args["Metadata"] = {_WRITE_MARK: mark}
         try:
-            self.client.put_object(Bucket=self.bucket, Key=key, Body=data, **args)
+            self._put(key, data, args)
         except Exception as exc:
             if exclusive and _error_code(exc) in _CONFLICT_CODES:
                 if self._written_by(key, mark):
                     return
                 raise FileExistsError(f"s3://{self.bucket}/{key} exists") from None
             raise StoreError(f"s3://{self.bucket}/{key}: cannot write: {exc}") from exc
+
+    def _put(self, key: str, data: bytes, args: dict[str, Any]) -> None:
+        """PUT ``data`` at ``key``, sent again while S3 answers that a conditional write of the key is in flight."""
+        for wait in (*_IN_FLIGHT_WAITS, None):
+            try:
+                self.client.put_object(Bucket=self.bucket, Key=key, Body=data, **args)
+                return
+            except Exception as exc:
+                if wait is None or _error_code(exc) not in _IN_FLIGHT_CODES:
+                    raise
+            time.sleep(wait)  # (a backoff before asking S3 again, not a synchronisation)
 
     def _written_by(self, key: str, mark: str) -> bool:
         """Whether the object at ``key`` is the one a write marked ``mark`` stored (see :data:`_WRITE_MARK`)."""
@@ -173,8 +190,7 @@ class S3ArchiveStore:
         for attempt in range(1, 2 * _APPEND_RETRIES + 1):
             key = self._chunk_key(session_id, name, seq)
             try:
-                self.client.put_object(Bucket=self.bucket, Key=key, Body=data, IfNoneMatch="*",
-                                       Metadata={_WRITE_MARK: mark}, **self._put_args())
+                self._put(key, data, {"IfNoneMatch": "*", "Metadata": {_WRITE_MARK: mark}, **self._put_args()})
             except Exception as exc:
                 if _error_code(exc) not in _CONFLICT_CODES:
                     raise StoreError(f"s3://{self.bucket}/{key}: cannot append: {exc}") from exc

@@ -1,14 +1,19 @@
 """A queue of session ids on Redis with at most one pending entry per session: a fleet's background-compaction jobs.
 
-``offer`` adds a session unless it is already waiting (a set of pending ids and a list, changed together by one
-script); ``take`` pops the oldest and clears its pending flag, so that a turn landing while the job runs can queue
-the session again. Needs the ``redis`` extra.
+The queue is one sorted set, members the waiting session ids, scores their arrival numbers (a counter): ``offer``
+adds a session unless it is a member already (O(log n), one script), ``take`` pops the lowest score with ZPOPMIN, or
+BZPOPMIN to wait (Redis >= 5.0; a fractional timeout >= 6.0). Needs the ``redis`` extra.
 
-A flag must never outlive its entry: a session flagged but not in the list could never be queued again (every
-later ``offer`` answered "already waiting"), and its background compactions stopped for good. A take whose answer
-was lost (a reset connection, a Redis restart) left exactly that, as did a worker killed between the pop and the
-flag's clearing. An immediate take now pops and clears in one script (an answer lost after it loses that one job;
-the next turn queues the session again), and an offer finding a flag with no entry queues the session anyway.
+Why one sorted set: membership is "already waiting", and a pop removes it in the same step, so no state can say a
+session waits when it does not, nor let it be queued twice. Up to s19f a list of entries plus a set of pending
+flags were changed in two steps by a blocking take (BLPOP, then SREM): a take cut between them (a lost answer, a
+killed worker) left a flag without its entry, and the repair for that (an offer finding a flag without an entry
+queues the session) met the take's late SREM: an offer landing inside a blocking take queued the session twice.
+A take whose answer is lost loses that one job (at least once per turn: the next turn's offer queues it again).
+
+Keys of the old layout (``NAME:list`` and ``NAME:pending``) that a running deployment left are moved into the
+sorted set by the first offer, take or count of each queue object (after the ones already there); processes of
+the old and the new layout must not share a queue: stop the old workers before starting the new ones.
 """
 
 from __future__ import annotations
@@ -26,32 +31,32 @@ __all__ = ["DEFAULT_QUEUE", "RedisJobQueue"]
 
 DEFAULT_QUEUE = "contextfold:jobs:compact"
 
-# KEYS: pending set, list. ARGV: session id. Queued only when not already waiting: flagged, and in the list (a flag
-# left without its entry, by a blocking take cut between its two steps, is not waiting). The list is walked only
-# for a flagged session: it holds the sessions waiting for a compaction, a few at a time.
+# KEYS: waiting sorted set, arrival counter. ARGV: session id. A member waits already; else it is added after every
+# waiting one (the counter keeps arrival order across clients, whatever their clocks).
 _OFFER = """
-if redis.call('SADD', KEYS[1], ARGV[1]) == 0 then
-  for _, waiting in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
-    if waiting == ARGV[1] then
-      return 0
-    end
-  end
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  return 0
 end
-redis.call('RPUSH', KEYS[2], ARGV[1])
+redis.call('ZADD', KEYS[1], redis.call('INCR', KEYS[2]), ARGV[1])
 return 1
 """
-# KEYS: pending set, list. The oldest entry, its flag cleared in the same step.
-_TAKE = """
-local taken = redis.call('LPOP', KEYS[2])
-if taken then
-  redis.call('SREM', KEYS[1], taken)
+# KEYS: old list, old pending set, waiting sorted set, arrival counter. The old layout's entries, in their order,
+# after the waiting ones; its flags go (a flag without an entry was no waiting session).
+_MIGRATE = """
+local moved = 0
+for _, waiting in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+  if not redis.call('ZSCORE', KEYS[3], waiting) then
+    redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[4]), waiting)
+    moved = moved + 1
+  end
 end
-return taken
+redis.call('DEL', KEYS[1], KEYS[2])
+return moved
 """
 
 
 class RedisJobQueue:
-    """Session ids waiting for a job, each at most once.
+    """Session ids waiting for a job, each at most once, oldest first.
 
     Example:
         >>> queue = RedisJobQueue("redis://127.0.0.1:6379/0")  # doctest: +SKIP
@@ -65,45 +70,54 @@ class RedisJobQueue:
         module = import_redis()
         self.url = url
         self.name = name
-        self._pending = f"{name}:pending"
-        self._list = f"{name}:list"
+        self._waiting = f"{name}:waiting"
+        self._arrivals = f"{name}:arrivals"
+        self._old_keys = [f"{name}:list", f"{name}:pending"]
+        self._migrated = False
         self._errors: tuple[type[BaseException], ...] = (module.RedisError,)
         try:
             self._client: redis.Redis = client if client is not None else module.Redis.from_url(url)
         except ValueError as exc:
             raise StoreError(f"bad Redis URL {url!r}: {exc}") from exc
         self._offer = self._client.register_script(_OFFER)
-        self._take = self._client.register_script(_TAKE)
+        self._migrate = self._client.register_script(_MIGRATE)
+
+    def _move_old_layout(self) -> None:
+        # Once per object, at its first use (not in __init__: constructing a queue needs no server).
+        if not self._migrated:
+            self._migrate(keys=[*self._old_keys, self._waiting, self._arrivals])
+            self._migrated = True
 
     def offer(self, session_id: str) -> bool:
         """Queue ``session_id`` unless it is waiting already; True when queued."""
         try:
-            return bool(self._offer(keys=[self._pending, self._list], args=[session_id]))
+            self._move_old_layout()
+            return bool(self._offer(keys=[self._waiting, self._arrivals], args=[session_id]))
         except self._errors as exc:
             raise StoreError(f"Redis queue {self.name!r} at {self.url}: cannot offer {session_id!r}: {exc}") from exc
 
     def take(self, timeout: float = 0) -> str | None:
-        """The oldest waiting session id (its pending flag cleared), or None after ``timeout`` seconds (0: now)."""
+        """The oldest waiting session id (no longer waiting), or None after ``timeout`` seconds (0: now)."""
         try:
+            self._move_old_layout()
+            raw: Any
             if timeout > 0:
-                # (a script cannot block: the flag is cleared right after; a worker killed in between leaves it,
-                # and the next offer of the session sees that it is not waiting)
-                popped: Any = self._client.blpop([self._list], timeout=timeout)
+                popped: Any = self._client.bzpopmin([self._waiting], timeout=timeout)
                 raw = popped[1] if popped else None
-                if raw is not None:
-                    self._client.srem(self._pending, raw)
             else:
-                raw = self._take(keys=[self._pending, self._list])
+                popped = self._client.zpopmin(self._waiting)
+                raw = popped[0][0] if popped else None
             if raw is None:
                 return None
         except self._errors as exc:
             raise StoreError(f"Redis queue {self.name!r} at {self.url}: cannot take a job: {exc}") from exc
-        # A job another writer pushed that is no UTF-8 is an error naming the queue (it is taken off it).
-        return stored_text(raw, f"Redis queue {self._list!r}")
+        # A job another writer added that is no UTF-8 is an error naming the queue (it is taken off it).
+        return stored_text(raw, f"Redis queue {self._waiting!r}")
 
     def __len__(self) -> int:
         try:
-            return int(self._client.llen(self._list))
+            self._move_old_layout()
+            return int(self._client.zcard(self._waiting))
         except self._errors as exc:
             raise StoreError(f"Redis queue {self.name!r} at {self.url}: cannot count the jobs: {exc}") from exc
 
