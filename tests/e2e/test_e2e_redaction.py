@@ -363,11 +363,40 @@ CI_PRIVATE_KEY_OVER_REF = [
 ]
 
 
+# A truncated output whose ref, tout_15e3779782774661, ends in 13 Luhn-valid digits after a hex letter: telemetry
+# redacted them as a card number (personal data, dropped from exports only), so the exported cache.truncated event
+# named "tout_15e[REDACTED:card_number]" while the archive's copy named the ref.
+CI_REF_READ_AS_CARD_NUMBER = [
+    Placement("anthropic", "tool_output", 4, 1e-05, "e491"),
+    Placement("api_key", "user", 4, 0.0005, "2585ce9"),
+    Placement("aws_access", "user", 11, 0.11215556230650517, "f4b79"),
+    Placement("aws_secret", "tool_output", 5, 0.6642142490529653, "60782c2e"),
+    Placement("bearer", "tool_args", 10, 0.8405941718959529, "858b811e"),
+    Placement("github", "user", 3, 0.9262162116568553, "f06a16"),
+    Placement("github_pat", "tool_output", 0, 0.04418110895374095, "7ca2"),
+    Placement("google", "tool_output", 11, 0.3150817780801756, "e2bc1645"),
+    Placement("jwt", "tool_output", 5, 5.297922378489585e-214, "99ff37ee"),
+    Placement("openai", "tool_args", 8, 0.6092492755789677, "e465e63b"),
+    Placement("openai_proj", "tool_args", 0, 0.23902248893403205, "83a0098"),
+    Placement("password", "user", 11, 0.632235813537073, "eaaa"),
+    Placement("private_key", "tool_args", 3, 0.9999999999999999, "786d9f37"),
+    Placement("slack", "user", 2, 0.5251158355191702, "c7e1c"),
+    Placement("url", "tool_output", 1, 2.3306207464145184e-217, "7fcb"),
+    Placement("private_key", "tool_args", 11, 0.6855493745412319, "cca636"),
+    Placement("aws_secret", "tool_output", 8, 0.46444565277928673, "1357a"),
+    Placement("anthropic", "user", 11, 0.0, "d2887d21"),
+    Placement("github_pat", "tool_output", 1, 0.2679775513952661, "234f754"),
+    Placement("anthropic", "tool_output", 0, 0.55, "25229"),
+    Placement("url", "user", 4, 0.20110392789984483, "afeabf55"),
+]
+
+
 # No shrinking: one example costs two full sessions, and a failure already names every placement and the leak.
 @settings(max_examples=FUZZ_EXAMPLES, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(spec=placements)
 @example(spec=CI_PRIVATE_KEY_OVER_REF)
+@example(spec=CI_REF_READ_AS_CARD_NUMBER)
 def test_planted_secrets_never_leave_and_nothing_else_changes(
     spec: list[Placement], receivers: tuple[Receiver, Receiver], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -409,7 +438,8 @@ def test_planted_secrets_never_leave_and_nothing_else_changes(
         assert not leaks, leaks
         # A ref id is a hash of an output, never a secret: redacting one would cut the archive off from the output,
         # and, once remembered as a secret, make each event name it or not depending on when it was exported.
-        assert not [where for where, text in outputs.items() if "tout_[REDACTED" in text]
+        # (A ref whose hex ran into digits that looked like a card number lost its tail in telemetry only.)
+        assert not [where for where, text in outputs.items() if re.search(r"tout_[0-9a-f]*\[REDACTED", text)]
         # The twin's archive does hold secrets: the check above can fail.
         twin_archive = "".join(p.read_text() for p in twin.archive_dir.rglob("*") if p.is_file())
         assert any(v in twin_archive or json.dumps(v)[1:-1] in twin_archive for p in plants for v in p.values())

@@ -21,8 +21,13 @@ _PHONE = (
     r"(?<![\w+])(?:\+\d{1,3}[ .\-]?(?:\(\d{1,4}\)[ .\-]?)?\d{1,4}(?:[ .\-]\d{2,4}){1,4}"
     r"|\(\d{3}\)[ .\-]?\d{3}[ .\-]\d{4}|\d{3}[.\-]\d{3}[.\-]\d{4})(?![\w])"
 )
-# 13 to 19 digits, in groups or not, that pass the Luhn check and start like a card network's numbers.
-_CARD = r"(?<![\d\-])[3-6]\d{3}(?:[ \-]?\d){9,15}(?![\d\-])"
+# 13 to 19 digits, in groups or not, that pass the Luhn check and start like a card network's numbers: a word of
+# their own. Digits inside a word are an id or a hash, not a card: a ref id ``tout_15e3779782774661`` (hex, whose
+# digits ran Luhn-valid after its "e") had its tail redacted in telemetry, and the exported event no longer named the
+# output the archive's copy names. An escaped line break before the number (JSON text) is still a boundary. The
+# first digit comes before the boundary checks (which look back past it) so that the engine searches for that digit
+# instead of trying the checks at every position (~5x faster on digit-heavy text).
+_CARD = r"[3-6](?:(?<![\w\-][3-6])|(?<=\\[nrt][3-6]))\d{3}(?:[ \-]?\d){9,15}(?![\w\-])"
 
 
 def _luhn(m: re.Match[str]) -> bool:
