@@ -38,8 +38,9 @@ class Clock:
         return self.at
 
 
-def session(tmp_path: Path, store: object = "memory", clock: Clock | None = None, sid: str = "s1") -> ContextManager:
-    return ContextManager("gpt-4o", max_context_tokens=60_000, store=store, archive=str(tmp_path / "archive"),
+def session(tmp_path: Path, store: object = "memory", clock: Clock | None = None, sid: str = "s1",
+            window: int = 60_000) -> ContextManager:
+    return ContextManager("gpt-4o", max_context_tokens=window, store=store, archive=str(tmp_path / "archive"),
                           session_id=sid, clock=clock)
 
 
@@ -115,3 +116,18 @@ def test_an_implausibly_small_stated_limit_stays_with_the_session(tmp_path: Path
     assert cm.learned_limit is not None and cm.learned_limit < 300  # learned at once, by this session
     other = session(tmp_path, store, sid="other")
     assert other.learned_limit is None  # afa4c7c: every session of the model under ~270 tokens
+
+
+def test_an_error_counting_the_request_thousands_of_times_ours_does_not_brick_the_session(tmp_path: Path) -> None:
+    # A plausible limit with an absurd count of the request (900M tokens for ~26K of ours): afa4c7c learned a
+    # 3-token limit for the session and refused every later call itself (InsufficientBudget, no request).
+    cm = session(tmp_path, window=128_000)
+    cm.add(history(30, lines=60))
+    odd = ErrorReply("context_overflow", prompt_tokens=900_000_000, limit=128_000)
+    with ScriptedLLMServer([odd], default="ok") as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="t", max_retries=0)
+        for turn in range(3):
+            call_with_recovery(cm, lambda view: client.chat.completions.create(model="gpt-4o", messages=view))
+            cm.add({"role": "user", "content": f"next {turn}"})
+    assert [r.status for r in server.requests] == [400, 200, 200, 200]
+    assert cm.learned_limit is None or cm.learned_limit >= cm.budgets.hard >= 128_000 / 16

@@ -238,22 +238,30 @@ class OverflowRecovery:
                 ceiling = floor  # (what must stay fills the request: nothing learned, the stall guard says why)
             if learns:
                 cm.learn_limit(ceiling, shared=0, provisional=True)
-        elif ceiling > 0:
+        elif ceiling >= least:
             shared = shared_ceiling(info, before, ratio=ratio, attempt=self.attempt, policy=cm.policy)
-            if max(ceiling, shared) < least:
-                # A stated limit is learned at once, but one so far under the configured window may be one odd
-                # answer's (a gateway's bug, a client's text echoed unquoted): this session's only, provisionally.
+            cm.learn_limit(ceiling, provider_limit=info.limit, shared=max(ceiling, shared) if shared else 0)
+        elif ceiling > 0:
+            # A stated limit is learned at once, but one so far under the configured window may be one odd answer's
+            # (a gateway's bug, a client's text echoed unquoted, a count of the request thousands of times ours): the
+            # session's only, provisionally, and never under what must stay. What holds for every caller (the
+            # factor bounded) is shared as before when it is no such figure.
+            shared = shared_ceiling(info, before, ratio=ratio, attempt=self.attempt, policy=cm.policy)
+            if shared >= least:
+                cm.learn_limit(shared, provider_limit=info.limit, shared=shared)
+            if ceiling >= essential_tokens(cm):
                 cm.learn_limit(ceiling, provider_limit=info.limit, shared=0, provisional=True)
-            else:
-                cm.learn_limit(ceiling, provider_limit=info.limit, shared=max(ceiling, shared) if shared else 0)
+            # (else what must stay is over it: nothing is learned, the guards below give up naming the provider's
+            # answer, and the next call asks the provider again rather than being refused here)
         if self.attempt > self.max_retries:
             self._give_up(f"the prompt is still too long after {self.max_retries} retries ({_figures(info)})", cause)
         extras = cm.request_extras_tokens
-        if ceiling > 0 and extras >= cm.budgets.hard:
+        hard = min(cm.budgets.hard, ceiling) if ceiling > 0 else cm.budgets.hard  # (a limit it did not learn, too)
+        if ceiling > 0 and extras >= hard:
             # The tool schemas alone fill what the provider's real limit leaves (far below the window): compacting
             # the conversation cannot help, and the error must say what is too large.
             self._give_up(f"the tool schemas and request extras alone are too long: {extras:,} tokens, more than "
-                          f"the {cm.budgets.hard:,} the provider's limit leaves; send fewer or shorter tools "
+                          f"the {hard:,} the provider's limit leaves; send fewer or shorter tools "
                           f"({_figures(info)})", cause)
         if not cm.policy.may_compact_on_overflow:
             self._give_up("the provider reported a context overflow, but automatic compaction is off "
