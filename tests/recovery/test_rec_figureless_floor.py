@@ -131,3 +131,23 @@ def test_an_error_counting_the_request_thousands_of_times_ours_does_not_brick_th
             cm.add({"role": "user", "content": f"next {turn}"})
     assert [r.status for r in server.requests] == [400, 200, 200, 200]
     assert cm.learned_limit is None or cm.learned_limit >= cm.budgets.hard >= 128_000 / 16
+
+
+def test_a_stated_limit_far_over_the_refused_request_is_not_kept_for_good(tmp_path: Path) -> None:
+    # "maximum context length is 128000 tokens" (no count of the request) for ~26K tokens of ours: afa4c7c kept the
+    # session under 95% of that request for its whole life (its own record, durable).
+    clock = Clock()
+    store = MemoryBlobStore()
+    cm = session(tmp_path, store, clock, window=128_000)
+    cm.add(history(30, lines=60))
+    odd = ErrorReply("context_overflow", message="This model's maximum context length is 128000 tokens. Please "
+                                                 "reduce the length of the messages.")
+    with ScriptedLLMServer([odd, "ok"]) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="t", max_retries=0)
+        call_with_recovery(cm, lambda view: client.chat.completions.create(model="gpt-4o", messages=view))
+    rejected = server.requests[0].input_tokens
+    assert cm.learned_limit is not None and cm.learned_limit < rejected  # the retry and this while stay under it
+    clock.at += timedelta(seconds=PROVISIONAL_LIMIT_SECONDS + 1)
+    cm.prepare("openai_chat")
+    assert cm.learned_limit is None or cm.learned_limit > 2 * rejected
+    assert session(tmp_path, store, clock, window=128_000).learned_limit == cm.learned_limit  # (its next manager)

@@ -238,14 +238,14 @@ class OverflowRecovery:
                 ceiling = floor  # (what must stay fills the request: nothing learned, the stall guard says why)
             if learns:
                 cm.learn_limit(ceiling, shared=0, provisional=True)
-        elif ceiling >= least:
+        elif ceiling >= least and not _far_under_stated_limit(info, before, self.reply_tokens):
             shared = shared_ceiling(info, before, ratio=ratio, attempt=self.attempt, policy=cm.policy)
             cm.learn_limit(ceiling, provider_limit=info.limit, shared=max(ceiling, shared) if shared else 0)
         elif ceiling > 0:
             # A stated limit is learned at once, but one so far under the configured window may be one odd answer's
-            # (a gateway's bug, a client's text echoed unquoted, a count of the request thousands of times ours): the
-            # session's only, provisionally, and never under what must stay. What holds for every caller (the
-            # factor bounded) is shared as before when it is no such figure.
+            # (a gateway's bug, a client's text echoed unquoted, a count of the request thousands of times ours), and
+            # so may a limit far over the request it refused: the session's only, provisionally, and never under
+            # what must stay. What holds for every caller (the factor bounded) is shared as before.
             shared = shared_ceiling(info, before, ratio=ratio, attempt=self.attempt, policy=cm.policy)
             if shared >= least:
                 cm.learn_limit(shared, provider_limit=info.limit, shared=shared)
@@ -473,6 +473,19 @@ def _within_limit(info: OverflowInfo, reply_tokens: int) -> bool:
     if info.limit is None or info.prompt_tokens is None:
         return False
     return info.prompt_tokens + max(info.max_tokens or 0, reply_tokens) < info.limit
+
+
+def _far_under_stated_limit(info: OverflowInfo, rejected: int, reply_tokens: int) -> bool:
+    """Whether an error naming the limit but not the request's size refused a request its limit has room for.
+
+    By our count even at the counter's calibration bound (:data:`SHARED_RATIO_MAX`): "maximum context length is
+    128000 tokens" for a request of 25,000 says something else went wrong (another request's error relayed, a
+    gateway's quota). Recovery still retries smaller, but the limit learned under the rejected request is
+    provisional: durable, it kept the session under 95% of that request for good.
+    """
+    if info.limit is None or info.prompt_tokens is not None:
+        return False
+    return rejected * SHARED_RATIO_MAX + max(info.max_tokens or 0, reply_tokens) < info.limit
 
 
 def _target(info: OverflowInfo, ratio: float, reply_tokens: int) -> int | None:
