@@ -94,7 +94,9 @@ class LearnedLimits:
         """What :meth:`ContextManager.learned_limit` does (taking the manager's lock)."""
         manager = self.manager
         with manager._lock:
-            return self.limit.load()
+            self.limit.load()
+            self.expire_provisional()  # (read between calls: what the next one goes out under)
+            return self.limit.tokens
 
     def learn_limit(self, tokens: int, *, provider_limit: int | None = None, shared: int | None = None,
                     provisional: bool = False) -> bool:
