@@ -93,8 +93,10 @@ def test_a_run_under_a_smaller_provider_limit_overflows_once_per_learned_limit(t
 
 
 def test_each_retry_is_strictly_smaller_than_the_request_it_follows(tmp_path: Path) -> None:
-    # Errors without figures, one after another: each retry goes out smaller than the request just rejected.
-    cm, events = manager(tmp_path, "chat")
+    # Errors without figures, one after another: each retry goes out smaller than the request just rejected. (A
+    # window of 32K: under gpt-4o's 128K the first compaction lands under 1/16 of the window, where figureless
+    # answers no longer shrink the session: test_rec_figureless_floor.)
+    cm, events = manager(tmp_path, "chat", max_context_tokens=32_000)
     cm.add(history(30, lines=60))
     refused = ErrorReply("context_overflow", message="Your input exceeds the context window of this model.")
     with ScriptedLLMServer([refused, refused, "done"]) as server:

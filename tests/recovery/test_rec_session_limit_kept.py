@@ -52,7 +52,9 @@ def manager(store: Any, session: str) -> ContextManager:
 def refused_once(store: Any, session: str) -> int:
     """A session whose request the provider refused without naming its limit; the limit it learned."""
     cm = manager(store, session)
-    cm.add([Message.user(f"{NONCE} {session} " + "word " * 3_000)])
+    # (The bulk before the latest request: a limit without figures is never inferred under what must stay.)
+    cm.add([Message.user(f"{NONCE} {session} " + "word " * 3_000), Message.assistant("read"),
+             Message.user("go on")])
     cm.prepare("openai_chat")
     OverflowRecovery(cm, 3, 0).shrink(OverflowInfo(FIGURELESS, "openai"), RuntimeError("refused"))
     learned = cm.learned_limit

@@ -76,7 +76,8 @@ def test_a_session_still_learns_from_a_figureless_overflow() -> None:
     """The session refused keeps what it learned (the limit goes below what it sent); another session does not."""
     store = "memory"
     cm = ContextManager(MODEL, max_context_tokens=WINDOW, store=store, session_id="s-a")
-    cm.add([Message.user(f"{NONCE} " + "word " * 3_000)])
+    # (The bulk before the latest request: a limit without figures is never inferred under what must stay.)
+    cm.add([Message.user(f"{NONCE} " + "word " * 3_000), Message.assistant("read"), Message.user("go on")])
     cm.prepare("openai_chat")
     OverflowRecovery(cm, 3, 0).shrink(OverflowInfo(FIGURELESS, "openai"), RuntimeError("refused"))
     assert cm.learned_limit is not None and cm.learned_limit < 3_100

@@ -59,5 +59,6 @@ def test_an_overcounting_error_does_not_shrink_the_next_sessions_window() -> Non
         assert server.requests[-1].status == 200
         sent = json.dumps(server.requests[-1].body)
         assert sent.count(f"{NONCE} q") == 2  # the fresh session's two turns went whole
-        # The model's limit under the bounded factor (its thresholds: 1,824 tokens here); 382 on 8c274dd.
-        assert fresh.learned_limit is not None and fresh.learned_limit >= PROVIDER_LIMIT / SHARED_RATIO_MAX * 0.7
+        # The model's limit under the bounded factor (its thresholds: 1,824 tokens here); 382 on 8c274dd. Since s19h
+        # a limit under 1/16 of the configured window stays with the session that met it: none is shared here.
+        assert fresh.learned_limit is None or fresh.learned_limit >= PROVIDER_LIMIT / SHARED_RATIO_MAX * 0.7

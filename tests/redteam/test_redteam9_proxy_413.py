@@ -20,7 +20,9 @@ NONCE = uuid.uuid4().hex[:8]
 
 
 def test_a_413_for_a_request_without_media_is_recovered_by_compacting() -> None:
-    cm = ContextManager("gpt-4o", store="memory", archive="memory")
+    # (A 16K window: a refusal naming no limit never shrinks a session under 1/16 of its window, and this body limit
+    # of 12 KB, ~4.5K tokens, is under 1/16 of gpt-4o's 128K; real ones are 1 MB and more, MIN_UNNAMED_BODY_LIMIT.)
+    cm = ContextManager("gpt-4o", max_context_tokens=16_000, store="memory", archive="memory")
     cm.add({"role": "system", "content": "You are a coding agent."})
     cm.add({"role": "user", "content": f"Read the logs and fix the build ({NONCE})."})
     for k in range(8):

@@ -19,6 +19,7 @@ from ._limits import store_losses
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
+    from datetime import datetime
 
     from ..compaction import Budgets, Policy
     from ..media import MediaLimits, MediaTally
@@ -41,6 +42,7 @@ class LimitsHost(Protocol):
     budgets: Budgets
     counter: MessageCounter
     _policy_summary: dict[str, object]
+    _clock: Callable[[], datetime] | None
 
     @property
     def cache(self) -> Any: ...
@@ -80,8 +82,10 @@ class LearnedLimits:
         self.cache_budget: int | None = None  # the write-time budget a learned limit set, when it set one
         store = manager.cache.store if manager.cache is not None else None
         # The provider's real limit, learned from its overflow errors and kept in the store per model (issue 21).
+        clock = manager._clock
         self.limit = ProviderLimit(manager.model.name, store, self.store_failed,
-                                   session_tag=owner_tag(manager.session_id))
+                                   session_tag=owner_tag(manager.session_id),
+                                   **({"now": lambda: clock().timestamp()} if clock is not None else {}))
         # The images and documents a request may carry (published limits, lowered by the provider's errors).
         self.guard = MediaGuard(manager.model.provider, model=manager.model.name, store=store, warn=self.store_failed,
                                 session_tag=self.limit.session_tag)
@@ -90,9 +94,12 @@ class LearnedLimits:
         """What :meth:`ContextManager.learned_limit` does (taking the manager's lock)."""
         manager = self.manager
         with manager._lock:
-            return self.limit.load()
+            self.limit.load()
+            self.expire_provisional()  # (read between calls: what the next one goes out under)
+            return self.limit.tokens
 
-    def learn_limit(self, tokens: int, *, provider_limit: int | None = None, shared: int | None = None) -> bool:
+    def learn_limit(self, tokens: int, *, provider_limit: int | None = None, shared: int | None = None,
+                    provisional: bool = False) -> bool:
         """What :meth:`ContextManager.learn_limit` does (taking the manager's lock)."""
         manager = self.manager
         for name, value, least in (("tokens", tokens, 1), ("shared", shared, 0)):  # (shared=0: none of it is)
@@ -102,10 +109,23 @@ class LearnedLimits:
                 raise ConfigError(f"must be a positive number of tokens, got {value!r}", field=f"learn_limit.{name}")
         with manager._lock:
             previous = self.limit.load()
-            if not self.limit.learn(tokens, provider_limit, shared=shared):
+            if not self.limit.learn(tokens, provider_limit, shared=shared, provisional=provisional):
                 return False
             self._use_limit(previous, source="error")
             return True
+
+    def expire_provisional(self) -> None:
+        """A provisional limit whose time is up no longer holds: the thresholds go back up (under the manager's lock).
+
+        Called by ``prepare()``: the next request goes out at the lasting limit's thresholds (or the window's), so
+        the provider is asked again instead of the session keeping, for good, a limit it only inferred.
+        """
+        if not self.limit.expire():
+            return
+        if self.limit.tokens is None:
+            self.set_budgets(self.window_budgets)
+        else:
+            self._use_limit(None, source="expired")
 
     def media_limits(self) -> MediaLimits:
         """What :meth:`ContextManager.media_limits` does (taking the manager's lock)."""

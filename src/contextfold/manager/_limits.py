@@ -22,6 +22,13 @@ names no limit): the proxy builds a manager per request, which would otherwise m
 the session's view grows past it. A session's own record is read only where the model has a record (a manager
 reads the model's record every time it starts, a fleet worker every turn: one round trip when no limit is known);
 where none holds for every caller, that record is a marker naming no limit (:data:`_NO_SHARED_LIMIT`).
+
+A limit inferred rather than stated (an error naming no limit: only "too long"; or a figure far below the configured
+window, see :mod:`contextfold.recovery`) is *provisional*: this session's only, and for
+:data:`PROVISIONAL_LIMIT_SECONDS`, after which the thresholds go back to what the provider stated (or the window)
+and the provider is asked again. An upstream answering "too long" to everything for a while (a transient bug, a
+misbehaving gateway) so shrank the session step by step to a few dozen tokens, and the manager (the proxy) then
+refused every later request itself, for good, without asking the upstream again.
 """
 
 from __future__ import annotations
@@ -35,9 +42,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..compaction import Budgets, Policy
 
-__all__ = ["LIMIT_KEY_PREFIX", "SESSION_LIMIT_KEY_PREFIX", "ProviderLimit", "budgets_within", "limit_key",
-           "limit_saved_at", "session_limit_key", "store_losses"]
+__all__ = ["LIMIT_KEY_PREFIX", "PROVISIONAL_LIMIT_SECONDS", "SESSION_LIMIT_KEY_PREFIX", "ProviderLimit",
+           "budgets_within", "limit_key", "limit_saved_at", "session_limit_key", "store_losses"]
 
+# How long a provisional limit holds (an inference from an error naming no limit): long enough that a provider really
+# below the window costs one refused request per period, short enough that a transient refusal is forgotten soon.
+PROVISIONAL_LIMIT_SECONDS = 15 * 60
 # Blob-store keys of learned limits: ``limit:<model>``. Not a ref id, an index or a claim, so the cache's
 # garbage collection and retention never touch them.
 LIMIT_KEY_PREFIX = "limit:"
@@ -114,6 +124,9 @@ def budgets_within(policy: Policy, window: int, prompt_limit: int) -> Budgets:
 class _Record:
     tokens: int | None  # None: the model's marker naming no limit (:data:`_NO_SHARED_LIMIT`)
     provider_limit: int | None
+    # A session's record whose ``tokens`` is provisional: when it expires, and the lasting limit under it (if any).
+    expires_at: float | None = None
+    lasting: int | None = None
 
 
 class ProviderLimit:
@@ -123,12 +136,17 @@ class ProviderLimit:
     thread-safe: the manager holds its lock.
     """
 
-    def __init__(self, model: str, store: Any, warn: Callable[[str], None], session_tag: str | None = None) -> None:
+    def __init__(self, model: str, store: Any, warn: Callable[[str], None], session_tag: str | None = None,
+                 now: Callable[[], float] = time.time) -> None:
         self.model = model
+        self.now = now  # seconds since the epoch: when a provisional limit expires
         self.store = store  # a BlobStore, or None (no cache: the limit lives as long as the manager)
         self.warn = warn
         self.session_tag = session_tag  # the session's owner tag: where its own lower limit is kept (None: nowhere)
         self.tokens: int | None = None  # the learned prompt limit by our count, None while none is known
+        self._lasting: int | None = None  # the part of ``tokens`` that does not expire (stated, or set by the caller)
+        self._provisional: int | None = None  # an inferred limit below it, until ``_expires_at``
+        self._expires_at: float | None = None
         self.provider_limit: int | None = None  # the provider's own figure, when an error gave one
         self._shared: int | None = None  # the part of ``tokens`` that holds for every caller: what is stored
         self._model_recorded = False  # whether the store holds the model's record (a limit or the marker)
@@ -143,23 +161,57 @@ class ProviderLimit:
         record = self._read()
         self._model_recorded = record is not None
         if record is not None and record.tokens is not None:
-            if self.tokens is None or record.tokens < self.tokens:
-                self.tokens, self.provider_limit = record.tokens, record.provider_limit
+            if self._lasting is None or record.tokens < self._lasting:
+                self._lasting, self.provider_limit = record.tokens, record.provider_limit
             if self._shared is None or record.tokens < self._shared:
                 self._shared = record.tokens
         # (an own record exists only beside the model's: a session's own limit, or the marker)
         own = self._read(self._session_key()) if record is not None else None
-        if own is not None and own.tokens is not None and (self.tokens is None or own.tokens < self.tokens):
-            self.tokens = own.tokens
+        if own is not None:
+            lasting = own.tokens if own.expires_at is None else own.lasting
+            if lasting is not None and (self._lasting is None or lasting < self._lasting):
+                self._lasting = lasting
+            if own.expires_at is not None and own.tokens is not None and self.now() < own.expires_at:
+                self._provisional, self._expires_at = own.tokens, own.expires_at
+        self._settle()
         return self.tokens
 
-    def learn(self, tokens: int, provider_limit: int | None = None, *, shared: int | None = None) -> bool:
+    def expire(self) -> bool:
+        """Drop a provisional limit whose time is up (the provider is asked again); True when the limit rose."""
+        if self._provisional is None or self._expires_at is None or self.now() < self._expires_at:
+            return False
+        self._provisional = self._expires_at = None
+        before = self.tokens
+        self._settle()
+        return self.tokens != before
+
+    def _settle(self) -> None:
+        """``tokens``: the lasting limit, or the provisional one below it while it holds."""
+        lasting, provisional = self._lasting, self._provisional
+        if provisional is not None and lasting is not None and provisional >= lasting:
+            provisional = self._provisional = self._expires_at = None  # (a lasting limit came under it)
+        self.tokens = provisional if provisional is not None else lasting
+
+    def learn(self, tokens: int, provider_limit: int | None = None, *, shared: int | None = None,
+              provisional: bool = False) -> bool:
         """Lower the limit to ``tokens`` (never raises it); True when it went down.
 
         ``shared``: the part that holds for every caller of the model (``tokens`` when not given), saved to the
         store; a lower ``tokens`` stays with this manager. ``0``: none of it does (an error that names no limit).
+        ``provisional``: ``tokens`` is an inference, this session's for :data:`PROVISIONAL_LIMIT_SECONDS` (nothing
+        of it is shared).
         """
         self.load()
+        self.expire()
+        if provisional:
+            if self.tokens is not None and tokens >= self.tokens:
+                return False
+            self._provisional, self._expires_at = max(1, tokens), self.now() + PROVISIONAL_LIMIT_SECONDS
+            if provider_limit is not None:
+                self.provider_limit = provider_limit
+            self._settle()
+            self._keep_own()
+            return True
         if shared != 0:
             shared = max(1, tokens if shared is None else max(tokens, shared))
             lower_shared = self._shared is None or shared < self._shared
@@ -168,13 +220,16 @@ class ProviderLimit:
                 if provider_limit is not None:
                     self.provider_limit = provider_limit
                 self._write()
-        if self.tokens is not None and tokens >= self.tokens:
+        if self._lasting is not None and tokens >= self._lasting:
+            self._settle()  # (the shared part may have come down under it)
             return False
-        self.tokens = max(1, tokens if self._shared is None else min(tokens, self._shared))
+        before = self.tokens
+        self._lasting = max(1, tokens if self._shared is None else min(tokens, self._shared))
         if provider_limit is not None:
             self.provider_limit = provider_limit
+        self._settle()
         self._keep_own()
-        return True
+        return self.tokens != before
 
     def restore_if_lost(self, losses: int | None = None) -> bool:
         """Write the limits again when the store says it may have lost them (a Redis restarted empty); True if so.
@@ -196,7 +251,8 @@ class ProviderLimit:
 
     def forget(self) -> None:
         """Drop the learned limit, here and in the store (the provider's window was raised, say)."""
-        self.tokens = self.provider_limit = self._shared = None
+        self.tokens = self.provider_limit = self._shared = self._lasting = None
+        self._provisional = self._expires_at = None
         self._model_recorded = False
         if self.store is not None:
             try:
@@ -237,8 +293,12 @@ class ProviderLimit:
         key = self._session_key()
         if self.store is None or key is None or self.tokens is None:
             return
-        record = {"model": self.model, "tokens": self.tokens, "provider_limit": self.provider_limit,
-                  "saved_at": time.time()}
+        record: dict[str, object] = {"model": self.model, "tokens": self.tokens,
+                                     "provider_limit": self.provider_limit, "saved_at": time.time()}
+        if self._provisional is not None and self.tokens == self._provisional:
+            # (a release before reads ``tokens`` alone: it keeps the provisional limit for good, as it did)
+            lasting = self._lasting if self._shared is None or (self._lasting or 0) < self._shared else None
+            record.update(expires_at=self._expires_at, lasting=lasting)
         try:
             self.store.put(key, json.dumps(record).encode())
         except Exception as exc:
@@ -271,7 +331,12 @@ class ProviderLimit:
             return _Record(None, None)
         if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0:
             return None
-        return _Record(tokens, provider if isinstance(provider, int) and not isinstance(provider, bool) else None)
+        provider = provider if isinstance(provider, int) and not isinstance(provider, bool) else None
+        expires, lasting = data.get("expires_at"), data.get("lasting")
+        if key is None or isinstance(expires, bool) or not isinstance(expires, int | float):
+            return _Record(tokens, provider)
+        lasting = lasting if isinstance(lasting, int) and not isinstance(lasting, bool) and lasting > 0 else None
+        return _Record(tokens, provider, expires_at=float(expires), lasting=lasting)
 
     def _write(self) -> None:
         if self.store is None or self._shared is None:
@@ -281,7 +346,8 @@ class ProviderLimit:
         if stored is not None and stored.tokens is not None and stored.tokens <= self._shared:
             self._model_recorded = True
             self._shared = stored.tokens
-            self.tokens = stored.tokens if self.tokens is None else min(self.tokens, stored.tokens)
+            self._lasting = stored.tokens if self._lasting is None else min(self._lasting, stored.tokens)
+            self._settle()
             self.provider_limit = stored.provider_limit or self.provider_limit
             return
         record = {"model": self.model, "tokens": self._shared, "provider_limit": self.provider_limit}

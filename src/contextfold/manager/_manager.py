@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from .. import compaction as _compaction
     from .. import formats as _formats
-    from ..compaction import CompactionResult, Plan, Policy
+    from ..compaction import Budgets, CompactionResult, Plan, Policy
     from ..media import MediaLimits, MediaTally
     from ..messages import Message
     from ..summarize import Summarizer
@@ -372,6 +372,7 @@ class ContextManager:
         with self.tracer.span(CALL_SPAN, kind=CALL_KIND, call=self._calls, model=self.model.name) as span:
             if self._calls == 1:
                 self._limits.apply_stored_limit()
+            self._limits.expire_provisional()
             rewrites = (self._compactions, self._masking.count)
             self._compaction.apply_idle_result()
             if self.cache is not None:
@@ -666,7 +667,8 @@ class ContextManager:
         """The most tokens (view and request extras, by our count) the provider was found to accept, or None."""
         return self._limits.learned_limit()
 
-    def learn_limit(self, tokens: int, *, provider_limit: int | None = None, shared: int | None = None) -> bool:
+    def learn_limit(self, tokens: int, *, provider_limit: int | None = None, shared: int | None = None,
+                    provisional: bool = False) -> bool:
         """The provider accepts at most ``tokens`` (our count of the view plus tool schemas): keep under it.
 
         Overflow recovery calls it with what each context-length error teaches. The thresholds become those of the
@@ -675,8 +677,16 @@ class ContextManager:
         process or another worker find it. It only goes down; True when it did. ``shared``: the part of it that
         holds for every caller of the model, stored instead of ``tokens`` when given (what this session's own
         ``max_tokens`` took off stays with this manager); ``0`` when none of it does (an error naming no limit).
+        ``provisional``: an inferred limit (an error naming none, or an implausibly small figure), kept by this
+        session only and for ``PROVISIONAL_LIMIT_SECONDS`` (15 min), after which the provider is asked again.
         """
-        return self._limits.learn_limit(tokens, provider_limit=provider_limit, shared=shared)
+        return self._limits.learn_limit(tokens, provider_limit=provider_limit, shared=shared,
+                                        provisional=provisional)
+
+    @property
+    def configured_budgets(self) -> Budgets:
+        """The thresholds of the configured window, whatever limit the provider's errors taught (``budgets``)."""
+        return self._limits.window_budgets
 
     @property
     def media_limits(self) -> MediaLimits:

@@ -23,12 +23,14 @@ if TYPE_CHECKING:
     from ._recovery import (
         CIRCUIT_BREAKER_FAILURES,
         DEFAULT_MAX_RETRIES,
+        MIN_WINDOW_SHARE,
         STALL_SHRINK_RATIO,
         OverflowRecovery,
         acall_with_recovery,
         call_with_recovery,
         counted_tokens,
         drop_oldest,
+        essential_tokens,
         learned_ceiling,
         media_ceiling,
         parse_limit_error,
@@ -41,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     "CIRCUIT_BREAKER_FAILURES": "._recovery",
     "DEFAULT_MAX_RETRIES": "._recovery",
     "ErrorReading": ".overflow",
+    "MIN_WINDOW_SHARE": "._recovery",
     "OVERFLOW_CODES": ".overflow",
     "OverflowInfo": ".overflow",
     "OverflowRecovery": "._recovery",
@@ -49,6 +52,7 @@ _EXPORTS: dict[str, str] = {
     "call_with_recovery": "._recovery",
     "counted_tokens": "._recovery",
     "drop_oldest": "._recovery",
+    "essential_tokens": "._recovery",
     "learned_ceiling": "._recovery",
     "media_ceiling": "._recovery",
     "parse_limit_error": "._recovery",
@@ -57,8 +61,9 @@ _EXPORTS: dict[str, str] = {
     "shared_ceiling": "._recovery",
 }
 __all__ = [
-    "CIRCUIT_BREAKER_FAILURES", "DEFAULT_MAX_RETRIES", "OVERFLOW_CODES", "STALL_SHRINK_RATIO", "ErrorReading",
-    "OverflowInfo", "OverflowRecovery", "acall_with_recovery", "call_with_recovery", "counted_tokens", "drop_oldest",
-    "learned_ceiling", "media_ceiling", "parse_limit_error", "parse_overflow", "read_error", "shared_ceiling",
+    "CIRCUIT_BREAKER_FAILURES", "DEFAULT_MAX_RETRIES", "MIN_WINDOW_SHARE", "OVERFLOW_CODES", "STALL_SHRINK_RATIO",
+    "ErrorReading", "OverflowInfo", "OverflowRecovery", "acall_with_recovery", "call_with_recovery", "counted_tokens",
+    "drop_oldest", "essential_tokens", "learned_ceiling", "media_ceiling", "parse_limit_error", "parse_overflow",
+    "read_error", "shared_ceiling",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

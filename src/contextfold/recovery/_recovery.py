@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CIRCUIT_BREAKER_FAILURES",
     "DEFAULT_MAX_RETRIES",
+    "MIN_WINDOW_SHARE",
     "STALL_SHRINK_RATIO",
     "OverflowInfo",
     "OverflowRecovery",
@@ -45,6 +46,7 @@ __all__ = [
     "call_with_recovery",
     "counted_tokens",
     "drop_oldest",
+    "essential_tokens",
     "learned_ceiling",
     "media_ceiling",
     "parse_limit_error",
@@ -73,6 +75,13 @@ LIMIT_SAFETY_MARGIN = 0.05
 # a few steps: 15%, 30%, 50% below), never more than half.
 NO_LIMIT_SHARE = 0.15
 NO_LIMIT_MAX_SHARE = 0.5
+# The least share of the configured window's hard threshold a limit is inferred at from errors naming none, and the
+# least a stated limit must leave to be shared with the model's other callers. An upstream answering "too long" to
+# everything (a transient bug, a misbehaving gateway) shrank a session step by step to ~78 tokens (a figure of
+# "5 tokens" did the same to every session of the model at once), and the manager then refused every later request
+# itself. A limit so far under the configured window is kept by the session only, provisionally (it expires: see
+# ``manager._limits``); an inferred one never goes under it, nor under what must stay (:func:`essential_tokens`).
+MIN_WINDOW_SHARE = 1 / 16
 # The most provider tokens per token of ours the limit shared with the model's other callers follows: the estimating
 # counter's calibration bound (tokens.counting), past which usage figures are not the counted messages'. An error
 # counting ten times our count of the request taught every session of the store a tenth of the model's limit.
@@ -209,17 +218,50 @@ class OverflowRecovery:
         # every later turn stay under it (and the answered output is never widened back over it).
         ceiling = learned_ceiling(info, before, ratio=ratio, reply_tokens=self.reply_tokens, attempt=self.attempt,
                                   policy=cm.policy)
-        if ceiling > 0:
+        least = int(cm.configured_budgets.hard * MIN_WINDOW_SHARE)
+        if info.limit is None:
+            # Only "too long": the limit is inferred, never under what must stay nor a small share of the window.
+            # Once the request is down there, another such answer is not one shrinking cures (bounded figureless
+            # shrinks): nothing is learned, the provider's answer goes to the caller, and later calls ask again.
+            essential = essential_tokens(cm)
+            floor = max(essential, least)
+            learns, strictly_smaller = True, int(before * (1 - STALL_SHRINK_RATIO))
+            if ceiling < floor:
+                learns = floor <= strictly_smaller
+                if not learns and essential <= strictly_smaller:
+                    self._give_up(f"the provider refused a request of {before:,} tokens as too long without saying "
+                                  f"its limit, and recovery does not shrink a session under {floor:,} tokens on "
+                                  f"such an answer (what must stay, the system and pinned messages, the tools and "
+                                  f"the latest request: {essential:,}; 1/{round(1 / MIN_WINDOW_SHARE)} of the "
+                                  f"configured window's threshold: {least:,}); if the provider's window really is "
+                                  f"smaller, configure it (max_context_tokens) ({_figures(info)})", cause)
+                ceiling = floor  # (what must stay fills the request: nothing learned, the stall guard says why)
+            if learns:
+                cm.learn_limit(ceiling, shared=0, provisional=True)
+        elif ceiling >= least and not _far_under_stated_limit(info, before, self.reply_tokens):
             shared = shared_ceiling(info, before, ratio=ratio, attempt=self.attempt, policy=cm.policy)
             cm.learn_limit(ceiling, provider_limit=info.limit, shared=max(ceiling, shared) if shared else 0)
+        elif ceiling > 0:
+            # A stated limit is learned at once, but one so far under the configured window may be one odd answer's
+            # (a gateway's bug, a client's text echoed unquoted, a count of the request thousands of times ours), and
+            # so may a limit far over the request it refused: the session's only, provisionally, and never under
+            # what must stay. What holds for every caller (the factor bounded) is shared as before.
+            shared = shared_ceiling(info, before, ratio=ratio, attempt=self.attempt, policy=cm.policy)
+            if shared >= least:
+                cm.learn_limit(shared, provider_limit=info.limit, shared=shared)
+            if ceiling >= essential_tokens(cm):
+                cm.learn_limit(ceiling, provider_limit=info.limit, shared=0, provisional=True)
+            # (else what must stay is over it: nothing is learned, the guards below give up naming the provider's
+            # answer, and the next call asks the provider again rather than being refused here)
         if self.attempt > self.max_retries:
             self._give_up(f"the prompt is still too long after {self.max_retries} retries ({_figures(info)})", cause)
         extras = cm.request_extras_tokens
-        if ceiling > 0 and extras >= cm.budgets.hard:
+        hard = min(cm.budgets.hard, ceiling) if ceiling > 0 else cm.budgets.hard  # (a limit it did not learn, too)
+        if ceiling > 0 and extras >= hard:
             # The tool schemas alone fill what the provider's real limit leaves (far below the window): compacting
             # the conversation cannot help, and the error must say what is too large.
             self._give_up(f"the tool schemas and request extras alone are too long: {extras:,} tokens, more than "
-                          f"the {cm.budgets.hard:,} the provider's limit leaves; send fewer or shorter tools "
+                          f"the {hard:,} the provider's limit leaves; send fewer or shorter tools "
                           f"({_figures(info)})", cause)
         if not cm.policy.may_compact_on_overflow:
             self._give_up("the provider reported a context overflow, but automatic compaction is off "
@@ -433,6 +475,19 @@ def _within_limit(info: OverflowInfo, reply_tokens: int) -> bool:
     return info.prompt_tokens + max(info.max_tokens or 0, reply_tokens) < info.limit
 
 
+def _far_under_stated_limit(info: OverflowInfo, rejected: int, reply_tokens: int) -> bool:
+    """Whether an error naming the limit but not the request's size refused a request its limit has room for.
+
+    By our count even at the counter's calibration bound (:data:`SHARED_RATIO_MAX`): "maximum context length is
+    128000 tokens" for a request of 25,000 says something else went wrong (another request's error relayed, a
+    gateway's quota). Recovery still retries smaller, but the limit learned under the rejected request is
+    provisional: durable, it kept the session under 95% of that request for good.
+    """
+    if info.limit is None or info.prompt_tokens is not None:
+        return False
+    return rejected * SHARED_RATIO_MAX + max(info.max_tokens or 0, reply_tokens) < info.limit
+
+
 def _target(info: OverflowInfo, ratio: float, reply_tokens: int) -> int | None:
     """Tokens (ours) the view must fit for the provider to accept it, or None when the error gave no limit."""
     if info.limit is None:
@@ -446,6 +501,18 @@ def _figures(info: OverflowInfo) -> str:
     if info.prompt_tokens is not None and info.limit is not None:
         return f"{info.prompt_tokens} tokens > {info.limit}; {said}"
     return said
+
+
+def essential_tokens(cm: ContextManager) -> int:
+    """Tokens (ours) of what recovery never takes out: pinned roles, protected messages, the latest user message.
+
+    With the request extras (tool schemas): a limit inferred under it would leave no room for the request itself.
+    """
+    messages = cm.messages()
+    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    policy = cm.policy
+    kept = [m for i, m in enumerate(messages) if i == last_user or m.role in policy.roles_never_prune or m.protected]
+    return cm.counter.count_messages(kept) + cm.request_extras_tokens
 
 
 def counted_tokens(cm: ContextManager) -> int:
