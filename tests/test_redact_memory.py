@@ -16,7 +16,7 @@ _values = st.lists(st.text(_ALPHABET, min_size=6, max_size=14), min_size=1, max_
 
 
 def _plain_spans(table: dict[str, str], text: str) -> list[tuple[int, int, str]]:
-    """The definition: every occurrence, leftmost first, of two at one place the longer; overlapping ones as one."""
+    """The definition: every occurrence, leftmost first, of two at one place the longer, no overlaps."""
     found = sorted((at, -(at + len(s)), kind) for s, kind in table.items()
                    for at in range(len(text)) if text.startswith(s, at))
     out: list[tuple[int, int, str]] = []
@@ -24,9 +24,6 @@ def _plain_spans(table: dict[str, str], text: str) -> list[tuple[int, int, str]]
     for start, neg_end, kind in found:
         if start >= last:
             out.append((start, -neg_end, kind))
-            last = -neg_end
-        elif -neg_end > last:
-            out[-1] = (out[-1][0], -neg_end, out[-1][2])
             last = -neg_end
     return out
 

@@ -579,10 +579,7 @@ class Message(_ReadOnly):
 
     def __post_init__(self) -> None:
         # A text of a str subclass is held as its exact value (what JSON writes): its own __eq__/__hash__/
-        # __contains__ answered redaction's caches and prefilter (a lying one passed the archive in clear). The role
-        # too: every "is it a tool result / the system prompt" test compares it with ==, which its own __eq__ answered.
-        if type(self.role) is not str and issubclass(type(self.role), str):
-            object.__setattr__(self, "role", str.__str__(self.role))
+        # __contains__ answered redaction's caches and prefilter (a lying one passed the archive in clear).
         if type(self.content) is not str and issubclass(type(self.content), str):
             object.__setattr__(self, "content", str.__str__(self.content))
         if self.name is not None and type(self.name) is not str and issubclass(type(self.name), str):

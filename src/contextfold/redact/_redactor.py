@@ -244,11 +244,8 @@ class Redactor:
 
     @property
     def _learned(self) -> Mapping[str, str]:
-        """What is remembered, and what a text holds when one is in its view (``SecretMemory.searched``).
-
-        A new object whenever something is learned; empty when ``remember`` is off.
-        """
-        return self.memory.searched if self.remember else _NOTHING
+        """What is remembered (a new object whenever something is learned; empty when ``remember`` is off)."""
+        return self.memory.table if self.remember else _NOTHING
 
     def learn(self, secret: str, name: str) -> None:
         """Remember ``secret`` so that its repeats are redacted as ``name`` (see ``remember``).
@@ -298,15 +295,8 @@ class Redactor:
         out: list[Finding] = []
         last_end = -1
         for f in merged:
-            if MARKER_RE.fullmatch(text, f.start, f.end):
-                continue
-            if f.start >= last_end:
+            if f.start >= last_end and not MARKER_RE.fullmatch(text, f.start, f.end):
                 out.append(f)
-                last_end = f.end
-            elif f.end > last_end:
-                # A remembered string running on past a finding (a wrapped base64 body whose first line a rule found,
-                # joined to the next in a view): the rest of it is the secret's too, redacted with the finding.
-                out[-1] = Finding(out[-1].start, f.end, out[-1].name)
                 last_end = f.end
         return out
 

@@ -36,9 +36,9 @@ import re
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._memo import TextMemo, text_key
 from ..errors import CorruptRecord
@@ -65,7 +65,6 @@ from ._memory_records import (
     sweep_range,
     tell_if_not_atomic,
 )
-from ._views import ESCAPE_NEEDLE_RE, ESCAPE_NEEDLES, decoded_runs, view_needles, view_of
 
 if TYPE_CHECKING:
     from ..cache.blobs import BlobStore
@@ -100,7 +99,6 @@ _MARKER_RE = re.compile(r"\[REDACTED:[^\]\n]*\]")
 # What Go's encoding/json escapes beyond JSON's own (HTML-safe by default), and a URL's percent escapes with a letter.
 _GO_JSON_RE = re.compile("[&<>\u2028\u2029]")
 _PERCENT_HEX_RE = re.compile(r"%(?:[0-9A-F][A-F]|[A-F][0-9])")
-_HEX_RE = re.compile(r"[0-9a-f]+")
 _URL_MARKS = frozenset("!'()*")  # what JavaScript's and .NET's URL encoders leave unescaped and Python's quote() not
 # A line of a multi-line secret remembered on its own: 12 characters or more of base64 with letters and digits.
 _LINE_SPLIT_RE = re.compile(r"\s*(?:\n|\\n)\s*")
@@ -111,9 +109,6 @@ PIECE_CHARS = 5
 # What spans() found in a text, by the text's hash: at most this many bytes a session (about 8,000 texts).
 _FOUND_MEMO_BYTES = 2 * 1024 * 1024
 _HIT_BYTES = 64
-# A text's view hits found at an earlier generation are checked for at most this many needles learned since, one by
-# one; more are searched for with all the others in one pass of the automaton (see SecretMemory._hits_seen).
-_STALE_NEEDLES_MAX = 16
 # Texts up to this long are first searched position by position (SecretMemory._short_hits) when more strings are
 # remembered than the text has characters; otherwise string by string.
 _SHORT_TEXT_CHARS = 512
@@ -189,39 +184,7 @@ def _encoded(value: str) -> list[str]:
             as_ascii_json.replace("/", "\\/"), _GO_JSON_RE.sub(_go_json_escape, as_json),
             urllib.parse.quote(value, errors="surrogatepass"),
             _PERCENT_HEX_RE.sub(_lower, quoted), _PERCENT_HEX_RE.sub(_lower, quoted_plus),
-            *_url_forms_keeping_marks(value), *_more_url_forms(value, quoted), *_other_case(value)]
-
-
-def _more_url_forms(value: str, quoted: str) -> list[str]:
-    """A value encoded twice (a query string inside a URL that is a parameter), and ``~`` escaped (old .NET)."""
-    out = []
-    if quoted != value:
-        out.append(urllib.parse.quote(quoted, safe=""))
-    if "~" in value:
-        escaped = urllib.parse.quote(value, safe="", errors="surrogatepass").replace("~", "%7E")
-        out.extend((escaped, _PERCENT_HEX_RE.sub(_lower, escaped).replace("%7E", "%7e")))
-    return out
-
-
-def _other_case(value: str) -> list[str]:
-    """``value`` in the other case, for a value written in one case that is specific enough to match in any case.
-
-    A hex digest or a licence key is written in upper case by one tool and lower case by another. Only a value of
-    12 characters or more switching twice between letters and digits (never a word: ``Secret1`` matched in every
-    ``SECRET1`` of a config), and only a value in one case: a mixed-case key (base64, an AWS secret) means
-    something else re-cased. Lower-case hex in upper case is a view's (see ._views), not a string remembered.
-    """
-    if len(value) < LEARN_MIN_CHARS or not _learnable_run_like(value):
-        return []
-    if value == value.lower() and value != value.upper():
-        return [] if _HEX_RE.fullmatch(value) else [value.upper()]
-    if value == value.upper() and value != value.lower():
-        return [value.lower()]
-    return []
-
-
-def _learnable_run_like(value: str) -> bool:
-    return len(_SWITCH_RE.findall(value)) >= _LEARN_MIN_SWITCHES
+            *_url_forms_keeping_marks(value)]
 
 
 def _url_forms_keeping_marks(value: str) -> list[str]:
@@ -308,25 +271,12 @@ class SecretMemory:
         self._losses_at_save = _losses(store)
         self._order: list[tuple[str, str]] = []  # the table's entries in the order learned (spans' memo counts them)
         self._found: TextMemo[tuple[int, tuple[tuple[int, int, str], ...]]] = TextMemo(_FOUND_MEMO_BYTES)
-        # What a text's view and decoded runs hold, by the text's hash, for one generation (see _hits_seen).
-        # (the generation, the hits, how many needles there were then)
-        self._seen: TextMemo[tuple[int, tuple[tuple[int, int, str], ...], int]] = TextMemo(_FOUND_MEMO_BYTES)
         # The remembered strings by their first PIECE_CHARS characters (spans of short texts).
         self._by_head: dict[str, list[tuple[str, str]]] = {}
         # Every piece of PIECE_CHARS characters of the first ``_grams_of`` strings of ``_order`` (shares_piece).
         self._grams: set[str] = set()
         self._grams_of = 0
         self._full_told = False  # (a full memory is said once)
-        # The view needles of every remembered string (see learned_since), in the order learned (appends never move
-        # what is there: a snapshot is a length); and the last snapshot of them with the table. Also the needles a
-        # cached redaction is checked against (view_needles' relaxed ones), and how many there were after each
-        # string of _order was remembered.
-        self._needle_list: list[str] = []
-        self._kept_needles: list[str] = []
-        self._kept_marks: list[int] = []
-        self._searched: Searched | None = None
-        # (an automaton of the first n needles, n, the needles looked for one by one since: see _may_hold_needle)
-        self._gate: tuple[Any, int, list[int]] | None = None
 
     # -- reading ------------------------------------------------------------------------------------------------
     @property
@@ -350,140 +300,23 @@ class SecretMemory:
             self._load()
         return len(self._order)
 
-    @property
-    def searched(self) -> Mapping[str, str]:
-        """The strings a text holding none of has no remembered string in it, nor in its view.
-
-        Each remembered string (with its kind) and each view needle (kind ``""``); a new object whenever something
-        is learned.
-
-        For a prefilter that searches many texts at once for the strings literally (``redact_messages``): a text it
-        clears is one :meth:`spans` finds nothing in.
-        """
-        table = self.table
-        searched = self._searched
-        if searched is None or searched.table is not table:
-            with self._lock:
-                searched = self._searched = Searched(self._table, self._needle_list, len(self._needle_list))
-        return searched
-
     def learned_since(self, generation: int) -> list[str]:
-        """The strings remembered after :attr:`generation` was ``generation``, oldest first, then their view needles.
-
-        A text holding none of them literally is redacted now as it was then: a string found only in a text's view
-        (:mod:`._views`: its escapes read, its wrapped lines joined) leaves one of its needles in the text (an
-        escape's opening, a half of the string, its upper-case hex).
-        """
-        learned = [remembered for remembered, _ in self._order[generation:]]
-        if not learned:
-            return learned
-        needles = dict.fromkeys(self._kept_needles[self._kept_marks[generation - 1] if generation else 0 :])
-        needles.update(dict.fromkeys(ESCAPE_NEEDLES))
-        known = set(learned)
-        return [*learned, *(needle for needle in needles if needle not in known)]
+        """The strings remembered after :attr:`generation` was ``generation``, oldest first."""
+        return [remembered for remembered, _ in self._order[generation:]]
 
     def spans(self, text: str) -> list[tuple[int, int, str]]:
         """``(start, end, kind)`` of every remembered string in ``text``, left to right, without overlaps.
 
-        Where two overlap, they are one span, of the kind of the one starting first (of two starting together, the
-        longer); a string is also found where the text's view or one of its base64 or hex runs holds it (see
-        :mod:`._views`). The same text is redacted again and again (every transcript, every export): what was found
-        in it is remembered by its hash, and a later call looks only for the strings learned since.
+        Where two overlap, the one starting first wins, and of two starting together the longer. The same text is
+        redacted again and again (every transcript, every export): what was found in it is remembered by its hash,
+        and a later call looks only for the strings learned since.
         """
         if not self._loaded:
             self._load()
-        if not self._order or not text:
-            return []
-        hits = self._hits(text)
-        seen = self._hits_seen(text)
-        if seen:
-            hits = (*hits, *seen)
-        if not hits:
-            return []
-        out: list[tuple[int, int, str]] = []
-        last = -1
-        for start, neg_end, kind in sorted(hits):
-            if start >= last:
-                out.append((start, -neg_end, kind))
-                last = -neg_end
-            elif -neg_end > last:  # (two strings overlapping: the second's characters past the first are secret too)
-                out[-1] = (out[-1][0], -neg_end, out[-1][2])
-                last = -neg_end
-        return out
-
-    def _hits_seen(self, text: str) -> tuple[tuple[int, int, str], ...]:
-        """The remembered strings found in ``text``'s view and its decoded runs (see :mod:`._views`), mapped back.
-
-        As ``(start, -end, kind)`` over the characters they stand in (an escape, a line break, the base64 characters
-        mixing its bits with its neighbours' are redacted with it); remembered by the text for a generation.
-        """
-        learned, needles = len(self._order), len(self._needle_list)
-        key = text_key(text)
-        known = self._seen.get(key)
-        if known is not None:
-            at, hits, needles_then = known
-            if at == learned:
-                return hits
-            # Found at an earlier generation: it holds unless the text holds a needle of a string learned since
-            # (looked for one by one when they are few; else the automaton of all of them decides, below).
-            fresh = self._needle_list[needles_then:needles]
-            if len(fresh) <= _STALE_NEEDLES_MAX and not any(needle in text for needle in fresh) and \
-                    ESCAPE_NEEDLE_RE.search(text) is None:
-                self._seen.put(key, (learned, hits, needles), _HIT_BYTES * (1 + len(hits)))
-                return hits
-        if not self._may_hold_needle(text):
-            self._seen.put(key, (learned, (), needles), _HIT_BYTES)  # (none: asked again, a look-up, not a pass)
-            return ()
-        out: list[tuple[int, int, str]] = []
-        view = view_of(text)
-        if view is not None:
-            for start, neg_end, kind in self._hits(view.text):
-                mapped_start, mapped_end = view.span(start, -neg_end)
-                out.append((mapped_start, -mapped_end, kind))
-        read = view.text if view is not None else text
-        runs = decoded_runs(read)
-        if runs is not None:
-            for start, neg_end, kind in self._hits(runs.text):
-                found = runs.span(start, -neg_end)
-                if found is not None:
-                    found = view.span(*found) if view is not None else found
-                    out.append((found[0], -found[1], kind))
-        hits = tuple(out)
-        self._seen.put(key, (learned, hits, needles), _HIT_BYTES * (1 + len(hits)))
-        return hits
-
-    def _may_hold_needle(self, text: str) -> bool:
-        """Whether ``text`` holds a view needle of a remembered string (else its view and runs hold none of them).
-
-        One pass of an automaton of the needles (issue 22: reading every text's view and runs cost a cold redaction
-        of real outputs about twice its time). The needles found since it was built are looked for one by one, until
-        that has cost more than building it again (needles looked for, against needles built); without the
-        automaton, True.
-        """
-        needles = self._needle_list
-        count = len(needles)
-        gate = self._gate
-        if gate is None or (count > gate[1] and gate[2][0] > gate[1]):
-            from ._triggers import automaton_available
-
-            if not automaton_available():
-                return True
-            import ahocorasick_rs
-
-            # (Over bytes: twice as fast as over str on tool outputs, with the UTF-8 of the text a copy for ASCII.)
-            gate = self._gate = (ahocorasick_rs.BytesAhoCorasick(
-                [n.encode("utf-8", "surrogatepass") for n in dict.fromkeys(needles[:count])]), count, [0])
-        automaton, covered, spent = gate
-        if count > covered:
-            spent[0] += count - covered
-            if any(needle in text for needle in needles[covered:count]):
-                return True
-        return bool(automaton.find_matches_as_indexes(text.encode("utf-8", "surrogatepass"), overlapping=False))
-
-    def _hits(self, text: str) -> tuple[tuple[int, int, str], ...]:
-        """Every occurrence in ``text`` of a remembered string, as ``(start, -end, kind)`` (remembered by text)."""
         order = self._order
         learned = len(order)  # (a snapshot: another thread may learn meanwhile; appends never move what is there)
+        if not learned or not text:
+            return []
         key = text_key(text)
         searched, hits = self._found.get(key) or (0, ())
         if searched < learned:
@@ -501,7 +334,15 @@ class SecretMemory:
                         at = text.find(remembered, at + 1)
             hits = tuple(more)
             self._found.put(key, (learned, hits), _HIT_BYTES * (1 + len(hits)))
-        return hits
+        if not hits:
+            return []
+        out: list[tuple[int, int, str]] = []
+        last = -1
+        for start, neg_end, kind in sorted(hits):
+            if start >= last:
+                out.append((start, -neg_end, kind))
+                last = -neg_end
+        return out
 
     def _short_hits(self, text: str) -> list[tuple[int, int, str]]:
         """Every remembered string in a short text (an event's field, a word) as ``(start, -end, kind)``.
@@ -569,16 +410,6 @@ class SecretMemory:
                                  "redacted where a rule finds them, not where they are repeated bare",
                                  len(self._table))
                 return False
-            # (The needles first: a reader that sees a string in _order finds its needles there.)
-            if not self._needle_list:
-                self._needle_list.extend(ESCAPE_NEEDLES)
-            stripped = value.strip()
-            for remembered in fresh:
-                # (The base64 and hex needles of the value found only, not of each of its forms: see view_needles.)
-                encoded = remembered == stripped or remembered == _unescaped(stripped)
-                self._needle_list.extend(view_needles(remembered, encoded=encoded))
-                self._kept_needles.extend(view_needles(remembered, False, encoded))
-                self._kept_marks.append(len(self._kept_needles))
             self._table = {**self._table, **fresh}
             self._order.extend(fresh.items())
             for remembered, fresh_kind in fresh.items():
@@ -1034,40 +865,6 @@ class SecretMemory:
         """Learn ``(value, kind)`` pairs (a copy of another memory's values)."""
         for value, kind in entries:
             self.learn(value, kind)
-
-
-class Searched(Mapping[str, str]):
-    """The remembered strings (a table snapshot) and the first ``count`` view needles, as one read-only mapping."""
-
-    __slots__ = ("_count", "_extra", "_needles", "table")
-
-    def __init__(self, table: Mapping[str, str], needles: list[str], count: int) -> None:
-        self.table = table
-        self._needles = needles
-        self._count = count
-        self._extra: tuple[str, ...] | None = None
-
-    def _more(self) -> tuple[str, ...]:
-        extra = self._extra
-        if extra is None:
-            table = self.table
-            extra = self._extra = tuple(n for n in dict.fromkeys(self._needles[: self._count]) if n not in table)
-        return extra
-
-    def __getitem__(self, key: str) -> str:
-        found = self.table.get(key)
-        if found is not None:
-            return found
-        if key in self._more():
-            return ""
-        raise KeyError(key)
-
-    def __iter__(self) -> Iterator[str]:
-        yield from self.table
-        yield from self._more()
-
-    def __len__(self) -> int:
-        return len(self.table) + len(self._more())
 
 
 @dataclass(frozen=True, slots=True)
