@@ -60,3 +60,16 @@ def test_a_bad_ttl_is_named(value: object) -> None:
         ContextManager("claude-sonnet-4", store="memory", archive=False, policy={"prompt_cache_ttl": value})
     with pytest.raises(ValueError, match="prompt_cache_ttl"):
         Policy(prompt_cache_ttl=value)  # type: ignore[arg-type]
+
+
+def test_a_policy_set_on_the_manager_later_prices_the_next_verdict() -> None:
+    # Left by lane s19g: the cache economics read prompt_cache_ttl once, when built; the thresholds follow the policy
+    # in force, and so do the prices and the switch now.
+    cm, sink, now = waiting_masking(NONCE, None, {})
+    assert cm._economics.rates.ttl == "5m"
+    cm.policy = cm.policy.model_copy(update={"prompt_cache_ttl": "1h"})
+    verdict = pause_then_prepare(cm, sink, now, NONCE)
+    assert cm.maskings == 0 and "expired" not in verdict.reason  # s19g: 1, priced at the 5-minute cache
+    assert (cm._economics.rates.ttl, cm._economics.rates.lifetime_s) == ("1h", 3_600.0)
+    cm.policy = cm.policy.model_copy(update={"cache_aware": False})
+    assert not cm._economics.enabled
