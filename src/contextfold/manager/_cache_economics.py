@@ -289,8 +289,8 @@ def _decision_fields(action: str, verdict: RewriteVerdict | None, reason: str | 
                      rates: CacheRates) -> dict[str, Any]:
     """The fields of a ``compact.cache_decision`` read from its verdict (none: zeros) and the prices weighed at."""
     if verdict is None:
-        return {"pricing": rates.model, "reason": reason or action}
-    return {"pricing": rates.model, "reason": reason or f"{action}: {verdict.reason()}",
+        return {"pricing": rates.model, "ttl": rates.ttl or "", "reason": reason or action}
+    return {"pricing": rates.model, "ttl": rates.ttl or "", "reason": reason or f"{action}: {verdict.reason()}",
             "invalidated_tokens": verdict.invalidated_tokens, "expected_saving": verdict.expected_saving,
             "invalidation_cost": verdict.invalidation_cost, "horizon_turns": verdict.horizon_turns,
             "replaces_forced": verdict.replaces_forced}
