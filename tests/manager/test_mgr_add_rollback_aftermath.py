@@ -20,6 +20,8 @@ from rollback_setups import item_add_rolled_back
 from contextfold import ContextManager
 from contextfold.manager import _compactor
 from contextfold.manager._idle import JobForgotten
+from contextfold.messages import Message, ToolCall
+from contextfold.replay.harness import voided_span_ids
 from contextfold.telemetry import AddRolledBack, MessagesPruned, TriggerDecision
 from contextfold.testing import ScriptedSummarizer
 
@@ -219,4 +221,42 @@ def test_a_summary_under_way_when_the_rollback_forgets_its_job_is_not_handed_on(
     texts = [m.text for m in cm._view.raw]
     assert any(f"the retried view {NONCE}" in t for t in texts)
     assert not any(f"the forgotten view {NONCE}" in t for t in texts)
+    cm.close()
+
+
+def test_what_the_add_sent_before_its_commit_is_voided_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Left by lane s19g: only what the commit sent was noted, so the cut at write time (CacheTruncated, its copy's
+    # own), the large-input warnings and the archive of a result answering no call stood, and the retry sent its own.
+    sink = _Sink()
+    cm = ContextManager(model="gpt-4o", max_context_tokens=3000, store="memory", archive="memory",
+                        session_id=NONCE, message_id_prefix="m", archive_events=False, telemetry=sink,
+                        policy={"large_input_bytes": 8192}, clock=lambda: _T0)
+    cm.add([{"role": "system", "content": f"system {NONCE}"}, {"role": "user", "content": f"task {NONCE}"}])
+    output = Message.tool("t0", f"line {NONCE} of the file\n" * 900, name="read")  # cut, and over the limit
+    call = ToolCall(id="t0", name="read", arguments='{"path": "a.py"}')
+    # The output given twice as one object (the copy sends its own events from the first's) and a late result.
+    batch = [Message.assistant(f"turn {NONCE}", [call]), output, Message.tool("gone", f"late {NONCE}"), output]
+    check = cm.check
+
+    def decided_then_interrupted(*args: Any, **kwargs: Any) -> Any:
+        check(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cm, "check", decided_then_interrupted)
+    sent_before = len(sink.events)
+    with pytest.raises(KeyboardInterrupt):
+        cm.add(batch)
+    monkeypatch.undo()
+    during = sink.events[sent_before:]
+    rolled = [e for e in during if type(e) is AddRolledBack]
+    assert len(rolled) == 1
+    told = sorted((e.name, getattr(e, "code", "")) for e in during if e is not rolled[0])
+    assert told == [("cache.truncated", ""), ("cache.truncated", ""), ("compact.pruned_messages", ""),
+                    ("compact.warning", "large_input"), ("compact.warning", "large_input")]
+    assert all(e.span_id in rolled[0].voided for e in during if e is not rolled[0])  # s19g: none of them
+    cm.add(batch)  # the caller's retry: what holds is its events alone
+    voided = voided_span_ids(sink.events)
+    held = [e.name for e in sink.events[sent_before:] if e.span_id not in voided and type(e) is not AddRolledBack]
+    assert held.count("cache.truncated") == 2 and held.count("compact.pruned_messages") == 1
+    assert cm.tracer._recording is None
     cm.close()

@@ -1,6 +1,8 @@
 """A masking turn decides; the ``compact.cache_decision`` event's reason and figures are made on the telemetry thread
-(issue 22). The exported events are those 9466d5b exported, byte for byte (``data/cache_decisions_9466d5b.json``:
-``python tests/manager/test_mgr_cache_decision_deferred.py > …`` with that tree's ``src`` on the path)."""
+(issue 22). The exported events are those 9466d5b exported, byte for byte (``data/cache_decisions.json``:
+``python tests/manager/test_mgr_cache_decision_deferred.py > …`` with that tree's ``src`` on the path), with the
+``ttl`` the decision was priced at added by lane s19g1 (43 events otherwise unchanged: "5m" at Claude's prices, ""
+at gpt-4o's automatic cache)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from contextfold.exporters.base import InMemoryExporter
 from contextfold.messages import Message, ToolCall
 from contextfold.telemetry import BatchProcessor, RecordingTelemetry
 
-GOLDEN = Path(__file__).parent / "data" / "cache_decisions_9466d5b.json"
+GOLDEN = Path(__file__).parent / "data" / "cache_decisions.json"
 NONCE = "q7v2k"  # (in the texts: no stale cache can answer for them)
 OUTPUT = "\n".join(f"{n:4d}  result_{n} = measure_{NONCE}({n}) + offset_{n * 3}" for n in range(1, 70))
 LISTING = "\n".join(f"{n:6d}\t    value_{n} = compute_{NONCE}({n}, offset={n * 7})" for n in range(1, 601))

@@ -38,13 +38,14 @@ def test_a_caller_recording_no_usage_says_its_cache_is_kept_an_hour() -> None:
     assert cm.maskings == 0  # afa4c7c: no such field (and unset: 1, the pause taken for a dropped cache)
     assert not verdict.applied and "expired" not in verdict.reason and verdict.invalidated_tokens > 0
     assert (cm._economics.rates.ttl, cm._economics.rates.lifetime_s) == ("1h", 3_600.0)
+    assert verdict.ttl == "1h"  # s19g: no such field (the event did not say which cache priced it)
 
 
 @pytest.mark.parametrize("policy", [{}, {"prompt_cache_ttl": "5m"}])
 def test_unset_or_five_minutes_the_pause_drops_the_cache(policy: dict[str, Any]) -> None:
     cm, verdict = _paused_masking(policy)
     assert cm.maskings == 1
-    assert "the cache expired (idle 360 s, lifetime 300 s)" in verdict.reason
+    assert "the cache expired (idle 360 s, lifetime 300 s)" in verdict.reason and verdict.ttl == "5m"
 
 
 def test_recorded_usage_still_decides_against_the_policy() -> None:
@@ -60,3 +61,17 @@ def test_a_bad_ttl_is_named(value: object) -> None:
         ContextManager("claude-sonnet-4", store="memory", archive=False, policy={"prompt_cache_ttl": value})
     with pytest.raises(ValueError, match="prompt_cache_ttl"):
         Policy(prompt_cache_ttl=value)  # type: ignore[arg-type]
+
+
+def test_a_policy_set_on_the_manager_later_prices_the_next_verdict() -> None:
+    # Left by lane s19g: the cache economics read prompt_cache_ttl once, when built; the thresholds follow the policy
+    # in force, and so do the prices and the switch now.
+    cm, sink, now = waiting_masking(NONCE, None, {})
+    assert cm._economics.rates.ttl == "5m"
+    cm.policy = cm.policy.model_copy(update={"prompt_cache_ttl": "1h"})
+    verdict = pause_then_prepare(cm, sink, now, NONCE)
+    assert cm.maskings == 0 and "expired" not in verdict.reason  # s19g: 1, priced at the 5-minute cache
+    assert verdict.ttl == "1h"
+    assert (cm._economics.rates.ttl, cm._economics.rates.lifetime_s) == ("1h", 3_600.0)
+    cm.policy = cm.policy.model_copy(update={"cache_aware": False})
+    assert not cm._economics.enabled

@@ -27,18 +27,20 @@ OPTIONS = ReplayOptions(window=3000)
 INTERRUPTED_ADD = 10  # (the eleventh add, a tool result: its check decides)
 
 
-def _session() -> RecordedSession:
+def _session(cut_turn: int | None = None) -> RecordedSession:
     messages = [Message.system(f"system {NONCE}"), Message.user(f"task {NONCE}")]
     for n in range(12):
         call = ToolCall(id=f"t{n}", name="read", arguments='{"path": "a.py"}')
+        lines = 900 if n == cut_turn else 12  # (900: the output is cut at write time)
         messages += [Message.assistant(f"turn {n} {NONCE}", [call]),
-                     Message.tool(f"t{n}", f"line {n} {NONCE} of the file\n" * 12, name="read")]
+                     Message.tool(f"t{n}", f"line {n} {NONCE} of the file\n" * lines, name="read")]
     messages.append(Message.assistant(f"done {NONCE}"))
     return RecordedSession(f"{NONCE}-session", "jsonl", messages)
 
 
-def _replay(monkeypatch: pytest.MonkeyPatch | None = None) -> dict[str, Any]:
-    replayer = SessionReplayer(_session(), OPTIONS)
+def _replay(monkeypatch: pytest.MonkeyPatch | None = None, *, interrupted: int = INTERRUPTED_ADD,
+            cut_turn: int | None = None) -> dict[str, Any]:
+    replayer = SessionReplayer(_session(cut_turn), OPTIONS)
     cm = replayer.manager
     if monkeypatch is not None:
         adds = 0
@@ -48,7 +50,7 @@ def _replay(monkeypatch: pytest.MonkeyPatch | None = None) -> dict[str, Any]:
             # The caller's add() interrupted right after its check decided (a Ctrl-C lands anywhere), and retried.
             nonlocal adds
             adds += 1
-            if adds - 1 != INTERRUPTED_ADD:
+            if adds - 1 != interrupted:
                 return add(batch)
 
             def decided_then_interrupted(*args: Any, **kwargs: Any) -> Any:
@@ -86,6 +88,17 @@ def test_a_replay_with_a_rolled_back_add_counts_as_the_one_without(monkeypatch: 
     sent = sum(e["name"] == "compact.trigger_decision" for e in clean["events"])
     decisions = f"Not listed: {clean['noop_decisions'] + sent:,} trigger decisions"
     assert all(decisions in page for page in pages)
+
+
+def test_a_rolled_back_add_whose_output_was_cut_lists_the_cut_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The add of turn 5's output (the twelfth: system and task first, two a turn) is the one interrupted.
+    clean = _replay(cut_turn=5)
+    retried = _replay(monkeypatch, interrupted=12, cut_turn=5)
+    rolled = [e for e in retried["events"] if e["name"] == "compact.add_rolled_back"]
+    assert len(rolled) == 1
+    assert [e["name"] for e in clean["events"]].count("cache.truncated") == 1
+    # s19g: one more cache.truncated, the rolled-back add's (sent before its commit, so not voided)
+    assert [e for e in retried["events"] if e is not rolled[0]] == clean["events"]
 
 
 def test_what_a_rolled_back_commit_sent_is_voided_and_its_rollback_stands(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -60,7 +60,7 @@ def sample_events() -> list[Event]:
         CompactError(error_type="SummarizerError", message="empty", fallback="drop_oldest"),
         CompactWarning(message="redaction disabled", code="redaction_off"),
         CacheMasked(count=2, refs=("r1", "r2"), tokens_freed=4000, prefix_tokens_invalidated=12000),
-        CacheDecision(action="mask", applied=False, reason="waits", pricing="claude-sonnet-4", tokens=9000,
+        CacheDecision(action="mask", applied=False, reason="waits", pricing="claude-sonnet-4", ttl="1h", tokens=9000,
                       tokens_freed=1700, invalidated_tokens=9000, expected_saving=2300.0, invalidation_cost=8200.0,
                       horizon_turns=13.5, replaces_forced=True),
         CacheTruncated(ref="r9", bytes=1_000_000, kept_bytes=8000, tool_name="bash"),

@@ -44,18 +44,20 @@ __all__ = ["CacheEconomics"]
 class CacheEconomics:
     """Weighs rewrites for one session; tracks what the verdicts need (growth per call, calls, the last request)."""
 
-    def __init__(self, *, policy: Policy, model: ModelInfo, counter: MessageCounter, tracer: Tracer,
+    def __init__(self, *, policy: Callable[[], Policy], model: ModelInfo, counter: MessageCounter, tracer: Tracer,
                  session_id: str, clock: Callable[[], datetime] | None = None) -> None:
-        self.enabled = policy.cache_aware and policy.enabled
-        self._pricing = policy.cache_pricing
+        # The policy in force, read at each decision as the thresholds are: one set on the manager later (a new
+        # prompt_cache_ttl, cache_pricing, cache_aware) prices and gates the next verdict.
+        self._policy = policy
         self._model = model
         self._counter = counter
         self._tracer = tracer
         self._session_id = session_id
         self._rates: CacheRates | None = None
+        self._rates_policy: Policy | None = None  # the policy the rates were looked up for (a policy is frozen)
         # Anthropic's cache the session's rewrites land in: as the latest call that wrote says (note_usage), the
         # policy's prompt_cache_ttl before any did (a caller who never records usage has only that to say it).
-        self._ttl: Ttl = policy.prompt_cache_ttl or "5m"
+        self._written_ttl: Ttl | None = None
         self.added_tokens = 0  # tokens of the messages added (after write-time truncation)
         self._uncounted: list[Message] = []  # messages added while counts were byte bounds, to count exactly
         self.calls = 0
@@ -73,20 +75,28 @@ class CacheEconomics:
         self.calls = calls
 
     @property
+    def enabled(self) -> bool:
+        """Whether rewrites are weighed at all (``policy.cache_aware`` and ``policy.enabled``)."""
+        policy = self._policy()
+        return policy.cache_aware and policy.enabled
+
+    @property
     def rates(self) -> CacheRates:
-        """The prompt-cache scheme and prices decisions use (looked up when first needed)."""
-        if self._rates is None:
+        """The prompt-cache scheme and prices decisions use (looked up when first needed, and for a new policy)."""
+        policy = self._policy()
+        if self._rates is None or self._rates_policy is not policy:
             from ..billing.rates import cache_rates
             from ..errors import UnknownModel
             from ..tokens import get_model
 
             model: str | ModelInfo = self._model
-            if self._pricing is not None:
+            if policy.cache_pricing is not None:
                 try:
-                    model = get_model(self._pricing)
+                    model = get_model(policy.cache_pricing)
                 except UnknownModel:
                     model = self._model  # config validation names unknown models; never fail a turn over prices
-            self._rates = cache_rates(model, ttl=self._ttl)
+            self._rates = cache_rates(model, ttl=self._written_ttl or policy.prompt_cache_ttl or "5m")
+            self._rates_policy = policy
         return self._rates
 
     def note_usage(self, usage: Any) -> None:
@@ -104,8 +114,8 @@ class CacheEconomics:
         if one_hour == 0 and five_minutes == 0:
             return  # read only (or no split reported): says nothing about the cache the session writes
         ttl: Ttl = "1h" if five_minutes == 0 else "5m"
-        if ttl != self._ttl:
-            self._ttl = ttl
+        if ttl != self._written_ttl:
+            self._written_ttl = ttl
             self._rates = None
 
     def note_added(self, messages: Sequence[Message], tokens: int) -> None:
@@ -279,8 +289,8 @@ def _decision_fields(action: str, verdict: RewriteVerdict | None, reason: str | 
                      rates: CacheRates) -> dict[str, Any]:
     """The fields of a ``compact.cache_decision`` read from its verdict (none: zeros) and the prices weighed at."""
     if verdict is None:
-        return {"pricing": rates.model, "reason": reason or action}
-    return {"pricing": rates.model, "reason": reason or f"{action}: {verdict.reason()}",
+        return {"pricing": rates.model, "ttl": rates.ttl or "", "reason": reason or action}
+    return {"pricing": rates.model, "ttl": rates.ttl or "", "reason": reason or f"{action}: {verdict.reason()}",
             "invalidated_tokens": verdict.invalidated_tokens, "expected_saving": verdict.expected_saving,
             "invalidation_cost": verdict.invalidation_cost, "horizon_turns": verdict.horizon_turns,
             "replaces_forced": verdict.replaces_forced}

@@ -131,17 +131,30 @@ class Intake:
         the view it replaces after the commit: when that archive fails the batch is taken out again. The view's
         count and the trigger check after tool results run once the batch is in: their errors are logged (see
         :meth:`_check_after_results`); an interrupt (a ``BaseException`` that is not an ``Exception``) from them, or
-        any raise after the commit, takes the batch out again (every part as it was) and propagates.
+        any raise after the commit, takes the batch out again (every part as it was) and propagates; its
+        ``AddRolledBack`` voids every event the add sent after narrowing the answered outputs (which stays).
         """
-        from ..provider_context import BOUNDARY_KIND
-        from ..telemetry import CacheTruncated
-
         manager = self.manager
         if manager._widening is not None and manager._widening.active and any(m.role != "tool" for m in incoming):
             # A new turn: the outputs it follows are no longer being answered (unless putting one back would cost
             # more prompt cache than it saves: then it stays, as part of the history). All or nothing itself, and
             # the view valid either way: if this add fails later, the next prepare() widens them again.
             manager._widening.narrow(manager._view, keep=manager._compaction.keeps_wide)
+        # What this add() sends from here on (the cuts at write time and their copies' events, the large-input
+        # warnings, the archive of orphan results, what the commit tells): a rollback after the commit voids them
+        # all (AddRolledBack), and the caller's retry sends its own.
+        sent = manager.tracer.record_sent()
+        try:
+            self._add_recorded(incoming, sent)
+        finally:
+            manager.tracer.stop_recording()
+
+    def _add_recorded(self, incoming: list[Message], sent: list[str]) -> None:
+        """:meth:`add` past the narrowing, while the tracer notes in ``sent`` what it sends."""
+        from ..provider_context import BOUNDARY_KIND
+        from ..telemetry import CacheTruncated
+
+        manager = self.manager
         stored: list[Message] = []
         cut: dict[str, str] = {}  # ref -> the whole output, for the outputs cut at write time
         # The sequence moves only once the batch is committed: a failed add leaves no gap and no half-added batch.
@@ -226,7 +239,6 @@ class Intake:
         compactor_policy, origins = manager._compactor.policy, set(manager._provider_items.origins)
         unwarmed_before, unredacted_before = len(self.unwarmed), self.unredacted
         view.append(kept)
-        sent = manager.tracer.record_sent()  # (what the commit tells, voided by the rollback's event or taken back)
         try:
             self._commit(stored, kept, added, counting_view, calls_read, boundaries, results)
         except BaseException as error:
@@ -257,7 +269,6 @@ class Intake:
                                               ids=tuple(str(m.meta.get("id", "")) for m in stored),
                                               voided=tuple(sent)))
             raise
-        manager.tracer.stop_recording()
 
     def _commit(self, stored: list[Message], kept: list[Message], added: int, counting_view: bool,
                 calls_read: bool, boundaries: bool, results: bool) -> None:

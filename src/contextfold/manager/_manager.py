@@ -188,7 +188,7 @@ class ContextManager:
                                     tracer=self.tracer, session_id=self.session_id, clock=self._clock)
         self._idle = IdleCompactions()
         # Whether a masking batch, a soft compaction or a wider answered output pays for the prompt cache it costs.
-        self._economics = CacheEconomics(policy=self.policy, model=self.model, counter=self.counter,
+        self._economics = CacheEconomics(policy=lambda: self.policy, model=self.model, counter=self.counter,
                                          tracer=self.tracer, session_id=self.session_id, clock=self._clock)
         self._masking = Masking(cache=self.cache, view=self._view, counter=self.counter, policy=self.policy,
                                 steering=self.steering, economics=self._economics, secrets=self._secrets,

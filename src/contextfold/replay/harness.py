@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..answered import answered_in_view
-from ..billing import DEFAULT_CALL_INTERVAL_S, Block, SessionMeter, blocks_of, cache_rates, reference_rates
+from ..billing import DEFAULT_CALL_INTERVAL_S, Block, SessionMeter, blocks_of, reference_rates
 from ..errors import ContextfoldError
 from ..formats import get_format
 from ..importers._session import RecordedSession
@@ -206,7 +206,9 @@ class SessionReplayer:
         # lazy counter gives while its tokenizer loads (those would make a run's figures depend on load timing).
         self.manager.counter.wait_exact()
         # The views and the unmanaged history, billed at the reference providers' rates and at the model's own.
-        rates = {**reference_rates(), "model": cache_rates(self.manager.model)}
+        # The model's are those its cache decisions weigh (the policy's prompt_cache_ttl and cache_pricing): a bill at
+        # the 5-minute cache under a 1-hour policy said each call after a pause rewrote the view the decisions kept.
+        rates = {**reference_rates(), "model": self.manager._economics.rates}
         # contextfold's views carry the marks its Anthropic client puts (billing.breakpoints); the unmanaged
         # history, a client's usual two: after the pinned head and on the last block.
         self._meter = SessionMeter(rates, self.options.call_interval_s, breakpoints="marked")

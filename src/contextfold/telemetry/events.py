@@ -421,6 +421,10 @@ class CacheDecision(Event):
     ``mask``, ``soft``, ``widen``, ``narrow``); the figures are in units of one fresh input token at ``pricing``'s
     rates.
 
+    ``ttl`` is the lifetime of the prompt cache it was priced at (``"5m"``, ``"1h"``: Anthropic's write price and how
+    long an idle cache is kept; the policy's ``prompt_cache_ttl`` until a usage report's cache writes say which),
+    ``""`` for a provider's automatic cache (OpenAI's: no lifetime chosen).
+
     ``applied`` is False when it waits (the saving over ``horizon_turns`` does not pay the invalidation cost);
     ``forced`` when the view is over the hard threshold, which acts whatever the cost; ``replaces_forced`` when it
     acts in place of the rewrite the hard threshold would force within the session's expected turns (it frees enough
@@ -433,6 +437,7 @@ class CacheDecision(Event):
     applied: bool
     reason: str
     pricing: str = ""
+    ttl: str = ""
     forced: bool = False
     tokens: int = 0
     tokens_freed: int = 0
