@@ -108,8 +108,10 @@ def same_value(a: Any, b: Any) -> bool:
 
     ``==`` alone says ``1``, ``True`` and ``1.0`` are equal (and ``0.0`` and ``-0.0``): a copy found equal so took
     the original's redaction, and with it the original's value of another type (JSON writes ``true`` for ``1``).
-    Mappings compare item by item in order (keys of the same types too), sequences element by element; anything
-    else of one type by ``==``. Stricter than ``==`` only: two values it tells apart are redacted each on its own.
+    Mappings compare item by item in order (keys of the same types too), sequences element by element, sets element
+    for element; anything else of one type by ``==`` and its ``repr`` too (one instant at two UTC offsets, ``1.0`` and
+    ``1`` as decimals, signed zeros in a complex are equal, written differently). Stricter than ``==`` only: two values
+    it tells apart are redacted each on its own.
     """
     if a is b:
         return True
@@ -125,8 +127,9 @@ def same_value(a: Any, b: Any) -> bool:
     if isinstance(a, tuple | list):
         return len(a) == len(b) and all(map(same_value, a, b))
     if isinstance(a, set | frozenset):
-        return bool(a == b) and {(type(x), x) for x in a} == {(type(x), x) for x in b}
-    return bool(a == b)
+        # each element a partner of the same types throughout (the sets of meta values are small)
+        return len(a) == len(b) and all(any(same_value(x, y) for y in b) for x in a)
+    return bool(a == b) and repr(a) == repr(b)
 
 
 def _same_items(a: str | tuple[Any, ...], b: str | tuple[Any, ...]) -> bool:
