@@ -23,7 +23,8 @@ PAIRS = [(True, 1), (1, True), (1, 1.0), (1.0, True), (0.0, -0.0), ((1,), (True,
          ({"k": 1, "j": 2}, {"j": 2, "k": 1}), (frozenset({1}), frozenset({True})),
          # equal but written differently (review of lane s19c): one instant at two offsets, one number at two scales,
          # signed zeros inside a complex, and the same look-alikes inside a set
-         (dt.datetime(2026, 1, 1, 12, tzinfo=dt.UTC), dt.datetime(2026, 1, 1, 13, tzinfo=dt.timezone(dt.timedelta(hours=1)))),
+         (dt.datetime(2026, 1, 1, 12, tzinfo=dt.UTC),
+          dt.datetime(2026, 1, 1, 13, tzinfo=dt.timezone(dt.timedelta(hours=1)))),
          (Decimal("1.0"), Decimal("1")), (complex(0.0, 0.0), complex(-0.0, 0.0)),
          (frozenset({(1,)}), frozenset({(True,)})), (frozenset({0.0}), frozenset({-0.0}))]
 
