@@ -85,6 +85,33 @@ def test_a_string_learned_as_a_secret_after_it_was_remembered_is_redacted() -> N
     assert all(record["data"]["model"] == "[REDACTED:api_key]" for record in after)
 
 
+def test_a_secret_learned_earlier_in_the_same_batch_is_redacted_in_a_later_event() -> None:
+    # (review of lane s19a) The records a run passes as clean are chosen at the state read before it; one redacted
+    # in that run can teach a secret (here the key rule), and every record after it must see the secret learned.
+    value = f"T{_NONCE}q83zLw9Kd2p"
+    redactor = Redactor()
+    exporter = InMemoryExporter()
+    processor = BatchProcessor(exporter, redact=redactor.redact_obj, schedule_delay_s=60.0)  # (a batch a flush)
+
+    def event(attributes: dict[str, Any]) -> CustomEvent:
+        return CustomEvent(event="tool.call", attributes=attributes, session_id=f"s-{_NONCE}")
+
+    try:
+        processor.emit(event({"note": value}))
+        assert processor.flush(_PATIENCE_S)
+        assert exporter.events[-1]["data"]["note"] == value  # (clean then: remembered so)
+        processor.emit(event({"password": value}))
+        processor.emit(event({"note": value}))
+        processor.emit(event({"meta": {"note": value}}))
+        assert processor.flush(_PATIENCE_S)
+    finally:
+        processor.shutdown()
+    taught, *after = exporter.events[-3:]
+    assert taught["data"]["password"] == "[REDACTED:password]"
+    assert value not in str(after)
+    assert after[0]["data"]["note"] == "[REDACTED:password]"
+
+
 def test_a_secret_learned_through_another_redactor_of_the_session_is_redacted() -> None:
     # The archive's redactor and the outgoing one share the session's memory: what one learns, both redact.
     secret = f"m-{_NONCE}Wq72pL"

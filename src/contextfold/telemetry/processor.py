@@ -443,6 +443,19 @@ class BatchProcessor:
                     if pairs is not None and left and run[index][2]:
                         self._clean.learn(redact, record, redacted, left)
                     done[index] = redacted
+            if pairs is not None and self._clean.at_state(redact) is not pairs:
+                # A record redacted in this run taught a secret (its key rule, a pattern): the records after it
+                # that were passed as clean at the state before are redacted after all, as each alone would be.
+                for index in range(slow[0] + 1, len(run)):
+                    if done[index] is run[index][0]:
+                        pacer.tick()
+                        try:
+                            done[index] = redacted_event(redact, run[index][0], left=lefts[index])
+                        except Exception:
+                            failures += 1
+                            done[index] = None
+                            _log.exception("contextfold redaction hook failed; event %s dropped",
+                                           run[index][0].get("name"))
         batch.extend(record for record in done if record is not None)
         return failures
 
