@@ -159,9 +159,9 @@ def test_a_rewrite_encodes_again_only_the_messages_it_changed_in_chat_completion
     encoded: list[Message] = []
     original = openai_chat.encode_message
 
-    def watched(message: Message) -> dict[str, Any]:
+    def watched(message: Message, *ids: Any) -> dict[str, Any]:  # (ids: the history's wire ids of its calls)
         encoded.append(message)
-        return original(message)
+        return original(message, *ids)
 
     monkeypatch.setattr(openai_chat, "encode_message", watched)
     changes = {i: _changed(history[i], "mask", i) for i in (2, 6)}  # two outputs of two turns

@@ -38,9 +38,9 @@ def test_a_masking_turn_neither_counts_nor_encodes_what_the_read_ahead_built(mon
     counted: list[Message] = []
     real_encode, real_count = openai_chat.encode_message, MessageCounter._count_uncached
 
-    def watched_encode(message: Message) -> Any:
+    def watched_encode(message: Message, *ids: Any) -> Any:  # (ids: the history's wire ids of its calls)
         encoded.append(message)
-        return real_encode(message)
+        return real_encode(message, *ids)
 
     def watched_count(self: MessageCounter, message: Message) -> int:
         counted.append(message)
