@@ -21,6 +21,18 @@ from contextfold.serve import ProxyServer, ServeConfig
 from contextfold.testing import ScriptedLLMServer
 from contextfold.testing.services import RedisServer
 
+
+class Clock:
+    """A clock the test sets (``clock.now = ...``): the proxy's leases, claims and collection read it, so a test moves
+    time instead of sleeping."""
+
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 # The proxy works in this window; the upstream refuses anything over UPSTREAM_WINDOW (a bit larger: our count and
 # the scripted server's differ a little, and the tests check the proxy keeps every request within its own window).
 WINDOW = 6_000

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from _serve_support import MODEL, proxy_config
+from _serve_support import MODEL, Clock, proxy_config
 
 from contextfold.cache import ToolOutputCache
 from contextfold.cache.owners import owner_key, owner_tag, write_claim
@@ -29,14 +29,6 @@ from contextfold.testing import Reply, ScriptedLLMServer, ScriptedToolCall
 from contextfold.testing.services import RedisServer
 
 MAX_AGE_S = 3600.0
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from _serve_support import LEASE_SALT, MODEL, UPSTREAM_WINDOW, instances_fixture  # noqa: F401 (fixtures)
+from _serve_support import LEASE_SALT, MODEL, UPSTREAM_WINDOW, Clock, instances_fixture  # noqa: F401 (fixtures)
 
 from contextfold.serve import ProxyServer
 from contextfold.serve.identity import caller_scope, session_id
@@ -27,14 +27,6 @@ from contextfold.testing import ScriptedLLMServer
 KEY = "sk-lease-gone-caller"
 HEADERS = {"authorization": f"Bearer {KEY}"}
 WAIT_S = 10.0
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(scope="module")

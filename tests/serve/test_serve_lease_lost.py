@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
-from _serve_support import LEASE_SALT, MODEL, UPSTREAM_WINDOW, instances_fixture, proxy_config  # noqa: F401 (fixtures)
+from _serve_support import LEASE_SALT, MODEL, UPSTREAM_WINDOW, Clock, instances_fixture, proxy_config  # noqa: F401 (fixtures)
 
 from contextfold.serve import ProxyServer
 from contextfold.serve.identity import caller_scope, session_id
@@ -35,14 +35,6 @@ KEY = "sk-lease-lost-caller"
 HEADERS = {"authorization": f"Bearer {KEY}"}
 # Seconds a test waits for what it knows is coming (a failure, not a pace).
 WAIT_S = 10.0
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Said(logging.Handler):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _serve_support import Clock
 
 from contextfold.serve.app import _Held
 from contextfold.serve.leases import MAX_HOLDERS, Lease, lease_key, take_lease
@@ -29,14 +30,6 @@ from contextfold.stores.memory import MemoryBlobStore
 LEASE_S = 900.0
 # Seconds a test waits for a thread it knows is coming (a failure, not a pace: events end every wait sooner).
 WAIT_S = 10.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def names() -> tuple[str, str]:
