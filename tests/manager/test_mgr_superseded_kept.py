@@ -76,3 +76,38 @@ def test_the_kept_superseded_reads_are_the_whole_views_and_the_prefix_is_not_rea
     cm.close()
     assert any(orders)  # masking ordered by the kept reads
     assert fewer  # and at least one masking turn read only what was added since the read-ahead
+
+
+def test_the_read_ahead_folds_in_the_turns_that_release_outputs_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    # (issue 22: a turn that releases no output to a masking had the fold as a part of its own, for a pair or two)
+    from contextfold.manager._masking import Masking
+    from contextfold.manager._read_ahead import HeldOutputs
+
+    cm = ContextManager("gpt-4o", max_context_tokens=16_000, store="memory", archive="memory",
+                        session_id=f"{NONCE}-turns", policy={"keep_tool_io_pairs": 3, "cache_aware": False},
+                        tool_output={"max_message_tokens": 4_000})
+    released: list[int] = []
+    folded: list[int] = []
+    release, fold_ahead = HeldOutputs.release, Masking._fold_ahead
+
+    def noted_release(self: HeldOutputs, *args: Any) -> Any:
+        ready = release(self, *args)
+        released.append(len(ready))
+        return ready
+
+    def noted_fold(self: Masking, *args: Any) -> None:
+        folded.append(len(released))  # (the turn whose read-ahead this is)
+        fold_ahead(self, *args)
+
+    monkeypatch.setattr(HeldOutputs, "release", noted_release)
+    monkeypatch.setattr(Masking, "_fold_ahead", noted_fold)
+    cm.add([Message.system("agent"), Message.user(f"fix the bug {NONCE}")])
+    paths = ["/repo/a.py", "/repo/b.py", "/repo/c.py"]
+    for i in range(14):
+        cm.add(view_file(100 + i, paths[i % len(paths)], (1, 20)))
+        cm.prepare()
+        _background.wait_idle()
+    cm.close()
+    releasing = {turn for turn, n in enumerate(released, 1) if n}
+    assert folded and set(folded) <= releasing
+    assert len(released) - len(releasing) >= 3  # (turns that released nothing, and folded nothing)

@@ -10,7 +10,9 @@ that ends are never masked. It is released one result early: the next turn's res
 out, and the masking of that turn may take it at once. An output no longer than its placeholder with a digest is
 never masked (masking would cost tokens), so its material is never read ahead at all. The next held output goes
 with those released (:data:`BUILT_TOGETHER`): a placeholder built right after another costs about half of one built
-alone on a turn's cold caches, and the turn that would have released it alone builds none.
+alone on a turn's cold caches, and the turn that would have released it alone builds none. The fold of the view's
+superseded reads (what orders a masking) is taken on in the turns that release outputs too, not in the others: a
+masking takes released outputs, and a masking turn in between reads the pair or two added since itself.
 
 An output held back is read by a later read-ahead, or by its masking itself if one comes first (the same reading,
 on the agent's thread): what is read never changes, only when. The rest is read as before, from half the soft
