@@ -23,7 +23,8 @@ whole process's), which is how another thread's wake-up or the machine's load sh
 Run: python bench/bench_agent_loop.py [--baseline /tmp/perf-base/src] [--runs 5] [--window 16000] [--sessions 69]
      [--data DIR] (the lm32b sessions; by default found from this file, which a copy of the tree elsewhere must give)
      [--save FILE] (every run's figures, JSON) [--together] (the trees at once in each round: a run takes ~3 min of
-     wall time on a quiet machine, ~90% of it the full collection before each turn)
+     wall time on a quiet machine, ~90% of it the full collection before each turn) [--no-collect] (none: the
+     read-ahead then meets the caches the agent's turn left, not those a full collection swept)
 """
 
 from __future__ import annotations
@@ -90,7 +91,8 @@ for n, session in enumerate(sessions):
             cm.add(pending)
             added = index
         maskings, compactions = cm.maskings, cm.compactions
-        gc.collect()  # (a collection set off by the replay's own garbage is not the turn's)
+        if {collect}:
+            gc.collect()  # (a collection set off by the replay's own garbage is not the turn's)
         s0, p0 = switches(THREAD), switches(resource.RUSAGE_SELF)
         c0, t0 = time.thread_time(), time.perf_counter()
         cm.prepare()
@@ -110,14 +112,18 @@ print(json.dumps({{"turns": turns, "cpu": cpu, "switched": switched, "ahead_cpu"
 """
 
 
-def run(src: str, window: int, sessions: int, data: Path = DATA) -> dict[str, object]:
-    return start(src, window, sessions, data)()
+def run(src: str, window: int, sessions: int, data: Path = DATA, collect: bool = True) -> dict[str, object]:
+    return start(src, window, sessions, data, collect)()
 
 
-def start(src: str, window: int, sessions: int, data: Path = DATA) -> Callable[[], dict[str, object]]:
-    """Start one run of the loop with ``src``'s contextfold; the returned call waits for its figures."""
+def start(src: str, window: int, sessions: int, data: Path = DATA,
+          collect: bool = True) -> Callable[[], dict[str, object]]:
+    """Start one run of the loop with ``src``'s contextfold; the returned call waits for its figures.
+
+    ``collect``: a full garbage collection before each ``prepare()`` (the default; see ``--no-collect``).
+    """
     env = {**os.environ, "PYTHONPATH": compiled(src)}  # (bytecode as installed: bench/_bytecode.py)
-    code = _CHILD.format(window=window, sessions=sessions, data=str(data))
+    code = _CHILD.format(window=window, sessions=sessions, data=str(data), collect=collect)
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env=env)
 
@@ -148,6 +154,11 @@ def main() -> None:
     parser.add_argument("--together", action="store_true",
                         help="run the trees at once in each round instead of one after the other (half the time)")
     parser.add_argument("--save", type=Path, default=None, help="write every run's figures there (JSON)")
+    parser.add_argument("--no-collect", dest="collect", action="store_false",
+                        help="no full garbage collection before each turn: the read-ahead then finds the caches as the "
+                             "agent's turn left them, not swept by a collection (its figure is about a third lower on "
+                             "the lm32b loop); a turn's own figures then include the collections the replay's garbage "
+                             "sets off")
     args = parser.parse_args()
     if not args.data.is_dir():
         parser.error(f"--data: no directory {args.data} (give the shared sweagent-lm32b trajectories)")
@@ -158,14 +169,15 @@ def main() -> None:
     for _ in range(args.runs):
         if args.together:  # (both trees at once: each run of a round meets the same load)
             loads.append(os.getloadavg()[0])
-            waits = [(label, start(src, args.window, args.sessions, args.data)) for label, src in trees]
+            waits = [(label, start(src, args.window, args.sessions, args.data, args.collect))
+                     for label, src in trees]
             for label, wait in waits:
                 results[label].append(wait())
             continue
         for label, src in trees:
             loads.append(os.getloadavg()[0])
-            results[label].append(run(src, args.window, args.sessions, args.data))
-    how = " (the trees at once)" if args.together else ""
+            results[label].append(run(src, args.window, args.sessions, args.data, args.collect))
+    how = (" (the trees at once)" if args.together else "") + ("" if args.collect else ", no collection before turns")
     print(f"window {args.window}, {args.sessions} sessions, {args.runs} runs{how}; load average (1 min) during the "
           "runs: "
           f"{min(loads):.1f}-{max(loads):.1f}")
