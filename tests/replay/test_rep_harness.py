@@ -101,7 +101,7 @@ def test_dump_paths_nest_and_never_escape(tmp_path: Path) -> None:
     assert dump_path(tmp_path, "gpt-4o-airline/12-0", 7) == tmp_path / "gpt-4o-airline" / "12-0" / "7.jsonl"
     escaped = dump_path(tmp_path, "../../etc/x y", 1)
     assert escaped == tmp_path / "_" / "_" / "etc" / "x_y" / "1.jsonl"
-    assert manager_session_id("gpt-4o-airline/12-0") == "gpt-4o-airline_12-0"
+    assert manager_session_id("gpt-4o-airline/12-0") == "gpt-4o-airline/12-0"  # (stored encoded by the archive)
 
 
 def _tool_session(marker_line: int) -> RecordedSession:
