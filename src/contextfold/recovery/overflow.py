@@ -19,12 +19,20 @@ from typing import Any
 from ..errors import ContextOverflowError
 from ._quoted import STRING_QUOTES, said_in
 
-__all__ = ["MAX_ERROR_FIGURE", "OVERFLOW_CODES", "ErrorReading", "OverflowInfo", "parse_overflow", "read_error",
-           "read_figure"]
+__all__ = ["ECHOING_CODES", "MAX_ERROR_FIGURE", "OVERFLOW_CODES", "ErrorReading", "OverflowInfo", "parse_overflow",
+           "read_error", "read_figure"]
 
 # Error codes/types that mean "context window exceeded" whatever the message says (OpenAI, Azure, Groq, llama.cpp).
 OVERFLOW_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error", "context_window_exceeded",
                             "model_context_window_exceeded"})
+# OpenAI's codes of a request refused for one of its values, which the message then echoes (the client's text, a tool
+# schema's words): an overflow wording in such an error is the client's, not the provider's verdict (real bodies:
+# ``{"error": {"message": "Invalid schema for function 'f': In context=(...), '...' is not valid ...", "type":
+# "invalid_request_error", "param": "tools[0].function.parameters", "code": "invalid_function_parameters"}}``).
+# A provider refusing a request for its size says so by its own code (context_length_exceeded) or its wording.
+ECHOING_CODES = frozenset({"invalid_value", "invalid_type", "invalid_function_parameters", "unsupported_value",
+                           "unknown_parameter", "missing_required_parameter", "unsupported_parameter",
+                           "invalid_prompt", "invalid_image", "invalid_image_url", "invalid_image_format"})
 # litellm maps every provider's overflow to this class; matched by name so that litellm need not be importable.
 _OVERFLOW_CLASS_NAMES = frozenset({"ContextWindowExceededError", "ContextOverflowError"})
 # A rate limit ("Request too large ... tokens per min") talks about tokens too, but shrinking the prompt is not the
@@ -180,11 +188,19 @@ def parse_overflow(error: object, *, provider: str | None = None) -> OverflowInf
     evidence = read_error(error)
     if evidence.status == _RATE_LIMIT_STATUS:
         return None
+    overflow_coded = evidence.forced or bool(evidence.codes & OVERFLOW_CODES)
+    if not overflow_coded and evidence.codes & ECHOING_CODES:
+        return None  # the provider named another cause: whatever wording it echoes is the client's
     unread: OverflowInfo | None = None  # a wording said only in quotes or past the cap: an overflow, no figures
     for text in evidence.texts:
         # What the error quotes is the client's (an invalid value echoed whole): its wording there sets no limit.
         said = said_in(text, _REGEXES, STRING_QUOTES)
         if said is None:
+            continue
+        if said.match is None and not said.capped and not overflow_coded and not _whole_refusal(text, said.wording):
+            # Said only inside quotes, and no provider's whole refusal of a request (its count and its limit): a
+            # user's or a tool's text the error echoes ("'context window exceeded' is not valid under ..."); a
+            # gateway quoting its upstream's refusal quotes all of it.
             continue
         said_by = provider or evidence.provider or _PATTERNS[said.wording].provider
         if said.match is not None:
@@ -192,10 +208,19 @@ def parse_overflow(error: object, *, provider: str | None = None) -> OverflowInf
         unread = unread or _info(text, None, said_by, evidence)
     if unread is not None:
         return unread
-    if evidence.forced or evidence.codes & OVERFLOW_CODES:
+    if overflow_coded:
         message = evidence.texts[0] if evidence.texts else "context window exceeded"
         return _info(message, None, provider or evidence.provider, evidence)
     return None
+
+
+def _whole_refusal(text: str, wording: int) -> bool:
+    """Whether ``text`` says wording ``wording`` with the refused request's count (a provider's whole message)."""
+    match = _REGEXES[wording].search(text)
+    if match is None:
+        return False
+    groups = match.groupdict()
+    return groups.get("prompt") is not None or groups.get("total") is not None
 
 
 def read_error(error: object) -> ErrorReading:
