@@ -10,12 +10,13 @@ Everything is redacted before it is written (see :mod:`contextfold.redact`) unle
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 from ..cache.refs import ref_id_for
@@ -440,6 +441,27 @@ def _ref_of(text: str) -> str:
     return ref_id_for(text.encode("utf-8", "surrogatepass"))
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class _UnconfirmedWrite:
+    """A transcript write that raised: its number, the digest of its bytes and its messages' fingerprints."""
+
+    number: int
+    digest: bytes
+    fingerprints: frozenset[str]
+
+
+# Unconfirmed writes remembered per session: each is a failed compaction's, and a session retries its latest.
+_MAX_UNCONFIRMED = 4
+
+
+def _transcript_digest(lines: Sequence[Message]) -> bytes:
+    """The SHA-256 of the transcript ``lines`` make (the same bytes whichever way a store is handed them)."""
+    digest = hashlib.sha256()
+    for chunk in encode_message_chunks(lines):
+        digest.update(chunk)
+    return digest.digest()
+
+
 class Archive:
     """Writes and reads a session's archive on any :class:`ArchiveStore`.
 
@@ -452,6 +474,9 @@ class Archive:
     def __init__(self, store: ArchiveStore, *, redactor: Redactor | None = None) -> None:
         self.store = store
         self.redactor = redactor if redactor is not None else Redactor()
+        # Transcript writes that raised, by session key: the store may have stored them and lost only its answer.
+        self._unconfirmed: dict[str, list[_UnconfirmedWrite]] = {}
+        self._unconfirmed_lock = threading.Lock()
 
     # -- writing --------------------------------------------------------------------------------------------------
     def archive_transcript(self, session_id: str, messages: Sequence[Message], *, redacted: bool = False) -> int:
@@ -463,6 +488,10 @@ class Archive:
         key = archive_key(session_id)
         lines = messages if redacted else self.redactor.redact_messages(messages)
         lines = self.redactor.redact_provider_state(lines)  # (a signed thinking block's text too: it is stored)
+        if self._unconfirmed.get(key):
+            retried = self._rewrite_landed(key, lines)
+            if retried is not None:
+                return retried
         # A store that takes the transcript in pieces gets it as it is encoded (issue 22: ~260 MB at 100,000
         # messages, held twice to join it, and once more in a store's copy).
         streams = getattr(self.store, "write_chunks", None)
@@ -483,7 +512,60 @@ class Archive:
                 return n
             except FileExistsError:
                 n += 1
+            except BaseException:
+                self._note_unconfirmed(key, n, lines)
+                raise
         raise StoreError(f"session {session_id!r}: could not claim a transcript number after {n}")
+
+    def _note_unconfirmed(self, key: str, n: int, lines: Sequence[Message]) -> None:
+        """Remember a transcript write that raised: the store may hold it (only its answer lost)."""
+        write = _UnconfirmedWrite(n, _transcript_digest(lines), frozenset(m.fingerprint() for m in lines))
+        with self._unconfirmed_lock:
+            pending = self._unconfirmed.setdefault(key, [])
+            pending.append(write)
+            del pending[:-_MAX_UNCONFIRMED]
+
+    def _rewrite_landed(self, key: str, lines: Sequence[Message]) -> int | None:
+        """The number of an earlier write of these records that landed, now holding ``lines``; None when none did.
+
+        A transcript whose write raised after the store kept it (a lost answer) is this archive's own: the retry
+        (the same view, or the same with the turns added since) replaces it instead of claiming the next number.
+        Archived again under a new number, every message of it was in the archive twice and the summary filed under
+        a compaction that never took place twice. Only a file holding exactly the bytes that write carried is taken
+        (another writer's transcript under that number is not), and only by records that hold all of its (nothing
+        archived is lost by the replacement).
+        """
+        with self._unconfirmed_lock:
+            pending = list(self._unconfirmed.get(key, ()))
+        if not pending:
+            return None
+        prints = frozenset(m.fingerprint() for m in lines)
+        for write in reversed(pending):
+            if not write.fingerprints <= prints:
+                continue
+            name = transcript_name(write.number)
+            stored = self.store.read(key, name)
+            self._forget_unconfirmed(key, write)
+            if stored is None or hashlib.sha256(stored).digest() != write.digest:
+                continue  # it did not land (or another writer's is there): the next number is claimed as usual
+            data = encode_messages(lines)
+            if hashlib.sha256(data).digest() != write.digest:
+                try:
+                    self.store.write(key, name, data)  # (ours: replaced, readers see the old or the new whole)
+                except BaseException:
+                    self._note_unconfirmed(key, write.number, lines)
+                    raise
+            _audit_write(self.store, key, name, len(lines), len(data))
+            return write.number
+        return None
+
+    def _forget_unconfirmed(self, key: str, write: _UnconfirmedWrite) -> None:
+        with self._unconfirmed_lock:
+            pending = self._unconfirmed.get(key, [])
+            if write in pending:
+                pending.remove(write)
+            if not pending:
+                self._unconfirmed.pop(key, None)
 
     def archive_summary(self, session_id: str, n: int, summary: Mapping[str, Any]) -> None:
         """Archive the summary made by compaction ``n`` (its text, retained facts, figures: any JSON object)."""
