@@ -12,10 +12,8 @@ limit): no index can answer an arbitrary regular expression.
 
 from __future__ import annotations
 
-import gc
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import RefNotFound
@@ -58,24 +56,6 @@ class _Transcript:
     problems: list[str]  # its unreadable lines, told again to each call's on_bad_line
 
 
-@contextmanager
-def _collection_paused() -> Iterator[None]:
-    """No automatic garbage collection while the index is read and built.
-
-    Every object it makes is kept, so the collector's passes over the growing heap found nothing and were half the
-    first call's CPU (10,000 outputs: 1.29 s, 0.67 without them). Left as it was when something else (a
-    compaction's own pause) already holds it off.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 class SearchIndex:
     """One session's searchable history, brought up to date by :meth:`lines` (thread-safe).
 
@@ -115,21 +95,20 @@ class SearchIndex:
             generation = self.archive.generation(self.session_id)
             if generation != self._generation:
                 self._transcripts.clear()  # (a transcript the archive replaced since: read every one again)
-            with _collection_paused():
-                for n in numbers:
-                    if n not in self._transcripts:
-                        problems: list[str] = []
-                        messages = self.archive.transcript(self.session_id, n, on_bad_line=problems.append)
-                        self._transcripts[n] = _Transcript(messages, problems)
-                        self.reads += 1
-                for gone in set(self._transcripts) - set(numbers):
-                    del self._transcripts[gone]
-                if numbers != self._numbers or generation != self._generation:
-                    self._history = merge_histories(self._transcripts[n].messages for n in numbers)
-                    self._numbers, self._generation = numbers, generation
-                    self._rebuild()
-                else:
-                    self._refresh_unkept()
+            for n in numbers:
+                if n not in self._transcripts:
+                    problems: list[str] = []
+                    messages = self.archive.transcript(self.session_id, n, on_bad_line=problems.append)
+                    self._transcripts[n] = _Transcript(messages, problems)
+                    self.reads += 1
+            for gone in set(self._transcripts) - set(numbers):
+                del self._transcripts[gone]
+            if numbers != self._numbers or generation != self._generation:
+                self._history = merge_histories(self._transcripts[n].messages for n in numbers)
+                self._numbers, self._generation = numbers, generation
+                self._rebuild()
+            else:
+                self._refresh_unkept()
             for n in numbers:
                 for problem in self._transcripts[n].problems:
                     on_bad_line(problem)
