@@ -477,7 +477,6 @@ class Archive:
         # Transcript writes that raised, by session key: the store may have stored them and lost only its answer.
         self._unconfirmed: dict[str, list[_UnconfirmedWrite]] = {}
         self._unconfirmed_lock = threading.Lock()
-        self._replaced: dict[str, int] = {}  # session key -> transcripts this archive replaced (see generation())
 
     # -- writing --------------------------------------------------------------------------------------------------
     def archive_transcript(self, session_id: str, messages: Sequence[Message], *, redacted: bool = False) -> int:
@@ -556,9 +555,6 @@ class Archive:
                 except BaseException:
                     self._note_unconfirmed(key, write.number, lines)
                     raise
-                finally:
-                    with self._unconfirmed_lock:
-                        self._replaced[key] = self._replaced.get(key, 0) + 1
             _audit_write(self.store, key, name, len(lines), len(data))
             return write.number
         return None
@@ -598,15 +594,6 @@ class Archive:
         return numbers[-1] + 1 if numbers else 1
 
     # -- reading --------------------------------------------------------------------------------------------------
-    def generation(self, session_id: str) -> int:
-        """How many of the session's transcripts this archive replaced (a retried write whose answer was lost).
-
-        Transcripts are otherwise written once: a reader keeping them (``history_search``'s index) reads them all
-        again when this moves.
-        """
-        with self._unconfirmed_lock:
-            return self._replaced.get(archive_key(session_id), 0)
-
     def transcript_numbers(self, session_id: str) -> list[int]:
         """The numbers of the session's archived transcripts, ascending."""
         key = archive_key(session_id)

@@ -9,16 +9,15 @@ exception in the agent loop.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import StoreError
+from ..errors import RefNotFound, StoreError
 from ..formats.tool_schemas import tool_schema
 from ..messages import Message, ToolCall
 from ..untrusted import InvalidPattern, UntrustedPattern, answer_safely, decode_arguments, search_runs
-from ._archive import Archive
-from ._search_index import SearchIndex
+from ._archive import Archive, merge_histories
 
 __all__ = [
     "DEFAULT_MAX_RESULTS",
@@ -116,6 +115,29 @@ def _clip(line: str) -> str:
     return line if len(line) <= MAX_HIT_CHARS else line[:MAX_HIT_CHARS] + f"… [+{len(line) - MAX_HIT_CHARS} chars]"
 
 
+def _searchable_lines(m: Message) -> list[str]:
+    lines = m.text.split("\n") if m.text else []
+    lines.extend(f"-> {c.name}({c.arguments})" for c in m.tool_calls)
+    return lines
+
+
+def _history_lines(history: list[Message], role: str | None, resolve_ref: Callable[[str], str] | None,
+                   ) -> Iterator[tuple[int, Message, object, int, str]]:
+    """``(index, message, its ref, line number, line)`` for each line to search, cut outputs read back in full."""
+    for index, m in enumerate(history):
+        if role is not None and m.role != role:
+            continue
+        ref = m.meta.get("ref")
+        if resolve_ref is not None and isinstance(ref, str) and m.kind in ("masked", "truncated"):
+            try:
+                m = m.with_content(resolve_ref(ref))
+                ref = None
+            except (RefNotFound, KeyError):
+                pass
+        for line_number, line in enumerate(_searchable_lines(m), start=1):
+            yield index, m, ref, line_number, line
+
+
 def history_search(
     pattern: str,
     session_id: str,
@@ -126,7 +148,6 @@ def history_search(
     max_results: int = DEFAULT_MAX_RESULTS,
     resolve_ref: Callable[[str], str] | None = None,
     on_bad_line: Callable[[str], None] | None = None,
-    index: SearchIndex | None = None,
 ) -> HistorySearchResult:
     """Search a session's archived history.
 
@@ -142,9 +163,6 @@ def history_search(
             session's ref must not bring that output into this session's answers.
         on_bad_line: told about each archived line that is not a message (a torn write, binary data); the line is
             skipped and the rest searched.
-        index: the session's :class:`~contextfold.archive._search_index.SearchIndex` (of this archive, session and
-            ``resolve_ref``), kept between calls so that each reads only what was archived since; a fresh one when
-            None (everything read, as for a first call).
 
     Raises:
         ValueError: for an invalid or over-long pattern, an unknown role or a bad ``max_results``; a
@@ -170,18 +188,13 @@ def history_search(
         if on_bad_line is not None:
             on_bad_line(problem)
 
-    if index is None:
-        index = SearchIndex(archive, session_id, resolve_ref=resolve_ref)
-    elif (index.archive, index.session_id, index.resolve_ref) != (archive, session_id, resolve_ref):
-        raise ValueError("index: it belongs to another archive, session or resolve_ref than this search's")
-    history, lines, transcripts = index.lines(skip)
-    searched = lines if role is None else [line for line in lines if line[1].role == role]
+    transcripts = archive.transcripts(session_id, on_bad_line=skip)
+    history = merge_histories(messages for _, messages in transcripts)
     rx.start()
     hits: list[HistoryHit] = []
     total = 0
-    for run in search_runs(searched, lambda line: len(line[4])):
-        for (position, m, ref, line_number, line), hit in zip(run, rx.search_each([row[4] for row in run]),
-                                                              strict=True):
+    for run in search_runs(_history_lines(history, role, resolve_ref), lambda line: len(line[4])):
+        for (index, m, ref, line_number, line), hit in zip(run, rx.search_each([line[4] for line in run]), strict=True):
             if not hit:
                 continue
             total += 1
@@ -189,7 +202,7 @@ def history_search(
                 mid = m.meta.get("id")
                 hits.append(
                     HistoryHit(
-                        index=position,
+                        index=index,
                         role=m.role,
                         line_number=line_number,
                         text=_clip(line),
@@ -198,7 +211,7 @@ def history_search(
                         ref=ref if isinstance(ref, str) else None,
                     )
                 )
-    return HistorySearchResult(pattern, tuple(hits), total, len(history), transcripts, len(skipped))
+    return HistorySearchResult(pattern, tuple(hits), total, len(history), len(transcripts), len(skipped))
 
 
 def history_search_schema(format: str = "openai_chat") -> dict[str, Any]:
@@ -228,8 +241,6 @@ class HistorySearchTool:
         self.session_id = session_id
         self.resolve_ref = resolve_ref
         self.on_bad_line = on_bad_line
-        # What the calls search, kept: each call reads only the transcripts and cut outputs archived since the last.
-        self.index = SearchIndex(archive, session_id, resolve_ref=resolve_ref)
 
     def schema(self, format: str = "openai_chat") -> dict[str, Any]:
         """The declaration to add to the request's tools."""
@@ -274,7 +285,6 @@ class HistorySearchTool:
                 max_results=max_results,
                 resolve_ref=self.resolve_ref,
                 on_bad_line=self.on_bad_line,
-                index=self.index,
             )
         except ValueError as exc:
             return f"error: {exc}"
