@@ -9,7 +9,8 @@ Found on a9a74c5 against the scripted server's real error bodies:
   a bare phrase inside quotes is the client's text.
 - an overflow error counting the request thousands of times ours, with gpt-4o's real limit, taught every session of
   the model the limit over the counter's bound (128,000 / 2.5 → 41,344 tokens of threshold), for good. Such a count
-  is read as no figure at all: the session's only, provisional, floored (as an error naming none).
+  is shared with no other session: this session's retry follows the stated figures (issue 17: a provider counting
+  images and tool schemas we do not), what it learns is its own and provisional (s20g1).
 """
 
 from __future__ import annotations
@@ -29,9 +30,8 @@ from contextfold.testing.wire import ErrorReply
 
 NONCE = "rt20-echoed-7Qm"
 PHRASE = "context window exceeded"
-# (manager._limits.PROVISIONAL_LIMIT_SECONDS and recovery.MIN_WINDOW_SHARE, written out: the tests run on base too)
+# (manager._limits.PROVISIONAL_LIMIT_SECONDS, written out: the tests run on base too)
 PROVISIONAL_LIMIT_SECONDS = 15 * 60
-MIN_WINDOW_SHARE = 1 / 16
 
 ECHOES = {
     # OpenAI's real body for a tool schema it refuses: the schema's own words quoted.
@@ -110,8 +110,9 @@ def test_an_absurd_count_is_shared_with_no_other_session_and_expires(tmp_path: P
     assert [r.status for r in server.requests] == [400, 200]
     # No other session of the model is kept under 128,000 / 2.5 (a9a74c5: 41,344 tokens of threshold for good).
     assert session(tmp_path, store, clock, sid="other", window=128_000).learned_limit is None
-    learned = cm.learned_limit  # this one's: as if the error had named no figure, floored at 1/16 of the window
-    assert learned is not None and learned >= int(window_hard * MIN_WINDOW_SHARE)
+    # This one's only, provisional (here none: the stated figures put it under what must stay; the retry still
+    # followed them), gone once the provisional time is up.
+    assert cm.learned_limit is None or cm.learned_limit < window_hard
     clock.at += timedelta(seconds=PROVISIONAL_LIMIT_SECONDS + 1)
     cm.prepare("openai_chat")
     assert cm.learned_limit is None and cm.budgets.hard == window_hard

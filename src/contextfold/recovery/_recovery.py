@@ -214,12 +214,11 @@ class OverflowRecovery:
         before = counted_tokens(cm)  # the rejected request, by our count
         # Provider tokens per token of ours: the error counted the very view we sent.
         ratio = info.prompt_tokens / before if info.prompt_tokens and before else 1.0
-        if ratio > SHARED_RATIO_MAX:
-            # A count past what a tokenizer can be off is not this request's (a gateway's own prompt, a summed
-            # conversation, a broken server): its figures teach nothing, so the error is read as one naming none
-            # (the floors below, provisional, this session's only). Read as stated, the limit over the bounded
-            # factor went to every session of the model: 41,344 tokens of gpt-4o's 128,000 for good.
-            info, ratio = _figureless(info), 1.0
+        # A count past what a tokenizer can be off (images, tool schemas or a gateway's prompt we do not count, or
+        # a broken server's figure) still fits this request: the retry follows it (issue 17: the provider counting
+        # 8-20x ours recovers in one retry). What it says is this request's, not the model's: shared, the limit over
+        # the bounded factor went to every session of the model (41,344 tokens of gpt-4o's 128,000, for good).
+        implausible = info.limit is not None and ratio > SHARED_RATIO_MAX
         # What the error teaches holds beyond this call: the thresholds follow it from now on, so the retry and
         # every later turn stay under it (and the answered output is never widened back over it).
         ceiling = learned_ceiling(info, before, ratio=ratio, reply_tokens=self.reply_tokens, attempt=self.attempt,
@@ -244,6 +243,11 @@ class OverflowRecovery:
                 ceiling = floor  # (what must stay fills the request: nothing learned, the stall guard says why)
             if learns:
                 cm.learn_limit(ceiling, shared=0, provisional=True)
+        elif implausible:
+            # This session's only, provisionally (it expires), and never under what must stay (else nothing is
+            # learned and the retry still goes under the stated figures: see the target below).
+            if ceiling > 0 and ceiling >= essential_tokens(cm):
+                cm.learn_limit(ceiling, provider_limit=info.limit, shared=0, provisional=True)
         elif ceiling >= least and not _far_under_stated_limit(info, before, self.reply_tokens):
             shared = shared_ceiling(info, before, ratio=ratio, attempt=self.attempt, policy=cm.policy)
             cm.learn_limit(ceiling, provider_limit=info.limit, shared=max(ceiling, shared) if shared else 0)
@@ -492,11 +496,6 @@ def _far_under_stated_limit(info: OverflowInfo, rejected: int, reply_tokens: int
     if info.limit is None or info.prompt_tokens is not None:
         return False
     return rejected * SHARED_RATIO_MAX + max(info.max_tokens or 0, reply_tokens) < info.limit
-
-
-def _figureless(info: OverflowInfo) -> OverflowInfo:
-    """``info`` without its figures: an overflow said, nothing counted."""
-    return OverflowInfo(info.message, info.provider, status_code=info.status_code)
 
 
 def _target(info: OverflowInfo, ratio: float, reply_tokens: int) -> int | None:
