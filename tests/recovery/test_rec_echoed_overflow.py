@@ -1,12 +1,12 @@
-"""Overflow errors read by their shape: an echoed phrase is no overflow, an absurd count no figure (s20).
+"""Overflow errors read by their shape: an echoed phrase is no overflow, an absurd count is not shared (s20).
 
 Found on a9a74c5 against the scripted server's real error bodies:
 
 - an OpenAI 400 for another cause (a tool schema refused, ``code: invalid_function_parameters``; an invalid value,
   ``code: invalid_value``) whose message quotes the client's text saying "context window exceeded" was read as an
   overflow without figures: the session's limit went 15% under the request, and the request was sent again smaller
-  instead of the caller being told what the provider refused. The provider's own code or a whole refusal decides now;
-  a bare phrase inside quotes is the client's text.
+  instead of the caller being told what the provider refused. The provider's own code decides now, and a phrase
+  inside a quote the error marks as a refused value is the client's text.
 - an overflow error counting the request thousands of times ours, with gpt-4o's real limit, taught every session of
   the model the limit over the counter's bound (128,000 / 2.5 → 41,344 tokens of threshold), for good. Such a count
   is shared with no other session: this session's retry follows the stated figures (issue 17: a provider counting

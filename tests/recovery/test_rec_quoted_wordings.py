@@ -5,9 +5,9 @@ value said "maximum context length is 5 tokens" or "request too large (max 1 MB)
 limit, and the proxy kept it for every caller of the model. The item-count wordings were read unquoted since the
 seventeenth stop; the token and byte wordings are now too (``recovery._quoted``, one pass, at most 8,192 characters).
 A token or byte wording said only inside quotes is still a limit, without figures: recovery is never lost (a gateway
-quoting its upstream's message, ``{exc!r}``, SageMaker's ``with message "..."``; review of s18) — for a token limit,
-when the quote is a provider's whole refusal (the request's count and the limit); a bare phrase inside quotes is the
-client's text echoed (s20: ``test_rec_echoed_overflow``).
+quoting its upstream's message, ``{exc!r}``, SageMaker's ``with message "..."``; review of s18) — unless the error marks
+the quote as a value it refused ("Invalid value: '...'"): the client's text echoed (s20: ``test_rec_echoed_overflow``,
+``test_rec_wrapped_wordings``).
 """
 
 from __future__ import annotations

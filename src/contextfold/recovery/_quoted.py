@@ -8,8 +8,8 @@ the eighteenth stop). The error's wording is matched in :func:`unquoted` text, a
 reads errors on its event loop). Used by :mod:`contextfold.recovery.overflow` and :mod:`contextfold.media.limits`,
 both through :func:`said_in`: a wording the error says only inside its quotes (or past the cap) is still said, without
 figures, so recovery is never lost (a gateway quoting its upstream's message, ``{exc!r}``, SageMaker's ``with message
-"..."``; review of s18). The overflow reader takes a quoted-only token wording only when the quote is a provider's whole
-refusal (its count of the request with it): a bare "context window exceeded" in quotes is the client's text echoed.
+"..."``; review of s18). The overflow reader skips a quoted-only wording when the error marks the quote as a value it
+refused ("Invalid value: '...'", "'...' is not valid ..."): then it is the client's text echoed.
 """
 
 from __future__ import annotations
