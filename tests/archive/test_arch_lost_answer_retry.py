@@ -160,3 +160,51 @@ def test_the_next_turn_does_not_archive_the_transcript_again(real_store: Archive
     assert archive.transcript_numbers("s1") == [1]  # (a9a74c5: [1, 2], 81 messages archived twice)
     texts = _texts(archive, 1)
     assert texts[-1] == f"{NONCE} next" and len(texts) == len(set(texts)) == 82
+
+
+# -- review of s20g: what the replacement must not lose ----------------------------------------------------------
+
+
+def _said(role: str, text: str, message_id: str) -> Message:
+    return (Message.user(text) if role == "user" else Message.assistant(text)).with_meta(id=message_id)
+
+
+def _lost_write(store: LosesAnswers, archive: Archive, view: list[Message]) -> None:
+    store.lose = 1
+    with pytest.raises(StoreError):
+        archive.archive_transcript("s1", view)
+
+
+def test_a_retry_holding_a_repeated_message_fewer_times_is_archived_anew(real_store: ArchiveStore) -> None:
+    store = LosesAnswers(real_store)
+    archive = Archive(store)
+    landed = [_said("user", "go", "1"), _said("assistant", "x", "2"), _said("user", "ok", "3"),
+              _said("assistant", "y", "4"), _said("user", "ok", "5")]
+    _lost_write(store, archive, landed)
+    # (s20g: 1 — the five landed messages replaced by four, the repeated "ok" taken as held)
+    assert archive.archive_transcript("s1", landed[:4]) == 2
+    assert [(m.text, m.meta["id"]) for m in archive.transcript("s1", 1)] == [
+        ("go", "1"), ("x", "2"), ("ok", "3"), ("y", "4"), ("ok", "5")]
+
+
+def test_a_landed_write_is_not_replaced_once_a_later_transcript_exists(real_store: ArchiveStore) -> None:
+    store = LosesAnswers(real_store)
+    archive = Archive(store)
+    alpha, beta = _said("user", f"alpha {NONCE}", "1"), _said("assistant", "beta", "2")
+    _lost_write(store, archive, [alpha, beta])
+    assert archive.archive_transcript("s1", [_said("user", "summary and gamma", "3")]) == 2
+    # (s20g: 1 — transcript 1 overwritten with this view although transcript 2 came after it)
+    assert archive.archive_transcript("s1", [alpha, beta, _said("user", "delta", "4")]) == 3
+    assert _texts(archive, 1) == [f"alpha {NONCE}", "beta"]
+    assert archive.transcript_numbers("s1") == [1, 2, 3]
+
+
+def test_a_retry_changing_a_landed_messages_meta_is_archived_anew(real_store: ArchiveStore) -> None:
+    store = LosesAnswers(real_store)
+    archive = Archive(store)
+    landed = _said("user", "go", "orig-id").with_meta(ref="tout_00000000000000aa", kind="masked")
+    _lost_write(store, archive, [landed])
+    # (s20g: 1 — the landed message's id, ref and kind replaced by the retry's)
+    assert archive.archive_transcript("s1", [_said("user", "go", "other-id")]) == 2
+    assert [dict(m.meta) for m in archive.transcript("s1", 1)] == [
+        {"id": "orig-id", "ref": "tout_00000000000000aa", "kind": "masked"}]
