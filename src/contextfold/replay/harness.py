@@ -59,8 +59,6 @@ _OMITTED_EVENTS = frozenset({"compact.token_estimate"})
 # Event table cells: long texts (summaries have their own section) and id lists are cut to keep the JSON small.
 MAX_EVENT_TEXT = 300
 MAX_EVENT_LIST = 10
-# What may appear in one path component of a dump; anything else becomes "_".
-_UNSAFE_PATH_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 _UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -152,14 +150,24 @@ def _message_id_prefix(session_id: str) -> str:
 def dump_path(root: str | Path, session_id: str, turn: int) -> Path:
     """``root/<session>/<turn>.jsonl``; a ``/`` in the session id makes nested folders (as ``convert --out-dir``).
 
-    Each component keeps letters, digits, ``.``, ``_`` and ``-``; other characters become ``_`` and a component
-    made only of dots becomes ``_``, so no id can escape ``root``.
+    Each component is named as the archive names a session (:func:`~contextfold.archive.archive_key`): a plain one
+    (letters, digits, ``.``, ``_``, ``-``, starting with a letter or digit) as it is, any other ``_`` followed by its
+    UTF-8 bytes outside ``[A-Za-z0-9.-]`` written ``_XX``; an empty one is ``_``, one too long to encode a readable
+    cut and a hash. Distinct ids get distinct paths ("f 1-0" and "f_1-0", "a//b" and "a/_/b" shared one before), and
+    no component is ``.`` or ``..``, so no id can escape ``root``.
     """
-    parts = []
-    for piece in session_id.split("/"):
-        clean = _UNSAFE_PATH_CHARS.sub("_", piece)
-        parts.append("_" if not clean.strip(".") else clean)
-    return Path(root, *parts, f"{turn}.jsonl")
+    return Path(root, *(_path_component(piece) for piece in session_id.split("/")), f"{turn}.jsonl")
+
+
+def _path_component(piece: str) -> str:
+    from ..archive import archive_key
+
+    if not piece:
+        return "_"  # (an encoded component has a character after its "_")
+    try:
+        return archive_key(piece)
+    except ValueError:  # too long once encoded, or a lone surrogate: "~" is in no plain or encoded name
+        return _hashed_session_id(piece)
 
 
 def _archive(archive: str | None, redact: bool) -> Any:
