@@ -34,7 +34,7 @@ def test_status_lists_what_the_replay_archived(replayed: dict[str, Path], capsys
     capsys.readouterr()
     assert main(["status", "--archive", str(replayed["archive"]), "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)["sessions"]
-    assert row["session"] == "session_3-0"  # "/" is not allowed in archive ids
+    assert row["session"] == "session/3-0"  # (the recorded id: the archive names it by its reversible encoding)
     assert row["compactions"] >= 2 and row["summaries"] >= 1 and row["latest_transcript_messages"] > 0
 
 
@@ -57,7 +57,7 @@ def test_restore_gives_back_the_archived_part_of_the_history(
     ("argv", "code", "expected"),
     [
         (["archive", "restore", "nope", "--archive", "{archive}"], 4,
-         "contextfold: SESSION: no session 'nope' in the archive {archive} (it has: session_3-0)\n"),
+         "contextfold: SESSION: no session 'nope' in the archive {archive} (it has: session/3-0)\n"),
         (["archive", "restore", "x", "--archive", "{missing}"], 4,
          "contextfold: --archive: no archive at '{missing}' (no such directory)\n"),
         (["status", "--archive", "{missing}"], 4,

@@ -91,7 +91,7 @@ def test_a_multi_session_file_needs_a_session_id(tmp_path: Path, capsys: pytest.
     assert capsys.readouterr().err == f"contextfold: {tau}: holds 200 sessions: pick one with --session ID\n"
     assert main(["compact", str(tau), "--session", "gpt-4o-airline/3-0", "-o", str(out), "--window", "4000",
                  "--store", "memory", "--archive", str(tmp_path / "a")]) == 0
-    assert out.is_file() and (tmp_path / "a" / "gpt-4o-airline_3-0").is_dir()
+    assert out.is_file() and (tmp_path / "a" / "_gpt-4o-airline_2f3-0").is_dir()  # (the archive's encoding of the id)
 
 
 def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

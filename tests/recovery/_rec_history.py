@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,3 +32,20 @@ def manager(tmp_path: Path, *, window: int = 60_000, **kw: Any) -> tuple[Context
     cm = ContextManager("gpt-4o", max_context_tokens=window, store="memory", archive=str(tmp_path / "archive"),
                         telemetry=events, session_id="s1", **kw)
     return cm, events
+
+
+class Clock:
+    """A clock the test moves (the manager's ``clock``): expiry without sleeping."""
+
+    def __init__(self) -> None:
+        self.at = datetime(2026, 11, 27, 22, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.at
+
+
+def session(tmp_path: Path, store: object = "memory", clock: Clock | None = None, sid: str = "s1",
+            window: int = 60_000) -> ContextManager:
+    """A gpt-4o manager of ``window`` tokens on ``store``, archived under ``tmp_path``."""
+    return ContextManager("gpt-4o", max_context_tokens=window, store=store, archive=str(tmp_path / "archive"),
+                          session_id=sid, clock=clock)

@@ -7,15 +7,14 @@ never asking the upstream again, and an odd figure ("limit 64 tokens") was share
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import openai
 import pytest
-from _rec_history import history
+from _rec_history import Clock, history, session
 
 from contextfold.errors import ContextfoldError, RecoveryFailed
-from contextfold.manager import ContextManager
 from contextfold.recovery import call_with_recovery
 from contextfold.stores import MemoryBlobStore
 from contextfold.testing.server import ScriptedLLMServer
@@ -26,22 +25,6 @@ REFUSED = ErrorReply("context_overflow", message=WORDING)
 # (manager._limits.PROVISIONAL_LIMIT_SECONDS and recovery.MIN_WINDOW_SHARE, written out: the tests run on afa4c7c too)
 PROVISIONAL_LIMIT_SECONDS = 15 * 60
 MIN_WINDOW_SHARE = 1 / 16
-
-
-class Clock:
-    """A clock the test moves (the manager's ``clock``): expiry without sleeping."""
-
-    def __init__(self) -> None:
-        self.at = datetime(2026, 11, 27, 22, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.at
-
-
-def session(tmp_path: Path, store: object = "memory", clock: Clock | None = None, sid: str = "s1",
-            window: int = 60_000) -> ContextManager:
-    return ContextManager("gpt-4o", max_context_tokens=window, store=store, archive=str(tmp_path / "archive"),
-                          session_id=sid, clock=clock)
 
 
 def test_figureless_refusals_never_shrink_the_session_under_the_floor_and_every_turn_asks_the_upstream(

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 from conftest import TRAJECTORIES, require
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextfold.errors import UnknownModel
 from contextfold.formats import get_format
@@ -100,8 +102,8 @@ def test_dumped_views_are_what_was_sent(tmp_path: Path, claude_session: Recorded
 def test_dump_paths_nest_and_never_escape(tmp_path: Path) -> None:
     assert dump_path(tmp_path, "gpt-4o-airline/12-0", 7) == tmp_path / "gpt-4o-airline" / "12-0" / "7.jsonl"
     escaped = dump_path(tmp_path, "../../etc/x y", 1)
-    assert escaped == tmp_path / "_" / "_" / "etc" / "x_y" / "1.jsonl"
-    assert manager_session_id("gpt-4o-airline/12-0") == "gpt-4o-airline_12-0"
+    assert escaped == tmp_path / "_.." / "_.." / "etc" / "_x_20y" / "1.jsonl"  # (named as the archive names them)
+    assert manager_session_id("gpt-4o-airline/12-0") == "gpt-4o-airline/12-0"  # (stored encoded by the archive)
 
 
 def _tool_session(marker_line: int) -> RecordedSession:
@@ -175,3 +177,21 @@ def test_the_manager_sees_the_replays_call_interval(claude_session: RecordedSess
     assert not any("expired" in d[3] for d in warm)
     assert [d[:3] for d in idle] == [(34, "mask", True), (40, "mask", True)]
     assert all("the cache expired (idle 600 s, lifetime 300 s)" in d[3] for d in idle)
+
+
+def test_dump_paths_of_ids_differing_in_unsafe_characters_differ(tmp_path: Path) -> None:
+    # (s20g: "f 1-0" and "f_1-0" both f_1-0/, "a//b" and "a/_/b" both a/_/b/: one session's views over the other's)
+    assert dump_path(tmp_path, "f 1-0", 1) != dump_path(tmp_path, "f_1-0", 1)
+    assert dump_path(tmp_path, "a//b", 1) != dump_path(tmp_path, "a/_/b", 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from("ab_ ./-~\x00é"), max_size=8), min_size=2, max_size=2,
+                unique=True))
+def test_dump_paths_are_distinct_per_id_and_stay_under_the_root(ids: list[str]) -> None:
+    root = Path("/dumps")
+    first, second = (dump_path(root, session_id, 3) for session_id in ids)
+    assert first != second
+    for path in (first, second):
+        assert not {".", ".."} & set(path.relative_to(root).parts)
+

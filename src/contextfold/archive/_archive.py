@@ -10,12 +10,14 @@ Everything is redacted before it is written (see :mod:`contextfold.redact`) unle
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 from ..cache.refs import ref_id_for
@@ -440,6 +442,29 @@ def _ref_of(text: str) -> str:
     return ref_id_for(text.encode("utf-8", "surrogatepass"))
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class _UnconfirmedWrite:
+    """A transcript write that raised: its number and the digest of its bytes (what landed, if it did)."""
+
+    number: int
+    digest: bytes
+
+
+# Unconfirmed writes remembered per session (each a failed compaction's; a session retries its latest), and the
+# sessions remembered at most (the oldest forgotten first: a forgotten one is archived under the next number, as
+# before the replacement existed).
+_MAX_UNCONFIRMED = 4
+_MAX_UNCONFIRMED_SESSIONS = 256
+
+
+def _transcript_digest(lines: Sequence[Message]) -> bytes:
+    """The SHA-256 of the transcript ``lines`` make (the same bytes whichever way a store is handed them)."""
+    digest = hashlib.sha256()
+    for chunk in encode_message_chunks(lines):
+        digest.update(chunk)
+    return digest.digest()
+
+
 class Archive:
     """Writes and reads a session's archive on any :class:`ArchiveStore`.
 
@@ -452,6 +477,9 @@ class Archive:
     def __init__(self, store: ArchiveStore, *, redactor: Redactor | None = None) -> None:
         self.store = store
         self.redactor = redactor if redactor is not None else Redactor()
+        # Transcript writes that raised, by session key: the store may have stored them and lost only its answer.
+        self._unconfirmed: dict[str, list[_UnconfirmedWrite]] = {}
+        self._unconfirmed_lock = threading.Lock()
 
     # -- writing --------------------------------------------------------------------------------------------------
     def archive_transcript(self, session_id: str, messages: Sequence[Message], *, redacted: bool = False) -> int:
@@ -463,6 +491,10 @@ class Archive:
         key = archive_key(session_id)
         lines = messages if redacted else self.redactor.redact_messages(messages)
         lines = self.redactor.redact_provider_state(lines)  # (a signed thinking block's text too: it is stored)
+        if self._unconfirmed.get(key):
+            retried = self._rewrite_landed(key, lines)
+            if retried is not None:
+                return retried
         # A store that takes the transcript in pieces gets it as it is encoded (issue 22: ~260 MB at 100,000
         # messages, held twice to join it, and once more in a store's copy).
         streams = getattr(self.store, "write_chunks", None)
@@ -480,10 +512,67 @@ class Archive:
                     self.store.write(key, transcript_name(n), data, exclusive=True)
                     size = len(data)
                 _audit_write(self.store, key, transcript_name(n), len(messages), size)
+                self._forget_session_unconfirmed(key)  # (a number after theirs: none is the newest any more)
                 return n
             except FileExistsError:
                 n += 1
+            except BaseException:
+                self._note_unconfirmed(key, n, lines)
+                raise
         raise StoreError(f"session {session_id!r}: could not claim a transcript number after {n}")
+
+    def _note_unconfirmed(self, key: str, n: int, lines: Sequence[Message]) -> None:
+        """Remember a transcript write that raised: the store may hold it (only its answer lost)."""
+        write = _UnconfirmedWrite(n, _transcript_digest(lines))
+        with self._unconfirmed_lock:
+            pending = self._unconfirmed.pop(key, [])  # (re-inserted: the dict's order is the sessions' recency)
+            pending.append(write)
+            del pending[:-_MAX_UNCONFIRMED]
+            self._unconfirmed[key] = pending
+            while len(self._unconfirmed) > _MAX_UNCONFIRMED_SESSIONS:
+                del self._unconfirmed[next(iter(self._unconfirmed))]
+
+    def _rewrite_landed(self, key: str, lines: Sequence[Message]) -> int | None:
+        """The number of an earlier write of these records that landed, now holding ``lines``; None when none did.
+
+        A transcript whose write raised after the store kept it (a lost answer) is this archive's own: the retry
+        (the same view, or the same with the turns added since) replaces it instead of claiming the next number.
+        Archived again under a new number, every message of it was in the archive twice and the summary filed under
+        a compaction that never took place twice. Only a file holding exactly the bytes that write carried is taken
+        (another writer's transcript under that number is not), only while it is still the session's newest (a
+        later transcript archived after it is not overwritten by an older one's retry), and only by records whose
+        lines hold every stored line as many times as it is stored (nothing archived is lost by the replacement,
+        not a repeated message nor a message's meta).
+        """
+        with self._unconfirmed_lock:
+            pending = self._unconfirmed.pop(key, [])  # (whatever is decided, none of these is tried again)
+        if not pending:
+            return None
+        numbers = self._transcript_numbers_of_key(key)
+        newest = numbers[-1] if numbers else None
+        write = next((w for w in reversed(pending) if w.number == newest), None)
+        if write is None:
+            return None  # none landed, or one did and a later transcript came after it: the next number as usual
+        name = transcript_name(write.number)
+        stored = self.store.read(key, name)
+        if stored is None or hashlib.sha256(stored).digest() != write.digest:
+            return None  # another writer's is there: the next number is claimed as usual
+        data = encode_messages(lines)
+        if Counter(stored.split(b"\n")) - Counter(data.split(b"\n")):
+            return None  # the retry leaves out a stored line (or changed it): archived under the next number
+        if data != stored:
+            try:
+                self.store.write(key, name, data)  # (ours: replaced, readers see the old or the new whole)
+            except BaseException:
+                self._note_unconfirmed(key, write.number, lines)
+                raise
+        _audit_write(self.store, key, name, len(lines), len(data))
+        return write.number
+
+    def _forget_session_unconfirmed(self, key: str) -> None:
+        if key in self._unconfirmed:
+            with self._unconfirmed_lock:
+                self._unconfirmed.pop(key, None)
 
     def archive_summary(self, session_id: str, n: int, summary: Mapping[str, Any]) -> None:
         """Archive the summary made by compaction ``n`` (its text, retained facts, figures: any JSON object)."""
@@ -514,7 +603,10 @@ class Archive:
     # -- reading --------------------------------------------------------------------------------------------------
     def transcript_numbers(self, session_id: str) -> list[int]:
         """The numbers of the session's archived transcripts, ascending."""
-        key = archive_key(session_id)
+        return self._transcript_numbers_of_key(archive_key(session_id))
+
+    def _transcript_numbers_of_key(self, key: str) -> list[int]:
+        """:meth:`transcript_numbers` of the session stored under ``key`` (its :func:`archive_key`)."""
         found = (_TRANSCRIPT_RE.fullmatch(name) for name in self.store.names(key))
         return sorted(int(m.group(1)) for m in found if m)
 

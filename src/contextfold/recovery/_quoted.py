@@ -8,7 +8,8 @@ the eighteenth stop). The error's wording is matched in :func:`unquoted` text, a
 reads errors on its event loop). Used by :mod:`contextfold.recovery.overflow` and :mod:`contextfold.media.limits`,
 both through :func:`said_in`: a wording the error says only inside its quotes (or past the cap) is still said, without
 figures, so recovery is never lost (a gateway quoting its upstream's message, ``{exc!r}``, SageMaker's ``with message
-"..."``; review of s18).
+"..."``; review of s18). The overflow reader skips a quoted-only wording when the error marks the quote as a value it
+refused ("Invalid value: '...'", "'...' is not valid ..."): then it is the client's text echoed.
 """
 
 from __future__ import annotations
@@ -41,11 +42,13 @@ class Said:
     """Which wording a text says (its index in the wordings given) and, when it says it outside its quotes, where.
 
     ``match`` is None when the wording is only inside quotes or the text is past :data:`MAX_UNQUOTED_CHARS`: the
-    limit is taken, its figures are not (they may be the client's).
+    limit is taken, its figures are not (they may be the client's). ``capped``: the text was past the cap (its
+    quotes were not read), rather than the wording found only inside them.
     """
 
     wording: int
     match: re.Match[str] | None
+    capped: bool = False
 
 
 def said_in(text: str, wordings: Sequence[re.Pattern[str]], quotes: str = ALL_QUOTES) -> Said | None:
@@ -57,7 +60,7 @@ def said_in(text: str, wordings: Sequence[re.Pattern[str]], quotes: str = ALL_QU
     if raw is None:
         return None
     if len(text) > MAX_UNQUOTED_CHARS:
-        return Said(raw, None)
+        return Said(raw, None, capped=True)
     plain = unquoted(text, quotes)
     for index, wording in enumerate(wordings):
         match = wording.search(plain)

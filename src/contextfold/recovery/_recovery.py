@@ -214,6 +214,11 @@ class OverflowRecovery:
         before = counted_tokens(cm)  # the rejected request, by our count
         # Provider tokens per token of ours: the error counted the very view we sent.
         ratio = info.prompt_tokens / before if info.prompt_tokens and before else 1.0
+        # A count past what a tokenizer can be off (images, tool schemas or a gateway's prompt we do not count, or
+        # a broken server's figure) still fits this request: the retry follows it (issue 17: the provider counting
+        # 8-20x ours recovers in one retry). What it says is this request's, not the model's: shared, the limit over
+        # the bounded factor went to every session of the model (41,344 tokens of gpt-4o's 128,000, for good).
+        implausible = info.limit is not None and ratio > SHARED_RATIO_MAX
         # What the error teaches holds beyond this call: the thresholds follow it from now on, so the retry and
         # every later turn stay under it (and the answered output is never widened back over it).
         ceiling = learned_ceiling(info, before, ratio=ratio, reply_tokens=self.reply_tokens, attempt=self.attempt,
@@ -238,6 +243,11 @@ class OverflowRecovery:
                 ceiling = floor  # (what must stay fills the request: nothing learned, the stall guard says why)
             if learns:
                 cm.learn_limit(ceiling, shared=0, provisional=True)
+        elif implausible:
+            # This session's only, provisionally (it expires), and never under what must stay (else nothing is
+            # learned and the retry still goes under the stated figures: see the target below).
+            if ceiling > 0 and ceiling >= essential_tokens(cm):
+                cm.learn_limit(ceiling, provider_limit=info.limit, shared=0, provisional=True)
         elif ceiling >= least and not _far_under_stated_limit(info, before, self.reply_tokens):
             shared = shared_ceiling(info, before, ratio=ratio, attempt=self.attempt, policy=cm.policy)
             cm.learn_limit(ceiling, provider_limit=info.limit, shared=max(ceiling, shared) if shared else 0)

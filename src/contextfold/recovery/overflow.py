@@ -13,23 +13,37 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ContextOverflowError
-from ._quoted import STRING_QUOTES, said_in
+from ._quoted import STRING_QUOTES, said_in, unquoted
 
-__all__ = ["MAX_ERROR_FIGURE", "OVERFLOW_CODES", "ErrorReading", "OverflowInfo", "parse_overflow", "read_error",
-           "read_figure"]
+__all__ = ["ECHOING_CODES", "MAX_ERROR_FIGURE", "OVERFLOW_CODES", "ErrorReading", "OverflowInfo", "parse_overflow",
+           "read_error", "read_figure"]
 
 # Error codes/types that mean "context window exceeded" whatever the message says (OpenAI, Azure, Groq, llama.cpp).
 OVERFLOW_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error", "context_window_exceeded",
                             "model_context_window_exceeded"})
+# OpenAI's codes of a request refused for one of its values, which the message then echoes (the client's text, a tool
+# schema's words): an overflow wording in such an error is the client's, not the provider's verdict (real bodies:
+# ``{"error": {"message": "Invalid schema for function 'f': In context=(...), '...' is not valid ...", "type":
+# "invalid_request_error", "param": "tools[0].function.parameters", "code": "invalid_function_parameters"}}``).
+# A provider refusing a request for its size says so by its own code (context_length_exceeded) or its wording.
+ECHOING_CODES = frozenset({"invalid_value", "invalid_type", "invalid_function_parameters", "unsupported_value",
+                           "unknown_parameter", "missing_required_parameter", "unsupported_parameter",
+                           "invalid_prompt", "invalid_image", "invalid_image_url", "invalid_image_format"})
 # litellm maps every provider's overflow to this class; matched by name so that litellm need not be importable.
 _OVERFLOW_CLASS_NAMES = frozenset({"ContextWindowExceededError", "ContextOverflowError"})
 # A rate limit ("Request too large ... tokens per min") talks about tokens too, but shrinking the prompt is not the
 # cure: never read a 429 as an overflow.
 _RATE_LIMIT_STATUS = 429
+# What an error says, outside its quotes, of a value it refuses and echoes (OpenAI's "Invalid value: '...'. Supported
+# values are: ...", "Invalid 'messages[1].content': '...' is not of type 'array'", a schema's "'...' is not valid
+# under any of the given schemas", Anthropic's "the value '...' is not valid for this field"): an overflow wording only
+# inside such a quote is the client's text. No wrapper quoting an upstream's refusal says these.
+_ECHO_MARKERS = re.compile(r"\binvalid (?:value|schema)\b|\bis not (?:valid|of type|one of|a valid)\b"
+                           r"|\b(?:un)?supported values?\b", re.IGNORECASE)
 # Wrapped errors (a framework re-raising the SDK's error) are followed this many causes deep.
 _MAX_CAUSE_DEPTH = 4
 # Bodies nest the message (``{"error": {"message": ...}}``, Gemini's ``details`` list); deeper is not an error body.
@@ -159,6 +173,27 @@ class ErrorReading:
     status: int | None = None
     provider: str | None = None
     forced: bool = False  # the error's class says "overflow" whatever the text
+    # Which error of the chain each text came from (its depth: 0 the error itself, 1 its cause, ...), and the codes
+    # each one carried: a code says what its own error's text means, not what a chained one's does (a fallback's
+    # first model refusing a value, its second the request's length).
+    text_origins: list[int] = field(default_factory=list)
+    codes_by_origin: dict[int, set[str]] = field(default_factory=dict)
+    origin: int = 0  # the error being gathered
+
+    def add_text(self, text: str) -> None:
+        """Keep ``text`` as said by the error being gathered."""
+        self.texts.append(text)
+        self.text_origins.append(self.origin)
+
+    def add_code(self, code: str) -> None:
+        """Keep ``code`` as carried by the error being gathered."""
+        self.codes.add(code)
+        self.codes_by_origin.setdefault(self.origin, set()).add(code)
+
+    def codes_of(self, text_index: int) -> set[str]:
+        """The codes the error that said ``texts[text_index]`` carried."""
+        origin = self.text_origins[text_index] if text_index < len(self.text_origins) else 0
+        return self.codes_by_origin.get(origin, set())
 
 
 def parse_overflow(error: object, *, provider: str | None = None) -> OverflowInfo | None:
@@ -180,11 +215,22 @@ def parse_overflow(error: object, *, provider: str | None = None) -> OverflowInf
     evidence = read_error(error)
     if evidence.status == _RATE_LIMIT_STATUS:
         return None
+    overflow_coded = evidence.forced or bool(evidence.codes & OVERFLOW_CODES)
     unread: OverflowInfo | None = None  # a wording said only in quotes or past the cap: an overflow, no figures
-    for text in evidence.texts:
+    for index, text in enumerate(evidence.texts):
+        codes = evidence.codes_of(index)
+        if not evidence.forced and not codes & OVERFLOW_CODES and codes & ECHOING_CODES:
+            continue  # the provider named another cause for this error: whatever wording it echoes is the client's
         # What the error quotes is the client's (an invalid value echoed whole): its wording there sets no limit.
         said = said_in(text, _REGEXES, STRING_QUOTES)
         if said is None:
+            continue
+        if said.match is None and not said.capped and not overflow_coded and _echoes_a_value(text):
+            # Said only inside a quote the error marks as a value it refused ("Invalid value: '...'", "'...' is not
+            # valid under ..."): a user's or a tool's text echoed. A wrapper quoting an upstream's refusal
+            # ({exc!r}, SageMaker's 'with message "..."', a gateway's 'Upstream returned 400: "..."') says none of
+            # these, and its quote is read as an overflow without figures (issue 17: else the same oversized
+            # request is sent again).
             continue
         said_by = provider or evidence.provider or _PATTERNS[said.wording].provider
         if said.match is not None:
@@ -192,10 +238,15 @@ def parse_overflow(error: object, *, provider: str | None = None) -> OverflowInf
         unread = unread or _info(text, None, said_by, evidence)
     if unread is not None:
         return unread
-    if evidence.forced or evidence.codes & OVERFLOW_CODES:
+    if overflow_coded:
         message = evidence.texts[0] if evidence.texts else "context window exceeded"
         return _info(message, None, provider or evidence.provider, evidence)
     return None
+
+
+def _echoes_a_value(text: str) -> bool:
+    """Whether ``text``, outside its quotes, says it refused a value it quotes (an echo marker)."""
+    return _ECHO_MARKERS.search(unquoted(text, STRING_QUOTES)) is not None
 
 
 def read_error(error: object) -> ErrorReading:
@@ -261,7 +312,7 @@ def _gather(error: object, evidence: ErrorReading, *, depth: int) -> None:
         body = _json(error)
         if body is not None:
             _walk(body, evidence, depth=0)
-        evidence.texts.append(error)
+        evidence.add_text(error)
         return
     if isinstance(error, Mapping):
         _walk(error, evidence, depth=0)
@@ -284,9 +335,10 @@ def _gather_exception(exc: BaseException, evidence: ErrorReading, *, depth: int)
     status = _status(exc)
     if evidence.status is None and status is not None:
         evidence.status = status
+    evidence.origin = depth
     code = getattr(exc, "code", None)
     if isinstance(code, str):
-        evidence.codes.add(code.lower())
+        evidence.add_code(code.lower())
     for attribute in ("body", "response", "details", "error"):
         value = getattr(exc, attribute, None)
         if isinstance(value, Mapping | list):
@@ -295,8 +347,8 @@ def _gather_exception(exc: BaseException, evidence: ErrorReading, *, depth: int)
             _gather(value, evidence, depth=depth)
     message = getattr(exc, "message", None)
     if isinstance(message, str) and message:
-        evidence.texts.append(message)
-    evidence.texts.append(str(exc))
+        evidence.add_text(message)
+    evidence.add_text(str(exc))
     cause = exc.__cause__ or exc.__context__
     if cause is not None and depth < _MAX_CAUSE_DEPTH:
         _gather_exception(cause, evidence, depth=depth + 1)
@@ -339,9 +391,9 @@ def _walk(value: object, evidence: ErrorReading, *, depth: int) -> None:
         name = str(key).lower()
         if isinstance(item, str):
             if name in _TEXT_KEYS:
-                evidence.texts.append(item)
+                evidence.add_text(item)
             elif name in _CODE_KEYS:
-                evidence.codes.add(item.lower())
+                evidence.add_code(item.lower())
         elif isinstance(item, int) and not isinstance(item, bool):
             if name in _COUNT_KEYS and (figure := read_figure(item)) is not None:
                 evidence.numbers.setdefault(_COUNT_KEYS[name], figure)

@@ -13,6 +13,7 @@ calls ``call_interval_s`` apart.
 from __future__ import annotations
 
 import bisect
+import hashlib
 import json
 import re
 import time
@@ -58,8 +59,6 @@ _OMITTED_EVENTS = frozenset({"compact.token_estimate"})
 # Event table cells: long texts (summaries have their own section) and id lists are cut to keep the JSON small.
 MAX_EVENT_TEXT = 300
 MAX_EVENT_LIST = 10
-# What may appear in one path component of a dump; anything else becomes "_".
-_UNSAFE_PATH_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 _UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -114,10 +113,36 @@ _CLOCK_START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def manager_session_id(session_id: str) -> str:
-    """The id the manager and the archive use: archive ids allow only letters, digits, ``.``, ``_`` and ``-``.
+    """The id the manager, its archive and its blobs use for a recorded session: one per recorded id.
 
-    tau-bench ids (``<file>/<task>-<trial>``) hold a ``/``; it and anything else unsafe becomes ``_``.
+    A plain id (letters, digits, ``.``, ``_``, ``-``) is itself, so its archive stays where earlier runs wrote it.
+    Any other (tau-bench's ``<file>/<task>-<trial>``) is kept as it is too: the archive stores it under its reversible
+    encoding (:func:`contextfold.archive.archive_key`: ``_`` then ``_XX`` escapes), which no plain id can be.
+    Replacing the ``/`` by ``_`` made ``f/1-0`` and ``f_1-0`` one session: one archive, one set of blobs. An id
+    too long to encode is named by a readable cut and a hash of the whole id (:func:`_hashed_session_id`).
     """
+    from ..archive import archive_key
+
+    try:
+        archive_key(session_id)
+    except ValueError:
+        return _hashed_session_id(session_id)
+    return session_id
+
+
+# Characters an id named by its hash keeps of the original: those the archive key keeps as they are (one each).
+_HASHED_ID_KEPT = re.compile(r"[^A-Za-z0-9.-]")
+_HASHED_ID_CUT = 120
+
+
+def _hashed_session_id(session_id: str) -> str:
+    """``<readable cut>~<16 hex of sha256>``: the ``~`` makes it no plain id, the hash tells long ids apart."""
+    digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{_HASHED_ID_KEPT.sub('-', session_id)[:_HASHED_ID_CUT]}~{digest}"
+
+
+def _message_id_prefix(session_id: str) -> str:
+    """The prefix of the replay's message ids: the sanitised id as before (message ids show in the views)."""
     safe = _UNSAFE_ID_CHARS.sub("_", session_id).lstrip("._-")
     return safe[:200] or "session"
 
@@ -125,14 +150,24 @@ def manager_session_id(session_id: str) -> str:
 def dump_path(root: str | Path, session_id: str, turn: int) -> Path:
     """``root/<session>/<turn>.jsonl``; a ``/`` in the session id makes nested folders (as ``convert --out-dir``).
 
-    Each component keeps letters, digits, ``.``, ``_`` and ``-``; other characters become ``_`` and a component
-    made only of dots becomes ``_``, so no id can escape ``root``.
+    Each component is named as the archive names a session (:func:`~contextfold.archive.archive_key`): a plain one
+    (letters, digits, ``.``, ``_``, ``-``, starting with a letter or digit) as it is, any other ``_`` followed by its
+    UTF-8 bytes outside ``[A-Za-z0-9.-]`` written ``_XX``; an empty one is ``_``, one too long to encode a readable
+    cut and a hash. Distinct ids get distinct paths ("f 1-0" and "f_1-0", "a//b" and "a/_/b" shared one before), and
+    no component is ``.`` or ``..``, so no id can escape ``root``.
     """
-    parts = []
-    for piece in session_id.split("/"):
-        clean = _UNSAFE_PATH_CHARS.sub("_", piece)
-        parts.append("_" if not clean.strip(".") else clean)
-    return Path(root, *parts, f"{turn}.jsonl")
+    return Path(root, *(_path_component(piece) for piece in session_id.split("/")), f"{turn}.jsonl")
+
+
+def _path_component(piece: str) -> str:
+    from ..archive import archive_key
+
+    if not piece:
+        return "_"  # (an encoded component has a character after its "_")
+    try:
+        return archive_key(piece)
+    except ValueError:  # too long once encoded, or a lone surrogate: "~" is in no plain or encoded name
+        return _hashed_session_id(piece)
 
 
 def _archive(archive: str | None, redact: bool) -> Any:
@@ -198,7 +233,7 @@ class SessionReplayer:
             session_id=manager_session_id(session.id),
             redact=self.options.redact,
             # one replay owns its session: fixed ids keep the figures and events reproducible
-            message_id_prefix=f"{manager_session_id(session.id)}:replay",
+            message_id_prefix=f"{_message_id_prefix(session.id)}:replay",
             # the calls' spacing the bills assume, so that cache decisions see the same (an idle cache expires)
             clock=self._now,
         )
