@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ..errors import InvalidHistory
 from ..messages import Message
 
 __all__ = ["ANTHROPIC_IDS", "CHAT_IDS", "RESPONSES_IDS", "CallIdRule", "anthropic_call_id", "chat_call_id",
-           "check_call_id", "history_call_ids", "responses_call_id", "wire_call_id"]
+           "check_call_id", "history_call_ids", "rename_refused", "responses_call_id", "wire_call_id"]
 
 # Bytes of the hash that keeps two rewritten ids apart: 48 bits, no collision among the ids of any one history.
 _HASH_BYTES = 6
@@ -117,14 +117,24 @@ def history_call_ids(messages: Sequence[Message], rule: CallIdRule,
 
 
 def _rename_refused(messages: Sequence[Message], rule: CallIdRule, one: Callable[[str], str]) -> dict[str, str]:
-    fitting: set[str] = set()
-    refused: set[str] = set()
+    ids: list[str] = []
     for message in messages:
-        ids = [call.id for call in message.tool_calls]
+        ids.extend(call.id for call in message.tool_calls)
         if message.tool_call_id is not None:
             ids.append(message.tool_call_id)
-        for call_id in ids:
-            (fitting if one(call_id) is call_id else refused).add(call_id)
+    return rename_refused(ids, rule, one)
+
+
+def rename_refused(call_ids: Iterable[str], rule: CallIdRule, one: Callable[[str], str]) -> dict[str, str]:
+    """The wire id of each id of ``call_ids`` that ``rule`` refuses (those that fit keep themselves: not listed).
+
+    The rewrite of :func:`history_call_ids`, for ids read off another format's items (a Chat view sent on to
+    Anthropic by a gateway): refused ids in sorted order take their rewrite, or the next counter's when it is taken.
+    """
+    fitting: set[str] = set()
+    refused: set[str] = set()
+    for call_id in call_ids:
+        (fitting if one(call_id) is call_id else refused).add(call_id)
     taken = set(fitting)
     renamed: dict[str, str] = {}
     for call_id in sorted(refused):

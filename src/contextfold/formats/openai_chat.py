@@ -23,7 +23,7 @@ from ..messages import (
     ToolCall,
     UnknownPart,
 )
-from ._call_ids import CHAT_IDS, chat_call_id, check_call_id, history_call_ids
+from ._call_ids import CHAT_IDS, CallIdRule, chat_call_id, check_call_id, history_call_ids, rename_refused
 from ._common import (
     apply_hints,
     as_items,
@@ -43,7 +43,8 @@ from ._common import (
 )
 from .opaque import portable
 
-__all__ = ["NAME", "decode", "decode_message", "encode", "encode_message", "encode_request", "validate"]
+__all__ = ["NAME", "decode", "decode_message", "encode", "encode_message", "encode_request", "validate",
+           "with_call_ids_for"]
 
 NAME = "openai_chat"
 
@@ -186,6 +187,39 @@ def encode(messages: Iterable[Message]) -> list[dict[str, Any]]:
 def encode_request(messages: Iterable[Message]) -> dict[str, Any]:
     """The request body fragment: ``{"messages": [...]}``."""
     return {"messages": encode(messages)}
+
+
+def with_call_ids_for(items: list[dict[str, Any]], rule: CallIdRule,
+                      one: Callable[[str], str]) -> list[dict[str, Any]]:
+    """Chat ``items`` with each tool call id the API of ``rule`` refuses renamed, calls and results alike.
+
+    For a view in Chat's shape that a gateway (litellm) sends on to another API as it is: the rename is
+    :func:`~contextfold.formats._call_ids.history_call_ids`'s (the same id, the same wire id in every request; no
+    two ids meet). ``one`` is that API's own rewrite (``anthropic_call_id``). ``items`` come back as they are when
+    every id fits; else the items holding a renamed id are copies.
+    """
+    ids: list[str] = []
+    for item in items:
+        calls = item.get("tool_calls")
+        if isinstance(calls, list):
+            ids.extend(c["id"] for c in calls if isinstance(c, Mapping) and isinstance(c.get("id"), str))
+        if isinstance(item.get("tool_call_id"), str):
+            ids.append(item["tool_call_id"])
+    renamed = rename_refused(ids, rule, one)
+    if not renamed:
+        return items
+    return [_renamed(item, renamed) for item in items]
+
+
+def _renamed(item: dict[str, Any], renamed: Mapping[str, str]) -> dict[str, Any]:
+    calls = item.get("tool_calls")
+    result_id = item.get("tool_call_id")
+    if isinstance(calls, list) and any(isinstance(c, Mapping) and c.get("id") in renamed for c in calls):
+        item = {**item, "tool_calls": [{**c, "id": renamed[c["id"]]}
+                                       if isinstance(c, Mapping) and c.get("id") in renamed else c for c in calls]}
+    if isinstance(result_id, str) and result_id in renamed:
+        item = {**item, "tool_call_id": renamed[result_id]}
+    return item
 
 
 def encode_message(message: Message, ids: Callable[[str], str] = chat_call_id) -> dict[str, Any]:
