@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from ..errors import InvalidHistory
 from ..messages import Message
 
-__all__ = ["ANTHROPIC_IDS", "CHAT_IDS", "RESPONSES_IDS", "CallIdRule", "anthropic_call_id", "chat_call_id",
+__all__ = ["ANTHROPIC_IDS", "CHAT_IDS", "RESPONSES_IDS", "CallIdRule", "UniqueCallIds", "anthropic_call_id",
+           "chat_call_id",
            "check_call_id", "history_call_ids", "rename_refused", "responses_call_id", "wire_call_id"]
 
 # Bytes of the hash that keeps two rewritten ids apart: 48 bits, no collision among the ids of any one history.
@@ -146,6 +147,52 @@ def rename_refused(call_ids: Iterable[str], rule: CallIdRule, one: Callable[[str
         taken.add(wire)
         renamed[call_id] = wire
     return renamed
+
+
+class UniqueCallIds:
+    """Wire ids for one request in which no two calls share an id, for an API that refuses a repeated one.
+
+    Anthropic refuses a request in which a ``tool_use`` id appears twice (``tool_use ids must be unique``), anywhere
+    in it; OpenAI's APIs take an id used again in a later turn, and agents recorded on them do so (49 of the 200
+    tau-bench airline sessions: gpt-4o's ids come back). The first call with an id keeps its wire id; a later call
+    with the same id is sent as ``<wire id>_2`` (``_3``, …: the first not used by any id of the history), and the
+    results after it answer that name, as a result answers the latest call with its id. The same history gives the
+    same names (the prompt cache's prefix stays the same). The history is looked through only when an id comes back.
+    """
+
+    __slots__ = ("_called", "_messages", "_now", "_taken", "_wire")
+
+    def __init__(self, messages: Sequence[Message], wire: Callable[[str], str]) -> None:
+        self._messages = messages
+        self._wire = wire  # the history's wire id of each id (history_call_ids)
+        self._called: set[str] = set()
+        self._now: dict[str, str] = {}  # an id called again -> the name of its latest call
+        self._taken: set[str] | None = None
+
+    def call(self, call_id: str) -> str:
+        """The wire id of the next call with ``call_id`` (calls are named in the order of the history)."""
+        wire = self._wire(call_id)
+        if call_id not in self._called:
+            self._called.add(call_id)
+            return wire
+        taken = self._taken_ids()
+        number = 2
+        while (renamed := f"{wire}_{number}") in taken:
+            number += 1
+        taken.add(renamed)
+        self._now[call_id] = renamed
+        return renamed
+
+    def result(self, call_id: str) -> str:
+        """The wire id of the latest call with ``call_id`` named so far (what a result answers)."""
+        return self._now.get(call_id) or self._wire(call_id)
+
+    def _taken_ids(self) -> set[str]:
+        if self._taken is None:
+            ids = {call.id for m in self._messages for call in m.tool_calls}
+            ids.update(m.tool_call_id for m in self._messages if m.tool_call_id is not None)
+            self._taken = {self._wire(call_id) for call_id in ids}
+        return self._taken
 
 
 def check_call_id(call_id: str, rule: CallIdRule, index: int, field: str) -> None:
