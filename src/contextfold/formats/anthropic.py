@@ -19,7 +19,7 @@ from ..messages import Message, Part, TextPart, ToolCall
 from ._anthropic_marks import keep_latest_marks
 from ._anthropic_parts import NAME, decode_block, decode_blocks, encode_block, encode_content
 from ._anthropic_validate import validate
-from ._call_ids import ANTHROPIC_IDS, UniqueCallIds, anthropic_call_id, history_call_ids
+from ._call_ids import UniqueCallIds, anthropic_call_id
 from ._common import (
     WIRE_KEY,
     apply_hints,
@@ -175,7 +175,7 @@ def _decode_result(block: Mapping[str, Any], index: int, field: str) -> Message:
 def encode(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """Anthropic message dicts; system and developer messages stay items of their own (the JSONL form)."""
     history = portable(messages, NAME)  # another provider's state is dropped, never sent
-    ids = UniqueCallIds(history, history_call_ids(history, ANTHROPIC_IDS, anthropic_call_id))
+    ids = UniqueCallIds.anthropic(history)
     out: list[dict[str, Any]] = []
     i = 0
     while i < len(history):
