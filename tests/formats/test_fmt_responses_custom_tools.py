@@ -156,3 +156,10 @@ def test_a_manager_masks_old_custom_tool_outputs_and_sends_them_back_as_custom_o
     masked = outputs[0]["output"]
     masked_text = masked if isinstance(masked, str) else "".join(p.get("text", "") for p in masked)
     assert "apply0(1)" not in masked_text and len(masked_text) < len(listing) // 4
+
+
+def test_a_history_of_plain_messages_and_custom_tool_items_is_detected_as_responses() -> None:
+    from contextfold.formats import detect_format
+
+    items = [{"role": "user", "content": "apply it"}, *custom_turn("call_1")[1:]]
+    assert detect_format(items) == "openai_responses"
