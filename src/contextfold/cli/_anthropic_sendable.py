@@ -12,7 +12,8 @@ changes, each as small as the API allows, and names them:
 - the tool-call pairing is repaired as before every model call (:func:`contextfold.pairing.normalize`'s steps: a
   repeated call id, a result without its call, a result away from its call, a call without a result, an empty
   message, an opening that is not the user's);
-- tool call ids the API refuses are renamed (the codec does it, ``formats/_call_ids.py``);
+- tool call ids the API refuses, and a call's id used again in a later call, are renamed (the codec does it,
+  ``formats/_call_ids.py``);
 - consecutive turns of one role are merged into one (their blocks in order; in a merged assistant turn that uses
   tools, thinking blocks first, as the API wants them).
 """
@@ -136,9 +137,12 @@ def _displaced_results(history: list[Message]) -> int:
 
 
 def _count_renamed_ids(history: list[Message], changes: list[str]) -> None:
-    refused = {c.id for m in history for c in m.tool_calls if anthropic_call_id(c.id) != c.id}
+    ids = [c.id for m in history for c in m.tool_calls]
+    refused = {call_id for call_id in ids if anthropic_call_id(call_id) != call_id}
     _note(changes, len(refused), "renamed 1 tool call id the API refuses (letters, digits, '_' and '-' only)",
           "renamed {} tool call ids the API refuses (letters, digits, '_' and '-' only)")
+    _note(changes, len(ids) - len(set(ids)), "renamed 1 call reusing an earlier call's id (the API takes each id once)",
+          "renamed {} calls reusing an earlier call's id (the API takes each id once)")
 
 
 def _blocks(content: Any) -> list[Any]:
