@@ -5,7 +5,7 @@ keeps to what a stored history may hold): the system prompt travels apart, so sy
 the conversation opens with the user and alternates roles; no content is empty and no text block blank (tool results'
 blocks included); a ``tool_use`` id is letters, digits, ``_`` and ``-``, unique; each ``tool_use`` is answered by a
 ``tool_result`` at the head of the very next user turn, and each ``tool_result`` answers one there; in an assistant
-turn that uses tools, thinking comes first.
+turn that uses tools, thinking comes first; a final assistant turn (a prefill) does not end in whitespace.
 """
 
 from __future__ import annotations
@@ -69,6 +69,10 @@ def refusals(items: Sequence[Mapping[str, Any]]) -> list[str]:
             problems.append(f"line {n}: a thinking block after another block in a turn that uses tools")
     if waiting:
         problems.append(f"calls {waiting} of the last turn are not answered")
+    if turns and turns[-1][1]["role"] == "assistant":
+        blocks = _blocks(turns[-1][1]["content"])
+        if blocks and blocks[-1].get("type") == "text" and blocks[-1]["text"] != blocks[-1]["text"].rstrip():
+            problems.append(f"line {turns[-1][0]}: final assistant content ends with whitespace")
     return problems
 
 

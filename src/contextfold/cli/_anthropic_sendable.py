@@ -15,7 +15,9 @@ changes, each as small as the API allows, and names them:
 - tool call ids the API refuses, and a call's id used again in a later call, are renamed (the codec does it,
   ``formats/_call_ids.py``);
 - consecutive turns of one role are merged into one (their blocks in order; in a merged assistant turn that uses
-  tools, thinking blocks first, as the API wants them).
+  tools, thinking blocks first, as the API wants them);
+- a final assistant turn's text loses its trailing whitespace (sent last, it is a prefill, which the API refuses
+  ending in whitespace).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ def sendable(messages: Sequence[Message]) -> tuple[list[dict[str, Any]], list[st
     items = anthropic.encode(history)
     _count_renamed_ids(history, changes)
     items = _merged(items, changes)
+    items = _final_text_trimmed(items, changes)
     anthropic.validate(items)
     return items, changes
 
@@ -183,3 +186,21 @@ def _blocks_in_order(turn: dict[str, Any]) -> dict[str, Any]:
         return turn
     moved = {id(b) for b in first}
     return {**turn, "content": [*first, *(b for b in blocks if id(b) not in moved)]}
+
+
+def _final_text_trimmed(items: list[dict[str, Any]], changes: list[str]) -> list[dict[str, Any]]:
+    if not items or items[-1]["role"] != "assistant":
+        return items
+    last = items[-1]
+    content = last["content"]
+    if isinstance(content, str):
+        if content == content.rstrip():
+            return items
+        trimmed: Any = content.rstrip()
+    else:
+        block = content[-1] if content else None
+        if not isinstance(block, dict) or block.get("type") != "text" or block["text"] == block["text"].rstrip():
+            return items
+        trimmed = [*content[:-1], {**block, "text": block["text"].rstrip()}]
+    changes.append("trimmed the trailing whitespace of the final assistant turn (the API refuses it there)")
+    return [*items[:-1], {**last, "content": trimmed}]
