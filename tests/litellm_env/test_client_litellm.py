@@ -196,3 +196,20 @@ def test_call_ids_stay_as_they_are_for_an_openai_target(tmp_path: Path) -> None:
     sent = server.requests[0].body["messages"]
     assert [c["id"] for c in sent[1]["tool_calls"]] == list(FOREIGN_IDS)
     assert [m["tool_call_id"] for m in sent[2:5]] == list(FOREIGN_IDS)
+
+
+def test_a_call_id_used_again_reaches_anthropic_under_a_name_of_its_own(tmp_path: Path) -> None:
+    from contextfold.formats import anthropic
+
+    cm, _ = manager(tmp_path)
+    cm.add({"role": "user", "content": "look the flight up twice"})
+    for k in range(2):  # gpt-4o's ids come back in later turns (tau-bench): Anthropic takes each id once
+        cm.add([{"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_A", "type": "function", "function": {"name": "search", "arguments": json.dumps({"k": k})}}]},
+            {"role": "tool", "tool_call_id": "call_A", "content": f"flight {k}"}])
+    with ScriptedLLMServer(["found"], validator="formats") as server:
+        completion(cm, **anthropic_options(server))
+    assert not server.invalid_requests
+    native = anthropic.encode_request(cm.messages()[:-1])
+    assert sent_ids(server.requests[0].body) == sent_ids(native) == [
+        ("tool_use", "call_A"), ("tool_result", "call_A"), ("tool_use", "call_A_2"), ("tool_result", "call_A_2")]

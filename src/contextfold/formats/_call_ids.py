@@ -26,11 +26,13 @@ import hashlib
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from ..errors import InvalidHistory
 from ..messages import Message
 
-__all__ = ["ANTHROPIC_IDS", "CHAT_IDS", "RESPONSES_IDS", "CallIdRule", "UniqueCallIds", "anthropic_call_id",
+__all__ = ["ANTHROPIC_FITS", "ANTHROPIC_IDS", "CHAT_IDS", "RESPONSES_IDS", "CallIdRule", "UniqueCallIds",
+           "anthropic_call_id",
            "chat_call_id",
            "check_call_id", "history_call_ids", "rename_refused", "responses_call_id", "wire_call_id"]
 
@@ -75,7 +77,7 @@ def wire_call_id(call_id: str, rule: CallIdRule, *, attempt: int = 0) -> str:
 
 
 # The encoders' own spellings: one test, inline, for the ids that fit (nearly all): encoding is on every new message.
-_ANTHROPIC_FITS = re.compile(r"[A-Za-z0-9_-]+").fullmatch
+_ANTHROPIC_FITS = ANTHROPIC_FITS = re.compile(r"[A-Za-z0-9_-]+").fullmatch
 _CHAT_MAX = 40
 _RESPONSES_MAX = 64
 
@@ -133,12 +135,7 @@ def history_call_ids(messages: Sequence[Message], rule: CallIdRule,
 
 
 def _rename_refused(messages: Sequence[Message], rule: CallIdRule, one: Callable[[str], str]) -> dict[str, str]:
-    ids: list[str] = []
-    for message in messages:
-        ids.extend(call.id for call in message.tool_calls)
-        if message.tool_call_id is not None:
-            ids.append(message.tool_call_id)
-    return rename_refused(ids, rule, one)
+    return rename_refused(_message_ids(messages), rule, one)
 
 
 def rename_refused(call_ids: Iterable[str], rule: CallIdRule, one: Callable[[str], str]) -> dict[str, str]:
@@ -175,11 +172,11 @@ class UniqueCallIds:
     same names (the prompt cache's prefix stays the same). The history is looked through only when an id comes back.
     """
 
-    __slots__ = ("_called", "_fits", "_messages", "_now", "_taken", "_wire")
+    __slots__ = ("_called", "_fits", "_history_ids", "_now", "_taken", "_wire")
 
-    def __init__(self, messages: Sequence[Message], wire: Callable[[str], str],
+    def __init__(self, history_ids: Callable[[], Iterable[str]], wire: Callable[[str], str],
                  fits: Callable[[str], object]) -> None:
-        self._messages = messages
+        self._history_ids = history_ids  # every call and result id of the history (read when an id comes back)
         self._wire = wire  # the history's wire id of each id (history_call_ids)
         self._fits = fits  # whether an id is sent as it is (tested inline: every id of every request goes by here)
         self._called: set[str] = set()
@@ -189,7 +186,8 @@ class UniqueCallIds:
     @classmethod
     def anthropic(cls, messages: Sequence[Message]) -> UniqueCallIds:
         """The names of one Anthropic request's call ids (:func:`history_call_ids` with :data:`ANTHROPIC_IDS`)."""
-        return cls(messages, history_call_ids(messages, ANTHROPIC_IDS, anthropic_call_id), _ANTHROPIC_FITS)
+        return cls(partial(_message_ids, messages), history_call_ids(messages, ANTHROPIC_IDS, anthropic_call_id),
+                   _ANTHROPIC_FITS)
 
     def call(self, call_id: str) -> str:
         """The wire id of the next call with ``call_id`` (calls are named in the order of the history)."""
@@ -215,10 +213,14 @@ class UniqueCallIds:
 
     def _taken_ids(self) -> set[str]:
         if self._taken is None:
-            ids = {call.id for m in self._messages for call in m.tool_calls}
-            ids.update(m.tool_call_id for m in self._messages if m.tool_call_id is not None)
-            self._taken = {self._wire(call_id) for call_id in ids}
+            self._taken = {self._wire(call_id) for call_id in set(self._history_ids())}
         return self._taken
+
+
+def _message_ids(messages: Sequence[Message]) -> list[str]:
+    ids = [call.id for m in messages for call in m.tool_calls]
+    ids.extend(m.tool_call_id for m in messages if m.tool_call_id is not None)
+    return ids
 
 
 def check_call_id(call_id: str, rule: CallIdRule, index: int, field: str) -> None:

@@ -23,7 +23,17 @@ from ..messages import (
     ToolCall,
     UnknownPart,
 )
-from ._call_ids import CHAT_IDS, CallIdRule, chat_call_id, check_call_id, history_call_ids, rename_refused
+from ._call_ids import (
+    ANTHROPIC_FITS,
+    ANTHROPIC_IDS,
+    CHAT_IDS,
+    UniqueCallIds,
+    anthropic_call_id,
+    chat_call_id,
+    check_call_id,
+    history_call_ids,
+    rename_refused,
+)
 from ._common import (
     apply_hints,
     as_items,
@@ -44,7 +54,7 @@ from ._common import (
 from .opaque import portable
 
 __all__ = ["NAME", "decode", "decode_message", "encode", "encode_message", "encode_request", "validate",
-           "with_call_ids_for"]
+           "with_anthropic_call_ids"]
 
 NAME = "openai_chat"
 
@@ -189,36 +199,38 @@ def encode_request(messages: Iterable[Message]) -> dict[str, Any]:
     return {"messages": encode(messages)}
 
 
-def with_call_ids_for(items: list[dict[str, Any]], rule: CallIdRule,
-                      one: Callable[[str], str]) -> list[dict[str, Any]]:
-    """Chat ``items`` with each tool call id the API of ``rule`` refuses renamed, calls and results alike.
+def with_anthropic_call_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat ``items`` with their tool call ids as the native Anthropic encoder names them, calls and results alike.
 
-    For a view in Chat's shape that a gateway (litellm) sends on to another API as it is: the rename is
-    :func:`~contextfold.formats._call_ids.history_call_ids`'s (the same id, the same wire id in every request; no
-    two ids meet). ``one`` is that API's own rewrite (``anthropic_call_id``). ``items`` come back as they are when
-    every id fits; else the items holding a renamed id are copies.
+    For a view in Chat's shape that a gateway (litellm) sends on to Anthropic: an id with a character Anthropic
+    refuses gets :func:`~contextfold.formats._call_ids.history_call_ids`'s rename (no two ids meet), and a call
+    reusing an earlier call's id gets :class:`~contextfold.formats._call_ids.UniqueCallIds`' (``<id>_2``). ``items``
+    come back as they are when nothing is renamed; else the items holding a renamed id are copies.
     """
-    ids: list[str] = []
+    calls: list[str] = []
+    results: list[str] = []
     for item in items:
-        calls = item.get("tool_calls")
-        if isinstance(calls, list):
-            ids.extend(c["id"] for c in calls if isinstance(c, Mapping) and isinstance(c.get("id"), str))
+        for call in item.get("tool_calls") or ():
+            if isinstance(call, Mapping) and isinstance(call.get("id"), str):
+                calls.append(call["id"])
         if isinstance(item.get("tool_call_id"), str):
-            ids.append(item["tool_call_id"])
-    renamed = rename_refused(ids, rule, one)
-    if not renamed:
+            results.append(item["tool_call_id"])
+    renamed = rename_refused([*calls, *results], ANTHROPIC_IDS, anthropic_call_id)
+    if not renamed and len(set(calls)) == len(calls):
         return items
-    return [_renamed(item, renamed) for item in items]
+    names = UniqueCallIds(lambda: [*calls, *results], lambda call_id: renamed.get(call_id, call_id), ANTHROPIC_FITS)
+    return [_renamed(item, names) for item in items]
 
 
-def _renamed(item: dict[str, Any], renamed: Mapping[str, str]) -> dict[str, Any]:
+def _renamed(item: dict[str, Any], names: UniqueCallIds) -> dict[str, Any]:
     calls = item.get("tool_calls")
+    if isinstance(calls, list) and calls:
+        item = {**item, "tool_calls": [{**c, "id": names.call(c["id"])}
+                                       if isinstance(c, Mapping) and isinstance(c.get("id"), str) else c
+                                       for c in calls]}
     result_id = item.get("tool_call_id")
-    if isinstance(calls, list) and any(isinstance(c, Mapping) and c.get("id") in renamed for c in calls):
-        item = {**item, "tool_calls": [{**c, "id": renamed[c["id"]]}
-                                       if isinstance(c, Mapping) and c.get("id") in renamed else c for c in calls]}
-    if isinstance(result_id, str) and result_id in renamed:
-        item = {**item, "tool_call_id": renamed[result_id]}
+    if isinstance(result_id, str):
+        item = {**item, "tool_call_id": names.result(result_id)}
     return item
 
 

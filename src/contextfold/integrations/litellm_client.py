@@ -9,8 +9,8 @@ the provider's own wording inside it), compacts or drops the oldest turns, and r
 Needs ``contextfold[litellm]``.
 
 The view is sent in OpenAI Chat's shape whatever provider the model string names; litellm translates it. Anthropic
-refuses tool call ids Chat takes (``functions.bash:0``): when litellm targets Anthropic, such ids are renamed as the
-native Anthropic encoder renames them (``formats/_call_ids.py``), calls and results alike.
+refuses tool call ids Chat takes (``functions.bash:0``, an id a later call uses again): when litellm targets Anthropic,
+such ids are renamed as the native Anthropic encoder renames them (``formats/_call_ids.py``), calls and results alike.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MissingExtra
-from ..formats._call_ids import ANTHROPIC_IDS, anthropic_call_id
-from ..formats.openai_chat import with_call_ids_for
+from ..formats.openai_chat import with_anthropic_call_ids
 from ..recovery import DEFAULT_MAX_RETRIES, acall_with_recovery, call_with_recovery
 from ._calls import (
     MAX_RETRIEVAL_ROUNDS,
@@ -54,10 +53,6 @@ def _as_sent(view: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return view
 
 
-def _as_sent_to_anthropic(view: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return with_call_ids_for(view, ANTHROPIC_IDS, anthropic_call_id)
-
-
 def _sender(litellm: Any, kwargs: dict[str, Any]) -> Callable[[list[dict[str, Any]]], list[dict[str, Any]]]:
     """What the Chat view needs before litellm sends it to the provider the call's model names (litellm's reading)."""
     try:
@@ -66,7 +61,7 @@ def _sender(litellm: Any, kwargs: dict[str, Any]) -> Callable[[list[dict[str, An
                                                      api_base=kwargs.get("api_base"))
     except Exception:  # a model litellm cannot place: the call itself raises litellm's own error for it
         return _as_sent
-    return _as_sent_to_anthropic if provider == "anthropic" else _as_sent
+    return with_anthropic_call_ids if provider == "anthropic" else _as_sent
 
 
 def _items(response: Any) -> list[dict[str, Any]]:
