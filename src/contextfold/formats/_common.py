@@ -42,6 +42,9 @@ __all__ = [
 
 # Reserved key inside ``extra`` holding ``{"format": NAME, **hints}``; never sent to a provider.
 WIRE_KEY = "_wire"
+# The Responses item types that call a tool (a function, or a custom tool taking free-form text): the caller's
+# calls wherever replies are classified.
+RESPONSES_CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
 
 _DATA_URL = re.compile(r"^data:(?P<media>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$", re.DOTALL)
 
