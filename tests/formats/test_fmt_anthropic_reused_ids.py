@@ -7,6 +7,8 @@ import json
 
 import pytest
 from _fmt_helpers import call
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextfold.errors import InvalidHistory
 from contextfold.formats import anthropic
@@ -37,7 +39,7 @@ def test_a_reused_id_gets_a_name_of_its_own_and_its_results_follow_it() -> None:
     assert anthropic.encode_request(history) == body
 
 
-def test_a_new_name_never_meets_an_id_of_the_history() -> None:
+def test_a_new_name_never_meets_an_id_sent_before_it() -> None:
     history = [Message.user("go"), *turn("x", "1"), *turn("x_2", "2"), *turn("x", "3")]
     assert [i for _, i in uses_and_results(anthropic.encode_request(history))][::2] == ["x", "x_2", "x_3"]
 
@@ -65,3 +67,44 @@ def test_the_manager_sends_a_tau_bench_style_history_anthropic_accepts() -> None
     body = cm.prepare(format="anthropic")
     anthropic.validate(body["messages"])
     assert [i for _, i in uses_and_results(body)] == ["call_A", "call_A", "call_A_2", "call_A_2"]
+
+
+# A few ids, some shaped like the renames (x_2), so that reuses and real ids meeting a rename are frequent.
+_IDS = st.sampled_from(["x", "x_2", "x_3", "x_2_2", "y", "y_2"])
+# One turn: an assistant calling distinct ids, then one result for each.
+_TURN = st.lists(_IDS, min_size=1, max_size=3, unique=True)
+
+
+def _history(turns: list[list[str]]) -> list[Message]:
+    history = [Message.user("go")]
+    for number, ids in enumerate(turns):
+        history.append(Message.assistant("", [call(i, "f", json.dumps({"turn": number, "id": i})) for i in ids]))
+        history.extend(Message.tool(i, f"{number}:{i}") for i in ids)
+    return history
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_TURN, max_size=6), st.lists(_TURN, min_size=1, max_size=4))
+def test_a_later_turn_never_renames_the_calls_before_it(before: list[list[str]], later: list[list[str]]) -> None:
+    prefix = anthropic.encode(_history(before))
+    whole = anthropic.encode(_history(before + later))
+    assert whole[:len(prefix)] == prefix  # the sent prefix (the prompt cache's) stays as it was
+    anthropic.validate(whole)
+    pairs = uses_and_results({"messages": whole})
+    uses = [i for kind, i in pairs if kind == "tool_use"]
+    assert len(uses) == len(set(uses))
+    # each result answers its own call: the call's input names the turn and id the result's text names
+    inputs = {b["id"]: b["input"] for m in whole if isinstance(m["content"], list) for b in m["content"]
+              if b["type"] == "tool_use"}
+    for m in whole:
+        for block in m["content"] if isinstance(m["content"], list) else ():
+            if block["type"] == "tool_result":
+                asked = inputs[block["tool_use_id"]]
+                assert block["content"] == f"{asked['turn']}:{asked['id']}"
+
+
+def test_a_real_id_equal_to_an_earlier_rename_is_renamed_itself() -> None:
+    first = [Message.user("go"), *turn("x", "1"), *turn("x", "2")]
+    later = [*first, *turn("x_2", "3")]
+    assert [i for _, i in uses_and_results(anthropic.encode_request(first))][::2] == ["x", "x_2"]
+    assert [i for _, i in uses_and_results(anthropic.encode_request(later))][::2] == ["x", "x_2", "x_2_2"]

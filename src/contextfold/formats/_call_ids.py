@@ -26,7 +26,6 @@ import hashlib
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import partial
 
 from ..errors import InvalidHistory
 from ..messages import Message
@@ -166,41 +165,41 @@ class UniqueCallIds:
 
     Anthropic refuses a request in which a ``tool_use`` id appears twice (``tool_use ids must be unique``), anywhere
     in it; OpenAI's APIs take an id used again in a later turn, and agents recorded on them do so (49 of the 200
-    tau-bench airline sessions: gpt-4o's ids come back). The first call with an id keeps its wire id; a later call
-    with the same id is sent as ``<wire id>_2`` (``_3``, …: the first not used by any id of the history), and the
-    results after it answer that name, as a result answers the latest call with its id. The same history gives the
-    same names (the prompt cache's prefix stays the same). The history is looked through only when an id comes back.
+    tau-bench airline sessions: gpt-4o's ids come back). The request is named as a stream, in its order: a call whose
+    wire id was already sent is sent as ``<wire id>_2`` (``_3``, …: the first not sent before it), and the results
+    after it answer that name, as a result answers the latest call with its id. A later id equal to an earlier
+    rename is itself renamed. Each name depends only on what comes before it, so a later turn never changes the
+    names of the turns before it (the prompt cache's prefix stays the same).
     """
 
-    __slots__ = ("_called", "_fits", "_history_ids", "_now", "_taken", "_wire")
+    __slots__ = ("_fits", "_next", "_now", "_sent", "_wire")
 
-    def __init__(self, history_ids: Callable[[], Iterable[str]], wire: Callable[[str], str],
-                 fits: Callable[[str], object]) -> None:
-        self._history_ids = history_ids  # every call and result id of the history (read when an id comes back)
+    def __init__(self, wire: Callable[[str], str], fits: Callable[[str], object]) -> None:
         self._wire = wire  # the history's wire id of each id (history_call_ids)
         self._fits = fits  # whether an id is sent as it is (tested inline: every id of every request goes by here)
-        self._called: set[str] = set()
-        self._now: dict[str, str] = {}  # an id called again -> the name of its latest call
-        self._taken: set[str] | None = None
+        self._sent: set[str] = set()  # the wire ids sent so far in this request
+        self._now: dict[str, str] = {}  # an id whose latest call was renamed -> that call's name
+        # The next number to try for each wire id used again: a thousand reuses of one id must not try 2, 3, …
+        # a thousand times each (quadratic: 5,000 reuses took 1.2 s per encode).
+        self._next: dict[str, int] = {}
 
     @classmethod
     def anthropic(cls, messages: Sequence[Message]) -> UniqueCallIds:
         """The names of one Anthropic request's call ids (:func:`history_call_ids` with :data:`ANTHROPIC_IDS`)."""
-        return cls(partial(_message_ids, messages), history_call_ids(messages, ANTHROPIC_IDS, anthropic_call_id),
-                   _ANTHROPIC_FITS)
+        return cls(history_call_ids(messages, ANTHROPIC_IDS, anthropic_call_id), _ANTHROPIC_FITS)
 
     def call(self, call_id: str) -> str:
-        """The wire id of the next call with ``call_id`` (calls are named in the order of the history)."""
+        """The wire id of the next call with ``call_id`` (calls are named in the order of the request)."""
         wire = call_id if self._fits(call_id) else self._wire(call_id)
-        called = self._called
-        if call_id not in called:
-            called.add(call_id)
+        sent = self._sent
+        if wire not in sent:
+            sent.add(wire)
             return wire
-        taken = self._taken_ids()
-        number = 2
-        while (renamed := f"{wire}_{number}") in taken:
+        number = self._next.get(wire, 2)
+        while (renamed := f"{wire}_{number}") in sent:
             number += 1
-        taken.add(renamed)
+        self._next[wire] = number + 1
+        sent.add(renamed)
         self._now[call_id] = renamed
         return renamed
 
@@ -209,12 +208,9 @@ class UniqueCallIds:
         now = self._now
         if now and call_id in now:
             return now[call_id]
-        return call_id if self._fits(call_id) else self._wire(call_id)
-
-    def _taken_ids(self) -> set[str]:
-        if self._taken is None:
-            self._taken = {self._wire(call_id) for call_id in set(self._history_ids())}
-        return self._taken
+        wire = call_id if self._fits(call_id) else self._wire(call_id)
+        self._sent.add(wire)  # a result answering no call still holds its id: no rename may take it
+        return wire
 
 
 def _message_ids(messages: Sequence[Message]) -> list[str]:

@@ -218,7 +218,7 @@ def with_anthropic_call_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]
     renamed = rename_refused([*calls, *results], ANTHROPIC_IDS, anthropic_call_id)
     if not renamed and len(set(calls)) == len(calls):
         return items
-    names = UniqueCallIds(lambda: [*calls, *results], lambda call_id: renamed.get(call_id, call_id), ANTHROPIC_FITS)
+    names = UniqueCallIds(lambda call_id: renamed.get(call_id, call_id), ANTHROPIC_FITS)
     return [_renamed(item, names) for item in items]
 
 
