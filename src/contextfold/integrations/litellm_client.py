@@ -56,12 +56,23 @@ def _as_sent(view: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _sender(litellm: Any, kwargs: dict[str, Any]) -> Callable[[list[dict[str, Any]]], list[dict[str, Any]]]:
     """What the Chat view needs before litellm sends it to the provider the call's model names (litellm's reading)."""
     try:
-        _, provider, _, _ = litellm.get_llm_provider(model=kwargs.get("model") or "",
-                                                     custom_llm_provider=kwargs.get("custom_llm_provider"),
-                                                     api_base=kwargs.get("api_base"))
+        model, provider, _, _ = litellm.get_llm_provider(model=kwargs.get("model") or "",
+                                                         custom_llm_provider=kwargs.get("custom_llm_provider"),
+                                                         api_base=kwargs.get("api_base"))
     except Exception:  # a model litellm cannot place: the call itself raises litellm's own error for it
         return _as_sent
-    return with_anthropic_call_ids if provider == "anthropic" else _as_sent
+    return with_anthropic_call_ids if _serves_claude(str(provider), str(model)) else _as_sent
+
+
+def _serves_claude(provider: str, model: str) -> bool:
+    """Whether the request reaches a Claude model, whose API takes each tool call id once and of ``[A-Za-z0-9_-]``.
+
+    Not Anthropic's own API only: Vertex AI (``vertex_ai/claude-…``) and Bedrock (``bedrock/anthropic.claude-…``)
+    serve Claude through the Messages API under the same rules, and gateways forward to it
+    (``openrouter/anthropic/claude-…``). The rename is harmless anywhere else (ids stay unique and paired), so the
+    model family decides, not the provider's name alone.
+    """
+    return provider == "anthropic" or "claude" in model.lower()
 
 
 def _items(response: Any) -> list[dict[str, Any]]:
