@@ -9,6 +9,9 @@ changes, each as small as the API allows, and names them:
 - system and developer messages after the conversation started move to its head (the API takes the system prompt
   apart, before everything);
 - blank text (a blank block, blank text beside tool calls) is dropped: the API refuses it and it says nothing;
+- a call's arguments that are JSON but no object (``null``, ``"text"``, ``[1, 2]``: Chat takes them) become
+  ``{"unparsed_arguments": <the text>}``, as the proxy sends a model's unreadable arguments (the API takes only an
+  object as ``input``);
 - the tool-call pairing is repaired as before every model call (:func:`contextfold.pairing.normalize`'s steps: a
   repeated call id, a result without its call, a result away from its call, a call without a result, an empty
   message, an opening that is not the user's);
@@ -22,13 +25,15 @@ changes, each as small as the API allows, and names them:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from ..formats import anthropic
 from ..formats._call_ids import anthropic_call_id
-from ..messages import Message, TextPart
+from ..formats.intake import UNPARSED_ARGUMENTS
+from ..messages import Message, TextPart, ToolCall
 from ..pairing import (
     drop_empty_messages,
     ensure_call_outputs_present,
@@ -54,6 +59,7 @@ def sendable(messages: Sequence[Message]) -> tuple[list[dict[str, Any]], list[st
     changes: list[str] = []
     history = _system_first(list(messages), changes)
     history = _without_blank_text(history, changes)
+    history = _arguments_as_objects(history, changes)
     history = _paired(history, changes)
     items = anthropic.encode(history)
     _count_renamed_ids(history, changes)
@@ -98,6 +104,30 @@ def _without_blank_text(history: list[Message], changes: list[str]) -> list[Mess
         out.append(m)
     _note(changes, dropped, "dropped 1 blank text block", "dropped {} blank text blocks")
     return out
+
+
+def _arguments_as_objects(history: list[Message], changes: list[str]) -> list[Message]:
+    wrapped = 0
+    out: list[Message] = []
+    for m in history:
+        if m.tool_calls and not all(map(_object_arguments, m.tool_calls)):
+            calls = tuple(c if _object_arguments(c) else
+                          replace(c, arguments=json.dumps({UNPARSED_ARGUMENTS: c.arguments}, ensure_ascii=False))
+                          for c in m.tool_calls)
+            wrapped += sum(a is not b for a, b in zip(calls, m.tool_calls, strict=True))
+            m = replace(m, tool_calls=calls)
+        out.append(m)
+    wrapping = f"as {{{UNPARSED_ARGUMENTS!r}: <the text>}} (the API takes only an object as a call's input)"
+    _note(changes, wrapped, f"wrapped the arguments of 1 call that are not a JSON object {wrapping}",
+          "wrapped the arguments of {} calls that are not a JSON object " + wrapping)
+    return out
+
+
+def _object_arguments(call: ToolCall) -> bool:
+    try:
+        return isinstance(call.parsed_arguments(), dict)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _paired(history: list[Message], changes: list[str]) -> list[Message]:
