@@ -123,17 +123,7 @@ def test_the_view_kept_for_masking_equals_the_view_read_again(ops: list[tuple[st
                                                    if m.role == "tool"), len(messages))
         for name in WIRES:
             wire = get_format(name)
-            if name == "anthropic" and _calls_an_id_again(messages):
-                # Anthropic takes each tool_use id once per request: a call reusing an id is named after the calls
-                # before it (formats/_call_ids.UniqueCallIds), which a piece encoded alone cannot know. The manager
-                # encodes Anthropic requests whole (prepare -> encode_request); pieces serve Chat and Responses.
-                continue
             assert view.encoded(wire) == wire.encode(messages), name
-
-
-def _calls_an_id_again(messages: list[Message]) -> bool:
-    ids = [call.id for m in messages for call in m.tool_calls]
-    return len(ids) != len(set(ids))
 
 
 @settings(max_examples=100, deadline=None)
