@@ -163,3 +163,18 @@ def test_a_history_of_plain_messages_and_custom_tool_items_is_detected_as_respon
 
     items = [{"role": "user", "content": "apply it"}, *custom_turn("call_1")[1:]]
     assert detect_format(items) == "openai_responses"
+
+
+@pytest.mark.parametrize("counter", ["estimate", "exact"])
+def test_a_custom_call_is_counted_on_the_text_it_sends(counter: str) -> None:
+    from contextfold.messages import ToolCall
+    from contextfold.tokens import EstimatingCounter, MessageCounter, TiktokenCounter
+
+    text = "".join(f'+    print("line {i}: \\"quoted\\" \\t tab")\n' for i in range(50))
+    call_message = openai_responses.decode(custom_turn("c1", text))[0]
+    messages = MessageCounter(EstimatingCounter() if counter == "estimate" else TiktokenCounter("o200k_base"))
+    as_sent = replace(call_message, tool_calls=(ToolCall("c1", "apply_patch", text),))
+    assert messages.count_message(call_message) == messages.count_message(as_sent)
+    # a function call's JSON arguments are what it sends: counted as they are
+    function_call = replace(call_message, tool_calls=(replace(call_message.tool_calls[0], extra={}),))
+    assert messages.count_message(function_call) > messages.count_message(as_sent)

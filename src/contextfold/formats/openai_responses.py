@@ -23,9 +23,12 @@ from ..errors import InvalidHistory
 from ..messages import Message, Part, Role, TextPart, ThinkingPart, ToolCall, UnknownPart
 from ._call_ids import RESPONSES_IDS, check_call_id, history_call_ids, responses_call_id
 from ._common import (
+    CUSTOM_HINT,
+    CUSTOM_INPUT_KEY,
     WIRE_KEY,
     apply_hints,
     as_items,
+    custom_input,
     empty_hints,
     expect_list,
     expect_mapping,
@@ -74,10 +77,7 @@ _CUSTOM_CALL_KEYS = ("type", "call_id", "name", "input")
 _OUTPUT_KEYS = ("type", "call_id", "output")
 # The output item type answering each call item type (the API pairs them by call_id and kind).
 _OUTPUT_OF = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
-# Hint on a ToolCall (and its output) decoded from a custom tool's items.
-_CUSTOM = "custom"
-# The key of the arguments object holding a custom tool's free-form input.
-CUSTOM_INPUT_KEY = "input"
+_CUSTOM = CUSTOM_HINT
 _MESSAGE_KEYS = ("type", "role", "content")
 
 
@@ -209,21 +209,6 @@ def _decode_custom_call(raw: Mapping[str, Any], index: int) -> ToolCall:
     text = expect_str(raw.get("input"), index, "input")
     arguments = json.dumps({CUSTOM_INPUT_KEY: text}, ensure_ascii=False)
     return ToolCall(call_id, name, arguments, make_extra(NAME, raw, _CUSTOM_CALL_KEYS, {_CUSTOM: True}))
-
-
-def custom_input(arguments: str) -> str:
-    """A custom tool's free-form input from a call's ``arguments``: the ``input`` of ``{"input": ...}``.
-
-    Arguments edited into another shape (a redactor's, a truncation's, another format's call marked custom) are
-    free-form text too: sent as they are.
-    """
-    try:
-        parsed = json.loads(arguments)
-    except (ValueError, RecursionError):
-        return arguments
-    if isinstance(parsed, dict) and len(parsed) == 1 and isinstance(parsed.get(CUSTOM_INPUT_KEY), str):
-        return parsed[CUSTOM_INPUT_KEY]  # type: ignore[no-any-return]
-    return arguments
 
 
 def _decode_output(raw: Mapping[str, Any], index: int) -> Message:
