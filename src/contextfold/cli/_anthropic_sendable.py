@@ -15,6 +15,9 @@ changes, each as small as the API allows, and names them:
 - the tool-call pairing is repaired as before every model call (:func:`contextfold.pairing.normalize`'s steps: a
   repeated call id, a result without its call, a result away from its call, a call without a result, an empty
   message, an opening that is not the user's);
+- another provider's state (Responses reasoning, a compaction item) is dropped, and an item the API has no block
+  for (a ``web_search_call``) is written as a placeholder text, as the codec does; both are named, as is an
+  opening user turn the repair makes up;
 - tool call ids the API refuses, and a call's id used again in a later call, are renamed (the codec does it,
   ``formats/_call_ids.py``);
 - consecutive turns of one role are merged into one (their blocks in order; in a merged assistant turn that uses
@@ -26,15 +29,19 @@ changes, each as small as the API allows, and names them:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from ..formats import anthropic
 from ..formats._call_ids import anthropic_call_id
+from ..formats._common import placeholder
 from ..formats.intake import UNPARSED_ARGUMENTS
+from ..formats.opaque import kinds, unreadable
 from ..messages import Message, TextPart, ToolCall
 from ..pairing import (
+    CONTINUATION_TEXT,
     drop_empty_messages,
     ensure_call_outputs_present,
     ensure_leading_user,
@@ -48,6 +55,8 @@ __all__ = ["sendable"]
 _APART = frozenset({"system", "developer"})
 _THINKING = frozenset({"thinking", "redacted_thinking"})
 _COMPACTION = "compaction"
+# The encoder's text for a part Anthropic cannot carry (formats._common.placeholder), read back to name the change.
+_PLACEHOLDER = re.compile(re.escape(placeholder("KIND part", anthropic.NAME)).replace("KIND", "(?P<kind>.+?)"))
 
 
 def sendable(messages: Sequence[Message]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -61,7 +70,9 @@ def sendable(messages: Sequence[Message]) -> tuple[list[dict[str, Any]], list[st
     history = _without_blank_text(history, changes)
     history = _arguments_as_objects(history, changes)
     history = _paired(history, changes)
+    _count_unsendable_parts(history, changes)
     items = anthropic.encode(history)
+    _count_placeholders(history, items, changes)
     _count_renamed_ids(history, changes)
     items = _merged(items, changes)
     items = _final_text_trimmed(items, changes)
@@ -153,7 +164,8 @@ def _paired(history: list[Message], changes: list[str]) -> list[Message]:
     before = len(out)
     out = ensure_leading_user(out)
     if len(out) > before:
-        changes.append("opened the conversation with a user message (the API wants the user first)")
+        changes.append(f"opened the conversation with the user message {CONTINUATION_TEXT!r}, which the session "
+                       "did not hold (the API wants the user first)")
     return out
 
 
@@ -167,6 +179,34 @@ def _displaced_results(history: list[Message]) -> int:
         else:
             answering = {c.id for c in m.tool_calls} if m.role == "assistant" else set()
     return displaced
+
+
+def _count_unsendable_parts(history: list[Message], changes: list[str]) -> None:
+    """Name the parts the encoder drops: another provider's state (reasoning, compaction) Anthropic cannot read."""
+    dropped = kinds(unreadable(history, anthropic.NAME))
+    for kind, count in sorted(dropped.items()):
+        changes.append(f"dropped {count} {kind} part{'s' if count > 1 else ''} (another provider's state, which "
+                       "the API cannot read)")
+
+
+def _count_placeholders(history: list[Message], items: list[dict[str, Any]], changes: list[str]) -> None:
+    """Name the parts written as a placeholder text ('[web_search_call part not representable in anthropic]')."""
+    def found(texts: Iterable[str]) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for text in texts:
+            if (match := _PLACEHOLDER.fullmatch(text)) is not None:
+                counts[match["kind"]] = counts.get(match["kind"], 0) + 1
+        return counts
+
+    written = found(b["text"] for item in items if isinstance(item["content"], list) for b in item["content"]
+                    if b.get("type") == "text")
+    # (a text the session held already spelled like one is no change)
+    held = found(p.text for m in history if not isinstance(m.content, str) for p in m.content
+                 if isinstance(p, TextPart))
+    for kind, count in sorted(written.items()):
+        if (new := count - held.get(kind, 0)) > 0:
+            changes.append(f"wrote {new} {kind} part{'s' if new > 1 else ''} the API cannot carry as a placeholder "
+                           "text")
 
 
 def _count_renamed_ids(history: list[Message], changes: list[str]) -> None:
