@@ -38,3 +38,17 @@ def test_arguments_that_are_no_object_are_wrapped_and_named(tmp_path: Path, caps
     assert ("contextfold: session a_odd: changed to be accepted by the Anthropic Messages API: wrapped the arguments "
             "of 1 call that are not a JSON object as {'unparsed_arguments': <the text>}") in err
     assert "b_plain" not in err
+
+
+def test_a_session_still_refused_names_its_own_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the late system message moves to the head of the output (its message 0): the error names the session's 3
+    session = tmp_path / "late_system.jsonl"
+    session.write_text("".join(json.dumps(item) + "\n" for item in [
+        {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"},
+        {"role": "system", "content": [{"type": "text", "text": "s"},
+                                       {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]},
+        {"role": "assistant", "content": "d"}]))
+    assert main(["convert", str(session), "--to", "anthropic"]) == 2
+    assert capsys.readouterr().err == (
+        f"contextfold: {session}: session late_system: cannot write as anthropic: message 3: in the converted turn, "
+        "content[1].type: system content must be text blocks\n")

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from ..errors import InvalidHistory
 from ..formats import anthropic
 from ..formats._call_ids import anthropic_call_id
 from ..formats._common import placeholder
@@ -63,8 +64,36 @@ def sendable(messages: Sequence[Message]) -> tuple[list[dict[str, Any]], list[st
     """Anthropic message dicts (the JSONL form: system items first) the API accepts, and each change made.
 
     Raises :class:`~contextfold.errors.InvalidHistory` if the result is still refused (a shape nothing here
-    repairs), naming the message and field.
+    repairs), naming the session's message that makes it so (the index is ``messages``', not the output's: the
+    changes move and merge messages) and the problem.
     """
+    try:
+        return _sendable(messages)
+    except InvalidHistory as exc:
+        raise _named_by_input(messages, exc) from None
+
+
+def _named_by_input(messages: Sequence[Message], refused: InvalidHistory) -> InvalidHistory:
+    """``refused`` naming the first message of ``messages`` whose prefix can no longer be sent.
+
+    A prefix that can be sent stays so without the messages after it, so the first refused prefix is found by
+    halving (a few conversions, on the error's path only).
+    """
+    low, high = 0, len(messages)  # messages[:low] is sent; messages[:high] is refused
+    problem = refused
+    while high - low > 1:
+        middle = (low + high) // 2
+        try:
+            _sendable(messages[:middle])
+        except InvalidHistory as exc:
+            high, problem = middle, exc
+        else:
+            low = middle
+    where = f"in the converted turn, {problem.field}: " if problem.field else ""
+    return InvalidHistory(f"{where}{problem.problem}", index=high - 1, field=None)
+
+
+def _sendable(messages: Sequence[Message]) -> tuple[list[dict[str, Any]], list[str]]:
     changes: list[str] = []
     history = _system_first(list(messages), changes)
     history = _without_blank_text(history, changes)
