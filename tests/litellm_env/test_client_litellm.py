@@ -137,3 +137,109 @@ def test_a_provider_limit_below_the_window_is_learned_once_and_the_tools_are_cou
     assert outcome.overflows == outcome.learned == 1 and outcome.largest_after_overflow <= PROVIDER_LIMIT
     assert outcome.streamed == (outcome.requests if stream else 0)
     assert len(outcome.sent_tools) == 12 and outcome.counted_tools == outcome.sent_tools
+
+
+# -- call ids Anthropic refuses, through litellm --------------------------------------------------------------------
+
+# Ids other servers write (Kimi-style, an MCP server's) that Anthropic refuses (only letters, digits, "_" and "-"),
+# beside one that litellm's own clean-up of the first ("." and ":" to "_") would give: two calls, one id.
+FOREIGN_IDS = ("functions.bash:0", "functions_bash_0", "srv.tool/1")
+
+
+def foreign_call_history(cm: ContextManager) -> None:
+    cm.add([{"role": "user", "content": "fix the parser"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": json.dumps({"n": k})}}
+                for k, call_id in enumerate(FOREIGN_IDS)]},
+            *({"role": "tool", "tool_call_id": call_id, "content": f"output {k}"}
+              for k, call_id in enumerate(FOREIGN_IDS))])
+
+
+def anthropic_options(server: ScriptedLLMServer) -> dict[str, Any]:
+    return {"model": "anthropic/claude-sonnet-4-5", "api_base": server.url, "api_key": "t", "max_retries": 0,
+            "max_tokens": 200}
+
+
+def sent_ids(request_body: dict[str, Any]) -> list[tuple[str, str]]:
+    """(block type, id) of every tool_use and tool_result of an Anthropic request body, in order."""
+    return [(block["type"], block.get("id") or block.get("tool_use_id"))
+            for message in request_body["messages"] if isinstance(message["content"], list)
+            for block in message["content"] if block["type"] in ("tool_use", "tool_result")]
+
+
+def test_call_ids_anthropic_refuses_are_renamed_when_litellm_targets_anthropic(tmp_path: Path) -> None:
+    from contextfold.formats import anthropic
+
+    cm, _ = manager(tmp_path)
+    foreign_call_history(cm)
+    native = anthropic.encode(cm.messages())  # how the native Anthropic path names them
+    native_ids = [block["id"] for block in native[1]["content"] if block["type"] == "tool_use"]
+    with ScriptedLLMServer(["fixed", "again"], validator="formats") as server:
+        first = completion(cm, **anthropic_options(server))
+        cm.add({"role": "user", "content": "once more"})
+        asyncio.run(acompletion(cm, **anthropic_options(server)))
+    assert first.choices[0].message.content == "fixed"
+    assert [r.api for r in server.requests] == ["messages", "messages"] and not server.invalid_requests
+    expected = [*(("tool_use", i) for i in native_ids), *(("tool_result", i) for i in native_ids)]
+    assert sent_ids(server.requests[0].body) == sent_ids(server.requests[1].body) == expected
+    assert native_ids[1] == "functions_bash_0" and len(set(native_ids)) == 3
+    # the history keeps its own ids: the rename is the request's
+    assert [c.id for c in cm.messages()[1].tool_calls] == list(FOREIGN_IDS)
+
+
+def test_call_ids_stay_as_they_are_for_an_openai_target(tmp_path: Path) -> None:
+    cm, _ = manager(tmp_path)
+    foreign_call_history(cm)
+    with ScriptedLLMServer(["fixed"], validator="formats") as server:
+        completion(cm, **options(server))
+    assert not server.invalid_requests
+    sent = server.requests[0].body["messages"]
+    assert [c["id"] for c in sent[1]["tool_calls"]] == list(FOREIGN_IDS)
+    assert [m["tool_call_id"] for m in sent[2:5]] == list(FOREIGN_IDS)
+
+
+def reused_call_history(cm: ContextManager) -> None:
+    cm.add({"role": "user", "content": "look the flight up twice"})
+    for k in range(2):  # gpt-4o's ids come back in later turns (tau-bench): Anthropic takes each id once
+        cm.add([{"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_A", "type": "function", "function": {"name": "search", "arguments": json.dumps({"k": k})}}]},
+            {"role": "tool", "tool_call_id": "call_A", "content": f"flight {k}"}])
+
+
+def test_a_call_id_used_again_reaches_anthropic_under_a_name_of_its_own(tmp_path: Path) -> None:
+    from contextfold.formats import anthropic
+
+    cm, _ = manager(tmp_path)
+    reused_call_history(cm)
+    with ScriptedLLMServer(["found"], validator="formats") as server:
+        completion(cm, **anthropic_options(server))
+    assert not server.invalid_requests
+    native = anthropic.encode_request(cm.messages()[:-1])
+    assert sent_ids(server.requests[0].body) == sent_ids(native) == [
+        ("tool_use", "call_A"), ("tool_result", "call_A"), ("tool_use", "call_A_2"), ("tool_result", "call_A_2")]
+
+
+def test_claude_served_by_another_provider_gets_the_renames_too(tmp_path: Path) -> None:
+    # Azure AI Foundry serves Claude through Anthropic's Messages API (litellm posts to <api_base>/v1/messages):
+    # the provider is azure_ai, the rules are Anthropic's
+    cm, _ = manager(tmp_path)
+    reused_call_history(cm)
+    with ScriptedLLMServer(["found"], validator="formats") as server:
+        completion(cm, model="azure_ai/claude-sonnet-4-5", api_base=f"{server.url}/v1/messages", api_key="t",
+                   max_retries=0, max_tokens=200)
+    assert [r.api for r in server.requests] == ["messages"] and not server.invalid_requests
+    assert sent_ids(server.requests[0].body) == [
+        ("tool_use", "call_A"), ("tool_result", "call_A"), ("tool_use", "call_A_2"), ("tool_result", "call_A_2")]
+
+
+@pytest.mark.parametrize(("model", "claude"), [
+    ("vertex_ai/claude-sonnet-4-5@20250929", True), ("bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0", True),
+    ("bedrock/us.anthropic.claude-3-7-sonnet-20250219-v1:0", True), ("openrouter/anthropic/claude-3.5-sonnet", True),
+    ("anthropic/claude-sonnet-4-5", True), ("gpt-4o", False), ("vertex_ai/gemini-2.0-flash", False),
+    ("bedrock/meta.llama3-70b-instruct-v1:0", False)])
+def test_the_model_family_decides_the_renames(model: str, claude: bool) -> None:
+    # Vertex AI and Bedrock need Google / AWS sign-in to reach: litellm's own reading of the model is tested here
+    from contextfold.formats.openai_chat import with_anthropic_call_ids
+    from contextfold.integrations.litellm_client import _sender
+
+    assert (_sender(litellm, {"model": model}) is with_anthropic_call_ids) is claude

@@ -155,9 +155,17 @@ def _encode(session: RecordedSession, target: str, source: str) -> list[dict[str
     from ..importers._session import SessionFileError
 
     try:
-        return list(get_format(target).encode(session.messages))
+        if target != "anthropic":
+            return list(get_format(target).encode(session.messages))
+        from ._anthropic_sendable import sendable
+
+        items, changes = sendable(session.messages)
     except InvalidHistory as exc:
         raise SessionFileError(source, f"session {session.id}: cannot write as {target}: {exc}") from None
+    if changes:  # what the file holds is not what the session held: said, so nobody takes it for a plain copy
+        sys.stderr.write(f"contextfold: session {printable(session.id)}: changed to be accepted by the Anthropic "
+                         f"Messages API: {'; '.join(changes)}\n")
+    return items
 
 
 def _lines(items: list[dict[str, Any]]) -> str:

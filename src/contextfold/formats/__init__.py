@@ -78,7 +78,8 @@ FORMATS: Mapping[str, WireFormat] = _Formats()
 # Enough leading items to see a tool call or a typed part in any real history, few enough to stay O(1).
 DETECT_WINDOW = 50
 
-_RESPONSES_TYPES = frozenset({"message", "function_call", "function_call_output", "reasoning", "item_reference"})
+_RESPONSES_TYPES = frozenset({"message", "function_call", "function_call_output", "custom_tool_call",
+                             "custom_tool_call_output", "reasoning", "item_reference"})
 _RESPONSES_PARTS = frozenset({"input_text", "output_text", "input_image", "input_file", "input_audio"})
 _ANTHROPIC_PARTS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document"})
 _CHAT_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})

@@ -19,7 +19,8 @@ def validate(items: Iterable[Mapping[str, Any]]) -> None:
     """Raise :class:`InvalidHistory` for what the Anthropic Messages API rejects.
 
     Checked: roles (``system``/``developer`` items are allowed: they travel apart); the first turn is the user's;
-    no empty content or blank text block (except a final assistant turn); every ``tool_use`` answered by a
+    no empty content or blank text block (except a final assistant turn); ``tool_use`` ids unique in the request
+    (not only within a turn); every ``tool_use`` answered by a
     ``tool_result`` at the head of the very next user turn, and no ``tool_result`` without its ``tool_use`` there;
     ``tool_use`` input an object; thinking blocks first in an assistant turn that calls tools; a compaction block
     only in an assistant turn, and one that holds a summary only as the first block of the conversation (which may
@@ -27,6 +28,7 @@ def validate(items: Iterable[Mapping[str, Any]]) -> None:
     """
     messages = as_items(items)
     pending: dict[str, int] = {}  # tool_use ids of the previous assistant turn -> that turn's index
+    used: set[str] = set()  # every tool_use id so far: the API takes each once per request
     started = False
     for index, raw in enumerate(messages):
         role = role_of(raw)
@@ -48,7 +50,7 @@ def validate(items: Iterable[Mapping[str, Any]]) -> None:
         else:
             if pending:
                 _unanswered(pending)
-            pending = _check_assistant(blocks, index)
+            pending = _check_assistant(blocks, index, used)
     if pending:
         _unanswered(pending)
 
@@ -134,7 +136,7 @@ def _check_user(blocks: list[Mapping[str, Any]], index: int, pending: Mapping[st
         _unanswered({missing[0]: pending[missing[0]]})
 
 
-def _check_assistant(blocks: list[Mapping[str, Any]], index: int) -> dict[str, int]:
+def _check_assistant(blocks: list[Mapping[str, Any]], index: int, used: set[str]) -> dict[str, int]:
     pending: dict[str, int] = {}
     first_other: int | None = None
     late_thinking: int | None = None
@@ -157,8 +159,10 @@ def _check_assistant(blocks: list[Mapping[str, Any]], index: int) -> dict[str, i
             check_call_id(call_id, ANTHROPIC_IDS, index, f"{field}.id")
             expect_str(block.get("name"), index, f"{field}.name", nonempty=True)
             expect_mapping(block.get("input"), index, f"{field}.input")
-            if call_id in pending:
-                raise InvalidHistory(f"duplicate tool_use id {call_id!r}", index=index, field=f"{field}.id")
+            if call_id in used:
+                problem = f"duplicate tool_use id {call_id!r} (each tool_use id may appear once in a request)"
+                raise InvalidHistory(problem, index=index, field=f"{field}.id")
+            used.add(call_id)
             pending[call_id] = index
     if pending and late_thinking is not None:
         problem = "thinking blocks must come first in an assistant turn that uses tools"

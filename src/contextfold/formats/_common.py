@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 from ..errors import InvalidHistory
-from ..messages import EMPTY, freeze
+from ..messages import EMPTY, ToolCall, freeze
 
 __all__ = [
     "MAX_NESTING",
@@ -42,6 +42,13 @@ __all__ = [
 
 # Reserved key inside ``extra`` holding ``{"format": NAME, **hints}``; never sent to a provider.
 WIRE_KEY = "_wire"
+# Hint on a ToolCall (and its output) decoded from a Responses custom tool's items (free-form text input).
+CUSTOM_HINT = "custom"
+# The key of the arguments object holding a custom tool's free-form input.
+CUSTOM_INPUT_KEY = "input"
+# The Responses item types that call a tool (a function, or a custom tool taking free-form text): the caller's
+# calls wherever replies are classified.
+RESPONSES_CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
 
 _DATA_URL = re.compile(r"^data:(?P<media>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$", re.DOTALL)
 
@@ -299,3 +306,30 @@ def apply_hints(encoded: dict[str, Any], hints: Mapping[str, Any], *, constant: 
 def placeholder(kind: str, fmt: str) -> str:
     """The text that stands in for a part the target format cannot carry, so the gap stays visible."""
     return f"[{kind} not representable in {fmt}]"
+
+
+def custom_input(arguments: str) -> str:
+    """A custom tool's free-form input from a call's ``arguments``: the ``input`` of ``{"input": ...}``.
+
+    Arguments edited into another shape (a redactor's, a truncation's, another format's call marked custom) are
+    free-form text too: sent as they are.
+    """
+    try:
+        parsed = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return arguments
+    if isinstance(parsed, dict) and len(parsed) == 1 and isinstance(parsed.get(CUSTOM_INPUT_KEY), str):
+        return parsed[CUSTOM_INPUT_KEY]  # type: ignore[no-any-return]
+    return arguments
+
+
+def sent_arguments(call: ToolCall) -> str:
+    """What a call's arguments are on the wire: a custom tool's free-form text, else the JSON arguments.
+
+    A Responses custom tool call holds its input as ``{"input": text}``; the model reads (and is billed for) the
+    text, not its JSON escaping (a quote-heavy patch counted +27% escaped).
+    """
+    wire = call.extra.get(WIRE_KEY) if call.extra else None
+    if isinstance(wire, Mapping) and wire.get("format") == "openai_responses" and wire.get(CUSTOM_HINT):
+        return custom_input(call.arguments)
+    return call.arguments

@@ -19,7 +19,7 @@ from ..messages import Message, Part, TextPart, ToolCall
 from ._anthropic_marks import keep_latest_marks
 from ._anthropic_parts import NAME, decode_block, decode_blocks, encode_block, encode_content
 from ._anthropic_validate import validate
-from ._call_ids import ANTHROPIC_IDS, anthropic_call_id, history_call_ids
+from ._call_ids import UniqueCallIds, anthropic_call_id
 from ._common import (
     WIRE_KEY,
     apply_hints,
@@ -175,7 +175,7 @@ def _decode_result(block: Mapping[str, Any], index: int, field: str) -> Message:
 def encode(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """Anthropic message dicts; system and developer messages stay items of their own (the JSONL form)."""
     history = portable(messages, NAME)  # another provider's state is dropped, never sent
-    ids = history_call_ids(history, ANTHROPIC_IDS, anthropic_call_id)
+    ids = UniqueCallIds.anthropic(history)
     out: list[dict[str, Any]] = []
     i = 0
     while i < len(history):
@@ -185,11 +185,11 @@ def encode(messages: Iterable[Message]) -> list[dict[str, Any]]:
             while end < len(history) and history[end].role == "tool":
                 end += 1
             joined = end < len(history) and _joins(history[end])
-            out.append(_encode_results(history[i:end], history[end] if joined else None, ids))
+            out.append(_encode_results(history[i:end], history[end] if joined else None, ids.result))
             i = end + 1 if joined else end
             continue
         if message.role == "assistant":
-            out.append(_encode_assistant(message, ids))
+            out.append(_encode_assistant(message, ids.call))
         else:
             passthrough, hints = split_extra(message.extra, NAME)
             turn = {"role": message.role, "content": encode_content(message.content)}

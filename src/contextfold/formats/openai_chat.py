@@ -23,7 +23,17 @@ from ..messages import (
     ToolCall,
     UnknownPart,
 )
-from ._call_ids import CHAT_IDS, chat_call_id, check_call_id, history_call_ids
+from ._call_ids import (
+    ANTHROPIC_FITS,
+    ANTHROPIC_IDS,
+    CHAT_IDS,
+    UniqueCallIds,
+    anthropic_call_id,
+    chat_call_id,
+    check_call_id,
+    history_call_ids,
+    rename_refused,
+)
 from ._common import (
     apply_hints,
     as_items,
@@ -43,7 +53,8 @@ from ._common import (
 )
 from .opaque import portable
 
-__all__ = ["NAME", "decode", "decode_message", "encode", "encode_message", "encode_request", "validate"]
+__all__ = ["NAME", "decode", "decode_message", "encode", "encode_message", "encode_request", "validate",
+           "with_anthropic_call_ids"]
 
 NAME = "openai_chat"
 
@@ -186,6 +197,41 @@ def encode(messages: Iterable[Message]) -> list[dict[str, Any]]:
 def encode_request(messages: Iterable[Message]) -> dict[str, Any]:
     """The request body fragment: ``{"messages": [...]}``."""
     return {"messages": encode(messages)}
+
+
+def with_anthropic_call_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat ``items`` with their tool call ids as the native Anthropic encoder names them, calls and results alike.
+
+    For a view in Chat's shape that a gateway (litellm) sends on to Anthropic: an id with a character Anthropic
+    refuses gets :func:`~contextfold.formats._call_ids.history_call_ids`'s rename (no two ids meet), and a call
+    reusing an earlier call's id gets :class:`~contextfold.formats._call_ids.UniqueCallIds`' (``<id>_2``). ``items``
+    come back as they are when nothing is renamed; else the items holding a renamed id are copies.
+    """
+    calls: list[str] = []
+    results: list[str] = []
+    for item in items:
+        for call in item.get("tool_calls") or ():
+            if isinstance(call, Mapping) and isinstance(call.get("id"), str):
+                calls.append(call["id"])
+        if isinstance(item.get("tool_call_id"), str):
+            results.append(item["tool_call_id"])
+    renamed = rename_refused([*calls, *results], ANTHROPIC_IDS, anthropic_call_id)
+    if not renamed and len(set(calls)) == len(calls):
+        return items
+    names = UniqueCallIds(lambda call_id: renamed.get(call_id, call_id), ANTHROPIC_FITS)
+    return [_renamed(item, names) for item in items]
+
+
+def _renamed(item: dict[str, Any], names: UniqueCallIds) -> dict[str, Any]:
+    calls = item.get("tool_calls")
+    if isinstance(calls, list) and calls:
+        item = {**item, "tool_calls": [{**c, "id": names.call(c["id"])}
+                                       if isinstance(c, Mapping) and isinstance(c.get("id"), str) else c
+                                       for c in calls]}
+    result_id = item.get("tool_call_id")
+    if isinstance(result_id, str):
+        item = {**item, "tool_call_id": names.result(result_id)}
+    return item
 
 
 def encode_message(message: Message, ids: Callable[[str], str] = chat_call_id) -> dict[str, Any]:

@@ -1,13 +1,20 @@
 """OpenAI Responses API input items <-> :class:`~contextfold.messages.Message`, losslessly.
 
 The Responses API spreads one assistant turn over several items: ``reasoning`` items, an assistant ``message``
-and ``function_call`` items, in that order. Decoding groups such a run into one assistant Message (reasoning as
-leading :class:`ThinkingPart`), each ``function_call_output`` becomes a tool Message, and encoding splits them
-back in the same order. Item ids and statuses stay in ``extra`` so the items come back byte for byte.
+and ``function_call`` (or ``custom_tool_call``) items, in that order. Decoding groups such a run into one assistant
+Message (reasoning as leading :class:`ThinkingPart`), each ``function_call_output`` (``custom_tool_call_output``)
+becomes a tool Message, and encoding splits them back in the same order. Item ids and statuses stay in ``extra`` so
+the items come back byte for byte.
+
+A custom tool takes free-form text, not JSON: its call is a :class:`ToolCall` whose ``arguments`` are the object
+``{"input": <the text>}`` (what every format's tool call can carry, and what another provider's model reads), marked
+custom so that it goes back as a ``custom_tool_call`` with that text. Its output is a tool Message like any other
+(paired, counted, masked); it is sent as a ``custom_tool_call_output`` when it answers a custom call.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -16,9 +23,12 @@ from ..errors import InvalidHistory
 from ..messages import Message, Part, Role, TextPart, ThinkingPart, ToolCall, UnknownPart
 from ._call_ids import RESPONSES_IDS, check_call_id, history_call_ids, responses_call_id
 from ._common import (
+    CUSTOM_HINT,
+    CUSTOM_INPUT_KEY,
     WIRE_KEY,
     apply_hints,
     as_items,
+    custom_input,
     empty_hints,
     expect_list,
     expect_mapping,
@@ -57,15 +67,17 @@ _OPAQUE_TYPES = frozenset(
         "mcp_approval_request",
         "mcp_approval_response",
         "mcp_call",
-        "custom_tool_call",
-        "custom_tool_call_output",
         "compaction",
     }
 )
-# Position of each item kind inside one assistant turn: reasoning, then the message, then the calls.
-_STAGE = {"reasoning": 0, "assistant": 1, "function_call": 2}
+# Position of each item kind inside one assistant turn: reasoning, then the message, then the calls (either kind).
+_STAGE = {"reasoning": 0, "assistant": 1, "function_call": 2, "custom_tool_call": 2}
 _CALL_KEYS = ("type", "call_id", "name", "arguments")
+_CUSTOM_CALL_KEYS = ("type", "call_id", "name", "input")
 _OUTPUT_KEYS = ("type", "call_id", "output")
+# The output item type answering each call item type (the API pairs them by call_id and kind).
+_OUTPUT_OF = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
+_CUSTOM = CUSTOM_HINT
 _MESSAGE_KEYS = ("type", "role", "content")
 
 
@@ -97,14 +109,15 @@ def decode(items: Iterable[Mapping[str, Any]]) -> list[Message]:
             continue
         if kind == "message":
             out.append(_decode_message(raw_items[i], i))
-        elif kind == "function_call_output":
+        elif kind in _OUTPUT_OF.values():
             out.append(_decode_output(raw_items[i], i))
         elif kind in _OPAQUE_TYPES:
             out.append(_decode_opaque(raw_items[i], i))
         else:
             # Kept, it would make every later request fail validate() (and the API): refused here, by name.
             raise InvalidHistory(f"unknown item type {kind!r}; the Responses item types contextfold reads are "
-                                 f"message, function_call, function_call_output, reasoning and "
+                                 f"message, function_call, function_call_output, custom_tool_call, "
+                                 f"custom_tool_call_output, reasoning and "
                                  f"{', '.join(sorted(_OPAQUE_TYPES))}", index=i, field="type")
         i += 1
     return out
@@ -113,8 +126,9 @@ def decode(items: Iterable[Mapping[str, Any]]) -> list[Message]:
 def _continues(previous: str, kind: str) -> bool:
     if kind not in _STAGE:
         return False
-    # one message per turn; several reasoning items or calls in a row are one turn
-    return _STAGE[kind] > _STAGE[previous] or (kind == previous and kind != "assistant")
+    # one message per turn; several reasoning items or calls (of either kind) in a row are one turn
+    stage, before = _STAGE[kind], _STAGE[previous]
+    return stage > before or (stage == before and kind != "assistant")
 
 
 def _decode_message(raw: Mapping[str, Any], index: int) -> Message:
@@ -139,6 +153,8 @@ def _decode_turn(group: Sequence[Mapping[str, Any]], kinds: Sequence[str], start
         elif kind == "assistant":
             message = raw
             message_content = decode_content(raw.get("content"), index, "content", "assistant", NAME)
+        elif kind == "custom_tool_call":
+            calls.append(_decode_custom_call(raw, index))
         else:
             calls.append(_decode_call(raw, index))
     hints: dict[str, Any] = {}
@@ -187,10 +203,19 @@ def _decode_call(raw: Mapping[str, Any], index: int) -> ToolCall:
     return ToolCall(call_id, name, arguments, make_extra(NAME, raw, _CALL_KEYS))
 
 
+def _decode_custom_call(raw: Mapping[str, Any], index: int) -> ToolCall:
+    call_id = expect_str(raw.get("call_id"), index, "call_id", nonempty=True)
+    name = expect_str(raw.get("name"), index, "name", nonempty=True)
+    text = expect_str(raw.get("input"), index, "input")
+    arguments = json.dumps({CUSTOM_INPUT_KEY: text}, ensure_ascii=False)
+    return ToolCall(call_id, name, arguments, make_extra(NAME, raw, _CUSTOM_CALL_KEYS, {_CUSTOM: True}))
+
+
 def _decode_output(raw: Mapping[str, Any], index: int) -> Message:
     call_id = expect_str(raw.get("call_id"), index, "call_id", nonempty=True)
     content = decode_content(raw.get("output"), index, "output", "tool", NAME)
-    return Message("tool", content, tool_call_id=call_id, extra=make_extra(NAME, raw, _OUTPUT_KEYS))
+    hints = {_CUSTOM: True} if raw.get("type") == "custom_tool_call_output" else None
+    return Message("tool", content, tool_call_id=call_id, extra=make_extra(NAME, raw, _OUTPUT_KEYS, hints))
 
 
 def _decode_opaque(raw: Mapping[str, Any], index: int) -> Message:
@@ -205,15 +230,16 @@ def encode(messages: Iterable[Message]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     history = portable(messages, NAME)  # another provider's state is dropped, never sent
     ids = history_call_ids(history, RESPONSES_IDS, responses_call_id)
+    call_kinds: dict[str, bool] = {}  # each call id met so far -> whether it is a custom tool's (its output's kind)
     for message in history:
         passthrough, hints = split_extra(message.extra, NAME)
         content = message.content
         if hints.get("item") and len(content) == 1 and isinstance(content[0], UnknownPart):
             out.append(plain(content[0].data))
         elif message.role == "tool":
-            out.append(_encode_output(message, passthrough, ids))
+            out.append(_encode_output(message, passthrough, hints, ids, call_kinds))
         elif message.role == "assistant":
-            out.extend(_encode_turn(message, passthrough, hints, ids))
+            out.extend(_encode_turn(message, passthrough, hints, ids, call_kinds))
         else:
             item = {"type": "message", "role": message.role, "content": encode_content(content, message.role, NAME)}
             item.update((k, v) for k, v in passthrough.items() if k not in item)
@@ -249,8 +275,14 @@ def encode_request(messages: Iterable[Message]) -> dict[str, Any]:
     return {"input": encode(messages)}
 
 
-def _encode_output(message: Message, passthrough: Mapping[str, Any], ids: Callable[[str], str]) -> dict[str, Any]:
-    item: dict[str, Any] = {"type": "function_call_output"}
+def _encode_output(message: Message, passthrough: Mapping[str, Any], hints: Mapping[str, Any],
+                   ids: Callable[[str], str], call_kinds: Mapping[str, bool]) -> dict[str, Any]:
+    # The kind of the call it answers decides (a masked or rebuilt output may have lost its own mark); an output
+    # whose call is not in the history keeps the kind it was decoded as.
+    custom = call_kinds.get(message.tool_call_id or "")
+    if custom is None:
+        custom = bool(hints.get(_CUSTOM))
+    item: dict[str, Any] = {"type": "custom_tool_call_output" if custom else "function_call_output"}
     if message.tool_call_id is not None:
         item["call_id"] = ids(message.tool_call_id)
     item["output"] = encode_content(message.content, "tool", NAME)
@@ -259,7 +291,7 @@ def _encode_output(message: Message, passthrough: Mapping[str, Any], ids: Callab
 
 
 def _encode_turn(message: Message, passthrough: Mapping[str, Any], hints: Mapping[str, Any],
-                 ids: Callable[[str], str]) -> list[dict[str, Any]]:
+                 ids: Callable[[str], str], call_kinds: dict[str, bool]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     rest: str | tuple[Part, ...] = message.content
     if not isinstance(message.content, str):
@@ -279,9 +311,14 @@ def _encode_turn(message: Message, passthrough: Mapping[str, Any], hints: Mappin
         apply_hints(item, hints, constant=("type",))
         out.append(item)
     for call in message.tool_calls:
-        call_extra, _ = split_extra(call.extra, NAME)
-        fc = {"type": "function_call", "call_id": ids(call.id), "name": call.name,
-              "arguments": call.arguments}
+        call_extra, call_hints = split_extra(call.extra, NAME)
+        fc: dict[str, Any]
+        custom = call_kinds[call.id] = bool(call_hints.get(_CUSTOM))
+        if custom:
+            fc = {"type": "custom_tool_call", "call_id": ids(call.id), "name": call.name,
+                  "input": custom_input(call.arguments)}
+        else:
+            fc = {"type": "function_call", "call_id": ids(call.id), "name": call.name, "arguments": call.arguments}
         fc.update((k, v) for k, v in call_extra.items() if k not in fc)
         out.append(fc)
     return out
@@ -291,28 +328,32 @@ def _encode_turn(message: Message, passthrough: Mapping[str, Any], hints: Mappin
 def validate(items: Iterable[Mapping[str, Any]]) -> None:
     """Raise :class:`InvalidHistory` for what the Responses API rejects.
 
-    Checked: known item types and message roles; function calls well formed with JSON arguments and unique
-    ``call_id``; every ``function_call_output`` answers an earlier ``function_call`` and every call has an output;
-    a ``reasoning`` item is followed by the assistant output it belongs to.
+    Checked: known item types and message roles; function and custom tool calls well formed (function arguments
+    JSON, a custom call's input text) with unique ``call_id``; every ``function_call_output`` answers an earlier
+    ``function_call`` and every ``custom_tool_call_output`` an earlier ``custom_tool_call``, and every call has an
+    output; a ``reasoning`` item is followed by the assistant output it belongs to.
     """
     raw_items = as_items(items)
-    pending: dict[str, int] = {}  # call_id -> index of the function_call still waiting for its output
+    pending: dict[str, tuple[int, str]] = {}  # call_id -> index and type of the call still waiting for its output
     for index, raw in enumerate(raw_items):
         kind = _kind(raw, index)
         if kind in ("message", "assistant"):
             _decode_message(raw, index)
-        elif kind == "function_call":
-            call = _decode_call(raw, index)
-            json_arguments(call.arguments, index, "arguments", allow_empty=False)
+        elif kind in _OUTPUT_OF:
+            call = _decode_custom_call(raw, index) if kind == "custom_tool_call" else _decode_call(raw, index)
+            if kind == "function_call":
+                json_arguments(call.arguments, index, "arguments", allow_empty=False)
             check_call_id(call.id, RESPONSES_IDS, index, "call_id")
             if call.id in pending:
                 problem = f"call_id {call.id!r} is already waiting for its output"
                 raise InvalidHistory(problem, index=index, field="call_id")
-            pending[call.id] = index
-        elif kind == "function_call_output":
+            pending[call.id] = (index, kind)
+        elif kind in _OUTPUT_OF.values():
             call_id = expect_str(raw.get("call_id"), index, "call_id", nonempty=True)
-            if call_id not in pending:
-                problem = f"no function_call with call_id {call_id!r} awaits this output"
+            waiting = pending.get(call_id)
+            if waiting is None or _OUTPUT_OF[waiting[1]] != kind:
+                call_kind = next(k for k, v in _OUTPUT_OF.items() if v == kind)
+                problem = f"no {call_kind} with call_id {call_id!r} awaits this output"
                 raise InvalidHistory(problem, index=index, field="call_id")
             decode_content(raw.get("output"), index, "output", "tool", NAME)
             del pending[call_id]
@@ -321,12 +362,12 @@ def validate(items: Iterable[Mapping[str, Any]]) -> None:
             following = _kind(raw_items[index + 1], index + 1) if index + 1 < len(raw_items) else None
             if following not in _STAGE:
                 raise InvalidHistory(
-                    "a reasoning item must be followed by the assistant message or function call it produced",
+                    "a reasoning item must be followed by the assistant message or tool call it produced",
                     index=index,
                     field="type",
                 )
         elif kind not in _OPAQUE_TYPES:
             raise InvalidHistory(f"unknown item type {kind!r}", index=index, field="type")
     if pending:
-        call_id, index = next(iter(pending.items()))
-        raise InvalidHistory(f"function call {call_id!r} has no function_call_output", index=index, field="call_id")
+        call_id, (index, kind) = next(iter(pending.items()))
+        raise InvalidHistory(f"{kind} {call_id!r} has no {_OUTPUT_OF[kind]}", index=index, field="call_id")

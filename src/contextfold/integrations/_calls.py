@@ -187,6 +187,8 @@ def retrieval_results(cm: ContextManager, items: list[dict[str, Any]], format: s
         if format == "openai_chat":
             calls += [(c["id"], c["function"]["name"], c["function"].get("arguments"))
                       for c in item.get("tool_calls") or ()]
+        elif format == "openai_responses" and item.get("type") == "custom_tool_call":
+            return None  # a custom tool is always the caller's (ours are functions): its loop answers the reply
         elif format == "openai_responses" and item.get("type") == "function_call":
             calls.append((item["call_id"], item["name"], item.get("arguments")))
         elif format == "anthropic":

@@ -7,14 +7,20 @@ the provider's own wording inside it), compacts or drops the oldest turns, and r
     response = completion(cm, model="anthropic/claude-sonnet-4-5", max_tokens=2_000)
 
 Needs ``contextfold[litellm]``.
+
+The view is sent in OpenAI Chat's shape whatever provider the model string names; litellm translates it. Anthropic
+refuses tool call ids Chat takes (``functions.bash:0``, an id a later call uses again): when litellm targets Anthropic,
+such ids are renamed as the native Anthropic encoder renames them (``formats/_call_ids.py``), calls and results alike.
 """
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MissingExtra
+from ..formats.openai_chat import with_anthropic_call_ids
 from ..recovery import DEFAULT_MAX_RETRIES, acall_with_recovery, call_with_recovery
 from ._calls import (
     MAX_RETRIEVAL_ROUNDS,
@@ -41,6 +47,32 @@ def _sdk() -> Any:
     except ImportError as exc:
         raise MissingExtra("the LiteLLM completion wrapper", "litellm", module="litellm") from exc
     return litellm
+
+
+def _as_sent(view: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return view
+
+
+def _sender(litellm: Any, kwargs: dict[str, Any]) -> Callable[[list[dict[str, Any]]], list[dict[str, Any]]]:
+    """What the Chat view needs before litellm sends it to the provider the call's model names (litellm's reading)."""
+    try:
+        model, provider, _, _ = litellm.get_llm_provider(model=kwargs.get("model") or "",
+                                                         custom_llm_provider=kwargs.get("custom_llm_provider"),
+                                                         api_base=kwargs.get("api_base"))
+    except Exception:  # a model litellm cannot place: the call itself raises litellm's own error for it
+        return _as_sent
+    return with_anthropic_call_ids if _serves_claude(str(provider), str(model)) else _as_sent
+
+
+def _serves_claude(provider: str, model: str) -> bool:
+    """Whether the request reaches a Claude model, whose API takes each tool call id once and of ``[A-Za-z0-9_-]``.
+
+    Not Anthropic's own API only: Vertex AI (``vertex_ai/claude-…``) and Bedrock (``bedrock/anthropic.claude-…``)
+    serve Claude through the Messages API under the same rules, and gateways forward to it
+    (``openrouter/anthropic/claude-…``). The rename is harmless anywhere else (ids stay unique and paired), so the
+    model family decides, not the provider's name alone.
+    """
+    return provider == "anthropic" or "claude" in model.lower()
 
 
 def _items(response: Any) -> list[dict[str, Any]]:
@@ -88,9 +120,10 @@ def completion(cm: ContextManager, *, recovery_retries: int = DEFAULT_MAX_RETRIE
     kwargs = with_retrieval_tools(cm, kwargs, "openai_chat", enabled=retrieval_tools, where="completion",
                                   compact=compact_tool)
     count_extras(cm, kwargs)
+    sent = _sender(litellm, kwargs)
     if stream:
         kwargs = {"stream_options": {"include_usage": True}, **kwargs}
-        events = call_with_recovery(cm, lambda view: litellm.completion(messages=view, **kwargs),
+        events = call_with_recovery(cm, lambda view: litellm.completion(messages=sent(view), **kwargs),
                                     format="openai_chat", max_retries=recovery_retries)
         chunks: list[Any] = []
         return ManagedStream(events, collect=chunks.append, final=lambda: litellm.stream_chunk_builder(chunks),
@@ -98,7 +131,7 @@ def completion(cm: ContextManager, *, recovery_retries: int = DEFAULT_MAX_RETRIE
                                  cm, getattr(reply, "usage", None), _items(reply), format="openai_chat",
                                  add_reply=add_reply))
     for _ in range(MAX_RETRIEVAL_ROUNDS):
-        response = call_with_recovery(cm, lambda view: litellm.completion(messages=view, **kwargs),
+        response = call_with_recovery(cm, lambda view: litellm.completion(messages=sent(view), **kwargs),
                                       format="openai_chat", max_retries=recovery_retries)
         items = _items(response)
         finish(cm, getattr(response, "usage", None), items, format="openai_chat", add_reply=add_reply)
@@ -120,9 +153,10 @@ async def acompletion(cm: ContextManager, *, recovery_retries: int = DEFAULT_MAX
     kwargs = with_retrieval_tools(cm, kwargs, "openai_chat", enabled=retrieval_tools, where="acompletion",
                                   compact=compact_tool)
     count_extras(cm, kwargs)
+    sent = _sender(litellm, kwargs)
     if stream:
         kwargs = {"stream_options": {"include_usage": True}, **kwargs}
-        events = await acall_with_recovery(cm, lambda view: litellm.acompletion(messages=view, **kwargs),
+        events = await acall_with_recovery(cm, lambda view: litellm.acompletion(messages=sent(view), **kwargs),
                                            format="openai_chat", max_retries=recovery_retries)
         chunks: list[Any] = []
 
@@ -138,7 +172,7 @@ async def acompletion(cm: ContextManager, *, recovery_retries: int = DEFAULT_MAX
                                   done=lambda reply: afinish(cm, getattr(reply, "usage", None), _items(reply),
                                                              format="openai_chat", add_reply=add_reply))
     for _ in range(MAX_RETRIEVAL_ROUNDS):
-        response = await acall_with_recovery(cm, lambda view: litellm.acompletion(messages=view, **kwargs),
+        response = await acall_with_recovery(cm, lambda view: litellm.acompletion(messages=sent(view), **kwargs),
                                              format="openai_chat", max_retries=recovery_retries)
         items = _items(response)
         await afinish(cm, getattr(response, "usage", None), items, format="openai_chat", add_reply=add_reply)

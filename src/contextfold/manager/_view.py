@@ -31,6 +31,9 @@ CHECK_FIRST_MIN_MESSAGES = 10_000
 # rewrite re-encodes only the changed messages. The others may give one message several items (Responses: a turn's
 # function calls) or merge neighbours: the turns holding a change are encoded again.
 _ONE_ITEM_EACH = frozenset({"openai_chat"})
+# Wires whose encoding of a message depends on the messages before it, so that pieces encoded apart are not the
+# whole's: Anthropic names a call reusing an earlier call's id after the calls before it (_call_ids.UniqueCallIds).
+_ENCODED_WHOLE = frozenset({"anthropic"})
 # Messages encoded ahead (View.encode_ahead) kept at most: those never masked are dropped together beyond it.
 _AHEAD_MAX = 512
 # normalize() gives a call with no result a synthetic output of this kind (see ensure_call_outputs_present).
@@ -183,8 +186,13 @@ class View:
         is the one returned last time when the caller let go of it unchanged (:mod:`._handed`), a new one otherwise.
 
         Boundaries sit right before assistant messages, where no format merges a message with its neighbour, so
-        encoding the prefix and the tail apart gives the same list as encoding the whole.
+        encoding the prefix and the tail apart gives the same list as encoding the whole. A wire that names a
+        message after the ones before it (Anthropic: ids used again) is encoded whole, a new list every call.
         """
+        if wire.NAME in _ENCODED_WHOLE:
+            whole: list[dict[str, Any]] = wire.encode(self.normalized())
+            whole.extend(extra)
+            return whole
         self._settle()
         handed = self._encoded.get(wire.NAME)
         if handed is None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import ContextfoldError, InvalidHistory
-from ..formats._common import MAX_NESTING, check_nesting
+from ..formats._common import MAX_NESTING, RESPONSES_CALL_TYPES, check_nesting
 from .identity import CACHE_MARK
 
 __all__ = ["API_NAMES", "ApiName", "BadRequest", "Conflict", "Exchange", "item_key", "parse_request", "reply_items",
@@ -318,7 +318,7 @@ def tool_call_names(api: ApiName, items: Sequence[Mapping[str, Any]]) -> list[st
         if api == "chat":
             names += [str((c.get("function") or {}).get("name")) for c in item.get("tool_calls") or ()]
         elif api == "responses":
-            if item.get("type") == "function_call":
+            if item.get("type") in RESPONSES_CALL_TYPES:
                 names.append(str(item.get("name")))
         else:
             names += [str(b.get("name")) for b in item.get("content") or () if isinstance(b, Mapping)

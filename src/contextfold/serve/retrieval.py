@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..archive.search import HISTORY_SEARCH_TOOL, HistorySearchTool, history_search_schema
 from ..cache import GREP_TOOL, READ_TOOL, retrieval_tool_schemas
+from ..formats._common import RESPONSES_CALL_TYPES
 from ..formats.intake import UNPARSED_ARGUMENTS, repair_reply_arguments
 from ..messages import ToolCall
 from .apis import FORMATS, ApiName
@@ -185,7 +186,7 @@ def split_reply(api: ApiName, items: Sequence[Mapping[str, Any]], names: frozens
             split.client_items.append({**item, "content": rest})
             split.for_client |= any(b.get("type") == "tool_use" for b in rest) or (not mine and bool(rest))
     if api == "responses":
-        own_calls = any(i.get("type") == "function_call" for i in split.client_items)
+        own_calls = any(i.get("type") in RESPONSES_CALL_TYPES for i in split.client_items)
         split.for_client = own_calls or not split.calls
     return split
 
@@ -340,7 +341,7 @@ class RoundRelay:
             if item.get("type") == "function_call" and item.get("name") in self.names:
                 self._hidden.add(index)
                 self._partial[index] = {"id": item.get("call_id"), "name": item["name"], "arguments": []}
-            elif item.get("type") == "function_call":
+            elif item.get("type") in RESPONSES_CALL_TYPES:
                 self.own_calls = True
         if index in self._hidden:
             if kind == "response.function_call_arguments.done":

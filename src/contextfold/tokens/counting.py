@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Protocol, runtime_checkable
 
+from ..formats._common import sent_arguments
 from ..messages import DocumentPart, ImagePart, Message, Part, TextPart, ThinkingPart, is_compaction
 from .models import encoding_for_model, guess_provider, lookup_model
 
@@ -586,7 +587,9 @@ class MessageCounter:
         else:
             n += sum(self._count_part(p) for p in message.content)
         for call in message.tool_calls:
-            n += oh.per_tool_call + self._text(call.name) + self._text(call.arguments)
+            # (a call with extras may be a custom tool's, counted on the text it sends: sent_arguments)
+            n += oh.per_tool_call + self._text(call.name) + self._text(sent_arguments(call) if call.extra
+                                                                        else call.arguments)
         return n
 
     def _count_part(self, part: Part) -> int:
@@ -624,17 +627,24 @@ def _count_key(message: Message) -> Hashable:
     JSON of the whole text was three quarters of counting a bulk add's messages (issue 22).
     """
     content = message.content
+    calls = message.tool_calls
     if type(content) is not str:
+        if calls and any(c.extra for c in calls):  # (the fingerprint leaves extras out: a custom call's mark too)
+            return message.fingerprint(), tuple([sent_arguments(c) for c in calls])
         return message.fingerprint()
     # (Shaped by the number of calls, each shape its own tuple length: a generator per key was half of counting a
     # message found in the cache, which every stage of a 100,000-message bulk does.)
-    calls = message.tool_calls
     if not calls:
         return (message.role, message.name, hash(content), len(content))
     if len(calls) == 1:
         call = calls[0]
-        arguments = call.arguments
+        # (what is counted: a custom tool's text, which a function call with the same JSON arguments does not send)
+        arguments = sent_arguments(call) if call.extra else call.arguments
         return (message.role, message.name, hash(content), len(content), call.name, hash(arguments), len(arguments))
+    if any(c.extra for c in calls):
+        sent = [sent_arguments(c) for c in calls]
+        return (message.role, message.name, hash(content), len(content),
+                tuple([(c.name, hash(a), len(a)) for c, a in zip(calls, sent, strict=True)]))
     return (message.role, message.name, hash(content), len(content),
             tuple([(c.name, hash(c.arguments), len(c.arguments)) for c in calls]))
 
