@@ -1,0 +1,61 @@
+"""Checks of the per-tool settings (:class:`~.tool_policy.ToolPolicy`, :class:`~.resource_rule.ResourceRule`).
+
+Plain Python, not pydantic: the built-in resource rules are built by every default manager, and pydantic's import
+was most of a process's first ``ContextManager(...)`` (issue 22). The wording follows pydantic's, which validates the
+rest of the configuration (``Input should be greater than 0``), so a config error reads the same wherever it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["SettingError", "check_known", "flag", "names", "whole_number"]
+
+
+class SettingError(ValueError):
+    """A per-tool setting that is not valid: ``path`` names it (``max_tokens``, ``resource.key``)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+    def within(self, outer: str) -> SettingError:
+        """The same problem, its path inside ``outer`` (``resource`` -> ``resource.key``)."""
+        return SettingError(f"{outer}.{self.path}", self.problem)
+
+
+def check_known(fields: Mapping[str, Any], known: tuple[str, ...]) -> None:
+    """Refuse a key that names no setting (a typo must not be ignored)."""
+    for name in fields:
+        if name not in known:
+            raise SettingError(str(name), "unknown setting")
+
+
+def names(path: str, value: object) -> tuple[str, ...]:
+    """Argument names: one name (``"path"`` in a config file means ``("path",)``) or a list of them."""
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise SettingError(path, "Input should be a name or a list of names")
+
+
+def flag(path: str, value: object) -> bool | None:
+    """An optional true/false setting."""
+    if value is None or isinstance(value, bool):
+        return value
+    raise SettingError(path, "Input should be a valid boolean")
+
+
+def whole_number(path: str, value: object, *, least: int) -> int | None:
+    """An optional whole number of at least ``least``."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SettingError(path, "Input should be a valid integer")
+    if value < least:
+        raise SettingError(path, f"Input should be greater than {least - 1}" if least > 0
+                           else f"Input should be greater than or equal to {least}")
+    return value
