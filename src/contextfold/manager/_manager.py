@@ -246,6 +246,7 @@ class ContextManager:
         """
         from pydantic import BaseModel
 
+        from ..compaction import Policy
         from ..config import load_settings
         from ..telemetry import CompactWarning
         from ._build import settings_arguments
@@ -255,7 +256,7 @@ class ContextManager:
                         "tool_output"}
         # tool_output as a settings mapping uses the YAML names (max_tokens, …); a CacheConfig goes to the constructor
         setting_keys = {k for k in setting_keys & set(kwargs)
-                        if k in ("model", "max_context_tokens") or isinstance(kwargs[k], Mapping | BaseModel)
+                        if k in ("model", "max_context_tokens") or isinstance(kwargs[k], Mapping | BaseModel | Policy)
                         or (k == "summarizer" and isinstance(kwargs[k], str))}
         settings = load_settings(path, env=env, **{k: v for k, v in kwargs.items() if k in setting_keys})
         args = settings_arguments(settings)
