@@ -22,10 +22,9 @@ __all__ = ["validated"]
 
 
 def validated(policy: type, values: object) -> dict[str, Any]:
-    """Every field of a ``policy`` (the :class:`~.policy.Policy` dataclass) from ``values`` (a mapping of some of
-    them), validated and coerced.
+    """Every field of ``policy`` (the :class:`~.policy.Policy` class) from ``values``, validated and coerced.
 
-    (The class is passed in, not imported: the policy module imports this one when it first validates.)
+    ``values`` maps some of the fields. The class is passed in, not imported: the policy module imports this one.
 
     Raises:
         pydantic.ValidationError: naming the field (an unknown key, a value out of range, a blank entry, …).

@@ -101,8 +101,10 @@ _T = TypeVar("_T")
 
 
 def _setting(default: _T, **constraints: Any) -> _T:
-    """A policy field's default, with the constraints (``gt``, ``le``, ``min_length``, ``description``) that the
-    validating model (:mod:`._policy_schema`) gives it as pydantic ``Field`` arguments."""
+    """A policy field's default with its constraints (``gt``, ``le``, ``min_length``, ``description``).
+
+    The validating model (:mod:`._policy_schema`) gives them to the field as pydantic ``Field`` arguments.
+    """
     made: _T = field(default=default, metadata=constraints)
     return made
 
@@ -165,8 +167,9 @@ class Policy:
     soft_pct: float = _setting(DEFAULT_SOFT_PCT, gt=0, lt=1, description="soft threshold, fraction of hard")
     emergency_message_count: int = _setting(DEFAULT_EMERGENCY_MESSAGE_COUNT, ge=2)
     hard_cap_buffer: int = _setting(DEFAULT_HARD_CAP_BUFFER, ge=0, description="tokens reserved for the reply")
-    reply_reserve_max_pct: float = _setting(DEFAULT_REPLY_RESERVE_MAX_PCT, gt=0, le=1,
-                                         description="the reply reserve never takes more than this share of the window")
+    reply_reserve_max_pct: float = _setting(
+        DEFAULT_REPLY_RESERVE_MAX_PCT, gt=0, le=1,
+        description="the reply reserve never takes more than this share of the window")
 
     # -- what to keep ------------------------------------------------------------------------------------------
     keep_recent_turns: int = _setting(DEFAULT_KEEP_RECENT_TURNS, ge=0)
@@ -174,17 +177,17 @@ class Policy:
     roles_never_prune: tuple[Role, ...] = ("system", "developer")
     protected_tools: tuple[str, ...] = DEFAULT_PROTECTED_TOOLS
     protected_flag: str = _setting(DEFAULT_PROTECTED_FLAG, min_length=1,
-                                description="meta key marking a message protected")
+                                   description="meta key marking a message protected")
     user_message_budget: int = _setting(DEFAULT_USER_MESSAGE_BUDGET, ge=0)
     retain_last_turns: int = _setting(DEFAULT_RETAIN_LAST_TURNS, ge=0)
 
     # -- idle ("sleep") compaction and warnings ------------------------------------------------------------------
     sleep_pct: float = _setting(DEFAULT_SLEEP_PCT, gt=0, le=1,
-                             description="idle compaction threshold, share of the window")
+                                description="idle compaction threshold, share of the window")
     large_input_bytes: int = _setting(DEFAULT_LARGE_INPUT_BYTES, gt=0,
-                                   description="warn when one added message is larger than this")
+                                      description="warn when one added message is larger than this")
     circuit_cooldown_s: float = _setting(DEFAULT_CIRCUIT_COOLDOWN_S, ge=0,
-                                      description="seconds before a paused manager tries compacting again")
+                                         description="seconds before a paused manager tries compacting again")
 
     # -- summarizing -------------------------------------------------------------------------------------------
     strategy: Strategy = "task_state"
@@ -193,16 +196,18 @@ class Policy:
     summary_directives: tuple[str, ...] = ()
     retain_directives: tuple[str, ...] = ()
     retain_prompt: str | None = _setting(None, min_length=1,
-                                      description="replaces the instruction for the <retain> block (001 §2.6.4)")
+                                         description="replaces the instruction for the <retain> block (001 §2.6.4)")
     summary_role: Literal["user", "system"] = "user"
-    summary_header: str | None = _setting(None, min_length=1,
+    summary_header: str | None = _setting(
+        None, min_length=1,
         description="first line of the summary; {version} and {count} are filled in (default: "
                     "'[contextfold summary v{version} — {count} earlier messages compacted]')")
     enabled: bool = _setting(True, description="false: contextfold never masks or compacts on its own, not "
-                                                    "even on overflow; a manual compact() still does (001 §2.5)")
+                                               "even on overflow; a manual compact() still does (001 §2.5)")
     auto: bool = True
     allow_on_overflow: bool = False
-    on_compaction_failure: Literal["raise", "proceed"] = _setting("raise", description="proceed: prepare() sends the view uncompacted when compaction fails (004 §1)")
+    on_compaction_failure: Literal["raise", "proceed"] = _setting(
+        "raise", description="proceed: prepare() sends the view uncompacted when compaction fails (004 §1)")
     warn_after_compactions: int = _setting(DEFAULT_WARN_AFTER_COMPACTIONS, ge=1)
 
     # -- masking old tool outputs ------------------------------------------------------------------------------
@@ -211,21 +216,25 @@ class Policy:
     clear_at_least: int = _setting(DEFAULT_CLEAR_AT_LEAST, ge=0)
     clear_tool_inputs: bool = False
     mask_digest_tokens: int = _setting(DEFAULT_MASK_DIGEST_TOKENS, ge=0,
-                                    description="tokens of a masked output's placeholder kept for a digest of it")
-    mask_digest: Literal["full", "light"] = _setting("light",
+                                       description="tokens of a masked output's placeholder kept for a digest of it")
+    mask_digest: Literal["full", "light"] = _setting(
+        "light",
         description="what that digest lists: light (the entities by kind as first seen, checked for secrets at "
                     "once; nothing for an output over 3,000 characters: the background read-ahead ~45% cheaper, "
                     "recall at equal tokens within 0.1 pt on the shared sessions) or full (candidates ranked by "
                     "kind and mentions, definitions with their line numbers, bare numbers, long outputs' ends)")
 
     # -- the provider's prompt cache ----------------------------------------------------------------------------
-    cache_aware: bool = _setting(True,
+    cache_aware: bool = _setting(
+        True,
         description="weigh each masking batch, soft compaction and wider answered output against the provider's "
                     "prompt cache it invalidates, and wait while it does not pay (the hard threshold always acts); "
                     "false: act on the thresholds alone")
-    cache_pricing: str | None = _setting(None, min_length=1,
+    cache_pricing: str | None = _setting(
+        None, min_length=1,
         description="the model whose prompt-cache scheme and prices those decisions use (None: the manager's model)")
-    prompt_cache_ttl: Literal["5m", "1h"] | None = _setting(None,
+    prompt_cache_ttl: Literal["5m", "1h"] | None = _setting(
+        None,
         description="the lifetime of the provider's prompt cache the session writes, for those decisions: '5m' or "
                     "'1h' (Anthropic's 1-hour cache: 2x writes, kept an hour idle). None: 5 minutes until a usage "
                     "report says otherwise; once record_usage() sees cache writes, the latest call that wrote "
@@ -234,27 +243,35 @@ class Policy:
     tools: dict[str, ToolPolicy] = field(default_factory=dict, metadata={
         "description": "tool name or glob -> max_tokens, keep_whole, never_mask, mask_after_turns, summarize, "
                        "protected, resource (superseded reads); later entries override what they set"})
-    superseded_reads: bool = _setting(True, description="mask first the outputs of reads a later read of the same resource (same or wider "
-                                  "range) or an edit of it superseded")
-    context_status: ContextStatus = _setting("off", description="a one-line context status after the history: off, changes (when something was "
-                                   "masked or summarized since the model's last turn) or always")
-    compaction_receipt: bool = _setting(True, description="after a compaction, a short note after the summary says how many messages it "
-                                  "replaced and which tool finds them")
+    superseded_reads: bool = _setting(
+        True, description="mask first the outputs of reads a later read of the same resource (same or wider range) "
+                          "or an edit of it superseded")
+    context_status: ContextStatus = field(default="off", metadata={
+        "description": "a one-line context status after the history: off, changes (when something was masked or "
+                       "summarized since the model's last turn) or always"})
+    compaction_receipt: bool = _setting(
+        True, description="after a compaction, a short note after the summary says how many messages it replaced "
+                          "and which tool finds them")
 
     # -- the answered output -------------------------------------------------------------------------------------
-    answered_output_tokens: int | None = _setting(None, ge=0,
+    answered_output_tokens: int | None = _setting(
+        None, ge=0,
         description="most tokens the output being answered may take when shown wider than its write-time view "
                     "(None: twice its write-time cap, within the room under hard; 0: never widened)")
 
     # -- the provider's own context management (contextfold.provider_context) -----------------------------------
-    compactor: Literal["contextfold", "provider", "both"] = _setting("contextfold",
+    compactor: Literal["contextfold", "provider", "both"] = _setting(
+        "contextfold",
         description="who compacts: contextfold; the provider (its context editing and compaction, sized from this "
                     "policy); or both (the provider's editing first, contextfold's compaction as the fallback)")
-    keep_thinking_turns: int | Literal["all"] = _setting("all",
+    keep_thinking_turns: int | Literal["all"] = _setting(
+        "all",
         description="thinking and reasoning of the last N turns kept, older cleared ('all': keep every one, "
                     "best for the prompt cache); the turn in a tool loop is always kept whole")
-    provider_compaction_instructions: str | None = _setting(None, min_length=1, description="instructions for the provider's own compaction summary (Anthropic)")
-    provider_pause_after_compaction: bool = _setting(False, description="ask the provider to stop after compacting (Anthropic pause_after_compaction)")
+    provider_compaction_instructions: str | None = _setting(
+        None, min_length=1, description="instructions for the provider's own compaction summary (Anthropic)")
+    provider_pause_after_compaction: bool = _setting(
+        False, description="ask the provider to stop after compacting (Anthropic pause_after_compaction)")
 
     # (name -> dataclasses.Field, each with its constraints and description in ``metadata``; set below the class)
     model_fields: ClassVar[Mapping[str, Field[Any]]]
