@@ -158,3 +158,22 @@ def test_policy_objects_round_trip_through_json() -> None:
     policy = Policy(tools={"bash": {"mask_after_turns": 2}, "get_*": {"resource": {"key": "id", "access": "edit"}}},
                     context_status="changes")
     assert Policy.model_validate(json.loads(policy.model_dump_json())) == policy
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda: ToolPolicy(max_tokens=0), "max_tokens: Input should be greater than 0"),
+    (lambda: ToolPolicy(mask_after_turns=-1), "mask_after_turns: Input should be greater than or equal to 0"),
+    (lambda: ToolPolicy(never_mask="yes"), "never_mask: Input should be a valid boolean"),
+    (lambda: ToolPolicy(resource={"key": "id", "acces": "edit"}), "resource.acces: unknown setting"),
+    (lambda: ResourceRule(key=()), "key: name at least one argument"),
+    (lambda: ResourceRule(key="path", access="write"), "access: Input should be 'read' or 'edit'"),
+    (lambda: ResourceRule(key=("path", 3)), "key: Input should be a name or a list of names"),
+])
+def test_rules_built_in_python_are_checked_too(build: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        build()  # type: ignore[operator]
+
+
+def test_a_rule_given_one_name_or_a_mapping_is_the_rule_of_a_tuple() -> None:
+    assert ResourceRule(key="path", range="view_range") == ResourceRule(key=("path",), range=("view_range",))  # type: ignore[arg-type]
+    assert ToolPolicy(resource={"key": "id"}).resource == ResourceRule(key=("id",))  # type: ignore[arg-type]
