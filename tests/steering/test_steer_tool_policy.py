@@ -163,7 +163,7 @@ def test_policy_objects_round_trip_through_json() -> None:
 @pytest.mark.parametrize(("build", "message"), [
     (lambda: ToolPolicy(max_tokens=0), "max_tokens: Input should be greater than 0"),
     (lambda: ToolPolicy(mask_after_turns=-1), "mask_after_turns: Input should be greater than or equal to 0"),
-    (lambda: ToolPolicy(never_mask="yes"), "never_mask: Input should be a valid boolean"),
+    (lambda: ToolPolicy(never_mask="maybe"), "never_mask: Input should be a valid boolean"),
     (lambda: ToolPolicy(resource={"key": "id", "acces": "edit"}), "resource.acces: unknown setting"),
     (lambda: ResourceRule(key=()), "key: name at least one argument"),
     (lambda: ResourceRule(key="path", access="write"), "access: Input should be 'read' or 'edit'"),
@@ -172,6 +172,14 @@ def test_policy_objects_round_trip_through_json() -> None:
 def test_rules_built_in_python_are_checked_too(build: object, message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         build()  # type: ignore[operator]
+
+
+def test_settings_written_as_text_or_floats_read_as_pydantic_reads_them() -> None:
+    assert parse_tool_policies({"bash": {"max_tokens": "4000", "mask_after_turns": 2.0, "never_mask": "yes",
+                                         "summarize": "off"}}) == {
+        "bash": ToolPolicy(max_tokens=4_000, mask_after_turns=2, never_mask=True, summarize=False)}
+    with pytest.raises(ValueError, match=r"bash\.max_tokens: Input should be a valid integer"):
+        parse_tool_policies({"bash": {"max_tokens": 2.5}})
 
 
 def test_a_rule_given_one_name_or_a_mapping_is_the_rule_of_a_tuple() -> None:

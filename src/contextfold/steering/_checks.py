@@ -42,20 +42,38 @@ def names(path: str, value: object) -> tuple[str, ...]:
     raise SettingError(path, "Input should be a name or a list of names")
 
 
+# What pydantic's lax mode takes for a boolean (a settings file or an environment variable may say "yes").
+_TRUE = frozenset({"true", "yes", "on", "y", "t", "1"})
+_FALSE = frozenset({"false", "no", "off", "n", "f", "0"})
+
+
 def flag(path: str, value: object) -> bool | None:
-    """An optional true/false setting."""
+    """An optional true/false setting (``"yes"``, ``"off"``, 1 and 0 read as pydantic reads them)."""
     if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
     raise SettingError(path, "Input should be a valid boolean")
 
 
 def whole_number(path: str, value: object, *, least: int) -> int | None:
-    """An optional whole number of at least ``least``."""
+    """An optional whole number of at least ``least`` (``4000.0`` and ``"4000"`` read as 4000, as pydantic does)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
+    number: int
+    if isinstance(value, bool):
         raise SettingError(path, "Input should be a valid integer")
-    if value < least:
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        number = int(value.strip())
+    else:
+        raise SettingError(path, "Input should be a valid integer")
+    if number < least:
         raise SettingError(path, f"Input should be greater than {least - 1}" if least > 0
                            else f"Input should be greater than or equal to {least}")
-    return value
+    return number

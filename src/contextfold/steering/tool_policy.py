@@ -67,10 +67,11 @@ class ToolPolicy:
     resource: ResourceRule | None = None
 
     def __post_init__(self) -> None:
-        whole_number("max_tokens", self.max_tokens, least=1)
-        whole_number("mask_after_turns", self.mask_after_turns, least=0)
+        # (Values as a settings file may give them, "4000" or "yes", are kept as the number or flag they say.)
+        object.__setattr__(self, "max_tokens", whole_number("max_tokens", self.max_tokens, least=1))
+        object.__setattr__(self, "mask_after_turns", whole_number("mask_after_turns", self.mask_after_turns, least=0))
         for name in ("keep_whole", "never_mask", "summarize", "protected"):
-            flag(name, getattr(self, name))
+            object.__setattr__(self, name, flag(name, getattr(self, name)))
         resource: object = self.resource
         if isinstance(resource, Mapping):
             try:
