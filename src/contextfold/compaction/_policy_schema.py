@@ -9,28 +9,64 @@ naming the field, as a config file's error does (:func:`contextfold.config.load_
 
 from __future__ import annotations
 
-import functools
+import threading
 from collections.abc import Mapping
 from dataclasses import MISSING, fields
-from typing import Any, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    create_model,
+    field_validator,
+)
+from pydantic_core import CoreSchema
+from pydantic_core import core_schema as schemas
 
 from ..steering.tool_policy import parse_tool_policies
 
-__all__ = ["validated"]
+if TYPE_CHECKING:
+    from .policy import Policy
+
+__all__ = ["core_schema", "model_of", "validated"]
 
 
-def validated(policy: type, values: object) -> dict[str, Any]:
-    """Every field of ``policy`` (the :class:`~.policy.Policy` class) from ``values``, validated and coerced.
+def validated(policy: type[Policy], values: object, **options: Any) -> dict[str, Any]:
+    """Every field of ``policy`` (:class:`~.policy.Policy` or a subclass) from ``values``, validated and coerced.
 
-    ``values`` maps some of the fields. The class is passed in, not imported: the policy module imports this one.
+    ``values`` maps some of the fields; ``options`` are ``model_validate``'s (``strict``, ``from_attributes``).
 
     Raises:
         pydantic.ValidationError: naming the field (an unknown key, a value out of range, a blank entry, …).
     """
-    model = _model(policy).model_validate(dict(values) if isinstance(values, Mapping) else values)
-    return {spec.name: getattr(model, spec.name) for spec in fields(policy)}
+    model = model_of(policy).model_validate(dict(values) if isinstance(values, Mapping) else values, **options)
+    return {name: getattr(model, name) for name in policy.model_fields}
+
+
+def core_schema(policy: type[Policy], handler: GetCoreSchemaHandler) -> CoreSchema:
+    """How a pydantic model validates and dumps a field holding a policy (``policy: Policy = Policy()``).
+
+    A policy passes as it is; anything else goes through the generated model, every check and error location of
+    ``Policy(**values)`` with it (``policy.custom_prompt``); the field dumps as :meth:`~.policy.Policy.model_dump`.
+    """
+
+    def to_policy(value: object, validate: ValidatorFunctionWrapHandler) -> Policy:
+        if isinstance(value, policy):
+            return value
+        checked = validate(value)
+        return policy.model_construct(checked.model_fields_set,
+                                      **{name: getattr(checked, name) for name in policy.model_fields})
+
+    def dump(value: Policy, info: schemas.SerializationInfo) -> dict[str, Any]:
+        return value.model_dump(mode="json" if info.mode_is_json() else "python")
+
+    return schemas.no_info_wrap_validator_function(
+        to_policy, handler.generate_schema(model_of(policy)),
+        serialization=schemas.plain_serializer_function_ser_schema(dump, info_arg=True))
 
 
 class _Checks(BaseModel):
@@ -96,12 +132,29 @@ class _Checks(BaseModel):
         return value
 
 
-@functools.cache
-def _model(policy: type) -> type[BaseModel]:
-    """The model, built once: named as the class (its errors say "validation error for Policy")."""
-    hints = get_type_hints(policy)  # (the names in the policy module's namespace)
+_MODELS: dict[type, type[BaseModel]] = {}
+# (Threads that make their first policies at once build the model once: pydantic's build is milliseconds of CPU.)
+_BUILDING = threading.Lock()
+
+
+def model_of(policy: type[Policy]) -> type[BaseModel]:
+    """The model validating ``policy`` (the class or a subclass), built once per class."""
+    model = _MODELS.get(policy)
+    if model is None:
+        with _BUILDING:
+            model = _MODELS.get(policy)
+            if model is None:
+                model = _MODELS[policy] = _build(policy)
+    return model
+
+
+def _build(policy: type[Policy]) -> type[BaseModel]:
+    """The model: named as the class (its errors say "validation error for Policy")."""
+    hints = get_type_hints(policy)  # (the names in the policy module's namespace, a subclass's in its own)
     definitions: dict[str, Any] = {}
     for spec in fields(policy):
+        if not spec.init:  # (the private record of the fields given)
+            continue
         if spec.default_factory is not MISSING:
             setting = Field(default_factory=spec.default_factory, **spec.metadata)
         else:

@@ -8,12 +8,13 @@ before hard, emergency only at the message cap).
 
 from __future__ import annotations
 
+import copy
 import json
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, ClassVar, Literal, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, TypeAlias, TypeVar
 
 from ..errors import ConfigError
 from ..messages import EMPTY, Role, freeze
@@ -149,7 +150,49 @@ class Plan:
     figures: Mapping[str, int | float] = field(default_factory=lambda: EMPTY)
 
 
-@dataclass(init=False, repr=True, eq=True, slots=True)
+class _Layout:
+    """One policy class's fields: their names, defaults, and whether values need the validating model."""
+
+    __slots__ = ("defaults", "defaults_valid", "factories", "names")
+
+    def __init__(self, specs: Iterable[Field[Any]], *, trusted_defaults: bool) -> None:
+        specs = list(specs)
+        self.names = tuple(spec.name for spec in specs)
+        self.defaults: dict[str, Any] = {s.name: s.default for s in specs if s.default is not MISSING}
+        self.factories: dict[str, Callable[[], Any]] = {s.name: s.default_factory for s in specs
+                                                        if s.default_factory is not MISSING}
+        # Policy's own defaults are valid by construction (tests/test_cold_start.py checks it); a subclass's are
+        # checked with its first construction (a missing required field, too).
+        self.defaults_valid = trusted_defaults
+
+    def trusted(self, values: Mapping[str, Any]) -> bool:
+        """Whether ``values`` may skip validation: defaults only, of the same type (``auto=1`` is validated)."""
+        if not self.defaults_valid:
+            return False
+        for name, value in values.items():
+            default = self.defaults.get(name, MISSING)
+            if default is MISSING:
+                factory = self.factories.get(name)
+                default = factory() if factory is not None else MISSING
+            if type(value) is not type(default) or value != default:
+                return False
+        return True
+
+    def fill(self, policy: Policy, values: Mapping[str, Any], given: frozenset[str]) -> None:
+        for name in self.names:
+            if name in values:
+                value = values[name]
+                if type(value) is dict:  # (the caller's dict is theirs: a later change to it must not show here)
+                    value = dict(value)
+            elif name in self.defaults:
+                value = self.defaults[name]
+            else:
+                value = self.factories[name]()
+            object.__setattr__(policy, name, value)
+        object.__setattr__(policy, "_fields_set", given)
+
+
+@dataclass(kw_only=True, repr=True, eq=True, slots=True, weakref_slot=True)
 class Policy:
     """Thresholds, keep rules and summarization settings. Immutable; unknown keys are rejected.
 
@@ -273,57 +316,138 @@ class Policy:
     provider_pause_after_compaction: bool = _setting(
         False, description="ask the provider to stop after compacting (Anthropic pause_after_compaction)")
 
-    # (name -> dataclasses.Field, each with its constraints and description in ``metadata``; set below the class)
+    # (name -> dataclasses.Field, each with its constraints and description in ``metadata``; set for each class)
     model_fields: ClassVar[Mapping[str, Field[Any]]]
+    _layout: ClassVar[_Layout]
+    # The keys given when the policy was made (pydantic's ``model_fields_set``, read by ``exclude_unset``).
+    _fields_set: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
 
-    def __init__(self, **values: Any) -> None:
-        if values and not _all_defaults(values):
-            from ._policy_schema import validated
+    if not TYPE_CHECKING:  # (mypy types the keywords from the fields, kw_only; the dataclass keeps this __init__)
 
-            values = validated(Policy, values)
-        _fill(self, values)
+        def __init__(self, **values: Any) -> None:
+            layout = type(self)._layout
+            given = frozenset(values)
+            if not layout.trusted(values):
+                from ._policy_schema import validated
+
+                values = validated(type(self), values)
+                layout.defaults_valid = True
+            layout.fill(self, values, given)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # A subclass sets team defaults or adds fields: it is made a dataclass of its own (in place: its fields
+        # with a default of their own live in its instances' __dict__), validated by a model generated for it.
+        super(Policy, cls).__init_subclass__(**kwargs)  # (zero-argument super() sees the class before slots)
+        if "__init__" not in cls.__dict__:
+            cls.__init__ = Policy.__init__  # type: ignore[method-assign]
+        dataclass(kw_only=True, repr=True, eq=True)(cls)
+        inherited = Policy.model_fields
+        for spec in fields(cls):  # (a default redefined keeps the field's range: trigger_pct stays within (0, 1])
+            if not spec.metadata and spec.name in inherited:
+                spec.metadata = inherited[spec.name].metadata
+        _lay_out(cls)
 
     def __setattr__(self, name: str, value: object) -> None:
         from pydantic_core import ValidationError
 
-        raise ValidationError.from_exception_data("Policy", [{"type": "frozen_instance", "loc": (name,),
-                                                              "input": value}])
+        raise ValidationError.from_exception_data(type(self).__name__, [{"type": "frozen_instance", "loc": (name,),
+                                                                        "input": value}])
 
     def __delattr__(self, name: str) -> None:
         self.__setattr__(name, None)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in _NAMES}
+        # (pydantic's layout: a policy pickled by a version where Policy was a pydantic model loads the same way)
+        return {"__dict__": {name: getattr(self, name) for name in self._layout.names},
+                "__pydantic_fields_set__": set(self._fields_set)}
 
-    def __setstate__(self, state: Mapping[str, Any]) -> None:  # (pickle, copy: past the frozen __setattr__)
-        _fill(self, state)
+    def __setstate__(self, state: object) -> None:  # (pickle, copy: past the frozen __setattr__)
+        from .._pickled import pickled_fields
+
+        values, given = pickled_fields(type(self).__name__, state, self._layout.names)
+        self._layout.fill(self, values, frozenset(values) if given is None else given)
 
     @classmethod
-    def model_validate(cls, obj: object) -> Policy:
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        """A policy as a field of a pydantic model: validated by the generated model, dumped as its fields."""
+        from ._policy_schema import core_schema
+
+        return core_schema(cls, handler)
+
+    @classmethod
+    def model_validate(cls, obj: object, *, strict: bool | None = None, from_attributes: bool | None = None,
+                       context: Any = None) -> Self:
         """A policy from a mapping of its fields (validated), or ``obj`` itself when it is one."""
-        if isinstance(obj, Policy):
+        if isinstance(obj, cls):
             return obj
         from ._policy_schema import validated
 
-        return cls.model_construct(**validated(cls, obj))
+        if isinstance(obj, Mapping):
+            given = frozenset(obj)
+        else:
+            given = frozenset(name for name in cls._layout.names if hasattr(obj, name))
+        values = validated(cls, obj, strict=strict, from_attributes=from_attributes, context=context)
+        return cls._made(values, given)
 
     @classmethod
-    def model_construct(cls, **values: Any) -> Policy:
+    def model_validate_json(cls, json_data: str | bytes, *, strict: bool | None = None,
+                            context: Any = None) -> Self:
+        """A policy from the JSON text of its fields (as :meth:`model_dump_json` writes it), validated."""
+        from ._policy_schema import model_of
+
+        checked = model_of(cls).model_validate_json(json_data, strict=strict, context=context)
+        return cls._made({name: getattr(checked, name) for name in cls._layout.names},
+                         frozenset(checked.model_fields_set))
+
+    @classmethod
+    def model_json_schema(cls, **options: Any) -> dict[str, Any]:
+        """The JSON schema of a policy (pydantic's ``model_json_schema`` of the generated model)."""
+        from ._policy_schema import model_of
+
+        schema: dict[str, Any] = model_of(cls).model_json_schema(**options)
+        return schema
+
+    @classmethod
+    def model_construct(cls, _fields_set: Collection[str] | None = None, **values: Any) -> Self:
         """A policy of ``values`` (the defaults for the rest), not validated: for values that are valid already."""
+        return cls._made(values, frozenset(values) if _fields_set is None else frozenset(_fields_set))
+
+    @classmethod
+    def _made(cls, values: Mapping[str, Any], given: frozenset[str]) -> Self:
         policy = object.__new__(cls)
-        _fill(policy, values)
+        cls._layout.fill(policy, values, given)
         return policy
 
-    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> Policy:
-        """A copy with the fields in ``update`` replaced, not validated (as pydantic's ``model_copy``)."""
-        return self.model_construct(**{**{name: getattr(self, name) for name in _NAMES}, **(update or {})})
+    @property
+    def model_fields_set(self) -> set[str]:
+        """The fields given when the policy was made (not those left at their defaults)."""
+        return set(self._fields_set)
 
-    def model_dump(self, *, include: Collection[str] | None = None, exclude: Collection[str] = (),
-                   exclude_none: bool = False, mode: Literal["python", "json"] = "python") -> dict[str, Any]:
-        """The fields as plain data (tool policies as mappings; lists, not tuples, with ``mode="json"``)."""
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with the fields in ``update`` replaced, validated (pydantic's ``model_copy`` does not validate)."""
+        values = {name: getattr(self, name) for name in self._layout.names}
+        if deep:
+            values = copy.deepcopy(values)
+        if not update:
+            return self._made(values, self._fields_set)
+        from ._policy_schema import validated
+
+        return self._made(validated(type(self), {**values, **update}), self._fields_set | frozenset(update))
+
+    def model_dump(self, *, mode: Literal["python", "json"] | str = "python", include: Any = None,
+                   exclude: Any = None, exclude_none: bool = False, **options: Any) -> dict[str, Any]:
+        """The fields as plain data (tool policies as mappings; lists, not tuples, with ``mode="json"``).
+
+        ``options`` are pydantic's (``exclude_unset``, ``by_alias``, ``round_trip``, …): with any of them, or
+        ``include``/``exclude`` given as nested mappings, the generated model dumps the policy.
+        """
+        if options or not (_names_only(include) and _names_only(exclude)) or mode not in ("python", "json"):
+            dumped: dict[str, Any] = self._as_model().model_dump(mode=mode, include=include, exclude=exclude,
+                                                                  exclude_none=exclude_none, **options)
+            return dumped
         out: dict[str, Any] = {}
-        for name in _NAMES:
-            if (include is not None and name not in include) or name in exclude:
+        for name in self._layout.names:
+            if (include is not None and name not in include) or (exclude is not None and name in exclude):
                 continue
             value = getattr(self, name)
             if value is None and exclude_none:
@@ -331,9 +455,19 @@ class Policy:
             out[name] = _plain(value, as_json=mode == "json")
         return out
 
-    def model_dump_json(self) -> str:
-        """The fields as JSON text (:meth:`model_validate` reads it back)."""
+    def model_dump_json(self, *, indent: int | None = None, **options: Any) -> str:
+        """The fields as JSON text (:meth:`model_validate_json` reads it back); ``options`` as :meth:`model_dump`'s."""
+        if indent is not None or options:
+            text: str = self._as_model().model_dump_json(indent=indent, **options)
+            return text
         return json.dumps(self.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":"))
+
+    def _as_model(self) -> Any:
+        """This policy as an instance of the generated model (not validated again), for pydantic's dump options."""
+        from ._policy_schema import model_of
+
+        return model_of(type(self)).model_construct(
+            _fields_set=set(self._fields_set), **{name: getattr(self, name) for name in self._layout.names})
 
     @property
     def may_compact_on_overflow(self) -> bool:
@@ -341,7 +475,7 @@ class Policy:
         return self.enabled and (self.auto or self.allow_on_overflow)
 
     @classmethod
-    def quality(cls, **overrides: object) -> Policy:
+    def quality(cls, **overrides: object) -> Self:
         """A preset that spends more of the window to keep more of the history verbatim.
 
         Against the cost-lean default: compaction waits longer (soft at 80% of hard, hard at 90% of the window)
@@ -390,29 +524,18 @@ class Policy:
         return min(clamped, soft)
 
 
-Policy.model_fields = MappingProxyType({f.name: f for f in fields(Policy)})
-_NAMES = tuple(Policy.model_fields)
-_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(Policy) if f.default is not MISSING}
-_FACTORIES: dict[str, Callable[[], Any]] = {f.name: f.default_factory for f in fields(Policy)
-                                            if f.default_factory is not MISSING}
+def _lay_out(cls: type[Policy]) -> None:
+    cls.model_fields = MappingProxyType({f.name: f for f in fields(cls) if f.init})
+    cls._layout = _Layout(cls.model_fields.values(), trusted_defaults=cls is Policy)
 
 
-def _all_defaults(values: Mapping[str, Any]) -> bool:
-    """Whether ``values`` only repeat defaults (of the same type: ``auto=1`` is validated, and becomes True)."""
-    for name, value in values.items():
-        default = _DEFAULTS.get(name, MISSING)
-        if default is MISSING:
-            factory = _FACTORIES.get(name)
-            default = factory() if factory is not None else MISSING
-        if type(value) is not type(default) or value != default:
-            return False
-    return True
+_lay_out(Policy)
 
 
-def _fill(policy: Policy, values: Mapping[str, Any]) -> None:
-    for name in _NAMES:
-        value = values[name] if name in values else _DEFAULTS[name] if name in _DEFAULTS else _FACTORIES[name]()
-        object.__setattr__(policy, name, value)
+def _names_only(names: object) -> bool:
+    """Whether ``include``/``exclude`` is absent or a plain collection of field names (not pydantic's nesting)."""
+    return names is None or (isinstance(names, set | frozenset | list | tuple)
+                             and all(isinstance(name, str) for name in names))
 
 
 def _plain(value: Any, *, as_json: bool) -> Any:

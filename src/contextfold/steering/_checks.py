@@ -7,6 +7,7 @@ rest of the configuration (``Input should be greater than 0``), so a config erro
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,6 +46,9 @@ def names(path: str, value: object) -> tuple[str, ...]:
 # What pydantic's lax mode takes for a boolean (a settings file or an environment variable may say "yes").
 _TRUE = frozenset({"true", "yes", "on", "y", "t", "1"})
 _FALSE = frozenset({"false", "no", "off", "n", "f", "0"})
+# A whole number as text: ASCII digits only (str.isdigit() takes "²" and "٣"), and few enough of them that int()
+# neither refuses the string nor spends time on it (a million tokens has 7).
+_WHOLE_NUMBER_TEXT = re.compile(r"[+-]?[0-9]{1,18}")
 
 
 def flag(path: str, value: object) -> bool | None:
@@ -69,7 +73,7 @@ def whole_number(path: str, value: object, *, least: int) -> int | None:
         number = value
     elif isinstance(value, float) and value.is_integer():
         number = int(value)
-    elif isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+    elif isinstance(value, str) and _WHOLE_NUMBER_TEXT.fullmatch(value.strip()):
         number = int(value.strip())
     else:
         raise SettingError(path, "Input should be a valid integer")

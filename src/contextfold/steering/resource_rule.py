@@ -74,6 +74,17 @@ class ResourceRule:
             raise SettingError("command", f"command {self.command!r} needs the values that read (reads) or edit "
                                           "(edits)")
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in _FIELDS}
+
+    def __setstate__(self, state: object) -> None:
+        # (also what pydantic pickled when this was a pydantic model; an unknown field is refused, not dropped)
+        from .._pickled import pickled_fields
+
+        values, _ = pickled_fields("ResourceRule", state, _FIELDS)
+        for spec in fields(self):
+            object.__setattr__(self, spec.name, values.get(spec.name, spec.default))
+
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> ResourceRule:
         """A rule from a config file's mapping (``{key: reservation_id, access: edit}``), unknown keys refused."""

@@ -35,7 +35,7 @@ __all__ = ["ResolvedToolPolicy", "ToolPolicies", "ToolPolicy", "parse_tool_polic
 _GLOB_CHARS = frozenset("*?[")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class ToolPolicy:
     """The rules for the outputs of the tools one name or glob matches. Unset fields (None) change nothing.
 
@@ -82,6 +82,17 @@ class ToolPolicy:
                 raise SettingError("resource", str(exc)) from None
         elif resource is not None and not isinstance(resource, ResourceRule):
             raise SettingError("resource", "Input should be a ResourceRule or a mapping of its settings")
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in _FIELDS}
+
+    def __setstate__(self, state: object) -> None:
+        # (also what pydantic pickled when this was a pydantic model; an unknown field is refused, not dropped)
+        from .._pickled import pickled_fields
+
+        values, _ = pickled_fields("ToolPolicy", state, _FIELDS)
+        for spec in fields(self):
+            object.__setattr__(self, spec.name, values.get(spec.name, spec.default))
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> ToolPolicy:
