@@ -182,6 +182,22 @@ def test_settings_written_as_text_or_floats_read_as_pydantic_reads_them() -> Non
         parse_tool_policies({"bash": {"max_tokens": 2.5}})
 
 
+@pytest.mark.parametrize("text", ["²", "٣", "4²", "9" * 5_000, "1" * 19, "4_000", "0x10", "", "+"])
+def test_a_number_as_text_is_ascii_digits_or_the_field_is_named(text: str) -> None:
+    # (str.isdigit() takes superscripts and other scripts' digits, which int() refuses or reads; thousands of digits
+    # make int() refuse the string, with Python's own message)
+    with pytest.raises(ValueError, match=r"^a\.max_tokens: Input should be a valid integer$"):
+        parse_tool_policies({"a": {"max_tokens": text}})
+    with pytest.raises(ValueError, match=r"^mask_after_turns: Input should be a valid integer$"):
+        ToolPolicy(mask_after_turns=text)  # type: ignore[arg-type]
+
+
+def test_a_number_as_text_may_have_a_sign_and_surrounding_spaces() -> None:
+    assert parse_tool_policies({"a": {"max_tokens": " +4000 ", "mask_after_turns": "-0"}}) == {
+        "a": ToolPolicy(max_tokens=4_000, mask_after_turns=0)}
+    assert ToolPolicy(max_tokens="9" * 18).max_tokens == 999_999_999_999_999_999  # type: ignore[arg-type]
+
+
 def test_a_rule_given_one_name_or_a_mapping_is_the_rule_of_a_tuple() -> None:
     assert ResourceRule(key="path", range="view_range") == ResourceRule(key=("path",), range=("view_range",))  # type: ignore[arg-type]
     assert ToolPolicy(resource={"key": "id"}).resource == ResourceRule(key=("id",))  # type: ignore[arg-type]
