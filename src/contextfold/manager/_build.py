@@ -23,6 +23,8 @@ from ..messages import Message
 from ..pairing import check_messages
 from ..redact import Redactor, SecretMemory
 from ..stores import MemoryBlobStore, open_blob_store
+from ..stores.archive_fs import FilesystemArchiveStore
+from ..stores.local import LocalBlobStore
 from ..telemetry import BatchProcessor, FanoutTelemetry, Tracer
 from ..telemetry.processor import DURABLE_FLUSH_TIMEOUT_S
 from ..tokens import MessageCounter, ModelInfo, counter_for_model, get_model
@@ -316,8 +318,11 @@ def _cache(store: Any, counter: MessageCounter, window: int, tool_budget: int, t
            session_id: str | None = None) -> Any:
     if store is None or store is False:
         return None
-    if store == "memory":  # (the in-process store, imported with the manager; every other is imported when named)
+    # The default (local) and in-process stores are imported with the manager; every other when named.
+    if store == "memory":
         store = MemoryBlobStore()
+    elif store == "local":
+        store = LocalBlobStore()
     elif isinstance(store, str):
         store = open_blob_store(store)
     options: dict[str, Any] = {}
@@ -359,8 +364,8 @@ def _archive(archive: Any, redactor: Any) -> Any:
     if redactor is None:
         # Archive(redactor=None) means "the built-in patterns"; redact=False must reach the archive as "off".
         redactor = Redactor(enabled=False)
-    if archive is None:
-        archive = f"{DEFAULT_DIR}/archive"
+    if archive is None:  # (the default: a directory, its store imported with the manager)
+        return Archive(FilesystemArchiveStore(f"{DEFAULT_DIR}/archive"), redactor=redactor)
     if isinstance(archive, Archive):
         return archive
     if archive == "memory":
