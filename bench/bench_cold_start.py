@@ -10,8 +10,10 @@ Measured in the child, in order:
 
 - ``import contextfold`` alone;
 - ``from contextfold import ContextManager`` (the import of the manager; wall and CPU time of both imports);
-- a process's first ``ContextManager(model="gpt-4o", store="memory", archive="memory")``, then the best of five
-  later ones (what every other manager of the process costs);
+- a process's first ``ContextManager(model="gpt-4o")``, then the best of five later ones (what every other manager
+  of the process costs), twice: with the default stores (``default``: the local blob store and archive, written
+  under a fresh temporary working directory per child) and in memory (``memory``: ``store="memory",
+  archive="memory"``);
 - the first manager's first ``add()`` of a small history (a user message, an assistant tool call and its result),
   and its first ``prepare()``;
 - import → first view: from before ``import contextfold`` to the first ``prepare()``'s return (the five later
@@ -39,6 +41,7 @@ from pathlib import Path
 
 _CHILD = r"""
 import json, sys, time
+stores = {} if sys.argv[1] == "default" else {"store": "memory", "archive": "memory"}
 clock, cpu = time.perf_counter, time.thread_time  # (CPU of the main thread: not the tokenizer's loading thread)
 t0, c0 = clock(), cpu()
 import contextfold
@@ -46,13 +49,13 @@ t1 = clock()
 from contextfold import ContextManager
 t2, c2 = clock(), cpu()
 before = set(sys.modules)
-cm = ContextManager(model="gpt-4o", store="memory", archive="memory", session_id="cold")
+cm = ContextManager(model="gpt-4o", session_id="cold", **stores)
 t3, c3 = clock(), cpu()
 construct_new = sorted(set(sys.modules) - before)
 later = []
 for i in range(5):
     s = clock()
-    ContextManager(model="gpt-4o", store="memory", archive="memory", session_id=f"cold{i}")
+    ContextManager(model="gpt-4o", session_id=f"cold{i}", **stores)
     later.append(clock() - s)
 s, cs = clock(), cpu()
 cm.add([{"role": "user", "content": "List the files and read setup.py."},
@@ -77,15 +80,20 @@ LABELS = ("import cf", "import CM", "import CPU", "1st constr.", "1st constr. CP
           "1st prepare", "import->view", "->view CPU")
 
 
-def _child_env(src: str, pycache: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env.update(PYTHONPATH=src, PYTHONPYCACHEPREFIX=pycache)
+STORES = ("default", "memory")
+
+
+def _child_env(src: str, pycache: str, home: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k != "PYTHONDONTWRITEBYTECODE" and not k.startswith("CONTEXTFOLD_")}
+    env.update(PYTHONPATH=src, PYTHONPYCACHEPREFIX=pycache, HOME=home)
     return env
 
 
-def _run(src: str, pycache: str) -> dict[str, object]:
-    done = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True,
-                          env=_child_env(src, pycache), check=True)
+def _run(src: str, pycache: str, stores: str) -> dict[str, object]:
+    with tempfile.TemporaryDirectory(prefix="cf-cold-") as workdir:  # (the default stores write under it)
+        done = subprocess.run([sys.executable, "-c", _CHILD, stores], capture_output=True, text=True,
+                              env=_child_env(src, pycache, workdir), cwd=workdir, check=True)
     result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
@@ -106,24 +114,27 @@ def main() -> None:
     args = parser.parse_args()
     here = str(Path(__file__).resolve().parent.parent / "src")
     trees = [("this tree", here)] + ([("baseline", args.baseline)] if args.baseline else [])
-    results: dict[str, list[dict[str, object]]] = {label: [] for label, _ in trees}
+    cases = [(f"{label}, {stores}", src, stores) for stores in STORES for label, src in trees]
+    results: dict[str, list[dict[str, object]]] = {case: [] for case, _, _ in cases}
     with tempfile.TemporaryDirectory(prefix="cf-pycache-") as pycache:
         for _, src in trees:
-            _run(src, pycache)  # warm-up: writes the bytecode, as an installed package has it
+            _run(src, pycache, "memory")  # warm-up: writes the bytecode, as an installed package has it
         print(f"python -c pass (whole process, min of {args.runs}): {_interpreter_ms(args.runs):.1f} ms")
         for _ in range(args.runs):  # interleaved: both trees see the same load
-            for label, src in trees:
-                results[label].append(_run(src, pycache))
+            for case, src, stores in cases:
+                results[case].append(_run(src, pycache, stores))
     print(f"min (median) of {args.runs} fresh interpreters, ms")
-    print(f"{'':<10}" + "".join(f"{name:>17}" for name in LABELS))
+    print(f"{'':<20}" + "".join(f"{name:>17}" for name in LABELS))
     mins: dict[str, dict[str, float]] = {}
-    for label, runs in results.items():
+    for case, runs in results.items():
         values = {k: [float(r[k]) for r in runs] for k in KEYS}  # type: ignore[arg-type]
-        mins[label] = {k: min(v) for k, v in values.items()}
-        print(f"{label:<10}" + "".join(f"{min(v):>8.1f} ({statistics.median(v):>6.1f})" for v in values.values()))
+        mins[case] = {k: min(v) for k, v in values.items()}
+        print(f"{case:<20}" + "".join(f"{min(v):>8.1f} ({statistics.median(v):>6.1f})" for v in values.values()))
     if args.baseline:
-        mine, base = mins["this tree"], mins["baseline"]
-        print(f"{'ratio':<10}" + "".join(f"{base[k] / mine[k]:>16.2f}x" if mine[k] else f"{'':>17}" for k in KEYS))
+        for stores in STORES:
+            mine, base = mins[f"this tree, {stores}"], mins[f"baseline, {stores}"]
+            print(f"{'ratio, ' + stores:<20}"
+                  + "".join(f"{base[k] / mine[k]:>16.2f}x" if mine[k] else f"{'':>17}" for k in KEYS))
     for label, runs in results.items():
         new = runs[0]["construct_new_modules"]
         assert isinstance(new, list)
