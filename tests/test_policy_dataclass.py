@@ -68,6 +68,7 @@ def test_a_policy_field_round_trips_through_json_and_has_the_policy_schema() -> 
     assert settings.policy.tools == {"a": ToolPolicy(max_tokens=3)}
     assert settings.policy.model_fields_set == {"trigger_pct", "tools"}
     assert Settings.model_validate_json(settings.model_dump_json()) == settings
+    assert "Policy" in Settings.model_json_schema(mode="serialization")["$defs"]
     assert settings.model_dump()["policy"] == settings.policy.model_dump()
     given = Lean()
     assert Settings(policy=given).policy is given  # (a policy, a subclass's too, is kept as it is)
@@ -99,6 +100,9 @@ def test_a_subclass_adds_fields_and_its_defaults_are_checked() -> None:
     class OutOfRange(Policy):
         soft_pct: float = 1.5
 
+    with pytest.raises(ValidationError) as caught:
+        OutOfRange(soft_pct=0.5)  # (the first construction gives that field a valid value: the default is checked)
+    assert _locations(caught.value) == ["soft_pct"]
     with pytest.raises(ValidationError) as caught:
         OutOfRange()
     assert _locations(caught.value) == ["soft_pct"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from enum import IntEnum
 from pathlib import Path
 
 import pytest
@@ -196,6 +197,7 @@ def test_a_number_as_text_may_have_a_sign_and_surrounding_spaces() -> None:
     assert parse_tool_policies({"a": {"max_tokens": " +4000 ", "mask_after_turns": "-0"}}) == {
         "a": ToolPolicy(max_tokens=4_000, mask_after_turns=0)}
     assert ToolPolicy(max_tokens="9" * 18).max_tokens == 999_999_999_999_999_999  # type: ignore[arg-type]
+    assert type(ToolPolicy(max_tokens=IntEnum("Size", {"LARGE": 4000}).LARGE).max_tokens) is int
 
 
 def test_a_rule_given_one_name_or_a_mapping_is_the_rule_of_a_tuple() -> None:

@@ -153,7 +153,7 @@ class Plan:
 class _Layout:
     """One policy class's fields: their names, defaults, and whether values need the validating model."""
 
-    __slots__ = ("defaults", "defaults_valid", "factories", "names")
+    __slots__ = ("defaults", "defaults_valid", "factories", "names", "required")
 
     def __init__(self, specs: Iterable[Field[Any]], *, trusted_defaults: bool) -> None:
         specs = list(specs)
@@ -161,13 +161,15 @@ class _Layout:
         self.defaults: dict[str, Any] = {s.name: s.default for s in specs if s.default is not MISSING}
         self.factories: dict[str, Callable[[], Any]] = {s.name: s.default_factory for s in specs
                                                         if s.default_factory is not MISSING}
+        # (a subclass may add a field without a default: every construction is validated, which asks for it)
+        self.required = frozenset(self.names) - set(self.defaults) - set(self.factories)
         # Policy's own defaults are valid by construction (tests/test_cold_start.py checks it); a subclass's are
         # checked with its first construction (a missing required field, too).
         self.defaults_valid = trusted_defaults
 
     def trusted(self, values: Mapping[str, Any]) -> bool:
         """Whether ``values`` may skip validation: defaults only, of the same type (``auto=1`` is validated)."""
-        if not self.defaults_valid:
+        if not self.defaults_valid or self.required:
             return False
         for name, value in values.items():
             default = self.defaults.get(name, MISSING)
@@ -330,8 +332,10 @@ class Policy:
             if not layout.trusted(values):
                 from ._policy_schema import validated
 
+                if not layout.defaults_valid and not layout.required:
+                    validated(type(self), {})  # (a subclass's own defaults, checked once)
+                    layout.defaults_valid = True
                 values = validated(type(self), values)
-                layout.defaults_valid = True
             layout.fill(self, values, given)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -70,7 +70,7 @@ def whole_number(path: str, value: object, *, least: int) -> int | None:
     if isinstance(value, bool):
         raise SettingError(path, "Input should be a valid integer")
     if isinstance(value, int):
-        number = value
+        number = int(value)  # (an int subclass, an IntEnum: stored as the plain number)
     elif isinstance(value, float) and value.is_integer():
         number = int(value)
     elif isinstance(value, str) and _WHOLE_NUMBER_TEXT.fullmatch(value.strip()):
