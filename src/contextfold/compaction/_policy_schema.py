@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import MISSING, fields
-from typing import TYPE_CHECKING, Any, get_type_hints
+from typing import Any, get_type_hints
 
 from pydantic import (
     BaseModel,
@@ -29,14 +29,13 @@ from pydantic_core import core_schema as schemas
 
 from ..steering.tool_policy import parse_tool_policies
 
-if TYPE_CHECKING:
-    from .policy import Policy
-
 __all__ = ["core_schema", "model_of", "validated"]
 
 
-def validated(policy: type[Policy], values: object, **options: Any) -> dict[str, Any]:
+def validated(policy: Any, values: object, **options: Any) -> dict[str, Any]:
     """Every field of ``policy`` (:class:`~.policy.Policy` or a subclass) from ``values``, validated and coerced.
+
+    The class is passed in, not imported (and typed ``Any``): the policy module imports this one.
 
     ``values`` maps some of the fields; ``options`` are ``model_validate``'s (``strict``, ``from_attributes``).
 
@@ -47,22 +46,23 @@ def validated(policy: type[Policy], values: object, **options: Any) -> dict[str,
     return {name: getattr(model, name) for name in policy.model_fields}
 
 
-def core_schema(policy: type[Policy], handler: GetCoreSchemaHandler) -> CoreSchema:
+def core_schema(policy: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
     """How a pydantic model validates and dumps a field holding a policy (``policy: Policy = Policy()``).
 
     A policy passes as it is; anything else goes through the generated model, every check and error location of
     ``Policy(**values)`` with it (``policy.custom_prompt``); the field dumps as :meth:`~.policy.Policy.model_dump`.
     """
 
-    def to_policy(value: object, validate: ValidatorFunctionWrapHandler) -> Policy:
+    def to_policy(value: object, validate: ValidatorFunctionWrapHandler) -> object:
         if isinstance(value, policy):
             return value
         checked = validate(value)
         return policy.model_construct(checked.model_fields_set,
                                       **{name: getattr(checked, name) for name in policy.model_fields})
 
-    def dump(value: Policy, info: schemas.SerializationInfo) -> dict[str, Any]:
-        return value.model_dump(mode="json" if info.mode_is_json() else "python")
+    def dump(value: Any, info: schemas.SerializationInfo) -> dict[str, Any]:
+        dumped: dict[str, Any] = value.model_dump(mode="json" if info.mode_is_json() else "python")
+        return dumped
 
     return schemas.no_info_wrap_validator_function(
         to_policy, handler.generate_schema(model_of(policy)),
@@ -137,7 +137,7 @@ _MODELS: dict[type, type[BaseModel]] = {}
 _BUILDING = threading.Lock()
 
 
-def model_of(policy: type[Policy]) -> type[BaseModel]:
+def model_of(policy: type) -> type[BaseModel]:
     """The model validating ``policy`` (the class or a subclass), built once per class."""
     model = _MODELS.get(policy)
     if model is None:
@@ -148,7 +148,7 @@ def model_of(policy: type[Policy]) -> type[BaseModel]:
     return model
 
 
-def _build(policy: type[Policy]) -> type[BaseModel]:
+def _build(policy: Any) -> type[BaseModel]:
     """The model: named as the class (its errors say "validation error for Policy")."""
     hints = get_type_hints(policy)  # (the names in the policy module's namespace, a subclass's in its own)
     definitions: dict[str, Any] = {}

@@ -203,8 +203,11 @@ class Policy:
     validated by a pydantic model generated from these fields (:mod:`._policy_schema`, built on first use). The
     default policy is valid by construction and needs neither pydantic nor its import, most of a process's first
     ``ContextManager(...)`` when it was a pydantic model (issue 22). The pydantic-style methods a caller may use are
-    kept: :meth:`model_validate`, :meth:`model_construct`, :meth:`model_copy`, :meth:`model_dump`,
-    :meth:`model_dump_json` and :attr:`model_fields`.
+    kept (:meth:`model_validate`, :meth:`model_validate_json`, :meth:`model_json_schema`, :meth:`model_construct`,
+    :meth:`model_copy`, :meth:`model_dump`, :meth:`model_dump_json`, :attr:`model_fields`,
+    :attr:`model_fields_set`), and a ``Policy`` field of a pydantic model is validated as before
+    (``__get_pydantic_core_schema__``). A subclass may set other defaults or add fields (``class Lean(Policy):
+    trigger_pct: float = 0.7``): it gets a validating model of its own, and its defaults are checked once.
     """
 
     # -- thresholds --------------------------------------------------------------------------------------------
