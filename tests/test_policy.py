@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -57,6 +60,28 @@ def test_policy_is_frozen() -> None:
     p = Policy()
     with pytest.raises(ValidationError):
         p.trigger_pct = 0.5
+
+
+def test_a_value_that_repeats_a_default_in_another_type_is_still_validated_and_coerced() -> None:
+    # (A policy of defaults only is not validated: Policy(auto=1) must not slip through as the default True.)
+    assert Policy(auto=1).auto is True  # type: ignore[arg-type]
+    assert Policy(trigger_pct="0.5").trigger_pct == 0.5  # type: ignore[arg-type]
+    assert Policy(protected_tools="todo_write, update_plan").protected_tools == ("todo_write", "update_plan")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        Policy(auto="maybe")  # type: ignore[arg-type]
+
+
+def test_copies_dumps_and_pickles_keep_every_field() -> None:
+    p = Policy(trigger_pct=0.7, tools={"bash": {"mask_after_turns": 2}}, summary_directives="keep the ticket ids")
+    paused = p.model_copy(update={"auto": False})
+    assert paused.auto is False and paused.trigger_pct == 0.7 and p.auto is True
+    assert Policy.model_validate(p.model_dump()) == p
+    assert p.model_dump(include={"trigger_pct", "tools"}) == {
+        "trigger_pct": 0.7, "tools": {"bash": {"max_tokens": None, "keep_whole": None, "never_mask": None,
+                                               "mask_after_turns": 2, "summarize": None, "protected": None,
+                                               "resource": None}}}
+    assert pickle.loads(pickle.dumps(p)) == p and copy.deepcopy(p) == p
+    assert Policy.model_construct() == Policy() and list(Policy.model_fields)[:2] == ["trigger_pct", "soft_pct"]
 
 
 def test_custom_strategy_with_prompt_is_valid() -> None:

@@ -545,9 +545,17 @@ def _kwargs_layer(kwargs: Mapping[str, Any]) -> dict[str, Any]:
         if value is None:
             continue
         if isinstance(value, BaseModel):
-            value = value.model_dump(exclude_unset=key != "policy")
+            value = value.model_dump(exclude_unset=True)
+        elif key == "policy" and _is_policy(value):  # (every field: a Policy object stands for the whole policy)
+            value = value.model_dump()
         out[key] = value
     return out
+
+
+def _is_policy(value: object) -> bool:
+    from .compaction import Policy
+
+    return isinstance(value, Policy)
 
 
 def _error_path(loc: tuple[int | str, ...]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from enum import IntEnum
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,47 @@ def test_policy_objects_round_trip_through_json() -> None:
     policy = Policy(tools={"bash": {"mask_after_turns": 2}, "get_*": {"resource": {"key": "id", "access": "edit"}}},
                     context_status="changes")
     assert Policy.model_validate(json.loads(policy.model_dump_json())) == policy
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda: ToolPolicy(max_tokens=0), "max_tokens: Input should be greater than 0"),
+    (lambda: ToolPolicy(mask_after_turns=-1), "mask_after_turns: Input should be greater than or equal to 0"),
+    (lambda: ToolPolicy(never_mask="maybe"), "never_mask: Input should be a valid boolean"),
+    (lambda: ToolPolicy(resource={"key": "id", "acces": "edit"}), "resource.acces: unknown setting"),
+    (lambda: ResourceRule(key=()), "key: name at least one argument"),
+    (lambda: ResourceRule(key="path", access="write"), "access: Input should be 'read' or 'edit'"),
+    (lambda: ResourceRule(key=("path", 3)), "key: Input should be a name or a list of names"),
+])
+def test_rules_built_in_python_are_checked_too(build: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        build()  # type: ignore[operator]
+
+
+def test_settings_written_as_text_or_floats_read_as_pydantic_reads_them() -> None:
+    assert parse_tool_policies({"bash": {"max_tokens": "4000", "mask_after_turns": 2.0, "never_mask": "yes",
+                                         "summarize": "off"}}) == {
+        "bash": ToolPolicy(max_tokens=4_000, mask_after_turns=2, never_mask=True, summarize=False)}
+    with pytest.raises(ValueError, match=r"bash\.max_tokens: Input should be a valid integer"):
+        parse_tool_policies({"bash": {"max_tokens": 2.5}})
+
+
+@pytest.mark.parametrize("text", ["²", "٣", "4²", "9" * 5_000, "1" * 19, "4_000", "0x10", "", "+"])
+def test_a_number_as_text_is_ascii_digits_or_the_field_is_named(text: str) -> None:
+    # (str.isdigit() takes superscripts and other scripts' digits, which int() refuses or reads; thousands of digits
+    # make int() refuse the string, with Python's own message)
+    with pytest.raises(ValueError, match=r"^a\.max_tokens: Input should be a valid integer$"):
+        parse_tool_policies({"a": {"max_tokens": text}})
+    with pytest.raises(ValueError, match=r"^mask_after_turns: Input should be a valid integer$"):
+        ToolPolicy(mask_after_turns=text)  # type: ignore[arg-type]
+
+
+def test_a_number_as_text_may_have_a_sign_and_surrounding_spaces() -> None:
+    assert parse_tool_policies({"a": {"max_tokens": " +4000 ", "mask_after_turns": "-0"}}) == {
+        "a": ToolPolicy(max_tokens=4_000, mask_after_turns=0)}
+    assert ToolPolicy(max_tokens="9" * 18).max_tokens == 999_999_999_999_999_999  # type: ignore[arg-type]
+    assert type(ToolPolicy(max_tokens=IntEnum("Size", {"LARGE": 4000}).LARGE).max_tokens) is int
+
+
+def test_a_rule_given_one_name_or_a_mapping_is_the_rule_of_a_tuple() -> None:
+    assert ResourceRule(key="path", range="view_range") == ResourceRule(key=("path",), range=("view_range",))  # type: ignore[arg-type]
+    assert ToolPolicy(resource={"key": "id"}).resource == ResourceRule(key=("id",))  # type: ignore[arg-type]

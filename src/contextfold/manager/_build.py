@@ -15,15 +15,25 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..archive import event_line
+from ..archive import Archive, MemoryArchiveStore, archive_key, event_line
+from ..cache import CacheConfig, Retention, ToolOutputCache
+from ..compaction import Policy
 from ..errors import ConfigError, InvalidHistory
 from ..messages import Message
 from ..pairing import check_messages
-from ..telemetry import FanoutTelemetry, Tracer
+from ..redact import Redactor, SecretMemory
+from ..stores import MemoryBlobStore, open_blob_store
+from ..stores.archive_fs import FilesystemArchiveStore
+from ..stores.local import LocalBlobStore
+from ..telemetry import BatchProcessor, FanoutTelemetry, Tracer
+from ..telemetry.processor import DURABLE_FLUSH_TIMEOUT_S
 from ..tokens import MessageCounter, ModelInfo, counter_for_model, get_model
 
+# What a default manager is built from is imported with this module (with ``from contextfold import
+# ContextManager``: the first manager of a process costs what every later one does, issue 22); other stores,
+# summarizers and exporters are imported when named.
 if TYPE_CHECKING:
-    from ..compaction import Budgets, Policy
+    from ..compaction import Budgets
     from ..summarize import Summarizer, SummaryResult
 
 __all__ = ["CompactionReport", "Components", "FanoutTelemetry", "Status", "build_components", "coerce_messages"]
@@ -117,8 +127,6 @@ def _session_id(session_id: object) -> str:
     """
     if session_id is None:
         return uuid.uuid4().hex[:16]
-    from ..archive import archive_key
-
     try:
         archive_key(session_id)  # type: ignore[arg-type]
     except ValueError as exc:
@@ -143,8 +151,6 @@ def build_components(
     warnings: list[str] = []
     redactor = None
     if redact is True:
-        from ..redact import Redactor
-
         redactor = Redactor()
     elif redact is not False and redact is not None:
         redactor = redact  # a configured Redactor
@@ -182,8 +188,6 @@ def _session_redactor(redactor: Any, cache: Any, session_id: str) -> Any:
     """
     if redactor is None or not hasattr(redactor, "for_session"):
         return redactor
-    from ..redact import SecretMemory
-
     store = getattr(cache, "store", None)
     memory = SecretMemory(store, session_id) if store is not None else SecretMemory()
     return redactor.for_session(memory)
@@ -218,9 +222,6 @@ class ArchiveEventsExporter:
 
 def _telemetry(telemetry: Any, redactor: Any, archive: Any, session_id: str) -> FanoutTelemetry:
     """The manager's sink: the caller's telemetry (a sink, or exporter names) plus the archive's events file."""
-    from ..telemetry import BatchProcessor
-    from ..telemetry.processor import DURABLE_FLUSH_TIMEOUT_S
-
     redact = redactor.redact_obj if redactor is not None else None
     # What exporters send out of the process also drops personal data (unless redaction says otherwise); the
     # archive's own events file is local, and keeps what the archive keeps.
@@ -284,12 +285,8 @@ def settings_arguments(settings: Any) -> dict[str, Any]:
 
 
 def _policy(policy: Policy | Mapping[str, Any] | None) -> Policy:
-    from ..compaction import Policy  # here, not at import: the policy module builds a pydantic model
-
     if policy is None:
-        # The defaults are valid by construction (tests/test_cold_start.py checks it): skipping validation skips
-        # building the validator, most of a default manager's start-up time. Built once: a Policy is frozen, so
-        # every default manager shares the one instance (issue 22: construction in a few ms).
+        # Built once: a Policy is frozen, so every default manager shares the one instance (issue 22).
         return _default_policy()
     if isinstance(policy, Policy):
         return policy
@@ -307,15 +304,11 @@ def _policy(policy: Policy | Mapping[str, Any] | None) -> Policy:
 
 @functools.cache
 def _default_policy() -> Policy:
-    from ..compaction import Policy
-
-    return Policy.model_construct()
+    return Policy()
 
 
 def cache_budget(window: int, tool_budget: int) -> int:
     """The write-time tool-output budget of a window, when the configuration does not set one."""
-    from ..cache import CacheConfig
-
     # Write-time views are sized from the tool-output budget, which the policy keeps under the soft threshold:
     # the spec's clamp(window × 0.25, 20K, 60K) alone would let one output overflow a small window.
     return min(CacheConfig().budget_tokens(window), tool_budget)
@@ -323,13 +316,14 @@ def cache_budget(window: int, tool_budget: int) -> int:
 
 def _cache(store: Any, counter: MessageCounter, window: int, tool_budget: int, tool_output: Any = None,
            session_id: str | None = None) -> Any:
-    from ..cache import CacheConfig, Retention, ToolOutputCache
-
     if store is None or store is False:
         return None
-    if isinstance(store, str):
-        from ..stores import open_blob_store
-
+    # The default (local) and in-process stores are imported with the manager; every other when named.
+    if store == "memory":
+        store = MemoryBlobStore()
+    elif store == "local":
+        store = LocalBlobStore()
+    elif isinstance(store, str):
         store = open_blob_store(store)
     options: dict[str, Any] = {}
     if isinstance(tool_output, CacheConfig):
@@ -365,22 +359,16 @@ def _summarizer(summarizer: Any) -> Summarizer | None:
 
 
 def _archive(archive: Any, redactor: Any) -> Any:
-    from ..archive import Archive
-
     if archive is False:
         return None
     if redactor is None:
-        from ..redact import Redactor
-
         # Archive(redactor=None) means "the built-in patterns"; redact=False must reach the archive as "off".
         redactor = Redactor(enabled=False)
-    if archive is None:
-        archive = f"{DEFAULT_DIR}/archive"
+    if archive is None:  # (the default: a directory, its store imported with the manager)
+        return Archive(FilesystemArchiveStore(f"{DEFAULT_DIR}/archive"), redactor=redactor)
     if isinstance(archive, Archive):
         return archive
     if archive == "memory":
-        from ..archive import MemoryArchiveStore
-
         return Archive(MemoryArchiveStore(), redactor=redactor)
     if isinstance(archive, str):
         from ..stores.archive_open import open_archive_store

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ._limits import store_losses
+from ._media import MediaGuard
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -75,8 +76,6 @@ class LearnedLimits:
     def __init__(self, manager: LimitsHost, window_budgets: Budgets) -> None:
         from ..cache.owners import owner_tag
         from ._limits import ProviderLimit
-        from ._media import MediaGuard
-
         self.manager = manager
         self.window_budgets = window_budgets  # the thresholds of the configured window (a learned limit lowers them)
         self.cache_budget: int | None = None  # the write-time budget a learned limit set, when it set one

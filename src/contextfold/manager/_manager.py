@@ -20,22 +20,36 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._lazy import LazyModule
+from ..provider_context import ProviderContext
+from ..steering import Steering, schema_tool_names
+from ..telemetry import CompactWarning
 from ..telemetry._pace import foreground
+from ..tokens import TokenUsage
+from ._answered_view import AnsweredWidening
 from ._archiver import Archiver
+from ._build import build_components
 from ._cache_economics import CacheEconomics
+from ._compaction_runner import CompactionRunner
 from ._compactor import Compactor
 from ._decisions import Decisions
 from ._idle import IdleCompactions
+from ._intake import Intake
+from ._learned_limits import LearnedLimits
 from ._lost_refs import mark_lost_refs
 from ._masking import Masking
+from ._provider_items import ProviderItems
 from ._request_extras import RequestExtras
 from ._secrets import SessionSecrets
 from ._spans import CALL_KIND, CALL_SPAN, session_metadata
+from ._view import View
+from .reconcile import FrameworkHistory
 
-# Everything else is imported where it is used (issue 15): ``from contextfold import ContextManager`` loads this
-# module, the collaborators every turn uses (masking, archiver, compactor, secrets...) and the span names; building
-# a manager loads what a turn needs (its intake, compaction runner and learned limits among it); compaction,
-# summarizing, redaction patterns and the other wire formats load when first used.
+# ``from contextfold import ContextManager`` loads this module and everything building a manager of the default
+# kind needs (issue 22: a process's first ``ContextManager(...)`` in a few ms, as every later one; the import stays
+# within issue 15's 150 ms because no part of it is pydantic): its collaborators, the policy, the tool-output cache,
+# the memory stores, the archive, redaction (without its patterns), telemetry. What only some managers or turns need
+# is imported where it is used: compaction, summarizing, the redaction patterns, the wire formats other than the
+# one asked for, the local and remote stores, pydantic (a configured policy, a settings file).
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
@@ -45,7 +59,7 @@ if TYPE_CHECKING:
     from ..media import MediaLimits, MediaTally
     from ..messages import Message
     from ..summarize import Summarizer
-    from ..tokens import MessageCounter, TokenUsage
+    from ..tokens import MessageCounter
     from ._build import CompactionReport, Components, Status
     from ._exact_figures import ExactFigures
 else:  # (read on every turn: imported when first used, not with the manager, then no import statement per call)
@@ -142,17 +156,6 @@ class ContextManager:
         archive_events: bool = True,
         defer_soft: bool = False,
     ) -> None:
-        from ..steering import Steering, schema_tool_names
-        from ..telemetry import CompactWarning
-        from ..tokens import TokenUsage
-        from ._answered_view import AnsweredWidening
-        from ._build import build_components
-        from ._compaction_runner import CompactionRunner
-        from ._intake import Intake
-        from ._learned_limits import LearnedLimits
-        from ._view import View
-        from .reconcile import FrameworkHistory
-
         parts: Components = build_components(
             model=model, max_context_tokens=max_context_tokens, policy=policy, summarizer=summarizer, store=store,
             archive=archive, telemetry=telemetry, session_id=session_id, redact=redact, clock=clock,
@@ -225,9 +228,6 @@ class ContextManager:
         self._calls = 0
         # The providers' own context management (issue 23): who compacts, what the provider reported, and which
         # providers' opaque state the view may hold (a prepare() in another format reports what it leaves out).
-        from ..provider_context import ProviderContext
-        from ._provider_items import ProviderItems
-
         self.provider_context = ProviderContext(self.policy, self.budgets, self.tracer, self.session_id)
         self._provider_items = ProviderItems(self.tracer, self.session_id)
         for warning in parts.warnings:
@@ -246,8 +246,8 @@ class ContextManager:
         """
         from pydantic import BaseModel
 
+        from ..compaction import Policy
         from ..config import load_settings
-        from ..telemetry import CompactWarning
         from ._build import settings_arguments
 
         # telemetry=a sink (not a settings mapping) goes to the constructor, like summarizer=an object.
@@ -255,7 +255,7 @@ class ContextManager:
                         "tool_output"}
         # tool_output as a settings mapping uses the YAML names (max_tokens, …); a CacheConfig goes to the constructor
         setting_keys = {k for k in setting_keys & set(kwargs)
-                        if k in ("model", "max_context_tokens") or isinstance(kwargs[k], Mapping | BaseModel)
+                        if k in ("model", "max_context_tokens") or isinstance(kwargs[k], Mapping | BaseModel | Policy)
                         or (k == "summarizer" and isinstance(kwargs[k], str))}
         settings = load_settings(path, env=env, **{k: v for k, v in kwargs.items() if k in setting_keys})
         args = settings_arguments(settings)
@@ -493,8 +493,6 @@ class ContextManager:
         sent). Adapters and client wrappers call it with what they send; call it yourself when you call
         ``prepare()`` and pass these to the API. Returns True when their token count changed.
         """
-        from ..steering import schema_tool_names
-
         with self._lock:
             before = self._extras.tokens
             if not self._extras.set(tools=tools, instructions=instructions, response_format=response_format):
@@ -614,8 +612,6 @@ class ContextManager:
         archive was down (what is owed stays owed, so each turn tried again). The items stay in ``view.dropped``
         and the next ``prepare()`` (or ``archive_view()``, which raises) archives them once the archive is back.
         """
-        from ..telemetry import CompactWarning
-
         try:
             self._archive_dropped()
         except Exception as error:
@@ -769,7 +765,6 @@ class ContextManager:
         it stands (a manager rebuilt from the stored view a reply answered, as the proxy does).
         """
         from ..telemetry import UsageRecorded
-        from ..tokens import TokenUsage
 
         parsed = TokenUsage.from_any(usage)
         with foreground, self._lock:
@@ -779,8 +774,6 @@ class ContextManager:
             tokens, _, count = self._view.totals()
             counted = tokens + self._tool_tokens + self._status_uncounted
             if parsed.prompt_tokens > _IMPLAUSIBLE_PROMPT_FACTOR * self._limits.window_budgets.window:
-                from ..telemetry import CompactWarning
-
                 self.tracer.emit(CompactWarning(
                     session_id=self.session_id, code="usage_implausible",
                     message=f"the provider reported a prompt of {parsed.prompt_tokens:,} tokens, over "

@@ -8,7 +8,7 @@ Contract (each part pure over messages and policies; the manager holds the state
   applied in order after the built-in ones.
 - **Superseded reads** (:mod:`.resources`): :func:`superseded_reads` finds the reads that a later read of the same
   resource (same or wider range) or a later edit made stale; what a call reads is told by a :class:`ResourceRule`
-  per tool, with :data:`DEFAULT_RESOURCE_RULES` for the common file tools.
+  per tool (:mod:`.resource_rule`), with :data:`DEFAULT_RESOURCE_RULES` for the common file tools.
 - **Masking order** (:mod:`.order`): :func:`mask_order` turns both into a :class:`MaskOrder` (outputs to mask
   first, outputs to leave) that :func:`contextfold.cache.masking.mask_tool_outputs` takes; when and how much to
   mask stays the manager's decision.
@@ -48,7 +48,8 @@ if TYPE_CHECKING:
         without_receipts,
     )
     from .order import MaskOrder, mask_order, turns_after
-    from .resources import DEFAULT_RESOURCE_RULES, Access, ResourceRule, access_of, superseded_reads
+    from .resource_rule import ResourceRule
+    from .resources import DEFAULT_RESOURCE_RULES, Access, access_of, superseded_reads
     from .tool_policy import ResolvedToolPolicy, ToolPolicies, ToolPolicy, parse_tool_policies
 
 # name -> the module that defines it, imported on first use (see contextfold._lazy).
@@ -61,7 +62,7 @@ _EXPORTS: dict[str, str] = {
     "MaskOrder": ".order",
     "RECEIPT_KIND": ".notes",
     "ResolvedToolPolicy": ".tool_policy",
-    "ResourceRule": ".resources",
+    "ResourceRule": ".resource_rule",
     "STATUS_KIND": ".notes",
     "SinceLastTurn": ".notes",
     "Steering": "._state",

@@ -18,10 +18,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
-
 from ..messages import Message
 from ..pairing import ToolPair, pair_list
+from .resource_rule import ResourceRule
 
 __all__ = [
     "DEFAULT_RESOURCE_RULES",
@@ -54,65 +53,6 @@ EDIT_COMMANDS = ("create", "str_replace", "insert", "undo_edit", "write", "edit"
 # Two integers in a text such as "[10, 60]", "10-60" or "10:60" (a model may quote a list); a minus sign only counts
 # where no digit precedes it ("[1, -1]" runs to the end, "10-60" is a range).
 _INTEGERS = re.compile(r"(?<!\d)-?\d+")
-
-
-class ResourceRule(BaseModel):
-    """How to tell what resource a call of one tool reads or edits, from its arguments.
-
-    Each field names candidate arguments; the first one present in a call is used.
-
-    Attributes:
-        key: Arguments naming the resource (``path``; ``reservation_id``). The values of every one present, in
-            this order, are the name (the argument names are not: ``file_path`` of one tool and ``path`` of another
-            name the same file), so a composite key (``origin`` + ``destination`` + ``date``) works too. A call
-            with none is ignored.
-        access: What a call does to the resource: ``read`` or ``edit`` (when ``command`` does not say).
-        command: The argument selecting the operation of a multiplexed tool (``str_replace_editor``'s
-            ``command``); ``reads`` and ``edits`` list its values that read and that edit (others do neither).
-        range: An argument holding ``[first, last]`` lines (``view_range``; ``-1`` or null: to the end).
-        start: An argument holding the first line (``start_line``, ``offset``).
-        end: An argument holding the last line (``end_line``).
-        limit: An argument holding how many lines from ``start`` (``limit``).
-        changed_text: For an edit: an argument holding the text it replaces (``old_str``). An earlier read is
-            superseded only if its output shows that text (its first non-blank line); a read of another part of
-            the file stays current. Without it (or when the call does not have it) an edit supersedes every read.
-        changed_line: For an edit: an argument holding the line it changes (``insert_line``); an earlier read is
-            superseded only if its range holds that line.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    key: tuple[str, ...]
-    access: Literal["read", "edit"] = "read"
-    command: str | None = None
-    reads: tuple[str, ...] = ()
-    edits: tuple[str, ...] = ()
-    range: tuple[str, ...] = ()
-    start: tuple[str, ...] = ()
-    end: tuple[str, ...] = ()
-    limit: tuple[str, ...] = ()
-    changed_text: tuple[str, ...] = ()
-    changed_line: tuple[str, ...] = ()
-
-    @field_validator("key", "reads", "edits", "range", "start", "end", "limit", "changed_text", "changed_line",
-                     mode="before")
-    @classmethod
-    def _one_name(cls, value: object) -> object:
-        # "path" in a config file means ("path",).
-        return (value,) if isinstance(value, str) else value
-
-    @field_validator("key")
-    @classmethod
-    def _some_key(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if not value or not all(v.strip() for v in value):
-            raise ValueError("name at least one argument (e.g. key: path)")
-        return value
-
-    @model_validator(mode="after")
-    def _commands_need_values(self) -> ResourceRule:
-        if self.command is not None and not (self.reads or self.edits):
-            raise ValueError(f"command {self.command!r} needs the values that read (reads) or edit (edits)")
-        return self
 
 
 # The rules behind the defaults, reusable in a config (``resource: FILE_READ`` is not a thing: Python only).

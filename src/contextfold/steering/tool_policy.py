@@ -22,12 +22,12 @@ from __future__ import annotations
 import fnmatch
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from .resources import DEFAULT_RESOURCE_RULES, ResourceRule
+from ._checks import SettingError, check_known, flag, whole_number
+from .resource_rule import ResourceRule
+from .resources import DEFAULT_RESOURCE_RULES
 
 __all__ = ["ResolvedToolPolicy", "ToolPolicies", "ToolPolicy", "parse_tool_policies"]
 
@@ -35,8 +35,12 @@ __all__ = ["ResolvedToolPolicy", "ToolPolicies", "ToolPolicy", "parse_tool_polic
 _GLOB_CHARS = frozenset("*?[")
 
 
-class ToolPolicy(BaseModel):
+@dataclass(frozen=True, slots=True, weakref_slot=True)
+class ToolPolicy:
     """The rules for the outputs of the tools one name or glob matches. Unset fields (None) change nothing.
+
+    A frozen dataclass checked in plain Python (:mod:`._checks`): every default manager builds the built-in entries,
+    and imports no pydantic (issue 22).
 
     Attributes:
         max_tokens: Write-time cap of one output, in tokens (000's ``TOOL_OUTPUT_MAX_TOKENS``, per tool); the
@@ -47,18 +51,61 @@ class ToolPolicy(BaseModel):
         summarize: False keeps the call and its output verbatim through compaction (like ``protected_tools``).
         protected: 000's ``PROTECTED_TOOLS``: never cut, masked or summarized (``keep_whole`` and
             ``summarize: false`` together).
-        resource: What a call reads or edits, for superseded reads (:class:`ResourceRule`).
+        resource: What a call reads or edits, for superseded reads (:class:`ResourceRule`, or its settings as a
+            mapping).
+
+    Raises:
+        SettingError: (a ValueError) naming the field (``max_tokens``, ``resource.key``) and the problem.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    max_tokens: int | None = Field(default=None, gt=0)
+    max_tokens: int | None = None
     keep_whole: bool | None = None
     never_mask: bool | None = None
-    mask_after_turns: int | None = Field(default=None, ge=0)
+    mask_after_turns: int | None = None
     summarize: bool | None = None
     protected: bool | None = None
     resource: ResourceRule | None = None
+
+    def __post_init__(self) -> None:
+        # (Values as a settings file may give them, "4000" or "yes", are kept as the number or flag they say.)
+        object.__setattr__(self, "max_tokens", whole_number("max_tokens", self.max_tokens, least=1))
+        object.__setattr__(self, "mask_after_turns", whole_number("mask_after_turns", self.mask_after_turns, least=0))
+        for name in ("keep_whole", "never_mask", "summarize", "protected"):
+            object.__setattr__(self, name, flag(name, getattr(self, name)))
+        resource: object = self.resource
+        if isinstance(resource, Mapping):
+            try:
+                object.__setattr__(self, "resource", ResourceRule.from_settings(resource))
+            except SettingError as exc:
+                raise exc.within("resource") from None
+            except TypeError as exc:  # (a key given twice cannot happen in a mapping; kept for a clear message)
+                raise SettingError("resource", str(exc)) from None
+        elif resource is not None and not isinstance(resource, ResourceRule):
+            raise SettingError("resource", "Input should be a ResourceRule or a mapping of its settings")
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in _FIELDS}
+
+    def __setstate__(self, state: object) -> None:
+        # (also what pydantic pickled when this was a pydantic model; an unknown field is refused, not dropped)
+        from .._pickled import pickled_fields
+
+        values, _ = pickled_fields("ToolPolicy", state, _FIELDS)
+        for spec in fields(self):
+            object.__setattr__(self, spec.name, values.get(spec.name, spec.default))
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> ToolPolicy:
+        """A tool's rules from a config file's mapping, unknown keys refused."""
+        check_known(settings, _FIELDS)
+        return cls(**settings)
+
+    def settings(self) -> dict[str, Any]:
+        """The fields that are set (not None), ``resource`` as the rule itself."""
+        return {name: value for name in _FIELDS if (value := getattr(self, name)) is not None}
+
+
+_FIELDS = tuple(f.name for f in fields(ToolPolicy))
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,22 +152,23 @@ def parse_tool_policies(value: Any) -> dict[str, ToolPolicy]:
     if not isinstance(value, Mapping):
         raise ValueError(f"must map tool names (globs) to their settings, got {type(value).__name__}")
     out: dict[str, ToolPolicy] = {}
-    for glob, fields in value.items():
+    for glob, settings in value.items():
         if not isinstance(glob, str) or not glob.strip():
             raise ValueError(f"tool name {glob!r} must be a non-empty string")
-        if isinstance(fields, ToolPolicy):
-            out[glob] = fields
+        if isinstance(settings, ToolPolicy):
+            out[glob] = settings
             continue
-        if not isinstance(fields, Mapping):
-            raise ValueError(f"{glob}: settings must be a mapping, got {type(fields).__name__}")
+        if not isinstance(settings, Mapping):
+            raise ValueError(f"{glob}: settings must be a mapping, got {type(settings).__name__}")
         try:
-            out[glob] = ToolPolicy.model_validate(dict(fields))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            message = "unknown setting" if first["type"] == "extra_forbidden" else first["msg"]
-            raise ValueError(f"{glob}.{where}: {message.removeprefix('Value error, ')}") from None
+            out[glob] = ToolPolicy.from_settings(settings)
+        except SettingError as exc:
+            raise ValueError(f"{glob}.{exc.path}: {exc.problem}") from None
     return out
+
+
+# The entries of DEFAULT_RESOURCE_RULES, built once (every manager's policies start with them).
+_BUILT_IN = tuple((glob, ToolPolicy(resource=rule)) for glob, rule in DEFAULT_RESOURCE_RULES.items())
 
 
 def _matches(glob: str, name: str) -> bool:
@@ -140,8 +188,7 @@ class ToolPolicies:
     def __init__(self, entries: Mapping[str, ToolPolicy] | Iterable[tuple[str, ToolPolicy]] = (), *,
                  defaults: bool = True) -> None:
         items = list(entries.items()) if isinstance(entries, Mapping) else list(entries)
-        base = [(glob, ToolPolicy(resource=rule)) for glob, rule in DEFAULT_RESOURCE_RULES.items()] if defaults else []
-        self._entries: list[tuple[str, ToolPolicy]] = [*base, *items]
+        self._entries: list[tuple[str, ToolPolicy]] = [*(_BUILT_IN if defaults else ()), *items]
         self._configured = bool(items)
         self._resolved: dict[str, ResolvedToolPolicy] = {}
         # (entries are frozen and fixed here: read on every prepare(), answered once)
@@ -164,16 +211,14 @@ class ToolPolicies:
         known = self._resolved.get(name)
         if known is not None:
             return known
-        fields: dict[str, Any] = {}
+        merged: dict[str, Any] = {}
         for glob, entry in self._entries:
             if _matches(glob, name):
-                fields.update(entry.model_dump(exclude_none=True, exclude={"resource"}))
-                if entry.resource is not None:
-                    fields["resource"] = entry.resource
-        protected = fields.pop("protected", None)
+                merged.update(entry.settings())
+        protected = merged.pop("protected", None)
         if protected:
-            fields.update(keep_whole=True, never_mask=True, summarize=False)
-        resolved = ResolvedToolPolicy(**fields) if fields else _NO_RULES
+            merged.update(keep_whole=True, never_mask=True, summarize=False)
+        resolved = ResolvedToolPolicy(**merged) if merged else _NO_RULES
         self._resolved[name] = resolved
         return resolved
 
