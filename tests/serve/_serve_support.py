@@ -8,8 +8,10 @@ they use (``upstream_fixture`` registers ``upstream``, and so on).
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,8 @@ import pytest
 pytest.importorskip("starlette", reason="contextfold[serve] is not installed")
 
 from contextfold.serve import ProxyServer, ServeConfig
+from contextfold.serve.app import ServeApp
+from contextfold.serve.runner import _server
 from contextfold.testing import ScriptedLLMServer
 from contextfold.testing.services import RedisServer
 
@@ -89,3 +93,31 @@ def instances_fixture(request: pytest.FixtureRequest, upstream: ScriptedLLMServe
                               state_dir=str(state))
         with ProxyServer(config) as one, ProxyServer(config) as two:
             yield [one, two]
+
+
+@contextlib.contextmanager
+def application_logging(handler: logging.Handler, *, propagate: bool = True) -> Iterator[None]:
+    """``handler`` on the root logger at INFO, as an application sets one up, and ``contextfold.serve`` with no
+    handler of its own (``propagate``: as the application left it); everything put back after."""
+    root, serve = logging.getLogger(), logging.getLogger("contextfold.serve")
+    saved = root.level, serve.handlers[:], serve.propagate, serve.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    serve.handlers[:], serve.propagate = [], propagate
+    serve.setLevel(logging.NOTSET)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(saved[0])
+        serve.handlers[:], serve.propagate = saved[1], saved[2]
+        serve.setLevel(saved[3])
+
+
+class HostServer(ProxyServer):
+    """A host application holding the proxy (``host(serve_app)`` makes it: a mount, say) on a free port of 127.0.0.1;
+    ``serve_app`` is the proxy inside. Started and stopped as ``ProxyServer`` (uvicorn runs the host's lifespan)."""
+
+    def __init__(self, config: ServeConfig, host: Callable[[ServeApp], Any]) -> None:
+        super().__init__(config)
+        self._server = _server(config, host(self.serve_app))

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from _serve_support import proxy_config
+from _serve_support import application_logging, proxy_config
 
 from contextfold.serve import ProxyServer
 from contextfold.testing import ScriptedLLMServer
@@ -30,20 +30,9 @@ class Collected(logging.Handler):
 
 @pytest.fixture
 def collected() -> Iterator[Collected]:
-    root, serve = logging.getLogger(), logging.getLogger("contextfold.serve")
-    saved = root.level, serve.handlers[:], serve.propagate, serve.level
     handler = Collected()
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    serve.handlers[:], serve.propagate = [], True
-    serve.setLevel(logging.NOTSET)
-    try:
+    with application_logging(handler):
         yield handler
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(saved[0])
-        serve.handlers[:], serve.propagate = saved[1], saved[2]
-        serve.setLevel(saved[3])
 
 
 def test_each_apps_patterns_redact_its_lines(collected: Collected) -> None:

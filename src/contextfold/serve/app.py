@@ -10,12 +10,14 @@ call is made again) and the client never sees it unless recovery gives up.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import functools
 import json
 import logging
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -102,6 +104,27 @@ class BodyTooLarge(Exception):
     """The request body is over ``max_body_bytes``."""
 
 
+class _LinesAtFirstCall:
+    """ASGI middleware: a request to an app whose lifespan never ran (mounted in another) starts its log writer."""
+
+    def __init__(self, app: Any, serve: ServeApp) -> None:
+        self.app = app
+        self.serve = serve
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Start the writer at the first HTTP request when no lifespan did; pass the call on."""
+        if scope["type"] == "http" and not self.serve._lines_started:
+            self.serve._start_lines(at_first_request=True)
+        await self.app(scope, receive, send)
+
+
+def _stop_at_exit(serve: weakref.ref[ServeApp]) -> None:
+    """At the interpreter's exit: the lines an app started at its first request queued are written."""
+    alive = serve()
+    if alive is not None:
+        alive.stop_lines()
+
+
 class SessionLocks:
     """One asyncio lock per session on this instance: its requests take turns here instead of conflicting."""
 
@@ -159,29 +182,61 @@ class ServeApp:
         routes += [Route("/healthz", self.health, methods=["GET"]), Route("/readyz", self.ready, methods=["GET"]),
                    Route("/metrics", self.metrics_endpoint, methods=["GET"]),
                    Route("/{path:path}", self.passthrough, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])]
-        self.app = Starlette(routes=routes, lifespan=self._lifespan,
-                             middleware=[Middleware(LogRedactorScope, redactor=self.redactor)])
+        # The log writer (serve.ops): started by the lifespan, or by the first request if none ran (_LinesAtFirstCall).
+        self._lines_lock = threading.Lock()
+        self._lines_started = False
+        self._stop_lines: Callable[[], None] | None = None
+        self.app = Starlette(routes=routes, lifespan=self.lifespan,
+                             middleware=[Middleware(LogRedactorScope, redactor=self.redactor),
+                                         Middleware(_LinesAtFirstCall, serve=self)])
 
     @contextlib.asynccontextmanager
-    async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
-        # (an application that did not call configure_logging: its handlers get the lines off the loop, redacted)
-        stop_lines = lines_to_the_applications_handlers(self.redactor)
-        log_event("serving", host=self.config.host, port=self.config.port, sessions=self.config.sessions,
-                  openai=self.config.openai_base_url, anthropic=self.config.anthropic_base_url)
+    async def lifespan(self, _app: Any = None) -> AsyncIterator[None]:
+        """The proxy's start and stop: its log writer, then, at the stop, draining and :meth:`aclose`.
+
+        Starlette runs it for ``.app`` served on its own. A host application that mounts ``.app`` runs no lifespan of
+        a mounted app: it may run this one inside its own (``async with serve_app.lifespan(app): yield``); without it
+        the writer starts at the first request, and the host's stop should await :meth:`aclose`.
+        """
+        self._start_lines()
         try:
             yield
         finally:
             self.draining = True
-            try:
-                await self.aclose()
-            finally:
-                if stop_lines is not None:
-                    await asyncio.to_thread(stop_lines)  # (the lines queued are written)
+            await self.aclose()
+
+    def _start_lines(self, *, at_first_request: bool = False) -> None:
+        """Start the writer that hands the lines, redacted and off the loop, to an application's handlers (once).
+
+        (an application that did not call configure_logging: ops.lines_to_the_applications_handlers.) A mounted app
+        has no lifespan: without this at its first request, every line went to the host's handlers on the event loop,
+        unredacted (s19's "noticed"). Its stop then comes with :meth:`aclose`, or at the interpreter's exit.
+        """
+        with self._lines_lock:
+            if self._lines_started:
+                return
+            self._lines_started = True
+            self._stop_lines = lines_to_the_applications_handlers(self.redactor)
+        if at_first_request and self._stop_lines is not None:
+            atexit.register(_stop_at_exit, weakref.ref(self))
+        log_event("serving", host=self.config.host, port=self.config.port, sessions=self.config.sessions,
+                  openai=self.config.openai_base_url, anthropic=self.config.anthropic_base_url,
+                  **({"started": "at the first request (no lifespan ran: mounted?)"} if at_first_request else {}))
+
+    def stop_lines(self) -> None:
+        """Stop the log writer (the lines queued are written first); a no-op when none runs."""
+        with self._lines_lock:
+            stop, self._stop_lines = self._stop_lines, None
+        if stop is not None:
+            stop()
 
     async def aclose(self) -> None:
-        """Close the upstream pool and the stores."""
-        await self.upstream.aclose()
-        await asyncio.to_thread(self.backend.close)
+        """Close the upstream pool and the stores, then stop the log writer (its queued lines written)."""
+        try:
+            await self.upstream.aclose()
+            await asyncio.to_thread(self.backend.close)
+        finally:
+            await asyncio.to_thread(self.stop_lines)
 
     # -- plumbing -----------------------------------------------------------------------------------------------
     def _endpoint(self, api: ApiName) -> Callable[[Request], Awaitable[Response]]:
