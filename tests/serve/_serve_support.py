@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +123,68 @@ class HostServer(ProxyServer):
     def __init__(self, config: ServeConfig, host: Callable[[ServeApp], Any]) -> None:
         super().__init__(config)
         self._server = _server(config, host(self.serve_app))
+
+
+class RawUpstream:
+    """An upstream on loopback answering every POST with 200 and what ``answer(path)`` gives: (content type, parts).
+
+    One part goes with a content-length; more go chunked, and with ``gate`` set, the rest wait for the test to set it
+    after the first (an upstream still sending). For answers the scripted server does not give (it streams every 200
+    of a stream request): a JSON body to a stream request, say. ``with RawUpstream(answer) as upstream:``.
+    """
+
+    def __init__(self, answer: Callable[[str], tuple[str, Sequence[bytes]]],
+                 gate: threading.Event | None = None) -> None:
+        self.answer, self.gate = answer, gate
+        upstream = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                content_type, parts = upstream.answer(self.path)
+                self.send_response(200)
+                self.send_header("content-type", content_type)
+                if len(parts) == 1:
+                    self.send_header("content-length", str(len(parts[0])))
+                    self.end_headers()
+                    self.wfile.write(parts[0])
+                    return
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                for n, part in enumerate(parts):
+                    if n == 1 and upstream.gate is not None:
+                        upstream.gate.wait(60)
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
+
+    def __enter__(self) -> RawUpstream:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.gate is not None:
+            self.gate.set()  # (a handler still waiting: let it end)
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+@contextlib.contextmanager
+def proxy_of(upstream: RawUpstream, **overrides: Any) -> Iterator[ProxyServer]:
+    """A proxy in front of ``upstream`` (memory stores; gpt-4o-mini and claude-haiku-4-5 in a 6,000-token window)."""
+    options: dict[str, Any] = {"port": 0, "openai_base_url": upstream.url + "/v1", "anthropic_base_url": upstream.url,
+                               "sessions": "memory", "store": "memory", "archive": "memory",
+                               "windows": {"gpt-4o-mini": 6_000, "claude-haiku-4-5": 6_000}, "log_level": "warning"}
+    options.update(overrides)
+    with ProxyServer(ServeConfig(**options)) as proxy:
+        yield proxy

@@ -887,21 +887,20 @@ async def _error_of_success(upstream: httpx.Response,
                             stream: bool) -> tuple[httpx.Response, dict[str, Any] | None]:
     """The error body of a 2xx answer that holds only an error (some gateways answer errors with 200), else None.
 
-    With the response to read on: a reply as JSON is read here (the caller reads it again from memory); of an
-    event stream, the first event with data is read (some providers answer ``stream: true`` with 200 and an error
-    event first) and a stream that opens otherwise is handed on whole, the bytes read here first. A stream request
-    answered with a JSON error is handed on as an event stream of that error (its SDK raises it).
+    With the response to read on: a reply to a request that is no stream is read here (the caller reads it again
+    from memory); of a stream request's answer, at most the peek is read, whatever its content type (some providers
+    answer ``stream: true`` with 200 and an error event first, gateways with a JSON error), and an answer that opens
+    otherwise is handed on whole, the bytes read here first. A stream request answered with a JSON error is handed on
+    as an event stream of that error (its SDK raises it). Up to a9a74c5 an ``application/json`` answer to a stream
+    request was read whole here: a large one was held in memory, and nothing reached the client until its end.
     """
-    if stream and not upstream.headers.get("content-type", "").lower().startswith("application/json"):
+    if stream:
         return await _stream_error(upstream)
     data = await upstream.aread()
     await upstream.aclose()
     if b'"error"' not in data:  # (a reply is parsed once, by the caller)
         return upstream, None
-    error = _only_error(_json_or_text(data))
-    if error is not None and stream:
-        upstream = _as_error_event(upstream, error)
-    return upstream, error
+    return upstream, _only_error(_json_or_text(data))
 
 
 def _as_error_event(upstream: httpx.Response, error: dict[str, Any]) -> httpx.Response:
