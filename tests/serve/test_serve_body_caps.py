@@ -1,11 +1,12 @@
 """What the proxy reads of a body is bounded: the client's request by ``max_body_bytes``, an upstream's answer to a
-stream request by the peek.
+stream request by what the relay holds of one event.
 
 a9a74c5: a stream request answered 200 with ``application/json`` was read whole (``aread``) before a byte reached the
 client, to see whether it was a JSON error: an upstream answering a large JSON body (a gateway's non-streamed reply)
 held all of it in the proxy's memory, and the client got nothing until its last byte. It is read now as any stream
-is: the peek for an error (small), then what the relay holds of an event at most, and past that as it comes. The client's request body was
-capped already (413 naming the limit, stream or not, read no further than the limit): kept so here.
+is: the peek for an error (small), then what the relay holds of an event at most, and past that as it comes. The
+client's request body was capped already (413 naming the limit, stream or not, read no further than the limit):
+kept so here.
 """
 
 from __future__ import annotations

@@ -219,9 +219,10 @@ class ServeApp:
             self._stop_lines = lines_to_the_applications_handlers(self.redactor)
         if at_first_request and self._stop_lines is not None:
             atexit.register(_stop_at_exit, weakref.ref(self))
+        started: dict[str, Any] = {"started": "at the first request (no lifespan ran: mounted?)"} \
+            if at_first_request else {}
         log_event("serving", host=self.config.host, port=self.config.port, sessions=self.config.sessions,
-                  openai=self.config.openai_base_url, anthropic=self.config.anthropic_base_url,
-                  **({"started": "at the first request (no lifespan ran: mounted?)"} if at_first_request else {}))
+                  openai=self.config.openai_base_url, anthropic=self.config.anthropic_base_url, **started)
 
     def stop_lines(self) -> None:
         """Stop the log writer (the lines queued are written first); a no-op when none runs."""
