@@ -29,6 +29,7 @@ from ._line_index import build_line_index, count_lines, index_key, stored_line_c
 from ._view import SecretGuard, cut_guard, render_view
 from .owners import (
     OWNER_INFIX,
+    SESSION_USE_PREFIX,
     Retention,
     StoredOutput,
     claim_item,
@@ -37,6 +38,7 @@ from .owners import (
     owner_key,
     owner_tag,
     read_claim,
+    read_use,
     survey,
     write_claim,
 )
@@ -712,8 +714,10 @@ class ToolOutputCache:
         """Delete the secret memories of sessions unused for ``max_age_s``, as their outputs go (issue 21).
 
         A memory holds its session's secrets in clear, as the outputs they came from do: it must not outlive them.
-        A session's last use is its newest claim on any output, or the memory's own last save when that is newer
-        (read only when the claims do not show a recent use). A memory with neither is kept: its age is unknown.
+        A session's last use is its newest claim on any output or the use it noted (``owners.write_use``: a live
+        session that cites no output claims none), or the memory's own last save when that is newer (read only when
+        neither shows a recent use). A memory with none of them is kept: its age is unknown. A use note goes once it
+        is past the age itself.
         """
         from ..manager._limits import SESSION_LIMIT_KEY_PREFIX, limit_saved_at
         from ..redact._memory_records import memory_groups
@@ -723,12 +727,19 @@ class ToolOutputCache:
         for entry in outputs:
             for tag, when in entry.claims.items():
                 last_use[tag] = max(when, last_use.get(tag, when))
+        noted = [key for key in keys if key.startswith(SESSION_USE_PREFIX)]
+        for key in noted:
+            when = read_use(self.store, key)
+            tag = key[len(SESSION_USE_PREFIX):]
+            if when is not None:
+                last_use[tag] = max(when, last_use.get(tag, when))
         # A memory is its base and the records appended after it (<prefix><tag>.<n>): aged and deleted together.
         groups: list[tuple[str, list[str], Callable[[Any, str], float | None]]] = [
             (tag, group, memory_saved_at) for tag, group in memory_groups(keys, MEMORY_KEY_PREFIX).items()]
         # (a session's own learned limit goes with it too: session-limit.<tag>:<model>)
         groups += [(key[len(SESSION_LIMIT_KEY_PREFIX):].partition(":")[0], [key], limit_saved_at)
                    for key in keys if key.startswith(SESSION_LIMIT_KEY_PREFIX)]
+        groups += [(key[len(SESSION_USE_PREFIX):], [key], read_use) for key in noted]
         for tag, group, saved_at in groups:
             used = last_use.get(tag)
             if used is not None and now - used <= max_age_s:

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from ._line_index import index_owner
 from .blobs import BlobStore
 
-__all__ = ["OWNER_INFIX", "Retention", "StoredOutput", "claim_item", "delete_output", "load_claims", "owner_key",
-           "owner_tag", "parse_owner_key", "read_claim", "survey", "write_claim"]
+__all__ = ["OWNER_INFIX", "SESSION_USE_PREFIX", "Retention", "StoredOutput", "claim_item", "delete_output",
+           "load_claims", "owner_key", "owner_tag", "parse_owner_key", "read_claim", "read_use", "survey", "use_key",
+           "write_claim", "write_use"]
 
 OWNER_INFIX = ".owner."
 # 64 bits of the session id's hash: names the owner without putting a user-chosen string in a key.
@@ -30,6 +31,10 @@ _TAG_BYTES = 8
 _TIME = struct.Struct(">q")
 # The tag of a cache built without a session (the CLI, a library user); such a cache writes no claims.
 SHARED_OWNER = "shared"
+# The key of a session's last use (<prefix><tag>, the time as a claim holds it): what a session that cites no output
+# notes as it is used, so that retention ages its secret memory by its use, not by the memory's last save (not a ref
+# id, claim or index: survey lists it with the other keys).
+SESSION_USE_PREFIX = "session-used."
 
 # Defaults of the store-wide retention: two weeks unused, 1 GiB in all, and a day during which a session's outputs
 # are live (never evicted for size). A session refreshes its claims whenever it reads or writes an output.
@@ -90,6 +95,24 @@ def read_claim(store: BlobStore, ref_id: str, tag: str) -> float | None:
         return None
     try:
         return float(_TIME.unpack(store.read_range(key, 0, _TIME.size))[0])
+    except (struct.error, KeyError, LookupError):
+        return None
+
+
+def use_key(tag: str) -> str:
+    """The store key of ``tag``'s last use."""
+    return f"{SESSION_USE_PREFIX}{tag}"
+
+
+def write_use(store: BlobStore, tag: str, now: float) -> None:
+    """Record that the session ``tag`` was used at ``now`` (its outputs' claims say so only for what it cites)."""
+    store.put(use_key(tag), _TIME.pack(int(now)))
+
+
+def read_use(store: BlobStore, key: str) -> float | None:
+    """The time a use key (:func:`use_key`) holds, or None when it is gone or holds no time."""
+    try:
+        return float(_TIME.unpack(store.get(key))[0])
     except (struct.error, KeyError, LookupError):
         return None
 
