@@ -29,8 +29,9 @@ def memory_keys(proxy: ProxyServer) -> list[str]:
     return [info.key for info in proxy.serve_app.backend.blobs.entries() if info.key.startswith(MEMORY_KEY_PREFIX)]
 
 
-def test_a_live_sessions_memory_outlives_the_age_after_its_last_save(
-        upstream: ScriptedLLMServer, redis_server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_live_sessions_memory_outlives_an_age_after_its_last_save(
+        upstream: ScriptedLLMServer, redis_server: RedisServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     config = proxy_config(upstream, sessions=redis_server.url, store="local", state_dir=str(tmp_path),
                           archive=str(tmp_path / "archive"), session_max_age_s=MAX_AGE_S)
     with ProxyServer(config) as proxy:
