@@ -729,10 +729,10 @@ class ToolOutputCache:
                 last_use[tag] = max(when, last_use.get(tag, when))
         noted = [key for key in keys if key.startswith(SESSION_USE_PREFIX)]
         for key in noted:
-            when = read_use(self.store, key)
+            noted_at = read_use(self.store, key)
             tag = key[len(SESSION_USE_PREFIX):]
-            if when is not None:
-                last_use[tag] = max(when, last_use.get(tag, when))
+            if noted_at is not None:
+                last_use[tag] = max(noted_at, last_use.get(tag, noted_at))
         # A memory is its base and the records appended after it (<prefix><tag>.<n>): aged and deleted together.
         groups: list[tuple[str, list[str], Callable[[Any, str], float | None]]] = [
             (tag, group, memory_saved_at) for tag, group in memory_groups(keys, MEMORY_KEY_PREFIX).items()]
