@@ -265,19 +265,21 @@ class ToolOutputCache:
             if isinstance(text, str):
                 self._ref_ids.put(text, ref_id)
         known = self._refs.get(ref_id)
-        if known is not None and self.store.exists(ref_id):
-            self.store.touch(ref_id)
+        if known is not None:
             # Claimed again (a no-op when recent): a put whose claim failed after the output was written, retried
             # by the caller, must not leave an output this session wrote but does not own (masking would then store
-            # its cut view as a new output, and the full text would be lost to restore).
+            # its cut view as a new output, and the full text would be lost to restore). Claimed, then touched, then
+            # checked: see _claim_stored.
             self._claim(ref_id)
-            return known
+            self.store.touch(ref_id)
+            if self.store.exists(ref_id):
+                return known
         if data is None:
             data = _encode(str(text))
         if line_count is None:
             line_count = count_lines(data)
         claimed_at: float | None = None
-        if self.store.size(ref_id) != len(data):
+        if not (self.store.size(ref_id) == len(data) and self._claim_stored(ref_id, len(data))):
             writes: list[tuple[str, bytes]] = []
             index = build_line_index(data, line_count)
             if index is not None:
@@ -295,8 +297,6 @@ class ToolOutputCache:
             else:
                 for key, value in writes:
                     self.store.put(key, value)
-        else:
-            self.store.touch(ref_id)
         ref = ToolOutputRef(ref_id, len(data), line_count)
         with self._lock:
             self._refs[ref_id] = ref
@@ -314,6 +314,19 @@ class ToolOutputCache:
     def stored_outputs(self) -> int:
         """Outputs this cache has stored since it was made."""
         return self._new_outputs
+
+    def _claim_stored(self, ref_id: str, size: int) -> bool:
+        """Claim an output the store holds already (another session's, maybe aged); False when it is gone meanwhile.
+
+        Collection deletes an aged output only if nobody touched it since it listed it (``delete_unused``): the claim
+        is written first, then the output touched, then checked. A collection deleting before the touch is seen
+        here (False: the caller writes the output again, its claim with it); one deleting after it is refused. Up
+        to a9a74c5 the touch came first, then the claim: a collection that had read the claims again before this
+        claim deleted the output this session went on to cite.
+        """
+        self._claim(ref_id)
+        self.store.touch(ref_id)
+        return self.store.size(ref_id) == size
 
     # -- ownership --------------------------------------------------------------------------------------------
     def _claim(self, ref_id: str) -> None:
@@ -675,15 +688,19 @@ class ToolOutputCache:
         deleted: list[str] = []
         freed = 0
 
-        def drop(entry: StoredOutput) -> None:
+        def drop(entry: StoredOutput) -> bool:
+            # Only if nobody used it since it was listed: a session claiming it meanwhile (a new one storing the same
+            # output, after the claims were read again) touches it after its claim, which refuses this delete.
             nonlocal freed
-            delete_output(self.store, entry)
+            if not delete_output(self.store, entry, unused=True):
+                return False
             deleted.append(entry.ref_id)
             freed += entry.size
             with self._lock:
                 self._refs.pop(entry.ref_id, None)
                 self._claimed.pop(entry.ref_id, None)
                 self._owned.discard(entry.ref_id)
+            return True
 
         survivors: list[StoredOutput] = []
         for entry in outputs.values():
@@ -691,9 +708,8 @@ class ToolOutputCache:
             if policy.max_age_s is not None and last_use is not None and now - last_use > policy.max_age_s:
                 load_claims(self.store, [entry])  # (again: a session may have used it since they were read)
                 last_use = max(entry.claims.values(), default=None)
-            if policy.max_age_s is not None and last_use is not None and now - last_use > policy.max_age_s:
-                drop(entry)
-            else:
+            if not (policy.max_age_s is not None and last_use is not None and now - last_use > policy.max_age_s
+                    and drop(entry)):
                 survivors.append(entry)
         total = sum(e.size for e in survivors)
         if policy.max_bytes is not None and total > policy.max_bytes:

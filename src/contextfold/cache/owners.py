@@ -162,12 +162,24 @@ def survey(store: BlobStore, is_output: Callable[[str], bool],
     return {r: e for r, e in outputs.items() if e.present}, orphans
 
 
-def delete_output(store: BlobStore, entry: StoredOutput) -> None:
-    """Delete an output, its index and every claim on it (the output first: a crash leaves orphans, not holes)."""
-    store.delete(entry.ref_id)
+def delete_output(store: BlobStore, entry: StoredOutput, *, unused: bool = False) -> bool:
+    """Delete an output, its index and every claim on it (the output first: a crash leaves orphans, not holes).
+
+    ``unused``: only when nobody used the output since it was listed (its access order is ``entry.accessed``, see
+    :meth:`BlobStore.delete_unused`); False, and nothing deleted, when somebody did.
+    """
+    if unused:
+        delete_unused = getattr(store, "delete_unused", None)  # (a third party's store may predate it)
+        if callable(delete_unused) and not delete_unused(entry.ref_id, entry.accessed):
+            return False
+        if not callable(delete_unused):
+            store.delete(entry.ref_id)
+    else:
+        store.delete(entry.ref_id)
     for key in (entry.index_key, *entry.claim_keys):
         if key is not None:
             store.delete(key)
+    return True
 
 
 def load_claims(store: BlobStore, entries: Iterable[StoredOutput]) -> None:
