@@ -8,7 +8,9 @@ they use (``upstream_fixture`` registers ``upstream``, and so on).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import logging
 import threading
 import uuid
@@ -17,13 +19,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 pytest.importorskip("starlette", reason="contextfold[serve] is not installed")
 
 from contextfold.serve import ProxyServer, ServeConfig
 from contextfold.serve.app import ServeApp
+from contextfold.serve.identity import caller_scope, session_id
 from contextfold.serve.runner import _server
+from contextfold.serve.sessions import resolve_pointer
 from contextfold.testing import ScriptedLLMServer
 from contextfold.testing.services import RedisServer
 
@@ -37,6 +42,15 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def shared_clock(proxies: Sequence[ProxyServer], monkeypatch: pytest.MonkeyPatch,
+                 now: float = 1_000_000_000.0) -> Clock:
+    """One settable clock for the backends of ``proxies`` (their leases, claims and collection read it)."""
+    clock = Clock(now)
+    for proxy in proxies:
+        monkeypatch.setattr(proxy.serve_app.backend, "clock", clock)
+    return clock
 
 
 # The proxy works in this window; the upstream refuses anything over UPSTREAM_WINDOW (a bit larger: our count and
@@ -59,6 +73,14 @@ def proxy_config(upstream: ScriptedLLMServer, **overrides: Any) -> ServeConfig:
 @pytest.fixture(scope="module", name="upstream")
 def upstream_fixture() -> Iterator[ScriptedLLMServer]:
     with ScriptedLLMServer(context_window=UPSTREAM_WINDOW, validator="formats") as server:
+        yield server
+
+
+@pytest.fixture(scope="module", name="upstream")
+def replying_upstream_fixture() -> Iterator[ScriptedLLMServer]:
+    """The module's upstream (as ``upstream_fixture``) answering a few words to whatever it is not told."""
+    with ScriptedLLMServer(default="a scripted reply of several words", context_window=UPSTREAM_WINDOW,
+                           validator="formats") as server:
         yield server
 
 
@@ -114,6 +136,26 @@ def application_logging(handler: logging.Handler, *, propagate: bool = True) -> 
         root.setLevel(saved[0])
         serve.handlers[:], serve.propagate = saved[1], saved[2]
         serve.setLevel(saved[3])
+
+
+class ProxyLines(logging.Handler):
+    """An application's own handler: the proxy's records it was handed as (message, fields, whether on an event loop,
+    the thread)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.seen: list[tuple[str, dict[str, Any], bool, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            asyncio.get_running_loop()
+            on_loop = True
+        except RuntimeError:
+            on_loop = False
+        if not record.name.startswith("contextfold.serve"):
+            return  # (httpx's own lines, and the test client's)
+        fields = dict(getattr(record, "fields", None) or {})
+        self.seen.append((record.getMessage(), fields, on_loop, threading.current_thread().name))
 
 
 class HostServer(ProxyServer):
@@ -188,3 +230,57 @@ def proxy_of(upstream: RawUpstream, **overrides: Any) -> Iterator[ProxyServer]:
     options.update(overrides)
     with ProxyServer(ServeConfig(**options)) as proxy:
         yield proxy
+
+
+class ResponsesCaller:
+    """A caller of the two-instance modules (``instances``, under ``LEASE_SALT``): its Responses requests by its key,
+    and the sessions its responses belong to. ``wait_s``: how long a request may take (a failure, not a pace)."""
+
+    def __init__(self, key: str, wait_s: float = 10.0) -> None:
+        self.key, self.wait_s = key, wait_s
+        self.headers = {"authorization": f"Bearer {key}"}
+
+    def post(self, proxy: ProxyServer, body: dict[str, Any]) -> httpx.Response:
+        return httpx.post(proxy.url + "/v1/responses", json={"model": MODEL, **body}, headers=self.headers,
+                          timeout=self.wait_s)
+
+    def session_of(self, proxy: ProxyServer, response_id: str) -> str:
+        found = resolve_pointer(proxy.serve_app.backend,
+                                session_id(caller_scope(self.key, LEASE_SALT), "response", response_id))
+        assert found is not None, response_id
+        return found
+
+
+class StreamReader(threading.Thread):
+    """A client reading a Responses stream of ``caller``'s on a thread: each data event into ``events``, ``relayed``
+    set at each (the scripted upstream's ``stream_pause`` holds the stream after its first)."""
+
+    def __init__(self, caller: ResponsesCaller, proxy: ProxyServer, body: dict[str, Any]) -> None:
+        super().__init__()
+        self.caller, self.proxy, self.body = caller, proxy, {"model": MODEL, "stream": True, **body}
+        self.relayed = threading.Event()
+        self.events: list[Any] = []
+
+    def run(self) -> None:
+        with httpx.stream("POST", self.proxy.url + "/v1/responses", json=self.body, headers=self.caller.headers,
+                          timeout=self.caller.wait_s) as answer:
+            for line in answer.iter_lines():
+                if line.startswith("data:"):
+                    self.events.append(json.loads(line[5:]))
+                    self.relayed.set()
+
+
+class ChatConversation:
+    """A Chat Completions client resending its whole history (``history``) through ``proxy`` each turn."""
+
+    def __init__(self, proxy: ProxyServer, upstream: ScriptedLLMServer, history: list[dict[str, Any]]) -> None:
+        self.proxy, self.upstream, self.history = proxy, upstream, history
+
+    def turn(self, reply: Any, text: str) -> httpx.Response:
+        """The upstream told ``reply`` (one or a list), the history sent, the answer and ``text`` added to it."""
+        self.upstream.push(*reply) if isinstance(reply, list) else self.upstream.push(reply)
+        answer = httpx.post(self.proxy.url + "/v1/chat/completions", timeout=30,
+                            json={"model": MODEL, "messages": self.history})
+        assert answer.status_code == 200, answer.text
+        self.history.extend([answer.json()["choices"][0]["message"], {"role": "user", "content": text}])
+        return answer

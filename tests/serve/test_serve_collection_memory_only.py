@@ -11,11 +11,9 @@ from __future__ import annotations
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
-from _serve_support import MODEL, Clock, proxy_config, upstream_fixture  # noqa: F401
+from _serve_support import ChatConversation, proxy_config, shared_clock, upstream_fixture  # noqa: F401
 
 from contextfold.redact.memory import MEMORY_KEY_PREFIX
 from contextfold.serve import ProxyServer
@@ -35,21 +33,16 @@ def test_a_live_sessions_memory_outlives_an_age_after_its_last_save(
     config = proxy_config(upstream, sessions=redis_server.url, store="local", state_dir=str(tmp_path),
                           archive=str(tmp_path / "archive"), session_max_age_s=MAX_AGE_S)
     with ProxyServer(config) as proxy:
-        clock = Clock(time.time())
-        monkeypatch.setattr(proxy.serve_app.backend, "clock", clock)
+        clock = shared_clock([proxy], monkeypatch, time.time())
         nonce = uuid.uuid4().hex[:8]
-        history: list[dict[str, Any]] = [
+        conversation = ChatConversation(proxy, upstream, [
             {"role": "user", "content": f"Task memory-{nonce}: connect to the staging database."},
             {"role": "assistant", "content": None, "tool_calls": [
                 {"id": "call_env", "type": "function", "function": {"name": "bash", "arguments": '{"cmd": "env"}'}}]},
-            {"role": "tool", "tool_call_id": "call_env", "content": f"DB_PASSWORD=Zq8vT3mRk1Lp{nonce}\nDB_HOST=db"}]
+            {"role": "tool", "tool_call_id": "call_env", "content": f"DB_PASSWORD=Zq8vT3mRk1Lp{nonce}\nDB_HOST=db"}])
 
         def turn(text: str) -> None:
-            upstream.push(Reply("Noted."))
-            answer = httpx.post(proxy.url + "/v1/chat/completions", timeout=30,
-                                json={"model": MODEL, "messages": history})
-            assert answer.status_code == 200, answer.text
-            history.extend([answer.json()["choices"][0]["message"], {"role": "user", "content": text}])
+            conversation.turn(Reply("Noted."), text)
 
         turn("go on")
         learned = memory_keys(proxy)

@@ -11,17 +11,14 @@ another: mounted, every line went on the loop, unredacted, as before. The first 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import logging
-import threading
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
 
 import httpx
 import pytest
-from _serve_support import HostServer, application_logging, proxy_config
+from _serve_support import HostServer, ProxyLines, application_logging, proxy_config
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
@@ -33,33 +30,14 @@ SECRET = "TCK-482913"
 MODEL = f"acme-{SECRET}-large"
 
 
-class Collected(logging.Handler):
-    """The application's own handler: the proxy's records it was handed, and whether on an event loop."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.seen: list[tuple[str, dict[str, Any], bool, str]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            asyncio.get_running_loop()
-            on_loop = True
-        except RuntimeError:
-            on_loop = False
-        if not record.name.startswith("contextfold.serve"):
-            return  # (httpx's own lines, and the test client's)
-        fields = dict(getattr(record, "fields", None) or {})
-        self.seen.append((record.getMessage(), fields, on_loop, threading.current_thread().name))
-
-
 @pytest.fixture(name="application_logging")
-def application_logging_fixture() -> Iterator[Collected]:
-    collected = Collected()
+def application_logging_fixture() -> Iterator[ProxyLines]:
+    collected = ProxyLines()
     with application_logging(collected):
         yield collected
 
 
-def test_lines_reach_the_applications_handlers_redacted_and_off_the_loop(application_logging: Collected) -> None:
+def test_lines_reach_the_applications_handlers_redacted_and_off_the_loop(application_logging: ProxyLines) -> None:
     with ScriptedLLMServer(default="ok") as upstream, \
             ProxyServer(proxy_config(upstream, default_window=6_000, redact_patterns={"ticket": r"TCK-[0-9]{6}"})
                         ) as proxy:
@@ -77,9 +55,9 @@ def test_lines_reach_the_applications_handlers_redacted_and_off_the_loop(applica
     assert serve.handlers == [] and serve.propagate
 
 
-def test_an_application_handler_on_the_proxys_logger_is_left_alone(application_logging: Collected) -> None:
+def test_an_application_handler_on_the_proxys_logger_is_left_alone(application_logging: ProxyLines) -> None:
     # (its own handler on contextfold.serve: it chose where the lines go, as configure_logging does)
-    own = Collected()
+    own = ProxyLines()
     serve = logging.getLogger("contextfold.serve")
     serve.addHandler(own)
     try:
@@ -110,7 +88,7 @@ def mounted(serve: ServeApp, *, with_lifespan: bool) -> Starlette:
 
 
 @pytest.mark.parametrize("with_lifespan", [False, True], ids=["no-lifespan", "host-runs-lifespan"])
-def test_a_mounted_proxys_lines_reach_the_handlers_redacted_and_off_the_loop(application_logging: Collected,
+def test_a_mounted_proxys_lines_reach_the_handlers_redacted_and_off_the_loop(application_logging: ProxyLines,
                                                                            with_lifespan: bool) -> None:
     with ScriptedLLMServer(default="ok") as upstream, \
             HostServer(proxy_config(upstream, default_window=6_000, redact_patterns={"ticket": r"TCK-[0-9]{6}"}),
