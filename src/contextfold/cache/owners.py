@@ -168,12 +168,10 @@ def delete_output(store: BlobStore, entry: StoredOutput, *, unused: bool = False
     ``unused``: only when nobody used the output since it was listed (its access order is ``entry.accessed``, see
     :meth:`BlobStore.delete_unused`); False, and nothing deleted, when somebody did.
     """
-    if unused:
-        delete_unused = getattr(store, "delete_unused", None)  # (a third party's store may predate it)
-        if callable(delete_unused) and not delete_unused(entry.ref_id, entry.accessed):
+    delete_unused = getattr(store, "delete_unused", None) if unused else None  # (a third party's may predate it)
+    if callable(delete_unused):
+        if not delete_unused(entry.ref_id, entry.accessed):
             return False
-        if not callable(delete_unused):
-            store.delete(entry.ref_id)
     else:
         store.delete(entry.ref_id)
     for key in (entry.index_key, *entry.claim_keys):
