@@ -21,6 +21,9 @@ from _serve_support import RawUpstream, proxy_of
 from contextfold.serve import ProxyServer
 
 QUOTA = {"error": {"message": "relay quota exhausted (js-err-Lm4q)", "type": "relay_error", "code": "quota"}}
+# A gateway's error longer than the proxy's 64 KiB peek at a stream (a long detail, the request echoed): s20f relayed
+# it raw past the peek, and the SDK returned an empty stream.
+LONG_QUOTA = {"error": {**QUOTA["error"], "detail": "d" * 70_000}}
 OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded (js-err-Lm4q)"}}
 
 
@@ -46,3 +49,14 @@ def test_an_anthropic_stream_answered_with_a_json_error_raises_it(proxy: ProxySe
     with pytest.raises(anthropic.APIStatusError, match="Overloaded"):
         list(client.messages.create(model="claude-haiku-4-5", max_tokens=64, stream=True,
                                     messages=[{"role": "user", "content": "Task js-err: hello"}]))
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "text/plain"])
+def test_a_json_error_longer_than_the_peek_raises_it(content_type: str) -> None:
+    with RawUpstream(lambda _path: (content_type, [json.dumps(LONG_QUOTA).encode()])) as upstream, \
+            proxy_of(upstream) as proxy:
+        client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-json-error", max_retries=0)
+        with pytest.raises(openai.APIError, match="relay quota exhausted") as raised:
+            list(client.chat.completions.create(model="gpt-4o-mini", stream=True,
+                                                messages=[{"role": "user", "content": "Task js-err: hello"}]))
+    assert raised.value.body == LONG_QUOTA["error"]

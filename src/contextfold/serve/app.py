@@ -80,7 +80,7 @@ from .sessions import (
     save_reply,
     session_marks,
 )
-from .sse import SseEvent, SseSplitter, encode_event, events
+from .sse import _MAX_EVENT_BYTES, SseEvent, SseSplitter, encode_event, events
 from .upstream import Upstream, UpstreamError, error_body, response_headers
 
 if TYPE_CHECKING:
@@ -889,9 +889,10 @@ async def _error_of_success(upstream: httpx.Response,
     """The error body of a 2xx answer that holds only an error (some gateways answer errors with 200), else None.
 
     With the response to read on: a reply to a request that is no stream is read here (the caller reads it again
-    from memory); of a stream request's answer, at most the peek is read, whatever its content type (some providers
-    answer ``stream: true`` with 200 and an error event first, gateways with a JSON error), and an answer that opens
-    otherwise is handed on whole, the bytes read here first. A stream request answered with a JSON error is handed on
+    from memory); of a stream request's answer, at most the peek is read (some providers answer ``stream: true`` with
+    200 and an error event first), or up to the pass-through size (serve.sse) for a body with no event that is JSON
+    (labelled so, or opening with ``{``: gateways answer with a JSON error), and an answer that opens otherwise is
+    handed on whole, the bytes read here first. A stream request answered with a JSON error is handed on
     as an event stream of that error (its SDK raises it). Up to a9a74c5 an ``application/json`` answer to a stream
     request was read whole here: a large one was held in memory, and nothing reached the client until its end.
     """
@@ -937,12 +938,23 @@ async def _stream_error(upstream: httpx.Response) -> tuple[httpx.Response, dict[
     chunks: AsyncIterator[bytes] = upstream.aiter_bytes()
     splitter = SseSplitter()
     read: list[bytes] = []
+    held = 0
     first: SseEvent | None = None
+    labelled_json = upstream.headers.get("content-type", "").split(";")[0].strip().lower() == "application/json"
+    json_body: bool | None = None  # (decided once, when the peek is full)
     async for chunk in chunks:
         read.append(chunk)
+        held += len(chunk)
         first = next((event for event in splitter.feed(chunk) if event.data), None)
-        if first is not None or sum(map(len, read)) > _PEEK_BYTES:
+        if first is not None or held > _MAX_EVENT_BYTES:
             break
+        if held > _PEEK_BYTES:
+            # A JSON error past the peek (a gateway's long detail, the request echoed) is read up to the
+            # pass-through size too: relayed raw, the SDKs found no event in it and raised nothing.
+            if json_body is None:
+                json_body = labelled_json or _opens_json(read)
+            if not json_body:
+                break
     else:
         first = next((event for event in splitter.rest() if event.data), None)
         whole = b"".join(read)
@@ -962,6 +974,15 @@ async def _stream_error(upstream: httpx.Response) -> tuple[httpx.Response, dict[
                if k.lower() not in ("content-encoding", "content-length")]
     return httpx.Response(upstream.status_code, headers=headers, stream=_ReadAhead(read, chunks, upstream),
                           request=upstream.request), error
+
+
+def _opens_json(read: list[bytes]) -> bool:
+    """Whether the bytes read open as a JSON object (their first byte past white space is ``{``)."""
+    for chunk in read:
+        opening = chunk.lstrip()
+        if opening:
+            return opening.startswith(b"{")
+    return False
 
 
 async def _no_more() -> AsyncIterator[bytes]:
