@@ -107,13 +107,12 @@ class BlobStore(Protocol):
 
         Collection decides on what it listed: an output no session claimed for the age. A session that claims it
         meanwhile (a new one storing the same output) writes its claim, then touches the output, which moves its
-        access order: the delete is then refused, in one step with the compare. The default compares and deletes in
-        two steps by listing :meth:`entries` (another process can slip between); the stores of
-        :mod:`contextfold.stores` do it in one step.
+        access order: the delete is then refused, in one step with the compare. The stores of
+        :mod:`contextfold.stores` do it in one step. The default is **no** compare-and-delete: it deletes ``key``
+        (as :meth:`delete`), since a store's only way to read one key's access order is to list them all, and
+        retention deletes many outputs per listing (s20f's default listed the store per delete: quadratic). A store
+        shared by sessions of more than one process that collect it should override it.
         """
-        held = next((info.accessed for info in self.entries() if info.key == key), None)
-        if held != accessed:
-            return False
         return self.delete(key)
 
     def size(self, key: str) -> int | None:
