@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from contextfold.cache import ToolOutputCache
-from contextfold.cache.owners import owner_key, owner_tag, write_claim
+from contextfold.cache._line_index import INDEX_CHUNK_BYTES, index_key
+from contextfold.cache.owners import owner_key, owner_tag, read_claim, write_claim
 from contextfold.cache.refs import ref_id_for
 from contextfold.serve.collection import collect
 from contextfold.stores.local import LocalBlobStore
@@ -28,6 +29,9 @@ MAX_AGE_S = 3600.0
 NOW = 2_000_000_000.0
 TEXT = "\n".join(f"shared [{i:04d}] make: step {i} ok" for i in range(900))
 REF = ref_id_for(TEXT.encode())
+# Past the line index's chunk: stored with its index (index, output and claim written in one call).
+INDEXED_TEXT = "\n".join(f"shared [{i:06d}] make: step {i} ok" for i in range(3000))
+INDEXED_REF = ref_id_for(INDEXED_TEXT.encode())
 
 
 class AtTheDelete:
@@ -94,3 +98,29 @@ def test_a_new_sessions_claim_during_collection_keeps_the_output(store: Any, aft
     assert collect(store, "one-instance", MAX_AGE_S, NOW + 60, leases=False) == 0
     assert collect(store, "one-instance", MAX_AGE_S, NOW + MAX_AGE_S + 60, leases=False) == 1
     assert not store.exists(REF) and not store.exists(owner_key(REF, owner_tag(new)))
+
+
+def test_a_session_writing_its_output_again_after_the_delete_keeps_its_claim_and_index(store: Any) -> None:
+    # The same session back after two ages, in a fresh instance: it claims the stored output, touches it and finds
+    # it deleted by the collection under way, so writes it again. On s20f it wrote no claim with it (claimed just
+    # now), and the collection then deleted the index and the claim keys it had listed, the rewritten claim among
+    # them: an output nobody claimed (the next collection took it), and no line index.
+    assert len(INDEXED_TEXT.encode()) > INDEX_CHUNK_BYTES
+    session = "a-session-back-after-two-ages"
+    ToolOutputCache(store, session_id=session).put(INDEXED_TEXT)
+    write_claim(store, INDEXED_REF, owner_tag(session), NOW - 2 * MAX_AGE_S)
+    index = store.get(index_key(INDEXED_REF))
+    back = ToolOutputCache(store, session_id=session, clock=lambda: NOW)
+
+    def the_session_stores_it_again() -> None:
+        back.put(INDEXED_TEXT)
+
+    hook = AtTheDelete(store, INDEXED_REF, the_session_stores_it_again, after=True)
+    collect(store, "one-instance", MAX_AGE_S, NOW, leases=False)
+    assert hook.ran
+    assert store.get(INDEXED_REF) == INDEXED_TEXT.encode()
+    assert store.get(index_key(INDEXED_REF)) == index
+    assert read_claim(store, INDEXED_REF, owner_tag(session)) == NOW
+    assert ToolOutputCache(store, session_id=session).owns(INDEXED_REF)
+    assert collect(store, "one-instance", MAX_AGE_S, NOW + 60, leases=False) == 0
+    assert store.exists(INDEXED_REF)

@@ -265,6 +265,7 @@ class ToolOutputCache:
             if isinstance(text, str):
                 self._ref_ids.put(text, ref_id)
         known = self._refs.get(ref_id)
+        claim_again = stored = False
         if known is not None:
             # Claimed again (a no-op when recent): a put whose claim failed after the output was written, retried
             # by the caller, must not leave an output this session wrote but does not own (masking would then store
@@ -274,12 +275,18 @@ class ToolOutputCache:
             self.store.touch(ref_id)
             if self.store.exists(ref_id):
                 return known
+            claim_again = True
         if data is None:
             data = _encode(str(text))
         if line_count is None:
             line_count = count_lines(data)
         claimed_at: float | None = None
-        if not (self.store.size(ref_id) == len(data) and self._claim_stored(ref_id, len(data))):
+        if self.store.size(ref_id) == len(data):
+            if self._claim_stored(ref_id, len(data)):
+                stored = True
+            else:
+                claim_again = True
+        if not stored:
             writes: list[tuple[str, bytes]] = []
             index = build_line_index(data, line_count)
             if index is not None:
@@ -288,7 +295,9 @@ class ToolOutputCache:
                 writes.append((index_key(ref_id), index))
             writes.append((ref_id, data))
             # Its claim after it, in the same call (one store call and lock for the three, issue 22).
-            claimed_at = self._claim_due(ref_id)
+            # Claimed just now and found gone meanwhile (collected): claimed again, however lately, as collection
+            # deletes the claims it read after the output (on s20f the output was written again with no claim).
+            claimed_at = self._claim_now() if claim_again else self._claim_due(ref_id)
             if claimed_at is not None:
                 writes.append(claim_item(ref_id, self._tag, claimed_at))
             put_many = getattr(self.store, "put_many", None)  # (a third party's store may predate it)
@@ -340,6 +349,10 @@ class ToolOutputCache:
         write_claim(self.store, ref_id, self._tag, now)
         with self._lock:
             self._claimed[ref_id] = now
+
+    def _claim_now(self) -> float | None:
+        """The time to claim an output at now whatever its last claim, or None for a cache without a session."""
+        return None if self.session_id is None else self._clock()
 
     def _claim_due(self, ref_id: str) -> float | None:
         """The time to claim ``ref_id`` at now, or None when this cache need not (no session, or claimed lately)."""

@@ -166,7 +166,10 @@ def delete_output(store: BlobStore, entry: StoredOutput, *, unused: bool = False
     """Delete an output, its index and every claim on it (the output first: a crash leaves orphans, not holes).
 
     ``unused``: only when nobody used the output since it was listed (its access order is ``entry.accessed``, see
-    :meth:`BlobStore.delete_unused`); False, and nothing deleted, when somebody did.
+    :meth:`BlobStore.delete_unused`); False, and nothing deleted, when somebody did. Then a session finding the
+    output gone after the delete writes it again, its index and claim with it: each claim goes only while it holds
+    what was read (``entry.claims``), the index only while the output is gone. On s20f both went whatever they held,
+    and the session's output was left with no claim (the next collection took it) and no line index.
     """
     delete_unused = getattr(store, "delete_unused", None) if unused else None  # (a third party's may predate it)
     if callable(delete_unused):
@@ -174,10 +177,45 @@ def delete_output(store: BlobStore, entry: StoredOutput, *, unused: bool = False
             return False
     else:
         store.delete(entry.ref_id)
-    for key in (entry.index_key, *entry.claim_keys):
-        if key is not None:
-            store.delete(key)
+    if not unused:
+        for key in (entry.index_key, *entry.claim_keys):
+            if key is not None:
+                store.delete(key)
+        return True
+    for key in entry.claim_keys:
+        _delete_claim_as_read(store, entry, key)
+    if entry.index_key is not None:
+        _delete_index_of_absent(store, entry.ref_id, entry.index_key)
     return True
+
+
+def _delete_claim_as_read(store: BlobStore, entry: StoredOutput, key: str) -> None:
+    """Delete the claim ``key`` only while it holds the time read into ``entry`` (a claim unread: deleted)."""
+    parsed = parse_owner_key(key)
+    tag = parsed[1] if parsed is not None else None
+    when = entry.claims.get(tag) if tag is not None else None
+    put_if = getattr(store, "put_if", None)  # (a third party's store may predate it)
+    if tag is None or when is None or not callable(put_if):
+        store.delete(key)
+        return
+    put_if(key, None, claim_item(entry.ref_id, tag, when)[1])
+
+
+def _delete_index_of_absent(store: BlobStore, ref_id: str, key: str) -> None:
+    """Delete the line index ``key`` of ``ref_id`` while the output is gone; put back if it is written meanwhile.
+
+    The index is the output's content's (the same bytes whoever writes it): one written again between the check and
+    the delete is the one deleted, and put back (a session writes index and output in one call).
+    """
+    if store.exists(ref_id):
+        return
+    try:
+        held = store.get(key)
+    except (KeyError, LookupError):
+        return
+    store.delete(key)
+    if store.exists(ref_id):
+        store.put(key, held)
 
 
 def load_claims(store: BlobStore, entries: Iterable[StoredOutput]) -> None:
