@@ -6,6 +6,8 @@ are shared by content) found it stored, touched it and wrote its claim; the dele
 session's view cited a ref that was gone (a9a74c5). The delete is a compare-and-delete on the output's access order
 now (``BlobStore.delete_unused``), and a session claiming a stored output writes its claim, then touches it, then
 checks it is still there. The interleaving is driven by the store (a step run at the delete), not by timing.
+Also (s20f1): a session writing the output again after the delete keeps its claim and line index, and a session
+noting its use during collection keeps the note.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import pytest
 
 from contextfold.cache import ToolOutputCache
 from contextfold.cache._line_index import INDEX_CHUNK_BYTES, index_key
-from contextfold.cache.owners import owner_key, owner_tag, read_claim, write_claim
+from contextfold.cache.owners import owner_key, owner_tag, read_claim, read_use, use_key, write_claim, write_use
 from contextfold.cache.refs import ref_id_for
 from contextfold.serve.collection import collect
 from contextfold.stores.local import LocalBlobStore
@@ -124,3 +126,36 @@ def test_a_session_writing_its_output_again_after_the_delete_keeps_its_claim_and
     assert ToolOutputCache(store, session_id=session).owns(INDEXED_REF)
     assert collect(store, "one-instance", MAX_AGE_S, NOW + 60, leases=False) == 0
     assert store.exists(INDEXED_REF)
+
+
+class AtTheUseNoteDelete:
+    """Runs ``step`` once, just before collection deletes (or compare-deletes) the use note ``key``."""
+
+    def __init__(self, store: Any, key: str, step: Callable[[], None]) -> None:
+        self.key, self.step, self.ran = key, step, False
+        self._delete, self._put_if = store.delete, store.put_if
+        store.delete, store.put_if = self.delete, self.put_if
+
+    def _before(self, key: str) -> None:
+        if key == self.key and not self.ran:
+            self.ran = True
+            self.step()
+
+    def delete(self, key: str) -> bool:
+        self._before(key)
+        return bool(self._delete(key))
+
+    def put_if(self, key: str, data: bytes | None, expected: bytes | None) -> bool:
+        self._before(key)
+        return bool(self._put_if(key, data, expected))
+
+
+def test_a_session_noting_its_use_during_collection_keeps_its_note(store: Any) -> None:
+    # A session back after two ages notes its use (each turn does) between the collection's read of its aged note
+    # and the note's delete: on s20f the delete took the fresh note, and its memory was aged by its last save again.
+    tag = owner_tag("a-session-back-after-two-ages")
+    write_use(store, tag, NOW - 2 * MAX_AGE_S)
+    hook = AtTheUseNoteDelete(store, use_key(tag), lambda: write_use(store, tag, NOW))
+    collect(store, "one-instance", MAX_AGE_S, NOW, leases=False)
+    assert hook.ran
+    assert read_use(store, use_key(tag)) == NOW

@@ -34,6 +34,7 @@ from .owners import (
     StoredOutput,
     claim_item,
     delete_output,
+    delete_use_as_read,
     load_claims,
     owner_key,
     owner_tag,
@@ -776,6 +777,9 @@ class ToolOutputCache:
             saved = [t for t in (saved_at(self.store, key) for key in group) if t is not None]
             known = [t for t in (used, max(saved, default=None)) if t is not None]
             if known and now - max(known) > max_age_s:
+                if saved_at is read_use and saved:  # (a use note: deleted only while it holds the time read)
+                    delete_use_as_read(self.store, group[0], max(saved))
+                    continue
                 for key in group:
                     self.store.delete(key)
 

@@ -22,8 +22,8 @@ from ._line_index import index_owner
 from .blobs import BlobStore
 
 __all__ = ["OWNER_INFIX", "SESSION_USE_PREFIX", "Retention", "StoredOutput", "claim_item", "delete_output",
-           "load_claims", "owner_key", "owner_tag", "parse_owner_key", "read_claim", "read_use", "survey", "use_key",
-           "write_claim", "write_use"]
+           "delete_use_as_read", "load_claims", "owner_key", "owner_tag", "parse_owner_key", "read_claim", "read_use",
+           "survey", "use_key", "write_claim", "write_use"]
 
 OWNER_INFIX = ".owner."
 # 64 bits of the session id's hash: names the owner without putting a user-chosen string in a key.
@@ -107,6 +107,19 @@ def use_key(tag: str) -> str:
 def write_use(store: BlobStore, tag: str, now: float) -> None:
     """Record that the session ``tag`` was used at ``now`` (its outputs' claims say so only for what it cites)."""
     store.put(use_key(tag), _TIME.pack(int(now)))
+
+
+def delete_use_as_read(store: BlobStore, key: str, when: float) -> None:
+    """Delete the use key ``key`` only while it holds ``when`` (as read): a session noting its use meanwhile keeps it.
+
+    A plain delete, after a session back after the age noted its use, took the note, and its memory was aged by its
+    last save again (s20f).
+    """
+    put_if = getattr(store, "put_if", None)  # (a third party's store may predate it)
+    if callable(put_if):
+        put_if(key, None, _TIME.pack(int(when)))
+    else:
+        store.delete(key)
 
 
 def read_use(store: BlobStore, key: str) -> float | None:
