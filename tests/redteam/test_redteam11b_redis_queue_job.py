@@ -7,6 +7,8 @@ is taken off the queue, and the next take returns the next job.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import redis
 
@@ -23,9 +25,9 @@ def test_a_job_that_is_no_utf8_is_a_store_error_and_the_queue_goes_on(redis_serv
     client.flushall()
     queue = RedisJobQueue(redis_server.url)
     try:
-        client.zadd("contextfold:jobs:compact:waiting", {b"\xff\xfe": 0})
+        client.zadd("{contextfold:jobs:compact}:waiting", {b"\xff\xfe": 0})
         assert queue.offer(NONCE)
-        with pytest.raises(StoreError, match="Redis queue 'contextfold:jobs:compact:waiting'"):
+        with pytest.raises(StoreError, match=re.escape("Redis queue '{contextfold:jobs:compact}:waiting'")):
             queue.take()
         assert queue.take() == NONCE
     finally:

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextfold.errors import StoreError
-from contextfold.stores.redis_queue import RedisJobQueue
+from contextfold.stores.redis_queue import RedisJobQueue, queue_keys
 from contextfold.testing.services import RedisServer
 
 pytestmark = pytest.mark.redis
@@ -32,91 +32,86 @@ pytestmark = pytest.mark.redis
 QUEUE = "rt22:jobs"
 
 
-class AnswerHoldingProxy:
-    """A TCP relay to a redis-server that holds the first answer holding ``marker`` until ``release`` is set."""
+class RedisRelay:
+    """A TCP relay to a redis-server on loopback: each client connection gets one of its own to the server.
+
+    Subclasses say what happens to the server's answers (:meth:`_pass_on`).
+    """
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"redis://127.0.0.1:{self._listener.getsockname()[1]}/0"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
+
+    def _pass_on(self, data: bytes) -> bool:
+        """Called with each piece of an answer before it is relayed; False drops the connection instead."""
+        return True
+
+    def _pump(self, source: socket.socket, target: socket.socket, answers: bool) -> None:
+        try:
+            while data := source.recv(65536):
+                if answers and not self._pass_on(data):
+                    break
+                target.sendall(data)
+        except OSError:
+            pass
+        for sock in (source, target):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+class AnswerHoldingProxy(RedisRelay):
+    """A relay that holds the first answer holding ``marker`` until ``release`` is set."""
 
     def __init__(self, upstream_port: int, marker: bytes) -> None:
-        self.upstream_port = upstream_port
         self.marker = marker
         self.seen = threading.Event()
         self.release = threading.Event()
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"redis://127.0.0.1:{self._listener.getsockname()[1]}/0"
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(upstream_port)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
-            threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
-
-    def _pump(self, source: socket.socket, target: socket.socket, answers: bool) -> None:
-        try:
-            while data := source.recv(65536):
-                if answers and self.marker in data and not self.seen.is_set():
-                    self.seen.set()
-                    self.release.wait(30)
-                target.sendall(data)
-        except OSError:
-            pass
-        for sock in (source, target):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
+    def _pass_on(self, data: bytes) -> bool:
+        if self.marker in data and not self.seen.is_set():
+            self.seen.set()
+            self.release.wait(30)
+        return True
 
     def close(self) -> None:
         self.release.set()
-        self._listener.close()
+        super().close()
 
 
-class AnswerDroppingProxy:
-    """A TCP relay to a redis-server that drops the connection at the first answer holding ``lost``."""
+class AnswerDroppingProxy(RedisRelay):
+    """A relay that drops the connection at the first answer holding ``lost``."""
 
     def __init__(self, upstream_port: int, lost: bytes) -> None:
-        self.upstream_port = upstream_port
         self.lost = lost
         self.dropped = 0
         self._lock = threading.Lock()
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"redis://127.0.0.1:{self._listener.getsockname()[1]}/0"
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(upstream_port)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
-            threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
-
-    def _pump(self, source: socket.socket, target: socket.socket, answers: bool) -> None:
-        try:
-            while data := source.recv(65536):
-                if answers:
-                    with self._lock:
-                        drop = self.dropped == 0 and self.lost in data
-                        self.dropped += drop
-                    if drop:
-                        break
-                target.sendall(data)
-        except OSError:
-            pass
-        for sock in (source, target):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-
-    def close(self) -> None:
-        self._listener.close()
+    def _pass_on(self, data: bytes) -> bool:
+        with self._lock:
+            drop = self.dropped == 0 and self.lost in data
+            self.dropped += drop
+        return not drop
 
 
-ALL_KEYS = [f"{QUEUE}:waiting", f"{QUEUE}:arrivals", f"{QUEUE}:list", f"{QUEUE}:pending"]
+ALL_KEYS = [*queue_keys(QUEUE), f"{QUEUE}:waiting", f"{QUEUE}:arrivals", f"{QUEUE}:list", f"{QUEUE}:pending"]
 
 
 @pytest.fixture

@@ -13,11 +13,9 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
-from _serve_support import MODEL, Clock, proxy_config
+from _serve_support import MODEL, ChatConversation, proxy_config, shared_clock
 
 from contextfold.cache import ToolOutputCache
 from contextfold.cache.owners import owner_key, owner_tag, write_claim
@@ -49,24 +47,15 @@ def test_an_output_a_live_session_cites_survives_collection(upstream: ScriptedLL
                           archive=str(tmp_path / "archive"), session_max_age_s=MAX_AGE_S, retrieval_tools=True,
                           windows={MODEL: 30_000})
     with ProxyServer(config) as proxy:
-        clock = Clock(time.time())
-        monkeypatch.setattr(proxy.serve_app.backend, "clock", clock)
+        clock = shared_clock([proxy], monkeypatch, time.time())
         nonce = uuid.uuid4().hex[:8]
         log = build_log(nonce)
         ref = ref_id_for(log.encode())
-        history: list[dict[str, Any]] = [
+        turn = ChatConversation(proxy, upstream, [
             {"role": "user", "content": f"Task live-{nonce}: why does the build fail?"},
             {"role": "assistant", "content": None, "tool_calls": [
                 {"id": "call_make", "type": "function", "function": {"name": "bash", "arguments": '{"cmd": "make"}'}}]},
-            {"role": "tool", "tool_call_id": "call_make", "content": log}]
-
-        def turn(reply: Any, text: str) -> httpx.Response:
-            upstream.push(*reply) if isinstance(reply, list) else upstream.push(reply)
-            answer = httpx.post(proxy.url + "/v1/chat/completions", timeout=30,
-                                json={"model": MODEL, "messages": history})
-            assert answer.status_code == 200, answer.text
-            history.extend([answer.json()["choices"][0]["message"], {"role": "user", "content": text}])
-            return answer
+            {"role": "tool", "tool_call_id": "call_make", "content": log}]).turn
 
         before = len(upstream.requests)
         turn(Reply("Reading it."), "go on")

@@ -18,19 +18,19 @@ from typing import Any
 
 import httpx
 import pytest
-from _serve_support import LEASE_SALT, MODEL, UPSTREAM_WINDOW, instances_fixture  # noqa: F401 (fixtures)
+from _serve_support import LEASE_SALT, MODEL, UPSTREAM_WINDOW, ResponsesCaller, instances_fixture  # noqa: F401 (fixtures)
 
 import contextfold.serve.app as serve_app
 from contextfold.serve import ProxyServer
 from contextfold.serve.apis import item_key
-from contextfold.serve.identity import caller_scope, session_id
 from contextfold.serve.leases import LEASE_MARGIN_S, lease_key, take_lease
-from contextfold.serve.sessions import continuation_tag, resolve_pointer
+from contextfold.serve.sessions import continuation_tag
 from contextfold.testing import ErrorReply, RecordedRequest, ScriptedLLMServer
 
 SALT = LEASE_SALT
 KEY = "sk-lease-caller"
-HEADERS = {"authorization": f"Bearer {KEY}"}
+CALLER = ResponsesCaller(KEY)
+HEADERS = CALLER.headers
 # Seconds a test waits for a request it knows is coming (a failure, not a pace: events end every wait sooner).
 WAIT_S = 10.0
 
@@ -66,8 +66,7 @@ def upstream(gates: Gates) -> Iterator[ScriptedLLMServer]:
         yield server
 
 
-def post(proxy: ProxyServer, body: dict[str, Any]) -> httpx.Response:
-    return httpx.post(proxy.url + "/v1/responses", json={"model": MODEL, **body}, headers=HEADERS, timeout=WAIT_S)
+post = CALLER.post
 
 
 def streamed_id(response: httpx.Response) -> str:
@@ -82,10 +81,7 @@ def upstream_input(upstream: ScriptedLLMServer) -> str:
     return json.dumps(upstream.requests[-1].body["input"])
 
 
-def session_of(proxy: ProxyServer, response_id: str) -> str:
-    found = resolve_pointer(proxy.serve_app.backend, session_id(caller_scope(KEY, SALT), "response", response_id))
-    assert found is not None
-    return found
+session_of = CALLER.session_of
 
 
 def test_two_continuations_of_one_response_at_once_feed_one(upstream: ScriptedLLMServer, gates: Gates,

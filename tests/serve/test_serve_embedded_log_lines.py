@@ -4,67 +4,40 @@ its own ASGI server) keeps its own log handlers, and the proxy's lines still rea
 base19: with no handler of its own, ``contextfold.serve`` passed its records straight up to the application's
 handlers, on the event loop and unredacted: the ``fields`` of a "served" line (the client's model name) reached a
 handler that prints them with an operator's secret in clear, and any slow handler held every request meanwhile.
+
+a9a74c5: the writer was started by the proxy's lifespan only, and Starlette runs no lifespan of an app mounted in
+another: mounted, every line went on the loop, unredacted, as before. The first request starts it now.
 """
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
+import functools
 import logging
-import threading
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
-from _serve_support import proxy_config
+from _serve_support import HostServer, ProxyLines, application_logging, proxy_config
+from starlette.applications import Starlette
+from starlette.routing import Mount
 
 from contextfold.serve import ProxyServer
+from contextfold.serve.app import ServeApp
 from contextfold.testing import ScriptedLLMServer
 
 SECRET = "TCK-482913"
 MODEL = f"acme-{SECRET}-large"
 
 
-class Collected(logging.Handler):
-    """The application's own handler: the proxy's records it was handed, and whether on an event loop."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.seen: list[tuple[str, dict[str, Any], bool, str]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            asyncio.get_running_loop()
-            on_loop = True
-        except RuntimeError:
-            on_loop = False
-        if not record.name.startswith("contextfold.serve"):
-            return  # (httpx's own lines, and the test client's)
-        fields = dict(getattr(record, "fields", None) or {})
-        self.seen.append((record.getMessage(), fields, on_loop, threading.current_thread().name))
-
-
-@pytest.fixture
-def application_logging() -> Iterator[Collected]:
-    """A handler on the root logger at INFO, as an application sets one up; everything put back after."""
-    root, serve = logging.getLogger(), logging.getLogger("contextfold.serve")
-    saved = root.level, serve.handlers[:], serve.propagate, serve.level
-    collected = Collected()
-    root.addHandler(collected)
-    root.setLevel(logging.INFO)
-    serve.handlers[:] = []
-    serve.propagate = True
-    serve.setLevel(logging.NOTSET)
-    try:
+@pytest.fixture(name="application_logging")
+def application_logging_fixture() -> Iterator[ProxyLines]:
+    collected = ProxyLines()
+    with application_logging(collected):
         yield collected
-    finally:
-        root.removeHandler(collected)
-        root.setLevel(saved[0])
-        serve.handlers[:], serve.propagate = saved[1], saved[2]
-        serve.setLevel(saved[3])
 
 
-def test_lines_reach_the_applications_handlers_redacted_and_off_the_loop(application_logging: Collected) -> None:
+def test_lines_reach_the_applications_handlers_redacted_and_off_the_loop(application_logging: ProxyLines) -> None:
     with ScriptedLLMServer(default="ok") as upstream, \
             ProxyServer(proxy_config(upstream, default_window=6_000, redact_patterns={"ticket": r"TCK-[0-9]{6}"})
                         ) as proxy:
@@ -82,9 +55,9 @@ def test_lines_reach_the_applications_handlers_redacted_and_off_the_loop(applica
     assert serve.handlers == [] and serve.propagate
 
 
-def test_an_application_handler_on_the_proxys_logger_is_left_alone(application_logging: Collected) -> None:
+def test_an_application_handler_on_the_proxys_logger_is_left_alone(application_logging: ProxyLines) -> None:
     # (its own handler on contextfold.serve: it chose where the lines go, as configure_logging does)
-    own = Collected()
+    own = ProxyLines()
     serve = logging.getLogger("contextfold.serve")
     serve.addHandler(own)
     try:
@@ -95,3 +68,39 @@ def test_an_application_handler_on_the_proxys_logger_is_left_alone(application_l
     finally:
         serve.removeHandler(own)
     assert "served" in [message for message, *_ in own.seen]
+
+
+def mounted(serve: ServeApp, *, with_lifespan: bool) -> Starlette:
+    """A host application with the proxy under /proxy; its stop closes the proxy, or it runs the proxy's lifespan."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if with_lifespan:
+            async with serve.lifespan(app):
+                yield
+            return
+        try:
+            yield
+        finally:
+            await serve.aclose()
+
+    return Starlette(routes=[Mount("/proxy", app=serve.app)], lifespan=lifespan)
+
+
+@pytest.mark.parametrize("with_lifespan", [False, True], ids=["no-lifespan", "host-runs-lifespan"])
+def test_a_mounted_proxys_lines_reach_the_handlers_redacted_and_off_the_loop(application_logging: ProxyLines,
+                                                                           with_lifespan: bool) -> None:
+    with ScriptedLLMServer(default="ok") as upstream, \
+            HostServer(proxy_config(upstream, default_window=6_000, redact_patterns={"ticket": r"TCK-[0-9]{6}"}),
+                       functools.partial(mounted, with_lifespan=with_lifespan)) as host:
+        for _ in range(2):
+            served = httpx.post(host.url + "/proxy/v1/chat/completions", timeout=30, json={
+                "model": MODEL, "messages": [{"role": "user", "content": "hello"}]})
+            assert served.status_code == 200, served.text
+    assert SECRET not in repr(application_logging.seen)  # (before the fix, no lifespan: in clear)
+    assert not any(on_loop for _, _, on_loop, _ in application_logging.seen)  # (before: on the loop)
+    ours = [seen for seen in application_logging.seen if seen[0] in ("serving", "served")]
+    assert [message for message, *_ in ours] == ["serving", "served", "served"]  # (one writer, all written at stop)
+    assert [fields["model"] for _, fields, *_ in ours[1:]] == ["acme-[REDACTED:ticket]-large"] * 2
+    serve = logging.getLogger("contextfold.serve")
+    assert serve.handlers == [] and serve.propagate  # (put back by the host's stop)

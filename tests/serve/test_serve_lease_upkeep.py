@@ -19,20 +19,19 @@ from typing import Any
 
 import httpx
 import pytest
-from _serve_support import LEASE_SALT, MODEL, UPSTREAM_WINDOW, instances_fixture, proxy_config  # noqa: F401 (fixtures)
+from _serve_support import LEASE_SALT, MODEL, UPSTREAM_WINDOW, ResponsesCaller, instances_fixture, proxy_config  # noqa: F401 (fixtures)
 
 from contextfold.errors import StoreError
 from contextfold.serve import ProxyServer
-from contextfold.serve.identity import caller_scope, session_id
 from contextfold.serve.leases import LEASE_KEY_PREFIX, LEASE_MARGIN_S, lease_key, take_lease
-from contextfold.serve.sessions import resolve_pointer
 from contextfold.stores.memory import MemoryBlobStore
 from contextfold.testing import ErrorReply, RecordedRequest, ScriptedLLMServer
 from contextfold.testing.server import ScriptedReply
 
 SALT = LEASE_SALT
 KEY = "sk-lease-upkeep-caller"
-HEADERS = {"authorization": f"Bearer {KEY}"}
+CALLER = ResponsesCaller(KEY)
+HEADERS = CALLER.headers
 # Seconds a test waits for a request it knows is coming (a failure, not a pace: events end every wait sooner).
 WAIT_S = 10.0
 NONCE = "r18f1-retag-Kp2v"
@@ -82,8 +81,7 @@ def upstream(gates: Gates) -> Iterator[ScriptedLLMServer]:
         yield server
 
 
-def post(proxy: ProxyServer, body: dict[str, Any]) -> httpx.Response:
-    return httpx.post(proxy.url + "/v1/responses", json={"model": MODEL, **body}, headers=HEADERS, timeout=WAIT_S)
+post = CALLER.post
 
 
 def in_thread(proxy: ProxyServer, body: dict[str, Any], into: list[httpx.Response]) -> threading.Thread:
@@ -277,9 +275,7 @@ def test_a_lease_left_in_redis_expires_after_its_holders_time(instances: list[Pr
     first = post(one, {"input": f"Task upkeep-{nonce}: read the build log."})
     no_give_back(monkeypatch, one)
     assert post(one, {"previous_response_id": first.json()["id"], "input": f"A-{nonce}: and?"}).status_code == 200
-    session = resolve_pointer(one.serve_app.backend, session_id(caller_scope(KEY, SALT), "response",
-                                                                first.json()["id"]))
-    assert session is not None
+    session = CALLER.session_of(one, first.json()["id"])
     store = lease_store(one)
     left = redis.Redis.from_url(one.config.store).ttl(f"{store.prefix}:meta:{lease_key(session)}")
     held = one.config.upstream_timeout_s + LEASE_MARGIN_S

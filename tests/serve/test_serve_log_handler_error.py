@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from _serve_support import proxy_config
+from _serve_support import application_logging, proxy_config
 
 from contextfold.serve import ProxyServer
 from contextfold.serve.ops import LOG_QUEUE_LINES, LineQueue, LineWriter, log_event
@@ -42,20 +42,9 @@ class FlakyOnce(logging.Handler):
 
 @pytest.fixture
 def flaky() -> Iterator[FlakyOnce]:
-    root, serve = logging.getLogger(), logging.getLogger("contextfold.serve")
-    saved = root.level, serve.handlers[:], serve.propagate, serve.level
     handler = FlakyOnce()
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    serve.handlers[:], serve.propagate = [], True
-    serve.setLevel(logging.NOTSET)
-    try:
+    with application_logging(handler):
         yield handler
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(saved[0])
-        serve.handlers[:], serve.propagate = saved[1], saved[2]
-        serve.setLevel(saved[3])
 
 
 def test_lines_after_a_handler_error_still_arrive(flaky: FlakyOnce) -> None:

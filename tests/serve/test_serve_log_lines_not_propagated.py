@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 import httpx
-from _serve_support import proxy_config
+from _serve_support import application_logging, proxy_config
 
 from contextfold.serve import ProxyServer
 from contextfold.testing import ScriptedLLMServer
@@ -26,21 +26,10 @@ class Collected(logging.Handler):
 
 
 def test_a_logger_cut_off_by_the_application_stays_cut_off() -> None:
-    root, serve = logging.getLogger(), logging.getLogger("contextfold.serve")
-    saved = root.level, serve.handlers[:], serve.propagate, serve.level
     collected = Collected()
-    root.addHandler(collected)
-    root.setLevel(logging.INFO)
-    serve.handlers[:], serve.propagate = [], False  # (the application: no proxy lines on my handlers)
-    serve.setLevel(logging.NOTSET)
-    try:
-        with ScriptedLLMServer(default="ok") as upstream, \
-                ProxyServer(proxy_config(upstream, default_window=6_000)) as proxy:
-            assert httpx.post(proxy.url + "/v1/chat/completions", timeout=30, json={
-                "model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hello"}]}).status_code == 200
-    finally:
-        root.removeHandler(collected)
-        root.setLevel(saved[0])
-        serve.handlers[:], serve.propagate = saved[1], saved[2]
-        serve.setLevel(saved[3])
+    with application_logging(collected, propagate=False), \
+            ScriptedLLMServer(default="ok") as upstream, \
+            ProxyServer(proxy_config(upstream, default_window=6_000)) as proxy:  # (no proxy lines on my handlers)
+        assert httpx.post(proxy.url + "/v1/chat/completions", timeout=30, json={
+            "model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hello"}]}).status_code == 200
     assert collected.messages == [], collected.messages  # (before the fix: both lines)

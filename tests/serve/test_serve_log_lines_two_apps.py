@@ -6,52 +6,29 @@ application's handlers, which are to get the lines redacted with the operator's 
 """
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import pytest
-from _serve_support import proxy_config
+from _serve_support import ProxyLines, application_logging, proxy_config
 
 from contextfold.serve import ProxyServer
 from contextfold.testing import ScriptedLLMServer
 
 
-class Collected(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.fields: list[dict[str, Any]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.name.startswith("contextfold.serve"):
-            self.fields.append(dict(getattr(record, "fields", None) or {}))
-
-
 @pytest.fixture
-def collected() -> Iterator[Collected]:
-    root, serve = logging.getLogger(), logging.getLogger("contextfold.serve")
-    saved = root.level, serve.handlers[:], serve.propagate, serve.level
-    handler = Collected()
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    serve.handlers[:], serve.propagate = [], True
-    serve.setLevel(logging.NOTSET)
-    try:
+def collected() -> Iterator[ProxyLines]:
+    handler = ProxyLines()
+    with application_logging(handler):
         yield handler
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(saved[0])
-        serve.handlers[:], serve.propagate = saved[1], saved[2]
-        serve.setLevel(saved[3])
 
 
-def test_each_apps_patterns_redact_its_lines(collected: Collected) -> None:
+def test_each_apps_patterns_redact_its_lines(collected: ProxyLines) -> None:
     with ScriptedLLMServer(default="ok") as upstream, \
             ProxyServer(proxy_config(upstream, default_window=6_000, redact_patterns={"ticket": r"TCK-[0-9]{6}"})), \
             ProxyServer(proxy_config(upstream, default_window=6_000,
                                      redact_patterns={"project": r"PRJ-[0-9]{6}"})) as second:
         assert httpx.post(second.url + "/v1/chat/completions", timeout=30, json={
             "model": "acme-PRJ-123456-large", "messages": [{"role": "user", "content": "hello"}]}).status_code == 200
-    models = [f["model"] for f in collected.fields if "model" in f]
+    models = [fields["model"] for _, fields, *_ in collected.seen if "model" in fields]
     assert models and "PRJ-123456" not in repr(models), models  # (before the fix: the second app's secret in clear)

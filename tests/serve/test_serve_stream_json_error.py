@@ -11,53 +11,30 @@ The upstream is a real HTTP server on loopback (the scripted server streams ever
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import anthropic
 import openai
 import pytest
+from _serve_support import RawUpstream, proxy_of
 
-from contextfold.serve import ProxyServer, ServeConfig
+from contextfold.serve import ProxyServer
 
 QUOTA = {"error": {"message": "relay quota exhausted (js-err-Lm4q)", "type": "relay_error", "code": "quota"}}
+# A gateway's error longer than the proxy's 64 KiB peek at a stream (a long detail, the request echoed): s20f relayed
+# it raw past the peek, and the SDK returned an empty stream.
+LONG_QUOTA = {"error": {**QUOTA["error"], "detail": "d" * 70_000}}
 OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded (js-err-Lm4q)"}}
 
 
-class _JsonErrorUpstream(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("content-length") or 0))
-        data = json.dumps(OVERLOADED if self.path.startswith("/v1/messages") else QUOTA).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
+def json_error(path: str) -> tuple[str, list[bytes]]:
+    return "application/json", [json.dumps(OVERLOADED if path.startswith("/v1/messages") else QUOTA).encode()]
 
 
 @pytest.fixture(scope="module")
 def proxy() -> Iterator[ProxyServer]:
-    upstream = ThreadingHTTPServer(("127.0.0.1", 0), _JsonErrorUpstream)
-    thread = threading.Thread(target=upstream.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{upstream.server_address[1]}"
-    config = ServeConfig(port=0, openai_base_url=url + "/v1", anthropic_base_url=url, sessions="memory",
-                         store="memory", archive="memory", windows={"gpt-4o-mini": 6_000, "claude-haiku-4-5": 6_000},
-                         log_level="warning")
-    try:
-        with ProxyServer(config) as server:
-            yield server
-    finally:
-        upstream.shutdown()
-        upstream.server_close()
-        thread.join()
+    with RawUpstream(json_error) as upstream, proxy_of(upstream) as server:
+        yield server
 
 
 def test_an_openai_stream_answered_with_a_json_error_raises_it(proxy: ProxyServer) -> None:
@@ -72,3 +49,14 @@ def test_an_anthropic_stream_answered_with_a_json_error_raises_it(proxy: ProxySe
     with pytest.raises(anthropic.APIStatusError, match="Overloaded"):
         list(client.messages.create(model="claude-haiku-4-5", max_tokens=64, stream=True,
                                     messages=[{"role": "user", "content": "Task js-err: hello"}]))
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "text/plain"])
+def test_a_json_error_longer_than_the_peek_raises_it(content_type: str) -> None:
+    with RawUpstream(lambda _path: (content_type, [json.dumps(LONG_QUOTA).encode()])) as upstream, \
+            proxy_of(upstream) as proxy:
+        client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-json-error", max_retries=0)
+        with pytest.raises(openai.APIError, match="relay quota exhausted") as raised:
+            list(client.chat.completions.create(model="gpt-4o-mini", stream=True,
+                                                messages=[{"role": "user", "content": "Task js-err: hello"}]))
+    assert raised.value.body == LONG_QUOTA["error"]

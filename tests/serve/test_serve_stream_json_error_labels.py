@@ -8,51 +8,26 @@ body within the peek with no event in it is now read as a JSON error too.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import openai
 import pytest
+from _serve_support import RawUpstream, proxy_of
 
-from contextfold.serve import ProxyServer, ServeConfig
+from contextfold.serve import ProxyServer
 
 QUOTA = {"error": {"message": "relay quota exhausted (f6-err)", "type": "relay_error", "code": "quota"}}
 CONTENT_TYPE = {"value": "text/event-stream"}
 
 
-class _Upstream(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("content-length") or 0))
-        data = json.dumps(QUOTA).encode()
-        self.send_response(200)
-        self.send_header("content-type", CONTENT_TYPE["value"])
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
+def labelled_json_error(path: str) -> tuple[str, list[bytes]]:
+    return CONTENT_TYPE["value"], [json.dumps(QUOTA).encode()]
 
 
 @pytest.fixture(scope="module")
 def proxy() -> Iterator[ProxyServer]:
-    upstream = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
-    thread = threading.Thread(target=upstream.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{upstream.server_address[1]}"
-    config = ServeConfig(port=0, openai_base_url=url + "/v1", anthropic_base_url=url, sessions="memory",
-                         store="memory", archive="memory", windows={"gpt-4o-mini": 6_000}, log_level="warning")
-    try:
-        with ProxyServer(config) as server:
-            yield server
-    finally:
-        upstream.shutdown()
-        upstream.server_close()
-        thread.join()
+    with RawUpstream(labelled_json_error) as upstream, proxy_of(upstream) as server:
+        yield server
 
 
 @pytest.mark.parametrize("content_type", ["text/event-stream", "text/plain; charset=utf-8",

@@ -29,14 +29,17 @@ from ._line_index import build_line_index, count_lines, index_key, stored_line_c
 from ._view import SecretGuard, cut_guard, render_view
 from .owners import (
     OWNER_INFIX,
+    SESSION_USE_PREFIX,
     Retention,
     StoredOutput,
     claim_item,
     delete_output,
+    delete_use_as_read,
     load_claims,
     owner_key,
     owner_tag,
     read_claim,
+    read_use,
     survey,
     write_claim,
 )
@@ -263,19 +266,28 @@ class ToolOutputCache:
             if isinstance(text, str):
                 self._ref_ids.put(text, ref_id)
         known = self._refs.get(ref_id)
-        if known is not None and self.store.exists(ref_id):
-            self.store.touch(ref_id)
+        claim_again = stored = False
+        if known is not None:
             # Claimed again (a no-op when recent): a put whose claim failed after the output was written, retried
             # by the caller, must not leave an output this session wrote but does not own (masking would then store
-            # its cut view as a new output, and the full text would be lost to restore).
+            # its cut view as a new output, and the full text would be lost to restore). Claimed, then touched, then
+            # checked: see _claim_stored.
             self._claim(ref_id)
-            return known
+            self.store.touch(ref_id)
+            if self.store.exists(ref_id):
+                return known
+            claim_again = True
         if data is None:
             data = _encode(str(text))
         if line_count is None:
             line_count = count_lines(data)
         claimed_at: float | None = None
-        if self.store.size(ref_id) != len(data):
+        if self.store.size(ref_id) == len(data):
+            if self._claim_stored(ref_id, len(data)):
+                stored = True
+            else:
+                claim_again = True
+        if not stored:
             writes: list[tuple[str, bytes]] = []
             index = build_line_index(data, line_count)
             if index is not None:
@@ -284,7 +296,9 @@ class ToolOutputCache:
                 writes.append((index_key(ref_id), index))
             writes.append((ref_id, data))
             # Its claim after it, in the same call (one store call and lock for the three, issue 22).
-            claimed_at = self._claim_due(ref_id)
+            # Claimed just now and found gone meanwhile (collected): claimed again, however lately, as collection
+            # deletes the claims it read after the output (on s20f the output was written again with no claim).
+            claimed_at = self._claim_now() if claim_again else self._claim_due(ref_id)
             if claimed_at is not None:
                 writes.append(claim_item(ref_id, self._tag, claimed_at))
             put_many = getattr(self.store, "put_many", None)  # (a third party's store may predate it)
@@ -293,8 +307,6 @@ class ToolOutputCache:
             else:
                 for key, value in writes:
                     self.store.put(key, value)
-        else:
-            self.store.touch(ref_id)
         ref = ToolOutputRef(ref_id, len(data), line_count)
         with self._lock:
             self._refs[ref_id] = ref
@@ -313,6 +325,19 @@ class ToolOutputCache:
         """Outputs this cache has stored since it was made."""
         return self._new_outputs
 
+    def _claim_stored(self, ref_id: str, size: int) -> bool:
+        """Claim an output the store holds already (another session's, maybe aged); False when it is gone meanwhile.
+
+        Collection deletes an aged output only if nobody touched it since it listed it (``delete_unused``): the claim
+        is written first, then the output touched, then checked. A collection deleting before the touch is seen
+        here (False: the caller writes the output again, its claim with it); one deleting after it is refused. Up
+        to a9a74c5 the touch came first, then the claim: a collection that had read the claims again before this
+        claim deleted the output this session went on to cite.
+        """
+        self._claim(ref_id)
+        self.store.touch(ref_id)
+        return self.store.size(ref_id) == size
+
     # -- ownership --------------------------------------------------------------------------------------------
     def _claim(self, ref_id: str) -> None:
         """Record that this session uses ``ref_id`` (rewritten at most every ``CLAIM_REFRESH_S``).
@@ -325,6 +350,10 @@ class ToolOutputCache:
         write_claim(self.store, ref_id, self._tag, now)
         with self._lock:
             self._claimed[ref_id] = now
+
+    def _claim_now(self) -> float | None:
+        """The time to claim an output at now whatever its last claim, or None for a cache without a session."""
+        return None if self.session_id is None else self._clock()
 
     def _claim_due(self, ref_id: str) -> float | None:
         """The time to claim ``ref_id`` at now, or None when this cache need not (no session, or claimed lately)."""
@@ -673,15 +702,19 @@ class ToolOutputCache:
         deleted: list[str] = []
         freed = 0
 
-        def drop(entry: StoredOutput) -> None:
+        def drop(entry: StoredOutput) -> bool:
+            # Only if nobody used it since it was listed: a session claiming it meanwhile (a new one storing the same
+            # output, after the claims were read again) touches it after its claim, which refuses this delete.
             nonlocal freed
-            delete_output(self.store, entry)
+            if not delete_output(self.store, entry, unused=True):
+                return False
             deleted.append(entry.ref_id)
             freed += entry.size
             with self._lock:
                 self._refs.pop(entry.ref_id, None)
                 self._claimed.pop(entry.ref_id, None)
                 self._owned.discard(entry.ref_id)
+            return True
 
         survivors: list[StoredOutput] = []
         for entry in outputs.values():
@@ -689,9 +722,8 @@ class ToolOutputCache:
             if policy.max_age_s is not None and last_use is not None and now - last_use > policy.max_age_s:
                 load_claims(self.store, [entry])  # (again: a session may have used it since they were read)
                 last_use = max(entry.claims.values(), default=None)
-            if policy.max_age_s is not None and last_use is not None and now - last_use > policy.max_age_s:
-                drop(entry)
-            else:
+            if not (policy.max_age_s is not None and last_use is not None and now - last_use > policy.max_age_s
+                    and drop(entry)):
                 survivors.append(entry)
         total = sum(e.size for e in survivors)
         if policy.max_bytes is not None and total > policy.max_bytes:
@@ -712,8 +744,10 @@ class ToolOutputCache:
         """Delete the secret memories of sessions unused for ``max_age_s``, as their outputs go (issue 21).
 
         A memory holds its session's secrets in clear, as the outputs they came from do: it must not outlive them.
-        A session's last use is its newest claim on any output, or the memory's own last save when that is newer
-        (read only when the claims do not show a recent use). A memory with neither is kept: its age is unknown.
+        A session's last use is its newest claim on any output or the use it noted (``owners.write_use``: a live
+        session that cites no output claims none), or the memory's own last save when that is newer (read only when
+        neither shows a recent use). A memory with none of them is kept: its age is unknown. A use note goes once it
+        is past the age itself.
         """
         from ..manager._limits import SESSION_LIMIT_KEY_PREFIX, limit_saved_at
         from ..redact._memory_records import memory_groups
@@ -723,12 +757,19 @@ class ToolOutputCache:
         for entry in outputs:
             for tag, when in entry.claims.items():
                 last_use[tag] = max(when, last_use.get(tag, when))
+        noted = [key for key in keys if key.startswith(SESSION_USE_PREFIX)]
+        for key in noted:
+            noted_at = read_use(self.store, key)
+            tag = key[len(SESSION_USE_PREFIX):]
+            if noted_at is not None:
+                last_use[tag] = max(noted_at, last_use.get(tag, noted_at))
         # A memory is its base and the records appended after it (<prefix><tag>.<n>): aged and deleted together.
         groups: list[tuple[str, list[str], Callable[[Any, str], float | None]]] = [
             (tag, group, memory_saved_at) for tag, group in memory_groups(keys, MEMORY_KEY_PREFIX).items()]
         # (a session's own learned limit goes with it too: session-limit.<tag>:<model>)
         groups += [(key[len(SESSION_LIMIT_KEY_PREFIX):].partition(":")[0], [key], limit_saved_at)
                    for key in keys if key.startswith(SESSION_LIMIT_KEY_PREFIX)]
+        groups += [(key[len(SESSION_USE_PREFIX):], [key], read_use) for key in noted]
         for tag, group, saved_at in groups:
             used = last_use.get(tag)
             if used is not None and now - used <= max_age_s:
@@ -736,6 +777,9 @@ class ToolOutputCache:
             saved = [t for t in (saved_at(self.store, key) for key in group) if t is not None]
             known = [t for t in (used, max(saved, default=None)) if t is not None]
             if known and now - max(known) > max_age_s:
+                if saved_at is read_use and saved:  # (a use note: deleted only while it holds the time read)
+                    delete_use_as_read(self.store, group[0], max(saved))
+                    continue
                 for key in group:
                     self.store.delete(key)
 

@@ -2,7 +2,8 @@
 
 A blob store maps string keys to immutable bytes. It is deliberately small so that a third party can back it with
 anything (a dict, SQLite, Redis, S3): ``put``, ``read_range``, ``size``, ``delete`` and ``entries`` are the
-required methods; ``get``, ``exists``, ``touch``, ``put_many`` and ``close`` have defaults that subclasses inherit.
+required methods; ``get``, ``exists``, ``touch``, ``put_many``, ``delete_unused`` and ``close`` have defaults that
+subclasses inherit.
 
 One key shape is known to stores: ``<ref>.owner.<tag>``, a session's claim on an output
 (:mod:`contextfold.cache.owners`). A store may index claims by ``tag`` (:meth:`BlobStore.claimed_refs`), so that a
@@ -100,6 +101,19 @@ class BlobStore(Protocol):
         else:
             self.put(key, data)
         return True
+
+    def delete_unused(self, key: str, accessed: int) -> bool:
+        """Remove ``key`` only when its access order is still ``accessed`` (as :meth:`entries` listed it); True if so.
+
+        Collection decides on what it listed: an output no session claimed for the age. A session that claims it
+        meanwhile (a new one storing the same output) writes its claim, then touches the output, which moves its
+        access order: the delete is then refused, in one step with the compare. The stores of
+        :mod:`contextfold.stores` do it in one step. The default is **no** compare-and-delete: it deletes ``key``
+        (as :meth:`delete`), since a store's only way to read one key's access order is to list them all, and
+        retention deletes many outputs per listing (s20f's default listed the store per delete: quadratic). A store
+        shared by sessions of more than one process that collect it should override it.
+        """
+        return self.delete(key)
 
     def size(self, key: str) -> int | None:
         """The byte size of ``key``, or None when the store does not hold it."""

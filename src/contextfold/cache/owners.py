@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from ._line_index import index_owner
 from .blobs import BlobStore
 
-__all__ = ["OWNER_INFIX", "Retention", "StoredOutput", "claim_item", "delete_output", "load_claims", "owner_key",
-           "owner_tag", "parse_owner_key", "read_claim", "survey", "write_claim"]
+__all__ = ["OWNER_INFIX", "SESSION_USE_PREFIX", "Retention", "StoredOutput", "claim_item", "delete_output",
+           "delete_use_as_read", "load_claims", "owner_key", "owner_tag", "parse_owner_key", "read_claim", "read_use",
+           "survey", "use_key", "write_claim", "write_use"]
 
 OWNER_INFIX = ".owner."
 # 64 bits of the session id's hash: names the owner without putting a user-chosen string in a key.
@@ -30,6 +31,10 @@ _TAG_BYTES = 8
 _TIME = struct.Struct(">q")
 # The tag of a cache built without a session (the CLI, a library user); such a cache writes no claims.
 SHARED_OWNER = "shared"
+# The key of a session's last use (<prefix><tag>, the time as a claim holds it): what a session that cites no output
+# notes as it is used, so that retention ages its secret memory by its use, not by the memory's last save (not a ref
+# id, claim or index: survey lists it with the other keys).
+SESSION_USE_PREFIX = "session-used."
 
 # Defaults of the store-wide retention: two weeks unused, 1 GiB in all, and a day during which a session's outputs
 # are live (never evicted for size). A session refreshes its claims whenever it reads or writes an output.
@@ -94,6 +99,37 @@ def read_claim(store: BlobStore, ref_id: str, tag: str) -> float | None:
         return None
 
 
+def use_key(tag: str) -> str:
+    """The store key of ``tag``'s last use."""
+    return f"{SESSION_USE_PREFIX}{tag}"
+
+
+def write_use(store: BlobStore, tag: str, now: float) -> None:
+    """Record that the session ``tag`` was used at ``now`` (its outputs' claims say so only for what it cites)."""
+    store.put(use_key(tag), _TIME.pack(int(now)))
+
+
+def delete_use_as_read(store: BlobStore, key: str, when: float) -> None:
+    """Delete the use key ``key`` only while it holds ``when`` (as read): a session noting its use meanwhile keeps it.
+
+    A plain delete, after a session back after the age noted its use, took the note, and its memory was aged by its
+    last save again (s20f).
+    """
+    put_if = getattr(store, "put_if", None)  # (a third party's store may predate it)
+    if callable(put_if):
+        put_if(key, None, _TIME.pack(int(when)))
+    else:
+        store.delete(key)
+
+
+def read_use(store: BlobStore, key: str) -> float | None:
+    """The time a use key (:func:`use_key`) holds, or None when it is gone or holds no time."""
+    try:
+        return float(_TIME.unpack(store.get(key))[0])
+    except (struct.error, KeyError, LookupError):
+        return None
+
+
 @dataclass(slots=True)
 class StoredOutput:
     """One output as the store holds it: bytes (with its index), claims, and LRU order."""
@@ -139,12 +175,60 @@ def survey(store: BlobStore, is_output: Callable[[str], bool],
     return {r: e for r, e in outputs.items() if e.present}, orphans
 
 
-def delete_output(store: BlobStore, entry: StoredOutput) -> None:
-    """Delete an output, its index and every claim on it (the output first: a crash leaves orphans, not holes)."""
-    store.delete(entry.ref_id)
-    for key in (entry.index_key, *entry.claim_keys):
-        if key is not None:
-            store.delete(key)
+def delete_output(store: BlobStore, entry: StoredOutput, *, unused: bool = False) -> bool:
+    """Delete an output, its index and every claim on it (the output first: a crash leaves orphans, not holes).
+
+    ``unused``: only when nobody used the output since it was listed (its access order is ``entry.accessed``, see
+    :meth:`BlobStore.delete_unused`); False, and nothing deleted, when somebody did. Then a session finding the
+    output gone after the delete writes it again, its index and claim with it: each claim goes only while it holds
+    what was read (``entry.claims``), the index only while the output is gone. On s20f both went whatever they held,
+    and the session's output was left with no claim (the next collection took it) and no line index.
+    """
+    delete_unused = getattr(store, "delete_unused", None) if unused else None  # (a third party's may predate it)
+    if callable(delete_unused):
+        if not delete_unused(entry.ref_id, entry.accessed):
+            return False
+    else:
+        store.delete(entry.ref_id)
+    if not unused:
+        for key in (entry.index_key, *entry.claim_keys):
+            if key is not None:
+                store.delete(key)
+        return True
+    for key in entry.claim_keys:
+        _delete_claim_as_read(store, entry, key)
+    if entry.index_key is not None:
+        _delete_index_of_absent(store, entry.ref_id, entry.index_key)
+    return True
+
+
+def _delete_claim_as_read(store: BlobStore, entry: StoredOutput, key: str) -> None:
+    """Delete the claim ``key`` only while it holds the time read into ``entry`` (a claim unread: deleted)."""
+    parsed = parse_owner_key(key)
+    tag = parsed[1] if parsed is not None else None
+    when = entry.claims.get(tag) if tag is not None else None
+    put_if = getattr(store, "put_if", None)  # (a third party's store may predate it)
+    if tag is None or when is None or not callable(put_if):
+        store.delete(key)
+        return
+    put_if(key, None, claim_item(entry.ref_id, tag, when)[1])
+
+
+def _delete_index_of_absent(store: BlobStore, ref_id: str, key: str) -> None:
+    """Delete the line index ``key`` of ``ref_id`` while the output is gone; put back if it is written meanwhile.
+
+    The index is the output's content's (the same bytes whoever writes it): one written again between the check and
+    the delete is the one deleted, and put back (a session writes index and output in one call).
+    """
+    if store.exists(ref_id):
+        return
+    try:
+        held = store.get(key)
+    except (KeyError, LookupError):
+        return
+    store.delete(key)
+    if store.exists(ref_id):
+        store.put(key, held)
 
 
 def load_claims(store: BlobStore, entries: Iterable[StoredOutput]) -> None:

@@ -10,12 +10,14 @@ call is made again) and the client never sees it unless recovery gives up.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import functools
 import json
 import logging
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -78,7 +80,7 @@ from .sessions import (
     save_reply,
     session_marks,
 )
-from .sse import SseEvent, SseSplitter, encode_event, events
+from .sse import _MAX_EVENT_BYTES, SseEvent, SseSplitter, encode_event, events
 from .upstream import Upstream, UpstreamError, error_body, response_headers
 
 if TYPE_CHECKING:
@@ -100,6 +102,27 @@ _API_PATHS: dict[ApiName, tuple[str, ...]] = {
 
 class BodyTooLarge(Exception):
     """The request body is over ``max_body_bytes``."""
+
+
+class _LinesAtFirstCall:
+    """ASGI middleware: a request to an app whose lifespan never ran (mounted in another) starts its log writer."""
+
+    def __init__(self, app: Any, serve: ServeApp) -> None:
+        self.app = app
+        self.serve = serve
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Start the writer at the first HTTP request when no lifespan did; pass the call on."""
+        if scope["type"] == "http" and not self.serve._lines_started:
+            self.serve._start_lines(at_first_request=True)
+        await self.app(scope, receive, send)
+
+
+def _stop_at_exit(serve: weakref.ref[ServeApp]) -> None:
+    """At the interpreter's exit: the lines an app started at its first request queued are written."""
+    alive = serve()
+    if alive is not None:
+        alive.stop_lines()
 
 
 class SessionLocks:
@@ -159,29 +182,62 @@ class ServeApp:
         routes += [Route("/healthz", self.health, methods=["GET"]), Route("/readyz", self.ready, methods=["GET"]),
                    Route("/metrics", self.metrics_endpoint, methods=["GET"]),
                    Route("/{path:path}", self.passthrough, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])]
-        self.app = Starlette(routes=routes, lifespan=self._lifespan,
-                             middleware=[Middleware(LogRedactorScope, redactor=self.redactor)])
+        # The log writer (serve.ops): started by the lifespan, or by the first request if none ran (_LinesAtFirstCall).
+        self._lines_lock = threading.Lock()
+        self._lines_started = False
+        self._stop_lines: Callable[[], None] | None = None
+        self.app = Starlette(routes=routes, lifespan=self.lifespan,
+                             middleware=[Middleware(LogRedactorScope, redactor=self.redactor),
+                                         Middleware(_LinesAtFirstCall, serve=self)])
 
     @contextlib.asynccontextmanager
-    async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
-        # (an application that did not call configure_logging: its handlers get the lines off the loop, redacted)
-        stop_lines = lines_to_the_applications_handlers(self.redactor)
-        log_event("serving", host=self.config.host, port=self.config.port, sessions=self.config.sessions,
-                  openai=self.config.openai_base_url, anthropic=self.config.anthropic_base_url)
+    async def lifespan(self, _app: Any = None) -> AsyncIterator[None]:
+        """The proxy's start and stop: its log writer, then, at the stop, draining and :meth:`aclose`.
+
+        Starlette runs it for ``.app`` served on its own. A host application that mounts ``.app`` runs no lifespan of
+        a mounted app: it may run this one inside its own (``async with serve_app.lifespan(app): yield``); without it
+        the writer starts at the first request, and the host's stop should await :meth:`aclose`.
+        """
+        self._start_lines()
         try:
             yield
         finally:
             self.draining = True
-            try:
-                await self.aclose()
-            finally:
-                if stop_lines is not None:
-                    await asyncio.to_thread(stop_lines)  # (the lines queued are written)
+            await self.aclose()
+
+    def _start_lines(self, *, at_first_request: bool = False) -> None:
+        """Start the writer that hands the lines, redacted and off the loop, to an application's handlers (once).
+
+        (an application that did not call configure_logging: ops.lines_to_the_applications_handlers.) A mounted app
+        has no lifespan: without this at its first request, every line went to the host's handlers on the event loop,
+        unredacted (s19's "noticed"). Its stop then comes with :meth:`aclose`, or at the interpreter's exit.
+        """
+        with self._lines_lock:
+            if self._lines_started:
+                return
+            self._lines_started = True
+            self._stop_lines = lines_to_the_applications_handlers(self.redactor)
+        if at_first_request and self._stop_lines is not None:
+            atexit.register(_stop_at_exit, weakref.ref(self))
+        started: dict[str, Any] = {"started": "at the first request (no lifespan ran: mounted?)"} \
+            if at_first_request else {}
+        log_event("serving", host=self.config.host, port=self.config.port, sessions=self.config.sessions,
+                  openai=self.config.openai_base_url, anthropic=self.config.anthropic_base_url, **started)
+
+    def stop_lines(self) -> None:
+        """Stop the log writer (the lines queued are written first); a no-op when none runs."""
+        with self._lines_lock:
+            stop, self._stop_lines = self._stop_lines, None
+        if stop is not None:
+            stop()
 
     async def aclose(self) -> None:
-        """Close the upstream pool and the stores."""
-        await self.upstream.aclose()
-        await asyncio.to_thread(self.backend.close)
+        """Close the upstream pool and the stores, then stop the log writer (its queued lines written)."""
+        try:
+            await self.upstream.aclose()
+            await asyncio.to_thread(self.backend.close)
+        finally:
+            await asyncio.to_thread(self.stop_lines)
 
     # -- plumbing -----------------------------------------------------------------------------------------------
     def _endpoint(self, api: ApiName) -> Callable[[Request], Awaitable[Response]]:
@@ -832,21 +888,21 @@ async def _error_of_success(upstream: httpx.Response,
                             stream: bool) -> tuple[httpx.Response, dict[str, Any] | None]:
     """The error body of a 2xx answer that holds only an error (some gateways answer errors with 200), else None.
 
-    With the response to read on: a reply as JSON is read here (the caller reads it again from memory); of an
-    event stream, the first event with data is read (some providers answer ``stream: true`` with 200 and an error
-    event first) and a stream that opens otherwise is handed on whole, the bytes read here first. A stream request
-    answered with a JSON error is handed on as an event stream of that error (its SDK raises it).
+    With the response to read on: a reply to a request that is no stream is read here (the caller reads it again
+    from memory); of a stream request's answer, at most the peek is read (some providers answer ``stream: true`` with
+    200 and an error event first), or up to the pass-through size (serve.sse) for a body with no event that is JSON
+    (labelled so, or opening with ``{``: gateways answer with a JSON error), and an answer that opens otherwise is
+    handed on whole, the bytes read here first. A stream request answered with a JSON error is handed on
+    as an event stream of that error (its SDK raises it). Up to a9a74c5 an ``application/json`` answer to a stream
+    request was read whole here: a large one was held in memory, and nothing reached the client until its end.
     """
-    if stream and not upstream.headers.get("content-type", "").lower().startswith("application/json"):
+    if stream:
         return await _stream_error(upstream)
     data = await upstream.aread()
     await upstream.aclose()
     if b'"error"' not in data:  # (a reply is parsed once, by the caller)
         return upstream, None
-    error = _only_error(_json_or_text(data))
-    if error is not None and stream:
-        upstream = _as_error_event(upstream, error)
-    return upstream, error
+    return upstream, _only_error(_json_or_text(data))
 
 
 def _as_error_event(upstream: httpx.Response, error: dict[str, Any]) -> httpx.Response:
@@ -882,12 +938,23 @@ async def _stream_error(upstream: httpx.Response) -> tuple[httpx.Response, dict[
     chunks: AsyncIterator[bytes] = upstream.aiter_bytes()
     splitter = SseSplitter()
     read: list[bytes] = []
+    held = 0
     first: SseEvent | None = None
+    labelled_json = upstream.headers.get("content-type", "").split(";")[0].strip().lower() == "application/json"
+    json_body: bool | None = None  # (decided once, when the peek is full)
     async for chunk in chunks:
         read.append(chunk)
+        held += len(chunk)
         first = next((event for event in splitter.feed(chunk) if event.data), None)
-        if first is not None or sum(map(len, read)) > _PEEK_BYTES:
+        if first is not None or held > _MAX_EVENT_BYTES:
             break
+        if held > _PEEK_BYTES:
+            # A JSON error past the peek (a gateway's long detail, the request echoed) is read up to the
+            # pass-through size too: relayed raw, the SDKs found no event in it and raised nothing.
+            if json_body is None:
+                json_body = labelled_json or _opens_json(read)
+            if not json_body:
+                break
     else:
         first = next((event for event in splitter.rest() if event.data), None)
         whole = b"".join(read)
@@ -907,6 +974,15 @@ async def _stream_error(upstream: httpx.Response) -> tuple[httpx.Response, dict[
                if k.lower() not in ("content-encoding", "content-length")]
     return httpx.Response(upstream.status_code, headers=headers, stream=_ReadAhead(read, chunks, upstream),
                           request=upstream.request), error
+
+
+def _opens_json(read: list[bytes]) -> bool:
+    """Whether the bytes read open as a JSON object (their first byte past white space is ``{``)."""
+    for chunk in read:
+        opening = chunk.lstrip()
+        if opening:
+            return opening.startswith(b"{")
+    return False
 
 
 async def _no_more() -> AsyncIterator[bytes]:

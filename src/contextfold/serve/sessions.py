@@ -524,10 +524,14 @@ def _refresh_claims(backend: Backend, session_id: str, stored: Sequence[Any], ma
     session still continued whose cut output it does not read again had that output (and its secret memory, aged by
     the same claims) deleted while its view still cited the ref. A claim refreshed as the session is used keeps them
     as long as the session is. Refreshed before the save that writes the mark; at the backend's clock.
+
+    The session's use is noted beside them (``owners.write_use``): a session whose view cites no output claims
+    none, and its secret memory, saved only when it learns a secret, was deleted an age after its last save while
+    the session still lived (its later archives and log lines then quoted what it had learned in clear).
     """
     from ..cache import referenced_refs
     from ..cache._cache import CLAIM_REFRESH_S
-    from ..cache.owners import owner_tag, write_claim
+    from ..cache.owners import owner_tag, write_claim, write_use
 
     now = backend.clock()
     try:
@@ -537,6 +541,7 @@ def _refresh_claims(backend: Backend, session_id: str, stored: Sequence[Any], ma
     if now - last < CLAIM_REFRESH_S and last <= now:
         return
     tag = owner_tag(session_id)
+    write_use(backend.blobs, tag, now)
     for ref in sorted(referenced_refs(stored)):
         write_claim(backend.blobs, ref, tag, now)
     marks[CLAIMS_MARK] = repr(now)

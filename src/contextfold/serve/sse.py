@@ -55,25 +55,56 @@ class SseSplitter:
     """Feed bytes as they arrive, get back the events they complete."""
 
     def __init__(self) -> None:
-        self._buffer = b""
+        self._parts: list[bytes] = []  # (an event's bytes so far, none of them holding its boundary)
+        self._held = 0
+        self._tail = b""  # (their last three bytes: the start of a boundary the next chunk may end)
 
     def feed(self, chunk: bytes) -> Iterator[SseEvent]:
-        """The events completed by ``chunk``."""
-        self._buffer += chunk
-        while True:
-            match = _BOUNDARY.search(self._buffer)
+        """The events completed by ``chunk``.
+
+        Only the chunk is searched for a boundary, with the last bytes held before it (a boundary split across two
+        chunks): the held bytes were searched already. Searching the whole buffer again for each chunk made a
+        stream with no blank line quadratic up to the pass-through size (16 MiB in 64 KiB chunks: seconds of CPU).
+        """
+        if not chunk:
+            return
+        if self._parts:
+            tail = self._tail
+            match = _BOUNDARY.search(tail + chunk)
             if match is None:
-                if len(self._buffer) > _MAX_EVENT_BYTES:
-                    raw, self._buffer = self._buffer, b""
-                    yield SseEvent(raw, "", "")
+                self._parts.append(chunk)
+                self._held += len(chunk)
+                self._tail = (tail + chunk)[-3:]
+                if self._held > _MAX_EVENT_BYTES:
+                    yield SseEvent(self._take(), "", "")
                 return
-            raw, self._buffer = self._buffer[:match.end()], self._buffer[match.end():]
+            cut = match.end() - len(tail)  # (past the boundary, within chunk: a boundary ends in chunk's bytes)
+            raw = self._take() + chunk[:cut]
+            chunk = chunk[cut:]
+            if raw.strip():
+                yield _parse(raw)
+        buffer = chunk
+        while True:
+            match = _BOUNDARY.search(buffer)
+            if match is None:
+                if buffer:
+                    self._parts.append(buffer)
+                    self._held, self._tail = len(buffer), buffer[-3:]
+                    if self._held > _MAX_EVENT_BYTES:
+                        yield SseEvent(self._take(), "", "")
+                return
+            raw, buffer = buffer[:match.end()], buffer[match.end():]
             if raw.strip():
                 yield _parse(raw)
 
+    def _take(self) -> bytes:
+        raw = b"".join(self._parts)
+        self._parts, self._held, self._tail = [], 0, b""
+        return raw
+
     def rest(self) -> Iterator[SseEvent]:
         """What is left at the end of the stream (an event without its final blank line)."""
-        raw, self._buffer = self._buffer, b""
+        raw = self._take()
         if raw.strip():
             yield _parse(raw + b"\n\n")
 

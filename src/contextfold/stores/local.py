@@ -186,6 +186,14 @@ class LocalBlobStore(SQLiteFile, BlobStore):
             found = db.execute("DELETE FROM blobs WHERE key = ?", (key,)).rowcount > 0
         return found
 
+    def delete_unused(self, key: str, accessed: int) -> bool:
+        """Remove ``key`` only when its access order is still ``accessed``, in one transaction."""
+        with self._write(f"cannot delete {key!r} from {self.path}") as db:
+            if db.execute("DELETE FROM blobs WHERE key = ? AND accessed = ?", (key, accessed)).rowcount == 0:
+                return False
+            db.execute("DELETE FROM chunks WHERE key = ?", (key,))
+        return True
+
     def entries(self) -> Iterator[BlobInfo]:
         """Every key, sorted, with size and access order."""
         with self._lock:

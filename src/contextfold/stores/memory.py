@@ -100,6 +100,13 @@ class MemoryBlobStore(BlobStore):
                 self._index_claim(key, add=False)
             return self._data.pop(key, None) is not None
 
+    def delete_unused(self, key: str, accessed: int) -> bool:
+        """Remove ``key`` only when its access order is still ``accessed`` (one step: under the lock)."""
+        with self._lock:
+            if self._accessed.get(key) != accessed:
+                return False
+            return self.delete(key)
+
     def claimed_refs(self, tag: str) -> list[str]:
         """The refs ``tag`` holds a claim on, from the index :meth:`put` and :meth:`delete` keep."""
         with self._lock:

@@ -152,6 +152,12 @@ _DELETE_IF = _HELD_IS + """
 if not held_is(KEYS[1], ARGV[1], ARGV[4], ARGV[5]) then return 0 end
 """ + _DELETE
 
+# The same when the key's access order (its score in the lru set) is still ARGV[4] (delete_unused).
+_DELETE_UNUSED = """
+local held = redis.call('ZSCORE', KEYS[2], ARGV[2])
+if not held or tonumber(held) ~= tonumber(ARGV[4]) then return 0 end
+""" + _DELETE
+
 # KEYS: meta, lru, clock, and for a claim key its tag's owner set. ARGV: key, data key prefix, ttl (0: none). Only
 # keys still held get a new access time (and, with a time to live, a new lease on it, which a claim's owner set
 # gets too when its own is shorter).
@@ -245,6 +251,7 @@ class RedisBlobStore(BlobStore):
         self._delete = self._client.register_script(_DELETE)
         self._commit_if = self._client.register_script(_COMMIT_IF)
         self._delete_if = self._client.register_script(_DELETE_IF)
+        self._delete_unused = self._client.register_script(_DELETE_UNUSED)
         self._touch = self._client.register_script(_TOUCH)
 
     # -- restarts -----------------------------------------------------------------------------------------------------
@@ -471,6 +478,15 @@ class RedisBlobStore(BlobStore):
             owner_set, ref = self._claim_keys(key)
             return bool(self._delete(keys=[self._meta(key), self._lru, *owner_set],
                                      args=[self._data_prefix(key), key, *ref]))
+        except self._errors as exc:
+            raise self._fail("delete", key, exc) from exc
+
+    def delete_unused(self, key: str, accessed: int) -> bool:
+        """Remove ``key`` only when its access order is still ``accessed`` (compared in the script that deletes)."""
+        try:
+            owner_set, ref = self._claim_keys(key)
+            return bool(self._delete_unused(keys=[self._meta(key), self._lru, *owner_set],
+                                            args=[self._data_prefix(key), key, *(ref or [""]), accessed]))
         except self._errors as exc:
             raise self._fail("delete", key, exc) from exc
 

@@ -11,13 +11,20 @@ killed worker) left a flag without its entry, and the repair for that (an offer 
 queues the session) met the take's late SREM: an offer landing inside a blocking take queued the session twice.
 A take whose answer is lost loses that one job (at least once per turn: the next turn's offer queues it again).
 
-Keys of the old layout (``NAME:list`` and ``NAME:pending``) that a running deployment left are moved into the
-sorted set by the first offer, take or count of each queue object (after the ones already there); processes of
-the old and the new layout must not share a queue: stop the old workers before starting the new ones.
+The keys share one Redis Cluster hash tag (:func:`queue_keys`): ``{NAME}:waiting`` and ``{NAME}:arrivals``, or
+``NAME:...`` when ``NAME`` holds a tag of its own (``{jobs}:compact``). A script's keys must hash to one slot on a
+cluster; up to s20 they were ``NAME:waiting`` and ``NAME:arrivals``, two slots, so the offer script failed there.
+
+Keys of the older layouts that a running deployment left (s19's untagged ``NAME:waiting`` and ``NAME:arrivals``;
+before, ``NAME:list`` and ``NAME:pending``) are moved into the sorted set by the first offer, take or count of each
+queue object (after the ones already there). Only a single Redis can hold them (on a cluster those layouts' scripts
+failed), so the move, which reads keys of several slots, runs only when one of them exists (checked key by key).
+Processes of an old and the new layout must not share a queue: stop the old workers before starting the new ones.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
@@ -27,7 +34,7 @@ from .redis_blob import DEFAULT_URL, import_redis
 if TYPE_CHECKING:
     import redis
 
-__all__ = ["DEFAULT_QUEUE", "RedisJobQueue"]
+__all__ = ["DEFAULT_QUEUE", "RedisJobQueue", "queue_keys"]
 
 DEFAULT_QUEUE = "contextfold:jobs:compact"
 
@@ -40,19 +47,42 @@ end
 redis.call('ZADD', KEYS[1], redis.call('INCR', KEYS[2]), ARGV[1])
 return 1
 """
-# KEYS: old list, old pending set, waiting sorted set, arrival counter. The old layout's entries, in their order,
-# after the waiting ones; its flags go (a flag without an entry was no waiting session).
+# KEYS: waiting sorted set, arrival counter, then the old layouts' keys (s19's sorted set and counter, the list and
+# the pending set, each given only when it differs from the new keys). The old entries, in their order, after the
+# waiting ones; then the old keys go (a pending flag without an entry was no waiting session).
 _MIGRATE = """
 local moved = 0
-for _, waiting in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
-  if not redis.call('ZSCORE', KEYS[3], waiting) then
-    redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[4]), waiting)
+local function move(waiting)
+  if not redis.call('ZSCORE', KEYS[1], waiting) then
+    redis.call('ZADD', KEYS[1], redis.call('INCR', KEYS[2]), waiting)
     moved = moved + 1
   end
 end
-redis.call('DEL', KEYS[1], KEYS[2])
+for i = 3, #KEYS do
+  local kind = redis.call('TYPE', KEYS[i])['ok']
+  if kind == 'zset' then
+    for _, waiting in ipairs(redis.call('ZRANGE', KEYS[i], 0, -1)) do move(waiting) end
+  elseif kind == 'list' then
+    for _, waiting in ipairs(redis.call('LRANGE', KEYS[i], 0, -1)) do move(waiting) end
+  end
+  redis.call('DEL', KEYS[i])
+end
 return moved
 """
+# A hash tag: the first "{" with a "}" after it and something between (Redis Cluster hashes only that part).
+_HASH_TAG = re.compile(r"\{[^}]+\}")
+
+
+def queue_keys(name: str) -> tuple[str, str]:
+    """The waiting sorted set's and the arrival counter's keys of queue ``name``: one hash tag for both.
+
+    ``name`` itself when it holds a tag (``{jobs}:compact``), else ``{name}``: a Redis Cluster hashes only the tag,
+    so the scripts' keys land in one slot.
+    """
+    first = name.find("{")
+    tagged = first >= 0 and _HASH_TAG.match(name, first) is not None
+    base = name if tagged else f"{{{name}}}"
+    return f"{base}:waiting", f"{base}:arrivals"
 
 
 class RedisJobQueue:
@@ -70,9 +100,10 @@ class RedisJobQueue:
         module = import_redis()
         self.url = url
         self.name = name
-        self._waiting = f"{name}:waiting"
-        self._arrivals = f"{name}:arrivals"
-        self._old_keys = [f"{name}:list", f"{name}:pending"]
+        self._waiting, self._arrivals = queue_keys(name)
+        # (s19's keys, untagged, are the new ones when the name holds a tag: then not moved)
+        self._old_keys = [key for key in (f"{name}:waiting", f"{name}:arrivals", f"{name}:list", f"{name}:pending")
+                          if key not in (self._waiting, self._arrivals)]
         self._migrated = False
         self._errors: tuple[type[BaseException], ...] = (module.RedisError,)
         try:
@@ -83,9 +114,15 @@ class RedisJobQueue:
         self._migrate = self._client.register_script(_MIGRATE)
 
     def _move_old_layout(self) -> None:
-        # Once per object, at its first use (not in __init__: constructing a queue needs no server).
+        # Once per object, at its first use (not in __init__: constructing a queue needs no server). Checked key by
+        # key (one command each, one round trip): a command naming keys of several slots fails on a cluster.
         if not self._migrated:
-            self._migrate(keys=[*self._old_keys, self._waiting, self._arrivals])
+            pipe = self._client.pipeline(transaction=False)
+            for key in self._old_keys:
+                pipe.exists(key)
+            left = [key for key, found in zip(self._old_keys, pipe.execute(), strict=True) if found]
+            if left:
+                self._migrate(keys=[self._waiting, self._arrivals, *left])
             self._migrated = True
 
     def offer(self, session_id: str) -> bool:

@@ -246,7 +246,10 @@ def run_fleet(config: FleetConfig, *, progress: Any = None) -> FleetReport:
     report = FleetReport(workers=config.workers, sessions=config.sessions)
     context = multiprocessing.get_context("fork")
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp)) as rs, MotoServer(_BUCKET) as s3:
+        from ..stores.redis_queue import RedisJobQueue
+
         client = redis.Redis.from_url(rs.url)
+        jobs = RedisJobQueue(rs.url)
 
         def start(index: int) -> Any:
             proc = context.Process(target=_worker_main, args=(index, rs.url, s3.url, config.window, config.format),
@@ -313,7 +316,8 @@ def run_fleet(config: FleetConfig, *, progress: Any = None) -> FleetReport:
                 if progress is not None and answered % 500 == 0:
                     progress(f"{answered} turns answered, {len(outstanding)} sessions in flight")
             # Let the background compactions queued by the last turns run, then stop the workers.
-            while client.llen("contextfold:jobs:compact:list"):
+            # (the queue's own count: the key this read, NAME:list, went with s19's layout, so nothing was waited for)
+            while len(jobs):
                 client.blpop([_DONE], timeout=_POLL_S)
             report.seconds = time.perf_counter() - started
         finally:
@@ -333,6 +337,7 @@ def run_fleet(config: FleetConfig, *, progress: Any = None) -> FleetReport:
             else:
                 report.compactions_empty += 1
         _verify(report, sessions, rs.url, s3.url, config)
+        jobs.close()
         client.close()
     return report
 
