@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from contextfold.cache import ToolOutputCache, mask_tool_outputs
@@ -22,6 +22,7 @@ from contextfold.cache._light_digest import LIGHT_MAX_CHARS
 from contextfold.cache.masking import placeholder_ahead
 from contextfold.messages import Message, ToolCall
 from contextfold.redact import Redactor
+from contextfold.redact.memory import forms
 from contextfold.stores import MemoryBlobStore
 from contextfold.tokens import MessageCounter, TiktokenCounter
 
@@ -142,6 +143,7 @@ def test_a_placeholder_listing_a_value_learned_later_is_built_again_without_it(
 @given(picks=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 11), st.integers(0, 50), st.integers(6, 16),
                                 st.sampled_from(["", "Zx9", "_q7"])), min_size=1, max_size=3),
        learn_after=st.booleans())
+@example(picks=[(0, 0, 0, 6, "Zx9"), (0, 0, 47, 6, "")], learn_after=False)  # (" load_": too short to remember)
 def test_no_learned_value_is_ever_in_a_light_placeholder_sent(picks: list[tuple[int, int, int, int, str]],
                                                               learn_after: bool) -> None:
     # Secrets cut from the outputs themselves (a listed word, a piece of a path, a line of a long output), learned
@@ -153,6 +155,10 @@ def test_no_learned_value_is_ever_in_a_light_placeholder_sent(picks: list[tuple[
     for output, line, at, length, around in picks:
         text = outputs[output].splitlines()[line]
         secrets.append(f"{around}{text[at : at + length]}{around[::-1]}")
+    # A value the memory refuses (under its minimum length once stripped, as " load_" is) is learned by no session:
+    # it is in every placeholder, the knowing session's too, and is no secret this test can ask about.
+    secrets = [secret for secret in secrets if forms(secret)]
+    assume(secrets)
     history = _history(outputs)
     redactor = Redactor()
     cache = _cache(redactor)
