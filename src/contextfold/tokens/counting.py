@@ -554,19 +554,29 @@ class MessageCounter:
     def clear(self) -> None:
         """Forget every cached count (:attr:`revision` goes up)."""
         with self._lock:
-            self._cache.clear()
-            self._roles.clear()
-            self._revision += 1
+            self._forget()
 
     # -- internals ----------------------------------------------------------------------------------------------------
+    def _forget(self) -> None:
+        self._cache.clear()
+        self._roles.clear()
+        self._revision += 1
+
     def _check_revision(self) -> None:
+        # Under the lock, one thread forgets once: two threads clearing for one change dropped the counts one of them
+        # made in between (a manager's whole view counted again on its next call), and a count read between the flip
+        # and the clearing was a byte bound.
         if self._provisional and getattr(self.counter, "ready", True):
-            self._provisional = False  # the exact tokenizer arrived: no byte bound may outlive this point
-            self.clear()
+            with self._lock:
+                if self._provisional:
+                    self._provisional = False  # the exact tokenizer arrived: no byte bound may outlive this point
+                    self._forget()
         revision = getattr(self.counter, "revision", 0)
         if revision != self._counter_revision:
-            self.clear()
-            self._counter_revision = revision
+            with self._lock:
+                if revision != self._counter_revision:
+                    self._forget()
+                    self._counter_revision = revision
 
     def _role_tokens(self, role: str) -> int:
         n = self._roles.get(role)
