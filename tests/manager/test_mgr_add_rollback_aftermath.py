@@ -12,16 +12,19 @@ from __future__ import annotations
 import datetime
 import itertools
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from rollback_setups import item_add_rolled_back
 
 from contextfold import ContextManager
+from contextfold.errors import StoreError
 from contextfold.manager import _compactor
 from contextfold.manager._idle import JobForgotten
 from contextfold.messages import Message, ToolCall
 from contextfold.replay.harness import voided_span_ids
+from contextfold.stores.memory import MemoryBlobStore
 from contextfold.telemetry import AddRolledBack, MessagesPruned, TriggerDecision
 from contextfold.testing import ScriptedSummarizer
 
@@ -259,4 +262,63 @@ def test_what_the_add_sent_before_its_commit_is_voided_too(monkeypatch: pytest.M
     held = [e.name for e in sink.events[sent_before:] if e.span_id not in voided and type(e) is not AddRolledBack]
     assert held.count("cache.truncated") == 2 and held.count("compact.pruned_messages") == 1
     assert cm.tracer._recording is None
+    cm.close()
+
+
+class _StoreFailingOnce(MemoryBlobStore):
+    """Memory whose put of the second whole output in a row fails (a store gone between two writes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.outputs = 0
+        self.armed = False
+
+    def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        if self.armed and any(NONCE.encode() in data for _, data in items):
+            self.outputs += 1
+            if self.outputs == 2:
+                self.armed = False
+                raise StoreError("the store went away")
+        super().put_many(items)
+
+
+def test_an_add_failing_before_its_commit_voids_what_it_sent() -> None:
+    # Left by the nineteenth stop: only a rollback after the commit sent AddRolledBack, so the cut of the first
+    # output and its large-input warning, sent by an add whose store then failed on the second, stood as if they
+    # happened (and the caller's retry sent its own: every reader counted two cuts of one output).
+    sink = _Sink()
+    store = _StoreFailingOnce()
+    cm = ContextManager(model="gpt-4o", max_context_tokens=3000, store=store, archive="memory",
+                        session_id=NONCE, message_id_prefix="m", archive_events=False, telemetry=sink,
+                        policy={"large_input_bytes": 8192}, clock=lambda: _T0)
+    cm.add([{"role": "system", "content": f"system {NONCE}"}, {"role": "user", "content": f"task {NONCE}"}])
+    calls = [ToolCall(id=f"t{n}", name="read", arguments=f'{{"path": "{n}.py"}}') for n in range(2)]
+    batch = [Message.assistant(f"turn {NONCE}", calls),
+             *(Message.tool(f"t{n}", f"line {n} {NONCE} of the file\n" * 900, name="read") for n in range(2))]
+    sent_before = len(sink.events)
+    store.armed = True
+    with pytest.raises(StoreError):
+        cm.add(batch)
+    during = sink.events[sent_before:]
+    rolled = [e for e in during if type(e) is AddRolledBack]
+    assert len(rolled) == 1 and rolled[0].error_type == "StoreError"
+    told = sorted((e.name, getattr(e, "code", "")) for e in during if e is not rolled[0])
+    assert told == [("cache.truncated", ""), ("compact.warning", "large_input"), ("compact.warning", "large_input")]
+    assert sorted(rolled[0].voided) == sorted(e.span_id for e in during if e is not rolled[0])
+    assert len(cm._view.raw) == 2  # (none of the batch went in)
+    cm.add(batch)  # the caller's retry: what holds is its events alone
+    voided = voided_span_ids(sink.events)
+    held = [e.name for e in sink.events[sent_before:] if e.span_id not in voided and type(e) is not AddRolledBack]
+    assert held.count("cache.truncated") == 2
+    assert cm.tracer._recording is None
+    cm.close()
+
+
+def test_an_add_failing_before_it_sent_anything_sends_no_rollback() -> None:
+    sink = _Sink()
+    cm = _manager(sink)
+    before = len(sink.events)
+    with pytest.raises(ValueError, match="role"):
+        cm.add([{"role": "narrator", "content": f"once upon a time {NONCE}"}])
+    assert sink.events[before:] == []
     cm.close()

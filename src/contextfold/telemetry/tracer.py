@@ -205,6 +205,11 @@ class Tracer:
         """End :meth:`record_sent`."""
         self._recording = None
 
+    def recording_sent(self) -> bool:
+        """Whether this thread's :meth:`record_sent` is still on (not stopped since)."""
+        recording = self._recording
+        return recording is not None and recording[0] == threading.get_ident()
+
     def take_back_folded(self) -> None:
         """Un-count the no-op trigger decisions the last :meth:`record_sent` thread folded outside any span.
 
