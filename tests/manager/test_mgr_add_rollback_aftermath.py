@@ -12,11 +12,10 @@ from __future__ import annotations
 import datetime
 import itertools
 import threading
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from rollback_setups import item_add_rolled_back
+from rollback_setups import StoreFailingOnOutput, item_add_rolled_back, two_large_outputs
 
 from contextfold import ContextManager
 from contextfold.errors import StoreError
@@ -24,7 +23,6 @@ from contextfold.manager import _compactor
 from contextfold.manager._idle import JobForgotten
 from contextfold.messages import Message, ToolCall
 from contextfold.replay.harness import voided_span_ids
-from contextfold.stores.memory import MemoryBlobStore
 from contextfold.telemetry import AddRolledBack, MessagesPruned, TriggerDecision
 from contextfold.testing import ScriptedSummarizer
 
@@ -265,38 +263,19 @@ def test_what_the_add_sent_before_its_commit_is_voided_too(monkeypatch: pytest.M
     cm.close()
 
 
-class _StoreFailingOnce(MemoryBlobStore):
-    """Memory whose put of the second whole output in a row fails (a store gone between two writes)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.outputs = 0
-        self.armed = False
-
-    def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
-        if self.armed and any(NONCE.encode() in data for _, data in items):
-            self.outputs += 1
-            if self.outputs == 2:
-                self.armed = False
-                raise StoreError("the store went away")
-        super().put_many(items)
-
-
 def test_an_add_failing_before_its_commit_voids_what_it_sent() -> None:
     # Left by the nineteenth stop: only a rollback after the commit sent AddRolledBack, so the cut of the first
     # output and its large-input warning, sent by an add whose store then failed on the second, stood as if they
     # happened (and the caller's retry sent its own: every reader counted two cuts of one output).
     sink = _Sink()
-    store = _StoreFailingOnce()
+    store = StoreFailingOnOutput(NONCE)
     cm = ContextManager(model="gpt-4o", max_context_tokens=3000, store=store, archive="memory",
                         session_id=NONCE, message_id_prefix="m", archive_events=False, telemetry=sink,
                         policy={"large_input_bytes": 8192}, clock=lambda: _T0)
     cm.add([{"role": "system", "content": f"system {NONCE}"}, {"role": "user", "content": f"task {NONCE}"}])
-    calls = [ToolCall(id=f"t{n}", name="read", arguments=f'{{"path": "{n}.py"}}') for n in range(2)]
-    batch = [Message.assistant(f"turn {NONCE}", calls),
-             *(Message.tool(f"t{n}", f"line {n} {NONCE} of the file\n" * 900, name="read") for n in range(2))]
+    batch = two_large_outputs(NONCE)
     sent_before = len(sink.events)
-    store.armed = True
+    store.fail_on = 2
     with pytest.raises(StoreError):
         cm.add(batch)
     during = sink.events[sent_before:]
