@@ -398,11 +398,14 @@ class ContextManager:
                 if self._widening.has_candidate(self._view):
                     self._widen_answered(rewrote=(self._compactions, self._masking.count) != rewrites)
                 self._economics.previous_transient = self._widening.active
+            # (Read before the count: the counter turns exact whenever the tokenizer is there and any thread asks, the
+            # telemetry thread building a figure included; a count of bounds must never be recorded as exact.)
+            provisional = self.counter.provisional
             tokens, _, count = self._view.totals()
             self._prepared_version = self._view.version
             span.set(tokens=self._grounded(tokens + self._tool_tokens), messages=count,
                      window=self.budgets.window, compactions=self._compactions, maskings=self._masking.count)
-            if self.counter.provisional:  # (a byte bound: the figure is counted exactly where the event is built)
+            if provisional:  # (a byte bound: the figure is counted exactly where the event is built)
                 span.set_later(self._exact_figures().call_tokens)
 
     def _widen_answered(self, *, rewrote: bool) -> None:
