@@ -72,4 +72,6 @@ def _worker_calls(history: int) -> int:
 def test_the_telemetry_threads_work_per_noop_call_does_not_grow_with_the_history() -> None:
     short, long = _worker_calls(60), _worker_calls(3_000)
     assert short > 0
-    assert long == short, f"{long} calls on the telemetry thread for a history of 3,000, {short} for 60"
+    # (Nearly equal, not equal: the pacer's waits and an id's one-slot memo depend on scheduling; work that grew
+    # with the history would add thousands a call: 3,000 messages, 40 calls.)
+    assert long <= short * 1.1, f"{long} calls on the telemetry thread for a history of 3,000, {short} for 60"
