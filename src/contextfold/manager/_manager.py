@@ -449,11 +449,14 @@ class ContextManager:
 
     def _plan(self) -> tuple[Plan, int, int, int, int]:
         """The policy's decision now, with (view tokens, grounded total, tool-output tokens, message count)."""
+        # Read before counting: a counter turned exact while the view was counted (the tokenizer's arrival, or the
+        # telemetry thread building a figure) may have counted part of it in byte bounds.
+        provisional = self.counter.provisional
         tokens, tool_tokens, count = self._view.totals()
         total = self._grounded(tokens + self._tool_tokens)
         plan = self.provider_context.gate(
             self._decisions.decide(total, count, tool_tokens, self.budgets, self._effective_policy()), total)
-        if plan.action is not _compaction.Action.NONE and self.counter.provisional:
+        if plan.action is not _compaction.Action.NONE and provisional:
             # Byte upper bounds said "act": only exact counts may decide how (the bounds can be 4x too high).
             self._count_exactly()
             return self._plan()
