@@ -8,12 +8,10 @@ waiting: a wait with a timeout only ends a test that would otherwise hang on a b
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable
 
 import pytest
 
 from contextfold.messages import Message, _set_role
-from contextfold.tokens import counting
 from contextfold.tokens.counting import MessageCounter
 
 _PATIENCE_S = 10.0  # (only a broken counter waits this long)
@@ -106,30 +104,41 @@ def test_two_threads_seeing_the_tokenizer_arrive_forget_the_counts_once() -> Non
     assert counter.cache_info()[0] == 2
 
 
-def _pause_pass_at(monkeypatch: pytest.MonkeyPatch, thread: Callable[[], threading.Thread | None], entry: int,
-                   ) -> tuple[threading.Event, threading.Event]:
-    """Stop ``thread()``'s count_each pass as it keys its ``entry``-th message; (paused, release) events."""
-    paused, release = threading.Event(), threading.Event()
-    keyed = [0]
-    key_of = counting._count_key
+class _PausingLock:
+    """A counter's lock that stops one thread before its ``nth`` taking of it until ``release`` is set."""
 
-    def keying(message: Message) -> Hashable:
-        if threading.current_thread() is thread():
-            keyed[0] += 1
-            if keyed[0] == entry:
-                paused.set()
-                assert release.wait(_PATIENCE_S)
-        return key_of(message)
+    def __init__(self, nth: int) -> None:
+        self.thread: threading.Thread | None = None
+        self.paused, self.release = threading.Event(), threading.Event()
+        self._nth = nth
+        self._taken = 0
+        self._lock = threading.Lock()
 
-    monkeypatch.setattr(counting, "_count_key", keying)
-    return paused, release
+    def __enter__(self) -> None:
+        if threading.current_thread() is self.thread:
+            self._taken += 1
+            if self._taken == self._nth:
+                self.paused.set()
+                assert self.release.wait(_PATIENCE_S)
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+def _pause_pass(counter: MessageCounter, thread: threading.Thread, *, before_taking: int) -> _PausingLock:
+    """Stop ``thread``'s count_each pass before it takes the counter's lock the ``before_taking``-th time."""
+    lock = _PausingLock(before_taking)
+    lock.thread = thread
+    counter._lock = lock  # type: ignore[assignment]
+    return lock
 
 
 def _history(n: int) -> list[Message]:
     return [Message.user(f"note {i} of the history") for i in range(n)]
 
 
-def test_the_agent_counts_while_another_thread_passes_over_a_long_view(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_agent_counts_while_another_thread_passes_over_a_long_view() -> None:
     loader = _Loader()
     loader.loaded = True
     counter = MessageCounter(loader)
@@ -137,36 +146,56 @@ def test_the_agent_counts_while_another_thread_passes_over_a_long_view(monkeypat
     counter.count_each(view)  # (cached, as the manager's view is when the telemetry thread counts its figures)
     passes: list[list[int]] = []
     telemetry = threading.Thread(target=lambda: passes.append(counter.count_each(view)))
-    paused, release = _pause_pass_at(monkeypatch, lambda: telemetry, 1500)
+    pause = _pause_pass(counter, telemetry, before_taking=3)  # (mid-pass: 2000 messages are more than two chunks)
     telemetry.start()
     try:
-        assert paused.wait(_PATIENCE_S)
+        assert pause.paused.wait(_PATIENCE_S)
         agent_counted = threading.Event()
         probe = Message.user("a new message from the agent")
         agent = threading.Thread(target=lambda: (counter.count_message(probe), agent_counted.set()))
         agent.start()
-        # The agent's count does not wait for the pass to end (it waited on the pass's whole hold of the lock).
+        # The agent's count does not wait for the pass to end (it waited on the pass's one hold of the lock).
         assert agent_counted.wait(_PATIENCE_S)
         agent.join(_PATIENCE_S)
     finally:
-        release.set()
+        pause.release.set()
         telemetry.join(_PATIENCE_S)
     assert passes == [[_exact(m) for m in view]]
 
 
-def test_a_pass_meeting_the_exact_counts_midway_counts_none_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("recounted", [True, False], ids=["view-recounted-meanwhile", "cache-left-empty"])
+def test_a_pass_meeting_the_exact_counts_midway_counts_none_in_bytes(recounted: bool) -> None:
+    """Met between two chunks (the rest found exact in the cache), or while counting what it did not find."""
     counter = MessageCounter(_Loader(), lazy=True)
     view = _history(2000)
     exact = [_exact(m) for m in view]
     assert all(b > n for b, n in zip(counter.count_each(view), exact, strict=True))  # (cached byte bounds)
     passes: list[list[int]] = []
     agent = threading.Thread(target=lambda: passes.append(counter.count_each(view)))
-    paused, release = _pause_pass_at(monkeypatch, lambda: agent, 1000)
+    pause = _pause_pass(counter, agent, before_taking=2)
     agent.start()
     try:
-        assert paused.wait(_PATIENCE_S)  # the first chunk was read from the cache: byte bounds
-        counter.wait_exact()  # (the telemetry thread, building a first call's figures)
+        assert pause.paused.wait(_PATIENCE_S)  # the first chunk was read from the cache: byte bounds
+        counter.wait_exact()  # (the telemetry thread, building a first call's figures, ...
+        if recounted:
+            assert counter.count_each(view) == exact  # ... which it counts exactly, and caches)
     finally:
-        release.set()
+        pause.release.set()
         agent.join(_PATIENCE_S)
     assert passes == [exact]  # counted again, all exact: no mix of bounds and exact counts
+
+
+def test_a_pass_meeting_the_exact_counts_as_it_counts_what_it_missed_counts_none_in_bytes() -> None:
+    counter = MessageCounter(_Loader(), lazy=True)
+    view = _history(2000)  # (none cached: the pass counts each one after reading the cache in four chunks)
+    passes: list[list[int]] = []
+    agent = threading.Thread(target=lambda: passes.append(counter.count_each(view)))
+    pause = _pause_pass(counter, agent, before_taking=4 + 20)  # (some messages counted in bytes already)
+    agent.start()
+    try:
+        assert pause.paused.wait(_PATIENCE_S)
+        counter.wait_exact()  # (the telemetry thread, building a first call's figures)
+    finally:
+        pause.release.set()
+        agent.join(_PATIENCE_S)
+    assert passes == [[_exact(m) for m in view]]
