@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from _held_tokenizer import HeldTokenizer
 
 from contextfold import ContextManager
 from contextfold.exporters.base import InMemoryExporter
@@ -27,28 +28,6 @@ LISTING = "\n".join(f"{n:6d}\t    value_{n} = compute_{NONCE}({n}, offset={n * 7
 SMALL = "\n".join(f"line {n}: ok {NONCE}" for n in range(12))
 RANDOM_FIELDS = ("span_id", "parent_id")
 NEVER = -1  # the tokenizer arrives only when the manager waits for it
-
-
-class HeldTokenizer(TiktokenCounter):
-    """o200k whose arrival the test decides: not ready until ``arrive()`` (or a wait for it)."""
-
-    def __init__(self) -> None:
-        super().__init__("o200k_base")
-        self.arrived = False
-
-    @property
-    def ready(self) -> bool:
-        return self.arrived
-
-    def preload(self) -> None:
-        pass  # (the test plays the background thread)
-
-    def wait_ready(self) -> None:
-        super().wait_ready()
-        self.arrived = True
-
-    def arrive(self) -> None:
-        self.wait_ready()
 
 
 Turn = tuple[str, str, timedelta]

@@ -358,9 +358,8 @@ class _WatchedAriadne(AriadneExporter):
         super().__init__(url)
         self._timeout = _FROZEN_REQUEST_TIMEOUT_S
         self.exporting = False
-        self.aborted = False
         self.aborted_while_exporting = False
-        self.ended_before_abort = 0  # exports that ended before abort() came: to a frozen server, by their timeout
+        self.unanswered_before_abort: int | None = None  # events of requests that had timed out when abort() came
 
     def export(self, batch: list[dict[str, Any]]) -> None:
         self.exporting = True
@@ -368,11 +367,11 @@ class _WatchedAriadne(AriadneExporter):
             super().export(batch)
         finally:
             self.exporting = False
-            self.ended_before_abort += not self.aborted
 
     def abort(self) -> None:
         self.aborted_while_exporting = self.aborted_while_exporting or self.exporting
-        self.aborted = True
+        if self.unanswered_before_abort is None:
+            self.unanswered_before_abort = self.stats().uncertain_events
         super().abort()
 
 
@@ -398,7 +397,7 @@ def test_finish_and_close_keep_their_deadline_with_a_frozen_server() -> None:
         cm.close()
         assert processor.stalled  # the flush in finish() gave up at its deadline
         assert exporter.aborted_while_exporting  # and the shutdown ended the export still waiting on the server:
-        assert exporter.ended_before_abort == 0  # the first one (none had ended by its own timeout: 30 s, not 1 s)
+        assert exporter.unanswered_before_abort == 0  # the first one (none had timed out: 30 s, not 1 s)
         assert processor.join(PATIENCE_S)
     # exact accounting: every emitted event is in exactly one outcome, none of them "sent"
     p, x = processor.stats(), exporter.stats()
