@@ -485,7 +485,7 @@ class MessageCounter:
                 return counts
 
     def _read_cached(self, messages: Sequence[Message], revision: int) -> list[int] | None:
-        """count_each's pass at ``revision``; None when the counts changed meaning between two chunks."""
+        """count_each's pass at ``revision``; None when the counts changed meaning during it."""
         cache, lock = self._cache, self._lock
         out: list[int] = []
         missing: list[int] = []
