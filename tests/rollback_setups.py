@@ -1,13 +1,17 @@
-"""Set-ups the ``add()`` rollback tests share: a provider's compaction item, and an interrupt once it is archived."""
+"""Set-ups the ``add()`` rollback tests share: a provider's compaction item, and an interrupt once it is archived;
+a store failing in the middle of a batch (an add failing before its commit)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from contextfold import ContextManager
-from contextfold.messages import Message, UnknownPart
+from contextfold.errors import StoreError
+from contextfold.messages import Message, ToolCall, UnknownPart
+from contextfold.stores.memory import MemoryBlobStore
 
 
 def provider_compaction_item(text: str) -> Message:
@@ -45,3 +49,28 @@ def item_add_rolled_back(cm: ContextManager, monkeypatch: pytest.MonkeyPatch, no
         cm.add(batch)
     monkeypatch.undo()
     return batch
+
+
+class StoreFailingOnOutput(MemoryBlobStore):
+    """Memory whose write of the ``fail_on``-th whole output holding ``nonce`` fails, once (a store gone mid-batch)."""
+
+    def __init__(self, nonce: str) -> None:
+        super().__init__()
+        self.nonce = nonce.encode()
+        self.fail_on = 0  # (0: never; the count starts when it is set)
+        self.outputs = 0
+
+    def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        if self.fail_on and any(self.nonce in data for _, data in items):
+            self.outputs += 1
+            if self.outputs == self.fail_on:
+                self.fail_on = self.outputs = 0
+                raise StoreError("the store went away")
+        super().put_many(items)
+
+
+def two_large_outputs(nonce: str) -> list[Message]:
+    """A turn calling two tools, and their outputs: each cut at write time and over an 8,192-byte input limit."""
+    calls = [ToolCall(id=f"t{n}", name="read", arguments=f'{{"path": "{n}.py"}}') for n in range(2)]
+    return [Message.assistant(f"turn {nonce}", calls),
+            *(Message.tool(f"t{n}", f"line {n} {nonce} of the file\n" * 900, name="read") for n in range(2))]

@@ -76,7 +76,7 @@ def test_status_lists_the_archived_session(compacted: dict[str, Path], capsys: p
     assert main(["status", "--archive", str(compacted["archive"]), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["sessions"]
     assert rows == [{"session": SESSION, "compactions": 1, "summaries": 1, "events": rows[0]["events"],
-                     "latest_transcript_messages": len(load_session(demo_session_path()).messages)}]
+                     "voided_events": 0, "latest_transcript_messages": len(load_session(demo_session_path()).messages)}]
     assert main(["status", "--archive", str(compacted["archive"])]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["session", "compactions", "summaries", "events", "messages"]

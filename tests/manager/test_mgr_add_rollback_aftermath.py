@@ -15,9 +15,10 @@ import threading
 from typing import Any
 
 import pytest
-from rollback_setups import item_add_rolled_back
+from rollback_setups import StoreFailingOnOutput, item_add_rolled_back, two_large_outputs
 
 from contextfold import ContextManager
+from contextfold.errors import StoreError
 from contextfold.manager import _compactor
 from contextfold.manager._idle import JobForgotten
 from contextfold.messages import Message, ToolCall
@@ -259,4 +260,44 @@ def test_what_the_add_sent_before_its_commit_is_voided_too(monkeypatch: pytest.M
     held = [e.name for e in sink.events[sent_before:] if e.span_id not in voided and type(e) is not AddRolledBack]
     assert held.count("cache.truncated") == 2 and held.count("compact.pruned_messages") == 1
     assert cm.tracer._recording is None
+    cm.close()
+
+
+def test_an_add_failing_before_its_commit_voids_what_it_sent() -> None:
+    # Left by the nineteenth stop: only a rollback after the commit sent AddRolledBack, so the cut of the first
+    # output and its large-input warning, sent by an add whose store then failed on the second, stood as if they
+    # happened (and the caller's retry sent its own: every reader counted two cuts of one output).
+    sink = _Sink()
+    store = StoreFailingOnOutput(NONCE)
+    cm = ContextManager(model="gpt-4o", max_context_tokens=3000, store=store, archive="memory",
+                        session_id=NONCE, message_id_prefix="m", archive_events=False, telemetry=sink,
+                        policy={"large_input_bytes": 8192}, clock=lambda: _T0)
+    cm.add([{"role": "system", "content": f"system {NONCE}"}, {"role": "user", "content": f"task {NONCE}"}])
+    batch = two_large_outputs(NONCE)
+    sent_before = len(sink.events)
+    store.fail_on = 2
+    with pytest.raises(StoreError):
+        cm.add(batch)
+    during = sink.events[sent_before:]
+    rolled = [e for e in during if type(e) is AddRolledBack]
+    assert len(rolled) == 1 and rolled[0].error_type == "StoreError"
+    told = sorted((e.name, getattr(e, "code", "")) for e in during if e is not rolled[0])
+    assert told == [("cache.truncated", ""), ("compact.warning", "large_input"), ("compact.warning", "large_input")]
+    assert sorted(rolled[0].voided) == sorted(e.span_id for e in during if e is not rolled[0])
+    assert len(cm._view.raw) == 2  # (none of the batch went in)
+    cm.add(batch)  # the caller's retry: what holds is its events alone
+    voided = voided_span_ids(sink.events)
+    held = [e.name for e in sink.events[sent_before:] if e.span_id not in voided and type(e) is not AddRolledBack]
+    assert held.count("cache.truncated") == 2
+    assert cm.tracer._recording is None
+    cm.close()
+
+
+def test_an_add_failing_before_it_sent_anything_sends_no_rollback() -> None:
+    sink = _Sink()
+    cm = _manager(sink)
+    before = len(sink.events)
+    with pytest.raises(ValueError, match="role"):
+        cm.add([{"role": "narrator", "content": f"once upon a time {NONCE}"}])
+    assert sink.events[before:] == []
     cm.close()

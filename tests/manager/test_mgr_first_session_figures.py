@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from _held_tokenizer import HeldTokenizer
 
 from contextfold import ContextManager
 from contextfold.exporters.base import InMemoryExporter
@@ -27,28 +28,6 @@ LISTING = "\n".join(f"{n:6d}\t    value_{n} = compute_{NONCE}({n}, offset={n * 7
 SMALL = "\n".join(f"line {n}: ok {NONCE}" for n in range(12))
 RANDOM_FIELDS = ("span_id", "parent_id")
 NEVER = -1  # the tokenizer arrives only when the manager waits for it
-
-
-class HeldTokenizer(TiktokenCounter):
-    """o200k whose arrival the test decides: not ready until ``arrive()`` (or a wait for it)."""
-
-    def __init__(self) -> None:
-        super().__init__("o200k_base")
-        self.arrived = False
-
-    @property
-    def ready(self) -> bool:
-        return self.arrived
-
-    def preload(self) -> None:
-        pass  # (the test plays the background thread)
-
-    def wait_ready(self) -> None:
-        super().wait_ready()
-        self.arrived = True
-
-    def arrive(self) -> None:
-        self.wait_ready()
 
 
 Turn = tuple[str, str, timedelta]
@@ -146,3 +125,47 @@ def test_a_first_call_with_nothing_to_decide_does_not_wait_for_the_tokenizer() -
     exact = MessageCounter(TiktokenCounter())
     view = [Message.system("You are a coding agent."), Message.user(f"list the files {NONCE}")]
     assert spans[0]["data"]["tokens"] == sum(exact.count_message(m) for m in view)
+
+
+class CountingTokenizer(HeldTokenizer):
+    """A held o200k that notes every text it is asked to count (the encoder's work, whatever memo answers it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counted: list[str] = []
+
+    def count(self, text: str) -> int:
+        self.counted.append(text)
+        return super().count(text)
+
+
+@pytest.mark.parametrize("history", [30, 600])
+def test_the_first_calls_figures_count_each_message_once_whatever_the_history(history: int) -> None:
+    """Issue 22: the figures of the calls made before the tokenizer loaded counted the whole view again, per event.
+
+    Each such call's two events (the estimate, the call span) counted its view with a counter of their own, on the
+    telemetry thread: 2 x calls x history texts for what the manager counts once (0.8 s of that thread's CPU after a
+    first call on 100,000 recorded messages). The events are built here only on the flush, with nothing else running.
+    """
+    tokenizer = CountingTokenizer()
+    processor = BatchProcessor(InMemoryExporter(), schedule_delay_s=3_600)
+    calls = 6
+    try:
+        cm = ContextManager("gpt-4o", store="memory", archive=False, telemetry=processor, session_id="first-figures",
+                            counter=MessageCounter(tokenizer, lazy=True), policy={"emergency_message_count": 10_000})
+        cm.add([Message.user(f"note {n} of the history {NONCE}") for n in range(history)])
+        for n in range(calls):
+            cm.add(Message.user(f"a new question {n} {NONCE}"))
+            cm.prepare()
+        assert cm.counter.provisional and not tokenizer.counted  # (byte bounds so far: nothing encoded)
+        assert processor.flush()
+    finally:
+        processor.shutdown()
+    texts = [t for t in tokenizer.counted if NONCE in t]
+    assert sorted(texts) == sorted(set(texts)), "a message of the history was counted more than once"
+    assert len(texts) == history + calls
+    spans = [e for e in processor.exporter.events if e["name"] == "prepare"]  # type: ignore[attr-defined]
+    exact = MessageCounter(TiktokenCounter())
+    first = [Message.user(f"note {n} of the history {NONCE}") for n in range(history)] + [
+        Message.user(f"a new question 0 {NONCE}")]
+    assert spans[0]["data"]["tokens"] == sum(exact.count_message(m) for m in first)

@@ -27,8 +27,9 @@ def test_only_what_the_recording_thread_folded_outside_a_span_is_taken_back() ->
     tracer.take_back_folded()  # (once)
     assert tracer.noop_decisions == 2
     with tracer.span("prepare"):  # (the next root span takes those that hold)
+        _noop(tracer)  # (counted on its span, before the recording: it holds)
         tracer.record_sent()
-        _noop(tracer)  # (counted on its span: the span's, not taken back)
+        _noop(tracer)  # (counted on its span while recording: taken back from it and from the total)
         tracer.stop_recording()
         tracer.take_back_folded()
     assert tracer.noop_decisions == 3

@@ -22,8 +22,8 @@ def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "status",
         help="list the sessions in an archive with their counts",
-        description="List every session in an archive: compactions (archived transcripts), summaries, events, "
-        "and the messages of the latest archived transcript.",
+        description="List every session in an archive: compactions (archived transcripts), summaries, events "
+        "(those a rolled-back add() voided left out), and the messages of the latest archived transcript.",
     )
     parser.add_argument("--archive", default=DEFAULT_ARCHIVE, metavar="DIR",
                         help=f"the archive: a directory or s3://bucket/prefix (default: {DEFAULT_ARCHIVE})")
@@ -34,6 +34,9 @@ def register(subparsers: Subparsers) -> None:
 def session_rows(location: str, *,
                  on_unreadable: Callable[[str, StoreError], None] | None = None) -> list[dict[str, Any]]:
     """One row per archived session: id, compactions, summaries, events, messages in the latest transcript.
+
+    ``events`` counts those that hold: an event a rolled-back ``add()`` voided (``compact.add_rolled_back``'s
+    ``voided``: its cuts, warnings, trigger decision) is counted apart (``voided_events``), as the replay does.
 
     ``on_unreadable``: called with a session that cannot be read (a corrupt transcript, a FIFO or a folder where a
     file should be) and the error, and the session is left out; without it the error is raised.
@@ -47,7 +50,7 @@ def session_rows(location: str, *,
             numbers = archive.transcript_numbers(session_id)
             names = set(archive.store.names(archive_key(session_id)))  # (the store knows the session by its key)
             latest = len(archive.transcript(session_id, numbers[-1])) if numbers else 0
-            events = len(archive.events(session_id))
+            events = archive.events(session_id)
         except StoreError as exc:
             if on_unreadable is None:
                 raise
@@ -57,10 +60,26 @@ def session_rows(location: str, *,
             "session": session_id,
             "compactions": len(numbers),
             "summaries": sum(1 for n in numbers if summary_name(n) in names),
-            "events": events,
+            "events": len(events) - (voided := _voided(events)),
+            "voided_events": voided,
             "latest_transcript_messages": latest,
         })
     return rows
+
+
+def _voided(events: list[dict[str, Any]]) -> int:
+    """How many of ``events`` a rolled-back ``add()`` of the session voided (the rollback's own event holds)."""
+    voided: set[str] = set()
+    for event in events:
+        data = event.get("data")
+        if event.get("name") == _ROLLED_BACK and isinstance(data, dict) and isinstance(data.get("voided"), list):
+            voided.update(span for span in data["voided"] if isinstance(span, str))
+    if not voided:
+        return 0
+    return sum(1 for event in events if event.get("span_id") in voided and event.get("name") != _ROLLED_BACK)
+
+
+_ROLLED_BACK = "compact.add_rolled_back"  # (AddRolledBack's name: the CLI reads the archive's lines, not events)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -141,9 +141,10 @@ class CompactionRunner:
         """Act on the policy's decision (``prepare()``): masking first, then a compaction if one is still due."""
         manager = self.manager
         started = time.perf_counter()
+        provisional = manager.counter.provisional  # (before the count: see ContextManager._prepare_view)
         plan, tokens, total, tool_tokens, count = manager._plan()
         manager.last_plan = plan
-        if manager.counter.provisional:  # (byte bounds: the figures are counted exactly where the event is built)
+        if provisional:  # (byte bounds: the figures are counted exactly where the event is built)
             manager.tracer.emit_deferred(TokenEstimate, manager._exact_figures().estimate, model=manager.model.name,
                                          context_window=manager.budgets.window)
         else:

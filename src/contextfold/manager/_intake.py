@@ -131,8 +131,9 @@ class Intake:
         the view it replaces after the commit: when that archive fails the batch is taken out again. The view's
         count and the trigger check after tool results run once the batch is in: their errors are logged (see
         :meth:`_check_after_results`); an interrupt (a ``BaseException`` that is not an ``Exception``) from them, or
-        any raise after the commit, takes the batch out again (every part as it was) and propagates; its
-        ``AddRolledBack`` voids every event the add sent after narrowing the answered outputs (which stays).
+        any raise after the commit, takes the batch out again (every part as it was) and propagates. An
+        ``AddRolledBack`` voids every event a failed add sent after narrowing the answered outputs (which stays),
+        whether it failed before its commit or after.
         """
         manager = self.manager
         if manager._widening is not None and manager._widening.active and any(m.role != "tool" for m in incoming):
@@ -141,21 +142,37 @@ class Intake:
             # the view valid either way: if this add fails later, the next prepare() widens them again.
             manager._widening.narrow(manager._view, keep=manager._compaction.keeps_wide)
         # What this add() sends from here on (the cuts at write time and their copies' events, the large-input
-        # warnings, the archive of orphan results, what the commit tells): a rollback after the commit voids them
-        # all (AddRolledBack), and the caller's retry sends its own.
+        # warnings, the archive of orphan results, what the commit tells): a raise before the commit or a rollback
+        # after it voids them all (AddRolledBack), and the caller's retry sends its own.
         sent = manager.tracer.record_sent()
+        stored: list[Message] = []
         try:
-            self._add_recorded(incoming, sent)
+            self._add_recorded(incoming, sent, stored)
+        except BaseException as error:
+            if sent and manager.tracer.recording_sent():
+                # A raise before the commit (a store, the redactor, the archive of orphan results): what the add sent
+                # so far (the cuts of its outputs, its large-input warnings) tells of a batch the history never got.
+                # (A raise after the commit stopped the recording and voided what it sent itself.)
+                manager.tracer.stop_recording()
+                self._voided(error, stored, sent)
+            raise
         finally:
             manager.tracer.stop_recording()
 
-    def _add_recorded(self, incoming: list[Message], sent: list[str]) -> None:
-        """:meth:`add` past the narrowing, while the tracer notes in ``sent`` what it sends."""
+    def _voided(self, error: BaseException, stored: list[Message], sent: list[str]) -> None:
+        """Say that the add failed and that the events it sent (``sent``) no longer hold (the last step: may raise)."""
+        from ..telemetry import AddRolledBack
+
+        manager = self.manager
+        manager.tracer.emit(AddRolledBack(session_id=manager.session_id, error_type=type(error).__name__,
+                                          ids=tuple(str(m.meta.get("id", "")) for m in stored), voided=tuple(sent)))
+
+    def _add_recorded(self, incoming: list[Message], sent: list[str], stored: list[Message]) -> None:
+        """:meth:`add` past the narrowing, while the tracer notes in ``sent`` what it sends; ``stored`` fills up."""
         from ..provider_context import BOUNDARY_KIND
         from ..telemetry import CacheTruncated
 
         manager = self.manager
-        stored: list[Message] = []
         cut: dict[str, str] = {}  # ref -> the whole output, for the outputs cut at write time
         # The sequence moves only once the batch is committed: a failed add leaves no gap and no half-added batch.
         seq = manager._seq
@@ -262,12 +279,8 @@ class Intake:
             self.calls_read.difference_update(map(id, kept))
             manager.tracer.take_back_folded()  # (its check's decision, folded: it decided on the batch taken out)
             # The events the commit sent (its trigger decision, what settling pruned) stay sent: this one says
-            # they no longer hold, and which messages are not in the history (the last step: a sink may raise).
-            from ..telemetry import AddRolledBack
-
-            manager.tracer.emit(AddRolledBack(session_id=manager.session_id, error_type=type(error).__name__,
-                                              ids=tuple(str(m.meta.get("id", "")) for m in stored),
-                                              voided=tuple(sent)))
+            # they no longer hold, and which messages are not in the history.
+            self._voided(error, stored, sent)
             raise
 
     def _commit(self, stored: list[Message], kept: list[Message], added: int, counting_view: bool,

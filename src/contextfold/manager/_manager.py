@@ -398,11 +398,14 @@ class ContextManager:
                 if self._widening.has_candidate(self._view):
                     self._widen_answered(rewrote=(self._compactions, self._masking.count) != rewrites)
                 self._economics.previous_transient = self._widening.active
+            # (Read before the count: the counter turns exact whenever the tokenizer is there and any thread asks, the
+            # telemetry thread building a figure included; a count of bounds must never be recorded as exact.)
+            provisional = self.counter.provisional
             tokens, _, count = self._view.totals()
             self._prepared_version = self._view.version
             span.set(tokens=self._grounded(tokens + self._tool_tokens), messages=count,
                      window=self.budgets.window, compactions=self._compactions, maskings=self._masking.count)
-            if self.counter.provisional:  # (a byte bound: the figure is counted exactly where the event is built)
+            if provisional:  # (a byte bound: the figure is counted exactly where the event is built)
                 span.set_later(self._exact_figures().call_tokens)
 
     def _widen_answered(self, *, rewrote: bool) -> None:
@@ -446,11 +449,14 @@ class ContextManager:
 
     def _plan(self) -> tuple[Plan, int, int, int, int]:
         """The policy's decision now, with (view tokens, grounded total, tool-output tokens, message count)."""
+        # Read before counting: a counter turned exact while the view was counted (the tokenizer's arrival, or the
+        # telemetry thread building a figure) may have counted part of it in byte bounds.
+        provisional = self.counter.provisional
         tokens, tool_tokens, count = self._view.totals()
         total = self._grounded(tokens + self._tool_tokens)
         plan = self.provider_context.gate(
             self._decisions.decide(total, count, tool_tokens, self.budgets, self._effective_policy()), total)
-        if plan.action is not _compaction.Action.NONE and self.counter.provisional:
+        if plan.action is not _compaction.Action.NONE and provisional:
             # Byte upper bounds said "act": only exact counts may decide how (the bounds can be 4x too high).
             self._count_exactly()
             return self._plan()

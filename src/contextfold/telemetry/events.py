@@ -695,6 +695,11 @@ EVENT_TYPES: Mapping[str, type[Event]] = MappingProxyType(
     }
 )
 
+# The event classes of this module. Their records (to_dict) are new dicts down to their leaves, made from frozen values,
+# so a sink may pass one on as it is (see BatchProcessor). A caller's subclass may make its record its own way (a dict
+# it keeps, and changes after the event was exported), so no record of one is taken as made here.
+OWN_EVENT_CLASSES: frozenset[type[Event]] = frozenset({Event, CustomEvent, SpanEvent, *EVENT_TYPES.values()})
+
 # Figures that to_dict() derives; event_from_dict() must not pass them back to the constructor.
 _DERIVED = frozenset({"total", "compression_ratio", "times_smaller", "usage_pct", "pruned_count", "t_est", "max_tokens",
                       "breakdown"})

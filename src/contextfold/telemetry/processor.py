@@ -25,7 +25,7 @@ from typing import Any
 from ..redact._ledger import CLEARED_MAX_CHARS
 from ._pace import GilPacer, after_foreground
 from ._session_redaction import CleanPairs, SessionRedaction, all_clean, own_item_redaction, redacted_event, unscanned
-from .events import Event, PendingEvent
+from .events import OWN_EVENT_CLASSES, Event, PendingEvent
 from .exporter import Exporter, shutdown_exporter
 
 __all__ = [
@@ -379,7 +379,8 @@ class BatchProcessor:
                     continue
             if isinstance(item, Event):
                 record = item.to_dict()
-                built.append((record, self._redactor_for(record), True))
+                # (Made here only by our own classes: a caller's subclass may hand over a dict it keeps and changes.)
+                built.append((record, self._redactor_for(record), type(item) in OWN_EVENT_CLASSES))
             else:
                 record = dict(item)
                 built.append((record, self._redactor_for(record), False))

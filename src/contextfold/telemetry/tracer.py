@@ -181,6 +181,7 @@ class Tracer:
         # and how many no-op decisions it folded outside any span meanwhile (see take_back_folded).
         self._recording: tuple[int, list[str]] | None = None
         self._folded_recording = 0
+        self._folded_on_spans: list[Span] = []  # (the spans it counted those on meanwhile, one entry a decision)
 
     def now(self) -> datetime:
         """Read the tracer's clock."""
@@ -198,6 +199,7 @@ class Tracer:
         """
         sent: list[str] = []
         self._folded_recording = 0
+        self._folded_on_spans = []
         self._recording = (threading.get_ident(), sent)
         return sent
 
@@ -205,18 +207,32 @@ class Tracer:
         """End :meth:`record_sent`."""
         self._recording = None
 
+    def recording_sent(self) -> bool:
+        """Whether this thread's :meth:`record_sent` is still on (not stopped since)."""
+        recording = self._recording
+        return recording is not None and recording[0] == threading.get_ident()
+
     def take_back_folded(self) -> None:
         """Un-count the no-op trigger decisions the last :meth:`record_sent` thread folded outside any span.
 
         A rolled-back ``add()``'s check decided for a batch the history does not hold; the caller's retry decides
         again. Those still waiting for a root span are taken back (``add()`` opens none: that is where its checks
-        fold); one counted on a span already is the span's.
+        fold), and those counted on a span the add ran in (the caller's own: still open, its event not made yet):
+        a voided decision is counted nowhere, the session's total included.
         """
         with self._noop_lock:
             taken = min(self._folded_recording, self._pending_noop)
             self._folded_recording = 0
             self._pending_noop -= taken
             self.noop_decisions -= taken
+            on_spans, self._folded_on_spans = self._folded_on_spans, []
+            self.noop_decisions -= len(on_spans)
+        for span in on_spans:
+            left = int(span.data.get(NOOP_DECISIONS, 0)) - 1
+            if left > 0:
+                span.data[NOOP_DECISIONS] = left
+            else:
+                span.data.pop(NOOP_DECISIONS, None)
 
     def _note_sent(self, span_id: str) -> None:
         recording = self._recording
@@ -334,11 +350,14 @@ class Tracer:
         span = self.current_span()
         with self._noop_lock:
             self.noop_decisions += 1
+            recording = self._recording
+            recorded = recording is not None and recording[0] == threading.get_ident()
             if span is None:
                 self._pending_noop += 1
-                recording = self._recording
-                if recording is not None and recording[0] == threading.get_ident():
+                if recorded:
                     self._folded_recording += 1
+            elif recorded:
+                self._folded_on_spans.append(span)
         if span is not None:
             span.count(NOOP_DECISIONS)
 

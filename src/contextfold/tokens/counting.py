@@ -468,41 +468,55 @@ class MessageCounter:
         return n
 
     def count_each(self, messages: Sequence[Message]) -> list[int]:
-        """:meth:`count_message` of each message, in order: the cache read in one pass under one lock.
+        """:meth:`count_message` of each message, in order: the cache read in passes of a few hundred messages.
 
         What a bulk add and the view's settling do for every message of a 100,000-message history (issue 22): the
-        revision check and the lock once, not per message.
+        revision check once and the lock once per chunk, not per message. Not once per pass: the telemetry thread
+        counts a first call's figures with the manager's counter, and the agent's own counts waited on its whole pass
+        (~20-50 ms on 100,000 messages). A pass that meets a change of revision (between two chunks, or while it
+        counts what it did not find) starts again, so that its counts never mix byte bounds with exact ones.
         """
         if type(self).count_message is not MessageCounter.count_message:  # (a subclass counts its own way)
             return [self.count_message(m) for m in messages]
-        self._check_revision()
-        cache = self._cache
+        while True:
+            self._check_revision()
+            revision = self._revision
+            counts = self._read_cached(messages, revision)
+            if counts is not None:
+                return counts
+
+    def _read_cached(self, messages: Sequence[Message], revision: int) -> list[int] | None:
+        """count_each's pass at ``revision``; None when the counts changed meaning during it."""
+        cache, lock = self._cache, self._lock
         out: list[int] = []
         missing: list[int] = []
         # Copies given only an id (``Message._origin``) count as their origin: a repeated history's copies are read
         # once per origin, not keyed and looked up one by one (a bulk add counts each message twice, issue 22).
         by_origin: dict[int, int] = {}  # id(origin) -> its count, or _UNCOUNTED while it waits for the tokenizer
-        with self._lock:
-            get, touch, known = cache.get, cache.move_to_end, by_origin.get
-            for m in messages:
-                origin = m._origin
-                if origin is not None:
-                    n = known(id(origin))
-                    if n is not None:
-                        if n == _UNCOUNTED:
-                            missing.append(len(out))
+        get, touch, known = cache.get, cache.move_to_end, by_origin.get
+        for start in range(0, len(messages), _CHUNK):
+            with lock:
+                if self._revision != revision:
+                    return None
+                for m in messages[start:start + _CHUNK]:
+                    origin = m._origin
+                    if origin is not None:
+                        n = known(id(origin))
+                        if n is not None:
+                            if n == _UNCOUNTED:
+                                missing.append(len(out))
+                            out.append(n)
+                            continue
+                    key = _count_key(m)
+                    n = get(key)
+                    if n is None:
+                        missing.append(len(out))
+                        out.append(_UNCOUNTED)
+                    else:
+                        touch(key)
                         out.append(n)
-                        continue
-                key = _count_key(m)
-                n = get(key)
-                if n is None:
-                    missing.append(len(out))
-                    out.append(_UNCOUNTED)
-                else:
-                    touch(key)
-                    out.append(n)
-                if origin is not None:
-                    by_origin[id(origin)] = _UNCOUNTED if n is None else n
+                    if origin is not None:
+                        by_origin[id(origin)] = _UNCOUNTED if n is None else n
         for i in missing:
             m = messages[i]
             origin = m._origin
@@ -513,6 +527,8 @@ class MessageCounter:
             if n == _UNCOUNTED:  # (the first copy of its origin in this batch: counted, and cached for the next call)
                 n = by_origin[id(origin)] = self.count_message(m)
             out[i] = n
+        if missing and self._revision != revision:  # (counted in part after the change: the cache holds those now)
+            return None
         return out
 
     def count_messages(self, messages: Iterable[Message], *, reply_priming: bool = True) -> int:
@@ -555,24 +571,38 @@ class MessageCounter:
     def clear(self) -> None:
         """Forget every cached count (:attr:`revision` goes up)."""
         with self._lock:
-            self._cache.clear()
-            self._roles.clear()
-            self._revision += 1
+            self._forget()
 
     # -- internals ----------------------------------------------------------------------------------------------------
+    def _forget(self) -> None:
+        self._cache.clear()
+        self._roles.clear()
+        self._revision += 1
+
     def _check_revision(self) -> None:
+        # Under the lock, one thread forgets once: two threads clearing for one change dropped the counts one of them
+        # made in between (a manager's whole view counted again on its next call), and a count read between the flip
+        # and the clearing was a byte bound.
         if self._provisional and getattr(self.counter, "ready", True):
-            self._provisional = False  # the exact tokenizer arrived: no byte bound may outlive this point
-            self.clear()
+            with self._lock:
+                if self._provisional:
+                    self._provisional = False  # the exact tokenizer arrived: no byte bound may outlive this point
+                    self._forget()
         revision = getattr(self.counter, "revision", 0)
         if revision != self._counter_revision:
-            self.clear()
-            self._counter_revision = revision
+            with self._lock:
+                if revision != self._counter_revision:
+                    self._forget()
+                    self._counter_revision = revision
 
     def _role_tokens(self, role: str) -> int:
         n = self._roles.get(role)
         if n is None:
-            n = self._roles[role] = self._text(role)
+            revision = self._revision
+            n = self._text(role)
+            with self._lock:
+                if revision == self._revision:  # (as count_message: not a byte bound counted before the exact counts)
+                    self._roles[role] = n
         return n
 
     def _count_uncached(self, message: Message) -> int:
@@ -618,6 +648,9 @@ class MessageCounter:
 
 # What count_each holds for a message still to be counted (no count is negative).
 _UNCOUNTED = -1
+
+# Messages count_each reads from the cache under one hold of the lock: the other thread's count waits at most this.
+_CHUNK = 512
 
 
 def _count_key(message: Message) -> Hashable:
