@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,7 +18,7 @@ TRAJECTORIES = SHARED_DATA / "trajectories"
 REQUIRE_ALL = os.environ.get("CONTEXTFOLD_REQUIRE_ALL") == "1"
 
 if TYPE_CHECKING:
-    from contextfold.testing.services import RedisServer
+    from contextfold.testing.services import MotoServer, RedisServer
 
 
 def require(condition: bool, why: str) -> None:
@@ -26,6 +28,20 @@ def require(condition: bool, why: str) -> None:
     if REQUIRE_ALL:
         pytest.fail(f"required in CI: {why}")
     pytest.skip(why)
+
+
+@contextmanager
+def running_moto(bucket: str) -> Iterator[MotoServer]:
+    """A moto_server on loopback holding ``bucket``, with the S3 tests' environment (fake credentials, no lookups)."""
+    from contextfold.testing.services import MotoServer, s3_environment
+
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in s3_environment().items():
+            env.setenv(name, value)
+        binary = Path(sys.executable).with_name("moto_server")
+        require(binary.exists(), f"moto_server not found next to {binary.parent}")
+        with MotoServer(bucket, binary=str(binary)) as server:
+            yield server
 
 
 def require_binary(name: str) -> str:

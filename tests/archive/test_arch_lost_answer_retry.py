@@ -10,21 +10,20 @@ bytes) and replaces it, or leaves it when it is the same.
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from _lost_answer import LosesAnswers
-from conftest import require
+from conftest import running_moto
 
 from contextfold.archive import Archive, ArchiveStore
 from contextfold.errors import StoreError
 from contextfold.manager import ContextManager
 from contextfold.messages import Message
 from contextfold.stores.archive_fs import FilesystemArchiveStore
-from contextfold.testing.services import MotoServer, RedisServer, s3_environment
+from contextfold.testing.services import MotoServer, RedisServer
 
 NONCE = "s20g-lost-answer-Vb3"
 BUCKET = "s20g-lost-answers"
@@ -32,13 +31,8 @@ BUCKET = "s20g-lost-answers"
 
 @pytest.fixture(scope="module")
 def moto() -> Iterator[MotoServer]:
-    with pytest.MonkeyPatch.context() as env:
-        for name, value in s3_environment().items():
-            env.setenv(name, value)
-        binary = Path(sys.executable).with_name("moto_server")
-        require(binary.exists(), f"moto_server not found next to {binary.parent}")
-        with MotoServer(BUCKET, binary=str(binary)) as server:
-            yield server
+    with running_moto(BUCKET) as server:
+        yield server
 
 
 @pytest.fixture(params=["folder", "s3", "redis"])

@@ -21,18 +21,16 @@ from __future__ import annotations
 
 import http.client
 import http.server
-import sys
 import threading
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
-from conftest import require
+from conftest import running_moto
 
 from contextfold.archive import Archive
 from contextfold.messages import Message
 from contextfold.stores.archive_s3 import S3ArchiveStore
-from contextfold.testing.services import MotoServer, s3_environment
+from contextfold.testing.services import MotoServer
 
 pytestmark = pytest.mark.s3
 
@@ -107,13 +105,8 @@ class AnswerDroppingProxy:
 
 @pytest.fixture(scope="module")
 def moto() -> Iterator[MotoServer]:
-    with pytest.MonkeyPatch.context() as env:
-        for name, value in s3_environment().items():
-            env.setenv(name, value)
-        binary = Path(sys.executable).with_name("moto_server")
-        require(binary.exists(), f"moto_server not found next to {binary.parent}")
-        with MotoServer(BUCKET, binary=str(binary)) as server:
-            yield server
+    with running_moto(BUCKET) as server:
+        yield server
 
 
 @pytest.fixture
